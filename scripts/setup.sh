@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Installs every Debian package that fp4lm's build, tests, benchmarks and demo need.
+# Idempotent: does nothing when they are all present. Needs root (or sudo) only to install.
+set -euo pipefail
+PKGS=(g++ cmake ninja-build pkg-config make
+      nlohmann-json3-dev libfmt-dev libspdlog-dev libcli11-dev
+      libgtest-dev libgmock-dev libbenchmark-dev
+      libopenblas-dev libpcre2-dev libutf8proc-dev
+      clang libclang-rt-14-dev)
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then exit 0; fi
+echo "setup: installing ${missing[*]}"
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
