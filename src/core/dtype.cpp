@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "core/cpu_features.h"
+#include "core/error.h"
 
 namespace fp4lm {
 
@@ -100,6 +101,24 @@ void bf16_to_f32_n(const uint16_t* src, float* dst, size_t n) {
 
 void f32_to_bf16_n(const float* src, uint16_t* dst, size_t n) {
   for (size_t i = 0; i < n; ++i) dst[i] = f32_to_bf16(src[i]);
+}
+
+void to_f32_n(const void* src, DType t, float* dst, size_t n) {
+  switch (t) {
+    case DType::F32: std::memcpy(dst, src, n * sizeof(float)); return;
+    case DType::BF16: return bf16_to_f32_n(static_cast<const uint16_t*>(src), dst, n);
+    case DType::F16: return f16_to_f32_n(static_cast<const uint16_t*>(src), dst, n);
+    default: fail("activation dtype must be F32, BF16 or F16, found {}", dtype_name(t));
+  }
+}
+
+void from_f32_n(const float* src, DType t, void* dst, size_t n) {
+  switch (t) {
+    case DType::F32: std::memcpy(dst, src, n * sizeof(float)); return;
+    case DType::BF16: return f32_to_bf16_n(src, static_cast<uint16_t*>(dst), n);
+    case DType::F16: return f32_to_f16_n(src, static_cast<uint16_t*>(dst), n);
+    default: fail("activation dtype must be F32, BF16 or F16, found {}", dtype_name(t));
+  }
 }
 
 float e4m3_to_f32(uint8_t code) {

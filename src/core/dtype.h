@@ -38,6 +38,9 @@ void f16_to_f32_n(const uint16_t* src, float* dst, size_t n);
 void f32_to_f16_n(const float* src, uint16_t* dst, size_t n);
 void bf16_to_f32_n(const uint16_t* src, float* dst, size_t n);
 void f32_to_bf16_n(const float* src, uint16_t* dst, size_t n);
+// Activation buffers: `t` is F32, BF16 or F16 (anything else throws Error).
+void to_f32_n(const void* src, DType t, float* dst, size_t n);
+void from_f32_n(const float* src, DType t, void* dst, size_t n);
 
 // ---- FP8 E4M3FN: bias 7, max 448, no infinities, 0x7F/0xFF are NaN ----
 float e4m3_to_f32(uint8_t code);

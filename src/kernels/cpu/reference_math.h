@@ -1,0 +1,22 @@
+#pragma once
+// Plain decoding of LinearWeights, shared by the reference backend and the kernels' tests.
+#include <cstdint>
+#include <vector>
+
+#include "kernels/weights.h"
+
+namespace fp4lm::kernels {
+
+// Row r of W (over all shards) as float32 values, including the shard's global scale:
+// nvfp4: e2m1 × float(e4m3 block scale) × global_scale; fp8: float(e4m3) × global_scale.
+void reference_weight_row(const LinearWeights& w, int64_t r, float* out);
+
+// The activations the layer's scheme actually multiplies: for W4A4 the quantize-dequantize of
+// x [m, k] with w.input_scale (run-time NVFP4 rule), for fp8 the static fp8 quantize-dequantize,
+// otherwise x itself.
+std::vector<float> reference_activation_input(const LinearWeights& w, const float* x, int64_t m);
+
+// Bytes the layer's weights occupy (codes + block scales, or the dense matrix).
+size_t linear_weight_bytes(const LinearWeights& w);
+
+}  // namespace fp4lm::kernels

@@ -1,0 +1,30 @@
+#include "kernels/quant_key.h"
+
+namespace fp4lm::kernels {
+
+std::string_view weight_key_name(WeightKey k) {
+  switch (k) {
+    case WeightKey::unquantized: return "unquantized";
+    case WeightKey::nvfp4_static: return "nvfp4_static";
+    case WeightKey::fp8_static: return "fp8_static";
+  }
+  return "?";
+}
+
+std::string_view act_key_name(ActKey k) {
+  switch (k) {
+    case ActKey::none: return "none";
+    case ActKey::nvfp4_dynamic: return "nvfp4_dynamic";
+    case ActKey::fp8_static: return "fp8_static";
+  }
+  return "?";
+}
+
+std::string_view scheme_name(QuantKey k) {
+  if (k == kNvfp4W4A4) return "nvfp4_w4a4";
+  if (k.weight == WeightKey::nvfp4_static) return "nvfp4_w4a16";
+  if (k.weight == WeightKey::fp8_static) return "fp8";
+  return "unquantized";
+}
+
+}  // namespace fp4lm::kernels

@@ -1,0 +1,27 @@
+#pragma once
+// How a layer's weights and activations are quantized (DESIGN.md §2): the pair the oracle
+// matches backends on. NVFP4 W4A4 = (nvfp4_static, nvfp4_dynamic); W4A16 = (nvfp4_static, none).
+#include <string_view>
+
+namespace fp4lm::kernels {
+
+enum class WeightKey { unquantized, nvfp4_static, fp8_static };
+enum class ActKey { none, nvfp4_dynamic, fp8_static };
+
+struct QuantKey {
+  WeightKey weight = WeightKey::unquantized;
+  ActKey act = ActKey::none;
+  bool operator==(const QuantKey&) const = default;
+};
+
+inline constexpr QuantKey kUnquantized{WeightKey::unquantized, ActKey::none};
+inline constexpr QuantKey kNvfp4W4A4{WeightKey::nvfp4_static, ActKey::nvfp4_dynamic};
+inline constexpr QuantKey kNvfp4W4A16{WeightKey::nvfp4_static, ActKey::none};
+inline constexpr QuantKey kFp8{WeightKey::fp8_static, ActKey::fp8_static};
+
+std::string_view weight_key_name(WeightKey k);  // "nvfp4_static"
+std::string_view act_key_name(ActKey k);        // "nvfp4_dynamic", "none"
+// The scheme names of the CLI contract: "nvfp4_w4a4", "nvfp4_w4a16", "fp8", "unquantized".
+std::string_view scheme_name(QuantKey k);
+
+}  // namespace fp4lm::kernels

@@ -1,0 +1,129 @@
+#include "kernels/registry.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "core/log.h"
+
+namespace fp4lm::kernels {
+
+// Each backend file defines one of these; the table below is the only place listing them.
+const Backend& reference_linear_backend();
+const Backend& reference_moe_backend();
+
+namespace {
+
+// Priority order: the first available backend that accepts a layer wins.
+std::vector<const Backend*> table() {
+  return {
+      &reference_linear_backend(),
+      &reference_moe_backend(),
+  };
+}
+
+std::string kind_name(LayerKind k) { return k == LayerKind::linear ? "Linear" : "MoE"; }
+
+std::vector<std::string> names_of(LayerKind kind) {
+  std::vector<std::string> names;
+  for (const Backend* b : backends(kind)) names.push_back(b->name);
+  return names;
+}
+
+template <typename Problem>
+std::string common_rejection(const Backend& b, const Problem& p) {
+  if (b.unavailable_reason) {
+    if (std::string why = b.unavailable_reason(); !why.empty()) return "unavailable: " + why;
+  }
+  if (!b.supports(p.key))
+    return fmt::format("does not support scheme {} (weight={}, activation={})", scheme_name(p.key),
+                       weight_key_name(p.key.weight), act_key_name(p.key.act));
+  if (std::find(b.act_dtypes.begin(), b.act_dtypes.end(), p.act_dtype) == b.act_dtypes.end())
+    return fmt::format("does not support activation dtype {}", dtype_torch_name(p.act_dtype));
+  return "";
+}
+
+template <typename Problem>
+Selection select(LayerKind kind, const Problem& p, const std::string& layer, const std::string& forced) {
+  Selection s;
+  s.candidates = names_of(kind);
+  if (!forced.empty()) {
+    const Backend* b = find_backend(forced, kind);
+    if (!b)
+      usage_fail("unknown {} backend '{}' (available names: {})", kind_name(kind), forced,
+                 fmt::join(s.candidates, ", "));
+    if (std::string why = rejection_reason(*b, p); !why.empty())
+      fail("forced {} backend '{}' cannot run layer {}: {}", kind_name(kind), forced, layer, why);
+    s.backend = b;
+    return s;
+  }
+  std::vector<std::string> reasons;
+  for (const Backend* b : backends(kind)) {
+    std::string why = rejection_reason(*b, p);
+    if (why.empty()) {
+      s.backend = b;
+      return s;
+    }
+    log().debug("{} backend '{}' rejected for {}: {}", kind_name(kind), b->name, layer, why);
+    reasons.push_back(fmt::format("{}: {}", b->name, why));
+  }
+  fail("no {} backend can run layer {} (scheme {}, activation dtype {}): {}", kind_name(kind), layer,
+       scheme_name(p.key), dtype_torch_name(p.act_dtype), fmt::join(reasons, "; "));
+}
+
+}  // namespace
+
+bool Backend::supports(QuantKey key) const {
+  for (const QuantKey& s : schemes) {
+    if (s == key) return true;
+    if (weight_key_only && s.weight == key.weight) return true;
+  }
+  return false;
+}
+
+std::vector<const Backend*> all_backends() { return table(); }
+
+std::vector<const Backend*> backends(LayerKind kind) {
+  std::vector<const Backend*> out;
+  for (const Backend* b : table())
+    if (b->kind == kind) out.push_back(b);
+  return out;
+}
+
+const Backend* find_backend(const std::string& name, LayerKind kind) {
+  for (const Backend* b : backends(kind))
+    if (b->name == name) return b;
+  return nullptr;
+}
+
+std::string rejection_reason(const Backend& b, const LinearProblem& p) {
+  if (b.kind != LayerKind::linear) return "not a Linear backend";
+  if (std::string why = common_rejection(b, p); !why.empty()) return why;
+  return b.check_linear ? b.check_linear(p) : "";
+}
+
+std::string rejection_reason(const Backend& b, const MoeProblem& p) {
+  if (b.kind != LayerKind::moe) return "not a MoE backend";
+  if (std::string why = common_rejection(b, p); !why.empty()) return why;
+  return b.check_moe ? b.check_moe(p) : "";
+}
+
+Selection select_linear(const LinearProblem& p, const std::string& layer, const std::string& forced) {
+  return select(LayerKind::linear, p, layer, forced);
+}
+
+Selection select_moe(const MoeProblem& p, const std::string& layer, const std::string& forced) {
+  return select(LayerKind::moe, p, layer, forced);
+}
+
+std::string selection_message(const Selection& s, LayerKind kind, QuantKey key) {
+  std::string format = key.weight == WeightKey::nvfp4_static ? "NVFP4 "
+                       : key.weight == WeightKey::fp8_static ? "FP8 "
+                                                             : "unquantized ";
+  return fmt::format("Using '{}' {}{} backend out of potential backends: [{}]", s.backend->name, format,
+                     kind_name(kind), fmt::join(s.candidates, ", "));
+}
+
+}  // namespace fp4lm::kernels

@@ -1,0 +1,53 @@
+#pragma once
+// The weights a backend receives for one layer, as the checkpoint stores them (views into the
+// mmapped files). A fused engine layer (qkv, gate_up, MoE w13) keeps its HF shards separate:
+// each shard has its own rows and its own global scale, which becomes a per-output-row scale
+// (DESIGN.md §3, exact; no block scale is touched). Backends repack into whatever layout they
+// like in make_linear/make_moe.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "kernels/quant_key.h"
+
+namespace fp4lm::kernels {
+
+struct WeightShard {
+  std::string name;  // HF module name, for error messages ("model.layers.0.self_attn.q_proj")
+  int64_t rows = 0;  // output features of this shard
+  // unquantized: `dense` [rows, k] in dense_dtype (F32, BF16 or F16).
+  // nvfp4: `codes` U8 [rows, k/2] (element 2j in the low nibble), `block_scales` E4M3 [rows, k/16].
+  // fp8: `codes` F8_E4M3 [rows, k].
+  DType dense_dtype = DType::F32;
+  const void* dense = nullptr;
+  const uint8_t* codes = nullptr;
+  const uint8_t* block_scales = nullptr;
+  float global_scale = 1.0f;  // weight_scale_2 (nvfp4) / weight_scale (fp8); 1 when unquantized
+  float input_scale = 0.0f;   // on-disk input_scale (W4A4 / fp8); 0 when absent or unused
+};
+
+// One linear map W[n, k]: shards stacked along n in order.
+struct LinearWeights {
+  QuantKey key;  // the layer's scheme after resolution and any activation override
+  int64_t n = 0, k = 0;
+  std::vector<WeightShard> shards;
+  std::vector<float> bias;  // [n] (float32, converted at load) or empty
+  // W4A4 / fp8: the scale the shared input is quantized with = max over the shards' input_scale.
+  float input_scale = 0.0f;
+  // Keeps the memory the pointers refer to alive (the checkpoint's mmaps, owned copies).
+  std::shared_ptr<const void> keepalive;
+};
+
+// A fused MoE layer: per expert a gate_up (w13: gate rows then up rows, n = 2*inter, k = hidden)
+// and a down projection (w2: n = hidden, k = inter). Experts are SwiGLU: w2(silu(gate) * up).
+struct MoeWeights {
+  QuantKey key;
+  int64_t num_experts = 0, hidden = 0, inter = 0;
+  std::vector<LinearWeights> w13;  // [num_experts]
+  std::vector<LinearWeights> w2;   // [num_experts]
+  std::shared_ptr<const void> keepalive;
+};
+
+}  // namespace fp4lm::kernels
