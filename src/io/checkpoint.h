@@ -1,0 +1,57 @@
+#pragma once
+// A Hugging Face checkpoint directory: config.json, optional generation_config.json and
+// hf_quant_config.json (ModelOpt), and the weights in a single model.safetensors or in shards
+// listed by model.safetensors.index.json. Opening validates every file; tensors are zero-copy
+// views into the mapped shards, alive as long as the Checkpoint.
+#include <cstddef>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/tensor.h"
+#include "io/safetensors.h"
+
+namespace fp4lm::io {
+
+class Checkpoint {
+ public:
+  // Throws fp4lm::Error naming the file and the tensor/field on any inconsistency:
+  // missing or malformed config.json (must be an object), index entries naming missing shards,
+  // a tensor listed in one shard but stored in another, a tensor stored in two shards.
+  // A tensor stored in a listed shard but absent from the index is loaded with a warning (the
+  // shard is the data; HF and vLLM load every tensor of the listed shards too).
+  static std::shared_ptr<Checkpoint> open(const std::string& dir);
+
+  const std::string& dir() const { return dir_; }
+  const nlohmann::json& config() const { return config_; }
+  const std::optional<nlohmann::json>& generation_config() const { return generation_config_; }
+  const std::optional<nlohmann::json>& hf_quant_config() const { return hf_quant_config_; }
+
+  const TensorView* find(const std::string& name) const;  // nullptr if absent
+  const TensorView& get(const std::string& name) const;  // Error "<dir>: tensor '<name>' not found"
+  std::vector<std::string> tensor_names() const;         // sorted
+  std::string file_of(const std::string& name) const;    // path of the shard holding it
+  size_t total_tensor_bytes() const;
+  const std::vector<std::shared_ptr<SafetensorsFile>>& shards() const { return shards_; }
+
+ private:
+  Checkpoint() = default;
+  void load_single(const std::string& file);
+  void load_index(const std::string& index_path);
+  struct Where {
+    size_t shard;
+    const TensorView* view;
+  };
+  std::string dir_;
+  nlohmann::json config_;
+  std::optional<nlohmann::json> generation_config_;
+  std::optional<nlohmann::json> hf_quant_config_;
+  std::vector<std::shared_ptr<SafetensorsFile>> shards_;
+  std::map<std::string, Where> tensors_;
+};
+
+}  // namespace fp4lm::io
