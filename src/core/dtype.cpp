@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "core/cpu_features.h"
 #include "core/error.h"
@@ -50,7 +51,9 @@ float f16_to_f32(uint16_t h) {
   uint32_t man = h & 0x3ffu;
   uint32_t u;
   if (exp == 0x1f) {
-    u = sign | 0x7f800000u | (man << 13);  // inf / NaN (payload kept)
+    // inf / NaN: payload kept, and a signalling NaN comes out quiet, as F16C's vcvtph2ps does,
+    // so the scalar and bulk paths agree bit for bit.
+    u = sign | 0x7f800000u | (man << 13) | (man ? 0x00400000u : 0u);
   } else if (exp == 0) {
     if (man == 0) {
       u = sign;
