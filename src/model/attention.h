@@ -1,0 +1,47 @@
+#pragma once
+// Multi-head causal self-attention with grouped KV heads (GQA), HF semantics: fused qkv
+// projection (+ bias for Qwen2), optional per-head q_norm/k_norm RMSNorm (Qwen3) before RoPE,
+// KV entries stored in the cache, softmax(q·kᵀ / sqrt(head_dim)) in float32, o_proj.
+#include <cstdint>
+#include <memory>
+
+#include "core/dtype.h"
+#include "core/thread_pool.h"
+#include "model/kv_cache.h"
+#include "model/linear.h"
+#include "model/rms_norm.h"
+#include "model/rope.h"
+
+namespace fp4lm::model {
+
+class ModelLoader;
+
+// The attention core: m query tokens at positions pos0 .. pos0+m-1, each attending to cache
+// positions [0, its own] of `layer` (which must already hold them). q [m, num_heads*head_dim]
+// float32; out [m, num_heads*head_dim] float32 (unrounded). Query head h reads KV head
+// h / (num_heads / num_kv_heads). Scores q·k / sqrt(head_dim), softmax and the weighted sum of
+// values in float32.
+void causal_attention(const KvCache& cache, int64_t layer, const float* q, int64_t m, int64_t pos0,
+                      int64_t num_heads, float* out, ThreadPool& pool = ThreadPool::global());
+
+class Attention {
+ public:
+  // Loads model.layers.<layer>.self_attn.{qkv_proj, o_proj[, q_norm, k_norm]}.
+  Attention(ModelLoader& loader, int64_t layer, const Rope& rope);
+
+  // x [m, hidden] (the normed hidden states) at positions pos0.. of `cache`; writes their K/V
+  // into the cache and y [m, hidden]. cache.length() is not changed (the model advances it).
+  void forward(const float* x, int64_t m, int64_t pos0, KvCache& cache, float* y) const;
+
+  size_t weight_bytes() const { return qkv_->weight_bytes() + o_->weight_bytes(); }
+
+ private:
+  int64_t layer_, num_heads_, num_kv_heads_, head_dim_;
+  DType act_;
+  const Rope& rope_;
+  std::unique_ptr<Linear> qkv_, o_;
+  bool qk_norm_ = false;
+  RmsNorm q_norm_, k_norm_;
+};
+
+}  // namespace fp4lm::model

@@ -1,0 +1,26 @@
+#include "model/engine_options.h"
+
+#include "core/error.h"
+
+namespace fp4lm::model {
+
+std::optional<DType> parse_override_activation_dtype(const std::string& v) {
+  if (v == "auto") return std::nullopt;
+  if (v == "bfloat16") return DType::BF16;
+  if (v == "float16") return DType::F16;
+  usage_fail("--override-activation-dtype must be auto, bfloat16 or float16 (got '{}')", v);
+}
+
+DType resolve_dtype(const std::string& v, const std::string& checkpoint_dtype) {
+  auto named = [](const std::string& s) -> std::optional<DType> {
+    if (s == "float32") return DType::F32;
+    if (s == "bfloat16") return DType::BF16;
+    if (s == "float16") return DType::F16;
+    return std::nullopt;
+  };
+  if (v == "auto") return named(checkpoint_dtype).value_or(DType::F32);
+  if (auto d = named(v)) return *d;
+  usage_fail("--dtype must be auto, float32, bfloat16 or float16 (got '{}')", v);
+}
+
+}  // namespace fp4lm::model

@@ -1,0 +1,29 @@
+#pragma once
+// Engine-wide options every model-loading subcommand accepts (see cli/engine_flags.h).
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "core/dtype.h"
+
+namespace fp4lm::model {
+
+struct EngineOptions {
+  // Activation / KV-cache dtype: "auto" (the checkpoint's torch_dtype), float32, bfloat16, float16.
+  std::string dtype = "auto";
+  // --override-activation-dtype: nullopt = auto (no change); BF16/F16 = run every NVFP4 W4A4
+  // layer through the W4A16 path with that activation dtype. The checkpoint is never edited.
+  std::optional<DType> override_activation_dtype;
+  std::string linear_backend;  // --linear-backend: force one ("" = the oracle picks)
+  std::string moe_backend;     // --moe-backend
+  int64_t a16_max_tokens = 0;  // --a16-max-tokens
+  int threads = 0;             // --threads (0 = physical cores)
+};
+
+// "auto" -> nullopt, "bfloat16"/"float16" -> the dtype; anything else -> UsageError.
+std::optional<DType> parse_override_activation_dtype(const std::string& v);
+// "float32"/"bfloat16"/"float16" -> the dtype; "auto" -> `checkpoint_dtype` mapped the same way
+// (float32 when absent or not a 16/32-bit float); else UsageError.
+DType resolve_dtype(const std::string& v, const std::string& checkpoint_dtype);
+
+}  // namespace fp4lm::model

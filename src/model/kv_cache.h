@@ -1,0 +1,50 @@
+#pragma once
+// The key/value cache of one sequence: for every decoder layer and KV head, `capacity`
+// positions of head_dim values, stored in the KV dtype (float32, bfloat16 or float16).
+// Layout [layer][k|v][kv_head][position][head_dim], so attention scans one head's history
+// contiguously. The memory is reserved up front but only touched as positions fill, so an
+// unused tail costs address space, not resident memory.
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "core/dtype.h"
+
+namespace fp4lm::model {
+
+class KvCache {
+ public:
+  KvCache(int64_t num_layers, int64_t num_kv_heads, int64_t head_dim, int64_t capacity, DType dtype);
+
+  int64_t capacity() const { return capacity_; }
+  int64_t length() const { return length_; }  // positions filled so far
+  void set_length(int64_t n);                  // Error outside [0, capacity]
+  void clear() { length_ = 0; }
+  DType dtype() const { return dtype_; }
+  int64_t num_layers() const { return layers_; }
+  int64_t num_kv_heads() const { return kv_heads_; }
+  int64_t head_dim() const { return head_dim_; }
+  size_t bytes() const { return bytes_; }                   // reserved
+  size_t bytes_per_position() const { return bytes_ / static_cast<size_t>(capacity_); }
+
+  // Stores k and v ([num_kv_heads * head_dim] float32 each) at (layer, pos), rounded to dtype().
+  void store(int64_t layer, int64_t pos, const float* k, const float* v);
+  // Raw rows of one head: [capacity, head_dim] elements of dtype().
+  const uint8_t* keys(int64_t layer, int64_t head) const { return at(layer, 0, head); }
+  const uint8_t* values(int64_t layer, int64_t head) const { return at(layer, 1, head); }
+
+ private:
+  uint8_t* at(int64_t layer, int kv, int64_t head) const {
+    const size_t plane = static_cast<size_t>(capacity_ * head_dim_) * esize_;
+    return data_.get() + ((static_cast<size_t>(layer) * 2 + kv) * kv_heads_ + head) * plane;
+  }
+
+  int64_t layers_, kv_heads_, head_dim_, capacity_;
+  DType dtype_;
+  size_t esize_;
+  size_t bytes_;
+  int64_t length_ = 0;
+  std::unique_ptr<uint8_t[]> data_;
+};
+
+}  // namespace fp4lm::model

@@ -1,0 +1,36 @@
+#pragma once
+// The engine layers of a model, in model order, with the HF modules each one fuses: q/k/v ->
+// qkv_proj, gate/up -> gate_up_proj, every expert of a MoE block -> one `experts` layer.
+// Used by the loader (what to load), `fp4lm inspect` (what to report) and the quantizer.
+#include <array>
+#include <string>
+#include <vector>
+
+#include "kernels/backend.h"
+#include "model/model_config.h"
+
+namespace fp4lm::model {
+
+struct LayerSpec {
+  std::string name;  // engine name, e.g. "model.layers.0.self_attn.qkv_proj", "lm_head"
+  kernels::LayerKind kind = kernels::LayerKind::linear;
+  int64_t layer_index = -1;  // decoder layer, -1 for lm_head
+  // Linear: the HF modules stacked along the output dimension, and each one's rows.
+  std::vector<std::string> shards;
+  std::vector<int64_t> shard_rows;
+  int64_t in_features = 0, out_features = 0;
+  bool bias = false;
+  bool router = false;      // MoE router / shared_expert_gate: kept unquantized by exporters
+  bool tied_embedding = false;  // lm_head reading model.embed_tokens.weight
+  // MoE: the experts container ("model.layers.0.mlp.experts") is shards[0]; experts are
+  // <container>.<e>.<proj> with proj names {w1 (gate), w3 (up), w2 (down)} in HF spelling.
+  int64_t num_experts = 0, hidden = 0, inter = 0;
+  std::array<std::string, 3> expert_proj;  // {"gate_proj", "up_proj", "down_proj"} or {"w1", "w3", "w2"}
+
+  // HF module names of every quantizable weight under this layer (experts expanded).
+  std::vector<std::string> modules() const;
+};
+
+std::vector<LayerSpec> plan_layers(const ModelConfig& c);
+
+}  // namespace fp4lm::model

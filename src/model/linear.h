@@ -1,0 +1,55 @@
+#pragma once
+// An engine Linear layer: its scheme's method has validated and gathered the parameters, the
+// oracle picked the backend, and forward() runs it. Activations cross the API as float32 and
+// are rounded to the layer's activation dtype at its boundary, as a 16-bit engine stores them.
+#include <memory>
+#include <string>
+
+#include "core/thread_pool.h"
+#include "kernels/backend.h"
+#include "model/layer_plan.h"
+#include "model/layer_scheme.h"
+
+namespace fp4lm::model {
+
+class Linear {
+ public:
+  Linear(LayerSpec spec, LayerScheme scheme, std::string backend, std::unique_ptr<kernels::LinearKernel> kernel);
+  // y[m, out] = x[m, in] · Wᵀ (+ bias).
+  void forward(const float* x, int64_t m, float* y, ThreadPool& pool = ThreadPool::global()) const;
+
+  const LayerSpec& spec() const { return spec_; }
+  const LayerScheme& scheme() const { return scheme_; }
+  const std::string& backend() const { return backend_; }
+  int64_t in_features() const { return spec_.in_features; }
+  int64_t out_features() const { return spec_.out_features; }
+  size_t weight_bytes() const { return kernel_->weight_bytes(); }
+
+ private:
+  LayerSpec spec_;
+  LayerScheme scheme_;
+  std::string backend_;
+  std::unique_ptr<kernels::LinearKernel> kernel_;
+};
+
+// The experts of one sparse MoE block (routing is the architecture's job).
+class FusedMoe {
+ public:
+  FusedMoe(LayerSpec spec, LayerScheme scheme, std::string backend, std::unique_ptr<kernels::MoeKernel> kernel);
+  // y[i] = Σ_j topk_weights[i, j] · expert_{topk_ids[i, j]}(x[i]); x, y [m, hidden].
+  void forward(const float* x, int64_t m, const int32_t* topk_ids, const float* topk_weights, int64_t top_k,
+               float* y, ThreadPool& pool = ThreadPool::global()) const;
+
+  const LayerSpec& spec() const { return spec_; }
+  const LayerScheme& scheme() const { return scheme_; }
+  const std::string& backend() const { return backend_; }
+  size_t weight_bytes() const { return kernel_->weight_bytes(); }
+
+ private:
+  LayerSpec spec_;
+  LayerScheme scheme_;
+  std::string backend_;
+  std::unique_ptr<kernels::MoeKernel> kernel_;
+};
+
+}  // namespace fp4lm::model

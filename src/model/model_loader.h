@@ -1,0 +1,71 @@
+#pragma once
+// Loads the layers of one checkpoint: resolves each layer's scheme, validates its parameters
+// by its method's rules, asks the oracle for a backend and builds the kernel. Architectures
+// (model/arch/*) call it; `fp4lm inspect` uses describe() alone.
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "io/checkpoint.h"
+#include "kernels/registry.h"
+#include "model/engine_options.h"
+#include "model/layer_plan.h"
+#include "model/layer_scheme.h"
+#include "model/linear.h"
+#include "model/model_config.h"
+#include "quant/modelopt_config.h"
+
+namespace fp4lm::model {
+
+struct LayerReport {
+  const LayerSpec* spec = nullptr;
+  LayerScheme scheme;
+  kernels::Selection selection;
+};
+
+class ModelLoader {
+ public:
+  ModelLoader(std::shared_ptr<io::Checkpoint> ckpt, EngineOptions opts);
+
+  const io::Checkpoint& checkpoint() const { return *ckpt_; }
+  const ModelConfig& config() const { return config_; }
+  const quant::QuantConfig& quant_config() const { return quant_; }
+  const EngineOptions& options() const { return opts_; }
+  DType dtype() const { return dtype_; }  // activation / KV dtype
+  const std::vector<LayerSpec>& layers() const { return layers_; }
+  const LayerSpec& layer(const std::string& name) const;  // Error if not planned
+
+  // Scheme and backend choice, touching no weights.
+  LayerReport describe(const LayerSpec& spec) const;
+  // Validated views of the layer's parameters (Error naming the tensor on any defect).
+  kernels::LinearWeights linear_weights(const LayerSpec& spec, const LayerScheme& scheme) const;
+  kernels::MoeWeights moe_weights(const LayerSpec& spec, const LayerScheme& scheme) const;
+
+  // Build the kernels. Logs the oracle's choice once per (kind, scheme) at INFO.
+  std::unique_ptr<Linear> load_linear(const std::string& name);
+  std::unique_ptr<FusedMoe> load_moe(const std::string& name);
+
+  // A plain (non-Linear) tensor: norms, embeddings, q_norm/k_norm. Checks the shape and that
+  // the dtype is F32, BF16 or F16; Error names the tensor otherwise.
+  const TensorView& tensor(const std::string& name, const Shape& expected) const;
+  std::vector<float> tensor_f32(const std::string& name, const Shape& expected) const;
+
+  // Weight bytes of everything loaded so far (kernels' resident weights).
+  size_t loaded_weight_bytes() const { return loaded_bytes_; }
+
+ private:
+  void log_selection(const LayerReport& r);
+
+  std::shared_ptr<io::Checkpoint> ckpt_;
+  EngineOptions opts_;
+  ModelConfig config_;
+  quant::QuantConfig quant_;
+  DType dtype_ = DType::F32;
+  std::vector<LayerSpec> layers_;
+  std::map<std::string, bool> logged_;
+  size_t loaded_bytes_ = 0;
+};
+
+}  // namespace fp4lm::model

@@ -1,0 +1,24 @@
+#include "model/rms_norm.h"
+
+#include <cmath>
+
+#include "model/activation.h"
+
+namespace fp4lm::model {
+
+void RmsNorm::forward(const float* x, int64_t m, float* y, DType act) const {
+  const int64_t d = dim();
+  for (int64_t r = 0; r < m; ++r) {
+    const float* xr = x + r * d;
+    float* yr = y + r * d;
+    double ss = 0;
+    for (int64_t i = 0; i < d; ++i) ss += static_cast<double>(xr[i]) * xr[i];
+    const float inv = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(d) + eps_));
+    for (int64_t i = 0; i < d; ++i) yr[i] = xr[i] * inv;
+    round_to_dtype(yr, static_cast<size_t>(d), act);
+    for (int64_t i = 0; i < d; ++i) yr[i] *= weight_[i];
+    round_to_dtype(yr, static_cast<size_t>(d), act);
+  }
+}
+
+}  // namespace fp4lm::model

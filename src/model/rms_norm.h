@@ -1,0 +1,29 @@
+#pragma once
+// RMSNorm as HF computes it: in fp32, y = weight * round(x / sqrt(mean(x²) + eps)), the
+// normalized value rounded to the activation dtype before the weight multiplies it, and the
+// product rounded again (a 16-bit engine stores both).
+#include <cstdint>
+#include <vector>
+
+#include "core/dtype.h"
+
+namespace fp4lm::model {
+
+class RmsNorm {
+ public:
+  RmsNorm() = default;
+  RmsNorm(std::vector<float> weight, double eps) : weight_(std::move(weight)), eps_(eps) {}
+
+  // m rows of dim() values; y may alias x.
+  void forward(const float* x, int64_t m, float* y, DType act) const;
+
+  int64_t dim() const { return static_cast<int64_t>(weight_.size()); }
+  const std::vector<float>& weight() const { return weight_; }
+  double eps() const { return eps_; }
+
+ private:
+  std::vector<float> weight_;
+  double eps_ = 1e-6;
+};
+
+}  // namespace fp4lm::model

@@ -1,0 +1,62 @@
+#include "model/rope.h"
+
+#include <cmath>
+#include <numbers>
+
+#include "core/error.h"
+
+namespace fp4lm::model {
+
+Rope::Rope(int64_t head_dim, double theta, const RopeScaling& s) : head_dim_(head_dim) {
+  if (head_dim <= 0 || head_dim % 2 != 0) fail("RoPE: head_dim must be positive and even, found {}", head_dim);
+  const int64_t half = head_dim / 2;
+  inv_freq_.resize(static_cast<size_t>(half));
+  // float32 throughout, as HF computes it (so a float32 engine reproduces HF/llama2.c bit for bit).
+  const float base = static_cast<float>(theta);
+  for (int64_t i = 0; i < half; ++i)
+    inv_freq_[i] = 1.0f / std::pow(base, static_cast<float>(2 * i) / static_cast<float>(head_dim));
+  if (s.type == "linear") {
+    for (float& f : inv_freq_) f /= static_cast<float>(s.factor);
+  } else if (s.type == "llama3") {
+    // Wavelengths longer than original/low_freq_factor are slowed by `factor`, shorter than
+    // original/high_freq_factor kept, and the band between interpolated smoothly.
+    const float factor = static_cast<float>(s.factor), lo = static_cast<float>(s.low_freq_factor),
+                hi = static_cast<float>(s.high_freq_factor);
+    const float old_ctx = static_cast<float>(s.original_max_position_embeddings);
+    const float low_freq_wavelen = old_ctx / lo, high_freq_wavelen = old_ctx / hi;
+    for (float& f : inv_freq_) {
+      const float wavelen = 2.0f * std::numbers::pi_v<float> / f;
+      if (wavelen > low_freq_wavelen) {
+        f = f / factor;
+      } else if (wavelen >= high_freq_wavelen) {
+        const float smooth = (old_ctx / wavelen - lo) / (hi - lo);
+        f = (1.0f - smooth) * f / factor + smooth * f;
+      }
+    }
+  } else if (!s.type.empty()) {
+    fail("RoPE: unsupported rope_scaling type '{}' (supported: linear, llama3)", s.type);
+  }
+}
+
+void Rope::cos_sin(int64_t pos, float* cos, float* sin) const {
+  const float p = static_cast<float>(pos);
+  for (size_t i = 0; i < inv_freq_.size(); ++i) {
+    const float angle = p * inv_freq_[i];  // float32 product, as HF and llama2.c
+    cos[i] = static_cast<float>(std::cos(static_cast<double>(angle)));
+    sin[i] = static_cast<float>(std::sin(static_cast<double>(angle)));
+  }
+}
+
+void Rope::rotate(float* x, int64_t n_heads, const float* cos, const float* sin) const {
+  const int64_t half = head_dim_ / 2;
+  for (int64_t h = 0; h < n_heads; ++h) {
+    float* v = x + h * head_dim_;
+    for (int64_t i = 0; i < half; ++i) {
+      const float a = v[i], b = v[i + half];
+      v[i] = a * cos[i] - b * sin[i];
+      v[i + half] = b * cos[i] + a * sin[i];
+    }
+  }
+}
+
+}  // namespace fp4lm::model

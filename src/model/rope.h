@@ -1,0 +1,32 @@
+#pragma once
+// Rotary position embedding in the HF "rotate-half" convention: a head's dimension i pairs with
+// i + head_dim/2. Frequencies follow HF (float32 inv_freq = 1 / theta^(2i/d)), with the
+// "linear" (positions / factor) and "llama3" (band-wise wavelength scaling) rope_scaling types.
+#include <cstdint>
+#include <vector>
+
+#include "model/model_config.h"
+
+namespace fp4lm::model {
+
+class Rope {
+ public:
+  Rope() = default;
+  Rope(int64_t head_dim, double theta, const RopeScaling& scaling);
+
+  int64_t head_dim() const { return head_dim_; }
+  // head_dim/2 inverse frequencies after scaling.
+  const std::vector<float>& inv_freq() const { return inv_freq_; }
+
+  // cos/sin of angle pos * inv_freq[i], head_dim/2 values each.
+  void cos_sin(int64_t pos, float* cos, float* sin) const;
+  // Rotates n_heads consecutive heads of x (head_dim values each) by the angles in cos/sin:
+  // x[i] <- x[i]·cos[i] − x[i+h]·sin[i], x[i+h] <- x[i+h]·cos[i] + x[i]·sin[i], h = head_dim/2.
+  void rotate(float* x, int64_t n_heads, const float* cos, const float* sin) const;
+
+ private:
+  int64_t head_dim_ = 0;
+  std::vector<float> inv_freq_;
+};
+
+}  // namespace fp4lm::model
