@@ -151,6 +151,7 @@ Nvfp4Activation quantize_activation(const float* x, int64_t m, int64_t k, float 
   if (!(input_scale > 0.0f) || !std::isfinite(input_scale))
     fail("quantize_activation: input_scale = {}, expected a finite value > 0", input_scale);
   const float g = 1.0f / input_scale;
+  if (!std::isfinite(g)) fail("quantize_activation: 1/input_scale overflows (input_scale = {})", input_scale);
   Nvfp4Activation out;
   out.m = m;
   out.k = k;
