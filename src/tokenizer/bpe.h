@@ -1,0 +1,64 @@
+#pragma once
+// The BPE model: turns one pre-tokenized word into token ids by applying merges in rank order.
+// Merges live in a flat hash table keyed by the (left id, right id) pair; results for recent
+// words are cached. Thread-safe: encode may run concurrently from several threads.
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <shared_mutex>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace fp4lm::tokenizer {
+
+// A string -> id map that accepts string_view keys without allocating.
+struct StringHash {
+  using is_transparent = void;
+  size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+};
+using TokenMap = std::unordered_map<std::string, int32_t, StringHash, std::equal_to<>>;
+
+struct BpeOptions {
+  std::optional<std::string> unk_token;
+  std::string continuing_subword_prefix;
+  std::string end_of_word_suffix;
+  bool fuse_unk = false;
+  bool byte_fallback = false;  // unknown characters become <0xXX> byte tokens
+  bool ignore_merges = false;  // a word that is itself in the vocab is one token
+};
+
+class BpeModel {
+ public:
+  // `vocab`: token -> id. `merges`: pairs in priority order (rank = index). Throws fp4lm::Error
+  // (prefixed with `where`) when a merge names a token not in the vocab.
+  BpeModel(TokenMap vocab, const std::vector<std::pair<std::string, std::string>>& merges,
+           BpeOptions options, const std::string& where);
+  ~BpeModel();
+
+  // Appends the ids of `word` to `out`.
+  void tokenize(std::string_view word, std::vector<int32_t>& out) const;
+  // The same without consulting or filling the cache (benchmark baseline, tests).
+  void tokenize_uncached(std::string_view word, std::vector<int32_t>& out) const;
+
+  std::optional<int32_t> token_to_id(std::string_view token) const;
+  const TokenMap& vocab() const { return vocab_; }
+  size_t merge_count() const { return merge_count_; }
+
+ private:
+  struct MergeTable;
+  TokenMap vocab_;
+  BpeOptions opt_;
+  std::optional<int32_t> unk_id_;
+  std::unique_ptr<MergeTable> merges_;
+  size_t merge_count_ = 0;
+  std::vector<int32_t> small_char_ids_;  // code point < 0x800 -> id (or -1), when no affixes
+  int32_t byte_ids_[256];                // <0xXX> token ids for byte fallback (or -1)
+
+  mutable std::shared_mutex cache_mu_;
+  mutable std::unordered_map<std::string, std::vector<int32_t>, StringHash, std::equal_to<>> cache_;
+};
+
+}  // namespace fp4lm::tokenizer

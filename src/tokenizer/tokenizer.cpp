@@ -1,0 +1,211 @@
+#include "tokenizer/tokenizer.h"
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "core/error.h"
+#include "tokenizer/tokenizer_parts.h"
+#include "tokenizer/utf8.h"
+
+namespace fp4lm::tokenizer {
+
+namespace {
+
+std::string read_text(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("cannot read {}", path.string());
+  std::string s;
+  in.seekg(0, std::ios::end);
+  auto n = in.tellg();
+  if (n < 0) fail("cannot read {}", path.string());
+  s.resize(static_cast<size_t>(n));
+  in.seekg(0);
+  in.read(s.data(), n);
+  if (!in) fail("cannot read {}", path.string());
+  return s;
+}
+
+// transformers' clean_up_tokenization: drop the space English punctuation got from decoding.
+void clean_up_spaces(std::string& s) {
+  static const std::pair<const char*, const char*> kRules[] = {
+      {" .", "."}, {" ?", "?"}, {" !", "!"}, {" ,", ","}, {" ' ", "'"},
+      {" n't", "n't"}, {" 'm", "'m"}, {" 's", "'s"}, {" 've", "'ve"}, {" 're", "'re"}};
+  for (auto [from, to] : kRules) {
+    std::string f = from;
+    for (size_t pos = s.find(f); pos != std::string::npos; pos = s.find(f, pos))
+      s.replace(pos, f.size(), to);
+  }
+}
+
+}  // namespace
+
+Tokenizer::Tokenizer(std::unique_ptr<TokenizerParts> parts) : p_(std::move(parts)) {}
+Tokenizer::~Tokenizer() = default;
+
+std::unique_ptr<Tokenizer> Tokenizer::from_json(std::string_view tokenizer_json,
+                                                std::string_view config_json,
+                                                const std::string& name) {
+  std::string config_name = (std::filesystem::path(name).parent_path() / "tokenizer_config.json").string();
+  return std::unique_ptr<Tokenizer>(
+      new Tokenizer(load_tokenizer_parts(tokenizer_json, name, config_json, config_name)));
+}
+
+std::unique_ptr<Tokenizer> Tokenizer::from_file(const std::string& path) {
+  if (!std::filesystem::is_regular_file(path)) fail("tokenizer file not found: {}", path);
+  std::string text = read_text(path);
+  return std::unique_ptr<Tokenizer>(new Tokenizer(load_tokenizer_parts(text, path, {}, {})));
+}
+
+std::unique_ptr<Tokenizer> Tokenizer::from_dir(const std::string& dir) {
+  auto json_path = std::filesystem::path(dir) / "tokenizer.json";
+  auto config_path = std::filesystem::path(dir) / "tokenizer_config.json";
+  if (!std::filesystem::is_regular_file(json_path))
+    fail("tokenizer file not found: {}", json_path.string());
+  std::string text = read_text(json_path);
+  std::string config;
+  if (std::filesystem::is_regular_file(config_path)) config = read_text(config_path);
+  return std::unique_ptr<Tokenizer>(
+      new Tokenizer(load_tokenizer_parts(text, json_path.string(), config, config_path.string())));
+}
+
+std::vector<int32_t> Tokenizer::encode(std::string_view input, bool add_special_tokens) const {
+  std::string repaired;
+  if (!utf8::is_valid(input)) {
+    repaired = utf8::to_valid_lossy(input);
+    input = repaired;
+  }
+  std::vector<int32_t> ids;
+  ids.reserve(input.size() / 3 + 4);
+  std::vector<Piece> pieces;
+  auto tokenize_text = [&](std::string text, bool at_origin) {
+    pieces.clear();
+    pieces.push_back({std::move(text), at_origin});
+    if (p_->pre_tokenizer) p_->pre_tokenizer->pre_tokenize(pieces);
+    for (const auto& piece : pieces) p_->model->tokenize(piece.text, ids);
+  };
+
+  // 1. added tokens matched in the raw text; 2. normalize the rest; 3. added tokens matched in
+  // normalized text; 4. pre-tokenize and run the model on what remains.
+  for (const Segment& seg : p_->added->split(input, false)) {
+    if (seg.id >= 0) {
+      ids.push_back(seg.id);
+      continue;
+    }
+    std::string text(input.substr(seg.begin, seg.end - seg.begin));
+    if (p_->normalizer) p_->normalizer->normalize(text);
+    bool at_origin = seg.begin == 0;
+    if (!p_->added->has_normalized_tokens()) {
+      if (!text.empty()) tokenize_text(std::move(text), at_origin);
+      continue;
+    }
+    for (const Segment& sub : p_->added->split(text, true)) {
+      if (sub.id >= 0)
+        ids.push_back(sub.id);
+      else
+        tokenize_text(text.substr(sub.begin, sub.end - sub.begin), at_origin && sub.begin == 0);
+    }
+  }
+  if (add_special_tokens && p_->post_processor) p_->post_processor->process(ids);
+  return ids;
+}
+
+std::string Tokenizer::decode_raw(const int32_t* ids, size_t n, bool skip_special_tokens) const {
+  std::vector<std::string> tokens;
+  tokens.reserve(n);
+  for (size_t k = 0; k < n; ++k) {
+    int32_t id = ids[k];
+    if (id < 0 || static_cast<size_t>(id) >= p_->id_flags.size() ||
+        !(p_->id_flags[static_cast<size_t>(id)] & TokenizerParts::kPresent))
+      fail("{}: token id {} is not in the vocabulary (size {})", p_->source, id, p_->id_flags.size());
+    uint8_t f = p_->id_flags[static_cast<size_t>(id)];
+    if (skip_special_tokens && (f & TokenizerParts::kSpecial)) continue;
+    tokens.push_back(p_->id_to_token[static_cast<size_t>(id)]);
+  }
+  if (!p_->decoder) {  // Hugging Face joins with spaces when there is no decoder
+    std::string out;
+    for (size_t k = 0; k < tokens.size(); ++k) {
+      if (k) out.push_back(' ');
+      out.append(tokens[k]);
+    }
+    return out;
+  }
+  p_->decoder->decode_chain(tokens);
+  std::string out;
+  for (const auto& t : tokens) out.append(t);
+  return out;
+}
+
+std::string Tokenizer::decode(const std::vector<int32_t>& ids, bool skip_special_tokens) const {
+  std::string s = decode_raw(ids.data(), ids.size(), skip_special_tokens);
+  if (p_->clean_up_spaces) clean_up_spaces(s);
+  return s;
+}
+
+std::optional<int32_t> Tokenizer::token_to_id(std::string_view token) const {
+  if (auto it = p_->added_by_content.find(token); it != p_->added_by_content.end()) return it->second;
+  return p_->model->token_to_id(token);
+}
+
+size_t Tokenizer::vocab_size() const { return p_->id_flags.size(); }
+
+std::optional<std::string> Tokenizer::id_to_token(int32_t id) const {
+  if (id < 0 || static_cast<size_t>(id) >= p_->id_flags.size() ||
+      !(p_->id_flags[static_cast<size_t>(id)] & TokenizerParts::kPresent))
+    return std::nullopt;
+  return p_->id_to_token[static_cast<size_t>(id)];
+}
+
+bool Tokenizer::is_special(int32_t id) const {
+  return id >= 0 && static_cast<size_t>(id) < p_->id_flags.size() &&
+         (p_->id_flags[static_cast<size_t>(id)] & TokenizerParts::kSpecial);
+}
+
+std::optional<int32_t> Tokenizer::bos_id() const { return p_->bos_id; }
+std::optional<int32_t> Tokenizer::eos_id() const { return p_->eos_id; }
+
+// ---- streaming ------------------------------------------------------------------------------
+
+namespace {
+// After this many held-back tokens a trailing U+FFFD is taken as real (invalid bytes the model
+// produced), not as a character still being completed: UTF-8 sequences are at most 4 bytes.
+constexpr size_t kMaxHeldTokens = 8;
+
+bool ends_with_replacement(const std::string& s) {
+  return s.size() >= 3 && s.compare(s.size() - 3, 3, "\xEF\xBF\xBD") == 0;
+}
+}  // namespace
+
+StreamDecoder::StreamDecoder(const Tokenizer& tokenizer, bool skip_special_tokens)
+    : tok_(tokenizer), skip_special_(skip_special_tokens) {}
+
+// Decodes the context tokens together with the new ones, so decoders that treat the first token
+// specially (Metaspace strips its leading space) see the same text as a full decode would.
+std::string StreamDecoder::push(int32_t id) {
+  ids_.push_back(id);
+  std::string text = tok_.decode_raw(ids_.data(), ids_.size(), skip_special_);
+  size_t held = ids_.size() - prefix_index_;
+  if (text.size() <= prefix_.size() || (ends_with_replacement(text) && held < kMaxHeldTokens))
+    return {};
+  // The context decodes the same at the front of `text` in every supported decoder; if it ever
+  // does not, emit only what lies past the common part.
+  size_t common = 0;
+  while (common < prefix_.size() && prefix_[common] == text[common]) ++common;
+  std::string out = text.substr(common);
+  size_t new_prefix_index = ids_.size() - prefix_index_;
+  ids_.erase(ids_.begin(), ids_.begin() + static_cast<long>(prefix_index_));
+  prefix_ = tok_.decode_raw(ids_.data(), ids_.size(), skip_special_);
+  prefix_index_ = new_prefix_index;
+  return out;
+}
+
+std::string StreamDecoder::flush() {
+  std::string text = tok_.decode_raw(ids_.data(), ids_.size(), skip_special_);
+  std::string out = text.size() > prefix_.size() ? text.substr(prefix_.size()) : std::string();
+  ids_.clear();
+  prefix_.clear();
+  prefix_index_ = 0;
+  return out;
+}
+
+}  // namespace fp4lm::tokenizer
