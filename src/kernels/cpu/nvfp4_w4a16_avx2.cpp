@@ -1,0 +1,166 @@
+// NVFP4 W4A16 on AVX2: x stays in 16/32-bit (converted to fp32 once per call), weights are
+// decoded on the fly from the checkpoint's nibbles (docs/KERNELS.md, "W4A16 inner loop").
+//
+// Decoding 32 codes (16 bytes) into 4 fp32 vectors: every E2M1 value is exactly a bfloat16, so
+// two pshufb tables give each code's bf16 high and low byte; unpacking bytes into words and words
+// into the top half of dwords yields fp32 without any int->float conversion. The unpacks
+// interleave elements, so x is permuted the same way once per call (permute_x32).
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "core/error.h"
+#include "kernels/cpu/nvfp4_avx2.h"
+#include "kernels/cpu/nvfp4_common_avx2.h"
+
+namespace fp4lm::kernels::cpu {
+
+namespace {
+
+using avx2::hsum;
+using avx2::round_up;
+using avx2::store_act;
+
+constexpr int64_t kRowBlock = 16;  // rows whose weights stay in L1/L2 while all tokens pass
+constexpr int kTokTile = 6;        // tokens sharing one decoded weight chunk (6 accumulators)
+
+struct E4m3Table {
+  float v[256];
+  E4m3Table() {
+    for (int i = 0; i < 256; ++i) v[i] = e4m3_to_f32(static_cast<uint8_t>(i));
+  }
+};
+const float* e4m3_table() {
+  static const E4m3Table t;
+  return t.v;
+}
+
+// Position of element e (0..31) of a 32-element chunk after decode32's unpacks: vector e/8,
+// lanes 0-3 hold the chunk's even elements, lanes 4-7 the odd ones.
+inline int permuted_index(int e) {
+  const int v = e / 8, r = e % 8;
+  return v * 8 + (r % 2 == 0 ? r / 2 : 4 + r / 2);
+}
+
+// x row (fp32, k values) -> permuted, zero-padded to k32.
+void permute_x32(const float* x, int64_t k, int64_t k32, float* out) {
+  static const auto perm = [] {
+    std::vector<int> p(32);
+    for (int e = 0; e < 32; ++e) p[e] = permuted_index(e);
+    return p;
+  }();
+  for (int64_t c = 0; c < k32; c += 32) {
+    float* o = out + c;
+    if (c + 32 <= k) {
+      for (int e = 0; e < 32; ++e) o[perm[e]] = x[c + e];
+    } else {
+      for (int e = 0; e < 32; ++e) o[perm[e]] = c + e < k ? x[c + e] : 0.0f;
+    }
+  }
+}
+
+// 16 code bytes (32 elements, element 2j in byte j's low nibble) -> 4 x 8 fp32 values.
+// f0, f1 hold elements 0..15 (block 0), f2, f3 elements 16..31 (block 1).
+struct Decoder {
+  __m256i shift = _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4);
+  __m256i low4 = _mm256_set1_epi8(0x0f);
+  // bf16 bytes of ±{0, 0.5, 1, 1.5, 2, 3, 4, 6}, indexed by the 4-bit code (bit 3 = sign).
+  __m256i hi = _mm256_broadcastsi128_si256(_mm_setr_epi8(
+      0x00, 0x3F, 0x3F, 0x3F, 0x40, 0x40, 0x40, 0x40, char(0x80), char(0xBF), char(0xBF),
+      char(0xBF), char(0xC0), char(0xC0), char(0xC0), char(0xC0)));
+  __m256i lo = _mm256_broadcastsi128_si256(_mm_setr_epi8(
+      0x00, 0x00, char(0x80), char(0xC0), 0x00, 0x40, char(0x80), char(0xC0), 0x00, 0x00,
+      char(0x80), char(0xC0), 0x00, 0x40, char(0x80), char(0xC0)));
+  __m256i zero = _mm256_setzero_si256();
+
+  inline void operator()(const uint8_t* p, __m256& f0, __m256& f1, __m256& f2, __m256& f3) const {
+    // Low 128-bit lane: low nibbles (even elements); high lane: high nibbles (odd elements).
+    const __m256i c = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    const __m256i nib = _mm256_and_si256(_mm256_srlv_epi32(c, shift), low4);
+    const __m256i hb = _mm256_shuffle_epi8(hi, nib);
+    const __m256i lb = _mm256_shuffle_epi8(lo, nib);
+    const __m256i wa = _mm256_unpacklo_epi8(lb, hb);  // bf16 of elements 0..15
+    const __m256i wb = _mm256_unpackhi_epi8(lb, hb);  // bf16 of elements 16..31
+    f0 = _mm256_castsi256_ps(_mm256_unpacklo_epi16(zero, wa));
+    f1 = _mm256_castsi256_ps(_mm256_unpackhi_epi16(zero, wa));
+    f2 = _mm256_castsi256_ps(_mm256_unpacklo_epi16(zero, wb));
+    f3 = _mm256_castsi256_ps(_mm256_unpackhi_epi16(zero, wb));
+  }
+};
+
+// out[t] = Σ_j x_t[j] · e2m1(code_j) · scale(block of j), for T tokens of xp (permuted, stride
+// k32). The decoded weight times its block scale is exact in fp32 (3 × 4 significant bits), so
+// the only roundings are the accumulations, in the same order for every T.
+template <int T>
+void dot_row(const Decoder& dec, const uint8_t* codes, const uint8_t* scales, int64_t k,
+             const float* xp, int64_t k32, float* out) {
+  const float* lut = e4m3_table();
+  __m256 acc[T];
+  for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
+  const int64_t full = k / 32;
+  auto step = [&](const uint8_t* cp, float s0v, float s1v, int64_t c) {
+    __m256 f0, f1, f2, f3;
+    dec(cp, f0, f1, f2, f3);
+    const __m256 s0 = _mm256_set1_ps(s0v), s1 = _mm256_set1_ps(s1v);
+    f0 = _mm256_mul_ps(f0, s0);
+    f1 = _mm256_mul_ps(f1, s0);
+    f2 = _mm256_mul_ps(f2, s1);
+    f3 = _mm256_mul_ps(f3, s1);
+    for (int t = 0; t < T; ++t) {
+      const float* xt = xp + t * k32 + c * 32;
+      acc[t] = _mm256_fmadd_ps(f0, _mm256_loadu_ps(xt), acc[t]);
+      acc[t] = _mm256_fmadd_ps(f1, _mm256_loadu_ps(xt + 8), acc[t]);
+      acc[t] = _mm256_fmadd_ps(f2, _mm256_loadu_ps(xt + 16), acc[t]);
+      acc[t] = _mm256_fmadd_ps(f3, _mm256_loadu_ps(xt + 24), acc[t]);
+    }
+  };
+  for (int64_t c = 0; c < full; ++c) step(codes + c * 16, lut[scales[2 * c]], lut[scales[2 * c + 1]], c);
+  if (k % 32) {  // one 16-element block left: its 8 code bytes, zero-padded (x is padded too)
+    alignas(16) uint8_t tail[16] = {};
+    std::memcpy(tail, codes + full * 16, 8);
+    step(tail, lut[scales[2 * full]], 0.0f, full);
+  }
+  for (int t = 0; t < T; ++t) out[t] = hsum(acc[t]);
+}
+
+using DotFn = void (*)(const Decoder&, const uint8_t*, const uint8_t*, int64_t, const float*,
+                       int64_t, float*);
+constexpr DotFn kDot[kTokTile + 1] = {nullptr,    dot_row<1>, dot_row<2>, dot_row<3>,
+                                      dot_row<4>, dot_row<5>, dot_row<6>};
+
+}  // namespace
+
+void nvfp4_w4a16_avx2(const Nvfp4Matrix& w, const void* x, DType act, int64_t m, void* y,
+                      ThreadPool& pool) {
+  if (m <= 0) return;
+  const int64_t n = w.n, k = w.k, k32 = round_up(k, 32);
+  const size_t esize = dtype_size(act);
+  std::vector<float> xp(static_cast<size_t>(m * k32));
+  pool.parallel_for(m, [&](int64_t t0, int64_t t1, int) {
+    std::vector<float> row(static_cast<size_t>(k));
+    for (int64_t t = t0; t < t1; ++t) {
+      to_f32_n(static_cast<const uint8_t*>(x) + t * k * esize, act, row.data(), row.size());
+      permute_x32(row.data(), k, k32, xp.data() + t * k32);
+    }
+  });
+  const int64_t blocks = (n + kRowBlock - 1) / kRowBlock;
+  pool.parallel_for(blocks, [&](int64_t b0, int64_t b1, int) {
+    const Decoder dec;
+    float out[kTokTile];
+    for (int64_t b = b0; b < b1; ++b) {
+      const int64_t r0 = b * kRowBlock, r1 = std::min(n, r0 + kRowBlock);
+      for (int64_t t0 = 0; t0 < m; t0 += kTokTile) {
+        const int tt = static_cast<int>(std::min<int64_t>(kTokTile, m - t0));
+        for (int64_t r = r0; r < r1; ++r) {
+          kDot[tt](dec, w.row_codes[r], w.row_scales[r], k, xp.data() + t0 * k32, k32, out);
+          const float g = w.row_global[r], bias = w.bias.empty() ? 0.0f : w.bias[r];
+          for (int t = 0; t < tt; ++t) store_act(y, act, (t0 + t) * n + r, out[t] * g + bias);
+        }
+      }
+    }
+  });
+}
+
+}  // namespace fp4lm::kernels::cpu

@@ -1,0 +1,175 @@
+#pragma once
+// Builders for the NVFP4 kernel tests: random layers quantized with quant::quantize_weight and
+// wrapped into LinearWeights / MoeWeights (shards pointing into owned vectors, kept alive), and
+// the fp64 evaluations the kernels are held to.
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "core/dtype.h"
+#include "kernels/weights.h"
+#include "quant/nvfp4.h"
+
+namespace fp4lm::kernels::testing {
+
+struct LayerSpec {
+  int64_t n = 0, k = 0;
+  std::vector<int64_t> shard_rows;  // sums to n; each shard gets its own weight_scale_2
+  bool bias = false;
+  QuantKey key = kNvfp4W4A16;
+  uint32_t seed = 1;
+};
+
+// Owns the quantized shards; `weights` points into them.
+struct TestLayer {
+  std::vector<quant::Nvfp4Weight> shards;
+  LinearWeights weights;  // keepalive holds `shards` storage alive for copies
+};
+
+inline std::shared_ptr<TestLayer> make_layer(const LayerSpec& s) {
+  auto layer = std::make_shared<TestLayer>();
+  std::mt19937 rng(s.seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_real_distribution<float> uni(-2.0f, 2.0f);
+  LinearWeights& w = layer->weights;
+  w.key = s.key;
+  w.n = s.n;
+  w.k = s.k;
+  float max_input_scale = 0.0f;
+  for (size_t i = 0; i < s.shard_rows.size(); ++i) {
+    const int64_t rows = s.shard_rows[i];
+    // Shards differ in magnitude (so their global scales differ); rows and blocks vary too.
+    const float shard_mag = 0.02f * std::exp2(static_cast<float>(i) * 1.7f - 1.0f);
+    std::vector<float> data(static_cast<size_t>(rows * s.k));
+    for (int64_t r = 0; r < rows; ++r) {
+      const float row_mag = shard_mag * std::exp2(uni(rng));
+      for (int64_t b = 0; b < s.k / 16; ++b) {
+        const float block_mag = row_mag * std::exp2(uni(rng) * 2.0f);
+        for (int j = 0; j < 16; ++j) data[r * s.k + b * 16 + j] = normal(rng) * block_mag;
+      }
+    }
+    layer->shards.push_back(quant::quantize_weight(data.data(), rows, s.k));
+  }
+  for (size_t i = 0; i < s.shard_rows.size(); ++i) {
+    const quant::Nvfp4Weight& q = layer->shards[i];
+    WeightShard sh;
+    sh.name = "test.layer.shard" + std::to_string(i);
+    sh.rows = s.shard_rows[i];
+    sh.codes = q.codes.data();
+    sh.block_scales = q.scales.data();
+    sh.global_scale = q.weight_scale_2;
+    sh.input_scale = 0.01f * (1.0f + 0.3f * static_cast<float>(i));
+    max_input_scale = std::max(max_input_scale, sh.input_scale);
+    w.shards.push_back(sh);
+  }
+  if (s.bias) {
+    for (int64_t r = 0; r < s.n; ++r) w.bias.push_back(normal(rng));
+  }
+  w.input_scale = max_input_scale;
+  return layer;
+}
+
+// LinearWeights whose keepalive owns the layer.
+inline LinearWeights weights_of(const std::shared_ptr<TestLayer>& layer) {
+  LinearWeights w = layer->weights;
+  w.keepalive = layer;
+  return w;
+}
+
+// Random activations [m, k] with per-token magnitudes, outliers and an all-zero block.
+inline std::vector<float> make_activations(int64_t m, int64_t k, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(m * k));
+  for (int64_t t = 0; t < m; ++t) {
+    const float mag = scale * std::exp2(uni(rng) * 2.0f);
+    for (int64_t j = 0; j < k; ++j) x[t * k + j] = normal(rng) * mag * (j % 97 == 5 ? 8.0f : 1.0f);
+    if (k >= 32 && t % 3 == 1)
+      for (int j = 16; j < 32; ++j) x[t * k + j] = 0.0f;
+  }
+  return x;
+}
+
+// x rounded to the activation dtype (what the kernels actually see), in float and as bytes.
+inline std::vector<uint8_t> to_act(const std::vector<float>& x, DType t) {
+  std::vector<uint8_t> out(x.size() * dtype_size(t));
+  from_f32_n(x.data(), t, out.data(), x.size());
+  return out;
+}
+inline std::vector<float> from_act(const void* p, DType t, size_t count) {
+  std::vector<float> out(count);
+  to_f32_n(p, t, out.data(), count);
+  return out;
+}
+
+// Row r of W as double: e2m1 × e4m3 × the shard's global scale.
+inline std::vector<double> weight_row_f64(const LinearWeights& w, int64_t r) {
+  int64_t rr = r;
+  const WeightShard* s = nullptr;
+  for (const WeightShard& sh : w.shards) {
+    if (rr < sh.rows) {
+      s = &sh;
+      break;
+    }
+    rr -= sh.rows;
+  }
+  std::vector<double> out(static_cast<size_t>(w.k));
+  for (int64_t j = 0; j < w.k; ++j) {
+    const uint8_t byte = s->codes[rr * (w.k / 2) + j / 2];
+    const uint8_t c = (j & 1) ? byte >> 4 : byte & 0xf;
+    out[j] = static_cast<double>(e2m1_to_f32(c)) * e4m3_to_f32(s->block_scales[rr * (w.k / 16) + j / 16]) *
+             static_cast<double>(s->global_scale);
+  }
+  return out;
+}
+
+// The exact product in fp64 and the magnitude Σ|terms| (the scale of fp32 summation error).
+struct Expected {
+  std::vector<double> y, magnitude;
+};
+
+// W4A16: x (already act-dtype-rounded floats) times the dequantized weights.
+// W4A4: x quantized by quant::quantize_activation with w.input_scale, dequantized in fp64.
+inline Expected expected_f64(const LinearWeights& w, const std::vector<float>& x, int64_t m, bool w4a4) {
+  std::vector<double> xin(x.begin(), x.end());
+  if (w4a4) {
+    quant::Nvfp4Activation a = quant::quantize_activation(x.data(), m, w.k, w.input_scale);
+    for (int64_t t = 0; t < m; ++t)
+      for (int64_t j = 0; j < w.k; ++j) {
+        const uint8_t byte = a.codes[t * (w.k / 2) + j / 2];
+        const uint8_t c = (j & 1) ? byte >> 4 : byte & 0xf;
+        xin[t * w.k + j] = static_cast<double>(e2m1_to_f32(c)) * e4m3_to_f32(a.scales[t * (w.k / 16) + j / 16]) *
+                           static_cast<double>(w.input_scale);
+      }
+  }
+  Expected e;
+  e.y.assign(static_cast<size_t>(m * w.n), 0.0);
+  e.magnitude.assign(static_cast<size_t>(m * w.n), 0.0);
+  for (int64_t r = 0; r < w.n; ++r) {
+    std::vector<double> row = weight_row_f64(w, r);
+    for (int64_t t = 0; t < m; ++t) {
+      double acc = 0, mag = 0;
+      for (int64_t j = 0; j < w.k; ++j) {
+        const double p = xin[t * w.k + j] * row[j];
+        acc += p;
+        mag += std::fabs(p);
+      }
+      if (!w.bias.empty()) {
+        acc += w.bias[r];
+        mag += std::fabs(w.bias[r]);
+      }
+      e.y[t * w.n + r] = acc;
+      e.magnitude[t * w.n + r] = mag;
+    }
+  }
+  return e;
+}
+
+// Half an ulp of the output dtype, relative (0 for F32: compared before any output rounding).
+inline double output_rounding(DType t) {
+  return t == DType::BF16 ? 0x1p-8 : t == DType::F16 ? 0x1p-11 : 0.0;
+}
+
+}  // namespace fp4lm::kernels::testing
