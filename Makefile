@@ -1,7 +1,7 @@
 # Convenience entry points; the real build is CMake (see README).
 BUILD ?= build
 JOBS ?= $(shell nproc)
-CMAKE_FLAGS ?=
+CMAKE_FLAGS ?= -DFP4LM_WERROR=ON
 
 .PHONY: setup build demo test bench clean
 

@@ -1,0 +1,57 @@
+// `fp4lm synth`: write a small random-weight checkpoint in exact HF / ModelOpt layout (for the
+// demo, tests and benchmarks), quantized by the library's own reference quantizer.
+#include <cstdio>
+
+#include "cli/command.h"
+#include "core/error.h"
+#include "model/synthetic_checkpoint.h"
+
+namespace fp4lm::cli {
+namespace {
+
+struct SynthArgs {
+  std::string out, arch = "Qwen3MoeForCausalLM", algo = "NVFP4";
+  model::SyntheticOptions o;
+};
+
+CommandRegistration reg("synth", "Write a small random-weight checkpoint (HF/ModelOpt layout)", [](CLI::App& sub) {
+  auto a = std::make_shared<SynthArgs>();
+  sub.add_option("--out", a->out, "Output directory")->required();
+  sub.add_option("--arch", a->arch,
+                 "LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM, MixtralForCausalLM, "
+                 "Qwen2MoeForCausalLM")
+      ->capture_default_str();
+  sub.add_option("--algo", a->algo, "NVFP4, W4A16_NVFP4, FP8 or none")->capture_default_str();
+  sub.add_option("--layers", a->o.layers, "Decoder layers")->capture_default_str();
+  sub.add_option("--hidden", a->o.hidden, "Hidden size")->capture_default_str();
+  sub.add_option("--vocab", a->o.vocab, "Vocabulary size")->capture_default_str();
+  sub.add_option("--experts", a->o.experts, "Experts per MoE layer")->capture_default_str();
+  sub.add_option("--seed", a->o.seed, "Random seed")->capture_default_str();
+  sub.add_flag("--quantize-lm-head", a->o.quantize_lm_head, "Quantize lm_head too");
+  sub.add_flag("--distinct-shard-scales", a->o.distinct_shard_scales,
+               "Give fused shards (q/k/v, gate/up) different weight_scale_2");
+  return [a]() -> int {
+    a->o.architecture = a->arch;
+    if (a->algo == "none" || a->algo == "NONE") a->o.algo = quant::QuantAlgo::None;
+    else {
+      try {
+        a->o.algo = quant::parse_algo(a->algo, "--algo");
+      } catch (const Error& e) {
+        throw UsageError(e.what());
+      }
+      if (a->o.algo == quant::QuantAlgo::MIXED_PRECISION)
+        usage_fail("--algo MIXED_PRECISION needs a layer map; use the library's SyntheticOptions");
+    }
+    if (a->o.hidden % 16 != 0 || a->o.hidden <= 0) usage_fail("--hidden must be a positive multiple of 16");
+    if (a->o.layers <= 0 || a->o.vocab <= 0 || a->o.experts < a->o.top_k)
+      usage_fail("--layers and --vocab must be positive and --experts at least {}", a->o.top_k);
+    a->o.head_dim = a->o.hidden / a->o.heads;
+    a->o.intermediate = a->o.hidden * 3 / 2 / 16 * 16;
+    model::write_synthetic_checkpoint(a->out, a->o);
+    std::printf("wrote %s checkpoint (%s) to %s\n", a->arch.c_str(), a->algo.c_str(), a->out.c_str());
+    return 0;
+  };
+});
+
+}  // namespace
+}  // namespace fp4lm::cli

@@ -1,0 +1,202 @@
+#include "model/synthetic_checkpoint.h"
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "io/safetensors.h"
+#include "model/layer_plan.h"
+#include "model/layer_scheme.h"
+#include "quant/nvfp4.h"
+
+namespace fp4lm::model {
+
+using nlohmann::json;
+using quant::QuantAlgo;
+
+json synthetic_config_json(const SyntheticOptions& o) {
+  json c = {{"architectures", {o.architecture}},
+            {"vocab_size", o.vocab},
+            {"hidden_size", o.hidden},
+            {"num_hidden_layers", o.layers},
+            {"num_attention_heads", o.heads},
+            {"num_key_value_heads", o.kv_heads},
+            {"head_dim", o.head_dim},
+            {"intermediate_size", o.intermediate},
+            {"max_position_embeddings", 512},
+            {"rms_norm_eps", 1e-6},
+            {"rope_theta", 10000.0},
+            {"hidden_act", "silu"},
+            {"tie_word_embeddings", o.tie_word_embeddings},
+            {"bos_token_id", 1},
+            {"eos_token_id", 2},
+            {"torch_dtype", std::string(dtype_torch_name(o.dense_dtype))}};
+  if (o.architecture == "Qwen3MoeForCausalLM" || o.architecture == "Qwen2MoeForCausalLM") {
+    c["num_experts"] = o.experts;
+    c["num_experts_per_tok"] = o.top_k;
+    c["moe_intermediate_size"] = o.moe_intermediate;
+    c["norm_topk_prob"] = o.architecture == "Qwen3MoeForCausalLM";
+    c["decoder_sparse_step"] = 1;
+    c["mlp_only_layers"] = json::array();
+    if (o.architecture == "Qwen2MoeForCausalLM") c["shared_expert_intermediate_size"] = o.shared_expert_intermediate;
+  } else if (o.architecture == "MixtralForCausalLM") {
+    c["num_local_experts"] = o.experts;
+    c["num_experts_per_tok"] = o.top_k;
+  }
+  return c;
+}
+
+namespace {
+
+struct Writer {
+  const SyntheticOptions& o;
+  io::SafetensorsWriter st;
+  std::mt19937_64 rng;
+
+  std::vector<float> randn(int64_t count, float stddev) {
+    std::normal_distribution<float> d(0.0f, stddev);
+    std::vector<float> v(static_cast<size_t>(count));
+    for (float& x : v) x = d(rng);
+    return v;
+  }
+  void dense(const std::string& name, const Shape& shape, const std::vector<float>& v) {
+    std::vector<uint8_t> bytes(v.size() * dtype_size(o.dense_dtype));
+    from_f32_n(v.data(), o.dense_dtype, bytes.data(), v.size());
+    st.add(name, o.dense_dtype, shape, std::move(bytes));
+  }
+  void scalar(const std::string& name, float v) { st.add(name, DType::F32, {}, &v, sizeof v); }
+
+  // One fused group of HF modules sharing an input, quantized as `algo`.
+  void linear_group(const std::vector<std::string>& modules, const std::vector<int64_t>& rows, int64_t k,
+                    QuantAlgo algo, bool bias, float input_amax) {
+    std::vector<std::vector<float>> ws;
+    float group_amax = 0;
+    for (int64_t r : rows) {
+      ws.push_back(randn(r * k, 1.0f / std::sqrt(static_cast<float>(k))));
+      group_amax = std::max(group_amax, quant::amax(ws.back().data(), ws.back().size()));
+    }
+    for (size_t i = 0; i < modules.size(); ++i) {
+      const std::string& m = modules[i];
+      const int64_t n = rows[i];
+      if (o.distinct_shard_scales)
+        for (float& x : ws[i]) x *= 1.0f + 0.5f * static_cast<float>(i);
+      switch (algo) {
+        case QuantAlgo::None:
+        case QuantAlgo::MIXED_PRECISION: dense(m + ".weight", {n, k}, ws[i]); break;
+        case QuantAlgo::NVFP4:
+        case QuantAlgo::W4A16_NVFP4: {
+          auto q = o.distinct_shard_scales ? quant::quantize_weight(ws[i].data(), n, k)
+                                           : quant::quantize_weight(ws[i].data(), n, k, group_amax);
+          st.add(m + ".weight", DType::U8, {n, k / 2}, q.codes);
+          st.add(m + ".weight_scale", DType::F8_E4M3, {n, k / 16}, q.scales);
+          scalar(m + ".weight_scale_2", q.weight_scale_2);
+          if (algo == QuantAlgo::NVFP4) scalar(m + ".input_scale", input_amax / quant::kNvfp4GlobalDivisor);
+          break;
+        }
+        case QuantAlgo::FP8: {
+          float a = quant::amax(ws[i].data(), ws[i].size());
+          float s = a / 448.0f;
+          std::vector<uint8_t> codes(ws[i].size());
+          for (size_t j = 0; j < codes.size(); ++j) codes[j] = f32_to_e4m3(ws[i][j] / s);
+          st.add(m + ".weight", DType::F8_E4M3, {n, k}, codes);
+          scalar(m + ".weight_scale", s);
+          scalar(m + ".input_scale", input_amax / 448.0f);
+          break;
+        }
+      }
+      if (bias) dense(m + ".bias", {n}, randn(n, 0.02f));
+    }
+  }
+};
+
+}  // namespace
+
+void write_synthetic_checkpoint(const std::string& dir, const SyntheticOptions& o) {
+  json config = synthetic_config_json(o);
+  ModelConfig mc = parse_model_config(config, "synthetic config.json");
+  quant::QuantConfig qc;
+  qc.algo = o.algo;
+  qc.group_size = 16;
+  qc.source = "synthetic";
+  for (const auto& [m, a] : o.mixed) qc.quantized_layers[m] = {a, 16};
+  std::vector<std::string> exclude = o.exclude;
+  if (o.algo != QuantAlgo::None && o.algo != QuantAlgo::MIXED_PRECISION) {
+    if (!o.quantize_lm_head) exclude.push_back("lm_head");
+  }
+  qc.exclude_modules = exclude;
+
+  Writer w{o, {}, std::mt19937_64(o.seed)};
+  w.dense("model.embed_tokens.weight", {mc.vocab_size, mc.hidden_size}, w.randn(mc.vocab_size * mc.hidden_size, 1.0f));
+  w.dense("model.norm.weight", {mc.hidden_size}, std::vector<float>(mc.hidden_size, 1.0f));
+  for (const LayerSpec& spec : plan_layers(mc)) {
+    if (spec.tied_embedding) continue;
+    // Routers are never quantized by exporters: list them as excluded, like ModelOpt does.
+    if (spec.router && o.algo != QuantAlgo::None && o.algo != QuantAlgo::MIXED_PRECISION)
+      qc.exclude_modules.push_back(spec.name);
+    QuantAlgo algo = spec.router ? QuantAlgo::None : layer_on_disk_algo(qc, spec);
+    float input_amax = 3.0f + static_cast<float>(w.rng() % 1000) / 1000.0f;
+    if (spec.kind == kernels::LayerKind::linear) {
+      w.linear_group(spec.shards, spec.shard_rows, spec.in_features, algo, spec.bias, input_amax);
+      continue;
+    }
+    for (int64_t e = 0; e < spec.num_experts; ++e) {
+      std::string b = fmt::format("{}.{}.", spec.shards[0], e);
+      w.linear_group({b + spec.expert_proj[0], b + spec.expert_proj[1]}, {spec.inter, spec.inter}, spec.hidden, algo,
+                     false, input_amax);
+      w.linear_group({b + spec.expert_proj[2]}, {spec.hidden}, spec.inter, algo, false, input_amax * 0.5f);
+    }
+  }
+  for (int64_t i = 0; i < mc.num_layers; ++i) {
+    std::string p = fmt::format("model.layers.{}.", i);
+    w.dense(p + "input_layernorm.weight", {mc.hidden_size}, std::vector<float>(mc.hidden_size, 1.0f));
+    w.dense(p + "post_attention_layernorm.weight", {mc.hidden_size}, std::vector<float>(mc.hidden_size, 1.0f));
+    if (mc.qk_norm) {
+      w.dense(p + "self_attn.q_norm.weight", {mc.head_dim}, std::vector<float>(mc.head_dim, 1.0f));
+      w.dense(p + "self_attn.k_norm.weight", {mc.head_dim}, std::vector<float>(mc.head_dim, 1.0f));
+    }
+  }
+
+  std::filesystem::create_directories(dir);
+  auto write_json = [&](const std::string& name, const json& j) {
+    std::ofstream out(std::filesystem::path(dir) / name);
+    out << j.dump(2) << "\n";
+    if (!out) fail("{}/{}: cannot write", dir, name);
+  };
+  if (o.algo != QuantAlgo::None) {
+    json producer = {{"name", "fp4lm-synthetic"}, {"version", "0.1.0"}};
+    json excl = qc.exclude_modules;
+    if (o.write_hf_quant_config) {
+      json q = {{"quant_algo", std::string(quant::algo_name(o.algo))},
+                {"kv_cache_quant_algo", nullptr},
+                {"group_size", 16},
+                {"exclude_modules", excl}};
+      if (o.algo == QuantAlgo::MIXED_PRECISION) {
+        json layers = json::object();
+        for (const auto& [m, a] : o.mixed) layers[m] = {{"quant_algo", std::string(quant::algo_name(a))}, {"group_size", 16}};
+        q["quantized_layers"] = layers;
+      }
+      write_json("hf_quant_config.json", {{"producer", producer}, {"quantization", q}});
+    }
+    if (o.write_config_quantization) {
+      json qcj = {{"quant_method", "modelopt"},
+                  {"quant_algo", std::string(quant::algo_name(o.algo))},
+                  {"group_size", 16},
+                  {"ignore", excl},
+                  {"producer", producer}};
+      if (o.algo == QuantAlgo::MIXED_PRECISION) {
+        json layers = json::object();
+        for (const auto& [m, a] : o.mixed) layers[m] = {{"quant_algo", std::string(quant::algo_name(a))}, {"group_size", 16}};
+        qcj["quantized_layers"] = layers;
+      }
+      config["quantization_config"] = qcj;
+    }
+  }
+  write_json("config.json", config);
+  write_json("generation_config.json", {{"bos_token_id", 1}, {"eos_token_id", 2}});
+  w.st.write((std::filesystem::path(dir) / "model.safetensors").string());
+}
+
+}  // namespace fp4lm::model

@@ -1,0 +1,45 @@
+#pragma once
+// Writes small checkpoints with random weights in the exact HF / ModelOpt layout, for tests,
+// the demo and benchmarks: any supported architecture, unquantized or quantized by the library's
+// own reference quantizer (NVFP4, W4A16_NVFP4, FP8, MIXED_PRECISION).
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/dtype.h"
+#include "quant/modelopt_config.h"
+
+namespace fp4lm::model {
+
+struct SyntheticOptions {
+  std::string architecture = "Qwen3MoeForCausalLM";
+  quant::QuantAlgo algo = quant::QuantAlgo::NVFP4;
+  int64_t vocab = 256, hidden = 64, layers = 2, heads = 4, kv_heads = 2, head_dim = 16;
+  int64_t intermediate = 96;  // dense MLP (and Mixtral experts)
+  int64_t experts = 4, top_k = 2, moe_intermediate = 32, shared_expert_intermediate = 48;
+  bool tie_word_embeddings = false;
+  bool quantize_lm_head = false;
+  std::vector<std::string> exclude;  // extra exclude_modules patterns (kept unquantized)
+  // MIXED_PRECISION: module path -> algorithm; unlisted modules stay unquantized.
+  std::map<std::string, quant::QuantAlgo> mixed;
+  // Quantize each shard of a fused group with its own amax, so q/k/v (gate/up, w1/w3) get
+  // different weight_scale_2 values (ModelOpt shares one; some exporters don't).
+  bool distinct_shard_scales = false;
+  // Where the quant config goes: hf_quant_config.json (legacy form), config.json's
+  // quantization_config, or both.
+  bool write_hf_quant_config = true;
+  bool write_config_quantization = true;
+  DType dense_dtype = DType::BF16;  // unquantized tensors and torch_dtype
+  uint64_t seed = 1;
+};
+
+nlohmann::json synthetic_config_json(const SyntheticOptions& o);
+
+// Writes config.json, generation_config.json, hf_quant_config.json (if asked) and
+// model.safetensors into `dir` (created if needed).
+void write_synthetic_checkpoint(const std::string& dir, const SyntheticOptions& o);
+
+}  // namespace fp4lm::model
