@@ -21,6 +21,7 @@ Linear::Linear(LayerSpec spec, LayerScheme scheme, std::string backend, std::uni
     : spec_(std::move(spec)), scheme_(scheme), backend_(std::move(backend)), kernel_(std::move(kernel)) {}
 
 void Linear::forward(const float* x, int64_t m, float* y, ThreadPool& pool) const {
+  if (observer_) observer_(x, m);
   with_act_dtype(scheme_.act_dtype, x, static_cast<size_t>(m * spec_.in_features), y,
                  static_cast<size_t>(m * spec_.out_features),
                  [&](const void* xb, void* yb) { kernel_->forward(xb, m, yb, pool); });
@@ -31,6 +32,7 @@ FusedMoe::FusedMoe(LayerSpec spec, LayerScheme scheme, std::string backend, std:
 
 void FusedMoe::forward(const float* x, int64_t m, const int32_t* topk_ids, const float* topk_weights, int64_t top_k,
                        float* y, ThreadPool& pool) const {
+  if (observer_) observer_(x, m, topk_ids, top_k);
   const size_t count = static_cast<size_t>(m * spec_.hidden);
   with_act_dtype(scheme_.act_dtype, x, count, y, count, [&](const void* xb, void* yb) {
     kernel_->forward(xb, m, topk_ids, topk_weights, top_k, yb, pool);

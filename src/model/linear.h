@@ -2,6 +2,7 @@
 // An engine Linear layer: its scheme's method has validated and gathered the parameters, the
 // oracle picked the backend, and forward() runs it. Activations cross the API as float32 and
 // are rounded to the layer's activation dtype at its boundary, as a 16-bit engine stores them.
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -25,11 +26,16 @@ class Linear {
   int64_t out_features() const { return spec_.out_features; }
   size_t weight_bytes() const { return kernel_->weight_bytes(); }
 
+  // Calibration hook: sees every input x[m, in] (float32, before dtype rounding).
+  using InputObserver = std::function<void(const float* x, int64_t m)>;
+  void set_input_observer(InputObserver f) { observer_ = std::move(f); }
+
  private:
   LayerSpec spec_;
   LayerScheme scheme_;
   std::string backend_;
   std::unique_ptr<kernels::LinearKernel> kernel_;
+  InputObserver observer_;
 };
 
 // The experts of one sparse MoE block (routing is the architecture's job).
@@ -45,11 +51,16 @@ class FusedMoe {
   const std::string& backend() const { return backend_; }
   size_t weight_bytes() const { return kernel_->weight_bytes(); }
 
+  // Calibration hook: sees every input x[m, hidden] with its routing.
+  using InputObserver = std::function<void(const float* x, int64_t m, const int32_t* topk_ids, int64_t top_k)>;
+  void set_input_observer(InputObserver f) { observer_ = std::move(f); }
+
  private:
   LayerSpec spec_;
   LayerScheme scheme_;
   std::string backend_;
   std::unique_ptr<kernels::MoeKernel> kernel_;
+  InputObserver observer_;
 };
 
 }  // namespace fp4lm::model
