@@ -1,0 +1,71 @@
+#include "engine/evaluator.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.h"
+
+namespace fp4lm::engine {
+
+double EvalResult::perplexity() const { return std::exp(mean_nll()); }
+
+void log_softmax(const float* logits, int64_t n, float* out, double* lse_out) {
+  double mx = -INFINITY;
+  for (int64_t i = 0; i < n; ++i) mx = std::max(mx, static_cast<double>(logits[i]));
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i) sum += std::exp(static_cast<double>(logits[i]) - mx);
+  const double lse = mx + std::log(sum);
+  if (out)
+    for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(static_cast<double>(logits[i]) - lse);
+  if (lse_out) *lse_out = lse;
+}
+
+EvalResult score_sequence(const model::CausalLM& lm, const std::vector<int32_t>& ids, int64_t seq,
+                          const PositionCallback& on_position) {
+  EvalResult r;
+  r.sequences = 1;
+  const int64_t n = static_cast<int64_t>(ids.size());
+  if (n < 2) return r;
+  if (n > lm.max_model_len())
+    fail("sequence {} has {} tokens, more than the maximum model length {} (--max-model-len)", seq, n,
+         lm.max_model_len());
+  const int64_t vocab = lm.vocab_size();
+  // The last token is only a target, never an input.
+  const int64_t inputs = n - 1;
+  constexpr int64_t kChunk = 64;  // bounds the logits buffer at 64 x vocab floats
+  model::KvCache cache = lm.new_cache(inputs);
+  std::vector<float> logits(static_cast<size_t>(std::min(kChunk, inputs) * vocab)), lp;
+  if (on_position) lp.resize(static_cast<size_t>(vocab));
+  for (int64_t s = 0; s < inputs; s += kChunk) {
+    const int64_t m = std::min(kChunk, inputs - s);
+    lm.forward(cache, ids.data() + s, m, model::LogitsMode::all, logits.data());
+    for (int64_t i = 0; i < m; ++i) {
+      const float* row = logits.data() + i * vocab;
+      const int32_t target = ids[s + i + 1];
+      if (target < 0 || target >= vocab)
+        fail("sequence {}: token id {} at position {} is outside the vocabulary [0, {})", seq, target, s + i + 1,
+             vocab);
+      double lse = 0;
+      log_softmax(row, vocab, on_position ? lp.data() : nullptr, &lse);
+      const double nll = lse - static_cast<double>(row[target]);
+      r.nll_sum += nll;
+      ++r.tokens;
+      if (on_position) on_position({seq, s + i + 1, target, nll, lp.data(), vocab});
+    }
+  }
+  return r;
+}
+
+EvalResult evaluate(const model::CausalLM& lm, const std::vector<std::vector<int32_t>>& sequences,
+                    const PositionCallback& on_position) {
+  EvalResult total;
+  for (size_t i = 0; i < sequences.size(); ++i) {
+    EvalResult r = score_sequence(lm, sequences[i], static_cast<int64_t>(i), on_position);
+    total.sequences += 1;
+    total.tokens += r.tokens;
+    total.nll_sum += r.nll_sum;
+  }
+  return total;
+}
+
+}  // namespace fp4lm::engine

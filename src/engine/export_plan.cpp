@@ -1,0 +1,143 @@
+#include "engine/export_plan.h"
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "quant/nvfp4.h"
+
+namespace fp4lm::engine {
+
+using model::LayerSpec;
+using quant::QuantAlgo;
+
+const QuantGroup* ExportPlan::group_of_module(const std::string& module) const {
+  auto it = group_index.find(module);
+  return it == group_index.end() ? nullptr : &groups[it->second];
+}
+
+std::vector<std::string> ExportPlan::calibrated_layers() const {
+  std::vector<std::string> out;
+  for (const QuantGroup& g : groups)
+    if (out.empty() || out.back() != g.layer) out.push_back(g.layer);
+  return out;
+}
+
+namespace {
+
+bool is_float(DType t) { return t == DType::F32 || t == DType::BF16 || t == DType::F16; }
+
+// The first --exclude pattern that excludes one of `modules`, or "".
+std::string matching_pattern(const std::vector<std::string>& patterns, const std::vector<std::string>& modules) {
+  for (const std::string& p : patterns)
+    for (const std::string& m : modules)
+      if (quant::pattern_excludes(p, m)) return p;
+  return "";
+}
+
+void check_weight(const io::Checkpoint& ck, const std::string& module, int64_t rows, int64_t cols) {
+  const std::string name = module + ".weight";
+  const TensorView* t = ck.find(name);
+  if (!t) fail("{}: missing tensor '{}' (expected shape [{}, {}])", ck.dir(), name, rows, cols);
+  if (!is_float(t->dtype))
+    fail("{}: tensor '{}': expected dtype F32, BF16 or F16, found {}", ck.file_of(name), name, dtype_name(t->dtype));
+  if (t->shape != Shape{rows, cols})
+    fail("{}: tensor '{}': expected shape [{}, {}], found {}", ck.file_of(name), name, rows, cols, shape_str(t->shape));
+}
+
+void check_unquantized_input(const io::Checkpoint& ck, const nlohmann::json& config) {
+  if (ck.hf_quant_config() || (config.contains("quantization_config") && !config["quantization_config"].is_null()))
+    fail("{}: the checkpoint is already quantized (it has {}); fp4lm quantize takes a bf16, fp16 or fp32 checkpoint",
+         ck.dir(), ck.hf_quant_config() ? "hf_quant_config.json" : "config.json quantization_config");
+  for (const std::string& name : ck.tensor_names()) {
+    const TensorView& t = ck.get(name);
+    if (t.dtype == DType::U8 || t.dtype == DType::F8_E4M3)
+      fail("{}: tensor '{}' has dtype {}: the checkpoint looks quantized; fp4lm quantize takes a bf16, fp16 or "
+           "fp32 checkpoint",
+           ck.file_of(name), name, dtype_name(t.dtype));
+  }
+}
+
+}  // namespace
+
+ExportPlan make_export_plan(const io::Checkpoint& ck, const ExportOptions& opts) {
+  if (opts.algo != QuantAlgo::NVFP4 && opts.algo != QuantAlgo::W4A16_NVFP4)
+    fail("fp4lm quantize writes NVFP4 or W4A16_NVFP4, not {}", quant::algo_name(opts.algo));
+  ExportPlan plan;
+  plan.config = model::parse_model_config(ck.config(), ck.dir() + "/config.json");
+  check_unquantized_input(ck, ck.config());
+  plan.layers = model::plan_layers(plan.config);
+
+  auto keep = [&](const LayerSpec& spec, const std::vector<std::string>& listed, const std::string& reason) {
+    plan.exclude_modules.insert(plan.exclude_modules.end(), listed.begin(), listed.end());
+    plan.notes.push_back(fmt::format("{}: not quantized ({})", spec.name, reason));
+  };
+
+  for (const LayerSpec& spec : plan.layers) {
+    if (spec.router) {  // routers stay in their dtype, as in every ModelOpt export
+      check_weight(ck, spec.shards[0], spec.out_features, spec.in_features);
+      plan.exclude_modules.push_back(spec.shards[0]);
+      continue;
+    }
+    if (spec.kind == kernels::LayerKind::linear) {
+      if (spec.tied_embedding) {
+        // lm_head reads model.embed_tokens.weight: quantizing it would quantize the embedding too.
+        keep(spec, {"lm_head"}, opts.quantize_lm_head ? "tied to model.embed_tokens, which stays unquantized"
+                                                      : "lm_head; --quantize-lm-head quantizes it");
+        continue;
+      }
+      for (size_t i = 0; i < spec.shards.size(); ++i)
+        check_weight(ck, spec.shards[i], spec.shard_rows[i], spec.in_features);
+      std::vector<std::string> names = spec.shards;
+      names.push_back(spec.name);
+      std::string reason;
+      if (spec.name == "lm_head" && !opts.quantize_lm_head) reason = "lm_head; --quantize-lm-head quantizes it";
+      else if (std::string p = matching_pattern(opts.exclude, names); !p.empty())
+        reason = spec.shards.size() > 1 ? fmt::format("--exclude '{}' matches part of this fused group", p)
+                                        : fmt::format("--exclude '{}'", p);
+      else if (spec.in_features % quant::kNvfp4BlockSize != 0)
+        reason = fmt::format("in_features {} is not a multiple of 16", spec.in_features);
+      if (!reason.empty()) {
+        keep(spec, spec.shards, reason);
+        continue;
+      }
+      plan.groups.push_back({spec.name, GroupInput::linear, spec.shards, spec.shard_rows, spec.in_features});
+      continue;
+    }
+    // A MoE experts layer: all experts share one format (the engine runs them as one kernel).
+    const std::string& box = spec.shards[0];
+    std::vector<std::string> modules = spec.modules();
+    for (int64_t e = 0; e < spec.num_experts; ++e) {
+      const std::string b = fmt::format("{}.{}.", box, e);
+      check_weight(ck, b + spec.expert_proj[0], spec.inter, spec.hidden);
+      check_weight(ck, b + spec.expert_proj[1], spec.inter, spec.hidden);
+      check_weight(ck, b + spec.expert_proj[2], spec.hidden, spec.inter);
+    }
+    std::vector<std::string> names = modules;
+    names.push_back(box);
+    std::string reason;
+    if (std::string p = matching_pattern(opts.exclude, names); !p.empty())
+      reason = fmt::format("--exclude '{}' matches its experts", p);
+    else if (spec.hidden % quant::kNvfp4BlockSize != 0 || spec.inter % quant::kNvfp4BlockSize != 0)
+      reason = fmt::format("hidden {} / moe_intermediate {}: not both multiples of 16", spec.hidden, spec.inter);
+    if (!reason.empty()) {
+      keep(spec, {box}, reason);
+      continue;
+    }
+    for (int64_t e = 0; e < spec.num_experts; ++e) {
+      const std::string b = fmt::format("{}.{}.", box, e);
+      plan.groups.push_back({spec.name, GroupInput::experts_w13, {b + spec.expert_proj[0], b + spec.expert_proj[1]},
+                             {spec.inter, spec.inter}, spec.hidden});
+    }
+    for (int64_t e = 0; e < spec.num_experts; ++e) {
+      const std::string b = fmt::format("{}.{}.", box, e);
+      plan.groups.push_back({spec.name, GroupInput::experts_w2, {b + spec.expert_proj[2]}, {spec.hidden}, spec.inter});
+    }
+  }
+  for (size_t i = 0; i < plan.groups.size(); ++i) {
+    plan.lm_head_quantized |= plan.groups[i].layer == "lm_head";
+    for (const std::string& m : plan.groups[i].modules) plan.group_index[m] = i;
+  }
+  return plan;
+}
+
+}  // namespace fp4lm::engine

@@ -1,0 +1,23 @@
+#include "engine/process_stats.h"
+
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <fstream>
+
+namespace fp4lm::engine {
+
+size_t peak_rss_bytes() {
+  rusage u{};
+  if (getrusage(RUSAGE_SELF, &u) != 0) return 0;
+  return static_cast<size_t>(u.ru_maxrss) * 1024;  // Linux reports KiB
+}
+
+size_t current_rss_bytes() {
+  std::ifstream in("/proc/self/statm");
+  size_t total = 0, resident = 0;
+  if (!(in >> total >> resident)) return 0;
+  return resident * static_cast<size_t>(sysconf(_SC_PAGESIZE));
+}
+
+}  // namespace fp4lm::engine

@@ -1,0 +1,374 @@
+#include "engine/quantizer.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <variant>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "core/thread_pool.h"
+#include "io/safetensors.h"
+#include "quant/export_format.h"
+#include "quant/nvfp4.h"
+
+namespace fp4lm::engine {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using quant::QuantAlgo;
+
+namespace {
+
+// Files copied verbatim from IN to OUT (tokenizer, chat template, generation defaults).
+constexpr const char* kCopiedFiles[] = {
+    "generation_config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+    "tokenizer.model",        "vocab.json",     "merges.txt",            "added_tokens.json",
+    "chat_template.jinja",    "chat_template.json"};
+
+constexpr int64_t kRowChunk = 64;  // rows converted to float32 at a time per thread
+
+// Drops the fully covered pages of [p, p+n) of a read-only file mapping from this process's
+// resident set; they are re-read from the file if touched again. Keeps RSS bounded while
+// streaming through a large checkpoint.
+void release_pages(const void* p, size_t n) {
+  static const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  uintptr_t a = reinterpret_cast<uintptr_t>(p), b = a + n;
+  a = (a + page - 1) / page * page;
+  b = b / page * page;
+  if (b > a) ::madvise(reinterpret_cast<void*>(a), b - a, MADV_DONTNEED);
+}
+
+const TensorView& weight_view(const io::Checkpoint& ck, const std::string& module) {
+  return ck.get(module + ".weight");
+}
+
+// Quantizes one [n, k] weight with the group's amax, rows in parallel chunks. Rows are
+// independent once the global scale is fixed, so this equals quant::quantize_weight on the whole
+// matrix byte for byte.
+quant::Nvfp4Weight quantize_member(const io::Checkpoint& ck, const std::string& module, int64_t n, int64_t k,
+                                   float group_amax) {
+  const TensorView& t = weight_view(ck, module);
+  const size_t es = dtype_size(t.dtype);
+  const auto* src = static_cast<const uint8_t*>(t.data);
+  quant::Nvfp4Weight out;
+  out.n = n;
+  out.k = k;
+  out.codes.resize(static_cast<size_t>(n * k / 2));
+  out.scales.resize(static_cast<size_t>(n * k / quant::kNvfp4BlockSize));
+  std::vector<std::string> errors(static_cast<size_t>(ThreadPool::global().size()) + 1);
+  std::vector<float> s2(errors.size(), 0.0f);
+  ThreadPool::global().parallel_for(n, [&](int64_t r0, int64_t r1, int tid) {
+    std::vector<float> buf;
+    try {
+      for (int64_t r = r0; r < r1; r += kRowChunk) {
+        const int64_t rows = std::min(kRowChunk, r1 - r);
+        buf.resize(static_cast<size_t>(rows * k));
+        to_f32_n(src + static_cast<size_t>(r * k) * es, t.dtype, buf.data(), buf.size());
+        quant::Nvfp4Weight q = quant::quantize_weight(buf.data(), rows, k, group_amax);
+        std::memcpy(out.codes.data() + r * k / 2, q.codes.data(), q.codes.size());
+        std::memcpy(out.scales.data() + r * k / quant::kNvfp4BlockSize, q.scales.data(), q.scales.size());
+        s2[static_cast<size_t>(tid)] = q.weight_scale_2;
+      }
+    } catch (const std::exception& e) {
+      errors[static_cast<size_t>(tid)] = e.what();
+    }
+  });
+  for (const std::string& e : errors)
+    if (!e.empty()) fail("{}: tensor '{}.weight': {}", ck.file_of(module + ".weight"), module, e);
+  // Every chunk computed the same global scale from the same group amax (idle threads left 0).
+  out.weight_scale_2 = *std::max_element(s2.begin(), s2.end());
+  return out;
+}
+
+// One output tensor as declared in the shard layout.
+struct OutTensor {
+  std::string name;
+  DType dtype;
+  Shape shape;
+  size_t nbytes;
+};
+
+// A unit of work: copy one tensor, or quantize one group (emitting each member's tensors).
+struct Job {
+  std::optional<std::string> copy;  // input tensor name
+  const QuantGroup* group = nullptr;
+  uint64_t input_bytes = 0;        // for progress
+};
+
+class Progress {
+ public:
+  Progress(bool enabled, const char* what, uint64_t total)
+      : on_(enabled && ::isatty(STDERR_FILENO)), what_(what), total_(std::max<uint64_t>(total, 1)),
+        t0_(std::chrono::steady_clock::now()) {}
+  ~Progress() {
+    if (on_ && drawn_) std::fprintf(stderr, "\r\033[K");
+  }
+  void advance(uint64_t done) {
+    if (!on_) return;
+    done_ += done;
+    const double frac = std::min(1.0, static_cast<double>(done_) / static_cast<double>(total_));
+    const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+    if (el - last_ < 0.1 && frac < 1.0) return;
+    last_ = el;
+    const int width = 30, fill = static_cast<int>(frac * width);
+    const double eta = frac > 0 ? el * (1.0 - frac) / frac : 0.0;
+    std::fprintf(stderr, "\r%s [%s%s] %3d%%  elapsed %ds  ETA %ds\033[K", what_, std::string(fill, '#').c_str(),
+                 std::string(width - fill, '.').c_str(), static_cast<int>(frac * 100), static_cast<int>(el),
+                 static_cast<int>(eta + 0.5));
+    drawn_ = true;
+  }
+
+ private:
+  bool on_;
+  const char* what_;
+  uint64_t total_, done_ = 0;
+  std::chrono::steady_clock::time_point t0_;
+  double last_ = -1;
+  bool drawn_ = false;
+};
+
+// Removes the temporary output directory unless the run completed.
+struct TempDirGuard {
+  fs::path path;
+  bool keep = false;
+  ~TempDirGuard() {
+    if (keep || path.empty()) return;
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+};
+
+void write_json_file(const fs::path& p, const json& j) {
+  std::ofstream out(p);
+  out << j.dump(2) << "\n";
+  out.close();
+  if (!out) fail("{}: cannot write", p.string());
+}
+
+fs::path absolute_normal(const std::string& p) { return fs::absolute(fs::path(p)).lexically_normal(); }
+
+}  // namespace
+
+float group_weight_amax(const io::Checkpoint& ck, const QuantGroup& g) {
+  float result = 0.0f;
+  for (size_t i = 0; i < g.modules.size(); ++i) {
+    const TensorView& t = weight_view(ck, g.modules[i]);
+    const int64_t n = g.rows[i], k = g.in_features;
+    const size_t es = dtype_size(t.dtype);
+    const auto* src = static_cast<const uint8_t*>(t.data);
+    std::vector<float> part(static_cast<size_t>(ThreadPool::global().size()) + 1, 0.0f);
+    ThreadPool::global().parallel_for(n, [&](int64_t r0, int64_t r1, int tid) {
+      std::vector<float> buf;
+      float m = 0.0f;
+      for (int64_t r = r0; r < r1; r += kRowChunk) {
+        const int64_t rows = std::min(kRowChunk, r1 - r);
+        buf.resize(static_cast<size_t>(rows * k));
+        to_f32_n(src + static_cast<size_t>(r * k) * es, t.dtype, buf.data(), buf.size());
+        m = std::max(m, quant::amax(buf.data(), buf.size()));
+      }
+      part[static_cast<size_t>(tid)] = m;
+    });
+    for (float m : part) result = std::max(result, m);
+  }
+  return result;
+}
+
+QuantizeSummary quantize_checkpoint(const QuantizeOptions& o) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const QuantAlgo algo = o.exp.algo;
+  if (algo != QuantAlgo::NVFP4 && algo != QuantAlgo::W4A16_NVFP4)
+    usage_fail("--algo must be NVFP4 or W4A16_NVFP4, got {}", quant::algo_name(algo));
+  if (algo == QuantAlgo::NVFP4 && o.calibration.empty())
+    usage_fail("NVFP4 (W4A4) needs calibration data to set each layer's input_scale: pass --calib-ids FILE.jsonl "
+               "or --calib-text FILE (W4A16_NVFP4 needs none)");
+  if (o.out_dir.empty()) usage_fail("--out: no output directory given");
+  const fs::path in = absolute_normal(o.model_dir), out = absolute_normal(o.out_dir);
+  std::error_code ec;
+  if (fs::exists(out, ec)) {
+    if (fs::exists(in, ec) && fs::equivalent(in, out, ec))
+      fail("{}: the output directory is the input checkpoint; choose another --out", o.out_dir);
+    if (!o.force) fail("{}: already exists (pass --force to replace it)", o.out_dir);
+    if (!fs::is_directory(out, ec)) fail("{}: exists and is not a directory; not replacing it", o.out_dir);
+  }
+  if (out.has_parent_path() && !fs::is_directory(out.parent_path(), ec))
+    fail("{}: the parent directory {} does not exist", o.out_dir, out.parent_path().string());
+
+  auto ck = io::Checkpoint::open(o.model_dir);
+  const ExportPlan plan = make_export_plan(*ck, o.exp);
+  for (const std::string& note : plan.notes) log().info("{}", note);
+
+  ActivationAmax amax;
+  if (algo == QuantAlgo::NVFP4) {
+    amax = calibrate(ck, plan, o.calibration, {o.progress});
+    log().info("Calibrated {} layers on {} sequences ({} tokens)", plan.calibrated_layers().size(), amax.sequences,
+               amax.tokens);
+  }
+
+  // The output tensors, in write order: input tensors sorted by name; a quantized group is
+  // emitted whole where its first member appears.
+  std::vector<Job> jobs;
+  std::vector<OutTensor> outs;
+  std::vector<std::vector<size_t>> job_outs;  // output indices per job
+  std::vector<bool> emitted(plan.groups.size(), false);
+  for (const std::string& name : ck->tensor_names()) {
+    const TensorView& t = ck->get(name);
+    const bool is_weight = name.size() > 7 && name.compare(name.size() - 7, 7, ".weight") == 0;
+    const QuantGroup* g = is_weight ? plan.group_of_module(name.substr(0, name.size() - 7)) : nullptr;
+    if (!g) {
+      jobs.push_back({name, nullptr, t.nbytes});
+      job_outs.push_back({outs.size()});
+      outs.push_back({name, t.dtype, t.shape, t.nbytes});
+      continue;
+    }
+    const size_t gi = static_cast<size_t>(g - plan.groups.data());
+    if (emitted[gi]) continue;
+    emitted[gi] = true;
+    Job job{std::nullopt, g, 0};
+    std::vector<size_t> idx;
+    for (size_t i = 0; i < g->modules.size(); ++i) {
+      const std::string& m = g->modules[i];
+      const int64_t n = g->rows[i], k = g->in_features;
+      job.input_bytes += weight_view(*ck, m).nbytes;
+      auto add = [&](const std::string& nm, DType d, Shape s, size_t bytes) {
+        idx.push_back(outs.size());
+        outs.push_back({nm, d, std::move(s), bytes});
+      };
+      add(m + ".weight", DType::U8, {n, k / 2}, static_cast<size_t>(n * k / 2));
+      add(m + ".weight_scale", DType::F8_E4M3, {n, k / 16}, static_cast<size_t>(n * k / 16));
+      add(m + ".weight_scale_2", DType::F32, {}, 4);
+      if (algo == QuantAlgo::NVFP4) add(m + ".input_scale", DType::F32, {}, 4);
+    }
+    jobs.push_back(job);
+    job_outs.push_back(std::move(idx));
+  }
+  for (size_t gi = 0; gi < emitted.size(); ++gi)
+    if (!emitted[gi]) fail("internal: quantized group of {} was not emitted", plan.groups[gi].modules[0]);
+
+  std::vector<uint64_t> sizes;
+  std::vector<std::string> names;
+  uint64_t total = 0, input_total = 0;
+  for (const OutTensor& t : outs) {
+    sizes.push_back(t.nbytes);
+    names.push_back(t.name);
+    total += t.nbytes;
+  }
+  for (const Job& j : jobs) input_total += j.input_bytes;
+  const quant::ShardLayout shards = quant::assign_shards(sizes, o.max_shard_bytes);
+
+  // Everything goes into a temporary directory beside OUT, renamed at the end.
+  TempDirGuard tmp;
+  tmp.path = out.parent_path() / fmt::format(".{}.fp4lm-tmp-{}", out.filename().string(), ::getpid());
+  fs::remove_all(tmp.path, ec);
+  if (!fs::create_directory(tmp.path, ec) || ec) fail("{}: cannot create directory: {}", tmp.path.string(), ec.message());
+
+  json config = ck->config();
+  config["quantization_config"] = quant::quantization_config_json(algo, plan.exclude_modules, o.producer_version);
+  write_json_file(tmp.path / "config.json", config);
+  write_json_file(tmp.path / "hf_quant_config.json",
+                  quant::hf_quant_config_json(algo, plan.exclude_modules, o.producer_version));
+  for (const char* f : kCopiedFiles) {
+    const fs::path src = in / f;
+    if (fs::is_regular_file(src, ec)) {
+      fs::copy_file(src, tmp.path / f, ec);
+      if (ec) fail("{}: cannot copy to {}: {}", src.string(), (tmp.path / f).string(), ec.message());
+    }
+  }
+  if (shards.files.size() > 1) write_json_file(tmp.path / "model.safetensors.index.json", quant::shard_index_json(names, shards, total));
+
+  // Stream the tensors, shard by shard.
+  Progress bar(o.progress, "quantizing", input_total);
+  std::unique_ptr<io::SafetensorsStreamWriter> writer;
+  size_t current_shard = SIZE_MAX, written = 0;
+  auto open_shard = [&](size_t s) {
+    io::SafetensorsStreamWriter::Layout layout;
+    for (size_t i = 0; i < outs.size(); ++i)
+      if (shards.shard_of[i] == s) layout.emplace_back(outs[i].name, outs[i].dtype, outs[i].shape);
+    writer = std::make_unique<io::SafetensorsStreamWriter>((tmp.path / shards.files[s]).string(), std::move(layout),
+                                                           std::map<std::string, std::string>{{"format", "pt"}});
+    current_shard = s;
+  };
+  auto emit = [&](size_t out_index, const void* data, size_t nbytes) {
+    const size_t s = shards.shard_of[out_index];
+    if (s != current_shard) {
+      if (writer) writer->finish();
+      open_shard(s);
+    }
+    writer->write_tensor(outs[out_index].name, data, nbytes);
+    ++written;
+    if (o.after_tensor) o.after_tensor(outs[out_index].name);
+  };
+
+  size_t quantized_modules = 0;
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    const Job& job = jobs[j];
+    if (job.copy) {
+      const TensorView& t = ck->get(*job.copy);
+      emit(job_outs[j][0], t.data, t.nbytes);
+      release_pages(t.data, t.nbytes);
+      bar.advance(job.input_bytes);
+      continue;
+    }
+    const QuantGroup& g = *job.group;
+    const float gamax = group_weight_amax(*ck, g);
+    if (gamax == 0.0f)
+      log().warn("{}: every weight of the group is zero; weight_scale_2 = 0 (loaders reject a zero scale)",
+                 g.modules[0]);
+    std::optional<float> input_scale;
+    if (algo == QuantAlgo::NVFP4) input_scale = amax.of(g) / quant::kNvfp4GlobalDivisor;
+    size_t k = 0;
+    for (size_t i = 0; i < g.modules.size(); ++i) {
+      quant::Nvfp4Weight q = quantize_member(*ck, g.modules[i], g.rows[i], g.in_features, gamax);
+      emit(job_outs[j][k++], q.codes.data(), q.codes.size());
+      emit(job_outs[j][k++], q.scales.data(), q.scales.size());
+      emit(job_outs[j][k++], &q.weight_scale_2, sizeof(float));
+      if (input_scale) emit(job_outs[j][k++], &*input_scale, sizeof(float));
+      const TensorView& t = weight_view(*ck, g.modules[i]);
+      release_pages(t.data, t.nbytes);
+      ++quantized_modules;
+    }
+    bar.advance(job.input_bytes);
+  }
+  if (writer) writer->finish();
+  if (written != outs.size()) fail("internal: wrote {} of {} tensors", written, outs.size());
+  if (outs.empty()) fail("{}: the checkpoint has no tensors", o.model_dir);
+
+  // Publish: the only step that touches OUT.
+  if (fs::exists(out, ec)) {
+    const fs::path old = out.parent_path() / fmt::format(".{}.fp4lm-old-{}", out.filename().string(), ::getpid());
+    fs::rename(out, old, ec);
+    if (ec) fail("{}: cannot move the existing directory aside: {}", o.out_dir, ec.message());
+    fs::rename(tmp.path, out, ec);
+    if (ec) {
+      std::error_code ec2;
+      fs::rename(old, out, ec2);
+      fail("{}: cannot rename {} into place: {}", o.out_dir, tmp.path.string(), ec.message());
+    }
+    fs::remove_all(old, ec);
+  } else {
+    fs::rename(tmp.path, out, ec);
+    if (ec) fail("{}: cannot rename {} into place: {}", o.out_dir, tmp.path.string(), ec.message());
+  }
+  tmp.keep = true;
+
+  QuantizeSummary s;
+  s.exclude_modules = plan.exclude_modules;
+  s.quantized_modules = quantized_modules;
+  s.tensors = outs.size();
+  s.shard_files = shards.files;
+  s.tensor_bytes = total;
+  s.calibration_tokens = amax.tokens;
+  s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return s;
+}
+
+}  // namespace fp4lm::engine

@@ -1,0 +1,50 @@
+#pragma once
+// `fp4lm quantize`: a bf16/fp16/fp32 Hugging Face checkpoint in, a ModelOpt-layout NVFP4 or
+// W4A16_NVFP4 checkpoint out (DESIGN.md §3 bit for bit; export plan in engine/export_plan.h,
+// calibration in engine/calibration.h, file formats in quant/export_format.h).
+//
+// The output is written into a temporary directory beside OUT and renamed to OUT at the very
+// end, so an interrupted run leaves no OUT. Tensors stream one at a time (quantized groups one
+// member at a time, in row chunks), so memory stays bounded whatever the model size.
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "engine/calibration.h"
+#include "engine/export_plan.h"
+
+namespace fp4lm::engine {
+
+struct QuantizeOptions {
+  std::string model_dir, out_dir;
+  ExportOptions exp;
+  uint64_t max_shard_bytes = 5'000'000'000ull;  // --max-shard-size (5GB)
+  bool force = false;                           // replace an existing OUT
+  // Calibration token sequences; required for NVFP4 (W4A4), ignored for W4A16_NVFP4.
+  std::vector<std::vector<int32_t>> calibration;
+  std::string producer_version = "0.1.0";
+  bool progress = true;  // progress bar with ETA when stderr is a terminal
+  // Called after each output tensor is written (name). A test seam: throwing from it
+  // interrupts the run like a failure would.
+  std::function<void(const std::string&)> after_tensor;
+};
+
+struct QuantizeSummary {
+  std::vector<std::string> exclude_modules;
+  size_t quantized_modules = 0, tensors = 0;
+  std::vector<std::string> shard_files;
+  uint64_t tensor_bytes = 0;
+  int64_t calibration_tokens = 0;
+  double seconds = 0;
+};
+
+// Error (exit 1) naming the file/tensor on bad input; UsageError when NVFP4 has no calibration
+// data. OUT existing without `force` -> Error; OUT being the input directory -> Error.
+QuantizeSummary quantize_checkpoint(const QuantizeOptions& opts);
+
+// The amax of a group's weights over all its members (what sets the shared weight_scale_2),
+// computed from the checkpoint's dtype in row chunks.
+float group_weight_amax(const io::Checkpoint& ckpt, const QuantGroup& g);
+
+}  // namespace fp4lm::engine

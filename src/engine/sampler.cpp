@@ -1,0 +1,91 @@
+#include "engine/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.h"
+
+namespace fp4lm::engine {
+
+void validate(const SamplingParams& p) {
+  if (!(p.temperature >= 0) || !std::isfinite(p.temperature))
+    usage_fail("--temperature must be a finite number >= 0 (got {})", p.temperature);
+  if (p.top_k < 0) usage_fail("--top-k must be >= 0 (got {})", p.top_k);
+  if (!(p.top_p > 0 && p.top_p <= 1)) usage_fail("--top-p must be in (0, 1] (got {})", p.top_p);
+  if (!(p.min_p >= 0 && p.min_p <= 1)) usage_fail("--min-p must be in [0, 1] (got {})", p.min_p);
+}
+
+int32_t argmax(const float* logits, int64_t vocab) {
+  int32_t best = 0;
+  float bv = -INFINITY;
+  bool found = false;
+  for (int64_t i = 0; i < vocab; ++i) {
+    if (std::isnan(logits[i])) continue;
+    if (!found || logits[i] > bv) {
+      bv = logits[i];
+      best = static_cast<int32_t>(i);
+      found = true;
+    }
+  }
+  return best;
+}
+
+Sampler::Sampler(const SamplingParams& p) : p_(p), state_(p.seed) { validate(p); }
+
+double Sampler::uniform() {
+  // splitmix64: a fixed, portable stream.
+  uint64_t z = (state_ += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  z ^= z >> 31;
+  return static_cast<double>(z >> 11) * 0x1.0p-53;
+}
+
+int32_t Sampler::sample(const float* logits, int64_t vocab) {
+  if (p_.temperature == 0) return argmax(logits, vocab);
+  cand_.clear();
+  for (int64_t i = 0; i < vocab; ++i)
+    if (!std::isnan(logits[i])) cand_.emplace_back(logits[i], static_cast<int32_t>(i));
+  if (cand_.empty()) return 0;
+  // Descending logit, ascending id on ties: a deterministic order.
+  auto by_prob = [](const auto& a, const auto& b) { return a.first != b.first ? a.first > b.first : a.second < b.second; };
+  size_t keep = cand_.size();
+  if (p_.top_k > 0 && static_cast<size_t>(p_.top_k) < keep) {
+    keep = static_cast<size_t>(p_.top_k);
+    std::partial_sort(cand_.begin(), cand_.begin() + keep, cand_.end(), by_prob);
+    cand_.resize(keep);
+  } else {
+    std::sort(cand_.begin(), cand_.end(), by_prob);
+  }
+  // Softmax of logits / T in double, over the kept candidates.
+  std::vector<double> prob(keep);
+  const double mx = cand_[0].first;
+  double sum = 0;
+  for (size_t i = 0; i < keep; ++i) sum += prob[i] = std::exp((cand_[i].first - mx) / p_.temperature);
+  for (double& q : prob) q /= sum;
+  if (p_.top_p < 1) {
+    double acc = 0;
+    size_t n = 0;
+    while (n < keep) {
+      acc += prob[n++];
+      if (acc >= p_.top_p) break;
+    }
+    keep = n;
+  }
+  if (p_.min_p > 0) {
+    const double floor = p_.min_p * prob[0];
+    size_t n = 1;
+    while (n < keep && prob[n] >= floor) ++n;
+    keep = n;
+  }
+  double total = 0;
+  for (size_t i = 0; i < keep; ++i) total += prob[i];
+  double r = uniform() * total;
+  for (size_t i = 0; i < keep; ++i) {
+    r -= prob[i];
+    if (r < 0) return cand_[i].second;
+  }
+  return cand_[keep - 1].second;
+}
+
+}  // namespace fp4lm::engine

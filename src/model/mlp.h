@@ -1,0 +1,27 @@
+#pragma once
+// Dense SwiGLU MLP: down(silu(gate(x)) * up(x)), gate and up fused into one gate_up_proj.
+#include <memory>
+#include <string>
+
+#include "core/dtype.h"
+#include "model/feed_forward.h"
+#include "model/linear.h"
+
+namespace fp4lm::model {
+
+class ModelLoader;
+
+class DenseMlp final : public FeedForward {
+ public:
+  // `prefix`: the HF module, e.g. "model.layers.0.mlp" or "...mlp.shared_expert".
+  DenseMlp(ModelLoader& loader, const std::string& prefix);
+  void forward(const float* x, int64_t m, float* y) const override;
+  size_t weight_bytes() const override { return gate_up_->weight_bytes() + down_->weight_bytes(); }
+
+ private:
+  std::unique_ptr<Linear> gate_up_, down_;
+  int64_t inter_;
+  DType act_;
+};
+
+}  // namespace fp4lm::model
