@@ -18,7 +18,63 @@ uint64_t pair_key(int32_t a, int32_t b) {
   return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
 }
 
+uint32_t hash_bytes(std::string_view s) {
+  // FNV-1a: tokens are short, and this is only used to index the vocabulary.
+  uint32_t h = 2166136261u;
+  for (unsigned char c : s) h = (h ^ c) * 16777619u;
+  return h;
+}
+
 }  // namespace
+
+void Vocab::add(std::string_view token, int32_t id) {
+  if (bytes_.size() + token.size() > UINT32_MAX) fail("vocabulary too large");
+  entries_.push_back({static_cast<uint32_t>(bytes_.size()), static_cast<uint32_t>(token.size()), id,
+                      hash_bytes(token)});
+  bytes_.append(token);
+}
+
+void Vocab::finish(const std::string& where) {
+  size_t cap = 16;
+  while (cap < entries_.size() * 2) cap <<= 1;
+  slots_.assign(cap, -1);
+  mask_ = cap - 1;
+  int32_t max_id = -1;
+  for (const auto& e : entries_) max_id = std::max(max_id, e.id);
+  by_id_.assign(static_cast<size_t>(max_id + 1), -1);
+  for (size_t k = 0; k < entries_.size(); ++k) {
+    const Entry& e = entries_[k];
+    for (size_t i = e.hash & mask_;; i = (i + 1) & mask_) {
+      if (slots_[i] < 0) {
+        slots_[i] = static_cast<int32_t>(k);
+        break;
+      }
+      const Entry& o = entries_[static_cast<size_t>(slots_[i])];
+      if (o.hash == e.hash && entry_text(o) == entry_text(e))
+        fail("{}: model.vocab: token '{}' appears twice", where, entry_text(e));
+    }
+    int32_t& slot = by_id_[static_cast<size_t>(e.id)];
+    if (slot >= 0)
+      fail("{}: model.vocab: id {} is used by both '{}' and '{}'", where, e.id,
+           entry_text(entries_[static_cast<size_t>(slot)]), entry_text(e));
+    slot = static_cast<int32_t>(k);
+  }
+}
+
+int32_t Vocab::find(std::string_view token) const {
+  if (slots_.empty()) return -1;
+  uint32_t h = hash_bytes(token);
+  for (size_t i = h & mask_;; i = (i + 1) & mask_) {
+    int32_t k = slots_[i];
+    if (k < 0) return -1;
+    const Entry& e = entries_[static_cast<size_t>(k)];
+    if (e.hash == h && entry_text(e) == token) return e.id;
+  }
+}
+
+std::string_view Vocab::token(int32_t id) const {
+  return entry_text(entries_[static_cast<size_t>(by_id_[static_cast<size_t>(id)])]);
+}
 
 // Open addressing, linear probing: (left, right) -> (rank, merged id).
 struct BpeModel::MergeTable {
@@ -61,35 +117,34 @@ struct BpeModel::MergeTable {
   }
 };
 
-BpeModel::BpeModel(TokenMap vocab, const std::vector<std::pair<std::string, std::string>>& merges,
+BpeModel::BpeModel(Vocab vocab, const std::vector<std::pair<std::string, std::string>>& merges,
                    BpeOptions options, const std::string& where)
     : vocab_(std::move(vocab)), opt_(std::move(options)) {
   if (opt_.unk_token) {
-    auto it = vocab_.find(*opt_.unk_token);
-    if (it == vocab_.end())
-      fail("{}: model.unk_token '{}' is not in model.vocab", where, *opt_.unk_token);
-    unk_id_ = it->second;
+    int32_t id = vocab_.find(*opt_.unk_token);
+    if (id < 0) fail("{}: model.unk_token '{}' is not in model.vocab", where, *opt_.unk_token);
+    unk_id_ = id;
   }
   merges_ = std::make_unique<MergeTable>(merges.size());
   std::string joined;
   size_t prefix_len = opt_.continuing_subword_prefix.size();
   for (size_t r = 0; r < merges.size(); ++r) {
     const auto& [a, b] = merges[r];
-    auto ia = vocab_.find(a), ib = vocab_.find(b);
-    if (ia == vocab_.end() || ib == vocab_.end())
+    int32_t ia = vocab_.find(a), ib = vocab_.find(b);
+    if (ia < 0 || ib < 0)
       fail("{}: model.merges[{}] ('{}' '{}'): token '{}' is not in model.vocab", where, r, a, b,
-           ia == vocab_.end() ? a : b);
+           ia < 0 ? a : b);
     // The right part loses its continuing-subword prefix when joined.
     joined.assign(a);
     if (prefix_len && b.compare(0, prefix_len, opt_.continuing_subword_prefix) == 0)
       joined.append(b, prefix_len, std::string::npos);
     else
       joined.append(b);
-    auto ij = vocab_.find(joined);
-    if (ij == vocab_.end())
+    int32_t ij = vocab_.find(joined);
+    if (ij < 0)
       fail("{}: model.merges[{}] ('{}' '{}'): merged token '{}' is not in model.vocab", where, r,
            a, b, joined);
-    merges_->insert(pair_key(ia->second, ib->second), static_cast<uint32_t>(r), ij->second);
+    merges_->insert(pair_key(ia, ib), static_cast<uint32_t>(r), ij);
   }
   merge_count_ = merges.size();
 
@@ -99,15 +154,13 @@ BpeModel::BpeModel(TokenMap vocab, const std::vector<std::pair<std::string, std:
     for (char32_t cp = 0; cp < 0x800; ++cp) {
       ch.clear();
       utf8::append(ch, cp);
-      auto it = vocab_.find(ch);
-      if (it != vocab_.end()) small_char_ids_[cp] = it->second;
+      small_char_ids_[cp] = vocab_.find(ch);
     }
   }
   for (int b = 0; b < 256; ++b) {
     byte_ids_[b] = -1;
     if (opt_.byte_fallback) {
-      auto it = vocab_.find(fmt::format("<0x{:02X}>", b));
-      if (it != vocab_.end()) byte_ids_[b] = it->second;
+      byte_ids_[b] = vocab_.find(fmt::format("<0x{:02X}>", b));
     }
   }
 }
@@ -115,9 +168,9 @@ BpeModel::BpeModel(TokenMap vocab, const std::vector<std::pair<std::string, std:
 BpeModel::~BpeModel() = default;
 
 std::optional<int32_t> BpeModel::token_to_id(std::string_view token) const {
-  auto it = vocab_.find(token);
-  if (it == vocab_.end()) return std::nullopt;
-  return it->second;
+  int32_t id = vocab_.find(token);
+  if (id < 0) return std::nullopt;
+  return id;
 }
 
 void BpeModel::tokenize(std::string_view word, std::vector<int32_t>& out) const {
@@ -143,9 +196,9 @@ void BpeModel::tokenize(std::string_view word, std::vector<int32_t>& out) const 
 void BpeModel::tokenize_uncached(std::string_view word, std::vector<int32_t>& out) const {
   if (word.empty()) return;
   if (opt_.ignore_merges) {
-    auto it = vocab_.find(word);
-    if (it != vocab_.end()) {
-      out.push_back(it->second);
+    int32_t id = vocab_.find(word);
+    if (id >= 0) {
+      out.push_back(id);
       return;
     }
   }
@@ -175,8 +228,7 @@ void BpeModel::tokenize_uncached(std::string_view word, std::vector<int32_t>& ou
       if (b > 0) piece.append(opt_.continuing_subword_prefix);
       piece.append(word.substr(b, i - b));
       if (i == word.size()) piece.append(opt_.end_of_word_suffix);
-      auto it = vocab_.find(piece);
-      if (it != vocab_.end()) id = it->second;
+      id = vocab_.find(piece);
     }
     if (id >= 0) {
       push(id);

@@ -32,10 +32,15 @@ struct Regex::Code {
 };
 
 Regex::Regex(std::string_view pattern, bool literal, const std::string& where)
-    : code_(std::make_unique<Code>()), where_(where) {
+    : where_(where) {
+  if (literal) {  // plain substring search; an empty literal never matches
+    literal_ = pattern;
+    return;
+  }
+  code_ = std::make_unique<Code>();
   int err = 0;
   PCRE2_SIZE err_off = 0;
-  uint32_t opts = PCRE2_UTF | PCRE2_UCP | (literal ? PCRE2_LITERAL : 0);
+  uint32_t opts = PCRE2_UTF | PCRE2_UCP;
   code_->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(), opts,
                               &err, &err_off, nullptr);
   if (!code_->code)
@@ -49,6 +54,13 @@ Regex::~Regex() = default;
 
 std::vector<std::pair<size_t, size_t>> Regex::find_all(std::string_view subject) const {
   std::vector<std::pair<size_t, size_t>> out;
+  if (!code_) {
+    if (literal_.empty()) return out;
+    for (size_t pos = subject.find(literal_); pos != std::string_view::npos;
+         pos = subject.find(literal_, pos + literal_.size()))
+      out.emplace_back(pos, pos + literal_.size());
+    return out;
+  }
   MatchData data(code_->code);
   auto* s = reinterpret_cast<PCRE2_SPTR>(subject.data());
   size_t pos = 0;

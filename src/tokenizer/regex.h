@@ -1,5 +1,5 @@
 #pragma once
-// A compiled PCRE2 pattern in UTF + UCP mode (so \p{L}, \s, \w follow Unicode, like the
+// A literal string pattern, or a compiled PCRE2 pattern in UTF + UCP mode (so \p{L}, \s, \w follow Unicode, like the
 // Oniguruma patterns in tokenizer.json), JIT-compiled when the library supports it.
 // Immutable after construction and safe to share between threads.
 #include <memory>
@@ -27,7 +27,8 @@ class Regex {
 
  private:
   struct Code;
-  std::unique_ptr<Code> code_;
+  std::unique_ptr<Code> code_;  // null for a literal pattern
+  std::string literal_;
   bool jit_ = false;
   std::string where_;
 };

@@ -120,7 +120,7 @@ std::string Tokenizer::decode_raw(const int32_t* ids, size_t n, bool skip_specia
       fail("{}: token id {} is not in the vocabulary (size {})", p_->source, id, p_->id_flags.size());
     uint8_t f = p_->id_flags[static_cast<size_t>(id)];
     if (skip_special_tokens && (f & TokenizerParts::kSpecial)) continue;
-    tokens.push_back(p_->id_to_token[static_cast<size_t>(id)]);
+    tokens.emplace_back(p_->token(id));
   }
   if (!p_->decoder) {  // Hugging Face joins with spaces when there is no decoder
     std::string out;
@@ -153,7 +153,7 @@ std::optional<std::string> Tokenizer::id_to_token(int32_t id) const {
   if (id < 0 || static_cast<size_t>(id) >= p_->id_flags.size() ||
       !(p_->id_flags[static_cast<size_t>(id)] & TokenizerParts::kPresent))
     return std::nullopt;
-  return p_->id_to_token[static_cast<size_t>(id)];
+  return std::string(p_->token(id));
 }
 
 bool Tokenizer::is_special(int32_t id) const {

@@ -25,7 +25,7 @@ class TokenizerSax {
  public:
   TokenizerSax(json& root, const std::string& where) : dom_(root, true), where_(where) {}
 
-  TokenMap vocab;
+  Vocab vocab;
   Merges merges;
   bool have_vocab = false, have_merges = false;
 
@@ -142,7 +142,7 @@ class TokenizerSax {
   bool vocab_value(int64_t v) {
     if (v < 0 || v > INT32_MAX)
       fail("{}: model.vocab['{}']: id {} out of range", where_, key_, v);
-    vocab[key_] = static_cast<int32_t>(v);
+    vocab.add(key_, static_cast<int32_t>(v));
     return true;
   }
   bool legacy_merge(const std::string& s) {
@@ -448,6 +448,7 @@ std::unique_ptr<BpeModel> parse_model(const json& root, TokenizerSax& sax, const
   opt.fuse_unk = get_bool(m, "fuse_unk", false, mc);
   opt.byte_fallback = get_bool(m, "byte_fallback", false, mc);
   opt.ignore_merges = get_bool(m, "ignore_merges", false, mc);
+  sax.vocab.finish(c.file);
   return std::make_unique<BpeModel>(std::move(sax.vocab), sax.merges, std::move(opt), c.file);
 }
 
@@ -526,23 +527,19 @@ std::unique_ptr<TokenizerParts> load_tokenizer_parts(std::string_view text, cons
   p->model = parse_model(root, sax, c);
 
   // The id table: model vocab, then added tokens (which win where both name an id).
-  int64_t max_id = -1;
-  for (const auto& [tok, id] : p->model->vocab()) max_id = std::max<int64_t>(max_id, id);
+  const Vocab& vocab = p->model->vocab();
+  int64_t max_id = vocab.max_id();
   for (const auto& a : added) max_id = std::max<int64_t>(max_id, a.id);
   if (max_id >= (int64_t{1} << 28))
     fail("{}: token id {} is implausibly large (ids must be dense from 0)", name, max_id);
-  p->id_to_token.resize(static_cast<size_t>(max_id + 1));
   p->id_flags.assign(static_cast<size_t>(max_id + 1), 0);
-  for (const auto& [tok, id] : p->model->vocab()) {
-    auto i = static_cast<size_t>(id);
-    if (p->id_flags[i] & TokenizerParts::kPresent)
-      fail("{}: model.vocab: id {} is used by both '{}' and '{}'", name, id, p->id_to_token[i], tok);
-    p->id_to_token[i] = tok;
-    p->id_flags[i] = TokenizerParts::kPresent;
-  }
-  for (const auto& a : added) {
+  p->added_index.assign(static_cast<size_t>(max_id + 1), -1);
+  for (int32_t id = 0; id <= vocab.max_id(); ++id)
+    if (vocab.has_id(id)) p->id_flags[static_cast<size_t>(id)] = TokenizerParts::kPresent;
+  for (size_t k = 0; k < added.size(); ++k) {
+    const auto& a = added[k];
     auto i = static_cast<size_t>(a.id);
-    p->id_to_token[i] = a.content;
+    p->added_index[i] = static_cast<int32_t>(k);
     p->id_flags[i] = TokenizerParts::kPresent | TokenizerParts::kAdded |
                      (a.special ? TokenizerParts::kSpecial : 0);
     p->added_by_content.emplace(a.content, a.id);

@@ -24,11 +24,18 @@ struct TokenizerParts {
   std::unique_ptr<Decoder> decoder;
   std::unique_ptr<AddedVocabulary> added;
 
-  // id -> token string; flags per id.
+  // Flags per id; added tokens by id (index into added->tokens(), or -1) and by content.
   enum : uint8_t { kPresent = 1, kAdded = 2, kSpecial = 4 };
-  std::vector<std::string> id_to_token;
   std::vector<uint8_t> id_flags;
+  std::vector<int32_t> added_index;
   TokenMap added_by_content;
+
+  // The text of a present id.
+  std::string_view token(int32_t id) const {
+    int32_t a = added_index[static_cast<size_t>(id)];
+    if (a >= 0) return added->tokens()[static_cast<size_t>(a)].content;
+    return model->vocab().token(id);
+  }
 
   bool clean_up_spaces = false;  // tokenizer_config.json clean_up_tokenization_spaces
   std::optional<int32_t> bos_id, eos_id;
