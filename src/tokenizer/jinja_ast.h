@@ -16,7 +16,7 @@ struct Expr {
   enum class Kind {
     Literal,    // value
     Name,       // name
-    List,       // [items...]   (tuples too)
+    List,       // [items...]; name "tuple" for (a, b)
     Dict,       // {keys[i]: items[i]}
     Attr,       // a.name
     Item,       // a[b]

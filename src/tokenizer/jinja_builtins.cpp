@@ -13,7 +13,7 @@ namespace {
 
 // ---- small helpers ----
 
-const std::string& need_string(const Value& v, const char* what) {
+std::string need_string(const Value& v, const char* what) {
   if (!v.is_string()) value_fail("{} expects a string, found {}", what, v.type_name());
   return v.as_string();
 }
@@ -306,7 +306,7 @@ Value dict_method(const Value& d, const std::string& name) {
   if (name == "items")
     return Value::function([d](const CallArgs&) {
       std::vector<Value> out;
-      for (const auto& [k, v] : d.as_dict().items) out.push_back(Value::list({Value(k), v}));
+      for (const auto& [k, v] : d.as_dict().items) out.push_back(Value::tuple({Value(k), v}));
       return Value::list(std::move(out));
     });
   if (name == "keys")
@@ -601,7 +601,7 @@ const std::map<std::string, FilterFn>& filters() {
       if (v.is_undefined()) return Value::list({});
       if (!v.is_dict()) value_fail("items expects a mapping, found {}", v.type_name());
       std::vector<Value> out;
-      for (const auto& [k, e] : v.as_dict().items) out.push_back(Value::list({Value(k), e}));
+      for (const auto& [k, e] : v.as_dict().items) out.push_back(Value::tuple({Value(k), e}));
       return Value::list(std::move(out));
     };
     t["list"] = [](const Value& v, const CallArgs&) { return Value::list(iterate(v)); };
@@ -697,7 +697,12 @@ const std::map<std::string, FilterFn>& filters() {
     t["reject"] = [](const Value& v, const CallArgs& a) { return select_like(v, a, false, false); };
     t["selectattr"] = [](const Value& v, const CallArgs& a) { return select_like(v, a, true, true); };
     t["rejectattr"] = [](const Value& v, const CallArgs& a) { return select_like(v, a, true, false); };
-    t["attr"] = [](const Value& v, const CallArgs& a) { return get_attr(v, need_string(a.get(0, "name"), "attr")); };
+    // attr() is getattr only: a dict's keys are not attributes (its methods are).
+    t["attr"] = [](const Value& v, const CallArgs& a) {
+      const std::string& name = need_string(a.get(0, "name"), "attr");
+      if (v.is_dict()) return dict_method(v, name);
+      return get_attr(v, name);
+    };
     t["indent"] = [](const Value& v, const CallArgs& a) {
       return Value(indent_filter(v.str(), a.get(0, "width"), a.get(1, "first").truthy(), a.get(2, "blank").truthy()));
     };
@@ -801,7 +806,7 @@ Value binary_op(const std::string& op, const Value& a, const Value& b) {
     if (a.is_list() && b.is_list()) {
       std::vector<Value> out = a.as_list();
       out.insert(out.end(), b.as_list().begin(), b.as_list().end());
-      return Value::list(std::move(out));
+      return a.is_tuple() && b.is_tuple() ? Value::tuple(std::move(out)) : Value::list(std::move(out));
     }
     operand_fail(op, a, b);
   }
@@ -860,7 +865,11 @@ Value binary_op(const std::string& op, const Value& a, const Value& b) {
     if (y == 0.0) value_fail("float division or modulo by zero");
     if (op == "//") return Value(std::floor(x / y));
     double r = std::fmod(x, y);
-    if (r != 0.0 && ((r < 0) != (y < 0))) r += y;
+    if (r != 0.0) {
+      if ((r < 0) != (y < 0)) r += y;
+    } else {
+      r = std::copysign(0.0, y);  // Python: the zero takes the divisor's sign
+    }
     return Value(r);
   }
   if (op == "**") {

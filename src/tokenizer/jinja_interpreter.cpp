@@ -228,7 +228,7 @@ class Renderer {
         std::vector<Value> items;
         items.reserve(e.items.size());
         for (const auto& x : e.items) items.push_back(eval(*x, f));
-        return Value::list(std::move(items));
+        return e.name == "tuple" ? Value::tuple(std::move(items)) : Value::list(std::move(items));
       }
       case Expr::Kind::Dict: {
         std::vector<std::pair<std::string, Value>> items;

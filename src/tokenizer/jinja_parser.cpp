@@ -305,6 +305,7 @@ class Parser {
     ExprPtr first = parse_expression(with_condexpr);
     if (!at_op(",")) return first;
     auto list = make(Expr::Kind::List, pos);
+    list->name = "tuple";
     list->items.push_back(std::move(first));
     while (at_op(",")) {
       next();
@@ -478,11 +479,14 @@ class Parser {
           next();
           if (at_op(")")) {
             next();
-            return make(Expr::Kind::List, t.pos);  // empty tuple
+            auto empty = make(Expr::Kind::List, t.pos);
+            empty->name = "tuple";
+            return empty;
           }
           ExprPtr first = parse_expression(true);
           if (at_op(",")) {
             auto list = make(Expr::Kind::List, t.pos);
+            list->name = "tuple";
             list->items.push_back(std::move(first));
             while (at_op(",")) {
               next();

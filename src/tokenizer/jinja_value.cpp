@@ -115,6 +115,17 @@ Value Value::list(std::vector<Value> items) {
   return Value(Storage(std::shared_ptr<const ListObj>(std::move(obj))));
 }
 
+Value Value::tuple(std::vector<Value> items) {
+  Value v = list(std::move(items));
+  std::const_pointer_cast<ListObj>(std::get<std::shared_ptr<const ListObj>>(v.v_))->is_tuple = true;
+  return v;
+}
+
+bool Value::is_tuple() const {
+  auto p = std::get_if<std::shared_ptr<const ListObj>>(&v_);
+  return p && (*p)->is_tuple;
+}
+
 Value Value::dict(std::vector<std::pair<std::string, Value>> items) {
   auto obj = std::make_shared<DictObj>();
   int d = 0;
@@ -191,12 +202,13 @@ std::string Value::repr() const {
   if (is_float()) return float_repr(as_float());
   if (is_string()) return repr_string(as_string());
   if (is_list()) {
-    std::string out = "[";
+    std::string out = is_tuple() ? "(" : "[";
     const auto& items = as_list();
     for (size_t i = 0; i < items.size(); ++i) {
       if (i) out += ", ";
       out += items[i].repr();
     }
+    if (is_tuple()) return out + (items.size() == 1 ? ",)" : ")");
     return out + "]";
   }
   if (is_dict() || is_namespace()) {
@@ -241,6 +253,7 @@ bool operator==(const Value& a, const Value& b) {
   if (a.is_undefined() || a.is_none()) return true;
   if (a.is_string()) return a.as_string() == b.as_string();
   if (a.is_list()) {
+    if (a.is_tuple() != b.is_tuple()) return false;
     const auto& x = a.as_list();
     const auto& y = b.as_list();
     if (x.size() != y.size()) return false;

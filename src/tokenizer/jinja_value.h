@@ -81,6 +81,7 @@ class Value {
   Value(std::string s) : v_(std::move(s)) {}
   Value(const char* s) : v_(std::string(s)) {}
   static Value list(std::vector<Value> items);
+  static Value tuple(std::vector<Value> items);  // a list that prints as (a, b) and != a list
   static Value dict(std::vector<std::pair<std::string, Value>> items);  // keys must be unique
   static Value make_namespace(std::vector<std::pair<std::string, Value>> items);
   static Value function(Function f);
@@ -94,7 +95,8 @@ class Value {
   bool is_float() const { return std::holds_alternative<double>(v_); }
   bool is_number() const { return is_int() || is_float() || is_bool(); }
   bool is_string() const { return std::holds_alternative<std::string>(v_); }
-  bool is_list() const { return std::holds_alternative<std::shared_ptr<const ListObj>>(v_); }
+  bool is_list() const { return std::holds_alternative<std::shared_ptr<const ListObj>>(v_); }  // or tuple
+  bool is_tuple() const;
   bool is_dict() const;       // a mapping (not a namespace)
   bool is_namespace() const;
   bool is_callable() const { return std::holds_alternative<std::shared_ptr<const Function>>(v_); }
@@ -137,6 +139,7 @@ class Value {
 struct ListObj {
   std::vector<Value> items;
   int depth = 1;
+  bool is_tuple = false;
 };
 
 struct DictObj {
