@@ -24,7 +24,7 @@ using avx2::round_up;
 using avx2::store_act;
 
 constexpr int64_t kRowBlock = 16;  // rows whose weights stay in L1/L2 while all tokens pass
-constexpr int kTokTile = 6;        // tokens sharing one decoded weight chunk (6 accumulators)
+constexpr int kTokTile = 4;        // tokens sharing one decoded weight chunk
 
 struct E4m3Table {
   float v[256];
@@ -90,17 +90,21 @@ struct Decoder {
   }
 };
 
-// out[t] = Σ_j x_t[j] · e2m1(code_j) · scale(block of j), for T tokens of xp (permuted, stride
-// k32). The decoded weight times its block scale is exact in fp32 (3 × 4 significant bits), so
-// the only roundings are the accumulations, in the same order for every T.
-template <int T>
-void dot_row(const Decoder& dec, const uint8_t* codes, const uint8_t* scales, int64_t k,
-             const float* xp, int64_t k32, float* out) {
+// out[r][t] = Σ_j x_t[j] · e2m1(code_rj) · scale(block of j), for R rows and T tokens of xp
+// (permuted, stride k32). The decoded weight times its block scale is exact in fp32 (3 × 4
+// significant bits), so the only roundings are the accumulations: two accumulators per (row,
+// token) — block 0 and block 1 of each 32-element chunk — in the same order for every (R, T),
+// so a row's result never depends on the tile it was computed in. R rows in flight give M=1
+// 2R independent FMA chains.
+template <int R, int T>
+void dot_rows(const Decoder& dec, const uint8_t* const* codes, const uint8_t* const* scales, int64_t k,
+              const float* xp, int64_t k32, float* out /* [R][T] */) {
   const float* lut = e4m3_table();
-  __m256 acc[T];
-  for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
+  __m256 acc[R][T][2];
+  for (int r = 0; r < R; ++r)
+    for (int t = 0; t < T; ++t) acc[r][t][0] = acc[r][t][1] = _mm256_setzero_ps();
   const int64_t full = k / 32;
-  auto step = [&](const uint8_t* cp, float s0v, float s1v, int64_t c) {
+  auto step = [&](int r, const uint8_t* cp, float s0v, float s1v, int64_t c) {
     __m256 f0, f1, f2, f3;
     dec(cp, f0, f1, f2, f3);
     const __m256 s0 = _mm256_set1_ps(s0v), s1 = _mm256_set1_ps(s1v);
@@ -110,25 +114,36 @@ void dot_row(const Decoder& dec, const uint8_t* codes, const uint8_t* scales, in
     f3 = _mm256_mul_ps(f3, s1);
     for (int t = 0; t < T; ++t) {
       const float* xt = xp + t * k32 + c * 32;
-      acc[t] = _mm256_fmadd_ps(f0, _mm256_loadu_ps(xt), acc[t]);
-      acc[t] = _mm256_fmadd_ps(f1, _mm256_loadu_ps(xt + 8), acc[t]);
-      acc[t] = _mm256_fmadd_ps(f2, _mm256_loadu_ps(xt + 16), acc[t]);
-      acc[t] = _mm256_fmadd_ps(f3, _mm256_loadu_ps(xt + 24), acc[t]);
+      acc[r][t][0] = _mm256_fmadd_ps(f0, _mm256_loadu_ps(xt), acc[r][t][0]);
+      acc[r][t][1] = _mm256_fmadd_ps(f2, _mm256_loadu_ps(xt + 16), acc[r][t][1]);
+      acc[r][t][0] = _mm256_fmadd_ps(f1, _mm256_loadu_ps(xt + 8), acc[r][t][0]);
+      acc[r][t][1] = _mm256_fmadd_ps(f3, _mm256_loadu_ps(xt + 24), acc[r][t][1]);
     }
   };
-  for (int64_t c = 0; c < full; ++c) step(codes + c * 16, lut[scales[2 * c]], lut[scales[2 * c + 1]], c);
+  for (int64_t c = 0; c < full; ++c)
+    for (int r = 0; r < R; ++r) step(r, codes[r] + c * 16, lut[scales[r][2 * c]], lut[scales[r][2 * c + 1]], c);
   if (k % 32) {  // one 16-element block left: its 8 code bytes, zero-padded (x is padded too)
-    alignas(16) uint8_t tail[16] = {};
-    std::memcpy(tail, codes + full * 16, 8);
-    step(tail, lut[scales[2 * full]], 0.0f, full);
+    for (int r = 0; r < R; ++r) {
+      alignas(16) uint8_t tail[16] = {};
+      std::memcpy(tail, codes[r] + full * 16, 8);
+      step(r, tail, lut[scales[r][2 * full]], 0.0f, full);
+    }
   }
-  for (int t = 0; t < T; ++t) out[t] = hsum(acc[t]);
+  for (int r = 0; r < R; ++r)
+    for (int t = 0; t < T; ++t) out[r * T + t] = hsum(_mm256_add_ps(acc[r][t][0], acc[r][t][1]));
 }
 
-using DotFn = void (*)(const Decoder&, const uint8_t*, const uint8_t*, int64_t, const float*,
-                       int64_t, float*);
-constexpr DotFn kDot[kTokTile + 1] = {nullptr,    dot_row<1>, dot_row<2>, dot_row<3>,
-                                      dot_row<4>, dot_row<5>, dot_row<6>};
+// Tiles: M=1 runs 4 rows at a time, 2 tokens 2 rows, 3-4 tokens 1 row (registers).
+template <int T>
+constexpr int kRowsFor = T == 1 ? 4 : T == 2 ? 2 : 1;
+
+using DotFn = void (*)(const Decoder&, const uint8_t* const*, const uint8_t* const*, int64_t,
+                       const float*, int64_t, float*);
+constexpr DotFn kDot[kTokTile + 1] = {nullptr, dot_rows<4, 1>, dot_rows<2, 2>, dot_rows<1, 3>,
+                                      dot_rows<1, 4>};
+constexpr DotFn kDot1[kTokTile + 1] = {nullptr, dot_rows<1, 1>, dot_rows<1, 2>, dot_rows<1, 3>,
+                                       dot_rows<1, 4>};
+constexpr int kRows[kTokTile + 1] = {0, kRowsFor<1>, kRowsFor<2>, kRowsFor<3>, kRowsFor<4>};
 
 }  // namespace
 
@@ -148,15 +163,19 @@ void nvfp4_w4a16_avx2(const Nvfp4Matrix& w, const void* x, DType act, int64_t m,
   const int64_t blocks = (n + kRowBlock - 1) / kRowBlock;
   pool.parallel_for(blocks, [&](int64_t b0, int64_t b1, int) {
     const Decoder dec;
-    float out[kTokTile];
+    float out[4 * kTokTile];
     for (int64_t b = b0; b < b1; ++b) {
       const int64_t r0 = b * kRowBlock, r1 = std::min(n, r0 + kRowBlock);
       for (int64_t t0 = 0; t0 < m; t0 += kTokTile) {
         const int tt = static_cast<int>(std::min<int64_t>(kTokTile, m - t0));
-        for (int64_t r = r0; r < r1; ++r) {
-          kDot[tt](dec, w.row_codes[r], w.row_scales[r], k, xp.data() + t0 * k32, k32, out);
-          const float g = w.row_global[r], bias = w.bias.empty() ? 0.0f : w.bias[r];
-          for (int t = 0; t < tt; ++t) store_act(y, act, (t0 + t) * n + r, out[t] * g + bias);
+        for (int64_t r = r0; r < r1;) {
+          const int rr = r + kRows[tt] <= r1 ? kRows[tt] : 1;
+          (rr > 1 ? kDot[tt] : kDot1[tt])(dec, w.row_codes.data() + r, w.row_scales.data() + r, k,
+                                          xp.data() + t0 * k32, k32, out);
+          for (int i = 0; i < rr; ++i, ++r) {
+            const float g = w.row_global[r], bias = w.bias.empty() ? 0.0f : w.bias[r];
+            for (int t = 0; t < tt; ++t) store_act(y, act, (t0 + t) * n + r, out[i * tt + t] * g + bias);
+          }
         }
       }
     }

@@ -1,0 +1,289 @@
+// `fp4lm bench kernels`: the CPU NVFP4 kernels against baselines measured in the same run —
+// the machine's sustained read bandwidth (a buffer far larger than the caches) and OpenBLAS
+// cblas_sgemm on fp32 weights of the same shape — printing ratios (docs/BENCHMARKS.md, Kernels).
+// `--rss` instead measures resident memory over an mmapped NVFP4 layer set of >= 256 MiB.
+#include <cblas.h>
+#include <fmt/format.h>
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cli/command.h"
+#include "core/cpu_features.h"
+#include "core/error.h"
+#include "core/mapped_file.h"
+#include "core/thread_pool.h"
+#include "kernels/registry.h"
+
+extern "C" void openblas_set_num_threads(int);
+
+namespace fp4lm::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using kernels::LinearWeights;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// Best time of `reps` runs of fn (at least min_total seconds of runs in all).
+template <typename Fn>
+double best_time(Fn&& fn, int reps, double min_total = 0.3) {
+  double best = 1e30, total = 0;
+  for (int r = 0; r < reps || total < min_total; ++r) {
+    auto t0 = Clock::now();
+    fn();
+    double s = seconds_since(t0);
+    best = std::min(best, s);
+    total += s;
+    if (r > 200) break;
+  }
+  return best;
+}
+
+// Sustained read bandwidth (bytes/s) over `bytes` with the pool's threads.
+double read_bandwidth(size_t bytes, ThreadPool& pool) {
+  std::vector<uint64_t> buf(bytes / 8);
+  for (size_t i = 0; i < buf.size(); ++i) buf[i] = i * 0x9E3779B97F4A7C15ull;
+  std::vector<uint64_t> sink(pool.size() * 8);
+  const double t = best_time([&] {
+    pool.parallel_for(static_cast<int64_t>(buf.size() / 4096), [&](int64_t b, int64_t e, int th) {
+      uint64_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+      for (size_t i = b * 4096; i < static_cast<size_t>(e) * 4096; i += 4) {
+        a0 += buf[i];
+        a1 += buf[i + 1];
+        a2 += buf[i + 2];
+        a3 += buf[i + 3];
+      }
+      sink[th * 8] = a0 + a1 + a2 + a3;
+    });
+  }, 3, 0.0);
+  return static_cast<double>(buf.size() * 8) / t;
+}
+
+// Random NVFP4 layer data: codes uniform, block scales in a realistic E4M3 range.
+struct RandomLayer {
+  std::vector<uint8_t> codes, scales;
+};
+RandomLayer random_layer(int64_t n, int64_t k, std::mt19937& rng) {
+  RandomLayer l;
+  l.codes.resize(static_cast<size_t>(n * k / 2));
+  l.scales.resize(static_cast<size_t>(n * k / 16));
+  for (size_t i = 0; i < l.codes.size(); i += 4) {
+    uint32_t v = rng();
+    std::memcpy(l.codes.data() + i, &v, std::min<size_t>(4, l.codes.size() - i));
+  }
+  for (auto& s : l.scales) s = static_cast<uint8_t>(0x28 + rng() % 0x20);
+  return l;
+}
+
+LinearWeights wrap(const RandomLayer& l, int64_t n, int64_t k, kernels::QuantKey key) {
+  LinearWeights w;
+  w.key = key;
+  w.n = n;
+  w.k = k;
+  kernels::WeightShard s;
+  s.name = "bench";
+  s.rows = n;
+  s.codes = l.codes.data();
+  s.block_scales = l.scales.data();
+  s.global_scale = 1e-3f;
+  w.shards.push_back(s);
+  w.input_scale = 1e-2f;
+  return w;
+}
+
+struct Options {
+  std::string threads = "1,2";
+  std::string shapes = "quick";
+  bool rss = false;
+  int64_t llc_mib = 32;
+};
+
+std::vector<int> parse_list(const std::string& s) {
+  std::vector<int> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    try {
+      out.push_back(std::stoi(item));
+    } catch (...) {
+      usage_fail("--threads: '{}' is not a comma-separated list of integers", s);
+    }
+    if (out.back() < 1) usage_fail("--threads: {} must be >= 1", out.back());
+  }
+  return out;
+}
+
+int run_kernels(const Options& o) {
+  const std::vector<int> thread_counts = parse_list(o.threads);
+  struct Shape {
+    int64_t n, k;
+    const char* what;
+  };
+  std::vector<Shape> shapes = {{4096, 4096, "attn o/qkv-like"}, {1536, 2048, "MoE expert w13"}};
+  std::vector<int64_t> ms = {1, 16, 256};
+  if (o.shapes == "full") {
+    shapes = {{4096, 4096, "attn"}, {14336, 4096, "mlp up"}, {4096, 14336, "mlp down"},
+              {1536, 2048, "MoE w13"}, {2048, 768, "MoE w2"}};
+    ms = {1, 4, 16, 64, 256};
+  } else if (o.shapes != "quick") {
+    usage_fail("--shapes: '{}', expected quick or full", o.shapes);
+  }
+  const char* names[2] = {"cpu_w4a16_avx2", "cpu_w4a4_avx2"};
+  const kernels::QuantKey keys[2] = {kernels::kNvfp4W4A16, kernels::kNvfp4W4A4};
+  for (const char* name : names) {
+    const kernels::Backend* b = kernels::find_backend(name, kernels::LayerKind::linear);
+    if (!b) fail("backend {} is not registered", name);
+    if (std::string why = b->unavailable_reason(); !why.empty()) fail("{} unavailable: {}", name, why);
+  }
+  fmt::print("cpu: {} ({} cores)\n", cpu_features().describe(), cpu_features().physical_cores);
+  std::mt19937 rng(1);
+  for (int threads : thread_counts) {
+    ThreadPool pool(threads);
+    openblas_set_num_threads(threads);
+    const double bw = read_bandwidth(size_t{1} << 30, pool);
+    fmt::print("\n== threads {}: read bandwidth {:.1f} GB/s (1 GiB buffer)\n", threads, bw / 1e9);
+    fmt::print("{:>6} {:>6} {:>4} | {:>10} {:>8} | {:>9} {:>8} {:>6} {:>6} | {:>9} {:>8} {:>6} {:>6}\n",
+               "N", "K", "M", "sgemm ms", "GFLOP/s", "w4a16 ms", "GFLOP/s", "xBLAS", "xBW", "w4a4 ms",
+               "GFLOP/s", "xBLAS", "xBW");
+    for (const Shape& s : shapes) {
+      const size_t layer_bytes = static_cast<size_t>(s.n * (s.k / 2 + s.k / 16));
+      // Enough copies that one round is >= 4x the LLC: M=1 reads weights from memory.
+      const int copies = static_cast<int>(std::max<size_t>(
+          1, (static_cast<size_t>(o.llc_mib) * 4 << 20) / layer_bytes + 1));
+      std::vector<RandomLayer> layers;
+      for (int c = 0; c < copies; ++c) layers.push_back(random_layer(s.n, s.k, rng));
+      std::vector<float> wf(static_cast<size_t>(s.n * s.k));
+      for (auto& v : wf) v = static_cast<float>(rng() % 2001) * 1e-3f - 1.0f;
+      std::vector<std::unique_ptr<kernels::LinearKernel>> kern[2];
+      for (int b = 0; b < 2; ++b) {
+        const kernels::Backend* be = kernels::find_backend(names[b], kernels::LayerKind::linear);
+        for (auto& l : layers)
+          kern[b].push_back(be->make_linear(wrap(l, s.n, s.k, keys[b]), {keys[b], DType::F32, s.n, s.k, {}}));
+      }
+      for (int64_t m : ms) {
+        std::vector<float> x(static_cast<size_t>(m * s.k)), y(static_cast<size_t>(m * s.n));
+        for (auto& v : x) v = static_cast<float>(rng() % 2001) * 1e-3f - 1.0f;
+        const double flops = 2.0 * m * s.n * s.k;
+        const int reps = m >= 64 ? 3 : 10;
+        const double t_blas = best_time([&] {
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m), static_cast<int>(s.n),
+                      static_cast<int>(s.k), 1.0f, x.data(), static_cast<int>(s.k), wf.data(),
+                      static_cast<int>(s.k), 0.0f, y.data(), static_cast<int>(s.n));
+        }, reps);
+        double t[2];
+        for (int b = 0; b < 2; ++b) {
+          size_t next = 0;
+          t[b] = best_time([&] {
+            kern[b][next]->forward(x.data(), m, y.data(), pool);
+            next = (next + 1) % kern[b].size();
+          }, m == 1 ? 3 * copies : reps);
+        }
+        fmt::print("{:>6} {:>6} {:>4} | {:>10.3f} {:>8.1f} | {:>9.3f} {:>8.1f} {:>6.2f} {:>6.2f} | {:>9.3f} {:>8.1f} {:>6.2f} {:>6.2f}\n",
+                   s.n, s.k, m, t_blas * 1e3, flops / t_blas / 1e9, t[0] * 1e3, flops / t[0] / 1e9,
+                   t_blas / t[0], layer_bytes / t[0] / bw, t[1] * 1e3, flops / t[1] / 1e9,
+                   t_blas / t[1], layer_bytes / t[1] / bw);
+      }
+    }
+  }
+  fmt::print("\nxBLAS = sgemm time / kernel time (same shape, fp32 weights, same threads); "
+             "xBW = (NVFP4 weight bytes / kernel time) / read bandwidth.\n");
+  return 0;
+}
+
+// VmHWM / VmRSS of this process, in bytes.
+std::pair<size_t, size_t> memory_status() {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  size_t hwm = 0, rss = 0;
+  while (std::getline(f, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) hwm = std::stoull(line.substr(6)) * 1024;
+    if (line.rfind("VmRSS:", 0) == 0) rss = std::stoull(line.substr(6)) * 1024;
+  }
+  return {hwm, rss};
+}
+
+// Peak resident memory while preparing and running both backends over an mmapped layer set of
+// 8 × [4096, 16384] NVFP4 layers (288 MiB of codes + scales).
+int run_rss() {
+  const int64_t n = 4096, k = 16384, layers = 8;
+  const size_t codes = n * k / 2, scales = n * k / 16, per = codes + scales;
+  const std::string path = fmt::format("/tmp/fp4lm_bench_rss_{}.bin", static_cast<long>(getpid()));
+  {
+    std::ofstream f(path, std::ios::binary);
+    std::mt19937 rng(3);
+    std::vector<uint8_t> chunk(per);
+    for (int64_t l = 0; l < layers; ++l) {
+      for (size_t i = 0; i < codes; ++i) chunk[i] = static_cast<uint8_t>(rng());
+      for (size_t i = codes; i < per; ++i) chunk[i] = static_cast<uint8_t>(0x28 + rng() % 0x20);
+      f.write(reinterpret_cast<const char*>(chunk.data()), static_cast<std::streamsize>(per));
+    }
+    if (!f) fail("cannot write {}", path);
+  }
+  const auto [hwm0, rss0] = memory_status();
+  size_t hwm1 = 0;
+  {
+    auto map = std::make_shared<MappedFile>(path);
+    std::remove(path.c_str());  // the mapping keeps the data
+    ThreadPool pool(2);
+    std::vector<std::unique_ptr<kernels::LinearKernel>> kern;
+    for (int64_t l = 0; l < layers; ++l) {
+      for (auto key : {kernels::kNvfp4W4A16, kernels::kNvfp4W4A4}) {
+        LinearWeights w;
+        w.key = key;
+        w.n = n;
+        w.k = k;
+        kernels::WeightShard s;
+        s.name = fmt::format("layer{}", l);
+        s.rows = n;
+        s.codes = map->data() + l * per;
+        s.block_scales = map->data() + l * per + codes;
+        s.global_scale = 1e-3f;
+        w.shards.push_back(s);
+        w.input_scale = 1e-2f;
+        w.keepalive = map;
+        auto sel = kernels::select_linear({key, DType::BF16, n, k, {}}, s.name);
+        kern.push_back(sel.backend->make_linear(std::move(w), {key, DType::BF16, n, k, {}}));
+      }
+    }
+    std::vector<uint16_t> x(16 * k, 0x3f80), y(16 * n);
+    for (auto& kr : kern) {
+      kr->forward(x.data(), 1, y.data(), pool);
+      kr->forward(x.data(), 16, y.data(), pool);
+    }
+    hwm1 = memory_status().first;
+  }
+  const double weight_bytes = static_cast<double>(per * layers);
+  fmt::print("weights: {:.1f} MiB mmapped NVFP4 ({} layers [{}, {}]), both backends prepared and run\n",
+             weight_bytes / (1 << 20), layers, n, k);
+  fmt::print("RSS before mapping: {:.1f} MiB (VmHWM {:.1f} MiB); peak VmHWM after: {:.1f} MiB\n",
+             rss0 / 1048576.0, hwm0 / 1048576.0, hwm1 / 1048576.0);
+  fmt::print("peak RSS growth / weight bytes = {:.3f} (target <= 1.15)\n",
+             (static_cast<double>(hwm1) - static_cast<double>(rss0)) / weight_bytes);
+  return 0;
+}
+
+CommandRegistration reg("bench", "Benchmarks: `fp4lm bench kernels` (CPU NVFP4 kernels vs baselines)",
+                        [](CLI::App& sub) {
+  auto opts = std::make_shared<Options>();
+  sub.require_subcommand(1);
+  CLI::App* k = sub.add_subcommand("kernels", "NVFP4 W4A16/W4A4 kernels vs read bandwidth and OpenBLAS sgemm");
+  k->add_option("--threads", opts->threads, "comma-separated thread counts")->capture_default_str();
+  k->add_option("--shapes", opts->shapes, "quick or full")->capture_default_str();
+  k->add_option("--llc-mib", opts->llc_mib, "last-level cache size; M=1 rotates over >= 4x this")
+      ->capture_default_str();
+  k->add_flag("--rss", opts->rss, "measure peak RSS over a 288 MiB mmapped layer set instead");
+  return [opts]() -> int { return opts->rss ? run_rss() : run_kernels(*opts); };
+});
+
+}  // namespace
+}  // namespace fp4lm::cli
