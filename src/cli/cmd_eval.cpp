@@ -1,0 +1,66 @@
+// `fp4lm eval`: teacher-forced scoring of token-id sequences (JSON Lines): tokens, mean NLL
+// (nats per predicted token) and perplexity.
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/command.h"
+#include "cli/engine_flags.h"
+#include "core/log.h"
+#include "engine/evaluator.h"
+#include "engine/id_file.h"
+#include "engine/process_stats.h"
+#include "model/causal_lm.h"
+
+namespace fp4lm::cli {
+namespace {
+
+struct EvalArgs {
+  std::string model, ids;
+  int64_t max_model_len = 0;
+  bool json = false;
+  EngineFlags flags;
+};
+
+int run_eval(const EvalArgs& a) {
+  model::EngineOptions opts = a.flags.resolve();
+  auto seqs = engine::read_id_sequences(a.ids);
+  model::LoadOptions lo;
+  lo.max_model_len = a.max_model_len;
+  auto lm = model::CausalLM::load(a.model, opts, lo);
+  auto t0 = std::chrono::steady_clock::now();
+  engine::EvalResult r = engine::evaluate(*lm, seqs);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  log().info("scored {} tokens of {} sequences in {:.2f} s ({:.1f} tokens/s); peak RSS {:.1f} MiB", r.tokens,
+             r.sequences, secs, secs > 0 ? r.tokens / secs : 0.0, engine::peak_rss_bytes() / 1048576.0);
+  if (a.json) {
+    nlohmann::json j = {{"sequences", r.sequences},
+                        {"tokens", r.tokens},
+                        {"mean_nll", r.mean_nll()},
+                        {"perplexity", r.perplexity()},
+                        {"timings", {{"load_s", lm->load_seconds()}, {"eval_s", secs}}}};
+    std::printf("%s\n", j.dump().c_str());
+  } else {
+    std::printf("sequences: %lld\ntokens: %lld\nmean_nll: %.6f\nperplexity: %.4f\n",
+                static_cast<long long>(r.sequences), static_cast<long long>(r.tokens), r.mean_nll(), r.perplexity());
+  }
+  return 0;
+}
+
+CommandRegistration reg("eval", "Teacher-forced perplexity of token-id sequences", [](CLI::App& sub) {
+  auto a = std::make_shared<EvalArgs>();
+  sub.add_option("--model", a->model, "Checkpoint directory")->required();
+  sub.add_option("--ids", a->ids,
+                 "JSON Lines file: per line {\"ids\": [...]}, {\"prompt_ids\", \"greedy_continuation\"} or a bare list")
+      ->required();
+  sub.add_option("--max-model-len", a->max_model_len, "Longest sequence (default min(max_position_embeddings, 8192))");
+  sub.add_flag("--json", a->json, "Print one JSON object");
+  add_engine_flags(sub, a->flags);
+  return [a]() { return run_eval(*a); };
+});
+
+}  // namespace
+}  // namespace fp4lm::cli

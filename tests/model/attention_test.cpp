@@ -1,0 +1,104 @@
+// The attention core against a naive loop, for float32 and 16-bit KV caches, grouped heads and
+// batches that start mid-sequence; and the KV cache's storage rules.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "core/error.h"
+#include "model/attention.h"
+#include "model/kv_cache.h"
+
+namespace fp4lm::model {
+namespace {
+
+std::vector<float> randn(size_t n, std::mt19937& rng) {
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+float round_to(float x, DType t) {
+  if (t == DType::BF16) return bf16_to_f32(f32_to_bf16(x));
+  if (t == DType::F16) return f16_to_f32(f32_to_f16(x));
+  return x;
+}
+
+class CausalAttentionTest : public ::testing::TestWithParam<DType> {};
+
+TEST_P(CausalAttentionTest, MatchesNaiveLoop) {
+  const DType dt = GetParam();
+  const int64_t layers = 2, heads = 6, kvh = 2, hd = 12, len = 70, pos0 = 66, m = len - pos0;
+  std::mt19937 rng(3);
+  KvCache cache(layers, kvh, hd, 80, dt);
+  auto k = randn(len * kvh * hd, rng), v = randn(len * kvh * hd, rng), q = randn(m * heads * hd, rng);
+  for (int64_t t = 0; t < len; ++t) cache.store(1, t, k.data() + t * kvh * hd, v.data() + t * kvh * hd);
+  std::vector<float> out(m * heads * hd);
+  causal_attention(cache, 1, q.data(), m, pos0, heads, out.data());
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t h = 0; h < heads; ++h) {
+      const int64_t g = h / (heads / kvh), n = pos0 + i + 1;  // token i sees positions [0, pos0 + i]
+      std::vector<double> s(n);
+      double mx = -1e300, sum = 0;
+      for (int64_t t = 0; t < n; ++t) {
+        double d = 0;
+        for (int64_t j = 0; j < hd; ++j)
+          d += static_cast<double>(q[(i * heads + h) * hd + j]) * round_to(k[(t * kvh + g) * hd + j], dt);
+        s[t] = d / std::sqrt(static_cast<double>(hd));
+        mx = std::max(mx, s[t]);
+      }
+      for (double& x : s) sum += x = std::exp(x - mx);
+      for (int64_t j = 0; j < hd; ++j) {
+        double want = 0;
+        for (int64_t t = 0; t < n; ++t) want += s[t] / sum * round_to(v[(t * kvh + g) * hd + j], dt);
+        EXPECT_NEAR(out[(i * heads + h) * hd + j], want, 2e-5) << "token " << i << " head " << h << " dim " << j;
+      }
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(KvDtypes, CausalAttentionTest, ::testing::Values(DType::F32, DType::BF16, DType::F16),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+TEST(CausalAttention, FirstPositionReturnsItsOwnValue) {
+  KvCache cache(1, 1, 4, 4, DType::F32);
+  const float k[4] = {1, 2, 3, 4}, v[4] = {0.5f, -1, 2, 8}, q[8] = {3, 1, 4, 1, 5, 9, 2, 6};
+  cache.store(0, 0, k, v);
+  float out[8];
+  causal_attention(cache, 0, q, 1, 0, 2, out);
+  for (int h = 0; h < 2; ++h)
+    for (int j = 0; j < 4; ++j) EXPECT_FLOAT_EQ(out[h * 4 + j], v[j]);
+}
+
+TEST(CausalAttention, RejectsPositionsBeyondCapacity) {
+  KvCache cache(1, 1, 4, 4, DType::F32);
+  std::vector<float> q(4 * 2), out(q.size());
+  EXPECT_THROW(causal_attention(cache, 0, q.data(), 2, 3, 1, out.data()), Error);
+}
+
+TEST(KvCache, StoresEntriesRoundedToItsDtype) {
+  KvCache cache(1, 1, 2, 3, DType::BF16);
+  const float k[2] = {1.0f + 1.0f / 512, 3.14159f}, v[2] = {-2.5f, 1e-3f};
+  cache.store(0, 2, k, v);
+  const auto* keys = reinterpret_cast<const uint16_t*>(cache.keys(0, 0));
+  const auto* vals = reinterpret_cast<const uint16_t*>(cache.values(0, 0));
+  EXPECT_EQ(keys[4], f32_to_bf16(k[0]));
+  EXPECT_EQ(keys[5], f32_to_bf16(k[1]));
+  EXPECT_EQ(vals[4], f32_to_bf16(v[0]));
+  EXPECT_EQ(bf16_to_f32(keys[4]), 1.0f);  // 1 + 2^-9 rounds to 1 in bf16
+  EXPECT_EQ(cache.bytes(), 1u * 2 * 1 * 3 * 2 * 2);
+}
+
+TEST(KvCache, RejectsBadShapesDtypesAndPositions) {
+  EXPECT_THROW(KvCache(1, 1, 2, 0, DType::F32), Error);
+  EXPECT_THROW(KvCache(1, 1, 2, 4, DType::I32), Error);
+  KvCache cache(2, 1, 2, 4, DType::F32);
+  const float kv[2] = {0, 0};
+  EXPECT_THROW(cache.store(0, 4, kv, kv), Error);
+  EXPECT_THROW(cache.store(2, 0, kv, kv), Error);
+  EXPECT_THROW(cache.set_length(5), Error);
+}
+
+}  // namespace
+}  // namespace fp4lm::model

@@ -1,0 +1,320 @@
+#pragma once
+// Small random checkpoints of every supported architecture (float32 weights, non-trivial norms
+// and biases, each architecture's config quirks), and a plain float64 re-implementation of the
+// HF forward pass to check the engine against: full recomputation per sequence, attention as a
+// naive loop over positions, MoE as a per-token loop over the chosen experts, RoPE from the
+// formula. Header-only so tests/engine can use it too.
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <numbers>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "io/safetensors.h"
+
+namespace fp4lm::test {
+
+struct TinyTensor {
+  Shape shape;
+  std::vector<float> v;
+};
+using TinyWeights = std::map<std::string, TinyTensor>;
+
+struct TinyModel {
+  nlohmann::json config;
+  TinyWeights w;
+};
+
+// One small model of `arch`. Quirks exercised: Llama — GQA, llama3 rope_scaling (or linear when
+// `linear_rope`), tied embeddings; Qwen2 — q/k/v bias; Qwen3 — q_norm/k_norm, head_dim != hidden/heads;
+// Qwen3-MoE — mlp_only_layers (layer 1 dense), norm_topk_prob; Mixtral — block_sparse_moe w1/w3/w2;
+// Qwen2-MoE — shared expert + gate, decoder_sparse_step 2 (layer 0 dense), no renormalization.
+inline TinyModel make_tiny_model(const std::string& arch, uint64_t seed = 7, bool linear_rope = false) {
+  using nlohmann::json;
+  const int64_t vocab = 97, hidden = 32, layers = 3, heads = 4, kv = 2;
+  const int64_t head_dim = arch == "Qwen3ForCausalLM" ? 16 : hidden / heads;
+  const int64_t inter = 48, experts = 6, top_k = 2, moe_inter = 16, shared_inter = 24;
+  json c = {{"architectures", {arch}},       {"vocab_size", vocab},
+            {"hidden_size", hidden},         {"num_hidden_layers", layers},
+            {"num_attention_heads", heads},  {"num_key_value_heads", kv},
+            {"head_dim", head_dim},          {"intermediate_size", inter},
+            {"max_position_embeddings", 256}, {"rms_norm_eps", 1e-5},
+            {"rope_theta", 500.0},           {"hidden_act", "silu"},
+            {"tie_word_embeddings", arch == "LlamaForCausalLM"},
+            {"bos_token_id", 1},             {"eos_token_id", 2},
+            {"torch_dtype", "float32"}};
+  if (arch == "LlamaForCausalLM") {
+    if (linear_rope) c["rope_scaling"] = {{"type", "linear"}, {"factor", 2.0}};
+    else
+      c["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 1.0},
+                           {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 32}};
+  }
+  const bool moe = arch == "Qwen3MoeForCausalLM" || arch == "MixtralForCausalLM" || arch == "Qwen2MoeForCausalLM";
+  if (arch == "Qwen3MoeForCausalLM" || arch == "Qwen2MoeForCausalLM") {
+    c["num_experts"] = experts;
+    c["num_experts_per_tok"] = top_k;
+    c["moe_intermediate_size"] = moe_inter;
+    c["norm_topk_prob"] = arch == "Qwen3MoeForCausalLM";
+    c["decoder_sparse_step"] = arch == "Qwen2MoeForCausalLM" ? 2 : 1;
+    c["mlp_only_layers"] = arch == "Qwen3MoeForCausalLM" ? json::array({1}) : json::array();
+    if (arch == "Qwen2MoeForCausalLM") c["shared_expert_intermediate_size"] = shared_inter;
+  } else if (arch == "MixtralForCausalLM") {
+    c["num_local_experts"] = experts;
+    c["num_experts_per_tok"] = top_k;
+    c["intermediate_size"] = moe_inter;
+  }
+
+  TinyModel m;
+  m.config = c;
+  std::mt19937_64 rng(seed);
+  auto add = [&](const std::string& name, Shape shape, float stddev, float mean = 0.0f) {
+    std::normal_distribution<float> d(mean, stddev);
+    TinyTensor t{shape, std::vector<float>(static_cast<size_t>(shape_numel(shape)))};
+    for (float& x : t.v) x = d(rng);
+    m.w[name] = std::move(t);
+  };
+  auto lin = [&](const std::string& name, int64_t n, int64_t k, bool bias = false) {
+    add(name + ".weight", {n, k}, 1.0f / std::sqrt(static_cast<float>(k)));
+    if (bias) add(name + ".bias", {n}, 0.1f);
+  };
+  auto mlp = [&](const std::string& p, int64_t i) {
+    lin(p + ".gate_proj", i, hidden);
+    lin(p + ".up_proj", i, hidden);
+    lin(p + ".down_proj", hidden, i);
+  };
+  add("model.embed_tokens.weight", {vocab, hidden}, 1.0f);
+  add("model.norm.weight", {hidden}, 0.1f, 1.0f);
+  if (!c["tie_word_embeddings"].get<bool>()) lin("lm_head", vocab, hidden);
+  const bool bias = arch == "Qwen2ForCausalLM" || arch == "Qwen2MoeForCausalLM";
+  for (int64_t l = 0; l < layers; ++l) {
+    const std::string p = fmt::format("model.layers.{}", l);
+    add(p + ".input_layernorm.weight", {hidden}, 0.1f, 1.0f);
+    add(p + ".post_attention_layernorm.weight", {hidden}, 0.1f, 1.0f);
+    lin(p + ".self_attn.q_proj", heads * head_dim, hidden, bias);
+    lin(p + ".self_attn.k_proj", kv * head_dim, hidden, bias);
+    lin(p + ".self_attn.v_proj", kv * head_dim, hidden, bias);
+    lin(p + ".self_attn.o_proj", hidden, heads * head_dim);
+    if (arch == "Qwen3ForCausalLM" || arch == "Qwen3MoeForCausalLM") {
+      add(p + ".self_attn.q_norm.weight", {head_dim}, 0.1f, 1.0f);
+      add(p + ".self_attn.k_norm.weight", {head_dim}, 0.1f, 1.0f);
+    }
+    bool sparse = moe;
+    if (arch == "Qwen3MoeForCausalLM" && l == 1) sparse = false;
+    if (arch == "Qwen2MoeForCausalLM" && (l + 1) % 2 != 0) sparse = false;
+    if (!sparse) {
+      mlp(p + ".mlp", inter);
+      continue;
+    }
+    const bool mixtral = arch == "MixtralForCausalLM";
+    const std::string b = p + (mixtral ? ".block_sparse_moe" : ".mlp");
+    lin(b + ".gate", experts, hidden);
+    for (int64_t e = 0; e < experts; ++e) {
+      const std::string ep = fmt::format("{}.experts.{}", b, e);
+      if (mixtral) {
+        lin(ep + ".w1", moe_inter, hidden);
+        lin(ep + ".w3", moe_inter, hidden);
+        lin(ep + ".w2", hidden, moe_inter);
+      } else {
+        mlp(ep, moe_inter);
+      }
+    }
+    if (arch == "Qwen2MoeForCausalLM") {
+      mlp(b + ".shared_expert", shared_inter);
+      lin(b + ".shared_expert_gate", 1, hidden);
+    }
+  }
+  return m;
+}
+
+inline void write_tiny_model(const TinyModel& m, const std::filesystem::path& dir) {
+  std::filesystem::create_directories(dir);
+  io::SafetensorsWriter st;
+  for (const auto& [name, t] : m.w) st.add(name, DType::F32, t.shape, t.v);
+  st.write((dir / "model.safetensors").string());
+  std::ofstream(dir / "config.json") << m.config.dump(2);
+}
+
+// ---- the float64 reference forward ----
+namespace naive {
+
+using Vec = std::vector<double>;
+
+inline Vec matvec(const TinyTensor& w, const Vec& x, const TinyTensor* bias = nullptr) {
+  const int64_t n = w.shape[0], k = w.shape[1];
+  Vec y(static_cast<size_t>(n));
+  for (int64_t r = 0; r < n; ++r) {
+    double acc = bias ? bias->v[r] : 0.0;
+    for (int64_t j = 0; j < k; ++j) acc += static_cast<double>(w.v[r * k + j]) * x[j];
+    y[r] = acc;
+  }
+  return y;
+}
+
+inline Vec rms_norm(const Vec& x, const float* w, size_t off, size_t n, double eps) {
+  double ss = 0;
+  for (size_t i = 0; i < n; ++i) ss += x[off + i] * x[off + i];
+  const double inv = 1.0 / std::sqrt(ss / static_cast<double>(n) + eps);
+  Vec y(n);
+  for (size_t i = 0; i < n; ++i) y[i] = x[off + i] * inv * w[i];
+  return y;
+}
+
+inline double silu(double x) { return x / (1.0 + std::exp(-x)); }
+
+// RoPE inverse frequencies from the formulas in the HF docs (float64).
+inline Vec inv_freq(const nlohmann::json& c, int64_t head_dim) {
+  const double theta = c.value("rope_theta", 10000.0);
+  Vec f(static_cast<size_t>(head_dim / 2));
+  for (size_t i = 0; i < f.size(); ++i) f[i] = std::pow(theta, -2.0 * static_cast<double>(i) / head_dim);
+  if (!c.contains("rope_scaling") || c["rope_scaling"].is_null()) return f;
+  const auto& s = c["rope_scaling"];
+  const std::string type = s.value("rope_type", s.value("type", std::string()));
+  const double factor = s["factor"].get<double>();
+  if (type == "linear")
+    for (double& x : f) x /= factor;
+  if (type == "llama3") {
+    const double lo = s["low_freq_factor"], hi = s["high_freq_factor"];
+    const double old = s["original_max_position_embeddings"].get<double>();
+    for (double& x : f) {
+      const double wavelen = 2 * std::numbers::pi / x;
+      if (wavelen < old / hi) continue;                      // high frequency: unchanged
+      if (wavelen > old / lo) { x /= factor; continue; }     // low frequency: slowed
+      const double smooth = (old / wavelen - lo) / (hi - lo);
+      x = (1 - smooth) * x / factor + smooth * x;
+    }
+  }
+  return f;
+}
+
+inline void rope(double* v, int64_t head_dim, int64_t pos, const Vec& f) {
+  const int64_t half = head_dim / 2;
+  for (int64_t i = 0; i < half; ++i) {
+    const double a = v[i], b = v[i + half], ang = static_cast<double>(pos) * f[i];
+    v[i] = a * std::cos(ang) - b * std::sin(ang);
+    v[i + half] = b * std::cos(ang) + a * std::sin(ang);
+  }
+}
+
+inline Vec swiglu(const TinyWeights& w, const std::string& gate, const std::string& up, const std::string& down,
+                  const Vec& x) {
+  Vec g = matvec(w.at(gate + ".weight"), x), u = matvec(w.at(up + ".weight"), x);
+  for (size_t i = 0; i < g.size(); ++i) g[i] = silu(g[i]) * u[i];
+  return matvec(w.at(down + ".weight"), g);
+}
+
+// Logits [tokens.size()][vocab].
+inline std::vector<Vec> forward(const TinyModel& m, const std::vector<int32_t>& tokens) {
+  const auto& c = m.config;
+  const auto& w = m.w;
+  const std::string arch = c["architectures"][0];
+  const int64_t hidden = c["hidden_size"], heads = c["num_attention_heads"], kvh = c["num_key_value_heads"];
+  const int64_t hd = c["head_dim"], layers = c["num_hidden_layers"];
+  const double eps = c["rms_norm_eps"];
+  const Vec f = inv_freq(c, hd);
+  const size_t n = tokens.size();
+  const bool has_bias = w.count("model.layers.0.self_attn.q_proj.bias") > 0;
+  auto wp = [&](const std::string& name) { return w.at(name).v.data(); };
+  std::vector<Vec> h(n);
+  for (size_t t = 0; t < n; ++t) {
+    const float* e = wp("model.embed_tokens.weight") + tokens[t] * hidden;
+    h[t] = Vec(e, e + hidden);
+  }
+  for (int64_t l = 0; l < layers; ++l) {
+    const std::string p = fmt::format("model.layers.{}", l);
+    std::vector<Vec> q(n), k(n), v(n);
+    for (size_t t = 0; t < n; ++t) {
+      Vec x = rms_norm(h[t], wp(p + ".input_layernorm.weight"), 0, hidden, eps);
+      auto bias = [&](const char* proj) { return has_bias ? &w.at(p + ".self_attn." + proj + ".bias") : nullptr; };
+      q[t] = matvec(w.at(p + ".self_attn.q_proj.weight"), x, bias("q_proj"));
+      k[t] = matvec(w.at(p + ".self_attn.k_proj.weight"), x, bias("k_proj"));
+      v[t] = matvec(w.at(p + ".self_attn.v_proj.weight"), x, bias("v_proj"));
+      if (w.count(p + ".self_attn.q_norm.weight")) {
+        for (int64_t hh = 0; hh < heads; ++hh) {
+          Vec y = rms_norm(q[t], wp(p + ".self_attn.q_norm.weight"), hh * hd, hd, eps);
+          std::copy(y.begin(), y.end(), q[t].begin() + hh * hd);
+        }
+        for (int64_t hh = 0; hh < kvh; ++hh) {
+          Vec y = rms_norm(k[t], wp(p + ".self_attn.k_norm.weight"), hh * hd, hd, eps);
+          std::copy(y.begin(), y.end(), k[t].begin() + hh * hd);
+        }
+      }
+      for (int64_t hh = 0; hh < heads; ++hh) rope(q[t].data() + hh * hd, hd, static_cast<int64_t>(t), f);
+      for (int64_t hh = 0; hh < kvh; ++hh) rope(k[t].data() + hh * hd, hd, static_cast<int64_t>(t), f);
+    }
+    for (size_t t = 0; t < n; ++t) {
+      Vec attn(static_cast<size_t>(heads * hd), 0.0);
+      for (int64_t hh = 0; hh < heads; ++hh) {
+        const int64_t g = hh / (heads / kvh);
+        Vec s(t + 1);
+        double mx = -1e300;
+        for (size_t u = 0; u <= t; ++u) {
+          double d = 0;
+          for (int64_t i = 0; i < hd; ++i) d += q[t][hh * hd + i] * k[u][g * hd + i];
+          s[u] = d / std::sqrt(static_cast<double>(hd));
+          mx = std::max(mx, s[u]);
+        }
+        double sum = 0;
+        for (double& x : s) sum += x = std::exp(x - mx);
+        for (size_t u = 0; u <= t; ++u)
+          for (int64_t i = 0; i < hd; ++i) attn[hh * hd + i] += s[u] / sum * v[u][g * hd + i];
+      }
+      Vec o = matvec(w.at(p + ".self_attn.o_proj.weight"), attn);
+      for (int64_t i = 0; i < hidden; ++i) h[t][i] += o[i];
+    }
+    for (size_t t = 0; t < n; ++t) {
+      Vec x = rms_norm(h[t], wp(p + ".post_attention_layernorm.weight"), 0, hidden, eps);
+      Vec y;
+      const std::string moe_block = p + (arch == "MixtralForCausalLM" ? ".block_sparse_moe" : ".mlp");
+      if (w.count(moe_block + ".gate.weight")) {
+        Vec logits = matvec(w.at(moe_block + ".gate.weight"), x);
+        const int64_t ne = static_cast<int64_t>(logits.size()), top_k = c["num_experts_per_tok"];
+        double mx = *std::max_element(logits.begin(), logits.end()), sum = 0;
+        Vec prob(logits.size());
+        for (int64_t e = 0; e < ne; ++e) sum += prob[e] = std::exp(logits[e] - mx);
+        for (double& pr : prob) pr /= sum;
+        std::vector<int64_t> chosen;
+        std::vector<bool> used(ne, false);
+        for (int64_t j = 0; j < top_k; ++j) {  // selection by repeated max: the per-token loop
+          int64_t best = -1;
+          for (int64_t e = 0; e < ne; ++e)
+            if (!used[e] && (best < 0 || prob[e] > prob[best])) best = e;
+          used[best] = true;
+          chosen.push_back(best);
+        }
+        const bool renorm = arch == "MixtralForCausalLM" || c.value("norm_topk_prob", false);
+        double total = 0;
+        for (int64_t e : chosen) total += prob[e];
+        y.assign(static_cast<size_t>(hidden), 0.0);
+        for (int64_t e : chosen) {
+          const std::string ep = fmt::format("{}.experts.{}", moe_block, e);
+          Vec out = arch == "MixtralForCausalLM" ? swiglu(w, ep + ".w1", ep + ".w3", ep + ".w2", x)
+                                                 : swiglu(w, ep + ".gate_proj", ep + ".up_proj", ep + ".down_proj", x);
+          const double wt = renorm ? prob[e] / total : prob[e];
+          for (int64_t i = 0; i < hidden; ++i) y[i] += wt * out[i];
+        }
+        if (w.count(moe_block + ".shared_expert_gate.weight")) {
+          const std::string sp = moe_block + ".shared_expert";
+          Vec s = swiglu(w, sp + ".gate_proj", sp + ".up_proj", sp + ".down_proj", x);
+          const double gate = 1.0 / (1.0 + std::exp(-matvec(w.at(moe_block + ".shared_expert_gate.weight"), x)[0]));
+          for (int64_t i = 0; i < hidden; ++i) y[i] += gate * s[i];
+        }
+      } else {
+        y = swiglu(w, p + ".mlp.gate_proj", p + ".mlp.up_proj", p + ".mlp.down_proj", x);
+      }
+      for (int64_t i = 0; i < hidden; ++i) h[t][i] += y[i];
+    }
+  }
+  const TinyTensor& head = w.count("lm_head.weight") ? w.at("lm_head.weight") : w.at("model.embed_tokens.weight");
+  std::vector<Vec> logits(n);
+  for (size_t t = 0; t < n; ++t) logits[t] = matvec(head, rms_norm(h[t], wp("model.norm.weight"), 0, hidden, eps));
+  return logits;
+}
+
+}  // namespace naive
+}  // namespace fp4lm::test
