@@ -1,0 +1,160 @@
+// The generation loop and the evaluator on a small random model: stopping rules, length
+// limits, sampling through the model, and teacher-forced NLL against the model's own logits.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "../model/tiny_models.h"
+#include "common/paths.h"
+#include "core/error.h"
+#include "engine/evaluator.h"
+#include "engine/generator.h"
+#include "engine/id_file.h"
+
+namespace fp4lm::engine {
+namespace {
+
+using test::TempDir;
+
+class GeneratorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    test::write_tiny_model(test::make_tiny_model("Qwen3MoeForCausalLM"), dir_.path());
+    model::EngineOptions o;
+    o.dtype = "float32";
+    model::LoadOptions lo;
+    lo.max_model_len = 40;
+    lm_ = model::CausalLM::load(dir_.path().string(), o, lo);
+  }
+  TempDir dir_;
+  std::unique_ptr<model::CausalLM> lm_;
+};
+
+TEST_F(GeneratorTest, GreedyFollowsTheArgmaxOfFullRecomputation) {
+  GenerationParams p;
+  p.max_tokens = 6;
+  p.stop_at_eos = false;
+  std::vector<int32_t> streamed;
+  GenerationResult r = generate(*lm_, {1, 5, 9}, p, [&](int32_t t) { streamed.push_back(t); });
+  ASSERT_EQ(r.output_ids.size(), 6u);
+  EXPECT_EQ(streamed, r.output_ids);
+  EXPECT_EQ(r.finish_reason, "length");
+  EXPECT_EQ(r.decode_steps, 5);
+  // Each token is the argmax of a fresh forward over everything before it.
+  std::vector<int32_t> seq = {1, 5, 9};
+  for (int32_t t : r.output_ids) {
+    model::KvCache c = lm_->new_cache();
+    std::vector<float> logits(lm_->vocab_size());
+    lm_->forward(c, seq.data(), static_cast<int64_t>(seq.size()), model::LogitsMode::last, logits.data());
+    EXPECT_EQ(t, argmax(logits.data(), lm_->vocab_size()));
+    seq.push_back(t);
+  }
+}
+
+TEST_F(GeneratorTest, StopsAtAStopIdAndEmitsIt) {
+  GenerationParams p;
+  p.max_tokens = 6;
+  p.stop_at_eos = false;
+  GenerationResult full = generate(*lm_, {1, 5, 9}, p);
+  p.stop_ids = {full.output_ids[2]};
+  GenerationResult r = generate(*lm_, {1, 5, 9}, p);
+  const auto stop = std::find(full.output_ids.begin(), full.output_ids.end(), full.output_ids[2]);
+  EXPECT_EQ(r.output_ids, std::vector<int32_t>(full.output_ids.begin(), stop + 1));
+  EXPECT_EQ(r.finish_reason, "stop");
+}
+
+TEST_F(GeneratorTest, SeededSamplingIsReproducible) {
+  GenerationParams p;
+  p.max_tokens = 12;
+  p.stop_at_eos = false;
+  p.sampling.temperature = 1.5;
+  p.sampling.seed = 99;
+  auto a = generate(*lm_, {1, 3}, p), b = generate(*lm_, {1, 3}, p);
+  EXPECT_EQ(a.output_ids, b.output_ids);
+  p.sampling.seed = 100;
+  EXPECT_NE(generate(*lm_, {1, 3}, p).output_ids, a.output_ids);
+}
+
+TEST_F(GeneratorTest, PromptPlusMaxTokensBeyondMaxModelLenIsAnError) {
+  GenerationParams p;
+  p.max_tokens = 38;
+  EXPECT_NO_THROW(generate(*lm_, {1, 2}, p));
+  p.max_tokens = 39;
+  try {
+    generate(*lm_, {1, 2}, p);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("exceeds the maximum model length 40"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(generate(*lm_, {}, p), Error);
+}
+
+TEST_F(GeneratorTest, EvaluatorNllIsMinusLogSoftmaxOfTheTarget) {
+  const std::vector<int32_t> seq = {1, 50, 7, 7, 93, 12};
+  std::vector<double> per_pos;
+  EvalResult r = score_sequence(*lm_, seq, 0, [&](const PositionScore& s) {
+    // The exposed log-probabilities normalize and agree with the NLL.
+    double z = 0;
+    for (int64_t v = 0; v < s.vocab; ++v) z += std::exp(static_cast<double>(s.logprobs[v]));
+    EXPECT_NEAR(z, 1.0, 1e-5);
+    EXPECT_NEAR(-s.logprobs[s.target], s.nll, 1e-5);
+    EXPECT_EQ(s.target, seq[s.position]);
+    per_pos.push_back(s.nll);
+  });
+  ASSERT_EQ(r.tokens, 5);
+  ASSERT_EQ(per_pos.size(), 5u);
+  // Against the model's logits computed in one pass.
+  model::KvCache c = lm_->new_cache();
+  std::vector<float> logits(6 * lm_->vocab_size());
+  lm_->forward(c, seq.data(), 6, model::LogitsMode::all, logits.data());
+  double sum = 0;
+  for (int t = 0; t < 5; ++t) {
+    const float* row = logits.data() + t * lm_->vocab_size();
+    double mx = -1e300, z = 0;
+    for (int64_t v = 0; v < lm_->vocab_size(); ++v) mx = std::max(mx, static_cast<double>(row[v]));
+    for (int64_t v = 0; v < lm_->vocab_size(); ++v) z += std::exp(row[v] - mx);
+    const double nll = mx + std::log(z) - row[seq[t + 1]];
+    EXPECT_NEAR(per_pos[t], nll, 1e-9);
+    sum += nll;
+  }
+  EXPECT_NEAR(r.nll_sum, sum, 1e-9);
+  EXPECT_NEAR(r.perplexity(), std::exp(sum / 5), 1e-9);
+  // Too-long sequences are rejected; one token scores nothing.
+  EXPECT_THROW(score_sequence(*lm_, std::vector<int32_t>(41, 1)), Error);
+  EXPECT_EQ(score_sequence(*lm_, {1}).tokens, 0);
+}
+
+TEST(IdFile, ReadsAllThreeLineForms) {
+  TempDir dir;
+  test::write_file(dir / "ids.jsonl",
+                   "{\"ids\": [1, 2, 3]}\n\n[4, 5]\n{\"prompt_ids\": [1], \"greedy_continuation\": [7, 8]}\n"
+                   "{\"prompt_ids\": [1, 9], \"greedy_ids\": [6]}\n");
+  auto recs = read_id_records((dir / "ids.jsonl").string());
+  ASSERT_EQ(recs.size(), 4u);
+  EXPECT_EQ(recs[0].all(), (std::vector<int32_t>{1, 2, 3}));
+  EXPECT_EQ(recs[1].all(), (std::vector<int32_t>{4, 5}));
+  EXPECT_EQ(recs[2].prompt, (std::vector<int32_t>{1}));
+  EXPECT_EQ(recs[2].continuation, (std::vector<int32_t>{7, 8}));
+  EXPECT_EQ(recs[3].all(), (std::vector<int32_t>{1, 9, 6}));
+}
+
+TEST(IdFile, ErrorsNameFileAndLine) {
+  TempDir dir;
+  auto expect_error = [&](const std::string& content, const std::string& needle) {
+    test::write_file(dir / "bad.jsonl", content);
+    try {
+      read_id_records((dir / "bad.jsonl").string());
+      FAIL() << "expected an error for " << content;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  expect_error("[1, 2]\n{oops\n", "bad.jsonl:2: not valid JSON");
+  expect_error("[1, -2]\n", "bad.jsonl:1: token ids must be non-negative integers");
+  expect_error("{\"tokens\": [1]}\n", "bad.jsonl:1: expected a list of ids or an object");
+  expect_error("[1, 2.5]\n", "non-negative integers, found 2.5");
+  EXPECT_THROW(read_id_records((dir / "absent.jsonl").string()), Error);
+}
+
+}  // namespace
+}  // namespace fp4lm::engine
