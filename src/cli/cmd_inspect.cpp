@@ -12,7 +12,10 @@
 #include "cli/command.h"
 #include "core/error.h"
 #include "io/checkpoint.h"
+#include "cli/engine_flags.h"
 #include "io/json_file.h"
+#include "model/model_loader.h"
+#include "quant/modelopt_config.h"
 
 namespace fp4lm::cli {
 namespace {
@@ -32,33 +35,43 @@ json first_of(const json& obj, std::initializer_list<const char*> keys) {
   return nullptr;
 }
 
-// The quantization summary, read raw from hf_quant_config.json ("quantization" object) or else
-// config.json "quantization_config"; null for an unquantized checkpoint.
-json quantization_summary(const io::Checkpoint& ck) {
-  if (const auto& hq = ck.hf_quant_config()) {
-    json q = field(*hq, "quantization");
-    if (!q.is_object())
-      fail("{}/hf_quant_config.json: 'quantization' must be an object, found {}", ck.dir(),
-           q.is_null() ? "nothing" : io::json_type_name(q));
-    return {{"quant_algo", field(q, "quant_algo")},
-            {"group_size", field(q, "group_size")},
-            {"kv_cache_quant_algo", field(q, "kv_cache_quant_algo")},
-            {"exclude_modules", field(q, "exclude_modules")},
-            {"source", "hf_quant_config.json"}};
-  }
-  json qc = field(ck.config(), "quantization_config");
-  if (qc.is_null()) return nullptr;
-  if (!qc.is_object())
-    fail("{}/config.json: 'quantization_config' must be an object, found {}", ck.dir(),
-         io::json_type_name(qc));
-  return {{"quant_algo", field(qc, "quant_algo")},
-          {"group_size", field(qc, "group_size")},
-          {"kv_cache_quant_algo", field(qc, "kv_cache_quant_algo")},
-          {"exclude_modules", first_of(qc, {"exclude_modules", "ignore"})},
-          {"source", "config.json"}};
+// The quantization summary, parsed by the engine's own ModelOpt config reader (so a bad config
+// fails here exactly as it would at load); null for an unquantized checkpoint.
+json quantization_summary(const quant::QuantConfig& q, const model::EngineOptions& opts) {
+  if (!q.quantized()) return nullptr;
+  json excl = q.exclude_modules;
+  return {{"quant_algo", std::string(quant::algo_name(q.algo))},
+          {"group_size", q.group_size ? json(*q.group_size) : json(nullptr)},
+          {"kv_cache_quant_algo", q.kv_cache_quant_algo ? json(*q.kv_cache_quant_algo) : json(nullptr)},
+          {"exclude_modules", excl},
+          {"override_activation_dtype",
+           opts.override_activation_dtype ? std::string(dtype_torch_name(*opts.override_activation_dtype)) : "auto"},
+          {"source", q.source.size() >= 20 && q.source.ends_with("hf_quant_config.json") ? "hf_quant_config.json"
+                                                                                         : "config.json"}};
 }
 
-json inspect_facts(const io::Checkpoint& ck) {
+// One entry per engine layer in model order: what is on disk, the scheme that runs, and the
+// oracle's choice. Every layer's parameters are validated as the loader would.
+json layer_report(const model::ModelLoader& loader) {
+  json layers = json::array();
+  for (const model::LayerSpec& spec : loader.layers()) {
+    model::LayerReport r = loader.describe(spec);
+    if (spec.kind == kernels::LayerKind::linear) loader.linear_weights(spec, r.scheme);
+    else loader.moe_weights(spec, r.scheme);
+    layers.push_back({{"name", spec.name},
+                      {"kind", spec.kind == kernels::LayerKind::linear ? "linear" : "moe"},
+                      {"shards", spec.shards},
+                      {"on_disk", std::string(quant::algo_name(r.scheme.on_disk))},
+                      {"scheme", std::string(kernels::scheme_name(r.scheme.key))},
+                      {"activation_dtype", std::string(dtype_torch_name(r.scheme.act_dtype))},
+                      {"backend", r.selection.backend->name},
+                      {"candidates", r.selection.candidates}});
+  }
+  return layers;
+}
+
+json inspect_facts(const std::shared_ptr<io::Checkpoint>& ckp, const model::EngineOptions& opts) {
+  const io::Checkpoint& ck = *ckp;
   const json& c = ck.config();
   json arch = field(c, "architectures");
   if (arch.is_array()) arch = arch.empty() ? json(nullptr) : arch[0];
@@ -87,12 +100,25 @@ json inspect_facts(const io::Checkpoint& ck) {
       {"head_dim", field(c, "head_dim")},
       {"vocab_size", field(c, "vocab_size")},
       {"torch_dtype", first_of(c, {"torch_dtype", "dtype"})},
-      {"quantization", quantization_summary(ck)},
+      {"quantization", quantization_summary(quant::parse_quant_config(ck.hf_quant_config(), c, ck.dir()), opts)},
       {"tensor_count", n},
       {"bytes_by_dtype", bytes},
       {"tensors_by_dtype", counts},
       {"total_bytes", total},
   };
+}
+
+// The per-layer report needs a supported, complete architecture; inspect still describes other
+// checkpoints and says why it has no layer report.
+void add_layers(json& facts, const std::shared_ptr<io::Checkpoint>& ck, const model::EngineOptions& opts) {
+  try {
+    model::parse_model_config(ck->config(), ck->dir() + "/config.json");
+  } catch (const Error& e) {
+    facts["layers"] = nullptr;
+    facts["layers_unavailable"] = e.what();
+    return;
+  }
+  facts["layers"] = layer_report(model::ModelLoader(ck, opts));
 }
 
 // A JSON value for a human: strings bare, lists comma-separated, null as "-".
@@ -143,12 +169,22 @@ void print_human(const json& f, std::FILE* out) {
     line("  group size", plain(q["group_size"]));
     line("  kv cache", plain(q["kv_cache_quant_algo"]));
     line("  exclude", plain(q["exclude_modules"]));
+    line("  override act dtype", plain(q["override_activation_dtype"]));
   }
   line("tensors", plain(f["tensor_count"]));
   for (const auto& [dt, count] : f["tensors_by_dtype"].items())
     line("  " + dt, fmt::format("{} tensors, {}", count.get<size_t>(),
                                 human_bytes(f["bytes_by_dtype"][dt].get<size_t>())));
   line("total bytes", human_bytes(f["total_bytes"].get<size_t>()));
+  if (f["layers"].is_null()) {
+    line("layer report", "unavailable: " + plain(f["layers_unavailable"]));
+    return;
+  }
+  fmt::print(out, "\n{:<44} {:<12} {:<12} {:<9} {}\n", "layer", "on disk", "scheme", "act", "backend");
+  for (const json& l : f["layers"])
+    fmt::print(out, "{:<44} {:<12} {:<12} {:<9} {}\n", l["name"].get<std::string>(), l["on_disk"].get<std::string>(),
+               l["scheme"].get<std::string>(), l["activation_dtype"].get<std::string>(),
+               l["backend"].get<std::string>());
 }
 
 CommandRegistration reg(
@@ -157,14 +193,18 @@ CommandRegistration reg(
       struct Opts {
         std::string model;
         bool json = false;
+        EngineFlags engine;
       };
       auto o = std::make_shared<Opts>();
+      add_engine_flags(sub, o->engine);
       sub.add_option("--model", o->model, "checkpoint directory (config.json + safetensors)")
           ->required();
       sub.add_flag("--json", o->json, "print the facts as one JSON object");
       return [o]() -> int {
+        model::EngineOptions opts = o->engine.resolve();
         auto ck = io::Checkpoint::open(o->model);
-        json facts = inspect_facts(*ck);
+        json facts = inspect_facts(ck, opts);
+        add_layers(facts, ck, opts);
         if (o->json)
           fmt::print("{}\n", facts.dump(2));
         else

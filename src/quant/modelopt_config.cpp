@@ -136,6 +136,8 @@ QuantConfig from_config_json(const json& qc, const std::string& where) {
     auto more = parse_string_list(qc["exclude_modules"], where, "exclude_modules");
     c.exclude_modules.insert(c.exclude_modules.end(), more.begin(), more.end());
   }
+  if (qc.contains("kv_cache_quant_algo") && qc["kv_cache_quant_algo"].is_string())
+    c.kv_cache_quant_algo = qc["kv_cache_quant_algo"].get<std::string>();
   if (qc.contains("kv_cache_scheme") && !qc["kv_cache_scheme"].is_null()) {
     const json& kv = qc["kv_cache_scheme"];
     if (kv.is_string()) c.kv_cache_quant_algo = kv.get<std::string>();

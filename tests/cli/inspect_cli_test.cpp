@@ -207,7 +207,7 @@ TEST(InspectCliBad, BadQuantConfig) {
   TempDir d;
   write_checkpoint(d, json::object());
   test::write_file(d / "hf_quant_config.json", R"({"producer": {}})");
-  expect_one_line_error(d.path().string(), "hf_quant_config.json: 'quantization' must be an object, found nothing");
+  expect_one_line_error(d.path().string(), "hf_quant_config.json: missing the 'quantization' object");
 }
 
 TEST(InspectCliBad, MissingDirectoryAndMissingFlag) {

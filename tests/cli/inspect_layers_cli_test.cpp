@@ -1,0 +1,111 @@
+// `fp4lm inspect --json` layer report (issue 3's CLI contract) on a tiny NVFP4 MoE checkpoint
+// written by `fp4lm synth`, plain and with --override-activation-dtype, files untouched.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "common/paths.h"
+
+using fp4lm::test::fp4lm_bin;
+using fp4lm::test::run_command;
+using nlohmann::json;
+
+namespace {
+
+std::string dir_bytes(const std::filesystem::path& dir) {
+  std::string all;
+  std::vector<std::filesystem::path> files;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  for (const auto& f : files) all += f.filename().string() + "\n" + fp4lm::test::read_file(f);
+  return all;
+}
+
+json inspect(const std::string& dir, const std::string& extra = "") {
+  auto r = run_command(fp4lm_bin() + " inspect --json --model " + dir + " " + extra);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return json::parse(r.out);
+}
+
+}  // namespace
+
+TEST(InspectLayersCli, Nvfp4MoeShowsW4A4AndOverrideShowsW4A16WithFilesUnchanged) {
+  fp4lm::test::TempDir tmp;
+  const std::string dir = (tmp / "moe").string();
+  auto w = run_command(fp4lm_bin() + " synth --out " + dir + " --arch Qwen3MoeForCausalLM --algo NVFP4 --layers 2");
+  ASSERT_EQ(w.exit_code, 0) << w.err;
+  const std::string before = dir_bytes(dir);
+
+  json plain = inspect(dir);
+  EXPECT_EQ(plain["quantization"]["quant_algo"], "NVFP4");
+  EXPECT_EQ(plain["quantization"]["group_size"], 16);
+  EXPECT_EQ(plain["quantization"]["override_activation_dtype"], "auto");
+  const json& layers = plain["layers"];
+  std::vector<std::string> names;
+  for (const json& l : layers) names.push_back(l["name"]);
+  std::vector<std::string> want = {"model.layers.0.self_attn.qkv_proj", "model.layers.0.self_attn.o_proj",
+                                   "model.layers.0.mlp.gate",           "model.layers.0.mlp.experts",
+                                   "model.layers.1.self_attn.qkv_proj", "model.layers.1.self_attn.o_proj",
+                                   "model.layers.1.mlp.gate",           "model.layers.1.mlp.experts",
+                                   "lm_head"};
+  EXPECT_EQ(names, want);
+  EXPECT_EQ(layers[0]["shards"], json({"model.layers.0.self_attn.q_proj", "model.layers.0.self_attn.k_proj",
+                                       "model.layers.0.self_attn.v_proj"}));
+  int quantized = 0;
+  for (const json& l : layers) {
+    EXPECT_TRUE(l["candidates"].is_array() && !l["candidates"].empty());
+    if (l["on_disk"] != "NVFP4") continue;
+    ++quantized;
+    EXPECT_EQ(l["scheme"], "nvfp4_w4a4") << l.dump();
+    EXPECT_EQ(l["activation_dtype"], "bfloat16");
+  }
+  EXPECT_EQ(quantized, 6);
+  EXPECT_EQ(layers[3]["kind"], "moe");
+  EXPECT_EQ(layers[8]["scheme"], "unquantized");
+
+  for (const char* dt : {"bfloat16", "float16"}) {
+    json over = inspect(dir, std::string("--override-activation-dtype ") + dt);
+    EXPECT_EQ(over["quantization"]["override_activation_dtype"], dt);
+    ASSERT_EQ(over["layers"].size(), layers.size());
+    for (size_t i = 0; i < layers.size(); ++i) {
+      const json& l = over["layers"][i];
+      if (l["on_disk"] != "NVFP4") continue;
+      EXPECT_EQ(l["scheme"], "nvfp4_w4a16") << l.dump();
+      EXPECT_EQ(l["activation_dtype"], dt);
+      EXPECT_NE(l["backend"], layers[i]["backend"].get<std::string>() == "reference" ? "" : layers[i]["backend"]);
+    }
+  }
+  EXPECT_EQ(before, dir_bytes(dir)) << "the override must never modify the checkpoint";
+}
+
+TEST(InspectLayersCli, BadEngineFlagsAreUsageErrors) {
+  fp4lm::test::TempDir tmp;
+  const std::string dir = (tmp / "d").string();
+  ASSERT_EQ(run_command(fp4lm_bin() + " synth --out " + dir + " --arch LlamaForCausalLM --algo W4A16_NVFP4").exit_code, 0);
+  auto r = run_command(fp4lm_bin() + " inspect --model " + dir + " --override-activation-dtype int8");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--override-activation-dtype must be auto, bfloat16 or float16"), std::string::npos) << r.err;
+  r = run_command(fp4lm_bin() + " inspect --model " + dir + " --linear-backend nope");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("unknown backend 'nope'"), std::string::npos) << r.err;
+  r = run_command(fp4lm_bin() + " inspect --json --model " + dir + " --linear-backend reference");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const json& l : json::parse(r.out)["layers"]) EXPECT_EQ(l["backend"], "reference");
+  r = run_command(fp4lm_bin() + " inspect --model " + dir + " --linear-backend cpu_w4a4_avx2");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("cannot run layer"), std::string::npos) << r.err;
+}
+
+TEST(BackendsCli, ListsTheRegistryInOrder) {
+  auto r = run_command(fp4lm_bin() + " backends --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  json all = json::parse(r.out);
+  ASSERT_GE(all.size(), 2u);
+  bool has_ref_linear = false, has_ref_moe = false;
+  for (const json& b : all) {
+    has_ref_linear |= b["name"] == "reference" && b["kind"] == "linear";
+    has_ref_moe |= b["name"] == "reference" && b["kind"] == "moe";
+    EXPECT_TRUE(b["available"].get<bool>() || !b["unavailable_reason"].get<std::string>().empty());
+  }
+  EXPECT_TRUE(has_ref_linear && has_ref_moe);
+}
