@@ -41,6 +41,9 @@ void Vocab::finish(const std::string& where) {
   mask_ = cap - 1;
   int32_t max_id = -1;
   for (const auto& e : entries_) max_id = std::max(max_id, e.id);
+  // Ids index dense tables; a huge id is a broken file, not a reason to allocate gigabytes.
+  if (max_id >= (1 << 28))
+    fail("{}: model.vocab: token id {} is implausibly large (ids must be dense from 0)", where, max_id);
   by_id_.assign(static_cast<size_t>(max_id + 1), -1);
   for (size_t k = 0; k < entries_.size(); ++k) {
     const Entry& e = entries_[k];

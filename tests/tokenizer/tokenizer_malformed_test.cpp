@@ -67,6 +67,12 @@ TEST(TokenizerMalformed, BadVocabEntries) {
   j = fx::gpt2();
   j["model"]["vocab"]["dup"] = 5;  // id 5 already belongs to a byte character
   EXPECT_ERROR_HAS(j.dump(), "id 5 is used by both");
+  j = fx::gpt2();
+  j["model"]["vocab"]["huge"] = 2000000000;
+  EXPECT_ERROR_HAS(j.dump(), "model.vocab", "implausibly large");
+  j = fx::gpt2();
+  j["added_tokens"].push_back(fx::added_token(1999999999, "<big>", true));
+  EXPECT_ERROR_HAS(j.dump(), "implausibly large");
 }
 
 TEST(TokenizerMalformed, BadMerges) {
