@@ -1,12 +1,16 @@
 #pragma once
 // Engine-wide options every model-loading subcommand accepts (see cli/engine_flags.h).
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 
 #include "core/dtype.h"
 
 namespace fp4lm::model {
+
+class Linear;
+class FusedMoe;
 
 struct EngineOptions {
   // Activation / KV-cache dtype: "auto" (the checkpoint's torch_dtype), float32, bfloat16, float16.
@@ -18,6 +22,10 @@ struct EngineOptions {
   std::string moe_backend;     // --moe-backend
   int64_t a16_max_tokens = 0;  // --a16-max-tokens
   int threads = 0;             // --threads (0 = physical cores)
+  // Called with every Linear / FusedMoe the loader builds: calibration (engine/calibration)
+  // attaches its input observers here. Empty = nothing.
+  std::function<void(Linear&)> on_linear_built;
+  std::function<void(FusedMoe&)> on_moe_built;
 };
 
 // "auto" -> nullopt, "bfloat16"/"float16" -> the dtype; anything else -> UsageError.

@@ -247,7 +247,9 @@ std::unique_ptr<Linear> ModelLoader::load_linear(const std::string& name) {
                            {opts_.a16_max_tokens}};
   auto kernel = r.selection.backend->make_linear(linear_weights(spec, r.scheme), p);
   loaded_bytes_ += kernel->weight_bytes();
-  return std::make_unique<Linear>(spec, r.scheme, r.selection.backend->name, std::move(kernel));
+  auto linear = std::make_unique<Linear>(spec, r.scheme, r.selection.backend->name, std::move(kernel));
+  if (opts_.on_linear_built) opts_.on_linear_built(*linear);
+  return linear;
 }
 
 std::unique_ptr<FusedMoe> ModelLoader::load_moe(const std::string& name) {
@@ -259,7 +261,9 @@ std::unique_ptr<FusedMoe> ModelLoader::load_moe(const std::string& name) {
                         {opts_.a16_max_tokens}};
   auto kernel = r.selection.backend->make_moe(moe_weights(spec, r.scheme), p);
   loaded_bytes_ += kernel->weight_bytes();
-  return std::make_unique<FusedMoe>(spec, r.scheme, r.selection.backend->name, std::move(kernel));
+  auto moe = std::make_unique<FusedMoe>(spec, r.scheme, r.selection.backend->name, std::move(kernel));
+  if (opts_.on_moe_built) opts_.on_moe_built(*moe);
+  return moe;
 }
 
 const TensorView& ModelLoader::tensor(const std::string& name, const Shape& expected) const {

@@ -1,0 +1,105 @@
+// `fp4lm quantize`: a bf16/fp16/fp32 checkpoint -> a ModelOpt-layout NVFP4 or W4A16_NVFP4
+// checkpoint (engine/quantizer.h), with max calibration for NVFP4's input scales.
+#include <csignal>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cli/command.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "core/thread_pool.h"
+#include "engine/calibration_data.h"
+#include "engine/quantizer.h"
+#include "quant/export_format.h"
+
+namespace fp4lm::cli {
+namespace {
+
+struct QuantizeArgs {
+  std::string model, out, algo, calib_ids, calib_text, max_shard_size = "5GB";
+  int64_t calib_samples = 128, calib_seq_len = 512;
+  std::vector<std::string> exclude;
+  bool quantize_lm_head = false, force = false;
+  int threads = 0;
+};
+
+// Test seam: FP4LM_QUANTIZE_TEST_ABORT_AFTER=N makes the run fail after N output tensors
+// (N:kill kills the process instead), to prove an interrupted run leaves no OUT.
+std::function<void(const std::string&)> test_abort_hook() {
+  const char* v = std::getenv("FP4LM_QUANTIZE_TEST_ABORT_AFTER");
+  if (!v || !*v) return {};
+  std::string s(v);
+  const bool kill = s.size() > 5 && s.compare(s.size() - 5, 5, ":kill") == 0;
+  const long after = std::strtol(s.c_str(), nullptr, 10);
+  auto count = std::make_shared<long>(0);
+  return [count, after, kill](const std::string& name) {
+    if (++*count < after) return;
+    if (kill) std::raise(SIGKILL);
+    fail("interrupted after writing tensor '{}' (FP4LM_QUANTIZE_TEST_ABORT_AFTER)", name);
+  };
+}
+
+int run_quantize(const QuantizeArgs& a) {
+  if (a.threads < 0) usage_fail("--threads must be >= 1 (got {})", a.threads);
+  if (a.threads > 0) ThreadPool::set_global_threads(a.threads);
+  engine::QuantizeOptions o;
+  o.model_dir = a.model;
+  o.out_dir = a.out;
+  const std::string algo = [&] {
+    std::string u;
+    for (char c : a.algo) u += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    return u;
+  }();
+  if (algo == "NVFP4") o.exp.algo = quant::QuantAlgo::NVFP4;
+  else if (algo == "W4A16_NVFP4") o.exp.algo = quant::QuantAlgo::W4A16_NVFP4;
+  else usage_fail("--algo: '{}' is not supported (use NVFP4 or W4A16_NVFP4)", a.algo);
+  o.exp.exclude = a.exclude;
+  o.exp.quantize_lm_head = a.quantize_lm_head;
+  o.max_shard_bytes = quant::parse_byte_size(a.max_shard_size, "--max-shard-size");
+  o.force = a.force;
+  o.producer_version = FP4LM_VERSION;
+  o.after_tensor = test_abort_hook();
+  if (!a.calib_ids.empty() && !a.calib_text.empty()) usage_fail("give --calib-ids or --calib-text, not both");
+  if (a.calib_samples <= 0) usage_fail("--calib-samples must be positive (got {})", a.calib_samples);
+  if (a.calib_seq_len <= 1) usage_fail("--calib-seq-len must be at least 2 (got {})", a.calib_seq_len);
+  const bool have_calib = !a.calib_ids.empty() || !a.calib_text.empty();
+  if (o.exp.algo == quant::QuantAlgo::NVFP4) {
+    if (!have_calib)
+      usage_fail("--algo NVFP4 (W4A4) needs calibration data for its input scales: pass --calib-ids FILE.jsonl or "
+                 "--calib-text FILE (W4A16_NVFP4 needs none)");
+    o.calibration = !a.calib_ids.empty()
+                        ? engine::calibration_from_ids(a.calib_ids, a.calib_samples, a.calib_seq_len)
+                        : engine::calibration_from_text(a.calib_text, a.model, a.calib_samples, a.calib_seq_len);
+  } else if (have_calib) {
+    log().warn("--algo W4A16_NVFP4 has no activation scales: the calibration data is not used");
+  }
+
+  engine::QuantizeSummary s = engine::quantize_checkpoint(o);
+  log().info("Wrote {} ({}): {} quantized modules, {} tensors, {:.1f} MiB in {} file(s), {} modules excluded; {:.2f} s",
+             a.out, algo, s.quantized_modules, s.tensors, static_cast<double>(s.tensor_bytes) / (1 << 20),
+             s.shard_files.size(), s.exclude_modules.size(), s.seconds);
+  return 0;
+}
+
+CommandRegistration reg("quantize", "Quantize a bf16/fp16/fp32 checkpoint to NVFP4 or W4A16_NVFP4 (ModelOpt layout)",
+                        [](CLI::App& sub) {
+  auto a = std::make_shared<QuantizeArgs>();
+  sub.add_option("--model", a->model, "Input checkpoint directory (bf16, fp16 or fp32)")->required();
+  sub.add_option("--out", a->out, "Output directory (must not exist unless --force)")->required();
+  sub.add_option("--algo", a->algo, "NVFP4 (W4A4, needs calibration) or W4A16_NVFP4")->required();
+  sub.add_option("--calib-ids", a->calib_ids, "Calibration token ids, JSON Lines ({\"ids\": [...]} or a list per line)");
+  sub.add_option("--calib-text", a->calib_text, "Calibration text, encoded with the model's tokenizer");
+  sub.add_option("--calib-samples", a->calib_samples, "Calibration sequences to use (default 128)");
+  sub.add_option("--calib-seq-len", a->calib_seq_len, "Tokens per calibration sequence (default 512)");
+  sub.add_option("--exclude", a->exclude, "Keep matching modules unquantized (exact, dot-prefix or glob; repeatable)");
+  sub.add_flag("--quantize-lm-head", a->quantize_lm_head, "Quantize lm_head too (kept unquantized by default)");
+  sub.add_option("--max-shard-size", a->max_shard_size, "Largest output shard (default 5GB; GB=10^9, GiB=2^30)");
+  sub.add_flag("--force", a->force, "Replace OUT if it exists");
+  sub.add_option("--threads", a->threads, "Worker threads (default: physical cores)");
+  return [a]() { return run_quantize(*a); };
+});
+
+}  // namespace
+}  // namespace fp4lm::cli

@@ -1,0 +1,182 @@
+#include "engine/calibration.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "core/thread_pool.h"
+#include "model/causal_lm.h"
+#include "model/linear.h"
+#include "quant/nvfp4.h"
+
+namespace fp4lm::engine {
+
+float ActivationAmax::of(const QuantGroup& g) const {
+  const std::map<std::string, float>& m =
+      g.input == GroupInput::linear ? linear : (g.input == GroupInput::experts_w13 ? experts_w13 : experts_w2);
+  auto it = m.find(g.layer);
+  const char* what = g.input == GroupInput::linear ? "input"
+                     : g.input == GroupInput::experts_w13 ? "expert gate/up input"
+                                                          : "expert down input";
+  if (it == m.end()) fail("calibration never observed the {} of layer {}", what, g.layer);
+  if (!(it->second > 0.0f) || !std::isfinite(it->second))
+    fail("calibration saw max |x| = {} for the {} of layer {}: no input_scale can be derived (calibrate on more "
+         "or other data)",
+         it->second, what, g.layer);
+  return it->second;
+}
+
+namespace {
+
+// The expert weights of one MoE layer, read from the checkpoint in its dtype.
+struct ExpertWeights {
+  const model::LayerSpec* spec = nullptr;
+  std::vector<const TensorView*> w1, w3;  // per expert: gate [inter, hidden], up [inter, hidden]
+};
+
+// max |silu(x·w1ᵀ) · (x·w3ᵀ)| over the tokens routed to each expert: the inputs the experts' down
+// projections see. Computed from the unquantized weights, one expert per task.
+float w2_input_amax(const ExpertWeights& ew, const float* x, int64_t m, const int32_t* ids, int64_t top_k,
+                    std::vector<int64_t>& routed) {
+  const int64_t E = ew.spec->num_experts, H = ew.spec->hidden, I = ew.spec->inter;
+  std::vector<std::vector<int64_t>> tokens(static_cast<size_t>(E));
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < top_k; ++j) {
+      const int32_t e = ids[i * top_k + j];
+      if (e < 0 || e >= E) fail("{}: router chose expert {} of {}", ew.spec->name, e, E);
+      tokens[static_cast<size_t>(e)].push_back(i);
+      ++routed[static_cast<size_t>(e)];
+    }
+  std::vector<float> part(static_cast<size_t>(ThreadPool::global().size()) + 1, 0.0f);
+  ThreadPool::global().parallel_for(E, [&](int64_t e0, int64_t e1, int tid) {
+    std::vector<float> g_row(static_cast<size_t>(H)), u_row(static_cast<size_t>(H));
+    float mx = 0.0f;
+    for (int64_t e = e0; e < e1; ++e) {
+      const auto& tk = tokens[static_cast<size_t>(e)];
+      if (tk.empty()) continue;
+      const TensorView& w1 = *ew.w1[static_cast<size_t>(e)];
+      const TensorView& w3 = *ew.w3[static_cast<size_t>(e)];
+      const size_t es1 = dtype_size(w1.dtype), es3 = dtype_size(w3.dtype);
+      for (int64_t r = 0; r < I; ++r) {
+        to_f32_n(static_cast<const uint8_t*>(w1.data) + static_cast<size_t>(r * H) * es1, w1.dtype, g_row.data(),
+                 g_row.size());
+        to_f32_n(static_cast<const uint8_t*>(w3.data) + static_cast<size_t>(r * H) * es3, w3.dtype, u_row.data(),
+                 u_row.size());
+        for (int64_t t : tk) {
+          const float* xt = x + t * H;
+          float g = 0.0f, u = 0.0f;
+          for (int64_t c = 0; c < H; ++c) {
+            g += xt[c] * g_row[static_cast<size_t>(c)];
+            u += xt[c] * u_row[static_cast<size_t>(c)];
+          }
+          const float h = g / (1.0f + std::exp(-g)) * u;
+          mx = std::max(mx, std::fabs(h));
+        }
+      }
+    }
+    part[static_cast<size_t>(tid)] = std::max(part[static_cast<size_t>(tid)], mx);
+  });
+  return *std::max_element(part.begin(), part.end());
+}
+
+}  // namespace
+
+ActivationAmax calibrate(std::shared_ptr<io::Checkpoint> ckpt, const ExportPlan& plan,
+                         const std::vector<std::vector<int32_t>>& sequences, const CalibrationOptions& opts) {
+  if (sequences.empty()) fail("calibration: no sequences");
+  ActivationAmax r;
+  std::set<std::string> linear_layers, moe_layers;
+  for (const QuantGroup& g : plan.groups) (g.input == GroupInput::linear ? linear_layers : moe_layers).insert(g.layer);
+
+  std::map<std::string, ExpertWeights> experts;
+  std::map<std::string, std::vector<int64_t>> routed;
+  for (const model::LayerSpec& spec : plan.layers) {
+    if (!moe_layers.count(spec.name)) continue;
+    ExpertWeights& ew = experts[spec.name];
+    ew.spec = &spec;
+    for (int64_t e = 0; e < spec.num_experts; ++e) {
+      const std::string b = fmt::format("{}.{}.", spec.shards[0], e);
+      ew.w1.push_back(&ckpt->get(b + spec.expert_proj[0] + ".weight"));
+      ew.w3.push_back(&ckpt->get(b + spec.expert_proj[1] + ".weight"));
+    }
+    routed[spec.name].assign(static_cast<size_t>(spec.num_experts), 0);
+  }
+
+  model::EngineOptions eo;  // unquantized checkpoint: every layer runs its weights as they are
+  eo.on_linear_built = [&](model::Linear& l) {
+    const std::string name = l.spec().name;
+    if (!linear_layers.count(name)) return;
+    const int64_t in = l.in_features();
+    l.set_input_observer([&r, name, in](const float* x, int64_t m) {
+      float& a = r.linear[name];
+      a = std::max(a, quant::amax(x, static_cast<size_t>(m * in)));
+    });
+  };
+  eo.on_moe_built = [&](model::FusedMoe& f) {
+    const std::string name = f.spec().name;
+    if (!moe_layers.count(name)) return;
+    const ExpertWeights* ew = &experts.at(name);
+    std::vector<int64_t>* counts = &routed.at(name);
+    const int64_t hidden = f.spec().hidden;
+    f.set_input_observer([&r, name, ew, counts, hidden](const float* x, int64_t m, const int32_t* ids, int64_t top_k) {
+      float& a13 = r.experts_w13[name];
+      a13 = std::max(a13, quant::amax(x, static_cast<size_t>(m * hidden)));
+      float& a2 = r.experts_w2[name];
+      a2 = std::max(a2, w2_input_amax(*ew, x, m, ids, top_k, *counts));
+    });
+  };
+  model::LoadOptions lo;
+  lo.progress = opts.progress;
+  auto lm = model::CausalLM::load(ckpt, eo, lo);
+
+  // lm_head only runs when logits are asked for; ask only when it is calibrated.
+  const model::LogitsMode mode = plan.lm_head_quantized ? model::LogitsMode::all : model::LogitsMode::none;
+  const int64_t vocab = lm->vocab_size(), chunk = 64;
+  std::vector<float> logits;
+  if (mode == model::LogitsMode::all) logits.resize(static_cast<size_t>(chunk * vocab));
+  const bool bar = opts.progress && ::isatty(STDERR_FILENO);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (size_t s = 0; s < sequences.size(); ++s) {
+    const std::vector<int32_t>& ids = sequences[s];
+    const int64_t n = std::min<int64_t>(static_cast<int64_t>(ids.size()), lm->max_model_len());
+    if (n == 0) continue;
+    for (int64_t i = 0; i < n; ++i)
+      if (ids[static_cast<size_t>(i)] < 0 || ids[static_cast<size_t>(i)] >= vocab)
+        fail("calibration sequence {}: token id {} at position {} is outside the vocabulary [0, {})", s,
+             ids[static_cast<size_t>(i)], i, vocab);
+    model::KvCache cache = lm->new_cache(n);
+    for (int64_t p = 0; p < n; p += chunk) {
+      const int64_t c = std::min(chunk, n - p);
+      lm->forward(cache, ids.data() + p, c, mode, logits.empty() ? nullptr : logits.data());
+    }
+    r.sequences += 1;
+    r.tokens += n;
+    if (bar) {
+      const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      const double eta = el / static_cast<double>(s + 1) * static_cast<double>(sequences.size() - s - 1);
+      std::fprintf(stderr, "\rcalibrating %zu/%zu sequences, %lld tokens  elapsed %ds  ETA %ds\033[K", s + 1,
+                   sequences.size(), static_cast<long long>(r.tokens), static_cast<int>(el),
+                   static_cast<int>(eta + 0.5));
+    }
+  }
+  if (bar) std::fprintf(stderr, "\r\033[K");
+  if (r.tokens == 0) fail("calibration: every sequence is empty");
+  for (const auto& [name, counts] : routed) {
+    const auto never = std::count(counts.begin(), counts.end(), 0);
+    if (never > 0)
+      log().info("{}: {} of {} experts were never routed to during calibration; like every expert of the layer they "
+                 "take the layer's shared input_scale (the max over the others)",
+                 name, never, counts.size());
+  }
+  return r;
+}
+
+}  // namespace fp4lm::engine

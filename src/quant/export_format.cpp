@@ -1,0 +1,108 @@
+#include "quant/export_format.h"
+
+#include <cctype>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+
+namespace fp4lm::quant {
+
+using nlohmann::json;
+
+namespace {
+
+void check_export_algo(QuantAlgo algo) {
+  if (algo != QuantAlgo::NVFP4 && algo != QuantAlgo::W4A16_NVFP4)
+    fail("fp4lm exports NVFP4 or W4A16_NVFP4, not {}", algo_name(algo));
+}
+
+json producer_json(const std::string& version) { return {{"name", "fp4lm"}, {"version", version}}; }
+
+json fp4_tensor_args() {
+  return {{"dynamic", false}, {"num_bits", 4}, {"type", "float"}, {"group_size", 16}};
+}
+
+}  // namespace
+
+json hf_quant_config_json(QuantAlgo algo, const std::vector<std::string>& exclude_modules,
+                          const std::string& producer_version) {
+  check_export_algo(algo);
+  return {{"producer", producer_json(producer_version)},
+          {"quantization",
+           {{"quant_algo", std::string(algo_name(algo))},
+            {"kv_cache_quant_algo", nullptr},
+            {"group_size", 16},
+            {"exclude_modules", exclude_modules}}}};
+}
+
+json quantization_config_json(QuantAlgo algo, const std::vector<std::string>& exclude_modules,
+                              const std::string& producer_version) {
+  check_export_algo(algo);
+  json group = {{"weights", fp4_tensor_args()}, {"targets", {"Linear"}}};
+  if (algo == QuantAlgo::NVFP4) group["input_activations"] = fp4_tensor_args();
+  return {{"quant_method", "modelopt"},
+          {"quant_algo", std::string(algo_name(algo))},
+          {"config_groups", {{"group_0", group}}},
+          {"ignore", exclude_modules},
+          {"producer", producer_json(producer_version)}};
+}
+
+uint64_t parse_byte_size(const std::string& text, const std::string& flag) {
+  size_t i = 0;
+  while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) ++i;
+  auto bad = [&]() {
+    usage_fail("{}: '{}' is not a size (examples: 5GB, 500MB, 2GiB, 1000000)", flag, text);
+  };
+  if (i == 0 || i > 15) bad();
+  const uint64_t number = std::stoull(text.substr(0, i));
+  std::string unit;
+  for (size_t j = i; j < text.size(); ++j) unit += static_cast<char>(std::toupper(static_cast<unsigned char>(text[j])));
+  if (!unit.empty() && unit.back() == 'B') unit.pop_back();
+  uint64_t mult = 0;
+  if (unit.empty()) mult = 1;
+  else if (unit == "K") mult = 1000ull;
+  else if (unit == "M") mult = 1000ull * 1000;
+  else if (unit == "G") mult = 1000ull * 1000 * 1000;
+  else if (unit == "T") mult = 1000ull * 1000 * 1000 * 1000;
+  else if (unit == "KI") mult = 1ull << 10;
+  else if (unit == "MI") mult = 1ull << 20;
+  else if (unit == "GI") mult = 1ull << 30;
+  else if (unit == "TI") mult = 1ull << 40;
+  else bad();
+  if (number == 0) usage_fail("{}: the size must be positive (got '{}')", flag, text);
+  if (number > UINT64_MAX / mult) bad();
+  return number * mult;
+}
+
+ShardLayout assign_shards(const std::vector<uint64_t>& tensor_bytes, uint64_t max_shard_bytes) {
+  if (max_shard_bytes == 0) fail("shard size limit must be positive");
+  ShardLayout l;
+  size_t count = 0;
+  uint64_t used = 0;
+  for (uint64_t b : tensor_bytes) {
+    // A new shard when this tensor would overflow a shard that already holds something.
+    if (count == 0 || (used > 0 && used + b > max_shard_bytes)) {
+      ++count;
+      used = 0;
+    }
+    l.shard_of.push_back(count - 1);
+    used += b;
+  }
+  if (count == 0) count = 1;
+  if (count == 1) {
+    l.files = {"model.safetensors"};
+  } else {
+    for (size_t i = 0; i < count; ++i) l.files.push_back(fmt::format("model-{:05d}-of-{:05d}.safetensors", i + 1, count));
+  }
+  return l;
+}
+
+json shard_index_json(const std::vector<std::string>& tensor_names, const ShardLayout& layout, uint64_t total_size) {
+  if (tensor_names.size() != layout.shard_of.size()) fail("shard index: {} names for {} tensors", tensor_names.size(), layout.shard_of.size());
+  json map = json::object();
+  for (size_t i = 0; i < tensor_names.size(); ++i) map[tensor_names[i]] = layout.files[layout.shard_of[i]];
+  return {{"metadata", {{"total_size", total_size}}}, {"weight_map", map}};
+}
+
+}  // namespace fp4lm::quant

@@ -1,0 +1,42 @@
+#pragma once
+// What `fp4lm quantize` writes besides the tensors: the two ModelOpt config forms
+// (hf_quant_config.json and config.json's quantization_config), the shard layout above
+// --max-shard-size and its model.safetensors.index.json. No model knowledge here.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "quant/modelopt_config.h"
+
+namespace fp4lm::quant {
+
+// {"producer": {"name": "fp4lm", "version"}, "quantization": {"quant_algo", "kv_cache_quant_algo": null,
+//  "group_size": 16, "exclude_modules"}}. algo: NVFP4 or W4A16_NVFP4 (Error otherwise).
+nlohmann::json hf_quant_config_json(QuantAlgo algo, const std::vector<std::string>& exclude_modules,
+                                    const std::string& producer_version);
+
+// config.json's "quantization_config": quant_method "modelopt", quant_algo, config_groups.group_0
+// (weights and, for NVFP4, input_activations: {dynamic: false, num_bits: 4, type: "float",
+// group_size: 16}; targets ["Linear"]), ignore, producer.
+nlohmann::json quantization_config_json(QuantAlgo algo, const std::vector<std::string>& exclude_modules,
+                                        const std::string& producer_version);
+
+// "5GB" (10^9), "500MB", "2GiB" (2^30), "64KiB", "1000" (bytes), case-insensitive, optional
+// "B"; UsageError naming `flag` on anything else or on zero.
+uint64_t parse_byte_size(const std::string& text, const std::string& flag);
+
+// Tensors (their byte sizes, in write order) split into consecutive shards of at most
+// max_shard_bytes each; a single tensor larger than the limit gets a shard of its own.
+struct ShardLayout {
+  std::vector<std::string> files;   // "model.safetensors", or "model-00001-of-00003.safetensors", ...
+  std::vector<size_t> shard_of;     // per tensor: index into files
+};
+ShardLayout assign_shards(const std::vector<uint64_t>& tensor_bytes, uint64_t max_shard_bytes);
+
+// {"metadata": {"total_size": N}, "weight_map": {tensor: file}}.
+nlohmann::json shard_index_json(const std::vector<std::string>& tensor_names, const ShardLayout& layout,
+                                uint64_t total_size);
+
+}  // namespace fp4lm::quant
