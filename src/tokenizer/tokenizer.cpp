@@ -115,9 +115,11 @@ std::string Tokenizer::decode_raw(const int32_t* ids, size_t n, bool skip_specia
   tokens.reserve(n);
   for (size_t k = 0; k < n; ++k) {
     int32_t id = ids[k];
+    // Ids naming no token are skipped, as Hugging Face does: models pad their embedding beyond
+    // the vocabulary (Qwen3: 151,936 rows for 151,669 tokens) and may sample such an id.
     if (id < 0 || static_cast<size_t>(id) >= p_->id_flags.size() ||
         !(p_->id_flags[static_cast<size_t>(id)] & TokenizerParts::kPresent))
-      fail("{}: token id {} is not in the vocabulary (size {})", p_->source, id, p_->id_flags.size());
+      continue;
     uint8_t f = p_->id_flags[static_cast<size_t>(id)];
     if (skip_special_tokens && (f & TokenizerParts::kSpecial)) continue;
     tokens.emplace_back(p_->token(id));

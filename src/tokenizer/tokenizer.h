@@ -28,7 +28,8 @@ class Tokenizer {
   // Invalid UTF-8 in `text` is replaced by U+FFFD first. `add_special_tokens` runs the
   // post-processor (e.g. inserts BOS).
   std::vector<int32_t> encode(std::string_view text, bool add_special_tokens = false) const;
-  // Throws fp4lm::Error for an id outside the vocabulary.
+  // Ids that name no token (e.g. the padding rows of a model's embedding) are skipped, as in
+  // Hugging Face tokenizers; check with id_to_token() to reject them instead.
   std::string decode(const std::vector<int32_t>& ids, bool skip_special_tokens = false) const;
   std::optional<int32_t> token_to_id(std::string_view token) const;
   // One past the largest token id (model vocabulary and added tokens).
