@@ -35,9 +35,10 @@ struct TinyModel {
 // `linear_rope`), tied embeddings; Qwen2 — q/k/v bias; Qwen3 — q_norm/k_norm, head_dim != hidden/heads;
 // Qwen3-MoE — mlp_only_layers (layer 1 dense), norm_topk_prob; Mixtral — block_sparse_moe w1/w3/w2;
 // Qwen2-MoE — shared expert + gate, decoder_sparse_step 2 (layer 0 dense), no renormalization.
-inline TinyModel make_tiny_model(const std::string& arch, uint64_t seed = 7, bool linear_rope = false) {
+inline TinyModel make_tiny_model(const std::string& arch, uint64_t seed = 7, bool linear_rope = false,
+                                 int64_t vocab = 97) {
   using nlohmann::json;
-  const int64_t vocab = 97, hidden = 32, layers = 3, heads = 4, kv = 2;
+  const int64_t hidden = 32, layers = 3, heads = 4, kv = 2;
   const int64_t head_dim = arch == "Qwen3ForCausalLM" ? 16 : hidden / heads;
   const int64_t inter = 48, experts = 6, top_k = 2, moe_inter = 16, shared_inter = 24;
   json c = {{"architectures", {arch}},       {"vocab_size", vocab},

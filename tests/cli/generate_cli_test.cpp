@@ -1,0 +1,188 @@
+// `fp4lm generate` and `fp4lm eval` through the binary: the stories260k reference via
+// --prompt-ids (--json and streamed), text and chat prompts through a checkpoint's tokenizer,
+// stderr reports, and usage/runtime errors with their exit codes.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "../model/tiny_models.h"
+#include "../tokenizer/tokenizer_fixtures.h"
+#include "common/paths.h"
+
+namespace fp4lm {
+namespace {
+
+using nlohmann::json;
+using test::TempDir;
+
+test::CommandResult fp4lm(const std::string& args) { return test::run_command(test::fp4lm_bin() + " " + args); }
+
+std::string ids_arg(const json& ids) {
+  std::string s;
+  for (const auto& v : ids) {
+    if (!s.empty()) s += ',';
+    s += std::to_string(v.get<int>());
+  }
+  return s;
+}
+
+std::string stories() { return (test::shared_dir() / "models/stories260k").string(); }
+
+TEST(GenerateCli, Stories260kPromptIdsReproduceTheReferenceAsJson) {
+  FP4LM_REQUIRE_SHARED("models/stories260k/reference_greedy.jsonl");
+  std::ifstream in(test::shared_dir() / "models/stories260k/reference_greedy.jsonl");
+  std::string line;
+  int lines = 0;
+  while (std::getline(in, line)) {
+    json ref = json::parse(line);
+    auto r = fp4lm("generate --model " + stories() + " --prompt-ids " + ids_arg(ref["prompt_ids"]) +
+                   " --max-tokens " + std::to_string(ref["greedy_continuation"].size()) + " --dtype float32 --json");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    json out = json::parse(r.out);
+    EXPECT_EQ(out["prompt_ids"], ref["prompt_ids"]);
+    EXPECT_EQ(out["output_ids"], ref["greedy_continuation"]);
+    EXPECT_EQ(out["text"], "");  // no tokenizer in this checkpoint
+    for (const char* k : {"load_s", "prefill_tok_s", "decode_tok_s"}) {
+      ASSERT_TRUE(out["timings"].contains(k)) << k;
+      EXPECT_GE(out["timings"][k].get<double>(), 0.0) << k;
+    }
+    EXPECT_GT(out["timings"]["decode_tok_s"].get<double>(), 0.0);
+    // stderr: the oracle's backend line, load time, memory, throughput.
+    EXPECT_NE(r.err.find("Using 'reference' unquantized Linear backend out of potential backends: ["),
+              std::string::npos)
+        << r.err;
+    for (const char* needle : {"Loaded LlamaForCausalLM", "resident weight bytes", "peak RSS", "tokens/s", "prompt: ",
+                               "decode: "})
+      EXPECT_NE(r.err.find(needle), std::string::npos) << needle << "\n" << r.err;
+    ++lines;
+  }
+  EXPECT_EQ(lines, 2);
+}
+
+TEST(GenerateCli, StreamsIdsWhenTheCheckpointHasNoTokenizer) {
+  FP4LM_REQUIRE_SHARED("models/stories260k");
+  auto r = fp4lm("generate --model " + stories() + " --prompt-ids 1 --max-tokens 5 --dtype float32");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "461 461 401 401 401\n");
+}
+
+TEST(GenerateCli, SameSeedSameSampledOutput) {
+  FP4LM_REQUIRE_SHARED("models/stories260k");
+  const std::string args = "generate --model " + stories() +
+                           " --prompt-ids 1,300 --max-tokens 20 --temperature 1 --top-p 0.9 --top-k 40 --min-p 0.05 --json";
+  auto a = fp4lm(args + " --seed 3"), b = fp4lm(args + " --seed 3"), c = fp4lm(args + " --seed 4");
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  EXPECT_EQ(json::parse(a.out)["output_ids"], json::parse(b.out)["output_ids"]);
+  EXPECT_NE(json::parse(a.out)["output_ids"], json::parse(c.out)["output_ids"]);
+}
+
+// A tiny random model whose vocabulary is the GPT-2-style fixture tokenizer's (269 ids), with a
+// minimal chat template.
+void write_model_with_tokenizer(const TempDir& dir) {
+  test::write_tiny_model(test::make_tiny_model("Qwen3ForCausalLM", 7, false, 269), dir.path());
+  test::write_file(dir / "tokenizer.json", tokenizer::fixtures::gpt2().dump());
+  json cfg = {{"chat_template",
+               "{% for m in messages %}<|endoftext|>{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
+               "{% if add_generation_prompt %}assistant:{% endif %}"},
+              {"eos_token", "<|endoftext|>"}};
+  test::write_file(dir / "tokenizer_config.json", cfg.dump());
+}
+
+TEST(GenerateCli, TextAndChatPromptsGoThroughTheTokenizer) {
+  TempDir dir;
+  write_model_with_tokenizer(dir);
+  const std::string base = "generate --model " + dir.path().string() + " --dtype float32 --max-tokens 8";
+  auto r = fp4lm(base + " --prompt 'hello world' --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  json out = json::parse(r.out);
+  EXPECT_EQ(out["prompt_ids"], json::array({259, 267}));  // "hello", "Ġworld"
+  ASSERT_EQ(out["output_ids"].size(), 8u);
+  // Streaming prints the same text as --json reports.
+  auto streamed = fp4lm(base + " --prompt 'hello world'");
+  ASSERT_EQ(streamed.exit_code, 0) << streamed.err;
+  EXPECT_EQ(streamed.out, out["text"].get<std::string>() + "\n");
+  // The same ids as --prompt-ids give the same output.
+  auto by_ids = fp4lm(base + " --prompt-ids 259,267 --json");
+  EXPECT_EQ(json::parse(by_ids.out)["output_ids"], out["output_ids"]);
+
+  auto chat = fp4lm(base + " --chat hello --json");
+  ASSERT_EQ(chat.exit_code, 0) << chat.err;
+  // "<|endoftext|>user: hello\nassistant:" encoded: the special token first, then bytes/merges.
+  json pid = json::parse(chat.out)["prompt_ids"];
+  ASSERT_GT(pid.size(), 3u);
+  EXPECT_EQ(pid[0], 268);
+  EXPECT_NE(std::find(pid.begin(), pid.end(), json(259)), pid.end());  // "hello"
+}
+
+TEST(GenerateCli, UsageErrorsExitTwo) {
+  TempDir dir;
+  write_model_with_tokenizer(dir);
+  const std::string m = "generate --model " + dir.path().string();
+  for (const std::string& args :
+       {m, m + " --prompt a --prompt-ids 1", m + " --prompt-ids 1,x", m + " --prompt-ids 1 --temperature -1",
+        m + " --prompt-ids 1 --top-p 0", m + " --prompt-ids 1 --dtype float64", m + " --prompt-ids 1 --linear-backend nope",
+        m + " --prompt-ids 1 --max-model-len 100000", m + " --prompt-ids 1 --max-tokens -1"}) {
+    auto r = fp4lm(args);
+    EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.err;
+    EXPECT_NE(r.err.find("error"), std::string::npos) << args;
+  }
+}
+
+TEST(GenerateCli, RuntimeErrorsExitOneWithAClearLine) {
+  TempDir dir;
+  test::write_tiny_model(test::make_tiny_model("LlamaForCausalLM"), dir.path());
+  auto expect = [&](const std::string& args, const std::string& needle) {
+    auto r = fp4lm("generate --model " + dir.path().string() + " " + args);
+    EXPECT_EQ(r.exit_code, 1) << args << "\n" << r.err;
+    EXPECT_NE(r.err.find(needle), std::string::npos) << args << "\n" << r.err;
+  };
+  expect("--prompt hi", "no tokenizer.json");
+  expect("--prompt-ids 1,2,3 --max-model-len 16 --max-tokens 14", "exceeds the maximum model length 16");
+  expect("--prompt-ids 1,500", "token id 500 is outside the vocabulary [0, 97)");
+  auto r = fp4lm("generate --model " + (dir / "absent").string() + " --prompt-ids 1");
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+}
+
+TEST(EvalCli, ReportsTokensNllAndPerplexity) {
+  FP4LM_REQUIRE_SHARED("models/tiny-qwen3-moe/heldout.jsonl");
+  TempDir dir;
+  // The first 6 held-out sequences (bare lists) plus one {"ids"} and one prompt/continuation line.
+  std::ifstream in(test::shared_dir() / "models/tiny-qwen3-moe/heldout.jsonl");
+  std::string content, line;
+  int64_t expect_tokens = 0;
+  for (int i = 0; i < 6 && std::getline(in, line); ++i) {
+    content += line + "\n";
+    expect_tokens += static_cast<int64_t>(json::parse(line).size()) - 1;
+  }
+  content += "{\"ids\": [1, 300, 301]}\n{\"prompt_ids\": [1, 300], \"greedy_continuation\": [302]}\n";
+  expect_tokens += 4;
+  test::write_file(dir / "ids.jsonl", content);
+  const std::string args = "eval --model " + (test::shared_dir() / "models/tiny-qwen3-moe").string() + " --ids " +
+                           (dir / "ids.jsonl").string() + " --dtype float32";
+  auto r = fp4lm(args + " --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  json out = json::parse(r.out);
+  EXPECT_EQ(out["sequences"], 8);
+  EXPECT_EQ(out["tokens"], expect_tokens);
+  const double nll = out["mean_nll"], ppl = out["perplexity"];
+  EXPECT_NEAR(ppl, std::exp(nll), 1e-9 * ppl);
+  EXPECT_GT(nll, 2.5);  // a weak model: held-out NLL near its 3.74 average
+  EXPECT_LT(nll, 5.0);
+  auto human = fp4lm(args);
+  ASSERT_EQ(human.exit_code, 0) << human.err;
+  EXPECT_NE(human.out.find("tokens: " + std::to_string(expect_tokens) + "\n"), std::string::npos) << human.out;
+  EXPECT_NE(human.out.find("perplexity: "), std::string::npos);
+  EXPECT_NE(human.out.find("mean_nll: "), std::string::npos);
+
+  auto bad = fp4lm("eval --model " + (test::shared_dir() / "models/tiny-qwen3-moe").string() + " --ids " +
+                   (dir / "absent.jsonl").string());
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find("absent.jsonl: cannot open"), std::string::npos) << bad.err;
+}
+
+}  // namespace
+}  // namespace fp4lm
