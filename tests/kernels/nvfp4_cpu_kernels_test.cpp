@@ -285,7 +285,7 @@ TEST(Nvfp4CpuKernels, OracleSelectsTheAvx2Backends) {
   p.key = kNvfp4W4A16;
   EXPECT_EQ(select_linear(p, "l").backend->name, "cpu_w4a16_avx2");
   p.key = kUnquantized;
-  EXPECT_EQ(select_linear(p, "l").backend->name, "reference");
+  EXPECT_EQ(select_linear(p, "l").backend->name, "cpu_dense_avx2");
   p.key = kNvfp4W4A4;
   p.k = 40;  // not a multiple of 16: the AVX2 kernels decline with a reason
   EXPECT_NE(rejection_reason(*find_backend("cpu_w4a4_avx2", LayerKind::linear), p), "");
@@ -296,7 +296,7 @@ TEST(Nvfp4CpuKernels, OracleSelectsTheAvx2Backends) {
   const Selection s = select_moe(mp, "moe");
   EXPECT_EQ(selection_message(s, LayerKind::moe, mp.key),
             "Using 'cpu_w4a16_avx2' NVFP4 MoE backend out of potential backends: "
-            "[cpu_w4a4_avx2, cpu_w4a16_avx2, reference]");
+            "[cpu_w4a4_avx2, cpu_w4a16_avx2, cpu_dense_avx2, reference]");
 }
 
 TEST(Nvfp4CpuKernels, AvailabilityFollowsCpuFeatures) {

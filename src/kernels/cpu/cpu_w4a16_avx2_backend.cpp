@@ -36,7 +36,10 @@ const Backend& cpu_w4a16_avx2_moe_backend() {
     b.unavailable_reason = cpu::avx2_unavailable_reason;
     b.check_moe = cpu::check_nvfp4_moe;
     b.make_moe = [](MoeWeights w, const MoeProblem& p) -> std::unique_ptr<MoeKernel> {
-      return std::make_unique<cpu::GroupedMoe>(std::move(w), p, cpu::Nvfp4Mode::w4a16);
+      return std::make_unique<cpu::GroupedMoe>(
+          std::move(w), p, [](LinearWeights lw, const LinearProblem& lp) -> std::unique_ptr<cpu::RowSplitLinear> {
+            return std::make_unique<cpu::Nvfp4Linear>(std::move(lw), lp, cpu::Nvfp4Mode::w4a16);
+          });
     };
     return b;
   }();

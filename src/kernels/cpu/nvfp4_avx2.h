@@ -1,8 +1,9 @@
 #pragma once
 // The AVX2/FMA/F16C NVFP4 GEMM/GEMV kernels (nvfp4_w4a16_avx2.cpp, nvfp4_w4a4_avx2.cpp).
-// Call only when cpu_features() reports avx2, fma and f16c (nvfp4_backends.cpp checks).
+// Call only when cpu_features() reports avx2, fma and f16c (cpu_avx2_support.cpp says).
 // Layout and inner loops: docs/KERNELS.md.
 #include <cstdint>
+#include <vector>
 
 #include "core/dtype.h"
 #include "core/thread_pool.h"
@@ -10,15 +11,36 @@
 
 namespace fp4lm::kernels::cpu {
 
-// y[m, n] = x[m, k] · Wᵀ (+ bias), x and y row-major in `act` (F32, BF16 or F16). x is used as
-// is (never quantized); weights decoded on the fly; fp32 accumulation; parallel over rows of W.
-void nvfp4_w4a16_avx2(const Nvfp4Matrix& w, const void* x, DType act, int64_t m, void* y,
-                      ThreadPool& pool);
+// Rows per unit of parallel work (a multiple of every row tile of both kernels).
+inline constexpr int64_t kNvfp4RowBlock = 16;
 
-// The same with x quantized at run time by the W4A4 rule (w.input_scale); block dot products
-// in integer SIMD, exact; fp32 accumulation of block partial × (scale_a × scale_w).
-void nvfp4_w4a4_avx2(const Nvfp4Matrix& w, const void* x, DType act, int64_t m, void* y,
-                     ThreadPool& pool);
+// ---- W4A16: x is used as is (never quantized); weights decoded on the fly; fp32 accumulation.
+// The call's activations in the kernel's layout (fp32, permuted to the decoder's order, padded).
+struct W4a16Input {
+  int64_t m = 0, kp = 0;  // tokens, padded row stride
+  std::vector<float> x;
+};
+W4a16Input nvfp4_w4a16_input_avx2(const void* x, DType act, int64_t m, int64_t k, ThreadPool& pool);
+// y[t, r] = x_t · W_rᵀ (+ bias) for rows [r0, r1), on the calling thread; y [m, n] in `act`.
+void nvfp4_w4a16_rows_avx2(const Nvfp4Matrix& w, const W4a16Input& in, int64_t r0, int64_t r1,
+                           void* y, DType act);
+
+// ---- W4A4: x quantized at run time by the W4A4 rule (w.input_scale); block dot products in
+// integer SIMD, exact; fp32 accumulation of block partial × (scale_a × scale_w).
+// Per token and 64-element chunk c: mag/sgn bytes [64c, 64c+32) are the chunk's even elements,
+// [64c+32, 64c+64) its odd ones (matching the low and high nibbles of 32 weight code bytes); sa
+// holds 8 floats per chunk, lane l = the E4M3 scale of block 4c + l/2. Padding is zero.
+struct W4a4Input {
+  int64_t m = 0, k64 = 0;
+  std::vector<uint8_t> mag;  // |2a|
+  std::vector<int8_t> sgn;   // 2a (only its sign is used)
+  std::vector<float> sa;
+};
+// Throws Error on non-finite x.
+W4a4Input nvfp4_w4a4_input_avx2(const void* x, DType act, int64_t m, int64_t k, float input_scale,
+                                ThreadPool& pool);
+void nvfp4_w4a4_rows_avx2(const Nvfp4Matrix& w, const W4a4Input& in, int64_t r0, int64_t r1, void* y,
+                          DType act);
 
 // The W4A4 kernel's activation quantizer, writing the standard layout (codes U8 [m, k/2],
 // element 2j low nibble; E4M3 scales [m, k/16]); bit-identical to quant::quantize_activation.

@@ -5,8 +5,17 @@
 
 namespace fp4lm::kernels::cpu {
 
+namespace {
+struct A16Input final : PreparedInput {
+  W4a16Input in;
+};
+struct A4Input final : PreparedInput {
+  W4a4Input in;
+};
+}  // namespace
+
 Nvfp4Linear::Nvfp4Linear(LinearWeights w, const LinearProblem& p, Nvfp4Mode mode)
-    : w_(prepare_nvfp4_matrix(std::move(w), mode == Nvfp4Mode::w4a4)), p_(p), mode_(mode) {
+    : RowSplitLinear(w.n), w_(prepare_nvfp4_matrix(std::move(w), mode == Nvfp4Mode::w4a4)), p_(p), mode_(mode) {
   if (p.act_dtype != DType::F32 && p.act_dtype != DType::BF16 && p.act_dtype != DType::F16)
     fail("NVFP4 CPU kernel: activation dtype {} is not float32, bfloat16 or float16",
          dtype_torch_name(p.act_dtype));
@@ -15,24 +24,32 @@ Nvfp4Linear::Nvfp4Linear(LinearWeights w, const LinearProblem& p, Nvfp4Mode mode
          w_.n, w_.k);
 }
 
-Nvfp4Mode Nvfp4Linear::mode_for(int64_t m) const {
-  if (mode_ == Nvfp4Mode::w4a4 && m <= p_.options.a16_max_tokens) return Nvfp4Mode::w4a16;
-  return mode_;
+bool Nvfp4Linear::a16_for(int64_t m) const {
+  return mode_ == Nvfp4Mode::w4a4 && m <= p_.options.a16_max_tokens;
 }
 
-void Nvfp4Linear::forward(const void* x, int64_t m, void* y, ThreadPool& pool) const {
-  forward_with(mode_for(m), x, m, y, pool);
-}
+int64_t Nvfp4Linear::row_block(int64_t) const { return kNvfp4RowBlock; }
 
-void Nvfp4Linear::forward_with(Nvfp4Mode mode, const void* x, int64_t m, void* y,
-                               ThreadPool& pool) const {
+std::unique_ptr<PreparedInput> Nvfp4Linear::prepare(const void* x, int64_t m, bool force_a16,
+                                                    ThreadPool& pool) const {
   if (m < 0) fail("NVFP4 CPU kernel: negative token count {}", m);
-  if (mode == Nvfp4Mode::w4a4) {
-    if (mode_ != Nvfp4Mode::w4a4) fail("NVFP4 CPU kernel: W4A4 call on a W4A16 layer");
-    nvfp4_w4a4_avx2(w_, x, p_.act_dtype, m, y, pool);
-  } else {
-    nvfp4_w4a16_avx2(w_, x, p_.act_dtype, m, y, pool);
+  if (mode_ == Nvfp4Mode::w4a4 && !force_a16) {
+    auto in = std::make_unique<A4Input>();
+    in->m = m;
+    in->in = nvfp4_w4a4_input_avx2(x, p_.act_dtype, m, w_.k, w_.input_scale, pool);
+    return in;
   }
+  auto in = std::make_unique<A16Input>();
+  in->m = m;
+  in->in = nvfp4_w4a16_input_avx2(x, p_.act_dtype, m, w_.k, pool);
+  return in;
+}
+
+void Nvfp4Linear::run_rows(const PreparedInput& in, int64_t r0, int64_t r1, void* y) const {
+  if (const auto* a4 = dynamic_cast<const A4Input*>(&in))
+    nvfp4_w4a4_rows_avx2(w_, a4->in, r0, r1, y, p_.act_dtype);
+  else
+    nvfp4_w4a16_rows_avx2(w_, static_cast<const A16Input&>(in).in, r0, r1, y, p_.act_dtype);
 }
 
 }  // namespace fp4lm::kernels::cpu

@@ -23,7 +23,7 @@ using avx2::hsum;
 using avx2::round_up;
 using avx2::store_act;
 
-constexpr int64_t kRowBlock = 16;  // rows whose weights stay in L1/L2 while all tokens pass
+constexpr int64_t kRowBlock = kNvfp4RowBlock;  // rows whose weights stay in L1/L2 while all tokens pass
 constexpr int kTokTile = 4;        // tokens sharing one decoded weight chunk
 
 struct E4m3Table {
@@ -147,39 +147,42 @@ constexpr int kRows[kTokTile + 1] = {0, kRowsFor<1>, kRowsFor<2>, kRowsFor<3>, k
 
 }  // namespace
 
-void nvfp4_w4a16_avx2(const Nvfp4Matrix& w, const void* x, DType act, int64_t m, void* y,
-                      ThreadPool& pool) {
-  if (m <= 0) return;
-  const int64_t n = w.n, k = w.k, k32 = round_up(k, 32);
+W4a16Input nvfp4_w4a16_input_avx2(const void* x, DType act, int64_t m, int64_t k, ThreadPool& pool) {
+  W4a16Input in;
+  in.m = m;
+  in.kp = round_up(k, 32);
+  in.x.resize(static_cast<size_t>(m * in.kp));
   const size_t esize = dtype_size(act);
-  std::vector<float> xp(static_cast<size_t>(m * k32));
   pool.parallel_for(m, [&](int64_t t0, int64_t t1, int) {
     std::vector<float> row(static_cast<size_t>(k));
     for (int64_t t = t0; t < t1; ++t) {
       to_f32_n(static_cast<const uint8_t*>(x) + t * k * esize, act, row.data(), row.size());
-      permute_x32(row.data(), k, k32, xp.data() + t * k32);
+      permute_x32(row.data(), k, in.kp, in.x.data() + t * in.kp);
     }
   });
-  const int64_t blocks = (n + kRowBlock - 1) / kRowBlock;
-  pool.parallel_for(blocks, [&](int64_t b0, int64_t b1, int) {
-    const Decoder dec;
-    float out[4 * kTokTile];
-    for (int64_t b = b0; b < b1; ++b) {
-      const int64_t r0 = b * kRowBlock, r1 = std::min(n, r0 + kRowBlock);
-      for (int64_t t0 = 0; t0 < m; t0 += kTokTile) {
-        const int tt = static_cast<int>(std::min<int64_t>(kTokTile, m - t0));
-        for (int64_t r = r0; r < r1;) {
-          const int rr = r + kRows[tt] <= r1 ? kRows[tt] : 1;
-          (rr > 1 ? kDot[tt] : kDot1[tt])(dec, w.row_codes.data() + r, w.row_scales.data() + r, k,
-                                          xp.data() + t0 * k32, k32, out);
-          for (int i = 0; i < rr; ++i, ++r) {
-            const float g = w.row_global[r], bias = w.bias.empty() ? 0.0f : w.bias[r];
-            for (int t = 0; t < tt; ++t) store_act(y, act, (t0 + t) * n + r, out[i * tt + t] * g + bias);
-          }
+  return in;
+}
+
+void nvfp4_w4a16_rows_avx2(const Nvfp4Matrix& w, const W4a16Input& in, int64_t r0, int64_t r1,
+                           void* y, DType act) {
+  const int64_t n = w.n, k = w.k, k32 = in.kp, m = in.m;
+  const Decoder dec;
+  float out[4 * kTokTile];
+  for (int64_t b0 = r0; b0 < r1; b0 += kRowBlock) {
+    const int64_t b1 = std::min(r1, b0 + kRowBlock);
+    for (int64_t t0 = 0; t0 < m; t0 += kTokTile) {
+      const int tt = static_cast<int>(std::min<int64_t>(kTokTile, m - t0));
+      for (int64_t r = b0; r < b1;) {
+        const int rr = r + kRows[tt] <= b1 ? kRows[tt] : 1;
+        (rr > 1 ? kDot[tt] : kDot1[tt])(dec, w.row_codes.data() + r, w.row_scales.data() + r, k,
+                                        in.x.data() + t0 * k32, k32, out);
+        for (int i = 0; i < rr; ++i, ++r) {
+          const float g = w.row_global[r], bias = w.bias.empty() ? 0.0f : w.bias[r];
+          for (int t = 0; t < tt; ++t) store_act(y, act, (t0 + t) * n + r, out[i * tt + t] * g + bias);
         }
       }
     }
-  });
+  }
 }
 
 }  // namespace fp4lm::kernels::cpu

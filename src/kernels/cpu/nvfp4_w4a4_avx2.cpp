@@ -26,20 +26,11 @@ using avx2::hsum;
 using avx2::round_up;
 using avx2::store_act;
 
-constexpr int64_t kRowBlock = 16;
+constexpr int64_t kRowBlock = kNvfp4RowBlock;
 constexpr int kTokTile = 4;
 constexpr uint8_t kDoubled[8] = {0, 1, 2, 3, 4, 6, 8, 12};  // 2 × E2M1 magnitudes
 
-// Activations of m tokens in the kernel's layout. Per token and 64-element chunk c: mag/sgn
-// bytes [64c, 64c+32) are the chunk's even elements, [64c+32, 64c+64) its odd ones (matching
-// the low and high nibbles of 32 weight code bytes); sa holds 8 floats per chunk, lane l = the
-// E4M3 scale of block 4c + l/2 (the block vpmaddwd lane l falls in). Padding is zero.
-struct QuantizedActivations {
-  int64_t k64 = 0;
-  std::vector<uint8_t> mag;  // |2a|
-  std::vector<int8_t> sgn;   // 2a (only its sign is used)
-  std::vector<float> sa;
-};
+using QuantizedActivations = W4a4Input;
 
 // Quantizes one token row exactly as quant::quantize_activation (same float operations: the
 // block amax, quant::activation_block_scale, q = (1/input_scale)/sf, y = x·q, thresholds).
@@ -126,10 +117,13 @@ void check_quant_args(int64_t k, float input_scale) {
          input_scale);
 }
 
-QuantizedActivations quantize_activations(const void* x, DType act, int64_t m, int64_t k,
-                                          float input_scale, ThreadPool& pool) {
+}  // namespace
+
+W4a4Input nvfp4_w4a4_input_avx2(const void* x, DType act, int64_t m, int64_t k, float input_scale,
+                                ThreadPool& pool) {
   check_quant_args(k, input_scale);
   QuantizedActivations qa;
+  qa.m = m;
   qa.k64 = round_up(k, 64);
   qa.mag.assign(static_cast<size_t>(m * qa.k64), 0);
   qa.sgn.assign(static_cast<size_t>(m * qa.k64), 0);
@@ -145,6 +139,8 @@ QuantizedActivations quantize_activations(const void* x, DType act, int64_t m, i
   });
   return qa;
 }
+
+namespace {
 
 struct Decoder {
   __m256i low4 = _mm256_set1_epi8(0x0f);
@@ -224,29 +220,24 @@ void quantize_activation_nvfp4_avx2(const float* x, int64_t m, int64_t k, float 
                  scales + t * (k / 16));
 }
 
-void nvfp4_w4a4_avx2(const Nvfp4Matrix& w, const void* x, DType act, int64_t m, void* y,
-                     ThreadPool& pool) {
-  if (m <= 0) return;
-  const int64_t n = w.n, k = w.k;
-  const QuantizedActivations qa = quantize_activations(x, act, m, k, w.input_scale, pool);
-  const int64_t blocks = (n + kRowBlock - 1) / kRowBlock;
-  pool.parallel_for(blocks, [&](int64_t b0, int64_t b1, int) {
-    const Decoder dec;
-    float out[kTokTile];
-    for (int64_t b = b0; b < b1; ++b) {
-      const int64_t r0 = b * kRowBlock, r1 = std::min(n, r0 + kRowBlock);
-      for (int64_t t0 = 0; t0 < m; t0 += kTokTile) {
-        const int tt = static_cast<int>(std::min<int64_t>(kTokTile, m - t0));
-        for (int64_t r = r0; r < r1; ++r) {
-          kDot[tt](dec, w.row_codes[r], w.row_scales[r], k, qa, t0, out);
-          // 0.25: both operands were doubled. alpha = input_scale × the row's weight_scale_2.
-          const float alpha = w.input_scale * w.row_global[r] * 0.25f;
-          const float bias = w.bias.empty() ? 0.0f : w.bias[r];
-          for (int t = 0; t < tt; ++t) store_act(y, act, (t0 + t) * n + r, out[t] * alpha + bias);
-        }
+void nvfp4_w4a4_rows_avx2(const Nvfp4Matrix& w, const W4a4Input& qa, int64_t r0, int64_t r1, void* y,
+                          DType act) {
+  const int64_t n = w.n, k = w.k, m = qa.m;
+  const Decoder dec;
+  float out[kTokTile];
+  for (int64_t b0 = r0; b0 < r1; b0 += kRowBlock) {
+    const int64_t b1 = std::min(r1, b0 + kRowBlock);
+    for (int64_t t0 = 0; t0 < m; t0 += kTokTile) {
+      const int tt = static_cast<int>(std::min<int64_t>(kTokTile, m - t0));
+      for (int64_t r = b0; r < b1; ++r) {
+        kDot[tt](dec, w.row_codes[r], w.row_scales[r], k, qa, t0, out);
+        // 0.25: both operands were doubled. alpha = input_scale × the row's weight_scale_2.
+        const float alpha = w.input_scale * w.row_global[r] * 0.25f;
+        const float bias = w.bias.empty() ? 0.0f : w.bias[r];
+        for (int t = 0; t < tt; ++t) store_act(y, act, (t0 + t) * n + r, out[t] * alpha + bias);
       }
     }
-  });
+  }
 }
 
 }  // namespace fp4lm::kernels::cpu
