@@ -81,8 +81,7 @@ ExportPlan make_export_plan(const io::Checkpoint& ck, const ExportOptions& opts)
     if (spec.kind == kernels::LayerKind::linear) {
       if (spec.tied_embedding) {
         // lm_head reads model.embed_tokens.weight: quantizing it would quantize the embedding too.
-        keep(spec, {"lm_head"}, opts.quantize_lm_head ? "tied to model.embed_tokens, which stays unquantized"
-                                                      : "lm_head; --quantize-lm-head quantizes it");
+        keep(spec, {"lm_head"}, "tied to model.embed_tokens, which stays unquantized");
         continue;
       }
       for (size_t i = 0; i < spec.shards.size(); ++i)
