@@ -13,6 +13,7 @@
 #include "engine/evaluator.h"
 #include "engine/id_file.h"
 #include "engine/process_stats.h"
+#include "engine/reference_compare.h"
 #include "model/causal_lm.h"
 
 namespace fp4lm::cli {
@@ -20,10 +21,46 @@ namespace {
 
 struct EvalArgs {
   std::string model, ids;
+  std::string reference;  // --reference DIR: also report KL(R‖Q) and top-1 agreement
   int64_t max_model_len = 0;
   bool json = false;
   EngineFlags flags;
 };
+
+// --reference: the same sequences through a reference model (same --dtype, default backends, no
+// override), compared position by position (engine/reference_compare.h).
+int run_eval_reference(const EvalArgs& a, const model::CausalLM& lm, const std::vector<std::vector<int32_t>>& seqs,
+                       model::EngineOptions opts, const model::LoadOptions& lo) {
+  opts.override_activation_dtype.reset();
+  opts.linear_backend.clear();
+  opts.moe_backend.clear();
+  opts.a16_max_tokens = 0;
+  auto ref = model::CausalLM::load(a.reference, opts, lo);
+  auto t0 = std::chrono::steady_clock::now();
+  engine::ReferenceComparison c = engine::compare_to_reference(lm, *ref, seqs);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  log().info("scored {} tokens of {} sequences against {} in {:.2f} s; peak RSS {:.1f} MiB", c.model.tokens,
+             c.model.sequences, a.reference, secs, engine::peak_rss_bytes() / 1048576.0);
+  if (a.json) {
+    nlohmann::json j = {{"sequences", c.model.sequences},
+                        {"tokens", c.model.tokens},
+                        {"mean_nll", c.model.mean_nll()},
+                        {"perplexity", c.model.perplexity()},
+                        {"reference", {{"model", a.reference},
+                                       {"mean_nll", c.reference.mean_nll()},
+                                       {"perplexity", c.reference.perplexity()},
+                                       {"mean_kl", c.mean_kl()},
+                                       {"top1_agreement", c.top1_agreement()}}},
+                        {"timings", {{"load_s", lm.load_seconds()}, {"eval_s", secs}}}};
+    std::printf("%s\n", j.dump().c_str());
+  } else {
+    std::printf("sequences: %lld\ntokens: %lld\nmean_nll: %.6f\nperplexity: %.4f\nreference_perplexity: %.4f\n"
+                "mean_kl: %.6f\ntop1_agreement: %.4f\n",
+                static_cast<long long>(c.model.sequences), static_cast<long long>(c.model.tokens), c.model.mean_nll(),
+                c.model.perplexity(), c.reference.perplexity(), c.mean_kl(), c.top1_agreement());
+  }
+  return 0;
+}
 
 int run_eval(const EvalArgs& a) {
   model::EngineOptions opts = a.flags.resolve();
@@ -31,6 +68,7 @@ int run_eval(const EvalArgs& a) {
   model::LoadOptions lo;
   lo.max_model_len = a.max_model_len;
   auto lm = model::CausalLM::load(a.model, opts, lo);
+  if (!a.reference.empty()) return run_eval_reference(a, *lm, seqs, opts, lo);
   auto t0 = std::chrono::steady_clock::now();
   engine::EvalResult r = engine::evaluate(*lm, seqs);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -58,6 +96,8 @@ CommandRegistration reg("eval", "Teacher-forced perplexity of token-id sequences
       ->required();
   sub.add_option("--max-model-len", a->max_model_len, "Longest sequence (default min(max_position_embeddings, 8192))");
   sub.add_flag("--json", a->json, "Print one JSON object");
+  sub.add_option("--reference", a->reference,
+                 "Reference checkpoint: also report mean KL(reference||model) per token and top-1 agreement");
   add_engine_flags(sub, a->flags);
   return [a]() { return run_eval(*a); };
 });
