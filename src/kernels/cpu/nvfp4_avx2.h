@@ -12,7 +12,7 @@
 namespace fp4lm::kernels::cpu {
 
 // Rows per unit of parallel work (a multiple of every row tile of both kernels).
-inline constexpr int64_t kNvfp4RowBlock = 16;
+inline constexpr int64_t kNvfp4RowBlock = 24;
 
 // ---- W4A16: x is used as is (never quantized); weights decoded on the fly; fp32 accumulation.
 // The call's activations in the kernel's layout (fp32, permuted to the decoder's order, padded).
@@ -21,6 +21,11 @@ struct W4a16Input {
   std::vector<float> x;
 };
 W4a16Input nvfp4_w4a16_input_avx2(const void* x, DType act, int64_t m, int64_t k, ThreadPool& pool);
+// Calls with at least this many tokens decode each row group once into an fp32 panel and run
+// register tiles over all tokens; fewer tokens decode in registers per tile. Same results.
+inline constexpr int64_t kW4a16PanelMinTokens = 8;
+// Rows per unit of parallel work for a call of m tokens (multiples of 6 in panel mode).
+int64_t nvfp4_w4a16_row_block_avx2(int64_t m, int64_t k);
 // y[t, r] = x_t · W_rᵀ (+ bias) for rows [r0, r1), on the calling thread; y [m, n] in `act`.
 void nvfp4_w4a16_rows_avx2(const Nvfp4Matrix& w, const W4a16Input& in, int64_t r0, int64_t r1,
                            void* y, DType act);

@@ -28,7 +28,10 @@ bool Nvfp4Linear::a16_for(int64_t m) const {
   return mode_ == Nvfp4Mode::w4a4 && m <= p_.options.a16_max_tokens;
 }
 
-int64_t Nvfp4Linear::row_block(int64_t) const { return kNvfp4RowBlock; }
+int64_t Nvfp4Linear::row_block(int64_t m) const {
+  return mode_ == Nvfp4Mode::w4a4 && m > p_.options.a16_max_tokens ? kNvfp4RowBlock
+                                                                   : nvfp4_w4a16_row_block_avx2(m, w_.k);
+}
 
 std::unique_ptr<PreparedInput> Nvfp4Linear::prepare(const void* x, int64_t m, bool force_a16,
                                                     ThreadPool& pool) const {

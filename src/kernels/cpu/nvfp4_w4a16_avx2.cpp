@@ -92,17 +92,16 @@ struct Decoder {
 
 // out[r][t] = Σ_j x_t[j] · e2m1(code_rj) · scale(block of j), for R rows and T tokens of xp
 // (permuted, stride k32). The decoded weight times its block scale is exact in fp32 (3 × 4
-// significant bits), so the only roundings are the accumulations: two accumulators per (row,
-// token) — block 0 and block 1 of each 32-element chunk — in the same order for every (R, T),
-// so a row's result never depends on the tile it was computed in. R rows in flight give M=1
-// 2R independent FMA chains.
+// significant bits), so the only roundings are the accumulations: one 8-lane accumulator per
+// (row, token), fed the chunk's four vectors in order, the same for every (R, T) and for the
+// panel path, so a row's result never depends on the tile it was computed in.
 template <int R, int T>
 void dot_rows(const Decoder& dec, const uint8_t* const* codes, const uint8_t* const* scales, int64_t k,
               const float* xp, int64_t k32, float* out /* [R][T] */) {
   const float* lut = e4m3_table();
-  __m256 acc[R][T][2];
+  __m256 acc[R][T];
   for (int r = 0; r < R; ++r)
-    for (int t = 0; t < T; ++t) acc[r][t][0] = acc[r][t][1] = _mm256_setzero_ps();
+    for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
   const int64_t full = k / 32;
   auto step = [&](int r, const uint8_t* cp, float s0v, float s1v, int64_t c) {
     __m256 f0, f1, f2, f3;
@@ -114,10 +113,10 @@ void dot_rows(const Decoder& dec, const uint8_t* const* codes, const uint8_t* co
     f3 = _mm256_mul_ps(f3, s1);
     for (int t = 0; t < T; ++t) {
       const float* xt = xp + t * k32 + c * 32;
-      acc[r][t][0] = _mm256_fmadd_ps(f0, _mm256_loadu_ps(xt), acc[r][t][0]);
-      acc[r][t][1] = _mm256_fmadd_ps(f2, _mm256_loadu_ps(xt + 16), acc[r][t][1]);
-      acc[r][t][0] = _mm256_fmadd_ps(f1, _mm256_loadu_ps(xt + 8), acc[r][t][0]);
-      acc[r][t][1] = _mm256_fmadd_ps(f3, _mm256_loadu_ps(xt + 24), acc[r][t][1]);
+      acc[r][t] = _mm256_fmadd_ps(f0, _mm256_loadu_ps(xt), acc[r][t]);
+      acc[r][t] = _mm256_fmadd_ps(f1, _mm256_loadu_ps(xt + 8), acc[r][t]);
+      acc[r][t] = _mm256_fmadd_ps(f2, _mm256_loadu_ps(xt + 16), acc[r][t]);
+      acc[r][t] = _mm256_fmadd_ps(f3, _mm256_loadu_ps(xt + 24), acc[r][t]);
     }
   };
   for (int64_t c = 0; c < full; ++c)
@@ -130,20 +129,109 @@ void dot_rows(const Decoder& dec, const uint8_t* const* codes, const uint8_t* co
     }
   }
   for (int r = 0; r < R; ++r)
-    for (int t = 0; t < T; ++t) out[r * T + t] = hsum(_mm256_add_ps(acc[r][t][0], acc[r][t][1]));
+    for (int t = 0; t < T; ++t) out[r * T + t] = hsum(acc[r][t]);
 }
 
-// Tiles: M=1 runs 4 rows at a time, 2 tokens 2 rows, 3-4 tokens 1 row (registers).
+// Tiles: M=1 runs 6 rows at a time (6 FMA chains, registers: 6 accumulators, 4 decoded
+// vectors, the decoder's constants), 2 tokens 3 rows, 3-4 tokens 2 rows.
 template <int T>
-constexpr int kRowsFor = T == 1 ? 4 : T == 2 ? 2 : 1;
+constexpr int kRowsFor = T == 1 ? 6 : T == 2 ? 3 : 2;
 
 using DotFn = void (*)(const Decoder&, const uint8_t* const*, const uint8_t* const*, int64_t,
                        const float*, int64_t, float*);
-constexpr DotFn kDot[kTokTile + 1] = {nullptr, dot_rows<4, 1>, dot_rows<2, 2>, dot_rows<1, 3>,
-                                      dot_rows<1, 4>};
+constexpr DotFn kDot[kTokTile + 1] = {nullptr, dot_rows<kRowsFor<1>, 1>, dot_rows<kRowsFor<2>, 2>,
+                                      dot_rows<kRowsFor<3>, 3>, dot_rows<kRowsFor<4>, 4>};
 constexpr DotFn kDot1[kTokTile + 1] = {nullptr, dot_rows<1, 1>, dot_rows<1, 2>, dot_rows<1, 3>,
                                        dot_rows<1, 4>};
 constexpr int kRows[kTokTile + 1] = {0, kRowsFor<1>, kRowsFor<2>, kRowsFor<3>, kRowsFor<4>};
+
+// ---- Many tokens: decode once, multiply many times. A group of rows is decoded (and scaled)
+// once per call into an fp32 panel in exactly the values and order dot_rows produces in
+// registers; register tiles then run every token over it. Each accumulator receives the same
+// FMAs in the same order as in dot_rows, so results are bit-identical to the small-m path (and
+// to each token computed alone).
+
+// Rows [0, R) of `codes`/`scales` -> panel[r * kp + j], j in decoder order, block-scaled.
+void decode_panel(const Decoder& dec, const uint8_t* const* codes, const uint8_t* const* scales, int rows,
+                  int64_t k, int64_t kp, float* panel) {
+  const float* lut = e4m3_table();
+  const int64_t full = k / 32;
+  for (int r = 0; r < rows; ++r) {
+    float* out = panel + r * kp;
+    auto put = [&](const uint8_t* cp, float s0v, float s1v, int64_t c) {
+      __m256 f0, f1, f2, f3;
+      dec(cp, f0, f1, f2, f3);
+      const __m256 s0 = _mm256_set1_ps(s0v), s1 = _mm256_set1_ps(s1v);
+      _mm256_storeu_ps(out + c * 32, _mm256_mul_ps(f0, s0));
+      _mm256_storeu_ps(out + c * 32 + 8, _mm256_mul_ps(f1, s0));
+      _mm256_storeu_ps(out + c * 32 + 16, _mm256_mul_ps(f2, s1));
+      _mm256_storeu_ps(out + c * 32 + 24, _mm256_mul_ps(f3, s1));
+    };
+    for (int64_t c = 0; c < full; ++c) put(codes[r] + c * 16, lut[scales[r][2 * c]], lut[scales[r][2 * c + 1]], c);
+    if (k % 32) {
+      alignas(16) uint8_t tail[16] = {};
+      std::memcpy(tail, codes[r] + full * 16, 8);
+      put(tail, lut[scales[r][2 * full]], 0.0f, full);
+    }
+  }
+}
+
+// out[r][t] for R panel rows and T tokens: dot_rows' accumulation, operands from memory.
+template <int R, int T>
+void panel_tile(const float* panel, const float* xp, int64_t kp, float* out) {
+  __m256 acc[R][T];
+  for (int r = 0; r < R; ++r)
+    for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
+  for (int64_t j = 0; j < kp; j += 8) {
+    __m256 w[R];
+    for (int r = 0; r < R; ++r) w[r] = _mm256_loadu_ps(panel + r * kp + j);
+    for (int t = 0; t < T; ++t) {
+      const __m256 xv = _mm256_loadu_ps(xp + t * kp + j);
+      for (int r = 0; r < R; ++r) acc[r][t] = _mm256_fmadd_ps(w[r], xv, acc[r][t]);
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int t = 0; t < T; ++t) out[r * T + t] = hsum(acc[r][t]);
+}
+
+constexpr int kPanelR = 3, kPanelT = 4;
+using PanelFn = void (*)(const float*, const float*, int64_t, float*);
+constexpr PanelFn kPanelWide[kPanelT + 1] = {nullptr, panel_tile<kPanelR, 1>, panel_tile<kPanelR, 2>,
+                                             panel_tile<kPanelR, 3>, panel_tile<kPanelR, 4>};
+constexpr PanelFn kPanelOne[kPanelT + 1] = {nullptr, panel_tile<1, 1>, panel_tile<1, 2>, panel_tile<1, 3>,
+                                            panel_tile<1, 4>};
+
+// Rows per decoded panel: about 384 KiB of fp32 (stays in L2 while all tokens pass), a
+// multiple of the tile's rows, within [6, 48].
+int64_t panel_rows(int64_t kp) {
+  const int64_t fit = (384 << 10) / (kp * 4);
+  return std::clamp<int64_t>(fit / 6 * 6, 6, 48);
+}
+
+void panel_rows_range(const Nvfp4Matrix& w, const W4a16Input& in, int64_t r0, int64_t r1, void* y,
+                      DType act) {
+  const int64_t n = w.n, k = w.k, kp = in.kp, m = in.m, group = panel_rows(kp);
+  const Decoder dec;
+  thread_local std::vector<float> panel;
+  panel.resize(static_cast<size_t>(group * kp));
+  float out[kPanelR * kPanelT];
+  for (int64_t g0 = r0; g0 < r1; g0 += group) {
+    const int rows = static_cast<int>(std::min(r1, g0 + group) - g0);
+    decode_panel(dec, w.row_codes.data() + g0, w.row_scales.data() + g0, rows, k, kp, panel.data());
+    for (int64_t t0 = 0; t0 < m; t0 += kPanelT) {
+      const int tt = static_cast<int>(std::min<int64_t>(kPanelT, m - t0));
+      for (int i = 0; i < rows;) {
+        const int rr = i + kPanelR <= rows ? kPanelR : 1;
+        (rr > 1 ? kPanelWide[tt] : kPanelOne[tt])(panel.data() + i * kp, in.x.data() + t0 * kp, kp, out);
+        for (int ri = 0; ri < rr; ++ri, ++i) {
+          const int64_t r = g0 + i;
+          const float g = w.row_global[r], bias = w.bias.empty() ? 0.0f : w.bias[r];
+          for (int t = 0; t < tt; ++t) store_act(y, act, (t0 + t) * n + r, out[ri * tt + t] * g + bias);
+        }
+      }
+    }
+  }
+}
 
 }  // namespace
 
@@ -163,11 +251,16 @@ W4a16Input nvfp4_w4a16_input_avx2(const void* x, DType act, int64_t m, int64_t k
   return in;
 }
 
+int64_t nvfp4_w4a16_row_block_avx2(int64_t m, int64_t k) {
+  return m >= kW4a16PanelMinTokens ? panel_rows(round_up(k, 32)) : kNvfp4RowBlock;
+}
+
 void nvfp4_w4a16_rows_avx2(const Nvfp4Matrix& w, const W4a16Input& in, int64_t r0, int64_t r1,
                            void* y, DType act) {
+  if (in.m >= kW4a16PanelMinTokens) return panel_rows_range(w, in, r0, r1, y, act);
   const int64_t n = w.n, k = w.k, k32 = in.kp, m = in.m;
   const Decoder dec;
-  float out[4 * kTokTile];
+  float out[6 * kTokTile];
   for (int64_t b0 = r0; b0 < r1; b0 += kRowBlock) {
     const int64_t b1 = std::min(r1, b0 + kRowBlock);
     for (int64_t t0 = 0; t0 < m; t0 += kTokTile) {
