@@ -37,11 +37,12 @@ const float* e4m3_table() {
   return t.v;
 }
 
-// Position of element e (0..31) of a 32-element chunk after decode32's unpacks: vector e/8,
-// lanes 0-3 hold the chunk's even elements, lanes 4-7 the odd ones.
+// Position of element e (0..31) of a 32-element chunk in the decoder's output: vectors 0-1 hold
+// block 0 (elements 0..15), 2-3 block 1; in each, the low 128-bit lane holds even elements and
+// the high lane odd ones; vector 2b takes elements ≡ 0, 1 (mod 4), vector 2b+1 ≡ 2, 3.
 inline int permuted_index(int e) {
-  const int v = e / 8, r = e % 8;
-  return v * 8 + (r % 2 == 0 ? r / 2 : 4 + r / 2);
+  const int b = e / 16, i = e % 16;
+  return (b * 2 + ((i >> 1) & 1)) * 8 + (i & 1) * 4 + (i >> 2);
 }
 
 // x row (fp32, k values) -> permuted, zero-padded to k32.
@@ -62,10 +63,15 @@ void permute_x32(const float* x, int64_t k, int64_t k32, float* out) {
 }
 
 // 16 code bytes (32 elements, element 2j in byte j's low nibble) -> 4 x 8 fp32 values.
-// f0, f1 hold elements 0..15 (block 0), f2, f3 elements 16..31 (block 1).
+// f0, f1 hold elements 0..15 (block 0), f2, f3 elements 16..31 (block 1), in permuted_index order.
+// Every E2M1 value is exactly a bfloat16: two pshufb tables give each code's bf16 high and low
+// byte, one unpack per 16 elements makes bf16 words, and a bf16 word in the top or bottom half
+// of a dword becomes fp32 by a mask or a 16-bit shift (ALU ops: the shuffle ports are the
+// bottleneck of the M=1 loop). No int->float conversion anywhere.
 struct Decoder {
   __m256i shift = _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4);
   __m256i low4 = _mm256_set1_epi8(0x0f);
+  __m256i top16 = _mm256_set1_epi32(static_cast<int>(0xFFFF0000u));
   // bf16 bytes of ±{0, 0.5, 1, 1.5, 2, 3, 4, 6}, indexed by the 4-bit code (bit 3 = sign).
   __m256i hi = _mm256_broadcastsi128_si256(_mm_setr_epi8(
       0x00, 0x3F, 0x3F, 0x3F, 0x40, 0x40, 0x40, 0x40, char(0x80), char(0xBF), char(0xBF),
@@ -73,7 +79,6 @@ struct Decoder {
   __m256i lo = _mm256_broadcastsi128_si256(_mm_setr_epi8(
       0x00, 0x00, char(0x80), char(0xC0), 0x00, 0x40, char(0x80), char(0xC0), 0x00, 0x00,
       char(0x80), char(0xC0), 0x00, 0x40, char(0x80), char(0xC0)));
-  __m256i zero = _mm256_setzero_si256();
 
   inline void operator()(const uint8_t* p, __m256& f0, __m256& f1, __m256& f2, __m256& f3) const {
     // Low 128-bit lane: low nibbles (even elements); high lane: high nibbles (odd elements).
@@ -81,12 +86,12 @@ struct Decoder {
     const __m256i nib = _mm256_and_si256(_mm256_srlv_epi32(c, shift), low4);
     const __m256i hb = _mm256_shuffle_epi8(hi, nib);
     const __m256i lb = _mm256_shuffle_epi8(lo, nib);
-    const __m256i wa = _mm256_unpacklo_epi8(lb, hb);  // bf16 of elements 0..15
-    const __m256i wb = _mm256_unpackhi_epi8(lb, hb);  // bf16 of elements 16..31
-    f0 = _mm256_castsi256_ps(_mm256_unpacklo_epi16(zero, wa));
-    f1 = _mm256_castsi256_ps(_mm256_unpackhi_epi16(zero, wa));
-    f2 = _mm256_castsi256_ps(_mm256_unpacklo_epi16(zero, wb));
-    f3 = _mm256_castsi256_ps(_mm256_unpackhi_epi16(zero, wb));
+    const __m256i wa = _mm256_unpacklo_epi8(lb, hb);  // bf16 of block 0
+    const __m256i wb = _mm256_unpackhi_epi8(lb, hb);  // bf16 of block 1
+    f0 = _mm256_castsi256_ps(_mm256_slli_epi32(wa, 16));
+    f1 = _mm256_castsi256_ps(_mm256_and_si256(wa, top16));
+    f2 = _mm256_castsi256_ps(_mm256_slli_epi32(wb, 16));
+    f3 = _mm256_castsi256_ps(_mm256_and_si256(wb, top16));
   }
 };
 
@@ -111,6 +116,7 @@ void dot_rows(const Decoder& dec, const uint8_t* const* codes, const uint8_t* co
     f1 = _mm256_mul_ps(f1, s0);
     f2 = _mm256_mul_ps(f2, s1);
     f3 = _mm256_mul_ps(f3, s1);
+#pragma GCC unroll 4
     for (int t = 0; t < T; ++t) {
       const float* xt = xp + t * k32 + c * 32;
       acc[r][t] = _mm256_fmadd_ps(f0, _mm256_loadu_ps(xt), acc[r][t]);
@@ -119,8 +125,10 @@ void dot_rows(const Decoder& dec, const uint8_t* const* codes, const uint8_t* co
       acc[r][t] = _mm256_fmadd_ps(f3, _mm256_loadu_ps(xt + 24), acc[r][t]);
     }
   };
-  for (int64_t c = 0; c < full; ++c)
+  for (int64_t c = 0; c < full; ++c) {
+#pragma GCC unroll 8
     for (int r = 0; r < R; ++r) step(r, codes[r] + c * 16, lut[scales[r][2 * c]], lut[scales[r][2 * c + 1]], c);
+  }
   if (k % 32) {  // one 16-element block left: its 8 code bytes, zero-padded (x is padded too)
     for (int r = 0; r < R; ++r) {
       alignas(16) uint8_t tail[16] = {};
@@ -132,10 +140,10 @@ void dot_rows(const Decoder& dec, const uint8_t* const* codes, const uint8_t* co
     for (int t = 0; t < T; ++t) out[r * T + t] = hsum(acc[r][t]);
 }
 
-// Tiles: M=1 runs 6 rows at a time (6 FMA chains, registers: 6 accumulators, 4 decoded
-// vectors, the decoder's constants), 2 tokens 3 rows, 3-4 tokens 2 rows.
+// Tiles: M=1 runs 4 rows at a time (4 FMA chains; 6 rows spill registers and measured slower),
+// 2 tokens 3 rows, 3-4 tokens 2 rows.
 template <int T>
-constexpr int kRowsFor = T == 1 ? 6 : T == 2 ? 3 : 2;
+constexpr int kRowsFor = T == 1 ? 4 : T == 2 ? 3 : 2;
 
 using DotFn = void (*)(const Decoder&, const uint8_t* const*, const uint8_t* const*, int64_t,
                        const float*, int64_t, float*);
