@@ -197,6 +197,9 @@ QuantizeSummary quantize_checkpoint(const QuantizeOptions& o) {
   if (fs::exists(out, ec)) {
     if (fs::exists(in, ec) && fs::equivalent(in, out, ec))
       fail("{}: the output directory is the input checkpoint; choose another --out", o.out_dir);
+    const fs::path rel = in.lexically_relative(out);
+    if (!rel.empty() && *rel.begin() != "..")
+      fail("{}: the input checkpoint {} is inside the output directory; choose another --out", o.out_dir, o.model_dir);
     if (!o.force) fail("{}: already exists (pass --force to replace it)", o.out_dir);
     if (!fs::is_directory(out, ec)) fail("{}: exists and is not a directory; not replacing it", o.out_dir);
   }

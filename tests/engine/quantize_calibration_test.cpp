@@ -255,3 +255,25 @@ TEST(QuantizeCalibration, BadCalibrationDataIsAnErrorAndLeavesNoOut) {
   EXPECT_NE(e.find("vocabulary"), std::string::npos) << e;
   EXPECT_FALSE(fs::exists(c.out));
 }
+
+TEST(QuantizeCalibration, EveryArchitectureQuantizesToNvfp4AndRunsAsW4A4) {
+  for (const char* arch : {"LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM", "Qwen3MoeForCausalLM",
+                           "MixtralForCausalLM", "Qwen2MoeForCausalLM"}) {
+    Case c(source(arch));
+    engine::quantize_checkpoint(c.options());
+    model::ModelLoader l(io::Checkpoint::open(c.out), {});
+    int w4a4 = 0;
+    for (const model::LayerSpec& s : l.layers()) {
+      const std::string scheme(kernels::scheme_name(l.describe(s).scheme.key));
+      EXPECT_EQ(scheme, s.router || s.name == "lm_head" ? "unquantized" : "nvfp4_w4a4") << arch << " " << s.name;
+      w4a4 += scheme == "nvfp4_w4a4";
+    }
+    EXPECT_GE(w4a4, 6) << arch;  // 2 layers x (qkv, o, mlp or experts)
+    auto lm = model::CausalLM::load(c.out, {});
+    model::KvCache cache = lm->new_cache(8);
+    std::vector<int32_t> ids = {1, 5, 9, 77};
+    std::vector<float> logits(static_cast<size_t>(lm->vocab_size()));
+    lm->forward(cache, ids.data(), 4, model::LogitsMode::last, logits.data());
+    for (float v : logits) ASSERT_TRUE(std::isfinite(v)) << arch;
+  }
+}

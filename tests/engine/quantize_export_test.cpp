@@ -324,6 +324,9 @@ TEST(QuantizeExport, ExistingOutNeedsForceAndTheInputIsNeverTheOutput) {
   q.out_dir = c.in;
   EXPECT_NE(error_of([&] { engine::quantize_checkpoint(q); }).find("is the input checkpoint"), std::string::npos);
   EXPECT_TRUE(fs::exists(c.in + "/model.safetensors"));
+  q.out_dir = c.tmp.path().string();  // the input lives inside it: --force would delete the input
+  EXPECT_NE(error_of([&] { engine::quantize_checkpoint(q); }).find("inside the output directory"), std::string::npos);
+  EXPECT_TRUE(fs::exists(c.in + "/model.safetensors"));
 }
 
 TEST(QuantizeExport, AnInterruptedRunLeavesNoOutAndNoTemporaryFiles) {
