@@ -48,7 +48,11 @@ std::string make_text(const std::vector<std::string>& sentences, size_t bytes, u
   std::string out;
   while (out.size() < bytes) {
     out += sentences[rng() % sentences.size()];
-    if (rng() % 4 == 0) out += " " + std::to_string(rng() % 100000) + ".";
+    if (rng() % 4 == 0) {
+      out.push_back(' ');
+      out.append(std::to_string(rng() % 100000));
+      out.push_back('.');
+    }
     out += (rng() % 8 == 0) ? "\n\n" : " ";
   }
   return out;
