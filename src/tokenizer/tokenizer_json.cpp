@@ -342,7 +342,8 @@ std::unique_ptr<Decoder> parse_decoder(const json& j, const Ctx& c) {
 // ["<s>", 1] as used by Roberta/Bert processors.
 int32_t parse_token_pair(const json& j, const char* key, const Ctx& c) {
   const json& v = need(j, key, c);
-  if (!v.is_array() || v.size() != 2 || !v[0].is_string() || !v[1].is_number_integer())
+  if (!v.is_array() || v.size() != 2 || !v[0].is_string() || !v[1].is_number_integer() ||
+      v[1].get<int64_t>() < 0 || v[1].get<int64_t>() > INT32_MAX)
     c.at(key).error("expected [\"token\", id]");
   return v[1].get<int32_t>();
 }
@@ -373,7 +374,8 @@ std::unique_ptr<PostProcessor> parse_post_processor(const json& j, const Ctx& c)
         Ctx sc = c.at("special_tokens").at(name);
         const json& ids = need_array(*it, "ids", sc);
         for (const auto& id : ids) {
-          if (!id.is_number_integer()) sc.at("ids").error("expected integers");
+          if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX)
+            sc.at("ids").error(fmt::format("expected non-negative token ids, found {}", id.dump()));
           (seen_a ? after : before).push_back(id.get<int32_t>());
         }
       } else {
@@ -546,6 +548,15 @@ std::unique_ptr<TokenizerParts> load_tokenizer_parts(std::string_view text, cons
   }
   p->added = std::make_unique<AddedVocabulary>(std::move(added), p->normalizer.get());
   if (!config_json.empty()) apply_config(*p, config_json, config_name);
+  // Every id the post-processor inserts must name a token: run it on an empty sequence.
+  if (p->post_processor) {
+    std::vector<int32_t> inserted;
+    p->post_processor->process(inserted);
+    for (int32_t id : inserted)
+      if (id < 0 || static_cast<size_t>(id) >= p->id_flags.size() ||
+          !(p->id_flags[static_cast<size_t>(id)] & TokenizerParts::kPresent))
+        fail("{}: post_processor: special token id {} is not in the vocabulary", name, id);
+  }
   return p;
 }
 

@@ -2,6 +2,8 @@
 // that names the file and what is wrong.
 #include <gtest/gtest.h>
 
+#include <random>
+
 #include "common/paths.h"
 #include "core/error.h"
 #include "tokenizer/tokenizer.h"
@@ -128,6 +130,43 @@ TEST(TokenizerMalformed, BadComponentFields) {
   j = fx::llama2();
   j["post_processor"]["single"][0]["SpecialToken"]["id"] = "<bos>";
   EXPECT_ERROR_HAS(j.dump(), "post_processor.single[0]", "'<bos>' is not in special_tokens");
+  j = fx::llama2();
+  j["post_processor"]["special_tokens"]["<s>"]["ids"] = {99999};
+  EXPECT_ERROR_HAS(j.dump(), "post_processor", "99999 is not in the vocabulary");
+  j["post_processor"]["special_tokens"]["<s>"]["ids"] = {-4};
+  EXPECT_ERROR_HAS(j.dump(), "special_tokens.<s>.ids", "non-negative");
+}
+
+// Random byte corruptions of a valid file either still load (and then encode and decode) or
+// fail with fp4lm::Error; never another exception or a crash (run under ASan in CI).
+TEST(TokenizerMalformed, RandomCorruptionsFailCleanly) {
+  std::mt19937 rng(12345);
+  const std::string files[] = {fx::gpt2().dump(), fx::llama2().dump(), fx::llama3().dump()};
+  const char junk[] = "{}[]\",:0123456789-. \\aeE\xc3\xa9\xff";
+  int loaded = 0, rejected = 0;
+  for (int trial = 0; trial < 300; ++trial) {
+    std::string text = files[static_cast<size_t>(trial) % 3];
+    int edits = 1 + static_cast<int>(rng() % 4);
+    for (int e = 0; e < edits; ++e) {
+      size_t pos = rng() % text.size();
+      switch (rng() % 3) {
+        case 0: text[pos] = junk[rng() % (sizeof(junk) - 1)]; break;
+        case 1: text.erase(pos, 1 + rng() % 8); break;
+        default: text.insert(pos, 1, junk[rng() % (sizeof(junk) - 1)]); break;
+      }
+    }
+    try {
+      auto t = Tokenizer::from_json(text, "", "fuzz/tokenizer.json");
+      auto ids = t->encode("hello the world <s> Hello é 12345 <|endoftext|>", true);
+      (void)t->decode(ids);
+      ++loaded;
+    } catch (const fp4lm::Error& e) {
+      EXPECT_NE(std::string(e.what()).find("fuzz/tokenizer.json"), std::string::npos) << e.what();
+      ++rejected;
+    }
+  }
+  EXPECT_GT(rejected, 100);
+  EXPECT_GT(loaded, 0);
 }
 
 TEST(TokenizerMalformed, BadAddedTokens) {
