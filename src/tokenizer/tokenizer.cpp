@@ -192,7 +192,7 @@ std::string StreamDecoder::push(int32_t id) {
   // The context decodes the same at the front of `text` in every supported decoder; if it ever
   // does not, emit only what lies past the common part.
   size_t common = 0;
-  while (common < prefix_.size() && prefix_[common] == text[common]) ++common;
+  while (common < prefix_.size() && prefix_[common] == text[common]) ++common;  // text is longer
   std::string out = text.substr(common);
   size_t new_prefix_index = ids_.size() - prefix_index_;
   ids_.erase(ids_.begin(), ids_.begin() + static_cast<long>(prefix_index_));
@@ -203,7 +203,9 @@ std::string StreamDecoder::push(int32_t id) {
 
 std::string StreamDecoder::flush() {
   std::string text = tok_.decode_raw(ids_.data(), ids_.size(), skip_special_);
-  std::string out = text.size() > prefix_.size() ? text.substr(prefix_.size()) : std::string();
+  size_t common = 0;
+  while (common < prefix_.size() && common < text.size() && prefix_[common] == text[common]) ++common;
+  std::string out = text.substr(common);
   ids_.clear();
   prefix_.clear();
   prefix_index_ = 0;
