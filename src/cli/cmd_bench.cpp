@@ -104,11 +104,13 @@ LinearWeights wrap(const RandomLayer& l, int64_t n, int64_t k, kernels::QuantKey
 struct Options {
   std::string threads = "1,2";
   std::string shapes = "quick";
+  std::string ms;  // overrides the shape set's token counts when given
   bool rss = false;
+  bool dense = false;
   int64_t llc_mib = 32;
 };
 
-std::vector<int> parse_list(const std::string& s) {
+std::vector<int> parse_list(const std::string& s, const char* what = "--threads") {
   std::vector<int> out;
   std::stringstream ss(s);
   std::string item;
@@ -116,9 +118,9 @@ std::vector<int> parse_list(const std::string& s) {
     try {
       out.push_back(std::stoi(item));
     } catch (...) {
-      usage_fail("--threads: '{}' is not a comma-separated list of integers", s);
+      usage_fail("{}: '{}' is not a comma-separated list of integers", what, s);
     }
-    if (out.back() < 1) usage_fail("--threads: {} must be >= 1", out.back());
+    if (out.back() < 1) usage_fail("{}: {} must be >= 1", what, out.back());
   }
   return out;
 }
@@ -137,6 +139,10 @@ int run_kernels(const Options& o) {
     ms = {1, 4, 16, 64, 256};
   } else if (o.shapes != "quick") {
     usage_fail("--shapes: '{}', expected quick or full", o.shapes);
+  }
+  if (!o.ms.empty()) {
+    ms.clear();
+    for (int m : parse_list(o.ms, "--m")) ms.push_back(m);
   }
   const char* names[2] = {"cpu_w4a16_avx2", "cpu_w4a4_avx2"};
   const kernels::QuantKey keys[2] = {kernels::kNvfp4W4A16, kernels::kNvfp4W4A4};
@@ -197,6 +203,81 @@ int run_kernels(const Options& o) {
   }
   fmt::print("\nxBLAS = sgemm time / kernel time (same shape, fp32 weights, same threads); "
              "xBW = (NVFP4 weight bytes / kernel time) / read bandwidth.\n");
+  return 0;
+}
+
+// cpu_dense_avx2 (unquantized weights) against the same baselines: bf16 and fp32 weights, an
+// lm_head-sized M=1 GEMV (151936 x 2048 bf16 = 594 MiB, read from memory) and a 4096 x 4096
+// layer over M.
+int run_dense(const Options& o) {
+  const std::vector<int> thread_counts = parse_list(o.threads);
+  std::vector<int64_t> ms = {1, 16, 256};
+  if (!o.ms.empty()) {
+    ms.clear();
+    for (int m : parse_list(o.ms, "--m")) ms.push_back(m);
+  }
+  const kernels::Backend* be = kernels::find_backend("cpu_dense_avx2", kernels::LayerKind::linear);
+  if (!be) fail("backend cpu_dense_avx2 is not registered");
+  if (std::string why = be->unavailable_reason(); !why.empty()) fail("cpu_dense_avx2 unavailable: {}", why);
+  fmt::print("cpu: {} ({} cores)\n", cpu_features().describe(), cpu_features().physical_cores);
+  std::mt19937 rng(2);
+  auto make = [&](int64_t n, int64_t k, DType t, std::vector<uint8_t>& store) {
+    store.resize(static_cast<size_t>(n * k) * dtype_size(t));
+    std::vector<float> row(static_cast<size_t>(k));
+    for (int64_t r = 0; r < n; ++r) {
+      for (auto& v : row) v = static_cast<float>(rng() % 2001) * 1e-3f - 1.0f;
+      from_f32_n(row.data(), t, store.data() + r * k * dtype_size(t), row.size());
+    }
+    LinearWeights w;
+    w.key = kernels::kUnquantized;
+    w.n = n;
+    w.k = k;
+    kernels::WeightShard s;
+    s.name = "bench";
+    s.rows = n;
+    s.dense_dtype = t;
+    s.dense = store.data();
+    w.shards.push_back(s);
+    return be->make_linear(w, {kernels::kUnquantized, DType::F32, n, k, {}});
+  };
+  for (int threads : thread_counts) {
+    ThreadPool pool(threads);
+    openblas_set_num_threads(threads);
+    const double bw = read_bandwidth(size_t{1} << 30, pool);
+    fmt::print("\n== threads {}: read bandwidth {:.1f} GB/s (1 GiB buffer)\n", threads, bw / 1e9);
+    {  // lm_head GEMV: 594 MiB of bf16 weights, far larger than the caches.
+      const int64_t n = 151936, k = 2048;
+      std::vector<uint8_t> store;
+      auto kern = make(n, k, DType::BF16, store);
+      std::vector<float> x(static_cast<size_t>(k), 0.5f), y(static_cast<size_t>(n));
+      const double t = best_time([&] { kern->forward(x.data(), 1, y.data(), pool); }, 5);
+      fmt::print("lm_head {} x {} bf16, M=1: {:.2f} ms, {:.1f} GB/s of weights = {:.2f} x read bandwidth\n", n, k,
+                 t * 1e3, store.size() / t / 1e9, store.size() / t / bw);
+    }
+    const int64_t n = 4096, k = 4096;
+    fmt::print("{:>6} {:>6} {:>4} | {:>10} {:>8} | {:>9} {:>8} {:>6} | {:>9} {:>8} {:>6}\n", "N", "K", "M",
+               "sgemm ms", "GFLOP/s", "f32 ms", "GFLOP/s", "xBLAS", "bf16 ms", "GFLOP/s", "xBLAS");
+    std::vector<uint8_t> s32, s16;
+    auto k32 = make(n, k, DType::F32, s32);
+    auto k16 = make(n, k, DType::BF16, s16);
+    const float* wf = reinterpret_cast<const float*>(s32.data());
+    for (int64_t m : ms) {
+      std::vector<float> x(static_cast<size_t>(m * k)), y(static_cast<size_t>(m * n));
+      for (auto& v : x) v = static_cast<float>(rng() % 2001) * 1e-3f - 1.0f;
+      const double flops = 2.0 * m * n * k;
+      const int reps = m >= 64 ? 3 : 10;
+      const double tb = best_time([&] {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m), static_cast<int>(n),
+                    static_cast<int>(k), 1.0f, x.data(), static_cast<int>(k), wf, static_cast<int>(k), 0.0f,
+                    y.data(), static_cast<int>(n));
+      }, reps);
+      const double t32 = best_time([&] { k32->forward(x.data(), m, y.data(), pool); }, reps);
+      const double t16 = best_time([&] { k16->forward(x.data(), m, y.data(), pool); }, reps);
+      fmt::print("{:>6} {:>6} {:>4} | {:>10.3f} {:>8.1f} | {:>9.3f} {:>8.1f} {:>6.2f} | {:>9.3f} {:>8.1f} {:>6.2f}\n", n,
+                 k, m, tb * 1e3, flops / tb / 1e9, t32 * 1e3, flops / t32 / 1e9, tb / t32, t16 * 1e3,
+                 flops / t16 / 1e9, tb / t16);
+    }
+  }
   return 0;
 }
 
@@ -281,8 +362,10 @@ CommandRegistration reg("bench", "Benchmarks: `fp4lm bench kernels` (CPU NVFP4 k
   k->add_option("--shapes", opts->shapes, "quick or full")->capture_default_str();
   k->add_option("--llc-mib", opts->llc_mib, "last-level cache size; M=1 rotates over >= 4x this")
       ->capture_default_str();
+  k->add_option("--m", opts->ms, "comma-separated token counts (default: the shape set's)");
   k->add_flag("--rss", opts->rss, "measure peak RSS over a 288 MiB mmapped layer set instead");
-  return [opts]() -> int { return opts->rss ? run_rss() : run_kernels(*opts); };
+  k->add_flag("--dense", opts->dense, "the unquantized cpu_dense_avx2 backend (bf16/f32 weights) instead");
+  return [opts]() -> int { return opts->rss ? run_rss() : opts->dense ? run_dense(*opts) : run_kernels(*opts); };
 });
 
 }  // namespace
