@@ -68,7 +68,8 @@ TEST(QuantizeCli, Stories260kW4A16AndNvfp4GenerateWithAndWithoutTheOverride) {
   // The inspect contract sees the same schemes.
   auto ri = fp4lm("inspect --model " + n + " --json");
   ASSERT_EQ(ri.exit_code, 0) << ri.err;
-  for (const auto& l : json::parse(ri.out)["layers"]) {
+  const json inspected = json::parse(ri.out);
+  for (const auto& l : inspected["layers"]) {
     const std::string name = l["name"];
     const bool unq = name == "lm_head" || name.find("down_proj") != std::string::npos;
     EXPECT_EQ(l["scheme"], unq ? "unquantized" : "nvfp4_w4a4") << name;
