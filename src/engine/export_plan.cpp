@@ -1,5 +1,7 @@
 #include "engine/export_plan.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "core/error.h"
@@ -91,8 +93,11 @@ ExportPlan make_export_plan(const io::Checkpoint& ck, const ExportOptions& opts)
       std::string reason;
       if (spec.name == "lm_head" && !opts.quantize_lm_head) reason = "lm_head; --quantize-lm-head quantizes it";
       else if (std::string p = matching_pattern(opts.exclude, names); !p.empty())
-        reason = spec.shards.size() > 1 ? fmt::format("--exclude '{}' matches part of this fused group", p)
-                                        : fmt::format("--exclude '{}'", p);
+        reason = matching_pattern(opts.exclude, {spec.name}).empty() &&
+                         std::any_of(spec.shards.begin(), spec.shards.end(),
+                                     [&](const std::string& m) { return !quant::is_excluded(opts.exclude, m); })
+                     ? fmt::format("--exclude '{}' matches part of this fused group, which cannot mix formats", p)
+                     : fmt::format("--exclude '{}'", p);
       else if (spec.in_features % quant::kNvfp4BlockSize != 0)
         reason = fmt::format("in_features {} is not a multiple of 16", spec.in_features);
       if (!reason.empty()) {
