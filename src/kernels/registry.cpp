@@ -57,15 +57,28 @@ std::string common_rejection(const Backend& b, const Problem& p) {
   return "";
 }
 
+// The potential backends of a layer: every backend of its kind that runs its weight format
+// (whatever activation key it wants), in table order.
+std::vector<std::string> candidates_for(LayerKind kind, WeightKey weight) {
+  std::vector<std::string> out;
+  for (const Backend* b : backends(kind))
+    for (const QuantKey& k : b->schemes)
+      if (k.weight == weight) {
+        out.push_back(b->name);
+        break;
+      }
+  return out;
+}
+
 template <typename Problem>
 Selection select(LayerKind kind, const Problem& p, const std::string& layer, const std::string& forced) {
   Selection s;
-  s.candidates = names_of(kind);
+  s.candidates = candidates_for(kind, p.key.weight);
   if (!forced.empty()) {
     const Backend* b = find_backend(forced, kind);
     if (!b)
       usage_fail("unknown {} backend '{}' (available names: {})", kind_name(kind), forced,
-                 fmt::join(s.candidates, ", "));
+                 fmt::join(names_of(kind), ", "));
     if (std::string why = rejection_reason(*b, p); !why.empty())
       fail("forced {} backend '{}' cannot run layer {}: {}", kind_name(kind), forced, layer, why);
     s.backend = b;

@@ -16,7 +16,7 @@ const Backend* find_backend(const std::string& name, LayerKind kind);  // nullpt
 
 struct Selection {
   const Backend* backend = nullptr;
-  std::vector<std::string> candidates;  // every backend of the kind, in order
+  std::vector<std::string> candidates;  // the kind's backends for the layer's weight format, in order
 };
 
 // Why `b` cannot run the problem, or "" if it can (availability, scheme, dtype, shape).

@@ -296,7 +296,7 @@ TEST(Nvfp4CpuKernels, OracleSelectsTheAvx2Backends) {
   const Selection s = select_moe(mp, "moe");
   EXPECT_EQ(selection_message(s, LayerKind::moe, mp.key),
             "Using 'cpu_w4a16_avx2' NVFP4 MoE backend out of potential backends: "
-            "[cpu_w4a4_avx2, cpu_w4a16_avx2, cpu_dense_avx2, reference]");
+            "[cpu_w4a4_avx2, cpu_w4a16_avx2, reference]");
 }
 
 TEST(Nvfp4CpuKernels, AvailabilityFollowsCpuFeatures) {
