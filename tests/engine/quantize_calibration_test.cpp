@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "common/error_of.h"
 #include "common/paths.h"
 #include "core/error.h"
 #include "engine/quantizer.h"
@@ -23,6 +24,8 @@ using quant::QuantAlgo;
 namespace fs = std::filesystem;
 
 namespace {
+
+using fp4lm::test::error_of;
 
 const std::vector<std::vector<int32_t>> kCalib = {{1, 5, 9, 13, 40, 41, 7}, {2, 7, 100}, {1, 200, 3, 3, 3}};
 
@@ -101,14 +104,6 @@ Observed observe(const std::string& dir) {
   return o;
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 }  // namespace
 

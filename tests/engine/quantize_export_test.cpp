@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/error_of.h"
 #include "common/paths.h"
 #include "core/error.h"
 #include "engine/quantizer.h"
@@ -25,6 +26,8 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
+
+using fp4lm::test::error_of;
 
 SyntheticOptions source(const std::string& arch, DType dtype = DType::BF16) {
   SyntheticOptions o;
@@ -77,14 +80,6 @@ std::string scheme_of(const model::ModelLoader& l, const std::string& layer) {
   return std::string(kernels::scheme_name(l.describe(l.layer(layer)).scheme.key));
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 }  // namespace
 

@@ -4,6 +4,7 @@
 
 #include <cstring>
 
+#include "common/error_of.h"
 #include "common/checkpoint_edit.h"
 #include "common/paths.h"
 #include "core/error.h"
@@ -19,6 +20,8 @@ using kernels::LayerKind;
 using quant::QuantAlgo;
 
 namespace {
+
+using fp4lm::test::error_of;
 
 // The first available backend of a kind that claims `preferred`'s schemes, else reference.
 std::string expected_backend(const std::string& preferred, LayerKind kind) {
@@ -53,14 +56,6 @@ EngineOptions with_override(DType d) {
   return e;
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 }  // namespace
 

@@ -2,6 +2,7 @@
 // module resolution (issue 3).
 #include <gtest/gtest.h>
 
+#include "common/error_of.h"
 #include "core/error.h"
 #include "quant/modelopt_config.h"
 
@@ -11,6 +12,8 @@ using nlohmann::json;
 
 namespace {
 
+using fp4lm::test::error_of;
+
 json legacy(json quantization) { return {{"producer", {{"name", "modelopt"}}}, {"quantization", quantization}}; }
 
 json nvfp4_legacy() {
@@ -18,14 +21,6 @@ json nvfp4_legacy() {
                  {"exclude_modules", {"lm_head"}}});
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 }  // namespace
 
