@@ -90,7 +90,8 @@ TEST(InspectLayersCli, BadEngineFlagsAreUsageErrors) {
   EXPECT_NE(r.err.find("unknown backend 'nope'"), std::string::npos) << r.err;
   r = run_command(fp4lm_bin() + " inspect --json --model " + dir + " --linear-backend reference");
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  for (const json& l : json::parse(r.out)["layers"]) EXPECT_EQ(l["backend"], "reference");
+  const json forced = json::parse(r.out);  // named: a range-for over a temporary's member dangles
+  for (const json& l : forced["layers"]) EXPECT_EQ(l["backend"], "reference");
   r = run_command(fp4lm_bin() + " inspect --model " + dir + " --linear-backend cpu_w4a4_avx2");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("cannot run layer"), std::string::npos) << r.err;
