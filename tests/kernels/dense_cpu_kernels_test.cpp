@@ -17,13 +17,7 @@
 namespace fp4lm::kernels {
 namespace {
 
-bool have_avx2() { return cpu_features().avx2 && cpu_features().fma && cpu_features().f16c; }
-
-#define REQUIRE_AVX2()                                                                   \
-  if (!have_avx2()) {                                                                    \
-    GTEST_SKIP() << "CPU lacks AVX2/FMA/F16C: cpu_dense_avx2 is unavailable";            \
-  }                                                                                      \
-  static_assert(true)
+using testing::have_avx2;
 
 struct DenseLayer {
   std::vector<std::vector<uint8_t>> data;  // per shard, in its dtype

@@ -19,13 +19,7 @@ namespace {
 using testing::Expected;
 using testing::LayerSpec;
 
-bool have_avx2() { return cpu_features().avx2 && cpu_features().fma && cpu_features().f16c; }
-
-#define REQUIRE_AVX2() \
-  if (!have_avx2()) {                                                                \
-    GTEST_SKIP() << "CPU lacks AVX2/FMA/F16C: the AVX2 backends are unavailable"; \
-  }                                                                                \
-  static_assert(true)
+using testing::have_avx2;
 
 struct Case {
   int64_t n, k, m;

@@ -15,7 +15,7 @@
 namespace fp4lm::kernels {
 namespace {
 
-bool have_avx2() { return cpu_features().avx2 && cpu_features().fma && cpu_features().f16c; }
+using testing::have_avx2;
 
 struct TestMoe {
   std::vector<std::shared_ptr<testing::TestLayer>> layers;

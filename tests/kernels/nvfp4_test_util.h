@@ -7,11 +7,16 @@
 #include <random>
 #include <vector>
 
+#include "core/cpu_features.h"
 #include "core/dtype.h"
 #include "kernels/weights.h"
 #include "quant/nvfp4.h"
 
 namespace fp4lm::kernels::testing {
+
+// What every AVX2 backend needs (their unavailable_reason checks the same).
+inline bool have_avx2() { return cpu_features().avx2 && cpu_features().fma && cpu_features().f16c; }
+
 
 struct LayerSpec {
   int64_t n = 0, k = 0;
@@ -173,3 +178,10 @@ inline double output_rounding(DType t) {
 }
 
 }  // namespace fp4lm::kernels::testing
+
+// Skips a test that needs the AVX2 backends on a CPU without them.
+#define REQUIRE_AVX2()                                                                  \
+  if (!::fp4lm::kernels::testing::have_avx2()) {                                        \
+    GTEST_SKIP() << "CPU lacks AVX2/FMA/F16C: the AVX2 backends are unavailable";       \
+  }                                                                                     \
+  static_assert(true)
