@@ -4,7 +4,6 @@
 
 #include <cmath>
 #include <cstring>
-#include <limits>
 
 #include "core/error.h"
 #include "core/log.h"
@@ -15,16 +14,10 @@ using kernels::LinearWeights;
 using kernels::WeightKey;
 using kernels::WeightShard;
 
-namespace {
-
-std::string quant_dir_name(const io::Checkpoint& c) { return c.dir(); }
-
-}  // namespace
-
 ModelLoader::ModelLoader(std::shared_ptr<io::Checkpoint> ckpt, EngineOptions opts)
     : ckpt_(std::move(ckpt)), opts_(std::move(opts)) {
   config_ = parse_model_config(ckpt_->config(), ckpt_->dir() + "/config.json");
-  quant_ = quant::parse_quant_config(ckpt_->hf_quant_config(), ckpt_->config(), quant_dir_name(*ckpt_));
+  quant_ = quant::parse_quant_config(ckpt_->hf_quant_config(), ckpt_->config(), ckpt_->dir());
   dtype_ = resolve_dtype(opts_.dtype, config_.torch_dtype);
   layers_ = plan_layers(config_);
   if (quant_.quantized()) {
