@@ -4,12 +4,25 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <fstream>
 #include <random>
 #include <sstream>
 #include <stdexcept>
 
+#include "core/log.h"
+
 namespace fp4lm::test {
+
+namespace {
+// In-process tests log at warn unless FP4LM_LOG_LEVEL says otherwise: the INFO lines of hundreds
+// of model loads would bury failures in ctest's output. CLI tests run the binary, which keeps
+// its own INFO lines (some tests assert on them).
+[[maybe_unused]] const bool kQuietLogs = [] {
+  if (!std::getenv("FP4LM_LOG_LEVEL")) set_log_level("warn");
+  return true;
+}();
+}  // namespace
 
 TempDir::TempDir() {
   static std::atomic<int> counter{0};
