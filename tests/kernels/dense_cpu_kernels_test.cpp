@@ -88,20 +88,8 @@ testing::Expected expected_f64(const LinearWeights& w, const std::vector<float>&
   return e;
 }
 
-std::unique_ptr<LinearKernel> make(const std::string& backend, const LinearWeights& w, DType act) {
-  const Backend* b = find_backend(backend, LayerKind::linear);
-  EXPECT_NE(b, nullptr) << backend;
-  LinearProblem p{w.key, act, w.n, w.k, {}};
-  EXPECT_EQ(rejection_reason(*b, p), "") << backend;
-  return b->make_linear(w, p);
-}
-
-std::vector<float> run(const LinearKernel& kern, const std::vector<uint8_t>& x, int64_t m, int64_t n,
-                       DType act, ThreadPool& pool) {
-  std::vector<uint8_t> y(static_cast<size_t>(m * n) * dtype_size(act), 0xAB);
-  kern.forward(x.data(), m, y.data(), pool);
-  return testing::from_act(y.data(), act, static_cast<size_t>(m * n));
-}
+using testing::make;
+using testing::run;
 
 // Same bounds as the NVFP4 tests: |y - e| <= 1e-5 Σ|terms| + half an ulp of the output dtype;
 // for f32 also ||y - e|| / ||e|| <= 1e-5.

@@ -46,21 +46,8 @@ std::string describe(const Case& c) {
          std::to_string(c.shards.size());
 }
 
-std::unique_ptr<LinearKernel> make(const std::string& backend, const LinearWeights& w, DType act,
-                                   KernelOptions opt = {}) {
-  const Backend* b = find_backend(backend, LayerKind::linear);
-  EXPECT_NE(b, nullptr) << backend;
-  LinearProblem p{w.key, act, w.n, w.k, opt};
-  EXPECT_EQ(rejection_reason(*b, p), "") << backend;
-  return b->make_linear(w, p);
-}
-
-std::vector<float> run(const LinearKernel& kern, const std::vector<uint8_t>& x, int64_t m, int64_t n,
-                       DType act, ThreadPool& pool) {
-  std::vector<uint8_t> y(static_cast<size_t>(m * n) * dtype_size(act), 0xAB);
-  kern.forward(x.data(), m, y.data(), pool);
-  return testing::from_act(y.data(), act, static_cast<size_t>(m * n));
-}
+using testing::make;
+using testing::run;
 
 // |y - e| <= 1e-5 · Σ|terms| (fp32 summation-order error of the products, relative to their
 // magnitude) + half an ulp of the output dtype at e (bf16 2^-8, f16 2^-11 relative, plus f16's

@@ -7,7 +7,11 @@
 #include <random>
 #include <vector>
 
+#include <gtest/gtest.h>
+
 #include "core/cpu_features.h"
+#include "core/thread_pool.h"
+#include "kernels/registry.h"
 #include "core/dtype.h"
 #include "kernels/weights.h"
 #include "quant/nvfp4.h"
@@ -175,6 +179,25 @@ inline Expected expected_f64(const LinearWeights& w, const std::vector<float>& x
 // Half an ulp of the output dtype, relative (0 for F32: compared before any output rounding).
 inline double output_rounding(DType t) {
   return t == DType::BF16 ? 0x1p-8 : t == DType::F16 ? 0x1p-11 : 0.0;
+}
+
+// A backend's kernel for w, asserting the oracle would accept the layer.
+inline std::unique_ptr<LinearKernel> make(const std::string& backend, const LinearWeights& w, DType act,
+                                          KernelOptions opt = {}) {
+  const Backend* b = find_backend(backend, LayerKind::linear);
+  EXPECT_NE(b, nullptr) << backend;
+  LinearProblem p{w.key, act, w.n, w.k, opt};
+  EXPECT_EQ(rejection_reason(*b, p), "") << backend;
+  return b->make_linear(w, p);
+}
+
+// Runs the kernel on x [m, k] (act dtype bytes); y [m, n] back as float32. y starts as a 0xAB
+// pattern so unwritten outputs show.
+inline std::vector<float> run(const LinearKernel& kern, const std::vector<uint8_t>& x, int64_t m, int64_t n,
+                              DType act, ThreadPool& pool) {
+  std::vector<uint8_t> y(static_cast<size_t>(m * n) * dtype_size(act), 0xAB);
+  kern.forward(x.data(), m, y.data(), pool);
+  return from_act(y.data(), act, static_cast<size_t>(m * n));
 }
 
 }  // namespace fp4lm::kernels::testing
