@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "model/model_limits.h"
 
 namespace fp4lm::model {
 
@@ -185,6 +186,7 @@ ModelConfig parse_model_config(const json& j, const std::string& path) {
   };
   c.eos_token_ids = ids("eos_token_id");
   if (auto b = ids("bos_token_id"); !b.empty()) c.bos_token_id = b[0];
+  check_model_limits(c, path);
   return c;
 }
 
