@@ -43,7 +43,7 @@ TEST_F(GeneratorTest, GreedyFollowsTheArgmaxOfFullRecomputation) {
   // Each token is the argmax of a fresh forward over everything before it.
   std::vector<int32_t> seq = {1, 5, 9};
   for (int32_t t : r.output_ids) {
-    model::KvCache c = lm_->new_cache();
+    model::SequenceState c = lm_->new_sequence();
     std::vector<float> logits(lm_->vocab_size());
     lm_->forward(c, seq.data(), static_cast<int64_t>(seq.size()), model::LogitsMode::last, logits.data());
     EXPECT_EQ(t, argmax(logits.data(), lm_->vocab_size()));
@@ -104,7 +104,7 @@ TEST_F(GeneratorTest, EvaluatorNllIsMinusLogSoftmaxOfTheTarget) {
   ASSERT_EQ(r.tokens, 5);
   ASSERT_EQ(per_pos.size(), 5u);
   // Against the model's logits computed in one pass.
-  model::KvCache c = lm_->new_cache();
+  model::SequenceState c = lm_->new_sequence();
   std::vector<float> logits(6 * lm_->vocab_size());
   lm_->forward(c, seq.data(), 6, model::LogitsMode::all, logits.data());
   double sum = 0;
