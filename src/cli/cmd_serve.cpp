@@ -53,12 +53,28 @@ size_t parse_bytes(const std::string& s) {
   return static_cast<size_t>(v * mult);
 }
 
+int g_signal_pipe[2] = {-1, -1};
+
+void on_stop_signal(int sig) {
+  const unsigned char b = static_cast<unsigned char>(sig);
+  [[maybe_unused]] ssize_t n = write(g_signal_pipe[1], &b, 1);
+}
+
 size_t quarter_of_ram() {
   const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
   return pages > 0 && page > 0 ? static_cast<size_t>(pages) * static_cast<size_t>(page) / 4 : (size_t{4} << 30);
 }
 
 int run_serve(const ServeArgs& a) {
+  // SIGINT/SIGTERM only write their number to a pipe the main thread reads (any thread may take
+  // a signal: some libraries start threads before main), so the stop is always the graceful one.
+  if (pipe(g_signal_pipe) != 0) fail("serve: cannot create the signal pipe");
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);  // a client that hung up is a failed write, not a dead server
   if (a.port < 0 || a.port > 65535) usage_fail("--port must be in [0, 65535] (got {})", a.port);
   if (a.max_model_len < 0) usage_fail("--max-model-len must be positive (got {})", a.max_model_len);
   if (a.shutdown_grace < 0) usage_fail("--shutdown-grace must be >= 0 (got {})", a.shutdown_grace);
@@ -72,13 +88,6 @@ int run_serve(const ServeArgs& a) {
                sc.max_num_seqs);
   model::EngineOptions opts = a.flags.resolve();
   if (!std::filesystem::is_directory(a.model)) fail("{}: not a checkpoint directory", a.model);
-
-  // Signals are taken by sigwait below, never by a handler: block them before any thread starts.
-  sigset_t sigs;
-  sigemptyset(&sigs);
-  sigaddset(&sigs, SIGINT);
-  sigaddset(&sigs, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
 
   server::ServerOptions so;
   so.host = a.host;
@@ -126,8 +135,9 @@ int run_serve(const ServeArgs& a) {
              sm.name, sm.max_model_len, sc.max_num_seqs, sc.max_num_batched_tokens, sc.kv_cache_bytes / 1048576.0,
              sc.kv_cache_bytes / std::max<size_t>(1, step_model.bytes_for(sm.max_model_len)));
 
-  int sig = 0;
-  sigwait(&sigs, &sig);
+  unsigned char sig = 0;
+  while (read(g_signal_pipe[0], &sig, 1) != 1) {
+  }
   log().info("serve: {} received: no new requests; finishing in-flight ones (grace {:.1f} s)",
              sig == SIGINT ? "SIGINT" : "SIGTERM", a.shutdown_grace);
   http.shutdown();

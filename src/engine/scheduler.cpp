@@ -223,7 +223,6 @@ std::vector<std::pair<int64_t, RequestOutput>> Scheduler::step() {
     c.n = p.n;
     if (p.s->decoding()) {
       c.tokens = &p.s->output.back();
-      st.generation_tokens += 1;
     } else {
       c.tokens = p.s->p.prompt.data() + p.s->prefilled;
       st.prompt_tokens += p.n;
@@ -246,16 +245,16 @@ std::vector<std::pair<int64_t, RequestOutput>> Scheduler::step() {
     std::erase_if(running_, [](const auto& s) { return s->kv < 0; });
     return outs;
   }
-  if (obs_.on_step) obs_.on_step(st);
-
   for (size_t i = 0; i < plan.size(); ++i) {
     Sequence& s = *plan[i].s;
     if (!s.decoding()) s.prefilled += plan[i].n;
     if (!chunks[i].logits) continue;
     RequestOutput out;
     sample_next(s, chunks[i].logits, out);
+    st.generation_tokens += 1;
     outs.emplace_back(s.id, std::move(out));
   }
+  if (obs_.on_step) obs_.on_step(st);
   std::erase_if(running_, [](const auto& s) { return s->kv < 0; });
   return outs;
 }

@@ -41,7 +41,8 @@ struct RequestStats {
 };
 
 struct StepStats {
-  int64_t prompt_tokens = 0, generation_tokens = 0;  // tokens of this forward
+  int64_t prompt_tokens = 0;      // prompt tokens this forward ran
+  int64_t generation_tokens = 0;  // tokens sampled after it
   int64_t sequences = 0;
 };
 
