@@ -288,7 +288,7 @@ int main(int argc, char** argv) {
     lo.max_model_len = prompt_len + tokens + 1;
     lo.progress = false;
     auto lm = model::CausalLM::load(dir, o, lo);
-    model::KvCache cache = lm->new_cache();
+    model::SequenceState cache = lm->new_sequence();
 
     std::vector<int32_t> prompt(static_cast<size_t>(prompt_len));
     for (auto& t : prompt) t = static_cast<int32_t>(3 + next_rand() % (s.vocab - 3));
