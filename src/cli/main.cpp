@@ -4,7 +4,6 @@
 
 #include "cli/command.h"
 #include "core/error.h"
-#include "core/interrupt_cleanup.h"
 #include "core/log.h"
 
 namespace fp4lm::cli {
@@ -18,8 +17,6 @@ std::vector<Command>& command_table() {
 
 int main(int argc, char** argv) {
   using namespace fp4lm;
-  // Before any thread starts: Ctrl-C / SIGTERM remove half-written outputs (quantize) first.
-  install_interrupt_cleanup();
   CLI::App app{"fp4lm: NVFP4 (ModelOpt) LLM inference engine", "fp4lm"};
   app.set_version_flag("--version", std::string("fp4lm ") + FP4LM_VERSION);
   app.require_subcommand(1);

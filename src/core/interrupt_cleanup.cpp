@@ -1,6 +1,5 @@
 #include "core/interrupt_cleanup.h"
 
-#include <pthread.h>
 #include <unistd.h>
 
 #include <csignal>
@@ -14,7 +13,7 @@ namespace fp4lm {
 
 namespace {
 
-// Never destroyed: the signal thread may use them while the process exits.
+// Never destroyed: the cleanup thread may use them while the process exits.
 struct Registry {
   std::mutex mu;
   std::map<uint64_t, std::string> paths;
@@ -25,10 +24,20 @@ Registry& registry() {
   return *r;
 }
 
-[[noreturn]] void wait_for_signal(sigset_t set) {
-  int sig = 0;
-  while (sigwait(&set, &sig) != 0) {
+int g_pipe[2] = {-1, -1};
+
+// Any thread may take the signal (libraries start threads of their own): the handler only writes
+// the signal number to a pipe, which is async-signal-safe.
+void on_signal(int sig) {
+  const unsigned char b = static_cast<unsigned char>(sig);
+  [[maybe_unused]] ssize_t n = ::write(g_pipe[1], &b, 1);
+}
+
+[[noreturn]] void cleanup_on_signal() {
+  unsigned char b = 0;
+  while (::read(g_pipe[0], &b, 1) != 1) {
   }
+  const int sig = b;
   Registry& r = registry();
   r.mu.lock();  // held until the process ends: nothing registers a new path after this
   for (const auto& [id, path] : r.paths) {
@@ -37,10 +46,6 @@ Registry& registry() {
   }
   // End the way the signal would have ended us (the shell sees "killed by SIGINT").
   std::signal(sig, SIG_DFL);
-  sigset_t one;
-  sigemptyset(&one);
-  sigaddset(&one, sig);
-  pthread_sigmask(SIG_UNBLOCK, &one, nullptr);
   std::raise(sig);
   _exit(128 + sig);
 }
@@ -50,15 +55,17 @@ Registry& registry() {
 void install_interrupt_cleanup() {
   static std::once_flag once;
   std::call_once(once, [] {
-    sigset_t set;
-    sigemptyset(&set);
+    if (::pipe(g_pipe) != 0) return;  // no cleanup on signals, as before
     for (int sig : {SIGINT, SIGTERM}) {
       struct sigaction old {};
       if (sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_IGN) continue;
-      sigaddset(&set, sig);
+      struct sigaction sa {};
+      sa.sa_handler = on_signal;
+      sigemptyset(&sa.sa_mask);
+      sa.sa_flags = SA_RESETHAND;  // a second Ctrl-C ends the process at once
+      sigaction(sig, &sa, nullptr);
     }
-    pthread_sigmask(SIG_BLOCK, &set, nullptr);
-    std::thread(wait_for_signal, set).detach();
+    std::thread(cleanup_on_signal).detach();
   });
 }
 

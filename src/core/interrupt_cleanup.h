@@ -1,16 +1,17 @@
 #pragma once
 // Ctrl-C (SIGINT) and SIGTERM end the process as they always do, but first remove the paths
-// registered here (a half-written output directory), as an error would. The signals are blocked
-// in every thread and awaited by a thread of their own, where removing files is safe; a path is
-// registered or released under the same lock, so none is created after the cleanup ran.
+// registered here (a half-written output directory), as an error would. The handler only writes
+// the signal to a pipe; a thread of its own removes the paths (where that is safe) and re-raises
+// the signal with its default action. A path is registered or released under the lock that
+// cleanup holds, so none is created after the cleanup ran.
 #include <cstdint>
 #include <functional>
 #include <string>
 
 namespace fp4lm {
 
-// Call once at the start of main, before any other thread exists (threads inherit the blocked
-// signals). A signal the process ignored at start (nohup, `&` in a script) stays ignored.
+// Installs the SIGINT/SIGTERM handlers (once; a later handler, e.g. `serve`'s, replaces them).
+// A signal the process ignored at start (nohup, `&` in a script) stays ignored.
 void install_interrupt_cleanup();
 
 // Registers `path` for removal on SIGINT/SIGTERM for as long as this object lives. `create`

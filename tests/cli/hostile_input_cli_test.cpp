@@ -172,9 +172,14 @@ TEST(HostileInputCli, SigintDuringQuantizeRemovesTheTemporaryDirectory) {
   ASSERT_EQ(::kill(pid, SIGINT), 0);
   int status = 0;
   ASSERT_EQ(::waitpid(pid, &status, 0), pid);
-  ASSERT_TRUE(WIFSIGNALED(status)) << "quantize finished before the signal arrived (status " << status
-                                   << "); the checkpoint is too small for this machine";
-  EXPECT_EQ(WTERMSIG(status), SIGINT);
+  // Killed by the re-raised SIGINT; or, when the quantizer's next write failed first (its
+  // directory is gone), exit 1 through the ordinary error path. Never success.
+  const bool by_sigint = WIFSIGNALED(status) && WTERMSIG(status) == SIGINT;
+  const bool by_error = WIFEXITED(status) && WEXITSTATUS(status) == 1;
+  EXPECT_TRUE(by_sigint || by_error) << "status " << status
+                                     << (WIFEXITED(status) && WEXITSTATUS(status) == 0
+                                             ? ": quantize finished before the signal arrived"
+                                             : "");
   for (const auto& e : fs::directory_iterator(out_parent)) ADD_FAILURE() << "left behind: " << e.path();
 }
 
