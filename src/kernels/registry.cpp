@@ -15,12 +15,14 @@ const Backend& cpu_w4a4_avx512_linear_backend();
 const Backend& cpu_w4a16_avx512_linear_backend();
 const Backend& cpu_w4a4_avx2_linear_backend();
 const Backend& cpu_w4a16_avx2_linear_backend();
+const Backend& cpu_dense_avx512_linear_backend();
 const Backend& cpu_dense_avx2_linear_backend();
 const Backend& reference_linear_backend();
 const Backend& cpu_w4a4_avx512_moe_backend();
 const Backend& cpu_w4a16_avx512_moe_backend();
 const Backend& cpu_w4a4_avx2_moe_backend();
 const Backend& cpu_w4a16_avx2_moe_backend();
+const Backend& cpu_dense_avx512_moe_backend();
 const Backend& cpu_dense_avx2_moe_backend();
 const Backend& reference_moe_backend();
 
@@ -33,12 +35,14 @@ std::vector<const Backend*> table() {
       &cpu_w4a16_avx512_linear_backend(),
       &cpu_w4a4_avx2_linear_backend(),
       &cpu_w4a16_avx2_linear_backend(),
+      &cpu_dense_avx512_linear_backend(),
       &cpu_dense_avx2_linear_backend(),
       &reference_linear_backend(),
       &cpu_w4a4_avx512_moe_backend(),
       &cpu_w4a16_avx512_moe_backend(),
       &cpu_w4a4_avx2_moe_backend(),
       &cpu_w4a16_avx2_moe_backend(),
+      &cpu_dense_avx512_moe_backend(),
       &cpu_dense_avx2_moe_backend(),
       &reference_moe_backend(),
   };
