@@ -30,7 +30,8 @@ CommandRegistration reg("synth", "Write a small random-weight checkpoint (HF/Mod
   sub.add_option("--hidden", a->o.hidden, "Hidden size")->capture_default_str();
   sub.add_option("--vocab", a->o.vocab, "Vocabulary size")->capture_default_str();
   sub.add_option("--experts", a->o.experts, "Experts per MoE layer")->capture_default_str();
-  sub.add_option("--seed", a->o.seed, "Random seed")->capture_default_str()->check(CLI::NonNegativeNumber);
+  sub.add_option("--seed", a->o.seed, "Random seed")->capture_default_str()->check(CLI::Validator(
+      [](std::string& v) { return v.rfind('-', 0) == 0 ? "must be from 0 to 2^64-1, got " + v : std::string(); }, "SEED"));
   sub.add_flag("--quantize-lm-head", a->o.quantize_lm_head, "Quantize lm_head too");
   sub.add_flag("--distinct-shard-scales", a->o.distinct_shard_scales,
                "Give fused shards (q/k/v, gate/up) different weight_scale_2");

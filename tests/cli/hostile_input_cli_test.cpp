@@ -158,9 +158,19 @@ TEST(HostileInputCli, SigintDuringQuantizeRemovesTheTemporaryDirectory) {
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
   posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+  // SIGINT at its default in the child, even where this test runs with it ignored (a background
+  // job of a script): quantize leaves an ignored SIGINT ignored.
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t def;
+  sigemptyset(&def);
+  sigaddset(&def, SIGINT);
+  posix_spawnattr_setsigdefault(&attr, &def);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF);
   pid_t pid = 0;
-  ASSERT_EQ(posix_spawn(&pid, bin.c_str(), &fa, nullptr, argv.data(), environ), 0);
+  ASSERT_EQ(posix_spawn(&pid, bin.c_str(), &fa, &attr, argv.data(), environ), 0);
   posix_spawn_file_actions_destroy(&fa);
+  posix_spawnattr_destroy(&attr);
   // Wait (up to a minute) for the temporary directory to appear, then interrupt.
   bool seen = false;
   for (int i = 0; i < 60000 && !seen; ++i) {
