@@ -124,9 +124,7 @@ int main(int argc, char** argv) {
       kernels::WeightShard s;
       s.name = "bench";
       s.rows = n;
-      s.codes = codes.data();
-      s.block_scales = scales.data();
-      s.global_scale = 1e-3f;
+      s.view = kernels::Nvfp4View{codes.data(), scales.data(), 1e-3f, 1e-2f};
       w.shards.push_back(s);
       w.input_scale = 1e-2f;
       auto kern = b->make_linear(w, {key, DType::BF16, n, k, {}});
