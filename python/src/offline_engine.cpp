@@ -110,6 +110,7 @@ std::vector<OfflineResult> OfflineEngine::generate(std::vector<engine::RequestPa
       while (!h->finished()) h->wait(std::chrono::milliseconds(50));
   };
   try {
+    py::gil_scoped_release nogil;  // the engine thread may be logging (GIL) while holding its lock
     for (auto& r : requests) handles.push_back(engine_->submit(std::move(r)));
   } catch (...) {
     cancel_and_drain();  // the engine must not keep working for a call that failed
@@ -147,15 +148,14 @@ std::vector<OfflineResult> OfflineEngine::generate(std::vector<engine::RequestPa
         if (!results[i].finish_reason.empty()) ++now_finished;
       }
     }
-    if (PyErr_CheckSignals() != 0) {
-      py::error_already_set interrupt;  // takes the pending exception (KeyboardInterrupt)
-      cancel_and_drain();
-      throw interrupt;
+    try {
+      if (PyErr_CheckSignals() != 0) throw py::error_already_set();  // KeyboardInterrupt, usually
+      if (now_finished != finished && !on_progress.is_none()) on_progress(now_finished);
+    } catch (...) {
+      cancel_and_drain();  // leave the engine idle and usable for the next call
+      throw;
     }
-    if (now_finished != finished) {
-      finished = now_finished;
-      if (!on_progress.is_none()) on_progress(finished);
-    }
+    finished = now_finished;
   }
   if (!error.empty()) throw Error(error);
   return results;

@@ -3,8 +3,8 @@
 # Usage: run_pytest.sh VENV FP4LM_BIN [pytest args...]; exit 77 (skipped) when the venv is absent.
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-venv="$1"
-export FP4LM_BIN="$2"
+venv="$(realpath -m "$1")"
+export FP4LM_BIN="$(realpath -m "$2")"
 shift 2
 if [ ! -x "$venv/bin/python" ]; then
   echo "SKIP: no Python venv at $venv (tests/python_api/setup_venv.sh could not create it)" >&2

@@ -12,7 +12,7 @@ from conftest import REPO, cli, cli_log_lines, tree_digest
 def test_version_is_the_projects():
     version = re.search(r"project\(fp4lm VERSION ([0-9.]+)", (REPO / "CMakeLists.txt").read_text()).group(1)
     assert fp4lm.__version__ == version
-    assert cli("version").stdout.strip().endswith(version)
+    assert cli("version").stdout.splitlines()[0] == f"fp4lm {version}"
 
 
 def _engine_lines(messages):
