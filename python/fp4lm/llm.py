@@ -19,7 +19,8 @@ class LLM:
     model: the checkpoint directory. dtype: activation/KV dtype ("auto" = the checkpoint's
     torch_dtype, "float32", "bfloat16", "float16"). override_activation_dtype: "bfloat16" or
     "float16" runs NVFP4 W4A4 layers through the W4A16 path at that dtype ("auto" = as the
-    checkpoint says; the files are never changed). max_model_len: context length per sequence
+    checkpoint says; the files are never changed). kv_cache_dtype: "auto" (= dtype), "float32",
+    "bfloat16", "float16" or "fp8" (E4M3 with the checkpoint's k/v scales). max_model_len: context length per sequence
     (None = min(max_position_embeddings, 8192)). seed: seeds requests whose SamplingParams.seed
     is None. linear_backend, moe_backend: force a kernel backend (`fp4lm backends` lists them).
     a16_max_tokens: W4A4 calls with at most this many tokens use the W4A16 kernel (0 = off).
@@ -29,6 +30,7 @@ class LLM:
     """
 
     def __init__(self, model: str, *, dtype: str = "auto", override_activation_dtype: str = "auto",
+                 kv_cache_dtype: str = "auto",
                  max_model_len: Optional[int] = None, seed: int = 0, linear_backend: Optional[str] = None,
                  moe_backend: Optional[str] = None, a16_max_tokens: int = 0, threads: Optional[int] = None,
                  max_num_seqs: int = 32, max_num_batched_tokens: int = 512,
@@ -44,7 +46,7 @@ class LLM:
             raise ValueError(f"seed must be an integer, got {seed!r}")
         self.model = model
         self.seed = seed
-        self._engine = _core.Engine(model, dtype, override_activation_dtype, max_model_len or 0,
+        self._engine = _core.Engine(model, dtype, override_activation_dtype, kv_cache_dtype, max_model_len or 0,
                                     linear_backend or "", moe_backend or "", a16_max_tokens, threads or 0,
                                     max_num_seqs, max_num_batched_tokens, kv_cache_memory_bytes or 0)
         self._rng = random.Random(seed)

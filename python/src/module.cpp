@@ -71,6 +71,7 @@ PYBIND11_MODULE(_core, m) {
 
   py::class_<python::OfflineEngine>(m, "Engine")
       .def(py::init([](const std::string& model, const std::string& dtype, const std::string& override_dtype,
+                       const std::string& kv_cache_dtype,
                        int64_t max_model_len, const std::string& linear_backend, const std::string& moe_backend,
                        int64_t a16_max_tokens, int threads, int64_t max_num_seqs, int64_t max_num_batched_tokens,
                        size_t kv_cache_memory_bytes) {
@@ -78,6 +79,7 @@ PYBIND11_MODULE(_core, m) {
              o.model = model;
              o.dtype = dtype;
              o.override_activation_dtype = override_dtype;
+             o.kv_cache_dtype = kv_cache_dtype;
              o.max_model_len = max_model_len;
              o.linear_backend = linear_backend;
              o.moe_backend = moe_backend;
@@ -88,7 +90,7 @@ PYBIND11_MODULE(_core, m) {
              o.kv_cache_memory_bytes = kv_cache_memory_bytes;
              return std::make_unique<python::OfflineEngine>(o);
            }),
-           py::arg("model"), py::arg("dtype"), py::arg("override_activation_dtype"), py::arg("max_model_len"),
+           py::arg("model"), py::arg("dtype"), py::arg("override_activation_dtype"), py::arg("kv_cache_dtype"), py::arg("max_model_len"),
            py::arg("linear_backend"), py::arg("moe_backend"), py::arg("a16_max_tokens"), py::arg("threads"),
            py::arg("max_num_seqs"), py::arg("max_num_batched_tokens"), py::arg("kv_cache_memory_bytes"))
       .def("generate",

@@ -25,6 +25,8 @@ model::EngineOptions resolve(const OfflineOptions& o) {
   model::resolve_dtype(o.dtype, "");  // validates the spelling now (auto is resolved at load)
   e.dtype = o.dtype;
   e.override_activation_dtype = model::parse_override_activation_dtype(o.override_activation_dtype);
+  model::parse_kv_cache_dtype(o.kv_cache_dtype);  // validates the spelling
+  e.kv_cache_dtype = o.kv_cache_dtype;
   auto check_backend = [](const std::string& name, kernels::LayerKind kind, const char* field) {
     if (name.empty() || kernels::find_backend(name, kind)) return;
     std::string names;

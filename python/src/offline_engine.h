@@ -23,6 +23,7 @@ struct OfflineOptions {
   std::string model;
   std::string dtype = "auto";
   std::string override_activation_dtype = "auto";
+  std::string kv_cache_dtype = "auto";
   int64_t max_model_len = 0;  // 0 = the model's default
   std::string linear_backend, moe_backend;
   int64_t a16_max_tokens = 0;
