@@ -156,3 +156,15 @@ def test_errors_become_python_exceptions(moe_w4a4, tmp_path):
         llm.generate(["a", "b"], [SamplingParams()])
     # The engine still works after every error.
     assert len(llm.generate("ok", SamplingParams(max_tokens=3, ignore_eos=True))[0].outputs[0].token_ids) == 3
+
+
+@pytest.mark.parametrize("kv", ["bfloat16", "float32"])
+def test_kv_cache_dtype_matches_cli(moe_w4a4, kv):
+    import json
+    llm = LLM(model=str(moe_w4a4), kv_cache_dtype=kv)
+    out = llm.generate({"prompt_token_ids": [3, 1, 4, 1, 5]}, SamplingParams(temperature=0, max_tokens=16))[0]
+    ref = json.loads(cli("generate", "--model", moe_w4a4, "--prompt-ids", "3,1,4,1,5", "--max-tokens", "16",
+                         "--json", "--kv-cache-dtype", kv).stdout)
+    assert out.outputs[0].token_ids == ref["output_ids"]
+    with pytest.raises(ValueError, match="kv-cache-dtype|kv_cache_dtype"):
+        LLM(model=str(moe_w4a4), kv_cache_dtype="int3")
