@@ -27,7 +27,7 @@ printf '%-6s %-5s %-12s %-7s %-10s %-10s %-10s %-10s %s\n' model conc "tok/s" "x
   "ITL p50" "ITL p99" "lost"
 for arch in $archs; do
   step=$("$build/bench/decode_bench" --arch "$arch" --layers 4 --tokens 24 --threads "$threads" --dir "$work/$arch" |
-         sed -n 's/.*tok\/s; \([0-9.]*\) ms\/step.*/\1/p')
+         sed -n 's/.*steps; \([0-9.]*\) ms\/step.*/\1/p')
   port=$("$py" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
   "$build/fp4lm" serve --model "$work/$arch" --port "$port" --max-num-seqs 16 --max-model-len 128 \
     --threads "$threads" --log-level warn &
