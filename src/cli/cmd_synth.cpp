@@ -19,7 +19,7 @@ CommandRegistration reg("synth", "Write a small random-weight checkpoint (HF/Mod
   sub.add_option("--out", a->out, "Output directory")->required();
   sub.add_option("--arch", a->arch,
                  "LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM, MixtralForCausalLM, "
-                 "Qwen2MoeForCausalLM")
+                 "Qwen2MoeForCausalLM, Qwen3_5MoeForCausalLM (hybrid: gated delta-net + gated attention)")
       ->capture_default_str();
   sub.add_option("--algo", a->algo, "NVFP4, W4A16_NVFP4, FP8 or none")->capture_default_str();
   sub.add_option("--layers", a->o.layers, "Decoder layers")->capture_default_str();

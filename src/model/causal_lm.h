@@ -17,6 +17,7 @@
 #include "model/embedding.h"
 #include "model/engine_options.h"
 #include "model/feed_forward.h"
+#include "model/gated_delta_net.h"
 #include "model/kv_cache.h"
 #include "model/linear.h"
 #include "model/model_config.h"
@@ -80,9 +81,11 @@ class CausalLM {
 
  private:
   CausalLM() = default;
+  // A layer's mixer is attention (`attn`) or, in a hybrid model, a gated delta-net (`gdn`).
   struct Layer {
     RmsNorm input_norm, post_norm;
     std::unique_ptr<Attention> attn;
+    std::unique_ptr<GatedDeltaNet> gdn;
     std::unique_ptr<FeedForward> ffn;
   };
   struct Piece;  // rows of one chunk inside one forward step

@@ -41,10 +41,24 @@ std::vector<LayerSpec> plan_layers(const ModelConfig& c) {
   const int64_t h = c.hidden_size, q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim;
   for (int64_t i = 0; i < c.num_layers; ++i) {
     const std::string p = fmt::format("model.layers.{}", i);
-    out.push_back(linear(p + ".self_attn.qkv_proj", i,
-                         {p + ".self_attn.q_proj", p + ".self_attn.k_proj", p + ".self_attn.v_proj"},
-                         {q, kv, kv}, h, c.attention_bias));
-    out.push_back(linear(p + ".self_attn.o_proj", i, {p + ".self_attn.o_proj"}, {h}, q));
+    if (c.layer_is_attention(i)) {
+      // A gated attention's q_proj holds, per head, head_dim query rows then head_dim gate rows.
+      out.push_back(linear(p + ".self_attn.qkv_proj", i,
+                           {p + ".self_attn.q_proj", p + ".self_attn.k_proj", p + ".self_attn.v_proj"},
+                           {c.attn_output_gate ? 2 * q : q, kv, kv}, h, c.attention_bias));
+      out.push_back(linear(p + ".self_attn.o_proj", i, {p + ".self_attn.o_proj"}, {h}, q));
+    } else {
+      // Gated delta-net projections. in_proj_b / in_proj_a (one row per value head) are kept
+      // unquantized by exporters, like routers.
+      const std::string a = p + ".linear_attn";
+      const int64_t nv = c.linear_num_value_heads, vd = nv * c.linear_value_head_dim;
+      out.push_back(linear(a + ".in_proj_qkv", i, {a + ".in_proj_qkv"}, {c.gdn_conv_dim()}, h));
+      out.push_back(linear(a + ".in_proj_z", i, {a + ".in_proj_z"}, {vd}, h));
+      LayerSpec ba = linear(a + ".in_proj_ba", i, {a + ".in_proj_b", a + ".in_proj_a"}, {nv, nv}, h);
+      ba.router = true;
+      out.push_back(ba);
+      out.push_back(linear(a + ".out_proj", i, {a + ".out_proj"}, {h}, vd));
+    }
     if (!c.layer_is_moe(i)) {
       add_dense_mlp(out, p + ".mlp", i, h, c.intermediate_size);
       continue;
@@ -67,7 +81,7 @@ std::vector<LayerSpec> plan_layers(const ModelConfig& c) {
     moe.expert_proj = mixtral ? std::array<std::string, 3>{"w1", "w3", "w2"}
                               : std::array<std::string, 3>{"gate_proj", "up_proj", "down_proj"};
     out.push_back(moe);
-    if (c.arch == Arch::Qwen2Moe) {
+    if (c.arch == Arch::Qwen2Moe || c.arch == Arch::Qwen3_5Moe) {
       add_dense_mlp(out, block + ".shared_expert", i, h, c.shared_expert_intermediate_size);
       LayerSpec gate = linear(block + ".shared_expert_gate", i, {block + ".shared_expert_gate"}, {1}, h);
       gate.router = true;

@@ -12,6 +12,7 @@ const ArchDef& arch_def(Arch a) {
     case Arch::Qwen3Moe: return qwen3_moe_arch();
     case Arch::Mixtral: return mixtral_arch();
     case Arch::Qwen2Moe: return qwen2_moe_arch();
+    case Arch::Qwen3_5Moe: return qwen3_5_moe_arch();
   }
   fail("unknown architecture enum value {}", static_cast<int>(a));
 }

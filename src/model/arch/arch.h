@@ -25,6 +25,7 @@ const ArchDef& qwen3_arch();      // Qwen3ForCausalLM
 const ArchDef& qwen3_moe_arch();  // Qwen3MoeForCausalLM
 const ArchDef& mixtral_arch();    // MixtralForCausalLM
 const ArchDef& qwen2_moe_arch();  // Qwen2MoeForCausalLM
+const ArchDef& qwen3_5_moe_arch();  // Qwen3_5MoeForCausalLM, Qwen3_5MoeForConditionalGeneration
 
 const ArchDef& arch_def(Arch a);
 
