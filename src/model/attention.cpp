@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "model/activation.h"
 #include "model/model_loader.h"
+#include "model/sequence_state.h"
 
 namespace fp4lm::model {
 
@@ -143,6 +144,13 @@ Attention::Attention(ModelLoader& loader, int64_t layer, const Rope& rope, int64
     q_norm_ = load_rms_norm(loader, p + ".q_norm.weight", head_dim_);
     k_norm_ = load_rms_norm(loader, p + ".k_norm.weight", head_dim_);
   }
+}
+
+void Attention::forward(const float* x, std::span<const SequenceSpan> spans, float* y) const {
+  std::vector<AttentionSpan> a;
+  a.reserve(spans.size());
+  for (const SequenceSpan& s : spans) a.push_back({&s.state->kv(), s.row0, s.n, s.pos0});
+  forward(x, std::span<const AttentionSpan>(a), y);
 }
 
 void Attention::forward(const float* x, std::span<const AttentionSpan> spans, float* y) const {

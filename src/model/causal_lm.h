@@ -17,9 +17,9 @@
 #include "model/embedding.h"
 #include "model/engine_options.h"
 #include "model/feed_forward.h"
-#include "model/gated_delta_net.h"
 #include "model/kv_cache.h"
 #include "model/linear.h"
+#include "model/mixer.h"
 #include "model/model_config.h"
 #include "model/rms_norm.h"
 #include "model/rope.h"
@@ -82,11 +82,9 @@ class CausalLM {
 
  private:
   CausalLM() = default;
-  // A layer's mixer is attention (`attn`) or, in a hybrid model, a gated delta-net (`gdn`).
   struct Layer {
     RmsNorm input_norm, post_norm;
-    std::unique_ptr<Attention> attn;
-    std::unique_ptr<GatedDeltaNet> gdn;
+    std::unique_ptr<Mixer> mixer;  // the layer's ArchDef chooses its type
     std::unique_ptr<FeedForward> ffn;
   };
   void load_kv_scales();

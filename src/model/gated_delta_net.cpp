@@ -51,9 +51,9 @@ size_t GatedDeltaNet::weight_bytes() const {
          (conv_w_.size() + a_log_.size() + dt_bias_.size() + norm_w_.size()) * sizeof(float);
 }
 
-void GatedDeltaNet::forward(const float* x, std::span<const RecurrentSpan> spans, float* y) const {
+void GatedDeltaNet::forward(const float* x, std::span<const SequenceSpan> spans, float* y) const {
   int64_t m = 0;
-  for (const RecurrentSpan& s : spans) {
+  for (const SequenceSpan& s : spans) {
     if (s.row0 != m) fail("gated delta-net: batch spans must cover the rows in order");
     m += s.n;
   }
@@ -68,7 +68,7 @@ void GatedDeltaNet::forward(const float* x, std::span<const RecurrentSpan> spans
   std::vector<float> mixed(static_cast<size_t>(m * conv_dim_)), decay(static_cast<size_t>(m * nv_)),
       beta(decay.size()), core(static_cast<size_t>(m * vd));
   const float qscale = 1.0f / std::sqrt(static_cast<float>(dk_));
-  for (const RecurrentSpan& s : spans) {
+  for (const SequenceSpan& s : spans) {
     const float* in = s.state->recurrent_in(slot_);
     float* st = s.state->recurrent_out(slot_);
     if (in != st) std::memcpy(st, in, state_floats_ * sizeof(float));
@@ -105,7 +105,7 @@ void GatedDeltaNet::forward(const float* x, std::span<const RecurrentSpan> spans
   }
 
   // The delta rule: value heads are independent, each runs through its span's rows in order.
-  for (const RecurrentSpan& s : spans) {
+  for (const SequenceSpan& s : spans) {
     float* S0 = s.state->recurrent_out(slot_) + hist * conv_dim_;
     ThreadPool::global().parallel_for(nv_, [&](int64_t j0, int64_t j1, int) {
       std::vector<float> delta(static_cast<size_t>(dv_));

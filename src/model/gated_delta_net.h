@@ -17,6 +17,7 @@
 
 #include "core/dtype.h"
 #include "model/linear.h"
+#include "model/mixer.h"
 #include "model/model_config.h"
 #include "model/sequence_state.h"
 
@@ -24,13 +25,7 @@ namespace fp4lm::model {
 
 class ModelLoader;
 
-// The rows [row0, row0 + n) of a batched call that are one sequence's next n positions.
-struct RecurrentSpan {
-  SequenceState* state = nullptr;
-  int64_t row0 = 0, n = 0;
-};
-
-class GatedDeltaNet {
+class GatedDeltaNet final : public Mixer {
  public:
   // Loads model.layers.<layer>.linear_attn.*; its state is recurrent slot `slot`.
   GatedDeltaNet(ModelLoader& loader, int64_t layer, int64_t slot);
@@ -40,9 +35,9 @@ class GatedDeltaNet {
 
   // x [m, hidden] (the normed rows of every span, in order) -> y [m, hidden]; advances each
   // span's state by its rows (writing through SequenceState::recurrent_out).
-  void forward(const float* x, std::span<const RecurrentSpan> spans, float* y) const;
+  void forward(const float* x, std::span<const SequenceSpan> spans, float* y) const override;
 
-  size_t weight_bytes() const;
+  size_t weight_bytes() const override;
 
  private:
   int64_t slot_, nk_, nv_, dk_, dv_, kernel_, conv_dim_;

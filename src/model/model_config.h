@@ -1,5 +1,7 @@
 #pragma once
-// The architecture facts of an HF config.json, validated once, for every supported model.
+// The architecture facts of an HF config.json, validated once, for every supported model: the
+// shared keys here, each architecture's own keys by its ArchDef (model/arch/). The fields are
+// the parameters of the shared building blocks (attention, MLP, MoE) the ArchDefs assemble.
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -9,7 +11,8 @@
 
 namespace fp4lm::model {
 
-enum class Arch { Llama, Qwen2, Qwen3, Qwen3Moe, Mixtral, Qwen2Moe, Qwen3_5Moe };
+class ArchDef;
+struct ConfigReader;
 
 struct RopeScaling {
   std::string type;  // "" (none), "linear", "llama3"
@@ -19,8 +22,8 @@ struct RopeScaling {
 };
 
 struct ModelConfig {
-  Arch arch = Arch::Llama;
-  std::string architecture;  // HF name, e.g. "Qwen3MoeForCausalLM"
+  const ArchDef* arch = nullptr;  // the architecture's definition (static, never null once parsed)
+  std::string architecture;       // HF name, e.g. "Qwen3MoeForCausalLM"
   int64_t vocab_size = 0, hidden_size = 0, num_layers = 0;
   int64_t num_heads = 0, num_kv_heads = 0, head_dim = 0;
   int64_t intermediate_size = 0;  // dense MLP (and Qwen2-MoE dense layers)
@@ -37,13 +40,13 @@ struct ModelConfig {
   std::vector<int64_t> mlp_only_layers;
   int64_t shared_expert_intermediate_size = 0;  // Qwen2-MoE, Qwen3.5-MoE
   // Qwen3.5-MoE hybrid (gated delta-net + gated attention). full_attention[i]: layer i is a
-  // gated full-attention layer, else a gated delta-net (GDN) layer.
+  // gated full-attention layer, else a gated delta-net (GDN) layer; empty outside hybrids.
   std::vector<bool> full_attention;
   int64_t linear_num_key_heads = 0, linear_num_value_heads = 0;  // NK, NV
   int64_t linear_key_head_dim = 0, linear_value_head_dim = 0;    // DK, DV
   int64_t linear_conv_kernel = 0;                                // K
   bool attn_output_gate = false;  // q_proj holds a per-head gate: output × sigmoid(gate)
-  int64_t rotary_dim = 0;         // RoPE over the first rotary_dim dims of a head (0 = head_dim)
+  int64_t rotary_dim = 0;         // RoPE over the first rotary_dim dims of a head (= head_dim unless partial)
   bool zero_centered_norm = false;  // RMSNorms scale by (1 + weight)
   // Tensors under this prefix stand for `model.` (VL checkpoints: "model.language_model.").
   std::string tensor_prefix = "model.";
@@ -52,7 +55,7 @@ struct ModelConfig {
   std::string torch_dtype;  // "bfloat16", ... ("" when absent)
 
   bool is_moe() const { return num_experts > 0; }
-  bool is_hybrid() const { return arch == Arch::Qwen3_5Moe; }
+  bool is_hybrid() const { return !full_attention.empty(); }
   // Whether decoder layer i is (gated) full attention; always true outside the hybrid.
   bool layer_is_attention(int64_t i) const { return full_attention.empty() || full_attention[i]; }
   int64_t num_attention_layers() const;
@@ -64,5 +67,13 @@ struct ModelConfig {
 // Throws Error naming config.json (`path`) and the field for a missing/invalid field or an
 // unsupported architecture or field value.
 ModelConfig parse_model_config(const nlohmann::json& config, const std::string& path);
+
+// Keys shared by several architectures, for their ArchDef::parse_config.
+// A dense MLP in every layer: intermediate_size (required, positive).
+void read_dense_mlp_keys(const ConfigReader& r, ModelConfig& c);
+// The Qwen MoE family's keys: num_experts, num_experts_per_tok, moe_intermediate_size,
+// norm_topk_prob (default `norm_topk_default`), decoder_sparse_step, intermediate_size (for
+// dense layers) and mlp_only_layers.
+void read_sparse_moe_keys(const ConfigReader& r, ModelConfig& c, bool norm_topk_default);
 
 }  // namespace fp4lm::model

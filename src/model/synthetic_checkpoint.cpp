@@ -2,13 +2,13 @@
 
 #include <filesystem>
 #include <fstream>
-#include <cstring>
 #include <random>
 
 #include <fmt/format.h>
 
 #include "core/error.h"
 #include "io/safetensors.h"
+#include "model/arch/arch.h"
 #include "model/layer_plan.h"
 #include "model/layer_scheme.h"
 #include "quant/nvfp4.h"
@@ -35,38 +35,8 @@ json synthetic_config_json(const SyntheticOptions& o) {
             {"bos_token_id", 1},
             {"eos_token_id", 2},
             {"torch_dtype", std::string(dtype_torch_name(o.dense_dtype))}};
-  if (o.architecture == "Qwen3MoeForCausalLM" || o.architecture == "Qwen2MoeForCausalLM") {
-    c["num_experts"] = o.experts;
-    c["num_experts_per_tok"] = o.top_k;
-    c["moe_intermediate_size"] = o.moe_intermediate;
-    c["norm_topk_prob"] = o.architecture == "Qwen3MoeForCausalLM";
-    c["decoder_sparse_step"] = 1;
-    c["mlp_only_layers"] = json::array();
-    if (o.architecture == "Qwen2MoeForCausalLM") c["shared_expert_intermediate_size"] = o.shared_expert_intermediate;
-  } else if (o.architecture == "MixtralForCausalLM") {
-    c["num_local_experts"] = o.experts;
-    c["num_experts_per_tok"] = o.top_k;
-  } else if (o.architecture == "Qwen3_5MoeForCausalLM") {
-    c["num_experts"] = o.experts;
-    c["num_experts_per_tok"] = o.top_k;
-    c["moe_intermediate_size"] = o.moe_intermediate;
-    c["shared_expert_intermediate_size"] = o.shared_expert_intermediate;
-    json types = json::array();
-    for (int64_t i = 0; i < o.layers; ++i)
-      types.push_back((i + 1) % o.full_attention_interval == 0 ? "full_attention" : "linear_attention");
-    c["layer_types"] = types;
-    c["full_attention_interval"] = o.full_attention_interval;
-    c["linear_num_key_heads"] = o.linear_key_heads;
-    c["linear_num_value_heads"] = o.linear_value_heads;
-    c["linear_key_head_dim"] = o.linear_key_head_dim;
-    c["linear_value_head_dim"] = o.linear_value_head_dim;
-    c["linear_conv_kernel_dim"] = o.conv_kernel;
-    c["attn_output_gate"] = true;
-    c["mamba_ssm_dtype"] = "float32";
-    c.erase("rope_theta");
-    c["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 10000.0}, {"partial_rotary_factor", 0.25},
-                            {"mrope_section", {1, 1, 0}}, {"mrope_interleaved", true}};
-  }
+  // An unknown name gets the shared keys only; parsing it then names the supported ones.
+  if (const ArchDef* a = find_arch(o.architecture)) a->synthetic_config(o, c);
   return c;
 }
 
@@ -156,7 +126,7 @@ void write_synthetic_checkpoint(const std::string& dir, const SyntheticOptions& 
     if (spec.tied_embedding) continue;
     // Routers are never quantized by exporters: list them as excluded, like ModelOpt does.
     if (spec.router && o.algo != QuantAlgo::None && o.algo != QuantAlgo::MIXED_PRECISION)
-      for (const std::string& m : spec.shards) qc.exclude_modules.push_back(m);
+      qc.exclude_modules.push_back(spec.name);
     QuantAlgo algo = spec.router ? QuantAlgo::None : layer_on_disk_algo(qc, spec);
     float input_amax = 3.0f + static_cast<float>(w.rng() % 1000) / 1000.0f;
     if (spec.kind == kernels::LayerKind::linear) {
@@ -170,30 +140,21 @@ void write_synthetic_checkpoint(const std::string& dir, const SyntheticOptions& 
       w.linear_group({b + spec.expert_proj[2]}, {spec.hidden}, spec.inter, algo, false, input_amax * 0.5f);
     }
   }
-  // Zero-centered norms (Qwen3.5) store weight - 1.
-  const float one = mc.zero_centered_norm ? 0.0f : 1.0f;
-  for (int64_t i = 0; i < mc.num_layers; ++i) {
-    std::string p = fmt::format("model.layers.{}.", i);
-    w.dense(p + "input_layernorm.weight", {mc.hidden_size}, std::vector<float>(mc.hidden_size, one));
-    w.dense(p + "post_attention_layernorm.weight", {mc.hidden_size}, std::vector<float>(mc.hidden_size, one));
-    if (!mc.layer_is_attention(i)) {
-      // Gated delta-net parameters that are not Linear layers (float32, as published).
-      const int64_t nv = mc.linear_num_value_heads;
-      std::vector<float> conv = w.randn(mc.gdn_conv_dim() * mc.linear_conv_kernel, 0.4f);
-      std::vector<uint8_t> bytes(conv.size() * 4);
-      std::memcpy(bytes.data(), conv.data(), bytes.size());
-      w.st.add(p + "linear_attn.conv1d.weight", DType::F32, {mc.gdn_conv_dim(), 1, mc.linear_conv_kernel},
-               std::move(bytes));
-      std::vector<float> a_log = w.randn(nv, 0.5f), dt = w.randn(nv, 0.5f);
-      w.st.add(p + "linear_attn.A_log", DType::F32, {nv}, a_log.data(), a_log.size() * 4);
-      w.st.add(p + "linear_attn.dt_bias", DType::F32, {nv}, dt.data(), dt.size() * 4);
-      w.dense(p + "linear_attn.norm.weight", {mc.linear_value_head_dim},
-              std::vector<float>(mc.linear_value_head_dim, 1.0f));
-    } else if (mc.qk_norm) {
-      w.dense(p + "self_attn.q_norm.weight", {mc.head_dim}, std::vector<float>(mc.head_dim, one));
-      w.dense(p + "self_attn.k_norm.weight", {mc.head_dim}, std::vector<float>(mc.head_dim, one));
+  // The other parameters of each decoder layer: norm weights are ones (zero-centered norms, which
+  // scale by 1 + w, store zeros), a gated delta-net's conv1d / A_log / dt_bias are random.
+  auto ends = [](const std::string& s, const std::string& t) {
+    return s.size() >= t.size() && s.compare(s.size() - t.size(), t.size(), t) == 0;
+  };
+  for (int64_t i = 0; i < mc.num_layers; ++i)
+    for (const LayerParam& p : mc.arch->layer_params(mc, i)) {
+      const int64_t n = shape_numel(p.shape);
+      if (ends(p.name, ".conv1d.weight")) w.dense(p.name, p.shape, w.randn(n, 0.4f));
+      else if (ends(p.name, ".A_log") || ends(p.name, ".dt_bias")) w.dense(p.name, p.shape, w.randn(n, 0.5f));
+      else {
+        const bool zc = mc.zero_centered_norm && !ends(p.name, "linear_attn.norm.weight");
+        w.dense(p.name, p.shape, std::vector<float>(static_cast<size_t>(n), zc ? 0.0f : 1.0f));
+      }
     }
-  }
 
   std::filesystem::create_directories(dir);
   auto write_json = [&](const std::string& name, const json& j) {
