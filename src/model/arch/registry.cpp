@@ -15,7 +15,8 @@ const ArchDef& qwen3_5_moe_vl_arch();
 
 const std::vector<const ArchDef*>& architectures() {
   static const std::vector<const ArchDef*> all = {
-      &llama_arch(), &qwen2_arch(), &qwen3_arch(), &qwen3_moe_arch(), &mixtral_arch(), &qwen2_moe_arch(), &mistral_arch(),
+      &llama_arch(), &qwen2_arch(), &qwen3_arch(), &qwen3_moe_arch(),
+      &mixtral_arch(), &qwen2_moe_arch(), &mistral_arch(),
       &qwen3_5_moe_arch(), &qwen3_5_moe_vl_arch(),
   };
   return all;
