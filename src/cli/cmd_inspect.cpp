@@ -72,8 +72,10 @@ json layer_report(const model::ModelLoader& loader) {
 
 json inspect_facts(const std::shared_ptr<io::Checkpoint>& ckp, const model::EngineOptions& opts) {
   const io::Checkpoint& ck = *ckp;
-  const json& c = ck.config();
-  json arch = field(c, "architectures");
+  // VL checkpoints (Qwen3.5 ConditionalGeneration) keep the text model's keys in text_config.
+  const json& top = ck.config();
+  const json& c = top.contains("text_config") && top["text_config"].is_object() ? top["text_config"] : top;
+  json arch = field(top, "architectures");
   if (arch.is_array()) arch = arch.empty() ? json(nullptr) : arch[0];
 
   std::map<std::string, size_t> bytes, counts;
@@ -99,8 +101,8 @@ json inspect_facts(const std::shared_ptr<io::Checkpoint>& ckp, const model::Engi
       {"num_key_value_heads", field(c, "num_key_value_heads")},
       {"head_dim", field(c, "head_dim")},
       {"vocab_size", field(c, "vocab_size")},
-      {"torch_dtype", first_of(c, {"torch_dtype", "dtype"})},
-      {"quantization", quantization_summary(quant::parse_quant_config(ck.hf_quant_config(), c, ck.dir()), opts)},
+      {"torch_dtype", first_of(top, {"torch_dtype", "dtype"})},
+      {"quantization", quantization_summary(quant::parse_quant_config(ck.hf_quant_config(), top, ck.dir()), opts)},
       {"tensor_count", n},
       {"bytes_by_dtype", bytes},
       {"tensors_by_dtype", counts},
@@ -118,7 +120,15 @@ void add_layers(json& facts, const std::shared_ptr<io::Checkpoint>& ck, const mo
     facts["layers_unavailable"] = e.what();
     return;
   }
-  facts["layers"] = layer_report(model::ModelLoader(ck, opts));
+  model::ModelLoader loader(ck, opts);
+  // Hybrid models: each decoder layer's mixer.
+  if (loader.config().is_hybrid()) {
+    json types = json::array();
+    for (int64_t i = 0; i < loader.config().num_layers; ++i)
+      types.push_back(loader.config().layer_is_attention(i) ? "full_attention" : "linear_attention");
+    facts["layer_types"] = types;
+  }
+  facts["layers"] = layer_report(loader);
 }
 
 // A JSON value for a human: strings bare, lists comma-separated, null as "-".
@@ -180,6 +190,7 @@ void print_human(const json& f, std::FILE* out) {
     line("layer report", "unavailable: " + plain(f["layers_unavailable"]));
     return;
   }
+  if (f.contains("layer_types")) line("layer types", plain(f["layer_types"]));
   fmt::print(out, "\n{:<44} {:<12} {:<12} {:<9} {}\n", "layer", "on disk", "scheme", "act", "backend");
   for (const json& l : f["layers"])
     fmt::print(out, "{:<44} {:<12} {:<12} {:<9} {}\n", l["name"].get<std::string>(), l["on_disk"].get<std::string>(),

@@ -146,6 +146,13 @@ void Checkpoint::load_index(const std::string& index_path) {
                index_path, unlisted, example);
 }
 
+void Checkpoint::alias_prefix(const std::string& from, const std::string& to) {
+  std::vector<std::pair<std::string, Where>> add;
+  for (const auto& [name, where] : tensors_)
+    if (name.compare(0, from.size(), from) == 0) add.emplace_back(to + name.substr(from.size()), where);
+  for (auto& [name, where] : add) tensors_.emplace(name, where);
+}
+
 const TensorView* Checkpoint::find(const std::string& name) const {
   auto it = tensors_.find(name);
   return it == tensors_.end() ? nullptr : it->second.view;

@@ -31,6 +31,10 @@ class Checkpoint {
   const std::optional<nlohmann::json>& generation_config() const { return generation_config_; }
   const std::optional<nlohmann::json>& hf_quant_config() const { return hf_quant_config_; }
 
+  // Makes every tensor named `from`<rest> also findable as `to`<rest> (unless that name exists):
+  // a VL checkpoint's text model under "model.language_model." read as "model.".
+  void alias_prefix(const std::string& from, const std::string& to);
+
   const TensorView* find(const std::string& name) const;  // nullptr if absent
   const TensorView& get(const std::string& name) const;  // Error "<dir>: tensor '<name>' not found"
   std::vector<std::string> tensor_names() const;         // sorted

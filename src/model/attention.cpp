@@ -128,8 +128,8 @@ void causal_attention(const KvCache& cache, int64_t layer, const float* q, int64
   causal_attention(std::span<const AttentionSpan>(&span, 1), layer, q, num_heads, out, pool);
 }
 
-Attention::Attention(ModelLoader& loader, int64_t layer, const Rope& rope)
-    : layer_(layer), rope_(rope) {
+Attention::Attention(ModelLoader& loader, int64_t layer, const Rope& rope, int64_t kv_slot)
+    : layer_(layer), kv_slot_(kv_slot < 0 ? layer : kv_slot), rope_(rope) {
   const ModelConfig& c = loader.config();
   num_heads_ = c.num_heads;
   num_kv_heads_ = c.num_kv_heads;
@@ -138,10 +138,11 @@ Attention::Attention(ModelLoader& loader, int64_t layer, const Rope& rope)
   const std::string p = fmt::format("model.layers.{}.self_attn", layer);
   qkv_ = loader.load_linear(p + ".qkv_proj");
   o_ = loader.load_linear(p + ".o_proj");
+  gated_ = c.attn_output_gate;
   qk_norm_ = c.qk_norm;
   if (qk_norm_) {
-    q_norm_ = RmsNorm(loader.tensor_f32(p + ".q_norm.weight", {head_dim_}), c.rms_norm_eps);
-    k_norm_ = RmsNorm(loader.tensor_f32(p + ".k_norm.weight", {head_dim_}), c.rms_norm_eps);
+    q_norm_ = load_rms_norm(loader, p + ".q_norm.weight", head_dim_);
+    k_norm_ = load_rms_norm(loader, p + ".k_norm.weight", head_dim_);
   }
 }
 
@@ -153,7 +154,8 @@ void Attention::forward(const float* x, std::span<const SequenceSpan> spans, flo
 }
 
 void Attention::forward(const float* x, std::span<const AttentionSpan> spans, float* y) const {
-  const int64_t qd = num_heads_ * head_dim_, kvd = num_kv_heads_ * head_dim_, width = qd + 2 * kvd;
+  const int64_t qd = num_heads_ * head_dim_, kvd = num_kv_heads_ * head_dim_;
+  const int64_t qw = gated_ ? 2 * qd : qd, width = qw + 2 * kvd;
   int64_t m = 0;
   for (const AttentionSpan& s : spans) {
     if (s.row0 != m) fail("attention: batch spans must cover the rows in order");
@@ -163,27 +165,41 @@ void Attention::forward(const float* x, std::span<const AttentionSpan> spans, fl
     m += s.n;
   }
   std::vector<float> qkv(static_cast<size_t>(m * width)), q(static_cast<size_t>(m * qd));
+  std::vector<float> gate(gated_ ? static_cast<size_t>(m * qd) : 0);
   qkv_->forward(x, m, qkv.data());
-  std::vector<float> cos(static_cast<size_t>(head_dim_ / 2)), sin(cos.size());
+  const int64_t half = rope_.head_dim() / 2;
+  std::vector<float> cos(static_cast<size_t>(half)), sin(cos.size()), qrow(static_cast<size_t>(qd));
   for (const AttentionSpan& s : spans)
     for (int64_t j = 0; j < s.n; ++j) {
       const int64_t i = s.row0 + j, pos = s.pos0 + j;
       float* row = qkv.data() + i * width;
-      float *qi = row, *ki = row + qd, *vi = row + qd + kvd;
+      float *qi = row, *ki = row + qw, *vi = row + qw + kvd;
+      if (gated_) {  // per head: query rows, then gate rows
+        for (int64_t h = 0; h < num_heads_; ++h) {
+          std::copy_n(row + 2 * h * head_dim_, head_dim_, qrow.data() + h * head_dim_);
+          std::copy_n(row + (2 * h + 1) * head_dim_, head_dim_, gate.data() + i * qd + h * head_dim_);
+        }
+        qi = qrow.data();
+      }
       if (qk_norm_) {
         q_norm_.forward(qi, num_heads_, qi, act_);
         k_norm_.forward(ki, num_kv_heads_, ki, act_);
       }
       rope_.cos_sin(pos, cos.data(), sin.data());
-      rope_.rotate(qi, num_heads_, cos.data(), sin.data());
-      rope_.rotate(ki, num_kv_heads_, cos.data(), sin.data());
-      round_to_dtype(qi, static_cast<size_t>(qd + kvd), act_);
-      s.cache->store(layer_, pos, ki, vi);
+      rope_.rotate(qi, num_heads_, cos.data(), sin.data(), head_dim_);
+      rope_.rotate(ki, num_kv_heads_, cos.data(), sin.data(), head_dim_);
+      round_to_dtype(qi, static_cast<size_t>(qd), act_);
+      round_to_dtype(ki, static_cast<size_t>(kvd), act_);
+      s.cache->store(kv_slot_, pos, ki, vi);
       std::copy(qi, qi + qd, q.data() + i * qd);
     }
   std::vector<float> attn(static_cast<size_t>(m * qd));
-  causal_attention(spans, layer_, q.data(), num_heads_, attn.data());
+  causal_attention(spans, kv_slot_, q.data(), num_heads_, attn.data());
   round_to_dtype(attn.data(), attn.size(), act_);
+  if (gated_) {
+    for (size_t k = 0; k < attn.size(); ++k) attn[k] *= 1.0f / (1.0f + std::exp(-gate[k]));
+    round_to_dtype(attn.data(), attn.size(), act_);
+  }
   o_->forward(attn.data(), m, y);
 }
 

@@ -42,8 +42,12 @@ void causal_attention(const KvCache& cache, int64_t layer, const float* q, int64
 
 class Attention final : public Mixer {
  public:
-  // Loads model.layers.<layer>.self_attn.{qkv_proj, o_proj[, q_norm, k_norm]}.
-  Attention(ModelLoader& loader, int64_t layer, const Rope& rope);
+  // Loads model.layers.<layer>.self_attn.{qkv_proj, o_proj[, q_norm, k_norm]}. Its K/V live in
+  // the cache's layer `kv_slot` (-1 = `layer`; a hybrid model caches its attention layers only).
+  // Gated attention (config.attn_output_gate): the output is multiplied by sigmoid(gate), the
+  // gate rows following each head's query rows in q_proj. RoPE covers the rope's head_dim()
+  // leading dims of each head (partial RoPE when less than head_dim).
+  Attention(ModelLoader& loader, int64_t layer, const Rope& rope, int64_t kv_slot = -1);
 
   // x [m, hidden] (the normed hidden states of every span's rows, in order): projects all rows
   // at once, applies RoPE to each row at its own position, writes its K/V into its sequence's
@@ -56,7 +60,8 @@ class Attention final : public Mixer {
   size_t weight_bytes() const override { return qkv_->weight_bytes() + o_->weight_bytes(); }
 
  private:
-  int64_t layer_, num_heads_, num_kv_heads_, head_dim_;
+  int64_t layer_, kv_slot_, num_heads_, num_kv_heads_, head_dim_;
+  bool gated_ = false;
   DType act_;
   const Rope& rope_;
   std::unique_ptr<Linear> qkv_, o_;

@@ -15,6 +15,7 @@
 #include "model/activation.h"
 #include "model/arch/arch.h"
 #include "model/finite_check.h"
+#include "model/gated_delta_net.h"
 #include "model/model_loader.h"
 
 namespace fp4lm::model {
@@ -58,7 +59,7 @@ std::unique_ptr<CausalLM> CausalLM::load(std::shared_ptr<io::Checkpoint> ckpt, c
   lm->eos_ids_.erase(std::unique(lm->eos_ids_.begin(), lm->eos_ids_.end()), lm->eos_ids_.end());
 
   if (lm->kv_dtype_ == DType::F8_E4M3) lm->load_kv_scales();
-  lm->rope_ = Rope(c.head_dim, c.rope_theta, c.rope_scaling);
+  lm->rope_ = Rope(c.rotary_dim, c.rope_theta, c.rope_scaling);
   lm->embed_ = Embedding(l.tensor("model.embed_tokens.weight", {c.vocab_size, c.hidden_size}));
   const ArchDef& arch = *c.arch;
   const bool bar = lo.progress && ::isatty(STDERR_FILENO);
@@ -68,13 +69,13 @@ std::unique_ptr<CausalLM> CausalLM::load(std::shared_ptr<io::Checkpoint> ckpt, c
                           static_cast<long long>(c.num_layers));
     Layer& L = lm->layers_[i];
     const std::string p = fmt::format("model.layers.{}", i);
-    L.input_norm = RmsNorm(l.tensor_f32(p + ".input_layernorm.weight", {c.hidden_size}), c.rms_norm_eps);
-    L.post_norm = RmsNorm(l.tensor_f32(p + ".post_attention_layernorm.weight", {c.hidden_size}), c.rms_norm_eps);
+    L.input_norm = load_rms_norm(l, p + ".input_layernorm.weight", c.hidden_size);
+    L.post_norm = load_rms_norm(l, p + ".post_attention_layernorm.weight", c.hidden_size);
     L.mixer = arch.make_mixer(l, i, lm->rope_);
     L.ffn = arch.make_ffn(l, i);
   }
   if (bar) std::fprintf(stderr, "\r\033[K");
-  lm->final_norm_ = RmsNorm(l.tensor_f32("model.norm.weight", {c.hidden_size}), c.rms_norm_eps);
+  lm->final_norm_ = load_rms_norm(l, "model.norm.weight", c.hidden_size);
   lm->lm_head_ = l.load_linear("lm_head");
   lm->load_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   log().info("Loaded {} ({} layers, {} activations, {} KV cache) from {} in {:.2f} s; resident weight bytes {} ({:.1f} MiB)",
@@ -89,7 +90,7 @@ size_t CausalLM::weight_bytes() const {
   size_t b = loader_->loaded_weight_bytes();
   // Norms are copied to float32; the embedding table stays mapped in its own dtype.
   b += static_cast<size_t>(c.hidden_size) * sizeof(float) * (2 * layers_.size() + 1);
-  if (c.qk_norm) b += static_cast<size_t>(c.head_dim) * sizeof(float) * 2 * layers_.size();
+  if (c.qk_norm) b += static_cast<size_t>(c.head_dim) * sizeof(float) * 2 * static_cast<size_t>(c.num_attention_layers());
   if (!c.tie_word_embeddings) b += loader_->checkpoint().get("model.embed_tokens.weight").nbytes;
   return b;
 }
@@ -116,28 +117,36 @@ void CausalLM::load_kv_scales() {
   };
   int64_t missing = 0;
   for (int64_t i = 0; i < c.num_layers; ++i) {
+    if (!c.layer_is_attention(i)) continue;  // the cache holds attention layers only
     k_scales_.push_back(scale(i, "k_proj", "k_scale", missing));
     v_scales_.push_back(scale(i, "v_proj", "v_scale", missing));
   }
   if (missing > 0)
     log().warn("{}: --kv-cache-dtype fp8 but {} of {} k_scale/v_scale tensors are absent; using scale 1.0 for them",
-               ckpt_->dir(), missing, 2 * c.num_layers);
+               ckpt_->dir(), missing, 2 * c.num_attention_layers());
 }
 
 SequenceState CausalLM::new_sequence(int64_t capacity, int64_t id) const {
   const ModelConfig& c = config();
   if (capacity < 0 || capacity > max_model_len_)
     fail("sequence capacity {} outside [1, {}] (--max-model-len)", capacity, max_model_len_);
-  return SequenceState(KvCache(c.num_layers, c.num_kv_heads, c.head_dim, capacity > 0 ? capacity : max_model_len_,
-                               kv_dtype_, k_scales_, v_scales_),
-                       id);
+  std::vector<size_t> recurrent;
+  for (int64_t i = 0; i < c.num_layers; ++i)
+    if (!c.layer_is_attention(i)) recurrent.push_back(GatedDeltaNet::state_floats(c));
+  return SequenceState(KvCache(c.num_attention_layers(), c.num_kv_heads, c.head_dim,
+                               capacity > 0 ? capacity : max_model_len_, kv_dtype_, k_scales_, v_scales_),
+                       id, recurrent);
 }
 
 size_t CausalLM::sequence_bytes(int64_t capacity) const {
   const ModelConfig& c = config();
   const int64_t cap = capacity > 0 ? capacity : max_model_len_;
-  return static_cast<size_t>(c.num_layers) * 2 * static_cast<size_t>(c.num_kv_heads * c.head_dim * cap) *
-         dtype_size(kv_dtype_);
+  size_t recurrent = 0;  // two buffers per gated delta-net layer (see SequenceState)
+  for (int64_t i = 0; i < c.num_layers; ++i)
+    if (!c.layer_is_attention(i)) recurrent += 2 * GatedDeltaNet::state_floats(c) * sizeof(float);
+  return static_cast<size_t>(c.num_attention_layers()) * 2 *
+             static_cast<size_t>(c.num_kv_heads * c.head_dim * cap) * dtype_size(kv_dtype_) +
+         recurrent;
 }
 
 // Rows [offset, offset + n) of batch chunk `chunk`, at positions pos0.. of its state, are rows
@@ -192,10 +201,12 @@ void CausalLM::forward(std::span<const SequenceChunk> batch) const {
       }
     if (!pieces.empty()) forward_step(batch, pieces);
   } catch (...) {
-    // Positions past the old lengths hold garbage that the next forward overwrites.
-    for (size_t b = 0; b < batch.size(); ++b) batch[b].state->truncate(lengths[b]);
+    // Positions past the old lengths hold garbage that the next forward overwrites; recurrent
+    // states go back to their committed copies.
+    for (size_t b = 0; b < batch.size(); ++b) batch[b].state->abandon_forward(lengths[b]);
     throw;
   }
+  for (const SequenceChunk& c : batch) c.state->commit_recurrent();
 }
 
 void CausalLM::forward_step(std::span<const SequenceChunk> batch, const std::vector<Piece>& in) const {
@@ -240,7 +251,10 @@ void CausalLM::forward_step(std::span<const SequenceChunk> batch, const std::vec
   } catch (const NonFiniteError& e) {
     rethrow_located(e, e.row(), locate);
   }
-  for (const Piece& p : pieces) batch[p.chunk].state->kv().set_length(p.pos0 + p.n);
+  for (const Piece& p : pieces) {
+    batch[p.chunk].state->kv().set_length(p.pos0 + p.n);
+    batch[p.chunk].state->stage_recurrent();
+  }
 
   // Logits only for the rows asked: every row of an `all` chunk, the last row of a `last` chunk.
   std::vector<int64_t> rows;  // step rows

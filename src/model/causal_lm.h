@@ -94,7 +94,7 @@ class CausalLM {
   std::shared_ptr<io::Checkpoint> ckpt_;
   std::unique_ptr<ModelLoader> loader_;
   DType dtype_ = DType::F32, kv_dtype_ = DType::F32;
-  std::vector<float> k_scales_, v_scales_;  // per layer, FP8 KV cache only
+  std::vector<float> k_scales_, v_scales_;  // per attention layer (cache slot), FP8 KV cache only
   int64_t max_model_len_ = 0, prefill_chunk_ = 256;
   std::vector<int64_t> eos_ids_;
   double load_seconds_ = 0;

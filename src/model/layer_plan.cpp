@@ -30,8 +30,9 @@ LayerSpec plan_linear(std::string name, int64_t layer, std::vector<std::string> 
 void plan_attention(const ModelConfig& c, int64_t i, std::vector<LayerSpec>& out) {
   const int64_t q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim;
   const std::string p = fmt::format("model.layers.{}.self_attn", i);
-  out.push_back(plan_linear(p + ".qkv_proj", i, {p + ".q_proj", p + ".k_proj", p + ".v_proj"}, {q, kv, kv},
-                            c.hidden_size, c.attention_bias));
+  // A gated attention's q_proj holds, per head, head_dim query rows then head_dim gate rows.
+  out.push_back(plan_linear(p + ".qkv_proj", i, {p + ".q_proj", p + ".k_proj", p + ".v_proj"},
+                            {c.attn_output_gate ? 2 * q : q, kv, kv}, c.hidden_size, c.attention_bias));
   out.push_back(plan_linear(p + ".o_proj", i, {p + ".o_proj"}, {c.hidden_size}, q));
 }
 

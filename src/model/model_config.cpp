@@ -18,20 +18,40 @@ bool ModelConfig::layer_is_moe(int64_t i) const {
   return (i + 1) % decoder_sparse_step == 0;
 }
 
-ModelConfig parse_model_config(const json& j, const std::string& path) {
-  if (!j.is_object()) fail("{}: expected a JSON object, found {}", path, j.type_name());
-  ConfigReader r{j, path};
+int64_t ModelConfig::num_attention_layers() const {
+  int64_t n = 0;
+  for (int64_t i = 0; i < num_layers; ++i) n += layer_is_attention(i);
+  return n;
+}
+
+ModelConfig parse_model_config(const json& top, const std::string& path) {
+  if (!top.is_object()) fail("{}: expected a JSON object, found {}", path, top.type_name());
   ModelConfig c;
-  if (!j.contains("architectures") || !j["architectures"].is_array() || j["architectures"].empty() ||
-      !j["architectures"][0].is_string())
+  if (!top.contains("architectures") || !top["architectures"].is_array() || top["architectures"].empty() ||
+      !top["architectures"][0].is_string())
     fail("{}: field 'architectures' must be a non-empty list of names", path);
-  c.architecture = j["architectures"][0].get<std::string>();
+  c.architecture = top["architectures"][0].get<std::string>();
   c.arch = find_arch(c.architecture);
   if (!c.arch) {
     std::string names;
     for (const ArchDef* a : architectures()) names += (names.empty() ? "" : ", ") + std::string(a->hf_name());
     fail("{}: unsupported architecture '{}' (supported: {})", path, c.architecture, names);
   }
+  // A VL checkpoint (…ForConditionalGeneration) keeps the text model's keys under text_config
+  // (vision_config is ignored) and its tensors under model.language_model.
+  json text;
+  const bool vl = c.architecture.size() > 24 &&
+                  c.architecture.compare(c.architecture.size() - 24, 24, "ForConditionalGeneration") == 0;
+  if (vl) {
+    if (!top.contains("text_config") || !top["text_config"].is_object())
+      fail("{}: {} needs an object 'text_config'", path, c.architecture);
+    text = top["text_config"];
+    for (const char* k : {"torch_dtype", "dtype", "eos_token_id", "bos_token_id", "tie_word_embeddings"})
+      if (!text.contains(k) && top.contains(k)) text[k] = top[k];
+    c.tensor_prefix = "model.language_model.";
+  }
+  const json& j = vl ? text : top;
+  ConfigReader r{j, path};
 
   c.vocab_size = r.req<int64_t>("vocab_size");
   c.hidden_size = r.req<int64_t>("hidden_size");
@@ -86,6 +106,7 @@ ModelConfig parse_model_config(const json& j, const std::string& path) {
 
   c.attention_bias = r.opt<bool>("attention_bias", false);
   c.arch->parse_config(r, c);
+  if (c.rotary_dim == 0) c.rotary_dim = c.head_dim;
   if (c.is_moe()) {
     r.positive("num_experts", c.num_experts);
     r.positive("num_experts_per_tok", c.top_k);

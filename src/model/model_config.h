@@ -38,12 +38,28 @@ struct ModelConfig {
   bool norm_topk_prob = false;
   int64_t decoder_sparse_step = 1;
   std::vector<int64_t> mlp_only_layers;
-  int64_t shared_expert_intermediate_size = 0;  // Qwen2-MoE
+  int64_t shared_expert_intermediate_size = 0;  // Qwen2-MoE, Qwen3.5-MoE
+  // Qwen3.5-MoE hybrid (gated delta-net + gated attention). full_attention[i]: layer i is a
+  // gated full-attention layer, else a gated delta-net (GDN) layer; empty outside hybrids.
+  std::vector<bool> full_attention;
+  int64_t linear_num_key_heads = 0, linear_num_value_heads = 0;  // NK, NV
+  int64_t linear_key_head_dim = 0, linear_value_head_dim = 0;    // DK, DV
+  int64_t linear_conv_kernel = 0;                                // K
+  bool attn_output_gate = false;  // q_proj holds a per-head gate: output × sigmoid(gate)
+  int64_t rotary_dim = 0;         // RoPE over the first rotary_dim dims of a head (= head_dim unless partial)
+  bool zero_centered_norm = false;  // RMSNorms scale by (1 + weight)
+  // Tensors under this prefix stand for `model.` (VL checkpoints: "model.language_model.").
+  std::string tensor_prefix = "model.";
   std::vector<int64_t> eos_token_ids;
   std::optional<int64_t> bos_token_id;
   std::string torch_dtype;  // "bfloat16", ... ("" when absent)
 
   bool is_moe() const { return num_experts > 0; }
+  bool is_hybrid() const { return !full_attention.empty(); }
+  // Whether decoder layer i is (gated) full attention; always true outside the hybrid.
+  bool layer_is_attention(int64_t i) const { return full_attention.empty() || full_attention[i]; }
+  int64_t num_attention_layers() const;
+  int64_t gdn_conv_dim() const { return 2 * linear_num_key_heads * linear_key_head_dim + linear_num_value_heads * linear_value_head_dim; }
   // Whether decoder layer i has a sparse MoE block (else a dense MLP).
   bool layer_is_moe(int64_t i) const;
 };

@@ -15,6 +15,19 @@ ModelLoader::ModelLoader(std::shared_ptr<io::Checkpoint> ckpt, EngineOptions opt
     : ckpt_(std::move(ckpt)), opts_(std::move(opts)) {
   config_ = parse_model_config(ckpt_->config(), ckpt_->dir() + "/config.json");
   quant_ = quant::parse_quant_config(ckpt_->hf_quant_config(), ckpt_->config(), ckpt_->dir());
+  if (config_.tensor_prefix != "model.") {
+    // A VL checkpoint: its text model's tensors and quantization entries are read as "model.*".
+    ckpt_->alias_prefix(config_.tensor_prefix, "model.");
+    auto strip = [&](const std::string& m) {
+      return m.compare(0, config_.tensor_prefix.size(), config_.tensor_prefix) == 0
+                 ? "model." + m.substr(config_.tensor_prefix.size())
+                 : m;
+    };
+    for (std::string& m : quant_.exclude_modules) m = strip(m);
+    std::map<std::string, quant::LayerQuant> layers;
+    for (const auto& [m, lq] : quant_.quantized_layers) layers[strip(m)] = lq;
+    quant_.quantized_layers = std::move(layers);
+  }
   dtype_ = resolve_dtype(opts_.dtype, config_.torch_dtype);
   layers_ = plan_layers(config_);
   if (quant_.quantized()) {

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "model/activation.h"
+#include "model/model_loader.h"
 
 namespace fp4lm::model {
 
@@ -19,6 +20,13 @@ void RmsNorm::forward(const float* x, int64_t m, float* y, DType act) const {
     for (int64_t i = 0; i < d; ++i) yr[i] *= weight_[i];
     round_to_dtype(yr, static_cast<size_t>(d), act);
   }
+}
+
+RmsNorm load_rms_norm(const ModelLoader& loader, const std::string& name, int64_t dim) {
+  std::vector<float> w = loader.tensor_f32(name, {dim});
+  if (loader.config().zero_centered_norm)
+    for (float& x : w) x += 1.0f;
+  return RmsNorm(std::move(w), loader.config().rms_norm_eps);
 }
 
 }  // namespace fp4lm::model

@@ -3,11 +3,14 @@
 // normalized value rounded to the activation dtype before the weight multiplies it, and the
 // product rounded again (a 16-bit engine stores both).
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "core/dtype.h"
 
 namespace fp4lm::model {
+
+class ModelLoader;
 
 class RmsNorm {
  public:
@@ -25,5 +28,9 @@ class RmsNorm {
   std::vector<float> weight_;
   double eps_ = 1e-6;
 };
+
+// The RMSNorm weight `name` [dim] with the model's eps. Zero-centered models (Qwen3.5:
+// x/rms·(1 + w)) store w - 1: the loaded weight is 1 + w.
+RmsNorm load_rms_norm(const ModelLoader& loader, const std::string& name, int64_t dim);
 
 }  // namespace fp4lm::model

@@ -47,10 +47,11 @@ void Rope::cos_sin(int64_t pos, float* cos, float* sin) const {
   }
 }
 
-void Rope::rotate(float* x, int64_t n_heads, const float* cos, const float* sin) const {
+void Rope::rotate(float* x, int64_t n_heads, const float* cos, const float* sin, int64_t stride) const {
   const int64_t half = head_dim_ / 2;
+  if (stride == 0) stride = head_dim_;
   for (int64_t h = 0; h < n_heads; ++h) {
-    float* v = x + h * head_dim_;
+    float* v = x + h * stride;
     for (int64_t i = 0; i < half; ++i) {
       const float a = v[i], b = v[i + half];
       v[i] = a * cos[i] - b * sin[i];

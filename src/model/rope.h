@@ -22,7 +22,9 @@ class Rope {
   void cos_sin(int64_t pos, float* cos, float* sin) const;
   // Rotates n_heads consecutive heads of x (head_dim values each) by the angles in cos/sin:
   // x[i] <- x[i]·cos[i] − x[i+h]·sin[i], x[i+h] <- x[i+h]·cos[i] + x[i]·sin[i], h = head_dim/2.
-  void rotate(float* x, int64_t n_heads, const float* cos, const float* sin) const;
+  // `stride` (0 = head_dim) is the distance between heads: partial RoPE (Qwen3.5) rotates the
+  // first head_dim() dims of heads `stride` apart and leaves the rest.
+  void rotate(float* x, int64_t n_heads, const float* cos, const float* sin, int64_t stride = 0) const;
 
  private:
   int64_t head_dim_ = 0;

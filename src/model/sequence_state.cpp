@@ -1,11 +1,46 @@
 #include "model/sequence_state.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 
 namespace fp4lm::model {
 
+SequenceState::SequenceState(KvCache kv, int64_t id, const std::vector<size_t>& recurrent_floats)
+    : kv_(std::move(kv)), id_(id) {
+  for (size_t n : recurrent_floats) {
+    offsets_.push_back(half_);
+    half_ += n;
+  }
+  recurrent_.assign(2 * half_, 0.0f);
+}
+
+void SequenceState::clear() {
+  kv_.clear();
+  std::fill(recurrent_.begin(), recurrent_.end(), 0.0f);
+  cur_ = 0;
+  staged_ = false;
+}
+
 void SequenceState::truncate(int64_t n) {
   if (n < 0 || n > length()) fail("sequence state: cannot truncate {} positions to {}", length(), n);
+  if (has_recurrent() && n != length()) {
+    if (n != 0)
+      fail("sequence state: cannot truncate {} positions to {}: a recurrent state can only be reset to 0", length(),
+           n);
+    clear();
+    return;
+  }
+  kv_.set_length(n);
+}
+
+void SequenceState::commit_recurrent() {
+  if (staged_) cur_ = 1 - cur_;
+  staged_ = false;
+}
+
+void SequenceState::abandon_forward(int64_t n) {
+  staged_ = false;
   kv_.set_length(n);
 }
 

@@ -1,11 +1,15 @@
 #pragma once
 // Engine-owned state of one sequence: what every decoder layer keeps between forward calls.
-// Today every layer's mixer is attention, so the state is one KvCache holding each layer's K/V
-// ([layer][k|v][kv_head][position][head_dim]). A mixer with a recurrent state (gated delta-net)
-// adds its per-layer state here next to the cache; forward() advances the whole state together.
+// Attention layers keep K/V in one KvCache ([attention layer][k|v][kv_head][position][head_dim]);
+// gated delta-net layers (hybrid models) keep a fixed-size float32 recurrent state each (their
+// conv window and delta-rule matrices). forward() advances the whole state together.
+// The recurrent state is double-buffered so that a failed forward leaves it as it was: the first
+// step of a forward call reads the committed copy and writes the other one, later steps of the
+// same call update that one in place, and commit_recurrent() makes it the committed copy.
 // Made by CausalLM::new_sequence() or a SequenceStore; not copyable (it owns a reservation).
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "model/kv_cache.h"
 
@@ -13,26 +17,50 @@ namespace fp4lm::model {
 
 class SequenceState {
  public:
-  explicit SequenceState(KvCache kv, int64_t id = -1) : kv_(std::move(kv)), id_(id) {}
+  // `recurrent_floats`: the float32 state size of each recurrent layer slot (none for a model of
+  // attention layers only).
+  explicit SequenceState(KvCache kv, int64_t id = -1, const std::vector<size_t>& recurrent_floats = {});
 
   int64_t length() const { return kv_.length(); }      // positions filled
   int64_t capacity() const { return kv_.capacity(); }  // positions reserved
-  size_t reserved_bytes() const { return kv_.bytes(); }
-  size_t used_bytes() const { return kv_.used_bytes(); }
+  size_t reserved_bytes() const { return kv_.bytes() + recurrent_.size() * sizeof(float); }
+  size_t used_bytes() const { return kv_.used_bytes() + recurrent_.size() * sizeof(float); }
   size_t bytes_per_position() const { return kv_.bytes_per_position(); }
   // The SequenceStore id (-1 when made directly); error messages name it.
   int64_t id() const { return id_; }
-  // Back to length 0; the filled memory goes back to the OS, the reservation stays.
-  void clear() { kv_.clear(); }
-  // Drops positions [n, length()) (n <= length()): e.g. to undo a failed forward.
+  // Back to length 0 (recurrent state zeroed); the filled memory goes back to the OS, the
+  // reservation stays.
+  void clear();
+  // Drops positions [n, length()) (n <= length()): e.g. to undo a failed forward. A recurrent
+  // state cannot be rewound: with one, only n == length() or n == 0 are possible (Error otherwise).
   void truncate(int64_t n);
 
   KvCache& kv() { return kv_; }
   const KvCache& kv() const { return kv_; }
 
+  // ---- recurrent layers (used by CausalLM and the gated delta-net) ----
+  bool has_recurrent() const { return !offsets_.empty(); }
+  // Slot `slot`'s state as the current forward step reads it, and where it writes it (these are
+  // the same memory after the first step of a forward call: update in place).
+  const float* recurrent_in(int64_t slot) const { return buffer(staged_ ? 1 - cur_ : cur_) + offsets_[slot]; }
+  float* recurrent_out(int64_t slot) { return buffer(1 - cur_) + offsets_[slot]; }
+  void stage_recurrent() { staged_ = has_recurrent(); }  // a forward step wrote every slot
+  // The forward call succeeded: what it wrote becomes the state.
+  void commit_recurrent();
+  // The forward call failed: length back to n and the recurrent state back to the committed one.
+  void abandon_forward(int64_t n);
+
  private:
+  float* buffer(int which) { return recurrent_.data() + static_cast<size_t>(which) * half_; }
+  const float* buffer(int which) const { return recurrent_.data() + static_cast<size_t>(which) * half_; }
+
   KvCache kv_;
   int64_t id_;
+  std::vector<size_t> offsets_;  // per slot, in floats, within one buffer
+  size_t half_ = 0;              // floats per buffer
+  std::vector<float> recurrent_;  // two buffers of half_ floats
+  int cur_ = 0;                   // the committed buffer
+  bool staged_ = false;           // this forward call already wrote buffer 1 - cur_
 };
 
 }  // namespace fp4lm::model

@@ -121,7 +121,7 @@ void write_synthetic_checkpoint(const std::string& dir, const SyntheticOptions& 
 
   Writer w{o, {}, std::mt19937_64(o.seed)};
   w.dense("model.embed_tokens.weight", {mc.vocab_size, mc.hidden_size}, w.randn(mc.vocab_size * mc.hidden_size, 1.0f));
-  w.dense("model.norm.weight", {mc.hidden_size}, std::vector<float>(mc.hidden_size, 1.0f));
+  w.dense("model.norm.weight", {mc.hidden_size}, std::vector<float>(mc.hidden_size, mc.zero_centered_norm ? 0.0f : 1.0f));
   for (const LayerSpec& spec : plan_layers(mc)) {
     if (spec.tied_embedding) continue;
     // Routers are never quantized by exporters: list them as excluded, like ModelOpt does.
@@ -140,10 +140,21 @@ void write_synthetic_checkpoint(const std::string& dir, const SyntheticOptions& 
       w.linear_group({b + spec.expert_proj[2]}, {spec.hidden}, spec.inter, algo, false, input_amax * 0.5f);
     }
   }
-  // The other parameters of each decoder layer (norm weights): ones.
+  // The other parameters of each decoder layer: norm weights are ones (zero-centered norms, which
+  // scale by 1 + w, store zeros), a gated delta-net's conv1d / A_log / dt_bias are random.
+  auto ends = [](const std::string& s, const std::string& t) {
+    return s.size() >= t.size() && s.compare(s.size() - t.size(), t.size(), t) == 0;
+  };
   for (int64_t i = 0; i < mc.num_layers; ++i)
-    for (const LayerParam& p : mc.arch->layer_params(mc, i))
-      w.dense(p.name, p.shape, std::vector<float>(static_cast<size_t>(shape_numel(p.shape)), 1.0f));
+    for (const LayerParam& p : mc.arch->layer_params(mc, i)) {
+      const int64_t n = shape_numel(p.shape);
+      if (ends(p.name, ".conv1d.weight")) w.dense(p.name, p.shape, w.randn(n, 0.4f));
+      else if (ends(p.name, ".A_log") || ends(p.name, ".dt_bias")) w.dense(p.name, p.shape, w.randn(n, 0.5f));
+      else {
+        const bool zc = mc.zero_centered_norm && !ends(p.name, "linear_attn.norm.weight");
+        w.dense(p.name, p.shape, std::vector<float>(static_cast<size_t>(n), zc ? 0.0f : 1.0f));
+      }
+    }
 
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);

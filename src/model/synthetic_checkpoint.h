@@ -20,6 +20,9 @@ struct SyntheticOptions {
   int64_t vocab = 256, hidden = 64, layers = 2, heads = 4, kv_heads = 2, head_dim = 16;
   int64_t intermediate = 96;  // dense MLP (and Mixtral experts)
   int64_t experts = 4, top_k = 2, moe_intermediate = 32, shared_expert_intermediate = 48;
+  // Qwen3.5-MoE hybrid: gated delta-net dims; layer i is full attention iff (i+1) % interval == 0.
+  int64_t linear_key_heads = 2, linear_value_heads = 4, linear_key_head_dim = 16, linear_value_head_dim = 16;
+  int64_t conv_kernel = 4, full_attention_interval = 2;
   bool tie_word_embeddings = false;
   bool quantize_lm_head = false;
   std::vector<std::string> exclude;  // extra exclude_modules patterns (kept unquantized)

@@ -2,6 +2,8 @@
 // written by `fp4lm synth`, plain and with --override-activation-dtype, files untouched.
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include <nlohmann/json.hpp>
 
 #include "common/paths.h"
@@ -109,4 +111,28 @@ TEST(BackendsCli, ListsTheRegistryInOrder) {
     EXPECT_TRUE(b["available"].get<bool>() || !b["unavailable_reason"].get<std::string>().empty());
   }
   EXPECT_TRUE(has_ref_linear && has_ref_moe);
+}
+
+TEST(InspectLayersCli, HybridShowsLayerTypesAndEachLayersSchemeAndGenerates) {
+  fp4lm::test::TempDir tmp;
+  const std::string dir = (tmp / "hybrid").string();
+  auto w = run_command(fp4lm_bin() + " synth --out " + dir + " --arch Qwen3_5MoeForCausalLM --algo NVFP4 --layers 4");
+  ASSERT_EQ(w.exit_code, 0) << w.err;
+  json f = inspect(dir);
+  EXPECT_EQ(f["architecture"], "Qwen3_5MoeForCausalLM");
+  EXPECT_EQ(f["layer_types"], json({"linear_attention", "full_attention", "linear_attention", "full_attention"}));
+  std::map<std::string, std::string> scheme;
+  for (const json& l : f["layers"]) scheme[l["name"]] = l["scheme"];
+  EXPECT_EQ(scheme["model.layers.0.linear_attn.in_proj_qkv"], "nvfp4_w4a4");
+  EXPECT_EQ(scheme["model.layers.0.linear_attn.in_proj_z"], "nvfp4_w4a4");
+  EXPECT_EQ(scheme["model.layers.0.linear_attn.out_proj"], "nvfp4_w4a4");
+  EXPECT_EQ(scheme["model.layers.0.linear_attn.in_proj_ba"], "unquantized");  // like routers
+  EXPECT_EQ(scheme["model.layers.1.self_attn.qkv_proj"], "nvfp4_w4a4");
+  EXPECT_EQ(scheme["model.layers.1.mlp.experts"], "nvfp4_w4a4");
+  EXPECT_EQ(scheme["model.layers.1.mlp.shared_expert_gate"], "unquantized");
+  EXPECT_EQ(scheme.count("model.layers.0.self_attn.qkv_proj"), 0u);
+  auto text = run_command(fp4lm_bin() + " inspect --model " + dir);
+  EXPECT_NE(text.out.find("linear_attention, full_attention"), std::string::npos) << text.out;
+  auto g = run_command(fp4lm_bin() + " generate --model " + dir + " --prompt-ids 1,5,9 --max-tokens 6");
+  EXPECT_EQ(g.exit_code, 0) << g.err;
 }

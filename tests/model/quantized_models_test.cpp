@@ -97,9 +97,10 @@ TEST_P(QuantizedModelTest, ActivationOverrideRunsNvfp4AsTheW4A16Checkpoint) {
   for (size_t i = 0; i < w4a16.size(); ++i) ASSERT_EQ(w4a16[i], overridden[i]) << i;
 }
 
-INSTANTIATE_TEST_SUITE_P(AllSix, QuantizedModelTest,
+INSTANTIATE_TEST_SUITE_P(AllArchitectures, QuantizedModelTest,
                          ::testing::Values("LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM",
-                                           "Qwen3MoeForCausalLM", "MixtralForCausalLM", "Qwen2MoeForCausalLM"),
+                                           "Qwen3MoeForCausalLM", "MixtralForCausalLM", "Qwen2MoeForCausalLM",
+                                           "Qwen3_5MoeForCausalLM"),
                          [](const auto& info) { return info.param; });
 
 }  // namespace

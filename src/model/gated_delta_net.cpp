@@ -1,0 +1,152 @@
+#include "model/gated_delta_net.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "model/activation.h"
+#include "model/model_loader.h"
+
+namespace fp4lm::model {
+
+namespace {
+inline float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+// torch.nn.functional.softplus (beta 1, threshold 20).
+inline float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
+}  // namespace
+
+size_t GatedDeltaNet::state_floats(const ModelConfig& c) {
+  return static_cast<size_t>((c.linear_conv_kernel - 1) * c.gdn_conv_dim() +
+                             c.linear_num_value_heads * c.linear_key_head_dim * c.linear_value_head_dim);
+}
+
+GatedDeltaNet::GatedDeltaNet(ModelLoader& loader, int64_t layer, int64_t slot) : slot_(slot) {
+  const ModelConfig& c = loader.config();
+  nk_ = c.linear_num_key_heads;
+  nv_ = c.linear_num_value_heads;
+  dk_ = c.linear_key_head_dim;
+  dv_ = c.linear_value_head_dim;
+  kernel_ = c.linear_conv_kernel;
+  conv_dim_ = c.gdn_conv_dim();
+  state_floats_ = state_floats(c);
+  eps_ = c.rms_norm_eps;
+  act_ = loader.dtype();
+  const std::string p = fmt::format("model.layers.{}.linear_attn", layer);
+  in_qkv_ = loader.load_linear(p + ".in_proj_qkv");
+  in_z_ = loader.load_linear(p + ".in_proj_z");
+  in_ba_ = loader.load_linear(p + ".in_proj_ba");
+  out_ = loader.load_linear(p + ".out_proj");
+  conv_w_ = loader.tensor_f32(p + ".conv1d.weight", {conv_dim_, 1, kernel_});
+  a_log_ = loader.tensor_f32(p + ".A_log", {nv_});
+  dt_bias_ = loader.tensor_f32(p + ".dt_bias", {nv_});
+  norm_w_ = loader.tensor_f32(p + ".norm.weight", {dv_});
+}
+
+size_t GatedDeltaNet::weight_bytes() const {
+  return in_qkv_->weight_bytes() + in_z_->weight_bytes() + in_ba_->weight_bytes() + out_->weight_bytes() +
+         (conv_w_.size() + a_log_.size() + dt_bias_.size() + norm_w_.size()) * sizeof(float);
+}
+
+void GatedDeltaNet::forward(const float* x, std::span<const SequenceSpan> spans, float* y) const {
+  int64_t m = 0;
+  for (const SequenceSpan& s : spans) {
+    if (s.row0 != m) fail("gated delta-net: batch spans must cover the rows in order");
+    m += s.n;
+  }
+  const int64_t vd = nv_ * dv_, kd = nk_ * dk_, hist = kernel_ - 1, ratio = nv_ / nk_;
+  std::vector<float> qkv(static_cast<size_t>(m * conv_dim_)), z(static_cast<size_t>(m * vd)),
+      ba(static_cast<size_t>(m * 2 * nv_));
+  in_qkv_->forward(x, m, qkv.data());
+  in_z_->forward(x, m, z.data());
+  in_ba_->forward(x, m, ba.data());
+
+  // Per row: conv output (q, k, v) with q, k normalized; decay e^g and β per value head.
+  std::vector<float> mixed(static_cast<size_t>(m * conv_dim_)), decay(static_cast<size_t>(m * nv_)),
+      beta(decay.size()), core(static_cast<size_t>(m * vd));
+  const float qscale = 1.0f / std::sqrt(static_cast<float>(dk_));
+  for (const SequenceSpan& s : spans) {
+    const float* in = s.state->recurrent_in(slot_);
+    float* st = s.state->recurrent_out(slot_);
+    if (in != st) std::memcpy(st, in, state_floats_ * sizeof(float));
+    float* window = st;  // [hist, conv_dim]: the previous pre-conv rows, oldest first
+    for (int64_t t = 0; t < s.n; ++t) {
+      const int64_t r = s.row0 + t;
+      const float* xt = qkv.data() + r * conv_dim_;
+      float* mt = mixed.data() + r * conv_dim_;
+      for (int64_t ch = 0; ch < conv_dim_; ++ch) {
+        const float* w = conv_w_.data() + ch * kernel_;
+        float acc = w[hist] * xt[ch];
+        for (int64_t j = 0; j < hist; ++j) acc += w[j] * window[j * conv_dim_ + ch];
+        mt[ch] = silu(acc);
+      }
+      if (hist > 0) {
+        std::memmove(window, window + conv_dim_, static_cast<size_t>((hist - 1) * conv_dim_) * sizeof(float));
+        std::copy_n(xt, conv_dim_, window + (hist - 1) * conv_dim_);
+      }
+      round_to_dtype(mt, static_cast<size_t>(conv_dim_), act_);
+      for (int64_t part = 0; part < 2; ++part)  // q then k: L2 norm per key head
+        for (int64_t h = 0; h < nk_; ++h) {
+          float* v = mt + part * kd + h * dk_;
+          double ss = 0;
+          for (int64_t i = 0; i < dk_; ++i) ss += static_cast<double>(v[i]) * v[i];
+          const float inv = static_cast<float>(1.0 / std::sqrt(ss + 1e-6)) * (part == 0 ? qscale : 1.0f);
+          for (int64_t i = 0; i < dk_; ++i) v[i] *= inv;
+        }
+      const float* bt = ba.data() + r * 2 * nv_;
+      for (int64_t j = 0; j < nv_; ++j) {
+        beta[r * nv_ + j] = sigmoid(bt[j]);
+        decay[r * nv_ + j] = std::exp(-std::exp(a_log_[j]) * softplus(bt[nv_ + j] + dt_bias_[j]));
+      }
+    }
+  }
+
+  // The delta rule: value heads are independent, each runs through its span's rows in order.
+  for (const SequenceSpan& s : spans) {
+    float* S0 = s.state->recurrent_out(slot_) + hist * conv_dim_;
+    ThreadPool::global().parallel_for(nv_, [&](int64_t j0, int64_t j1, int) {
+      std::vector<float> delta(static_cast<size_t>(dv_));
+      for (int64_t j = j0; j < j1; ++j) {
+        float* S = S0 + j * dk_ * dv_;
+        const int64_t kh = j / ratio;
+        for (int64_t t = 0; t < s.n; ++t) {
+          const int64_t r = s.row0 + t;
+          const float* mt = mixed.data() + r * conv_dim_;
+          const float *q = mt + kh * dk_, *k = mt + kd + kh * dk_, *v = mt + 2 * kd + j * dv_;
+          const float e = decay[r * nv_ + j], b = beta[r * nv_ + j];
+          std::fill(delta.begin(), delta.end(), 0.0f);
+          for (int64_t i = 0; i < dk_; ++i)
+            for (int64_t c = 0; c < dv_; ++c) delta[c] += S[i * dv_ + c] * k[i];
+          for (int64_t c = 0; c < dv_; ++c) delta[c] = (v[c] - e * delta[c]) * b;
+          float* o = core.data() + r * vd + j * dv_;
+          std::fill(o, o + dv_, 0.0f);
+          for (int64_t i = 0; i < dk_; ++i) {
+            float* Si = S + i * dv_;
+            for (int64_t c = 0; c < dv_; ++c) {
+              Si[c] = e * Si[c] + k[i] * delta[c];
+              o[c] += Si[c] * q[i];
+            }
+          }
+        }
+      }
+    });
+  }
+
+  // Gated RMSNorm per value head: rms(o)·w·silu(z), plain weight.
+  for (int64_t r = 0; r < m; ++r)
+    for (int64_t j = 0; j < nv_; ++j) {
+      float* o = core.data() + r * vd + j * dv_;
+      const float* zr = z.data() + r * vd + j * dv_;
+      double ss = 0;
+      for (int64_t c = 0; c < dv_; ++c) ss += static_cast<double>(o[c]) * o[c];
+      const float inv = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(dv_) + eps_));
+      for (int64_t c = 0; c < dv_; ++c) o[c] = norm_w_[c] * (o[c] * inv) * silu(zr[c]);
+    }
+  round_to_dtype(core.data(), core.size(), act_);
+  out_->forward(core.data(), m, y);
+}
+
+}  // namespace fp4lm::model

@@ -1,0 +1,52 @@
+#pragma once
+// The gated delta-net (GDN) linear-attention mixer of the Qwen3.5 / Qwen3-Next hybrids
+// (`linear_attn`), in its recurrent form. Per token, with h the normed hidden state:
+//   [q k v] = causal depthwise conv1d (kernel K, no bias) over in_proj_qkv(h), then SiLU;
+//   q, k L2-normalized per key head (eps 1e-6 under the root), q scaled by DK^-1/2;
+//   g = -exp(A_log)·softplus(a + dt_bias), β = sigmoid(b) with [b a] = in_proj_ba(h);
+//   per value head j (reading key head j / (NV/NK)), S [DK, DV] float32:
+//     S ← e^g·S;  S ← S + k ⊗ β(v − Sᵀk);  o = Sᵀq
+//   y = out_proj(rms(o)·w·silu(z)) with z = in_proj_z(h), the norm per value head.
+// Its per-sequence state (one slot of SequenceState's recurrent state): the last K-1 pre-conv
+// rows [K-1, conv_dim] followed by S for every value head [NV, DK, DV], float32.
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "core/dtype.h"
+#include "model/linear.h"
+#include "model/mixer.h"
+#include "model/model_config.h"
+#include "model/sequence_state.h"
+
+namespace fp4lm::model {
+
+class ModelLoader;
+
+class GatedDeltaNet final : public Mixer {
+ public:
+  // Loads model.layers.<layer>.linear_attn.*; its state is recurrent slot `slot`.
+  GatedDeltaNet(ModelLoader& loader, int64_t layer, int64_t slot);
+
+  // Floats of one sequence's state for one GDN layer of config c.
+  static size_t state_floats(const ModelConfig& c);
+
+  // x [m, hidden] (the normed rows of every span, in order) -> y [m, hidden]; advances each
+  // span's state by its rows (writing through SequenceState::recurrent_out).
+  void forward(const float* x, std::span<const SequenceSpan> spans, float* y) const override;
+
+  size_t weight_bytes() const override;
+
+ private:
+  int64_t slot_, nk_, nv_, dk_, dv_, kernel_, conv_dim_;
+  size_t state_floats_;
+  double eps_;
+  DType act_;
+  std::unique_ptr<Linear> in_qkv_, in_z_, in_ba_, out_;
+  std::vector<float> conv_w_;   // [conv_dim, K]
+  std::vector<float> a_log_, dt_bias_, norm_w_;
+};
+
+}  // namespace fp4lm::model
