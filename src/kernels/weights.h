@@ -25,6 +25,8 @@ struct WeightShard {
   const uint8_t* codes = nullptr;
   const uint8_t* block_scales = nullptr;
   float global_scale = 1.0f;  // weight_scale_2 (nvfp4) / weight_scale (fp8); 1 when unquantized
+  // fp8 with a per-channel weight_scale: one scale per row [rows], used instead of global_scale.
+  std::vector<float> row_scales;
   float input_scale = 0.0f;   // on-disk input_scale (W4A4 / fp8); 0 when absent or unused
 };
 

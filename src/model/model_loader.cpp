@@ -30,6 +30,15 @@ ModelLoader::ModelLoader(std::shared_ptr<io::Checkpoint> ckpt, EngineOptions opt
                  "W4A16 path",
                  dtype_torch_name(*opts_.override_activation_dtype));
   }
+  if (std::string w = disagreement_warning(quant_, layers_, tensor_lookup()); !w.empty()) log().warn("{}", w);
+  check_forced_backends();
+}
+
+TensorLookup ModelLoader::tensor_lookup() const {
+  return [ckpt = ckpt_](const std::string& name) -> std::optional<DType> {
+    const TensorView* t = ckpt->find(name);
+    return t ? std::optional<DType>(t->dtype) : std::nullopt;
+  };
 }
 
 const LayerSpec& ModelLoader::layer(const std::string& name) const {
@@ -41,7 +50,7 @@ const LayerSpec& ModelLoader::layer(const std::string& name) const {
 LayerReport ModelLoader::describe(const LayerSpec& spec) const {
   LayerReport r;
   r.spec = &spec;
-  r.scheme = resolve_scheme(quant_, spec, opts_, dtype_);
+  r.scheme = resolve_scheme(quant_, spec, opts_, dtype_, tensor_lookup());
   if (spec.kind == kernels::LayerKind::linear) {
     kernels::LinearProblem p{r.scheme.key, r.scheme.act_dtype, spec.out_features, spec.in_features,
                              {opts_.a16_max_tokens}};
@@ -96,6 +105,20 @@ struct Params {
     if (v == 0 && !allow_zero) fail("{}: scale is zero", where(name));
     return v;
   }
+  // A per-channel scale: [rows] or [rows, 1], F32/BF16/F16, each finite and > 0.
+  std::vector<float> row_scales(const std::string& name, int64_t rows) const {
+    const TensorView& t = *ckpt.find(name);
+    if (t.shape != Shape{rows} && t.shape != Shape{rows, 1})
+      fail("{}: expected a scalar or a per-channel scale of shape [{}] or [{}, 1], found {}", where(name), rows, rows,
+           shape_str(t.shape));
+    check(name, t, {DType::F32, DType::BF16, DType::F16}, t.shape);
+    std::vector<float> v(static_cast<size_t>(rows));
+    to_f32_n(t.data, t.dtype, v.data(), v.size());
+    for (int64_t r = 0; r < rows; ++r)
+      if (!std::isfinite(v[r]) || v[r] <= 0)
+        fail("{}: scale of row {} must be finite and positive, found {}", where(name), r, v[r]);
+    return v;
+  }
 };
 
 }  // namespace
@@ -136,8 +159,13 @@ LinearWeights ModelLoader::linear_weights(const LayerSpec& spec, const LayerSche
       }
       case WeightKey::fp8_static: {
         s.codes = P.require(m + ".weight", {DType::F8_E4M3}, {rows, k}).data;
-        s.global_scale = *P.scale(m + ".weight_scale", true);
-        s.input_scale = *P.scale(m + ".input_scale", true);
+        // Per-tensor (scalar) or per-channel ([rows] / [rows, 1]) weight_scale.
+        if (const TensorView* ws = ckpt_->find(m + ".weight_scale"); ws && rows > 1 && !ws->shape.empty() && ws->shape[0] == rows)
+          s.row_scales = P.row_scales(m + ".weight_scale", rows);
+        else
+          s.global_scale = *P.scale(m + ".weight_scale", true);
+        // W8A16 (fp8_w8a16, or any W8A16 backend) never needs input_scale.
+        if (scheme.key.act == kernels::ActKey::fp8_static) s.input_scale = *P.scale(m + ".input_scale", true);
         break;
       }
     }

@@ -39,7 +39,8 @@ void reference_weight_row(const LinearWeights& w, int64_t r, float* out) {
     }
     case WeightKey::fp8_static: {
       const uint8_t* codes = s.codes + r * k;
-      for (int64_t j = 0; j < k; ++j) out[j] = e4m3_to_f32(codes[j]) * s.global_scale;
+      const float scale = s.row_scales.empty() ? s.global_scale : s.row_scales[static_cast<size_t>(r)];
+      for (int64_t j = 0; j < k; ++j) out[j] = e4m3_to_f32(codes[j]) * scale;
       return;
     }
   }
