@@ -11,6 +11,8 @@
 //
 //   decode_bench --arch moe|dense [--layers N] [--threads T] [--tokens N] [--dir PATH]
 //                [--override-activation-dtype bfloat16] [--bf16-lm-head] [--fp8]
+//                [--linear-backend NAME] [--moe-backend NAME]
+// To compare with the AVX2 kernels end to end: FP4LM_DISABLE_ISA=avx512 decode_bench ...
 // --fp8: every quantized layer FP8 E4M3 (per-tensor weight_scale and input_scale, as ModelOpt's
 // FP8 exports) instead of NVFP4; it runs on the cpu_fp8_w8a16_* backends.
 #include <algorithm>
@@ -33,6 +35,7 @@
 #include "engine/process_stats.h"
 #include "engine/sampler.h"
 #include "io/safetensors.h"
+#include "kernels/registry.h"
 #include "model/causal_lm.h"
 
 namespace {
@@ -248,7 +251,7 @@ size_t dir_bytes(const std::string& dir) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string arch = "moe", dir, override_dtype = "auto";
+  std::string arch = "moe", dir, override_dtype = "auto", linear_backend, moe_backend;
   int64_t layers = 4, tokens = 32, prompt_len = 16;
   int threads = 2;
   bool bf16_head = false;
@@ -269,9 +272,12 @@ int main(int argc, char** argv) {
     else if (a == "--override-activation-dtype") override_dtype = val();
     else if (a == "--bf16-lm-head") bf16_head = true;
     else if (a == "--fp8") g_fp8 = true;
+    else if (a == "--linear-backend") linear_backend = val();
+    else if (a == "--moe-backend") moe_backend = val();
     else {
       std::fprintf(stderr, "usage: decode_bench --arch moe|dense [--layers N] [--threads T] [--tokens N] [--dir PATH] "
-                           "[--override-activation-dtype bfloat16] [--bf16-lm-head] [--fp8]\n");
+                           "[--override-activation-dtype bfloat16] [--bf16-lm-head] [--fp8] [--linear-backend NAME] "
+                           "[--moe-backend NAME]\n");
       return 2;
     }
   }
@@ -307,11 +313,13 @@ int main(int argc, char** argv) {
     o.dtype = "bfloat16";
     o.threads = threads;
     o.override_activation_dtype = model::parse_override_activation_dtype(override_dtype);
+    o.linear_backend = linear_backend;
+    o.moe_backend = moe_backend;
     model::LoadOptions lo;
     lo.max_model_len = prompt_len + tokens + 1;
     lo.progress = false;
     auto lm = model::CausalLM::load(dir, o, lo);
-    model::KvCache cache = lm->new_cache();
+    model::SequenceState cache = lm->new_sequence();
 
     std::vector<int32_t> prompt(static_cast<size_t>(prompt_len));
     for (auto& t : prompt) t = static_cast<int32_t>(3 + next_rand() % (s.vocab - 3));
@@ -339,7 +347,21 @@ int main(int argc, char** argv) {
     const size_t kv_bytes = cache.bytes_per_position() * static_cast<size_t>(prompt_len + tokens);
     std::printf("threads %d, activations bfloat16, override %s, lm_head %s\n", threads, override_dtype.c_str(),
                 bf16_head ? "bf16" : g_fp8 ? "fp8" : "nvfp4");
-    if (g_fp8) std::printf("weights: FP8 E4M3 (per-tensor weight_scale)\n");
+    {  // Which backends ran: the oracle's choice for this checkpoint's schemes (or the forced names).
+      const kernels::QuantKey key = g_fp8                        ? kernels::kFp8
+                                    : o.override_activation_dtype ? kernels::kNvfp4W4A16
+                                                                  : kernels::kNvfp4W4A4;
+      const char* format = g_fp8 ? "FP8" : "NVFP4";
+      const DType act = o.override_activation_dtype.value_or(DType::BF16);
+      const auto lin = kernels::select_linear({key, act, s.hidden, s.hidden, {}}, "bench", linear_backend);
+      const auto dense = kernels::select_linear({kernels::kUnquantized, act, s.vocab, s.hidden, {}}, "bench");
+      std::printf("backends: %s Linear %s", format, lin.backend->name.c_str());
+      if (s.experts > 0) {
+        const auto moe = kernels::select_moe({key, act, s.experts, s.top_k, s.hidden, s.inter, {}}, "bench", moe_backend);
+        std::printf(", %s MoE %s", format, moe.backend->name.c_str());
+      }
+      std::printf(", unquantized (router%s) %s\n", bf16_head ? ", lm_head" : "", dense.backend->name.c_str());
+    }
     std::printf("prefill: %lld tokens at %.1f tok/s\n", static_cast<long long>(prompt_len), prompt_len / prefill_s);
     std::printf("decode: %.2f tok/s (median of %zu steps; %.1f ms/step)\n", 1.0 / median, sorted.size(), median * 1e3);
     std::printf("bytes/token %.1f MB, read bandwidth %.2f GB/s -> roofline %.2f tok/s; ratio to roofline %.2f\n",

@@ -3,12 +3,17 @@
 // cblas_sgemm on fp32 weights of the same shape — printing ratios (docs/BENCHMARKS.md, Kernels).
 // `--rss` instead measures resident memory over an mmapped NVFP4 layer set of >= 256 MiB.
 #include <cblas.h>
+#include <dlfcn.h>
 #include <fmt/format.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -108,6 +113,9 @@ struct Options {
   bool rss = false;
   bool dense = false;
   bool fp8 = false;
+  bool keep_openblas_env = false;
+  std::string act = "bfloat16";
+  std::string w4a16_backend, w4a4_backend, dense_backend;
   int64_t llc_mib = 32;
 };
 
@@ -124,6 +132,50 @@ std::vector<int> parse_list(const std::string& s, const char* what = "--threads"
     if (out.back() < 1) usage_fail("{}: {} must be >= 1", what, out.back());
   }
   return out;
+}
+
+DType activation_dtype(const std::string& name) {
+  const auto t = parse_dtype(name);
+  if (name == "float32" || name == "f32") return DType::F32;
+  if (name == "bfloat16" || name == "bf16") return DType::BF16;
+  if (name == "float16" || name == "f16") return DType::F16;
+  if (t && (*t == DType::F32 || *t == DType::BF16 || *t == DType::F16)) return *t;
+  usage_fail("--act: '{}', expected bfloat16, float16 or float32", name);
+}
+
+// OpenBLAS's bf16 GEMM, when this OpenBLAS was built with it (Debian's is not).
+using SbgemmFn = void (*)(CBLAS_ORDER, CBLAS_TRANSPOSE, CBLAS_TRANSPOSE, blasint, blasint, blasint, float,
+                          const uint16_t*, blasint, const uint16_t*, blasint, float, float*, blasint);
+SbgemmFn bf16_gemm() { return reinterpret_cast<SbgemmFn>(dlsym(RTLD_DEFAULT, "cblas_sbgemm")); }
+
+void print_openblas() {
+  fmt::print("OpenBLAS core: {} (OPENBLAS_CORETYPE {}, OPENBLAS_L2_SIZE {}); bf16 GEMM (cblas_sbgemm): {}\n",
+             openblas_get_corename(), std::getenv("OPENBLAS_CORETYPE") ? std::getenv("OPENBLAS_CORETYPE") : "unset",
+             std::getenv("OPENBLAS_L2_SIZE") ? std::getenv("OPENBLAS_L2_SIZE") : "unset",
+             bf16_gemm() ? "available" : "not in this OpenBLAS build");
+}
+
+// OpenBLAS reads OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE when it loads, so measuring its best
+// kernel for this CPU means running without them: the benchmark re-executes itself once with
+// both removed (only this process: nothing else sees the change). --keep-openblas-env skips it.
+void reexec_without_openblas_env(const Options& o) {
+  if (o.keep_openblas_env || (!std::getenv("OPENBLAS_CORETYPE") && !std::getenv("OPENBLAS_L2_SIZE"))) return;
+  ::unsetenv("OPENBLAS_CORETYPE");
+  ::unsetenv("OPENBLAS_L2_SIZE");
+  std::ifstream f("/proc/self/cmdline", std::ios::binary);
+  std::string all((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  std::vector<std::string> args;
+  for (size_t at = 0; at < all.size();) {
+    const size_t end = all.find('\0', at);
+    args.push_back(all.substr(at, end - at));
+    at = end == std::string::npos ? all.size() : end + 1;
+  }
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  std::fflush(stdout);
+  ::execv("/proc/self/exe", argv.data());
+  fail("bench: re-executing without the OpenBLAS variables failed: {}", std::strerror(errno));
 }
 
 int run_kernels(const Options& o) {
@@ -145,14 +197,17 @@ int run_kernels(const Options& o) {
     ms.clear();
     for (int m : parse_list(o.ms, "--m")) ms.push_back(m);
   }
-  const char* names[2] = {"cpu_w4a16_avx2", "cpu_w4a4_avx2"};
   const kernels::QuantKey keys[2] = {kernels::kNvfp4W4A16, kernels::kNvfp4W4A4};
-  for (const char* name : names) {
-    const kernels::Backend* b = kernels::find_backend(name, kernels::LayerKind::linear);
-    if (!b) fail("backend {} is not registered", name);
-    if (std::string why = b->unavailable_reason(); !why.empty()) fail("{} unavailable: {}", name, why);
+  const DType act = activation_dtype(o.act);
+  // The oracle's choice for each scheme (as for a model's layers), or the forced names.
+  std::string names[2] = {o.w4a16_backend, o.w4a4_backend};
+  for (int b = 0; b < 2; ++b) {
+    const auto sel = kernels::select_linear({keys[b], act, 4096, 4096, {}}, "bench", names[b]);
+    names[b] = sel.backend->name;
   }
   fmt::print("cpu: {} ({} cores)\n", cpu_features().describe(), cpu_features().physical_cores);
+  fmt::print("backends: w4a16 = {}, w4a4 = {}; activations {}\n", names[0], names[1], dtype_torch_name(act));
+  print_openblas();
   std::mt19937 rng(1);
   for (int threads : thread_counts) {
     ThreadPool pool(threads);
@@ -175,11 +230,13 @@ int run_kernels(const Options& o) {
       for (int b = 0; b < 2; ++b) {
         const kernels::Backend* be = kernels::find_backend(names[b], kernels::LayerKind::linear);
         for (auto& l : layers)
-          kern[b].push_back(be->make_linear(wrap(l, s.n, s.k, keys[b]), {keys[b], DType::F32, s.n, s.k, {}}));
+          kern[b].push_back(be->make_linear(wrap(l, s.n, s.k, keys[b]), {keys[b], act, s.n, s.k, {}}));
       }
       for (int64_t m : ms) {
         std::vector<float> x(static_cast<size_t>(m * s.k)), y(static_cast<size_t>(m * s.n));
         for (auto& v : x) v = static_cast<float>(rng() % 2001) * 1e-3f - 1.0f;
+        std::vector<uint8_t> xa(x.size() * dtype_size(act)), ya(y.size() * dtype_size(act));
+        from_f32_n(x.data(), act, xa.data(), x.size());
         const double flops = 2.0 * m * s.n * s.k;
         const int reps = m >= 64 ? 3 : 10;
         const double t_blas = best_time([&] {
@@ -191,7 +248,7 @@ int run_kernels(const Options& o) {
         for (int b = 0; b < 2; ++b) {
           size_t next = 0;
           t[b] = best_time([&] {
-            kern[b][next]->forward(x.data(), m, y.data(), pool);
+            kern[b][next]->forward(xa.data(), m, ya.data(), pool);
             next = (next + 1) % kern[b].size();
           }, m == 1 ? 3 * copies : reps);
         }
@@ -204,10 +261,11 @@ int run_kernels(const Options& o) {
   }
   fmt::print("\nxBLAS = sgemm time / kernel time (same shape, fp32 weights, same threads); "
              "xBW = (NVFP4 weight bytes / kernel time) / read bandwidth.\n");
+  if (bf16_gemm()) fmt::print("bf16 GEMM baseline (cblas_sbgemm): `fp4lm bench kernels --dense`.\n");
   return 0;
 }
 
-// cpu_dense_avx2 (unquantized weights) against the same baselines: bf16 and fp32 weights, an
+// The dense backend (unquantized weights; the oracle's choice or --dense-backend) against the same baselines: bf16 and fp32 weights, an
 // lm_head-sized M=1 GEMV (151936 x 2048 bf16 = 594 MiB, read from memory) and a 4096 x 4096
 // layer over M.
 int run_dense(const Options& o) {
@@ -217,10 +275,13 @@ int run_dense(const Options& o) {
     ms.clear();
     for (int m : parse_list(o.ms, "--m")) ms.push_back(m);
   }
-  const kernels::Backend* be = kernels::find_backend("cpu_dense_avx2", kernels::LayerKind::linear);
-  if (!be) fail("backend cpu_dense_avx2 is not registered");
-  if (std::string why = be->unavailable_reason(); !why.empty()) fail("cpu_dense_avx2 unavailable: {}", why);
+  const DType act = activation_dtype(o.act);
+  const kernels::Backend* be =
+      kernels::select_linear({kernels::kUnquantized, act, 4096, 4096, {}}, "bench", o.dense_backend).backend;
   fmt::print("cpu: {} ({} cores)\n", cpu_features().describe(), cpu_features().physical_cores);
+  fmt::print("backend: {}; activations {}\n", be->name, dtype_torch_name(act));
+  print_openblas();
+  const SbgemmFn sbgemm = bf16_gemm();
   std::mt19937 rng(2);
   auto make = [&](int64_t n, int64_t k, DType t, std::vector<uint8_t>& store) {
     store.resize(static_cast<size_t>(n * k) * dtype_size(t));
@@ -239,7 +300,7 @@ int run_dense(const Options& o) {
     s.dense_dtype = t;
     s.dense = store.data();
     w.shards.push_back(s);
-    return be->make_linear(w, {kernels::kUnquantized, DType::F32, n, k, {}});
+    return be->make_linear(w, {kernels::kUnquantized, act, n, k, {}});
   };
   for (int threads : thread_counts) {
     ThreadPool pool(threads);
@@ -251,13 +312,15 @@ int run_dense(const Options& o) {
       std::vector<uint8_t> store;
       auto kern = make(n, k, DType::BF16, store);
       std::vector<float> x(static_cast<size_t>(k), 0.5f), y(static_cast<size_t>(n));
-      const double t = best_time([&] { kern->forward(x.data(), 1, y.data(), pool); }, 5);
+      std::vector<uint8_t> xa(x.size() * dtype_size(act)), ya(y.size() * dtype_size(act));
+      from_f32_n(x.data(), act, xa.data(), x.size());
+      const double t = best_time([&] { kern->forward(xa.data(), 1, ya.data(), pool); }, 5);
       fmt::print("lm_head {} x {} bf16, M=1: {:.2f} ms, {:.1f} GB/s of weights = {:.2f} x read bandwidth\n", n, k,
                  t * 1e3, store.size() / t / 1e9, store.size() / t / bw);
     }
     const int64_t n = 4096, k = 4096;
-    fmt::print("{:>6} {:>6} {:>4} | {:>10} {:>8} | {:>9} {:>8} {:>6} | {:>9} {:>8} {:>6}\n", "N", "K", "M",
-               "sgemm ms", "GFLOP/s", "f32 ms", "GFLOP/s", "xBLAS", "bf16 ms", "GFLOP/s", "xBLAS");
+    fmt::print("{:>6} {:>6} {:>4} | {:>10} {:>8} | {:>10} | {:>9} {:>8} {:>6} | {:>9} {:>8} {:>6}\n", "N", "K", "M",
+               "sgemm ms", "GFLOP/s", "sbgemm GF", "f32 ms", "GFLOP/s", "xBLAS", "bf16 ms", "GFLOP/s", "xBLAS");
     std::vector<uint8_t> s32, s16;
     auto k32 = make(n, k, DType::F32, s32);
     auto k16 = make(n, k, DType::BF16, s16);
@@ -265,18 +328,31 @@ int run_dense(const Options& o) {
     for (int64_t m : ms) {
       std::vector<float> x(static_cast<size_t>(m * k)), y(static_cast<size_t>(m * n));
       for (auto& v : x) v = static_cast<float>(rng() % 2001) * 1e-3f - 1.0f;
+      std::vector<uint8_t> xa(x.size() * dtype_size(act)), ya(y.size() * dtype_size(act));
+      from_f32_n(x.data(), act, xa.data(), x.size());
       const double flops = 2.0 * m * n * k;
       const int reps = m >= 64 ? 3 : 10;
+      double t_sb = 0;
+      if (sbgemm) {
+        std::vector<uint16_t> xb(x.size());
+        from_f32_n(x.data(), DType::BF16, xb.data(), x.size());
+        const auto* wb = reinterpret_cast<const uint16_t*>(s16.data());
+        t_sb = best_time([&] {
+          sbgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<blasint>(m), static_cast<blasint>(n),
+                 static_cast<blasint>(k), 1.0f, xb.data(), static_cast<blasint>(k), wb, static_cast<blasint>(k), 0.0f,
+                 y.data(), static_cast<blasint>(n));
+        }, reps);
+      }
       const double tb = best_time([&] {
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m), static_cast<int>(n),
                     static_cast<int>(k), 1.0f, x.data(), static_cast<int>(k), wf, static_cast<int>(k), 0.0f,
                     y.data(), static_cast<int>(n));
       }, reps);
-      const double t32 = best_time([&] { k32->forward(x.data(), m, y.data(), pool); }, reps);
-      const double t16 = best_time([&] { k16->forward(x.data(), m, y.data(), pool); }, reps);
-      fmt::print("{:>6} {:>6} {:>4} | {:>10.3f} {:>8.1f} | {:>9.3f} {:>8.1f} {:>6.2f} | {:>9.3f} {:>8.1f} {:>6.2f}\n", n,
-                 k, m, tb * 1e3, flops / tb / 1e9, t32 * 1e3, flops / t32 / 1e9, tb / t32, t16 * 1e3,
-                 flops / t16 / 1e9, tb / t16);
+      const double t32 = best_time([&] { k32->forward(xa.data(), m, ya.data(), pool); }, reps);
+      const double t16 = best_time([&] { k16->forward(xa.data(), m, ya.data(), pool); }, reps);
+      fmt::print("{:>6} {:>6} {:>4} | {:>10.3f} {:>8.1f} | {:>10} | {:>9.3f} {:>8.1f} {:>6.2f} | {:>9.3f} {:>8.1f} {:>6.2f}\n", n,
+                 k, m, tb * 1e3, flops / tb / 1e9, sbgemm ? fmt::format("{:.1f}", flops / t_sb / 1e9) : "n/a",
+                 t32 * 1e3, flops / t32 / 1e9, tb / t32, t16 * 1e3, flops / t16 / 1e9, tb / t16);
     }
   }
   return 0;
@@ -461,9 +537,16 @@ CommandRegistration reg("bench", "Benchmarks: `fp4lm bench kernels` (CPU NVFP4 k
       ->capture_default_str();
   k->add_option("--m", opts->ms, "comma-separated token counts (default: the shape set's)");
   k->add_flag("--rss", opts->rss, "measure peak RSS over a 288 MiB mmapped layer set instead");
-  k->add_flag("--dense", opts->dense, "the unquantized cpu_dense_avx2 backend (bf16/f32 weights) instead");
+  k->add_flag("--dense", opts->dense, "the unquantized (dense) backend (bf16/f32 weights) instead");
   k->add_flag("--fp8", opts->fp8, "the FP8 W8A16 backends (E4M3 weights, bf16 activations) instead");
+  k->add_option("--act", opts->act, "activation dtype: bfloat16, float16 or float32")->capture_default_str();
+  k->add_option("--w4a16-backend", opts->w4a16_backend, "force the W4A16 backend (default: the oracle's choice)");
+  k->add_option("--w4a4-backend", opts->w4a4_backend, "force the W4A4 backend (default: the oracle's choice)");
+  k->add_option("--dense-backend", opts->dense_backend, "force the dense backend (default: the oracle's choice)");
+  k->add_flag("--keep-openblas-env", opts->keep_openblas_env,
+              "measure sgemm with OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE as set (default: re-run without them)");
   return [opts]() -> int {
+    if (!opts->rss) reexec_without_openblas_env(*opts);
     return opts->rss ? run_rss() : opts->dense ? run_dense(*opts) : opts->fp8 ? run_fp8(*opts) : run_kernels(*opts);
   };
 });

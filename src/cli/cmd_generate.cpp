@@ -91,7 +91,7 @@ int run_generate(const GenerateArgs& a) {
   auto lm = model::CausalLM::load(a.model, opts, lo);
   log().info("memory: resident weight bytes {} ({:.1f} MiB), KV cache {} bytes per position; peak RSS {:.1f} MiB",
              lm->weight_bytes(), lm->weight_bytes() / 1048576.0,
-             lm->new_cache(1).bytes_per_position(), engine::peak_rss_bytes() / 1048576.0);
+             lm->sequence_bytes(1), engine::peak_rss_bytes() / 1048576.0);
 
   std::optional<tokenizer::StreamDecoder> stream;
   if (tok) stream.emplace(*tok, /*skip_special_tokens=*/true);

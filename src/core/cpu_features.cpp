@@ -53,6 +53,7 @@ CpuFeatures detect() {
       f.avx512f = zmm && (b & bit_AVX512F);
       f.avx512bw = f.avx512f && (b & bit_AVX512BW);
       f.avx512vl = f.avx512f && (b & bit_AVX512VL);
+      f.avx512vbmi = f.avx512f && (c & bit_AVX512VBMI);
       f.avx512vnni = f.avx512f && (c & bit_AVX512VNNI);
     }
     if (__get_cpuid_count(7, 1, &a, &b, &c, &d)) {
@@ -84,6 +85,7 @@ std::string CpuFeatures::describe() const {
   add(avx512f, "avx512f");
   add(avx512bw, "avx512bw");
   add(avx512vl, "avx512vl");
+  add(avx512vbmi, "avx512vbmi");
   add(avx512vnni, "avx512vnni");
   add(avx512bf16, "avx512bf16");
   return s.empty() ? "none" : s;

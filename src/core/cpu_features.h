@@ -13,8 +13,9 @@ struct CpuFeatures {
   bool avx512f = false;
   bool avx512bw = false;
   bool avx512vl = false;
-  bool avx512vnni = false;
-  bool avx512bf16 = false;
+  bool avx512vbmi = false;  // vpermb, vpermi2b
+  bool avx512vnni = false;  // vpdpbusd
+  bool avx512bf16 = false;  // vdpbf16ps
   bool avx_vnni = false;
   int physical_cores = 1;  // best effort; at least 1
   int logical_cores = 1;

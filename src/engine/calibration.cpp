@@ -152,7 +152,7 @@ ActivationAmax calibrate(std::shared_ptr<io::Checkpoint> ckpt, const ExportPlan&
       if (ids[static_cast<size_t>(i)] < 0 || ids[static_cast<size_t>(i)] >= vocab)
         fail("calibration sequence {}: token id {} at position {} is outside the vocabulary [0, {})", s,
              ids[static_cast<size_t>(i)], i, vocab);
-    model::KvCache cache = lm->new_cache(n);
+    model::SequenceState cache = lm->new_sequence(n);
     for (int64_t p = 0; p < n; p += chunk) {
       const int64_t c = std::min(chunk, n - p);
       lm->forward(cache, ids.data() + p, c, mode, logits.empty() ? nullptr : logits.data());

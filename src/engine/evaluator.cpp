@@ -33,7 +33,7 @@ EvalResult score_sequence(const model::CausalLM& lm, const std::vector<int32_t>&
   // The last token is only a target, never an input.
   const int64_t inputs = n - 1;
   constexpr int64_t kChunk = 64;  // bounds the logits buffer at 64 x vocab floats
-  model::KvCache cache = lm.new_cache(inputs);
+  model::SequenceState cache = lm.new_sequence(inputs);
   std::vector<float> logits(static_cast<size_t>(std::min(kChunk, inputs) * vocab)), lp;
   if (on_position) lp.resize(static_cast<size_t>(vocab));
   for (int64_t s = 0; s < inputs; s += kChunk) {

@@ -32,7 +32,7 @@ GenerationResult generate(const model::CausalLM& lm, const std::vector<int32_t>&
   auto is_stop = [&](int32_t t) { return std::find(stops.begin(), stops.end(), t) != stops.end(); };
 
   Sampler sampler(params.sampling);
-  model::KvCache cache = lm.new_cache();
+  model::SequenceState cache = lm.new_sequence();
   std::vector<float> logits(static_cast<size_t>(lm.vocab_size()));
   auto t0 = std::chrono::steady_clock::now();
   lm.forward(cache, prompt.data(), p, model::LogitsMode::last, logits.data());

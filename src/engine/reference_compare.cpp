@@ -31,7 +31,7 @@ ReferenceComparison compare_to_reference(const model::CausalLM& q, const model::
         fail("sequence {}: token id {} at position {} is outside the vocabulary [0, {})", s, ids[static_cast<size_t>(i)],
              i, vocab);
     const int64_t inputs = n - 1;  // the last token is only a target
-    model::KvCache cq = q.new_cache(inputs), cr = r.new_cache(inputs);
+    model::SequenceState cq = q.new_sequence(inputs), cr = r.new_sequence(inputs);
     for (int64_t p = 0; p < inputs; p += kChunk) {
       const int64_t m = std::min(kChunk, inputs - p);
       q.forward(cq, ids.data() + p, m, model::LogitsMode::all, lq_logits.data());

@@ -11,12 +11,16 @@
 namespace fp4lm::kernels {
 
 // Each backend file defines one of these; the table below is the only place listing them.
+const Backend& cpu_w4a4_avx512_linear_backend();
+const Backend& cpu_w4a16_avx512_linear_backend();
 const Backend& cpu_w4a4_avx2_linear_backend();
 const Backend& cpu_w4a16_avx2_linear_backend();
 const Backend& cpu_dense_avx2_linear_backend();
 const Backend& cpu_fp8_w8a16_avx512_linear_backend();
 const Backend& cpu_fp8_w8a16_avx2_linear_backend();
 const Backend& reference_linear_backend();
+const Backend& cpu_w4a4_avx512_moe_backend();
+const Backend& cpu_w4a16_avx512_moe_backend();
 const Backend& cpu_w4a4_avx2_moe_backend();
 const Backend& cpu_w4a16_avx2_moe_backend();
 const Backend& cpu_dense_avx2_moe_backend();
@@ -29,12 +33,16 @@ namespace {
 // Priority order: the first available backend that accepts a layer wins.
 std::vector<const Backend*> table() {
   return {
+      &cpu_w4a4_avx512_linear_backend(),
+      &cpu_w4a16_avx512_linear_backend(),
       &cpu_w4a4_avx2_linear_backend(),
       &cpu_w4a16_avx2_linear_backend(),
       &cpu_dense_avx2_linear_backend(),
       &cpu_fp8_w8a16_avx512_linear_backend(),
       &cpu_fp8_w8a16_avx2_linear_backend(),
       &reference_linear_backend(),
+      &cpu_w4a4_avx512_moe_backend(),
+      &cpu_w4a16_avx512_moe_backend(),
       &cpu_w4a4_avx2_moe_backend(),
       &cpu_w4a16_avx2_moe_backend(),
       &cpu_dense_avx2_moe_backend(),

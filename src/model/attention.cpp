@@ -39,20 +39,35 @@ const float* rows_f32(const uint8_t* plane, DType dt, int64_t head_dim, int64_t 
 
 }  // namespace
 
-void causal_attention(const KvCache& cache, int64_t layer, const float* q, int64_t m, int64_t pos0,
-                      int64_t num_heads, float* out, ThreadPool& pool) {
-  const int64_t hd = cache.head_dim(), kvh = cache.num_kv_heads();
+void causal_attention(std::span<const AttentionSpan> spans, int64_t layer, const float* q, int64_t num_heads,
+                      float* out, ThreadPool& pool) {
+  if (spans.empty()) return;
+  const int64_t hd = spans[0].cache->head_dim(), kvh = spans[0].cache->num_kv_heads();
   if (num_heads % kvh != 0) fail("attention: {} heads do not group over {} KV heads", num_heads, kvh);
-  if (pos0 < 0 || pos0 + m > cache.capacity())
-    fail("attention: positions [{}, {}) exceed the KV cache capacity {}", pos0, pos0 + m, cache.capacity());
+  // Per row: its cache and position.
+  std::vector<const KvCache*> row_cache;
+  std::vector<int64_t> row_pos;
+  for (const AttentionSpan& s : spans) {
+    if (s.pos0 < 0 || s.pos0 + s.n > s.cache->capacity())
+      fail("attention: positions [{}, {}) exceed the KV cache capacity {}", s.pos0, s.pos0 + s.n,
+           s.cache->capacity());
+    if (s.cache->head_dim() != hd || s.cache->num_kv_heads() != kvh)
+      fail("attention: caches of different shapes in one batch");
+    for (int64_t i = 0; i < s.n; ++i) {
+      row_cache.push_back(s.cache);
+      row_pos.push_back(s.pos0 + i);
+    }
+  }
+  const int64_t m = static_cast<int64_t>(row_pos.size());
   const int64_t group = num_heads / kvh;
   const float denom = std::sqrt(static_cast<float>(hd));
-  const DType dt = cache.dtype();
   pool.parallel_for(m * num_heads, [&](int64_t begin, int64_t end, int) {
     std::vector<float> scores, kbuf, vbuf;
     for (int64_t task = begin; task < end; ++task) {
       const int64_t i = task / num_heads, h = task % num_heads, g = h / group;
-      const int64_t len = pos0 + i + 1;
+      const KvCache& cache = *row_cache[i];
+      const DType dt = cache.dtype();
+      const int64_t len = row_pos[i] + 1;
       const float* qh = q + (i * num_heads + h) * hd;
       float* oh = out + (i * num_heads + h) * hd;
       scores.resize(static_cast<size_t>(len));
@@ -88,6 +103,13 @@ void causal_attention(const KvCache& cache, int64_t layer, const float* q, int64
   });
 }
 
+void causal_attention(const KvCache& cache, int64_t layer, const float* q, int64_t m, int64_t pos0,
+                      int64_t num_heads, float* out, ThreadPool& pool) {
+  // The batched core only reads through the span's cache pointer.
+  const AttentionSpan span{const_cast<KvCache*>(&cache), 0, m, pos0};
+  causal_attention(std::span<const AttentionSpan>(&span, 1), layer, q, num_heads, out, pool);
+}
+
 Attention::Attention(ModelLoader& loader, int64_t layer, const Rope& rope)
     : layer_(layer), rope_(rope) {
   const ModelConfig& c = loader.config();
@@ -105,30 +127,37 @@ Attention::Attention(ModelLoader& loader, int64_t layer, const Rope& rope)
   }
 }
 
-void Attention::forward(const float* x, int64_t m, int64_t pos0, KvCache& cache, float* y) const {
+void Attention::forward(const float* x, std::span<const AttentionSpan> spans, float* y) const {
   const int64_t qd = num_heads_ * head_dim_, kvd = num_kv_heads_ * head_dim_, width = qd + 2 * kvd;
-  if (pos0 + m > cache.capacity())
-    fail("sequence of {} tokens exceeds the KV cache capacity ({} positions, --max-model-len)", pos0 + m,
-         cache.capacity());
+  int64_t m = 0;
+  for (const AttentionSpan& s : spans) {
+    if (s.row0 != m) fail("attention: batch spans must cover the rows in order");
+    if (s.pos0 + s.n > s.cache->capacity())
+      fail("sequence of {} tokens exceeds the KV cache capacity ({} positions, --max-model-len)", s.pos0 + s.n,
+           s.cache->capacity());
+    m += s.n;
+  }
   std::vector<float> qkv(static_cast<size_t>(m * width)), q(static_cast<size_t>(m * qd));
   qkv_->forward(x, m, qkv.data());
   std::vector<float> cos(static_cast<size_t>(head_dim_ / 2)), sin(cos.size());
-  for (int64_t i = 0; i < m; ++i) {
-    float* row = qkv.data() + i * width;
-    float *qi = row, *ki = row + qd, *vi = row + qd + kvd;
-    if (qk_norm_) {
-      q_norm_.forward(qi, num_heads_, qi, act_);
-      k_norm_.forward(ki, num_kv_heads_, ki, act_);
+  for (const AttentionSpan& s : spans)
+    for (int64_t j = 0; j < s.n; ++j) {
+      const int64_t i = s.row0 + j, pos = s.pos0 + j;
+      float* row = qkv.data() + i * width;
+      float *qi = row, *ki = row + qd, *vi = row + qd + kvd;
+      if (qk_norm_) {
+        q_norm_.forward(qi, num_heads_, qi, act_);
+        k_norm_.forward(ki, num_kv_heads_, ki, act_);
+      }
+      rope_.cos_sin(pos, cos.data(), sin.data());
+      rope_.rotate(qi, num_heads_, cos.data(), sin.data());
+      rope_.rotate(ki, num_kv_heads_, cos.data(), sin.data());
+      round_to_dtype(qi, static_cast<size_t>(qd + kvd), act_);
+      s.cache->store(layer_, pos, ki, vi);
+      std::copy(qi, qi + qd, q.data() + i * qd);
     }
-    rope_.cos_sin(pos0 + i, cos.data(), sin.data());
-    rope_.rotate(qi, num_heads_, cos.data(), sin.data());
-    rope_.rotate(ki, num_kv_heads_, cos.data(), sin.data());
-    round_to_dtype(qi, static_cast<size_t>(qd + kvd), act_);
-    cache.store(layer_, pos0 + i, ki, vi);
-    std::copy(qi, qi + qd, q.data() + i * qd);
-  }
   std::vector<float> attn(static_cast<size_t>(m * qd));
-  causal_attention(cache, layer_, q.data(), m, pos0, num_heads_, attn.data());
+  causal_attention(spans, layer_, q.data(), num_heads_, attn.data());
   round_to_dtype(attn.data(), attn.size(), act_);
   o_->forward(attn.data(), m, y);
 }

@@ -4,6 +4,7 @@
 // KV entries stored in the cache, softmax(q·kᵀ / sqrt(head_dim)) in float32, o_proj.
 #include <cstdint>
 #include <memory>
+#include <span>
 
 #include "core/dtype.h"
 #include "core/thread_pool.h"
@@ -16,7 +17,21 @@ namespace fp4lm::model {
 
 class ModelLoader;
 
-// The attention core: m query tokens at positions pos0 .. pos0+m-1, each attending to cache
+// The rows of one sequence inside a batched call: rows [row0, row0 + n) are that sequence's
+// positions pos0 .. pos0 + n - 1, and its K/V live in `cache`.
+struct AttentionSpan {
+  KvCache* cache = nullptr;
+  int64_t row0 = 0, n = 0, pos0 = 0;
+};
+
+// The attention core over a batch: every row attends to its own sequence's cache positions
+// [0, its own] of `layer` (which must already hold them). q [m, num_heads*head_dim] float32 with
+// m = the spans' rows; out likewise. Each (row, head) is one task computed the same way whatever
+// else is in the batch or how the tasks split over threads.
+void causal_attention(std::span<const AttentionSpan> spans, int64_t layer, const float* q, int64_t num_heads,
+                      float* out, ThreadPool& pool = ThreadPool::global());
+
+// The attention core for one sequence: m query tokens at positions pos0 .. pos0+m-1, each attending to cache
 // positions [0, its own] of `layer` (which must already hold them). q [m, num_heads*head_dim]
 // float32; out [m, num_heads*head_dim] float32 (unrounded). Query head h reads KV head
 // h / (num_heads / num_kv_heads). Scores q·k / sqrt(head_dim), softmax and the weighted sum of
@@ -29,9 +44,11 @@ class Attention {
   // Loads model.layers.<layer>.self_attn.{qkv_proj, o_proj[, q_norm, k_norm]}.
   Attention(ModelLoader& loader, int64_t layer, const Rope& rope);
 
-  // x [m, hidden] (the normed hidden states) at positions pos0.. of `cache`; writes their K/V
-  // into the cache and y [m, hidden]. cache.length() is not changed (the model advances it).
-  void forward(const float* x, int64_t m, int64_t pos0, KvCache& cache, float* y) const;
+  // x [m, hidden] (the normed hidden states of every span's rows, in order): projects all rows
+  // at once, applies RoPE to each row at its own position, writes its K/V into its sequence's
+  // cache, attends per sequence, and writes y [m, hidden]. Cache lengths are not changed (the
+  // model advances them).
+  void forward(const float* x, std::span<const AttentionSpan> spans, float* y) const;
 
   size_t weight_bytes() const { return qkv_->weight_bytes() + o_->weight_bytes(); }
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -12,6 +13,7 @@
 #include "core/log.h"
 #include "model/activation.h"
 #include "model/arch/arch.h"
+#include "model/finite_check.h"
 #include "model/model_loader.h"
 
 namespace fp4lm::model {
@@ -88,48 +90,152 @@ size_t CausalLM::weight_bytes() const {
   return b;
 }
 
-KvCache CausalLM::new_cache(int64_t capacity) const {
+SequenceState CausalLM::new_sequence(int64_t capacity, int64_t id) const {
   const ModelConfig& c = config();
-  return KvCache(c.num_layers, c.num_kv_heads, c.head_dim, capacity > 0 ? capacity : max_model_len_, dtype_);
+  if (capacity < 0 || capacity > max_model_len_)
+    fail("sequence capacity {} outside [1, {}] (--max-model-len)", capacity, max_model_len_);
+  return SequenceState(KvCache(c.num_layers, c.num_kv_heads, c.head_dim, capacity > 0 ? capacity : max_model_len_,
+                               dtype_),
+                       id);
 }
 
-void CausalLM::forward(KvCache& cache, const int32_t* tokens, int64_t n, LogitsMode mode, float* logits) const {
-  if (n <= 0) fail("forward: no tokens");
-  if (cache.length() + n > cache.capacity())
-    fail("sequence of {} tokens exceeds the maximum model length {} (--max-model-len)", cache.length() + n,
-         cache.capacity());
-  const int64_t vocab = vocab_size();
-  for (int64_t s = 0; s < n; s += prefill_chunk_) {
-    const int64_t m = std::min(prefill_chunk_, n - s);
-    const bool last_chunk = s + m == n;
-    LogitsMode cm = mode == LogitsMode::all ? LogitsMode::all : (last_chunk ? mode : LogitsMode::none);
-    forward_chunk(cache, tokens + s, m, cm, mode == LogitsMode::all ? logits + s * vocab : logits);
+size_t CausalLM::sequence_bytes(int64_t capacity) const {
+  const ModelConfig& c = config();
+  const int64_t cap = capacity > 0 ? capacity : max_model_len_;
+  return static_cast<size_t>(c.num_layers) * 2 * static_cast<size_t>(c.num_kv_heads * c.head_dim * cap) *
+         dtype_size(dtype_);
+}
+
+// Rows [offset, offset + n) of batch chunk `chunk`, at positions pos0.. of its state, are rows
+// [row0, row0 + n) of the step.
+struct CausalLM::Piece {
+  int64_t chunk, offset, n, row0, pos0;
+};
+
+namespace {
+// Fills in the batch entry and position of a non-finite value found at `row` of a step.
+template <typename Find>
+[[noreturn]] void rethrow_located(const NonFiniteError& e, int64_t row, Find&& find) {
+  const auto [batch_index, position, id] = find(row);
+  throw NonFiniteError(e.where(), e.row(), e.value(), batch_index, position, id);
+}
+}  // namespace
+
+void CausalLM::forward(SequenceState& state, const int32_t* tokens, int64_t n, LogitsMode mode, float* logits) const {
+  const SequenceChunk c{&state, tokens, n, mode, logits};
+  forward(std::span<const SequenceChunk>(&c, 1));
+}
+
+void CausalLM::forward(std::span<const SequenceChunk> batch) const {
+  for (size_t b = 0; b < batch.size(); ++b) {
+    const SequenceChunk& c = batch[b];
+    if (!c.state) fail("forward: batch entry {} has no sequence state", b);
+    if (c.n <= 0 || !c.tokens) fail("forward: batch entry {} has no tokens", b);
+    if (c.logits != LogitsMode::none && !c.out) fail("forward: batch entry {} asks for logits but has no output", b);
+    if (c.state->length() + c.n > c.state->capacity())
+      fail("sequence of {} tokens exceeds the maximum model length {} (--max-model-len)", c.state->length() + c.n,
+           c.state->capacity());
+    for (size_t o = 0; o < b; ++o)
+      if (batch[o].state == c.state) fail("forward: batch entries {} and {} are the same sequence", o, b);
+  }
+  std::vector<int64_t> lengths;
+  for (const SequenceChunk& c : batch) lengths.push_back(c.state->length());
+  try {
+    // Steps of at most prefill_chunk rows; a long chunk continues in the next step.
+    std::vector<Piece> pieces;
+    int64_t rows = 0;
+    for (size_t b = 0; b < batch.size(); ++b)
+      for (int64_t off = 0; off < batch[b].n;) {
+        const int64_t take = std::min(batch[b].n - off, prefill_chunk_ - rows);
+        pieces.push_back({static_cast<int64_t>(b), off, take, rows, 0});
+        rows += take;
+        off += take;
+        if (rows == prefill_chunk_) {
+          forward_step(batch, pieces);
+          pieces.clear();
+          rows = 0;
+        }
+      }
+    if (!pieces.empty()) forward_step(batch, pieces);
+  } catch (...) {
+    // Positions past the old lengths hold garbage that the next forward overwrites.
+    for (size_t b = 0; b < batch.size(); ++b) batch[b].state->truncate(lengths[b]);
+    throw;
   }
 }
 
-void CausalLM::forward_chunk(KvCache& cache, const int32_t* tokens, int64_t m, LogitsMode mode,
-                             float* logits) const {
-  const int64_t hid = config().hidden_size, pos0 = cache.length();
+void CausalLM::forward_step(std::span<const SequenceChunk> batch, const std::vector<Piece>& in) const {
+  const int64_t hid = config().hidden_size, vocab = vocab_size();
+  std::vector<Piece> pieces = in;
+  std::vector<AttentionSpan> spans;
+  std::vector<int32_t> tokens;
+  for (Piece& p : pieces) {
+    const SequenceChunk& c = batch[p.chunk];
+    p.pos0 = c.state->length();
+    spans.push_back({&c.state->kv(), p.row0, p.n, p.pos0});
+    tokens.insert(tokens.end(), c.tokens + p.offset, c.tokens + p.offset + p.n);
+  }
+  const int64_t m = static_cast<int64_t>(tokens.size());
+  // Step row -> (batch entry, position, sequence id), for error messages.
+  auto locate = [&](int64_t row) {
+    for (const Piece& p : pieces)
+      if (row >= p.row0 && row < p.row0 + p.n)
+        return std::tuple<int64_t, int64_t, int64_t>{p.chunk, p.pos0 + row - p.row0, batch[p.chunk].state->id()};
+    return std::tuple<int64_t, int64_t, int64_t>{-1, -1, -1};
+  };
+
   const size_t size = static_cast<size_t>(m * hid);
   std::vector<float> h(size), x(size), y(size);
-  embed_.lookup(tokens, m, h.data());
-  round_to_dtype(h.data(), size, dtype_);
-  for (size_t li = 0; li < layers_.size(); ++li) {
-    const Layer& L = layers_[li];
-    L.input_norm.forward(h.data(), m, x.data(), dtype_);
-    L.attn->forward(x.data(), m, pos0, cache, y.data());
-    for (size_t i = 0; i < size; ++i) h[i] += y[i];
+  try {
+    embed_.lookup(tokens.data(), m, h.data());
     round_to_dtype(h.data(), size, dtype_);
-    L.post_norm.forward(h.data(), m, x.data(), dtype_);
-    L.ffn->forward(x.data(), m, y.data());
-    for (size_t i = 0; i < size; ++i) h[i] += y[i];
-    round_to_dtype(h.data(), size, dtype_);
+    check_finite(h.data(), m, hid, "the token embedding");
+    for (size_t li = 0; li < layers_.size(); ++li) {
+      const Layer& L = layers_[li];
+      L.input_norm.forward(h.data(), m, x.data(), dtype_);
+      L.attn->forward(x.data(), spans, y.data());
+      for (size_t i = 0; i < size; ++i) h[i] += y[i];
+      round_to_dtype(h.data(), size, dtype_);
+      L.post_norm.forward(h.data(), m, x.data(), dtype_);
+      L.ffn->forward(x.data(), m, y.data());
+      for (size_t i = 0; i < size; ++i) h[i] += y[i];
+      round_to_dtype(h.data(), size, dtype_);
+      // The residual stream: catches what a layer produced before the next layer's norm hides it.
+      check_finite(h.data(), m, hid, "the hidden state after decoder layer ", std::to_string(li));
+    }
+  } catch (const NonFiniteError& e) {
+    rethrow_located(e, e.row(), locate);
   }
-  cache.set_length(pos0 + m);
-  if (mode == LogitsMode::none) return;
-  const int64_t first = mode == LogitsMode::last ? m - 1 : 0, rows = m - first;
-  final_norm_.forward(h.data() + first * hid, rows, x.data(), dtype_);
-  lm_head_->forward(x.data(), rows, logits);
+  for (const Piece& p : pieces) batch[p.chunk].state->kv().set_length(p.pos0 + p.n);
+
+  // Logits only for the rows asked: every row of an `all` chunk, the last row of a `last` chunk.
+  std::vector<int64_t> rows;  // step rows
+  std::vector<float*> outs;
+  for (const Piece& p : pieces) {
+    const SequenceChunk& c = batch[p.chunk];
+    if (c.logits == LogitsMode::all)
+      for (int64_t i = 0; i < p.n; ++i) {
+        rows.push_back(p.row0 + i);
+        outs.push_back(c.out + (p.offset + i) * vocab);
+      }
+    else if (c.logits == LogitsMode::last && p.offset + p.n == c.n) {
+      rows.push_back(p.row0 + p.n - 1);
+      outs.push_back(c.out);
+    }
+  }
+  if (rows.empty()) return;
+  const int64_t r = static_cast<int64_t>(rows.size());
+  for (int64_t i = 0; i < r; ++i)
+    std::copy_n(h.data() + rows[i] * hid, hid, x.data() + i * hid);
+  final_norm_.forward(x.data(), r, x.data(), dtype_);
+  std::vector<float> logits(static_cast<size_t>(r * vocab));
+  try {
+    lm_head_->forward(x.data(), r, logits.data());
+    check_finite(logits.data(), r, vocab, "the logits");
+  } catch (const NonFiniteError& e) {
+    rethrow_located(e, rows[e.row()], locate);
+  }
+  for (int64_t i = 0; i < r; ++i) std::copy_n(logits.data() + i * vocab, vocab, outs[i]);
 }
 
 }  // namespace fp4lm::model

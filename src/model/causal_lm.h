@@ -1,10 +1,13 @@
 #pragma once
 // A loaded decoder-only language model: embedding, decoder layers (RMSNorm -> attention ->
 // residual -> RMSNorm -> feed-forward -> residual), final norm and lm_head. forward() runs a
-// span of tokens of one sequence at the next positions of its KV cache: a prompt as one batch
-// (in chunks of prefill_chunk tokens, through the GEMM kernels) or one decode token.
+// batch of chunks of several sequences, each at the next positions of its own engine-owned
+// SequenceState: every Linear/MoE layer sees all rows of the batch at once (weights are read
+// once per step for all sequences), RoPE and attention work per row / per sequence. A prompt is
+// one chunk (split into steps of prefill_chunk rows), a decode step one token per sequence.
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -19,19 +22,18 @@
 #include "model/model_config.h"
 #include "model/rms_norm.h"
 #include "model/rope.h"
+#include "model/sequence_chunk.h"
+#include "model/sequence_state.h"
 
 namespace fp4lm::model {
 
 class ModelLoader;
 
-// Which logits forward() produces.
-enum class LogitsMode { none, last, all };
-
 struct LoadOptions {
-  // KV capacity of new caches; 0 = min(max_position_embeddings, 8192). Must not exceed
+  // Capacity of new sequences; 0 = min(max_position_embeddings, 8192). Must not exceed
   // max_position_embeddings.
   int64_t max_model_len = 0;
-  int64_t prefill_chunk = 256;  // tokens per prefill batch
+  int64_t prefill_chunk = 256;  // rows (tokens of all sequences) per forward step
   bool progress = true;         // a progress line on stderr when it is a terminal
 };
 
@@ -55,14 +57,26 @@ class CausalLM {
   // Resident weight bytes: every kernel's weights, the norms and the embedding table.
   size_t weight_bytes() const;
 
-  // A fresh cache for one sequence; capacity 0 = max_model_len().
-  KvCache new_cache(int64_t capacity = 0) const;
+  // A fresh empty sequence state; capacity 0 = max_model_len() (Error beyond it). Its memory is
+  // reserved, not touched. `id` is what error messages call it (SequenceStore passes its id).
+  SequenceState new_sequence(int64_t capacity = 0, int64_t id = -1) const;
+  // Bytes a sequence of `capacity` positions reserves (0 = max_model_len()).
+  size_t sequence_bytes(int64_t capacity = 0) const;
 
-  // Runs tokens[0, n) at positions cache.length() .. cache.length()+n-1, appends their K/V and
-  // advances the cache. logits: LogitsMode::last -> [vocab] of the last token, all -> [n, vocab]
-  // (float32; rounded to the activation dtype like the lm_head output). Error when the sequence
-  // would exceed the cache's capacity, or on a token id outside the vocabulary.
-  void forward(KvCache& cache, const int32_t* tokens, int64_t n, LogitsMode mode, float* logits) const;
+  // Runs every chunk of the batch: chunk c's tokens[0, n) at positions state.length() ..
+  // state.length()+n-1 of its own sequence, appending its K/V and advancing its state by n.
+  // Logits per chunk: LogitsMode::last -> out [vocab] of its last token, all -> out [n, vocab]
+  // (float32, rounded to the activation dtype like the lm_head output), none -> nothing.
+  // The rows of all chunks go through each Linear/MoE layer together, in steps of at most
+  // prefill_chunk rows. A chunk's results are bit-identical to running it alone (the kernels'
+  // per-row results do not depend on the other rows), except that --a16-max-tokens is decided
+  // per step (see docs/RUNTIME.md).
+  // Errors (one line, naming the sequence): a chunk passing its state's capacity, a token id
+  // outside the vocabulary, a state twice in one batch, a non-finite value (NonFiniteError).
+  // On error every state of the batch is left as it was before the call.
+  void forward(std::span<const SequenceChunk> batch) const;
+  // One sequence: a batch of one.
+  void forward(SequenceState& state, const int32_t* tokens, int64_t n, LogitsMode mode, float* logits) const;
 
  private:
   CausalLM() = default;
@@ -71,7 +85,8 @@ class CausalLM {
     std::unique_ptr<Attention> attn;
     std::unique_ptr<FeedForward> ffn;
   };
-  void forward_chunk(KvCache& cache, const int32_t* tokens, int64_t m, LogitsMode mode, float* logits) const;
+  struct Piece;  // rows of one chunk inside one forward step
+  void forward_step(std::span<const SequenceChunk> batch, const std::vector<Piece>& pieces) const;
 
   std::shared_ptr<io::Checkpoint> ckpt_;
   std::unique_ptr<ModelLoader> loader_;

@@ -1,5 +1,11 @@
 #include "model/kv_cache.h"
 
+#include <sys/mman.h>
+
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
 #include "core/error.h"
 
 namespace fp4lm::model {
@@ -13,14 +19,48 @@ KvCache::KvCache(int64_t num_layers, int64_t num_kv_heads, int64_t head_dim, int
          num_kv_heads, head_dim, capacity);
   esize_ = dtype_size(dtype);
   bytes_ = static_cast<size_t>(num_layers) * 2 * num_kv_heads * capacity * head_dim * esize_;
-  // Default-initialized (not zeroed): large allocations come straight from mmap and stay
-  // non-resident until written.
-  data_.reset(new uint8_t[bytes_]);
+  // Address space only: MAP_NORESERVE so a long context does not count against overcommit
+  // until it is filled.
+  void* p = ::mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED)
+    fail("KV cache: cannot reserve {} bytes ({} positions): {}", bytes_, capacity, std::strerror(errno));
+  data_ = static_cast<uint8_t*>(p);
+}
+
+KvCache::~KvCache() {
+  if (data_) ::munmap(data_, bytes_);
+}
+
+KvCache::KvCache(KvCache&& o) noexcept
+    : layers_(o.layers_), kv_heads_(o.kv_heads_), head_dim_(o.head_dim_), capacity_(o.capacity_),
+      dtype_(o.dtype_), esize_(o.esize_), bytes_(o.bytes_), length_(o.length_),
+      data_(std::exchange(o.data_, nullptr)) {}
+
+KvCache& KvCache::operator=(KvCache&& o) noexcept {
+  if (this != &o) {
+    if (data_) ::munmap(data_, bytes_);
+    layers_ = o.layers_;
+    kv_heads_ = o.kv_heads_;
+    head_dim_ = o.head_dim_;
+    capacity_ = o.capacity_;
+    dtype_ = o.dtype_;
+    esize_ = o.esize_;
+    bytes_ = o.bytes_;
+    length_ = o.length_;
+    data_ = std::exchange(o.data_, nullptr);
+  }
+  return *this;
 }
 
 void KvCache::set_length(int64_t n) {
   if (n < 0 || n > capacity_) fail("KV cache: length {} outside [0, {}]", n, capacity_);
   length_ = n;
+}
+
+void KvCache::clear() {
+  length_ = 0;
+  // Private anonymous pages read back as zeros after this; nothing reads past length() anyway.
+  if (data_) ::madvise(data_, bytes_, MADV_DONTNEED);
 }
 
 void KvCache::store(int64_t layer, int64_t pos, const float* k, const float* v) {

@@ -2,11 +2,11 @@
 // The key/value cache of one sequence: for every decoder layer and KV head, `capacity`
 // positions of head_dim values, stored in the KV dtype (float32, bfloat16 or float16).
 // Layout [layer][k|v][kv_head][position][head_dim], so attention scans one head's history
-// contiguously. The memory is reserved up front but only touched as positions fill, so an
-// unused tail costs address space, not resident memory.
+// contiguously. The memory is an anonymous mapping reserved up front: pages become resident
+// only as positions fill, and go back to the OS at once when the cache is destroyed or cleared,
+// so a server can admit sequences by reserved and used bytes.
 #include <cstddef>
 #include <cstdint>
-#include <memory>
 
 #include "core/dtype.h"
 
@@ -15,17 +15,25 @@ namespace fp4lm::model {
 class KvCache {
  public:
   KvCache(int64_t num_layers, int64_t num_kv_heads, int64_t head_dim, int64_t capacity, DType dtype);
+  ~KvCache();
+  KvCache(KvCache&& o) noexcept;
+  KvCache& operator=(KvCache&& o) noexcept;
+  KvCache(const KvCache&) = delete;
+  KvCache& operator=(const KvCache&) = delete;
 
   int64_t capacity() const { return capacity_; }
   int64_t length() const { return length_; }  // positions filled so far
   void set_length(int64_t n);                  // Error outside [0, capacity]
-  void clear() { length_ = 0; }
+  // Length 0, and the filled pages are returned to the OS (the reservation stays).
+  void clear();
   DType dtype() const { return dtype_; }
   int64_t num_layers() const { return layers_; }
   int64_t num_kv_heads() const { return kv_heads_; }
   int64_t head_dim() const { return head_dim_; }
   size_t bytes() const { return bytes_; }                   // reserved
   size_t bytes_per_position() const { return bytes_ / static_cast<size_t>(capacity_); }
+  // Bytes of the filled positions (resident memory is this rounded up to whole pages per head).
+  size_t used_bytes() const { return bytes_per_position() * static_cast<size_t>(length_); }
 
   // Stores k and v ([num_kv_heads * head_dim] float32 each) at (layer, pos), rounded to dtype().
   void store(int64_t layer, int64_t pos, const float* k, const float* v);
@@ -36,7 +44,7 @@ class KvCache {
  private:
   uint8_t* at(int64_t layer, int kv, int64_t head) const {
     const size_t plane = static_cast<size_t>(capacity_ * head_dim_) * esize_;
-    return data_.get() + ((static_cast<size_t>(layer) * 2 + kv) * kv_heads_ + head) * plane;
+    return data_ + ((static_cast<size_t>(layer) * 2 + kv) * kv_heads_ + head) * plane;
   }
 
   int64_t layers_, kv_heads_, head_dim_, capacity_;
@@ -44,7 +52,7 @@ class KvCache {
   size_t esize_;
   size_t bytes_;
   int64_t length_ = 0;
-  std::unique_ptr<uint8_t[]> data_;
+  uint8_t* data_ = nullptr;  // mmap'd, bytes_ long; null after a move
 };
 
 }  // namespace fp4lm::model

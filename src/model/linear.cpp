@@ -2,6 +2,8 @@
 
 #include <vector>
 
+#include "model/finite_check.h"
+
 namespace fp4lm::model {
 
 namespace {
@@ -21,6 +23,9 @@ Linear::Linear(LayerSpec spec, LayerScheme scheme, std::string backend, std::uni
     : spec_(std::move(spec)), scheme_(scheme), backend_(std::move(backend)), kernel_(std::move(kernel)) {}
 
 void Linear::forward(const float* x, int64_t m, float* y, ThreadPool& pool) const {
+  // Before the kernel: every backend then fails the same way (W4A16 would compute NaN, the W4A4
+  // quantizer would throw its own error, possibly on a worker thread).
+  check_finite(x, m, spec_.in_features, "the input of ", spec_.name);
   if (observer_) observer_(x, m);
   with_act_dtype(scheme_.act_dtype, x, static_cast<size_t>(m * spec_.in_features), y,
                  static_cast<size_t>(m * spec_.out_features),
@@ -32,6 +37,7 @@ FusedMoe::FusedMoe(LayerSpec spec, LayerScheme scheme, std::string backend, std:
 
 void FusedMoe::forward(const float* x, int64_t m, const int32_t* topk_ids, const float* topk_weights, int64_t top_k,
                        float* y, ThreadPool& pool) const {
+  check_finite(x, m, spec_.hidden, "the input of ", spec_.name);
   if (observer_) observer_(x, m, topk_ids, top_k);
   const size_t count = static_cast<size_t>(m * spec_.hidden);
   with_act_dtype(scheme_.act_dtype, x, count, y, count, [&](const void* xb, void* yb) {

@@ -25,6 +25,7 @@ TEST(CpuFeatures, ImpliedFeaturesAreConsistent) {
   EXPECT_TRUE(!f.avx512f || f.avx2) << "avx512f without avx2";
   EXPECT_TRUE(!f.avx512bw || f.avx512f) << "avx512bw without avx512f";
   EXPECT_TRUE(!f.avx512vl || f.avx512f) << "avx512vl without avx512f";
+  EXPECT_TRUE(!f.avx512vbmi || f.avx512f) << "avx512vbmi without avx512f";
   EXPECT_TRUE(!f.avx512vnni || f.avx512f) << "avx512vnni without avx512f";
   EXPECT_TRUE(!f.avx512bf16 || f.avx512f) << "avx512bf16 without avx512f";
   EXPECT_GE(f.logical_cores, 1);
@@ -43,7 +44,7 @@ TEST(CpuFeatures, DescribeListsExactlyTheDetectedFeatures) {
       {f.sse42, "sse4.2"},        {f.avx, "avx"},           {f.avx2, "avx2"},
       {f.fma, "fma"},             {f.f16c, "f16c"},         {f.avx_vnni, "avx-vnni"},
       {f.avx512f, "avx512f"},     {f.avx512bw, "avx512bw"}, {f.avx512vl, "avx512vl"},
-      {f.avx512vnni, "avx512vnni"}, {f.avx512bf16, "avx512bf16"}};
+      {f.avx512vbmi, "avx512vbmi"}, {f.avx512vnni, "avx512vnni"}, {f.avx512bf16, "avx512bf16"}};
   bool any = false;
   for (auto [on, name] : flags) {
     EXPECT_EQ(mentions(d, name), on) << name << " in '" << d << "'";
@@ -71,6 +72,12 @@ TEST(CpuFeatures, AgreesWithCompileTimeTarget) {
 #endif
 #ifdef __AVX512F__
   EXPECT_TRUE(f.avx512f);
+#endif
+#ifdef __AVX512VBMI__
+  EXPECT_TRUE(f.avx512vbmi);
+#endif
+#ifdef __AVX512BF16__
+  EXPECT_TRUE(f.avx512bf16);
 #endif
   (void)f;
 }

@@ -10,6 +10,10 @@
 #include "engine/evaluator.h"
 #include "engine/generator.h"
 #include "engine/id_file.h"
+#include "common/checkpoint_edit.h"
+#include "core/thread_pool.h"
+#include "model/finite_check.h"
+#include "model/synthetic_checkpoint.h"
 
 namespace fp4lm::engine {
 namespace {
@@ -43,7 +47,7 @@ TEST_F(GeneratorTest, GreedyFollowsTheArgmaxOfFullRecomputation) {
   // Each token is the argmax of a fresh forward over everything before it.
   std::vector<int32_t> seq = {1, 5, 9};
   for (int32_t t : r.output_ids) {
-    model::KvCache c = lm_->new_cache();
+    model::SequenceState c = lm_->new_sequence();
     std::vector<float> logits(lm_->vocab_size());
     lm_->forward(c, seq.data(), static_cast<int64_t>(seq.size()), model::LogitsMode::last, logits.data());
     EXPECT_EQ(t, argmax(logits.data(), lm_->vocab_size()));
@@ -104,7 +108,7 @@ TEST_F(GeneratorTest, EvaluatorNllIsMinusLogSoftmaxOfTheTarget) {
   ASSERT_EQ(r.tokens, 5);
   ASSERT_EQ(per_pos.size(), 5u);
   // Against the model's logits computed in one pass.
-  model::KvCache c = lm_->new_cache();
+  model::SequenceState c = lm_->new_sequence();
   std::vector<float> logits(6 * lm_->vocab_size());
   lm_->forward(c, seq.data(), 6, model::LogitsMode::all, logits.data());
   double sum = 0;
@@ -122,6 +126,39 @@ TEST_F(GeneratorTest, EvaluatorNllIsMinusLogSoftmaxOfTheTarget) {
   // Too-long sequences are rejected; one token scores nothing.
   EXPECT_THROW(score_sequence(*lm_, std::vector<int32_t>(41, 1)), Error);
   EXPECT_EQ(score_sequence(*lm_, {1}).tokens, 0);
+}
+
+// A NaN reaching the logits used to make the W4A16 path emit token 0 forever (argmax of NaNs)
+// and eval print null: both stop with the one-line NonFiniteError now, on 1 and 2 threads.
+TEST(NonFinite, GenerateAndEvalStopWithTheErrorOnW4a16AndW4a4) {
+  const int saved = ThreadPool::global().size();
+  for (quant::QuantAlgo algo : {quant::QuantAlgo::W4A16_NVFP4, quant::QuantAlgo::NVFP4}) {
+    TempDir dir;
+    model::SyntheticOptions s;
+    s.architecture = "LlamaForCausalLM";
+    s.algo = algo;
+    model::write_synthetic_checkpoint(dir.path().string(), s);
+    const float nan = std::nanf("");
+    test::edit_tensors(dir.path(), [&](test::EditedTensor& t) {
+      if (t.name == "model.embed_tokens.weight") from_f32_n(&nan, t.dtype, t.bytes.data() + 7 * s.hidden * dtype_size(t.dtype), 1);
+      return true;
+    });
+    auto lm = model::CausalLM::load(dir.path().string(), {});
+    for (int threads : {1, 2}) {
+      ThreadPool::set_global_threads(threads);
+      GenerationParams p;
+      p.max_tokens = 4;
+      try {
+        generate(*lm, {1, 5, 7, 9}, p);
+        ADD_FAILURE() << "generate: no error";
+      } catch (const model::NonFiniteError& e) {
+        EXPECT_STREQ(e.what(), "non-finite value (nan) in the token embedding at position 2 of batch entry 0");
+      }
+      EXPECT_THROW(evaluate(*lm, {{1, 2, 3}, {4, 7, 5}}), model::NonFiniteError);
+      EXPECT_EQ(evaluate(*lm, {{1, 2, 3}}).tokens, 2);  // the model still works for clean input
+    }
+  }
+  ThreadPool::set_global_threads(saved);
 }
 
 TEST(IdFile, ReadsAllThreeLineForms) {

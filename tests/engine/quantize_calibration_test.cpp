@@ -98,7 +98,7 @@ Observed observe(const std::string& dir) {
   };
   auto lm = model::CausalLM::load(dir, eo);
   for (const auto& s : kCalib) {
-    model::KvCache c = lm->new_cache(static_cast<int64_t>(s.size()));
+    model::SequenceState c = lm->new_sequence(static_cast<int64_t>(s.size()));
     lm->forward(c, s.data(), static_cast<int64_t>(s.size()), model::LogitsMode::none, nullptr);
   }
   return o;
@@ -218,7 +218,7 @@ TEST(QuantizeCalibration, Nvfp4CheckpointRunsAsW4A4AndAsW4A16UnderTheOverride) {
     }
     // The whole model loads and produces finite logits.
     auto lm = model::CausalLM::load(c.out, eo);
-    model::KvCache cache = lm->new_cache(8);
+    model::SequenceState cache = lm->new_sequence(8);
     std::vector<int32_t> ids = {1, 5, 9};
     std::vector<float> logits(static_cast<size_t>(lm->vocab_size()));
     lm->forward(cache, ids.data(), 3, model::LogitsMode::last, logits.data());
@@ -265,7 +265,7 @@ TEST(QuantizeCalibration, EveryArchitectureQuantizesToNvfp4AndRunsAsW4A4) {
     }
     EXPECT_GE(w4a4, 6) << arch;  // 2 layers x (qkv, o, mlp or experts)
     auto lm = model::CausalLM::load(c.out, {});
-    model::KvCache cache = lm->new_cache(8);
+    model::SequenceState cache = lm->new_sequence(8);
     std::vector<int32_t> ids = {1, 5, 9, 77};
     std::vector<float> logits(static_cast<size_t>(lm->vocab_size()));
     lm->forward(cache, ids.data(), 4, model::LogitsMode::last, logits.data());

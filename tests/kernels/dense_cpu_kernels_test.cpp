@@ -1,4 +1,4 @@
-// The `cpu_dense_avx2` backend (unquantized F32/BF16/F16 weights, e.g. lm_head and routers)
+// Every registered dense CPU backend (unquantized F32/BF16/F16 weights: lm_head, routers)
 // against an fp64 evaluation and the `reference` backend on odd shapes, every weight and
 // activation dtype, bias, fused shards of different dtypes; thread-count determinism, batch
 // independence, the grouped dense MoE, load errors and oracle selection.
@@ -17,7 +17,6 @@
 namespace fp4lm::kernels {
 namespace {
 
-using testing::have_avx2;
 
 struct DenseLayer {
   std::vector<std::vector<uint8_t>> data;  // per shard, in its dtype
@@ -145,8 +144,17 @@ std::string describe(const Case& c) {
   return s;
 }
 
-TEST(DenseCpuKernels, MatchesFp64AndReference) {
-  REQUIRE_AVX2();
+// Every registered dense backend (every ISA), skipped with its own unavailable_reason.
+class DenseBackend : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override { REQUIRE_BACKEND(GetParam(), LayerKind::linear); }
+};
+INSTANTIATE_TEST_SUITE_P(All, DenseBackend,
+                         ::testing::ValuesIn(testing::backends_with_scheme(LayerKind::linear, kUnquantized)),
+                         testing::BackendName());
+
+TEST_P(DenseBackend, MatchesFp64AndReference) {
+  const std::string backend = GetParam();
   ThreadPool pool(2);
   uint32_t seed = 500;
   for (const Case& c : kCases) {
@@ -157,19 +165,18 @@ TEST(DenseCpuKernels, MatchesFp64AndReference) {
     const std::vector<uint8_t> xa = testing::to_act(x, c.act);
     const std::vector<float> xr = testing::from_act(xa.data(), c.act, x.size());
     const testing::Expected e = expected_f64(w, xr, c.m);
-    const std::vector<float> y = run(*make("cpu_dense_avx2", w, c.act), xa, c.m, c.n, c.act, pool);
-    expect_close(y, e, c.act, "cpu_dense_avx2");
+    const std::vector<float> y = run(*make(backend, w, c.act), xa, c.m, c.n, c.act, pool);
+    expect_close(y, e, c.act, backend);
     // The oracle agrees with the same fp64 (so both are held to one standard).
     expect_close(run(*make("reference", w, c.act), xa, c.m, c.n, c.act, pool), e, c.act, "reference");
   }
 }
 
-TEST(DenseCpuKernels, ResultsIdenticalForAnyThreadCountAndBatch) {
-  REQUIRE_AVX2();
+TEST_P(DenseBackend, ResultsIdenticalForAnyThreadCountAndBatch) {
   for (DType wdt : {DType::F32, DType::BF16, DType::F16}) {
     SCOPED_TRACE(std::string(dtype_name(wdt)));
     auto layer = make_dense(301, 270, {101, 200}, {wdt}, true, 31);
-    auto kern = make("cpu_dense_avx2", weights_of(layer), DType::F32);
+    auto kern = make(GetParam(), weights_of(layer), DType::F32);
     const std::vector<uint8_t> xa = testing::to_act(testing::make_activations(13, 270, 32), DType::F32);
     std::vector<std::vector<float>> outs;
     for (int threads : {1, 2, 3}) {
@@ -188,10 +195,9 @@ TEST(DenseCpuKernels, ResultsIdenticalForAnyThreadCountAndBatch) {
   }
 }
 
-TEST(DenseCpuKernels, BadWeightsAreLoadErrors) {
-  REQUIRE_AVX2();
+TEST_P(DenseBackend, BadWeightsAreLoadErrors) {
   auto layer = make_dense(7, 48, {3, 4}, {DType::BF16}, false, 41);
-  const Backend* b = find_backend("cpu_dense_avx2", LayerKind::linear);
+  const Backend* b = find_backend(GetParam(), LayerKind::linear);
   const LinearProblem p{kUnquantized, DType::F32, 7, 48, {}};
   auto expect_error = [&](const LinearWeights& w, const std::string& needle) {
     try {
@@ -215,27 +221,33 @@ TEST(DenseCpuKernels, BadWeightsAreLoadErrors) {
   expect_error(bad, "bias has 5 elements");
 }
 
-TEST(DenseCpuKernels, OracleSelectsItForUnquantizedLayers) {
+TEST(DenseCpuKernels, OracleSelectsTheBestAvailableForUnquantizedLayers) {
   REQUIRE_AVX2();
+  const std::string best =
+      testing::unavailable("cpu_dense_avx512", LayerKind::linear).empty() ? "cpu_dense_avx512" : "cpu_dense_avx2";
   for (DType act : {DType::F32, DType::BF16, DType::F16}) {
-    EXPECT_EQ(select_linear({kUnquantized, act, 151936, 2048, {}}, "lm_head").backend->name, "cpu_dense_avx2");
-    EXPECT_EQ(select_moe({kUnquantized, act, 8, 2, 64, 32, {}}, "moe").backend->name, "cpu_dense_avx2");
+    EXPECT_EQ(select_linear({kUnquantized, act, 151936, 2048, {}}, "lm_head").backend->name, best);
+    EXPECT_EQ(select_moe({kUnquantized, act, 8, 2, 64, 32, {}}, "moe").backend->name, best);
   }
-  // NVFP4 layers never land on it.
-  EXPECT_NE(select_linear({kNvfp4W4A16, DType::BF16, 64, 64, {}}, "x").backend->name, "cpu_dense_avx2");
+  // NVFP4 layers never land on a dense backend.
+  EXPECT_EQ(select_linear({kNvfp4W4A16, DType::BF16, 64, 64, {}}, "x").backend->name.find("dense"), std::string::npos);
   const Selection s = select_linear({kUnquantized, DType::BF16, 64, 64, {}}, "lm_head");
+  std::string candidates;
+  for (const std::string& n : testing::backends_with_scheme(LayerKind::linear, kUnquantized)) candidates += n + ", ";
   EXPECT_EQ(selection_message(s, LayerKind::linear, kUnquantized),
-            "Using 'cpu_dense_avx2' unquantized Linear backend out of potential backends: "
-            "[cpu_dense_avx2, reference]");
-  EXPECT_NE(rejection_reason(*find_backend("cpu_dense_avx2", LayerKind::linear),
-                             LinearProblem{kNvfp4W4A4, DType::BF16, 64, 64, {}}),
-            "");
+            "Using '" + best + "' unquantized Linear backend out of potential backends: [" + candidates +
+                "reference]");
+  for (const std::string& n : testing::backends_with_scheme(LayerKind::linear, kUnquantized))
+    EXPECT_NE(rejection_reason(*find_backend(n, LayerKind::linear), LinearProblem{kNvfp4W4A4, DType::BF16, 64, 64, {}}),
+              "")
+        << n;
 }
 
 // Dense experts through the grouped MoE: equal to the naive per-token loop over the same
 // Linear kernels, close to the reference MoE, identical across thread counts.
-TEST(DenseCpuKernels, GroupedMoeEqualsNaiveLoop) {
-  REQUIRE_AVX2();
+TEST_P(DenseBackend, GroupedMoeEqualsNaiveLoop) {
+  const std::string backend = GetParam();
+  REQUIRE_BACKEND(backend, LayerKind::moe);
   const int64_t experts = 5, hidden = 40, inter = 24, top_k = 2;
   std::vector<std::shared_ptr<DenseLayer>> keep;
   MoeWeights mw;
@@ -251,9 +263,9 @@ TEST(DenseCpuKernels, GroupedMoeEqualsNaiveLoop) {
   }
   for (DType act : {DType::F32, DType::BF16}) {
     const MoeProblem p{kUnquantized, act, experts, top_k, hidden, inter, {}};
-    auto grouped = find_backend("cpu_dense_avx2", LayerKind::moe)->make_moe(mw, p);
+    auto grouped = find_backend(backend, LayerKind::moe)->make_moe(mw, p);
     auto ref = find_backend("reference", LayerKind::moe)->make_moe(mw, p);
-    const Backend* lin = find_backend("cpu_dense_avx2", LayerKind::linear);
+    const Backend* lin = find_backend(backend, LayerKind::linear);
     for (int64_t m : {1, 9}) {
       SCOPED_TRACE(std::string(dtype_name(act)) + " m=" + std::to_string(m));
       std::mt19937 rng(static_cast<uint32_t>(m));

@@ -4,6 +4,7 @@
 // activation quantizer against quant::quantize_activation; --a16-max-tokens; oracle selection.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -70,7 +71,38 @@ void expect_close(const std::vector<float>& y, const Expected& e, DType act, con
   }
 }
 
-void check_backend(const std::string& backend, QuantKey key, bool w4a4_math) {
+bool is_w4a4(const std::string& backend) {
+  const auto names = testing::backends_with_scheme(LayerKind::linear, kNvfp4W4A4);
+  return std::find(names.begin(), names.end(), backend) != names.end();
+}
+
+// Every registered NVFP4 Linear backend (W4A16 and W4A4, every ISA), skipped with its own
+// unavailable_reason where this CPU cannot run it.
+class Nvfp4Backend : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override { REQUIRE_BACKEND(GetParam(), LayerKind::linear); }
+};
+class W4a16Backend : public Nvfp4Backend {};
+class W4a4Backend : public Nvfp4Backend {};
+
+INSTANTIATE_TEST_SUITE_P(All, Nvfp4Backend,
+                         ::testing::ValuesIn(testing::concat(
+                             testing::backends_with_scheme(LayerKind::linear, kNvfp4W4A16),
+                             testing::backends_with_scheme(LayerKind::linear, kNvfp4W4A4))),
+                         testing::BackendName());
+INSTANTIATE_TEST_SUITE_P(All, W4a16Backend,
+                         ::testing::ValuesIn(testing::backends_with_scheme(LayerKind::linear, kNvfp4W4A16)),
+                         testing::BackendName());
+INSTANTIATE_TEST_SUITE_P(All, W4a4Backend,
+                         ::testing::ValuesIn(testing::backends_with_scheme(LayerKind::linear, kNvfp4W4A4)),
+                         testing::BackendName());
+
+// The backend against fp64 of its own operands (W4A16: the act-dtype x times the dequantized
+// weights; W4A4: both quantized by the reference rules) and against the `reference` backend.
+TEST_P(Nvfp4Backend, MatchesFp64AndReference) {
+  const std::string backend = GetParam();
+  const bool w4a4 = is_w4a4(backend);
+  const QuantKey key = w4a4 ? kNvfp4W4A4 : kNvfp4W4A16;
   ThreadPool pool(2);
   uint32_t seed = 10;
   for (const Case& c : kCases) {
@@ -80,31 +112,23 @@ void check_backend(const std::string& backend, QuantKey key, bool w4a4_math) {
     const std::vector<float> x = testing::make_activations(c.m, c.k, seed++);
     const std::vector<uint8_t> xa = testing::to_act(x, c.act);
     const std::vector<float> xr = testing::from_act(xa.data(), c.act, x.size());
-    const Expected e = testing::expected_f64(w, xr, c.m, w4a4_math);
-    auto kern = make(backend, w, c.act);
-    expect_close(run(*kern, xa, c.m, c.n, c.act, pool), e, c.act, backend);
+    const Expected e = testing::expected_f64(w, xr, c.m, w4a4);
+    const std::vector<float> y = run(*make(backend, w, c.act), xa, c.m, c.n, c.act, pool);
+    expect_close(y, e, c.act, backend);
+    // And the oracle on the same call: both within the fp64 bound of each other's operands.
+    const std::vector<float> yr = run(*make("reference", w, c.act), xa, c.m, c.n, c.act, pool);
+    expect_close(yr, e, c.act, "reference");
   }
 }
 
-TEST(Nvfp4CpuKernels, W4A16MatchesFp64OfDequantizedWeights) {
-  REQUIRE_AVX2();
-  check_backend("cpu_w4a16_avx2", kNvfp4W4A16, false);
-}
-
-TEST(Nvfp4CpuKernels, W4A4MatchesFp64OfQuantizedOperands) {
-  REQUIRE_AVX2();
-  check_backend("cpu_w4a4_avx2", kNvfp4W4A4, true);
-}
-
-// The W4A16 backend serves W4A4 checkpoints at 16-bit activations (override / forced).
-TEST(Nvfp4CpuKernels, W4A16OnAW4A4LayerUsesUnquantizedActivations) {
-  REQUIRE_AVX2();
+// The W4A16 backends serve W4A4 checkpoints at 16-bit activations (override / forced).
+TEST_P(W4a16Backend, OnAW4A4LayerUsesUnquantizedActivations) {
   ThreadPool pool(1);
   auto layer = testing::make_layer({64, 272, {32, 32}, true, kNvfp4W4A4, 77});
   const LinearWeights w = testing::weights_of(layer);
   const std::vector<float> x = testing::make_activations(5, 272, 78);
   const std::vector<uint8_t> xa = testing::to_act(x, DType::F32);
-  expect_close(run(*make("cpu_w4a16_avx2", w, DType::F32), xa, 5, 64, DType::F32, pool),
+  expect_close(run(*make(GetParam(), w, DType::F32), xa, 5, 64, DType::F32, pool),
                testing::expected_f64(w, x, 5, false), DType::F32, "w4a16 on W4A4 layer");
 }
 
@@ -126,19 +150,20 @@ TEST(Nvfp4CpuKernels, ReferenceBackendAgreesWithTheSameFp64) {
   }
 }
 
-TEST(Nvfp4CpuKernels, ResultsIdenticalForAnyThreadCount) {
-  REQUIRE_AVX2();
-  for (const std::string backend : {"cpu_w4a16_avx2", "cpu_w4a4_avx2"}) {
-    for (DType act : {DType::F32, DType::BF16}) {
+TEST_P(Nvfp4Backend, ResultsIdenticalForAnyThreadCount) {
+  const std::string backend = GetParam();
+  for (DType act : {DType::F32, DType::BF16, DType::F16}) {
+    for (int64_t m : {1, 3, 33}) {
+      SCOPED_TRACE(std::string(dtype_name(act)) + " m=" + std::to_string(m));
       auto layer = testing::make_layer({300, 272, {100, 200}, true, kNvfp4W4A4, 21});
       const LinearWeights w = testing::weights_of(layer);
-      const std::vector<uint8_t> xa = testing::to_act(testing::make_activations(33, 272, 22), act);
+      const std::vector<uint8_t> xa = testing::to_act(testing::make_activations(m, 272, 22), act);
       auto kern = make(backend, w, act);
       std::vector<std::vector<uint8_t>> outs;
       for (int threads : {1, 2, 3}) {
         ThreadPool pool(threads);
-        std::vector<uint8_t> y(33 * 300 * dtype_size(act));
-        kern->forward(xa.data(), 33, y.data(), pool);
+        std::vector<uint8_t> y(m * 300 * dtype_size(act));
+        kern->forward(xa.data(), m, y.data(), pool);
         outs.push_back(std::move(y));
       }
       EXPECT_EQ(outs[0], outs[1]) << backend;
@@ -148,19 +173,26 @@ TEST(Nvfp4CpuKernels, ResultsIdenticalForAnyThreadCount) {
 }
 
 // A token's result does not depend on the other tokens of the call (no batch effects): each
-// token's accumulation order is the same for every tile shape.
-TEST(Nvfp4CpuKernels, TokenResultsIndependentOfBatch) {
-  REQUIRE_AVX2();
+// token's accumulation order is the same for every tile shape and schedule (M=1 GEMV, small-M
+// register tiles, large-M panels).
+TEST_P(Nvfp4Backend, TokenResultsIndependentOfBatch) {
+  const std::string backend = GetParam();
   ThreadPool pool(2);
-  for (const std::string backend : {"cpu_w4a16_avx2", "cpu_w4a4_avx2"}) {
-    auto layer = testing::make_layer({64, 4096, {64}, false, kNvfp4W4A4, 31});
-    auto kern = make(backend, testing::weights_of(layer), DType::F32);
-    const std::vector<uint8_t> xa = testing::to_act(testing::make_activations(13, 4096, 32), DType::F32);
-    std::vector<float> all(13 * 64), one(64);
-    kern->forward(xa.data(), 13, all.data(), pool);
-    for (int t = 0; t < 13; ++t) {
-      kern->forward(xa.data() + t * 4096 * 4, 1, one.data(), pool);
-      EXPECT_EQ(0, std::memcmp(one.data(), all.data() + t * 64, 64 * sizeof(float))) << backend << " token " << t;
+  for (DType act : {DType::F32, DType::BF16, DType::F16}) {
+    for (int64_t k : {int64_t{4096}, int64_t{272}}) {
+      SCOPED_TRACE(std::string(dtype_name(act)) + " k=" + std::to_string(k));
+      auto layer = testing::make_layer({64, k, {64}, false, kNvfp4W4A4, 31});
+      auto kern = make(backend, testing::weights_of(layer), act);
+      const size_t es = dtype_size(act);
+      const std::vector<uint8_t> xa = testing::to_act(testing::make_activations(21, k, 32), act);
+      std::vector<uint8_t> all(21 * 64 * es), one(64 * es), three(3 * 64 * es);
+      kern->forward(xa.data(), 21, all.data(), pool);
+      for (int t = 0; t < 21; ++t) {
+        kern->forward(xa.data() + t * k * es, 1, one.data(), pool);
+        EXPECT_EQ(0, std::memcmp(one.data(), all.data() + t * 64 * es, 64 * es)) << backend << " token " << t;
+      }
+      kern->forward(xa.data() + 5 * k * es, 3, three.data(), pool);
+      EXPECT_EQ(0, std::memcmp(three.data(), all.data() + 5 * 64 * es, 3 * 64 * es)) << backend << " tokens 5-7";
     }
   }
 }
@@ -200,24 +232,50 @@ TEST(Nvfp4CpuKernels, ActivationQuantizerBitIdenticalToReference) {
   EXPECT_THROW(cpu::quantize_activation_nvfp4_avx2(bad.data(), 1, 32, 1.0f, codes.data(), scales.data()), Error);
 }
 
-TEST(Nvfp4CpuKernels, W4A4ForwardRejectsNonFiniteActivations) {
-  REQUIRE_AVX2();
-  ThreadPool pool(1);
-  auto layer = testing::make_layer({7, 48, {7}, false, kNvfp4W4A4, 51});
-  auto kern = make("cpu_w4a4_avx2", testing::weights_of(layer), DType::F32);
-  std::vector<float> x(2 * 48, 0.5f), y(2 * 7);
-  x[48 + 30] = NAN;
-  EXPECT_THROW(kern->forward(x.data(), 2, y.data(), pool), Error);
+TEST_P(W4a4Backend, RejectsNonFiniteActivations) {
+  // One thread: a throw on a pool worker is the ThreadPool's own case (issue 10, point 1).
+  {
+    ThreadPool pool(1);
+    auto layer = testing::make_layer({7, 48, {7}, false, kNvfp4W4A4, 51});
+    auto kern = make(GetParam(), testing::weights_of(layer), DType::F32);
+    std::vector<float> x(2 * 48, 0.5f), y(2 * 7);
+    x[48 + 30] = NAN;
+    EXPECT_THROW(kern->forward(x.data(), 2, y.data(), pool), Error);
+    x[48 + 30] = INFINITY;
+    EXPECT_THROW(kern->forward(x.data(), 2, y.data(), pool), Error);
+  }
 }
 
-TEST(Nvfp4CpuKernels, A16MaxTokensRunsW4A16OnTheSameWeights) {
-  REQUIRE_AVX2();
+// The W4A4 backend's activation codes are the reference quantizer's: held to the fp64 value of
+// the reference-quantized operands at 1e-5·Σ|terms|, where one differing code (a step of one
+// term's quantization, ~1e-3 of Σ|terms| at k = 256) would show; and perturbing one activation
+// changes the result, so the codes are really used.
+TEST_P(W4a4Backend, ActivationCodesMatchTheReferenceQuantizer) {
+  ThreadPool pool(2);
+  auto layer = testing::make_layer({48, 256, {48}, false, kNvfp4W4A4, 91});
+  const LinearWeights w = testing::weights_of(layer);
+  const std::vector<float> x = testing::make_activations(9, 256, 92, 3.0f);
+  const Expected e = testing::expected_f64(w, x, 9, true);
+  const std::vector<float> y = run(*make(GetParam(), w, DType::F32), testing::to_act(x, DType::F32), 9, 48,
+                                   DType::F32, pool);
+  expect_close(y, e, DType::F32, GetParam());
+  // Perturbing one activation across a threshold changes the result: the codes are really used.
+  std::vector<float> x2 = x;
+  x2[3] = x2[3] * 1.9f + 0.5f;
+  const std::vector<float> y2 = run(*make(GetParam(), w, DType::F32), testing::to_act(x2, DType::F32), 9, 48,
+                                    DType::F32, pool);
+  EXPECT_NE(y, y2);
+}
+
+TEST_P(W4a4Backend, A16MaxTokensRunsW4A16OnTheSameWeights) {
+  const std::string backend = GetParam(), sibling = testing::w4a16_sibling(backend);
+  REQUIRE_BACKEND(sibling, LayerKind::linear);
   ThreadPool pool(2);
   auto layer = testing::make_layer({64, 272, {32, 32}, true, kNvfp4W4A4, 61});
   const LinearWeights w = testing::weights_of(layer);
-  auto a4 = make("cpu_w4a4_avx2", w, DType::BF16);
-  auto a16 = make("cpu_w4a16_avx2", w, DType::BF16);
-  auto mixed = make("cpu_w4a4_avx2", w, DType::BF16, KernelOptions{4});
+  auto a4 = make(backend, w, DType::BF16);
+  auto a16 = make(sibling, w, DType::BF16);
+  auto mixed = make(backend, w, DType::BF16, KernelOptions{4});
   const std::vector<uint8_t> xa = testing::to_act(testing::make_activations(5, 272, 62), DType::BF16);
   for (int64_t m : {1, 4, 5}) {
     std::vector<uint8_t> expect(m * 64 * 2), got(m * 64 * 2);
@@ -232,12 +290,11 @@ TEST(Nvfp4CpuKernels, A16MaxTokensRunsW4A16OnTheSameWeights) {
   EXPECT_NE(y4, y16);
 }
 
-TEST(Nvfp4CpuKernels, BadWeightsAreLoadErrors) {
-  REQUIRE_AVX2();
+TEST_P(W4a4Backend, BadWeightsAreLoadErrors) {
   auto layer = testing::make_layer({7, 48, {3, 4}, false, kNvfp4W4A4, 71});
   LinearWeights w = testing::weights_of(layer);
   LinearProblem p{w.key, DType::F32, 7, 48, {}};
-  const Backend* b = find_backend("cpu_w4a4_avx2", LayerKind::linear);
+  const Backend* b = find_backend(GetParam(), LayerKind::linear);
   {
     LinearWeights bad = w;
     bad.input_scale = 0.0f;
@@ -259,35 +316,50 @@ TEST(Nvfp4CpuKernels, BadWeightsAreLoadErrors) {
   }
 }
 
-TEST(Nvfp4CpuKernels, OracleSelectsTheAvx2Backends) {
-  REQUIRE_AVX2();
-  LinearProblem p{kNvfp4W4A4, DType::BF16, 64, 272, {}};
-  EXPECT_EQ(select_linear(p, "l").backend->name, "cpu_w4a4_avx2");
-  p.key = kNvfp4W4A16;
-  EXPECT_EQ(select_linear(p, "l").backend->name, "cpu_w4a16_avx2");
-  p.key = kUnquantized;
-  EXPECT_EQ(select_linear(p, "l").backend->name, "cpu_dense_avx2");
-  p.key = kNvfp4W4A4;
-  p.k = 40;  // not a multiple of 16: the AVX2 kernels decline with a reason
-  EXPECT_NE(rejection_reason(*find_backend("cpu_w4a4_avx2", LayerKind::linear), p), "");
-  MoeProblem mp{kNvfp4W4A4, DType::F16, 8, 2, 64, 32, {}};
-  EXPECT_EQ(select_moe(mp, "moe").backend->name, "cpu_w4a4_avx2");
-  mp.key = kNvfp4W4A16;
-  EXPECT_EQ(select_moe(mp, "moe").backend->name, "cpu_w4a16_avx2");
-  const Selection s = select_moe(mp, "moe");
-  EXPECT_EQ(selection_message(s, LayerKind::moe, mp.key),
-            "Using 'cpu_w4a16_avx2' NVFP4 MoE backend out of potential backends: "
-            "[cpu_w4a4_avx2, cpu_w4a16_avx2, reference]");
+// The best ISA this CPU runs: AVX-512 when every feature its backends need is there, else AVX2.
+std::string best_isa() {
+  if (testing::unavailable("cpu_w4a16_avx512", LayerKind::linear).empty() &&
+      testing::unavailable("cpu_w4a4_avx512", LayerKind::linear).empty())
+    return "avx512";
+  return "avx2";
 }
 
+TEST(Nvfp4CpuKernels, OracleSelectsTheBestIsa) {
+  REQUIRE_AVX2();
+  const std::string isa = best_isa();
+  LinearProblem p{kNvfp4W4A4, DType::BF16, 64, 272, {}};
+  EXPECT_EQ(select_linear(p, "l").backend->name, "cpu_w4a4_" + isa);
+  p.key = kNvfp4W4A16;
+  EXPECT_EQ(select_linear(p, "l").backend->name, "cpu_w4a16_" + isa);
+  p.key = kNvfp4W4A4;
+  p.k = 40;  // not a multiple of 16: the CPU kernels decline with a reason
+  for (const std::string& b : testing::backends_with_scheme(LayerKind::linear, kNvfp4W4A4))
+    EXPECT_NE(rejection_reason(*find_backend(b, LayerKind::linear), p), "") << b;
+  MoeProblem mp{kNvfp4W4A4, DType::F16, 8, 2, 64, 32, {}};
+  EXPECT_EQ(select_moe(mp, "moe").backend->name, "cpu_w4a4_" + isa);
+  mp.key = kNvfp4W4A16;
+  EXPECT_EQ(select_moe(mp, "moe").backend->name, "cpu_w4a16_" + isa);
+  const Selection s = select_moe(mp, "moe");
+  EXPECT_EQ(selection_message(s, LayerKind::moe, mp.key).rfind("Using 'cpu_w4a16_" + isa + "' NVFP4 MoE backend out of potential backends: [", 0), 0u)
+      << selection_message(s, LayerKind::moe, mp.key);
+}
+
+// Every registered backend either runs here or says why not, naming what the CPU lacks (or
+// that the build lacks it).
 TEST(Nvfp4CpuKernels, AvailabilityFollowsCpuFeatures) {
-  const Backend* b = find_backend("cpu_w4a16_avx2", LayerKind::linear);
-  ASSERT_NE(b, nullptr);
-  ASSERT_TRUE(b->unavailable_reason);
-  if (have_avx2()) {
-    EXPECT_EQ(b->unavailable_reason(), "");
-  } else {
-    EXPECT_NE(b->unavailable_reason().find("CPU lacks"), std::string::npos);
+  for (const Backend* b : all_backends()) {
+    const std::string why = b->unavailable_reason ? b->unavailable_reason() : "";
+    if (!why.empty()) {
+      EXPECT_TRUE(why.find("CPU lacks") != std::string::npos || why.find("built without") != std::string::npos ||
+                  why.find("disabled by FP4LM_DISABLE_ISA") != std::string::npos)
+          << b->name << ": " << why;
+    }
+    if (b->name.find("_avx2") != std::string::npos) {
+      EXPECT_EQ(why.empty(), have_avx2()) << b->name << ": " << why;
+    }
+    if (b->name.find("_avx512") != std::string::npos && !cpu_features().avx512f) {
+      EXPECT_NE(why.find("avx512f"), std::string::npos) << b->name << ": " << why;
+    }
   }
 }
 

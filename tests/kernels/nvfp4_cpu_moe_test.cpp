@@ -4,6 +4,7 @@
 // deterministic across thread counts, and honouring --a16-max-tokens at the call level.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <numeric>
 
@@ -15,7 +16,6 @@
 namespace fp4lm::kernels {
 namespace {
 
-using testing::have_avx2;
 
 struct TestMoe {
   std::vector<std::shared_ptr<testing::TestLayer>> layers;
@@ -113,12 +113,37 @@ double rel_norm_error(const std::vector<float>& y, const std::vector<float>& ref
   return std::sqrt(e / n);
 }
 
-TEST(Nvfp4CpuMoe, GroupedEqualsNaiveLoopAndIsCloseToReference) {
-  if (!have_avx2()) GTEST_SKIP() << "CPU lacks AVX2/FMA/F16C";
+// Every registered NVFP4 MoE backend (every ISA), skipped with its own unavailable_reason.
+class Nvfp4MoeBackend : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override { REQUIRE_BACKEND(GetParam(), LayerKind::moe); }
+};
+class W4a4MoeBackend : public Nvfp4MoeBackend {};
+class W4a16MoeBackend : public Nvfp4MoeBackend {};
+
+INSTANTIATE_TEST_SUITE_P(All, Nvfp4MoeBackend,
+                         ::testing::ValuesIn(testing::concat(
+                             testing::backends_with_scheme(LayerKind::moe, kNvfp4W4A16),
+                             testing::backends_with_scheme(LayerKind::moe, kNvfp4W4A4))),
+                         testing::BackendName());
+INSTANTIATE_TEST_SUITE_P(All, W4a4MoeBackend,
+                         ::testing::ValuesIn(testing::backends_with_scheme(LayerKind::moe, kNvfp4W4A4)),
+                         testing::BackendName());
+INSTANTIATE_TEST_SUITE_P(All, W4a16MoeBackend,
+                         ::testing::ValuesIn(testing::backends_with_scheme(LayerKind::moe, kNvfp4W4A16)),
+                         testing::BackendName());
+
+bool is_w4a4(const std::string& backend) {
+  const auto names = testing::backends_with_scheme(LayerKind::moe, kNvfp4W4A4);
+  return std::find(names.begin(), names.end(), backend) != names.end();
+}
+
+TEST_P(Nvfp4MoeBackend, GroupedEqualsNaiveLoopAndIsCloseToReference) {
   ThreadPool pool(2);
   const int64_t experts = 6, hidden = 80, inter = 48, top_k = 2;
-  for (const std::string backend : {"cpu_w4a16_avx2", "cpu_w4a4_avx2"}) {
-    const QuantKey key = backend == "cpu_w4a4_avx2" ? kNvfp4W4A4 : kNvfp4W4A16;
+  {
+    const std::string backend = GetParam();
+    const QuantKey key = is_w4a4(backend) ? kNvfp4W4A4 : kNvfp4W4A16;
     TestMoe moe = make_moe(experts, hidden, inter, key, 100);
     for (DType act : {DType::F32, DType::BF16, DType::F16}) {
       auto grouped = make_moe_kernel(backend, moe.weights, act);
@@ -143,13 +168,14 @@ TEST(Nvfp4CpuMoe, GroupedEqualsNaiveLoopAndIsCloseToReference) {
   }
 }
 
-TEST(Nvfp4CpuMoe, DeterministicAcrossThreadCountsAndA16AtCallLevel) {
-  if (!have_avx2()) GTEST_SKIP() << "CPU lacks AVX2/FMA/F16C";
+TEST_P(W4a4MoeBackend, DeterministicAcrossThreadCountsAndA16AtCallLevel) {
+  const std::string backend = GetParam(), sibling = testing::w4a16_sibling(backend);
+  REQUIRE_BACKEND(sibling, LayerKind::moe);
   const int64_t experts = 5, hidden = 64, inter = 32, top_k = 2, m = 9;
   TestMoe moe = make_moe(experts, hidden, inter, kNvfp4W4A4, 300);
   const Routing r = make_routing(m, top_k, experts, 11);
   const std::vector<uint8_t> x = testing::to_act(testing::make_activations(m, hidden, 12, 4.0f), DType::BF16);
-  auto a4 = make_moe_kernel("cpu_w4a4_avx2", moe.weights, DType::BF16);
+  auto a4 = make_moe_kernel(backend, moe.weights, DType::BF16);
   std::vector<std::vector<uint8_t>> outs;
   for (int threads : {1, 2, 3}) {
     ThreadPool pool(threads);
@@ -162,23 +188,22 @@ TEST(Nvfp4CpuMoe, DeterministicAcrossThreadCountsAndA16AtCallLevel) {
 
   // a16_max_tokens = 9: the whole call runs at W4A16, like the W4A16 backend on these weights.
   ThreadPool pool(2);
-  auto mixed = make_moe_kernel("cpu_w4a4_avx2", moe.weights, DType::BF16, KernelOptions{9});
-  auto a16 = make_moe_kernel("cpu_w4a16_avx2", moe.weights, DType::BF16);
+  auto mixed = make_moe_kernel(backend, moe.weights, DType::BF16, KernelOptions{9});
+  auto a16 = make_moe_kernel(sibling, moe.weights, DType::BF16);
   std::vector<uint8_t> ym(m * hidden * 2), y16(ym.size());
   mixed->forward(x.data(), m, r.ids.data(), r.weights.data(), top_k, ym.data(), pool);
   a16->forward(x.data(), m, r.ids.data(), r.weights.data(), top_k, y16.data(), pool);
   EXPECT_EQ(ym, y16);
   EXPECT_NE(ym, outs[0]);
   // One token more than the limit: the whole call at W4A4.
-  auto mixed8 = make_moe_kernel("cpu_w4a4_avx2", moe.weights, DType::BF16, KernelOptions{8});
+  auto mixed8 = make_moe_kernel(backend, moe.weights, DType::BF16, KernelOptions{8});
   mixed8->forward(x.data(), m, r.ids.data(), r.weights.data(), top_k, ym.data(), pool);
   EXPECT_EQ(ym, outs[0]);
 }
 
-TEST(Nvfp4CpuMoe, BadExpertIdsAndShapesAreErrors) {
-  if (!have_avx2()) GTEST_SKIP() << "CPU lacks AVX2/FMA/F16C";
+TEST_P(W4a16MoeBackend, BadExpertIdsAndShapesAreErrors) {
   TestMoe moe = make_moe(3, 32, 16, kNvfp4W4A16, 400);
-  auto k = make_moe_kernel("cpu_w4a16_avx2", moe.weights, DType::F32);
+  auto k = make_moe_kernel(GetParam(), moe.weights, DType::F32);
   ThreadPool pool(1);
   std::vector<float> x(32, 1.0f), y(32);
   const int32_t ids[2] = {0, 3};
@@ -186,7 +211,7 @@ TEST(Nvfp4CpuMoe, BadExpertIdsAndShapesAreErrors) {
   EXPECT_THROW(k->forward(x.data(), 1, ids, w, 2, y.data(), pool), Error);
   MoeWeights bad = moe.weights;
   bad.w2.pop_back();
-  const Backend* b = find_backend("cpu_w4a16_avx2", LayerKind::moe);
+  const Backend* b = find_backend(GetParam(), LayerKind::moe);
   EXPECT_THROW(b->make_moe(bad, {kNvfp4W4A16, DType::F32, 3, 2, 32, 16, {}}), Error);
 }
 

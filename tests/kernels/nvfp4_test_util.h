@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <random>
+#include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -20,6 +21,44 @@ namespace fp4lm::kernels::testing {
 
 // What every AVX2 backend needs (their unavailable_reason checks the same).
 inline bool have_avx2() { return cpu_features().avx2 && cpu_features().fma && cpu_features().f16c; }
+
+// The registered backends of a kind whose schemes include `key` exactly, in table order, the
+// `reference` oracle excluded. The kernel tests are parametrized over these lists, so a backend
+// is tested (against `reference` and fp64) by registering it (ggml's test-backend-ops idea).
+inline std::vector<std::string> backends_with_scheme(LayerKind kind, QuantKey key) {
+  std::vector<std::string> out;
+  for (const Backend* b : backends(kind)) {
+    if (b->name == "reference") continue;
+    for (const QuantKey& s : b->schemes)
+      if (s == key) {
+        out.push_back(b->name);
+        break;
+      }
+  }
+  return out;
+}
+inline std::vector<std::string> concat(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+// "" when the backend can run on this machine, else its own unavailable_reason.
+inline std::string unavailable(const std::string& name, LayerKind kind) {
+  const Backend* b = find_backend(name, kind);
+  if (!b) return "not registered";
+  return b->unavailable_reason ? b->unavailable_reason() : "";
+}
+
+// The W4A4 backend's W4A16 sibling on the same ISA ("cpu_w4a4_avx512" -> "cpu_w4a16_avx512").
+inline std::string w4a16_sibling(std::string name) {
+  const size_t at = name.find("w4a4");
+  return at == std::string::npos ? name : name.replace(at, 4, "w4a16");
+}
+
+// gtest parameter names: backend names are identifiers already.
+struct BackendName {
+  std::string operator()(const ::testing::TestParamInfo<std::string>& info) const { return info.param; }
+};
 
 
 struct LayerSpec {
@@ -201,6 +240,13 @@ inline std::vector<float> run(const LinearKernel& kern, const std::vector<uint8_
 }
 
 }  // namespace fp4lm::kernels::testing
+
+// Skips a test of a backend this machine cannot run, with the backend's own reason.
+#define REQUIRE_BACKEND(name, kind)                                                             \
+  if (const std::string why_ = ::fp4lm::kernels::testing::unavailable(name, kind); !why_.empty()) { \
+    GTEST_SKIP() << (name) << " unavailable: " << why_;                                         \
+  }                                                                                             \
+  static_assert(true)
 
 // Skips a test that needs the AVX2 backends on a CPU without them.
 #define REQUIRE_AVX2()                                                                  \

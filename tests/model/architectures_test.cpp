@@ -31,7 +31,7 @@ double max_rel_diff(const float* got, const std::vector<std::vector<double>>& wa
 }
 
 std::vector<float> all_logits(const CausalLM& lm, const std::vector<int32_t>& toks) {
-  KvCache cache = lm.new_cache();
+  SequenceState cache = lm.new_sequence();
   std::vector<float> out(toks.size() * lm.vocab_size());
   lm.forward(cache, toks.data(), static_cast<int64_t>(toks.size()), LogitsMode::all, out.data());
   return out;
@@ -65,7 +65,7 @@ TEST_P(ArchitectureTest, PrefillChunksAndDecodeStepsAgreeWithOneBatch) {
   const int64_t vocab = lm->vocab_size();
 
   // Token by token (decode, M = 1), comparing each step's last-token logits.
-  KvCache cache = lm->new_cache();
+  SequenceState cache = lm->new_sequence();
   std::vector<float> step(vocab);
   for (size_t t = 0; t < kTokens.size(); ++t) {
     lm->forward(cache, &kTokens[t], 1, LogitsMode::last, step.data());
@@ -119,7 +119,7 @@ TEST(Architecture, ExceedingTheKvCacheIsAClearError) {
   lo.max_model_len = 8;
   auto lm = CausalLM::load(dir.path().string(), f32_options(), lo);
   EXPECT_EQ(lm->max_model_len(), 8);
-  KvCache cache = lm->new_cache();
+  SequenceState cache = lm->new_sequence();
   std::vector<float> logits(lm->vocab_size());
   lm->forward(cache, kTokens.data(), 8, LogitsMode::last, logits.data());
   try {
@@ -145,7 +145,7 @@ TEST(Architecture, TokenOutsideVocabularyIsAnError) {
   TempDir dir;
   test::write_tiny_model(test::make_tiny_model("LlamaForCausalLM"), dir.path());
   auto lm = CausalLM::load(dir.path().string(), f32_options());
-  KvCache cache = lm->new_cache();
+  SequenceState cache = lm->new_sequence();
   std::vector<float> logits(lm->vocab_size());
   const int32_t bad = 97;
   try {

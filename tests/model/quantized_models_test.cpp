@@ -19,7 +19,7 @@ const std::vector<int32_t> kTokens = {1, 200, 17, 5, 255, 40, 40, 3, 129, 77};
 
 std::vector<float> logits_of(const std::string& dir, EngineOptions o) {
   auto lm = CausalLM::load(dir, o);
-  KvCache cache = lm->new_cache();
+  SequenceState cache = lm->new_sequence();
   std::vector<float> out(kTokens.size() * lm->vocab_size());
   lm->forward(cache, kTokens.data(), static_cast<int64_t>(kTokens.size()), LogitsMode::all, out.data());
   return out;

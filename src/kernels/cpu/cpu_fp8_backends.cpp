@@ -7,8 +7,11 @@
 // wrapper: fp8_linear.cpp; MoE: moe_grouped.cpp.
 #include <fmt/format.h>
 
+#include <cstdlib>
+#include <string_view>
+
 #include "kernels/backend.h"
-#include "kernels/cpu/cpu_avx2_support.h"
+#include "kernels/cpu/cpu_isa_support.h"
 #include "kernels/cpu/fp8_linear.h"
 #include "kernels/cpu/moe_grouped.h"
 
@@ -16,24 +19,27 @@ namespace fp4lm::kernels {
 
 namespace {
 
+// As the NVFP4 AVX-512 backends: not built, or switched off by FP4LM_DISABLE_ISA=avx512.
 std::string avx512_unavailable_reason() {
-  std::string missing;
-  if (!__builtin_cpu_supports("avx512f")) missing += " avx512f";
-  if (!__builtin_cpu_supports("avx512bw")) missing += " avx512bw";
-  if (!__builtin_cpu_supports("avx512vl")) missing += " avx512vl";
-  if (!__builtin_cpu_supports("f16c")) missing += " f16c";
-  return missing.empty() ? "" : "CPU lacks" + missing;
+#ifdef FP4LM_HAVE_AVX512_KERNELS
+  if (const char* off = std::getenv("FP4LM_DISABLE_ISA"); off && std::string_view(off) == "avx512")
+    return "disabled by FP4LM_DISABLE_ISA=avx512";
+  return cpu::cpu_lacks({"avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl"});
+#else
+  return "built without the AVX-512 kernels (the compiler lacks one of the -mavx512 flags)";
+#endif
 }
 
-Backend fp8_backend(LayerKind kind, cpu::Fp8Isa isa) {
+Backend fp8_backend(LayerKind kind, bool avx512) {
+  const cpu::Fp8Kernels& isa = avx512 ? cpu::fp8_kernels_avx512() : cpu::fp8_kernels_avx2();
   Backend b;
-  b.name = isa == cpu::Fp8Isa::avx512 ? "cpu_fp8_w8a16_avx512" : "cpu_fp8_w8a16_avx2";
+  b.name = avx512 ? "cpu_fp8_w8a16_avx512" : "cpu_fp8_w8a16_avx2";
   b.kind = kind;
   b.schemes = {kFp8W8A16};
   b.weight_key_only = true;
   b.act_dtypes = {DType::F32, DType::BF16, DType::F16};
-  b.unavailable_reason = isa == cpu::Fp8Isa::avx512 ? avx512_unavailable_reason : cpu::avx2_unavailable_reason;
-  auto make = [isa](LinearWeights w, const LinearProblem& p) {
+  b.unavailable_reason = avx512 ? avx512_unavailable_reason : cpu::avx2_unavailable_reason;
+  auto make = [&isa](LinearWeights w, const LinearProblem& p) {
     return std::make_unique<cpu::Fp8Linear>(std::move(w), p, isa);
   };
   if (kind == LayerKind::linear) {
@@ -64,19 +70,19 @@ Backend fp8_backend(LayerKind kind, cpu::Fp8Isa isa) {
 }  // namespace
 
 const Backend& cpu_fp8_w8a16_avx512_linear_backend() {
-  static const Backend b = fp8_backend(LayerKind::linear, cpu::Fp8Isa::avx512);
+  static const Backend b = fp8_backend(LayerKind::linear, true);
   return b;
 }
 const Backend& cpu_fp8_w8a16_avx512_moe_backend() {
-  static const Backend b = fp8_backend(LayerKind::moe, cpu::Fp8Isa::avx512);
+  static const Backend b = fp8_backend(LayerKind::moe, true);
   return b;
 }
 const Backend& cpu_fp8_w8a16_avx2_linear_backend() {
-  static const Backend b = fp8_backend(LayerKind::linear, cpu::Fp8Isa::avx2);
+  static const Backend b = fp8_backend(LayerKind::linear, false);
   return b;
 }
 const Backend& cpu_fp8_w8a16_avx2_moe_backend() {
-  static const Backend b = fp8_backend(LayerKind::moe, cpu::Fp8Isa::avx2);
+  static const Backend b = fp8_backend(LayerKind::moe, false);
   return b;
 }
 

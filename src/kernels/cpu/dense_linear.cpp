@@ -1,18 +1,11 @@
 #include "kernels/cpu/dense_linear.h"
 
 #include "core/error.h"
-#include "kernels/cpu/dense_avx2.h"
 
 namespace fp4lm::kernels::cpu {
 
-namespace {
-struct DenseInput final : PreparedInput {
-  std::vector<float> xp;
-};
-}  // namespace
-
-DenseLinear::DenseLinear(LinearWeights w, const LinearProblem& p)
-    : RowSplitLinear(w.n), w_(prepare_dense_matrix(std::move(w))), act_(p.act_dtype) {
+DenseLinear::DenseLinear(LinearWeights w, const LinearProblem& p, const DenseKernels& isa)
+    : RowSplitLinear(w.n), w_(prepare_dense_matrix(std::move(w))), act_(p.act_dtype), isa_(isa) {
   if (act_ != DType::F32 && act_ != DType::BF16 && act_ != DType::F16)
     fail("dense CPU kernel: activation dtype {} is not float32, bfloat16 or float16",
          dtype_torch_name(act_));
@@ -21,17 +14,15 @@ DenseLinear::DenseLinear(LinearWeights w, const LinearProblem& p)
          w_.n, w_.k);
 }
 
-int64_t DenseLinear::row_block(int64_t) const { return kDenseRowBlock; }
+int64_t DenseLinear::row_block(int64_t m) const { return isa_.row_block(m); }
 
 std::unique_ptr<PreparedInput> DenseLinear::prepare(const void* x, int64_t m, bool, ThreadPool&) const {
-  auto in = std::make_unique<DenseInput>();
-  in->m = m;
-  in->xp = dense_input(x, act_, m, w_.k);
-  return in;
+  if (m < 0) fail("dense CPU kernel: negative token count {}", m);
+  return isa_.input(x, act_, m, w_.k);
 }
 
 void DenseLinear::run_rows(const PreparedInput& in, int64_t r0, int64_t r1, void* y) const {
-  dense_rows_avx2(w_, static_cast<const DenseInput&>(in).xp.data(), in.m, r0, r1, y, act_);
+  isa_.rows(w_, in, r0, r1, y, act_);
 }
 
 }  // namespace fp4lm::kernels::cpu

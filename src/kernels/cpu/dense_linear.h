@@ -1,5 +1,7 @@
 #pragma once
-// The Linear kernel of the `cpu_dense_avx2` backend: unquantized F32/BF16/F16 weights in place.
+// The Linear kernel of the CPU dense backends (ISA-neutral): unquantized F32/BF16/F16 weights
+// in place, computed by one ISA's kernel table (dense_kernels.h).
+#include "kernels/cpu/dense_kernels.h"
 #include "kernels/cpu/dense_matrix.h"
 #include "kernels/cpu/row_split_linear.h"
 
@@ -7,8 +9,9 @@ namespace fp4lm::kernels::cpu {
 
 class DenseLinear final : public RowSplitLinear {
  public:
-  // Throws Error on inconsistent weights or an unsupported activation dtype.
-  DenseLinear(LinearWeights w, const LinearProblem& p);
+  // Throws Error on inconsistent weights or an unsupported activation dtype. `isa` must outlive
+  // the kernel (the tables are static).
+  DenseLinear(LinearWeights w, const LinearProblem& p, const DenseKernels& isa);
 
   int64_t row_block(int64_t m) const override;
   std::unique_ptr<PreparedInput> prepare(const void* x, int64_t m, bool force_a16,
@@ -19,6 +22,7 @@ class DenseLinear final : public RowSplitLinear {
  private:
   DenseMatrix w_;
   DType act_;
+  const DenseKernels& isa_;
 };
 
 }  // namespace fp4lm::kernels::cpu

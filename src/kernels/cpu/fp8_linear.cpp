@@ -10,10 +10,11 @@ struct Fp8PreparedInput final : PreparedInput {
 };
 }  // namespace
 
-Fp8Linear::Fp8Linear(LinearWeights w, const LinearProblem& p, Fp8Isa isa)
+Fp8Linear::Fp8Linear(LinearWeights w, const LinearProblem& p, const Fp8Kernels& isa)
     : RowSplitLinear(w.n), w_(prepare_fp8_matrix(std::move(w))), act_(p.act_dtype), isa_(isa) {
   if (act_ != DType::F32 && act_ != DType::BF16 && act_ != DType::F16)
     fail("FP8 CPU kernel: activation dtype {} is not float32, bfloat16 or float16", dtype_torch_name(act_));
+  if (!isa_.rows) fail("FP8 CPU kernel: the {} kernels were not built", isa_.isa);
   if (p.n != w_.n || p.k != w_.k)
     fail("FP8 CPU kernel: problem shape [{}, {}] differs from the weights' [{}, {}]", p.n, p.k, w_.n, w_.k);
 }
@@ -30,8 +31,21 @@ std::unique_ptr<PreparedInput> Fp8Linear::prepare(const void* x, int64_t m, bool
 
 void Fp8Linear::run_rows(const PreparedInput& in, int64_t r0, int64_t r1, void* y) const {
   const Fp8Input& x = static_cast<const Fp8PreparedInput&>(in).in;
-  if (isa_ == Fp8Isa::avx512) fp8_w8a16_rows_avx512(w_, x, r0, r1, y, act_);
-  else fp8_w8a16_rows_avx2(w_, x, r0, r1, y, act_);
+  isa_.rows(w_, x, r0, r1, y, act_);
+}
+
+const Fp8Kernels& fp8_kernels_avx2() {
+  static constexpr Fp8Kernels kTable{"avx2", fp8_w8a16_rows_avx2};
+  return kTable;
+}
+
+const Fp8Kernels& fp8_kernels_avx512() {
+#ifdef FP4LM_HAVE_AVX512_KERNELS
+  static constexpr Fp8Kernels kTable{"avx512", fp8_w8a16_rows_avx512};
+#else
+  static constexpr Fp8Kernels kTable{"avx512", nullptr};
+#endif
+  return kTable;
 }
 
 }  // namespace fp4lm::kernels::cpu

@@ -33,15 +33,4 @@ struct Fp8Input {
 };
 Fp8Input fp8_input(const void* x, DType act, int64_t m, int64_t k);
 
-// The kernels (fp8_w8a16_avx2.cpp, fp8_w8a16_avx512.cpp): y[t, r] = x_t · W_rᵀ (+ bias) for
-// rows [r0, r1) and every token, on the calling thread. Each (row, token) result is one fixed
-// sequence of operations (per 16-element chunk: two 8-lane FMAs into one accumulator, then a
-// fixed horizontal sum), so it never depends on the tile, the row range, the thread count or
-// the other tokens of the call. The two ISAs give identical results.
-void fp8_w8a16_rows_avx2(const Fp8Matrix& w, const Fp8Input& in, int64_t r0, int64_t r1, void* y, DType act);
-void fp8_w8a16_rows_avx512(const Fp8Matrix& w, const Fp8Input& in, int64_t r0, int64_t r1, void* y, DType act);
-
-// Rows per unit of parallel work (a multiple of every row tile).
-inline constexpr int64_t kFp8RowBlock = 24;
-
 }  // namespace fp4lm::kernels::cpu

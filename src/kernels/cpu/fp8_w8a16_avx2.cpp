@@ -14,7 +14,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "kernels/cpu/fp8_matrix.h"
+#include "kernels/cpu/fp8_kernels.h"
 #include "kernels/cpu/nvfp4_common_avx2.h"
 
 namespace fp4lm::kernels::cpu {

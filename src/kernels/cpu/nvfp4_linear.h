@@ -1,8 +1,10 @@
 #pragma once
-// The NVFP4 Linear kernel of the CPU AVX2 backends: one prepared Nvfp4Matrix serving W4A16 and
-// W4A4 calls (a W4A4 layer with m <= a16_max_tokens runs the W4A16 path on the same memory).
+// The NVFP4 Linear kernel of the CPU backends (ISA-neutral): one prepared Nvfp4Matrix serving
+// W4A16 and W4A4 calls (a W4A4 layer with m <= a16_max_tokens runs the W4A16 path on the same
+// memory), computed by one ISA's kernel table (nvfp4_kernels.h).
 #include <memory>
 
+#include "kernels/cpu/nvfp4_kernels.h"
 #include "kernels/cpu/nvfp4_matrix.h"
 #include "kernels/cpu/row_split_linear.h"
 
@@ -13,7 +15,8 @@ enum class Nvfp4Mode { w4a16, w4a4 };
 class Nvfp4Linear final : public RowSplitLinear {
  public:
   // mode w4a4 needs weights with a valid input_scale. Throws Error on inconsistent weights.
-  Nvfp4Linear(LinearWeights w, const LinearProblem& p, Nvfp4Mode mode);
+  // `isa` must outlive the kernel (the tables are static).
+  Nvfp4Linear(LinearWeights w, const LinearProblem& p, Nvfp4Mode mode, const Nvfp4Kernels& isa);
 
   // W4A16 layers: always the W4A16 kernel. W4A4 layers: the W4A4 kernel, or W4A16 when
   // force_a16 (forward(): when m <= options.a16_max_tokens).
@@ -31,6 +34,7 @@ class Nvfp4Linear final : public RowSplitLinear {
   Nvfp4Matrix w_;
   LinearProblem p_;
   Nvfp4Mode mode_;
+  const Nvfp4Kernels& isa_;
 };
 
 }  // namespace fp4lm::kernels::cpu

@@ -1,0 +1,24 @@
+#pragma once
+// Builds the Backend records of the CPU backends from an ISA's kernel table, so every ISA's
+// registration is a few lines (cpu_*_backends.cpp) and all share the ISA-neutral wrappers
+// (Nvfp4Linear, DenseLinear, GroupedMoe).
+#include <functional>
+#include <string>
+
+#include "kernels/backend.h"
+#include "kernels/cpu/dense_kernels.h"
+#include "kernels/cpu/nvfp4_kernels.h"
+#include "kernels/cpu/nvfp4_linear.h"
+
+namespace fp4lm::kernels::cpu {
+
+// An NVFP4 Linear or MoE backend: w4a16 matches on the weight key alone (it serves W4A4
+// checkpoints at 16-bit activations too); w4a4 runs exactly (nvfp4_static, nvfp4_dynamic) and
+// honours --a16-max-tokens. `unavailable_reason` names the CPU features the table needs.
+Backend nvfp4_cpu_backend(std::string name, LayerKind kind, Nvfp4Mode mode, const Nvfp4Kernels& isa,
+                          std::function<std::string()> unavailable_reason);
+// An unquantized (F32/BF16/F16 weights) Linear or MoE backend.
+Backend dense_cpu_backend(std::string name, LayerKind kind, const DenseKernels& isa,
+                          std::function<std::string()> unavailable_reason);
+
+}  // namespace fp4lm::kernels::cpu

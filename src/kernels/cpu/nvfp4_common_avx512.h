@@ -1,0 +1,89 @@
+#pragma once
+// GCC 12's AVX-512 intrinsics start some results from _mm512_undefined_*() (a vector
+// initialised from itself), which -Wuninitialized reports at every inlined use; the including
+// *_avx512.cpp files turn those two warnings off.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+// Small AVX-512 helpers of the NVFP4 kernels. Include only from *_avx512.cpp files. Everything
+// here has internal linkage (static / anonymous namespace) so no copy compiled with AVX-512
+// flags can be shared with other files (see nvfp4_avx512.h).
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "core/dtype.h"
+#include "kernels/cpu/nvfp4_avx512.h"
+
+namespace fp4lm::kernels::cpu::avx512 {
+namespace {
+
+// Dword indices picking the even / odd dwords of two vectors (vpermt2d): applied to a
+// super-chunk's 128 code bytes, lane i of the result holds 4 code bytes of block i.
+alignas(64) constexpr int32_t kEvenDwords[16] = {0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30};
+alignas(64) constexpr int32_t kOddDwords[16] = {1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31};
+
+// Horizontal sum of 16 lanes in a fixed order.
+inline float hsum(__m512 v) {
+  const __m256 a = _mm256_add_ps(_mm512_castps512_ps256(v), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+// 16 E4M3 bytes -> 16 fp32 lanes, each the scale × 2^-8, exactly: shifted left by 7 (and the
+// sign moved from bit 14 to 15 by adding bit 14 to itself) an E4M3 byte is the binary16 of
+// scale × 2^-8 (same exponent field, bias 7 vs 15), subnormals included; vcvtph2ps is exact.
+// NaN bytes are rejected at load.
+inline __m512 e4m3x16_scaled(const uint8_t* s) {
+  const __m256i w = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s)));
+  const __m256i t = _mm256_slli_epi16(w, 7);
+  return _mm512_cvtph_ps(_mm256_add_epi16(t, _mm256_and_si256(t, _mm256_set1_epi16(0x4000))));
+}
+constexpr float kE4m3ScaledInv = 256.0f;  // undoes e4m3x16_scaled's 2^-8
+
+// Writes one output element in the activation dtype (bf16: round to nearest even, as
+// f32_to_bf16; f16: vcvtps2ph round to nearest).
+inline void store_act(void* y, DType t, int64_t i, float v) {
+  switch (t) {
+    case DType::F32:
+      static_cast<float*>(y)[i] = v;
+      return;
+    case DType::BF16: {
+      uint32_t u;
+      std::memcpy(&u, &v, 4);
+      if ((u & 0x7fffffffu) > 0x7f800000u) {
+        static_cast<uint16_t*>(y)[i] = static_cast<uint16_t>((u >> 16) | 0x40);
+        return;
+      }
+      u += 0x7fffu + ((u >> 16) & 1u);
+      static_cast<uint16_t*>(y)[i] = static_cast<uint16_t>(u >> 16);
+      return;
+    }
+    default:
+      static_cast<uint16_t*>(y)[i] = static_cast<uint16_t>(_cvtss_sh(v, _MM_FROUND_TO_NEAREST_INT));
+      return;
+  }
+}
+
+// A super-chunk's codes and scales: in place, or (the last, partial one) copied zero-padded.
+struct SuperChunk {
+  const uint8_t* codes;
+  const uint8_t* scales;
+};
+struct TailBuffer {
+  alignas(64) uint8_t codes[kSuper / 2];
+  alignas(16) uint8_t scales[kSuper / 16];
+};
+inline SuperChunk super_chunk(const uint8_t* codes, const uint8_t* scales, int64_t k, int64_t c, TailBuffer& tail) {
+  if ((c + 1) * kSuper <= k) return {codes + c * (kSuper / 2), scales + c * (kSuper / 16)};
+  const int64_t rem = k - c * kSuper;  // a positive multiple of 16
+  std::memset(&tail, 0, sizeof(tail));
+  std::memcpy(tail.codes, codes + c * (kSuper / 2), static_cast<size_t>(rem / 2));
+  std::memcpy(tail.scales, scales + c * (kSuper / 16), static_cast<size_t>(rem / 16));
+  return {tail.codes, tail.scales};
+}
+
+}  // namespace
+}  // namespace fp4lm::kernels::cpu::avx512

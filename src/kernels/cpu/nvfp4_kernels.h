@@ -1,0 +1,41 @@
+#pragma once
+// One instruction set's NVFP4 kernels as a table of functions (the ISA seam). The ISA-neutral
+// Nvfp4Linear (and through it GroupedMoe) calls kernels only through a table; a backend's
+// registration chooses the table (cpu_backend_factory.h). A new ISA is a new table in its own
+// *_<isa>.cpp files plus registration lines. Layouts and inner loops: docs/KERNELS.md.
+#include <cstdint>
+#include <memory>
+
+#include "core/dtype.h"
+#include "core/thread_pool.h"
+#include "kernels/cpu/nvfp4_matrix.h"
+#include "kernels/cpu/row_split_linear.h"
+
+namespace fp4lm::kernels::cpu {
+
+struct Nvfp4Kernels {
+  const char* isa = "";  // "avx2", "avx512"
+  // ---- W4A16: x used as is (16/32-bit, never quantized); fp32 accumulation.
+  // x [m, k] in `act` -> the call's activations in the kernel's own layout.
+  std::unique_ptr<PreparedInput> (*a16_input)(const void* x, DType act, int64_t m, int64_t k,
+                                              ThreadPool& pool) = nullptr;
+  // Rows per unit of parallel work for a call of m tokens (a multiple of every row tile).
+  int64_t (*a16_row_block)(int64_t m, int64_t k) = nullptr;
+  // y[t, r] = x_t · W_rᵀ (+ bias) for rows [r0, r1) of every token, on the calling thread; y
+  // [m, n] in `act`. `in` comes from this table's a16_input.
+  void (*a16_rows)(const Nvfp4Matrix& w, const PreparedInput& in, int64_t r0, int64_t r1, void* y,
+                   DType act) = nullptr;
+  // ---- W4A4: x quantized at run time by the W4A4 rule with `input_scale` (bit-identical to
+  // quant::quantize_activation); throws Error on non-finite x.
+  std::unique_ptr<PreparedInput> (*a4_input)(const void* x, DType act, int64_t m, int64_t k,
+                                             float input_scale, ThreadPool& pool) = nullptr;
+  int64_t (*a4_row_block)(int64_t m, int64_t k) = nullptr;
+  void (*a4_rows)(const Nvfp4Matrix& w, const PreparedInput& in, int64_t r0, int64_t r1, void* y,
+                  DType act) = nullptr;
+};
+
+// Call a table's functions only when its backend's unavailable_reason() is "".
+const Nvfp4Kernels& nvfp4_kernels_avx2();    // nvfp4_kernels_avx2.cpp
+const Nvfp4Kernels& nvfp4_kernels_avx512();  // nvfp4_kernels_avx512.cpp
+
+}  // namespace fp4lm::kernels::cpu

@@ -1,0 +1,20 @@
+#pragma once
+// One entry of a batched forward: the next n tokens of one sequence, and which logits to return.
+#include <cstdint>
+
+namespace fp4lm::model {
+
+class SequenceState;
+
+// Which logits forward() produces for a chunk.
+enum class LogitsMode { none, last, all };
+
+struct SequenceChunk {
+  SequenceState* state = nullptr;  // its next n positions are filled; length() advances by n
+  const int32_t* tokens = nullptr;
+  int64_t n = 0;
+  LogitsMode logits = LogitsMode::none;  // none | last -> out [vocab] | all -> out [n, vocab]
+  float* out = nullptr;                  // float32, rounded to the activation dtype
+};
+
+}  // namespace fp4lm::model
