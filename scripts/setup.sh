@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Installs every Debian package that fp4lm's build, tests, benchmarks and demo need.
+# Installs every Debian package that fp4lm's build, tests, benchmarks and demo need. (The Python
+# test packages come from PyPI, pinned in tests/python/requirements.txt, into a venv the tests make.)
 # Idempotent: does nothing when they are all present. Needs root (or sudo) only to install.
 set -euo pipefail
 PKGS=(g++ cmake ninja-build pkg-config make
       nlohmann-json3-dev libfmt-dev libspdlog-dev libcli11-dev
       libgtest-dev libgmock-dev libbenchmark-dev
-      libopenblas-dev libpcre2-dev libutf8proc-dev
+      libopenblas-dev libpcre2-dev libutf8proc-dev libcpp-httplib-dev
+      python3 python3-venv
       clang libclang-rt-14-dev)
 missing=()
 for p in "${PKGS[@]}"; do

@@ -15,6 +15,7 @@ const Backend& cpu_w4a4_avx512_linear_backend();
 const Backend& cpu_w4a16_avx512_linear_backend();
 const Backend& cpu_w4a4_avx2_linear_backend();
 const Backend& cpu_w4a16_avx2_linear_backend();
+const Backend& cpu_dense_avx512_linear_backend();
 const Backend& cpu_dense_avx2_linear_backend();
 const Backend& cpu_fp8_w8a16_avx512_linear_backend();
 const Backend& cpu_fp8_w8a16_avx2_linear_backend();
@@ -23,6 +24,7 @@ const Backend& cpu_w4a4_avx512_moe_backend();
 const Backend& cpu_w4a16_avx512_moe_backend();
 const Backend& cpu_w4a4_avx2_moe_backend();
 const Backend& cpu_w4a16_avx2_moe_backend();
+const Backend& cpu_dense_avx512_moe_backend();
 const Backend& cpu_dense_avx2_moe_backend();
 const Backend& cpu_fp8_w8a16_avx512_moe_backend();
 const Backend& cpu_fp8_w8a16_avx2_moe_backend();
@@ -37,6 +39,7 @@ std::vector<const Backend*> table() {
       &cpu_w4a16_avx512_linear_backend(),
       &cpu_w4a4_avx2_linear_backend(),
       &cpu_w4a16_avx2_linear_backend(),
+      &cpu_dense_avx512_linear_backend(),
       &cpu_dense_avx2_linear_backend(),
       &cpu_fp8_w8a16_avx512_linear_backend(),
       &cpu_fp8_w8a16_avx2_linear_backend(),
@@ -45,6 +48,7 @@ std::vector<const Backend*> table() {
       &cpu_w4a16_avx512_moe_backend(),
       &cpu_w4a4_avx2_moe_backend(),
       &cpu_w4a16_avx2_moe_backend(),
+      &cpu_dense_avx512_moe_backend(),
       &cpu_dense_avx2_moe_backend(),
       &cpu_fp8_w8a16_avx512_moe_backend(),
       &cpu_fp8_w8a16_avx2_moe_backend(),

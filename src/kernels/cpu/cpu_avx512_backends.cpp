@@ -1,6 +1,8 @@
 // Registration of the AVX-512 CPU backends, ahead of the AVX2 ones in the oracle's table:
 //  - `cpu_w4a16_avx512`: NVFP4 weights, 16-bit activations; vpermw decode to bf16, vdpbf16ps.
 //  - `cpu_w4a4_avx512`: NVFP4 W4A4; vpermb decode, exact integer blocks by vpdpbusd.
+//  - `cpu_dense_avx512`: unquantized weights; BF16 rows by vdpbf16ps (exact products), F32/F16
+//    rows by the AVX2 kernel.
 // Same prepared layout (the checkpoint's own), same ISA-neutral wrappers as AVX2; kernels in
 // nvfp4_w4a16_avx512.cpp / nvfp4_w4a4_avx512.cpp (table: nvfp4_avx512_table.cpp).
 // Each is available only when the CPU has every feature its kernels use (unavailable_reason
@@ -37,6 +39,11 @@ std::string w4a4_unavailable() {
   return cpu::cpu_lacks({"avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512vbmi", "avx512vnni"});
 }
 
+std::string dense_unavailable() {
+  if (std::string why = not_built(); !why.empty()) return why;
+  return cpu::cpu_lacks({"avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512bf16"});
+}
+
 Backend nvfp4(LayerKind kind, cpu::Nvfp4Mode mode) {
   const bool w4a16 = mode == cpu::Nvfp4Mode::w4a16;
   return cpu::nvfp4_cpu_backend(w4a16 ? "cpu_w4a16_avx512" : "cpu_w4a4_avx512", kind, mode, cpu::nvfp4_kernels_avx512(),
@@ -62,6 +69,18 @@ const Backend& cpu_w4a16_avx512_linear_backend() {
 
 const Backend& cpu_w4a16_avx512_moe_backend() {
   static const Backend b = nvfp4(LayerKind::moe, cpu::Nvfp4Mode::w4a16);
+  return b;
+}
+
+const Backend& cpu_dense_avx512_linear_backend() {
+  static const Backend b =
+      cpu::dense_cpu_backend("cpu_dense_avx512", LayerKind::linear, cpu::dense_kernels_avx512(), dense_unavailable);
+  return b;
+}
+
+const Backend& cpu_dense_avx512_moe_backend() {
+  static const Backend b =
+      cpu::dense_cpu_backend("cpu_dense_avx512", LayerKind::moe, cpu::dense_kernels_avx512(), dense_unavailable);
   return b;
 }
 

@@ -67,6 +67,20 @@ inline void store_act(void* y, DType t, int64_t i, float v) {
   }
 }
 
+// 32 fp32 values (a: elements 0-15, b: 16-31) -> `pieces` vectors of 32 bf16 at out[32 p]
+// whose sum is the input exactly (round to nearest even, then the exact fp32 remainder; parts
+// below 2^-126 are dropped, as vdpbf16ps treats bf16 denormals as zero).
+inline void bf16_pieces(__m512 a, __m512 b, int pieces, uint16_t* out) {
+  for (int p = 0; p < pieces; ++p) {
+    const __m512i h = (__m512i)_mm512_cvtne2ps_pbh(b, a);
+    _mm512_store_si512(out + p * 32, h);
+    a = _mm512_sub_ps(a, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(h)), 16)));
+    b = _mm512_sub_ps(b, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(h, 1)), 16)));
+  }
+}
+
+inline __m512bh bh(__m512i v) { return (__m512bh)v; }  // same bits, the bf16 vector type
+
 // A super-chunk's codes and scales: in place, or (the last, partial one) copied zero-padded.
 struct SuperChunk {
   const uint8_t* codes;

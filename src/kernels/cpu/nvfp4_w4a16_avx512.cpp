@@ -42,8 +42,6 @@ struct Decoder {
   }
 };
 
-inline __m512bh bh(__m512i v) { return (__m512bh)v; }  // same bits, the bf16 vector type
-
 // The partial of one (row, token) for one super-chunk: Σ over the 8 vectors and P pieces, in
 // that order, starting from zero. Lane i = block i's products (each exact: e2m1 × bf16 has at
 // most 10 significant bits), summed in fp32.
@@ -104,29 +102,32 @@ void panel_tile(const __m512i* panel, int64_t chunks, const __m512i* xp, int64_t
   __m512 acc[R][T];
   for (int r = 0; r < R; ++r)
     for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
-  const int64_t rstride = chunks * kPanelVectors;
+  const __m512i* w[R];
+  const __m512i* x[T];
+  for (int r = 0; r < R; ++r) w[r] = panel + r * chunks * kPanelVectors;
+  for (int t = 0; t < T; ++t) x[t] = xp + t * tstride;
   for (int64_t c = 0; c < chunks; ++c) {
     __m512 part[R][T];
-    const __m512i* wc = panel + c * kPanelVectors;
-    const __m512i* xc = xp + c * kVectors * P;
 #pragma GCC unroll 8
     for (int v = 0; v < kVectors; ++v) {
-      __m512i w[R];
-      for (int r = 0; r < R; ++r) w[r] = _mm512_load_si512(wc + r * rstride + v);
+      __m512i wv[R];
+      for (int r = 0; r < R; ++r) wv[r] = _mm512_load_si512(w[r] + v);
 #pragma GCC unroll 3
       for (int p = 0; p < P; ++p) {
         for (int t = 0; t < T; ++t) {
-          const __m512i xv = _mm512_load_si512(xc + t * tstride + v * P + p);
+          const __m512i xv = _mm512_load_si512(x[t] + v * P + p);
           for (int r = 0; r < R; ++r)
-            part[r][t] = v == 0 && p == 0 ? _mm512_dpbf16_ps(_mm512_setzero_ps(), bh(w[r]), bh(xv))
-                                          : _mm512_dpbf16_ps(part[r][t], bh(w[r]), bh(xv));
+            part[r][t] = v == 0 && p == 0 ? _mm512_dpbf16_ps(_mm512_setzero_ps(), bh(wv[r]), bh(xv))
+                                          : _mm512_dpbf16_ps(part[r][t], bh(wv[r]), bh(xv));
         }
       }
     }
     for (int r = 0; r < R; ++r) {
-      const __m512 s = _mm512_castsi512_ps(_mm512_load_si512(wc + r * rstride + kVectors));
+      const __m512 s = _mm512_castsi512_ps(_mm512_load_si512(w[r] + kVectors));
       for (int t = 0; t < T; ++t) acc[r][t] = _mm512_fmadd_ps(part[r][t], s, acc[r][t]);
     }
+    for (int r = 0; r < R; ++r) w[r] += kPanelVectors;
+    for (int t = 0; t < T; ++t) x[t] += kVectors * P;
   }
   for (int r = 0; r < R; ++r)
     for (int t = 0; t < T; ++t) out[r * T + t] = hsum(acc[r][t]);
@@ -227,18 +228,8 @@ void w4a16_pack_token(const float* x, int64_t k, int pieces, uint16_t* out) {
             const int64_t e = c * kSuper + 16 * i + 8 * s + 4 * j + q;
             v[2 * i + j] = e < k ? x[e] : 0.0f;
           }
-        __m512 a = _mm512_load_ps(v), b = _mm512_load_ps(v + 16);
-        uint16_t* o = out + ((c * kVectors + 4 * s + q) * pieces) * 32;
-        for (int p = 0; p < pieces; ++p) {
-          // Round to bf16 (nearest even), keep the exact fp32 remainder for the next piece.
-          const __m512i h = (__m512i)_mm512_cvtne2ps_pbh(b, a);
-          _mm512_store_si512(o + p * 32, h);
-          const __m512 ha = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(h)), 16));
-          const __m512 hb =
-              _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(h, 1)), 16));
-          a = _mm512_sub_ps(a, ha);
-          b = _mm512_sub_ps(b, hb);
-        }
+        bf16_pieces(_mm512_load_ps(v), _mm512_load_ps(v + 16), pieces,
+                    out + ((c * kVectors + 4 * s + q) * pieces) * 32);
       }
   }
 }

@@ -90,21 +90,42 @@ void decode_panel(const Decoder& dec, __m512i lut, const uint8_t* const* codes, 
     }
 }
 
+// The same per-(row, token) sequence as accumulate(), weights from the panel: the R rows'
+// vectors are loaded once per super-chunk and shared by the T tokens (R × T integer block sums
+// and R × T accumulators live in registers).
 template <int R, int T>
 void panel_tile(const __m512i* panel, int64_t chunks, const __m512i* xp, int64_t tstride, float* out) {
   __m512 acc[R][T];
   for (int r = 0; r < R; ++r)
     for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
-  const int64_t rstride = chunks * kPanelVectors;
+  const __m512i* w[R];
+  const __m512i* x[T];
+  for (int r = 0; r < R; ++r) w[r] = panel + r * chunks * kPanelVectors;
+  for (int t = 0; t < T; ++t) x[t] = xp + t * tstride;
   for (int64_t c = 0; c < chunks; ++c) {
-    const __m512i* wc = panel + c * kPanelVectors;
-#pragma GCC unroll 4
+    __m512i d[R][T];
     for (int t = 0; t < T; ++t) {
-      const __m512i* x = xp + t * tstride + c * kTokenVectors;
-      for (int r = 0; r < R; ++r)
-        acc[r][t] = accumulate(wc + r * rstride, _mm512_castsi512_ps(_mm512_load_si512(wc + r * rstride + kVectors)), x,
-                               acc[r][t]);
+      const __m512i start = _mm512_load_si512(x[t] + kVectors);
+      for (int r = 0; r < R; ++r) d[r][t] = start;
     }
+#pragma GCC unroll 4
+    for (int v = 0; v < kVectors; ++v) {
+      __m512i wv[R];
+      for (int r = 0; r < R; ++r) wv[r] = _mm512_load_si512(w[r] + v);
+      for (int t = 0; t < T; ++t) {
+        const __m512i xv = _mm512_load_si512(x[t] + v);
+        for (int r = 0; r < R; ++r) d[r][t] = _mm512_dpbusd_epi32(d[r][t], wv[r], xv);
+      }
+    }
+    for (int t = 0; t < T; ++t) {
+      const __m512 sa = _mm512_castsi512_ps(_mm512_load_si512(x[t] + kVectors + 1));
+      for (int r = 0; r < R; ++r) {
+        const __m512 s = _mm512_mul_ps(_mm512_castsi512_ps(_mm512_load_si512(w[r] + kVectors)), sa);
+        acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d[r][t]), s, acc[r][t]);
+      }
+    }
+    for (int r = 0; r < R; ++r) w[r] += kPanelVectors;
+    for (int t = 0; t < T; ++t) x[t] += kTokenVectors;
   }
   for (int r = 0; r < R; ++r)
     for (int t = 0; t < T; ++t) out[r * T + t] = hsum(acc[r][t]);
@@ -112,7 +133,7 @@ void panel_tile(const __m512i* panel, int64_t chunks, const __m512i* xp, int64_t
 
 constexpr int kRowBlock = 24;
 constexpr int kTokTile = 4;
-constexpr int kPanelR = 4, kPanelT = 4;
+constexpr int kPanelR = 3, kPanelT = 4;
 
 template <int T>
 constexpr int kRowsFor = T == 1 ? 4 : T == 2 ? 3 : 2;

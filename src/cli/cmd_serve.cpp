@@ -1,0 +1,169 @@
+// `fp4lm serve`: an OpenAI-compatible HTTP server (src/server) over the continuous-batching
+// engine (src/engine). The port is bound before the model loads (/health: 503, then 200);
+// SIGINT/SIGTERM stop it gracefully and exit 0.
+#include <csignal>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <unistd.h>
+
+#include "cli/command.h"
+#include "cli/engine_flags.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "engine/causal_lm_step_model.h"
+#include "engine/engine.h"
+#include "model/causal_lm.h"
+#include "server/http_server.h"
+#include "server/metrics.h"
+#include "server/serving_model.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
+
+namespace fp4lm::cli {
+namespace {
+
+struct ServeArgs {
+  std::string model, host = "127.0.0.1", served_model_name, api_key, kv_cache_memory;
+  int port = 8000;
+  int64_t max_num_seqs = 8, max_num_batched_tokens = 512, max_model_len = 0;
+  double shutdown_grace = 5;
+  EngineFlags flags;
+};
+
+// "1073741824", "512MiB", "4GiB", "4G" -> bytes.
+size_t parse_bytes(const std::string& s) {
+  size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(s, &used);
+  } catch (const std::exception&) {
+    usage_fail("--kv-cache-memory: '{}' is not a size (e.g. 4294967296, 512MiB, 4GiB)", s);
+  }
+  std::string unit = s.substr(used);
+  double mult = 1;
+  if (unit == "" || unit == "B") mult = 1;
+  else if (unit == "K" || unit == "KiB" || unit == "KB") mult = 1024.0;
+  else if (unit == "M" || unit == "MiB" || unit == "MB") mult = 1024.0 * 1024;
+  else if (unit == "G" || unit == "GiB" || unit == "GB") mult = 1024.0 * 1024 * 1024;
+  else usage_fail("--kv-cache-memory: unknown unit '{}' in '{}' (use B, KiB, MiB or GiB)", unit, s);
+  if (!(v > 0)) usage_fail("--kv-cache-memory must be positive (got '{}')", s);
+  return static_cast<size_t>(v * mult);
+}
+
+int g_signal_pipe[2] = {-1, -1};
+
+void on_stop_signal(int sig) {
+  const unsigned char b = static_cast<unsigned char>(sig);
+  [[maybe_unused]] ssize_t n = write(g_signal_pipe[1], &b, 1);
+}
+
+size_t quarter_of_ram() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? static_cast<size_t>(pages) * static_cast<size_t>(page) / 4 : (size_t{4} << 30);
+}
+
+int run_serve(const ServeArgs& a) {
+  // SIGINT/SIGTERM only write their number to a pipe the main thread reads (any thread may take
+  // a signal: some libraries start threads before main), so the stop is always the graceful one.
+  if (pipe(g_signal_pipe) != 0) fail("serve: cannot create the signal pipe");
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);  // a client that hung up is a failed write, not a dead server
+  if (a.port < 0 || a.port > 65535) usage_fail("--port must be in [0, 65535] (got {})", a.port);
+  if (a.max_model_len < 0) usage_fail("--max-model-len must be positive (got {})", a.max_model_len);
+  if (a.shutdown_grace < 0) usage_fail("--shutdown-grace must be >= 0 (got {})", a.shutdown_grace);
+  engine::SchedulerConfig sc;
+  sc.max_num_seqs = a.max_num_seqs;
+  sc.max_num_batched_tokens = a.max_num_batched_tokens;
+  sc.kv_cache_bytes = a.kv_cache_memory.empty() ? quarter_of_ram() : parse_bytes(a.kv_cache_memory);
+  if (sc.max_num_seqs < 1) usage_fail("--max-num-seqs must be >= 1 (got {})", sc.max_num_seqs);
+  if (sc.max_num_batched_tokens < sc.max_num_seqs)
+    usage_fail("--max-num-batched-tokens ({}) must be >= --max-num-seqs ({})", sc.max_num_batched_tokens,
+               sc.max_num_seqs);
+  model::EngineOptions opts = a.flags.resolve();
+  if (!std::filesystem::is_directory(a.model)) fail("{}: not a checkpoint directory", a.model);
+
+  server::ServerOptions so;
+  so.host = a.host;
+  so.port = a.port;
+  so.api_key = a.api_key;
+  so.http_threads = static_cast<int>(sc.max_num_seqs) + 16;  // every running stream + spare connections
+  so.shutdown_grace_s = a.shutdown_grace;
+  so.version = FP4LM_VERSION;
+  server::HttpServer http(so);
+  const int port = http.bind();
+  http.start();
+  log().info("serve: listening on http://{}:{} (loading {})", a.host, port, a.model);
+
+  std::unique_ptr<tokenizer::Tokenizer> tok;
+  std::optional<tokenizer::ChatTemplate> chat;
+  if (std::filesystem::exists(std::filesystem::path(a.model) / "tokenizer.json")) {
+    tok = tokenizer::Tokenizer::from_dir(a.model);
+    try {
+      chat.emplace(tokenizer::ChatTemplate::from_dir(a.model));
+    } catch (const Error& e) {
+      log().warn("serve: no chat template ({}); /v1/chat/completions will answer 400", e.what());
+    }
+  } else {
+    log().warn("serve: {} has no tokenizer.json: prompts must be token ids and outputs carry no text", a.model);
+  }
+  model::LoadOptions lo;
+  lo.max_model_len = a.max_model_len;
+  auto lm = model::CausalLM::load(a.model, opts, lo);
+
+  server::ServingModel sm;
+  sm.name = a.served_model_name.empty() ? a.model : a.served_model_name;
+  sm.path = a.model;
+  sm.tok = tok.get();
+  sm.chat = chat ? &*chat : nullptr;
+  sm.max_model_len = lm->max_model_len();
+  sm.vocab_size = lm->vocab_size();
+  sm.defaults = server::read_sampling_defaults(a.model);
+
+  engine::CausalLmStepModel step_model(*lm);
+  server::ServingMetrics metrics(sm.name, sm.max_model_len);
+  engine::Engine eng(step_model, tok.get(), sc, metrics.observer());
+  http.set_ready(eng, sm, metrics);
+  log().info("serve: ready: model '{}' (max_model_len {}, max_num_seqs {}, max_num_batched_tokens {}, KV budget "
+             "{:.1f} MiB = {} sequences of max_model_len)",
+             sm.name, sm.max_model_len, sc.max_num_seqs, sc.max_num_batched_tokens, sc.kv_cache_bytes / 1048576.0,
+             sc.kv_cache_bytes / std::max<size_t>(1, step_model.bytes_for(sm.max_model_len)));
+
+  unsigned char sig = 0;
+  while (read(g_signal_pipe[0], &sig, 1) != 1) {
+  }
+  log().info("serve: {} received: no new requests; finishing in-flight ones (grace {:.1f} s)",
+             sig == SIGINT ? "SIGINT" : "SIGTERM", a.shutdown_grace);
+  http.shutdown();
+  log().info("serve: stopped");
+  return 0;
+}
+
+CommandRegistration reg("serve", "OpenAI-compatible HTTP server with continuous batching", [](CLI::App& sub) {
+  auto a = std::make_shared<ServeArgs>();
+  sub.add_option("--model", a->model, "Checkpoint directory")->required();
+  sub.add_option("--host", a->host, "Address to listen on")->capture_default_str();
+  sub.add_option("--port", a->port, "Port (0 = any free port; the log names it)")->capture_default_str();
+  sub.add_option("--served-model-name", a->served_model_name, "Model name in the API (default: --model)");
+  sub.add_option("--api-key", a->api_key, "Require 'Authorization: Bearer KEY' (except /health, /metrics, /version)");
+  sub.add_option("--max-num-seqs", a->max_num_seqs, "Most sequences running at once")->capture_default_str();
+  sub.add_option("--max-num-batched-tokens", a->max_num_batched_tokens, "Most tokens in one engine step")
+      ->capture_default_str();
+  sub.add_option("--kv-cache-memory", a->kv_cache_memory,
+                 "KV-cache budget for admission, bytes or with KiB/MiB/GiB (default: 25% of RAM)");
+  sub.add_option("--max-model-len", a->max_model_len,
+                 "Context length per sequence (default min(max_position_embeddings, 8192))");
+  sub.add_option("--shutdown-grace", a->shutdown_grace, "Seconds in-flight requests get on SIGTERM/SIGINT")
+      ->capture_default_str();
+  add_engine_flags(sub, a->flags);
+  return [a]() { return run_serve(*a); };
+});
+
+}  // namespace
+}  // namespace fp4lm::cli

@@ -1,0 +1,31 @@
+#pragma once
+// StepModel over a loaded model::CausalLM: sequence states in a model::SequenceStore (each
+// reserved for its capacity, touched only as it fills, returned to the OS on release), and one
+// batched CausalLM::forward per engine step.
+#include <cstdint>
+#include <vector>
+
+#include "engine/step_model.h"
+#include "model/causal_lm.h"
+#include "model/sequence_store.h"
+
+namespace fp4lm::engine {
+
+class CausalLmStepModel : public StepModel {
+ public:
+  explicit CausalLmStepModel(const model::CausalLM& lm) : lm_(lm), store_(lm) {}
+  int64_t vocab_size() const override { return lm_.vocab_size(); }
+  int64_t max_model_len() const override { return lm_.max_model_len(); }
+  std::vector<int64_t> eos_ids() const override { return lm_.eos_ids(); }
+  size_t bytes_for(int64_t capacity) const override { return lm_.sequence_bytes(capacity); }
+  int64_t allocate(int64_t capacity) override { return store_.allocate(capacity); }
+  void release(int64_t seq) override { store_.release(seq); }
+  void forward(std::span<const StepChunk> chunks) override;
+
+ private:
+  const model::CausalLM& lm_;
+  model::SequenceStore store_;
+  std::vector<model::SequenceChunk> batch_;
+};
+
+}  // namespace fp4lm::engine

@@ -1,0 +1,124 @@
+#include "engine/engine.h"
+
+#include "core/log.h"
+
+namespace fp4lm::engine {
+
+std::vector<RequestOutput> RequestHandle::wait(std::chrono::milliseconds timeout) {
+  std::unique_lock lk(mu_);
+  cv_.wait_for(lk, timeout, [&] { return !queue_.empty(); });
+  std::vector<RequestOutput> out(std::make_move_iterator(queue_.begin()), std::make_move_iterator(queue_.end()));
+  queue_.clear();
+  return out;
+}
+
+void RequestHandle::cancel() {
+  if (!finished_) engine_.cancel(id_);
+}
+
+void RequestHandle::push(RequestOutput out) {
+  {
+    std::lock_guard lk(mu_);
+    if (out.finished) finished_ = true;
+    queue_.push_back(std::move(out));
+  }
+  cv_.notify_all();
+}
+
+Engine::Engine(StepModel& model, const tokenizer::Tokenizer* tok, SchedulerConfig cfg, SchedulerObserver obs)
+    : sched_(model, tok, cfg, std::move(obs)), max_model_len_(model.max_model_len()), vocab_(model.vocab_size()) {
+  thread_ = std::thread([this] { loop(); });
+}
+
+Engine::~Engine() {
+  {
+    std::lock_guard lk(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+std::shared_ptr<RequestHandle> Engine::submit(RequestParams p) {
+  sched_.check(p);
+  std::shared_ptr<RequestHandle> h;
+  {
+    std::lock_guard lk(mu_);
+    h.reset(new RequestHandle(*this, next_id_++));
+    incoming_.emplace_back(h, std::move(p));
+    waiting_ += 1;
+  }
+  cv_.notify_all();
+  return h;
+}
+
+void Engine::cancel(int64_t id) {
+  {
+    std::lock_guard lk(mu_);
+    cancels_.push_back(id);
+  }
+  cv_.notify_all();
+}
+
+void Engine::cancel_all() {
+  {
+    std::lock_guard lk(mu_);
+    cancel_all_ = true;
+  }
+  cv_.notify_all();
+}
+
+EngineLoad Engine::load() const {
+  EngineLoad l;
+  l.running = running_.load();
+  l.waiting = waiting_.load();
+  l.kv_reserved_bytes = reserved_.load();
+  l.kv_budget_bytes = sched_.config().kv_cache_bytes;
+  return l;
+}
+
+void Engine::loop() {
+  while (true) {
+    bool stopping = false;
+    {
+      std::unique_lock lk(mu_);
+      cv_.wait(lk, [&] { return stop_ || !incoming_.empty() || !cancels_.empty() || cancel_all_ || sched_.has_work(); });
+      for (auto& [h, p] : incoming_) {
+        const int64_t id = h->id();
+        try {
+          sched_.add(id, std::move(p));
+          live_[id] = h;
+        } catch (const std::exception& e) {  // checked in submit(); kept for safety
+          RequestOutput out;
+          out.finished = true;
+          out.finish_reason = "error";
+          out.error = e.what();
+          h->push(std::move(out));
+        }
+      }
+      incoming_.clear();
+      for (int64_t id : cancels_) sched_.cancel(id);
+      cancels_.clear();
+      if (cancel_all_ || stop_) sched_.cancel_all();
+      cancel_all_ = false;
+      stopping = stop_;
+    }
+    auto outs = sched_.step();
+    for (auto& [id, out] : outs) {
+      auto it = live_.find(id);
+      if (it == live_.end()) continue;
+      const bool done = out.finished;
+      it->second->push(std::move(out));
+      if (done) live_.erase(it);
+    }
+    running_ = sched_.num_running();
+    {
+      std::lock_guard lk(mu_);
+      waiting_ = sched_.num_waiting() + static_cast<int64_t>(incoming_.size());
+    }
+    reserved_ = sched_.kv_reserved_bytes();
+    if (stopping && !sched_.has_work()) return;
+  }
+}
+
+}  // namespace fp4lm::engine

@@ -1,0 +1,86 @@
+#pragma once
+// The serving engine: one thread owns the model and the scheduler and steps while there is work;
+// any thread submits requests and reads their outputs through a RequestHandle. Front-ends (the
+// HTTP server, the Python API) never run model code: they wait on handles.
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/request.h"
+#include "engine/scheduler.h"
+#include "engine/step_model.h"
+
+namespace fp4lm::engine {
+
+class Engine;
+
+// One submitted request, shared by the engine thread (producer) and its reader.
+class RequestHandle {
+ public:
+  int64_t id() const { return id_; }
+  // The outputs produced since the last call, waiting up to `timeout` for the first one (empty
+  // on timeout). After an output with finished = true nothing more comes.
+  std::vector<RequestOutput> wait(std::chrono::milliseconds timeout);
+  // Stops the request at the next step boundary (its last output has finish_reason "abort").
+  void cancel();
+  bool finished() const { return finished_.load(); }
+
+ private:
+  friend class Engine;
+  RequestHandle(Engine& e, int64_t id) : engine_(e), id_(id) {}
+  void push(RequestOutput out);
+
+  Engine& engine_;
+  int64_t id_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<RequestOutput> queue_;
+  std::atomic<bool> finished_{false};
+};
+
+struct EngineLoad {
+  int64_t running = 0, waiting = 0;
+  size_t kv_reserved_bytes = 0, kv_budget_bytes = 0;
+};
+
+class Engine {
+ public:
+  // Starts the engine thread. `tok` may be null; model and tokenizer must outlive the engine.
+  Engine(StepModel& model, const tokenizer::Tokenizer* tok, SchedulerConfig cfg, SchedulerObserver obs = {});
+  ~Engine();  // aborts what is left and joins the thread
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // RequestError (nothing queued) when the request can never run.
+  std::shared_ptr<RequestHandle> submit(RequestParams p);
+  void cancel(int64_t id);
+  void cancel_all();
+  EngineLoad load() const;
+  int64_t max_model_len() const { return max_model_len_; }
+  int64_t vocab_size() const { return vocab_; }
+
+ private:
+  void loop();
+
+  Scheduler sched_;  // only the engine thread touches it after construction (check() is const)
+  int64_t max_model_len_, vocab_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::pair<std::shared_ptr<RequestHandle>, RequestParams>> incoming_;
+  std::vector<int64_t> cancels_;
+  bool cancel_all_ = false, stop_ = false;
+  int64_t next_id_ = 1;
+  std::unordered_map<int64_t, std::shared_ptr<RequestHandle>> live_;  // engine thread only
+  std::atomic<int64_t> running_{0}, waiting_{0};
+  std::atomic<size_t> reserved_{0};
+  std::thread thread_;
+};
+
+}  // namespace fp4lm::engine

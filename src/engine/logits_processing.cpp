@@ -1,0 +1,63 @@
+#include "engine/logits_processing.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace fp4lm::engine {
+
+bool has_penalties(const RequestParams& p) {
+  return p.presence_penalty != 0 || p.frequency_penalty != 0 || p.repetition_penalty != 1;
+}
+
+void apply_penalties(float* logits, int64_t vocab, const RequestParams& p, const PenaltyState& s) {
+  if (p.repetition_penalty != 1) {
+    const float r = static_cast<float>(p.repetition_penalty);
+    auto penalize = [&](int32_t t) {
+      if (t < 0 || t >= vocab) return;
+      logits[t] = logits[t] > 0 ? logits[t] / r : logits[t] * r;
+    };
+    // Each token once, whether it appears in the prompt, the output or both.
+    for (int32_t t : s.prompt) penalize(t);
+    for (const auto& [t, n] : s.output_counts)
+      if (!s.prompt.count(t)) penalize(t);
+  }
+  for (const auto& [t, n] : s.output_counts) {
+    if (t < 0 || t >= vocab) continue;
+    logits[t] -= static_cast<float>(p.frequency_penalty * static_cast<double>(n) + p.presence_penalty);
+  }
+}
+
+void mask_ids(float* logits, int64_t vocab, const std::vector<int64_t>& ids) {
+  for (int64_t t : ids)
+    if (t >= 0 && t < vocab) logits[t] = -INFINITY;
+}
+
+TokenLogprob token_logprob(const float* logits, int64_t vocab, int32_t chosen, int64_t k) {
+  double mx = -INFINITY;
+  for (int64_t i = 0; i < vocab; ++i)
+    if (!std::isnan(logits[i])) mx = std::max(mx, static_cast<double>(logits[i]));
+  double sum = 0;
+  for (int64_t i = 0; i < vocab; ++i)
+    if (!std::isnan(logits[i])) sum += std::exp(static_cast<double>(logits[i]) - mx);
+  const double lse = mx + std::log(sum);
+  auto lp = [&](int64_t i) {
+    return std::isnan(logits[i]) ? -INFINITY : static_cast<float>(static_cast<double>(logits[i]) - lse);
+  };
+  TokenLogprob out;
+  out.id = chosen;
+  out.logprob = lp(chosen);
+  k = std::min<int64_t>(k, vocab);
+  if (k > 0) {
+    std::vector<int32_t> idx(static_cast<size_t>(vocab));
+    for (int64_t i = 0; i < vocab; ++i) idx[static_cast<size_t>(i)] = static_cast<int32_t>(i);
+    auto better = [&](int32_t a, int32_t b) {
+      float la = lp(a), lb = lp(b);
+      return la != lb ? la > lb : a < b;
+    };
+    std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), better);
+    for (int64_t i = 0; i < k; ++i) out.top.emplace_back(idx[static_cast<size_t>(i)], lp(idx[static_cast<size_t>(i)]));
+  }
+  return out;
+}
+
+}  // namespace fp4lm::engine

@@ -1,0 +1,58 @@
+#pragma once
+// One generation request as the engine sees it (after the API layer has tokenized and validated
+// it), and the incremental output it streams back. No HTTP here: the server and the Python API
+// both build these.
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "engine/sampler.h"
+
+namespace fp4lm::engine {
+
+struct RequestParams {
+  std::vector<int32_t> prompt;
+  int64_t max_tokens = 16;
+  int64_t min_tokens = 0;               // EOS and stop_token_ids are masked before this many
+  SamplingParams sampling;              // temperature 0 = greedy; seed is per request
+  std::vector<std::string> stop;        // stop strings: not part of the output text
+  std::vector<int32_t> stop_token_ids;  // end generation like EOS (token counted, not in the text)
+  bool ignore_eos = false;
+  double presence_penalty = 0, frequency_penalty = 0, repetition_penalty = 1;
+  int64_t logprobs = -1;                // -1: none; k >= 0: the sampled token's + top-k logprobs
+  bool skip_special_tokens = true;
+};
+
+// Bad request parameters: the API layer maps it to a 400 naming `param`.
+struct RequestError : std::runtime_error {
+  RequestError(const std::string& msg, std::string param_name = {})
+      : std::runtime_error(msg), param(std::move(param_name)) {}
+  std::string param;
+};
+
+// Throws RequestError when a value is out of range (the API layer checks types first).
+void validate(const RequestParams& p, int64_t vocab_size);
+
+struct TokenLogprob {
+  int32_t id = 0;
+  float logprob = 0;
+  std::vector<std::pair<int32_t, float>> top;  // most probable first
+};
+
+// What one engine step produced for a request. Text is only ever whole UTF-8 characters and
+// never contains a (possible start of a) stop string.
+struct RequestOutput {
+  std::vector<int32_t> token_ids;  // tokens generated this step
+  std::string text;                // new text
+  std::vector<TokenLogprob> logprobs;  // one per token when logprobs were asked for
+  bool finished = false;
+  std::string finish_reason;       // "stop", "length", "abort" or "error" (when finished)
+  std::optional<std::string> stop_reason;  // the stop string that ended it
+  std::optional<int32_t> stop_token;       // the stop token id (EOS/stop_token_ids) that ended it
+  int64_t prompt_tokens = 0, completion_tokens = 0;  // totals so far
+  std::string error;               // finish_reason "error": what went wrong
+};
+
+}  // namespace fp4lm::engine

@@ -1,0 +1,102 @@
+#pragma once
+// Continuous batching (vLLM's scheduler, without preemption): each step() is one forward over
+//   1. every decoding sequence's next token (decode first, so streams keep flowing),
+//   2. then prefill chunks of partially prefilled sequences, oldest first,
+//   3. then newly admitted waiting requests (FCFS),
+// up to max_num_batched_tokens tokens and max_num_seqs running sequences. A request is admitted
+// only when its whole KV reservation (prompt + max_tokens positions) fits the memory budget, so
+// the engine never runs out of memory mid-generation; until then it waits, and the queue head
+// blocks later requests (strict FCFS). A request that could never fit is refused by check().
+// Finished and cancelled sequences release their state at once. Not thread-safe: one thread
+// (engine/engine.h) owns it.
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include "engine/request.h"
+#include "engine/step_model.h"
+#include "tokenizer/tokenizer.h"
+
+namespace fp4lm::engine {
+
+struct SchedulerConfig {
+  int64_t max_num_seqs = 8;
+  int64_t max_num_batched_tokens = 512;
+  size_t kv_cache_bytes = 0;  // admission budget; 0 = unlimited
+};
+
+// Per finished request, for metrics (seconds).
+struct RequestStats {
+  std::string finish_reason;
+  int64_t prompt_tokens = 0, generation_tokens = 0;
+  double queue_s = 0;   // arrival -> first scheduled
+  double ttft_s = 0;    // arrival -> first token (0 when none)
+  double e2e_s = 0;     // arrival -> finished
+  std::vector<double> inter_token_s;  // gaps between consecutive tokens
+};
+
+struct StepStats {
+  int64_t prompt_tokens = 0;      // prompt tokens this forward ran
+  int64_t generation_tokens = 0;  // tokens sampled after it
+  int64_t sequences = 0;
+};
+
+struct SchedulerObserver {
+  std::function<void(const StepStats&)> on_step;
+  std::function<void(const RequestStats&)> on_finished;
+};
+
+class Scheduler {
+ public:
+  using Clock = std::chrono::steady_clock;
+  // UsageError when the config is inconsistent (max_num_batched_tokens < max_num_seqs, ...).
+  // `tok` may be null (no text output).
+  Scheduler(StepModel& model, const tokenizer::Tokenizer* tok, SchedulerConfig cfg, SchedulerObserver obs = {});
+  ~Scheduler();
+
+  // RequestError when the request can never run: empty prompt, prompt + max_tokens beyond the
+  // model length, a KV reservation larger than the whole budget, bad parameters.
+  void check(const RequestParams& p) const;
+  // Queues a request (check() first). `id` must be unique among live requests.
+  void add(int64_t id, RequestParams p, Clock::time_point arrival = Clock::now());
+  // Takes effect at the next step: the request finishes with finish_reason "abort".
+  void cancel(int64_t id);
+  // Cancels everything (shutdown).
+  void cancel_all();
+
+  bool has_work() const { return !waiting_.empty() || !running_.empty() || !cancelled_.empty(); }
+  // One forward over the scheduled chunks; returns each affected request's output.
+  std::vector<std::pair<int64_t, RequestOutput>> step();
+
+  int64_t num_running() const { return static_cast<int64_t>(running_.size()); }
+  int64_t num_waiting() const { return static_cast<int64_t>(waiting_.size()); }
+  size_t kv_reserved_bytes() const { return reserved_; }
+  const SchedulerConfig& config() const { return cfg_; }
+  const StepModel& model() const { return model_; }
+  // The chunks of the last step as (request id, tokens): lets tests see decode-first and budget.
+  const std::vector<std::pair<int64_t, int64_t>>& last_batch() const { return last_batch_; }
+
+ private:
+  struct Sequence;
+  void finish(Sequence& s, RequestOutput& out, const std::string& reason);
+  void sample_next(Sequence& s, float* logits, RequestOutput& out);
+
+  StepModel& model_;
+  const tokenizer::Tokenizer* tok_;
+  SchedulerConfig cfg_;
+  SchedulerObserver obs_;
+  std::vector<int64_t> eos_;
+  std::deque<std::unique_ptr<Sequence>> waiting_;
+  std::vector<std::unique_ptr<Sequence>> running_;  // admission order
+  std::unordered_set<int64_t> cancelled_;
+  size_t reserved_ = 0;
+  std::vector<float> logits_, raw_;
+  std::vector<std::pair<int64_t, int64_t>> last_batch_;
+};
+
+}  // namespace fp4lm::engine

@@ -1,0 +1,20 @@
+#pragma once
+// The AVX-512 BF16 dense kernel (dense_bf16_avx512.cpp): BF16 weight rows × activations split
+// into bf16 pieces, by vdpbf16ps. Raw-pointer entry points only (see nvfp4_avx512.h for why);
+// the table around it is dense_avx512_table.cpp. Layout and loop: docs/KERNELS.md.
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace fp4lm::kernels::cpu::avx512 {
+
+// Per token: ceil(k / 32) chunks × pieces × 32 bf16, element j of a chunk in word j.
+int64_t dense_token_words(int64_t k, int pieces);
+void dense_pack_token(const float* x, int64_t k, int pieces, uint16_t* out);
+
+// y[t, r] = x_t · W_r (+ bias[r]) for rows [r0, r1) of a BF16 segment whose rows start at
+// global row `row0` (`w` = the segment's first row, row stride k); y [m, n] in `act`.
+void dense_bf16_rows(const uint16_t* w, int64_t row0, int64_t n, int64_t k, const float* bias, const uint16_t* xp,
+                     int64_t m, int pieces, int64_t r0, int64_t r1, void* y, DType act);
+
+}  // namespace fp4lm::kernels::cpu::avx512

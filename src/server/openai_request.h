@@ -1,0 +1,40 @@
+#pragma once
+// OpenAI/vLLM request bodies -> engine requests. Every field is type- and range-checked here,
+// before anything is queued or streamed: a bad value is an ApiError 400 naming the field, an
+// unknown model a 404. Unknown fields are ignored, as in vLLM.
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/request.h"
+#include "server/api_error.h"
+#include "server/serving_model.h"
+
+namespace fp4lm::server {
+
+enum class Endpoint { completions, chat };
+
+struct ApiRequest {
+  Endpoint endpoint = Endpoint::completions;
+  engine::RequestParams params;
+  bool stream = false, include_usage = false;
+  bool echo = false;          // completions: the prompt text comes first in the output
+  std::string prompt_text;    // completions: the prompt as text (for echo)
+  bool logprobs = false;      // chat: logprobs; completions: logprobs given
+  int64_t top_logprobs = 0;
+  bool return_token_ids = false;  // vLLM extension: the ids in each choice
+};
+
+// `random_seed` is used when the request has no seed. ApiError on any invalid field.
+ApiRequest parse_completion_request(const nlohmann::json& body, const ServingModel& m, uint64_t random_seed);
+ApiRequest parse_chat_request(const nlohmann::json& body, const ServingModel& m, uint64_t random_seed);
+
+// The prompt string of a chat request (template applied): /tokenize with messages uses it too.
+std::string render_chat_prompt(const nlohmann::json& body, const ServingModel& m);
+// 404 when `model` names another model; 400 when it is not a string.
+void check_model_field(const nlohmann::json& body, const ServingModel& m);
+// Parses a request body: 400 on bad JSON or a non-object.
+nlohmann::json parse_body(const std::string& body);
+
+}  // namespace fp4lm::server

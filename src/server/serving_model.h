@@ -1,0 +1,32 @@
+#pragma once
+// What the API layer knows about the model it serves: its names, tokenizer and chat template
+// (either may be absent), limits, and the sampling defaults of its generation_config.json.
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
+
+namespace fp4lm::server {
+
+// generation_config.json values vLLM uses as request defaults (request fields win).
+struct SamplingDefaults {
+  std::optional<double> temperature, top_p, min_p, repetition_penalty;
+  std::optional<int64_t> top_k, max_tokens;  // max_tokens from max_new_tokens
+};
+
+// Reads DIR/generation_config.json when present (absent keys stay unset); Error naming the file
+// on malformed JSON.
+SamplingDefaults read_sampling_defaults(const std::string& dir);
+
+struct ServingModel {
+  std::string name;  // --served-model-name (default: --model as given)
+  std::string path;  // the checkpoint directory
+  const tokenizer::Tokenizer* tok = nullptr;
+  const tokenizer::ChatTemplate* chat = nullptr;
+  int64_t max_model_len = 0, vocab_size = 0;
+  SamplingDefaults defaults;
+};
+
+}  // namespace fp4lm::server

@@ -1,0 +1,43 @@
+// Penalties, masks and logprobs with vLLM's semantics, against hand-computed rows.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "engine/logits_processing.h"
+
+namespace fp4lm::engine {
+namespace {
+
+TEST(LogitsProcessing, RepetitionFrequencyAndPresencePenalties) {
+  std::vector<float> row = {2.0f, -1.0f, 4.0f, 1.0f};
+  RequestParams p;
+  p.repetition_penalty = 2.0;
+  p.frequency_penalty = 0.5;
+  p.presence_penalty = 0.25;
+  PenaltyState s;
+  s.prompt = {0, 1};
+  s.output_counts = {{1, 2}, {2, 1}};
+  apply_penalties(row.data(), 4, p, s);
+  EXPECT_FLOAT_EQ(row[0], 1.0f);                      // prompt only: 2 / 2
+  EXPECT_FLOAT_EQ(row[1], -2.0f - 0.5f * 2 - 0.25f);  // negative: × 2, then penalties
+  EXPECT_FLOAT_EQ(row[2], 2.0f - 0.5f - 0.25f);       // output once
+  EXPECT_FLOAT_EQ(row[3], 1.0f);                      // unseen
+}
+
+TEST(LogitsProcessing, MaskAndLogprobs) {
+  std::vector<float> row = {0.0f, 1.0f, 2.0f, 3.0f};
+  mask_ids(row.data(), 4, {3, 17});
+  EXPECT_TRUE(std::isinf(row[3]) && row[3] < 0);
+  const std::vector<float> raw = {0.0f, 1.0f, 2.0f, 2.0f};
+  TokenLogprob lp = token_logprob(raw.data(), 4, 1, 3);
+  const double lse = std::log(1 + std::exp(1.0) + 2 * std::exp(2.0));
+  EXPECT_NEAR(lp.logprob, 1.0 - lse, 1e-6);
+  ASSERT_EQ(lp.top.size(), 3u);
+  EXPECT_EQ(lp.top[0].first, 2);  // tie broken by the lower id
+  EXPECT_EQ(lp.top[1].first, 3);
+  EXPECT_EQ(lp.top[2].first, 1);
+  EXPECT_NEAR(lp.top[0].second, 2.0 - lse, 1e-6);
+}
+
+}  // namespace
+}  // namespace fp4lm::engine

@@ -1,0 +1,332 @@
+// The continuous-batching scheduler against a fake model: decode first, the token budget,
+// max_num_seqs, admission by KV memory (wait, never over budget), FCFS, cancellation freeing
+// the slot at the next step, stop rules, and per-request results independent of the batch.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "engine/engine.h"
+#include "engine/scheduler.h"
+#include "fake_step_model.h"
+
+namespace fp4lm::engine {
+namespace {
+
+using test::FakeStepModel;
+using Outputs = std::vector<std::pair<int64_t, RequestOutput>>;
+
+RequestParams greedy(std::vector<int32_t> prompt, int64_t max_tokens) {
+  RequestParams p;
+  p.prompt = std::move(prompt);
+  p.max_tokens = max_tokens;
+  p.ignore_eos = true;
+  return p;
+}
+
+// Steps until nothing is left (bounded); returns every request's tokens and last output.
+struct Drained {
+  std::map<int64_t, std::vector<int32_t>> tokens;
+  std::map<int64_t, RequestOutput> last;
+  int steps = 0;
+};
+Drained drain(Scheduler& s, int max_steps = 1000) {
+  Drained r;
+  while (s.has_work() && r.steps < max_steps) {
+    for (auto& [id, out] : s.step()) {
+      auto& t = r.tokens[id];
+      t.insert(t.end(), out.token_ids.begin(), out.token_ids.end());
+      r.last[id] = out;
+    }
+    ++r.steps;
+  }
+  EXPECT_FALSE(s.has_work()) << "did not finish within " << max_steps << " steps";
+  return r;
+}
+
+std::vector<int32_t> chain(int32_t last, int n, int64_t vocab = 32) {
+  std::vector<int32_t> out;
+  for (int i = 0; i < n; ++i) out.push_back(last = FakeStepModel::successor(last, vocab));
+  return out;
+}
+
+TEST(Scheduler, GreedyTokensFollowTheModelAndStopAtMaxTokens) {
+  FakeStepModel m;
+  Scheduler s(m, nullptr, {});
+  s.add(1, greedy({1, 2}, 4));
+  Drained r = drain(s);
+  EXPECT_EQ(r.tokens[1], chain(2, 4));
+  EXPECT_TRUE(r.last[1].finished);
+  EXPECT_EQ(r.last[1].finish_reason, "length");
+  EXPECT_EQ(r.last[1].prompt_tokens, 2);
+  EXPECT_EQ(r.last[1].completion_tokens, 4);
+  EXPECT_TRUE(m.history.empty()) << "finished sequences release their state";
+  EXPECT_EQ(s.kv_reserved_bytes(), 0u);
+}
+
+TEST(Scheduler, DecodesFirstThenPrefillsInChunksWithinTheTokenBudget) {
+  FakeStepModel m;
+  SchedulerConfig cfg;
+  cfg.max_num_seqs = 4;
+  cfg.max_num_batched_tokens = 8;
+  Scheduler s(m, nullptr, cfg);
+  s.add(1, greedy({1, 2, 3}, 10));
+  s.step();
+  EXPECT_EQ(s.last_batch(), (std::vector<std::pair<int64_t, int64_t>>{{1, 3}}));
+  std::vector<int32_t> long_prompt(20, 5);
+  s.add(2, greedy(long_prompt, 3));
+  s.step();
+  EXPECT_EQ(s.last_batch(), (std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {2, 7}}));
+  s.step();
+  EXPECT_EQ(s.last_batch(), (std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {2, 7}}));
+  auto outs = s.step();  // request 2's prompt completes: it samples its first token
+  EXPECT_EQ(s.last_batch(), (std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {2, 6}}));
+  ASSERT_EQ(outs.size(), 2u);
+  EXPECT_EQ(outs[1].second.token_ids, chain(5, 1));
+  s.step();
+  EXPECT_EQ(s.last_batch(), (std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {2, 1}}));
+  for (const auto& call : m.calls) {
+    int64_t total = 0;
+    for (auto& [seq, n] : call) total += n;
+    EXPECT_LE(total, cfg.max_num_batched_tokens);
+  }
+}
+
+TEST(Scheduler, RunsAtMostMaxNumSeqsAndAdmitsInArrivalOrder) {
+  FakeStepModel m;
+  SchedulerConfig cfg;
+  cfg.max_num_seqs = 2;
+  Scheduler s(m, nullptr, cfg);
+  s.add(1, greedy({1}, 3));
+  s.add(2, greedy({2}, 5));
+  s.add(3, greedy({3}, 2));
+  std::map<int64_t, std::vector<int32_t>> tokens;
+  for (auto& [id, out] : s.step()) tokens[id] = out.token_ids;
+  EXPECT_EQ(s.num_running(), 2);
+  EXPECT_EQ(s.num_waiting(), 1);
+  EXPECT_EQ(s.last_batch(), (std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {2, 1}}));
+  Drained r = drain(s);
+  for (auto& [id, t] : r.tokens) tokens[id].insert(tokens[id].end(), t.begin(), t.end());
+  EXPECT_EQ(tokens[1], chain(1, 3));
+  EXPECT_EQ(tokens[2], chain(2, 5));
+  EXPECT_EQ(tokens[3], chain(3, 2));
+  for (const auto& call : m.calls) EXPECT_LE(call.size(), 2u);
+}
+
+TEST(Scheduler, AdmitsByKvMemoryAndNeverExceedsTheBudget) {
+  FakeStepModel m;
+  SchedulerConfig cfg;
+  cfg.kv_cache_bytes = 1300;  // room for two reservations of 6 positions (600 bytes each)
+  Scheduler s(m, nullptr, cfg);
+  for (int64_t id = 1; id <= 3; ++id) s.add(id, greedy({static_cast<int32_t>(id), 1}, 4));
+  s.step();
+  EXPECT_EQ(s.num_running(), 2);
+  EXPECT_EQ(s.num_waiting(), 1) << "the third waits for memory";
+  EXPECT_EQ(s.kv_reserved_bytes(), 1200u);
+  int guard = 0;
+  while (s.has_work() && guard++ < 100) {
+    s.step();
+    EXPECT_LE(s.kv_reserved_bytes(), cfg.kv_cache_bytes);
+  }
+  EXPECT_FALSE(s.has_work());
+  EXPECT_EQ(s.kv_reserved_bytes(), 0u);
+}
+
+TEST(Scheduler, RefusesUpFrontWhatCanNeverRun) {
+  FakeStepModel m;
+  SchedulerConfig cfg;
+  cfg.kv_cache_bytes = 1000;  // 10 positions
+  Scheduler s(m, nullptr, cfg);
+  try {
+    s.check(greedy({1, 2, 3}, 8));
+    FAIL() << "a reservation above the whole budget must be refused";
+  } catch (const RequestError& e) {
+    EXPECT_NE(std::string(e.what()).find("--kv-cache-memory"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(s.check(greedy(std::vector<int32_t>(60, 1), 5)), RequestError);  // 65 > max_model_len 64
+  EXPECT_THROW(s.check(greedy(std::vector<int32_t>(64, 1), 1)), RequestError);  // no room left
+  EXPECT_THROW(s.check(greedy({}, 1)), RequestError);
+  EXPECT_THROW(s.check(greedy({40}, 1)), RequestError);  // id outside the vocabulary
+  EXPECT_THROW(s.add(9, greedy({1}, 0)), RequestError);
+  EXPECT_FALSE(s.has_work());
+}
+
+TEST(Scheduler, StrictFcfsTheQueueHeadBlocksLaterRequests) {
+  FakeStepModel m;
+  SchedulerConfig cfg;
+  cfg.kv_cache_bytes = 2000;
+  Scheduler s(m, nullptr, cfg);
+  s.add(1, greedy({1}, 9));   // 1000 bytes
+  s.add(2, greedy({2}, 14));  // 1500: must wait for 1
+  s.add(3, greedy({3}, 1));   // 200: would fit, but arrives after 2
+  s.step();
+  EXPECT_EQ(s.num_running(), 1);
+  EXPECT_EQ(s.num_waiting(), 2);
+  Drained r = drain(s);
+  EXPECT_EQ(r.tokens[3], chain(3, 1));
+  // Request 3 was first scheduled after request 2.
+  size_t first2 = 0, first3 = 0;
+  for (size_t i = 0; i < m.calls.size(); ++i)
+    for (auto& [seq, n] : m.calls[i]) {
+      (void)n;
+      if (seq == 101 && !first2) first2 = i + 1;
+      if (seq == 102 && !first3) first3 = i + 1;
+    }
+  EXPECT_GT(first2, 0u);
+  EXPECT_GE(first3, first2);
+}
+
+TEST(Scheduler, CancellationFreesTheSlotAtTheNextStep) {
+  FakeStepModel m;
+  SchedulerConfig cfg;
+  cfg.max_num_seqs = 1;
+  Scheduler s(m, nullptr, cfg);
+  s.add(1, greedy({1}, 50));
+  s.add(2, greedy({2}, 2));
+  s.step();
+  s.step();
+  EXPECT_EQ(m.history.size(), 1u);
+  s.cancel(1);
+  auto outs = s.step();
+  ASSERT_GE(outs.size(), 1u);
+  EXPECT_EQ(outs[0].first, 1);
+  EXPECT_TRUE(outs[0].second.finished);
+  EXPECT_EQ(outs[0].second.finish_reason, "abort");
+  EXPECT_EQ(outs[0].second.completion_tokens, 2);
+  EXPECT_EQ(s.last_batch(), (std::vector<std::pair<int64_t, int64_t>>{{2, 1}})) << "the freed slot is used at once";
+  s.cancel(2);
+  s.step();
+  EXPECT_FALSE(s.has_work());
+  EXPECT_TRUE(m.history.empty());
+}
+
+TEST(Scheduler, CancellingAWaitingRequestNeverAllocates) {
+  FakeStepModel m;
+  SchedulerConfig cfg;
+  cfg.max_num_seqs = 1;
+  Scheduler s(m, nullptr, cfg);
+  s.add(1, greedy({1}, 5));
+  s.add(2, greedy({2}, 5));
+  s.step();
+  s.cancel(2);
+  auto outs = s.step();
+  bool aborted = false;
+  for (auto& [id, out] : outs) aborted |= id == 2 && out.finish_reason == "abort" && out.completion_tokens == 0;
+  EXPECT_TRUE(aborted);
+  Drained r = drain(s);
+  EXPECT_EQ(r.last[1].completion_tokens, 5);
+  EXPECT_EQ(m.next, 101) << "only request 1 ever got state";
+}
+
+TEST(Scheduler, StopsAtEosAndStopTokenIdsButNotBeforeMinTokens) {
+  FakeStepModel m;
+  m.eos = {7};  // successor(2) = 7
+  Scheduler s(m, nullptr, {});
+  RequestParams p = greedy({2}, 5);
+  p.ignore_eos = false;
+  s.add(1, p);
+  p.min_tokens = 2;
+  s.add(2, p);
+  RequestParams q = greedy({1}, 5);  // 1 -> 4 -> 13
+  q.stop_token_ids = {13};
+  s.add(3, q);
+  Drained r = drain(s);
+  EXPECT_EQ(r.tokens[1], std::vector<int32_t>{7});
+  EXPECT_EQ(r.last[1].finish_reason, "stop");
+  EXPECT_EQ(r.last[1].stop_token, 7);
+  // With min_tokens 2 the EOS is masked for the first two tokens: the next best (0) comes.
+  ASSERT_GE(r.tokens[2].size(), 2u);
+  EXPECT_EQ(r.tokens[2][0], 0);
+  EXPECT_EQ(r.tokens[3], (std::vector<int32_t>{4, 13}));
+  EXPECT_EQ(r.last[3].finish_reason, "stop");
+}
+
+TEST(Scheduler, ARequestsTokensDoNotDependOnTheRestOfTheBatch) {
+  RequestParams sampled = greedy({3, 4, 5}, 12);
+  sampled.sampling.temperature = 1.0;
+  sampled.sampling.seed = 1234;
+  auto alone = [&] {
+    FakeStepModel m;
+    Scheduler s(m, nullptr, {});
+    s.add(1, sampled);
+    return drain(s).tokens[1];
+  }();
+  FakeStepModel m;
+  SchedulerConfig cfg;
+  cfg.max_num_batched_tokens = 9;
+  Scheduler s(m, nullptr, cfg);
+  for (int64_t id = 1; id <= 6; ++id) s.add(id, greedy({static_cast<int32_t>(id), 9, 9, 9}, 3 + id));
+  s.add(42, sampled);
+  Drained r = drain(s);
+  EXPECT_EQ(r.tokens[42], alone);
+  for (int64_t id = 1; id <= 6; ++id) EXPECT_EQ(r.tokens[id], chain(9, static_cast<int>(3 + id)));
+}
+
+TEST(Scheduler, AModelFailureFailsItsBatchAndTheSchedulerGoesOn) {
+  FakeStepModel m;
+  std::vector<RequestStats> finished;
+  SchedulerObserver obs;
+  obs.on_finished = [&](const RequestStats& st) { finished.push_back(st); };
+  Scheduler s(m, nullptr, {}, obs);
+  s.add(1, greedy({1}, 3));
+  m.fail_next = true;
+  auto outs = s.step();
+  ASSERT_EQ(outs.size(), 1u);
+  EXPECT_EQ(outs[0].second.finish_reason, "error");
+  EXPECT_EQ(outs[0].second.error, "fake model failure");
+  EXPECT_TRUE(m.history.empty());
+  s.add(2, greedy({1}, 3));
+  Drained r = drain(s);
+  EXPECT_EQ(r.tokens[2], chain(1, 3));
+  ASSERT_EQ(finished.size(), 2u);
+  EXPECT_EQ(finished[1].finish_reason, "length");
+  EXPECT_EQ(finished[1].generation_tokens, 3);
+  EXPECT_EQ(finished[1].inter_token_s.size(), 2u);
+}
+
+TEST(Scheduler, LogprobsComeFromTheRawLogits) {
+  FakeStepModel m;
+  Scheduler s(m, nullptr, {});
+  RequestParams p = greedy({2}, 1);
+  p.logprobs = 2;
+  p.repetition_penalty = 2.0;  // changes the row sampled from, not the reported logprobs
+  s.add(1, p);
+  Drained r = drain(s);
+  ASSERT_EQ(r.last[1].logprobs.size(), 1u);
+  const TokenLogprob& lp = r.last[1].logprobs[0];
+  EXPECT_EQ(lp.id, 7);
+  ASSERT_EQ(lp.top.size(), 2u);
+  EXPECT_EQ(lp.top[0].first, 7);
+  EXPECT_EQ(lp.top[1].first, 0);
+  // Raw row: 5 at id 7, -0.01 t elsewhere.
+  double sum = 0;
+  for (int t = 0; t < 32; ++t) sum += std::exp(t == 7 ? 5.0 : -0.01 * t);
+  EXPECT_NEAR(lp.logprob, 5.0 - std::log(sum), 1e-5);
+}
+
+TEST(Engine, StreamsOutputsAndCancelsFromAnotherThread) {
+  FakeStepModel m;
+  SchedulerConfig cfg;
+  cfg.max_num_seqs = 2;
+  Engine e(m, nullptr, cfg);
+  auto h = e.submit(greedy({1, 2}, 5));
+  std::vector<int32_t> got;
+  bool done = false;
+  for (int i = 0; i < 200 && !done; ++i)
+    for (auto& out : h->wait(std::chrono::milliseconds(50))) {
+      got.insert(got.end(), out.token_ids.begin(), out.token_ids.end());
+      done |= out.finished;
+    }
+  EXPECT_TRUE(done);
+  EXPECT_EQ(got, chain(2, 5));
+  EXPECT_THROW(e.submit(greedy({1}, 100)), RequestError);
+  auto long_one = e.submit(greedy({1}, 60));
+  long_one->cancel();
+  std::string reason;
+  for (int i = 0; i < 200 && reason.empty(); ++i)
+    for (auto& out : long_one->wait(std::chrono::milliseconds(50)))
+      if (out.finished) reason = out.finish_reason;
+  EXPECT_TRUE(reason == "abort" || reason == "length") << reason;
+}
+
+}  // namespace
+}  // namespace fp4lm::engine

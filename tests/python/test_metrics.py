@@ -1,0 +1,47 @@
+"""/metrics in vLLM's names, parsed with prometheus-client (after llama.cpp's metrics test)."""
+from prometheus_client.parser import text_string_to_metric_families
+
+
+def samples(text):
+    out = {}
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            out[(s.name, tuple(sorted((k, v) for k, v in s.labels.items() if k not in ("model_name", "engine"))))] = s.value
+    return out
+
+
+def value(text, name, **labels):
+    return samples(text).get((name, tuple(sorted(labels.items()))), 0.0)
+
+
+def test_metrics_names_and_counts(server, client):
+    before = server.metrics()
+    r = client.completions.create(model="tiny", prompt="metrics!", max_tokens=5, temperature=0,
+                                  extra_body={"ignore_eos": True})
+    after = server.metrics()
+    fams = {f.name: f for f in text_string_to_metric_families(after)}
+    for name, typ in [("vllm:num_requests_running", "gauge"), ("vllm:num_requests_waiting", "gauge"),
+                      ("vllm:kv_cache_usage_perc", "gauge"), ("vllm:prompt_tokens", "counter"),
+                      ("vllm:generation_tokens", "counter"), ("vllm:request_success", "counter"),
+                      ("vllm:time_to_first_token_seconds", "histogram"),
+                      ("vllm:inter_token_latency_seconds", "histogram"),
+                      ("vllm:e2e_request_latency_seconds", "histogram"),
+                      ("vllm:request_queue_time_seconds", "histogram"),
+                      ("vllm:iteration_tokens_total", "histogram")]:
+        assert name in fams, name
+        assert fams[name].type == typ, name
+        assert all(s.labels.get("model_name") == "tiny" for s in fams[name].samples), name
+    d = lambda name, **kw: value(after, name, **kw) - value(before, name, **kw)
+    assert d("vllm:prompt_tokens_total") == r.usage.prompt_tokens
+    assert d("vllm:generation_tokens_total") == r.usage.completion_tokens
+    assert d("vllm:request_success_total", finished_reason="length") == 1
+    assert d("vllm:time_to_first_token_seconds_count") == 1
+    assert d("vllm:inter_token_latency_seconds_count") == 4
+    assert d("vllm:e2e_request_latency_seconds_count") == 1
+    assert value(after, "vllm:num_requests_running") == 0
+    assert value(after, "vllm:kv_cache_usage_perc") == 0
+    buckets = [s for s in fams["vllm:time_to_first_token_seconds"].samples if s.name.endswith("_bucket")]
+    les = [s.labels["le"] for s in buckets]
+    assert les[:3] == ["0.001", "0.005", "0.01"] and les[-1] == "+Inf"
+    counts = [s.value for s in buckets]
+    assert counts == sorted(counts)  # cumulative

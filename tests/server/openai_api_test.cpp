@@ -1,0 +1,305 @@
+// The API layer without sockets: request fields -> engine parameters, the 400/404 table,
+// response and stream-chunk shapes, SSE framing, and the metrics exposition.
+#include <gtest/gtest.h>
+
+#include "../tokenizer/tokenizer_fixtures.h"
+#include "server/api_error.h"
+#include "server/metrics.h"
+#include "server/openai_request.h"
+#include "server/openai_response.h"
+#include "server/sse.h"
+
+namespace fp4lm::server {
+namespace {
+
+using nlohmann::json;
+
+class OpenAiApi : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    tok_ = tokenizer::Tokenizer::from_json(tokenizer::fixtures::gpt2().dump(), "");
+    chat_ = std::make_unique<tokenizer::ChatTemplate>(
+        "{% for m in messages %}<{{ m.role }}>{{ m.content }}\n{% endfor %}"
+        "{% if add_generation_prompt %}<assistant>{% if enable_thinking is defined and not enable_thinking %}"
+        "[no-think]{% endif %}{% endif %}",
+        "", "");
+    m_.name = "tiny";
+    m_.path = "/models/tiny";
+    m_.tok = tok_.get();
+    m_.chat = chat_.get();
+    m_.max_model_len = 64;
+    m_.vocab_size = 269;
+  }
+  ApiRequest completion(const std::string& body) { return parse_completion_request(parse_body(body), m_, 77); }
+  ApiRequest chat(const std::string& body) { return parse_chat_request(parse_body(body), m_, 77); }
+  // The ApiError a completions body gets ("" status 0 when none).
+  std::pair<int, std::string> error_of(const std::string& body, bool is_chat = false) {
+    try {
+      is_chat ? chat(body) : completion(body);
+    } catch (const ApiError& e) {
+      return {e.status, e.param};
+    }
+    return {0, ""};
+  }
+
+  std::unique_ptr<tokenizer::Tokenizer> tok_;
+  std::unique_ptr<tokenizer::ChatTemplate> chat_;
+  ServingModel m_;
+};
+
+TEST_F(OpenAiApi, CompletionFieldsMapToEngineParameters) {
+  ApiRequest r = completion(R"({"model": "tiny", "prompt": "hello", "max_tokens": 5, "temperature": 0.5,
+      "top_p": 0.9, "top_k": 7, "min_p": 0.1, "seed": 3, "stop": ["a", "bc"], "stop_token_ids": [4],
+      "ignore_eos": true, "min_tokens": 2, "presence_penalty": 0.5, "frequency_penalty": -0.5,
+      "repetition_penalty": 1.2, "logprobs": 3, "stream": true,
+      "stream_options": {"include_usage": true}, "unknown_field": {"is": "ignored"}})");
+  const engine::RequestParams& p = r.params;
+  EXPECT_EQ(p.prompt, tok_->encode("hello", true));
+  EXPECT_EQ(p.max_tokens, 5);
+  EXPECT_DOUBLE_EQ(p.sampling.temperature, 0.5);
+  EXPECT_DOUBLE_EQ(p.sampling.top_p, 0.9);
+  EXPECT_EQ(p.sampling.top_k, 7);
+  EXPECT_DOUBLE_EQ(p.sampling.min_p, 0.1);
+  EXPECT_EQ(p.sampling.seed, 3u);
+  EXPECT_EQ(p.stop, (std::vector<std::string>{"a", "bc"}));
+  EXPECT_EQ(p.stop_token_ids, std::vector<int32_t>{4});
+  EXPECT_TRUE(p.ignore_eos);
+  EXPECT_EQ(p.min_tokens, 2);
+  EXPECT_DOUBLE_EQ(p.presence_penalty, 0.5);
+  EXPECT_DOUBLE_EQ(p.frequency_penalty, -0.5);
+  EXPECT_DOUBLE_EQ(p.repetition_penalty, 1.2);
+  EXPECT_EQ(p.logprobs, 3);
+  EXPECT_TRUE(r.stream && r.include_usage && r.logprobs);
+  EXPECT_EQ(r.prompt_text, "hello");
+}
+
+TEST_F(OpenAiApi, DefaultsFollowVllm) {
+  ApiRequest r = completion(R"({"prompt": [1, 2, 3]})");
+  EXPECT_EQ(r.params.prompt, (std::vector<int32_t>{1, 2, 3}));
+  EXPECT_EQ(r.params.max_tokens, 16);  // completions default
+  EXPECT_DOUBLE_EQ(r.params.sampling.temperature, 1.0);
+  EXPECT_EQ(r.params.sampling.seed, 77u);  // the server's random seed when none is given
+  EXPECT_EQ(r.params.sampling.top_k, 0);
+  EXPECT_FALSE(r.stream);
+  EXPECT_EQ(completion(R"({"prompt": [[5, 6]], "top_k": -1, "temperature": 0})").params.sampling.top_k, 0);
+  ApiRequest c = chat(R"({"messages": [{"role": "user", "content": "hi"}]})");
+  EXPECT_EQ(c.params.max_tokens, 64 - static_cast<int64_t>(c.params.prompt.size())) << "chat: the rest of the context";
+  m_.defaults.temperature = 0.25;
+  m_.defaults.max_tokens = 3;
+  EXPECT_DOUBLE_EQ(completion(R"({"prompt": "x"})").params.sampling.temperature, 0.25);
+  EXPECT_EQ(completion(R"({"prompt": "x"})").params.max_tokens, 3);
+  EXPECT_DOUBLE_EQ(completion(R"({"prompt": "x", "temperature": 0.75})").params.sampling.temperature, 0.75);
+}
+
+TEST_F(OpenAiApi, ChatRendersTheTemplateWithItsOptions) {
+  ApiRequest c = chat(R"({"messages": [{"role": "system", "content": "be brief"},
+      {"role": "user", "content": [{"type": "text", "text": "hi"}]}],
+      "chat_template_kwargs": {"enable_thinking": false}, "max_completion_tokens": 4, "logprobs": true,
+      "top_logprobs": 2})");
+  EXPECT_EQ(tok_->decode(c.params.prompt), "<system>be brief\n<user>hi\n<assistant>[no-think]");
+  EXPECT_EQ(c.params.max_tokens, 4);
+  EXPECT_EQ(c.params.logprobs, 2);
+  ApiRequest no_gen = chat(R"({"messages": [{"role": "user", "content": "hi"}], "add_generation_prompt": false})");
+  EXPECT_EQ(tok_->decode(no_gen.params.prompt), "<user>hi\n");
+}
+
+TEST_F(OpenAiApi, EveryInvalidFieldIsA400NamingIt) {
+  const std::vector<std::pair<std::string, std::string>> table = {
+      {R"({})", "prompt"},
+      {R"({"prompt": 5})", "prompt"},
+      {R"({"prompt": ""})", "prompt"},
+      {R"({"prompt": []})", "prompt"},
+      {R"({"prompt": ["a", "b"]})", "prompt"},
+      {R"({"prompt": [1, "x"]})", "prompt"},
+      {R"({"prompt": [1, 9999]})", "prompt"},
+      {R"({"prompt": "x", "model": 3})", "model"},
+      {R"({"prompt": "x", "max_tokens": 0})", "max_tokens"},
+      {R"({"prompt": "x", "max_tokens": "5"})", "max_tokens"},
+      {R"({"prompt": "x", "max_tokens": 2.5})", "max_tokens"},
+      {R"({"prompt": "x", "max_tokens": 100})", "max_tokens"},
+      {R"({"prompt": "x", "temperature": -1})", "temperature"},
+      {R"({"prompt": "x", "temperature": "hot"})", "temperature"},
+      {R"({"prompt": "x", "top_p": 0})", "top_p"},
+      {R"({"prompt": "x", "top_p": 1.5})", "top_p"},
+      {R"({"prompt": "x", "top_k": -2})", "top_k"},
+      {R"({"prompt": "x", "min_p": 2})", "min_p"},
+      {R"({"prompt": "x", "seed": "s"})", "seed"},
+      {R"({"prompt": "x", "stop": 5})", "stop"},
+      {R"({"prompt": "x", "stop": ["a", 1]})", "stop"},
+      {R"({"prompt": "x", "stop_token_ids": [-1]})", "stop_token_ids"},
+      {R"({"prompt": "x", "stop_token_ids": 3})", "stop_token_ids"},
+      {R"({"prompt": "x", "ignore_eos": 1})", "ignore_eos"},
+      {R"({"prompt": "x", "min_tokens": -1})", "min_tokens"},
+      {R"({"prompt": "x", "min_tokens": 20, "max_tokens": 5})", "min_tokens"},
+      {R"({"prompt": "x", "n": 2})", "n"},
+      {R"({"prompt": "x", "stream": "yes"})", "stream"},
+      {R"({"prompt": "x", "stream_options": {"include_usage": true}})", "stream_options"},
+      {R"({"prompt": "x", "stream": false, "stream_options": {"include_usage": true}})", "stream_options"},
+      {R"({"prompt": "x", "echo": "no"})", "echo"},
+      {R"({"prompt": "x", "presence_penalty": 3})", "presence_penalty"},
+      {R"({"prompt": "x", "frequency_penalty": -2.5})", "frequency_penalty"},
+      {R"({"prompt": "x", "repetition_penalty": 0})", "repetition_penalty"},
+      {R"({"prompt": "x", "logprobs": 21})", "logprobs"},
+      {R"({"prompt": "x", "logprobs": -1})", "logprobs"},
+      {R"({"prompt": "x", "response_format": {"type": "json_object"}})", "response_format"},
+      {R"({"prompt": "x", "response_format": "text"})", "response_format"},
+      {R"({"prompt": "x", "suffix": "y"})", "suffix"},
+      {R"({"prompt": "x", "echo": true, "logprobs": 1})", "echo"},
+  };
+  for (const auto& [body, param] : table) {
+    auto [status, got] = error_of(body);
+    EXPECT_EQ(status, 400) << body;
+    EXPECT_EQ(got, param) << body;
+  }
+  const std::vector<std::pair<std::string, std::string>> chat_table = {
+      {R"({})", "messages"},
+      {R"({"messages": []})", "messages"},
+      {R"({"messages": [{"content": "hi"}]})", "messages"},
+      {R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})", "messages"},
+      {R"({"messages": [{"role": "user", "content": "hi"}], "top_logprobs": 2})", "top_logprobs"},
+      {R"({"messages": [{"role": "user", "content": "hi"}], "logprobs": true, "top_logprobs": 25})", "top_logprobs"},
+      {R"({"messages": [{"role": "user", "content": "hi"}], "max_completion_tokens": 0})", "max_completion_tokens"},
+      {R"({"messages": [{"role": "user", "content": "hi"}], "chat_template_kwargs": 1})", "chat_template_kwargs"},
+  };
+  for (const auto& [body, param] : chat_table) {
+    auto [status, got] = error_of(body, true);
+    EXPECT_EQ(status, 400) << body;
+    EXPECT_EQ(got, param) << body;
+  }
+}
+
+TEST_F(OpenAiApi, BadJsonUnknownModelAndMissingTokenizer) {
+  EXPECT_THROW(parse_body("{not json"), ApiError);
+  EXPECT_THROW(parse_body("[1, 2]"), ApiError);
+  EXPECT_EQ(error_of(R"({"prompt": "x", "model": "other"})"), (std::pair<int, std::string>{404, "model"}));
+  EXPECT_EQ(error_of(R"({"prompt": "x", "model": "/models/tiny"})").first, 0) << "the path names the model too";
+  EXPECT_EQ(error_of(R"({"prompt": "x", "model": null})").first, 0);
+  m_.tok = nullptr;
+  m_.chat = nullptr;
+  EXPECT_EQ(error_of(R"({"prompt": "x"})"), (std::pair<int, std::string>{400, "prompt"}));
+  EXPECT_EQ(error_of(R"({"prompt": [1], "stop": "x"})"), (std::pair<int, std::string>{400, "stop"}));
+  EXPECT_EQ(error_of(R"({"messages": [{"role": "user", "content": "hi"}]})", true).first, 400);
+  EXPECT_EQ(error_of(R"({"prompt": [1, 2], "max_tokens": 3})").first, 0);
+}
+
+TEST_F(OpenAiApi, ErrorObjectShape) {
+  json e = ApiError(404, "The model `x` does not exist.", "model").to_json();
+  EXPECT_EQ(e, json::parse(R"({"error": {"message": "The model `x` does not exist.", "type": "NotFoundError",
+                                         "param": "model", "code": 404}})"));
+  EXPECT_TRUE(bad_request("bad").to_json()["error"]["param"].is_null());
+  EXPECT_EQ(bad_request("bad").to_json()["error"]["type"], "BadRequestError");
+}
+
+TEST_F(OpenAiApi, SseFraming) {
+  EXPECT_EQ(sse_event(json{{"a", "x\ny"}}), "data: {\"a\":\"x\\ny\"}\n\n");
+  EXPECT_EQ(sse_done(), "data: [DONE]\n\n");
+  EXPECT_EQ(sse_comment("keep-alive"), ": keep-alive\n\n");
+}
+
+engine::RequestOutput output(std::vector<int32_t> ids, std::string text, int64_t completion, bool finished = false,
+                             std::string reason = "") {
+  engine::RequestOutput o;
+  o.token_ids = std::move(ids);
+  o.text = std::move(text);
+  o.completion_tokens = completion;
+  o.finished = finished;
+  o.finish_reason = std::move(reason);
+  return o;
+}
+
+TEST_F(OpenAiApi, ChatStreamChunksAndWholeResponse) {
+  ApiRequest r = chat(R"({"messages": [{"role": "user", "content": "hi"}], "stream": true,
+                          "stream_options": {"include_usage": true}})");
+  ResponseBuilder rb(r, m_, "chatcmpl-1", 1700000000);
+  auto c1 = rb.stream_chunks(output({104}, "h", 1));
+  ASSERT_EQ(c1.size(), 2u);
+  EXPECT_EQ(c1[0]["choices"][0]["delta"], json::parse(R"({"role": "assistant", "content": ""})"));
+  EXPECT_EQ(c1[0]["object"], "chat.completion.chunk");
+  EXPECT_TRUE(c1[0]["usage"].is_null());
+  EXPECT_EQ(c1[1]["choices"][0]["delta"]["content"], "h");
+  EXPECT_TRUE(c1[1]["choices"][0]["finish_reason"].is_null());
+  EXPECT_TRUE(rb.stream_chunks(output({105}, "", 2)).empty()) << "nothing to show: no chunk";
+  auto last = rb.stream_chunks(output({2}, "i", 3, true, "stop"));
+  ASSERT_EQ(last.size(), 1u);
+  EXPECT_EQ(last[0]["choices"][0]["finish_reason"], "stop");
+  const json usage = rb.usage_chunk();
+  EXPECT_TRUE(usage["choices"].empty());
+  const int64_t prompt = static_cast<int64_t>(r.params.prompt.size());
+  EXPECT_EQ(usage["usage"], (json{{"prompt_tokens", prompt}, {"completion_tokens", 3}, {"total_tokens", prompt + 3}}));
+
+  ApiRequest whole = chat(R"({"messages": [{"role": "user", "content": "hi"}]})");
+  ResponseBuilder wb(whole, m_, "chatcmpl-2", 1700000000);
+  wb.add(output({104}, "h", 1));
+  wb.add(output({105, 2}, "i", 3, true, "length"));
+  const json resp = wb.response();
+  EXPECT_EQ(resp["object"], "chat.completion");
+  EXPECT_EQ(resp["model"], "tiny");
+  EXPECT_EQ(resp["choices"][0]["message"], (json{{"role", "assistant"}, {"content", "hi"}}));
+  EXPECT_EQ(resp["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(resp["usage"]["completion_tokens"], 3);
+}
+
+TEST_F(OpenAiApi, CompletionEchoAndLogprobs) {
+  ApiRequest r = completion(R"({"prompt": "ab", "logprobs": 1, "max_tokens": 2})");
+  ResponseBuilder rb(r, m_, "cmpl-1", 1);
+  engine::RequestOutput o = output({99, 100}, "cd", 2, true, "length");
+  o.logprobs = {{99, -0.5f, {{99, -0.5f}}}, {100, -1.0f, {{101, -0.25f}}}};
+  rb.add(o);
+  const json lp = rb.response()["choices"][0]["logprobs"];
+  EXPECT_EQ(lp["tokens"], (json{"c", "d"}));
+  EXPECT_EQ(lp["token_logprobs"], (json{-0.5, -1.0}));
+  EXPECT_EQ(lp["top_logprobs"][1], (json{{"e", -0.25}}));
+  EXPECT_EQ(lp["text_offset"], (json{0, 1}));
+  ApiRequest e = completion(R"({"prompt": "ab", "echo": true, "max_tokens": 2})");
+  ResponseBuilder eb(e, m_, "cmpl-2", 1);
+  eb.add(output({99}, "c", 1, true, "length"));
+  EXPECT_EQ(eb.response()["choices"][0]["text"], "abc");
+  ResponseBuilder sb(e, m_, "cmpl-3", 1);
+  EXPECT_EQ(sb.stream_chunks(output({99}, "c", 1))[0]["choices"][0]["text"], "abc");
+}
+
+TEST(ServingMetricsText, VllmNamesLabelsAndCumulativeBuckets) {
+  ServingMetrics m("my \"model\"", 100);
+  m.on_step({3, 1, 2});
+  engine::RequestStats st;
+  st.finish_reason = "length";
+  st.prompt_tokens = 3;
+  st.generation_tokens = 2;
+  st.ttft_s = 0.03;
+  st.e2e_s = 0.4;
+  st.queue_s = 0.001;
+  st.inter_token_s = {0.02};
+  m.on_finished(st);
+  engine::EngineLoad load;
+  load.running = 1;
+  load.waiting = 2;
+  load.kv_reserved_bytes = 25;
+  load.kv_budget_bytes = 100;
+  const std::string t = m.render(load);
+  const std::string l = "engine=\"0\",model_name=\"my \\\"model\\\"\"";
+  for (const std::string& line : std::vector<std::string>{
+           "# TYPE vllm:num_requests_running gauge",
+           "vllm:num_requests_running{" + l + "} 1.0",
+           "vllm:num_requests_waiting{" + l + "} 2.0",
+           "vllm:kv_cache_usage_perc{" + l + "} 0.25",
+           "# TYPE vllm:prompt_tokens counter",
+           "vllm:prompt_tokens_total{" + l + "} 3.0",
+           "vllm:generation_tokens_total{" + l + "} 1.0",
+           "vllm:request_success_total{" + l + ",finished_reason=\"length\"} 1.0",
+           "vllm:request_success_total{" + l + ",finished_reason=\"abort\"} 0.0",
+           "vllm:time_to_first_token_seconds_bucket{" + l + ",le=\"0.02\"} 0.0",
+           "vllm:time_to_first_token_seconds_bucket{" + l + ",le=\"0.04\"} 1.0",
+           "vllm:time_to_first_token_seconds_bucket{" + l + ",le=\"+Inf\"} 1.0",
+           "vllm:time_to_first_token_seconds_count{" + l + "} 1.0",
+           "vllm:inter_token_latency_seconds_bucket{" + l + ",le=\"0.025\"} 1.0",
+           "vllm:e2e_request_latency_seconds_bucket{" + l + ",le=\"0.5\"} 1.0",
+           "vllm:request_queue_time_seconds_bucket{" + l + ",le=\"0.3\"} 1.0",
+           "vllm:iteration_tokens_total_bucket{" + l + ",le=\"1.0\"} 0.0",
+           "vllm:iteration_tokens_total_bucket{" + l + ",le=\"8.0\"} 1.0",
+           "vllm:iteration_tokens_total_sum{" + l + "} 4.0",
+       })
+    EXPECT_NE(t.find(line + "\n"), std::string::npos) << line;
+}
+
+}  // namespace
+}  // namespace fp4lm::server
