@@ -28,13 +28,16 @@ struct EvalArgs {
 };
 
 // --reference: the same sequences through a reference model (same --dtype, default backends, no
-// override), compared position by position (engine/reference_compare.h).
+// override, KV cache in the activation dtype), compared position by position
+// (engine/reference_compare.h). `--reference` = `--model` with `--kv-cache-dtype fp8` measures
+// the FP8 KV cache alone.
 int run_eval_reference(const EvalArgs& a, const model::CausalLM& lm, const std::vector<std::vector<int32_t>>& seqs,
                        model::EngineOptions opts, const model::LoadOptions& lo) {
   opts.override_activation_dtype.reset();
   opts.linear_backend.clear();
   opts.moe_backend.clear();
   opts.a16_max_tokens = 0;
+  opts.kv_cache_dtype = "auto";
   auto ref = model::CausalLM::load(a.reference, opts, lo);
   auto t0 = std::chrono::steady_clock::now();
   engine::ReferenceComparison c = engine::compare_to_reference(lm, *ref, seqs);

@@ -11,6 +11,10 @@ void add_engine_flags(CLI::App& sub, EngineFlags& f, bool with_dtype) {
     sub.add_option("--dtype", f.dtype, "Activation/KV dtype: auto (checkpoint's), float32, bfloat16, float16");
   sub.add_option("--override-activation-dtype", f.override_activation_dtype,
                  "auto|bfloat16|float16: run NVFP4 W4A4 layers through the W4A16 path at this dtype");
+  if (with_dtype)
+    sub.add_option("--kv-cache-dtype", f.kv_cache_dtype,
+                   "auto (= the activation dtype)|float32|bfloat16|float16|fp8 (E4M3 with the checkpoint's "
+                   "k_scale/v_scale)");
   sub.add_option("--linear-backend", f.linear_backend, "Force a Linear kernel backend (see `fp4lm backends`)");
   sub.add_option("--moe-backend", f.moe_backend, "Force a MoE kernel backend (see `fp4lm backends`)");
   sub.add_option("--a16-max-tokens", f.a16_max_tokens,
@@ -23,6 +27,8 @@ model::EngineOptions EngineFlags::resolve() const {
   o.dtype = dtype;
   model::resolve_dtype(dtype, "");  // validates the spelling now (auto is resolved at load)
   o.override_activation_dtype = model::parse_override_activation_dtype(override_activation_dtype);
+  model::parse_kv_cache_dtype(kv_cache_dtype);  // validates the spelling
+  o.kv_cache_dtype = kv_cache_dtype;
   auto check_backend = [](const std::string& name, kernels::LayerKind kind, const char* flag) {
     if (name.empty() || kernels::find_backend(name, kind)) return;
     std::string names;

@@ -11,6 +11,7 @@ namespace fp4lm::cli {
 struct EngineFlags {
   std::string dtype = "auto";
   std::string override_activation_dtype = "auto";
+  std::string kv_cache_dtype = "auto";
   std::string linear_backend, moe_backend;
   int64_t a16_max_tokens = 0;
   int threads = 0;

@@ -1,6 +1,7 @@
 #include "model/attention.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <vector>
 
@@ -27,12 +28,28 @@ inline float dot(const float* a, const float* b, int64_t n) {
 
 constexpr int64_t kBlock = 64;  // cache rows converted to float32 at a time (16-bit caches)
 
+// The 256 E4M3 codes as float32.
+const float* e4m3_table() {
+  static const auto table = [] {
+    std::array<float, 256> t{};
+    for (int c = 0; c < 256; ++c) t[c] = e4m3_to_f32(static_cast<uint8_t>(c));
+    return t;
+  }();
+  return table.data();
+}
+
 // Rows [t0, t0+n) of one head's K or V plane as float32: a direct pointer for a float32 cache,
-// else converted into `scratch`.
+// else converted into `scratch` (FP8: code × scale).
 const float* rows_f32(const uint8_t* plane, DType dt, int64_t head_dim, int64_t t0, int64_t n,
-                      std::vector<float>& scratch) {
+                      std::vector<float>& scratch, float scale) {
   if (dt == DType::F32) return reinterpret_cast<const float*>(plane) + t0 * head_dim;
   scratch.resize(static_cast<size_t>(n * head_dim));
+  if (dt == DType::F8_E4M3) {
+    const float* lut = e4m3_table();
+    const uint8_t* src = plane + t0 * head_dim;
+    for (size_t i = 0; i < scratch.size(); ++i) scratch[i] = lut[src[i]] * scale;
+    return scratch.data();
+  }
   to_f32_n(plane + static_cast<size_t>(t0 * head_dim) * dtype_size(dt), dt, scratch.data(), scratch.size());
   return scratch.data();
 }
@@ -76,7 +93,7 @@ void causal_attention(std::span<const AttentionSpan> spans, int64_t layer, const
       float mx = -INFINITY;
       for (int64_t t0 = 0; t0 < len; t0 += kBlock) {
         const int64_t n = std::min(kBlock, len - t0);
-        const float* k = rows_f32(kplane, dt, hd, t0, n, kbuf);
+        const float* k = rows_f32(kplane, dt, hd, t0, n, kbuf, cache.k_scale(layer));
         for (int64_t t = 0; t < n; ++t) {
           const float s = dot(qh, k + t * hd, hd) / denom;
           scores[t0 + t] = s;
@@ -92,7 +109,7 @@ void causal_attention(std::span<const AttentionSpan> spans, int64_t layer, const
       std::fill(oh, oh + hd, 0.0f);
       for (int64_t t0 = 0; t0 < len; t0 += kBlock) {
         const int64_t n = std::min(kBlock, len - t0);
-        const float* v = rows_f32(vplane, dt, hd, t0, n, vbuf);
+        const float* v = rows_f32(vplane, dt, hd, t0, n, vbuf, cache.v_scale(layer));
         for (int64_t t = 0; t < n; ++t) {
           const float p = scores[t0 + t];
           const float* vt = v + t * hd;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <tuple>
 
@@ -36,6 +37,7 @@ std::unique_ptr<CausalLM> CausalLM::load(std::shared_ptr<io::Checkpoint> ckpt, c
   const ModelConfig& c = l.config();
   const std::string cfg_path = ckpt->dir() + "/config.json";
   lm->dtype_ = l.dtype();
+  lm->kv_dtype_ = parse_kv_cache_dtype(opts.kv_cache_dtype).value_or(lm->dtype_);
   if (lo.prefill_chunk <= 0) fail("prefill chunk must be positive, got {}", lo.prefill_chunk);
   lm->prefill_chunk_ = lo.prefill_chunk;
   if (lo.max_model_len < 0) usage_fail("--max-model-len must be positive (got {})", lo.max_model_len);
@@ -55,6 +57,7 @@ std::unique_ptr<CausalLM> CausalLM::load(std::shared_ptr<io::Checkpoint> ckpt, c
   std::sort(lm->eos_ids_.begin(), lm->eos_ids_.end());
   lm->eos_ids_.erase(std::unique(lm->eos_ids_.begin(), lm->eos_ids_.end()), lm->eos_ids_.end());
 
+  if (lm->kv_dtype_ == DType::F8_E4M3) lm->load_kv_scales();
   lm->rope_ = Rope(c.head_dim, c.rope_theta, c.rope_scaling);
   lm->embed_ = Embedding(l.tensor("model.embed_tokens.weight", {c.vocab_size, c.hidden_size}));
   const ArchDef& arch = arch_def(c.arch);
@@ -74,8 +77,9 @@ std::unique_ptr<CausalLM> CausalLM::load(std::shared_ptr<io::Checkpoint> ckpt, c
   lm->final_norm_ = RmsNorm(l.tensor_f32("model.norm.weight", {c.hidden_size}), c.rms_norm_eps);
   lm->lm_head_ = l.load_linear("lm_head");
   lm->load_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  log().info("Loaded {} ({} layers, {} activations) from {} in {:.2f} s; resident weight bytes {} ({:.1f} MiB)",
-             c.architecture, c.num_layers, dtype_torch_name(lm->dtype_), ckpt->dir(), lm->load_seconds_,
+  log().info("Loaded {} ({} layers, {} activations, {} KV cache) from {} in {:.2f} s; resident weight bytes {} ({:.1f} MiB)",
+             c.architecture, c.num_layers, dtype_torch_name(lm->dtype_),
+             lm->kv_dtype_ == DType::F8_E4M3 ? "fp8" : dtype_torch_name(lm->kv_dtype_), ckpt->dir(), lm->load_seconds_,
              lm->weight_bytes(), static_cast<double>(lm->weight_bytes()) / (1 << 20));
   return lm;
 }
@@ -90,12 +94,42 @@ size_t CausalLM::weight_bytes() const {
   return b;
 }
 
+void CausalLM::load_kv_scales() {
+  const ModelConfig& c = config();
+  // ModelOpt writes self_attn.{k_proj.k_scale, v_proj.v_scale}; newer exporters self_attn.{k,v}_scale.
+  auto scale = [&](int64_t layer, const char* proj, const char* name, int64_t& missing) {
+    for (const std::string& n : {fmt::format("model.layers.{}.self_attn.{}.{}", layer, proj, name),
+                                 fmt::format("model.layers.{}.self_attn.{}", layer, name)}) {
+      const TensorView* t = ckpt_->find(n);
+      if (!t) continue;
+      if (t->numel() != 1 || (t->dtype != DType::F32 && t->dtype != DType::BF16 && t->dtype != DType::F16))
+        fail("{}: tensor '{}' must be one float32/bfloat16/float16 value, found {} {}", ckpt_->dir(), n,
+             dtype_name(t->dtype), shape_str(t->shape));
+      float v = 0;
+      to_f32_n(t->data, t->dtype, &v, 1);
+      if (!(v > 0) || !std::isfinite(v))
+        fail("{}: tensor '{}' = {} is not a positive finite scale", ckpt_->dir(), n, v);
+      return v;
+    }
+    ++missing;
+    return 1.0f;
+  };
+  int64_t missing = 0;
+  for (int64_t i = 0; i < c.num_layers; ++i) {
+    k_scales_.push_back(scale(i, "k_proj", "k_scale", missing));
+    v_scales_.push_back(scale(i, "v_proj", "v_scale", missing));
+  }
+  if (missing > 0)
+    log().warn("{}: --kv-cache-dtype fp8 but {} of {} k_scale/v_scale tensors are absent; using scale 1.0 for them",
+               ckpt_->dir(), missing, 2 * c.num_layers);
+}
+
 SequenceState CausalLM::new_sequence(int64_t capacity, int64_t id) const {
   const ModelConfig& c = config();
   if (capacity < 0 || capacity > max_model_len_)
     fail("sequence capacity {} outside [1, {}] (--max-model-len)", capacity, max_model_len_);
   return SequenceState(KvCache(c.num_layers, c.num_kv_heads, c.head_dim, capacity > 0 ? capacity : max_model_len_,
-                               dtype_),
+                               kv_dtype_, k_scales_, v_scales_),
                        id);
 }
 
@@ -103,7 +137,7 @@ size_t CausalLM::sequence_bytes(int64_t capacity) const {
   const ModelConfig& c = config();
   const int64_t cap = capacity > 0 ? capacity : max_model_len_;
   return static_cast<size_t>(c.num_layers) * 2 * static_cast<size_t>(c.num_kv_heads * c.head_dim * cap) *
-         dtype_size(dtype_);
+         dtype_size(kv_dtype_);
 }
 
 // Rows [offset, offset + n) of batch chunk `chunk`, at positions pos0.. of its state, are rows

@@ -48,7 +48,8 @@ class CausalLM {
   const ModelConfig& config() const;
   const ModelLoader& loader() const { return *loader_; }
   const io::Checkpoint& checkpoint() const { return *ckpt_; }
-  DType dtype() const { return dtype_; }  // activation / KV dtype
+  DType dtype() const { return dtype_; }        // activation dtype
+  DType kv_dtype() const { return kv_dtype_; }  // KV cache dtype (--kv-cache-dtype)
   int64_t vocab_size() const { return config().vocab_size; }
   int64_t max_model_len() const { return max_model_len_; }
   // EOS ids from config.json and generation_config.json (deduplicated).
@@ -85,12 +86,14 @@ class CausalLM {
     std::unique_ptr<Attention> attn;
     std::unique_ptr<FeedForward> ffn;
   };
+  void load_kv_scales();
   struct Piece;  // rows of one chunk inside one forward step
   void forward_step(std::span<const SequenceChunk> batch, const std::vector<Piece>& pieces) const;
 
   std::shared_ptr<io::Checkpoint> ckpt_;
   std::unique_ptr<ModelLoader> loader_;
-  DType dtype_ = DType::F32;
+  DType dtype_ = DType::F32, kv_dtype_ = DType::F32;
+  std::vector<float> k_scales_, v_scales_;  // per layer, FP8 KV cache only
   int64_t max_model_len_ = 0, prefill_chunk_ = 256;
   std::vector<int64_t> eos_ids_;
   double load_seconds_ = 0;

@@ -11,6 +11,15 @@ std::optional<DType> parse_override_activation_dtype(const std::string& v) {
   usage_fail("--override-activation-dtype must be auto, bfloat16 or float16 (got '{}')", v);
 }
 
+std::optional<DType> parse_kv_cache_dtype(const std::string& v) {
+  if (v == "auto") return std::nullopt;
+  if (v == "float32") return DType::F32;
+  if (v == "bfloat16") return DType::BF16;
+  if (v == "float16") return DType::F16;
+  if (v == "fp8") return DType::F8_E4M3;
+  usage_fail("--kv-cache-dtype must be auto, float32, bfloat16, float16 or fp8 (got '{}')", v);
+}
+
 DType resolve_dtype(const std::string& v, const std::string& checkpoint_dtype) {
   auto named = [](const std::string& s) -> std::optional<DType> {
     if (s == "float32") return DType::F32;

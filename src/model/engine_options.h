@@ -18,6 +18,9 @@ struct EngineOptions {
   // --override-activation-dtype: nullopt = auto (no change); BF16/F16 = run every NVFP4 W4A4
   // layer through the W4A16 path with that activation dtype. The checkpoint is never edited.
   std::optional<DType> override_activation_dtype;
+  // --kv-cache-dtype: "auto" (= the activation dtype, as vLLM), float32, bfloat16, float16, or
+  // fp8 (E4M3 with the checkpoint's per-layer k_scale / v_scale; 1.0 when absent).
+  std::string kv_cache_dtype = "auto";
   std::string linear_backend;  // --linear-backend: force one ("" = the oracle picks)
   std::string moe_backend;     // --moe-backend
   int64_t a16_max_tokens = 0;  // --a16-max-tokens
@@ -30,6 +33,9 @@ struct EngineOptions {
 
 // "auto" -> nullopt, "bfloat16"/"float16" -> the dtype; anything else -> UsageError.
 std::optional<DType> parse_override_activation_dtype(const std::string& v);
+// --kv-cache-dtype: "auto" -> nullopt (the activation dtype), float32/bfloat16/float16 -> that,
+// "fp8" -> F8_E4M3; anything else -> UsageError.
+std::optional<DType> parse_kv_cache_dtype(const std::string& v);
 // "float32"/"bfloat16"/"float16" -> the dtype; "auto" -> `checkpoint_dtype` mapped the same way
 // (float32 when absent or not a 16/32-bit float); else UsageError.
 DType resolve_dtype(const std::string& v, const std::string& checkpoint_dtype);

@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <utility>
 
@@ -10,10 +11,20 @@
 
 namespace fp4lm::model {
 
-KvCache::KvCache(int64_t num_layers, int64_t num_kv_heads, int64_t head_dim, int64_t capacity, DType dtype)
-    : layers_(num_layers), kv_heads_(num_kv_heads), head_dim_(head_dim), capacity_(capacity), dtype_(dtype) {
-  if (dtype != DType::F32 && dtype != DType::BF16 && dtype != DType::F16)
-    fail("KV cache dtype must be float32, bfloat16 or float16, found {}", dtype_name(dtype));
+KvCache::KvCache(int64_t num_layers, int64_t num_kv_heads, int64_t head_dim, int64_t capacity, DType dtype,
+                 std::vector<float> k_scale, std::vector<float> v_scale)
+    : layers_(num_layers), kv_heads_(num_kv_heads), head_dim_(head_dim), capacity_(capacity), dtype_(dtype),
+      k_scale_(std::move(k_scale)), v_scale_(std::move(v_scale)) {
+  if (dtype != DType::F32 && dtype != DType::BF16 && dtype != DType::F16 && dtype != DType::F8_E4M3)
+    fail("KV cache dtype must be float32, bfloat16, float16 or F8_E4M3, found {}", dtype_name(dtype));
+  for (const std::vector<float>* s : {&k_scale_, &v_scale_}) {
+    if (s->empty()) continue;
+    if (dtype != DType::F8_E4M3) fail("KV cache: scales are only for an FP8 cache");
+    if (static_cast<int64_t>(s->size()) != num_layers)
+      fail("KV cache: {} scales for {} layers", s->size(), num_layers);
+    for (float x : *s)
+      if (!(x > 0) || !std::isfinite(x)) fail("KV cache: scale {} is not a positive finite number", x);
+  }
   if (num_layers <= 0 || num_kv_heads <= 0 || head_dim <= 0 || capacity <= 0)
     fail("KV cache: invalid shape (layers {}, kv heads {}, head_dim {}, capacity {})", num_layers,
          num_kv_heads, head_dim, capacity);
@@ -34,7 +45,7 @@ KvCache::~KvCache() {
 KvCache::KvCache(KvCache&& o) noexcept
     : layers_(o.layers_), kv_heads_(o.kv_heads_), head_dim_(o.head_dim_), capacity_(o.capacity_),
       dtype_(o.dtype_), esize_(o.esize_), bytes_(o.bytes_), length_(o.length_),
-      data_(std::exchange(o.data_, nullptr)) {}
+      data_(std::exchange(o.data_, nullptr)), k_scale_(std::move(o.k_scale_)), v_scale_(std::move(o.v_scale_)) {}
 
 KvCache& KvCache::operator=(KvCache&& o) noexcept {
   if (this != &o) {
@@ -48,6 +59,8 @@ KvCache& KvCache::operator=(KvCache&& o) noexcept {
     bytes_ = o.bytes_;
     length_ = o.length_;
     data_ = std::exchange(o.data_, nullptr);
+    k_scale_ = std::move(o.k_scale_);
+    v_scale_ = std::move(o.v_scale_);
   }
   return *this;
 }
@@ -67,6 +80,18 @@ void KvCache::store(int64_t layer, int64_t pos, const float* k, const float* v) 
   if (layer < 0 || layer >= layers_ || pos < 0 || pos >= capacity_)
     fail("KV cache: (layer {}, position {}) outside ({} layers, {} positions)", layer, pos, layers_, capacity_);
   const size_t row = static_cast<size_t>(head_dim_);
+  if (dtype_ == DType::F8_E4M3) {
+    const float ks = k_scale(layer), vs = v_scale(layer);
+    for (int64_t h = 0; h < kv_heads_; ++h) {
+      uint8_t* kd = at(layer, 0, h) + pos * row;
+      uint8_t* vd = at(layer, 1, h) + pos * row;
+      for (size_t i = 0; i < row; ++i) {
+        kd[i] = f32_to_e4m3(k[h * head_dim_ + static_cast<int64_t>(i)] / ks);
+        vd[i] = f32_to_e4m3(v[h * head_dim_ + static_cast<int64_t>(i)] / vs);
+      }
+    }
+    return;
+  }
   for (int64_t h = 0; h < kv_heads_; ++h) {
     from_f32_n(k + h * head_dim_, dtype_, at(layer, 0, h) + pos * row * esize_, row);
     from_f32_n(v + h * head_dim_, dtype_, at(layer, 1, h) + pos * row * esize_, row);

@@ -126,7 +126,8 @@ TEST(GenerateCli, UsageErrorsExitTwo) {
   for (const std::string& args :
        {m, m + " --prompt a --prompt-ids 1", m + " --prompt-ids 1,x", m + " --prompt-ids 1 --temperature -1",
         m + " --prompt-ids 1 --top-p 0", m + " --prompt-ids 1 --dtype float64", m + " --prompt-ids 1 --linear-backend nope",
-        m + " --prompt-ids 1 --max-model-len 100000", m + " --prompt-ids 1 --max-tokens -1"}) {
+        m + " --prompt-ids 1 --max-model-len 100000", m + " --prompt-ids 1 --max-tokens -1",
+        m + " --prompt-ids 1 --kv-cache-dtype fp4"}) {
     auto r = fp4lm(args);
     EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.err;
     EXPECT_NE(r.err.find("error"), std::string::npos) << args;
@@ -146,6 +147,26 @@ TEST(GenerateCli, RuntimeErrorsExitOneWithAClearLine) {
   expect("--prompt-ids 1,500", "token id 500 is outside the vocabulary [0, 97)");
   auto r = fp4lm("generate --model " + (dir / "absent").string() + " --prompt-ids 1");
   EXPECT_EQ(r.exit_code, 1) << r.err;
+}
+
+TEST(GenerateCli, NonFiniteValuesStopWithOneLineNamingThePlace) {
+  TempDir dir;
+  // Qwen3: lm_head is not tied to the embedding (a NaN embedding row would also be a NaN logit).
+  test::TinyModel m = test::make_tiny_model("Qwen3ForCausalLM");
+  m.w["model.embed_tokens.weight"].v[5 * 32 + 1] = std::nanf("");  // token 5's row (hidden 32)
+  test::write_tiny_model(m, dir.path());
+  for (const char* threads : {"1", "2"}) {
+    auto r = fp4lm("generate --model " + dir.path().string() + " --prompt-ids 1,2,5 --threads " + threads);
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_NE(r.err.find("non-finite value (nan) in the token embedding at position 2 of batch entry 0\n"),
+              std::string::npos)
+        << r.err;
+    EXPECT_EQ(r.out, "");  // no token 0 stream
+    auto e = fp4lm("generate --model " + dir.path().string() + " --prompt-ids 1,2 --max-tokens 3 --kv-cache-dtype fp8 "
+                   "--threads " + threads);
+    EXPECT_EQ(e.exit_code, 0) << e.err;  // clean input runs (here with an FP8 KV cache)
+    EXPECT_NE(e.err.find("fp8 KV cache"), std::string::npos) << e.err;
+  }
 }
 
 TEST(EvalCli, ReportsTokensNllAndPerplexity) {

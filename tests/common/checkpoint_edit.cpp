@@ -4,7 +4,8 @@
 
 namespace fp4lm::test {
 
-void edit_tensors(const std::filesystem::path& dir, const std::function<bool(EditedTensor&)>& edit) {
+void edit_tensors(const std::filesystem::path& dir, const std::function<bool(EditedTensor&)>& edit,
+                  std::vector<EditedTensor> extra) {
   const std::string path = (dir / "model.safetensors").string();
   std::vector<EditedTensor> tensors;
   {
@@ -16,6 +17,7 @@ void edit_tensors(const std::filesystem::path& dir, const std::function<bool(Edi
   io::SafetensorsWriter w;
   for (auto& t : tensors)
     if (edit(t)) w.add(t.name, t.dtype, t.shape, std::move(t.bytes));
+  for (auto& t : extra) w.add(t.name, t.dtype, t.shape, std::move(t.bytes));
   w.write(path);
 }
 

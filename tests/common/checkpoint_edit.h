@@ -18,8 +18,9 @@ struct EditedTensor {
 };
 
 // Rewrites dir/model.safetensors: `edit` sees every tensor and may change it in place or
-// return false to drop it.
-void edit_tensors(const std::filesystem::path& dir, const std::function<bool(EditedTensor&)>& edit);
+// return false to drop it; `extra` tensors are added.
+void edit_tensors(const std::filesystem::path& dir, const std::function<bool(EditedTensor&)>& edit,
+                  std::vector<EditedTensor> extra = {});
 
 // Copies a checkpoint directory (files only).
 void copy_dir(const std::filesystem::path& from, const std::filesystem::path& to);

@@ -61,6 +61,35 @@ TEST_P(CausalAttentionTest, MatchesNaiveLoop) {
 INSTANTIATE_TEST_SUITE_P(KvDtypes, CausalAttentionTest, ::testing::Values(DType::F32, DType::BF16, DType::F16),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
+// An FP8 cache stores e4m3(x / scale) per layer and attends over code × scale: exactly what a
+// float32 cache holding those dequantized values gives.
+TEST(CausalAttention, Fp8CacheIsTheFloat32CacheOfItsDequantizedValues) {
+  const int64_t layers = 2, heads = 4, kvh = 2, hd = 8, len = 20, m = 3, pos0 = len - m;
+  std::mt19937 rng(5);
+  KvCache f8(layers, kvh, hd, 32, DType::F8_E4M3, {0.5f, 0.01f}, {0.25f, 0.02f}), f32(layers, kvh, hd, 32, DType::F32);
+  EXPECT_EQ(f8.bytes() * 4, f32.bytes());
+  auto k = randn(len * kvh * hd, rng), v = randn(len * kvh * hd, rng), q = randn(m * heads * hd, rng);
+  for (int64_t t = 0; t < len; ++t) {
+    const float* kt = k.data() + t * kvh * hd;
+    const float* vt = v.data() + t * kvh * hd;
+    f8.store(1, t, kt, vt);
+    std::vector<float> kd(kvh * hd), vd(kvh * hd);
+    for (int64_t i = 0; i < kvh * hd; ++i) {
+      kd[i] = e4m3_to_f32(f32_to_e4m3(kt[i] / 0.01f)) * 0.01f;
+      vd[i] = e4m3_to_f32(f32_to_e4m3(vt[i] / 0.02f)) * 0.02f;
+    }
+    f32.store(1, t, kd.data(), vd.data());
+    EXPECT_EQ(f8.keys(1, 1)[t * hd], f32_to_e4m3(kt[hd] / 0.01f));
+  }
+  std::vector<float> a(m * heads * hd), b(a.size());
+  causal_attention(f8, 1, q.data(), m, pos0, heads, a.data());
+  causal_attention(f32, 1, q.data(), m, pos0, heads, b.data());
+  EXPECT_EQ(a, b);
+  EXPECT_THROW(KvCache(1, 1, 2, 4, DType::F8_E4M3, {0.0f}, {1.0f}), Error);  // scale must be > 0
+  EXPECT_THROW(KvCache(2, 1, 2, 4, DType::F8_E4M3, {1.0f}, {1.0f}), Error);  // one per layer
+  EXPECT_THROW(KvCache(1, 1, 2, 4, DType::BF16, {1.0f}, {1.0f}), Error);     // FP8 only
+}
+
 TEST(CausalAttention, FirstPositionReturnsItsOwnValue) {
   KvCache cache(1, 1, 4, 4, DType::F32);
   const float k[4] = {1, 2, 3, 4}, v[4] = {0.5f, -1, 2, 8}, q[8] = {3, 1, 4, 1, 5, 9, 2, 6};

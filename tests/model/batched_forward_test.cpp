@@ -109,6 +109,9 @@ std::vector<Config> configs_for(QuantAlgo algo) {
       const char* kind = b->kind == kernels::LayerKind::linear ? " forced linear " : " forced moe ";
       out.push_back({std::string(dtype) + kind + b->name, f});
     }
+    EngineOptions kv = o;  // an FP8 KV cache (scales 1.0: these checkpoints have none)
+    kv.kv_cache_dtype = "fp8";
+    out.push_back({std::string(dtype) + " kv-cache-dtype fp8", kv});
     if (algo == QuantAlgo::NVFP4) {
       EngineOptions w = o;  // W4A4 checkpoint run through the W4A16 path
       w.override_activation_dtype = DType::BF16;
