@@ -53,6 +53,7 @@ std::shared_ptr<Fp8Layer> make_fp8_layer(const Fp8Spec& s) {
     WeightShard sh;
     sh.name = "test.fp8.shard" + std::to_string(i);
     sh.rows = rows;
+    Fp8View v;
     std::vector<uint8_t> codes(static_cast<size_t>(rows * s.k));
     auto amax_of = [&](int64_t r0, int64_t r1) {
       float a = 0;
@@ -60,11 +61,11 @@ std::shared_ptr<Fp8Layer> make_fp8_layer(const Fp8Spec& s) {
       return a > 0 ? a / 448.0f : 1.0f;
     };
     if (s.per_channel)
-      for (int64_t r = 0; r < rows; ++r) sh.row_scales.push_back(amax_of(r, r + 1));
+      for (int64_t r = 0; r < rows; ++r) v.row_scales.push_back(amax_of(r, r + 1));
     else
-      sh.global_scale = amax_of(0, rows);
+      v.global_scale = amax_of(0, rows);
     for (int64_t r = 0; r < rows; ++r) {
-      const float sc = s.per_channel ? sh.row_scales[r] : sh.global_scale;
+      const float sc = s.per_channel ? v.row_scales[r] : v.global_scale;
       for (int64_t j = 0; j < s.k; ++j) codes[r * s.k + j] = f32_to_e4m3(data[r * s.k + j] / sc);
     }
     int code = 0;
@@ -74,10 +75,11 @@ std::shared_ptr<Fp8Layer> make_fp8_layer(const Fp8Spec& s) {
       code = (code + 1) & 0xff;
     }
     layer->codes.push_back(std::move(codes));
-    sh.input_scale = 0.02f;
+    v.input_scale = 0.02f;
+    sh.view = v;
     w.shards.push_back(sh);
   }
-  for (size_t i = 0; i < w.shards.size(); ++i) w.shards[i].codes = layer->codes[i].data();
+  for (size_t i = 0; i < w.shards.size(); ++i) w.shards[i].as<Fp8View>().codes = layer->codes[i].data();
   if (s.bias)
     for (int64_t r = 0; r < s.n; ++r) w.bias.push_back(normal(rng));
   w.input_scale = 0.02f;
@@ -98,11 +100,12 @@ Expected expected_f64(const LinearWeights& w, const std::vector<float>& x, int64
   int64_t r = 0;
   for (const WeightShard& s : w.shards)
     for (int64_t rr = 0; rr < s.rows; ++rr, ++r) {
-      const double sc = s.row_scales.empty() ? s.global_scale : s.row_scales[rr];
+      const Fp8View& v = s.as<Fp8View>();
+      const double sc = v.row_scales.empty() ? v.global_scale : v.row_scales[rr];
       for (int64_t t = 0; t < m; ++t) {
         double acc = 0, mag = 0;
         for (int64_t j = 0; j < w.k; ++j) {
-          const double p = static_cast<double>(x[t * w.k + j]) * e4m3_to_f32(s.codes[rr * w.k + j]) * sc;
+          const double p = static_cast<double>(x[t * w.k + j]) * e4m3_to_f32(v.codes[rr * w.k + j]) * sc;
           acc += p;
           mag += std::fabs(p);
         }
@@ -203,10 +206,10 @@ TEST(Fp8CpuKernels, BadWeightsAreLoadErrors) {
     std::string e = test::error_of([&] { testing::make(backend, weights_of(layer), DType::BF16); });
     EXPECT_NE(e.find("test.fp8.shard0: weight element [5, 7] is the E4M3 NaN byte 0xFF"), std::string::npos) << e;
     layer = make_fp8_layer({8, 32, {8}, false, true, kFp8W8A16, 3});
-    layer->weights.shards[0].row_scales[3] = -1.0f;
+    layer->weights.shards[0].as<Fp8View>().row_scales[3] = -1.0f;
     e = test::error_of([&] { testing::make(backend, weights_of(layer), DType::BF16); });
     EXPECT_NE(e.find("weight_scale of row 3 is -1"), std::string::npos) << e;
-    layer->weights.shards[0].row_scales.pop_back();
+    layer->weights.shards[0].as<Fp8View>().row_scales.pop_back();
     e = test::error_of([&] { testing::make(backend, weights_of(layer), DType::BF16); });
     EXPECT_NE(e.find("per-channel weight_scale has 7 entries, expected 8"), std::string::npos) << e;
   }
@@ -234,7 +237,7 @@ TEST(Fp8CpuKernels, OracleSelectsAW8A16BackendForBothFp8KeysAndReferenceStillEmu
   const std::vector<float> y = testing::run(*testing::make("reference", w, DType::F32), xa, 1, 4, DType::F32, pool);
   const float xq = e4m3_to_f32(f32_to_e4m3(x[0] / 0.02f)) * 0.02f;
   EXPECT_NE(xq, x[0]);
-  EXPECT_FLOAT_EQ(y[0], xq * e4m3_to_f32(layer->codes[0][0]) * w.shards[0].global_scale);
+  EXPECT_FLOAT_EQ(y[0], xq * e4m3_to_f32(layer->codes[0][0]) * w.shards[0].as<Fp8View>().global_scale);
 }
 
 TEST(Fp8CpuKernels, GroupedMoeMatchesReferenceMoeAndIsThreadInvariant) {

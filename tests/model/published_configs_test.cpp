@@ -116,7 +116,7 @@ TEST(PublishedCheckpoints, Fp8PerChannelWeightScaleLoads) {
   ModelLoader l = c.loader();
   const LayerSpec& s = l.layer("model.layers.0.self_attn.o_proj");
   auto w = l.linear_weights(s, l.describe(s).scheme);
-  ASSERT_EQ(w.shards[0].row_scales.size(), 64u);
+  ASSERT_EQ(w.shards[0].as<kernels::Fp8View>().row_scales.size(), 64u);
   EXPECT_NO_THROW(l.load_linear(s.name));
   // A per-channel scale of the wrong length is an error naming the tensor.
   test::edit_tensors(c.dir, [](test::EditedTensor& t) {

@@ -9,14 +9,14 @@ namespace fp4lm::kernels::cpu {
 namespace {
 // 0x7F / 0xFF are E4M3's NaN; the kernels' fp16 route would read them as ±480, so a corrupt
 // checkpoint is rejected at load (one pass over the codes, which also pages them in).
-void check_codes(const WeightShard& s, int64_t k) {
+void check_codes(const WeightShard& s, const uint8_t* codes, int64_t k) {
   const size_t count = static_cast<size_t>(s.rows * k);
   uint8_t any = 0;
-  for (size_t i = 0; i < count; ++i) any |= static_cast<uint8_t>((s.codes[i] & 0x7f) == 0x7f);
+  for (size_t i = 0; i < count; ++i) any |= static_cast<uint8_t>((codes[i] & 0x7f) == 0x7f);
   if (!any) return;
   for (size_t i = 0; i < count; ++i)
-    if ((s.codes[i] & 0x7f) == 0x7f)
-      fail("{}: weight element [{}, {}] is the E4M3 NaN byte 0x{:02X}", s.name, i / k, i % k, s.codes[i]);
+    if ((codes[i] & 0x7f) == 0x7f)
+      fail("{}: weight element [{}, {}] is the E4M3 NaN byte 0x{:02X}", s.name, i / k, i % k, codes[i]);
 }
 }  // namespace
 
@@ -32,16 +32,17 @@ Fp8Matrix prepare_fp8_matrix(LinearWeights w) {
   m.row_scale256.reserve(w.n);
   int64_t rows = 0;
   for (const WeightShard& s : w.shards) {
+    const Fp8View& v = s.as<Fp8View>();
     if (s.rows < 0) fail("{}: negative row count {}", s.name, s.rows);
-    if (s.rows > 0 && !s.codes) fail("{}: FP8 shard lacks its weight codes", s.name);
-    if (s.rows > 0) check_codes(s, w.k);
-    if (!s.row_scales.empty() && static_cast<int64_t>(s.row_scales.size()) != s.rows)
-      fail("{}: per-channel weight_scale has {} entries, expected {}", s.name, s.row_scales.size(), s.rows);
+    if (s.rows > 0 && !v.codes) fail("{}: FP8 shard lacks its weight codes", s.name);
+    if (s.rows > 0) check_codes(s, v.codes, w.k);
+    if (!v.row_scales.empty() && static_cast<int64_t>(v.row_scales.size()) != s.rows)
+      fail("{}: per-channel weight_scale has {} entries, expected {}", s.name, v.row_scales.size(), s.rows);
     for (int64_t r = 0; r < s.rows; ++r) {
-      const float scale = s.row_scales.empty() ? s.global_scale : s.row_scales[static_cast<size_t>(r)];
+      const float scale = v.row_scales.empty() ? v.global_scale : v.row_scales[static_cast<size_t>(r)];
       if (!(std::isfinite(scale) && scale > 0.0f && scale < 1e30f))
         fail("{}: weight_scale of row {} is {}, expected a finite value > 0", s.name, r, scale);
-      m.row_codes.push_back(s.codes + r * w.k);
+      m.row_codes.push_back(v.codes + r * w.k);
       m.row_scale256.push_back(scale * 256.0f);
     }
     rows += s.rows;
