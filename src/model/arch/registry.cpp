@@ -13,7 +13,8 @@ const ArchDef& mistral_arch();
 
 const std::vector<const ArchDef*>& architectures() {
   static const std::vector<const ArchDef*> all = {
-      &llama_arch(), &qwen2_arch(), &qwen3_arch(), &qwen3_moe_arch(), &mixtral_arch(), &qwen2_moe_arch(), &mistral_arch(),
+      &llama_arch(), &qwen2_arch(), &qwen3_arch(), &qwen3_moe_arch(),
+      &mixtral_arch(), &qwen2_moe_arch(), &mistral_arch(),
   };
   return all;
 }
