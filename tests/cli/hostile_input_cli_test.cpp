@@ -102,7 +102,7 @@ TEST(HostileInputCli, InspectSaysWhenTheLoaderRefusesTheCheckpoint) {
   TempDir dir;
   const std::string m = synth_model(dir);
   edit_config(m, "architectures", json::array({"GPTNeoXForCausalLM"}));
-  for (const std::string& extra : {"", " --json"}) {
+  for (const char* extra : {"", " --json"}) {
     auto r = fp4lm("inspect --model " + m + extra);
     EXPECT_EQ(r.exit_code, 1) << r.err;
     EXPECT_NE(r.err.find("unsupported architecture 'GPTNeoXForCausalLM'"), std::string::npos) << r.err;

@@ -109,7 +109,9 @@ TEST(InspectCli, QuantizationFromHfQuantConfig) {
                            {"exclude_modules", {"lm_head", "model.layers.*.mlp.gate"}}}}})
                        .dump());
   auto r = inspect(d.path().string());
-  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // A partial checkpoint (no vocab_size): described, then refused with exit 1.
+  ASSERT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("fp4lm cannot load it"), std::string::npos) << r.err;
   EXPECT_EQ(value_of(r.out, "quantization"), "NVFP4 (from hf_quant_config.json)");
   EXPECT_EQ(value_of(r.out, "  group size"), "16");
   EXPECT_EQ(value_of(r.out, "  kv cache"), "-");
@@ -120,7 +122,9 @@ TEST(InspectCli, QuantizationFromHfQuantConfig) {
   EXPECT_EQ(value_of(r.out, "  F8_E4M3"), "1 tensors, 4 bytes");
 
   r = inspect(d.path().string(), "--json");
-  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // A partial checkpoint (no vocab_size): described, then refused with exit 1.
+  ASSERT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("fp4lm cannot load it"), std::string::npos) << r.err;
   json q = json::parse(r.out)["quantization"];
   EXPECT_EQ(q["quant_algo"], "NVFP4");
   EXPECT_EQ(q["group_size"], 16);
@@ -140,7 +144,9 @@ TEST(InspectCli, QuantizationFromConfigJson) {
                          {"kv_cache_quant_algo", "FP8"},
                          {"ignore", {"lm_head"}}}}});
   auto r = inspect(d.path().string(), "--json");
-  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // A partial checkpoint (no vocab_size): described, then refused with exit 1.
+  ASSERT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("fp4lm cannot load it"), std::string::npos) << r.err;
   json q = json::parse(r.out)["quantization"];
   EXPECT_EQ(q["quant_algo"], "W4A16_NVFP4");
   EXPECT_EQ(q["kv_cache_quant_algo"], "FP8");
