@@ -10,9 +10,11 @@
 // the same process at the same thread count).
 //
 //   decode_bench --arch moe|dense [--layers N] [--threads T] [--tokens N] [--prompt N] [--dir PATH]
-//                [--override-activation-dtype bfloat16] [--bf16-lm-head]
+//                [--override-activation-dtype bfloat16] [--bf16-lm-head] [--fp8]
 //                [--linear-backend NAME] [--moe-backend NAME]
 // To compare with the AVX2 kernels end to end: FP4LM_DISABLE_ISA=avx512 decode_bench ...
+// --fp8: every quantized layer FP8 E4M3 (per-tensor weight_scale and input_scale, as ModelOpt's
+// FP8 exports) instead of NVFP4; it runs on the cpu_fp8_w8a16_* backends.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -63,7 +65,7 @@ struct Tensor {
   std::string name;
   DType dtype;
   Shape shape;
-  enum Fill { codes, scales, bf16_small, bf16_one, f32_value } fill;
+  enum Fill { codes, scales, bf16_small, bf16_one, f32_value, fp8_codes } fill;
   float value = 0;
 };
 
@@ -75,24 +77,38 @@ void add_nvfp4(std::vector<Tensor>& t, const std::string& m, int64_t n, int64_t 
   t.push_back({m + ".input_scale", DType::F32, {}, Tensor::f32_value, 8.0f / 2688.0f});
 }
 
+bool g_fp8 = false;  // --fp8
+
+// FP8 codes with exponents 4..8 (|w| in [2^-3, 3.75], rms ≈ 1.26): unit-gain with scale 1/(1.26·√k).
+void add_fp8(std::vector<Tensor>& t, const std::string& m, int64_t n, int64_t k) {
+  t.push_back({m + ".weight", DType::F8_E4M3, {n, k}, Tensor::fp8_codes});
+  t.push_back({m + ".weight_scale", DType::F32, {}, Tensor::f32_value, 1.0f / (1.26f * std::sqrt(static_cast<float>(k)))});
+  t.push_back({m + ".input_scale", DType::F32, {}, Tensor::f32_value, 8.0f / 448.0f});
+}
+
+void add_quantized(std::vector<Tensor>& t, const std::string& m, int64_t n, int64_t k) {
+  if (g_fp8) add_fp8(t, m, n, k);
+  else add_nvfp4(t, m, n, k);
+}
+
 std::vector<Tensor> layout(const Shapes& s, int64_t layers, bool bf16_head) {
   std::vector<Tensor> t;
   t.push_back({"model.embed_tokens.weight", DType::BF16, {s.vocab, s.hidden}, Tensor::bf16_small});
   t.push_back({"model.norm.weight", DType::BF16, {s.hidden}, Tensor::bf16_one});
   if (bf16_head) t.push_back({"lm_head.weight", DType::BF16, {s.vocab, s.hidden}, Tensor::bf16_small});
-  else add_nvfp4(t, "lm_head", s.vocab, s.hidden);
+  else add_quantized(t, "lm_head", s.vocab, s.hidden);
   for (int64_t l = 0; l < layers; ++l) {
     const std::string p = fmt::format("model.layers.{}", l);
     t.push_back({p + ".input_layernorm.weight", DType::BF16, {s.hidden}, Tensor::bf16_one});
     t.push_back({p + ".post_attention_layernorm.weight", DType::BF16, {s.hidden}, Tensor::bf16_one});
-    add_nvfp4(t, p + ".self_attn.q_proj", s.heads * s.head_dim, s.hidden);
-    add_nvfp4(t, p + ".self_attn.k_proj", s.kv_heads * s.head_dim, s.hidden);
-    add_nvfp4(t, p + ".self_attn.v_proj", s.kv_heads * s.head_dim, s.hidden);
-    add_nvfp4(t, p + ".self_attn.o_proj", s.hidden, s.heads * s.head_dim);
+    add_quantized(t, p + ".self_attn.q_proj", s.heads * s.head_dim, s.hidden);
+    add_quantized(t, p + ".self_attn.k_proj", s.kv_heads * s.head_dim, s.hidden);
+    add_quantized(t, p + ".self_attn.v_proj", s.kv_heads * s.head_dim, s.hidden);
+    add_quantized(t, p + ".self_attn.o_proj", s.hidden, s.heads * s.head_dim);
     if (s.experts == 0) {
-      add_nvfp4(t, p + ".mlp.gate_proj", s.inter, s.hidden);
-      add_nvfp4(t, p + ".mlp.up_proj", s.inter, s.hidden);
-      add_nvfp4(t, p + ".mlp.down_proj", s.hidden, s.inter);
+      add_quantized(t, p + ".mlp.gate_proj", s.inter, s.hidden);
+      add_quantized(t, p + ".mlp.up_proj", s.inter, s.hidden);
+      add_quantized(t, p + ".mlp.down_proj", s.hidden, s.inter);
       continue;
     }
     t.push_back({p + ".self_attn.q_norm.weight", DType::BF16, {s.head_dim}, Tensor::bf16_one});
@@ -100,9 +116,9 @@ std::vector<Tensor> layout(const Shapes& s, int64_t layers, bool bf16_head) {
     t.push_back({p + ".mlp.gate.weight", DType::BF16, {s.experts, s.hidden}, Tensor::bf16_small});
     for (int64_t e = 0; e < s.experts; ++e) {
       const std::string ep = fmt::format("{}.mlp.experts.{}", p, e);
-      add_nvfp4(t, ep + ".gate_proj", s.inter, s.hidden);
-      add_nvfp4(t, ep + ".up_proj", s.inter, s.hidden);
-      add_nvfp4(t, ep + ".down_proj", s.hidden, s.inter);
+      add_quantized(t, ep + ".gate_proj", s.inter, s.hidden);
+      add_quantized(t, ep + ".up_proj", s.inter, s.hidden);
+      add_quantized(t, ep + ".down_proj", s.hidden, s.inter);
     }
   }
   return t;
@@ -132,6 +148,12 @@ void fill(const Tensor& t, std::vector<uint8_t>& buf) {
     }
     case Tensor::f32_value:
       std::memcpy(buf.data(), &t.value, 4);
+      break;
+    case Tensor::fp8_codes:
+      for (size_t i = 0; i < buf.size(); ++i) {
+        const uint64_t r = next_rand();
+        buf[i] = static_cast<uint8_t>((r & 0x80) | ((4 + (r >> 8) % 5) << 3) | ((r >> 16) & 7));
+      }
       break;
   }
 }
@@ -164,8 +186,8 @@ json config_json(const Shapes& s, int64_t layers, bool bf16_head) {
   json exclude = json::array();
   if (bf16_head) exclude.push_back("lm_head");
   if (s.experts) exclude.push_back("model.layers.*.mlp.gate");
-  c["quantization_config"] = {{"quant_method", "modelopt"}, {"quant_algo", "NVFP4"}, {"group_size", 16},
-                              {"ignore", exclude}};
+  c["quantization_config"] = {{"quant_method", "modelopt"}, {"quant_algo", g_fp8 ? "FP8" : "NVFP4"}, {"ignore", exclude}};
+  if (!g_fp8) c["quantization_config"]["group_size"] = 16;
   return c;
 }
 
@@ -187,7 +209,7 @@ void write_checkpoint(const std::string& dir, const Shapes& s, int64_t layers, b
 // Bytes one decode step reads: every weight except the experts not chosen (top_k of them are),
 // the embedding row, and the KV cache up to `ctx` positions.
 double bytes_per_token(const Shapes& s, int64_t layers, bool bf16_head, int64_t ctx) {
-  auto nvfp4 = [](int64_t n, int64_t k) { return static_cast<double>(n) * k * (0.5 + 1.0 / 16); };
+  auto nvfp4 = [](int64_t n, int64_t k) { return static_cast<double>(n) * k * (g_fp8 ? 1.0 : 0.5 + 1.0 / 16); };
   double per_layer = nvfp4((s.heads + 2 * s.kv_heads) * s.head_dim, s.hidden) + nvfp4(s.hidden, s.heads * s.head_dim);
   if (s.experts) per_layer += 2.0 * s.experts * s.hidden + s.top_k * (nvfp4(2 * s.inter, s.hidden) + nvfp4(s.hidden, s.inter));
   else per_layer += nvfp4(2 * s.inter, s.hidden) + nvfp4(s.hidden, s.inter);
@@ -250,11 +272,13 @@ int main(int argc, char** argv) {
     else if (a == "--dir") dir = val();
     else if (a == "--override-activation-dtype") override_dtype = val();
     else if (a == "--bf16-lm-head") bf16_head = true;
+    else if (a == "--fp8") g_fp8 = true;
     else if (a == "--linear-backend") linear_backend = val();
     else if (a == "--moe-backend") moe_backend = val();
     else {
       std::fprintf(stderr, "usage: decode_bench --arch moe|dense [--layers N] [--threads T] [--tokens N] [--prompt N] [--dir PATH] "
-                           "[--override-activation-dtype bfloat16] [--bf16-lm-head] [--linear-backend NAME] [--moe-backend NAME]\n");
+                           "[--override-activation-dtype bfloat16] [--bf16-lm-head] [--fp8] [--linear-backend NAME] "
+                           "[--moe-backend NAME]\n");
       return 2;
     }
   }
@@ -327,16 +351,19 @@ int main(int argc, char** argv) {
     const double roofline_tok_s = bw / bytes;
     const size_t kv_bytes = cache.bytes_per_position() * static_cast<size_t>(prompt_len + tokens);
     std::printf("threads %d, activations bfloat16, override %s, lm_head %s\n", threads, override_dtype.c_str(),
-                bf16_head ? "bf16" : "nvfp4");
+                bf16_head ? "bf16" : g_fp8 ? "fp8" : "nvfp4");
     {  // Which backends ran: the oracle's choice for this checkpoint's schemes (or the forced names).
-      const kernels::QuantKey key = o.override_activation_dtype ? kernels::kNvfp4W4A16 : kernels::kNvfp4W4A4;
+      const kernels::QuantKey key = g_fp8                        ? kernels::kFp8
+                                    : o.override_activation_dtype ? kernels::kNvfp4W4A16
+                                                                  : kernels::kNvfp4W4A4;
+      const char* format = g_fp8 ? "FP8" : "NVFP4";
       const DType act = o.override_activation_dtype.value_or(DType::BF16);
       const auto lin = kernels::select_linear({key, act, s.hidden, s.hidden, {}}, "bench", linear_backend);
       const auto dense = kernels::select_linear({kernels::kUnquantized, act, s.vocab, s.hidden, {}}, "bench");
-      std::printf("backends: NVFP4 Linear %s", lin.backend->name.c_str());
+      std::printf("backends: %s Linear %s", format, lin.backend->name.c_str());
       if (s.experts > 0) {
         const auto moe = kernels::select_moe({key, act, s.experts, s.top_k, s.hidden, s.inter, {}}, "bench", moe_backend);
-        std::printf(", NVFP4 MoE %s", moe.backend->name.c_str());
+        std::printf(", %s MoE %s", format, moe.backend->name.c_str());
       }
       std::printf(", unquantized (router%s) %s\n", bf16_head ? ", lm_head" : "", dense.backend->name.c_str());
     }

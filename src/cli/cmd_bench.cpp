@@ -110,6 +110,7 @@ struct Options {
   std::string ms;  // overrides the shape set's token counts when given
   bool rss = false;
   bool dense = false;
+  bool fp8 = false;
   bool keep_openblas_env = false;
   std::string act = "bfloat16";
   std::string w4a16_backend, w4a4_backend, dense_backend;
@@ -362,6 +363,104 @@ int run_dense(const Options& o) {
   return 0;
 }
 
+// The FP8 W8A16 backends (cpu_fp8_w8a16_avx2 / _avx512, whichever the CPU runs) on E4M3
+// weights against the same baselines: M=1 GEMV over layer copies >= 4x the LLC (weights read
+// from memory, 1 byte each: xBW = weight bytes / time / read bandwidth) and M > 1 vs sgemm.
+int run_fp8(const Options& o) {
+  const std::vector<int> thread_counts = parse_list(o.threads);
+  struct Shape {
+    int64_t n, k;
+  };
+  std::vector<Shape> shapes = {{4096, 4096}, {1536, 2048}};
+  std::vector<int64_t> ms = {1, 16, 256};
+  if (o.shapes == "full") {
+    shapes = {{4096, 4096}, {14336, 4096}, {4096, 14336}, {1536, 2048}, {2048, 768}};
+    ms = {1, 4, 16, 64, 256};
+  } else if (o.shapes != "quick") {
+    usage_fail("--shapes: '{}', expected quick or full", o.shapes);
+  }
+  if (!o.ms.empty()) {
+    ms.clear();
+    for (int m : parse_list(o.ms, "--m")) ms.push_back(m);
+  }
+  std::vector<const kernels::Backend*> backends;
+  for (const char* name : {"cpu_fp8_w8a16_avx2", "cpu_fp8_w8a16_avx512"}) {
+    const kernels::Backend* b = kernels::find_backend(name, kernels::LayerKind::linear);
+    if (b && b->unavailable_reason().empty()) backends.push_back(b);
+  }
+  if (backends.empty()) fail("no FP8 CPU backend can run on this CPU ({})", cpu_features().describe());
+  fmt::print("cpu: {} ({} cores)\n", cpu_features().describe(), cpu_features().physical_cores);
+  std::mt19937 rng(3);
+  for (int threads : thread_counts) {
+    ThreadPool pool(threads);
+    openblas_set_num_threads(threads);
+    const double bw = read_bandwidth(size_t{1} << 30, pool);
+    fmt::print("\n== threads {}: read bandwidth {:.1f} GB/s (1 GiB buffer)\n", threads, bw / 1e9);
+    fmt::print("{:>6} {:>6} {:>4} | {:>10} {:>8}", "N", "K", "M", "sgemm ms", "GFLOP/s");
+    for (const kernels::Backend* b : backends) fmt::print(" | {:>22} {:>8} {:>6} {:>6}", b->name + " ms", "GFLOP/s", "xBLAS", "xBW");
+    fmt::print("\n");
+    for (const Shape& s : shapes) {
+      const size_t layer_bytes = static_cast<size_t>(s.n * s.k);
+      const int copies = static_cast<int>(
+          std::max<size_t>(1, (static_cast<size_t>(o.llc_mib) * 4 << 20) / layer_bytes + 1));
+      std::vector<std::vector<uint8_t>> codes(static_cast<size_t>(copies));
+      for (auto& c : codes) {
+        c.resize(layer_bytes);
+        for (auto& v : c) {
+          v = static_cast<uint8_t>(rng());
+          if ((v & 0x7f) == 0x7f) v = 0x3f;  // no NaN codes
+        }
+      }
+      std::vector<float> wf(static_cast<size_t>(s.n * s.k));
+      for (auto& v : wf) v = static_cast<float>(rng() % 2001) * 1e-3f - 1.0f;
+      std::vector<std::vector<std::unique_ptr<kernels::LinearKernel>>> kern(backends.size());
+      for (size_t b = 0; b < backends.size(); ++b)
+        for (auto& c : codes) {
+          LinearWeights w;
+          w.key = kernels::kFp8W8A16;
+          w.n = s.n;
+          w.k = s.k;
+          kernels::WeightShard sh;
+          sh.name = "bench";
+          sh.rows = s.n;
+          kernels::Fp8View v;
+          v.codes = c.data();
+          v.global_scale = 1e-3f;
+          sh.view = v;
+          w.shards.push_back(sh);
+          kern[b].push_back(backends[b]->make_linear(w, {kernels::kFp8W8A16, DType::BF16, s.n, s.k, {}}));
+        }
+      for (int64_t m : ms) {
+        std::vector<float> xf(static_cast<size_t>(m * s.k)), y(static_cast<size_t>(m * s.n));
+        for (auto& v : xf) v = static_cast<float>(rng() % 2001) * 1e-3f - 1.0f;
+        std::vector<uint16_t> x(xf.size()), yb(y.size());
+        f32_to_bf16_n(xf.data(), x.data(), xf.size());
+        const double flops = 2.0 * m * s.n * s.k;
+        const int reps = m >= 64 ? 3 : 10;
+        const double t_blas = best_time([&] {
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m), static_cast<int>(s.n),
+                      static_cast<int>(s.k), 1.0f, xf.data(), static_cast<int>(s.k), wf.data(),
+                      static_cast<int>(s.k), 0.0f, y.data(), static_cast<int>(s.n));
+        }, reps);
+        fmt::print("{:>6} {:>6} {:>4} | {:>10.3f} {:>8.1f}", s.n, s.k, m, t_blas * 1e3, flops / t_blas / 1e9);
+        for (size_t b = 0; b < backends.size(); ++b) {
+          size_t next = 0;
+          const double t = best_time([&] {
+            kern[b][next]->forward(x.data(), m, yb.data(), pool);
+            next = (next + 1) % kern[b].size();
+          }, m == 1 ? 3 * copies : reps);
+          fmt::print(" | {:>22.3f} {:>8.1f} {:>6.2f} {:>6.2f}", t * 1e3, flops / t / 1e9, t_blas / t,
+                     layer_bytes / t / bw);
+        }
+        fmt::print("\n");
+      }
+    }
+  }
+  fmt::print("\nbf16 activations. xBLAS = sgemm time / kernel time (fp32 weights, same threads); "
+             "xBW = (FP8 weight bytes / kernel time) / read bandwidth (target at M=1: >= 0.75).\n");
+  return 0;
+}
+
 // VmHWM / VmRSS of this process, in bytes.
 std::pair<size_t, size_t> memory_status() {
   std::ifstream f("/proc/self/status");
@@ -444,6 +543,7 @@ CommandRegistration reg("bench", "Benchmarks: `fp4lm bench kernels` (CPU NVFP4 k
   k->add_option("--m", opts->ms, "comma-separated token counts (default: the shape set's)");
   k->add_flag("--rss", opts->rss, "measure peak RSS over a 288 MiB mmapped layer set instead");
   k->add_flag("--dense", opts->dense, "the unquantized (dense) backend (bf16/f32 weights) instead");
+  k->add_flag("--fp8", opts->fp8, "the FP8 W8A16 backends (E4M3 weights, bf16 activations) instead");
   k->add_option("--act", opts->act, "activation dtype: bfloat16, float16 or float32")->capture_default_str();
   k->add_option("--w4a16-backend", opts->w4a16_backend, "force the W4A16 backend (default: the oracle's choice)");
   k->add_option("--w4a4-backend", opts->w4a4_backend, "force the W4A4 backend (default: the oracle's choice)");
@@ -452,7 +552,7 @@ CommandRegistration reg("bench", "Benchmarks: `fp4lm bench kernels` (CPU NVFP4 k
               "measure sgemm with OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE as set (default: re-run without them)");
   return [opts]() -> int {
     if (!opts->rss) reexec_without_openblas_env(*opts);
-    return opts->rss ? run_rss() : opts->dense ? run_dense(*opts) : run_kernels(*opts);
+    return opts->rss ? run_rss() : opts->dense ? run_dense(*opts) : opts->fp8 ? run_fp8(*opts) : run_kernels(*opts);
   };
 });
 

@@ -1,6 +1,7 @@
 #pragma once
 // How a layer's weights and activations are quantized (DESIGN.md §2): the pair the oracle
-// matches backends on. NVFP4 W4A4 = (nvfp4_static, nvfp4_dynamic); W4A16 = (nvfp4_static, none).
+// matches backends on. NVFP4 W4A4 = (nvfp4_static, nvfp4_dynamic); W4A16 = (nvfp4_static, none);
+// FP8 W8A8 = (fp8_static, fp8_static); FP8 weight-only W8A16 = (fp8_static, none).
 #include <string_view>
 
 namespace fp4lm::kernels {
@@ -18,10 +19,12 @@ inline constexpr QuantKey kUnquantized{WeightKey::unquantized, ActKey::none};
 inline constexpr QuantKey kNvfp4W4A4{WeightKey::nvfp4_static, ActKey::nvfp4_dynamic};
 inline constexpr QuantKey kNvfp4W4A16{WeightKey::nvfp4_static, ActKey::none};
 inline constexpr QuantKey kFp8{WeightKey::fp8_static, ActKey::fp8_static};
+inline constexpr QuantKey kFp8W8A16{WeightKey::fp8_static, ActKey::none};
 
 std::string_view weight_key_name(WeightKey k);  // "nvfp4_static"
 std::string_view act_key_name(ActKey k);        // "nvfp4_dynamic", "none"
-// The scheme names of the CLI contract: "nvfp4_w4a4", "nvfp4_w4a16", "fp8", "unquantized".
+// The scheme names of the CLI contract: "nvfp4_w4a4", "nvfp4_w4a16", "fp8" (W8A8),
+// "fp8_w8a16", "unquantized".
 std::string_view scheme_name(QuantKey k);
 
 }  // namespace fp4lm::kernels

@@ -17,6 +17,8 @@ const Backend& cpu_w4a4_avx2_linear_backend();
 const Backend& cpu_w4a16_avx2_linear_backend();
 const Backend& cpu_dense_avx512_linear_backend();
 const Backend& cpu_dense_avx2_linear_backend();
+const Backend& cpu_fp8_w8a16_avx512_linear_backend();
+const Backend& cpu_fp8_w8a16_avx2_linear_backend();
 const Backend& reference_linear_backend();
 const Backend& cpu_w4a4_avx512_moe_backend();
 const Backend& cpu_w4a16_avx512_moe_backend();
@@ -24,6 +26,8 @@ const Backend& cpu_w4a4_avx2_moe_backend();
 const Backend& cpu_w4a16_avx2_moe_backend();
 const Backend& cpu_dense_avx512_moe_backend();
 const Backend& cpu_dense_avx2_moe_backend();
+const Backend& cpu_fp8_w8a16_avx512_moe_backend();
+const Backend& cpu_fp8_w8a16_avx2_moe_backend();
 const Backend& reference_moe_backend();
 
 namespace {
@@ -37,6 +41,8 @@ std::vector<const Backend*> table() {
       &cpu_w4a16_avx2_linear_backend(),
       &cpu_dense_avx512_linear_backend(),
       &cpu_dense_avx2_linear_backend(),
+      &cpu_fp8_w8a16_avx512_linear_backend(),
+      &cpu_fp8_w8a16_avx2_linear_backend(),
       &reference_linear_backend(),
       &cpu_w4a4_avx512_moe_backend(),
       &cpu_w4a16_avx512_moe_backend(),
@@ -44,6 +50,8 @@ std::vector<const Backend*> table() {
       &cpu_w4a16_avx2_moe_backend(),
       &cpu_dense_avx512_moe_backend(),
       &cpu_dense_avx2_moe_backend(),
+      &cpu_fp8_w8a16_avx512_moe_backend(),
+      &cpu_fp8_w8a16_avx2_moe_backend(),
       &reference_moe_backend(),
   };
 }
@@ -91,10 +99,12 @@ Selection select(LayerKind kind, const Problem& p, const std::string& layer, con
     if (!b)
       usage_fail("unknown {} backend '{}' (available names: {})", kind_name(kind), forced,
                  fmt::join(names_of(kind), ", "));
-    if (std::string why = rejection_reason(*b, p); !why.empty())
-      fail("forced {} backend '{}' cannot run layer {}: {}", kind_name(kind), forced, layer, why);
-    s.backend = b;
-    return s;
+    s.forced_rejection = rejection_reason(*b, p);
+    if (s.forced_rejection.empty()) {
+      s.backend = b;
+      return s;
+    }
+    log().debug("forced {} backend '{}' cannot run layer {}: {}", kind_name(kind), forced, layer, s.forced_rejection);
   }
   std::vector<std::string> reasons;
   for (const Backend* b : backends(kind)) {

@@ -17,16 +17,19 @@ const Backend* find_backend(const std::string& name, LayerKind kind);  // nullpt
 struct Selection {
   const Backend* backend = nullptr;
   std::vector<std::string> candidates;  // the kind's backends for the layer's weight format, in order
+  // A forced backend that cannot run this layer: why not. The layer then keeps the oracle's
+  // choice (`backend`); the loader errs only when the forced backend runs no layer at all.
+  std::string forced_rejection;
 };
 
 // Why `b` cannot run the problem, or "" if it can (availability, scheme, dtype, shape).
 std::string rejection_reason(const Backend& b, const LinearProblem& p);
 std::string rejection_reason(const Backend& b, const MoeProblem& p);
 
-// The first backend that accepts, or `forced` (a name) when given. Logs each rejection at DEBUG.
-// Throws UsageError for an unknown forced name (listing the names), Error when the forced
-// backend cannot run the layer (with its reason) or when nothing fits (with every reason).
-// `layer` names the layer in messages.
+// `forced` (a name) when given and it can run the layer, else the first backend that accepts
+// (with forced_rejection set when a forced one could not). Logs each rejection at DEBUG.
+// Throws UsageError for an unknown forced name (listing the names), Error when nothing fits
+// (with every reason). `layer` names the layer in messages.
 Selection select_linear(const LinearProblem& p, const std::string& layer, const std::string& forced = "");
 Selection select_moe(const MoeProblem& p, const std::string& layer, const std::string& forced = "");
 

@@ -34,11 +34,13 @@ struct Nvfp4View {
   float input_scale = 0.0f;   // on-disk input_scale (W4A4); 0 when absent or unused (W4A16)
 };
 
-// fp8: `codes` F8_E4M3 [rows, k], one per-tensor scale.
+// fp8: `codes` F8_E4M3 [rows, k], a per-tensor or a per-channel scale.
 struct Fp8View {
   static constexpr WeightKey key = WeightKey::fp8_static;
   const uint8_t* codes = nullptr;
-  float global_scale = 1.0f;  // weight_scale
+  float global_scale = 1.0f;  // weight_scale (per tensor)
+  // A per-channel weight_scale: one scale per row [rows], used instead of global_scale.
+  std::vector<float> row_scales;
   float input_scale = 0.0f;   // on-disk input_scale (static activation scale)
 };
 

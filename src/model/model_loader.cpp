@@ -40,6 +40,15 @@ ModelLoader::ModelLoader(std::shared_ptr<io::Checkpoint> ckpt, EngineOptions opt
                  "W4A16 path",
                  dtype_torch_name(*opts_.override_activation_dtype));
   }
+  if (std::string w = disagreement_warning(quant_, layers_, tensor_lookup()); !w.empty()) log().warn("{}", w);
+  check_forced_backends();
+}
+
+TensorLookup ModelLoader::tensor_lookup() const {
+  return [ckpt = ckpt_](const std::string& name) -> std::optional<DType> {
+    const TensorView* t = ckpt->find(name);
+    return t ? std::optional<DType>(t->dtype) : std::nullopt;
+  };
 }
 
 const LayerSpec& ModelLoader::layer(const std::string& name) const {
@@ -51,7 +60,7 @@ const LayerSpec& ModelLoader::layer(const std::string& name) const {
 LayerReport ModelLoader::describe(const LayerSpec& spec) const {
   LayerReport r;
   r.spec = &spec;
-  r.scheme = resolve_scheme(quant_, spec, opts_, dtype_);
+  r.scheme = resolve_scheme(quant_, spec, opts_, dtype_, tensor_lookup());
   if (spec.kind == kernels::LayerKind::linear) {
     kernels::LinearProblem p{r.scheme.key, r.scheme.act_dtype, spec.out_features, spec.in_features,
                              {opts_.a16_max_tokens}};

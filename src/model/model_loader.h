@@ -58,6 +58,10 @@ class ModelLoader {
 
  private:
   void log_selection(const LayerReport& r);
+  TensorLookup tensor_lookup() const;
+  // --linear-backend / --moe-backend: Error when the forced backend can run no layer of its kind;
+  // one INFO line for the layers that keep the oracle's choice (forced_backends.cpp).
+  void check_forced_backends() const;
 
   std::shared_ptr<io::Checkpoint> ckpt_;
   EngineOptions opts_;

@@ -4,7 +4,10 @@
 #include <cctype>
 #include <set>
 
+#include <fmt/format.h>
+
 #include "core/error.h"
+#include "core/log.h"
 
 namespace fp4lm::quant {
 
@@ -58,6 +61,8 @@ void check_group_size(QuantAlgo algo, std::optional<int> gs, const std::string& 
     fail("{}: group_size must be 16 for {} (found {})", where, algo_name(algo), *gs);
 }
 
+bool is_nvfp4(QuantAlgo a) { return a == QuantAlgo::NVFP4 || a == QuantAlgo::W4A16_NVFP4; }
+
 // ModelOpt's KV-cache algorithms. fp4lm keeps its KV cache in the activation dtype whatever the
 // checkpoint says, but a name outside this list is a typo or a format nobody can honour.
 void check_kv_cache_algo(const std::optional<std::string>& kv, const std::string& where) {
@@ -72,11 +77,36 @@ void validate(QuantConfig& q, const std::string& where) {
   check_kv_cache_algo(q.kv_cache_quant_algo, where);
   if (q.algo == QuantAlgo::MIXED_PRECISION) {
     if (q.quantized_layers.empty())
-      fail("{}: MIXED_PRECISION needs a non-empty 'quantized_layers' map", where);
-    for (const auto& [m, lq] : q.quantized_layers)
-      check_group_size(lq.algo, lq.group_size ? lq.group_size : q.group_size, where + ": quantized_layers['" + m + "']");
+      fail("{}: MIXED_PRECISION needs a non-empty 'quantized_layers' map (or config_groups with targets)", where);
+    for (auto& [m, lq] : q.quantized_layers) {
+      if (!lq.group_size) lq.group_size = q.group_size;
+      check_group_size(lq.algo, lq.group_size, where + ": quantized_layers['" + m + "']");
+      if (is_nvfp4(lq.algo) && !lq.group_size) lq.group_size = 16;
+    }
   }
-  if ((q.algo == QuantAlgo::NVFP4 || q.algo == QuantAlgo::W4A16_NVFP4) && !q.group_size) q.group_size = 16;
+  // FP8, MIXED_PRECISION and minimal exports write no group_size; NVFP4's block is always 16.
+  if (is_nvfp4(q.algo) && !q.group_size) {
+    log().debug("{}: no group_size for {}; using 16, the NVFP4 block size", where, algo_name(q.algo));
+    q.group_size = 16;
+  }
+}
+
+// A string member, or "" when absent or null; any other type is an error naming the key.
+std::string string_member(const json& obj, const char* key, const std::string& where) {
+  if (!obj.contains(key) || obj[key].is_null()) return "";
+  if (!obj[key].is_string()) fail("{}: {} must be a string, found {}", where, key, obj[key].dump());
+  return obj[key].get<std::string>();
+}
+
+json object_member(const json& obj, const char* key, const std::string& where) {
+  if (!obj.contains(key) || obj[key].is_null()) return json();
+  if (!obj[key].is_object()) fail("{}: {} must be an object, found {}", where, key, obj[key].dump());
+  return obj[key];
+}
+
+bool produced_by_modelopt(const json& producer) {
+  return producer.is_object() && producer.contains("name") && producer["name"].is_string() &&
+         upper(producer["name"].get<std::string>()) == "MODELOPT";
 }
 
 QuantConfig from_hf_quant_config(const json& j, const std::string& path) {
@@ -84,81 +114,162 @@ QuantConfig from_hf_quant_config(const json& j, const std::string& path) {
   if (!j.contains("quantization") || !j["quantization"].is_object())
     fail("{}: missing the 'quantization' object", path);
   const json& q = j["quantization"];
-  for (const char* key : {"quant_algo", "kv_cache_quant_algo", "group_size", "exclude_modules"})
-    if (!q.contains(key)) fail("{}: 'quantization' is missing the required key '{}' (it may be null)", path, key);
+  // group_size, exclude_modules and kv_cache_quant_algo are optional: FP8 and MIXED_PRECISION
+  // exports omit group_size, Nemotron-style files carry only quant_algo and kv_cache_quant_algo.
+  if (!q.contains("quant_algo"))
+    fail("{}: 'quantization' is missing the required key 'quant_algo' (it may be null)", path);
   QuantConfig c;
   c.source = path;
-  c.producer = j.value("producer", json());
+  c.producer = j.contains("producer") ? j["producer"] : json();
   if (!q["quant_algo"].is_null()) {
     if (!q["quant_algo"].is_string()) fail("{}: quant_algo must be a string or null", path);
     c.algo = parse_algo(q["quant_algo"].get<std::string>(), path);
   }
-  if (!q["kv_cache_quant_algo"].is_null()) {
-    if (!q["kv_cache_quant_algo"].is_string()) fail("{}: kv_cache_quant_algo must be a string or null", path);
-    c.kv_cache_quant_algo = q["kv_cache_quant_algo"].get<std::string>();
-  }
-  c.group_size = parse_group_size(q["group_size"], path);
-  c.exclude_modules = parse_string_list(q["exclude_modules"], path, "exclude_modules");
+  if (std::string kv = string_member(q, "kv_cache_quant_algo", path); !kv.empty()) c.kv_cache_quant_algo = kv;
+  if (q.contains("group_size")) c.group_size = parse_group_size(q["group_size"], path);
+  if (q.contains("exclude_modules")) c.exclude_modules = parse_string_list(q["exclude_modules"], path, "exclude_modules");
+  c.exclusions_listed = q.contains("exclude_modules");
   if (q.contains("quantized_layers") && !q["quantized_layers"].is_null())
     c.quantized_layers = parse_quantized_layers(q["quantized_layers"], path);
   validate(c, path);
   return c;
 }
 
-// The algorithm a config_groups entry describes: 4-bit float weights in blocks of 16 are NVFP4,
-// W4A4 when activations are 4-bit too, W4A16 when they are absent.
-std::optional<QuantAlgo> algo_from_config_groups(const json& groups, std::optional<int>* group_size) {
-  if (!groups.is_object() || groups.empty()) return std::nullopt;
-  const json& g = groups.begin().value();
+// The algorithm one config_groups entry describes: 4-bit float weights in blocks of 16 are
+// NVFP4, W4A4 when activations are 4-bit too, W4A16 when they are absent; 8-bit float weights
+// are FP8. nullopt for anything else.
+std::optional<QuantAlgo> group_algo(const json& g, std::optional<int>* group_size) {
   if (!g.is_object() || !g.contains("weights") || !g["weights"].is_object()) return std::nullopt;
   const json& w = g["weights"];
   if (w.contains("group_size") && w["group_size"].is_number_integer()) *group_size = w["group_size"].get<int>();
-  int bits = w.value("num_bits", 0);
-  std::string type = w.value("type", std::string());
-  bool has_act = g.contains("input_activations") && g["input_activations"].is_object();
+  const int bits = w.contains("num_bits") && w["num_bits"].is_number_integer() ? w["num_bits"].get<int>() : 0;
+  const std::string type = w.contains("type") && w["type"].is_string() ? w["type"].get<std::string>() : "";
+  const bool has_act = g.contains("input_activations") && g["input_activations"].is_object();
   if (bits == 4 && type == "float") return has_act ? QuantAlgo::NVFP4 : QuantAlgo::W4A16_NVFP4;
   if (bits == 8 && type == "float") return QuantAlgo::FP8;
   return std::nullopt;
 }
 
-QuantConfig from_config_json(const json& qc, const std::string& where) {
+struct Groups {
+  std::optional<QuantAlgo> algo;  // every group's algorithm when they agree
+  std::optional<int> group_size;
+  std::map<std::string, LayerQuant> targets;  // module targets (MIXED_PRECISION exports)
+  std::string unsupported;                    // the first group of no supported format, for errors
+};
+
+// config_groups targets name modules ("lm_head", "model.layers.0.mlp.experts") or, in
+// non-mixed configs, layer classes ("Linear").
+bool is_class_name(const std::string& t) {
+  return t.find('.') == std::string::npos && !t.empty() && std::isupper(static_cast<unsigned char>(t[0]));
+}
+
+Groups parse_config_groups(const json& groups, const std::string& where) {
+  Groups out;
+  if (!groups.is_object()) fail("{}: config_groups must be an object, found {}", where, groups.dump());
+  bool first = true, agree = true;
+  for (const auto& [name, g] : groups.items()) {
+    std::optional<int> gs;
+    std::optional<QuantAlgo> a = group_algo(g, &gs);
+    if (!a) {
+      if (out.unsupported.empty())
+        out.unsupported = fmt::format("{}: config_groups['{}'] describes no supported format (weights of 4-bit "
+                                      "float in blocks of 16, or 8-bit float), found {}",
+                                      where, name, g.dump());
+      continue;
+    }
+    if (first) out.algo = a, out.group_size = gs;
+    agree &= *a == *out.algo;
+    first = false;
+    if (g.contains("targets") && g["targets"].is_array())
+      for (const json& t : g["targets"])
+        if (t.is_string() && !is_class_name(t.get<std::string>()))
+          out.targets[t.get<std::string>()] = LayerQuant{*a, is_nvfp4(*a) ? gs : std::nullopt};
+  }
+  if (!agree) out.algo = QuantAlgo::MIXED_PRECISION;
+  return out;
+}
+
+// kv_cache_scheme: a bare algorithm name ("FP8") or an object ({"num_bits": 8, "type": "float"}).
+std::string parse_kv_cache_scheme(const json& kv, const std::string& where) {
+  if (kv.is_string()) return kv.get<std::string>();
+  if (kv.is_object() && kv.contains("num_bits") && kv["num_bits"] == 8 && kv.contains("type") && kv["type"] == "float")
+    return "FP8";
+  fail("{}: kv_cache_scheme must be a string such as \"FP8\" or an object {{\"num_bits\": 8, \"type\": \"float\"}}, "
+       "found {}",
+       where, kv.dump());
+}
+
+QuantConfig from_config_json(const json& qc, const std::string& where, bool modelopt_beside) {
   if (!qc.is_object()) fail("{}: expected an object, found {}", where, qc.type_name());
-  std::string method = qc.value("quant_method", std::string());
-  if (upper(method) != "MODELOPT")
-    fail("{}: unsupported quant_method '{}' (fp4lm loads quant_method \"modelopt\")", where, method);
+  const std::string method = string_member(qc, "quant_method", where);
   QuantConfig c;
   c.source = where;
-  c.producer = qc.value("producer", json());
-  std::optional<int> groups_gs;
-  std::optional<QuantAlgo> inferred;
-  if (qc.contains("config_groups")) inferred = algo_from_config_groups(qc["config_groups"], &groups_gs);
-  if (qc.contains("quant_algo") && !qc["quant_algo"].is_null()) {
-    if (!qc["quant_algo"].is_string()) fail("{}: quant_algo must be a string", where);
-    c.algo = parse_algo(qc["quant_algo"].get<std::string>(), where);
-  } else if (inferred) {
-    c.algo = *inferred;
+  c.producer = qc.contains("producer") ? qc["producer"] : json();
+  if (method.empty()) {
+    // ModelOpt's own exporter sometimes writes no quant_method.
+    if (!qc.contains("quant_algo") && !produced_by_modelopt(c.producer) && !modelopt_beside)
+      fail("{}: no quant_method, and nothing says it is ModelOpt's (no quant_algo, no producer.name \"modelopt\", no "
+           "hf_quant_config.json from modelopt beside it); fp4lm loads ModelOpt checkpoints",
+           where);
+  } else if (upper(method) != "MODELOPT") {
+    fail("{}: unsupported quant_method '{}' (fp4lm loads quant_method \"modelopt\")", where, method);
+  }
+  Groups groups;
+  if (json g = object_member(qc, "config_groups", where); !g.is_null()) groups = parse_config_groups(g, where);
+  if (std::string algo = string_member(qc, "quant_algo", where); !algo.empty()) {
+    c.algo = parse_algo(algo, where);
+  } else if (!groups.unsupported.empty()) {
+    fail("{}", groups.unsupported);
+  } else if (groups.algo) {
+    c.algo = *groups.algo;
   } else {
     fail("{}: no quant_algo and no config_groups that name a supported format ({})", where, kSupported);
   }
-  c.group_size = qc.contains("group_size") ? parse_group_size(qc["group_size"], where) : groups_gs;
+  c.group_size = qc.contains("group_size") ? parse_group_size(qc["group_size"], where)
+                 : c.algo == QuantAlgo::MIXED_PRECISION ? std::nullopt
+                                                        : groups.group_size;
+  c.exclusions_listed = qc.contains("ignore") || qc.contains("exclude_modules");
   if (qc.contains("ignore")) c.exclude_modules = parse_string_list(qc["ignore"], where, "ignore");
   if (qc.contains("exclude_modules")) {
     auto more = parse_string_list(qc["exclude_modules"], where, "exclude_modules");
     c.exclude_modules.insert(c.exclude_modules.end(), more.begin(), more.end());
   }
-  if (qc.contains("kv_cache_quant_algo") && qc["kv_cache_quant_algo"].is_string())
-    c.kv_cache_quant_algo = qc["kv_cache_quant_algo"].get<std::string>();
-  if (qc.contains("kv_cache_scheme") && !qc["kv_cache_scheme"].is_null()) {
-    const json& kv = qc["kv_cache_scheme"];
-    if (kv.is_string()) c.kv_cache_quant_algo = kv.get<std::string>();
-    else if (kv.is_object() && kv.value("num_bits", 0) == 8 && kv.value("type", std::string()) == "float")
-      c.kv_cache_quant_algo = "FP8";
-    else c.kv_cache_quant_algo = kv.dump();
-  }
+  if (std::string kv = string_member(qc, "kv_cache_quant_algo", where); !kv.empty()) c.kv_cache_quant_algo = kv;
+  if (qc.contains("kv_cache_scheme") && !qc["kv_cache_scheme"].is_null())
+    c.kv_cache_quant_algo = parse_kv_cache_scheme(qc["kv_cache_scheme"], where);
   if (qc.contains("quantized_layers") && !qc["quantized_layers"].is_null())
     c.quantized_layers = parse_quantized_layers(qc["quantized_layers"], where);
+  else if (c.algo == QuantAlgo::MIXED_PRECISION) {
+    if (!groups.unsupported.empty()) fail("{}", groups.unsupported);
+    c.quantized_layers = groups.targets;
+  }
   validate(c, where);
   return c;
+}
+
+// What differs between the two files' configs, or "" when they agree.
+std::string describe_disagreement(const QuantConfig& a, const QuantConfig& b) {
+  std::vector<std::string> parts;
+  if (a.algo != b.algo) parts.push_back(fmt::format("quant_algo {} vs {}", algo_name(a.algo), algo_name(b.algo)));
+  if (is_nvfp4(a.algo) && a.algo == b.algo && a.group_size != b.group_size)
+    parts.push_back(fmt::format("group_size {} vs {}", a.group_size.value_or(0), b.group_size.value_or(0)));
+  auto as_set = [](const std::vector<std::string>& v) { return std::set<std::string>(v.begin(), v.end()); };
+  if (as_set(a.exclude_modules) != as_set(b.exclude_modules)) parts.push_back("exclusions differ");
+  std::vector<std::string> layers;
+  std::set<std::string> keys;
+  for (const auto& [m, lq] : a.quantized_layers) keys.insert(m);
+  for (const auto& [m, lq] : b.quantized_layers) keys.insert(m);
+  for (const std::string& m : keys) {
+    auto ia = a.quantized_layers.find(m), ib = b.quantized_layers.find(m);
+    QuantAlgo x = ia == a.quantized_layers.end() ? QuantAlgo::None : ia->second.algo;
+    QuantAlgo y = ib == b.quantized_layers.end() ? QuantAlgo::None : ib->second.algo;
+    if (x != y) layers.push_back(fmt::format("{}: {} vs {}", m, algo_name(x), algo_name(y)));
+  }
+  if (!layers.empty())
+    parts.push_back(fmt::format("{} per-layer entries differ (first: {})", layers.size(), layers.front()));
+  std::string out;
+  for (const std::string& p : parts) out += (out.empty() ? "" : "; ") + p;
+  return out;
 }
 
 bool glob_match(const char* p, const char* s) {
@@ -208,19 +319,18 @@ QuantConfig parse_quant_config(const std::optional<json>& hf_quant_config, const
   std::optional<QuantConfig> a, b;
   if (hf_quant_config) a = from_hf_quant_config(*hf_quant_config, dir + "/hf_quant_config.json");
   if (config_json.is_object() && config_json.contains("quantization_config") &&
-      !config_json["quantization_config"].is_null())
-    b = from_config_json(config_json["quantization_config"], dir + "/config.json: quantization_config");
+      !config_json["quantization_config"].is_null()) {
+    const bool modelopt_beside = a.has_value();  // hf_quant_config.json is ModelOpt's own format
+    b = from_config_json(config_json["quantization_config"], dir + "/config.json: quantization_config",
+                         modelopt_beside);
+  }
   if (a && b) {
-    auto as_set = [](const std::vector<std::string>& v) { return std::set<std::string>(v.begin(), v.end()); };
-    if (a->algo != b->algo)
-      fail("{}: hf_quant_config.json says quant_algo {} but config.json's quantization_config says {}", dir,
-           algo_name(a->algo), algo_name(b->algo));
-    if (a->group_size != b->group_size)
-      fail("{}: hf_quant_config.json and config.json disagree on group_size ({} vs {})", dir,
-           a->group_size.value_or(0), b->group_size.value_or(0));
-    if (as_set(a->exclude_modules) != as_set(b->exclude_modules))
-      fail("{}: hf_quant_config.json exclude_modules and config.json quantization_config.ignore differ", dir);
-    return *a;
+    // vLLM reads config.json's quantization_config first; so do we.
+    if (std::string d = describe_disagreement(*b, *a); !d.empty()) {
+      b->disagreement = d;
+      b->other = std::make_shared<const QuantConfig>(std::move(*a));
+    }
+    return *b;
   }
   if (a) return *a;
   if (b) return *b;

@@ -1,10 +1,15 @@
 #pragma once
-// ModelOpt quantization configs, in both forms (DESIGN.md §2.1):
-//  - hf_quant_config.json: {"producer": .., "quantization": {quant_algo, kv_cache_quant_algo,
-//    group_size, exclude_modules[, quantized_layers]}}; all four keys required (values may be null)
-//  - config.json "quantization_config" with quant_method "modelopt": quant_algo, ignore,
-//    kv_cache_scheme, config_groups, optional flat group_size / exclude_modules.
+// ModelOpt quantization configs, in both forms and in every shape the exporters write
+// (DESIGN.md §2.1, docs/FORMAT.md §7):
+//  - hf_quant_config.json: {"producer": .., "quantization": {quant_algo[, kv_cache_quant_algo,
+//    group_size, exclude_modules, quantized_layers]}}; only quant_algo is required (FP8,
+//    MIXED_PRECISION and Nemotron-style files omit the rest; NVFP4 then means group_size 16).
+//  - config.json "quantization_config": quant_method "modelopt" (or none, when quant_algo, a
+//    producer named modelopt or a modelopt hf_quant_config.json beside it says whose it is),
+//    quant_algo, ignore, kv_cache_scheme (string or object), config_groups (MIXED_PRECISION:
+//    their `targets` name the modules), optional group_size / exclude_modules / quantized_layers.
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -29,15 +34,24 @@ struct QuantConfig {
   std::optional<int> group_size;
   std::optional<std::string> kv_cache_quant_algo;
   std::vector<std::string> exclude_modules;
+  // False when the file lists no exclusions at all (no exclude_modules / ignore key, as in
+  // Nemotron-style minimal files): modules stored unquantized are then taken as excluded.
+  bool exclusions_listed = true;
   std::map<std::string, LayerQuant> quantized_layers;  // MIXED_PRECISION
   std::string source;                                  // which file the config came from
   nlohmann::json producer;                             // as written, or null
+  // Both files present and disagreeing: config.json's config is used (as vLLM does) and `other`
+  // holds hf_quant_config.json's. A module the two resolve differently is decided by its
+  // tensors on disk (model/layer_scheme.h); `disagreement` says what differs.
+  std::shared_ptr<const QuantConfig> other;
+  std::string disagreement;
 
   bool quantized() const { return algo != QuantAlgo::None; }
 };
 
-// From the parsed files (either may be absent). `dir` only names files in errors. Both present
-// and disagreeing (algo, group size, exclusions) -> Error.
+// From the parsed files (either may be absent). `dir` only names files in errors. Both present:
+// config.json's quantization_config is the config (vLLM's order); if they disagree (algorithm,
+// group size, exclusions, per-layer algorithms), `other` and `disagreement` are set.
 QuantConfig parse_quant_config(const std::optional<nlohmann::json>& hf_quant_config,
                                const nlohmann::json& config_json, const std::string& dir);
 

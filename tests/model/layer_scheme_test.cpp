@@ -6,6 +6,7 @@
 
 #include "common/error_of.h"
 #include "common/checkpoint_edit.h"
+#include "common/log_capture.h"
 #include "common/paths.h"
 #include "core/error.h"
 #include "kernels/cpu/reference_math.h"
@@ -321,20 +322,20 @@ TEST(Oracle, ForcedBackendErrors) {
   Fixture f(dense(QuantAlgo::W4A16_NVFP4));
   EngineOptions o;
   o.linear_backend = "no_such_backend";
-  ModelLoader bad = f.loader(o);
   try {
-    bad.describe(bad.layer("lm_head"));
+    f.loader(o);
     FAIL() << "expected UsageError";
   } catch (const UsageError& e) {
     EXPECT_NE(std::string(e.what()).find("unknown Linear backend 'no_such_backend'"), std::string::npos);
     EXPECT_NE(std::string(e.what()).find("reference"), std::string::npos);
   }
-  // A W4A4 backend cannot run a W4A16 layer (it needs activation key nvfp4_dynamic).
+  // A W4A4 backend cannot run a W4A16 layer (it needs activation key nvfp4_dynamic): on a W4A16
+  // checkpoint it can run no Linear layer at all, which is an error when the loader is built.
   if (kernels::find_backend("cpu_w4a4_avx2", LayerKind::linear)) {
     o.linear_backend = "cpu_w4a4_avx2";
-    ModelLoader l = f.loader(o);
-    std::string e = error_of([&] { l.describe(l.layer("model.layers.0.self_attn.qkv_proj")); });
-    EXPECT_NE(e.find("forced Linear backend 'cpu_w4a4_avx2' cannot run layer model.layers.0.self_attn.qkv_proj"),
+    std::string e = error_of([&] { f.loader(o); });
+    EXPECT_NE(e.find("forced Linear backend 'cpu_w4a4_avx2' (--linear-backend) can run no Linear layer of the model: "
+                     "it cannot run layer model.layers.0.self_attn.qkv_proj"),
               std::string::npos)
         << e;
     EXPECT_NE(e.find("does not support scheme nvfp4_w4a16"), std::string::npos) << e;
@@ -345,11 +346,53 @@ TEST(Oracle, ForcedBackendErrors) {
   EXPECT_EQ(r.describe(r.layer("model.layers.0.self_attn.qkv_proj")).selection.backend->name, "reference");
 }
 
+TEST(Oracle, ForcedBackendAppliesWhereItCanOthersKeepTheOraclesChoice) {
+  SyntheticOptions so = moe(QuantAlgo::NVFP4);
+  so.exclude = {"model.layers.1.self_attn.*"};
+  Fixture f(so);
+  if (!kernels::find_backend("cpu_w4a16_avx2", LayerKind::linear)->unavailable_reason().empty())
+    GTEST_SKIP() << "the AVX2 backends are unavailable on this CPU";
+  EngineOptions o;
+  o.linear_backend = "cpu_w4a16_avx2";
+  o.moe_backend = "reference";
+  test::LogCapture logs(spdlog::level::info);
+  ModelLoader l = f.loader(o);  // excluded (unquantized) layers no longer make it unloadable
+  EXPECT_EQ(logs.count("keep the oracle's choice"), 1) << logs.text();
+  EXPECT_NE(logs.text().find("--linear-backend cpu_w4a16_avx2 runs "), std::string::npos) << logs.text();
+  const ModelLoader plain = f.loader();
+  int forced = 0, kept = 0;
+  for (const LayerSpec& s : l.layers()) {
+    LayerReport r = l.describe(s);
+    if (s.kind == LayerKind::moe) {
+      EXPECT_EQ(r.selection.backend->name, "reference") << s.name;
+      continue;
+    }
+    if (r.scheme.key.weight == kernels::WeightKey::nvfp4_static) {
+      EXPECT_EQ(r.selection.backend->name, "cpu_w4a16_avx2") << s.name;
+      EXPECT_TRUE(r.selection.forced_rejection.empty());
+      ++forced;
+    } else {  // lm_head, routers, the excluded attention of layer 1
+      EXPECT_EQ(r.selection.backend, plain.describe(s).selection.backend) << s.name;
+      EXPECT_NE(r.selection.forced_rejection.find("does not support scheme unquantized"), std::string::npos);
+      ++kept;
+    }
+  }
+  EXPECT_GT(forced, 0);
+  EXPECT_GT(kept, 0);
+  for (const LayerSpec& s : l.layers())
+    if (s.kind == LayerKind::linear) {
+      EXPECT_NO_THROW(l.load_linear(s.name)) << s.name;
+    }
+}
+
 TEST(Oracle, W4A4BackendsAcceptOnlyTheExactPairW4A16OnlyTheWeightKey) {
   for (const kernels::Backend* b : kernels::backends(LayerKind::linear)) {
     if (b->name == "reference") continue;
-    if (b->weight_key_only) {
-      EXPECT_TRUE(b->supports(kernels::kNvfp4W4A16)) << b->name;
+    if (b->weight_key_only) {  // W4A16 (NVFP4 weights) or W8A16 (FP8 weights): any activation key
+      const kernels::QuantKey k = b->schemes.front();
+      EXPECT_EQ(k.act, kernels::ActKey::none) << b->name;
+      EXPECT_TRUE(b->supports({k.weight, kernels::ActKey::nvfp4_dynamic}) && b->supports({k.weight, kernels::ActKey::fp8_static}))
+          << b->name;
     } else if (b->supports(kernels::kNvfp4W4A4)) {
       EXPECT_FALSE(b->supports(kernels::kNvfp4W4A16)) << b->name;
     }

@@ -42,7 +42,8 @@ void reference_weight_row(const LinearWeights& w, int64_t r, float* out) {
     case WeightKey::fp8_static: {
       const Fp8View& v = s.as<Fp8View>();
       const uint8_t* codes = v.codes + r * k;
-      for (int64_t j = 0; j < k; ++j) out[j] = e4m3_to_f32(codes[j]) * v.global_scale;
+      const float scale = v.row_scales.empty() ? v.global_scale : v.row_scales[static_cast<size_t>(r)];
+      for (int64_t j = 0; j < k; ++j) out[j] = e4m3_to_f32(codes[j]) * scale;
       return;
     }
   }

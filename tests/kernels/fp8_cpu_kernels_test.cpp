@@ -1,0 +1,295 @@
+// The FP8 W8A16 CPU backends (cpu_fp8_w8a16_avx2, cpu_fp8_w8a16_avx512) against fp64 evaluations
+// of the same operands and against the `reference` backend: every E4M3 code (subnormals too),
+// per-tensor and per-channel weight_scale, fused shards, odd shapes, all activation dtypes, with
+// and without bias; thread-count and batch invariance; the grouped MoE; load errors; the oracle.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <numeric>
+
+#include "common/error_of.h"
+#include "core/error.h"
+#include "kernels/registry.h"
+#include "nvfp4_test_util.h"
+
+namespace fp4lm::kernels {
+namespace {
+
+using testing::Expected;
+
+struct Fp8Layer {
+  std::vector<std::vector<uint8_t>> codes;  // per shard [rows, k]
+  LinearWeights weights;
+};
+
+struct Fp8Spec {
+  int64_t n = 0, k = 0;
+  std::vector<int64_t> shard_rows;
+  bool bias = false;
+  bool per_channel = false;  // per-row weight_scale instead of one per shard
+  QuantKey key = kFp8W8A16;
+  uint32_t seed = 1;
+};
+
+// Random weights quantized to E4M3 by amax/448 per tensor or per row; row 0 of each shard also
+// cycles through every non-NaN code, so all 254 values (±0, subnormals, ±448) are decoded.
+std::shared_ptr<Fp8Layer> make_fp8_layer(const Fp8Spec& s) {
+  auto layer = std::make_shared<Fp8Layer>();
+  std::mt19937 rng(s.seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_real_distribution<float> uni(-2.0f, 2.0f);
+  LinearWeights& w = layer->weights;
+  w.key = s.key;
+  w.n = s.n;
+  w.k = s.k;
+  for (size_t i = 0; i < s.shard_rows.size(); ++i) {
+    const int64_t rows = s.shard_rows[i];
+    std::vector<float> data(static_cast<size_t>(rows * s.k));
+    for (int64_t r = 0; r < rows; ++r) {
+      const float mag = 0.02f * std::exp2(uni(rng) + static_cast<float>(i));
+      for (int64_t j = 0; j < s.k; ++j) data[r * s.k + j] = normal(rng) * mag;
+    }
+    WeightShard sh;
+    sh.name = "test.fp8.shard" + std::to_string(i);
+    sh.rows = rows;
+    Fp8View v;
+    std::vector<uint8_t> codes(static_cast<size_t>(rows * s.k));
+    auto amax_of = [&](int64_t r0, int64_t r1) {
+      float a = 0;
+      for (int64_t q = r0 * s.k; q < r1 * s.k; ++q) a = std::max(a, std::fabs(data[q]));
+      return a > 0 ? a / 448.0f : 1.0f;
+    };
+    if (s.per_channel)
+      for (int64_t r = 0; r < rows; ++r) v.row_scales.push_back(amax_of(r, r + 1));
+    else
+      v.global_scale = amax_of(0, rows);
+    for (int64_t r = 0; r < rows; ++r) {
+      const float sc = s.per_channel ? v.row_scales[r] : v.global_scale;
+      for (int64_t j = 0; j < s.k; ++j) codes[r * s.k + j] = f32_to_e4m3(data[r * s.k + j] / sc);
+    }
+    int code = 0;
+    for (int64_t j = 0; j < s.k; ++j) {
+      if ((code & 0x7f) == 0x7f) ++code;
+      codes[j] = static_cast<uint8_t>(code);
+      code = (code + 1) & 0xff;
+    }
+    layer->codes.push_back(std::move(codes));
+    v.input_scale = 0.02f;
+    sh.view = v;
+    w.shards.push_back(sh);
+  }
+  for (size_t i = 0; i < w.shards.size(); ++i) w.shards[i].as<Fp8View>().codes = layer->codes[i].data();
+  if (s.bias)
+    for (int64_t r = 0; r < s.n; ++r) w.bias.push_back(normal(rng));
+  w.input_scale = 0.02f;
+  return layer;
+}
+
+LinearWeights weights_of(const std::shared_ptr<Fp8Layer>& l) {
+  LinearWeights w = l->weights;
+  w.keepalive = l;
+  return w;
+}
+
+// x (act-dtype-rounded) times the exactly decoded weights × scale, in fp64.
+Expected expected_f64(const LinearWeights& w, const std::vector<float>& x, int64_t m) {
+  Expected e;
+  e.y.assign(static_cast<size_t>(m * w.n), 0.0);
+  e.magnitude.assign(static_cast<size_t>(m * w.n), 0.0);
+  int64_t r = 0;
+  for (const WeightShard& s : w.shards)
+    for (int64_t rr = 0; rr < s.rows; ++rr, ++r) {
+      const Fp8View& v = s.as<Fp8View>();
+      const double sc = v.row_scales.empty() ? v.global_scale : v.row_scales[rr];
+      for (int64_t t = 0; t < m; ++t) {
+        double acc = 0, mag = 0;
+        for (int64_t j = 0; j < w.k; ++j) {
+          const double p = static_cast<double>(x[t * w.k + j]) * e4m3_to_f32(v.codes[rr * w.k + j]) * sc;
+          acc += p;
+          mag += std::fabs(p);
+        }
+        if (!w.bias.empty()) acc += w.bias[r], mag += std::fabs(w.bias[r]);
+        e.y[t * w.n + r] = acc;
+        e.magnitude[t * w.n + r] = mag;
+      }
+    }
+  return e;
+}
+
+void expect_close(const std::vector<float>& y, const Expected& e, DType act, const std::string& what) {
+  int reported = 0;
+  for (size_t i = 0; i < y.size(); ++i) {
+    const double tol = 1e-5 * e.magnitude[i] + testing::output_rounding(act) * std::fabs(e.y[i]) +
+                       (act == DType::F16 ? 0x1p-24 : 0.0) + 1e-30;
+    const double d = std::fabs(static_cast<double>(y[i]) - e.y[i]);
+    if (!(d <= tol) && reported++ < 5)
+      ADD_FAILURE() << what << ": element " << i << " = " << y[i] << ", expected " << e.y[i] << " (|diff| " << d
+                    << " > tol " << tol << ")";
+  }
+}
+
+bool available(const std::string& name) {
+  const Backend* b = find_backend(name, LayerKind::linear);
+  return b && (!b->unavailable_reason || b->unavailable_reason().empty());
+}
+
+// The FP8 backends this CPU can run, plus reference.
+std::vector<std::string> fp8_backends() {
+  std::vector<std::string> out;
+  for (const char* n : {"cpu_fp8_w8a16_avx2", "cpu_fp8_w8a16_avx512", "reference"})
+    if (available(n)) out.push_back(n);
+  return out;
+}
+
+struct Case {
+  int64_t n, k, m;
+  DType act;
+  bool bias, per_channel;
+  std::vector<int64_t> shards;
+};
+
+const std::vector<Case> kCases = {
+    {1, 1, 1, DType::F32, false, false, {1}},          {7, 15, 2, DType::BF16, true, true, {3, 4}},
+    {64, 16, 3, DType::F16, false, false, {16, 16, 32}}, {300, 4096, 1, DType::BF16, true, true, {100, 150, 50}},
+    {7, 33, 33, DType::F16, true, false, {2, 5}},      {64, 272, 5, DType::F32, false, true, {32, 32}},
+    {300, 272, 9, DType::BF16, true, false, {128, 128, 44}}, {1, 4096, 2, DType::F16, true, true, {1}},
+    {65, 100, 4, DType::F32, true, false, {65}},       {24, 4096, 1, DType::F32, false, false, {24}},
+};
+
+TEST(Fp8CpuKernels, EveryBackendMatchesFp64OfDecodedWeights) {
+  ThreadPool pool(2);
+  uint32_t seed = 100;
+  for (const std::string& backend : fp8_backends())
+    for (QuantKey key : {kFp8W8A16, kFp8}) {
+      if (backend == "reference" && key == kFp8) continue;  // reference emulates W8A8 (quantized x)
+      for (const Case& c : kCases) {
+        SCOPED_TRACE(backend + " n=" + std::to_string(c.n) + " k=" + std::to_string(c.k) + " m=" +
+                     std::to_string(c.m) + " act=" + std::string(dtype_name(c.act)) + (c.per_channel ? " per-channel" : ""));
+        auto layer = make_fp8_layer({c.n, c.k, c.shards, c.bias, c.per_channel, key, seed++});
+        const LinearWeights w = weights_of(layer);
+        const std::vector<float> x = testing::make_activations(c.m, c.k, seed++);
+        const std::vector<uint8_t> xa = testing::to_act(x, c.act);
+        const std::vector<float> xr = testing::from_act(xa.data(), c.act, x.size());
+        auto kern = testing::make(backend, w, c.act);
+        expect_close(testing::run(*kern, xa, c.m, c.n, c.act, pool), expected_f64(w, xr, c.m), c.act, backend);
+      }
+    }
+}
+
+TEST(Fp8CpuKernels, ResultsIdenticalForAnyThreadCountAndBatch) {
+  ThreadPool one(1), three(3);
+  for (const std::string& backend : fp8_backends()) {
+    if (backend == "reference") continue;
+    SCOPED_TRACE(backend);
+    auto layer = make_fp8_layer({300, 272, {100, 200}, true, true, kFp8W8A16, 7});
+    const LinearWeights w = weights_of(layer);
+    const int64_t m = 11;
+    const std::vector<uint8_t> xa = testing::to_act(testing::make_activations(m, 272, 8), DType::BF16);
+    auto kern = testing::make(backend, w, DType::BF16);
+    const std::vector<float> y1 = testing::run(*kern, xa, m, 300, DType::BF16, one);
+    const std::vector<float> y3 = testing::run(*kern, xa, m, 300, DType::BF16, three);
+    ASSERT_EQ(0, std::memcmp(y1.data(), y3.data(), y1.size() * sizeof(float)));
+    for (int64_t t = 0; t < m; ++t) {  // each token alone equals its row of the batch
+      std::vector<uint8_t> xt(xa.begin() + t * 272 * 2, xa.begin() + (t + 1) * 272 * 2);
+      const std::vector<float> yt = testing::run(*kern, xt, 1, 300, DType::BF16, three);
+      ASSERT_EQ(0, std::memcmp(yt.data(), y1.data() + t * 300, 300 * sizeof(float))) << "token " << t;
+    }
+  }
+}
+
+TEST(Fp8CpuKernels, BadWeightsAreLoadErrors) {
+  for (const std::string& backend : fp8_backends()) {
+    if (backend == "reference") continue;
+    auto layer = make_fp8_layer({8, 32, {8}, false, false, kFp8W8A16, 3});
+    layer->codes[0][5 * 32 + 7] = 0xFF;
+    std::string e = test::error_of([&] { testing::make(backend, weights_of(layer), DType::BF16); });
+    EXPECT_NE(e.find("test.fp8.shard0: weight element [5, 7] is the E4M3 NaN byte 0xFF"), std::string::npos) << e;
+    layer = make_fp8_layer({8, 32, {8}, false, true, kFp8W8A16, 3});
+    layer->weights.shards[0].as<Fp8View>().row_scales[3] = -1.0f;
+    e = test::error_of([&] { testing::make(backend, weights_of(layer), DType::BF16); });
+    EXPECT_NE(e.find("weight_scale of row 3 is -1"), std::string::npos) << e;
+    layer->weights.shards[0].as<Fp8View>().row_scales.pop_back();
+    e = test::error_of([&] { testing::make(backend, weights_of(layer), DType::BF16); });
+    EXPECT_NE(e.find("per-channel weight_scale has 7 entries, expected 8"), std::string::npos) << e;
+  }
+}
+
+TEST(Fp8CpuKernels, OracleSelectsAW8A16BackendForBothFp8KeysAndReferenceStillEmulatesW8A8) {
+  for (QuantKey key : {kFp8, kFp8W8A16}) {
+    LinearProblem p{key, DType::BF16, 64, 64, {}};
+    Selection s = select_linear(p, "x");
+    const std::string want = available("cpu_fp8_w8a16_avx512") ? "cpu_fp8_w8a16_avx512"
+                             : available("cpu_fp8_w8a16_avx2")  ? "cpu_fp8_w8a16_avx2"
+                                                                : "reference";
+    EXPECT_EQ(s.backend->name, want);
+    EXPECT_EQ(selection_message(s, LayerKind::linear, key).rfind("Using '" + want + "' FP8 Linear backend", 0), 0u);
+    MoeProblem mp{key, DType::BF16, 4, 2, 64, 32, {}};
+    EXPECT_EQ(select_moe(mp, "x").backend->name, want);
+  }
+  // Forced, reference runs W8A8 as the emulation (x quantized to E4M3 with input_scale).
+  auto layer = make_fp8_layer({4, 16, {4}, false, false, kFp8, 5});
+  const LinearWeights w = weights_of(layer);
+  std::vector<float> x(16, 0.0f);
+  x[0] = 0.0213f;  // not an E4M3 multiple of input_scale 0.02: W8A8 rounds it, W8A16 does not
+  ThreadPool pool(1);
+  const std::vector<uint8_t> xa = testing::to_act(x, DType::F32);
+  const std::vector<float> y = testing::run(*testing::make("reference", w, DType::F32), xa, 1, 4, DType::F32, pool);
+  const float xq = e4m3_to_f32(f32_to_e4m3(x[0] / 0.02f)) * 0.02f;
+  EXPECT_NE(xq, x[0]);
+  EXPECT_FLOAT_EQ(y[0], xq * e4m3_to_f32(layer->codes[0][0]) * w.shards[0].as<Fp8View>().global_scale);
+}
+
+TEST(Fp8CpuKernels, GroupedMoeMatchesReferenceMoeAndIsThreadInvariant) {
+  const int64_t experts = 5, hidden = 48, inter = 40, top_k = 2, m = 6;
+  MoeWeights mw;
+  mw.key = kFp8W8A16;
+  mw.num_experts = experts;
+  mw.hidden = hidden;
+  mw.inter = inter;
+  std::vector<std::shared_ptr<Fp8Layer>> keep;
+  uint32_t seed = 40;
+  for (int64_t e = 0; e < experts; ++e) {
+    auto w13 = make_fp8_layer({2 * inter, hidden, {inter, inter}, false, e % 2 == 1, kFp8W8A16, seed++});
+    auto w2 = make_fp8_layer({hidden, inter, {hidden}, false, false, kFp8W8A16, seed++});
+    mw.w13.push_back(weights_of(w13));
+    mw.w2.push_back(weights_of(w2));
+    keep.push_back(w13);
+    keep.push_back(w2);
+  }
+  std::vector<int32_t> ids;
+  std::vector<float> wts;
+  for (int64_t i = 0; i < m; ++i) {
+    ids.push_back(static_cast<int32_t>(i % experts));
+    ids.push_back(static_cast<int32_t>((i * 3 + 1) % experts));
+    wts.push_back(0.7f);
+    wts.push_back(0.3f);
+  }
+  const std::vector<uint8_t> xa = testing::to_act(testing::make_activations(m, hidden, 9, 0.5f), DType::BF16);
+  auto run_moe = [&](const std::string& name, ThreadPool& pool) {
+    const Backend* b = find_backend(name, LayerKind::moe);
+    MoeProblem p{kFp8W8A16, DType::BF16, experts, top_k, hidden, inter, {}};
+    EXPECT_EQ(rejection_reason(*b, p), "");
+    auto k = b->make_moe(mw, p);
+    std::vector<uint16_t> y(static_cast<size_t>(m * hidden));
+    k->forward(xa.data(), m, ids.data(), wts.data(), top_k, y.data(), pool);
+    return testing::from_act(y.data(), DType::BF16, y.size());
+  };
+  ThreadPool one(1), three(3);
+  const std::vector<float> ref = run_moe("reference", one);
+  for (const std::string& backend : fp8_backends()) {
+    if (backend == "reference") continue;
+    SCOPED_TRACE(backend);
+    const std::vector<float> y1 = run_moe(backend, one), y3 = run_moe(backend, three);
+    ASSERT_EQ(0, std::memcmp(y1.data(), y3.data(), y1.size() * sizeof(float)));
+    double err = 0, norm = 0;
+    for (size_t i = 0; i < ref.size(); ++i) err += (y1[i] - ref[i]) * (y1[i] - ref[i]), norm += ref[i] * ref[i];
+    // Both round h13, the SiLU·up intermediate and the output to bf16; they differ only in
+    // fp32 summation order, which can flip a bf16 rounding: a few 2^-8 relative at most.
+    EXPECT_LT(std::sqrt(err / norm), 4e-3);
+    EXPECT_GT(norm, 0.0);
+  }
+}
+
+}  // namespace
+}  // namespace fp4lm::kernels
