@@ -98,9 +98,7 @@ LinearWeights wrap(const RandomLayer& l, int64_t n, int64_t k, kernels::QuantKey
   kernels::WeightShard s;
   s.name = "bench";
   s.rows = n;
-  s.codes = l.codes.data();
-  s.block_scales = l.scales.data();
-  s.global_scale = 1e-3f;
+  s.view = kernels::Nvfp4View{l.codes.data(), l.scales.data(), 1e-3f, 0.0f};
   w.shards.push_back(s);
   w.input_scale = 1e-2f;
   return w;
@@ -296,8 +294,7 @@ int run_dense(const Options& o) {
     kernels::WeightShard s;
     s.name = "bench";
     s.rows = n;
-    s.dense_dtype = t;
-    s.dense = store.data();
+    s.view = kernels::DenseView{t, store.data()};
     w.shards.push_back(s);
     return be->make_linear(w, {kernels::kUnquantized, act, n, k, {}});
   };
@@ -402,9 +399,7 @@ int run_rss() {
         kernels::WeightShard s;
         s.name = fmt::format("layer{}", l);
         s.rows = n;
-        s.codes = map->data() + l * per;
-        s.block_scales = map->data() + l * per + codes;
-        s.global_scale = 1e-3f;
+        s.view = kernels::Nvfp4View{map->data() + l * per, map->data() + l * per + codes, 1e-3f, 0.0f};
         w.shards.push_back(s);
         w.input_scale = 1e-2f;
         w.keepalive = map;

@@ -4,9 +4,13 @@
 // each shard has its own rows and its own global scale, which becomes a per-output-row scale
 // (DESIGN.md §3, exact; no block scale is touched). Backends repack into whatever layout they
 // like in make_linear/make_moe.
+//
+// Each weight format has its own view type; a shard holds exactly one of them. A new format is a
+// new view here, a new alternative of ShardView and a quant method in model/quant_method/.
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "core/dtype.h"
@@ -14,18 +18,56 @@
 
 namespace fp4lm::kernels {
 
+// unquantized: `data` [rows, k] in `dtype` (F32, BF16 or F16).
+struct DenseView {
+  static constexpr WeightKey key = WeightKey::unquantized;
+  DType dtype = DType::F32;
+  const void* data = nullptr;
+};
+
+// nvfp4: `codes` U8 [rows, k/2] (element 2j in the low nibble), `block_scales` E4M3 [rows, k/16].
+struct Nvfp4View {
+  static constexpr WeightKey key = WeightKey::nvfp4_static;
+  const uint8_t* codes = nullptr;
+  const uint8_t* block_scales = nullptr;
+  float global_scale = 1.0f;  // weight_scale_2
+  float input_scale = 0.0f;   // on-disk input_scale (W4A4); 0 when absent or unused (W4A16)
+};
+
+// fp8: `codes` F8_E4M3 [rows, k], one per-tensor scale.
+struct Fp8View {
+  static constexpr WeightKey key = WeightKey::fp8_static;
+  const uint8_t* codes = nullptr;
+  float global_scale = 1.0f;  // weight_scale
+  float input_scale = 0.0f;   // on-disk input_scale (static activation scale)
+};
+
+using ShardView = std::variant<DenseView, Nvfp4View, Fp8View>;
+
+// The format a view holds.
+WeightKey view_key(const ShardView& v);
+
 struct WeightShard {
   std::string name;  // HF module name, for error messages ("model.layers.0.self_attn.q_proj")
   int64_t rows = 0;  // output features of this shard
-  // unquantized: `dense` [rows, k] in dense_dtype (F32, BF16 or F16).
-  // nvfp4: `codes` U8 [rows, k/2] (element 2j in the low nibble), `block_scales` E4M3 [rows, k/16].
-  // fp8: `codes` F8_E4M3 [rows, k].
-  DType dense_dtype = DType::F32;
-  const void* dense = nullptr;
-  const uint8_t* codes = nullptr;
-  const uint8_t* block_scales = nullptr;
-  float global_scale = 1.0f;  // weight_scale_2 (nvfp4) / weight_scale (fp8); 1 when unquantized
-  float input_scale = 0.0f;   // on-disk input_scale (W4A4 / fp8); 0 when absent or unused
+  ShardView view;
+
+  // The view as format V; Error naming the shard when it holds another format.
+  template <typename V>
+  const V& as() const {
+    if (const V* v = std::get_if<V>(&view)) return *v;
+    wrong_format(V::key);
+  }
+  template <typename V>
+  V& as() {
+    if (V* v = std::get_if<V>(&view)) return *v;
+    wrong_format(V::key);
+  }
+  // The on-disk activation scale (0 for formats without one).
+  float input_scale() const;
+
+ private:
+  [[noreturn]] void wrong_format(WeightKey wanted) const;
 };
 
 // One linear map W[n, k]: shards stacked along n in order.

@@ -1,6 +1,7 @@
 #pragma once
-// Loads the layers of one checkpoint: resolves each layer's scheme, validates its parameters
-// by its method's rules, asks the oracle for a backend and builds the kernel. Architectures
+// Loads the layers of one checkpoint: resolves each layer's scheme, has the scheme's quant method
+// (model/quant_method/) gather and validate its parameters, asks the oracle for a backend and
+// builds the kernel. Architectures
 // (model/arch/*) call it; `fp4lm inspect` uses describe() alone.
 #include <map>
 #include <memory>

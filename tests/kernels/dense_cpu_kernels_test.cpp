@@ -45,8 +45,7 @@ std::shared_ptr<DenseLayer> make_dense(int64_t n, int64_t k, const std::vector<i
     WeightShard s;
     s.name = "test.dense.shard" + std::to_string(i);
     s.rows = rows[i];
-    s.dense_dtype = t;
-    s.dense = l->data.back().data();
+    s.view = DenseView{t, l->data.back().data()};
     l->weights.shards.push_back(s);
   }
   if (bias)
@@ -66,7 +65,7 @@ testing::Expected expected_f64(const LinearWeights& w, const std::vector<float>&
   e.magnitude.assign(e.y.size(), 0.0);
   int64_t r = 0;
   for (const WeightShard& s : w.shards) {
-    const std::vector<float> rows = testing::from_act(s.dense, s.dense_dtype, static_cast<size_t>(s.rows * w.k));
+    const std::vector<float> rows = testing::from_act(s.as<DenseView>().data, s.as<DenseView>().dtype, static_cast<size_t>(s.rows * w.k));
     for (int64_t i = 0; i < s.rows; ++i, ++r) {
       for (int64_t t = 0; t < m; ++t) {
         double acc = 0, mag = 0;
@@ -211,10 +210,10 @@ TEST_P(DenseBackend, BadWeightsAreLoadErrors) {
   bad.shards[1].rows = 3;
   expect_error(bad, "shards hold 6 rows");
   bad = weights_of(layer);
-  bad.shards[1].dense_dtype = DType::F8_E4M3;
+  bad.shards[1].as<DenseView>().dtype = DType::F8_E4M3;
   expect_error(bad, "test.dense.shard1");
   bad = weights_of(layer);
-  bad.shards[0].dense = nullptr;
+  bad.shards[0].as<DenseView>().data = nullptr;
   expect_error(bad, "test.dense.shard0");
   bad = weights_of(layer);
   bad.bias.assign(5, 0.0f);

@@ -104,11 +104,9 @@ inline std::shared_ptr<TestLayer> make_layer(const LayerSpec& s) {
     WeightShard sh;
     sh.name = "test.layer.shard" + std::to_string(i);
     sh.rows = s.shard_rows[i];
-    sh.codes = q.codes.data();
-    sh.block_scales = q.scales.data();
-    sh.global_scale = q.weight_scale_2;
-    sh.input_scale = 0.01f * (1.0f + 0.3f * static_cast<float>(i));
-    max_input_scale = std::max(max_input_scale, sh.input_scale);
+    const float input_scale = 0.01f * (1.0f + 0.3f * static_cast<float>(i));
+    sh.view = Nvfp4View{q.codes.data(), q.scales.data(), q.weight_scale_2, input_scale};
+    max_input_scale = std::max(max_input_scale, input_scale);
     w.shards.push_back(sh);
   }
   if (s.bias) {
@@ -163,12 +161,13 @@ inline std::vector<double> weight_row_f64(const LinearWeights& w, int64_t r) {
     }
     rr -= sh.rows;
   }
+  const Nvfp4View& v = s->as<Nvfp4View>();
   std::vector<double> out(static_cast<size_t>(w.k));
   for (int64_t j = 0; j < w.k; ++j) {
-    const uint8_t byte = s->codes[rr * (w.k / 2) + j / 2];
+    const uint8_t byte = v.codes[rr * (w.k / 2) + j / 2];
     const uint8_t c = (j & 1) ? byte >> 4 : byte & 0xf;
-    out[j] = static_cast<double>(e2m1_to_f32(c)) * e4m3_to_f32(s->block_scales[rr * (w.k / 16) + j / 16]) *
-             static_cast<double>(s->global_scale);
+    out[j] = static_cast<double>(e2m1_to_f32(c)) * e4m3_to_f32(v.block_scales[rr * (w.k / 16) + j / 16]) *
+             static_cast<double>(v.global_scale);
   }
   return out;
 }

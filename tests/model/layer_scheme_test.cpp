@@ -242,7 +242,7 @@ TEST(LinearMethod, ScalarScalesMayBe0dOr1Element) {
   ModelLoader l = f.loader();
   const LayerSpec& s = l.layer("model.layers.0.self_attn.qkv_proj");
   auto w = l.linear_weights(s, l.describe(s).scheme);
-  EXPECT_GT(w.shards[1].global_scale, 0.0f);
+  EXPECT_GT(w.shards[1].as<kernels::Nvfp4View>().global_scale, 0.0f);
   EXPECT_GT(w.input_scale, 0.0f);
 }
 
@@ -384,7 +384,8 @@ TEST(FusedScales, FusedLayerDequantizesToEachShardsOwnWeightsExactly) {
     const io::Checkpoint& ck = l.checkpoint();
     for (auto& [w, shards] : cases) {
       ASSERT_EQ(w.shards.size(), shards.size());
-      EXPECT_NE(w.shards[0].global_scale, w.shards[1].global_scale) << "fixture must differ";
+      EXPECT_NE(w.shards[0].as<kernels::Nvfp4View>().global_scale, w.shards[1].as<kernels::Nvfp4View>().global_scale)
+          << "fixture must differ";
       int64_t row0 = 0;
       std::vector<float> row(static_cast<size_t>(w.k));
       for (const std::string& m : shards) {

@@ -16,12 +16,12 @@ DenseMatrix prepare_dense_matrix(LinearWeights w) {
   int64_t rows = 0;
   for (const WeightShard& s : w.shards) {
     if (s.rows < 0) fail("{}: negative row count {}", s.name, s.rows);
-    if (s.dense_dtype != DType::F32 && s.dense_dtype != DType::BF16 && s.dense_dtype != DType::F16)
-      fail("{}: dense weight dtype {}, expected F32, BF16 or F16", s.name, dtype_name(s.dense_dtype));
-    if (s.rows > 0 && !s.dense) fail("{}: dense shard lacks its weight data", s.name);
-    if (s.rows > 0)
-      m.segments.push_back({rows, s.rows, s.dense_dtype, static_cast<const uint8_t*>(s.dense)});
-    m.weight_bytes += static_cast<size_t>(s.rows * w.k) * dtype_size(s.dense_dtype);
+    const DenseView& v = s.as<DenseView>();
+    if (v.dtype != DType::F32 && v.dtype != DType::BF16 && v.dtype != DType::F16)
+      fail("{}: dense weight dtype {}, expected F32, BF16 or F16", s.name, dtype_name(v.dtype));
+    if (s.rows > 0 && !v.data) fail("{}: dense shard lacks its weight data", s.name);
+    if (s.rows > 0) m.segments.push_back({rows, s.rows, v.dtype, static_cast<const uint8_t*>(v.data)});
+    m.weight_bytes += static_cast<size_t>(s.rows * w.k) * dtype_size(v.dtype);
     rows += s.rows;
   }
   if (rows != w.n) fail("dense layer {}: shards hold {} rows, expected n = {}", layer, rows, w.n);

@@ -10,12 +10,12 @@ namespace fp4lm::kernels::cpu {
 namespace {
 // A NaN block scale would decode differently in the SIMD and the scalar E4M3 conversions; it is
 // a corrupt checkpoint, so it is rejected at load (one pass over k/16 bytes per row).
-void check_block_scales(const WeightShard& s, int64_t k) {
+void check_block_scales(const WeightShard& s, const Nvfp4View& v, int64_t k) {
   const size_t count = static_cast<size_t>(s.rows * (k / 16));
   for (size_t i = 0; i < count; ++i) {
-    if ((s.block_scales[i] & 0x7f) == 0x7f)
+    if ((v.block_scales[i] & 0x7f) == 0x7f)
       fail("{}: weight_scale element [{}, {}] is the E4M3 NaN byte 0x{:02X}", s.name, i / (k / 16),
-           i % (k / 16), s.block_scales[i]);
+           i % (k / 16), v.block_scales[i]);
   }
 }
 }  // namespace
@@ -36,15 +36,16 @@ Nvfp4Matrix prepare_nvfp4_matrix(LinearWeights w, bool need_input_scale) {
   int64_t rows = 0;
   for (const WeightShard& s : w.shards) {
     if (s.rows < 0) fail("{}: negative row count {}", s.name, s.rows);
-    if (s.rows > 0 && (!s.codes || !s.block_scales))
+    const Nvfp4View& v = s.as<Nvfp4View>();
+    if (s.rows > 0 && (!v.codes || !v.block_scales))
       fail("{}: NVFP4 shard lacks its weight codes or weight_scale", s.name);
-    if (!std::isfinite(s.global_scale))
-      fail("{}: weight_scale_2 is {}, expected a finite value", s.name, s.global_scale);
-    check_block_scales(s, w.k);
+    if (!std::isfinite(v.global_scale))
+      fail("{}: weight_scale_2 is {}, expected a finite value", s.name, v.global_scale);
+    check_block_scales(s, v, w.k);
     for (int64_t r = 0; r < s.rows; ++r) {
-      m.row_codes.push_back(s.codes + r * (w.k / 2));
-      m.row_scales.push_back(s.block_scales + r * (w.k / 16));
-      m.row_global.push_back(s.global_scale);
+      m.row_codes.push_back(v.codes + r * (w.k / 2));
+      m.row_scales.push_back(v.block_scales + r * (w.k / 16));
+      m.row_global.push_back(v.global_scale);
     }
     rows += s.rows;
   }

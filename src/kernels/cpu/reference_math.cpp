@@ -24,22 +24,25 @@ void reference_weight_row(const LinearWeights& w, int64_t r, float* out) {
   const WeightShard& s = shard_of(w, r);
   switch (w.key.weight) {
     case WeightKey::unquantized: {
-      const size_t esize = dtype_size(s.dense_dtype);
-      to_f32_n(static_cast<const uint8_t*>(s.dense) + r * k * esize, s.dense_dtype, out, k);
+      const DenseView& v = s.as<DenseView>();
+      const size_t esize = dtype_size(v.dtype);
+      to_f32_n(static_cast<const uint8_t*>(v.data) + r * k * esize, v.dtype, out, k);
       return;
     }
     case WeightKey::nvfp4_static: {
-      const uint8_t* codes = s.codes + r * (k / 2);
-      const uint8_t* scales = s.block_scales + r * (k / 16);
+      const Nvfp4View& v = s.as<Nvfp4View>();
+      const uint8_t* codes = v.codes + r * (k / 2);
+      const uint8_t* scales = v.block_scales + r * (k / 16);
       for (int64_t j = 0; j < k; ++j) {
         uint8_t c = (j & 1) ? codes[j / 2] >> 4 : codes[j / 2] & 0xf;
-        out[j] = e2m1_to_f32(c) * e4m3_to_f32(scales[j / 16]) * s.global_scale;
+        out[j] = e2m1_to_f32(c) * e4m3_to_f32(scales[j / 16]) * v.global_scale;
       }
       return;
     }
     case WeightKey::fp8_static: {
-      const uint8_t* codes = s.codes + r * k;
-      for (int64_t j = 0; j < k; ++j) out[j] = e4m3_to_f32(codes[j]) * s.global_scale;
+      const Fp8View& v = s.as<Fp8View>();
+      const uint8_t* codes = v.codes + r * k;
+      for (int64_t j = 0; j < k; ++j) out[j] = e4m3_to_f32(codes[j]) * v.global_scale;
       return;
     }
   }
@@ -59,7 +62,7 @@ size_t linear_weight_bytes(const LinearWeights& w) {
   switch (w.key.weight) {
     case WeightKey::unquantized: {
       size_t b = 0;
-      for (const WeightShard& s : w.shards) b += s.rows * w.k * dtype_size(s.dense_dtype);
+      for (const WeightShard& s : w.shards) b += s.rows * w.k * dtype_size(s.as<DenseView>().dtype);
       return b;
     }
     case WeightKey::nvfp4_static: return static_cast<size_t>(w.n * (w.k / 2 + w.k / 16));

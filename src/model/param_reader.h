@@ -1,0 +1,37 @@
+#pragma once
+// Checked access to a checkpoint's parameters: every defect is an Error naming the file, the
+// tensor, what was expected and what was found. The quant methods and the loader read through it.
+#include <initializer_list>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "core/tensor.h"
+#include "io/checkpoint.h"
+
+namespace fp4lm::model {
+
+class ParamReader {
+ public:
+  explicit ParamReader(std::shared_ptr<const io::Checkpoint> ckpt) : ckpt_(std::move(ckpt)) {}
+
+  const io::Checkpoint& checkpoint() const { return *ckpt_; }
+  // Keeps the mapped tensors alive (LinearWeights::keepalive).
+  const std::shared_ptr<const io::Checkpoint>& keepalive() const { return ckpt_; }
+  // "<file>: tensor '<name>'" (the checkpoint directory when the tensor is absent).
+  std::string where(const std::string& name) const;
+  // The tensor, which must exist with one of `dtypes` and exactly `shape`.
+  const TensorView& require(const std::string& name, std::initializer_list<DType> dtypes, const Shape& shape) const;
+  // An optional tensor: nullptr when absent, else checked like require().
+  const TensorView* optional(const std::string& name, std::initializer_list<DType> dtypes, const Shape& shape) const;
+  void check(const std::string& name, const TensorView& t, std::initializer_list<DType> dtypes,
+             const Shape& shape) const;
+  // A global scale: F32 scalar, 0-d or [1], finite and >= 0 (> 0 unless allow_zero). nullopt
+  // when absent and not required.
+  std::optional<float> scale(const std::string& name, bool required, bool allow_zero = false) const;
+
+ private:
+  std::shared_ptr<const io::Checkpoint> ckpt_;
+};
+
+}  // namespace fp4lm::model

@@ -1,0 +1,86 @@
+#include "model/quant_method/quant_method.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace fp4lm::model {
+
+const QuantMethod& quant_method(kernels::WeightKey key) {
+  switch (key) {
+    case kernels::WeightKey::unquantized: return unquantized_method();
+    case kernels::WeightKey::nvfp4_static: return nvfp4_method();
+    case kernels::WeightKey::fp8_static: return fp8_method();
+  }
+  fail("no quantization method for weight format {}", static_cast<int>(key));
+}
+
+kernels::LinearWeights QuantMethod::linear(const ParamReader& p, const LayerSpec& spec,
+                                           const LayerScheme& scheme) const {
+  kernels::LinearWeights w;
+  w.key = scheme.key;
+  w.n = spec.out_features;
+  w.k = spec.in_features;
+  w.keepalive = p.keepalive();
+  bool any_bias = false;
+  std::vector<const TensorView*> biases;
+  for (size_t i = 0; i < spec.shards.size(); ++i) {
+    const std::string& m = spec.shards[i];
+    const int64_t rows = spec.shard_rows[i];
+    kernels::WeightShard s;
+    s.name = m;
+    s.rows = rows;
+    s.view = shard(p, spec, m, rows, scheme);
+    w.input_scale = std::max(w.input_scale, s.input_scale());
+    const TensorView* b = p.optional(m + ".bias", {DType::F32, DType::BF16, DType::F16}, {rows});
+    if (!b && spec.bias) fail("{}: missing tensor '{}.bias' (shape [{}])", p.checkpoint().dir(), m, rows);
+    any_bias |= b != nullptr;
+    biases.push_back(b);
+    w.shards.push_back(std::move(s));
+  }
+  if (any_bias) {
+    w.bias.assign(static_cast<size_t>(w.n), 0.0f);
+    int64_t row = 0;
+    for (size_t i = 0; i < biases.size(); ++i) {
+      if (biases[i]) to_f32_n(biases[i]->data, biases[i]->dtype, w.bias.data() + row, spec.shard_rows[i]);
+      row += spec.shard_rows[i];
+    }
+  }
+  return w;
+}
+
+std::pair<LayerSpec, LayerSpec> QuantMethod::expert_specs(const LayerSpec& spec, int64_t e) {
+  const std::string base = fmt::format("{}.{}.", spec.shards[0], e);
+  LayerSpec w13;
+  w13.name = base + "w13";
+  w13.shards = {base + spec.expert_proj[0], base + spec.expert_proj[1]};
+  w13.shard_rows = {spec.inter, spec.inter};
+  w13.in_features = spec.hidden;
+  w13.out_features = 2 * spec.inter;
+  LayerSpec w2;
+  w2.name = base + spec.expert_proj[2];
+  w2.shards = {base + spec.expert_proj[2]};
+  w2.shard_rows = {spec.hidden};
+  w2.in_features = spec.inter;
+  w2.out_features = spec.hidden;
+  return {std::move(w13), std::move(w2)};
+}
+
+kernels::MoeWeights QuantMethod::moe(const ParamReader& p, const LayerSpec& spec, const LayerScheme& scheme) const {
+  kernels::MoeWeights mw;
+  mw.key = scheme.key;
+  mw.num_experts = spec.num_experts;
+  mw.hidden = spec.hidden;
+  mw.inter = spec.inter;
+  mw.keepalive = p.keepalive();
+  for (int64_t e = 0; e < spec.num_experts; ++e) {
+    auto [w13, w2] = expert_specs(spec, e);
+    mw.w13.push_back(linear(p, w13, scheme));
+    mw.w2.push_back(linear(p, w2, scheme));
+  }
+  return mw;
+}
+
+}  // namespace fp4lm::model
