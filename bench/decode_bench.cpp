@@ -9,7 +9,7 @@
 // the roofline = (weight + KV bytes one decode step must read) / (read bandwidth measured in
 // the same process at the same thread count).
 //
-//   decode_bench --arch moe|dense [--layers N] [--threads T] [--tokens N] [--dir PATH]
+//   decode_bench --arch moe|dense [--layers N] [--threads T] [--tokens N] [--prompt N] [--dir PATH]
 //                [--override-activation-dtype bfloat16] [--bf16-lm-head]
 //                [--linear-backend NAME] [--moe-backend NAME]
 // To compare with the AVX2 kernels end to end: FP4LM_DISABLE_ISA=avx512 decode_bench ...
@@ -246,16 +246,21 @@ int main(int argc, char** argv) {
     else if (a == "--layers") layers = std::stoll(val());
     else if (a == "--threads") threads = std::stoi(val());
     else if (a == "--tokens") tokens = std::stoll(val());
+    else if (a == "--prompt") prompt_len = std::stoll(val());
     else if (a == "--dir") dir = val();
     else if (a == "--override-activation-dtype") override_dtype = val();
     else if (a == "--bf16-lm-head") bf16_head = true;
     else if (a == "--linear-backend") linear_backend = val();
     else if (a == "--moe-backend") moe_backend = val();
     else {
-      std::fprintf(stderr, "usage: decode_bench --arch moe|dense [--layers N] [--threads T] [--tokens N] [--dir PATH] "
+      std::fprintf(stderr, "usage: decode_bench --arch moe|dense [--layers N] [--threads T] [--tokens N] [--prompt N] [--dir PATH] "
                            "[--override-activation-dtype bfloat16] [--bf16-lm-head] [--linear-backend NAME] [--moe-backend NAME]\n");
       return 2;
     }
+  }
+  if (prompt_len < 1 || tokens < 1) {
+    std::fprintf(stderr, "--prompt and --tokens must be at least 1\n");
+    return 2;
   }
   if (arch != "moe" && arch != "dense") {
     std::fprintf(stderr, "--arch must be moe or dense\n");

@@ -34,7 +34,7 @@ int64_t w4a16_token_words(int64_t k, int pieces);
 // One token: fp32 x [k] -> `out` [w4a16_token_words(k, pieces)], 64-byte aligned.
 void w4a16_pack_token(const float* x, int64_t k, int pieces, uint16_t* out);
 // Calls with at least this many tokens decode each row group once into a panel.
-inline constexpr int64_t kW4a16PanelMinTokens = 4;
+inline constexpr int64_t kW4a16PanelMinTokens = 8;
 int64_t w4a16_row_block(int64_t m, int64_t k);
 // y[t, r] for rows [r0, r1) and tokens [0, m); y [m, n] in `act`.
 void w4a16_rows(const Rows& w, const uint16_t* xp, int64_t m, int pieces, int64_t r0, int64_t r1,
@@ -46,7 +46,7 @@ void w4a16_rows(const Rows& w, const uint16_t* xp, int64_t m, int pieces, int64_
 // block, 16 fp32 activation block scales: 384 bytes.
 int64_t w4a4_token_bytes(int64_t k);
 void w4a4_pack_token(const uint8_t* codes, const uint8_t* scales, int64_t k, uint8_t* out);
-inline constexpr int64_t kW4a4PanelMinTokens = 4;
+inline constexpr int64_t kW4a4PanelMinTokens = 24;
 int64_t w4a4_row_block(int64_t m, int64_t k);
 // alpha per row = input_scale × global[r] (the kernel applies its own constant factors).
 void w4a4_rows(const Rows& w, float input_scale, const uint8_t* xp, int64_t m, int64_t r0, int64_t r1,
