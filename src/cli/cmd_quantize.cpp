@@ -1,5 +1,5 @@
 // `fp4lm quantize`: a bf16/fp16/fp32 checkpoint -> a ModelOpt-layout NVFP4 or W4A16_NVFP4
-// checkpoint (engine/quantizer.h), with max calibration for NVFP4's input scales.
+// checkpoint (engine/quantize/quantizer.h), with max calibration for NVFP4's input scales.
 #include <csignal>
 #include <cstdlib>
 #include <memory>
@@ -10,8 +10,8 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/thread_pool.h"
-#include "engine/calibration_data.h"
-#include "engine/quantizer.h"
+#include "engine/quantize/calibration_data.h"
+#include "engine/quantize/quantizer.h"
 #include "quant/export_format.h"
 
 namespace fp4lm::cli {

@@ -4,6 +4,7 @@
 
 #include "cli/command.h"
 #include "core/error.h"
+#include "model/arch/arch.h"
 #include "model/synthetic_checkpoint.h"
 
 namespace fp4lm::cli {
@@ -17,10 +18,10 @@ struct SynthArgs {
 CommandRegistration reg("synth", "Write a small random-weight checkpoint (HF/ModelOpt layout)", [](CLI::App& sub) {
   auto a = std::make_shared<SynthArgs>();
   sub.add_option("--out", a->out, "Output directory")->required();
-  sub.add_option("--arch", a->arch,
-                 "LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM, MixtralForCausalLM, "
-                 "Qwen2MoeForCausalLM")
-      ->capture_default_str();
+  std::string archs;  // every registered architecture (model/arch/registry.cpp)
+  for (const model::ArchDef* d : model::architectures())
+    archs += (archs.empty() ? "" : ", ") + std::string(d->hf_name());
+  sub.add_option("--arch", a->arch, archs)->capture_default_str();
   sub.add_option("--algo", a->algo, "NVFP4, W4A16_NVFP4, FP8 or none")->capture_default_str();
   sub.add_option("--layers", a->o.layers, "Decoder layers")->capture_default_str();
   sub.add_option("--hidden", a->o.hidden, "Hidden size")->capture_default_str();

@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "model/activation.h"
 #include "model/model_loader.h"
+#include "model/sequence_state.h"
 
 namespace fp4lm::model {
 
@@ -142,6 +143,13 @@ Attention::Attention(ModelLoader& loader, int64_t layer, const Rope& rope)
     q_norm_ = RmsNorm(loader.tensor_f32(p + ".q_norm.weight", {head_dim_}), c.rms_norm_eps);
     k_norm_ = RmsNorm(loader.tensor_f32(p + ".k_norm.weight", {head_dim_}), c.rms_norm_eps);
   }
+}
+
+void Attention::forward(const float* x, std::span<const SequenceSpan> spans, float* y) const {
+  std::vector<AttentionSpan> a;
+  a.reserve(spans.size());
+  for (const SequenceSpan& s : spans) a.push_back({&s.state->kv(), s.row0, s.n, s.pos0});
+  forward(x, std::span<const AttentionSpan>(a), y);
 }
 
 void Attention::forward(const float* x, std::span<const AttentionSpan> spans, float* y) const {

@@ -10,6 +10,7 @@
 #include "core/thread_pool.h"
 #include "model/kv_cache.h"
 #include "model/linear.h"
+#include "model/mixer.h"
 #include "model/rms_norm.h"
 #include "model/rope.h"
 
@@ -39,7 +40,7 @@ void causal_attention(std::span<const AttentionSpan> spans, int64_t layer, const
 void causal_attention(const KvCache& cache, int64_t layer, const float* q, int64_t m, int64_t pos0,
                       int64_t num_heads, float* out, ThreadPool& pool = ThreadPool::global());
 
-class Attention {
+class Attention final : public Mixer {
  public:
   // Loads model.layers.<layer>.self_attn.{qkv_proj, o_proj[, q_norm, k_norm]}.
   Attention(ModelLoader& loader, int64_t layer, const Rope& rope);
@@ -49,8 +50,10 @@ class Attention {
   // cache, attends per sequence, and writes y [m, hidden]. Cache lengths are not changed (the
   // model advances them).
   void forward(const float* x, std::span<const AttentionSpan> spans, float* y) const;
+  // As a decoder layer's Mixer: each sequence's K/V live in its state's KV cache.
+  void forward(const float* x, std::span<const SequenceSpan> spans, float* y) const override;
 
-  size_t weight_bytes() const { return qkv_->weight_bytes() + o_->weight_bytes(); }
+  size_t weight_bytes() const override { return qkv_->weight_bytes() + o_->weight_bytes(); }
 
  private:
   int64_t layer_, num_heads_, num_kv_heads_, head_dim_;

@@ -62,7 +62,7 @@ std::unique_ptr<CausalLM> CausalLM::load(std::shared_ptr<io::Checkpoint> ckpt, c
   if (lm->kv_dtype_ == DType::F8_E4M3) lm->load_kv_scales();
   lm->rope_ = Rope(c.head_dim, c.rope_theta, c.rope_scaling);
   lm->embed_ = Embedding(l.tensor("model.embed_tokens.weight", {c.vocab_size, c.hidden_size}));
-  const ArchDef& arch = arch_def(c.arch);
+  const ArchDef& arch = *c.arch;
   const bool bar = lo.progress && ::isatty(STDERR_FILENO);
   lm->layers_.resize(static_cast<size_t>(c.num_layers));
   for (int64_t i = 0; i < c.num_layers; ++i) {
@@ -72,7 +72,7 @@ std::unique_ptr<CausalLM> CausalLM::load(std::shared_ptr<io::Checkpoint> ckpt, c
     const std::string p = fmt::format("model.layers.{}", i);
     L.input_norm = RmsNorm(l.tensor_f32(p + ".input_layernorm.weight", {c.hidden_size}), c.rms_norm_eps);
     L.post_norm = RmsNorm(l.tensor_f32(p + ".post_attention_layernorm.weight", {c.hidden_size}), c.rms_norm_eps);
-    L.attn = std::make_unique<Attention>(l, i, lm->rope_);
+    L.mixer = arch.make_mixer(l, i, lm->rope_);
     L.ffn = arch.make_ffn(l, i);
   }
   if (bar) std::fprintf(stderr, "\r\033[K");
@@ -219,12 +219,12 @@ void CausalLM::forward(std::span<const SequenceChunk> batch) const {
 void CausalLM::forward_step(std::span<const SequenceChunk> batch, const std::vector<Piece>& in) const {
   const int64_t hid = config().hidden_size, vocab = vocab_size();
   std::vector<Piece> pieces = in;
-  std::vector<AttentionSpan> spans;
+  std::vector<SequenceSpan> spans;
   std::vector<int32_t> tokens;
   for (Piece& p : pieces) {
     const SequenceChunk& c = batch[p.chunk];
     p.pos0 = c.state->length();
-    spans.push_back({&c.state->kv(), p.row0, p.n, p.pos0});
+    spans.push_back({c.state, p.row0, p.n, p.pos0});
     tokens.insert(tokens.end(), c.tokens + p.offset, c.tokens + p.offset + p.n);
   }
   const int64_t m = static_cast<int64_t>(tokens.size());
@@ -245,7 +245,7 @@ void CausalLM::forward_step(std::span<const SequenceChunk> batch, const std::vec
     for (size_t li = 0; li < layers_.size(); ++li) {
       const Layer& L = layers_[li];
       L.input_norm.forward(h.data(), m, x.data(), dtype_);
-      L.attn->forward(x.data(), spans, y.data());
+      L.mixer->forward(x.data(), spans, y.data());
       for (size_t i = 0; i < size; ++i) h[i] += y[i];
       round_to_dtype(h.data(), size, dtype_);
       L.post_norm.forward(h.data(), m, x.data(), dtype_);

@@ -19,6 +19,7 @@
 #include "model/feed_forward.h"
 #include "model/kv_cache.h"
 #include "model/linear.h"
+#include "model/mixer.h"
 #include "model/model_config.h"
 #include "model/rms_norm.h"
 #include "model/rope.h"
@@ -83,7 +84,7 @@ class CausalLM {
   CausalLM() = default;
   struct Layer {
     RmsNorm input_norm, post_norm;
-    std::unique_ptr<Attention> attn;
+    std::unique_ptr<Mixer> mixer;  // the layer's ArchDef chooses its type
     std::unique_ptr<FeedForward> ffn;
   };
   void load_kv_scales();

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "model/arch/arch.h"
+
 namespace fp4lm::model {
 
 std::vector<std::string> LayerSpec::modules() const {
@@ -12,10 +14,8 @@ std::vector<std::string> LayerSpec::modules() const {
   return out;
 }
 
-namespace {
-
-LayerSpec linear(std::string name, int64_t layer, std::vector<std::string> shards, std::vector<int64_t> rows,
-                 int64_t in, bool bias = false) {
+LayerSpec plan_linear(std::string name, int64_t layer, std::vector<std::string> shards, std::vector<int64_t> rows,
+                      int64_t in, bool bias) {
   LayerSpec s;
   s.name = std::move(name);
   s.layer_index = layer;
@@ -27,55 +27,45 @@ LayerSpec linear(std::string name, int64_t layer, std::vector<std::string> shard
   return s;
 }
 
-void add_dense_mlp(std::vector<LayerSpec>& out, const std::string& prefix, int64_t layer, int64_t hidden,
-                   int64_t inter) {
-  out.push_back(linear(prefix + ".gate_up_proj", layer, {prefix + ".gate_proj", prefix + ".up_proj"},
-                       {inter, inter}, hidden));
-  out.push_back(linear(prefix + ".down_proj", layer, {prefix + ".down_proj"}, {hidden}, inter));
+void plan_attention(const ModelConfig& c, int64_t i, std::vector<LayerSpec>& out) {
+  const int64_t q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim;
+  const std::string p = fmt::format("model.layers.{}.self_attn", i);
+  out.push_back(plan_linear(p + ".qkv_proj", i, {p + ".q_proj", p + ".k_proj", p + ".v_proj"}, {q, kv, kv},
+                            c.hidden_size, c.attention_bias));
+  out.push_back(plan_linear(p + ".o_proj", i, {p + ".o_proj"}, {c.hidden_size}, q));
 }
 
-}  // namespace
+void plan_dense_mlp(const ModelConfig& c, int64_t i, const std::string& prefix, int64_t inter,
+                    std::vector<LayerSpec>& out) {
+  out.push_back(plan_linear(prefix + ".gate_up_proj", i, {prefix + ".gate_proj", prefix + ".up_proj"}, {inter, inter},
+                            c.hidden_size));
+  out.push_back(plan_linear(prefix + ".down_proj", i, {prefix + ".down_proj"}, {c.hidden_size}, inter));
+}
+
+void plan_sparse_moe(const ModelConfig& c, int64_t i, const std::string& block,
+                     const std::array<std::string, 3>& proj, std::vector<LayerSpec>& out) {
+  LayerSpec router = plan_linear(block + ".gate", i, {block + ".gate"}, {c.num_experts}, c.hidden_size);
+  router.router = true;
+  out.push_back(router);
+  LayerSpec moe;
+  moe.name = block + ".experts";
+  moe.kind = kernels::LayerKind::moe;
+  moe.layer_index = i;
+  moe.shards = {moe.name};
+  moe.num_experts = c.num_experts;
+  moe.hidden = c.hidden_size;
+  moe.inter = c.moe_intermediate_size;
+  moe.in_features = c.hidden_size;
+  moe.out_features = c.hidden_size;
+  moe.expert_proj = proj;
+  out.push_back(moe);
+}
 
 std::vector<LayerSpec> plan_layers(const ModelConfig& c) {
   std::vector<LayerSpec> out;
-  const int64_t h = c.hidden_size, q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim;
-  for (int64_t i = 0; i < c.num_layers; ++i) {
-    const std::string p = fmt::format("model.layers.{}", i);
-    out.push_back(linear(p + ".self_attn.qkv_proj", i,
-                         {p + ".self_attn.q_proj", p + ".self_attn.k_proj", p + ".self_attn.v_proj"},
-                         {q, kv, kv}, h, c.attention_bias));
-    out.push_back(linear(p + ".self_attn.o_proj", i, {p + ".self_attn.o_proj"}, {h}, q));
-    if (!c.layer_is_moe(i)) {
-      add_dense_mlp(out, p + ".mlp", i, h, c.intermediate_size);
-      continue;
-    }
-    const bool mixtral = c.arch == Arch::Mixtral;
-    const std::string block = p + (mixtral ? ".block_sparse_moe" : ".mlp");
-    LayerSpec router = linear(block + ".gate", i, {block + ".gate"}, {c.num_experts}, h);
-    router.router = true;
-    out.push_back(router);
-    LayerSpec moe;
-    moe.name = block + ".experts";
-    moe.kind = kernels::LayerKind::moe;
-    moe.layer_index = i;
-    moe.shards = {moe.name};
-    moe.num_experts = c.num_experts;
-    moe.hidden = h;
-    moe.inter = c.moe_intermediate_size;
-    moe.in_features = h;
-    moe.out_features = h;
-    moe.expert_proj = mixtral ? std::array<std::string, 3>{"w1", "w3", "w2"}
-                              : std::array<std::string, 3>{"gate_proj", "up_proj", "down_proj"};
-    out.push_back(moe);
-    if (c.arch == Arch::Qwen2Moe) {
-      add_dense_mlp(out, block + ".shared_expert", i, h, c.shared_expert_intermediate_size);
-      LayerSpec gate = linear(block + ".shared_expert_gate", i, {block + ".shared_expert_gate"}, {1}, h);
-      gate.router = true;
-      out.push_back(gate);
-    }
-  }
-  LayerSpec head = linear("lm_head", -1, {c.tie_word_embeddings ? "model.embed_tokens" : "lm_head"},
-                          {c.vocab_size}, h);
+  for (int64_t i = 0; i < c.num_layers; ++i) c.arch->plan_layer(c, i, out);
+  LayerSpec head = plan_linear("lm_head", -1, {c.tie_word_embeddings ? "model.embed_tokens" : "lm_head"},
+                               {c.vocab_size}, c.hidden_size);
   head.tied_embedding = c.tie_word_embeddings;
   out.push_back(head);
   return out;

@@ -1,49 +1,15 @@
 #include "model/model_config.h"
 
 #include <algorithm>
+#include <string>
 
 #include "core/error.h"
+#include "model/arch/arch.h"
+#include "model/config_reader.h"
 
 namespace fp4lm::model {
 
 using nlohmann::json;
-
-namespace {
-
-struct Reader {
-  const json& j;
-  const std::string& path;
-
-  template <typename T>
-  T req(const char* key) const {
-    if (!j.contains(key) || j[key].is_null()) fail("{}: missing required field '{}'", path, key);
-    return get<T>(key);
-  }
-  template <typename T>
-  T opt(const char* key, T def) const {
-    if (!j.contains(key) || j[key].is_null()) return def;
-    return get<T>(key);
-  }
-  template <typename T>
-  T get(const char* key) const {
-    const json& v = j[key];
-    if constexpr (std::is_same_v<T, bool>) {
-      if (!v.is_boolean()) fail("{}: field '{}' must be a boolean, found {}", path, key, v.dump());
-    } else if constexpr (std::is_integral_v<T>) {
-      if (!v.is_number_integer()) fail("{}: field '{}' must be an integer, found {}", path, key, v.dump());
-    } else if constexpr (std::is_floating_point_v<T>) {
-      if (!v.is_number()) fail("{}: field '{}' must be a number, found {}", path, key, v.dump());
-    } else {
-      if (!v.is_string()) fail("{}: field '{}' must be a string, found {}", path, key, v.dump());
-    }
-    return v.get<T>();
-  }
-  void positive(const char* key, int64_t v) const {
-    if (v <= 0) fail("{}: field '{}' must be positive, found {}", path, key, v);
-  }
-};
-
-}  // namespace
 
 bool ModelConfig::layer_is_moe(int64_t i) const {
   if (!is_moe()) return false;
@@ -53,24 +19,18 @@ bool ModelConfig::layer_is_moe(int64_t i) const {
 
 ModelConfig parse_model_config(const json& j, const std::string& path) {
   if (!j.is_object()) fail("{}: expected a JSON object, found {}", path, j.type_name());
-  Reader r{j, path};
+  ConfigReader r{j, path};
   ModelConfig c;
   if (!j.contains("architectures") || !j["architectures"].is_array() || j["architectures"].empty() ||
       !j["architectures"][0].is_string())
     fail("{}: field 'architectures' must be a non-empty list of names", path);
   c.architecture = j["architectures"][0].get<std::string>();
-  static const std::pair<const char*, Arch> kArchs[] = {
-      {"LlamaForCausalLM", Arch::Llama},       {"Qwen2ForCausalLM", Arch::Qwen2},
-      {"Qwen3ForCausalLM", Arch::Qwen3},       {"Qwen3MoeForCausalLM", Arch::Qwen3Moe},
-      {"MixtralForCausalLM", Arch::Mixtral},   {"Qwen2MoeForCausalLM", Arch::Qwen2Moe},
-  };
-  bool known = false;
-  for (auto& [name, a] : kArchs)
-    if (c.architecture == name) c.arch = a, known = true;
-  if (!known)
-    fail("{}: unsupported architecture '{}' (supported: LlamaForCausalLM, Qwen2ForCausalLM, "
-         "Qwen3ForCausalLM, Qwen3MoeForCausalLM, MixtralForCausalLM, Qwen2MoeForCausalLM)",
-         path, c.architecture);
+  c.arch = find_arch(c.architecture);
+  if (!c.arch) {
+    std::string names;
+    for (const ArchDef* a : architectures()) names += (names.empty() ? "" : ", ") + std::string(a->hf_name());
+    fail("{}: unsupported architecture '{}' (supported: {})", path, c.architecture, names);
+  }
 
   c.vocab_size = r.req<int64_t>("vocab_size");
   c.hidden_size = r.req<int64_t>("hidden_size");
@@ -106,7 +66,7 @@ ModelConfig parse_model_config(const json& j, const std::string& path) {
     const json& rs = j["rope_scaling"];
     if (!rs.is_object()) fail("{}: field 'rope_scaling' must be an object or null", path);
     std::string type = rs.value("rope_type", rs.value("type", std::string()));
-    Reader rr{rs, path};
+    ConfigReader rr{rs, path};
     if (type == "linear") {
       c.rope_scaling.type = type;
       c.rope_scaling.factor = rr.req<double>("factor");
@@ -124,44 +84,7 @@ ModelConfig parse_model_config(const json& j, const std::string& path) {
     fail("{}: use_sliding_window=true is not supported", path);
 
   c.attention_bias = r.opt<bool>("attention_bias", false);
-  if (c.arch == Arch::Qwen2 || c.arch == Arch::Qwen2Moe) c.attention_bias = true;
-  c.qk_norm = c.arch == Arch::Qwen3 || c.arch == Arch::Qwen3Moe;
-
-  switch (c.arch) {
-    case Arch::Llama:
-    case Arch::Qwen2:
-    case Arch::Qwen3:
-      c.intermediate_size = r.req<int64_t>("intermediate_size");
-      r.positive("intermediate_size", c.intermediate_size);
-      break;
-    case Arch::Qwen3Moe:
-    case Arch::Qwen2Moe:
-      c.num_experts = r.req<int64_t>("num_experts");
-      c.top_k = r.req<int64_t>("num_experts_per_tok");
-      c.moe_intermediate_size = r.req<int64_t>("moe_intermediate_size");
-      c.norm_topk_prob = r.opt<bool>("norm_topk_prob", c.arch == Arch::Qwen3Moe);
-      c.decoder_sparse_step = r.opt<int64_t>("decoder_sparse_step", 1);
-      c.intermediate_size = r.opt<int64_t>("intermediate_size", 0);
-      if (j.contains("mlp_only_layers") && !j["mlp_only_layers"].is_null()) {
-        if (!j["mlp_only_layers"].is_array()) fail("{}: field 'mlp_only_layers' must be a list", path);
-        for (const json& v : j["mlp_only_layers"]) {
-          if (!v.is_number_integer()) fail("{}: field 'mlp_only_layers' must hold integers", path);
-          c.mlp_only_layers.push_back(v.get<int64_t>());
-        }
-      }
-      if (c.arch == Arch::Qwen2Moe) {
-        c.shared_expert_intermediate_size = r.req<int64_t>("shared_expert_intermediate_size");
-        r.positive("shared_expert_intermediate_size", c.shared_expert_intermediate_size);
-      }
-      break;
-    case Arch::Mixtral:
-      c.num_experts = r.req<int64_t>("num_local_experts");
-      c.top_k = r.req<int64_t>("num_experts_per_tok");
-      c.moe_intermediate_size = r.req<int64_t>("intermediate_size");
-      c.intermediate_size = c.moe_intermediate_size;
-      c.norm_topk_prob = true;  // Mixtral always renormalizes its top-k softmax weights
-      break;
-  }
+  c.arch->parse_config(r, c);
   if (c.is_moe()) {
     r.positive("num_experts", c.num_experts);
     r.positive("num_experts_per_tok", c.top_k);
@@ -186,6 +109,21 @@ ModelConfig parse_model_config(const json& j, const std::string& path) {
   c.eos_token_ids = ids("eos_token_id");
   if (auto b = ids("bos_token_id"); !b.empty()) c.bos_token_id = b[0];
   return c;
+}
+
+void read_dense_mlp_keys(const ConfigReader& r, ModelConfig& c) {
+  c.intermediate_size = r.req<int64_t>("intermediate_size");
+  r.positive("intermediate_size", c.intermediate_size);
+}
+
+void read_sparse_moe_keys(const ConfigReader& r, ModelConfig& c, bool norm_topk_default) {
+  c.num_experts = r.req<int64_t>("num_experts");
+  c.top_k = r.req<int64_t>("num_experts_per_tok");
+  c.moe_intermediate_size = r.req<int64_t>("moe_intermediate_size");
+  c.norm_topk_prob = r.opt<bool>("norm_topk_prob", norm_topk_default);
+  c.decoder_sparse_step = r.opt<int64_t>("decoder_sparse_step", 1);
+  c.intermediate_size = r.opt<int64_t>("intermediate_size", 0);
+  c.mlp_only_layers = r.int_list("mlp_only_layers");
 }
 
 }  // namespace fp4lm::model

@@ -1,5 +1,7 @@
 #pragma once
-// The architecture facts of an HF config.json, validated once, for every supported model.
+// The architecture facts of an HF config.json, validated once, for every supported model: the
+// shared keys here, each architecture's own keys by its ArchDef (model/arch/). The fields are
+// the parameters of the shared building blocks (attention, MLP, MoE) the ArchDefs assemble.
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -9,7 +11,8 @@
 
 namespace fp4lm::model {
 
-enum class Arch { Llama, Qwen2, Qwen3, Qwen3Moe, Mixtral, Qwen2Moe };
+class ArchDef;
+struct ConfigReader;
 
 struct RopeScaling {
   std::string type;  // "" (none), "linear", "llama3"
@@ -19,8 +22,8 @@ struct RopeScaling {
 };
 
 struct ModelConfig {
-  Arch arch = Arch::Llama;
-  std::string architecture;  // HF name, e.g. "Qwen3MoeForCausalLM"
+  const ArchDef* arch = nullptr;  // the architecture's definition (static, never null once parsed)
+  std::string architecture;       // HF name, e.g. "Qwen3MoeForCausalLM"
   int64_t vocab_size = 0, hidden_size = 0, num_layers = 0;
   int64_t num_heads = 0, num_kv_heads = 0, head_dim = 0;
   int64_t intermediate_size = 0;  // dense MLP (and Qwen2-MoE dense layers)
@@ -48,5 +51,13 @@ struct ModelConfig {
 // Throws Error naming config.json (`path`) and the field for a missing/invalid field or an
 // unsupported architecture or field value.
 ModelConfig parse_model_config(const nlohmann::json& config, const std::string& path);
+
+// Keys shared by several architectures, for their ArchDef::parse_config.
+// A dense MLP in every layer: intermediate_size (required, positive).
+void read_dense_mlp_keys(const ConfigReader& r, ModelConfig& c);
+// The Qwen MoE family's keys: num_experts, num_experts_per_tok, moe_intermediate_size,
+// norm_topk_prob (default `norm_topk_default`), decoder_sparse_step, intermediate_size (for
+// dense layers) and mlp_only_layers.
+void read_sparse_moe_keys(const ConfigReader& r, ModelConfig& c, bool norm_topk_default);
 
 }  // namespace fp4lm::model

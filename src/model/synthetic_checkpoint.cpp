@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "io/safetensors.h"
+#include "model/arch/arch.h"
 #include "model/layer_plan.h"
 #include "model/layer_scheme.h"
 #include "quant/nvfp4.h"
@@ -34,18 +35,8 @@ json synthetic_config_json(const SyntheticOptions& o) {
             {"bos_token_id", 1},
             {"eos_token_id", 2},
             {"torch_dtype", std::string(dtype_torch_name(o.dense_dtype))}};
-  if (o.architecture == "Qwen3MoeForCausalLM" || o.architecture == "Qwen2MoeForCausalLM") {
-    c["num_experts"] = o.experts;
-    c["num_experts_per_tok"] = o.top_k;
-    c["moe_intermediate_size"] = o.moe_intermediate;
-    c["norm_topk_prob"] = o.architecture == "Qwen3MoeForCausalLM";
-    c["decoder_sparse_step"] = 1;
-    c["mlp_only_layers"] = json::array();
-    if (o.architecture == "Qwen2MoeForCausalLM") c["shared_expert_intermediate_size"] = o.shared_expert_intermediate;
-  } else if (o.architecture == "MixtralForCausalLM") {
-    c["num_local_experts"] = o.experts;
-    c["num_experts_per_tok"] = o.top_k;
-  }
+  // An unknown name gets the shared keys only; parsing it then names the supported ones.
+  if (const ArchDef* a = find_arch(o.architecture)) a->synthetic_config(o, c);
   return c;
 }
 
@@ -149,15 +140,10 @@ void write_synthetic_checkpoint(const std::string& dir, const SyntheticOptions& 
       w.linear_group({b + spec.expert_proj[2]}, {spec.hidden}, spec.inter, algo, false, input_amax * 0.5f);
     }
   }
-  for (int64_t i = 0; i < mc.num_layers; ++i) {
-    std::string p = fmt::format("model.layers.{}.", i);
-    w.dense(p + "input_layernorm.weight", {mc.hidden_size}, std::vector<float>(mc.hidden_size, 1.0f));
-    w.dense(p + "post_attention_layernorm.weight", {mc.hidden_size}, std::vector<float>(mc.hidden_size, 1.0f));
-    if (mc.qk_norm) {
-      w.dense(p + "self_attn.q_norm.weight", {mc.head_dim}, std::vector<float>(mc.head_dim, 1.0f));
-      w.dense(p + "self_attn.k_norm.weight", {mc.head_dim}, std::vector<float>(mc.head_dim, 1.0f));
-    }
-  }
+  // The other parameters of each decoder layer (norm weights): ones.
+  for (int64_t i = 0; i < mc.num_layers; ++i)
+    for (const LayerParam& p : mc.arch->layer_params(mc, i))
+      w.dense(p.name, p.shape, std::vector<float>(static_cast<size_t>(shape_numel(p.shape)), 1.0f));
 
   std::filesystem::create_directories(dir);
   auto write_json = [&](const std::string& name, const json& j) {

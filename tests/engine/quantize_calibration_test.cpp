@@ -10,7 +10,7 @@
 #include "common/error_of.h"
 #include "common/paths.h"
 #include "core/error.h"
-#include "engine/quantizer.h"
+#include "engine/quantize/quantizer.h"
 #include "model/causal_lm.h"
 #include "model/linear.h"
 #include "model/model_loader.h"

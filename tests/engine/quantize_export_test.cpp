@@ -11,7 +11,7 @@
 #include "common/error_of.h"
 #include "common/paths.h"
 #include "core/error.h"
-#include "engine/quantizer.h"
+#include "engine/quantize/quantizer.h"
 #include "io/json_file.h"
 #include "model/model_loader.h"
 #include "model/synthetic_checkpoint.h"

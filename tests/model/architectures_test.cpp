@@ -6,9 +6,11 @@
 #include <algorithm>
 #include <cmath>
 
+#include "common/error_of.h"
 #include "common/paths.h"
 #include "core/error.h"
 #include "model/causal_lm.h"
+#include "model/model_config.h"
 #include "tiny_models.h"
 
 namespace fp4lm::model {
@@ -97,9 +99,10 @@ TEST_P(ArchitectureTest, Bfloat16ActivationsStayCloseToFloat32) {
   EXPECT_GT(d, 1e-5) << GetParam();
 }
 
-INSTANTIATE_TEST_SUITE_P(AllSix, ArchitectureTest,
+INSTANTIATE_TEST_SUITE_P(Every, ArchitectureTest,
                          ::testing::Values("LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM",
-                                           "Qwen3MoeForCausalLM", "MixtralForCausalLM", "Qwen2MoeForCausalLM"),
+                                           "Qwen3MoeForCausalLM", "MixtralForCausalLM", "Qwen2MoeForCausalLM",
+                                           "MistralForCausalLM"),
                          [](const auto& info) { return info.param; });
 
 TEST(Architecture, LlamaLinearRopeScalingMatchesReference) {
@@ -183,6 +186,40 @@ TEST(Architecture, EosIdsComeFromConfigAndGenerationConfig) {
 
 namespace fp4lm::model {
 namespace {
+
+// Mistral's sliding window (HF: 4096 when the key is absent, off when null). The engine runs full
+// causal attention, the same computation up to the window, so a smaller window caps the length.
+TEST(Architecture, MistralSlidingWindowCapsTheModelLength) {
+  const test::TinyModel m = test::make_tiny_model("MistralForCausalLM");
+  auto max_len = [&](auto&& edit) {
+    nlohmann::json c = m.config;
+    edit(c);
+    return parse_model_config(c, "config.json").max_position_embeddings;
+  };
+  EXPECT_EQ(max_len([](nlohmann::json& c) { c["sliding_window"] = 64; }), 64);
+  EXPECT_EQ(max_len([](nlohmann::json& c) { c["sliding_window"] = 1024; }), 256);
+  EXPECT_EQ(max_len([](nlohmann::json& c) { c["sliding_window"] = nullptr; }), 256);
+  EXPECT_EQ(max_len([](nlohmann::json& c) {
+              c.erase("sliding_window");
+              c["max_position_embeddings"] = 32768;
+            }),
+            4096);
+  const std::string e = test::error_of([&] { max_len([](nlohmann::json& c) { c["sliding_window"] = 0; }); });
+  EXPECT_NE(e.find("config.json: field 'sliding_window' must be positive, found 0"), std::string::npos) << e;
+
+  TempDir dir;
+  test::TinyModel capped = m;
+  capped.config["sliding_window"] = 12;
+  test::write_tiny_model(capped, dir.path());
+  auto lm = CausalLM::load(dir.path().string(), f32_options());
+  EXPECT_EQ(lm->max_model_len(), 12);
+  // Within the window the logits are the reference's (full attention == sliding window there).
+  std::vector<float> got = all_logits(*lm, kTokens);
+  EXPECT_LT(max_rel_diff(got.data(), test::naive::forward(capped, kTokens)), 2e-5);
+  LoadOptions lo;
+  lo.max_model_len = 13;
+  EXPECT_THROW(CausalLM::load(dir.path().string(), f32_options(), lo), UsageError);
+}
 
 // The reference comparison is sensitive to the quirks it claims to check: dropping the llama3
 // scaling, the Qwen2-MoE shared expert or the Qwen3-MoE renormalization from the float64

@@ -197,9 +197,10 @@ TEST_P(BatchedForwardTest, MixedBatchesAreBitIdenticalToEachSequenceAlone) {
   EXPECT_GE(ran, 3 * 2 * 2 * 2);  // at least the oracle and `reference` for every quantization
 }
 
-INSTANTIATE_TEST_SUITE_P(AllSix, BatchedForwardTest,
+INSTANTIATE_TEST_SUITE_P(Every, BatchedForwardTest,
                          ::testing::Values("LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM",
-                                           "Qwen3MoeForCausalLM", "MixtralForCausalLM", "Qwen2MoeForCausalLM"),
+                                           "Qwen3MoeForCausalLM", "MixtralForCausalLM", "Qwen2MoeForCausalLM",
+                                           "MistralForCausalLM"),
                          [](const auto& info) { return info.param; });
 
 std::unique_ptr<CausalLM> small_model(TempDir& dir, QuantAlgo algo, EngineOptions o = {}, LoadOptions lo = {}) {

@@ -34,12 +34,13 @@ struct TinyModel {
 // One small model of `arch`. Quirks exercised: Llama — GQA, llama3 rope_scaling (or linear when
 // `linear_rope`), tied embeddings; Qwen2 — q/k/v bias; Qwen3 — q_norm/k_norm, head_dim != hidden/heads;
 // Qwen3-MoE — mlp_only_layers (layer 1 dense), norm_topk_prob; Mixtral — block_sparse_moe w1/w3/w2;
-// Qwen2-MoE — shared expert + gate, decoder_sparse_step 2 (layer 0 dense), no renormalization.
+// Qwen2-MoE — shared expert + gate, decoder_sparse_step 2 (layer 0 dense), no renormalization;
+// Mistral — head_dim != hidden/heads, a sliding_window no sequence reaches.
 inline TinyModel make_tiny_model(const std::string& arch, uint64_t seed = 7, bool linear_rope = false,
                                  int64_t vocab = 97) {
   using nlohmann::json;
   const int64_t hidden = 32, layers = 3, heads = 4, kv = 2;
-  const int64_t head_dim = arch == "Qwen3ForCausalLM" ? 16 : hidden / heads;
+  const int64_t head_dim = arch == "Qwen3ForCausalLM" || arch == "MistralForCausalLM" ? 16 : hidden / heads;
   const int64_t inter = 48, experts = 6, top_k = 2, moe_inter = 16, shared_inter = 24;
   json c = {{"architectures", {arch}},       {"vocab_size", vocab},
             {"hidden_size", hidden},         {"num_hidden_layers", layers},
@@ -56,6 +57,7 @@ inline TinyModel make_tiny_model(const std::string& arch, uint64_t seed = 7, boo
       c["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 1.0},
                            {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 32}};
   }
+  if (arch == "MistralForCausalLM") c["sliding_window"] = 256;
   const bool moe = arch == "Qwen3MoeForCausalLM" || arch == "MixtralForCausalLM" || arch == "Qwen2MoeForCausalLM";
   if (arch == "Qwen3MoeForCausalLM" || arch == "Qwen2MoeForCausalLM") {
     c["num_experts"] = experts;

@@ -12,7 +12,8 @@ class UnquantizedMethod final : public QuantMethod {
  protected:
   kernels::ShardView shard(const ParamReader& p, const LayerSpec& spec, const std::string& module, int64_t rows,
                            const LayerScheme&) const override {
-    const TensorView& t = p.require(module + ".weight", {DType::F32, DType::BF16, DType::F16}, {rows, spec.in_features});
+    const TensorView& t =
+        p.require(module + ".weight", {DType::F32, DType::BF16, DType::F16}, {rows, spec.in_features});
     return kernels::DenseView{t.dtype, t.data};
   }
 };

@@ -1,7 +1,7 @@
 #pragma once
 // `fp4lm quantize`: a bf16/fp16/fp32 Hugging Face checkpoint in, a ModelOpt-layout NVFP4 or
-// W4A16_NVFP4 checkpoint out (DESIGN.md §3 bit for bit; export plan in engine/export_plan.h,
-// calibration in engine/calibration.h, file formats in quant/export_format.h).
+// W4A16_NVFP4 checkpoint out (DESIGN.md §3 bit for bit; export plan in engine/quantize/export_plan.h,
+// calibration in engine/quantize/calibration.h, file formats in quant/export_format.h).
 //
 // The output is written into a temporary directory beside OUT and renamed to OUT at the very
 // end, so an interrupted run leaves no OUT. Tensors stream one at a time (quantized groups one
@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/calibration.h"
-#include "engine/export_plan.h"
+#include "engine/quantize/calibration.h"
+#include "engine/quantize/export_plan.h"
 
 namespace fp4lm::engine {
 

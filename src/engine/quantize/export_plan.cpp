@@ -1,4 +1,4 @@
-#include "engine/export_plan.h"
+#include "engine/quantize/export_plan.h"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-#include "engine/calibration_data.h"
+#include "engine/quantize/calibration_data.h"
 
 #include <filesystem>
 #include <fstream>

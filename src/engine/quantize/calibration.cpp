@@ -1,4 +1,4 @@
-#include "engine/calibration.h"
+#include "engine/quantize/calibration.h"
 
 #include <unistd.h>
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/export_plan.h"
+#include "engine/quantize/export_plan.h"
 #include "io/checkpoint.h"
 
 namespace fp4lm::engine {

@@ -1,4 +1,4 @@
-#include "engine/quantizer.h"
+#include "engine/quantize/quantizer.h"
 
 #include <sys/mman.h>
 #include <unistd.h>

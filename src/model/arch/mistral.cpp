@@ -1,0 +1,53 @@
+// MistralForCausalLM: Llama's layout (GQA, no q/k/v bias, a dense SwiGLU MLP in every layer,
+// head_dim may differ from hidden/heads) with sliding-window attention: position p attends to
+// positions (p - sliding_window, p]. HF's MistralConfig defaults sliding_window to 4096 when the
+// key is absent; null turns the window off. fp4lm runs full causal attention, which is the same
+// computation for sequences of at most sliding_window tokens, so a window below
+// max_position_embeddings caps the model length at the window (one INFO line says so).
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "core/log.h"
+#include "model/arch/arch.h"
+#include "model/mlp.h"
+
+namespace fp4lm::model {
+
+namespace {
+
+class Mistral final : public ArchDef {
+ public:
+  std::string_view hf_name() const override { return "MistralForCausalLM"; }
+  void parse_config(const ConfigReader& r, ModelConfig& c) const override {
+    read_dense_mlp_keys(r, c);
+    if (r.j.contains("sliding_window") && r.j["sliding_window"].is_null()) return;  // no window
+    const int64_t window = r.opt<int64_t>("sliding_window", 4096);
+    r.positive("sliding_window", window);
+    if (window < c.max_position_embeddings) {
+      log().info("{}: sliding_window {} < max_position_embeddings {}: sequences are limited to {} tokens, where "
+                 "sliding-window attention equals full causal attention",
+                 r.path, window, c.max_position_embeddings, window);
+      c.max_position_embeddings = window;
+    }
+  }
+  void plan_layer(const ModelConfig& c, int64_t i, std::vector<LayerSpec>& out) const override {
+    plan_attention(c, i, out);
+    plan_dense_mlp(c, i, fmt::format("model.layers.{}.mlp", i), c.intermediate_size, out);
+  }
+  std::unique_ptr<FeedForward> make_ffn(ModelLoader& l, int64_t i) const override {
+    return std::make_unique<DenseMlp>(l, fmt::format("model.layers.{}.mlp", i));
+  }
+  void synthetic_config(const SyntheticOptions&, nlohmann::json& c) const override {
+    c["sliding_window"] = nullptr;
+  }
+};
+
+}  // namespace
+
+const ArchDef& mistral_arch() {
+  static const Mistral d;
+  return d;
+}
+
+}  // namespace fp4lm::model

@@ -1,0 +1,22 @@
+// The supported architectures, one line each (the order is the one error messages list).
+#include "model/arch/arch.h"
+
+namespace fp4lm::model {
+
+const ArchDef& llama_arch();
+const ArchDef& qwen2_arch();
+const ArchDef& qwen3_arch();
+const ArchDef& qwen3_moe_arch();
+const ArchDef& mixtral_arch();
+const ArchDef& qwen2_moe_arch();
+const ArchDef& mistral_arch();
+
+const std::vector<const ArchDef*>& architectures() {
+  static const std::vector<const ArchDef*> all = {
+      &llama_arch(), &qwen2_arch(), &qwen3_arch(), &qwen3_moe_arch(),
+      &mixtral_arch(), &qwen2_moe_arch(), &mistral_arch(),
+  };
+  return all;
+}
+
+}  // namespace fp4lm::model
