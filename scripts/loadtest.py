@@ -105,7 +105,12 @@ async def run(args):
         records, wall = [], 0.0
         for _ in range(args.rounds):
             t0 = time.perf_counter()
-            records += await asyncio.gather(*(one_stream(client, args, i) for i in range(args.concurrency)))
+            results = await asyncio.gather(*(one_stream(client, args, i) for i in range(args.concurrency)),
+                                           return_exceptions=True)  # one failure must not close the others
+            for i, r in enumerate(results):
+                if isinstance(r, BaseException):
+                    r = {"index": i, "ids": [], "chunk_times": [], "errors": [f"{type(r).__name__}: {r}"]}
+                records.append(r)
             wall += time.perf_counter() - t0
     return records, reference, wall
 

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# Installs every Debian package that fp4lm's build, tests, benchmarks and demo need. (The Python
-# test packages come from PyPI, pinned in tests/python/requirements.txt, into a venv the tests make.)
+# Installs every Debian package that fp4lm's build, tests, benchmarks, demo and Python package
+# (`pip install .`: python3-venv, python3-dev) need. (The Python test packages come from PyPI,
+# pinned in tests/python*/requirements.txt, into venvs the tests make.)
 # Idempotent: does nothing when they are all present. Needs root (or sudo) only to install.
 set -euo pipefail
 PKGS=(g++ cmake ninja-build pkg-config make
       nlohmann-json3-dev libfmt-dev libspdlog-dev libcli11-dev
       libgtest-dev libgmock-dev libbenchmark-dev
       libopenblas-dev libpcre2-dev libutf8proc-dev libcpp-httplib-dev
-      python3 python3-venv
+      python3 python3-venv python3-dev
       clang libclang-rt-14-dev)
 missing=()
 for p in "${PKGS[@]}"; do

@@ -131,6 +131,14 @@ std::vector<int> parse_list(const std::string& s, const char* what = "--threads"
   return out;
 }
 
+std::vector<int> parse_thread_counts(const std::string& s) {
+  std::vector<int> out = parse_list(s, "--threads");
+  for (int t : out)
+    if (t > ThreadPool::max_threads())
+      usage_fail("--threads: {} is more than the maximum {} (4 x the hardware threads)", t, ThreadPool::max_threads());
+  return out;
+}
+
 DType activation_dtype(const std::string& name) {
   const auto t = parse_dtype(name);
   if (name == "float32" || name == "f32") return DType::F32;
@@ -176,7 +184,7 @@ void reexec_without_openblas_env(const Options& o) {
 }
 
 int run_kernels(const Options& o) {
-  const std::vector<int> thread_counts = parse_list(o.threads);
+  const std::vector<int> thread_counts = parse_thread_counts(o.threads);
   struct Shape {
     int64_t n, k;
     const char* what;
@@ -266,7 +274,7 @@ int run_kernels(const Options& o) {
 // lm_head-sized M=1 GEMV (151936 x 2048 bf16 = 594 MiB, read from memory) and a 4096 x 4096
 // layer over M.
 int run_dense(const Options& o) {
-  const std::vector<int> thread_counts = parse_list(o.threads);
+  const std::vector<int> thread_counts = parse_thread_counts(o.threads);
   std::vector<int64_t> ms = {1, 16, 256};
   if (!o.ms.empty()) {
     ms.clear();

@@ -1,13 +1,12 @@
 // `fp4lm chat-template`: renders a conversation with the model's chat template and prints the
 // prompt exactly as the model will see it (no trailing newline added).
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "cli/command.h"
 #include "core/error.h"
+#include "io/json_file.h"
 #include "tokenizer/chat_template.h"
 
 namespace fp4lm::cli {
@@ -20,18 +19,6 @@ struct ChatTemplateArgs {
   std::string enable_thinking;
 };
 
-nlohmann::ordered_json read_json(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("{}: cannot read", path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  try {
-    return nlohmann::ordered_json::parse(ss.str());
-  } catch (const nlohmann::json::exception& e) {
-    fail("{}: invalid JSON: {}", path, e.what());
-  }
-}
-
 int run(const ChatTemplateArgs& a) {
   tokenizer::ChatOptions opts;
   opts.add_generation_prompt = a.add_generation_prompt;
@@ -41,7 +28,7 @@ int run(const ChatTemplateArgs& a) {
     else usage_fail("--enable-thinking must be 'true' or 'false', got '{}'", a.enable_thinking);
   }
   // The file holds the messages array, or an object {"messages": [...], "tools": [...]}.
-  nlohmann::ordered_json doc = read_json(a.messages);
+  nlohmann::ordered_json doc = io::read_ordered_json_file(a.messages);
   nlohmann::ordered_json messages, tools = nullptr;
   if (doc.is_array()) {
     messages = std::move(doc);

@@ -1,5 +1,6 @@
 // `fp4lm eval`: teacher-forced scoring of token-id sequences (JSON Lines): tokens, mean NLL
 // (nats per predicted token) and perplexity.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -9,6 +10,7 @@
 
 #include "cli/command.h"
 #include "cli/engine_flags.h"
+#include "core/error.h"
 #include "core/log.h"
 #include "engine/evaluator.h"
 #include "engine/id_file.h"
@@ -68,6 +70,9 @@ int run_eval_reference(const EvalArgs& a, const model::CausalLM& lm, const std::
 int run_eval(const EvalArgs& a) {
   model::EngineOptions opts = a.flags.resolve();
   auto seqs = engine::read_id_sequences(a.ids);
+  // Perplexity over zero predicted tokens would print 1.0 as if it meant something.
+  if (std::none_of(seqs.begin(), seqs.end(), [](const auto& s) { return s.size() >= 2; }))
+    fail("{}: nothing to score: no sequence has 2 or more tokens", a.ids);
   model::LoadOptions lo;
   lo.max_model_len = a.max_model_len;
   auto lm = model::CausalLM::load(a.model, opts, lo);

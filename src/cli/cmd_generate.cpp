@@ -147,7 +147,10 @@ CommandRegistration reg("generate", "Generate text from a prompt", [](CLI::App& 
   sub.add_option("--top-k", a->top_k, "Keep the k most probable tokens (0 = all)");
   sub.add_option("--top-p", a->top_p, "Nucleus sampling mass (1 = off)");
   sub.add_option("--min-p", a->min_p, "Drop tokens below min_p x the top probability (0 = off)");
-  sub.add_option("--seed", a->seed, "Sampling seed (same seed, same output)");
+  sub.add_option("--seed", a->seed, "Sampling seed, 0 to 2^64-1 (same seed, same output)")
+      ->check(CLI::Validator(
+          [](std::string& v) { return v.rfind('-', 0) == 0 ? "must be from 0 to 2^64-1, got " + v : std::string(); },
+          "SEED"));
   sub.add_option("--max-model-len", a->max_model_len,
                  "KV cache length (default min(max_position_embeddings, 8192))");
   sub.add_flag("--json", a->json, "Print one JSON object instead of streaming text");

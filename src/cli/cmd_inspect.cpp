@@ -109,7 +109,7 @@ json inspect_facts(const std::shared_ptr<io::Checkpoint>& ckp, const model::Engi
 }
 
 // The per-layer report needs a supported, complete architecture; inspect still describes other
-// checkpoints and says why it has no layer report.
+// checkpoints and says why it has no layer report (then exits 1: the loader refuses them).
 void add_layers(json& facts, const std::shared_ptr<io::Checkpoint>& ck, const model::EngineOptions& opts) {
   try {
     model::parse_model_config(ck->config(), ck->dir() + "/config.json");
@@ -209,6 +209,10 @@ CommandRegistration reg(
           fmt::print("{}\n", facts.dump(2));
         else
           print_human(facts, stdout);
+        // The facts help to see why; the exit status says the checkpoint cannot be loaded.
+        if (facts["layers"].is_null())
+          fail("{} (the checkpoint is described above, but fp4lm cannot load it)",
+               facts["layers_unavailable"].get<std::string>());
         return 0;
       };
     });

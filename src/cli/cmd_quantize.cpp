@@ -8,6 +8,7 @@
 
 #include "cli/command.h"
 #include "core/error.h"
+#include "core/interrupt_cleanup.h"
 #include "core/log.h"
 #include "core/thread_pool.h"
 #include "engine/quantize/calibration_data.h"
@@ -42,6 +43,7 @@ std::function<void(const std::string&)> test_abort_hook() {
 }
 
 int run_quantize(const QuantizeArgs& a) {
+  install_interrupt_cleanup();  // Ctrl-C removes the hidden temporary directory, as an error does
   if (a.threads < 0) usage_fail("--threads must be >= 1 (got {})", a.threads);
   if (a.threads > 0) ThreadPool::set_global_threads(a.threads);
   engine::QuantizeOptions o;

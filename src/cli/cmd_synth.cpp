@@ -5,10 +5,14 @@
 #include "cli/command.h"
 #include "core/error.h"
 #include "model/arch/arch.h"
+#include "model/model_limits.h"
 #include "model/synthetic_checkpoint.h"
 
 namespace fp4lm::cli {
 namespace {
+
+// Synthetic checkpoints are for tests, demos and benchmarks (about 2 GB of bfloat16 at most).
+constexpr double kMaxSynthParams = 1e9;
 
 struct SynthArgs {
   std::string out, arch = "Qwen3MoeForCausalLM", algo = "NVFP4";
@@ -27,7 +31,8 @@ CommandRegistration reg("synth", "Write a small random-weight checkpoint (HF/Mod
   sub.add_option("--hidden", a->o.hidden, "Hidden size")->capture_default_str();
   sub.add_option("--vocab", a->o.vocab, "Vocabulary size")->capture_default_str();
   sub.add_option("--experts", a->o.experts, "Experts per MoE layer")->capture_default_str();
-  sub.add_option("--seed", a->o.seed, "Random seed")->capture_default_str();
+  sub.add_option("--seed", a->o.seed, "Random seed")->capture_default_str()->check(CLI::Validator(
+      [](std::string& v) { return v.rfind('-', 0) == 0 ? "must be from 0 to 2^64-1, got " + v : std::string(); }, "SEED"));
   sub.add_flag("--quantize-lm-head", a->o.quantize_lm_head, "Quantize lm_head too");
   sub.add_flag("--distinct-shard-scales", a->o.distinct_shard_scales,
                "Give fused shards (q/k/v, gate/up) different weight_scale_2");
@@ -46,8 +51,22 @@ CommandRegistration reg("synth", "Write a small random-weight checkpoint (HF/Mod
     if (a->o.hidden % 16 != 0 || a->o.hidden <= 0) usage_fail("--hidden must be a positive multiple of 16");
     if (a->o.layers <= 0 || a->o.vocab <= 0 || a->o.experts < a->o.top_k)
       usage_fail("--layers and --vocab must be positive and --experts at least {}", a->o.top_k);
+    using L = model::ModelLimits;
+    if (a->o.hidden > L::hidden_size) usage_fail("--hidden must be at most {} (got {})", L::hidden_size, a->o.hidden);
+    if (a->o.layers > L::num_hidden_layers)
+      usage_fail("--layers must be at most {} (got {})", L::num_hidden_layers, a->o.layers);
+    if (a->o.vocab > L::vocab_size) usage_fail("--vocab must be at most {} (got {})", L::vocab_size, a->o.vocab);
+    if (a->o.experts > L::num_experts) usage_fail("--experts must be at most {} (got {})", L::num_experts, a->o.experts);
     a->o.head_dim = a->o.hidden / a->o.heads;
     a->o.intermediate = a->o.hidden * 3 / 2 / 16 * 16;
+    // The writer holds every tensor in memory: refuse what would not fit rather than run out.
+    const double h = static_cast<double>(a->o.hidden), per_layer = 4 * h * h + 3 * h * (a->o.intermediate +
+        static_cast<double>(a->o.experts) * a->o.moe_intermediate + a->o.shared_expert_intermediate);
+    const double params = 2 * static_cast<double>(a->o.vocab) * h + static_cast<double>(a->o.layers) * per_layer;
+    if (params > kMaxSynthParams)
+      usage_fail("--hidden {} --layers {} --vocab {} --experts {} make about {:.3g} parameters; synth writes at most "
+                 "{:.0e} (it holds them in memory)",
+                 a->o.hidden, a->o.layers, a->o.vocab, a->o.experts, params, kMaxSynthParams);
     model::write_synthetic_checkpoint(a->out, a->o);
     std::printf("wrote %s checkpoint (%s) to %s\n", a->arch.c_str(), a->algo.c_str(), a->out.c_str());
     return 0;

@@ -1,11 +1,15 @@
 #include "engine/id_file.h"
 
+#include <filesystem>
 #include <fstream>
+#include <istream>
 #include <limits>
+#include <system_error>
 
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "io/json_file.h"
 
 namespace fp4lm::engine {
 
@@ -29,18 +33,36 @@ std::vector<int32_t> ids_of(const json& j, const std::string& where) {
   }
   return out;
 }
+// Reads one line (without its '\n') into `line`; false at the end of the file. A line longer than
+// kMaxIdLineBytes is an error before it is held in memory.
+bool read_line(std::istream& in, std::string& line, const std::string& path, int64_t no) {
+  line.clear();
+  std::streambuf* buf = in.rdbuf();
+  bool any = false;
+  for (int c; (c = buf->sbumpc()) != std::char_traits<char>::eof();) {
+    any = true;
+    if (c == '\n') return true;
+    if (line.size() == kMaxIdLineBytes)
+      fail("{}:{}: line longer than {} MiB; expected one sequence of token ids per line", path, no,
+           kMaxIdLineBytes >> 20);
+    line.push_back(static_cast<char>(c));
+  }
+  return any;
+}
 }  // namespace
 
 std::vector<IdRecord> read_id_records(const std::string& path) {
-  std::ifstream in(path);
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    fail("{}: is a directory, expected a JSON Lines file of token ids", path);
+  std::ifstream in(path, std::ios::binary);
   if (!in) fail("{}: cannot open", path);
   std::vector<IdRecord> out;
   std::string line;
-  for (int64_t no = 1; std::getline(in, line); ++no) {
+  for (int64_t no = 1; read_line(in, line, path, no); ++no) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     const std::string where = path + ":" + std::to_string(no);
-    json j = json::parse(line, nullptr, false);
-    if (j.is_discarded()) fail("{}: not valid JSON", where);
+    json j = io::parse_json(line, where);
     IdRecord r;
     if (j.is_array()) {
       r.prompt = ids_of(j, where);
@@ -55,6 +77,8 @@ std::vector<IdRecord> read_id_records(const std::string& path) {
     }
     out.push_back(std::move(r));
   }
+  if (in.bad()) fail("{}: read error", path);
+  if (out.empty()) fail("{}: no token sequences (the file is empty or has only blank lines)", path);
   return out;
 }
 

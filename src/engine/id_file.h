@@ -3,6 +3,7 @@
 //   {"ids": [...]}                                  the sequence itself
 //   {"prompt_ids": [...], "greedy_continuation": [...]} (or "greedy_ids")  concatenated
 //   [...]                                           a bare list of ids
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -15,7 +16,12 @@ struct IdRecord {
   std::vector<int32_t> all() const;   // prompt + continuation
 };
 
-// Error naming the file and line on malformed JSON, a missing key or a non-integer id.
+// The longest line accepted (a line is one sequence: 32 MiB holds millions of ids).
+inline constexpr size_t kMaxIdLineBytes = size_t{32} << 20;
+
+// Error naming the file and line on malformed JSON (nesting is bounded, io::kMaxJsonDepth), a
+// line longer than kMaxIdLineBytes, a missing key or a non-integer id; Error naming the file when
+// it is a directory or holds no sequence at all (empty, or only blank lines).
 std::vector<IdRecord> read_id_records(const std::string& path);
 std::vector<std::vector<int32_t>> read_id_sequences(const std::string& path);
 

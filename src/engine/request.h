@@ -50,7 +50,7 @@ struct RequestOutput {
   bool finished = false;
   std::string finish_reason;       // "stop", "length", "abort" or "error" (when finished)
   std::optional<std::string> stop_reason;  // the stop string that ended it
-  std::optional<int32_t> stop_token;       // the stop token id (EOS/stop_token_ids) that ended it
+  std::optional<int32_t> stop_token;       // the stop_token_ids entry that ended it (not set for EOS)
   int64_t prompt_tokens = 0, completion_tokens = 0;  // totals so far
   std::string error;               // finish_reason "error": what went wrong
 };

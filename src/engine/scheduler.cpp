@@ -134,7 +134,9 @@ void Scheduler::sample_next(Sequence& s, float* logits, RequestOutput& out) {
 
   std::string reason;
   if (s.is_stop_id(tok)) {
-    out.stop_token = tok;
+    // vLLM reports the id as stop_reason for stop_token_ids, nothing for EOS.
+    if (std::find(s.p.stop_token_ids.begin(), s.p.stop_token_ids.end(), tok) != s.p.stop_token_ids.end())
+      out.stop_token = tok;
     s.text.finish();
     reason = "stop";
   } else if (s.text.push(tok)) {

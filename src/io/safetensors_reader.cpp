@@ -39,9 +39,15 @@ bool as_count(const json& j, uint64_t* out) {
 // last one, and two entries under one tensor name are ambiguous.
 json parse_header_json(const char* begin, const char* end, const std::string& path) {
   std::vector<std::vector<std::string>> keys_stack;  // keys seen per open object
-  auto cb = [&](int /*depth*/, json::parse_event_t ev, json& parsed) -> bool {
+  auto cb = [&](int depth, json::parse_event_t ev, json& parsed) -> bool {
     switch (ev) {
-      case json::parse_event_t::object_start: keys_stack.emplace_back(); break;
+      case json::parse_event_t::object_start:
+        check_json_depth(static_cast<size_t>(depth) + 1, path + ": safetensors header");
+        keys_stack.emplace_back();
+        break;
+      case json::parse_event_t::array_start:
+        check_json_depth(static_cast<size_t>(depth) + 1, path + ": safetensors header");
+        break;
       case json::parse_event_t::object_end:
         if (!keys_stack.empty()) keys_stack.pop_back();
         break;

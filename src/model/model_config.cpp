@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "model/arch/arch.h"
 #include "model/config_reader.h"
+#include "model/model_limits.h"
 
 namespace fp4lm::model {
 
@@ -108,6 +109,7 @@ ModelConfig parse_model_config(const json& j, const std::string& path) {
   };
   c.eos_token_ids = ids("eos_token_id");
   if (auto b = ids("bos_token_id"); !b.empty()) c.bos_token_id = b[0];
+  check_model_limits(c, path);
   return c;
 }
 

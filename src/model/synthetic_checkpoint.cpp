@@ -145,7 +145,10 @@ void write_synthetic_checkpoint(const std::string& dir, const SyntheticOptions& 
     for (const LayerParam& p : mc.arch->layer_params(mc, i))
       w.dense(p.name, p.shape, std::vector<float>(static_cast<size_t>(shape_numel(p.shape)), 1.0f));
 
-  std::filesystem::create_directories(dir);
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec || !std::filesystem::is_directory(dir, ec))
+    fail("{}: cannot create the output directory: {}", dir, ec ? ec.message() : "a file of that name exists");
   auto write_json = [&](const std::string& name, const json& j) {
     std::ofstream out(std::filesystem::path(dir) / name);
     out << j.dump(2) << "\n";

@@ -58,8 +58,18 @@ void check_group_size(QuantAlgo algo, std::optional<int> gs, const std::string& 
     fail("{}: group_size must be 16 for {} (found {})", where, algo_name(algo), *gs);
 }
 
+// ModelOpt's KV-cache algorithms. fp4lm keeps its KV cache in the activation dtype whatever the
+// checkpoint says, but a name outside this list is a typo or a format nobody can honour.
+void check_kv_cache_algo(const std::optional<std::string>& kv, const std::string& where) {
+  if (!kv) return;
+  for (const char* known : {"FP8", "NVFP4", "NVFP4_AFFINE", "INT8"})
+    if (upper(*kv) == known) return;
+  fail("{}: unsupported kv_cache_quant_algo '{}' (known: FP8, NVFP4, NVFP4_AFFINE, INT8, or null)", where, *kv);
+}
+
 void validate(QuantConfig& q, const std::string& where) {
   check_group_size(q.algo, q.group_size, where);
+  check_kv_cache_algo(q.kv_cache_quant_algo, where);
   if (q.algo == QuantAlgo::MIXED_PRECISION) {
     if (q.quantized_layers.empty())
       fail("{}: MIXED_PRECISION needs a non-empty 'quantized_layers' map", where);

@@ -180,9 +180,9 @@ std::string message_content(const json& msg, size_t i) {
 json parse_body(const std::string& body) {
   json b;
   try {
-    b = json::parse(body);
-  } catch (const json::parse_error& e) {
-    throw bad_request(fmt::format("the request body is not valid JSON: {}", e.what()));
+    b = io::parse_json(body, "the request body");  // nesting bounded, as every JSON we read
+  } catch (const Error& e) {
+    throw bad_request(e.what());
   }
   if (!b.is_object()) throw bad_request(fmt::format("the request body must be a JSON object, got {}", io::json_type_name(b)));
   return b;

@@ -5,19 +5,14 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "io/json_file.h"
 #include "tokenizer/jinja_interpreter.h"
 #include "tokenizer/jinja_parser.h"
 
 namespace fp4lm::tokenizer {
 namespace {
 
-std::string read_text(const std::filesystem::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  if (!in) fail("cannot read {}", p.string());
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+std::string read_text(const std::filesystem::path& p) { return io::read_text_file(p.string()); }
 
 // bos_token / eos_token: a string, null, or an AddedToken object {"content": ..., ...}.
 std::string special_token(const nlohmann::json& config, const char* key, const std::string& file) {
@@ -54,12 +49,7 @@ ChatTemplate ChatTemplate::from_dir(const std::string& dir) {
   fs::path config_path = fs::path(dir) / "tokenizer_config.json";
   std::string file = config_path.string();
   if (!fs::exists(config_path)) fail("{}: not found (needed for the chat template)", file);
-  nlohmann::json config;
-  try {
-    config = nlohmann::json::parse(read_text(config_path));
-  } catch (const nlohmann::json::exception& e) {
-    fail("{}: invalid JSON: {}", file, e.what());
-  }
+  nlohmann::json config = io::parse_json(read_text(config_path), file);
   if (!config.is_object()) fail("{}: expected a JSON object, found {}", file, config.type_name());
 
   // Newer checkpoints keep the template beside the config.
@@ -71,12 +61,7 @@ ChatTemplate ChatTemplate::from_dir(const std::string& dir) {
     origin = jinja_path.string();
   } else if (fs::exists(json_path)) {
     origin = json_path.string();
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(read_text(json_path));
-    } catch (const nlohmann::json::exception& e) {
-      fail("{}: invalid JSON: {}", origin, e.what());
-    }
+    nlohmann::json j = io::parse_json(read_text(json_path), origin);
     if (!j.is_object() || !j.contains("chat_template")) fail("{}: no 'chat_template' key", origin);
     source = template_from_config(j["chat_template"], origin);
   } else if (config.contains("chat_template") && !config["chat_template"].is_null()) {

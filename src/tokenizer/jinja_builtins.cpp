@@ -121,6 +121,7 @@ std::string replace_all(const std::string& s, const std::string& from, const std
     for (const auto& ch : chars) {
       if (count < 0 || n < count) { out += to; ++n; }
       out += ch;
+      if (out.size() > kMaxStringBytes) value_fail("string result larger than {} bytes", kMaxStringBytes);
     }
     if (count < 0 || n < count) out += to;
     return out;
@@ -268,6 +269,7 @@ Value string_method(const std::string& s, const std::string& name) {
         if (!first) out += x;
         first = false;
         out += need_string(v, "join");
+        if (out.size() > kMaxStringBytes) value_fail("string result larger than {} bytes", kMaxStringBytes);
       }
       return Value(out);
     });
@@ -446,10 +448,14 @@ Value sort_keys(const Value& v) {
 }
 
 std::string indent_filter(const std::string& s, const Value& width_v, bool first, bool blank) {
-  std::string ind = width_v.is_string() ? width_v.as_string()
-                                        : std::string(static_cast<size_t>(std::clamp<int64_t>(
-                                                          width_v.is_undefined() ? 4 : need_int(width_v, "indent"), 0, 1024)),
-                                                      ' ');
+  // Python builds " " * width first (nothing for a negative width), so a width beyond the string
+  // limit fails whatever the text, as Jinja2 runs out of memory.
+  const int64_t width = width_v.is_string() ? 0 : width_v.is_undefined() ? 4 : need_int(width_v, "indent");
+  if (!width_v.is_string() && width > static_cast<int64_t>(kMaxStringBytes))
+    value_fail("indent width {} makes a string larger than {} bytes", width, kMaxStringBytes);
+  std::string ind = width_v.is_string()
+                        ? width_v.as_string()
+                        : std::string(static_cast<size_t>(std::clamp<int64_t>(width, 0, static_cast<int64_t>(kMaxStringBytes))), ' ');
   std::vector<std::string> lines;
   std::string text = s + "\n";  // Jinja's quirk so that splitlines() keeps a trailing empty line
   size_t pos = 0;
@@ -461,11 +467,17 @@ std::string indent_filter(const std::string& s, const Value& width_v, bool first
   std::string out = lines.empty() ? "" : lines[0];
   for (size_t i = 1; i < lines.size(); ++i) {
     out += "\n";
-    if (blank || !lines[i].empty()) out += ind;
+    if (blank || !lines[i].empty()) {
+      if (out.size() + ind.size() > kMaxStringBytes) value_fail("string result larger than {} bytes", kMaxStringBytes);
+      out += ind;
+    }
     out += lines[i];
     if (out.size() > kMaxStringBytes) value_fail("string result larger than {} bytes", kMaxStringBytes);
   }
-  if (first) out = ind + out;
+  if (first) {
+    if (out.size() + ind.size() > kMaxStringBytes) value_fail("string result larger than {} bytes", kMaxStringBytes);
+    out = ind + out;
+  }
   return out;
 }
 
@@ -483,10 +495,18 @@ Value to_int(const Value& v, const Value& def) {
   Value fallback = def.is_undefined() ? Value(0) : def;
   if (v.is_int()) return v;
   if (v.is_bool()) return Value(static_cast<int64_t>(v.as_bool()));
+  // Jinja2's int(): int(x), else int(float(x)), else the default. Python's int is unbounded,
+  // ours 64-bit: a value Python would turn into a bigger integer is an error, not a wrong number.
+  auto truncate = [](double d, const std::string& shown) -> Value {
+    if (!(d > -9223372036854775808.0 && d < 9223372036854775808.0))
+      value_fail("int: {} does not fit in a 64-bit integer", shown);
+    return Value(static_cast<int64_t>(d));
+  };
   if (v.is_float()) {
     double d = v.as_float();
-    if (!std::isfinite(d) || std::fabs(d) >= 9.2e18) return fallback;
-    return Value(static_cast<int64_t>(d));
+    if (std::isnan(d)) return fallback;  // int(nan) is a ValueError, caught by Jinja2
+    if (std::isinf(d)) value_fail("cannot convert float infinity to integer");  // OverflowError escapes Jinja2
+    return truncate(d, float_repr(d));
   }
   if (v.is_string()) {
     std::string s = strip(v.as_string(), Value(), true, true);
@@ -494,9 +514,13 @@ Value to_int(const Value& v, const Value& def) {
     errno = 0;
     char* end = nullptr;
     long long r = std::strtoll(s.c_str(), &end, 10);
-    if (errno == 0 && *end == '\0') return Value(static_cast<int64_t>(r));
+    if (*end == '\0' && s.find_first_not_of("+-0123456789") == std::string::npos) {
+      if (errno == ERANGE) value_fail("int: '{}' does not fit in a 64-bit integer", s);
+      return Value(static_cast<int64_t>(r));
+    }
     double d = std::strtod(s.c_str(), &end);
-    if (*end == '\0' && std::isfinite(d) && std::fabs(d) < 9.2e18) return Value(static_cast<int64_t>(d));
+    // float('inf') / float('1e400') overflow int() -> OverflowError, which Jinja2 catches here.
+    if (*end == '\0' && std::isfinite(d)) return truncate(d, "'" + s + "'");
   }
   return fallback;
 }
@@ -555,7 +579,12 @@ const std::map<std::string, FilterFn>& filters() {
       if (const Value* ea = a.keyword_arg("ensure_ascii"); ea && ea->truthy())
         value_fail("tojson: ensure_ascii=true is not supported");
       Value ind = a.get(0, "indent");
-      int indent = (ind.is_undefined() || ind.is_none()) ? -1 : static_cast<int>(std::clamp<int64_t>(need_int(ind, "tojson indent"), 0, 64));
+      // json.dumps: a negative indent indents by nothing (still one item per line); a huge one
+      // fails on the first line break that outgrows the limit.
+      int indent = (ind.is_undefined() || ind.is_none())
+                       ? -1
+                       : static_cast<int>(std::clamp<int64_t>(need_int(ind, "tojson indent"), 0,
+                                                              static_cast<int64_t>(kMaxValueBytes) + 1));
       const Value* sk = a.keyword_arg("sort_keys");
       return Value((sk && sk->truthy() ? sort_keys(v) : v).to_json(indent));
     };
@@ -779,7 +808,11 @@ const std::map<std::string, TestFn>& tests() {
 }  // namespace
 
 Value binary_op(const std::string& op, const Value& a, const Value& b) {
-  if (op == "~") return Value(a.str() + b.str());
+  if (op == "~") {
+    std::string x = a.str(), y = b.str();
+    if (x.size() + y.size() > kMaxStringBytes) value_fail("string result larger than {} bytes", kMaxStringBytes);
+    return Value(x + y);
+  }
   if (op == "==") return Value(a == b);
   if (op == "!=") return Value(!(a == b));
   if (op == "<") return Value(compare(a, b, "<") < 0);
@@ -804,6 +837,7 @@ Value binary_op(const std::string& op, const Value& a, const Value& b) {
       return Value(a.as_string() + b.as_string());
     }
     if (a.is_list() && b.is_list()) {
+      check_value_bytes(add_bytes(a.footprint(), b.footprint()), "list result");
       std::vector<Value> out = a.as_list();
       out.insert(out.end(), b.as_list().begin(), b.as_list().end());
       return a.is_tuple() && b.is_tuple() ? Value::tuple(std::move(out)) : Value::list(std::move(out));
@@ -834,6 +868,7 @@ Value binary_op(const std::string& op, const Value& a, const Value& b) {
       if (n > 0 && !a.as_list().empty()) {
         if (static_cast<uint64_t>(n) > kMaxRangeLength / a.as_list().size())
           value_fail("list result longer than {} items", kMaxRangeLength);
+        if (static_cast<uint64_t>(n) > kMaxValueBytes / a.footprint()) check_value_bytes(SIZE_MAX, "list result");
         for (int64_t i = 0; i < n; ++i) out.insert(out.end(), a.as_list().begin(), a.as_list().end());
       }
       return Value::list(std::move(out));
@@ -881,7 +916,16 @@ Value binary_op(const std::string& op, const Value& a, const Value& b) {
       }
       return Value(r);
     }
-    if (nums) return Value(std::pow(a.to_double(), b.to_double()));
+    if (nums) {
+      // Python's float power: errors where it raises instead of C's inf / nan.
+      const double x = a.to_double(), y = b.to_double();
+      if (x == 0.0 && y < 0.0 && std::isfinite(y)) value_fail("0.0 cannot be raised to a negative power");
+      if (x < 0.0 && std::isfinite(x) && std::isfinite(y) && y != std::floor(y))
+        value_fail("a negative number raised to a fractional power is complex, which is not supported");
+      const double r = std::pow(x, y);
+      if (std::isinf(r) && std::isfinite(x) && std::isfinite(y)) value_fail("numerical result out of range");
+      return Value(r);
+    }
     operand_fail(op, a, b);
   }
   value_fail("unknown operator '{}'", op);
@@ -999,6 +1043,8 @@ std::vector<Value> iterate(const Value& v) {
     return out;
   }
   if (v.is_string()) {
+    // One value per character: bounded like a list of them.
+    check_value_bytes(add_bytes(kItemBytes, utf8_length(v.as_string()) * (kItemBytes + 1)), "list of characters");
     std::vector<Value> out;
     for (auto& c : utf8_chars(v.as_string())) out.push_back(Value(std::move(c)));
     return out;

@@ -12,7 +12,7 @@
 namespace fp4lm::tokenizer::jinja {
 
 // Upper bounds that keep a hostile template from exhausting memory.
-inline constexpr size_t kMaxStringBytes = size_t{64} << 20;
+inline constexpr size_t kMaxStringBytes = kMaxValueBytes;
 inline constexpr size_t kMaxRangeLength = 1'000'000;
 
 // Binary operators: + - * / // % ** ~ == != < <= > >= in "not in".

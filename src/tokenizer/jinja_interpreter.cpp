@@ -59,9 +59,17 @@ class Renderer {
       case Stmt::Kind::Text:
         emit(out, s.text, s.pos);
         return Flow::Normal;
-      case Stmt::Kind::Output:
-        emit(out, eval(*s.expr, f).str(), s.pos);
+      case Stmt::Kind::Output: {
+        const Value v = eval(*s.expr, f);
+        std::string text;
+        try {
+          text = v.str();  // printing a list or dict is bounded as it goes
+        } catch (const ValueError& e) {
+          throw TemplateError(s.expr->pos, e.what());
+        }
+        emit(out, text, s.pos);
         return Flow::Normal;
+      }
       case Stmt::Kind::If:
         for (size_t i = 0; i < s.conds.size(); ++i)
           if (eval(*s.conds[i], f).truthy()) return exec_body(s.bodies[i], f, out);

@@ -19,6 +19,9 @@ void check_depth(int depth) {
   if (depth > kMaxNesting) value_fail("value nested deeper than {} levels", kMaxNesting);
 }
 
+// For text built piece by piece (repr, json): fails as soon as it outgrows the limit.
+void check_text(const std::string& out, const char* what) { check_value_bytes(out.size(), what); }
+
 std::string repr_string(const std::string& s) {
   char quote = '\'';
   if (s.find('\'') != std::string::npos && s.find('"') == std::string::npos) quote = '"';
@@ -57,8 +60,10 @@ void json_string(const std::string& s, std::string& out) {
 
 void json_dump(const Value& v, int indent, int level, std::string& out) {
   auto newline = [&](int lvl) {
+    const size_t spaces = static_cast<size_t>(indent) * static_cast<size_t>(lvl);  // both < 2^31
+    check_value_bytes(add_bytes(out.size() + 1, spaces), "tojson result");
     out += '\n';
-    out.append(static_cast<size_t>(indent) * static_cast<size_t>(lvl), ' ');
+    out.append(spaces, ' ');
   };
   if (v.is_undefined()) value_fail("Object of type Undefined is not JSON serializable");
   if (v.is_none()) { out += "null"; return; }
@@ -80,6 +85,7 @@ void json_dump(const Value& v, int indent, int level, std::string& out) {
       if (i) out += indent >= 0 ? "," : ", ";
       if (indent >= 0) newline(level + 1);
       json_dump(items[i], indent, level + 1, out);
+      check_text(out, "tojson result");
     }
     if (indent >= 0) newline(level);
     out += ']';
@@ -95,6 +101,7 @@ void json_dump(const Value& v, int indent, int level, std::string& out) {
       json_string(items[i].first, out);
       out += ": ";
       json_dump(items[i].second, indent, level + 1, out);
+      check_text(out, "tojson result");
     }
     if (indent >= 0) newline(level);
     out += '}';
@@ -105,12 +112,24 @@ void json_dump(const Value& v, int indent, int level, std::string& out) {
 
 }  // namespace
 
+void check_value_bytes(size_t bytes, const char* what) {
+  if (bytes > kMaxValueBytes)
+    value_fail("{} larger than {} MiB (a list or dict counts every item, and a shared part each time it appears)",
+               what, kMaxValueBytes >> 20);
+}
+
 Value Value::list(std::vector<Value> items) {
   auto obj = std::make_shared<ListObj>();
   int d = 0;
-  for (const auto& v : items) d = std::max(d, child_depth(v));
+  size_t bytes = kItemBytes;
+  for (const auto& v : items) {
+    d = std::max(d, child_depth(v));
+    bytes = add_bytes(bytes, v.footprint());
+  }
   check_depth(d + 1);
+  check_value_bytes(bytes, "list");
   obj->depth = d + 1;
+  obj->bytes = bytes;
   obj->items = std::move(items);
   return Value(Storage(std::shared_ptr<const ListObj>(std::move(obj))));
 }
@@ -129,9 +148,15 @@ bool Value::is_tuple() const {
 Value Value::dict(std::vector<std::pair<std::string, Value>> items) {
   auto obj = std::make_shared<DictObj>();
   int d = 0;
-  for (const auto& kv : items) d = std::max(d, child_depth(kv.second));
+  size_t bytes = kItemBytes;
+  for (const auto& kv : items) {
+    d = std::max(d, child_depth(kv.second));
+    bytes = add_bytes(bytes, add_bytes(kItemBytes + kv.first.size(), kv.second.footprint()));
+  }
   check_depth(d + 1);
+  check_value_bytes(bytes, "dict");
   obj->depth = d + 1;
+  obj->bytes = bytes;
   obj->items = std::move(items);
   return Value(Storage(std::move(obj)));
 }
@@ -177,6 +202,13 @@ int Value::depth() const {
   return 0;
 }
 
+size_t Value::footprint() const {
+  if (is_string()) return add_bytes(kItemBytes, as_string().size());
+  if (is_list()) return std::get<std::shared_ptr<const ListObj>>(v_)->bytes;
+  if (is_dict()) return as_dict().bytes;
+  return kItemBytes;
+}
+
 bool Value::truthy() const {
   if (is_undefined() || is_none()) return false;
   if (is_bool()) return as_bool();
@@ -207,6 +239,7 @@ std::string Value::repr() const {
     for (size_t i = 0; i < items.size(); ++i) {
       if (i) out += ", ";
       out += items[i].repr();
+      check_text(out, "string");
     }
     if (is_tuple()) return out + (items.size() == 1 ? ",)" : ")");
     return out + "]";
@@ -217,6 +250,7 @@ std::string Value::repr() const {
     for (size_t i = 0; i < items.size(); ++i) {
       if (i) out += ", ";
       out += repr_string(items[i].first) + ": " + items[i].second.repr();
+      check_text(out, "string");
     }
     return out + (is_namespace() ? "}>" : "}");
   }

@@ -4,6 +4,7 @@
 // (insertion-ordered, like Python's), namespace, and callables (globals, bound methods).
 // Lists and dicts are immutable once built (the HF sandbox forbids mutation); only a namespace
 // changes, through `{% set ns.x = ... %}`.
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -65,6 +66,19 @@ struct None {};
 // recurse without exhausting the stack.
 inline constexpr int kMaxNesting = 256;
 
+// The most memory one value may stand for (its footprint): the bytes of its strings plus
+// kItemBytes per scalar, string or container, counting a shared list or dict every time it
+// appears, because printing or serializing it writes it out that many times. Every operation
+// that builds a value checks this before building it, so no template can reach memory beyond a
+// small multiple of it (strings, lists built by +, * or filters, tojson of shared nested lists).
+inline constexpr size_t kMaxValueBytes = size_t{64} << 20;
+inline constexpr size_t kItemBytes = 16;
+
+// a + b, saturating at SIZE_MAX.
+inline size_t add_bytes(size_t a, size_t b) { return a > SIZE_MAX - b ? SIZE_MAX : a + b; }
+// ValueError "<what> larger than 64 MiB" when `bytes` exceeds kMaxValueBytes.
+void check_value_bytes(size_t bytes, const char* what);
+
 class Value {
  public:
   using Storage = std::variant<Undefined, None, bool, int64_t, double, std::string,
@@ -115,6 +129,10 @@ class Value {
   double to_double() const;
   // Nesting depth of a container (0 for scalars).
   int depth() const;
+  // What this value stands for in memory (see kMaxValueBytes); a namespace counts kItemBytes
+  // (it is shared by reference and cannot be copied into a string but by printing, which is
+  // bounded as it goes).
+  size_t footprint() const;
 
   // Python truthiness.
   bool truthy() const;
@@ -139,6 +157,7 @@ class Value {
 struct ListObj {
   std::vector<Value> items;
   int depth = 1;
+  size_t bytes = kItemBytes;
   bool is_tuple = false;
 };
 
@@ -146,6 +165,7 @@ struct DictObj {
   std::vector<std::pair<std::string, Value>> items;  // insertion order, keys unique
   bool is_namespace = false;
   int depth = 1;
+  size_t bytes = kItemBytes;
 
   const Value* find(const std::string& key) const;
   // Inserts or replaces (keeps the original position on replace).

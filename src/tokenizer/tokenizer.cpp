@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "io/json_file.h"
 #include "tokenizer/tokenizer_parts.h"
 #include "tokenizer/utf8.h"
 
@@ -12,19 +13,7 @@ namespace fp4lm::tokenizer {
 
 namespace {
 
-std::string read_text(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("cannot read {}", path.string());
-  std::string s;
-  in.seekg(0, std::ios::end);
-  auto n = in.tellg();
-  if (n < 0) fail("cannot read {}", path.string());
-  s.resize(static_cast<size_t>(n));
-  in.seekg(0);
-  in.read(s.data(), n);
-  if (!in) fail("cannot read {}", path.string());
-  return s;
-}
+std::string read_text(const std::filesystem::path& path) { return io::read_text_file(path.string()); }
 
 // transformers' clean_up_tokenization: drop the space English punctuation got from decoding.
 void clean_up_spaces(std::string& s) {

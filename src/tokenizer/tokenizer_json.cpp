@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "io/json_file.h"
 #include "tokenizer/tokenizer_parts.h"
 #include "tokenizer/utf8.h"
 
@@ -63,6 +64,7 @@ class TokenizerSax {
     if (mode_ != Mode::Normal)
       fail("{}: model.{}: unexpected object inside", where_, mode_ == Mode::Vocab ? "vocab" : "merges");
     pending_ = Mode::Normal;
+    io::check_json_depth(stack_.size() + 1, where_);
     stack_.push_back({true, {}});
     return dom_.start_object(n);
   }
@@ -101,6 +103,7 @@ class TokenizerSax {
     }
     if (mode_ == Mode::Vocab) fail("{}: model.vocab['{}']: expected an integer id, found array", where_, key_);
     pending_ = Mode::Normal;
+    io::check_json_depth(stack_.size() + 1, where_);
     stack_.push_back({false, {}});
     return dom_.start_array(n);
   }
@@ -464,12 +467,7 @@ std::optional<std::string> config_token(const json& cfg, const char* key, const 
 }
 
 void apply_config(TokenizerParts& p, std::string_view config_json, const std::string& name) {
-  json cfg;
-  try {
-    cfg = json::parse(config_json);
-  } catch (const json::exception& e) {
-    fail("{}: invalid JSON: {}", name, e.what());
-  }
+  json cfg = io::parse_json(config_json, name);
   Ctx c{name, ""};
   if (!cfg.is_object()) fail("{}: expected a JSON object at the top level, found {}", name, type_name(cfg));
   auto find_id = [&](const std::string& tok, const char* key) -> int32_t {

@@ -219,11 +219,24 @@ TEST(IdFile, ErrorsNameFileAndLine) {
       EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
     }
   };
-  expect_error("[1, 2]\n{oops\n", "bad.jsonl:2: not valid JSON");
+  expect_error("[1, 2]\n{oops\n", "bad.jsonl:2: invalid JSON");
+  expect_error("", "bad.jsonl: no token sequences (the file is empty or has only blank lines)");
+  expect_error("\n  \n\t\r\n", "bad.jsonl: no token sequences");
+  // Deep nesting is refused by the parser, before anything recursive (dump, copy) walks it.
+  expect_error(std::string(100000, '[') + std::string(100000, ']') + "\n",
+               "bad.jsonl:1: invalid JSON: nested deeper than 128 levels");
+  expect_error("{\"ids\": " + std::string(200, '[') + std::string(200, ']') + "}\n", "nested deeper than");
+  expect_error("[1]\n[" + std::string(kMaxIdLineBytes, ' ') + "1]\n", "bad.jsonl:2: line longer than 32 MiB");
   expect_error("[1, -2]\n", "bad.jsonl:1: token ids must be non-negative integers");
   expect_error("{\"tokens\": [1]}\n", "bad.jsonl:1: expected a list of ids or an object");
   expect_error("[1, 2.5]\n", "non-negative integers, found 2.5");
   EXPECT_THROW(read_id_records((dir / "absent.jsonl").string()), Error);
+  try {
+    read_id_records(dir.path().string());
+    FAIL() << "a directory was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("is a directory"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

@@ -232,12 +232,13 @@ TEST(Scheduler, StopsAtEosAndStopTokenIdsButNotBeforeMinTokens) {
   Drained r = drain(s);
   EXPECT_EQ(r.tokens[1], std::vector<int32_t>{7});
   EXPECT_EQ(r.last[1].finish_reason, "stop");
-  EXPECT_EQ(r.last[1].stop_token, 7);
+  EXPECT_FALSE(r.last[1].stop_token.has_value()) << "EOS is no stop_reason (as in vLLM)";
   // With min_tokens 2 the EOS is masked for the first two tokens: the next best (0) comes.
   ASSERT_GE(r.tokens[2].size(), 2u);
   EXPECT_EQ(r.tokens[2][0], 0);
   EXPECT_EQ(r.tokens[3], (std::vector<int32_t>{4, 13}));
   EXPECT_EQ(r.last[3].finish_reason, "stop");
+  EXPECT_EQ(r.last[3].stop_token, 13);
 }
 
 TEST(Scheduler, ARequestsTokensDoNotDependOnTheRestOfTheBatch) {

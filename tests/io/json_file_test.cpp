@@ -46,6 +46,37 @@ TEST(JsonFile, SyntaxErrorNamesPathLineAndColumn) {
   EXPECT_EQ(msg.find("[json.exception"), std::string::npos) << msg;
 }
 
+// Nesting is bounded while parsing (nlohmann's parser is iterative, but dump, copy and our own
+// converters recurse): a few kilobytes of brackets must be an error naming the file, not a
+// stack overflow later.
+TEST(JsonFile, DeepNestingIsRefusedWhileParsing) {
+  TempDir d;
+  const std::string p = (d / "deep.json").string();
+  for (const std::string& text : {std::string(200000, '[') + std::string(200000, ']'),
+                                  "{\"a\": " + std::string(kMaxJsonDepth, '[') + std::string(kMaxJsonDepth, ']') + "}"}) {
+    test::write_file(p, text);
+    EXPECT_EQ(error_of(p), p + ": invalid JSON: nested deeper than 128 levels");
+  }
+  // Exactly the limit is fine, in both DOM flavours.
+  const std::string ok = std::string(kMaxJsonDepth, '[') + std::string(kMaxJsonDepth, ']');
+  EXPECT_TRUE(parse_json(ok, "x").is_array());
+  EXPECT_TRUE(parse_ordered_json(ok, "x").is_array());
+  EXPECT_THROW(parse_ordered_json("[" + ok + "]", "x"), Error);
+  try {
+    std::string objects;
+    for (int i = 0; i < 300; ++i) objects += "{\"a\": ";
+    parse_json(objects, "where:3");
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), "where:3: invalid JSON: nested deeper than 128 levels");
+  }
+}
+
+TEST(JsonFile, ADirectoryIsAClearError) {
+  TempDir d;
+  EXPECT_EQ(error_of(d.path().string()), d.path().string() + ": cannot open: is a directory, expected a file");
+}
+
 TEST(JsonFile, TypeNames) {
   EXPECT_EQ(json_type_name(nlohmann::json::array()), "array");
   EXPECT_EQ(json_type_name(nlohmann::json(-3)), "integer");

@@ -143,6 +143,8 @@ std::vector<BadCase> bad_cases() {
       {"HeaderBinaryGarbage", raw_safetensors(std::string("\xff\xfe\x00{", 4)),
        {"header is not valid JSON"}},
       {"HeaderNotObject", raw_safetensors("[1, 2]"), {"must be a JSON object, found array"}},
+      {"HeaderNestedTooDeep", raw_safetensors("{\"__metadata__\": " + std::string(5000, '[') + std::string(5000, ']') + "}"),
+       {"safetensors header: invalid JSON: nested deeper than 128 levels"}},
       {"HeaderIsString", raw_safetensors(R"("hello")"), {"must be a JSON object, found string"}},
       {"EntryNotObject", raw_safetensors(R"({"w": 3})"),
        {"tensor 'w'", "expected an object with dtype, shape, data_offsets, found integer"}},

@@ -7,6 +7,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
 
 #include "core/cpu_features.h"
 #include "core/error.h"
@@ -244,6 +247,34 @@ TEST_P(W4a4Backend, RejectsNonFiniteActivations) {
     x[48 + 30] = INFINITY;
     EXPECT_THROW(kern->forward(x.data(), 2, y.data(), pool), Error);
   }
+}
+
+// With 2 threads token 1 is quantized on the worker thread: its error must reach the caller as the
+// same clear Error (it used to abort the process), and the pool must then run a good call in full.
+TEST_P(W4a4Backend, NonFiniteActivationOnAWorkerThreadIsACleanError) {
+  ThreadPool pool(2);
+  auto layer = testing::make_layer({7, 48, {7}, false, kNvfp4W4A4, 51});
+  const LinearWeights w = testing::weights_of(layer);
+  auto kern = make(GetParam(), w, DType::F32);
+  std::vector<float> x(2 * 48, 0.5f), y(2 * 7);
+  x[48 + 30] = NAN;
+  std::string msg;
+  try {
+    kern->forward(x.data(), 2, y.data(), pool);
+  } catch (const Error& e) {
+    msg = e.what();
+  }
+  // (The AVX-512 backend numbers the token within the worker's chunk: column 30 is what all share.)
+  EXPECT_NE(msg.find(", 30]"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("is nan"), std::string::npos) << msg;
+  x[48 + 30] = 0.25f;
+  const std::vector<uint8_t> xa = testing::to_act(x, DType::F32);
+  ThreadPool one(1);
+  EXPECT_EQ(run(*kern, xa, 2, 7, DType::F32, pool), run(*kern, xa, 2, 7, DType::F32, one));
+  std::vector<int> elsewhere(2, -1);
+  const auto caller = std::this_thread::get_id();
+  pool.parallel_for(2, [&](int64_t, int64_t, int t) { elsewhere[t] = std::this_thread::get_id() != caller; });
+  EXPECT_EQ(elsewhere, (std::vector<int>{0, 1}));
 }
 
 // The W4A4 backend's activation codes are the reference quantizer's: held to the fp64 value of

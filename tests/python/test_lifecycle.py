@@ -68,24 +68,27 @@ def stream_in_thread(url, body, result, started):
 def test_sigterm_finishes_or_aborts_in_flight_streams_then_exits_0(slow_model, logs, grace, tokens, expect):
     s = Server(slow_model, "--served-model-name", "slow", "--shutdown-grace", grace, log_dir=logs,
                name=f"shutdown{grace}")
-    result, started = {}, threading.Event()
-    t = stream_in_thread(s.url, {"prompt": "x", "max_tokens": tokens, "temperature": 0, "ignore_eos": True,
-                                 "stream": True}, result, started)
-    assert started.wait(30)
-    s.proc.send_signal(signal.SIGTERM)
-    time.sleep(0.2)
-    r = None
     try:
-        r = httpx.post(s.url + "/v1/completions", json={"prompt": "x", "max_tokens": 1}, timeout=5)
-    except httpx.HTTPError:
-        pass  # already closed: also a refusal
-    assert r is None or r.status_code == 503
-    t.join(timeout=90)
-    assert not t.is_alive()
-    code = s.stop(timeout=90)
-    assert code == 0, f"exit code {code}:\n{s.log()}"
-    events = result["events"]
-    assert events and events[-1] == "[DONE]", result
-    finals = [json.loads(e)["choices"][0]["finish_reason"] for e in events[:-1]]
-    assert finals[-1] == expect
-    assert "serve: stopped" in s.log()
+        result, started = {}, threading.Event()
+        t = stream_in_thread(s.url, {"prompt": "x", "max_tokens": tokens, "temperature": 0, "ignore_eos": True,
+                                     "stream": True}, result, started)
+        assert started.wait(30)
+        s.proc.send_signal(signal.SIGTERM)
+        time.sleep(0.2)
+        r = None
+        try:
+            r = httpx.post(s.url + "/v1/completions", json={"prompt": "x", "max_tokens": 1}, timeout=5)
+        except httpx.HTTPError:
+            pass  # already closed: also a refusal
+        assert r is None or r.status_code == 503
+        t.join(timeout=90)
+        assert not t.is_alive()
+        code = s.stop(timeout=90)
+        assert code == 0, f"exit code {code}:\n{s.log()}"
+        events = result["events"]
+        assert events and events[-1] == "[DONE]", result
+        finals = [json.loads(e)["choices"][0]["finish_reason"] for e in events[:-1]]
+        assert finals[-1] == expect
+        assert "serve: stopped" in s.log()
+    finally:
+        s.stop(timeout=30)

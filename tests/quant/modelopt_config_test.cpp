@@ -170,3 +170,15 @@ TEST(MixedPrecision, NestedOrBadEntriesRejected) {
   EXPECT_NE(error_of([&] { parse_quant_config(j, json::object(), "/c"); }).find("quantized_layers"),
             std::string::npos);
 }
+
+TEST(ModeloptConfig, UnknownKvCacheAlgoRejected) {
+  for (const char* ok : {"FP8", "fp8", "NVFP4", "NVFP4_AFFINE", "INT8"}) {
+    json j = nvfp4_legacy();
+    j["quantization"]["kv_cache_quant_algo"] = ok;
+    EXPECT_EQ(parse_quant_config(j, json::object(), "/c").kv_cache_quant_algo, ok);
+  }
+  json j = nvfp4_legacy();
+  j["quantization"]["kv_cache_quant_algo"] = "FP9";
+  std::string e = error_of([&] { parse_quant_config(j, json::object(), "/c"); });
+  EXPECT_NE(e.find("/c/hf_quant_config.json: unsupported kv_cache_quant_algo 'FP9'"), std::string::npos) << e;
+}

@@ -171,6 +171,13 @@ TEST_F(OpenAiApi, EveryInvalidFieldIsA400NamingIt) {
 TEST_F(OpenAiApi, BadJsonUnknownModelAndMissingTokenizer) {
   EXPECT_THROW(parse_body("{not json"), ApiError);
   EXPECT_THROW(parse_body("[1, 2]"), ApiError);
+  // Nesting is bounded while parsing (io::kMaxJsonDepth), before anything recursive walks it.
+  try {
+    parse_body("{\"messages\": " + std::string(100000, '[') + std::string(100000, ']') + "}");
+    ADD_FAILURE() << "deep body accepted";
+  } catch (const ApiError& e) {
+    EXPECT_NE(std::string(e.what()).find("nested deeper than 128 levels"), std::string::npos) << e.what();
+  }
   EXPECT_EQ(error_of(R"({"prompt": "x", "model": "other"})"), (std::pair<int, std::string>{404, "model"}));
   EXPECT_EQ(error_of(R"({"prompt": "x", "model": "/models/tiny"})").first, 0) << "the path names the model too";
   EXPECT_EQ(error_of(R"({"prompt": "x", "model": null})").first, 0);

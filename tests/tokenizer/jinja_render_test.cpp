@@ -928,6 +928,18 @@ const Case kCases[] = {
     {"{{ '%d'|length }}",
      "{}",
      "2"},
+    {"{{ 2 ** -1 }}|{{ 2 ** -2 }}|{{ 4 ** 0.5 }}|{{ (-8.0) ** 3 }}|{{ 0 ** 0 }}|{{ 0.0 ** 0 }}",
+     "{}",
+     "0.5|0.25|2.0|-512.0|1|1.0"},
+    {"{{ (1e308 * 10 - 1e308 * 10)|int(7) }}|{{ '1e400'|int(3) }}|{{ 'inf'|int(4) }}|{{ 3.9|int }}|{{ '-3.9'|int }}",
+     "{}",
+     "7|3|4|3|-3"},
+    {"{{ 'a\\nb'|indent(3, true) }}|{{ 'a\\nb'|indent(-3) }}|{{ 'a\\nb'|indent(100)|length }}",
+     "{}",
+     "   a\n   b|a\nb|103"},
+    {"{{ [1]|tojson(indent=100)|length }}|{{ [1]|tojson(indent=-2) }}|{{ [[1,2],{'a':[]}]|tojson(indent=0) }}",
+     "{}",
+     "105|[\n1\n]|[\n[\n1,\n2\n],\n{\n\"a\": []\n}\n]"},
     {"{% for m in messages %}{{ m.role }}:{{ m['content'] }}{{ '\\n' if not loop.last }}{% endfor %}",
      "{\"messages\": [{\"role\": \"a\", \"content\": \"x\"}, {\"role\": \"b\", \"content\": \"y\"}]}",
      "a:x\nb:y"},
@@ -944,6 +956,20 @@ const ErrorCase kErrorCases[] = {
     {"{{ 'a' + 1 }}", "{}"},
     {"{{ 1 + 'a' }}", "{}"},
     {"{{ [1] < 'a' }}", "{}"},
+    // Python's float power raises where C gives inf or nan (ZeroDivisionError, a complex result,
+    // OverflowError), and int() of an infinity is an OverflowError that Jinja2's int filter does
+    // not catch.
+    {"{{ 0 ** -1 }}", "{}"},
+    {"{{ 0.0 ** -1 }}", "{}"},
+    {"{{ 0 ** -1.5 }}", "{}"},
+    {"{{ (-8) ** 0.5 }}", "{}"},
+    {"{{ 10.0 ** 400 }}", "{}"},
+    {"{{ 1.5 ** 5000 }}", "{}"},
+    {"{{ (1e308 * 10)|int }}", "{}"},
+    {"{{ (1e308 * 10)|int(5) }}", "{}"},
+    {"{{ (0 - 1e308 * 10)|int }}", "{}"},
+    // Jinja2 runs out of memory building " " * width.
+    {"{{ 'x'|indent(1000000000000) }}", "{}"},
 };
 
 TEST(JinjaRender, MatchesPythonJinja2OnEveryConstruct) {
@@ -1075,6 +1101,54 @@ TEST(JinjaRender, HugeStringsAndRangesAreRefused) {
   EXPECT_THROW(render_str("{{ range(100000000)|length }}"), TemplateError);
   EXPECT_THROW(render_str("{{ 9223372036854775807 + 1 }}"), TemplateError);
   EXPECT_THROW(render_str("{{ -9223372036854775807 - 2 }}"), TemplateError);
+}
+
+// Python gives a bigger integer; ours are 64-bit, so these are errors rather than wrong numbers.
+TEST(JinjaRender, IntBeyond64BitsIsAnErrorNotAWrongNumber) {
+  for (const char* t : {"{{ 1e300|int }}", "{{ '1e300'|int }}", "{{ '99999999999999999999'|int }}", "{{ 1e19|int }}"}) {
+    try {
+      render_str(t);
+      ADD_FAILURE() << t << " rendered";
+    } catch (const TemplateError& e) {
+      EXPECT_THAT(e.message(), HasSubstr("does not fit in a 64-bit integer")) << t;
+    }
+  }
+  EXPECT_EQ(render_str("{{ 9.2e18|int }}|{{ -9.2e18|int }}"), "9200000000000000000|-9200000000000000000");
+}
+
+// Memory is metered on every operation that builds a value (kMaxValueBytes), so doubling a
+// string or a list, repeating one, or serializing a list that shares its parts exponentially
+// fails with a TemplateError instead of exhausting memory.
+TEST(JinjaRender, EveryValueBuiltIsMetered) {
+  auto expect_too_big = [](const std::string& t) {
+    try {
+      render_str(t);
+      ADD_FAILURE() << t << " rendered";
+    } catch (const TemplateError& e) {
+      EXPECT_THAT(e.message(), HasSubstr("larger than")) << t;
+    }
+  };
+  expect_too_big("{% set ns = namespace(s='xxxxxxxxxxxxxxxx') %}{% for i in range(40) %}{% set ns.s = ns.s ~ ns.s %}"
+                 "{% endfor %}");
+  expect_too_big("{% set ns = namespace(s=[1]) %}{% for i in range(40) %}{% set ns.s = [ns.s] ~ [ns.s] %}{% endfor %}");
+  expect_too_big("{% set ns = namespace(l=[1]) %}{% for i in range(40) %}{% set ns.l = ns.l + ns.l %}{% endfor %}");
+  expect_too_big("{% set ns = namespace(l=['" + std::string(1000, 'x') + "']) %}{% for i in range(40) %}"
+                 "{% set ns.l = ns.l + ns.l %}{% endfor %}");
+  // A list of a few shared lists stands for 8^10 items when written out.
+  std::string shared = "{% set ns = namespace(l=[1, 2, 3, 4, 5, 6, 7, 8]) %}{% for i in range(10) %}"
+                       "{% set ns.l = [ns.l, ns.l, ns.l, ns.l, ns.l, ns.l, ns.l, ns.l] %}{% endfor %}";
+  expect_too_big(shared + "{{ ns.l|tojson }}");
+  expect_too_big(shared + "{{ ns.l|length }}");
+  expect_too_big("{{ ['" + std::string(1000, 'x') + "'] * 100000 }}");
+  expect_too_big("{% set s = 'x' * 10000000 %}{% for c in s %}{% endfor %}");
+  expect_too_big("{% set s = 'x' * 10000 %}{{ s.replace('', s) }}");
+  expect_too_big("{% set s = 'x' * 10000000 %}{{ s.join(['a'] * 100) }}");
+  expect_too_big("{% set ns = namespace(s='x' * 40000000) %}{{ [ns, ns] }}");
+  expect_too_big("{{ [1]|tojson(indent=100000000) }}");
+  // Ordinary work stays well inside: a megabyte of text, lists of a few hundred thousand items.
+  EXPECT_EQ(render_str("{% set s = 'x' * 1000000 %}{{ (s ~ s)|length }}"), "2000000");
+  EXPECT_EQ(render_str("{{ (range(100000)|list + range(100000)|list)|length }}"), "200000");
+  EXPECT_EQ(render_str("{% set a = [1, 2] %}{{ [a, a, a]|tojson }}"), "[[1, 2], [1, 2], [1, 2]]");
 }
 
 TEST(JinjaRender, DeeplyNestedValuesAreRefused) {

@@ -41,6 +41,38 @@ TEST(TokenizerMalformed, NotJson) {
   EXPECT_ERROR_HAS("[1, 2]", "dir/tokenizer.json", "top level");
 }
 
+// Nesting is bounded while parsing (io::kMaxJsonDepth) in tokenizer.json and in
+// tokenizer_config.json: a deeply nested `Sequence` is a clear error, not a stack overflow or an
+// allocation storm in the recursive component builders; moderately nested ones still load.
+TEST(TokenizerMalformed, DeeplyNestedSequenceIsRefused) {
+  // Built as text: a DOM this deep is what the limit exists to avoid.
+  auto nested = [](int levels) {
+    std::string n = R"({"type": "Lowercase"})";
+    std::string open, close;
+    for (int i = 0; i < levels; ++i) {
+      open += R"({"type": "Sequence", "normalizers": [)";
+      close += "]}";
+    }
+    json j = fx::gpt2();
+    j["normalizer"] = nullptr;
+    std::string text = j.dump();
+    const std::string key = "\"normalizer\":null";
+    const size_t at = text.find(key);
+    return text.substr(0, at) + "\"normalizer\":" + open + n + close + text.substr(at + key.size());
+  };
+  EXPECT_EQ(load_error(nested(30)), "");
+  EXPECT_ERROR_HAS(nested(100000), "dir/tokenizer.json: invalid JSON: nested deeper than 128 levels");
+  std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  EXPECT_ERROR_HAS("{\"x\": " + deep + "}", "dir/tokenizer.json: invalid JSON: nested deeper than 128 levels");
+  std::string msg;
+  try {
+    Tokenizer::from_json(fx::gpt2().dump(), "{\"x\": " + deep + "}", "dir/tokenizer.json");
+  } catch (const fp4lm::Error& e) {
+    msg = e.what();
+  }
+  EXPECT_NE(msg.find("tokenizer_config.json: invalid JSON: nested deeper than 128 levels"), std::string::npos) << msg;
+}
+
 TEST(TokenizerMalformed, MissingOrWrongModel) {
   json j = fx::gpt2();
   j.erase("model");

@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/interrupt_cleanup.h"
 #include "core/log.h"
 #include "core/thread_pool.h"
 #include "io/safetensors.h"
@@ -137,10 +138,12 @@ class Progress {
   bool drawn_ = false;
 };
 
-// Removes the temporary output directory unless the run completed.
+// Removes the temporary output directory unless the run completed, on an error as on SIGINT /
+// SIGTERM (core/interrupt_cleanup.h).
 struct TempDirGuard {
   fs::path path;
   bool keep = false;
+  std::optional<RemoveOnInterrupt> on_interrupt;
   ~TempDirGuard() {
     if (keep || path.empty()) return;
     std::error_code ec;
@@ -272,7 +275,10 @@ QuantizeSummary quantize_checkpoint(const QuantizeOptions& o) {
   TempDirGuard tmp;
   tmp.path = out.parent_path() / fmt::format(".{}.fp4lm-tmp-{}", out.filename().string(), ::getpid());
   fs::remove_all(tmp.path, ec);
-  if (!fs::create_directory(tmp.path, ec) || ec) fail("{}: cannot create directory: {}", tmp.path.string(), ec.message());
+  tmp.on_interrupt.emplace(tmp.path.string(), [&] {
+    if (!fs::create_directory(tmp.path, ec) || ec)
+      fail("{}: cannot create directory: {}", tmp.path.string(), ec.message());
+  });
 
   json config = ck->config();
   config["quantization_config"] = quant::quantization_config_json(algo, plan.exclude_modules, o.producer_version);

@@ -1,0 +1,222 @@
+"""LLM: vLLM's offline inference class over fp4lm's continuous-batching C++ engine."""
+import json
+import os
+import random
+import sys
+from typing import Dict, List, Optional, Sequence, Union
+
+from . import _core
+from .outputs import CompletionOutput, Logprob, RequestOutput
+from .sampling_params import SamplingParams
+from .tokenizer import Tokenizer
+
+PromptType = Union[str, Dict]
+
+
+class LLM:
+    """Loads a checkpoint once and generates from batches of prompts.
+
+    model: the checkpoint directory. dtype: activation/KV dtype ("auto" = the checkpoint's
+    torch_dtype, "float32", "bfloat16", "float16"). override_activation_dtype: "bfloat16" or
+    "float16" runs NVFP4 W4A4 layers through the W4A16 path at that dtype ("auto" = as the
+    checkpoint says; the files are never changed). kv_cache_dtype: "auto" (= dtype), "float32",
+    "bfloat16", "float16" or "fp8" (E4M3 with the checkpoint's k/v scales). max_model_len: context length per sequence
+    (None = min(max_position_embeddings, 8192)). seed: seeds requests whose SamplingParams.seed
+    is None. linear_backend, moe_backend: force a kernel backend (`fp4lm backends` lists them).
+    a16_max_tokens: W4A4 calls with at most this many tokens use the W4A16 kernel (0 = off).
+    threads: worker threads (None = physical cores). max_num_seqs, max_num_batched_tokens:
+    the most sequences and tokens in one engine step. kv_cache_memory_bytes: the KV-cache
+    budget for admission (None = a quarter of RAM).
+    """
+
+    def __init__(self, model: str, *, dtype: str = "auto", override_activation_dtype: str = "auto",
+                 kv_cache_dtype: str = "auto",
+                 max_model_len: Optional[int] = None, seed: int = 0, linear_backend: Optional[str] = None,
+                 moe_backend: Optional[str] = None, a16_max_tokens: int = 0, threads: Optional[int] = None,
+                 max_num_seqs: int = 32, max_num_batched_tokens: int = 512,
+                 kv_cache_memory_bytes: Optional[int] = None):
+        model = os.fspath(model)
+        if not os.path.isdir(model):
+            raise FileNotFoundError(f"{model}: not a checkpoint directory")
+        for name, v in (("max_model_len", max_model_len), ("threads", threads),
+                        ("kv_cache_memory_bytes", kv_cache_memory_bytes)):
+            if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 1):
+                raise ValueError(f"{name} must be None or an integer >= 1, got {v!r}")
+        if not isinstance(seed, int) or isinstance(seed, bool):
+            raise ValueError(f"seed must be an integer, got {seed!r}")
+        self.model = model
+        self.seed = seed
+        self._engine = _core.Engine(model, dtype, override_activation_dtype, kv_cache_dtype, max_model_len or 0,
+                                    linear_backend or "", moe_backend or "", a16_max_tokens, threads or 0,
+                                    max_num_seqs, max_num_batched_tokens, kv_cache_memory_bytes or 0)
+        self._rng = random.Random(seed)
+        self._next_request_id = 0
+        self._tokenizer = Tokenizer(self._engine) if self._engine.has_tokenizer else None
+        self._default_sampling = self._read_generation_config()
+
+    # -- vLLM's API ---------------------------------------------------------------------------
+
+    def get_tokenizer(self) -> Tokenizer:
+        if self._tokenizer is None:
+            raise RuntimeError(f"{self.model}: no tokenizer.json, so text cannot be encoded or decoded; "
+                               "give prompt_token_ids")
+        return self._tokenizer
+
+    def get_default_sampling_params(self) -> SamplingParams:
+        """SamplingParams() with the checkpoint's generation_config.json values, as vLLM does."""
+        return SamplingParams(**self._default_sampling)
+
+    def generate(self, prompts: Union[PromptType, Sequence[PromptType]],
+                 sampling_params: Union[SamplingParams, Sequence[SamplingParams], None] = None,
+                 use_tqdm: bool = True) -> List[RequestOutput]:
+        """Generates completions for every prompt, all batched in the engine at once.
+
+        prompts: a string, a {"prompt_token_ids": [...]} (or {"prompt": "..."}) dict, or a list
+        of them. sampling_params: one for all prompts or one per prompt (None: the defaults).
+        Returns one RequestOutput per prompt, in input order.
+        """
+        if isinstance(prompts, (str, dict)):
+            prompts = [prompts]
+        parsed = [self._parse_prompt(p) for p in prompts]
+        return self._run(parsed, sampling_params, use_tqdm)
+
+    def chat(self, messages, sampling_params: Union[SamplingParams, Sequence[SamplingParams], None] = None,
+             use_tqdm: bool = True, add_generation_prompt: bool = True,
+             chat_template_kwargs: Optional[dict] = None) -> List[RequestOutput]:
+        """Generates replies to one conversation (a list of {"role", "content"} messages) or a
+        list of conversations, rendered with the checkpoint's chat template."""
+        if not isinstance(messages, (list, tuple)):
+            raise ValueError("messages must be a list of messages or a list of conversations")
+        conversations = messages if messages and isinstance(messages[0], (list, tuple)) else [messages]
+        tok = self.get_tokenizer()
+        parsed = []
+        for conv in conversations:
+            text = tok.apply_chat_template(conv, tokenize=False, add_generation_prompt=add_generation_prompt,
+                                           chat_template_kwargs=chat_template_kwargs)
+            parsed.append((text, tok.encode(text, add_special_tokens=False)))
+        return self._run(parsed, sampling_params, use_tqdm)
+
+    # -- internals ----------------------------------------------------------------------------
+
+    def _parse_prompt(self, p):
+        if isinstance(p, str):
+            return p, self.get_tokenizer().encode(p, add_special_tokens=True)
+        if isinstance(p, dict):
+            if "prompt_token_ids" in p:
+                ids = p["prompt_token_ids"]
+                if not isinstance(ids, (list, tuple)) or not all(isinstance(t, int) and not isinstance(t, bool)
+                                                                  for t in ids):
+                    raise ValueError("prompt_token_ids must be a list of token ids")
+                return p.get("prompt"), list(ids)
+            if "prompt" in p and isinstance(p["prompt"], str):
+                return p["prompt"], self.get_tokenizer().encode(p["prompt"], add_special_tokens=True)
+        raise ValueError(f"a prompt must be a string or a dict with 'prompt_token_ids' or 'prompt', got {p!r}")
+
+    def _read_generation_config(self):
+        path = os.path.join(self.model, "generation_config.json")
+        if not os.path.exists(path):
+            return {}
+        with open(path, encoding="utf-8") as f:
+            try:
+                cfg = json.load(f)
+            except json.JSONDecodeError as e:
+                raise ValueError(f"{path}: invalid JSON: {e}") from None
+        out = {}
+        for key in ("temperature", "top_p", "min_p", "repetition_penalty"):
+            if isinstance(cfg.get(key), (int, float)) and not isinstance(cfg.get(key), bool):
+                out[key] = float(cfg[key])
+        if isinstance(cfg.get("top_k"), int):
+            out["top_k"] = cfg["top_k"]
+        if isinstance(cfg.get("max_new_tokens"), int):
+            out["max_tokens"] = cfg["max_new_tokens"]
+        return out
+
+    def _run(self, parsed, sampling_params, use_tqdm):
+        if sampling_params is None:
+            sampling_params = self.get_default_sampling_params()
+        if isinstance(sampling_params, SamplingParams):
+            per_prompt = [sampling_params] * len(parsed)
+        else:
+            per_prompt = list(sampling_params)
+            if len(per_prompt) != len(parsed):
+                raise ValueError(f"sampling_params: got {len(per_prompt)} for {len(parsed)} prompts "
+                                 "(give one, or one per prompt)")
+            if not all(isinstance(sp, SamplingParams) for sp in per_prompt):
+                raise ValueError("sampling_params must be SamplingParams objects")
+        requests, owners = [], []
+        for i, ((_, ids), sp) in enumerate(zip(parsed, per_prompt)):
+            for k in range(sp.n):
+                requests.append(self._request(ids, sp, k))
+                owners.append((i, k))
+        progress = self._progress_bar(len(requests)) if use_tqdm else None
+        try:
+            results = self._engine.generate(requests, progress.update_to if progress else None)
+        finally:
+            if progress:
+                progress.close()
+
+        outputs = []
+        for i, (text, ids) in enumerate(parsed):
+            outputs.append(RequestOutput(request_id=str(self._next_request_id), prompt=text,
+                                         prompt_token_ids=list(ids), outputs=[]))
+            self._next_request_id += 1
+        for (i, k), r, req in zip(owners, results, requests):
+            outputs[i].outputs.append(self._completion(k, r, req["logprobs"] >= 0))
+        return outputs
+
+    def _request(self, ids, sp: SamplingParams, index: int):
+        if sp.seed is not None:
+            seed = (sp.seed + index) % 2**64  # vLLM: the index-th of n completions uses seed + index
+        else:
+            seed = self._rng.getrandbits(64)
+        greedy = sp.sampling_type_greedy
+        max_tokens = sp.max_tokens
+        if max_tokens is None:
+            max_tokens = max(1, self._engine.max_model_len - len(ids))
+        return {
+            "prompt_token_ids": list(ids), "max_tokens": max_tokens, "min_tokens": sp.min_tokens,
+            "temperature": 0.0 if greedy else float(sp.temperature), "top_k": max(sp.top_k, 0),
+            "top_p": float(sp.top_p), "min_p": float(sp.min_p), "seed": seed, "stop": list(sp.stop),
+            "stop_token_ids": list(sp.stop_token_ids), "ignore_eos": sp.ignore_eos,
+            "presence_penalty": float(sp.presence_penalty), "frequency_penalty": float(sp.frequency_penalty),
+            "repetition_penalty": float(sp.repetition_penalty),
+            "logprobs": -1 if sp.logprobs is None else sp.logprobs,
+            "skip_special_tokens": sp.skip_special_tokens,
+        }
+
+    def _completion(self, index, r, want_logprobs):
+        logprobs = cumulative = None
+        if want_logprobs:
+            logprobs, cumulative = [], 0.0
+            for token, lp, top in r["logprobs"]:
+                entry = {}
+                ranks = {t: j + 1 for j, (t, _) in enumerate(top)}
+                entry[token] = Logprob(lp, ranks.get(token), self._decode_one(token))
+                for t, tlp in top:
+                    if t not in entry:
+                        entry[t] = Logprob(tlp, ranks[t], self._decode_one(t))
+                logprobs.append(entry)
+                cumulative += lp
+        return CompletionOutput(index=index, text=r["text"], token_ids=list(r["token_ids"]),
+                                cumulative_logprob=cumulative, logprobs=logprobs,
+                                finish_reason=r["finish_reason"], stop_reason=r["stop_reason"])
+
+    def _decode_one(self, token):
+        return self._tokenizer.decode([token]) if self._tokenizer is not None else None
+
+    @staticmethod
+    def _progress_bar(total):
+        """A tqdm bar counting finished requests, when tqdm is installed and stderr is a terminal."""
+        if not sys.stderr.isatty():
+            return None
+        try:
+            from tqdm.auto import tqdm
+        except ImportError:
+            return None
+        bar = tqdm(total=total, desc="Processed prompts", dynamic_ncols=True)
+
+        def update_to(done):
+            bar.update(done - bar.n)
+
+        bar.update_to = update_to
+        return bar

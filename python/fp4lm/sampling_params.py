@@ -1,0 +1,104 @@
+"""SamplingParams: vLLM's names, defaults and meanings (the subset fp4lm's engine implements)."""
+from dataclasses import dataclass
+from typing import List, Optional, Union
+
+# vLLM treats temperatures below this as greedy.
+_SAMPLING_EPS = 1e-5
+
+
+def _is_int(v):
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_number(v):
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+@dataclass
+class SamplingParams:
+    """How to sample one prompt's completions (see vLLM's SamplingParams).
+
+    n: completions per prompt. presence_penalty, frequency_penalty: in [-2, 2] (0 = off).
+    repetition_penalty: > 0 (1 = off). temperature: 0 = greedy. top_p: in (0, 1].
+    top_k: -1 or 0 = all tokens. min_p: in [0, 1]. seed: per request (None: from the LLM's seed).
+    stop: strings that end the completion (not included in the text). stop_token_ids: tokens
+    that end it like EOS. ignore_eos: keep going past EOS. max_tokens: most tokens per
+    completion (None: up to the model length). min_tokens: EOS/stop_token_ids are blocked
+    before this many. logprobs: the sampled token's and this many top tokens' log-probabilities
+    per position (None = none). skip_special_tokens: leave special tokens out of the text.
+    """
+
+    n: int = 1
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    repetition_penalty: float = 1.0
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = -1
+    min_p: float = 0.0
+    seed: Optional[int] = None
+    stop: Optional[Union[str, List[str]]] = None
+    stop_token_ids: Optional[List[int]] = None
+    ignore_eos: bool = False
+    max_tokens: Optional[int] = 16
+    min_tokens: int = 0
+    logprobs: Optional[int] = None
+    skip_special_tokens: bool = True
+
+    def __post_init__(self):
+        if self.stop is None:
+            self.stop = []
+        elif isinstance(self.stop, str):
+            self.stop = [self.stop]
+        else:
+            self.stop = list(self.stop)
+        self.stop_token_ids = [] if self.stop_token_ids is None else list(self.stop_token_ids)
+        self._verify()
+        if self.temperature < _SAMPLING_EPS:
+            # Greedy: vLLM resets the filters, which then cannot change the argmax anyway.
+            self.top_p, self.top_k, self.min_p = 1.0, -1, 0.0
+
+    def _verify(self):
+        def bad(name, expected):
+            raise ValueError(f"{name} must be {expected}, got {getattr(self, name)!r}.")
+
+        if not _is_int(self.n) or self.n < 1:
+            bad("n", "an integer >= 1")
+        for name in ("presence_penalty", "frequency_penalty"):
+            v = getattr(self, name)
+            if not _is_number(v) or not -2.0 <= v <= 2.0:
+                bad(name, "a number in [-2, 2]")
+        if not _is_number(self.repetition_penalty) or not 0.0 < self.repetition_penalty <= 2.0:
+            bad("repetition_penalty", "a number in (0, 2]")
+        if not _is_number(self.temperature) or not 0.0 <= self.temperature < float("inf"):
+            bad("temperature", "a finite number >= 0")
+        if not _is_number(self.top_p) or not 0.0 < self.top_p <= 1.0:
+            bad("top_p", "a number in (0, 1]")
+        if not _is_int(self.top_k) or self.top_k < -1:
+            bad("top_k", "-1 or 0 (disable), or at least 1")
+        if not _is_number(self.min_p) or not 0.0 <= self.min_p <= 1.0:
+            bad("min_p", "a number in [0, 1]")
+        if self.seed is not None and (not _is_int(self.seed) or not 0 <= self.seed < 2**64):
+            bad("seed", "None or an integer in [0, 2**64)")
+        if not all(isinstance(s, str) for s in self.stop):
+            bad("stop", "a string or a list of strings")
+        if any(s == "" for s in self.stop):
+            bad("stop", "free of empty strings")
+        if not all(_is_int(t) and t >= 0 for t in self.stop_token_ids):
+            bad("stop_token_ids", "a list of non-negative token ids")
+        if not isinstance(self.ignore_eos, bool):
+            bad("ignore_eos", "a bool")
+        if self.max_tokens is not None and (not _is_int(self.max_tokens) or self.max_tokens < 1):
+            bad("max_tokens", "None or an integer >= 1")
+        if not _is_int(self.min_tokens) or self.min_tokens < 0:
+            bad("min_tokens", "an integer >= 0")
+        if self.max_tokens is not None and self.min_tokens > self.max_tokens:
+            bad("min_tokens", f"<= max_tokens ({self.max_tokens})")
+        if self.logprobs is not None and (not _is_int(self.logprobs) or not 0 <= self.logprobs <= 20):
+            bad("logprobs", "None or an integer in [0, 20]")
+        if not isinstance(self.skip_special_tokens, bool):
+            bad("skip_special_tokens", "a bool")
+
+    @property
+    def sampling_type_greedy(self):
+        return self.temperature < _SAMPLING_EPS

@@ -1,0 +1,119 @@
+// fp4lm._core: the C++ side of the fp4lm Python package (python/fp4lm). The public API (LLM,
+// SamplingParams, outputs) is written in Python over these few entry points.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include "core/error.h"
+#include "engine/request.h"
+#include "offline_engine.h"
+#include "python_log_sink.h"
+
+namespace py = pybind11;
+using namespace fp4lm;
+
+namespace {
+
+// The request fields LLM.generate sends (already checked by SamplingParams).
+engine::RequestParams request_from(const py::dict& d) {
+  engine::RequestParams p;
+  p.prompt = d["prompt_token_ids"].cast<std::vector<int32_t>>();
+  p.max_tokens = d["max_tokens"].cast<int64_t>();
+  p.min_tokens = d["min_tokens"].cast<int64_t>();
+  p.sampling.temperature = d["temperature"].cast<double>();
+  p.sampling.top_k = d["top_k"].cast<int64_t>();
+  p.sampling.top_p = d["top_p"].cast<double>();
+  p.sampling.min_p = d["min_p"].cast<double>();
+  p.sampling.seed = d["seed"].cast<uint64_t>();
+  p.stop = d["stop"].cast<std::vector<std::string>>();
+  p.stop_token_ids = d["stop_token_ids"].cast<std::vector<int32_t>>();
+  p.ignore_eos = d["ignore_eos"].cast<bool>();
+  p.presence_penalty = d["presence_penalty"].cast<double>();
+  p.frequency_penalty = d["frequency_penalty"].cast<double>();
+  p.repetition_penalty = d["repetition_penalty"].cast<double>();
+  p.logprobs = d["logprobs"].cast<int64_t>();
+  p.skip_special_tokens = d["skip_special_tokens"].cast<bool>();
+  return p;
+}
+
+py::dict result_to_dict(const python::OfflineResult& r) {
+  py::dict d;
+  d["token_ids"] = r.token_ids;
+  d["text"] = py::bytes(r.text).attr("decode")("utf-8", "replace");
+  py::list lps;
+  for (const auto& lp : r.logprobs) lps.append(py::make_tuple(lp.id, lp.logprob, lp.top));
+  d["logprobs"] = lps;
+  d["finish_reason"] = r.finish_reason;
+  if (r.stop_reason) d["stop_reason"] = *r.stop_reason;
+  else if (r.stop_token) d["stop_reason"] = *r.stop_token;
+  else d["stop_reason"] = py::none();
+  return d;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_core, m) {
+  m.doc() = "fp4lm's C++ engine (use the fp4lm package, not this module)";
+  m.attr("__version__") = FP4LM_VERSION;
+
+  // One-line messages, as the CLI prints them: bad values -> ValueError, the rest RuntimeError.
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const UsageError& e) {
+      PyErr_SetString(PyExc_ValueError, e.what());
+    } catch (const engine::RequestError& e) {
+      PyErr_SetString(PyExc_ValueError, e.what());
+    } catch (const Error& e) {
+      PyErr_SetString(PyExc_RuntimeError, e.what());
+    }
+  });
+  python::install_python_log_sink();
+
+  py::class_<python::OfflineEngine>(m, "Engine")
+      .def(py::init([](const std::string& model, const std::string& dtype, const std::string& override_dtype,
+                       const std::string& kv_cache_dtype,
+                       int64_t max_model_len, const std::string& linear_backend, const std::string& moe_backend,
+                       int64_t a16_max_tokens, int threads, int64_t max_num_seqs, int64_t max_num_batched_tokens,
+                       size_t kv_cache_memory_bytes) {
+             python::OfflineOptions o;
+             o.model = model;
+             o.dtype = dtype;
+             o.override_activation_dtype = override_dtype;
+             o.kv_cache_dtype = kv_cache_dtype;
+             o.max_model_len = max_model_len;
+             o.linear_backend = linear_backend;
+             o.moe_backend = moe_backend;
+             o.a16_max_tokens = a16_max_tokens;
+             o.threads = threads;
+             o.max_num_seqs = max_num_seqs;
+             o.max_num_batched_tokens = max_num_batched_tokens;
+             o.kv_cache_memory_bytes = kv_cache_memory_bytes;
+             return std::make_unique<python::OfflineEngine>(o);
+           }),
+           py::arg("model"), py::arg("dtype"), py::arg("override_activation_dtype"), py::arg("kv_cache_dtype"), py::arg("max_model_len"),
+           py::arg("linear_backend"), py::arg("moe_backend"), py::arg("a16_max_tokens"), py::arg("threads"),
+           py::arg("max_num_seqs"), py::arg("max_num_batched_tokens"), py::arg("kv_cache_memory_bytes"))
+      .def("generate",
+           [](python::OfflineEngine& e, const py::list& requests, py::object on_progress) {
+             std::vector<engine::RequestParams> reqs;
+             for (const auto& r : requests) reqs.push_back(request_from(r.cast<py::dict>()));
+             py::list out;
+             for (const auto& r : e.generate(std::move(reqs), std::move(on_progress))) out.append(result_to_dict(r));
+             return out;
+           })
+      .def_property_readonly("has_tokenizer", &python::OfflineEngine::has_tokenizer)
+      .def("encode",
+           [](const python::OfflineEngine& e, const std::string& text, bool add_special_tokens) {
+             return e.tokenizer().encode(text, add_special_tokens);
+           })
+      .def("decode",
+           [](const python::OfflineEngine& e, const std::vector<int32_t>& ids, bool skip_special_tokens) {
+             return py::bytes(e.tokenizer().decode(ids, skip_special_tokens)).attr("decode")("utf-8", "replace");
+           })
+      .def("token_eos_id", [](const python::OfflineEngine& e) { return e.tokenizer().eos_id(); })
+      .def("tokenizer_vocab_size", [](const python::OfflineEngine& e) { return e.tokenizer().vocab_size(); })
+      .def("apply_chat_template", &python::OfflineEngine::apply_chat_template)
+      .def_property_readonly("max_model_len", &python::OfflineEngine::max_model_len)
+      .def_property_readonly("vocab_size", &python::OfflineEngine::vocab_size)
+      .def_property_readonly("eos_ids", &python::OfflineEngine::eos_ids);
+}

@@ -1,0 +1,166 @@
+#include "offline_engine.h"
+
+#include <chrono>
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+#include <unistd.h>
+
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "kernels/registry.h"
+
+namespace py = pybind11;
+
+namespace fp4lm::python {
+namespace {
+
+size_t quarter_of_ram() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? static_cast<size_t>(pages) * static_cast<size_t>(page) / 4 : (size_t{4} << 30);
+}
+
+model::EngineOptions resolve(const OfflineOptions& o) {
+  model::EngineOptions e;
+  model::resolve_dtype(o.dtype, "");  // validates the spelling now (auto is resolved at load)
+  e.dtype = o.dtype;
+  e.override_activation_dtype = model::parse_override_activation_dtype(o.override_activation_dtype);
+  model::parse_kv_cache_dtype(o.kv_cache_dtype);  // validates the spelling
+  e.kv_cache_dtype = o.kv_cache_dtype;
+  auto check_backend = [](const std::string& name, kernels::LayerKind kind, const char* field) {
+    if (name.empty() || kernels::find_backend(name, kind)) return;
+    std::string names;
+    for (const auto* b : kernels::backends(kind)) names += (names.empty() ? "" : ", ") + b->name;
+    usage_fail("{}: unknown backend '{}' (available: {})", field, name, names);
+  };
+  check_backend(o.linear_backend, kernels::LayerKind::linear, "linear_backend");
+  check_backend(o.moe_backend, kernels::LayerKind::moe, "moe_backend");
+  e.linear_backend = o.linear_backend;
+  e.moe_backend = o.moe_backend;
+  if (o.a16_max_tokens < 0) usage_fail("a16_max_tokens must be >= 0, got {}", o.a16_max_tokens);
+  e.a16_max_tokens = o.a16_max_tokens;
+  if (o.threads < 0) usage_fail("threads must be >= 1, got {}", o.threads);
+  e.threads = o.threads;
+  return e;
+}
+
+}  // namespace
+
+OfflineEngine::OfflineEngine(const OfflineOptions& o) : dir_(o.model) {
+  if (o.max_model_len < 0) usage_fail("max_model_len must be positive, got {}", o.max_model_len);
+  if (o.max_num_seqs < 1) usage_fail("max_num_seqs must be >= 1, got {}", o.max_num_seqs);
+  if (o.max_num_batched_tokens < o.max_num_seqs)
+    usage_fail("max_num_batched_tokens ({}) must be >= max_num_seqs ({})", o.max_num_batched_tokens, o.max_num_seqs);
+  model::EngineOptions opts = resolve(o);
+  if (o.threads > 0) ThreadPool::set_global_threads(o.threads);
+  engine::SchedulerConfig sc;
+  sc.max_num_seqs = o.max_num_seqs;
+  sc.max_num_batched_tokens = o.max_num_batched_tokens;
+  sc.kv_cache_bytes = o.kv_cache_memory_bytes ? o.kv_cache_memory_bytes : quarter_of_ram();
+
+  py::gil_scoped_release nogil;
+  if (std::filesystem::exists(std::filesystem::path(dir_) / "tokenizer.json")) {
+    tok_ = tokenizer::Tokenizer::from_dir(dir_);
+    try {
+      chat_.emplace(tokenizer::ChatTemplate::from_dir(dir_));
+    } catch (const Error& e) {
+      chat_error_ = e.what();
+    }
+  }
+  model::LoadOptions lo;
+  lo.max_model_len = o.max_model_len;
+  lm_ = model::CausalLM::load(dir_, opts, lo);
+  step_model_ = std::make_unique<engine::CausalLmStepModel>(*lm_);
+  engine_ = std::make_unique<engine::Engine>(*step_model_, tok_.get(), sc);
+}
+
+OfflineEngine::~OfflineEngine() {
+  // The engine thread may be logging (which takes the GIL) while it is joined.
+  std::unique_ptr<engine::Engine> e = std::move(engine_);
+  if (PyGILState_Check()) {
+    py::gil_scoped_release nogil;
+    e.reset();
+  }
+}
+
+const tokenizer::Tokenizer& OfflineEngine::tokenizer() const {
+  if (!tok_) fail("{}: no tokenizer.json, so text cannot be encoded or decoded; give prompt_token_ids", dir_);
+  return *tok_;
+}
+
+std::string OfflineEngine::apply_chat_template(const std::string& messages_json, bool add_generation_prompt,
+                                               std::optional<bool> enable_thinking) const {
+  tokenizer();  // a chat needs the tokenizer too
+  if (!chat_) fail("{}", chat_error_);
+  tokenizer::ChatOptions co;
+  co.add_generation_prompt = add_generation_prompt;
+  co.enable_thinking = enable_thinking;
+  return chat_->render_ordered(nlohmann::ordered_json::parse(messages_json), nullptr, co);
+}
+
+std::vector<OfflineResult> OfflineEngine::generate(std::vector<engine::RequestParams> requests,
+                                                   py::object on_progress) {
+  const size_t n = requests.size();
+  std::vector<OfflineResult> results(n);
+  std::vector<std::shared_ptr<engine::RequestHandle>> handles;
+  handles.reserve(n);
+  auto cancel_and_drain = [&] {
+    py::gil_scoped_release nogil;
+    for (auto& h : handles)
+      if (!h->finished()) h->cancel();
+    for (auto& h : handles)
+      while (!h->finished()) h->wait(std::chrono::milliseconds(50));
+  };
+  try {
+    py::gil_scoped_release nogil;  // the engine thread may be logging (GIL) while holding its lock
+    for (auto& r : requests) handles.push_back(engine_->submit(std::move(r)));
+  } catch (...) {
+    cancel_and_drain();  // the engine must not keep working for a call that failed
+    throw;
+  }
+
+  size_t finished = 0;
+  std::string error;
+  while (finished < n) {
+    size_t now_finished = 0;
+    {
+      py::gil_scoped_release nogil;
+      bool waited = false;
+      for (size_t i = 0; i < n; ++i) {
+        auto& h = handles[i];
+        if (!results[i].finish_reason.empty()) {
+          ++now_finished;
+          continue;
+        }
+        // Block (briefly, so signals are seen) on the first unfinished request; poll the rest.
+        auto outs = h->wait(std::chrono::milliseconds(waited ? 0 : 100));
+        waited = true;
+        for (auto& out : outs) {
+          OfflineResult& r = results[i];
+          r.token_ids.insert(r.token_ids.end(), out.token_ids.begin(), out.token_ids.end());
+          r.text += out.text;
+          for (auto& lp : out.logprobs) r.logprobs.push_back(std::move(lp));
+          if (out.finished) {
+            r.finish_reason = out.finish_reason;
+            r.stop_reason = out.stop_reason;
+            r.stop_token = out.stop_token;
+            if (out.finish_reason == "error" && error.empty()) error = out.error;
+          }
+        }
+        if (!results[i].finish_reason.empty()) ++now_finished;
+      }
+    }
+    try {
+      if (PyErr_CheckSignals() != 0) throw py::error_already_set();  // KeyboardInterrupt, usually
+      if (now_finished != finished && !on_progress.is_none()) on_progress(now_finished);
+    } catch (...) {
+      cancel_and_drain();  // leave the engine idle and usable for the next call
+      throw;
+    }
+    finished = now_finished;
+  }
+  if (!error.empty()) throw Error(error);
+  return results;
+}
+
+}  // namespace fp4lm::python

@@ -1,0 +1,75 @@
+#pragma once
+// What fp4lm.LLM holds: a loaded checkpoint, its tokenizer and chat template (either may be
+// absent), and the continuous-batching engine (engine/engine.h) over it. generate() submits
+// every request at once and waits for all of them with the GIL released, checking for Python
+// signals between waits so Ctrl-C cancels the batch and leaves the engine usable.
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <pybind11/pybind11.h>
+
+#include "engine/causal_lm_step_model.h"
+#include "engine/engine.h"
+#include "model/causal_lm.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
+
+namespace fp4lm::python {
+
+struct OfflineOptions {
+  std::string model;
+  std::string dtype = "auto";
+  std::string override_activation_dtype = "auto";
+  std::string kv_cache_dtype = "auto";
+  int64_t max_model_len = 0;  // 0 = the model's default
+  std::string linear_backend, moe_backend;
+  int64_t a16_max_tokens = 0;
+  int threads = 0;  // 0 = physical cores
+  int64_t max_num_seqs = 16;
+  int64_t max_num_batched_tokens = 512;
+  size_t kv_cache_memory_bytes = 0;  // 0 = a quarter of RAM
+};
+
+// One request's whole result.
+struct OfflineResult {
+  std::vector<int32_t> token_ids;
+  std::string text;
+  std::vector<engine::TokenLogprob> logprobs;
+  std::string finish_reason;
+  std::optional<std::string> stop_reason;
+  std::optional<int32_t> stop_token;
+};
+
+class OfflineEngine {
+ public:
+  // Loads with the GIL released. UsageError for bad option values, Error for bad checkpoints.
+  explicit OfflineEngine(const OfflineOptions& o);
+  ~OfflineEngine();
+
+  // Runs every request through the engine at once; results in input order. `on_progress(k)`
+  // (may be None) is called with the GIL held each time the number of finished requests grows.
+  std::vector<OfflineResult> generate(std::vector<engine::RequestParams> requests, pybind11::object on_progress);
+
+  bool has_tokenizer() const { return tok_ != nullptr; }
+  const tokenizer::Tokenizer& tokenizer() const;  // Error when the checkpoint has none
+  // messages_json: a JSON array of messages. Error when the checkpoint has no chat template.
+  std::string apply_chat_template(const std::string& messages_json, bool add_generation_prompt,
+                                  std::optional<bool> enable_thinking) const;
+  int64_t max_model_len() const { return lm_->max_model_len(); }
+  int64_t vocab_size() const { return lm_->vocab_size(); }
+  std::vector<int64_t> eos_ids() const { return lm_->eos_ids(); }
+
+ private:
+  std::string dir_;
+  std::unique_ptr<tokenizer::Tokenizer> tok_;
+  std::optional<tokenizer::ChatTemplate> chat_;
+  std::string chat_error_;  // why there is no chat template
+  std::unique_ptr<model::CausalLM> lm_;
+  std::unique_ptr<engine::CausalLmStepModel> step_model_;
+  std::unique_ptr<engine::Engine> engine_;
+};
+
+}  // namespace fp4lm::python

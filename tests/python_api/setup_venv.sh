@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# ctest fixture: creates VENV with tests/python_api/requirements.txt, then `pip install .` of the
+# repository (the README's install: scikit-build-core runs the project's CMake). Reinstalls the
+# package every run so the tests see the current sources; the CMake build dir
+# (build/py-<wheel tag>) is kept, and ccache is used when installed, so that is quick.
+# Exit 77 (ctest: skipped) only when no venv can be made here (python3-venv missing, or PyPI
+# unreachable for the pinned packages), with the reason on stderr; a failing build fails.
+set -uo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+repo="$(cd "$here/../.." && pwd)"
+venv="${1:-$repo/build/pyvenv-api}"
+req="$here/requirements.txt"
+stamp="$venv/.requirements"
+if ! command -v python3 >/dev/null; then echo "SKIP: python3 is not installed" >&2; exit 77; fi
+if ! [ -x "$venv/bin/python" ] || ! cmp -s "$req" "$stamp"; then
+  rm -rf "$venv"
+  if ! python3 -m venv "$venv" >/dev/null 2>&1; then
+    echo "SKIP: python3 -m venv failed (install python3-venv: bash scripts/setup.sh)" >&2
+    rm -rf "$venv"
+    exit 77
+  fi
+  if ! timeout 600 "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$req" >&2; then
+    echo "SKIP: pip could not install $req (is PyPI reachable?)" >&2
+    rm -rf "$venv"
+    exit 77
+  fi
+  cp "$req" "$stamp"
+fi
+if [ -z "${CMAKE_CXX_COMPILER_LAUNCHER:-}" ] && command -v ccache >/dev/null; then
+  export CMAKE_CXX_COMPILER_LAUNCHER=ccache
+fi
+cd "$repo"
+exec timeout 3000 "$venv/bin/pip" install --quiet --disable-pip-version-check --force-reinstall --no-deps .

@@ -1,0 +1,170 @@
+"""fp4lm.LLM on checkpoints the tests write: the seed's smoke test, CLI parity, batch
+invariance, outputs, errors."""
+import re
+
+import pytest
+
+import fp4lm
+from fp4lm import LLM, SamplingParams
+from conftest import REPO, cli, cli_log_lines, tree_digest
+
+
+def test_version_is_the_projects():
+    version = re.search(r"project\(fp4lm VERSION ([0-9.]+)", (REPO / "CMakeLists.txt").read_text()).group(1)
+    assert fp4lm.__version__ == version
+    assert cli("version").stdout.splitlines()[0] == f"fp4lm {version}"
+
+
+def _engine_lines(messages):
+    keep = ("Detected ModelOpt", "NVFP4 W4A16 override", "Using '")
+    return [m for m in messages if m.startswith(keep)]
+
+
+@pytest.mark.parametrize("override", ["auto", "bfloat16"])
+def test_seed_smoke_w4a4_qwen3_moe(moe_w4a4, fp4lm_log, override):
+    before = tree_digest(moe_w4a4)
+    llm = LLM(model=str(moe_w4a4), override_activation_dtype=override)
+    outputs = llm.generate(["Hello, my name is", "The capital of France is"],
+                           SamplingParams(temperature=0.8, top_p=0.95, max_tokens=8, ignore_eos=True, seed=1))
+    assert [len(o.outputs[0].token_ids) for o in outputs] == [8, 8]
+    assert all(o.outputs[0].finish_reason == "length" for o in outputs)
+    assert outputs[0].outputs[0].text == llm.get_tokenizer().decode(outputs[0].outputs[0].token_ids,
+                                                                     skip_special_tokens=True)
+    assert tree_digest(moe_w4a4) == before  # the override never edits the checkpoint
+
+    lines = _engine_lines(fp4lm_log.messages)
+    assert lines[0] == "Detected ModelOpt NVFP4 checkpoint (quant_algo=NVFP4)"
+    w4a16 = [m for m in lines if m.startswith("Using 'cpu_w4a16")]
+    if override == "bfloat16":
+        assert any(m.startswith("NVFP4 W4A16 override active (override_activation_dtype=bfloat16)") for m in lines)
+        assert any("NVFP4 Linear backend" in m for m in w4a16) and any("NVFP4 MoE backend" in m for m in w4a16)
+    else:
+        assert not any("override active" in m for m in lines)
+        assert not w4a16
+    # Exactly the lines the CLI prints for the same load.
+    r = cli("generate", "--model", moe_w4a4, "--prompt-ids", "1,2,3", "--max-tokens", "1", "--json",
+            "--override-activation-dtype", override)
+    assert lines == _engine_lines(cli_log_lines(r.stderr))
+
+
+@pytest.mark.parametrize("override", ["auto", "bfloat16"])
+@pytest.mark.parametrize("sampling", [
+    dict(temperature=0.0),
+    dict(temperature=0.9, top_k=20, top_p=0.9, seed=7),
+    dict(temperature=1.3, min_p=0.05, seed=123),
+])
+def test_generate_matches_cli(moe_w4a4, override, sampling):
+    import json
+    prompt = [10, 20, 30, 40, 50]
+    llm = LLM(model=str(moe_w4a4), override_activation_dtype=override)
+    out = llm.generate({"prompt_token_ids": prompt}, SamplingParams(max_tokens=24, **sampling))[0]
+    args = ["generate", "--model", moe_w4a4, "--prompt-ids", ",".join(map(str, prompt)), "--max-tokens", "24",
+            "--json", "--override-activation-dtype", override]
+    for key, flag in (("temperature", "--temperature"), ("top_k", "--top-k"), ("top_p", "--top-p"),
+                      ("min_p", "--min-p"), ("seed", "--seed")):
+        if key in sampling:
+            args += [flag, str(sampling[key])]
+    ref = json.loads(cli(*args).stdout)
+    assert out.prompt_token_ids == ref["prompt_ids"]
+    assert out.outputs[0].token_ids == ref["output_ids"]
+    assert out.outputs[0].finish_reason == ref["finish_reason"]
+
+
+def test_batch_invariance_greedy(moe_w4a4):
+    llm = LLM(model=str(moe_w4a4), max_num_seqs=16)
+    prompts = [{"prompt_token_ids": [(7 * i + j) % 256 for j in range(3 + i % 5)]} for i in range(16)]
+    params = SamplingParams(temperature=0, max_tokens=12, ignore_eos=True)
+    batch = llm.generate(prompts, params)
+    assert [o.prompt_token_ids for o in batch] == [p["prompt_token_ids"] for p in prompts]  # input order
+    for i in (0, 5, 15):
+        alone = llm.generate(prompts[i], params)[0]
+        assert alone.outputs[0].token_ids == batch[i].outputs[0].token_ids
+
+
+def test_outputs_shape_n_seed_and_logprobs(moe_w4a4):
+    llm = LLM(model=str(moe_w4a4))
+    prompt = {"prompt_token_ids": [1, 2, 3]}
+    two = llm.generate(prompt, SamplingParams(n=2, temperature=1.0, seed=5, max_tokens=6, ignore_eos=True))[0]
+    assert [c.index for c in two.outputs] == [0, 1]
+    assert two.prompt is None and two.prompt_token_ids == [1, 2, 3] and two.finished
+    # The i-th of n completions is the one a single request with seed + i gives (vLLM's rule).
+    for i in range(2):
+        single = llm.generate(prompt, SamplingParams(temperature=1.0, seed=5 + i, max_tokens=6, ignore_eos=True))
+        assert single[0].outputs[0].token_ids == two.outputs[i].token_ids
+    assert two.outputs[0].logprobs is None and two.outputs[0].cumulative_logprob is None
+
+    lp = llm.generate(prompt, SamplingParams(temperature=0, max_tokens=4, logprobs=3, ignore_eos=True))[0].outputs[0]
+    assert len(lp.logprobs) == 4
+    for token, entry in zip(lp.token_ids, lp.logprobs):
+        assert token in entry and entry[token].rank == 1  # greedy picks the most probable
+        assert 3 <= len(entry) <= 4 and all(v.logprob <= 0 for v in entry.values())
+    assert lp.cumulative_logprob == pytest.approx(sum(e[t].logprob for t, e in zip(lp.token_ids, lp.logprobs)))
+    # Request ids are unique strings; a list of params pairs with the prompts.
+    outs = llm.generate([prompt, prompt], [SamplingParams(max_tokens=1), SamplingParams(max_tokens=2)])
+    assert [len(o.outputs[0].token_ids) for o in outs] == [1, 2]
+    assert len({o.request_id for o in outs}) == 2
+
+
+def test_text_prompt_stop_string_and_tokenizer(moe_w4a4):
+    llm = LLM(model=str(moe_w4a4))
+    tok = llm.get_tokenizer()
+    assert tok.encode("Hi!") == [72, 105, 33] and tok.decode([72, 105]) == "Hi"
+    assert tok.vocab_size == 256
+    free = llm.generate("abc", SamplingParams(temperature=0, max_tokens=20, ignore_eos=True))[0].outputs[0]
+    assert free.text == tok.decode(free.token_ids, skip_special_tokens=True)
+    stop = free.text[3:5]
+    if stop and stop not in free.text[:3]:
+        cut = llm.generate("abc", SamplingParams(temperature=0, max_tokens=20, ignore_eos=True, stop=stop))
+        c = cut[0].outputs[0]
+        assert c.finish_reason == "stop" and c.stop_reason == stop
+        assert c.text == free.text[:free.text.index(stop)]
+    tid = free.token_ids[2]
+    c = llm.generate("abc", SamplingParams(temperature=0, max_tokens=20, ignore_eos=True,
+                                           stop_token_ids=[tid]))[0].outputs[0]
+    assert c.finish_reason == "stop" and c.stop_reason == tid and c.token_ids[-1] == tid
+
+
+def test_errors_become_python_exceptions(moe_w4a4, tmp_path):
+    with pytest.raises(FileNotFoundError, match="not a checkpoint directory"):
+        LLM(model=str(tmp_path / "missing"))
+    with pytest.raises(ValueError, match="override_activation_dtype|bfloat16"):
+        LLM(model=str(moe_w4a4), override_activation_dtype="int8")
+    with pytest.raises(ValueError, match="linear_backend: unknown backend 'nope'"):
+        LLM(model=str(moe_w4a4), linear_backend="nope")
+    # A broken checkpoint: the same one-line message as the CLI's.
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    for p in moe_w4a4.iterdir():
+        (broken / p.name).write_bytes(p.read_bytes())
+    data = (broken / "model.safetensors").read_bytes()
+    (broken / "model.safetensors").write_bytes(data[: len(data) // 2])
+    r = cli("generate", "--model", broken, "--prompt-ids", "1", check=False)
+    assert r.returncode == 1
+    message = r.stderr.strip().splitlines()[-1]
+    with pytest.raises(RuntimeError) as e:
+        LLM(model=str(broken))
+    assert str(e.value) in message and "\n" not in str(e.value)
+
+    llm = LLM(model=str(moe_w4a4), max_model_len=64)
+    with pytest.raises(ValueError, match="outside the vocabulary"):
+        llm.generate({"prompt_token_ids": [1, 9999]})
+    with pytest.raises(ValueError, match="empty"):
+        llm.generate({"prompt_token_ids": []})
+    with pytest.raises(ValueError):
+        llm.generate({"prompt_token_ids": [1] * 60}, SamplingParams(max_tokens=10))  # beyond max_model_len
+    with pytest.raises(ValueError, match="sampling_params"):
+        llm.generate(["a", "b"], [SamplingParams()])
+    # The engine still works after every error.
+    assert len(llm.generate("ok", SamplingParams(max_tokens=3, ignore_eos=True))[0].outputs[0].token_ids) == 3
+
+
+@pytest.mark.parametrize("kv", ["bfloat16", "float32"])
+def test_kv_cache_dtype_matches_cli(moe_w4a4, kv):
+    import json
+    llm = LLM(model=str(moe_w4a4), kv_cache_dtype=kv)
+    out = llm.generate({"prompt_token_ids": [3, 1, 4, 1, 5]}, SamplingParams(temperature=0, max_tokens=16))[0]
+    ref = json.loads(cli("generate", "--model", moe_w4a4, "--prompt-ids", "3,1,4,1,5", "--max-tokens", "16",
+                         "--json", "--kv-cache-dtype", kv).stdout)
+    assert out.outputs[0].token_ids == ref["output_ids"]
+    with pytest.raises(ValueError, match="kv-cache-dtype|kv_cache_dtype"):
+        LLM(model=str(moe_w4a4), kv_cache_dtype="int3")
