@@ -18,7 +18,8 @@ enum class LayerKind { linear, moe };
 
 struct KernelOptions {
   // For W4A4 layers: calls with m <= a16_max_tokens run the W4A16 kernel on the same weights
-  // (decode at 16-bit activations, prefill at 4-bit). 0 = off.
+  // (decode at 16-bit activations, prefill at 4-bit). 0 = off. A kernels::A16Scope on the
+  // calling thread overrides the size rule (the batched forward decides per sequence chunk).
   int64_t a16_max_tokens = 0;
 };
 

@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "model/activation.h"
+#include "kernels/a16_scope.h"
 #include "model/arch/arch.h"
 #include "model/finite_check.h"
 #include "model/gated_delta_net.h"
@@ -38,6 +39,7 @@ std::unique_ptr<CausalLM> CausalLM::load(std::shared_ptr<io::Checkpoint> ckpt, c
   const ModelConfig& c = l.config();
   const std::string cfg_path = ckpt->dir() + "/config.json";
   lm->dtype_ = l.dtype();
+  lm->a16_max_tokens_ = opts.a16_max_tokens;
   lm->kv_dtype_ = parse_kv_cache_dtype(opts.kv_cache_dtype).value_or(lm->dtype_);
   if (lo.prefill_chunk <= 0) fail("prefill chunk must be positive, got {}", lo.prefill_chunk);
   lm->prefill_chunk_ = lo.prefill_chunk;
@@ -184,22 +186,38 @@ void CausalLM::forward(std::span<const SequenceChunk> batch) const {
   std::vector<int64_t> lengths;
   for (const SequenceChunk& c : batch) lengths.push_back(c.state->length());
   try {
-    // Steps of at most prefill_chunk rows; a long chunk continues in the next step.
-    std::vector<Piece> pieces;
-    int64_t rows = 0;
-    for (size_t b = 0; b < batch.size(); ++b)
-      for (int64_t off = 0; off < batch[b].n;) {
-        const int64_t take = std::min(batch[b].n - off, prefill_chunk_ - rows);
-        pieces.push_back({static_cast<int64_t>(b), off, take, rows, 0});
-        rows += take;
-        off += take;
-        if (rows == prefill_chunk_) {
-          forward_step(batch, pieces);
-          pieces.clear();
-          rows = 0;
+    // Steps of at most prefill_chunk rows; a long chunk continues in the next one.
+    auto run = [&](auto take_chunk) {
+      std::vector<Piece> pieces;
+      int64_t rows = 0;
+      for (size_t b = 0; b < batch.size(); ++b) {
+        if (!take_chunk(batch[b])) continue;
+        for (int64_t off = 0; off < batch[b].n;) {
+          const int64_t take = std::min(batch[b].n - off, prefill_chunk_ - rows);
+          pieces.push_back({static_cast<int64_t>(b), off, take, rows, 0});
+          rows += take;
+          off += take;
+          if (rows == prefill_chunk_) {
+            forward_step(batch, pieces);
+            pieces.clear();
+            rows = 0;
+          }
         }
       }
-    if (!pieces.empty()) forward_step(batch, pieces);
+      if (!pieces.empty()) forward_step(batch, pieces);
+    };
+    if (a16_max_tokens_ <= 0) {
+      run([](const SequenceChunk&) { return true; });
+    } else {
+      // --a16-max-tokens per sequence chunk: W4A4 layers run chunks of at most N tokens at W4A16
+      // and longer ones at W4A4, whatever else is in the batch (two groups of steps).
+      {
+        kernels::A16Scope a16(kernels::A16Choice::a16);
+        run([&](const SequenceChunk& c) { return c.n <= a16_max_tokens_; });
+      }
+      kernels::A16Scope a4(kernels::A16Choice::a4);
+      run([&](const SequenceChunk& c) { return c.n > a16_max_tokens_; });
+    }
   } catch (...) {
     // Positions past the old lengths hold garbage that the next forward overwrites; recurrent
     // states go back to their committed copies.

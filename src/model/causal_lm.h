@@ -71,8 +71,8 @@ class CausalLM {
   // (float32, rounded to the activation dtype like the lm_head output), none -> nothing.
   // The rows of all chunks go through each Linear/MoE layer together, in steps of at most
   // prefill_chunk rows. A chunk's results are bit-identical to running it alone (the kernels'
-  // per-row results do not depend on the other rows), except that --a16-max-tokens is decided
-  // per step (see docs/RUNTIME.md).
+  // per-row results do not depend on the other rows); --a16-max-tokens N is decided per chunk
+  // (n <= N: W4A4 layers at W4A16), so it keeps that guarantee.
   // Errors (one line, naming the sequence): a chunk passing its state's capacity, a token id
   // outside the vocabulary, a state twice in one batch, a non-finite value (NonFiniteError).
   // On error every state of the batch is left as it was before the call.
@@ -95,7 +95,7 @@ class CausalLM {
   std::unique_ptr<ModelLoader> loader_;
   DType dtype_ = DType::F32, kv_dtype_ = DType::F32;
   std::vector<float> k_scales_, v_scales_;  // per attention layer (cache slot), FP8 KV cache only
-  int64_t max_model_len_ = 0, prefill_chunk_ = 256;
+  int64_t max_model_len_ = 0, prefill_chunk_ = 256, a16_max_tokens_ = 0;
   std::vector<int64_t> eos_ids_;
   double load_seconds_ = 0;
   Rope rope_;

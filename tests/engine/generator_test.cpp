@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 
 #include "../model/tiny_models.h"
 #include "common/paths.h"
@@ -159,6 +160,38 @@ TEST(NonFinite, GenerateAndEvalStopWithTheErrorOnW4a16AndW4a4) {
     }
   }
   ThreadPool::set_global_threads(saved);
+}
+
+// Greedy generation on an FP8 checkpoint that ships k_scale/v_scale, with a 16-bit and an FP8
+// KV cache: both run to the end, reproducibly (closeness of the logits: tests/model/kv_cache_dtype_test).
+TEST(KvCacheDtype, GeneratesWithBothCachesOnAnFp8CheckpointWithScales) {
+  TempDir dir;
+  model::SyntheticOptions s;
+  s.architecture = "Qwen3ForCausalLM";
+  s.algo = quant::QuantAlgo::FP8;
+  model::write_synthetic_checkpoint(dir.path().string(), s);
+  std::vector<test::EditedTensor> scales;
+  for (int64_t l = 0; l < s.layers; ++l)
+    for (const char* n : {"k_proj.k_scale", "v_proj.v_scale"}) {
+      const float v = 0.02f;
+      test::EditedTensor t{fmt::format("model.layers.{}.self_attn.{}", l, n), DType::F32, {}, std::vector<uint8_t>(4)};
+      std::memcpy(t.bytes.data(), &v, 4);
+      scales.push_back(std::move(t));
+    }
+  test::edit_tensors(dir.path(), [](test::EditedTensor&) { return true; }, std::move(scales));
+  GenerationParams p;
+  p.max_tokens = 8;
+  p.stop_at_eos = false;
+  for (const char* kv : {"bfloat16", "fp8"}) {
+    model::EngineOptions o;
+    o.dtype = "bfloat16";
+    o.kv_cache_dtype = kv;
+    auto lm = model::CausalLM::load(dir.path().string(), o);
+    GenerationResult r = generate(*lm, {1, 40, 7, 99, 3}, p);
+    EXPECT_EQ(r.output_ids.size(), 8u) << kv;
+    EXPECT_EQ(r.output_ids, generate(*lm, {1, 40, 7, 99, 3}, p).output_ids) << kv;
+    for (int32_t t : r.output_ids) EXPECT_TRUE(t >= 0 && t < lm->vocab_size()) << kv;
+  }
 }
 
 TEST(IdFile, ReadsAllThreeLineForms) {

@@ -54,6 +54,26 @@ std::vector<float> alone(const CausalLM& lm, const std::vector<int32_t>& toks) {
   return out;
 }
 
+// Each sequence alone, chunk by chunk as kSchedule cuts it (batches of one): logits [n, vocab]
+// at every position some chunk asks for. With --a16-max-tokens the chunk sizes matter (a chunk
+// of at most N tokens runs W4A4 layers at W4A16), so "alone" means the same chunks alone.
+std::vector<std::vector<float>> alone_by_chunks(const CausalLM& lm) {
+  const int64_t vocab = lm.vocab_size();
+  std::vector<std::vector<float>> out;
+  std::vector<SequenceState> states;
+  for (const auto& seq : kSeqs) {
+    out.emplace_back(seq.size() * vocab);
+    states.push_back(lm.new_sequence());
+  }
+  for (const auto& step : kSchedule)
+    for (const Part& p : step) {
+      const int64_t first = p.mode == LogitsMode::all ? p.begin : p.end - 1;
+      lm.forward(states[p.seq], kSeqs[p.seq].data() + p.begin, p.end - p.begin, p.mode,
+                 out[p.seq].data() + first * vocab);
+    }
+  return out;
+}
+
 // Runs kSchedule on `lm` and checks every logits row it returns bit for bit against `want`.
 void expect_schedule_matches(const CausalLM& lm, const std::vector<std::vector<float>>& want,
                              const std::string& what) {
@@ -113,6 +133,9 @@ std::vector<Config> configs_for(QuantAlgo algo) {
     kv.kv_cache_dtype = "fp8";
     out.push_back({std::string(dtype) + " kv-cache-dtype fp8", kv});
     if (algo == QuantAlgo::NVFP4) {
+      EngineOptions a = o;  // chunks of at most 2 tokens at W4A16, longer ones at W4A4
+      a.a16_max_tokens = 2;
+      out.push_back({std::string(dtype) + " a16-max-tokens 2", a});
       EngineOptions w = o;  // W4A4 checkpoint run through the W4A16 path
       w.override_activation_dtype = DType::BF16;
       out.push_back({std::string(dtype) + " override-activation-dtype bfloat16", w});
@@ -157,8 +180,12 @@ TEST_P(BatchedForwardTest, MixedBatchesAreBitIdenticalToEachSequenceAlone) {
       for (int threads : {1, 2}) {
         ThreadPool::set_global_threads(threads);
         const std::string what = fmt::format("{} {} {} threads {}", GetParam(), quant::algo_name(algo), c.name, threads);
+        // Without --a16-max-tokens chunking changes nothing: each sequence alone in one call.
         std::vector<std::vector<float>> want;
-        for (const auto& seq : kSeqs) want.push_back(alone(*lm, seq));
+        if (c.opts.a16_max_tokens == 0)
+          for (const auto& seq : kSeqs) want.push_back(alone(*lm, seq));
+        else
+          want = alone_by_chunks(*lm);
         expect_schedule_matches(*lm, want, what);
         expect_schedule_matches(*stepped, want, what + " prefill_chunk 4");
         ++ran;
@@ -247,38 +274,39 @@ TEST(BatchedForward, BadBatchesAreClearErrorsAndLeaveEveryStateAsItWas) {
   EXPECT_EQ(std::memcmp(la.data(), want.data() + 6 * lm->vocab_size(), la.size() * sizeof(float)), 0);
 }
 
-// --a16-max-tokens is decided per forward step (the kernels see one call of m rows): a decode
-// step batched with other rows past the limit runs at W4A4, alone it runs at W4A16.
-TEST(BatchedForward, A16MaxTokensIsDecidedPerStep) {
-  auto decode_two = [](const CausalLM& lm, bool together) {
-    SequenceState a = lm.new_sequence(), b = lm.new_sequence();
+// --a16-max-tokens N is decided per sequence chunk: a decode step (1 token <= N) runs W4A4 layers
+// at W4A16 whether it is alone, batched with other decodes (M = 2 > N) or next to a prefill.
+TEST(BatchedForward, A16MaxTokensIsDecidedPerSequenceChunk) {
+  // a, b prefilled (5 and 4 tokens), then one step: a and b decode, c prefills 6 tokens.
+  auto step = [](const CausalLM& lm, bool together) {
+    SequenceState a = lm.new_sequence(), b = lm.new_sequence(), c = lm.new_sequence();
     const int64_t vocab = lm.vocab_size();
-    std::vector<float> la(vocab), lb(vocab), out;
+    std::vector<float> la(vocab), lb(vocab), lc(vocab);
     lm.forward(a, kSeqs[0].data(), 5, LogitsMode::none, nullptr);
     lm.forward(b, kSeqs[1].data(), 4, LogitsMode::none, nullptr);
+    std::vector<SequenceChunk> batch = {{&a, kSeqs[0].data() + 5, 1, LogitsMode::last, la.data()},
+                                        {&c, kSeqs[2].data(), 6, LogitsMode::last, lc.data()},
+                                        {&b, kSeqs[1].data() + 4, 1, LogitsMode::last, lb.data()}};
     if (together) {
-      std::vector<SequenceChunk> batch = {{&a, kSeqs[0].data() + 5, 1, LogitsMode::last, la.data()},
-                                          {&b, kSeqs[1].data() + 4, 1, LogitsMode::last, lb.data()}};
       lm.forward(batch);
     } else {
-      lm.forward(a, kSeqs[0].data() + 5, 1, LogitsMode::last, la.data());
-      lm.forward(b, kSeqs[1].data() + 4, 1, LogitsMode::last, lb.data());
+      for (const SequenceChunk& ch : batch) lm.forward(std::span<const SequenceChunk>(&ch, 1));
     }
-    out = la;
+    std::vector<float> out = la;
     out.insert(out.end(), lb.begin(), lb.end());
+    out.insert(out.end(), lc.begin(), lc.end());
     return out;
   };
-  TempDir d1, d2;
+  TempDir d0, d1;
   EngineOptions o;
   o.dtype = "bfloat16";
-  o.a16_max_tokens = 2;  // both 1-row steps and the 2-row step: W4A16
-  auto lm2 = small_model(d1, QuantAlgo::NVFP4, o);
-  EXPECT_EQ(decode_two(*lm2, false), decode_two(*lm2, true));
-  o.a16_max_tokens = 1;  // the 2-row step runs at W4A4: the batch changes the result
-  auto lm1 = small_model(d2, QuantAlgo::NVFP4, o);
-  const auto alone1 = decode_two(*lm1, false), together1 = decode_two(*lm1, true);
-  EXPECT_NE(alone1, together1);
-  EXPECT_EQ(alone1, decode_two(*lm2, false));  // alone, each decode step ran at W4A16 either way
+  auto off = small_model(d0, QuantAlgo::NVFP4, o);
+  o.a16_max_tokens = 1;
+  auto on = small_model(d1, QuantAlgo::NVFP4, o);
+  const auto alone = step(*on, false);
+  EXPECT_EQ(step(*on, true), alone);   // batch invariant with N > 0
+  EXPECT_NE(alone, step(*off, false));  // and N = 1 really ran the decode rows at W4A16
+  EXPECT_EQ(step(*off, true), step(*off, false));
 }
 
 }  // namespace

@@ -73,7 +73,8 @@ void GroupedMoe::forward(const void* x, int64_t m, const int32_t* topk_ids,
   const int64_t experts = static_cast<int64_t>(w13_.size()), slots = m * top_k;
   const DType act = p_.act_dtype;
   const size_t es = dtype_size(act);
-  // Call-level choice: a decode call (m <= a16_max_tokens) runs every expert at W4A16.
+  // Call-level choice: a decode call (m <= a16_max_tokens, or as the thread's A16Scope forces
+  // it) runs every expert at W4A16.
   const bool a16 = w13_[0]->a16_for(m);
 
   // Counting sort of the slots by expert, stable (token order within an expert).

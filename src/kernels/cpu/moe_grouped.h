@@ -19,7 +19,8 @@ class GroupedMoe final : public MoeKernel {
  public:
   using MakeLinear = std::function<std::unique_ptr<RowSplitLinear>(LinearWeights, const LinearProblem&)>;
   // `make` builds one expert projection (an Nvfp4Linear, a DenseLinear). For W4A4 experts, a
-  // call with m <= a16_max_tokens runs every expert at W4A16 (decided per call).
+  // call with m <= a16_max_tokens runs every expert at W4A16 (decided per call, or forced by the
+  // thread's kernels::A16Scope).
   GroupedMoe(MoeWeights w, const MoeProblem& p, const MakeLinear& make);
   void forward(const void* x, int64_t m, const int32_t* topk_ids, const float* topk_weights,
                int64_t top_k, void* y, ThreadPool& pool) const override;

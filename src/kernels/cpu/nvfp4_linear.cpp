@@ -1,6 +1,7 @@
 #include "kernels/cpu/nvfp4_linear.h"
 
 #include "core/error.h"
+#include "kernels/a16_scope.h"
 
 namespace fp4lm::kernels::cpu {
 
@@ -27,12 +28,17 @@ Nvfp4Linear::Nvfp4Linear(LinearWeights w, const LinearProblem& p, Nvfp4Mode mode
 }
 
 bool Nvfp4Linear::a16_for(int64_t m) const {
-  return mode_ == Nvfp4Mode::w4a4 && m <= p_.options.a16_max_tokens;
+  if (mode_ != Nvfp4Mode::w4a4) return false;
+  switch (A16Scope::current()) {
+    case A16Choice::a16: return true;
+    case A16Choice::a4: return false;
+    case A16Choice::by_call_size: break;
+  }
+  return m <= p_.options.a16_max_tokens;
 }
 
 int64_t Nvfp4Linear::row_block(int64_t m) const {
-  return mode_ == Nvfp4Mode::w4a4 && m > p_.options.a16_max_tokens ? isa_.a4_row_block(m, w_.k)
-                                                                   : isa_.a16_row_block(m, w_.k);
+  return mode_ == Nvfp4Mode::w4a4 && !a16_for(m) ? isa_.a4_row_block(m, w_.k) : isa_.a16_row_block(m, w_.k);
 }
 
 std::unique_ptr<PreparedInput> Nvfp4Linear::prepare(const void* x, int64_t m, bool force_a16,

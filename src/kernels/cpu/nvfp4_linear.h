@@ -19,7 +19,8 @@ class Nvfp4Linear final : public RowSplitLinear {
   Nvfp4Linear(LinearWeights w, const LinearProblem& p, Nvfp4Mode mode, const Nvfp4Kernels& isa);
 
   // W4A16 layers: always the W4A16 kernel. W4A4 layers: the W4A4 kernel, or W4A16 when
-  // force_a16 (forward(): when m <= options.a16_max_tokens).
+  // force_a16 (forward(): when m <= options.a16_max_tokens, unless this thread's A16Scope
+  // forces the choice).
   int64_t row_block(int64_t m) const override;
   std::unique_ptr<PreparedInput> prepare(const void* x, int64_t m, bool force_a16,
                                          ThreadPool& pool) const override;

@@ -30,7 +30,8 @@ class RowSplitLinear : public LinearKernel {
   // y rows [r0, r1) of every token (y [m, n] in the act dtype), on the calling thread.
   virtual void run_rows(const PreparedInput& in, int64_t r0, int64_t r1, void* y) const = 0;
 
-  // The layer's own choice of kernel for m tokens (W4A4 layers: W4A16 when m <= a16_max_tokens).
+  // The layer's own choice of kernel for m tokens (W4A4 layers: W4A16 when m <= a16_max_tokens,
+  // or as the calling thread's kernels::A16Scope forces it).
   virtual bool a16_for(int64_t m) const { (void)m; return false; }
 
   void forward(const void* x, int64_t m, void* y, ThreadPool& pool) const override;
