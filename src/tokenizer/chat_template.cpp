@@ -6,8 +6,8 @@
 
 #include "core/error.h"
 #include "io/json_file.h"
-#include "tokenizer/jinja_interpreter.h"
-#include "tokenizer/jinja_parser.h"
+#include "tokenizer/jinja/interpreter.h"
+#include "tokenizer/jinja/parser.h"
 
 namespace fp4lm::tokenizer {
 namespace {

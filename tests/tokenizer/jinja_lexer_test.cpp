@@ -3,9 +3,9 @@
 #include <gtest/gtest.h>
 #include <gmock/gmock.h>
 
-#include "tokenizer/jinja_interpreter.h"
-#include "tokenizer/jinja_lexer.h"
-#include "tokenizer/jinja_parser.h"
+#include "tokenizer/jinja/interpreter.h"
+#include "tokenizer/jinja/lexer.h"
+#include "tokenizer/jinja/parser.h"
 
 namespace fp4lm::tokenizer::jinja {
 namespace {

@@ -7,9 +7,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tokenizer/jinja_builtins.h"
-#include "tokenizer/jinja_interpreter.h"
-#include "tokenizer/jinja_parser.h"
+#include "tokenizer/jinja/builtins.h"
+#include "tokenizer/jinja/interpreter.h"
+#include "tokenizer/jinja/parser.h"
 
 namespace fp4lm::tokenizer::jinja {
 namespace {

@@ -1,6 +1,6 @@
-#include "tokenizer/jinja_interpreter.h"
+#include "tokenizer/jinja/interpreter.h"
 
-#include "tokenizer/jinja_builtins.h"
+#include "tokenizer/jinja/builtins.h"
 
 namespace fp4lm::tokenizer::jinja {
 namespace {

@@ -1,4 +1,4 @@
-#include "tokenizer/jinja_lexer.h"
+#include "tokenizer/jinja/lexer.h"
 
 #include <algorithm>
 #include <cctype>

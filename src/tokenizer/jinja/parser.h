@@ -5,7 +5,7 @@
 // TemplateError naming the line and column.
 #include <string>
 
-#include "tokenizer/jinja_ast.h"
+#include "tokenizer/jinja/ast.h"
 
 namespace fp4lm::tokenizer::jinja {
 

@@ -1,10 +1,10 @@
-#include "tokenizer/jinja_parser.h"
+#include "tokenizer/jinja/parser.h"
 
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 
-#include "tokenizer/jinja_lexer.h"
+#include "tokenizer/jinja/lexer.h"
 
 namespace fp4lm::tokenizer::jinja {
 namespace {

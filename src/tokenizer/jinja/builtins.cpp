@@ -1,4 +1,4 @@
-#include "tokenizer/jinja_builtins.h"
+#include "tokenizer/jinja/builtins.h"
 
 #include <algorithm>
 #include <cmath>

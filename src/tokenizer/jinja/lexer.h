@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "tokenizer/jinja_value.h"
+#include "tokenizer/jinja/value.h"
 
 namespace fp4lm::tokenizer::jinja {
 
