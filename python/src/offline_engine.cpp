@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "io/json_file.h"
 #include "kernels/registry.h"
 
 namespace py = pybind11;
@@ -95,7 +96,7 @@ std::string OfflineEngine::apply_chat_template(const std::string& messages_json,
   tokenizer::ChatOptions co;
   co.add_generation_prompt = add_generation_prompt;
   co.enable_thinking = enable_thinking;
-  return chat_->render_ordered(nlohmann::ordered_json::parse(messages_json), nullptr, co);
+  return chat_->render_ordered(io::parse_ordered_json(messages_json, "chat messages"), nullptr, co);
 }
 
 std::vector<OfflineResult> OfflineEngine::generate(std::vector<engine::RequestParams> requests,
