@@ -40,9 +40,14 @@ struct ExportPlan {
   model::ModelConfig config;
   std::vector<model::LayerSpec> layers;       // plan_layers(config)
   std::vector<QuantGroup> groups;             // model order
-  std::vector<std::string> exclude_modules;   // every unquantized Linear / router / experts module, model order
+  // Every unquantized Linear / router / experts module in model order, then the hybrids' conv1d
+  // modules and the "mtp*" / "model.visual*" patterns when the checkpoint has such tensors.
+  std::vector<std::string> exclude_modules;
   std::vector<std::string> notes;             // one line per unquantized Linear layer, with its reason
   bool lm_head_quantized = false;
+  // Experts layers stored as fused 3-D tensors (`<experts>.gate_up_proj`, `<experts>.down_proj`),
+  // by container name: quantized, they are written per expert, as ModelOpt exports them.
+  std::vector<std::string> fused_experts;
   std::unordered_map<std::string, size_t> group_index;  // HF module -> index into groups
 
   // The group a module belongs to, or nullptr when the module is not quantized.
