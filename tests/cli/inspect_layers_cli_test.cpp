@@ -133,6 +133,11 @@ TEST(InspectLayersCli, HybridShowsLayerTypesAndEachLayersSchemeAndGenerates) {
   EXPECT_EQ(scheme["model.layers.1.mlp.experts"], "nvfp4_w4a4");
   EXPECT_EQ(scheme["model.layers.1.mlp.shared_expert_gate"], "unquantized");
   EXPECT_EQ(scheme.count("model.layers.0.self_attn.qkv_proj"), 0u);
+  // The writer lists the GDN's router-like projections by their stored names, as ModelOpt does.
+  const json excl = f["quantization"]["exclude_modules"];
+  for (const char* m : {"model.layers.0.linear_attn.in_proj_b", "model.layers.0.linear_attn.in_proj_a"})
+    EXPECT_NE(std::find(excl.begin(), excl.end(), json(m)), excl.end()) << m << " in " << excl.dump();
+  EXPECT_EQ(std::find(excl.begin(), excl.end(), json("model.layers.0.linear_attn.in_proj_ba")), excl.end());
   auto text = run_command(fp4lm_bin() + " inspect --model " + dir);
   EXPECT_NE(text.out.find("linear_attention, full_attention"), std::string::npos) << text.out;
   auto g = run_command(fp4lm_bin() + " generate --model " + dir + " --prompt-ids 1,5,9 --max-tokens 6");
@@ -153,6 +158,10 @@ TEST(InspectLayersCli, Qwen3NextAndVlHybridWithFusedExpertsRunThroughEveryComman
   EXPECT_EQ(scheme["model.layers.0.linear_attn.in_proj_qkvz"], "nvfp4_w4a4");
   EXPECT_EQ(scheme["model.layers.0.linear_attn.in_proj_ba"], "unquantized");
   EXPECT_EQ(scheme.count("model.layers.0.linear_attn.in_proj_qkv"), 0u);
+  const json next_excl = f["quantization"]["exclude_modules"];
+  EXPECT_NE(std::find(next_excl.begin(), next_excl.end(), json("model.layers.0.linear_attn.in_proj_ba")),
+            next_excl.end())
+      << next_excl.dump();
   auto g = run_command(fp4lm_bin() + " generate --model " + next + " --prompt-ids 1,5,9 --max-tokens 4");
   EXPECT_EQ(g.exit_code, 0) << g.err;
 

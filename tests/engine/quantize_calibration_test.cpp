@@ -308,7 +308,9 @@ TEST(QuantizeCalibration, HybridsKeepModelOptsDefaultExclusionsAndRunAsW4A4) {
     EXPECT_EQ(out->get(p + "0.linear_attn.out_proj.weight").dtype, DType::U8) << arch;
     EXPECT_EQ(out->get(p + "0.mlp.experts.1.down_proj.weight").dtype, DType::U8) << arch;
     EXPECT_GT(scalar(*out, p + "1.self_attn.q_proj.input_scale"), 0.0f) << arch;
-    if (vl) EXPECT_EQ(out->find("model.layers.0.mlp.gate.weight"), nullptr);  // stored names kept
+    if (vl) {
+      EXPECT_EQ(out->find("model.layers.0.mlp.gate.weight"), nullptr);  // stored names kept
+    }
 
     model::ModelLoader l(io::Checkpoint::open(c.out), {});
     for (const model::LayerSpec& s : l.layers()) {

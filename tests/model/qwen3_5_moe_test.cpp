@@ -228,6 +228,19 @@ TEST(Hybrid, ConfigErrorsNameTheField) {
   m.config["layer_types"] = {"linear_attention", "full_attention", "mamba", "full_attention"};
   write_hybrid(m, dir.path());
   EXPECT_THROW(CausalLM::load(dir.path().string(), f32()), Error);
+  // GDN dims size the per-sequence state: beyond the limits they are errors naming the field.
+  for (const char* key : {"linear_num_value_heads", "linear_key_head_dim", "linear_conv_kernel_dim"}) {
+    m = make_hybrid(1);
+    m.config[key] = 4096;
+    write_hybrid(m, dir.path());
+    try {
+      CausalLM::load(dir.path().string(), f32());
+      ADD_FAILURE() << "expected an error for " << key;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(std::string("field '") + key + "' is 4096, more than"), std::string::npos)
+          << e.what();
+    }
+  }
 }
 
 TEST(Hybrid, FullAttentionIntervalGivesTheLayerTypes) {

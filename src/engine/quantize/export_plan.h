@@ -62,4 +62,11 @@ struct ExportPlan {
 // engine layer cannot mix formats); so is a MoE layer whose experts are partly matched.
 ExportPlan make_export_plan(const io::Checkpoint& ckpt, const ExportOptions& opts);
 
+// Makes the experts of fused 3-D tensors (original bf16 Qwen3.5: `<experts>.gate_up_proj`
+// [E, 2I, D], gate rows first, and `<experts>.down_proj` [E, D, I]) readable as the per-expert
+// `<experts>.<e>.{gate,up,down}_proj.weight` the plan and the quantizer use (views, no copy).
+// Call before make_export_plan; the checkpoint's text-model names must already read as model.*.
+// Error naming the tensor when a fused tensor has the wrong shape or its partner is missing.
+void expose_fused_experts(io::Checkpoint& ckpt);
+
 }  // namespace fp4lm::engine
