@@ -10,8 +10,10 @@
 #include "core/cpu_features.h"
 
 #define FP4LM_GDN_ISA baseline
+#define FP4LM_GDN_LANES 4
 #include "model/gated_delta_rule_impl.h"
 #undef FP4LM_GDN_ISA
+#undef FP4LM_GDN_LANES
 
 namespace fp4lm::model::gdn {
 
