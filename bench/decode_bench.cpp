@@ -492,20 +492,21 @@ int main(int argc, char** argv) {
     model::gdn::set_prefill_form(model::gdn::PrefillForm::chunked);
     std::vector<double> steps;
     int32_t tok = engine::argmax(logits.data(), s.vocab);
-    model::gdn::reset_times();
+    // The first steps warm the caches: the median and the mixer shares are over the rest.
+    const int64_t warmup = std::min<int64_t>(4, tokens / 4);
     double decode_total_s = 0;
     for (int64_t i = 0; i < tokens; ++i) {
+      if (i == warmup) model::gdn::reset_times();
       auto ts = std::chrono::steady_clock::now();
       lm->forward(*cache, &tok, 1, model::LogitsMode::last, logits.data());
       steps.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - ts).count());
-      decode_total_s += steps.back();
+      if (i >= warmup) decode_total_s += steps.back();
       tok = engine::argmax(logits.data(), s.vocab);
     }
     const model::gdn::MixerTimes decode_times = model::gdn::times();
     model::gdn::enable_timing(false);
     const size_t peak_rss = engine::peak_rss_bytes();
-    // The first steps warm the caches; report the median of the rest.
-    std::vector<double> sorted(steps.begin() + std::min<int64_t>(4, tokens / 4), steps.end());
+    std::vector<double> sorted(steps.begin() + warmup, steps.end());
     std::sort(sorted.begin(), sorted.end());
     const double median = sorted[sorted.size() / 2];
     const int64_t ctx = prompt_len + tokens / 2;
@@ -538,11 +539,14 @@ int main(int argc, char** argv) {
       for (const std::string& l : prefill_lines) std::printf("%s\n", l.c_str());
     else
       std::printf("prefill: %lld tokens at %.1f tok/s\n", static_cast<long long>(prompt_len), prompt_len / prefill_s);
-    std::printf("decode: %.2f tok/s (median of %zu steps; %.1f ms/step)\n", 1.0 / median, sorted.size(), median * 1e3);
-    if (s.hybrid())
-      std::printf("decode step shares (mixer timer, all %lld steps): delta rule %.2f%% (%.3f ms/step), GDN mixers %.1f%%\n",
-                  static_cast<long long>(tokens), 100 * decode_times.rule_s / decode_total_s,
-                  decode_times.rule_s / static_cast<double>(tokens) * 1e3, 100 * decode_times.mixer_s / decode_total_s);
+    std::printf("decode: %.2f tok/s (median of %zu steps; %.1f ms/step; mean %.1f ms)\n", 1.0 / median, sorted.size(),
+                median * 1e3, decode_total_s / static_cast<double>(sorted.size()) * 1e3);
+    if (s.hybrid()) {
+      const double n = static_cast<double>(sorted.size());
+      std::printf("decode step shares (mixer timer, same %zu steps): delta rule %.2f%% (%.3f ms/step), GDN mixers %.1f%% (%.1f ms/step)\n",
+                  sorted.size(), 100 * decode_times.rule_s / decode_total_s, decode_times.rule_s / n * 1e3,
+                  100 * decode_times.mixer_s / decode_total_s, decode_times.mixer_s / n * 1e3);
+    }
     std::printf("bytes/token %.1f MB%s, read bandwidth %.2f GB/s -> roofline %.2f tok/s; ratio to roofline %.2f\n",
                 bytes / 1e6,
                 s.hybrid() ? fmt::format(" (GDN state read + written {:.1f} MB)", gdn_state_bytes / 1e6).c_str() : "",
