@@ -67,6 +67,7 @@ void dot_rows(const Decoder& dec, const uint8_t* const* codes, const uint8_t* co
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
       const SuperChunk sc = super_chunk(codes[r], scales[r], k, c, tail);
+      prefetch_super_chunk(codes[r], c);
       __m512i z[kVectors];
       dec(sc.codes, z);
       const __m512 s = e4m3x16_scaled(sc.scales);

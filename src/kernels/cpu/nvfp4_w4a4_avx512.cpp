@@ -63,6 +63,7 @@ void dot_rows(const Decoder& dec, __m512i lut, const uint8_t* const* codes, cons
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
       const SuperChunk sc = super_chunk(codes[r], scales[r], k, c, tail);
+      prefetch_super_chunk(codes[r], c);
       __m512i z[kVectors];
       dec(sc.codes, lut, z);
       const __m512 sw = e4m3x16_scaled(sc.scales);
