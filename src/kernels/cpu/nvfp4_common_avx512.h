@@ -99,6 +99,18 @@ inline SuperChunk super_chunk(const uint8_t* codes, const uint8_t* scales, int64
   return {tail.codes, tail.scales};
 }
 
+// The GEMV (register) path streams each row's codes and scales; rows are short (a 4096-wide row
+// is 2 KiB of codes) and the hardware prefetcher ramps up on each new one slowly. A software
+// prefetch 2 KiB ahead (into the next rows once a row ends: rows are contiguous) keeps the
+// loads in flight (docs/KERNELS.md, "M = 1: one stream, prefetched"); past the end it never faults.
+constexpr int64_t kPrefetchChunks = 16;  // super-chunks: 16 × 128 code bytes (measured: 8-64 all help, 16 best)
+inline void prefetch_super_chunk(const uint8_t* codes, const uint8_t* scales, int64_t c) {
+  const char* p = reinterpret_cast<const char*>(codes + (c + kPrefetchChunks) * (kSuper / 2));
+  _mm_prefetch(p, _MM_HINT_T0);
+  _mm_prefetch(p + 64, _MM_HINT_T0);
+  _mm_prefetch(reinterpret_cast<const char*>(scales + (c + kPrefetchChunks) * (kSuper / 16)), _MM_HINT_T0);
+}
+
 // ---- The two NVFP4 kernels' shared loops (W4A16 and W4A4 differ only in what a decoded
 // super-chunk is and what a (row, token) step does with it). `Dec` decodes one super-chunk's 128
 // code bytes into Dec::kVectors vectors: `dec(codes, z)`.
@@ -114,6 +126,7 @@ inline void each_decoded_super_chunk(const Dec& dec, const uint8_t* const* codes
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
       const SuperChunk sc = super_chunk(codes[r], scales[r], k, c, tail);
+      prefetch_super_chunk(codes[r], scales[r], c);
       __m512i z[Dec::kVectors];
       dec(sc.codes, z);
       step(r, c, z, e4m3x16_scaled(sc.scales));
@@ -143,9 +156,10 @@ constexpr int kRowBlock = 24;  // rows per unit of work in the register schedule
 constexpr int kTokTile = 4;    // tokens sharing one decoded super-chunk in registers
 constexpr int kPanelR = 3, kPanelT = 4;
 
-// Register-schedule rows per tile for T tokens (M=1: 4 FMA chains).
+// Rows per register tile: one row at a time at M = 1 (one stream per thread: 1.4-1.5x faster than 4
+// rows side by side on 4096-wide rows, measured with fp4lm bench kernels), two for 2-4 tokens.
 template <int T>
-constexpr int kRowsFor = T == 1 ? 4 : T == 2 ? 3 : 2;
+constexpr int kRowsFor = T == 1 ? 1 : 2;
 constexpr int kRowsForTokens[kTokTile + 1] = {0, kRowsFor<1>, kRowsFor<2>, kRowsFor<3>, kRowsFor<4>};
 
 // Rows per decoded panel: about 512 KiB (half of Zen 4/5's L2), a multiple of 12, in [12, 96].
