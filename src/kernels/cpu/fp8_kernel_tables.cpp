@@ -51,13 +51,15 @@ std::unique_ptr<PreparedInput> pieces_input(const void* x, DType act, int64_t m,
   const Fp8Input f32 = fp8_input(x, act, m, k);
   in->x.resize(static_cast<size_t>(m * in->tstride / 32));
   for (int64_t t = 0; t < m; ++t)
-    avx512::dense_pack_token(f32.x.data() + t * f32.kp, k, in->pieces, in->x.data()->words + t * in->tstride);
+    avx512::dense_pack_token(f32.x.data() + t * f32.kp, k, in->pieces,
+                             reinterpret_cast<uint16_t*>(in->x.data()) + t * in->tstride);
   return in;
 }
 
 void avx512_rows(const Fp8Matrix& w, const PreparedInput& pin, int64_t r0, int64_t r1, void* y, DType act) {
   const auto& in = static_cast<const PiecesInput&>(pin);
-  fp8_w8a16_rows_avx512(rows_of(w), in.x.data()->words, in.tstride, in.pieces, in.m, r0, r1, y, act);
+  fp8_w8a16_rows_avx512(rows_of(w), reinterpret_cast<const uint16_t*>(in.x.data()), in.tstride, in.pieces, in.m, r0,
+                        r1, y, act);
 }
 #endif
 
