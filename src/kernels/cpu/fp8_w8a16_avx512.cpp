@@ -2,26 +2,19 @@
 // docs in fp8_w8a16_avx2.cpp) on 32 elements per step — vpmovzxbw widens 32 code bytes to words,
 // two shifts and a mask make fp16, vcvtph2ps widens each half to 16 fp32 lanes. Per 32-element
 // chunk each (row, token) accumulator takes two 16-lane FMAs, then one fixed reduction: results
-// are independent of tile, row range, thread count and batch (not bit-equal to the AVX2 kernel,
-// which sums in 8 lanes). Built only with the AVX-512 flags (CMake), called only through
-// fp8_kernels_avx512() when the CPU has AVX-512 F, BW and VL.
-// GCC 12's AVX-512 intrinsics start some results from _mm512_undefined_*(), which
-// -Wuninitialized reports at every inlined use (as in nvfp4_common_avx512.h).
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
-
-#include <algorithm>
-#include <cstring>
-
-#include "kernels/cpu/fp8_kernels.h"
-
+// are independent of tile, schedule, row range, thread count and batch (not bit-equal to the
+// AVX2 kernel, which sums in 8 lanes). Register schedule: 4 rows × 1-4 tokens; panel schedule
+// (fp8_w8a16_schedule.h): rows decoded once to fp32, 4 rows × 6 tokens per tile (24
+// accumulators + 4 weight + 1 x of the 32 zmm registers). Built only with the AVX-512 flags
+// (CMake), called only through fp8_kernels_avx512() when the CPU has AVX-512 F, BW and VL.
+#include "kernels/cpu/fp8_w8a16_schedule.h"
+#include "kernels/cpu/nvfp4_common_avx512.h"
 
 namespace fp4lm::kernels::cpu {
 
 namespace {
 
-constexpr int kTokTile = 4;
+using avx512::hsum;
 
 // 32 code bytes -> elements 0..15 (lo) and 16..31 (hi), each the E4M3 value / 256 in fp32.
 inline void decode32(const uint8_t* p, __m512& lo, __m512& hi) {
@@ -30,15 +23,6 @@ inline void decode32(const uint8_t* p, __m512& lo, __m512& hi) {
                                      _mm512_set1_epi16(static_cast<short>(0xBFFF)));
   lo = _mm512_cvtph_ps(_mm512_castsi512_si256(h));
   hi = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(h, 1));
-}
-
-// Fixed-order horizontal sum of 16 lanes.
-inline float hsum16(__m512 v) {
-  __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(v), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
 }
 
 template <int R, int T>
@@ -69,43 +53,73 @@ void tile(const uint8_t* const* rows, int64_t k, const float* xp, int64_t kp, fl
     }
   }
   for (int r = 0; r < R; ++r)
-    for (int t = 0; t < T; ++t) out[r * T + t] = hsum16(acc[r][t]);
+    for (int t = 0; t < T; ++t) out[r * T + t] = hsum(acc[r][t]);
 }
 
-using TileFn = void (*)(const uint8_t* const*, int64_t, const float*, int64_t, float*);
-constexpr TileFn kWide[kTokTile + 1] = {nullptr, tile<4, 1>, tile<4, 2>, tile<4, 3>, tile<4, 4>};
-constexpr TileFn kOne[kTokTile + 1] = {nullptr, tile<1, 1>, tile<1, 2>, tile<1, 3>, tile<1, 4>};
-constexpr int kRows = 4;
-static_assert(kFp8RowBlock % kRows == 0);
-
-inline void store(void* y, DType t, int64_t i, float v) {
-  switch (t) {
-    case DType::F32: static_cast<float*>(y)[i] = v; return;
-    case DType::BF16: static_cast<uint16_t*>(y)[i] = f32_to_bf16(v); return;
-    default: static_cast<uint16_t*>(y)[i] = static_cast<uint16_t>(_cvtss_sh(v, _MM_FROUND_TO_NEAREST_INT)); return;
+// tile()'s accumulation with the weights from a decoded panel (row stride kc).
+template <int R, int T>
+void panel_tile(const float* panel, int64_t kc, const float* xp, int64_t kp, float* out) {
+  __m512 acc[R][T];
+  for (int r = 0; r < R; ++r)
+    for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
+  for (int64_t j = 0; j < kc; j += 16) {
+    __m512 w[R];
+    for (int r = 0; r < R; ++r) w[r] = _mm512_loadu_ps(panel + r * kc + j);
+    for (int t = 0; t < T; ++t) {
+      const __m512 xv = _mm512_loadu_ps(xp + t * kp + j);
+      for (int r = 0; r < R; ++r) acc[r][t] = _mm512_fmadd_ps(w[r], xv, acc[r][t]);
+    }
   }
+  for (int r = 0; r < R; ++r)
+    for (int t = 0; t < T; ++t) out[r * T + t] = hsum(acc[r][t]);
 }
+
+struct Avx512 {
+  static constexpr int kChunk = 32;
+  static constexpr int kTokTile = 4;
+  static constexpr int kRowsFor[kTokTile + 1] = {0, 4, 4, 4, 4};
+  using Tile = void (*)(const uint8_t* const*, int64_t, const float*, int64_t, float*);
+  static constexpr Tile kWide[kTokTile + 1] = {nullptr, tile<4, 1>, tile<4, 2>, tile<4, 3>, tile<4, 4>};
+  static constexpr Tile kOne[kTokTile + 1] = {nullptr, tile<1, 1>, tile<1, 2>, tile<1, 3>, tile<1, 4>};
+
+  static void decode_row(const uint8_t* codes, int64_t k, float* out) {
+    const int64_t full = k / 32 * 32;
+    __m512 lo, hi;
+    for (int64_t j = 0; j < full; j += 32) {
+      decode32(codes + j, lo, hi);
+      _mm512_storeu_ps(out + j, lo);
+      _mm512_storeu_ps(out + j + 16, hi);
+    }
+    if (full < k) {
+      alignas(32) uint8_t tail[32] = {};
+      std::memcpy(tail, codes + full, static_cast<size_t>(k - full));
+      decode32(tail, lo, hi);
+      _mm512_storeu_ps(out + full, lo);
+      _mm512_storeu_ps(out + full + 16, hi);
+    }
+  }
+
+  static constexpr int64_t kPanelMinTokens = 16;  // measured: below 16 tokens re-decoding per 4-token tile is faster
+  static constexpr int kPanelR = 4, kPanelT = 6;
+  using PanelTile = void (*)(const float*, int64_t, const float*, int64_t, float*);
+  static constexpr PanelTile kPanelWide[kPanelT + 1] = {nullptr,          panel_tile<4, 1>, panel_tile<4, 2>,
+                                                        panel_tile<4, 3>, panel_tile<4, 4>, panel_tile<4, 5>,
+                                                        panel_tile<4, 6>};
+  static constexpr PanelTile kPanelOne[kPanelT + 1] = {nullptr,          panel_tile<1, 1>, panel_tile<1, 2>,
+                                                       panel_tile<1, 3>, panel_tile<1, 4>, panel_tile<1, 5>,
+                                                       panel_tile<1, 6>};
+
+  static void store(void* y, DType act, int64_t i, float v) { avx512::store_act(y, act, i, v); }
+};
+static_assert(kFp8RowBlock % 4 == 0);
 
 }  // namespace
 
-void fp8_w8a16_rows_avx512(const Fp8Matrix& w, const Fp8Input& in, int64_t r0, int64_t r1, void* y, DType act) {
-  const int64_t n = w.n, k = w.k, kp = in.kp, m = in.m;
-  float out[kRows * kTokTile];
-  for (int64_t b0 = r0; b0 < r1; b0 += kFp8RowBlock) {
-    const int64_t b1 = std::min(r1, b0 + kFp8RowBlock);
-    for (int64_t t0 = 0; t0 < m; t0 += kTokTile) {
-      const int tt = static_cast<int>(std::min<int64_t>(kTokTile, m - t0));
-      for (int64_t r = b0; r < b1;) {
-        const int rr = r + kRows <= b1 ? kRows : 1;
-        (rr > 1 ? kWide[tt] : kOne[tt])(w.row_codes.data() + r, k, in.x.data() + t0 * kp, kp, out);
-        for (int i = 0; i < rr; ++i, ++r) {
-          const float s = w.row_scale256[r], bias = w.bias.empty() ? 0.0f : w.bias[r];
-          for (int t = 0; t < tt; ++t) store(y, act, (t0 + t) * n + r, out[i * tt + t] * s + bias);
-        }
-      }
-    }
-  }
+int64_t fp8_w8a16_row_block_avx512(int64_t m, int64_t k) { return fp8_row_block<Avx512>(m, k); }
+
+void fp8_w8a16_rows_avx512(const Fp8Rows& w, const float* x, int64_t kp, int64_t m, int64_t r0, int64_t r1, void* y,
+                           DType act) {
+  fp8_rows<Avx512>(w, x, kp, m, r0, r1, y, act);
 }
 
 }  // namespace fp4lm::kernels::cpu
-
