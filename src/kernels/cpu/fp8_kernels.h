@@ -35,17 +35,19 @@ inline constexpr int64_t kFp8RowBlock = 24;
 
 // y[t, r] = x_t · W_rᵀ (+ bias) for rows [r0, r1) and tokens [0, m), on the calling thread; x fp32
 // with row stride kp (a multiple of 32, zero-padded), y [m, n] in `act`. Calls of many tokens
-// (AVX2: 8 or more, AVX-512: 16) decode each group of rows once into an fp32 panel; row_block(m,
+// (8 or more) decode each group of rows once into a panel; row_block(m,
 // k) is then that group. Each (row, token) result
-// is one fixed sequence of operations (per 16 (AVX2) / 32 (AVX-512) elements two FMAs into one
-// accumulator, then a fixed horizontal sum) in both schedules, so it never depends on the tile,
+// is one fixed sequence of operations (per 16 (AVX2) elements two FMAs into one accumulator, per
+// 32 (AVX-512) one vdpbf16ps per piece, then a fixed horizontal sum) in both schedules, so it never depends on the tile,
 // the schedule, the row range, the thread count or the other tokens.
 int64_t fp8_w8a16_row_block_avx2(int64_t m, int64_t k);
 void fp8_w8a16_rows_avx2(const Fp8Rows& w, const float* x, int64_t kp, int64_t m, int64_t r0, int64_t r1, void* y,
                          DType act);
+// AVX-512 (BF16): x as `pieces` bf16 terms per element (avx512::dense_pack_token's layout, token
+// stride tstride words, 64-byte aligned); products exact by vdpbf16ps.
 int64_t fp8_w8a16_row_block_avx512(int64_t m, int64_t k);
-void fp8_w8a16_rows_avx512(const Fp8Rows& w, const float* x, int64_t kp, int64_t m, int64_t r0, int64_t r1, void* y,
-                           DType act);
+void fp8_w8a16_rows_avx512(const Fp8Rows& w, const uint16_t* x, int64_t tstride, int pieces, int64_t m, int64_t r0,
+                           int64_t r1, void* y, DType act);
 
 // Thread-local scratch of at least `bytes`, 64-byte aligned, for the panels (fp8_kernel_tables.cpp).
 void* fp8_thread_scratch(size_t bytes);

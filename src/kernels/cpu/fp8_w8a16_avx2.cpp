@@ -98,6 +98,8 @@ void panel_tile(const float* panel, int64_t kc, const float* xp, int64_t kp, flo
 }
 
 struct Avx2 {
+  using X = float;
+  using Panel = float;
   static constexpr int kChunk = 16;
   static constexpr int kTokTile = 4;
   static constexpr int kRowsFor[kTokTile + 1] = {0, 4, 3, 2, 2};
