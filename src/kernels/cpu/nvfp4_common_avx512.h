@@ -99,5 +99,18 @@ inline SuperChunk super_chunk(const uint8_t* codes, const uint8_t* scales, int64
   return {tail.codes, tail.scales};
 }
 
+
+// The GEMV (register) path streams each row's codes and scales; rows are short (a 4096-wide row
+// is 2 KiB of codes) and the hardware prefetcher ramps up on each new one slowly. A software
+// prefetch 2 KiB ahead (into the next rows once a row ends: rows are contiguous) keeps the
+// loads in flight (docs/KERNELS.md, "M = 1: one stream, prefetched"); past the end it never faults.
+constexpr int64_t kPrefetchChunks = 16;  // super-chunks: 16 × 128 code bytes (measured: 8-64 all help, 16 best)
+inline void prefetch_super_chunk(const uint8_t* codes, const uint8_t* scales, int64_t c) {
+  const char* p = reinterpret_cast<const char*>(codes + (c + kPrefetchChunks) * (kSuper / 2));
+  _mm_prefetch(p, _MM_HINT_T0);
+  _mm_prefetch(p + 64, _MM_HINT_T0);
+  _mm_prefetch(reinterpret_cast<const char*>(scales + (c + kPrefetchChunks) * (kSuper / 16)), _MM_HINT_T0);
+}
+
 }  // namespace
 }  // namespace fp4lm::kernels::cpu::avx512
