@@ -1,17 +1,24 @@
 // Decode throughput of the whole runtime against the memory roofline.
 //
 // Writes a synthetic NVFP4 checkpoint with real layer shapes — Qwen3-30B-A3B (MoE: hidden 2048,
-// 128 experts, top-8, moe_intermediate 768, 32 heads / 4 KV heads, head_dim 128, vocab 151936)
-// or Llama-3-8B (dense: hidden 4096, intermediate 14336, 32 / 8 heads, vocab 128256) — with
-// --layers decoder layers. Codes and block scales are random bytes written directly (the
+// 128 experts, top-8, moe_intermediate 768, 32 heads / 4 KV heads, head_dim 128, vocab 151936),
+// Llama-3-8B (dense: hidden 4096, intermediate 14336, 32 / 8 heads, vocab 128256) or
+// Qwen3.6-35B-A3B (hybrid: every 4th layer gated attention with 16 heads / 2 KV heads of 256,
+// the others gated delta-nets with 16 key / 32 value heads of 128, conv kernel 4; 256 experts,
+// top-8, moe_intermediate 512, shared expert 512, vocab 248320; quantized as NVIDIA publishes it:
+// MIXED_PRECISION, FP8 attention and GDN projections, W4A16 NVFP4 experts, shared expert and
+// lm_head) — with --layers decoder layers. Codes and block scales are random bytes written directly (the
 // reference quantizer over GBs of floats would take minutes); scales are chosen so activations
 // stay O(1). Then: load, prefill a short prompt, decode --tokens tokens at M=1, and compare with
 // the roofline = (weight + KV bytes one decode step must read) / (read bandwidth measured in
 // the same process at the same thread count).
 //
-//   decode_bench --arch moe|dense [--layers N] [--threads T] [--tokens N] [--prompt N] [--dir PATH]
+//   decode_bench --arch moe|dense|hybrid [--layers N] [--threads T] [--tokens N] [--prompt N] [--dir PATH]
 //                [--override-activation-dtype bfloat16] [--bf16-lm-head] [--fp8]
-//                [--linear-backend NAME] [--moe-backend NAME]
+//                [--linear-backend NAME] [--moe-backend NAME] [--gdn-prefill chunked|recurrent|both]
+// hybrid: the gated delta-nets' mixer timer (model/gated_delta_rule.h) gives the share of the
+// decode step spent in the delta rule (state read, update, write) and in the whole GDN mixer;
+// --gdn-prefill times the prompt with the chunked form, the recurrent form, or both (default).
 // To compare with the AVX2 kernels end to end: FP4LM_DISABLE_ISA=avx512 decode_bench ...
 // --fp8: every quantized layer FP8 E4M3 (per-tensor weight_scale and input_scale, as ModelOpt's
 // FP8 exports) instead of NVFP4; it runs on the cpu_fp8_w8a16_* backends.
@@ -21,6 +28,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,6 +45,7 @@
 #include "io/safetensors.h"
 #include "kernels/registry.h"
 #include "model/causal_lm.h"
+#include "model/gated_delta_rule.h"
 
 namespace {
 
@@ -48,10 +57,23 @@ struct Shapes {
   std::string arch;
   int64_t hidden, heads, kv_heads, head_dim, vocab, inter;  // inter: dense MLP or expert
   int64_t experts = 0, top_k = 0;
+  // hybrid (Qwen3.5-MoE): shared expert, gated delta-net dims; layer i is attention iff (i+1) % 4 == 0
+  int64_t shared = 0, nk = 0, nv = 0, dk = 0, dv = 0, conv = 0;
+  bool hybrid() const { return nk > 0; }
+  bool attention(int64_t i) const { return !hybrid() || (i + 1) % 4 == 0; }
+  int64_t conv_dim() const { return 2 * nk * dk + nv * dv; }
 };
 
 Shapes qwen3_30b_a3b() { return {"Qwen3MoeForCausalLM", 2048, 32, 4, 128, 151936, 768, 128, 8}; }
 Shapes llama3_8b() { return {"LlamaForCausalLM", 4096, 32, 8, 128, 128256, 14336}; }
+// Qwen3.6-35B-A3B's text model (its model card: hidden 2048, 10 × (3 GDN + 1 attention),
+// GDN 16 QK / 32 V heads of 128, attention 16 Q / 2 KV heads of 256, 256 experts, 8 routed +
+// 1 shared, intermediate 512, vocab 248320 padded).
+Shapes qwen3_6_35b_a3b() {
+  Shapes s{"Qwen3_5MoeForCausalLM", 2048, 16, 2, 256, 248320, 512, 256, 8};
+  s.shared = 512, s.nk = 16, s.nv = 32, s.dk = 128, s.dv = 128, s.conv = 4;
+  return s;
+}
 
 uint64_t g_rng = 0x9e3779b97f4a7c15ull;
 uint64_t next_rand() {
@@ -79,6 +101,12 @@ void add_nvfp4(std::vector<Tensor>& t, const std::string& m, int64_t n, int64_t 
 
 bool g_fp8 = false;  // --fp8
 
+// W4A16 NVFP4 (ModelOpt's W4A16_NVFP4: no input_scale).
+void add_w4a16(std::vector<Tensor>& t, const std::string& m, int64_t n, int64_t k) {
+  add_nvfp4(t, m, n, k);
+  t.pop_back();
+}
+
 // FP8 codes with exponents 4..8 (|w| in [2^-3, 3.75], rms ≈ 1.26): unit-gain with scale 1/(1.26·√k).
 void add_fp8(std::vector<Tensor>& t, const std::string& m, int64_t n, int64_t k) {
   t.push_back({m + ".weight", DType::F8_E4M3, {n, k}, Tensor::fp8_codes});
@@ -91,13 +119,56 @@ void add_quantized(std::vector<Tensor>& t, const std::string& m, int64_t n, int6
   else add_nvfp4(t, m, n, k);
 }
 
+// One Qwen3.5-MoE hybrid layer as NVIDIA's MIXED_PRECISION export: FP8 attention / GDN
+// projections; W4A16 NVFP4 experts and shared expert; routers, in_proj_a/b, conv and norms bf16.
+void hybrid_layer(std::vector<Tensor>& t, const Shapes& s, int64_t l) {
+  const std::string p = fmt::format("model.layers.{}", l);
+  t.push_back({p + ".input_layernorm.weight", DType::BF16, {s.hidden}, Tensor::bf16_small});  // (1 + w)
+  t.push_back({p + ".post_attention_layernorm.weight", DType::BF16, {s.hidden}, Tensor::bf16_small});
+  if (s.attention(l)) {
+    add_fp8(t, p + ".self_attn.q_proj", 2 * s.heads * s.head_dim, s.hidden);  // query and gate rows
+    add_fp8(t, p + ".self_attn.k_proj", s.kv_heads * s.head_dim, s.hidden);
+    add_fp8(t, p + ".self_attn.v_proj", s.kv_heads * s.head_dim, s.hidden);
+    add_fp8(t, p + ".self_attn.o_proj", s.hidden, s.heads * s.head_dim);
+    t.push_back({p + ".self_attn.q_norm.weight", DType::BF16, {s.head_dim}, Tensor::bf16_small});
+    t.push_back({p + ".self_attn.k_norm.weight", DType::BF16, {s.head_dim}, Tensor::bf16_small});
+  } else {
+    const std::string a = p + ".linear_attn";
+    add_fp8(t, a + ".in_proj_qkv", s.conv_dim(), s.hidden);
+    add_fp8(t, a + ".in_proj_z", s.nv * s.dv, s.hidden);
+    add_fp8(t, a + ".out_proj", s.hidden, s.nv * s.dv);
+    t.push_back({a + ".in_proj_b.weight", DType::BF16, {s.nv, s.hidden}, Tensor::bf16_small});
+    t.push_back({a + ".in_proj_a.weight", DType::BF16, {s.nv, s.hidden}, Tensor::bf16_small});
+    t.push_back({a + ".conv1d.weight", DType::BF16, {s.conv_dim(), 1, s.conv}, Tensor::bf16_one});
+    t.push_back({a + ".A_log", DType::F32, {s.nv}, Tensor::f32_value, -1.0f});  // e^g ≈ 0.77 per token
+    t.push_back({a + ".dt_bias", DType::F32, {s.nv}, Tensor::f32_value, 0.0f});
+    t.push_back({a + ".norm.weight", DType::BF16, {s.dv}, Tensor::bf16_one});
+  }
+  t.push_back({p + ".mlp.gate.weight", DType::BF16, {s.experts, s.hidden}, Tensor::bf16_small});
+  for (int64_t e = 0; e < s.experts; ++e) {
+    const std::string ep = fmt::format("{}.mlp.experts.{}", p, e);
+    add_w4a16(t, ep + ".gate_proj", s.inter, s.hidden);
+    add_w4a16(t, ep + ".up_proj", s.inter, s.hidden);
+    add_w4a16(t, ep + ".down_proj", s.hidden, s.inter);
+  }
+  add_w4a16(t, p + ".mlp.shared_expert.gate_proj", s.shared, s.hidden);
+  add_w4a16(t, p + ".mlp.shared_expert.up_proj", s.shared, s.hidden);
+  add_w4a16(t, p + ".mlp.shared_expert.down_proj", s.hidden, s.shared);
+  t.push_back({p + ".mlp.shared_expert_gate.weight", DType::BF16, {1, s.hidden}, Tensor::bf16_small});
+}
+
 std::vector<Tensor> layout(const Shapes& s, int64_t layers, bool bf16_head) {
   std::vector<Tensor> t;
   t.push_back({"model.embed_tokens.weight", DType::BF16, {s.vocab, s.hidden}, Tensor::bf16_small});
   t.push_back({"model.norm.weight", DType::BF16, {s.hidden}, Tensor::bf16_one});
   if (bf16_head) t.push_back({"lm_head.weight", DType::BF16, {s.vocab, s.hidden}, Tensor::bf16_small});
+  else if (s.hybrid()) add_w4a16(t, "lm_head", s.vocab, s.hidden);
   else add_quantized(t, "lm_head", s.vocab, s.hidden);
   for (int64_t l = 0; l < layers; ++l) {
+    if (s.hybrid()) {
+      hybrid_layer(t, s, l);
+      continue;
+    }
     const std::string p = fmt::format("model.layers.{}", l);
     t.push_back({p + ".input_layernorm.weight", DType::BF16, {s.hidden}, Tensor::bf16_one});
     t.push_back({p + ".post_attention_layernorm.weight", DType::BF16, {s.hidden}, Tensor::bf16_one});
@@ -147,7 +218,7 @@ void fill(const Tensor& t, std::vector<uint8_t>& buf) {
       break;
     }
     case Tensor::f32_value:
-      std::memcpy(buf.data(), &t.value, 4);
+      for (size_t i = 0; i < buf.size(); i += 4) std::memcpy(buf.data() + i, &t.value, 4);
       break;
     case Tensor::fp8_codes:
       for (size_t i = 0; i < buf.size(); ++i) {
@@ -186,6 +257,36 @@ json config_json(const Shapes& s, int64_t layers, bool bf16_head) {
   json exclude = json::array();
   if (bf16_head) exclude.push_back("lm_head");
   if (s.experts) exclude.push_back("model.layers.*.mlp.gate");
+  if (s.hybrid()) {
+    json types = json::array();
+    for (int64_t i = 0; i < layers; ++i) types.push_back(s.attention(i) ? "full_attention" : "linear_attention");
+    c["layer_types"] = types;
+    c["linear_num_key_heads"] = s.nk;
+    c["linear_num_value_heads"] = s.nv;
+    c["linear_key_head_dim"] = s.dk;
+    c["linear_value_head_dim"] = s.dv;
+    c["linear_conv_kernel_dim"] = s.conv;
+    c["attn_output_gate"] = true;
+    c["shared_expert_intermediate_size"] = s.shared;
+    c["mamba_ssm_dtype"] = "float32";
+    c.erase("rope_theta");
+    c["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 10000000.0}, {"partial_rotary_factor", 0.25}};
+    // MIXED_PRECISION as NVIDIA's 35B-A3B export lists it (modules not listed stay bf16).
+    json q = json::object();
+    auto put = [&](const std::string& m, const char* algo) { q[m] = {{"quant_algo", algo}}; };
+    for (int64_t i = 0; i < layers; ++i) {
+      const std::string p = fmt::format("model.layers.{}.", i);
+      if (s.attention(i))
+        for (const char* m : {"q_proj", "k_proj", "v_proj", "o_proj"}) put(p + "self_attn." + m, "FP8");
+      else
+        for (const char* m : {"in_proj_qkv", "in_proj_z", "out_proj"}) put(p + "linear_attn." + m, "FP8");
+      put(p + "mlp.experts", "W4A16_NVFP4");
+      for (const char* m : {"gate_proj", "up_proj", "down_proj"}) put(p + "mlp.shared_expert." + m, "W4A16_NVFP4");
+    }
+    if (!bf16_head) put("lm_head", "W4A16_NVFP4");
+    c["quantization_config"] = {{"quant_method", "modelopt"}, {"quant_algo", "MIXED_PRECISION"}, {"quantized_layers", q}};
+    return c;
+  }
   c["quantization_config"] = {{"quant_method", "modelopt"}, {"quant_algo", g_fp8 ? "FP8" : "NVFP4"}, {"ignore", exclude}};
   if (!g_fp8) c["quantization_config"]["group_size"] = 16;
   return c;
@@ -216,6 +317,32 @@ double bytes_per_token(const Shapes& s, int64_t layers, bool bf16_head, int64_t 
   per_layer += 2.0 * s.kv_heads * s.head_dim * ctx * 2;  // bf16 K and V
   const double head = bf16_head ? 2.0 * s.vocab * s.hidden : nvfp4(s.vocab, s.hidden);
   return layers * per_layer + head + 2.0 * s.hidden;
+}
+
+// The hybrid's decode step: per GDN layer its FP8 projections, bf16 in_proj_a/b and conv, and its
+// float32 state read and written (conv window and S, `gdn_state` bytes each way); per attention
+// layer its FP8 projections and KV cache; per layer the router, 8 W4A16 experts and the shared
+// expert; the W4A16 lm_head.
+double hybrid_bytes_per_token(const Shapes& s, int64_t layers, bool bf16_head, int64_t ctx, double* gdn_state) {
+  auto w4a16 = [](int64_t n, int64_t k) { return static_cast<double>(n) * k * (0.5 + 1.0 / 16); };
+  auto fp8 = [](int64_t n, int64_t k) { return static_cast<double>(n) * k; };
+  const double state = 4.0 * ((s.conv - 1) * s.conv_dim() + s.nv * s.dk * s.dv);
+  *gdn_state = 0;
+  double total = 0;
+  for (int64_t i = 0; i < layers; ++i) {
+    if (s.attention(i)) {
+      total += fp8(2 * s.heads * s.head_dim + 2 * s.kv_heads * s.head_dim, s.hidden) + fp8(s.hidden, s.heads * s.head_dim);
+      total += 2.0 * s.kv_heads * s.head_dim * ctx * 2;  // bf16 K and V
+    } else {
+      total += fp8(s.conv_dim() + s.nv * s.dv, s.hidden) + fp8(s.hidden, s.nv * s.dv);
+      total += 2.0 * (2 * s.nv * s.hidden + s.conv_dim() * s.conv);
+      total += 2 * state;
+      *gdn_state += 2 * state;
+    }
+    total += 2.0 * s.experts * s.hidden + (s.top_k + 1) * (w4a16(2 * s.inter, s.hidden) + w4a16(s.hidden, s.inter));
+  }
+  const double head = bf16_head ? 2.0 * s.vocab * s.hidden : w4a16(s.vocab, s.hidden);
+  return total + head + 2.0 * s.hidden;
 }
 
 // Sustained read bandwidth (bytes/s) of `pool`'s threads over a buffer far larger than the caches.
@@ -251,7 +378,7 @@ size_t dir_bytes(const std::string& dir) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string arch = "moe", dir, override_dtype = "auto", linear_backend, moe_backend;
+  std::string arch = "moe", dir, override_dtype = "auto", linear_backend, moe_backend, gdn_prefill = "both";
   int64_t layers = 4, tokens = 32, prompt_len = 16;
   int threads = 2;
   bool bf16_head = false;
@@ -275,22 +402,31 @@ int main(int argc, char** argv) {
     else if (a == "--fp8") g_fp8 = true;
     else if (a == "--linear-backend") linear_backend = val();
     else if (a == "--moe-backend") moe_backend = val();
+    else if (a == "--gdn-prefill") gdn_prefill = val();
     else {
-      std::fprintf(stderr, "usage: decode_bench --arch moe|dense [--layers N] [--threads T] [--tokens N] [--prompt N] [--dir PATH] "
-                           "[--override-activation-dtype bfloat16] [--bf16-lm-head] [--fp8] [--linear-backend NAME] "
-                           "[--moe-backend NAME]\n");
+      std::fprintf(stderr, "usage: decode_bench --arch moe|dense|hybrid [--layers N] [--threads T] [--tokens N] [--prompt N] "
+                           "[--dir PATH] [--override-activation-dtype bfloat16] [--bf16-lm-head] [--fp8] [--linear-backend NAME] "
+                           "[--moe-backend NAME] [--gdn-prefill chunked|recurrent|both]\n");
       return 2;
     }
+  }
+  if (gdn_prefill != "chunked" && gdn_prefill != "recurrent" && gdn_prefill != "both") {
+    std::fprintf(stderr, "--gdn-prefill must be chunked, recurrent or both\n");
+    return 2;
   }
   if (prompt_len < 1 || tokens < 1) {
     std::fprintf(stderr, "--prompt and --tokens must be at least 1\n");
     return 2;
   }
-  if (arch != "moe" && arch != "dense") {
-    std::fprintf(stderr, "--arch must be moe or dense\n");
+  if (arch != "moe" && arch != "dense" && arch != "hybrid") {
+    std::fprintf(stderr, "--arch must be moe, dense or hybrid\n");
     return 2;
   }
-  const Shapes s = arch == "moe" ? qwen3_30b_a3b() : llama3_8b();
+  if (arch == "hybrid" && g_fp8) {
+    std::fprintf(stderr, "--fp8 does not apply to --arch hybrid (it is quantized as published: MIXED_PRECISION)\n");
+    return 2;
+  }
+  const Shapes s = arch == "moe" ? qwen3_30b_a3b() : arch == "dense" ? llama3_8b() : qwen3_6_35b_a3b();
   const bool own_dir = dir.empty();
   if (own_dir) dir = (fs::temp_directory_path() / fmt::format("fp4lm-decode-bench-{}-{}", arch, ::getpid())).string();
   try {
@@ -324,53 +460,97 @@ int main(int argc, char** argv) {
     lo.max_model_len = prompt_len + tokens + 1;
     lo.progress = false;
     auto lm = model::CausalLM::load(dir, o, lo);
-    model::SequenceState cache = lm->new_sequence();
 
     std::vector<int32_t> prompt(static_cast<size_t>(prompt_len));
     for (auto& t : prompt) t = static_cast<int32_t>(3 + next_rand() % (s.vocab - 3));
     std::vector<float> logits(static_cast<size_t>(s.vocab));
-    t0 = std::chrono::steady_clock::now();
-    lm->forward(cache, prompt.data(), prompt_len, model::LogitsMode::last, logits.data());
-    const double prefill_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    // The prompt, once per GDN prefill form asked (hybrid); the last run's state decodes on.
+    std::vector<std::string> forms = {"chunked"};
+    if (s.hybrid()) forms = gdn_prefill == "both" ? std::vector<std::string>{"recurrent", "chunked"}
+                                                  : std::vector<std::string>{gdn_prefill};
+    std::vector<std::string> prefill_lines;
+    std::optional<model::SequenceState> cache;
+    double prefill_s = 0;
+    model::gdn::enable_timing(s.hybrid());
+    for (const std::string& form : forms) {
+      model::gdn::set_prefill_form(form == "recurrent" ? model::gdn::PrefillForm::recurrent
+                                                       : model::gdn::PrefillForm::chunked);
+      cache.reset();
+      cache.emplace(lm->new_sequence());
+      model::gdn::reset_times();
+      t0 = std::chrono::steady_clock::now();
+      lm->forward(*cache, prompt.data(), prompt_len, model::LogitsMode::last, logits.data());
+      prefill_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (s.hybrid()) {
+        const model::gdn::MixerTimes mt = model::gdn::times();
+        prefill_lines.push_back(fmt::format(
+            "prefill ({} GDN form): {} tokens at {:.1f} tok/s; delta rule {:.1f} ms ({:.1f}%), GDN mixers {:.1f} ms ({:.1f}%)",
+            form, prompt_len, prompt_len / prefill_s, mt.rule_s * 1e3, 100 * mt.rule_s / prefill_s, mt.mixer_s * 1e3,
+            100 * mt.mixer_s / prefill_s));
+      }
+    }
+    model::gdn::set_prefill_form(model::gdn::PrefillForm::chunked);
     std::vector<double> steps;
     int32_t tok = engine::argmax(logits.data(), s.vocab);
+    // The first steps warm the caches: the median and the mixer shares are over the rest.
+    const int64_t warmup = std::min<int64_t>(4, tokens / 4);
+    double decode_total_s = 0;
     for (int64_t i = 0; i < tokens; ++i) {
+      if (i == warmup) model::gdn::reset_times();
       auto ts = std::chrono::steady_clock::now();
-      lm->forward(cache, &tok, 1, model::LogitsMode::last, logits.data());
+      lm->forward(*cache, &tok, 1, model::LogitsMode::last, logits.data());
       steps.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - ts).count());
+      if (i >= warmup) decode_total_s += steps.back();
       tok = engine::argmax(logits.data(), s.vocab);
     }
+    const model::gdn::MixerTimes decode_times = model::gdn::times();
+    model::gdn::enable_timing(false);
     const size_t peak_rss = engine::peak_rss_bytes();
-    // The first steps warm the caches; report the median of the rest.
-    std::vector<double> sorted(steps.begin() + std::min<int64_t>(4, tokens / 4), steps.end());
+    std::vector<double> sorted(steps.begin() + warmup, steps.end());
     std::sort(sorted.begin(), sorted.end());
     const double median = sorted[sorted.size() / 2];
     const int64_t ctx = prompt_len + tokens / 2;
-    const double bytes = bytes_per_token(s, layers, bf16_head, ctx);
+    double gdn_state_bytes = 0;
+    const double bytes = s.hybrid() ? hybrid_bytes_per_token(s, layers, bf16_head, ctx, &gdn_state_bytes)
+                                    : bytes_per_token(s, layers, bf16_head, ctx);
     const double bw = read_bandwidth(ThreadPool::global());
     const double roofline_tok_s = bw / bytes;
-    const size_t kv_bytes = cache.bytes_per_position() * static_cast<size_t>(prompt_len + tokens);
+    const size_t kv_bytes = cache->bytes_per_position() * static_cast<size_t>(prompt_len + tokens) +
+                            (cache->reserved_bytes() - cache->kv().bytes());  // + the recurrent state
     std::printf("threads %d, activations bfloat16, override %s, lm_head %s\n", threads, override_dtype.c_str(),
-                bf16_head ? "bf16" : g_fp8 ? "fp8" : "nvfp4");
+                bf16_head ? "bf16" : s.hybrid() ? "w4a16 nvfp4" : g_fp8 ? "fp8" : "nvfp4");
     {  // Which backends ran: the oracle's choice for this checkpoint's schemes (or the forced names).
-      const kernels::QuantKey key = g_fp8                        ? kernels::kFp8
+      const kernels::QuantKey key = g_fp8 || s.hybrid()          ? kernels::kFp8
                                     : o.override_activation_dtype ? kernels::kNvfp4W4A16
                                                                   : kernels::kNvfp4W4A4;
-      const char* format = g_fp8 ? "FP8" : "NVFP4";
+      const kernels::QuantKey moe_key = s.hybrid() ? kernels::kNvfp4W4A16 : key;
+      const char* format = g_fp8 || s.hybrid() ? "FP8" : "NVFP4";
       const DType act = o.override_activation_dtype.value_or(DType::BF16);
       const auto lin = kernels::select_linear({key, act, s.hidden, s.hidden, {}}, "bench", linear_backend);
       const auto dense = kernels::select_linear({kernels::kUnquantized, act, s.vocab, s.hidden, {}}, "bench");
       std::printf("backends: %s Linear %s", format, lin.backend->name.c_str());
       if (s.experts > 0) {
-        const auto moe = kernels::select_moe({key, act, s.experts, s.top_k, s.hidden, s.inter, {}}, "bench", moe_backend);
-        std::printf(", %s MoE %s", format, moe.backend->name.c_str());
+        const auto moe = kernels::select_moe({moe_key, act, s.experts, s.top_k, s.hidden, s.inter, {}}, "bench", moe_backend);
+        std::printf(", %s MoE %s", s.hybrid() ? "W4A16 NVFP4" : format, moe.backend->name.c_str());
       }
       std::printf(", unquantized (router%s) %s\n", bf16_head ? ", lm_head" : "", dense.backend->name.c_str());
     }
-    std::printf("prefill: %lld tokens at %.1f tok/s\n", static_cast<long long>(prompt_len), prompt_len / prefill_s);
-    std::printf("decode: %.2f tok/s (median of %zu steps; %.1f ms/step)\n", 1.0 / median, sorted.size(), median * 1e3);
-    std::printf("bytes/token %.1f MB, read bandwidth %.2f GB/s -> roofline %.2f tok/s; ratio to roofline %.2f\n",
-                bytes / 1e6, bw / 1e9, roofline_tok_s, (1.0 / median) / roofline_tok_s);
+    if (s.hybrid())
+      for (const std::string& l : prefill_lines) std::printf("%s\n", l.c_str());
+    else
+      std::printf("prefill: %lld tokens at %.1f tok/s\n", static_cast<long long>(prompt_len), prompt_len / prefill_s);
+    std::printf("decode: %.2f tok/s (median of %zu steps; %.1f ms/step; mean %.1f ms)\n", 1.0 / median, sorted.size(),
+                median * 1e3, decode_total_s / static_cast<double>(sorted.size()) * 1e3);
+    if (s.hybrid()) {
+      const double n = static_cast<double>(sorted.size());
+      std::printf("decode step shares (mixer timer, same %zu steps): delta rule %.2f%% (%.3f ms/step), GDN mixers %.1f%% (%.1f ms/step)\n",
+                  sorted.size(), 100 * decode_times.rule_s / decode_total_s, decode_times.rule_s / n * 1e3,
+                  100 * decode_times.mixer_s / decode_total_s, decode_times.mixer_s / n * 1e3);
+    }
+    std::printf("bytes/token %.1f MB%s, read bandwidth %.2f GB/s -> roofline %.2f tok/s; ratio to roofline %.2f\n",
+                bytes / 1e6,
+                s.hybrid() ? fmt::format(" (GDN state read + written {:.1f} MB)", gdn_state_bytes / 1e6).c_str() : "",
+                bw / 1e9, roofline_tok_s, (1.0 / median) / roofline_tok_s);
     std::printf("peak RSS %.2f GB vs checkpoint %.2f GB + KV %.4f GB: ratio %.2f\n", peak_rss / 1e9, ckpt_bytes / 1e9,
                 kv_bytes / 1e9, static_cast<double>(peak_rss) / static_cast<double>(ckpt_bytes + kv_bytes));
   } catch (const std::exception& e) {

@@ -17,6 +17,7 @@
 #include "model/arch/arch.h"
 #include "model/finite_check.h"
 #include "model/gated_delta_net.h"
+#include "model/gated_delta_rule.h"
 #include "model/model_loader.h"
 
 namespace fp4lm::model {
@@ -186,14 +187,31 @@ void CausalLM::forward(std::span<const SequenceChunk> batch) const {
   std::vector<int64_t> lengths;
   for (const SequenceChunk& c : batch) lengths.push_back(c.state->length());
   try {
-    // Steps of at most prefill_chunk rows; a long chunk continues in the next one.
+    // Steps of at most prefill_chunk rows; a long chunk continues in the next one. A hybrid's
+    // gated delta-nets run a sequence's rows in blocks aligned to positions (gdn::kChunk): a
+    // chunk is then cut only at such a position (multiples of prefill_chunk when smaller), so
+    // its blocks, and its results, do not depend on what else shares the step.
+    const int64_t grid = config().num_attention_layers() < config().num_layers
+                             ? std::min(gdn::kChunk, prefill_chunk_)
+                             : 1;
     auto run = [&](auto take_chunk) {
       std::vector<Piece> pieces;
       int64_t rows = 0;
       for (size_t b = 0; b < batch.size(); ++b) {
         if (!take_chunk(batch[b])) continue;
         for (int64_t off = 0; off < batch[b].n;) {
-          const int64_t take = std::min(batch[b].n - off, prefill_chunk_ - rows);
+          int64_t take = std::min(batch[b].n - off, prefill_chunk_ - rows);
+          if (take < batch[b].n - off && grid > 1) {
+            const int64_t pos = lengths[b] + off;
+            const int64_t aligned = (pos + take) / grid * grid - pos;
+            if (aligned <= 0 && rows > 0) {  // no aligned cut fits: the rest goes to a fresh step
+              forward_step(batch, pieces);
+              pieces.clear();
+              rows = 0;
+              continue;
+            }
+            if (aligned > 0) take = aligned;  // (a fresh step always has one: prefill_chunk >= grid)
+          }
           pieces.push_back({static_cast<int64_t>(b), off, take, rows, 0});
           rows += take;
           off += take;

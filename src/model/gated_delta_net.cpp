@@ -1,6 +1,7 @@
 #include "model/gated_delta_net.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 
@@ -9,6 +10,7 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "model/activation.h"
+#include "model/gated_delta_rule.h"
 #include "model/model_loader.h"
 
 namespace fp4lm::model {
@@ -52,6 +54,8 @@ size_t GatedDeltaNet::weight_bytes() const {
 }
 
 void GatedDeltaNet::forward(const float* x, std::span<const SequenceSpan> spans, float* y) const {
+  const bool timed = gdn::timing_enabled();
+  const auto t0 = timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
   int64_t m = 0;
   for (const SequenceSpan& s : spans) {
     if (s.row0 != m) fail("gated delta-net: batch spans must cover the rows in order");
@@ -65,8 +69,8 @@ void GatedDeltaNet::forward(const float* x, std::span<const SequenceSpan> spans,
   in_ba_->forward(x, m, ba.data());
 
   // Per row: conv output (q, k, v) with q, k normalized; decay e^g and β per value head.
-  std::vector<float> mixed(static_cast<size_t>(m * conv_dim_)), decay(static_cast<size_t>(m * nv_)),
-      beta(decay.size()), core(static_cast<size_t>(m * vd));
+  std::vector<float> mixed(static_cast<size_t>(m * conv_dim_)), log_decay(static_cast<size_t>(m * nv_)),
+      beta(log_decay.size()), core(static_cast<size_t>(m * vd));
   const float qscale = 1.0f / std::sqrt(static_cast<float>(dk_));
   for (const SequenceSpan& s : spans) {
     const float* in = s.state->recurrent_in(slot_);
@@ -99,41 +103,36 @@ void GatedDeltaNet::forward(const float* x, std::span<const SequenceSpan> spans,
       const float* bt = ba.data() + r * 2 * nv_;
       for (int64_t j = 0; j < nv_; ++j) {
         beta[r * nv_ + j] = sigmoid(bt[j]);
-        decay[r * nv_ + j] = std::exp(-std::exp(a_log_[j]) * softplus(bt[nv_ + j] + dt_bias_[j]));
+        log_decay[r * nv_ + j] = -std::exp(a_log_[j]) * softplus(bt[nv_ + j] + dt_bias_[j]);
       }
     }
   }
 
-  // The delta rule: value heads are independent, each runs through its span's rows in order.
-  for (const SequenceSpan& s : spans) {
-    float* S0 = s.state->recurrent_out(slot_) + hist * conv_dim_;
-    ThreadPool::global().parallel_for(nv_, [&](int64_t j0, int64_t j1, int) {
-      std::vector<float> delta(static_cast<size_t>(dv_));
-      for (int64_t j = j0; j < j1; ++j) {
-        float* S = S0 + j * dk_ * dv_;
-        const int64_t kh = j / ratio;
-        for (int64_t t = 0; t < s.n; ++t) {
-          const int64_t r = s.row0 + t;
-          const float* mt = mixed.data() + r * conv_dim_;
-          const float *q = mt + kh * dk_, *k = mt + kd + kh * dk_, *v = mt + 2 * kd + j * dv_;
-          const float e = decay[r * nv_ + j], b = beta[r * nv_ + j];
-          std::fill(delta.begin(), delta.end(), 0.0f);
-          for (int64_t i = 0; i < dk_; ++i)
-            for (int64_t c = 0; c < dv_; ++c) delta[c] += S[i * dv_ + c] * k[i];
-          for (int64_t c = 0; c < dv_; ++c) delta[c] = (v[c] - e * delta[c]) * b;
-          float* o = core.data() + r * vd + j * dv_;
-          std::fill(o, o + dv_, 0.0f);
-          for (int64_t i = 0; i < dk_; ++i) {
-            float* Si = S + i * dv_;
-            for (int64_t c = 0; c < dv_; ++c) {
-              Si[c] = e * Si[c] + k[i] * delta[c];
-              o[c] += Si[c] * q[i];
-            }
-          }
-        }
-      }
-    });
-  }
+  // The delta rule (model/gated_delta_rule.h): key heads (each with its value heads) of every
+  // span are independent; a span of one row (decode) runs the recurrent form, longer ones the
+  // chunked form unless gdn::prefill_form() says otherwise.
+  const auto rule_t0 = timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+  const bool chunked = gdn::prefill_form() == gdn::PrefillForm::chunked;
+  ThreadPool::global().parallel_for(static_cast<int64_t>(spans.size()) * nk_, [&](int64_t i0, int64_t i1, int) {
+    for (int64_t i = i0; i < i1; ++i) {
+      const SequenceSpan& s = spans[static_cast<size_t>(i / nk_)];
+      const int64_t kh = i % nk_, j0 = kh * ratio;
+      const float* mt = mixed.data() + s.row0 * conv_dim_;
+      gdn::DeltaRuleRows r;
+      r.n = s.n;
+      r.pos0 = s.pos0;
+      r.dk = dk_, r.dv = dv_, r.nv = ratio;
+      r.q = mt + kh * dk_, r.k = mt + kd + kh * dk_, r.qk_stride = conv_dim_;
+      r.v = mt + 2 * kd + j0 * dv_, r.v_stride = conv_dim_;
+      r.g = log_decay.data() + s.row0 * nv_ + j0, r.beta = beta.data() + s.row0 * nv_ + j0, r.gb_stride = nv_;
+      r.o = core.data() + s.row0 * vd + j0 * dv_, r.o_stride = vd;
+      float* S = s.state->recurrent_out(slot_) + hist * conv_dim_ + j0 * dk_ * dv_;
+      if (s.n > 1 && chunked) gdn::delta_rule_chunked(r, S);
+      else gdn::delta_rule_recurrent(r, S);
+    }
+  });
+  const double rule_s =
+      timed ? std::chrono::duration<double>(std::chrono::steady_clock::now() - rule_t0).count() : 0.0;
 
   // Gated RMSNorm per value head: rms(o)·w·silu(z), plain weight.
   for (int64_t r = 0; r < m; ++r)
@@ -147,6 +146,7 @@ void GatedDeltaNet::forward(const float* x, std::span<const SequenceSpan> spans,
     }
   round_to_dtype(core.data(), core.size(), act_);
   out_->forward(core.data(), m, y);
+  if (timed) gdn::add_times(rule_s, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
 }
 
 }  // namespace fp4lm::model

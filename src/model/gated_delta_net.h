@@ -1,11 +1,12 @@
 #pragma once
 // The gated delta-net (GDN) linear-attention mixer of the Qwen3.5 / Qwen3-Next hybrids
-// (`linear_attn`), in its recurrent form. Per token, with h the normed hidden state:
+// (`linear_attn`). Per token, with h the normed hidden state:
 //   [q k v] = causal depthwise conv1d (kernel K, no bias) over in_proj_qkv(h), then SiLU;
 //   q, k L2-normalized per key head (eps 1e-6 under the root), q scaled by DK^-1/2;
 //   g = -exp(A_log)·softplus(a + dt_bias), β = sigmoid(b) with [b a] = in_proj_ba(h);
 //   per value head j (reading key head j / (NV/NK)), S [DK, DV] float32:
 //     S ← e^g·S;  S ← S + k ⊗ β(v − Sᵀk);  o = Sᵀq
+//   (decode rows recurrent, longer spans in the chunked form: model/gated_delta_rule.h);
 //   y = out_proj(rms(o)·w·silu(z)) with z = in_proj_z(h), the norm per value head.
 // Its per-sequence state (one slot of SequenceState's recurrent state): the last K-1 pre-conv
 // rows [K-1, conv_dim] followed by S for every value head [NV, DK, DV], float32.

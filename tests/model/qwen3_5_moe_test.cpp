@@ -18,7 +18,9 @@
 #include "common/paths.h"
 #include "core/error.h"
 #include "io/safetensors.h"
+#include "core/thread_pool.h"
 #include "model/causal_lm.h"
+#include "model/gated_delta_rule.h"
 
 namespace fp4lm::model {
 namespace {
@@ -505,6 +507,133 @@ TEST(Hybrid, FullAttentionIntervalGivesTheLayerTypes) {
   auto lm = CausalLM::load(dir.path().string(), f32());
   EXPECT_EQ(lm->config().full_attention, (std::vector<bool>{false, true, false, true}));
   EXPECT_LT(max_rel_diff(all_logits(*lm, kTokens), reference(m, kTokens)), 2e-5);
+}
+
+// ---- the chunked prefill (model/gated_delta_rule.h) over prompts longer than a block ----
+
+std::vector<int32_t> long_prompt(size_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<int32_t> t(n);
+  for (int32_t& x : t) x = static_cast<int32_t>(rng() % 97);
+  return t;
+}
+
+// Logits [n, vocab] of `toks` fed in forward calls of `call` tokens (0 = one call).
+std::vector<float> logits_in_calls(const CausalLM& lm, const std::vector<int32_t>& toks, int64_t call) {
+  const int64_t vocab = lm.vocab_size(), n = static_cast<int64_t>(toks.size());
+  SequenceState s = lm.new_sequence();
+  std::vector<float> out(toks.size() * vocab);
+  for (int64_t t = 0; t < n;) {
+    const int64_t k = call > 0 ? std::min(call, n - t) : n;
+    lm.forward(s, toks.data() + t, k, LogitsMode::all, out.data() + t * vocab);
+    t += k;
+  }
+  return out;
+}
+
+// Restores the process-wide settings a test changes.
+struct RestoreSettings {
+  int threads = ThreadPool::global().size();
+  ~RestoreSettings() {
+    ThreadPool::set_global_threads(threads);
+    gdn::set_prefill_form(gdn::PrefillForm::chunked);
+  }
+};
+
+class HybridLongPrompt : public ::testing::TestWithParam<int64_t> {};
+
+// 200 tokens: blocks of 64, 64, 64 and a remainder of 8. Prompt at once, token by token (the
+// recurrent form only), in forward calls of 1, 3, 64 and 100 tokens, in steps of 64 and 100
+// rows, and with the recurrent prefill form: all within float32 rounding of the float64 forward.
+TEST_P(HybridLongPrompt, EveryPrefillSplitAndBothFormsMatchFloat64) {
+  RestoreSettings restore;
+  Hybrid m = make_hybrid(GetParam(), 23);
+  const std::vector<int32_t> toks = long_prompt(200, 5);
+  const auto want = reference(m, toks);
+  TempDir dir;
+  write_hybrid(m, dir.path());
+  auto lm = CausalLM::load(dir.path().string(), f32());
+  const double tol = 2e-5;  // of the logit range; measured ≤ 6e-6 (calls and at once)
+  const auto once = logits_in_calls(*lm, toks, 0);
+  double worst = max_rel_diff(once, want);
+  EXPECT_LT(worst, tol) << "at once";
+  for (int64_t call : {1, 3, 64, 100}) {
+    const double d = max_rel_diff(logits_in_calls(*lm, toks, call), want);
+    EXPECT_LT(d, tol) << "calls of " << call;
+    worst = std::max(worst, d);
+  }
+  RecordProperty("worst_rel_diff", fmt::format("{:.2e}", worst));
+  for (int64_t step : {64, 100}) {
+    LoadOptions lo;
+    lo.prefill_chunk = step;
+    auto stepped = CausalLM::load(dir.path().string(), f32(), lo);
+    const auto got = logits_in_calls(*stepped, toks, 0);
+    EXPECT_LT(max_rel_diff(got, want), tol) << "steps of " << step;
+    if (step == 64) {
+      EXPECT_EQ(got, once);  // steps cut at block boundaries change nothing
+    }
+  }
+  gdn::set_prefill_form(gdn::PrefillForm::recurrent);
+  const auto rec = logits_in_calls(*lm, toks, 0);
+  EXPECT_LT(max_rel_diff(rec, want), tol) << "recurrent prefill";
+  EXPECT_NE(rec, once);  // the chunked form really ran above
+}
+
+INSTANTIATE_TEST_SUITE_P(ValueHeadsPerKeyHead, HybridLongPrompt, ::testing::Values(1, 2, 4));
+
+// Chunked prefills next to decodes: each sequence's logits are bit-identical alone (the same
+// forward calls) and in batches, whatever the step size (steps cut only at block boundaries)
+// and thread count.
+TEST(Hybrid, LongPromptsBatchedEqualEachAloneAtAnyThreadCount) {
+  RestoreSettings restore;
+  TempDir dir;
+  write_hybrid(make_hybrid(2, 31), dir.path());
+  const std::vector<std::vector<int32_t>> seqs = {long_prompt(150, 1), long_prompt(75, 2), long_prompt(9, 3)};
+  // Per call: (sequence, tokens); the calls of one sequence in order.
+  const std::vector<std::vector<std::pair<int, int64_t>>> calls = {
+      {{0, 100}, {1, 70}, {2, 4}},
+      {{0, 1}, {1, 1}, {2, 5}},
+      {{0, 49}, {1, 4}},
+  };
+  for (int64_t step : {256, 100, 7}) {
+    LoadOptions lo;
+    lo.prefill_chunk = step;
+    auto lm = CausalLM::load(dir.path().string(), f32(), lo);
+    const int64_t vocab = lm->vocab_size();
+    std::vector<std::vector<float>> want;
+    for (int threads : {1, 2}) {
+      ThreadPool::set_global_threads(threads);
+      // Alone: the same calls, one sequence at a time.
+      std::vector<std::vector<float>> alone(seqs.size()), batched(seqs.size());
+      for (size_t i = 0; i < seqs.size(); ++i) {
+        SequenceState s = lm->new_sequence();
+        alone[i].resize(seqs[i].size() * vocab);
+        int64_t at = 0;
+        for (const auto& call : calls)
+          for (const auto& [seq, n] : call)
+            if (seq == static_cast<int>(i)) {
+              lm->forward(s, seqs[i].data() + at, n, LogitsMode::all, alone[i].data() + at * vocab);
+              at += n;
+            }
+      }
+      std::vector<SequenceState> states;
+      for (size_t i = 0; i < seqs.size(); ++i) states.push_back(lm->new_sequence()), batched[i].resize(alone[i].size());
+      std::vector<int64_t> at(seqs.size(), 0);
+      for (const auto& call : calls) {
+        std::vector<SequenceChunk> batch;
+        for (const auto& [seq, n] : call) {
+          batch.push_back({&states[seq], seqs[seq].data() + at[seq], n, LogitsMode::all,
+                           batched[seq].data() + at[seq] * vocab});
+          at[seq] += n;
+        }
+        lm->forward(batch);
+      }
+      for (size_t i = 0; i < seqs.size(); ++i)
+        EXPECT_EQ(batched[i], alone[i]) << "sequence " << i << " step " << step << " threads " << threads;
+      if (want.empty()) want = alone;
+      else EXPECT_EQ(alone, want) << "1 vs 2 threads, step " << step;
+    }
+  }
 }
 
 }  // namespace
