@@ -1,8 +1,9 @@
 // Per-core kernel throughput on cache-resident weights, in thread CPU time: what one core's
 // instruction stream sustains, independent of memory bandwidth and robust on a shared machine
-// (time while descheduled is not counted). One thread; every registered NVFP4 Linear backend
-// available here (or --backends a,b), bfloat16 activations, against OpenBLAS sgemm on the same
-// shape (fp32 weights, 1 thread, its best core unless OPENBLAS_CORETYPE is set).
+// (time while descheduled is not counted). One thread; every registered NVFP4 and FP8 Linear
+// backend available here (or --backends a,b), bfloat16 activations, against OpenBLAS sgemm on the
+// same shape (fp32 weights, 1 thread, its best core unless OPENBLAS_CORETYPE is set). FP8
+// backends run E4M3 codes (1 byte per weight) of the same shape.
 //
 //   kernel_core_bench [--n 2048] [--k 2048] [--m 1,4,16,256] [--backends NAME,NAME]
 // Prints G multiply-adds per second per core (GMAC/s) and the ratio to sgemm.
@@ -83,7 +84,8 @@ int main(int argc, char** argv) {
   }
   if (names.empty())
     for (const kernels::Backend* b : kernels::backends(kernels::LayerKind::linear))
-      if (b->name != "reference" && (b->supports(kernels::kNvfp4W4A4) || b->supports(kernels::kNvfp4W4A16)) &&
+      if (b->name != "reference" &&
+          (b->supports(kernels::kNvfp4W4A4) || b->supports(kernels::kNvfp4W4A16) || b->supports(kernels::kFp8W8A16)) &&
           (!b->unavailable_reason || b->unavailable_reason().empty()))
         names.push_back(b->name);
 
@@ -91,6 +93,8 @@ int main(int argc, char** argv) {
   std::vector<uint8_t> codes(static_cast<size_t>(n * k / 2)), scales(static_cast<size_t>(n * k / 16));
   for (auto& c : codes) c = static_cast<uint8_t>(rng());
   for (auto& s : scales) s = static_cast<uint8_t>(0x28 + rng() % 0x20);
+  std::vector<uint8_t> fp8(static_cast<size_t>(n * k));
+  for (auto& c : fp8) c = static_cast<uint8_t>(0x20 + rng() % 0x40) | static_cast<uint8_t>(rng() & 0x80);  // no NaN
   std::vector<float> wf(static_cast<size_t>(n * k));
   for (auto& v : wf) v = static_cast<float>(rng() % 2001) * 1e-3f - 1.0f;
   ThreadPool pool(1);
@@ -115,8 +119,10 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "unknown backend %s\n", name.c_str());
         return 2;
       }
-      const kernels::QuantKey key = b->supports(kernels::kNvfp4W4A4) && !b->weight_key_only ? kernels::kNvfp4W4A4
-                                                                                            : kernels::kNvfp4W4A16;
+      const bool is_fp8 = b->supports(kernels::kFp8W8A16);
+      const kernels::QuantKey key = is_fp8 ? kernels::kFp8W8A16
+                                    : b->supports(kernels::kNvfp4W4A4) && !b->weight_key_only ? kernels::kNvfp4W4A4
+                                                                                               : kernels::kNvfp4W4A16;
       kernels::LinearWeights w;
       w.key = key;
       w.n = n;
@@ -124,7 +130,14 @@ int main(int argc, char** argv) {
       kernels::WeightShard s;
       s.name = "bench";
       s.rows = n;
-      s.view = kernels::Nvfp4View{codes.data(), scales.data(), 1e-3f, 1e-2f};
+      if (is_fp8) {
+        kernels::Fp8View v;
+        v.codes = fp8.data();
+        v.global_scale = 1e-3f;
+        s.view = v;
+      } else {
+        s.view = kernels::Nvfp4View{codes.data(), scales.data(), 1e-3f, 1e-2f};
+      }
       w.shards.push_back(s);
       w.input_scale = 1e-2f;
       auto kern = b->make_linear(w, {key, DType::BF16, n, k, {}});

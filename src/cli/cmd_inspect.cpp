@@ -37,17 +37,22 @@ json first_of(const json& obj, std::initializer_list<const char*> keys) {
 
 // The quantization summary, parsed by the engine's own ModelOpt config reader (so a bad config
 // fails here exactly as it would at load); null for an unquantized checkpoint.
+// When the two config files disagree, "config_disagreement" says so (the loader's WARN; here
+// without the tensors' decisions, which add_layers() fills in when the layers resolve).
 json quantization_summary(const quant::QuantConfig& q, const model::EngineOptions& opts) {
   if (!q.quantized()) return nullptr;
   json excl = q.exclude_modules;
-  return {{"quant_algo", std::string(quant::algo_name(q.algo))},
+  json s = {{"quant_algo", std::string(quant::algo_name(q.algo))},
           {"group_size", q.group_size ? json(*q.group_size) : json(nullptr)},
           {"kv_cache_quant_algo", q.kv_cache_quant_algo ? json(*q.kv_cache_quant_algo) : json(nullptr)},
           {"exclude_modules", excl},
           {"override_activation_dtype",
            opts.override_activation_dtype ? std::string(dtype_torch_name(*opts.override_activation_dtype)) : "auto"},
           {"source", q.source.size() >= 20 && q.source.ends_with("hf_quant_config.json") ? "hf_quant_config.json"
-                                                                                         : "config.json"}};
+                                                                                         : "config.json"},
+          {"config_disagreement", nullptr}};
+  if (q.other) s["config_disagreement"] = fmt::format("{} and {} disagree ({})", q.source, q.other->source, q.disagreement);
+  return s;
 }
 
 // One entry per engine layer in model order: what is on disk, the scheme that runs, and the
@@ -129,6 +134,8 @@ void add_layers(json& facts, const std::shared_ptr<io::Checkpoint>& ck, const mo
     facts["layer_types"] = types;
   }
   facts["layers"] = layer_report(loader);
+  if (std::string d = loader.config_disagreement(); !d.empty() && facts["quantization"].is_object())
+    facts["quantization"]["config_disagreement"] = d;
 }
 
 // A JSON value for a human: strings bare, lists comma-separated, null as "-".
@@ -180,6 +187,7 @@ void print_human(const json& f, std::FILE* out) {
     line("  kv cache", plain(q["kv_cache_quant_algo"]));
     line("  exclude", plain(q["exclude_modules"]));
     line("  override act dtype", plain(q["override_activation_dtype"]));
+    line_if("  files disagree", q["config_disagreement"]);
   }
   line("tensors", plain(f["tensor_count"]));
   for (const auto& [dt, count] : f["tensors_by_dtype"].items())

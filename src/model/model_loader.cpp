@@ -40,8 +40,12 @@ ModelLoader::ModelLoader(std::shared_ptr<io::Checkpoint> ckpt, EngineOptions opt
                  "W4A16 path",
                  dtype_torch_name(*opts_.override_activation_dtype));
   }
-  if (std::string w = disagreement_warning(quant_, layers_, tensor_lookup()); !w.empty()) log().warn("{}", w);
+  if (std::string w = config_disagreement(); !w.empty()) log().warn("{}", w);
   check_forced_backends();
+}
+
+std::string ModelLoader::config_disagreement() const {
+  return disagreement_warning(quant_, layers_, tensor_lookup());
 }
 
 TensorLookup ModelLoader::tensor_lookup() const {

@@ -33,6 +33,10 @@ class ModelLoader {
   const io::Checkpoint& checkpoint() const { return *ckpt_; }
   const ModelConfig& config() const { return config_; }
   const quant::QuantConfig& quant_config() const { return quant_; }
+  // When config.json's quantization_config and hf_quant_config.json disagree: the one WARN line
+  // the loader logs (both files, what differs, what the tensors decided per module); "" when
+  // they agree.
+  std::string config_disagreement() const;
   const EngineOptions& options() const { return opts_; }
   DType dtype() const { return dtype_; }  // activation / KV dtype
   const std::vector<LayerSpec>& layers() const { return layers_; }

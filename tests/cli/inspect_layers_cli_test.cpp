@@ -136,3 +136,32 @@ TEST(InspectLayersCli, HybridShowsLayerTypesAndEachLayersSchemeAndGenerates) {
   auto g = run_command(fp4lm_bin() + " generate --model " + dir + " --prompt-ids 1,5,9 --max-tokens 6");
   EXPECT_EQ(g.exit_code, 0) << g.err;
 }
+
+// config.json's quantization_config and hf_quant_config.json disagree: inspect reports what the
+// loader WARNs about (both files, what differs, what the tensors decided), in --json and in the
+// human form, and still exits 0; agreeing files report nothing.
+TEST(InspectLayersCli, DisagreeingConfigFilesAreReported) {
+  fp4lm::test::TempDir tmp;
+  const std::string dir = (tmp / "dense").string();
+  auto w = run_command(fp4lm_bin() + " synth --out " + dir + " --arch LlamaForCausalLM --algo NVFP4 --layers 1");
+  ASSERT_EQ(w.exit_code, 0) << w.err;
+  EXPECT_TRUE(inspect(dir)["quantization"]["config_disagreement"].is_null());
+
+  const std::filesystem::path hf = std::filesystem::path(dir) / "hf_quant_config.json";
+  json h = json::parse(fp4lm::test::read_file(hf));
+  h["quantization"]["quant_algo"] = "W4A16_NVFP4";
+  fp4lm::test::write_file(hf, h.dump());
+
+  const json facts = inspect(dir);
+  const std::string d = facts["quantization"]["config_disagreement"].get<std::string>();
+  EXPECT_NE(d.find("config.json: quantization_config and "), std::string::npos) << d;
+  EXPECT_NE(d.find("hf_quant_config.json disagree"), std::string::npos) << d;
+  // The synthetic layers carry input_scale: the tensors say W4A4.
+  EXPECT_NE(d.find("module(s) NVFP4 per config.json, W4A16_NVFP4 per hf_quant_config.json -> NVFP4"), std::string::npos)
+      << d;
+  EXPECT_EQ(facts["quantization"]["quant_algo"], "NVFP4");  // config.json first, as vLLM
+
+  auto human = run_command(fp4lm_bin() + " inspect --model " + dir);
+  ASSERT_EQ(human.exit_code, 0) << human.err;
+  EXPECT_NE(human.out.find("  files disagree      " + d), std::string::npos) << human.out;
+}

@@ -198,6 +198,48 @@ TEST(Fp8CpuKernels, ResultsIdenticalForAnyThreadCountAndBatch) {
   }
 }
 
+// Calls of many tokens run the panel schedule (rows decoded once to fp32, register tiles over
+// all tokens), a token alone the register schedule: every token of a large call must equal
+// itself computed alone, bit for bit, for odd k (the zero-padded last chunk), several panel
+// groups with a partial last one, token counts that leave partial tiles, every activation dtype
+// and any thread count; and the batch must match fp64.
+TEST(Fp8CpuKernels, PanelScheduleIsBitIdenticalToTheRegisterScheduleAndBatchInvariant) {
+  struct Shape {
+    int64_t n, k, m;
+    DType act;
+    std::vector<int64_t> shards;
+  };
+  const std::vector<Shape> shapes = {{300, 4096, 40, DType::BF16, {100, 150, 50}}, {97, 33, 17, DType::F16, {40, 57}},
+                                     {50, 16, 23, DType::F32, {50}},                 {13, 100, 64, DType::BF16, {13}},
+                                     {130, 272, 31, DType::F16, {64, 66}}};
+  ThreadPool one(1), two(2), three(3);
+  uint32_t seed = 500;
+  for (const std::string& backend : fp8_backends()) {
+    if (backend == "reference") continue;
+    for (const Shape& c : shapes) {
+      SCOPED_TRACE(backend + " n=" + std::to_string(c.n) + " k=" + std::to_string(c.k) + " m=" + std::to_string(c.m) +
+                   " act=" + std::string(dtype_name(c.act)));
+      auto layer = make_fp8_layer({c.n, c.k, c.shards, true, c.n % 2 == 1, kFp8W8A16, seed++});
+      const LinearWeights w = weights_of(layer);
+      const std::vector<float> x = testing::make_activations(c.m, c.k, seed++);
+      const std::vector<uint8_t> xa = testing::to_act(x, c.act);
+      auto kern = testing::make(backend, w, c.act);
+      const std::vector<float> y1 = testing::run(*kern, xa, c.m, c.n, c.act, one);
+      expect_close(y1, expected_f64(w, testing::from_act(xa.data(), c.act, x.size()), c.m), c.act, backend);
+      for (ThreadPool* pool : {&two, &three}) {
+        const std::vector<float> yp = testing::run(*kern, xa, c.m, c.n, c.act, *pool);
+        ASSERT_EQ(0, std::memcmp(y1.data(), yp.data(), y1.size() * sizeof(float)));
+      }
+      const size_t row_bytes = static_cast<size_t>(c.k) * dtype_size(c.act);
+      for (int64_t t = 0; t < c.m; ++t) {
+        std::vector<uint8_t> xt(xa.begin() + t * row_bytes, xa.begin() + (t + 1) * row_bytes);
+        const std::vector<float> yt = testing::run(*kern, xt, 1, c.n, c.act, two);
+        ASSERT_EQ(0, std::memcmp(yt.data(), y1.data() + t * c.n, c.n * sizeof(float))) << "token " << t;
+      }
+    }
+  }
+}
+
 TEST(Fp8CpuKernels, BadWeightsAreLoadErrors) {
   for (const std::string& backend : fp8_backends()) {
     if (backend == "reference") continue;
@@ -240,8 +282,9 @@ TEST(Fp8CpuKernels, OracleSelectsAW8A16BackendForBothFp8KeysAndReferenceStillEmu
   EXPECT_FLOAT_EQ(y[0], xq * e4m3_to_f32(layer->codes[0][0]) * w.shards[0].as<Fp8View>().global_scale);
 }
 
-TEST(Fp8CpuKernels, GroupedMoeMatchesReferenceMoeAndIsThreadInvariant) {
-  const int64_t experts = 5, hidden = 48, inter = 40, top_k = 2, m = 6;
+// m = 6: every expert runs the register schedule; m = 48: about 19 tokens per expert, the panel.
+void check_grouped_moe(int64_t m) {
+  const int64_t experts = 5, hidden = 48, inter = 40, top_k = 2;
   MoeWeights mw;
   mw.key = kFp8W8A16;
   mw.num_experts = experts;
@@ -266,13 +309,16 @@ TEST(Fp8CpuKernels, GroupedMoeMatchesReferenceMoeAndIsThreadInvariant) {
     wts.push_back(0.3f);
   }
   const std::vector<uint8_t> xa = testing::to_act(testing::make_activations(m, hidden, 9, 0.5f), DType::BF16);
-  auto run_moe = [&](const std::string& name, ThreadPool& pool) {
+  // Tokens [t0, t0 + count) of the call alone.
+  auto run_moe = [&](const std::string& name, ThreadPool& pool, int64_t t0 = 0, int64_t count = -1) {
+    if (count < 0) count = m;
     const Backend* b = find_backend(name, LayerKind::moe);
     MoeProblem p{kFp8W8A16, DType::BF16, experts, top_k, hidden, inter, {}};
     EXPECT_EQ(rejection_reason(*b, p), "");
     auto k = b->make_moe(mw, p);
-    std::vector<uint16_t> y(static_cast<size_t>(m * hidden));
-    k->forward(xa.data(), m, ids.data(), wts.data(), top_k, y.data(), pool);
+    std::vector<uint16_t> y(static_cast<size_t>(count * hidden));
+    k->forward(xa.data() + t0 * hidden * 2, count, ids.data() + t0 * top_k, wts.data() + t0 * top_k, top_k, y.data(),
+               pool);
     return testing::from_act(y.data(), DType::BF16, y.size());
   };
   ThreadPool one(1), three(3);
@@ -288,6 +334,17 @@ TEST(Fp8CpuKernels, GroupedMoeMatchesReferenceMoeAndIsThreadInvariant) {
     // fp32 summation order, which can flip a bf16 rounding: a few 2^-8 relative at most.
     EXPECT_LT(std::sqrt(err / norm), 4e-3);
     EXPECT_GT(norm, 0.0);
+    for (int64_t t = 0; t < m; t += 5) {  // a token alone equals its row of the batch
+      const std::vector<float> yt = run_moe(backend, three, t, 1);
+      ASSERT_EQ(0, std::memcmp(yt.data(), y1.data() + t * hidden, hidden * sizeof(float))) << "token " << t;
+    }
+  }
+}
+
+TEST(Fp8CpuKernels, GroupedMoeMatchesReferenceMoeAndIsThreadAndBatchInvariant) {
+  for (int64_t m : {6, 48}) {
+    SCOPED_TRACE("m=" + std::to_string(m));
+    check_grouped_moe(m);
   }
 }
 

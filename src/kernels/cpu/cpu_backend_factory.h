@@ -1,12 +1,13 @@
 #pragma once
 // Builds the Backend records of the CPU backends from an ISA's kernel table, so every ISA's
 // registration is a few lines (cpu_*_backends.cpp) and all share the ISA-neutral wrappers
-// (Nvfp4Linear, DenseLinear, GroupedMoe).
+// (Nvfp4Linear, DenseLinear, Fp8Linear, GroupedMoe).
 #include <functional>
 #include <string>
 
 #include "kernels/backend.h"
 #include "kernels/cpu/dense_kernels.h"
+#include "kernels/cpu/fp8_kernels.h"
 #include "kernels/cpu/nvfp4_kernels.h"
 #include "kernels/cpu/nvfp4_linear.h"
 
@@ -20,5 +21,9 @@ Backend nvfp4_cpu_backend(std::string name, LayerKind kind, Nvfp4Mode mode, cons
 // An unquantized (F32/BF16/F16 weights) Linear or MoE backend.
 Backend dense_cpu_backend(std::string name, LayerKind kind, const DenseKernels& isa,
                           std::function<std::string()> unavailable_reason);
+// An FP8 W8A16 Linear or MoE backend: matches on the weight key alone (serves FP8 W8A8
+// checkpoints at 16-bit activations, and weight-only FP8 layers).
+Backend fp8_cpu_backend(std::string name, LayerKind kind, const Fp8Kernels& isa,
+                        std::function<std::string()> unavailable_reason);
 
 }  // namespace fp4lm::kernels::cpu

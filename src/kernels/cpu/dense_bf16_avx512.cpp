@@ -35,7 +35,6 @@ void tile(const uint16_t* const* rows, int64_t k, const __m512i* xp, int64_t tst
     for (int t = 0; t < T; ++t) out[r * T + t] = hsum(acc[r][t]);
 }
 
-constexpr int kTokTile = 4;
 using TileFn = void (*)(const uint16_t* const*, int64_t, const __m512i*, int64_t, float*);
 
 template <int P>

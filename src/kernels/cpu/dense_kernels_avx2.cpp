@@ -17,7 +17,7 @@ std::unique_ptr<PreparedInput> input(const void* x, DType act, int64_t m, int64_
   return in;
 }
 
-int64_t row_block(int64_t) { return kDenseRowBlock; }
+int64_t row_block(int64_t, int64_t) { return kDenseRowBlock; }
 
 void rows(const DenseMatrix& w, const PreparedInput& in, int64_t r0, int64_t r1, void* y, DType act) {
   dense_rows_avx2(w, static_cast<const Fp32Input&>(in).xp.data(), in.m, r0, r1, y, act);

@@ -1,5 +1,5 @@
-// FP8 (E4M3) W8A16 GEMM/GEMV on AVX2/F16C: the Marlin-FP8 semantics — weights decoded exactly in
-// registers, activations never quantized, fp32 accumulation.
+// FP8 (E4M3) W8A16 GEMM/GEMV on AVX2/F16C: the Marlin-FP8 semantics — weights decoded exactly,
+// activations never quantized, fp32 accumulation.
 //
 // Decoding: every E4M3 value divided by 256 is exactly an fp16 value with the same exponent and
 // mantissa bits (fp16 has one more exponent bit, bias 15 instead of 7, and covers E4M3's
@@ -7,24 +7,21 @@
 // right by one and clearing bit 14 give that fp16; vcvtph2ps widens it to fp32 (exactly,
 // subnormals included). The 256 is folded into the row scale. Elements stay in natural order.
 //
-// Tiles: M=1 runs 4 rows at once (4 FMA chains, each weight byte read once: the GEMV streams at
-// memory bandwidth); more tokens run 3 rows × 2 tokens or 2 rows × 3-4 tokens per tile.
+// Register schedule (m < kFp8PanelMinTokens): M=1 runs 4 rows at once (4 FMA chains, each weight
+// byte read once: the GEMV streams at memory bandwidth); more tokens run 3 rows × 2 tokens or
+// 2 rows × 3-4 tokens per tile. Panel schedule: rows decoded once to fp32, 3 rows × 4 tokens per
+// tile (12 accumulators + 3 weight + 1 x registers: 12 FMAs per 7 loads). Schedules:
+// fp8_w8a16_schedule.h.
 #include <immintrin.h>
 
-#include <algorithm>
 #include <cstring>
 
-#include "kernels/cpu/fp8_kernels.h"
+#include "kernels/cpu/fp8_w8a16_schedule.h"
 #include "kernels/cpu/nvfp4_common_avx2.h"
 
 namespace fp4lm::kernels::cpu {
 
 namespace {
-
-using avx2::hsum;
-using avx2::store_act;
-
-constexpr int kTokTile = 4;
 
 // 16 code bytes -> elements 0..7 (lo) and 8..15 (hi), each the E4M3 value / 256 in fp32.
 inline void decode16(const uint8_t* p, __m256& lo, __m256& hi) {
@@ -36,9 +33,21 @@ inline void decode16(const uint8_t* p, __m256& lo, __m256& hi) {
   hi = _mm256_cvtph_ps(w1);
 }
 
+// Calls step(j, codes of elements [j, j + 16)) over a row, the last chunk zero-padded.
+template <class Step>
+inline void each_chunk16(const uint8_t* row, int64_t k, Step&& step) {
+  const int64_t full = k / 16 * 16;
+  for (int64_t j = 0; j < full; j += 16) step(j, row + j);
+  if (full < k) {
+    alignas(16) uint8_t tail[16] = {};
+    std::memcpy(tail, row + full, static_cast<size_t>(k - full));
+    step(full, tail);
+  }
+}
+
 // out[r][t] = Σ_j x_t[j] · w_r[j] / 256 for R rows and T tokens (xp stride kp, zero-padded).
 // Per 16-element chunk, each (row, token) accumulator takes two FMAs in the same order for every
-// (R, T), so a row's result never depends on the tile it is computed in.
+// (R, T) and in the panel tile, so a row's result never depends on the tile it is computed in.
 template <int R, int T>
 void tile(const uint8_t* const* rows, int64_t k, const float* xp, int64_t kp, float* out) {
   __m256 acc[R][T];
@@ -67,34 +76,65 @@ void tile(const uint8_t* const* rows, int64_t k, const float* xp, int64_t kp, fl
     }
   }
   for (int r = 0; r < R; ++r)
-    for (int t = 0; t < T; ++t) out[r * T + t] = hsum(acc[r][t]);
+    for (int t = 0; t < T; ++t) out[r * T + t] = avx2::hsum(acc[r][t]);
 }
 
-using TileFn = void (*)(const uint8_t* const*, int64_t, const float*, int64_t, float*);
-constexpr TileFn kWide[kTokTile + 1] = {nullptr, tile<4, 1>, tile<3, 2>, tile<2, 3>, tile<2, 4>};
-constexpr TileFn kOne[kTokTile + 1] = {nullptr, tile<1, 1>, tile<1, 2>, tile<1, 3>, tile<1, 4>};
-constexpr int kRows[kTokTile + 1] = {0, 4, 3, 2, 2};
+// tile()'s accumulation with the weights from a decoded panel (row stride kc).
+template <int R, int T>
+void panel_tile(const float* panel, int64_t kc, const float* xp, int64_t kp, float* out) {
+  __m256 acc[R][T];
+  for (int r = 0; r < R; ++r)
+    for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
+  for (int64_t j = 0; j < kc; j += 8) {
+    __m256 w[R];
+    for (int r = 0; r < R; ++r) w[r] = _mm256_loadu_ps(panel + r * kc + j);
+    for (int t = 0; t < T; ++t) {
+      const __m256 xv = _mm256_loadu_ps(xp + t * kp + j);
+      for (int r = 0; r < R; ++r) acc[r][t] = _mm256_fmadd_ps(w[r], xv, acc[r][t]);
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int t = 0; t < T; ++t) out[r * T + t] = avx2::hsum(acc[r][t]);
+}
+
+struct Avx2 {
+  using X = float;
+  using Panel = float;
+  static constexpr int kChunk = 16;
+  static constexpr int kTokTile = 4;
+  static constexpr int kRowsFor[kTokTile + 1] = {0, 4, 3, 2, 2};
+  using Tile = void (*)(const uint8_t* const*, int64_t, const float*, int64_t, float*);
+  static constexpr Tile kWide[kTokTile + 1] = {nullptr, tile<4, 1>, tile<3, 2>, tile<2, 3>, tile<2, 4>};
+  static constexpr Tile kOne[kTokTile + 1] = {nullptr, tile<1, 1>, tile<1, 2>, tile<1, 3>, tile<1, 4>};
+
+  static void decode_row(const uint8_t* codes, int64_t k, float* out) {
+    each_chunk16(codes, k, [&](int64_t j, const uint8_t* p) {
+      __m256 lo, hi;
+      decode16(p, lo, hi);
+      _mm256_storeu_ps(out + j, lo);
+      _mm256_storeu_ps(out + j + 8, hi);
+    });
+  }
+
+  static constexpr int64_t kPanelMinTokens = 8;  // measured: from 8 tokens the panel is faster
+  static constexpr int kPanelR = 3, kPanelT = 4;
+  using PanelTile = void (*)(const float*, int64_t, const float*, int64_t, float*);
+  static constexpr PanelTile kPanelWide[kPanelT + 1] = {nullptr, panel_tile<3, 1>, panel_tile<3, 2>,
+                                                        panel_tile<3, 3>, panel_tile<3, 4>};
+  static constexpr PanelTile kPanelOne[kPanelT + 1] = {nullptr, panel_tile<1, 1>, panel_tile<1, 2>,
+                                                       panel_tile<1, 3>, panel_tile<1, 4>};
+
+  static void store(void* y, DType act, int64_t i, float v) { avx2::store_act(y, act, i, v); }
+};
 static_assert(kFp8RowBlock % 4 == 0 && kFp8RowBlock % 3 == 0);
 
 }  // namespace
 
-void fp8_w8a16_rows_avx2(const Fp8Matrix& w, const Fp8Input& in, int64_t r0, int64_t r1, void* y, DType act) {
-  const int64_t n = w.n, k = w.k, kp = in.kp, m = in.m;
-  float out[4 * kTokTile];
-  for (int64_t b0 = r0; b0 < r1; b0 += kFp8RowBlock) {
-    const int64_t b1 = std::min(r1, b0 + kFp8RowBlock);
-    for (int64_t t0 = 0; t0 < m; t0 += kTokTile) {
-      const int tt = static_cast<int>(std::min<int64_t>(kTokTile, m - t0));
-      for (int64_t r = b0; r < b1;) {
-        const int rr = r + kRows[tt] <= b1 ? kRows[tt] : 1;
-        (rr > 1 ? kWide[tt] : kOne[tt])(w.row_codes.data() + r, k, in.x.data() + t0 * kp, kp, out);
-        for (int i = 0; i < rr; ++i, ++r) {
-          const float s = w.row_scale256[r], bias = w.bias.empty() ? 0.0f : w.bias[r];
-          for (int t = 0; t < tt; ++t) store_act(y, act, (t0 + t) * n + r, out[i * tt + t] * s + bias);
-        }
-      }
-    }
-  }
+int64_t fp8_w8a16_row_block_avx2(int64_t m, int64_t k) { return fp8_row_block<Avx2>(m, k); }
+
+void fp8_w8a16_rows_avx2(const Fp8Rows& w, const float* x, int64_t kp, int64_t m, int64_t r0, int64_t r1, void* y,
+                         DType act) {
+  fp8_rows<Avx2>(w, x, kp, m, r0, r1, y, act);
 }
 
 }  // namespace fp4lm::kernels::cpu

@@ -1,111 +1,140 @@
-// FP8 (E4M3) W8A16 GEMM/GEMV on AVX-512 (F, BW): the AVX2 kernel's decode (fp16 route, exact,
-// docs in fp8_w8a16_avx2.cpp) on 32 elements per step — vpmovzxbw widens 32 code bytes to words,
-// two shifts and a mask make fp16, vcvtph2ps widens each half to 16 fp32 lanes. Per 32-element
-// chunk each (row, token) accumulator takes two 16-lane FMAs, then one fixed reduction: results
-// are independent of tile, row range, thread count and batch (not bit-equal to the AVX2 kernel,
-// which sums in 8 lanes). Built only with the AVX-512 flags (CMake), called only through
-// fp8_kernels_avx512() when the CPU has AVX-512 F, BW and VL.
-// GCC 12's AVX-512 intrinsics start some results from _mm512_undefined_*(), which
-// -Wuninitialized reports at every inlined use (as in nvfp4_common_avx512.h).
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
-
-#include <algorithm>
-#include <cstring>
-
-#include "kernels/cpu/fp8_kernels.h"
-
+// FP8 (E4M3) W8A16 GEMM/GEMV on AVX-512 (F, BW, BF16): weights decoded exactly to bf16, x split
+// into bf16 pieces whose sum is x (as the W4A16 and dense AVX-512 kernels: bf16 x is 1 piece,
+// f16 2, f32 3), products by vdpbf16ps with fp32 accumulation.
+//
+// Decode (32 weights): the AVX2 kernel's fp16 route (docs in fp8_w8a16_avx2.cpp) on 32 bytes —
+// vpmovzxbw, shift left 8, psraw 1, mask bit 14, two vcvtph2ps give E4M3 / 256 in fp32 exactly —
+// then vcvtne2ps2bf16, exact too (4 significant bits; |v| in [2^-17, 1.75], bf16-normal). Every
+// product e4m3 × bf16 (≤ 12 significant bits) is exact in fp32, so the only roundings are the
+// fp32 sums (vdpbf16ps: one accumulator per (row, token), 16 lanes, pairs in each lane).
+//
+// Schedules (fp8_w8a16_schedule.h): few tokens decode in registers, 4 rows × 1-4 tokens; many
+// tokens decode each row group once into a bf16 panel (the same 32-weight vectors), then 4 rows ×
+// 6 tokens per tile (24 accumulators + 4 weight + 1 x of the 32 zmm): 1 vdpbf16ps per 32
+// multiply-adds per piece. Per 32-element chunk each (row, token) accumulator takes P vdpbf16ps in
+// piece order in both schedules, so they are bit-identical. Built only with the AVX-512 flags
+// (CMake), called only through fp8_kernels_avx512() when the CPU has AVX-512 F, BW, VL and BF16.
+#include "kernels/cpu/fp8_w8a16_schedule.h"
+#include "kernels/cpu/nvfp4_common_avx512.h"
 
 namespace fp4lm::kernels::cpu {
 
 namespace {
 
-constexpr int kTokTile = 4;
+using avx512::bh;
+using avx512::hsum;
 
-// 32 code bytes -> elements 0..15 (lo) and 16..31 (hi), each the E4M3 value / 256 in fp32.
-inline void decode32(const uint8_t* p, __m512& lo, __m512& hi) {
+// 32 code bytes -> 32 bf16 weights E4M3 / 256, element j in word j.
+inline __m512i decode32(const uint8_t* p) {
   const __m512i w = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
   const __m512i h = _mm512_and_si512(_mm512_srai_epi16(_mm512_slli_epi16(w, 8), 1),
                                      _mm512_set1_epi16(static_cast<short>(0xBFFF)));
-  lo = _mm512_cvtph_ps(_mm512_castsi512_si256(h));
-  hi = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(h, 1));
+  const __m512 lo = _mm512_cvtph_ps(_mm512_castsi512_si256(h)), hi = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(h, 1));
+  return (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
 }
 
-// Fixed-order horizontal sum of 16 lanes.
-inline float hsum16(__m512 v) {
-  __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(v), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
+// Calls step(c, codes of elements [32c, 32c + 32)) over a row, the last chunk zero-padded.
+template <class Step>
+inline void each_chunk32(const uint8_t* row, int64_t k, Step&& step) {
+  const int64_t full = k / 32;
+  for (int64_t c = 0; c < full; ++c) step(c, row + c * 32);
+  if (full * 32 < k) {
+    alignas(32) uint8_t tail[32] = {};
+    std::memcpy(tail, row + full * 32, static_cast<size_t>(k - full * 32));
+    step(full, tail);
+  }
 }
 
-template <int R, int T>
-void tile(const uint8_t* const* rows, int64_t k, const float* xp, int64_t kp, float* out) {
+// x of token t, chunk c, piece q at xp + t * tstride + (c * P + q) * 32 (dense_pack_token layout).
+template <int R, int T, int P>
+void tile(const uint8_t* const* rows, int64_t k, const uint16_t* xp, int64_t tstride, float* out) {
   __m512 acc[R][T];
   for (int r = 0; r < R; ++r)
     for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
-  auto step = [&](int r, const uint8_t* p, int64_t j) {
-    __m512 lo, hi;
-    decode32(p, lo, hi);
+  auto step = [&](int r, const uint8_t* p, int64_t c) {
+    const __m512i z = decode32(p);
 #pragma GCC unroll 4
-    for (int t = 0; t < T; ++t) {
-      const float* xt = xp + t * kp + j;
-      acc[r][t] = _mm512_fmadd_ps(lo, _mm512_loadu_ps(xt), acc[r][t]);
-      acc[r][t] = _mm512_fmadd_ps(hi, _mm512_loadu_ps(xt + 16), acc[r][t]);
-    }
+    for (int t = 0; t < T; ++t)
+#pragma GCC unroll 3
+      for (int q = 0; q < P; ++q)
+        acc[r][t] = _mm512_dpbf16_ps(acc[r][t], bh(z), bh(_mm512_load_si512(xp + t * tstride + (c * P + q) * 32)));
   };
-  const int64_t full = k / 32 * 32;
-  for (int64_t j = 0; j < full; j += 32) {
+  const int64_t full = k / 32;
+  for (int64_t c = 0; c < full; ++c) {
 #pragma GCC unroll 4
-    for (int r = 0; r < R; ++r) step(r, rows[r] + j, j);
+    for (int r = 0; r < R; ++r) step(r, rows[r] + c * 32, c);
   }
-  if (full < k) {  // the zero-padded last chunk (x is padded to 32 too)
+  if (full * 32 < k) {  // the zero-padded last chunk (x is padded too)
     for (int r = 0; r < R; ++r) {
       alignas(32) uint8_t tail[32] = {};
-      std::memcpy(tail, rows[r] + full, static_cast<size_t>(k - full));
+      std::memcpy(tail, rows[r] + full * 32, static_cast<size_t>(k - full * 32));
       step(r, tail, full);
     }
   }
   for (int r = 0; r < R; ++r)
-    for (int t = 0; t < T; ++t) out[r * T + t] = hsum16(acc[r][t]);
+    for (int t = 0; t < T; ++t) out[r * T + t] = hsum(acc[r][t]);
 }
 
-using TileFn = void (*)(const uint8_t* const*, int64_t, const float*, int64_t, float*);
-constexpr TileFn kWide[kTokTile + 1] = {nullptr, tile<4, 1>, tile<4, 2>, tile<4, 3>, tile<4, 4>};
-constexpr TileFn kOne[kTokTile + 1] = {nullptr, tile<1, 1>, tile<1, 2>, tile<1, 3>, tile<1, 4>};
-constexpr int kRows = 4;
-static_assert(kFp8RowBlock % kRows == 0);
-
-inline void store(void* y, DType t, int64_t i, float v) {
-  switch (t) {
-    case DType::F32: static_cast<float*>(y)[i] = v; return;
-    case DType::BF16: static_cast<uint16_t*>(y)[i] = f32_to_bf16(v); return;
-    default: static_cast<uint16_t*>(y)[i] = static_cast<uint16_t>(_cvtss_sh(v, _MM_FROUND_TO_NEAREST_INT)); return;
+// tile()'s accumulation with the weights from a decoded bf16 panel (row stride kc words).
+template <int R, int T, int P>
+void panel_tile(const uint16_t* panel, int64_t kc, const uint16_t* xp, int64_t tstride, float* out) {
+  __m512 acc[R][T];
+  for (int r = 0; r < R; ++r)
+    for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
+  for (int64_t c = 0; c < kc / 32; ++c) {
+    __m512i w[R];
+    for (int r = 0; r < R; ++r) w[r] = _mm512_load_si512(panel + r * kc + c * 32);
+#pragma GCC unroll 3
+    for (int q = 0; q < P; ++q)
+      for (int t = 0; t < T; ++t) {
+        const __m512i xv = _mm512_load_si512(xp + t * tstride + (c * P + q) * 32);
+        for (int r = 0; r < R; ++r) acc[r][t] = _mm512_dpbf16_ps(acc[r][t], bh(w[r]), bh(xv));
+      }
   }
+  for (int r = 0; r < R; ++r)
+    for (int t = 0; t < T; ++t) out[r * T + t] = hsum(acc[r][t]);
 }
+
+template <int P>
+struct Avx512 {
+  using X = uint16_t;
+  using Panel = uint16_t;
+  static constexpr int kChunk = 32;
+  static constexpr int kTokTile = 4;
+  static constexpr int kRowsFor[kTokTile + 1] = {0, 4, 4, 4, 4};
+  using Tile = void (*)(const uint8_t* const*, int64_t, const uint16_t*, int64_t, float*);
+  static constexpr Tile kWide[kTokTile + 1] = {nullptr, tile<4, 1, P>, tile<4, 2, P>, tile<4, 3, P>, tile<4, 4, P>};
+  static constexpr Tile kOne[kTokTile + 1] = {nullptr, tile<1, 1, P>, tile<1, 2, P>, tile<1, 3, P>, tile<1, 4, P>};
+
+  static void decode_row(const uint8_t* codes, int64_t k, uint16_t* out) {
+    each_chunk32(codes, k, [&](int64_t c, const uint8_t* p) { _mm512_store_si512(out + c * 32, decode32(p)); });
+  }
+
+  static constexpr int64_t kPanelMinTokens = 8;  // measured per core, 2048²: m = 8 panel 49 vs 39 G MAC/s
+  static constexpr int kPanelR = 4, kPanelT = 6;
+  using PanelTile = void (*)(const uint16_t*, int64_t, const uint16_t*, int64_t, float*);
+  static constexpr PanelTile kPanelWide[kPanelT + 1] = {
+      nullptr, panel_tile<4, 1, P>, panel_tile<4, 2, P>, panel_tile<4, 3, P>, panel_tile<4, 4, P>, panel_tile<4, 5, P>,
+      panel_tile<4, 6, P>};
+  static constexpr PanelTile kPanelOne[kPanelT + 1] = {
+      nullptr, panel_tile<1, 1, P>, panel_tile<1, 2, P>, panel_tile<1, 3, P>, panel_tile<1, 4, P>, panel_tile<1, 5, P>,
+      panel_tile<1, 6, P>};
+
+  static void store(void* y, DType act, int64_t i, float v) { avx512::store_act(y, act, i, v); }
+};
+static_assert(kFp8RowBlock % 4 == 0);
 
 }  // namespace
 
-void fp8_w8a16_rows_avx512(const Fp8Matrix& w, const Fp8Input& in, int64_t r0, int64_t r1, void* y, DType act) {
-  const int64_t n = w.n, k = w.k, kp = in.kp, m = in.m;
-  float out[kRows * kTokTile];
-  for (int64_t b0 = r0; b0 < r1; b0 += kFp8RowBlock) {
-    const int64_t b1 = std::min(r1, b0 + kFp8RowBlock);
-    for (int64_t t0 = 0; t0 < m; t0 += kTokTile) {
-      const int tt = static_cast<int>(std::min<int64_t>(kTokTile, m - t0));
-      for (int64_t r = b0; r < b1;) {
-        const int rr = r + kRows <= b1 ? kRows : 1;
-        (rr > 1 ? kWide[tt] : kOne[tt])(w.row_codes.data() + r, k, in.x.data() + t0 * kp, kp, out);
-        for (int i = 0; i < rr; ++i, ++r) {
-          const float s = w.row_scale256[r], bias = w.bias.empty() ? 0.0f : w.bias[r];
-          for (int t = 0; t < tt; ++t) store(y, act, (t0 + t) * n + r, out[i * tt + t] * s + bias);
-        }
-      }
-    }
+int64_t fp8_w8a16_row_block_avx512(int64_t m, int64_t k) { return fp8_row_block<Avx512<1>>(m, k); }
+
+void fp8_w8a16_rows_avx512(const Fp8Rows& w, const uint16_t* x, int64_t tstride, int pieces, int64_t m, int64_t r0,
+                           int64_t r1, void* y, DType act) {
+  switch (pieces) {
+    case 1: return fp8_rows<Avx512<1>>(w, x, tstride, m, r0, r1, y, act);
+    case 2: return fp8_rows<Avx512<2>>(w, x, tstride, m, r0, r1, y, act);
+    default: return fp8_rows<Avx512<3>>(w, x, tstride, m, r0, r1, y, act);
   }
 }
 
 }  // namespace fp4lm::kernels::cpu
-

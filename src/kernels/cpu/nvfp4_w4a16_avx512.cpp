@@ -25,6 +25,7 @@ alignas(64) constexpr uint16_t kE2m1Bf16[32] = {
 constexpr int kVectors = 8;  // bf16 weight vectors per super-chunk
 
 struct Decoder {
+  static constexpr int kVectors = ::fp4lm::kernels::cpu::avx512::kVectors;
   __m512i lut = _mm512_load_si512(kE2m1Bf16);
   __m512i even = _mm512_load_si512(kEvenDwords);
   __m512i odd = _mm512_load_si512(kOddDwords);
@@ -61,21 +62,11 @@ void dot_rows(const Decoder& dec, const uint8_t* const* codes, const uint8_t* co
   __m512 acc[R][T];
   for (int r = 0; r < R; ++r)
     for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
-  const int64_t chunks = super_chunks(k);
-  TailBuffer tail;
-  for (int64_t c = 0; c < chunks; ++c) {
+  each_decoded_super_chunk<R>(dec, codes, scales, k, [&](int r, int64_t c, const __m512i* z, __m512 s) {
 #pragma GCC unroll 4
-    for (int r = 0; r < R; ++r) {
-      const SuperChunk sc = super_chunk(codes[r], scales[r], k, c, tail);
-      prefetch_super_chunk(codes[r], scales[r], c);
-      __m512i z[kVectors];
-      dec(sc.codes, z);
-      const __m512 s = e4m3x16_scaled(sc.scales);
-#pragma GCC unroll 4
-      for (int t = 0; t < T; ++t)
-        acc[r][t] = _mm512_fmadd_ps(partial<P>(z, xp + t * tstride + c * kVectors * P), s, acc[r][t]);
-    }
-  }
+    for (int t = 0; t < T; ++t)
+      acc[r][t] = _mm512_fmadd_ps(partial<P>(z, xp + t * tstride + c * kVectors * P), s, acc[r][t]);
+  });
   for (int r = 0; r < R; ++r)
     for (int t = 0; t < T; ++t) out[r * T + t] = hsum(acc[r][t]);
 }
@@ -83,20 +74,7 @@ void dot_rows(const Decoder& dec, const uint8_t* const* codes, const uint8_t* co
 // ---- Panel schedule (m >= kW4a16PanelMinTokens): a group of rows is decoded once per call
 // into a panel (per row and super-chunk: the 8 bf16 vectors and the scale vector), then
 // register tiles of R rows × T tokens run over it with the same per-(row, token) sequence.
-constexpr int kPanelVectors = kVectors + 1;
-
-void decode_panel(const Decoder& dec, const uint8_t* const* codes, const uint8_t* const* scales, int rows,
-                  int64_t k, __m512i* panel) {
-  const int64_t chunks = super_chunks(k);
-  TailBuffer tail;
-  for (int r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < chunks; ++c) {
-      const SuperChunk sc = super_chunk(codes[r], scales[r], k, c, tail);
-      __m512i* out = panel + (r * chunks + c) * kPanelVectors;
-      dec(sc.codes, out);
-      out[kVectors] = _mm512_castps_si512(e4m3x16_scaled(sc.scales));
-    }
-}
+constexpr int kPanelVecs = kPanelVectors<Decoder>;
 
 template <int R, int T, int P>
 void panel_tile(const __m512i* panel, int64_t chunks, const __m512i* xp, int64_t tstride, float* out) {
@@ -105,7 +83,7 @@ void panel_tile(const __m512i* panel, int64_t chunks, const __m512i* xp, int64_t
     for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
   const __m512i* w[R];
   const __m512i* x[T];
-  for (int r = 0; r < R; ++r) w[r] = panel + r * chunks * kPanelVectors;
+  for (int r = 0; r < R; ++r) w[r] = panel + r * chunks * kPanelVecs;
   for (int t = 0; t < T; ++t) x[t] = xp + t * tstride;
   for (int64_t c = 0; c < chunks; ++c) {
     __m512 part[R][T];
@@ -127,27 +105,11 @@ void panel_tile(const __m512i* panel, int64_t chunks, const __m512i* xp, int64_t
       const __m512 s = _mm512_castsi512_ps(_mm512_load_si512(w[r] + kVectors));
       for (int t = 0; t < T; ++t) acc[r][t] = _mm512_fmadd_ps(part[r][t], s, acc[r][t]);
     }
-    for (int r = 0; r < R; ++r) w[r] += kPanelVectors;
+    for (int r = 0; r < R; ++r) w[r] += kPanelVecs;
     for (int t = 0; t < T; ++t) x[t] += kVectors * P;
   }
   for (int r = 0; r < R; ++r)
     for (int t = 0; t < T; ++t) out[r * T + t] = hsum(acc[r][t]);
-}
-
-constexpr int kRowBlock = 24;  // rows per unit of work in the register schedule
-constexpr int kTokTile = 4;
-constexpr int kPanelR = 3, kPanelT = 4;
-
-// Rows per register tile: one row at a time at M = 1 (one stream per thread: 1.4-1.5x faster than 4
-// rows side by side on 4096-wide rows, measured with fp4lm bench kernels), two for 2-4 tokens.
-template <int T>
-constexpr int kRowsFor = T == 1 ? 1 : 2;
-
-// Rows per decoded panel: about 512 KiB (half of Zen 4/5's L2), a multiple of 12, in [12, 96].
-int64_t panel_rows(int64_t k) {
-  const int64_t row_bytes = super_chunks(k) * kPanelVectors * 64;
-  const int64_t fit = (512 << 10) / row_bytes;
-  return fit < 12 ? 12 : fit > 96 ? 96 : fit / 12 * 12;
 }
 
 inline void epilogue(const Rows& w, int64_t r, int64_t t, float v, void* y, DType act) {
@@ -163,22 +125,14 @@ void register_rows(const Rows& w, const __m512i* xp, int64_t m, int64_t r0, int6
                                             dot_rows<kRowsFor<3>, 3, P>, dot_rows<kRowsFor<4>, 4, P>};
   static constexpr Fn one[kTokTile + 1] = {nullptr, dot_rows<1, 1, P>, dot_rows<1, 2, P>, dot_rows<1, 3, P>,
                                            dot_rows<1, 4, P>};
-  static constexpr int rows_for[kTokTile + 1] = {0, kRowsFor<1>, kRowsFor<2>, kRowsFor<3>, kRowsFor<4>};
   const Decoder dec;
   const int64_t tstride = super_chunks(w.k) * kVectors * P;
-  float out[4 * kTokTile];
-  for (int64_t b0 = r0; b0 < r1; b0 += kRowBlock) {
-    const int64_t b1 = b0 + kRowBlock < r1 ? b0 + kRowBlock : r1;
-    for (int64_t t0 = 0; t0 < m; t0 += kTokTile) {
-      const int tt = static_cast<int>(m - t0 < kTokTile ? m - t0 : kTokTile);
-      for (int64_t r = b0; r < b1;) {
-        const int rr = r + rows_for[tt] <= b1 ? rows_for[tt] : 1;
+  register_schedule(
+      m, r0, r1,
+      [&](int64_t r, int rr, int64_t t0, int tt, float* out) {
         (rr > 1 ? wide[tt] : one[tt])(dec, w.codes + r, w.scales + r, w.k, xp + t0 * tstride, tstride, out);
-        for (int i = 0; i < rr; ++i, ++r)
-          for (int t = 0; t < tt; ++t) epilogue(w, r, t0 + t, out[i * tt + t], y, act);
-      }
-    }
-  }
+      },
+      [&](int64_t r, int64_t t, float v) { epilogue(w, r, t, v, y, act); });
 }
 
 template <int P>
@@ -189,22 +143,14 @@ void panel_rows_range(const Rows& w, const __m512i* xp, int64_t m, int64_t r0, i
   static constexpr Fn one[kPanelT + 1] = {nullptr, panel_tile<1, 1, P>, panel_tile<1, 2, P>, panel_tile<1, 3, P>,
                                           panel_tile<1, 4, P>};
   const Decoder dec;
-  const int64_t chunks = super_chunks(w.k), tstride = chunks * kVectors * P, group = panel_rows(w.k);
-  auto* panel = static_cast<__m512i*>(thread_scratch(static_cast<size_t>(group * chunks * kPanelVectors * 64)));
-  float out[kPanelR * kPanelT];
-  for (int64_t g0 = r0; g0 < r1; g0 += group) {
-    const int rows = static_cast<int>((g0 + group < r1 ? g0 + group : r1) - g0);
-    decode_panel(dec, w.codes + g0, w.scales + g0, rows, w.k, panel);
-    for (int64_t t0 = 0; t0 < m; t0 += kPanelT) {
-      const int tt = static_cast<int>(m - t0 < kPanelT ? m - t0 : kPanelT);
-      for (int i = 0; i < rows;) {
-        const int rr = i + kPanelR <= rows ? kPanelR : 1;
-        (rr > 1 ? wide[tt] : one[tt])(panel + i * chunks * kPanelVectors, chunks, xp + t0 * tstride, tstride, out);
-        for (int ri = 0; ri < rr; ++ri, ++i)
-          for (int t = 0; t < tt; ++t) epilogue(w, g0 + i, t0 + t, out[ri * tt + t], y, act);
-      }
-    }
-  }
+  const int64_t chunks = super_chunks(w.k), tstride = chunks * kVectors * P, group = panel_rows<Decoder>(w.k);
+  panel_schedule(
+      m, r0, r1, group, static_cast<size_t>(group * chunks * kPanelVecs * 64),
+      [&](int64_t g0, int rows, __m512i* panel) { decode_panel(dec, w.codes + g0, w.scales + g0, rows, w.k, panel); },
+      [&](const __m512i* panel, int i, int rr, int64_t t0, int tt, float* out) {
+        (rr > 1 ? wide[tt] : one[tt])(panel + i * chunks * kPanelVecs, chunks, xp + t0 * tstride, tstride, out);
+      },
+      [&](int64_t r, int64_t t, float v) { epilogue(w, r, t, v, y, act); });
 }
 
 template <int P>
@@ -237,7 +183,9 @@ void w4a16_pack_token(const float* x, int64_t k, int pieces, uint16_t* out) {
   }
 }
 
-int64_t w4a16_row_block(int64_t m, int64_t k) { return m >= kW4a16PanelMinTokens ? panel_rows(k) : kRowBlock; }
+int64_t w4a16_row_block(int64_t m, int64_t k) {
+  return m >= kW4a16PanelMinTokens ? panel_rows<Decoder>(k) : kRowBlock;
+}
 
 void w4a16_rows(const Rows& w, const uint16_t* xp, int64_t m, int pieces, int64_t r0, int64_t r1, void* y,
                 DType act) {

@@ -28,12 +28,15 @@ constexpr int kVectors = 4;  // byte vectors per super-chunk (P low, P high, Q l
 constexpr int kTokenVectors = kVectors + 2;
 
 struct Decoder {
+  static constexpr int kVectors = ::fp4lm::kernels::cpu::avx512::kVectors;
+  __m512i lut;  // kWeightU8 (weights) or kActS8 (activations)
   __m512i even = _mm512_load_si512(kEvenDwords);
   __m512i odd = _mm512_load_si512(kOddDwords);
+  explicit Decoder(const void* table) : lut(_mm512_load_si512(table)) {}
 
   // 128 code bytes -> z[v], v = 2s + h: byte 4i + b of z[v] is element 16i + 8s + 2b + h,
   // looked up in `lut`.
-  inline void operator()(const uint8_t* p, __m512i lut, __m512i z[kVectors]) const {
+  inline void operator()(const uint8_t* p, __m512i z[kVectors]) const {
     const __m512i lo = _mm512_loadu_si512(p), hi = _mm512_loadu_si512(p + 64);
     const __m512i pq[2] = {_mm512_permutex2var_epi32(lo, even, hi), _mm512_permutex2var_epi32(lo, odd, hi)};
     for (int s = 0; s < 2; ++s) {
@@ -52,44 +55,20 @@ inline __m512 accumulate(const __m512i z[kVectors], __m512 sw, const __m512i* x,
 }
 
 template <int R, int T>
-void dot_rows(const Decoder& dec, __m512i lut, const uint8_t* const* codes, const uint8_t* const* scales, int64_t k,
+void dot_rows(const Decoder& dec, const uint8_t* const* codes, const uint8_t* const* scales, int64_t k,
               const __m512i* xp, int64_t tstride, float* out) {
   __m512 acc[R][T];
   for (int r = 0; r < R; ++r)
     for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
-  const int64_t chunks = super_chunks(k);
-  TailBuffer tail;
-  for (int64_t c = 0; c < chunks; ++c) {
+  each_decoded_super_chunk<R>(dec, codes, scales, k, [&](int r, int64_t c, const __m512i* z, __m512 sw) {
 #pragma GCC unroll 4
-    for (int r = 0; r < R; ++r) {
-      const SuperChunk sc = super_chunk(codes[r], scales[r], k, c, tail);
-      prefetch_super_chunk(codes[r], scales[r], c);
-      __m512i z[kVectors];
-      dec(sc.codes, lut, z);
-      const __m512 sw = e4m3x16_scaled(sc.scales);
-#pragma GCC unroll 4
-      for (int t = 0; t < T; ++t) acc[r][t] = accumulate(z, sw, xp + t * tstride + c * kTokenVectors, acc[r][t]);
-    }
-  }
+    for (int t = 0; t < T; ++t) acc[r][t] = accumulate(z, sw, xp + t * tstride + c * kTokenVectors, acc[r][t]);
+  });
   for (int r = 0; r < R; ++r)
     for (int t = 0; t < T; ++t) out[r * T + t] = hsum(acc[r][t]);
 }
 
-// Panel: per row and super-chunk the 4 decoded weight vectors and the scale vector.
-constexpr int kPanelVectors = kVectors + 1;
-
-void decode_panel(const Decoder& dec, __m512i lut, const uint8_t* const* codes, const uint8_t* const* scales,
-                  int rows, int64_t k, __m512i* panel) {
-  const int64_t chunks = super_chunks(k);
-  TailBuffer tail;
-  for (int r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < chunks; ++c) {
-      const SuperChunk sc = super_chunk(codes[r], scales[r], k, c, tail);
-      __m512i* out = panel + (r * chunks + c) * kPanelVectors;
-      dec(sc.codes, lut, out);
-      out[kVectors] = _mm512_castps_si512(e4m3x16_scaled(sc.scales));
-    }
-}
+constexpr int kPanelVecs = kPanelVectors<Decoder>;
 
 // The same per-(row, token) sequence as accumulate(), weights from the panel: the R rows'
 // vectors are loaded once per super-chunk and shared by the T tokens (R × T integer block sums
@@ -101,7 +80,7 @@ void panel_tile(const __m512i* panel, int64_t chunks, const __m512i* xp, int64_t
     for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
   const __m512i* w[R];
   const __m512i* x[T];
-  for (int r = 0; r < R; ++r) w[r] = panel + r * chunks * kPanelVectors;
+  for (int r = 0; r < R; ++r) w[r] = panel + r * chunks * kPanelVecs;
   for (int t = 0; t < T; ++t) x[t] = xp + t * tstride;
   for (int64_t c = 0; c < chunks; ++c) {
     __m512i d[R][T];
@@ -125,26 +104,11 @@ void panel_tile(const __m512i* panel, int64_t chunks, const __m512i* xp, int64_t
         acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d[r][t]), s, acc[r][t]);
       }
     }
-    for (int r = 0; r < R; ++r) w[r] += kPanelVectors;
+    for (int r = 0; r < R; ++r) w[r] += kPanelVecs;
     for (int t = 0; t < T; ++t) x[t] += kTokenVectors;
   }
   for (int r = 0; r < R; ++r)
     for (int t = 0; t < T; ++t) out[r * T + t] = hsum(acc[r][t]);
-}
-
-constexpr int kRowBlock = 24;
-constexpr int kTokTile = 4;
-constexpr int kPanelR = 3, kPanelT = 4;
-
-// Rows per register tile: one row at a time at M = 1 (one stream per thread: 1.4-1.5x faster than 4
-// rows side by side on 4096-wide rows, measured with fp4lm bench kernels), two for 2-4 tokens.
-template <int T>
-constexpr int kRowsFor = T == 1 ? 1 : 2;
-
-int64_t panel_rows(int64_t k) {
-  const int64_t row_bytes = super_chunks(k) * kPanelVectors * 64;
-  const int64_t fit = (512 << 10) / row_bytes;
-  return fit < 12 ? 12 : fit > 96 ? 96 : fit / 12 * 12;
 }
 
 // 0.25: both operands doubled; 256: the weight scales are scale × 2^-8.
@@ -155,28 +119,19 @@ inline void epilogue(const Rows& w, float input_scale, int64_t r, int64_t t, flo
 
 void register_rows(const Rows& w, float input_scale, const __m512i* xp, int64_t m, int64_t r0, int64_t r1, void* y,
                    DType act) {
-  using Fn = void (*)(const Decoder&, __m512i, const uint8_t* const*, const uint8_t* const*, int64_t,
-                      const __m512i*, int64_t, float*);
+  using Fn = void (*)(const Decoder&, const uint8_t* const*, const uint8_t* const*, int64_t, const __m512i*,
+                      int64_t, float*);
   static constexpr Fn wide[kTokTile + 1] = {nullptr, dot_rows<kRowsFor<1>, 1>, dot_rows<kRowsFor<2>, 2>,
                                             dot_rows<kRowsFor<3>, 3>, dot_rows<kRowsFor<4>, 4>};
   static constexpr Fn one[kTokTile + 1] = {nullptr, dot_rows<1, 1>, dot_rows<1, 2>, dot_rows<1, 3>, dot_rows<1, 4>};
-  static constexpr int rows_for[kTokTile + 1] = {0, kRowsFor<1>, kRowsFor<2>, kRowsFor<3>, kRowsFor<4>};
-  const Decoder dec;
-  const __m512i lut = _mm512_load_si512(kWeightU8);
+  const Decoder dec(kWeightU8);
   const int64_t tstride = super_chunks(w.k) * kTokenVectors;
-  float out[4 * kTokTile];
-  for (int64_t b0 = r0; b0 < r1; b0 += kRowBlock) {
-    const int64_t b1 = b0 + kRowBlock < r1 ? b0 + kRowBlock : r1;
-    for (int64_t t0 = 0; t0 < m; t0 += kTokTile) {
-      const int tt = static_cast<int>(m - t0 < kTokTile ? m - t0 : kTokTile);
-      for (int64_t r = b0; r < b1;) {
-        const int rr = r + rows_for[tt] <= b1 ? rows_for[tt] : 1;
-        (rr > 1 ? wide[tt] : one[tt])(dec, lut, w.codes + r, w.scales + r, w.k, xp + t0 * tstride, tstride, out);
-        for (int i = 0; i < rr; ++i, ++r)
-          for (int t = 0; t < tt; ++t) epilogue(w, input_scale, r, t0 + t, out[i * tt + t], y, act);
-      }
-    }
-  }
+  register_schedule(
+      m, r0, r1,
+      [&](int64_t r, int rr, int64_t t0, int tt, float* out) {
+        (rr > 1 ? wide[tt] : one[tt])(dec, w.codes + r, w.scales + r, w.k, xp + t0 * tstride, tstride, out);
+      },
+      [&](int64_t r, int64_t t, float v) { epilogue(w, input_scale, r, t, v, y, act); });
 }
 
 void panel_rows_range(const Rows& w, float input_scale, const __m512i* xp, int64_t m, int64_t r0, int64_t r1, void* y,
@@ -186,24 +141,15 @@ void panel_rows_range(const Rows& w, float input_scale, const __m512i* xp, int64
                                            panel_tile<kPanelR, 3>, panel_tile<kPanelR, 4>};
   static constexpr Fn one[kPanelT + 1] = {nullptr, panel_tile<1, 1>, panel_tile<1, 2>, panel_tile<1, 3>,
                                           panel_tile<1, 4>};
-  const Decoder dec;
-  const __m512i lut = _mm512_load_si512(kWeightU8);
-  const int64_t chunks = super_chunks(w.k), tstride = chunks * kTokenVectors, group = panel_rows(w.k);
-  auto* panel = static_cast<__m512i*>(thread_scratch(static_cast<size_t>(group * chunks * kPanelVectors * 64)));
-  float out[kPanelR * kPanelT];
-  for (int64_t g0 = r0; g0 < r1; g0 += group) {
-    const int rows = static_cast<int>((g0 + group < r1 ? g0 + group : r1) - g0);
-    decode_panel(dec, lut, w.codes + g0, w.scales + g0, rows, w.k, panel);
-    for (int64_t t0 = 0; t0 < m; t0 += kPanelT) {
-      const int tt = static_cast<int>(m - t0 < kPanelT ? m - t0 : kPanelT);
-      for (int i = 0; i < rows;) {
-        const int rr = i + kPanelR <= rows ? kPanelR : 1;
-        (rr > 1 ? wide[tt] : one[tt])(panel + i * chunks * kPanelVectors, chunks, xp + t0 * tstride, tstride, out);
-        for (int ri = 0; ri < rr; ++ri, ++i)
-          for (int t = 0; t < tt; ++t) epilogue(w, input_scale, g0 + i, t0 + t, out[ri * tt + t], y, act);
-      }
-    }
-  }
+  const Decoder dec(kWeightU8);
+  const int64_t chunks = super_chunks(w.k), tstride = chunks * kTokenVectors, group = panel_rows<Decoder>(w.k);
+  panel_schedule(
+      m, r0, r1, group, static_cast<size_t>(group * chunks * kPanelVecs * 64),
+      [&](int64_t g0, int rows, __m512i* panel) { decode_panel(dec, w.codes + g0, w.scales + g0, rows, w.k, panel); },
+      [&](const __m512i* panel, int i, int rr, int64_t t0, int tt, float* out) {
+        (rr > 1 ? wide[tt] : one[tt])(panel + i * chunks * kPanelVecs, chunks, xp + t0 * tstride, tstride, out);
+      },
+      [&](int64_t r, int64_t t, float v) { epilogue(w, input_scale, r, t, v, y, act); });
 }
 
 }  // namespace
@@ -211,8 +157,7 @@ void panel_rows_range(const Rows& w, float input_scale, const __m512i* xp, int64
 int64_t w4a4_token_bytes(int64_t k) { return super_chunks(k) * kTokenVectors * 64; }
 
 void w4a4_pack_token(const uint8_t* codes, const uint8_t* scales, int64_t k, uint8_t* out) {
-  const Decoder dec;
-  const __m512i lut = _mm512_load_si512(kActS8);
+  const Decoder dec(kActS8);
   const __m512i twelve = _mm512_set1_epi8(12);
   const int64_t chunks = super_chunks(k);
   TailBuffer tail;
@@ -220,7 +165,7 @@ void w4a4_pack_token(const uint8_t* codes, const uint8_t* scales, int64_t k, uin
   for (int64_t c = 0; c < chunks; ++c, o += kTokenVectors) {
     const SuperChunk sc = super_chunk(codes, scales, k, c, tail);
     // The same lane layout as the weights (A in place of W + 12).
-    dec(sc.codes, lut, o);
+    dec(sc.codes, o);
     __m512i sum = _mm512_setzero_si512();  // 12 × Σ A per block
     for (int v = 0; v < kVectors; ++v) sum = _mm512_dpbusd_epi32(sum, twelve, o[v]);
     o[kVectors] = _mm512_sub_epi32(_mm512_setzero_si512(), sum);
@@ -228,7 +173,9 @@ void w4a4_pack_token(const uint8_t* codes, const uint8_t* scales, int64_t k, uin
   }
 }
 
-int64_t w4a4_row_block(int64_t m, int64_t k) { return m >= kW4a4PanelMinTokens ? panel_rows(k) : kRowBlock; }
+int64_t w4a4_row_block(int64_t m, int64_t k) {
+  return m >= kW4a4PanelMinTokens ? panel_rows<Decoder>(k) : kRowBlock;
+}
 
 void w4a4_rows(const Rows& w, float input_scale, const uint8_t* xp, int64_t m, int64_t r0, int64_t r1, void* y,
                DType act) {

@@ -1,0 +1,91 @@
+// The FP8 W8A16 kernel tables (ISA-neutral code: compiled without AVX-512 flags): the call's
+// input in fp32, the adapters from the table's Fp8Matrix to the raw-pointer row kernels, and
+// the panels' thread-local scratch.
+#include <vector>
+
+#include "kernels/cpu/dense_avx512.h"
+#include "kernels/cpu/fp8_kernels.h"
+
+namespace fp4lm::kernels::cpu {
+
+namespace {
+
+// ---- AVX2: x in fp32, rows of stride round_up(k, 32), zero-padded.
+struct Fp32Input final : PreparedInput {
+  Fp8Input in;
+};
+
+std::unique_ptr<PreparedInput> fp32_input(const void* x, DType act, int64_t m, int64_t k) {
+  auto in = std::make_unique<Fp32Input>();
+  in->m = m;
+  in->in = fp8_input(x, act, m, k);
+  return in;
+}
+
+Fp8Rows rows_of(const Fp8Matrix& w) {
+  return {w.row_codes.data(), w.row_scale256.data(), w.bias.empty() ? nullptr : w.bias.data(), w.n, w.k};
+}
+
+void avx2_rows(const Fp8Matrix& w, const PreparedInput& pin, int64_t r0, int64_t r1, void* y, DType act) {
+  const Fp8Input& x = static_cast<const Fp32Input&>(pin).in;
+  fp8_w8a16_rows_avx2(rows_of(w), x.x.data(), x.kp, x.m, r0, r1, y, act);
+}
+
+#ifdef FP4LM_HAVE_AVX512_KERNELS
+// ---- AVX-512: x as bf16 pieces (1 for bf16, 2 for f16, 3 for f32), per token
+// avx512::dense_pack_token's layout, 64-byte aligned.
+struct alignas(64) Line {
+  uint16_t words[32];
+};
+struct PiecesInput final : PreparedInput {
+  int pieces = 1;
+  int64_t tstride = 0;  // words per token
+  std::vector<Line> x;
+};
+
+std::unique_ptr<PreparedInput> pieces_input(const void* x, DType act, int64_t m, int64_t k) {
+  auto in = std::make_unique<PiecesInput>();
+  in->m = m;
+  in->pieces = act == DType::BF16 ? 1 : act == DType::F16 ? 2 : 3;
+  in->tstride = avx512::dense_token_words(k, in->pieces);
+  const Fp8Input f32 = fp8_input(x, act, m, k);
+  in->x.resize(static_cast<size_t>(m * in->tstride / 32));
+  for (int64_t t = 0; t < m; ++t)
+    avx512::dense_pack_token(f32.x.data() + t * f32.kp, k, in->pieces,
+                             reinterpret_cast<uint16_t*>(in->x.data()) + t * in->tstride);
+  return in;
+}
+
+void avx512_rows(const Fp8Matrix& w, const PreparedInput& pin, int64_t r0, int64_t r1, void* y, DType act) {
+  const auto& in = static_cast<const PiecesInput&>(pin);
+  fp8_w8a16_rows_avx512(rows_of(w), reinterpret_cast<const uint16_t*>(in.x.data()), in.tstride, in.pieces, in.m, r0,
+                        r1, y, act);
+}
+#endif
+
+}  // namespace
+
+const Fp8Kernels& fp8_kernels_avx2() {
+  static constexpr Fp8Kernels kTable{"avx2", fp32_input, fp8_w8a16_row_block_avx2, avx2_rows};
+  return kTable;
+}
+
+const Fp8Kernels& fp8_kernels_avx512() {
+#ifdef FP4LM_HAVE_AVX512_KERNELS
+  static constexpr Fp8Kernels kTable{"avx512", pieces_input, fp8_w8a16_row_block_avx512, avx512_rows};
+#else
+  static constexpr Fp8Kernels kTable{"avx512", nullptr, nullptr, nullptr};
+#endif
+  return kTable;
+}
+
+void* fp8_thread_scratch(size_t bytes) {
+  struct alignas(64) Line {
+    unsigned char b[64];
+  };
+  thread_local std::vector<Line> buffer;
+  if (buffer.size() * sizeof(Line) < bytes) buffer.resize((bytes + sizeof(Line) - 1) / sizeof(Line));
+  return buffer.data();
+}
+
+}  // namespace fp4lm::kernels::cpu
