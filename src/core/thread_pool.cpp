@@ -1,6 +1,7 @@
 #include "core/thread_pool.h"
 
 #include <algorithm>
+#include <chrono>
 #include <memory>
 #include <system_error>
 #include <utility>
@@ -24,6 +25,21 @@ class InWorkerScope {
  private:
   bool saved_;
 };
+
+// Spins until done() or about kSpin has passed; true if done() became true. Short enough that an
+// idle pool costs nothing measurable, long enough to cover the gap between a decode step's jobs.
+constexpr auto kSpin = std::chrono::microseconds(50);
+template <class Done>
+bool spin_until(Done done) {
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 1;; ++i) {
+    if (done()) return true;
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+    if (i % 64 == 0 && std::chrono::steady_clock::now() - t0 > kSpin) return false;
+  }
+}
 
 std::unique_ptr<ThreadPool>& global_slot() {
   static std::unique_ptr<ThreadPool> pool;
@@ -82,6 +98,8 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
     pending_ = chunks - 1;
     error_ = nullptr;
     ++generation_;
+    published_pending_.store(pending_, std::memory_order_relaxed);
+    published_generation_.store(generation_, std::memory_order_release);
   }
   start_cv_.notify_all();
   try {
@@ -91,6 +109,7 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
     record_error(std::current_exception());
   }
   std::exception_ptr error;
+  spin_until([this] { return published_pending_.load(std::memory_order_acquire) == 0; });
   {
     std::unique_lock<std::mutex> lock(mu_);
     done_cv_.wait(lock, [this] { return pending_ == 0; });  // every chunk is joined, even after a throw
@@ -107,6 +126,7 @@ void ThreadPool::worker(int index) {
     const std::function<void(int64_t, int64_t, int)>* job;
     int64_t n;
     int chunks;
+    spin_until([&] { return published_generation_.load(std::memory_order_acquire) != seen; });
     {
       std::unique_lock<std::mutex> lock(mu_);
       start_cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
@@ -125,7 +145,8 @@ void ThreadPool::worker(int index) {
       }
       std::lock_guard<std::mutex> lock(mu_);
       if (error && !error_) error_ = std::move(error);
-      if (--pending_ == 0) done_cv_.notify_one();
+      published_pending_.store(--pending_, std::memory_order_release);
+      if (pending_ == 0) done_cv_.notify_one();
     }
   }
 }

@@ -6,6 +6,7 @@
 // Exceptions: a chunk that throws (on a worker or on the caller) never escapes its thread; every
 // chunk of the job still runs to its end and is joined, then the first exception recorded is
 // rethrown on the caller. The pool is left idle and whole, so the next job uses every thread.
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
@@ -59,6 +60,11 @@ class ThreadPool {
   int job_chunks_ = 0;
   uint64_t generation_ = 0;
   int pending_ = 0;
+  // Mirrors of generation_ and pending_ (written under mu_) that a thread reads without the lock
+  // while it spins briefly before sleeping: a decode step runs dozens of short jobs, and a
+  // futex sleep/wake per job costs more than the gap between them.
+  std::atomic<uint64_t> published_generation_{0};
+  std::atomic<int> published_pending_{0};
   std::exception_ptr error_;  // the first exception of the current job
   bool stop_ = false;
 };
