@@ -36,6 +36,10 @@ CommandRegistration reg("synth", "Write a small random-weight checkpoint (HF/Mod
   sub.add_flag("--quantize-lm-head", a->o.quantize_lm_head, "Quantize lm_head too");
   sub.add_flag("--distinct-shard-scales", a->o.distinct_shard_scales,
                "Give fused shards (q/k/v, gate/up) different weight_scale_2");
+  sub.add_flag("--fused-experts", a->o.fused_experts,
+               "Unquantized experts as fused 3-D gate_up_proj / down_proj tensors (original bf16 checkpoints)");
+  sub.add_flag("--extra-tensors", a->o.extra_tensors,
+               "Add mtp.* (and, for VL architectures, model.visual.*) tensors the loader ignores");
   return [a]() -> int {
     a->o.architecture = a->arch;
     if (a->algo == "none" || a->algo == "NONE") a->o.algo = quant::QuantAlgo::None;

@@ -149,8 +149,26 @@ void Checkpoint::load_index(const std::string& index_path) {
 void Checkpoint::alias_prefix(const std::string& from, const std::string& to) {
   std::vector<std::pair<std::string, Where>> add;
   for (const auto& [name, where] : tensors_)
-    if (name.compare(0, from.size(), from) == 0) add.emplace_back(to + name.substr(from.size()), where);
+    if (name.compare(0, from.size(), from) == 0) add.emplace_back(to + name.substr(from.size()), Where{where.shard, where.view, true});
   for (auto& [name, where] : add) tensors_.emplace(name, where);
+}
+
+void Checkpoint::alias_slice(const std::string& name, const std::string& base, int64_t index, int64_t row0,
+                             int64_t rows) {
+  auto it = tensors_.find(base);
+  if (it == tensors_.end()) fail("{}: tensor '{}' not found", dir_, base);
+  const TensorView& b = *it->second.view;
+  if (b.shape.size() != 3 || index < 0 || index >= b.shape[0] || row0 < 0 || rows <= 0 || row0 + rows > b.shape[1])
+    fail("{}: tensor '{}' of shape {} has no slice [{}, {}:{}]", file_of(base), base, shape_str(b.shape), index, row0,
+         row0 + rows);
+  auto v = std::make_unique<TensorView>();
+  v->dtype = b.dtype;
+  v->shape = {rows, b.shape[2]};
+  const size_t row_bytes = static_cast<size_t>(b.shape[2]) * dtype_size(b.dtype);
+  v->data = b.data + (static_cast<size_t>(index * b.shape[1] + row0)) * row_bytes;
+  v->nbytes = static_cast<size_t>(rows) * row_bytes;
+  tensors_.insert_or_assign(name, Where{it->second.shard, v.get(), true});
+  slices_.push_back(std::move(v));
 }
 
 const TensorView* Checkpoint::find(const std::string& name) const {
@@ -166,7 +184,8 @@ const TensorView& Checkpoint::get(const std::string& name) const {
 std::vector<std::string> Checkpoint::tensor_names() const {
   std::vector<std::string> names;
   names.reserve(tensors_.size());
-  for (const auto& [name, where] : tensors_) names.push_back(name);
+  for (const auto& [name, where] : tensors_)
+    if (!where.alias) names.push_back(name);
   return names;
 }
 
@@ -178,7 +197,8 @@ std::string Checkpoint::file_of(const std::string& name) const {
 
 size_t Checkpoint::total_tensor_bytes() const {
   size_t total = 0;
-  for (const auto& [name, where] : tensors_) total += where.view->nbytes;
+  for (const auto& [name, where] : tensors_)
+    if (!where.alias) total += where.view->nbytes;
   return total;
 }
 

@@ -34,10 +34,15 @@ class Checkpoint {
   // Makes every tensor named `from`<rest> also findable as `to`<rest> (unless that name exists):
   // a VL checkpoint's text model under "model.language_model." read as "model.".
   void alias_prefix(const std::string& from, const std::string& to);
+  // Makes rows [row0, row0 + shape[0]) of the leading-dimension slice `index` of the stored
+  // tensor `base` (3-D [N, R, C]) findable as `name` with shape {rows, C}, a view without copy:
+  // an expert of a fused gate_up_proj / down_proj read as the per-expert 2-D tensor it holds.
+  // Like alias_prefix names, it is not listed by tensor_names(). Error when out of range.
+  void alias_slice(const std::string& name, const std::string& base, int64_t index, int64_t row0, int64_t rows);
 
   const TensorView* find(const std::string& name) const;  // nullptr if absent
   const TensorView& get(const std::string& name) const;  // Error "<dir>: tensor '<name>' not found"
-  std::vector<std::string> tensor_names() const;         // sorted
+  std::vector<std::string> tensor_names() const;         // sorted; as stored (no alias_prefix names)
   std::string file_of(const std::string& name) const;    // path of the shard holding it
   size_t total_tensor_bytes() const;
   const std::vector<std::shared_ptr<SafetensorsFile>>& shards() const { return shards_; }
@@ -49,6 +54,7 @@ class Checkpoint {
   struct Where {
     size_t shard;
     const TensorView* view;
+    bool alias = false;  // added by alias_prefix
   };
   std::string dir_;
   nlohmann::json config_;
@@ -56,6 +62,7 @@ class Checkpoint {
   std::optional<nlohmann::json> hf_quant_config_;
   std::vector<std::shared_ptr<SafetensorsFile>> shards_;
   std::map<std::string, Where> tensors_;
+  std::vector<std::unique_ptr<TensorView>> slices_;  // the views alias_slice made
 };
 
 }  // namespace fp4lm::io

@@ -38,8 +38,12 @@ GatedDeltaNet::GatedDeltaNet(ModelLoader& loader, int64_t layer, int64_t slot) :
   eps_ = c.rms_norm_eps;
   act_ = loader.dtype();
   const std::string p = fmt::format("model.layers.{}.linear_attn", layer);
-  in_qkv_ = loader.load_linear(p + ".in_proj_qkv");
-  in_z_ = loader.load_linear(p + ".in_proj_z");
+  if (c.gdn_fused_qkvz) {
+    in_qkvz_ = loader.load_linear(p + ".in_proj_qkvz");
+  } else {
+    in_qkv_ = loader.load_linear(p + ".in_proj_qkv");
+    in_z_ = loader.load_linear(p + ".in_proj_z");
+  }
   in_ba_ = loader.load_linear(p + ".in_proj_ba");
   out_ = loader.load_linear(p + ".out_proj");
   conv_w_ = loader.tensor_f32(p + ".conv1d.weight", {conv_dim_, 1, kernel_});
@@ -49,8 +53,39 @@ GatedDeltaNet::GatedDeltaNet(ModelLoader& loader, int64_t layer, int64_t slot) :
 }
 
 size_t GatedDeltaNet::weight_bytes() const {
-  return in_qkv_->weight_bytes() + in_z_->weight_bytes() + in_ba_->weight_bytes() + out_->weight_bytes() +
+  const size_t in = in_qkvz_ ? in_qkvz_->weight_bytes() : in_qkv_->weight_bytes() + in_z_->weight_bytes();
+  return in + in_ba_->weight_bytes() + out_->weight_bytes() +
          (conv_w_.size() + a_log_.size() + dt_bias_.size() + norm_w_.size()) * sizeof(float);
+}
+
+void GatedDeltaNet::project(const float* x, int64_t m, float* qkv, float* z, float* ba) const {
+  if (!in_qkvz_) {
+    in_qkv_->forward(x, m, qkv);
+    in_z_->forward(x, m, z);
+    in_ba_->forward(x, m, ba);
+    return;
+  }
+  // Qwen3-Next: per key head h, in_proj_qkvz holds [q_h, k_h, v and z of its r = NV/NK value
+  // heads] and in_proj_ba [b, a of its r value heads].
+  const int64_t r = nv_ / nk_, kd = nk_ * dk_, vd = nv_ * dv_, group = 2 * dk_ + 2 * r * dv_;
+  std::vector<float> fused(static_cast<size_t>(m * (conv_dim_ + vd))), fba(static_cast<size_t>(m * 2 * nv_));
+  in_qkvz_->forward(x, m, fused.data());
+  in_ba_->forward(x, m, fba.data());
+  for (int64_t row = 0; row < m; ++row) {
+    const float* src = fused.data() + row * (conv_dim_ + vd);
+    float *q = qkv + row * conv_dim_, *zr = z + row * vd;
+    const float* bsrc = fba.data() + row * 2 * nv_;
+    float* br = ba + row * 2 * nv_;
+    for (int64_t h = 0; h < nk_; ++h) {
+      const float* g = src + h * group;
+      std::copy_n(g, dk_, q + h * dk_);
+      std::copy_n(g + dk_, dk_, q + kd + h * dk_);
+      std::copy_n(g + 2 * dk_, r * dv_, q + 2 * kd + h * r * dv_);
+      std::copy_n(g + 2 * dk_ + r * dv_, r * dv_, zr + h * r * dv_);
+      std::copy_n(bsrc + h * 2 * r, r, br + h * r);
+      std::copy_n(bsrc + h * 2 * r + r, r, br + nv_ + h * r);
+    }
+  }
 }
 
 void GatedDeltaNet::forward(const float* x, std::span<const SequenceSpan> spans, float* y) const {
@@ -64,9 +99,7 @@ void GatedDeltaNet::forward(const float* x, std::span<const SequenceSpan> spans,
   const int64_t vd = nv_ * dv_, kd = nk_ * dk_, hist = kernel_ - 1, ratio = nv_ / nk_;
   std::vector<float> qkv(static_cast<size_t>(m * conv_dim_)), z(static_cast<size_t>(m * vd)),
       ba(static_cast<size_t>(m * 2 * nv_));
-  in_qkv_->forward(x, m, qkv.data());
-  in_z_->forward(x, m, z.data());
-  in_ba_->forward(x, m, ba.data());
+  project(x, m, qkv.data(), z.data(), ba.data());
 
   // Per row: conv output (q, k, v) with q, k normalized; decay e^g and β per value head.
   std::vector<float> mixed(static_cast<size_t>(m * conv_dim_)), log_decay(static_cast<size_t>(m * nv_)),

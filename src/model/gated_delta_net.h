@@ -8,6 +8,9 @@
 //     S ← e^g·S;  S ← S + k ⊗ β(v − Sᵀk);  o = Sᵀq
 //   (decode rows recurrent, longer spans in the chunked form: model/gated_delta_rule.h);
 //   y = out_proj(rms(o)·w·silu(z)) with z = in_proj_z(h), the norm per value head.
+// Qwen3-Next stores in_proj_qkv + in_proj_z as one in_proj_qkvz and in_proj_b + in_proj_a as one
+// in_proj_ba, both interleaved per key head (arch/qwen3_next.cpp); their outputs are rearranged
+// into the separate layout before the conv (a permutation of the projected rows, no weight copy).
 // Its per-sequence state (one slot of SequenceState's recurrent state): the last K-1 pre-conv
 // rows [K-1, conv_dim] followed by S for every value head [NV, DK, DV], float32.
 #include <cstddef>
@@ -45,7 +48,12 @@ class GatedDeltaNet final : public Mixer {
   size_t state_floats_;
   double eps_;
   DType act_;
+  // Project the normed rows x [m, hidden] into qkv [m, conv_dim] (q, k, v in head order),
+  // z [m, NV·DV] and ba [m, 2·NV] (b then a, by value head), whichever layout is on disk.
+  void project(const float* x, int64_t m, float* qkv, float* z, float* ba) const;
+
   std::unique_ptr<Linear> in_qkv_, in_z_, in_ba_, out_;
+  std::unique_ptr<Linear> in_qkvz_;  // Qwen3-Next's fused layout (then in_qkv_ and in_z_ are null)
   std::vector<float> conv_w_;   // [conv_dim, K]
   std::vector<float> a_log_, dt_bias_, norm_w_;
 };

@@ -45,6 +45,9 @@ struct ModelConfig {
   int64_t linear_num_key_heads = 0, linear_num_value_heads = 0;  // NK, NV
   int64_t linear_key_head_dim = 0, linear_value_head_dim = 0;    // DK, DV
   int64_t linear_conv_kernel = 0;                                // K
+  // Qwen3-Next stores the GDN projections fused and interleaved per key head (in_proj_qkvz,
+  // in_proj_ba); Qwen3.5 as separate in_proj_qkv, in_proj_z, in_proj_b, in_proj_a.
+  bool gdn_fused_qkvz = false;
   bool attn_output_gate = false;  // q_proj holds a per-head gate: output × sigmoid(gate)
   int64_t rotary_dim = 0;         // RoPE over the first rotary_dim dims of a head (= head_dim unless partial)
   bool zero_centered_norm = false;  // RMSNorms scale by (1 + weight)

@@ -21,6 +21,7 @@ struct ModelLimits {
   static constexpr int64_t intermediate_size = int64_t{1} << 20;        // also MoE / shared expert
   static constexpr int64_t num_experts = 4096;                          // (largest: 512)
   static constexpr int64_t max_position_embeddings = int64_t{1} << 26;  // 67M (largest: 10M)
+  static constexpr int64_t linear_conv_kernel_dim = 64;                 // GDN conv (published: 4)
 };
 
 // Error "<path>: field 'F' must be ..., found V" for the first value outside its range.

@@ -23,10 +23,18 @@ ModelLoader::ModelLoader(std::shared_ptr<io::Checkpoint> ckpt, EngineOptions opt
                  ? "model." + m.substr(config_.tensor_prefix.size())
                  : m;
     };
-    for (std::string& m : quant_.exclude_modules) m = strip(m);
-    std::map<std::string, quant::LayerQuant> layers;
-    for (const auto& [m, lq] : quant_.quantized_layers) layers[strip(m)] = lq;
-    quant_.quantized_layers = std::move(layers);
+    auto rename = [&](quant::QuantConfig& q) {
+      for (std::string& m : q.exclude_modules) m = strip(m);
+      std::map<std::string, quant::LayerQuant> layers;
+      for (const auto& [m, lq] : q.quantized_layers) layers[strip(m)] = lq;
+      q.quantized_layers = std::move(layers);
+    };
+    rename(quant_);
+    if (quant_.other) {  // the other file of a disagreeing pair names the same modules
+      auto other = std::make_shared<quant::QuantConfig>(*quant_.other);
+      rename(*other);
+      quant_.other = std::move(other);
+    }
   }
   dtype_ = resolve_dtype(opts_.dtype, config_.torch_dtype);
   layers_ = plan_layers(config_);

@@ -18,6 +18,10 @@ namespace fp4lm::model {
 using nlohmann::json;
 using quant::QuantAlgo;
 
+namespace {
+bool is_vl(const SyntheticOptions& o) { return o.architecture.ends_with("ForConditionalGeneration"); }
+}  // namespace
+
 json synthetic_config_json(const SyntheticOptions& o) {
   json c = {{"architectures", {o.architecture}},
             {"vocab_size", o.vocab},
@@ -37,7 +41,15 @@ json synthetic_config_json(const SyntheticOptions& o) {
             {"torch_dtype", std::string(dtype_torch_name(o.dense_dtype))}};
   // An unknown name gets the shared keys only; parsing it then names the supported ones.
   if (const ArchDef* a = find_arch(o.architecture)) a->synthetic_config(o, c);
-  return c;
+  if (!is_vl(o)) return c;
+  json text = c;
+  text.erase("architectures");
+  return {{"architectures", {o.architecture}},
+          {"model_type", "qwen3_5_moe"},
+          {"text_config", text},
+          {"vision_config", {{"depth", 1}, {"hidden_size", 16}, {"out_hidden_size", o.hidden}}},
+          {"tie_word_embeddings", o.tie_word_embeddings},
+          {"torch_dtype", std::string(dtype_torch_name(o.dense_dtype))}};
 }
 
 namespace {
@@ -46,6 +58,11 @@ struct Writer {
   const SyntheticOptions& o;
   io::SafetensorsWriter st;
   std::mt19937_64 rng;
+  std::string prefix = "model.";  // where the text model's "model." tensors go (VL: model.language_model.)
+
+  std::string on_disk(const std::string& name) const {
+    return name.compare(0, 6, "model.") == 0 ? prefix + name.substr(6) : name;
+  }
 
   std::vector<float> randn(int64_t count, float stddev) {
     std::normal_distribution<float> d(0.0f, stddev);
@@ -56,9 +73,9 @@ struct Writer {
   void dense(const std::string& name, const Shape& shape, const std::vector<float>& v) {
     std::vector<uint8_t> bytes(v.size() * dtype_size(o.dense_dtype));
     from_f32_n(v.data(), o.dense_dtype, bytes.data(), v.size());
-    st.add(name, o.dense_dtype, shape, std::move(bytes));
+    st.add(on_disk(name), o.dense_dtype, shape, std::move(bytes));
   }
-  void scalar(const std::string& name, float v) { st.add(name, DType::F32, {}, &v, sizeof v); }
+  void scalar(const std::string& name, float v) { st.add(on_disk(name), DType::F32, {}, &v, sizeof v); }
 
   // One fused group of HF modules sharing an input, quantized as `algo`.
   void linear_group(const std::vector<std::string>& modules, const std::vector<int64_t>& rows, int64_t k,
@@ -81,8 +98,8 @@ struct Writer {
         case QuantAlgo::W4A16_NVFP4: {
           auto q = o.distinct_shard_scales ? quant::quantize_weight(ws[i].data(), n, k)
                                            : quant::quantize_weight(ws[i].data(), n, k, group_amax);
-          st.add(m + ".weight", DType::U8, {n, k / 2}, q.codes);
-          st.add(m + ".weight_scale", DType::F8_E4M3, {n, k / 16}, q.scales);
+          st.add(on_disk(m + ".weight"), DType::U8, {n, k / 2}, q.codes);
+          st.add(on_disk(m + ".weight_scale"), DType::F8_E4M3, {n, k / 16}, q.scales);
           scalar(m + ".weight_scale_2", q.weight_scale_2);
           if (algo == QuantAlgo::NVFP4) scalar(m + ".input_scale", input_amax / quant::kNvfp4GlobalDivisor);
           break;
@@ -92,7 +109,7 @@ struct Writer {
           float s = a / 448.0f;
           std::vector<uint8_t> codes(ws[i].size());
           for (size_t j = 0; j < codes.size(); ++j) codes[j] = f32_to_e4m3(ws[i][j] / s);
-          st.add(m + ".weight", DType::F8_E4M3, {n, k}, codes);
+          st.add(on_disk(m + ".weight"), DType::F8_E4M3, {n, k}, codes);
           scalar(m + ".weight_scale", s);
           scalar(m + ".input_scale", input_amax / 448.0f);
           break;
@@ -120,17 +137,27 @@ void write_synthetic_checkpoint(const std::string& dir, const SyntheticOptions& 
   qc.exclude_modules = exclude;
 
   Writer w{o, {}, std::mt19937_64(o.seed)};
+  if (is_vl(o)) w.prefix = "model.language_model.";
   w.dense("model.embed_tokens.weight", {mc.vocab_size, mc.hidden_size}, w.randn(mc.vocab_size * mc.hidden_size, 1.0f));
   w.dense("model.norm.weight", {mc.hidden_size}, std::vector<float>(mc.hidden_size, mc.zero_centered_norm ? 0.0f : 1.0f));
   for (const LayerSpec& spec : plan_layers(mc)) {
     if (spec.tied_embedding) continue;
-    // Routers are never quantized by exporters: list them as excluded, like ModelOpt does.
+    // Routers are never quantized by exporters: list their modules as excluded, like ModelOpt
+    // does (in_proj_b and in_proj_a by their own names).
     if (spec.router && o.algo != QuantAlgo::None && o.algo != QuantAlgo::MIXED_PRECISION)
-      qc.exclude_modules.push_back(spec.name);
+      qc.exclude_modules.insert(qc.exclude_modules.end(), spec.shards.begin(), spec.shards.end());
     QuantAlgo algo = spec.router ? QuantAlgo::None : layer_on_disk_algo(qc, spec);
     float input_amax = 3.0f + static_cast<float>(w.rng() % 1000) / 1000.0f;
     if (spec.kind == kernels::LayerKind::linear) {
       w.linear_group(spec.shards, spec.shard_rows, spec.in_features, algo, spec.bias, input_amax);
+      continue;
+    }
+    if (o.fused_experts && algo == QuantAlgo::None) {
+      const int64_t e_n = spec.num_experts, inter = spec.inter, hid = spec.hidden;
+      w.dense(spec.shards[0] + ".gate_up_proj", {e_n, 2 * inter, hid},
+              w.randn(e_n * 2 * inter * hid, 1.0f / std::sqrt(static_cast<float>(hid))));
+      w.dense(spec.shards[0] + ".down_proj", {e_n, hid, inter},
+              w.randn(e_n * hid * inter, 1.0f / std::sqrt(static_cast<float>(inter))));
       continue;
     }
     for (int64_t e = 0; e < spec.num_experts; ++e) {
@@ -156,6 +183,15 @@ void write_synthetic_checkpoint(const std::string& dir, const SyntheticOptions& 
       }
     }
 
+  if (o.extra_tensors) {
+    // Never read by the loader: a multi-token-prediction layer and, for VL, a vision block.
+    const int64_t h = mc.hidden_size;
+    w.dense("mtp.fc.weight", {h, 2 * h}, w.randn(2 * h * h, 0.1f));
+    w.dense("mtp.norm.weight", {h}, std::vector<float>(static_cast<size_t>(h), 0.0f));
+    w.dense("mtp.layers.0.mlp.experts.0.gate_proj.weight", {16, h}, w.randn(16 * h, 0.1f));
+    if (is_vl(o)) w.st.add("model.visual.blocks.0.attn.qkv.weight", DType::F32, {48, 16}, w.randn(48 * 16, 0.1f));
+  }
+
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec || !std::filesystem::is_directory(dir, ec))
@@ -167,7 +203,12 @@ void write_synthetic_checkpoint(const std::string& dir, const SyntheticOptions& 
   };
   if (o.algo != QuantAlgo::None) {
     json producer = {{"name", "fp4lm-synthetic"}, {"version", "0.1.0"}};
-    json excl = qc.exclude_modules;
+    json excl = json::array();
+    for (const std::string& m : qc.exclude_modules) excl.push_back(w.on_disk(m));
+    if (o.extra_tensors) {
+      excl.push_back("mtp*");
+      if (is_vl(o)) excl.push_back("model.visual*");
+    }
     if (o.write_hf_quant_config) {
       json q = {{"quant_algo", std::string(quant::algo_name(o.algo))},
                 {"kv_cache_quant_algo", nullptr},
@@ -175,7 +216,8 @@ void write_synthetic_checkpoint(const std::string& dir, const SyntheticOptions& 
                 {"exclude_modules", excl}};
       if (o.algo == QuantAlgo::MIXED_PRECISION) {
         json layers = json::object();
-        for (const auto& [m, a] : o.mixed) layers[m] = {{"quant_algo", std::string(quant::algo_name(a))}, {"group_size", 16}};
+        for (const auto& [m, a] : o.mixed)
+          layers[w.on_disk(m)] = {{"quant_algo", std::string(quant::algo_name(a))}, {"group_size", 16}};
         q["quantized_layers"] = layers;
       }
       write_json("hf_quant_config.json", {{"producer", producer}, {"quantization", q}});
@@ -188,7 +230,8 @@ void write_synthetic_checkpoint(const std::string& dir, const SyntheticOptions& 
                   {"producer", producer}};
       if (o.algo == QuantAlgo::MIXED_PRECISION) {
         json layers = json::object();
-        for (const auto& [m, a] : o.mixed) layers[m] = {{"quant_algo", std::string(quant::algo_name(a))}, {"group_size", 16}};
+        for (const auto& [m, a] : o.mixed)
+          layers[w.on_disk(m)] = {{"quant_algo", std::string(quant::algo_name(a))}, {"group_size", 16}};
         qcj["quantized_layers"] = layers;
       }
       config["quantization_config"] = qcj;

@@ -36,9 +36,19 @@ struct SyntheticOptions {
   bool write_hf_quant_config = true;
   bool write_config_quantization = true;
   DType dense_dtype = DType::BF16;  // unquantized tensors and torch_dtype
+  // Unquantized MoE experts as the original bf16 Qwen3.5 checkpoints store them: one
+  // `<experts>.gate_up_proj` [E, 2I, D] and one `<experts>.down_proj` [E, D, I] per layer
+  // instead of per-expert 2-D tensors.
+  bool fused_experts = false;
+  // Multi-token-prediction tensors (`mtp.*`) next to the model, and for a VL architecture
+  // (…ForConditionalGeneration: config under text_config, tensors under model.language_model.)
+  // vision tensors (`model.visual.*`), as published checkpoints carry them; the loader ignores
+  // them and a quantized checkpoint excludes them ("mtp*", "model.visual*").
+  bool extra_tensors = false;
   uint64_t seed = 1;
 };
 
+// The config.json of o (VL architectures: nested under text_config).
 nlohmann::json synthetic_config_json(const SyntheticOptions& o);
 
 // Writes config.json, generation_config.json, hf_quant_config.json (if asked) and

@@ -2,6 +2,8 @@
 // written by `fp4lm synth`, plain and with --override-activation-dtype, files untouched.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <fstream>
 #include <map>
 
 #include <nlohmann/json.hpp>
@@ -131,9 +133,69 @@ TEST(InspectLayersCli, HybridShowsLayerTypesAndEachLayersSchemeAndGenerates) {
   EXPECT_EQ(scheme["model.layers.1.mlp.experts"], "nvfp4_w4a4");
   EXPECT_EQ(scheme["model.layers.1.mlp.shared_expert_gate"], "unquantized");
   EXPECT_EQ(scheme.count("model.layers.0.self_attn.qkv_proj"), 0u);
+  // The writer lists the GDN's router-like projections by their stored names, as ModelOpt does.
+  const json excl = f["quantization"]["exclude_modules"];
+  for (const char* m : {"model.layers.0.linear_attn.in_proj_b", "model.layers.0.linear_attn.in_proj_a"})
+    EXPECT_NE(std::find(excl.begin(), excl.end(), json(m)), excl.end()) << m << " in " << excl.dump();
+  EXPECT_EQ(std::find(excl.begin(), excl.end(), json("model.layers.0.linear_attn.in_proj_ba")), excl.end());
   auto text = run_command(fp4lm_bin() + " inspect --model " + dir);
   EXPECT_NE(text.out.find("linear_attention, full_attention"), std::string::npos) << text.out;
   auto g = run_command(fp4lm_bin() + " generate --model " + dir + " --prompt-ids 1,5,9 --max-tokens 6");
+  EXPECT_EQ(g.exit_code, 0) << g.err;
+}
+
+// Qwen3-Next's fused in_proj_qkvz / in_proj_ba, and the VL Qwen3.5 form with fused 3-D expert
+// tensors and mtp / vision tensors: inspect, generate, eval and quantize through the CLI.
+TEST(InspectLayersCli, Qwen3NextAndVlHybridWithFusedExpertsRunThroughEveryCommand) {
+  fp4lm::test::TempDir tmp;
+  const std::string next = (tmp / "next").string();
+  auto w = run_command(fp4lm_bin() + " synth --out " + next + " --arch Qwen3NextForCausalLM --algo NVFP4 --layers 4");
+  ASSERT_EQ(w.exit_code, 0) << w.err;
+  json f = inspect(next);
+  EXPECT_EQ(f["layer_types"], json({"linear_attention", "full_attention", "linear_attention", "full_attention"}));
+  std::map<std::string, std::string> scheme;
+  for (const json& l : f["layers"]) scheme[l["name"]] = l["scheme"];
+  EXPECT_EQ(scheme["model.layers.0.linear_attn.in_proj_qkvz"], "nvfp4_w4a4");
+  EXPECT_EQ(scheme["model.layers.0.linear_attn.in_proj_ba"], "unquantized");
+  EXPECT_EQ(scheme.count("model.layers.0.linear_attn.in_proj_qkv"), 0u);
+  const json next_excl = f["quantization"]["exclude_modules"];
+  EXPECT_NE(std::find(next_excl.begin(), next_excl.end(), json("model.layers.0.linear_attn.in_proj_ba")),
+            next_excl.end())
+      << next_excl.dump();
+  auto g = run_command(fp4lm_bin() + " generate --model " + next + " --prompt-ids 1,5,9 --max-tokens 4");
+  EXPECT_EQ(g.exit_code, 0) << g.err;
+
+  const std::string vl = (tmp / "vl").string();
+  w = run_command(fp4lm_bin() + " synth --out " + vl +
+                  " --arch Qwen3_5MoeForConditionalGeneration --algo none --fused-experts --extra-tensors --layers 4");
+  ASSERT_EQ(w.exit_code, 0) << w.err;
+  f = inspect(vl);
+  EXPECT_EQ(f["architecture"], "Qwen3_5MoeForConditionalGeneration");
+  EXPECT_EQ(f["layer_types"][1], "full_attention");
+  const std::string ids = (tmp / "ids.jsonl").string();
+  std::ofstream(ids) << "{\"ids\": [1, 5, 9, 13, 40, 41, 7, 3, 99, 100]}\n[2, 7, 100, 4]\n";
+  auto e = run_command(fp4lm_bin() + " eval --json --model " + vl + " --ids " + ids);
+  ASSERT_EQ(e.exit_code, 0) << e.err;
+  const json ev = json::parse(e.out);
+  EXPECT_EQ(ev["tokens"], 12);
+  EXPECT_GT(ev["perplexity"].get<double>(), 1.0);
+  // bf16 -> W4A16_NVFP4: the fused experts are written per expert, the stored names kept.
+  const std::string q = (tmp / "vl-w4a16").string();
+  auto qr = run_command(fp4lm_bin() + " quantize --model " + vl + " --out " + q + " --algo W4A16_NVFP4");
+  ASSERT_EQ(qr.exit_code, 0) << qr.err;
+  f = inspect(q);
+  scheme.clear();
+  for (const json& l : f["layers"]) scheme[l["name"]] = l["scheme"];
+  EXPECT_EQ(scheme["model.layers.0.mlp.experts"], "nvfp4_w4a16");
+  EXPECT_EQ(scheme["model.layers.0.linear_attn.in_proj_qkv"], "nvfp4_w4a16");
+  EXPECT_EQ(scheme["model.layers.0.linear_attn.in_proj_ba"], "unquantized");
+  const json excl = f["quantization"]["exclude_modules"];
+  for (const char* m : {"model.language_model.layers.0.linear_attn.in_proj_b",
+                        "model.language_model.layers.0.linear_attn.in_proj_a",
+                        "model.language_model.layers.0.linear_attn.conv1d", "model.language_model.layers.0.mlp.gate",
+                        "model.language_model.layers.0.mlp.shared_expert_gate", "mtp*", "model.visual*"})
+    EXPECT_NE(std::find(excl.begin(), excl.end(), json(m)), excl.end()) << m << " in " << excl.dump();
+  g = run_command(fp4lm_bin() + " generate --model " + q + " --prompt-ids 1,5,9 --max-tokens 4");
   EXPECT_EQ(g.exit_code, 0) << g.err;
 }
 

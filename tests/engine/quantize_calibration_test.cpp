@@ -3,6 +3,7 @@
 // kind shared by all experts of a MoE layer (w2 from silu(gate)·up of the routed experts).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -264,6 +265,58 @@ TEST(QuantizeCalibration, EveryArchitectureQuantizesToNvfp4AndRunsAsW4A4) {
       w4a4 += scheme == "nvfp4_w4a4";
     }
     EXPECT_GE(w4a4, 6) << arch;  // 2 layers x (qkv, o, mlp or experts)
+    auto lm = model::CausalLM::load(c.out, {});
+    model::SequenceState cache = lm->new_sequence(8);
+    std::vector<int32_t> ids = {1, 5, 9, 77};
+    std::vector<float> logits(static_cast<size_t>(lm->vocab_size()));
+    lm->forward(cache, ids.data(), 4, model::LogitsMode::last, logits.data());
+    for (float v : logits) ASSERT_TRUE(std::isfinite(v)) << arch;
+  }
+}
+
+// The hybrids (issue 14): ModelOpt's default exclusions for the family — routers, the GDN's
+// in_proj_b / in_proj_a and conv1d, shared_expert_gate, the mtp and vision tensors — stay in
+// bf16 and are listed; everything else is NVFP4 W4A4, and the result loads and runs. The VL
+// form keeps its stored names (model.language_model.*).
+TEST(QuantizeCalibration, HybridsKeepModelOptsDefaultExclusionsAndRunAsW4A4) {
+  for (const char* arch : {"Qwen3_5MoeForCausalLM", "Qwen3_5MoeForConditionalGeneration", "Qwen3NextForCausalLM"}) {
+    SyntheticOptions o = source(arch);
+    o.layers = 4;
+    o.extra_tensors = true;
+    Case c(o);
+    engine::QuantizeSummary sum = engine::quantize_checkpoint(c.options());
+    const bool vl = std::string(arch).ends_with("ConditionalGeneration");
+    const bool next = std::string(arch) == "Qwen3NextForCausalLM";
+    const std::string p = vl ? "model.language_model.layers." : "model.layers.";
+    auto listed = [&](const std::string& m) {
+      return std::find(sum.exclude_modules.begin(), sum.exclude_modules.end(), m) != sum.exclude_modules.end();
+    };
+    for (const std::string& m :
+         {p + "0.linear_attn.conv1d", p + "0.mlp.gate", p + "0.mlp.shared_expert_gate", p + "1.mlp.gate",
+          std::string("mtp*"), std::string("lm_head")})
+      EXPECT_TRUE(listed(m)) << arch << " " << m;
+    if (next) {
+      EXPECT_TRUE(listed(p + "0.linear_attn.in_proj_ba")) << arch;
+    } else {
+      EXPECT_TRUE(listed(p + "0.linear_attn.in_proj_b")) << arch;
+      EXPECT_TRUE(listed(p + "0.linear_attn.in_proj_a")) << arch;
+    }
+    EXPECT_EQ(listed("model.visual*"), vl) << arch;
+    auto out = io::Checkpoint::open(c.out);
+    EXPECT_EQ(out->get("mtp.fc.weight").dtype, DType::F32);  // copied in the source's dtype
+    EXPECT_EQ(out->get(p + "0.linear_attn.conv1d.weight").dtype, DType::F32);
+    EXPECT_EQ(out->get(p + "0.linear_attn.out_proj.weight").dtype, DType::U8) << arch;
+    EXPECT_EQ(out->get(p + "0.mlp.experts.1.down_proj.weight").dtype, DType::U8) << arch;
+    EXPECT_GT(scalar(*out, p + "1.self_attn.q_proj.input_scale"), 0.0f) << arch;
+    if (vl) {
+      EXPECT_EQ(out->find("model.layers.0.mlp.gate.weight"), nullptr);  // stored names kept
+    }
+
+    model::ModelLoader l(io::Checkpoint::open(c.out), {});
+    for (const model::LayerSpec& s : l.layers()) {
+      const std::string scheme(kernels::scheme_name(l.describe(s).scheme.key));
+      EXPECT_EQ(scheme, s.router || s.name == "lm_head" ? "unquantized" : "nvfp4_w4a4") << arch << " " << s.name;
+    }
     auto lm = model::CausalLM::load(c.out, {});
     model::SequenceState cache = lm->new_sequence(8);
     std::vector<int32_t> ids = {1, 5, 9, 77};

@@ -61,6 +61,29 @@ void check_unquantized_input(const io::Checkpoint& ck, const nlohmann::json& con
 
 }  // namespace
 
+void expose_fused_experts(io::Checkpoint& ck) {
+  const model::ModelConfig c = model::parse_model_config(ck.config(), ck.dir() + "/config.json");
+  for (const LayerSpec& spec : model::plan_layers(c)) {
+    if (spec.kind != kernels::LayerKind::moe) continue;
+    const std::string& box = spec.shards[0];
+    if (!ck.find(box + ".gate_up_proj")) continue;
+    for (const std::string& t : {box + ".gate_up_proj", box + ".down_proj"}) {
+      const TensorView* v = ck.find(t);
+      const Shape want = t.ends_with("gate_up_proj") ? Shape{spec.num_experts, 2 * spec.inter, spec.hidden}
+                                                     : Shape{spec.num_experts, spec.hidden, spec.inter};
+      if (!v) fail("{}: missing tensor '{}' (expected shape {})", ck.dir(), t, shape_str(want));
+      if (v->shape != want)
+        fail("{}: tensor '{}': expected shape {}, found {}", ck.file_of(t), t, shape_str(want), shape_str(v->shape));
+    }
+    for (int64_t e = 0; e < spec.num_experts; ++e) {
+      const std::string b = fmt::format("{}.{}.", box, e);
+      ck.alias_slice(b + spec.expert_proj[0] + ".weight", box + ".gate_up_proj", e, 0, spec.inter);
+      ck.alias_slice(b + spec.expert_proj[1] + ".weight", box + ".gate_up_proj", e, spec.inter, spec.inter);
+      ck.alias_slice(b + spec.expert_proj[2] + ".weight", box + ".down_proj", e, 0, spec.hidden);
+    }
+  }
+}
+
 ExportPlan make_export_plan(const io::Checkpoint& ck, const ExportOptions& opts) {
   if (opts.algo != QuantAlgo::NVFP4 && opts.algo != QuantAlgo::W4A16_NVFP4)
     fail("fp4lm quantize writes NVFP4 or W4A16_NVFP4, not {}", quant::algo_name(opts.algo));
@@ -75,9 +98,11 @@ ExportPlan make_export_plan(const io::Checkpoint& ck, const ExportOptions& opts)
   };
 
   for (const LayerSpec& spec : plan.layers) {
-    if (spec.router) {  // routers stay in their dtype, as in every ModelOpt export
-      check_weight(ck, spec.shards[0], spec.out_features, spec.in_features);
-      plan.exclude_modules.push_back(spec.shards[0]);
+    if (spec.router) {  // routers (and the GDN's in_proj_b / in_proj_a) stay in their dtype
+      for (size_t i = 0; i < spec.shards.size(); ++i) {
+        check_weight(ck, spec.shards[i], spec.shard_rows[i], spec.in_features);
+        plan.exclude_modules.push_back(spec.shards[i]);
+      }
       continue;
     }
     if (spec.kind == kernels::LayerKind::linear) {
@@ -109,6 +134,7 @@ ExportPlan make_export_plan(const io::Checkpoint& ck, const ExportOptions& opts)
     }
     // A MoE experts layer: all experts share one format (the engine runs them as one kernel).
     const std::string& box = spec.shards[0];
+    if (ck.find(box + ".gate_up_proj")) plan.fused_experts.push_back(box);
     std::vector<std::string> modules = spec.modules();
     for (int64_t e = 0; e < spec.num_experts; ++e) {
       const std::string b = fmt::format("{}.{}.", box, e);
@@ -137,6 +163,20 @@ ExportPlan make_export_plan(const io::Checkpoint& ck, const ExportOptions& opts)
       plan.groups.push_back({spec.name, GroupInput::experts_w2, {b + spec.expert_proj[2]}, {spec.hidden}, spec.inter});
     }
   }
+  // ModelOpt's default exclusions for the hybrids (its quantizer config disables
+  // *linear_attn.conv1d*, *mlp.gate.*, *shared_expert_gate*, in_proj_a/b; hf_ptq leaves mtp and
+  // the vision tower unquantized): the conv1d modules by name, and the multi-token-prediction
+  // and vision tensors, which fp4lm copies unchanged, by pattern.
+  for (int64_t i = 0; i < plan.config.num_layers; ++i)
+    if (!plan.config.layer_is_attention(i))
+      plan.exclude_modules.push_back(fmt::format("model.layers.{}.linear_attn.conv1d", i));
+  bool mtp = false, visual = false;
+  for (const std::string& name : ck.tensor_names()) {
+    mtp |= name.rfind("mtp.", 0) == 0;
+    visual |= name.rfind("model.visual.", 0) == 0;
+  }
+  if (mtp) plan.exclude_modules.push_back("mtp*");
+  if (visual) plan.exclude_modules.push_back("model.visual*");
   for (size_t i = 0; i < plan.groups.size(); ++i) {
     plan.lm_head_quantized |= plan.groups[i].layer == "lm_head";
     for (const std::string& m : plan.groups[i].modules) plan.group_index[m] = i;

@@ -40,9 +40,14 @@ struct ExportPlan {
   model::ModelConfig config;
   std::vector<model::LayerSpec> layers;       // plan_layers(config)
   std::vector<QuantGroup> groups;             // model order
-  std::vector<std::string> exclude_modules;   // every unquantized Linear / router / experts module, model order
+  // Every unquantized Linear / router / experts module in model order, then the hybrids' conv1d
+  // modules and the "mtp*" / "model.visual*" patterns when the checkpoint has such tensors.
+  std::vector<std::string> exclude_modules;
   std::vector<std::string> notes;             // one line per unquantized Linear layer, with its reason
   bool lm_head_quantized = false;
+  // Experts layers stored as fused 3-D tensors (`<experts>.gate_up_proj`, `<experts>.down_proj`),
+  // by container name: quantized, they are written per expert, as ModelOpt exports them.
+  std::vector<std::string> fused_experts;
   std::unordered_map<std::string, size_t> group_index;  // HF module -> index into groups
 
   // The group a module belongs to, or nullptr when the module is not quantized.
@@ -56,5 +61,12 @@ struct ExportPlan {
 // not F32/BF16/F16. A fused group partly matched by --exclude is excluded as a whole (a fused
 // engine layer cannot mix formats); so is a MoE layer whose experts are partly matched.
 ExportPlan make_export_plan(const io::Checkpoint& ckpt, const ExportOptions& opts);
+
+// Makes the experts of fused 3-D tensors (original bf16 Qwen3.5: `<experts>.gate_up_proj`
+// [E, 2I, D], gate rows first, and `<experts>.down_proj` [E, D, I]) readable as the per-expert
+// `<experts>.<e>.{gate,up,down}_proj.weight` the plan and the quantizer use (views, no copy).
+// Call before make_export_plan; the checkpoint's text-model names must already read as model.*.
+// Error naming the tensor when a fused tensor has the wrong shape or its partner is missing.
+void expose_fused_experts(io::Checkpoint& ckpt);
 
 }  // namespace fp4lm::engine

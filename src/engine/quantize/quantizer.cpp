@@ -210,7 +210,20 @@ QuantizeSummary quantize_checkpoint(const QuantizeOptions& o) {
     fail("{}: the parent directory {} does not exist", o.out_dir, out.parent_path().string());
 
   auto ck = io::Checkpoint::open(o.model_dir);
+  // A VL checkpoint's text model (model.language_model.*) is planned as "model.*"; what is
+  // written keeps the stored names.
+  const std::string prefix = model::parse_model_config(ck->config(), ck->dir() + "/config.json").tensor_prefix;
+  if (prefix != "model.") ck->alias_prefix(prefix, "model.");
+  expose_fused_experts(*ck);
+  auto to_disk = [&](const std::string& m) {
+    return prefix != "model." && m.starts_with("model.") && !m.starts_with("model.visual") ? prefix + m.substr(6) : m;
+  };
+  auto to_plan = [&](const std::string& n) {
+    return prefix != "model." && n.starts_with(prefix) ? "model." + n.substr(prefix.size()) : n;
+  };
   const ExportPlan plan = make_export_plan(*ck, o.exp);
+  std::vector<std::string> exclude_on_disk;
+  for (const std::string& m : plan.exclude_modules) exclude_on_disk.push_back(to_disk(m));
   for (const std::string& note : plan.notes) log().info("{}", note);
 
   ActivationAmax amax;
@@ -226,18 +239,9 @@ QuantizeSummary quantize_checkpoint(const QuantizeOptions& o) {
   std::vector<OutTensor> outs;
   std::vector<std::vector<size_t>> job_outs;  // output indices per job
   std::vector<bool> emitted(plan.groups.size(), false);
-  for (const std::string& name : ck->tensor_names()) {
-    const TensorView& t = ck->get(name);
-    const bool is_weight = name.size() > 7 && name.compare(name.size() - 7, 7, ".weight") == 0;
-    const QuantGroup* g = is_weight ? plan.group_of_module(name.substr(0, name.size() - 7)) : nullptr;
-    if (!g) {
-      jobs.push_back({name, nullptr, t.nbytes});
-      job_outs.push_back({outs.size()});
-      outs.push_back({name, t.dtype, t.shape, t.nbytes});
-      continue;
-    }
+  auto emit_group = [&](const QuantGroup* g) {
     const size_t gi = static_cast<size_t>(g - plan.groups.data());
-    if (emitted[gi]) continue;
+    if (emitted[gi]) return;
     emitted[gi] = true;
     Job job{std::nullopt, g, 0};
     std::vector<size_t> idx;
@@ -249,13 +253,36 @@ QuantizeSummary quantize_checkpoint(const QuantizeOptions& o) {
         idx.push_back(outs.size());
         outs.push_back({nm, d, std::move(s), bytes});
       };
-      add(m + ".weight", DType::U8, {n, k / 2}, static_cast<size_t>(n * k / 2));
-      add(m + ".weight_scale", DType::F8_E4M3, {n, k / 16}, static_cast<size_t>(n * k / 16));
-      add(m + ".weight_scale_2", DType::F32, {}, 4);
-      if (algo == QuantAlgo::NVFP4) add(m + ".input_scale", DType::F32, {}, 4);
+      const std::string d = to_disk(m);
+      add(d + ".weight", DType::U8, {n, k / 2}, static_cast<size_t>(n * k / 2));
+      add(d + ".weight_scale", DType::F8_E4M3, {n, k / 16}, static_cast<size_t>(n * k / 16));
+      add(d + ".weight_scale_2", DType::F32, {}, 4);
+      if (algo == QuantAlgo::NVFP4) add(d + ".input_scale", DType::F32, {}, 4);
     }
     jobs.push_back(job);
     job_outs.push_back(std::move(idx));
+  };
+  for (const std::string& name : ck->tensor_names()) {
+    const TensorView& t = ck->get(name);
+    const bool is_weight = name.size() > 7 && name.compare(name.size() - 7, 7, ".weight") == 0;
+    const std::string planned = to_plan(name);
+    if (const QuantGroup* g = is_weight ? plan.group_of_module(planned.substr(0, planned.size() - 7)) : nullptr) {
+      emit_group(g);
+      continue;
+    }
+    // A fused 3-D experts tensor whose experts are quantized becomes their per-expert tensors.
+    std::vector<const QuantGroup*> experts;
+    for (const std::string& box : plan.fused_experts) {
+      const bool w13 = planned == box + ".gate_up_proj", w2 = planned == box + ".down_proj";
+      if (!w13 && !w2) continue;
+      for (const QuantGroup& g : plan.groups)
+        if (g.layer == box && g.input == (w13 ? GroupInput::experts_w13 : GroupInput::experts_w2)) experts.push_back(&g);
+    }
+    for (const QuantGroup* g : experts) emit_group(g);
+    if (!experts.empty()) continue;
+    jobs.push_back({name, nullptr, t.nbytes});
+    job_outs.push_back({outs.size()});
+    outs.push_back({name, t.dtype, t.shape, t.nbytes});
   }
   for (size_t gi = 0; gi < emitted.size(); ++gi)
     if (!emitted[gi]) fail("internal: quantized group of {} was not emitted", plan.groups[gi].modules[0]);
@@ -281,10 +308,10 @@ QuantizeSummary quantize_checkpoint(const QuantizeOptions& o) {
   });
 
   json config = ck->config();
-  config["quantization_config"] = quant::quantization_config_json(algo, plan.exclude_modules, o.producer_version);
+  config["quantization_config"] = quant::quantization_config_json(algo, exclude_on_disk, o.producer_version);
   write_json_file(tmp.path / "config.json", config);
   write_json_file(tmp.path / "hf_quant_config.json",
-                  quant::hf_quant_config_json(algo, plan.exclude_modules, o.producer_version));
+                  quant::hf_quant_config_json(algo, exclude_on_disk, o.producer_version));
   for (const char* f : kCopiedFiles) {
     const fs::path src = in / f;
     if (fs::is_regular_file(src, ec)) {
@@ -370,7 +397,7 @@ QuantizeSummary quantize_checkpoint(const QuantizeOptions& o) {
   tmp.keep = true;
 
   QuantizeSummary s;
-  s.exclude_modules = plan.exclude_modules;
+  s.exclude_modules = exclude_on_disk;
   s.quantized_modules = quantized_modules;
   s.tensors = outs.size();
   s.shard_files = shards.files;

@@ -1,15 +1,14 @@
 // Qwen3_5MoeForCausalLM / Qwen3_5MoeForConditionalGeneration (the text model only; the VL form's
 // keys under text_config and tensors under model.language_model., see parse_model_config): a
 // hybrid whose layers' mixers are gated delta-nets (linear_attention, model/gated_delta_net.h)
-// or gated full attention (model/attention.h), chosen by layer_types / full_attention_interval.
-// Every RMSNorm but the GDN's output norm is zero-centered (x/rms·(1+w)); RoPE is partial.
-// Every layer's feed-forward is a sparse MoE (top-k always renormalized) with a shared expert
-// scaled by sigmoid(shared_expert_gate(x)).
+// or gated full attention (model/attention.h), chosen by layer_types / full_attention_interval
+// (arch/gated_hybrid.h). The GDN's projections are separate tensors: in_proj_qkv, in_proj_z,
+// in_proj_b, in_proj_a. Every layer's feed-forward is a sparse MoE (top-k always renormalized)
+// with a shared expert scaled by sigmoid(shared_expert_gate(x)).
 #include <fmt/format.h>
 
 #include "model/arch/arch.h"
-#include "model/attention.h"
-#include "model/gated_delta_net.h"
+#include "model/arch/gated_hybrid.h"
 #include "model/model_loader.h"
 #include "model/sparse_moe.h"
 #include "model/synthetic_checkpoint.h"
@@ -24,114 +23,26 @@ class Qwen3_5Moe final : public ArchDef {
   std::string_view hf_name() const override { return name_; }
 
   void parse_config(const ConfigReader& r, ModelConfig& c) const override {
-    const nlohmann::json& j = r.j;
-    const std::string& path = r.path;
-    c.zero_centered_norm = true;
-    c.qk_norm = true;
-    c.attn_output_gate = r.opt<bool>("attn_output_gate", true);
-    c.linear_num_key_heads = r.req<int64_t>("linear_num_key_heads");
-    c.linear_num_value_heads = r.req<int64_t>("linear_num_value_heads");
-    c.linear_key_head_dim = r.req<int64_t>("linear_key_head_dim");
-    c.linear_value_head_dim = r.req<int64_t>("linear_value_head_dim");
-    c.linear_conv_kernel = r.opt<int64_t>("linear_conv_kernel_dim", 4);
-    for (auto [k, v] : {std::pair{"linear_num_key_heads", c.linear_num_key_heads},
-                        {"linear_num_value_heads", c.linear_num_value_heads},
-                        {"linear_key_head_dim", c.linear_key_head_dim},
-                        {"linear_value_head_dim", c.linear_value_head_dim},
-                        {"linear_conv_kernel_dim", c.linear_conv_kernel}})
-      r.positive(k, v);
-    if (c.linear_num_value_heads % c.linear_num_key_heads != 0)
-      fail("{}: linear_num_value_heads ({}) must be a multiple of linear_num_key_heads ({})", path,
-           c.linear_num_value_heads, c.linear_num_key_heads);
-    if (r.has("layer_types")) {
-      const nlohmann::json& t = j["layer_types"];
-      if (!t.is_array() || static_cast<int64_t>(t.size()) != c.num_layers)
-        fail("{}: field 'layer_types' must list {} layer types (num_hidden_layers), found {}", path, c.num_layers,
-             t.dump());
-      for (const nlohmann::json& v : t) {
-        const std::string s = v.is_string() ? v.get<std::string>() : v.dump();
-        if (s != "full_attention" && s != "linear_attention")
-          fail("{}: field 'layer_types' holds '{}' (expected full_attention or linear_attention)", path, s);
-        c.full_attention.push_back(s == "full_attention");
-      }
-    } else {
-      const int64_t every = r.opt<int64_t>("full_attention_interval", 4);
-      r.positive("full_attention_interval", every);
-      for (int64_t i = 0; i < c.num_layers; ++i) c.full_attention.push_back((i + 1) % every == 0);
-    }
-    if (c.num_attention_layers() == 0)
-      fail("{}: no full_attention layer (layer_types / full_attention_interval); fp4lm needs at least one", path);
-    // rope_parameters (Qwen3.5) or top-level keys (Qwen3-Next). For text, mrope's three position
-    // ids are all the token index, so mrope_section is plain RoPE.
-    double factor = r.opt<double>("partial_rotary_factor", 1.0);
-    if (j.contains("rope_parameters") && j["rope_parameters"].is_object()) {
-      ConfigReader rp{j["rope_parameters"], path};
-      c.rope_theta = rp.opt<double>("rope_theta", c.rope_theta);
-      factor = rp.opt<double>("partial_rotary_factor", factor);
-      const std::string type = rp.opt<std::string>("rope_type", "default");
-      if (type != "default") fail("{}: unsupported rope_parameters.rope_type '{}' (supported: default)", path, type);
-    }
-    c.rotary_dim = static_cast<int64_t>(static_cast<double>(c.head_dim) * factor);
-    if (c.rotary_dim <= 0 || c.rotary_dim > c.head_dim || c.rotary_dim % 2 != 0)
-      fail("{}: partial_rotary_factor {} gives rotary dims {} (must be even, in (0, head_dim {}])", path, factor,
-           c.rotary_dim, c.head_dim);
+    read_gated_hybrid_keys(r, c);
     c.num_experts = r.req<int64_t>("num_experts");
     c.top_k = r.req<int64_t>("num_experts_per_tok");
     c.moe_intermediate_size = r.req<int64_t>("moe_intermediate_size");
     c.norm_topk_prob = true;  // qwen3_5_moe always renormalizes the top-k weights
     c.shared_expert_intermediate_size = r.req<int64_t>("shared_expert_intermediate_size");
     r.positive("shared_expert_intermediate_size", c.shared_expert_intermediate_size);
-    const std::string ssm = r.opt<std::string>("mamba_ssm_dtype", "float32");
-    if (ssm != "float32") fail("{}: unsupported mamba_ssm_dtype '{}' (supported: float32)", path, ssm);
   }
 
   void plan_layer(const ModelConfig& c, int64_t i, std::vector<LayerSpec>& out) const override {
-    const std::string p = fmt::format("model.layers.{}", i);
-    if (c.layer_is_attention(i)) {
-      plan_attention(c, i, out);
-    } else {
-      // in_proj_b / in_proj_a (one row per value head) are kept unquantized by exporters, like routers.
-      const std::string a = p + ".linear_attn";
-      const int64_t nv = c.linear_num_value_heads, vd = nv * c.linear_value_head_dim;
-      out.push_back(plan_linear(a + ".in_proj_qkv", i, {a + ".in_proj_qkv"}, {c.gdn_conv_dim()}, c.hidden_size));
-      out.push_back(plan_linear(a + ".in_proj_z", i, {a + ".in_proj_z"}, {vd}, c.hidden_size));
-      LayerSpec ba = plan_linear(a + ".in_proj_ba", i, {a + ".in_proj_b", a + ".in_proj_a"}, {nv, nv}, c.hidden_size);
-      ba.router = true;
-      out.push_back(ba);
-      out.push_back(plan_linear(a + ".out_proj", i, {a + ".out_proj"}, {c.hidden_size}, vd));
-    }
-    const std::string b = p + ".mlp";
-    plan_sparse_moe(c, i, b, {"gate_proj", "up_proj", "down_proj"}, out);
-    plan_dense_mlp(c, i, b + ".shared_expert", c.shared_expert_intermediate_size, out);
-    LayerSpec gate = plan_linear(b + ".shared_expert_gate", i, {b + ".shared_expert_gate"}, {1}, c.hidden_size);
-    gate.router = true;
-    out.push_back(gate);
+    plan_gated_hybrid_mixer(c, i, out);
+    plan_moe_with_shared_expert(c, i, fmt::format("model.layers.{}.mlp", i), out);
   }
 
   std::vector<LayerParam> layer_params(const ModelConfig& c, int64_t i) const override {
-    const std::string p = fmt::format("model.layers.{}.", i);
-    std::vector<LayerParam> out = {{p + "input_layernorm.weight", {c.hidden_size}},
-                                   {p + "post_attention_layernorm.weight", {c.hidden_size}}};
-    if (c.layer_is_attention(i)) {
-      out.push_back({p + "self_attn.q_norm.weight", {c.head_dim}});
-      out.push_back({p + "self_attn.k_norm.weight", {c.head_dim}});
-    } else {
-      const std::string a = p + "linear_attn.";
-      out.push_back({a + "conv1d.weight", {c.gdn_conv_dim(), 1, c.linear_conv_kernel}});
-      out.push_back({a + "A_log", {c.linear_num_value_heads}});
-      out.push_back({a + "dt_bias", {c.linear_num_value_heads}});
-      out.push_back({a + "norm.weight", {c.linear_value_head_dim}});
-    }
-    return out;
+    return gated_hybrid_layer_params(c, i);
   }
 
-  // Attention layers use the KV cache's slots in order; GDN layers the recurrent slots.
   std::unique_ptr<Mixer> make_mixer(ModelLoader& l, int64_t i, const Rope& rope) const override {
-    const ModelConfig& c = l.config();
-    int64_t before = 0;
-    for (int64_t k = 0; k < i; ++k) before += c.layer_is_attention(k);
-    if (c.layer_is_attention(i)) return std::make_unique<Attention>(l, i, rope, before);
-    return std::make_unique<GatedDeltaNet>(l, i, i - before);
+    return make_gated_hybrid_mixer(l, i, rope);
   }
 
   std::unique_ptr<FeedForward> make_ffn(ModelLoader& l, int64_t i) const override {
@@ -144,16 +55,7 @@ class Qwen3_5Moe final : public ArchDef {
     c["num_experts_per_tok"] = o.top_k;
     c["moe_intermediate_size"] = o.moe_intermediate;
     c["shared_expert_intermediate_size"] = o.shared_expert_intermediate;
-    nlohmann::json types = nlohmann::json::array();
-    for (int64_t i = 0; i < o.layers; ++i)
-      types.push_back((i + 1) % o.full_attention_interval == 0 ? "full_attention" : "linear_attention");
-    c["layer_types"] = types;
-    c["full_attention_interval"] = o.full_attention_interval;
-    c["linear_num_key_heads"] = o.linear_key_heads;
-    c["linear_num_value_heads"] = o.linear_value_heads;
-    c["linear_key_head_dim"] = o.linear_key_head_dim;
-    c["linear_value_head_dim"] = o.linear_value_head_dim;
-    c["linear_conv_kernel_dim"] = o.conv_kernel;
+    gated_hybrid_synthetic_config(o, c);
     c["attn_output_gate"] = true;
     c["mamba_ssm_dtype"] = "float32";
     c.erase("rope_theta");

@@ -1,4 +1,11 @@
 // Unquantized weights: `<module>.weight` [rows, k] in F32, BF16 or F16, used as stored.
+// A MoE layer's experts are either per-expert 2-D tensors (`<experts>.<e>.<proj>.weight`, as
+// ModelOpt exports them) or, as the original bf16 Qwen3.5 / Qwen3-Next checkpoints store them,
+// two fused 3-D tensors without a `.weight` suffix: `<experts>.gate_up_proj` [E, 2I, D] (each
+// expert's I gate rows, then its I up rows) and `<experts>.down_proj` [E, D, I]. Both become
+// per-expert views into the mapped file, no copy.
+#include <fmt/format.h>
+
 #include "model/quant_method/quant_method.h"
 
 namespace fp4lm::model {
@@ -8,6 +15,43 @@ namespace {
 class UnquantizedMethod final : public QuantMethod {
  public:
   kernels::WeightKey weight_key() const override { return kernels::WeightKey::unquantized; }
+
+  kernels::MoeWeights moe(const ParamReader& p, const LayerSpec& spec, const LayerScheme& scheme) const override {
+    const std::string& box = spec.shards[0];
+    if (!p.checkpoint().find(box + ".gate_up_proj")) return QuantMethod::moe(p, spec, scheme);
+    const int64_t e_n = spec.num_experts, inter = spec.inter, hidden = spec.hidden;
+    const TensorView& gu =
+        p.require(box + ".gate_up_proj", {DType::F32, DType::BF16, DType::F16}, {e_n, 2 * inter, hidden});
+    const TensorView& dn = p.require(box + ".down_proj", {DType::F32, DType::BF16, DType::F16}, {e_n, hidden, inter});
+    const size_t gu_es = dtype_size(gu.dtype), dn_es = dtype_size(dn.dtype);
+    kernels::MoeWeights mw;
+    mw.key = scheme.key;
+    mw.num_experts = e_n;
+    mw.hidden = hidden;
+    mw.inter = inter;
+    mw.keepalive = p.keepalive();
+    for (int64_t e = 0; e < e_n; ++e) {
+      const uint8_t* g = gu.data + static_cast<size_t>(e * 2 * inter * hidden) * gu_es;
+      kernels::LinearWeights w13;
+      w13.key = scheme.key;
+      w13.n = 2 * inter;
+      w13.k = hidden;
+      w13.keepalive = mw.keepalive;
+      w13.shards.push_back({fmt::format("{}.gate_up_proj[{}] (gate)", box, e), inter, kernels::DenseView{gu.dtype, g}});
+      w13.shards.push_back({fmt::format("{}.gate_up_proj[{}] (up)", box, e), inter,
+                            kernels::DenseView{gu.dtype, g + static_cast<size_t>(inter * hidden) * gu_es}});
+      kernels::LinearWeights w2;
+      w2.key = scheme.key;
+      w2.n = hidden;
+      w2.k = inter;
+      w2.keepalive = mw.keepalive;
+      w2.shards.push_back({fmt::format("{}.down_proj[{}]", box, e), hidden,
+                           kernels::DenseView{dn.dtype, dn.data + static_cast<size_t>(e * hidden * inter) * dn_es}});
+      mw.w13.push_back(std::move(w13));
+      mw.w2.push_back(std::move(w2));
+    }
+    return mw;
+  }
 
  protected:
   kernels::ShardView shard(const ParamReader& p, const LayerSpec& spec, const std::string& module, int64_t rows,

@@ -1,0 +1,137 @@
+#include "model/arch/gated_hybrid.h"
+
+#include <fmt/format.h>
+
+#include "model/attention.h"
+#include "model/gated_delta_net.h"
+#include "model/model_loader.h"
+#include "model/synthetic_checkpoint.h"
+
+namespace fp4lm::model {
+
+void read_gated_hybrid_keys(const ConfigReader& r, ModelConfig& c) {
+  const nlohmann::json& j = r.j;
+  const std::string& path = r.path;
+  c.zero_centered_norm = true;
+  c.qk_norm = true;
+  c.attn_output_gate = r.opt<bool>("attn_output_gate", true);
+  c.linear_num_key_heads = r.req<int64_t>("linear_num_key_heads");
+  c.linear_num_value_heads = r.req<int64_t>("linear_num_value_heads");
+  c.linear_key_head_dim = r.req<int64_t>("linear_key_head_dim");
+  c.linear_value_head_dim = r.req<int64_t>("linear_value_head_dim");
+  c.linear_conv_kernel = r.opt<int64_t>("linear_conv_kernel_dim", 4);
+  for (auto [k, v] : {std::pair{"linear_num_key_heads", c.linear_num_key_heads},
+                      {"linear_num_value_heads", c.linear_num_value_heads},
+                      {"linear_key_head_dim", c.linear_key_head_dim},
+                      {"linear_value_head_dim", c.linear_value_head_dim},
+                      {"linear_conv_kernel_dim", c.linear_conv_kernel}})
+    r.positive(k, v);
+  if (c.linear_num_value_heads % c.linear_num_key_heads != 0)
+    fail("{}: linear_num_value_heads ({}) must be a multiple of linear_num_key_heads ({})", path,
+         c.linear_num_value_heads, c.linear_num_key_heads);
+  if (r.has("layer_types")) {
+    const nlohmann::json& t = j["layer_types"];
+    if (!t.is_array() || static_cast<int64_t>(t.size()) != c.num_layers)
+      fail("{}: field 'layer_types' must list {} layer types (num_hidden_layers), found {}", path, c.num_layers,
+           t.dump());
+    for (const nlohmann::json& v : t) {
+      const std::string s = v.is_string() ? v.get<std::string>() : v.dump();
+      if (s != "full_attention" && s != "linear_attention")
+        fail("{}: field 'layer_types' holds '{}' (expected full_attention or linear_attention)", path, s);
+      c.full_attention.push_back(s == "full_attention");
+    }
+  } else {
+    const int64_t every = r.opt<int64_t>("full_attention_interval", 4);
+    r.positive("full_attention_interval", every);
+    for (int64_t i = 0; i < c.num_layers; ++i) c.full_attention.push_back((i + 1) % every == 0);
+  }
+  if (c.num_attention_layers() == 0)
+    fail("{}: no full_attention layer (layer_types / full_attention_interval); fp4lm needs at least one", path);
+  // rope_parameters (Qwen3.5, newer Qwen3-Next exports) or top-level keys (Qwen3-Next). For text,
+  // mrope's three position ids are all the token index, so mrope_section is plain RoPE. Both HF
+  // configs default partial_rotary_factor to 0.25.
+  double factor = r.opt<double>("partial_rotary_factor", 0.25);
+  if (j.contains("rope_parameters") && j["rope_parameters"].is_object()) {
+    ConfigReader rp{j["rope_parameters"], path};
+    c.rope_theta = rp.opt<double>("rope_theta", c.rope_theta);
+    factor = rp.opt<double>("partial_rotary_factor", factor);
+    const std::string type = rp.opt<std::string>("rope_type", "default");
+    if (type != "default") fail("{}: unsupported rope_parameters.rope_type '{}' (supported: default)", path, type);
+  }
+  c.rotary_dim = static_cast<int64_t>(static_cast<double>(c.head_dim) * factor);
+  if (c.rotary_dim <= 0 || c.rotary_dim > c.head_dim || c.rotary_dim % 2 != 0)
+    fail("{}: partial_rotary_factor {} gives rotary dims {} (must be even, in (0, head_dim {}])", path, factor,
+         c.rotary_dim, c.head_dim);
+  const std::string ssm = r.opt<std::string>("mamba_ssm_dtype", "float32");
+  if (ssm != "float32") fail("{}: unsupported mamba_ssm_dtype '{}' (supported: float32)", path, ssm);
+}
+
+void plan_gated_hybrid_mixer(const ModelConfig& c, int64_t i, std::vector<LayerSpec>& out) {
+  if (c.layer_is_attention(i)) return plan_attention(c, i, out);
+  const std::string a = fmt::format("model.layers.{}.linear_attn", i);
+  const int64_t nv = c.linear_num_value_heads, vd = nv * c.linear_value_head_dim;
+  if (c.gdn_fused_qkvz) {
+    // Qwen3-Next: per key head [q k v z] rows in one in_proj_qkvz, [b a] in one in_proj_ba.
+    out.push_back(
+        plan_linear(a + ".in_proj_qkvz", i, {a + ".in_proj_qkvz"}, {c.gdn_conv_dim() + vd}, c.hidden_size));
+    LayerSpec ba = plan_linear(a + ".in_proj_ba", i, {a + ".in_proj_ba"}, {2 * nv}, c.hidden_size);
+    ba.router = true;
+    out.push_back(ba);
+  } else {
+    out.push_back(plan_linear(a + ".in_proj_qkv", i, {a + ".in_proj_qkv"}, {c.gdn_conv_dim()}, c.hidden_size));
+    out.push_back(plan_linear(a + ".in_proj_z", i, {a + ".in_proj_z"}, {vd}, c.hidden_size));
+    LayerSpec ba = plan_linear(a + ".in_proj_ba", i, {a + ".in_proj_b", a + ".in_proj_a"}, {nv, nv}, c.hidden_size);
+    ba.router = true;
+    out.push_back(ba);
+  }
+  out.push_back(plan_linear(a + ".out_proj", i, {a + ".out_proj"}, {c.hidden_size}, vd));
+}
+
+void plan_moe_with_shared_expert(const ModelConfig& c, int64_t i, const std::string& block,
+                                 std::vector<LayerSpec>& out) {
+  plan_sparse_moe(c, i, block, {"gate_proj", "up_proj", "down_proj"}, out);
+  plan_dense_mlp(c, i, block + ".shared_expert", c.shared_expert_intermediate_size, out);
+  LayerSpec gate = plan_linear(block + ".shared_expert_gate", i, {block + ".shared_expert_gate"}, {1}, c.hidden_size);
+  gate.router = true;
+  out.push_back(gate);
+}
+
+std::vector<LayerParam> gated_hybrid_layer_params(const ModelConfig& c, int64_t i) {
+  const std::string p = fmt::format("model.layers.{}.", i);
+  std::vector<LayerParam> out = {{p + "input_layernorm.weight", {c.hidden_size}},
+                                 {p + "post_attention_layernorm.weight", {c.hidden_size}}};
+  if (c.layer_is_attention(i)) {
+    out.push_back({p + "self_attn.q_norm.weight", {c.head_dim}});
+    out.push_back({p + "self_attn.k_norm.weight", {c.head_dim}});
+  } else {
+    const std::string a = p + "linear_attn.";
+    out.push_back({a + "conv1d.weight", {c.gdn_conv_dim(), 1, c.linear_conv_kernel}});
+    out.push_back({a + "A_log", {c.linear_num_value_heads}});
+    out.push_back({a + "dt_bias", {c.linear_num_value_heads}});
+    out.push_back({a + "norm.weight", {c.linear_value_head_dim}});
+  }
+  return out;
+}
+
+std::unique_ptr<Mixer> make_gated_hybrid_mixer(ModelLoader& l, int64_t i, const Rope& rope) {
+  const ModelConfig& c = l.config();
+  int64_t before = 0;
+  for (int64_t k = 0; k < i; ++k) before += c.layer_is_attention(k);
+  if (c.layer_is_attention(i)) return std::make_unique<Attention>(l, i, rope, before);
+  return std::make_unique<GatedDeltaNet>(l, i, i - before);
+}
+
+void gated_hybrid_synthetic_config(const SyntheticOptions& o, nlohmann::json& c) {
+  nlohmann::json types = nlohmann::json::array();
+  for (int64_t i = 0; i < o.layers; ++i)
+    types.push_back((i + 1) % o.full_attention_interval == 0 ? "full_attention" : "linear_attention");
+  c["layer_types"] = types;
+  c["full_attention_interval"] = o.full_attention_interval;
+  c["linear_num_key_heads"] = o.linear_key_heads;
+  c["linear_num_value_heads"] = o.linear_value_heads;
+  c["linear_key_head_dim"] = o.linear_key_head_dim;
+  c["linear_value_head_dim"] = o.linear_value_head_dim;
+  c["linear_conv_kernel_dim"] = o.conv_kernel;
+}
+
+}  // namespace fp4lm::model
