@@ -1,5 +1,5 @@
 // `fp4lm eval`: teacher-forced scoring of token-id sequences (JSON Lines): tokens, mean NLL
-// (nats per predicted token) and perplexity.
+// (nats per predicted token) and perplexity; --dump-logits also writes every position's logits.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -14,6 +14,7 @@
 #include "core/log.h"
 #include "engine/evaluator.h"
 #include "engine/id_file.h"
+#include "engine/logits_dump.h"
 #include "engine/process_stats.h"
 #include "engine/reference_compare.h"
 #include "model/causal_lm.h"
@@ -24,6 +25,7 @@ namespace {
 struct EvalArgs {
   std::string model, ids;
   std::string reference;  // --reference DIR: also report KL(R‖Q) and top-1 agreement
+  std::string dump_logits;  // --dump-logits FILE: every position's logits as JSON Lines
   int64_t max_model_len = 0;
   bool json = false;
   EngineFlags flags;
@@ -76,6 +78,10 @@ int run_eval(const EvalArgs& a) {
   model::LoadOptions lo;
   lo.max_model_len = a.max_model_len;
   auto lm = model::CausalLM::load(a.model, opts, lo);
+  if (!a.dump_logits.empty()) {
+    engine::write_logits_jsonl(*lm, seqs, a.dump_logits);
+    log().info("wrote the logits of every position of {} sequences to {}", seqs.size(), a.dump_logits);
+  }
   if (!a.reference.empty()) return run_eval_reference(a, *lm, seqs, opts, lo);
   auto t0 = std::chrono::steady_clock::now();
   engine::EvalResult r = engine::evaluate(*lm, seqs);
@@ -106,6 +112,9 @@ CommandRegistration reg("eval", "Teacher-forced perplexity of token-id sequences
   sub.add_flag("--json", a->json, "Print one JSON object");
   sub.add_option("--reference", a->reference,
                  "Reference checkpoint: also report mean KL(reference||model) per token and top-1 agreement");
+  sub.add_option("--dump-logits", a->dump_logits,
+                 "Also write every position's logits, one JSON line per sequence: {\"sequence\", \"ids\", "
+                 "\"vocab\", \"logits\": [[vocab floats] per position]}");
   add_engine_flags(sub, a->flags);
   return [a]() { return run_eval(*a); };
 });

@@ -83,9 +83,17 @@ ModelConfig parse_model_config(const json& top, const std::string& path) {
   std::string act = r.opt<std::string>("hidden_act", "silu");
   if (act != "silu") fail("{}: unsupported hidden_act '{}' (supported: silu)", path, act);
 
-  if (j.contains("rope_scaling") && !j["rope_scaling"].is_null()) {
-    const json& rs = j["rope_scaling"];
-    if (!rs.is_object()) fail("{}: field 'rope_scaling' must be an object or null", path);
+  // transformers 5 writes RoPE as one `rope_parameters` object (rope_type, rope_theta and the
+  // scaling keys) instead of top-level rope_theta + rope_scaling; it wins when present.
+  const char* rope_key = "rope_scaling";
+  if (j.contains("rope_parameters") && !j["rope_parameters"].is_null()) {
+    rope_key = "rope_parameters";
+    if (!j[rope_key].is_object()) fail("{}: field 'rope_parameters' must be an object or null", path);
+    c.rope_theta = ConfigReader{j[rope_key], path}.opt<double>("rope_theta", c.rope_theta);
+  }
+  if (j.contains(rope_key) && !j[rope_key].is_null()) {
+    const json& rs = j[rope_key];
+    if (!rs.is_object()) fail("{}: field '{}' must be an object or null", path, rope_key);
     std::string type = rs.value("rope_type", rs.value("type", std::string()));
     ConfigReader rr{rs, path};
     if (type == "linear") {
@@ -98,7 +106,7 @@ ModelConfig parse_model_config(const json& top, const std::string& path) {
       c.rope_scaling.high_freq_factor = rr.req<double>("high_freq_factor");
       c.rope_scaling.original_max_position_embeddings = rr.req<int64_t>("original_max_position_embeddings");
     } else if (type != "default" && !type.empty()) {
-      fail("{}: unsupported rope_scaling type '{}' (supported: linear, llama3)", path, type);
+      fail("{}: unsupported {} type '{}' (supported: default, linear, llama3)", path, rope_key, type);
     }
   }
   if (j.contains("sliding_window") && !j["sliding_window"].is_null() && r.opt<bool>("use_sliding_window", false))
@@ -140,7 +148,9 @@ void read_dense_mlp_keys(const ConfigReader& r, ModelConfig& c) {
 }
 
 void read_sparse_moe_keys(const ConfigReader& r, ModelConfig& c, bool norm_topk_default) {
-  c.num_experts = r.req<int64_t>("num_experts");
+  // transformers 5 saves Qwen3-MoE's expert count as num_local_experts (num_experts is its alias).
+  c.num_experts = r.has("num_experts") || !r.has("num_local_experts") ? r.req<int64_t>("num_experts")
+                                                                       : r.req<int64_t>("num_local_experts");
   c.top_k = r.req<int64_t>("num_experts_per_tok");
   c.moe_intermediate_size = r.req<int64_t>("moe_intermediate_size");
   c.norm_topk_prob = r.opt<bool>("norm_topk_prob", norm_topk_default);

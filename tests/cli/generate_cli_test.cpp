@@ -3,6 +3,7 @@
 // stderr reports, and usage/runtime errors with their exit codes.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <sstream>
@@ -204,6 +205,52 @@ TEST(EvalCli, ReportsTokensNllAndPerplexity) {
                    (dir / "absent.jsonl").string());
   EXPECT_EQ(bad.exit_code, 1);
   EXPECT_NE(bad.err.find("absent.jsonl: cannot open"), std::string::npos) << bad.err;
+}
+
+// --dump-logits: every position's logits, one JSON line per sequence. Row t is the output after
+// tokens [0, t] (the last row predicts past the sequence); the NLL recomputed from the dumped
+// rows equals eval's own mean_nll, so the rows are the ones eval scored, at the right positions.
+TEST(EvalCli, DumpLogitsWritesEveryPositionAndAgreesWithTheNll) {
+  FP4LM_REQUIRE_SHARED("models/tiny-qwen3-moe/heldout.jsonl");
+  TempDir dir;
+  test::write_file(dir / "ids.jsonl", "[1, 300, 301, 302, 5]\n{\"ids\": [1, 7]}\n");
+  const std::string model = (test::shared_dir() / "models/tiny-qwen3-moe").string();
+  const std::string dump = (dir / "logits.jsonl").string();
+  auto r = fp4lm("eval --model " + model + " --ids " + (dir / "ids.jsonl").string() + " --dtype float32 --json " +
+                 "--dump-logits " + dump);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json stats = json::parse(r.out);
+  std::ifstream in(dump);
+  std::string line;
+  std::vector<json> lines;
+  while (std::getline(in, line)) lines.push_back(json::parse(line));
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[0]["ids"], json::parse("[1, 300, 301, 302, 5]"));
+  EXPECT_EQ(lines[1]["sequence"], 1);
+  double nll = 0;
+  int64_t tokens = 0;
+  for (const json& l : lines) {
+    const int64_t vocab = l["vocab"];
+    ASSERT_EQ(l["logits"].size(), l["ids"].size());  // every position, the last one included
+    for (size_t t = 0; t < l["logits"].size(); ++t) {
+      const std::vector<double> row = l["logits"][t];
+      ASSERT_EQ(static_cast<int64_t>(row.size()), vocab);
+      if (t + 1 == l["ids"].size()) break;
+      double mx = -INFINITY, sum = 0;
+      for (double v : row) mx = std::max(mx, v);
+      for (double v : row) sum += std::exp(v - mx);
+      nll += mx + std::log(sum) - row[l["ids"][t + 1].get<size_t>()];
+      ++tokens;
+    }
+  }
+  EXPECT_EQ(tokens, stats["tokens"]);
+  EXPECT_NEAR(nll / static_cast<double>(tokens), stats["mean_nll"].get<double>(), 1e-6);
+  EXPECT_GT(nll / static_cast<double>(tokens), 1.0);  // not a degenerate all-equal row
+
+  auto bad = fp4lm("eval --model " + model + " --ids " + (dir / "ids.jsonl").string() + " --dump-logits " +
+                   (dir / "absent" / "logits.jsonl").string());
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find("logits.jsonl: cannot open for writing"), std::string::npos) << bad.err;
 }
 
 }  // namespace

@@ -51,7 +51,7 @@ TEST(QuantizeCli, Stories260kW4A16AndNvfp4GenerateWithAndWithoutTheOverride) {
   json h = json::parse(test::read_file(w + "/hf_quant_config.json"));
   EXPECT_EQ(h["quantization"]["quant_algo"], "W4A16_NVFP4");
   EXPECT_EQ(h["quantization"]["exclude_modules"],
-            json({"model.layers.0.mlp.down_proj", "model.layers.1.mlp.down_proj", "model.layers.2.mlp.down_proj",
+            json({"model.embed_tokens", "model.layers.0.mlp.down_proj", "model.layers.1.mlp.down_proj", "model.layers.2.mlp.down_proj",
                   "model.layers.3.mlp.down_proj", "model.layers.4.mlp.down_proj", "lm_head"}));
   generate_json(w);
 

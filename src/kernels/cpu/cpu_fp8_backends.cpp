@@ -20,7 +20,7 @@ std::string avx512_unavailable_reason() {
 #ifdef FP4LM_HAVE_AVX512_KERNELS
   if (const char* off = std::getenv("FP4LM_DISABLE_ISA"); off && std::string_view(off) == "avx512")
     return "disabled by FP4LM_DISABLE_ISA=avx512";
-  return cpu::cpu_lacks({"avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512bf16"});
+  return cpu::cpu_lacks({"avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512vbmi", "avx512bf16"});
 #else
   return "built without the AVX-512 kernels (the compiler lacks one of the -mavx512 flags)";
 #endif

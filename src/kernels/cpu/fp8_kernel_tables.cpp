@@ -3,7 +3,6 @@
 // the panels' thread-local scratch.
 #include <vector>
 
-#include "kernels/cpu/dense_avx512.h"
 #include "kernels/cpu/fp8_kernels.h"
 
 namespace fp4lm::kernels::cpu {
@@ -32,8 +31,8 @@ void avx2_rows(const Fp8Matrix& w, const PreparedInput& pin, int64_t r0, int64_t
 }
 
 #ifdef FP4LM_HAVE_AVX512_KERNELS
-// ---- AVX-512: x as bf16 pieces (1 for bf16, 2 for f16, 3 for f32), per token
-// avx512::dense_pack_token's layout, 64-byte aligned.
+// ---- AVX-512: x as bf16 pieces (1 for bf16, 2 for f16, 3 for f32), per token in the
+// decoder's order (fp8_avx512_pack_token), 64-byte aligned.
 struct alignas(64) Line {
   uint16_t words[32];
 };
@@ -47,12 +46,12 @@ std::unique_ptr<PreparedInput> pieces_input(const void* x, DType act, int64_t m,
   auto in = std::make_unique<PiecesInput>();
   in->m = m;
   in->pieces = act == DType::BF16 ? 1 : act == DType::F16 ? 2 : 3;
-  in->tstride = avx512::dense_token_words(k, in->pieces);
+  in->tstride = fp8_avx512_token_words(k, in->pieces);
   const Fp8Input f32 = fp8_input(x, act, m, k);
   in->x.resize(static_cast<size_t>(m * in->tstride / 32));
   for (int64_t t = 0; t < m; ++t)
-    avx512::dense_pack_token(f32.x.data() + t * f32.kp, k, in->pieces,
-                             reinterpret_cast<uint16_t*>(in->x.data()) + t * in->tstride);
+    fp8_avx512_pack_token(f32.x.data() + t * f32.kp, k, in->pieces,
+                          reinterpret_cast<uint16_t*>(in->x.data()) + t * in->tstride);
   return in;
 }
 

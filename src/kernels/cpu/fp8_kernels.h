@@ -35,16 +35,18 @@ inline constexpr int64_t kFp8RowBlock = 24;
 
 // y[t, r] = x_t · W_rᵀ (+ bias) for rows [r0, r1) and tokens [0, m), on the calling thread; x fp32
 // with row stride kp (a multiple of 32, zero-padded), y [m, n] in `act`. Calls of many tokens
-// (8 or more) decode each group of rows once into a panel; row_block(m,
+// (AVX2: 8 or more, AVX-512: 32) decode each group of rows once into a panel; row_block(m,
 // k) is then that group. Each (row, token) result
 // is one fixed sequence of operations (per 16 (AVX2) elements two FMAs into one accumulator, per
-// 32 (AVX-512) one vdpbf16ps per piece, then a fixed horizontal sum) in both schedules, so it never depends on the tile,
+// 32 (AVX-512) one vdpbf16ps per piece (A, B vectors of a 64-element chunk), then a fixed horizontal sum) in both schedules, so it never depends on the tile,
 // the schedule, the row range, the thread count or the other tokens.
 int64_t fp8_w8a16_row_block_avx2(int64_t m, int64_t k);
 void fp8_w8a16_rows_avx2(const Fp8Rows& w, const float* x, int64_t kp, int64_t m, int64_t r0, int64_t r1, void* y,
                          DType act);
-// AVX-512 (BF16): x as `pieces` bf16 terms per element (avx512::dense_pack_token's layout, token
-// stride tstride words, 64-byte aligned); products exact by vdpbf16ps.
+// AVX-512 (BF16): x as `pieces` bf16 terms per element in the decoder's order
+// (fp8_avx512_pack_token: token_words per token, 64-byte aligned); products exact by vdpbf16ps.
+int64_t fp8_avx512_token_words(int64_t k, int pieces);
+void fp8_avx512_pack_token(const float* x, int64_t k, int pieces, uint16_t* out);
 int64_t fp8_w8a16_row_block_avx512(int64_t m, int64_t k);
 void fp8_w8a16_rows_avx512(const Fp8Rows& w, const uint16_t* x, int64_t tstride, int pieces, int64_t m, int64_t r0,
                            int64_t r1, void* y, DType act);

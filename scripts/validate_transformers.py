@@ -1,0 +1,277 @@
+#!/usr/bin/env python3
+"""Compares fp4lm's logits with Hugging Face transformers' own model classes, position by position.
+
+For every architecture fp4lm supports, this writes a tiny random checkpoint with transformers
+itself (`AutoModelForCausalLM.from_config(cfg)` + `save_pretrained`, weights in bfloat16 as
+published checkpoints are), then runs a fixed prompt through
+
+  * transformers in float32 on those weights, and `fp4lm eval --dtype float32 --dump-logits`
+    on the checkpoint as written ("bf16" rows);
+  * `fp4lm quantize --algo W4A16_NVFP4` of it in fp4lm, and transformers in float32 on the
+    dequantized NVFP4 weights (code x E4M3 block scale x global scale, decoded here in torch)
+    ("W4A16_NVFP4" rows: 4-bit weights, float32 activations on both sides).
+
+It prints one row per (architecture, weights): max |logit difference|, the same relative to the
+largest |logit|, and the fraction of positions whose argmax agrees. Both sides compute in float32
+on identical weights, so the differences are float32 rounding (different summation orders):
+a row passes when max relative <= --tol (default 1e-4) and every argmax agrees (or the
+transformers top-2 gap at a disagreeing position is below the max |difference|: a near tie).
+
+The last column puts both float32 results against transformers run in float64 on the same
+weights: fp4lm's own error next to transformers' float32 error, so a difference can be blamed.
+
+Needs torch, transformers (5.x: qwen3_5_moe, qwen3_next), safetensors and numpy (pinned in
+scripts/requirements-validate.txt; `bash scripts/validate.sh transformers` makes the venv).
+Not run in CI. Exit status 0 when every row passes, 1 otherwise.
+"""
+import argparse
+import copy
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import torch
+import transformers
+from safetensors import safe_open
+from safetensors.torch import save_file
+
+# Small but not degenerate: GQA, head_dim != hidden/heads where the arch allows it, 3 layers,
+# a prompt longer than the GDN chunk (64) and fp4lm's eval chunk (64).
+COMMON = dict(vocab_size=256, hidden_size=64, intermediate_size=96, num_hidden_layers=3, num_attention_heads=4,
+              num_key_value_heads=2, max_position_embeddings=512, rms_norm_eps=1e-6, tie_word_embeddings=False)
+MOE = dict(num_experts=8, num_experts_per_tok=2, moe_intermediate_size=32)
+HYBRID = dict(linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=16, linear_value_head_dim=16,
+              linear_conv_kernel_dim=4, head_dim=32, shared_expert_intermediate_size=48,
+              layer_types=["linear_attention", "full_attention", "linear_attention"],
+              rope_parameters={"rope_type": "default", "rope_theta": 100000.0, "partial_rotary_factor": 0.25})
+
+
+def arch_configs():
+    """(name, config class, kwargs, model class name): each with the quirks fp4lm claims to handle."""
+    llama3 = {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0, "low_freq_factor": 1.0,
+              "high_freq_factor": 4.0, "original_max_position_embeddings": 64}
+    out = [
+        ("Llama", "LlamaConfig", dict(COMMON, rope_parameters=llama3, tie_word_embeddings=True), "LlamaForCausalLM"),
+        ("Mistral", "MistralConfig", dict(COMMON, head_dim=32, rope_parameters={"rope_type": "default",
+                                                                                "rope_theta": 1e6},
+                                          sliding_window=None), "MistralForCausalLM"),
+        ("Qwen2", "Qwen2Config", dict(COMMON, rope_parameters={"rope_type": "linear", "rope_theta": 1e6,
+                                                               "factor": 2.0}, tie_word_embeddings=True),
+         "Qwen2ForCausalLM"),
+        ("Qwen2-MoE", "Qwen2MoeConfig", dict(COMMON, **MOE, shared_expert_intermediate_size=48, decoder_sparse_step=2,
+                                             mlp_only_layers=[2], norm_topk_prob=False,
+                                             rope_parameters={"rope_type": "default", "rope_theta": 1e6}),
+         "Qwen2MoeForCausalLM"),
+        ("Qwen3", "Qwen3Config", dict(COMMON, head_dim=32, rope_parameters={"rope_type": "default",
+                                                                            "rope_theta": 1e6}), "Qwen3ForCausalLM"),
+        ("Qwen3-MoE", "Qwen3MoeConfig", dict(COMMON, **MOE, head_dim=32, norm_topk_prob=True, mlp_only_layers=[1],
+                                             rope_parameters={"rope_type": "default", "rope_theta": 1e6}),
+         "Qwen3MoeForCausalLM"),
+        ("Mixtral", "MixtralConfig", dict(COMMON, num_local_experts=8, num_experts_per_tok=2,
+                                          rope_parameters={"rope_type": "default", "rope_theta": 1e6}),
+         "MixtralForCausalLM"),
+        ("Qwen3.5-MoE", "Qwen3_5MoeTextConfig", dict(COMMON, **MOE, **HYBRID), "Qwen3_5MoeForCausalLM"),
+        ("Qwen3.5-MoE VL", "Qwen3_5MoeConfig", None, "Qwen3_5MoeForConditionalGeneration"),
+        ("Qwen3.5 dense", "Qwen3_5TextConfig", dict(COMMON, **{k: v for k, v in HYBRID.items()
+                                                              if k != "shared_expert_intermediate_size"}),
+         "Qwen3_5ForCausalLM"),
+        ("Qwen3-Next", "Qwen3NextConfig", dict(COMMON, **MOE, **HYBRID, norm_topk_prob=True, decoder_sparse_step=1,
+                                               mlp_only_layers=[]), "Qwen3NextForCausalLM"),
+    ]
+    return out
+
+
+def make_config(cls_name, kwargs):
+    if cls_name == "Qwen3_5MoeConfig":  # the VL wrapper: a tiny text model plus a tiny vision tower
+        text = dict(COMMON, **MOE, **HYBRID)
+        vision = dict(depth=1, hidden_size=32, intermediate_size=64, num_heads=2, out_hidden_size=64,
+                      patch_size=16, spatial_merge_size=2, temporal_patch_size=2, num_position_embeddings=16)
+        return transformers.Qwen3_5MoeConfig(text_config=text, vision_config=vision, tie_word_embeddings=False)
+    return getattr(transformers, cls_name)(**kwargs)
+
+
+@torch.no_grad()
+def randomize(model, seed):
+    """Weights that make every quirk visible: matrices ~ N(0, 1/fan_in), 1-D parameters (norms,
+    biases, A_log, dt_bias) perturbed by N(0, 0.2^2) around transformers' own init, all rounded to
+    bfloat16 (the dtype the checkpoint is saved in, so float32 runs see the same values)."""
+    g = torch.Generator().manual_seed(seed)
+    for _, p in model.named_parameters():
+        if p.dim() >= 2:
+            p.copy_(torch.randn(p.shape, generator=g) / max(p.shape[-1], 1) ** 0.5)
+        else:
+            p.add_(0.2 * torch.randn(p.shape, generator=g))
+        p.copy_(p.to(torch.bfloat16).to(torch.float32))
+
+
+def write_checkpoint(name, cls_name, kwargs, model_cls, out_dir, seed):
+    cfg = make_config(cls_name, kwargs)
+    # The plain loops (not sdpa / grouped_mm): they also run in float64.
+    cfg._attn_implementation = "eager"
+    cfg._experts_implementation = "eager"
+    torch.manual_seed(seed)
+    model = getattr(transformers, model_cls)(cfg).to(torch.float32).eval()
+    randomize(model, seed)
+    # Save a bfloat16 copy: casting the model itself would also round its float buffers (RoPE's
+    # inv_freq) and so degrade the float32 reference.
+    copy.deepcopy(model).to(torch.bfloat16).save_pretrained(out_dir)
+    return model
+
+
+def hf_logits(model, ids):
+    """float32 logits, and float64 ones from a float64 copy of the same model."""
+    with torch.no_grad():
+        f32 = model(input_ids=torch.tensor([ids])).logits[0].to(torch.float64)
+        f64 = copy.deepcopy(model).to(torch.float64)(input_ids=torch.tensor([ids])).logits[0]
+    return f32, f64
+
+
+def run(cmd):
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        last = r.stderr.strip().splitlines()[-1:] or [""]
+        raise RuntimeError(f"fp4lm {cmd[1]} exited {r.returncode}: {last[0]}")
+    return r
+
+
+def fp4lm_logits(fp4lm, model_dir, ids, work, extra=()):
+    ids_path, dump = os.path.join(work, "ids.jsonl"), os.path.join(work, "logits.jsonl")
+    with open(ids_path, "w") as f:
+        f.write(json.dumps(ids) + "\n")
+    run([fp4lm, "eval", "--model", model_dir, "--ids", ids_path, "--dtype", "float32", "--dump-logits", dump,
+         "--log-level", "warn", *extra])
+    with open(dump) as f:
+        row = json.loads(f.readline())
+    return torch.tensor(row["logits"], dtype=torch.float64)
+
+
+E2M1 = torch.tensor([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0])
+
+
+def dequantize_nvfp4(packed, scale, scale_2):
+    """weight [N, K/2] U8 (element 2j in the low nibble), weight_scale [N, K/16] E4M3, weight_scale_2
+    F32 0-d -> float32 [N, K]: value = e2m1(code) * e4m3(block scale) * global scale."""
+    codes = torch.stack([packed & 0xF, packed >> 4], dim=-1).reshape(packed.shape[0], -1).to(torch.int64)
+    w = E2M1[codes]
+    return w * scale.to(torch.float32).repeat_interleave(16, dim=1) * scale_2.to(torch.float32)
+
+
+def dequantized_checkpoint(qdir, src_dir, out_dir):
+    """A float32 checkpoint (same tensor names as the bf16 source) holding the dequantized weights of
+    fp4lm's NVFP4 export, every other tensor as exported; config.json of the source."""
+    files = sorted(f for f in os.listdir(qdir) if f.endswith(".safetensors"))
+    tensors = {}
+    for fn in files:
+        with safe_open(os.path.join(qdir, fn), "pt") as f:
+            for k in f.keys():
+                tensors[k] = f.get_tensor(k)
+    out = {}
+    for k, t in tensors.items():
+        if k.endswith(("weight_scale", "weight_scale_2", "input_scale")):
+            continue
+        base = k[: -len(".weight")] if k.endswith(".weight") else None
+        if base is not None and base + ".weight_scale" in tensors:
+            out[k] = dequantize_nvfp4(t, tensors[base + ".weight_scale"], tensors[base + ".weight_scale_2"])
+        else:
+            out[k] = t.to(torch.float32)
+    os.makedirs(out_dir, exist_ok=True)
+    save_file(out, os.path.join(out_dir, "model.safetensors"), metadata={"format": "pt"})
+    shutil.copy(os.path.join(src_dir, "config.json"), os.path.join(out_dir, "config.json"))
+    return sum(1 for k in tensors if k.endswith(".weight_scale"))
+
+
+def compare(ref, got, tol):
+    diff = (ref - got).abs()
+    max_abs = diff.max().item()
+    rel = max_abs / ref.abs().max().item()
+    top2 = ref.topk(2, dim=-1).values
+    agree = ref.argmax(-1) == got.argmax(-1)
+    near_tie = (top2[:, 0] - top2[:, 1]) <= max_abs
+    ok = rel <= tol and bool((agree | near_tie).all())
+    return max_abs, rel, agree.float().mean().item(), ok
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--fp4lm", default=os.path.join(os.path.dirname(__file__), "..", "build", "fp4lm"))
+    ap.add_argument("--work", help="keep checkpoints and dumps here (default: a temporary directory)")
+    ap.add_argument("--only", nargs="*", help="architecture names (first column) to run")
+    ap.add_argument("--tol", type=float, default=1e-4, help="max |diff| / max |logit| (float32 rounding)")
+    ap.add_argument("--prompt-len", type=int, default=80)
+    ap.add_argument("--seed", type=int, default=1234)
+    ap.add_argument("--skip-quantized", action="store_true")
+    args = ap.parse_args()
+    fp4lm = os.path.abspath(args.fp4lm)
+    work = args.work or tempfile.mkdtemp(prefix="fp4lm-validate-")
+    os.makedirs(work, exist_ok=True)
+    g = torch.Generator().manual_seed(args.seed)
+    ids = torch.randint(0, COMMON["vocab_size"], (args.prompt_len,), generator=g).tolist()
+
+    print(f"torch {torch.__version__}, transformers {transformers.__version__}; fp4lm {fp4lm}; "
+          f"prompt of {len(ids)} tokens; tolerance: max relative <= {args.tol:g}, argmax agreeing")
+    rows, failed = [], False
+    for name, cls_name, kwargs, model_cls in arch_configs():
+        if args.only and name not in args.only:
+            continue
+        d = os.path.join(work, name.replace(" ", "_").replace(".", "_"))
+        if not hasattr(transformers, model_cls):
+            rows.append((name, "-", f"transformers {transformers.__version__} has no {model_cls}"))
+            continue
+        shutil.rmtree(d, ignore_errors=True)
+        os.makedirs(d)
+        src = os.path.join(d, "bf16")
+        try:
+            model = write_checkpoint(name, cls_name, kwargs, model_cls, src, args.seed)
+            ref, ref64 = hf_logits(model, ids)
+        except Exception as e:  # transformers cannot build it on CPU: say so
+            rows.append((name, "-", f"transformers: {type(e).__name__}: {e}"))
+            failed = True
+            continue
+        variants = [("bf16", src)]
+        if not args.skip_quantized:
+            variants.append(("W4A16_NVFP4", None))
+        for label, model_dir in variants:
+            try:
+                if label == "W4A16_NVFP4":
+                    qdir, ddir = os.path.join(d, "w4a16"), os.path.join(d, "dequant")
+                    run([fp4lm, "quantize", "--model", src, "--out", qdir, "--algo", "W4A16_NVFP4", "--force",
+                         "--log-level", "warn"])
+                    nq = dequantized_checkpoint(qdir, src, ddir)
+                    dq = getattr(transformers, model_cls).from_pretrained(ddir, dtype=torch.float32,
+                                                                          attn_implementation="eager",
+                                                                          experts_implementation="eager").eval()
+                    r, r64 = hf_logits(dq, ids)
+                    got = fp4lm_logits(fp4lm, qdir, ids, d)
+                    label = f"W4A16_NVFP4 ({nq} layers)"
+                else:
+                    got = fp4lm_logits(fp4lm, model_dir, ids, d)
+                    r, r64 = ref, ref64
+            except Exception as e:
+                msg = str(e)
+                unsupported = "unsupported architecture" in msg
+                rows.append((name, label, "not supported by fp4lm" if unsupported else "ERROR: " + msg))
+                failed = failed or not unsupported
+                continue
+            max_abs, rel, agree, ok = compare(r, got, args.tol)
+            scale = r64.abs().max().item()
+            vs64 = (f"{(got - r64).abs().max().item() / scale:.2g} / "
+                    f"{(r - r64).abs().max().item() / scale:.2g}")
+            failed = failed or not ok
+            rows.append((name, label, f"{max_abs:.3g}", f"{rel:.3g}", f"{agree * 100:.1f}%", vs64,
+                         "ok" if ok else "FAIL"))
+    print()
+    print("| architecture | weights | max abs diff | max relative | argmax agree "
+          "| vs float64: fp4lm / transformers | result |")
+    print("|---|---|---|---|---|---|---|")
+    for r in rows:
+        print("| " + " | ".join(r) + " |" + " |" * (7 - len(r)))
+    if not args.work:
+        shutil.rmtree(work, ignore_errors=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
