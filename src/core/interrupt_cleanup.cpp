@@ -41,8 +41,14 @@ void on_signal(int sig) {
   Registry& r = registry();
   r.mu.lock();  // held until the process ends: nothing registers a new path after this
   for (const auto& [id, path] : r.paths) {
-    std::error_code ec;
-    std::filesystem::remove_all(path, ec);
+    // The other threads keep running meanwhile: a file created between remove_all's listing and
+    // its rmdir leaves the directory behind (seen under load). Once the directory itself is
+    // gone nothing can be created in it, so a few rounds always finish.
+    for (int round = 0; round < 100; ++round) {
+      std::error_code ec;
+      std::filesystem::remove_all(path, ec);
+      if (!std::filesystem::exists(path, ec)) break;
+    }
   }
   // End the way the signal would have ended us (the shell sees "killed by SIGINT").
   std::signal(sig, SIG_DFL);
