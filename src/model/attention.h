@@ -8,6 +8,7 @@
 
 #include "core/dtype.h"
 #include "core/thread_pool.h"
+#include "kernels/attention.h"
 #include "model/kv_cache.h"
 #include "model/linear.h"
 #include "model/mixer.h"
@@ -27,18 +28,21 @@ struct AttentionSpan {
 
 // The attention core over a batch: every row attends to its own sequence's cache positions
 // [0, its own] of `layer` (which must already hold them). q [m, num_heads*head_dim] float32 with
-// m = the spans' rows; out likewise. Each (row, head) is one task computed the same way whatever
-// else is in the batch or how the tasks split over threads.
+// m = the spans' rows; out likewise. Runs kernels/attention.h per (KV head, run of rows): `kernel`,
+// or when null the variant kernels::attention_kernel() chose. Each (row, head) is computed the
+// same way whatever else is in the batch or how the work splits over threads.
 void causal_attention(std::span<const AttentionSpan> spans, int64_t layer, const float* q, int64_t num_heads,
-                      float* out, ThreadPool& pool = ThreadPool::global());
+                      float* out, ThreadPool& pool = ThreadPool::global(),
+                      const kernels::AttentionKernel* kernel = nullptr);
 
 // The attention core for one sequence: m query tokens at positions pos0 .. pos0+m-1, each attending to cache
 // positions [0, its own] of `layer` (which must already hold them). q [m, num_heads*head_dim]
 // float32; out [m, num_heads*head_dim] float32 (unrounded). Query head h reads KV head
 // h / (num_heads / num_kv_heads). Scores q·k / sqrt(head_dim), softmax and the weighted sum of
-// values in float32.
+// values in float32 (the rule in kernels/attention.h).
 void causal_attention(const KvCache& cache, int64_t layer, const float* q, int64_t m, int64_t pos0,
-                      int64_t num_heads, float* out, ThreadPool& pool = ThreadPool::global());
+                      int64_t num_heads, float* out, ThreadPool& pool = ThreadPool::global(),
+                      const kernels::AttentionKernel* kernel = nullptr);
 
 class Attention final : public Mixer {
  public:

@@ -1,0 +1,113 @@
+// The attention variants' table (priority order), their availability, and the run-time choice.
+// Kernels: cpu/attention_reference.cpp, cpu/attention_avx2.cpp, cpu/attention_avx512.cpp.
+#include "kernels/attention.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <cstdlib>
+#include <string_view>
+
+#include "core/error.h"
+#include "kernels/cpu/cpu_isa_support.h"
+
+namespace fp4lm::kernels {
+
+namespace cpu {
+void attention_reference(const AttentionCall& c, float* scratch);
+void attention_avx2(const AttentionCall& c, float* scratch);
+#ifdef FP4LM_HAVE_AVX512_KERNELS
+void attention_avx512(const AttentionCall& c, float* scratch);
+#endif
+}  // namespace cpu
+
+namespace {
+
+// FP4LM_DISABLE_ISA=avx512 switches the AVX-512 variant off, =avx2 both vector variants.
+bool isa_disabled(std::string_view isa) {
+  const char* off = std::getenv("FP4LM_DISABLE_ISA");
+  if (!off) return false;
+  const std::string_view v(off);
+  return v == isa || (v == "avx2" && isa == "avx512");
+}
+
+std::string avx512_reason() {
+#ifdef FP4LM_HAVE_AVX512_KERNELS
+  if (isa_disabled("avx512")) return "disabled by FP4LM_DISABLE_ISA";
+  return cpu::cpu_lacks({"avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl"});
+#else
+  return "built without the AVX-512 kernels (the compiler lacks one of the -mavx512 flags)";
+#endif
+}
+
+std::string avx2_reason() {
+  if (isa_disabled("avx2")) return "disabled by FP4LM_DISABLE_ISA=avx2";
+  return cpu::avx2_unavailable_reason();
+}
+
+std::string always_available() { return ""; }
+
+#ifdef FP4LM_HAVE_AVX512_KERNELS
+constexpr AttentionKernel kAvx512{"avx512", avx512_reason, cpu::attention_avx512};
+#else
+constexpr AttentionKernel kAvx512{"avx512", avx512_reason, nullptr};
+#endif
+constexpr AttentionKernel kAvx2{"avx2", avx2_reason, cpu::attention_avx2};
+constexpr AttentionKernel kReference{"reference", always_available, cpu::attention_reference};
+
+const AttentionKernel& choose() {
+  std::vector<std::string> names;
+  for (const AttentionKernel* k : attention_kernels()) names.push_back(k->name);
+  if (const char* want = std::getenv("FP4LM_ATTENTION_KERNEL"); want && *want) {
+    const AttentionKernel* k = find_attention_kernel(want);
+    if (!k) fail("FP4LM_ATTENTION_KERNEL={}: unknown attention kernel (variants: {})", want, fmt::join(names, ", "));
+    if (std::string why = k->unavailable_reason(); !why.empty())
+      fail("FP4LM_ATTENTION_KERNEL={}: unavailable: {}", want, why);
+    return *k;
+  }
+  for (const AttentionKernel* k : attention_kernels())
+    if (k->unavailable_reason().empty()) return *k;
+  return kReference;
+}
+
+}  // namespace
+
+std::vector<const AttentionKernel*> attention_kernels() { return {&kAvx512, &kAvx2, &kReference}; }
+
+const AttentionKernel* find_attention_kernel(const std::string& name) {
+  for (const AttentionKernel* k : attention_kernels())
+    if (name == k->name) return k;
+  return nullptr;
+}
+
+const AttentionKernel& attention_kernel() {
+  static const AttentionKernel& k = choose();
+  return k;
+}
+
+int64_t attention_scratch_floats(const AttentionCall& c) {
+  const int64_t heads = c.group < kAttentionHeadBlock ? c.group : kAttentionHeadBlock;
+  return heads * ((c.pos0 + c.rows + 15) / 16 * 16);
+}
+
+void run_attention(const AttentionKernel& k, const AttentionCall& c) {
+  if (c.rows <= 0) return;
+  if (c.head_dim <= 0 || c.group <= 0 || c.pos0 < 0)
+    fail("attention: head_dim {}, group {}, pos0 {}: need head_dim > 0, group > 0, pos0 >= 0", c.head_dim, c.group,
+         c.pos0);
+  if (c.kv_dtype != DType::F32 && c.kv_dtype != DType::BF16 && c.kv_dtype != DType::F16 &&
+      c.kv_dtype != DType::F8_E4M3)
+    fail("attention: KV dtype {} (expected F32, BF16, F16 or F8_E4M3)", dtype_name(c.kv_dtype));
+  if (!c.q || !c.out || !c.keys || !c.values) fail("attention: null q, out, keys or values");
+  if (c.q_stride < c.group * c.head_dim || c.out_stride < c.group * c.head_dim)
+    fail("attention: q stride {} / out stride {} below group × head_dim = {}", c.q_stride, c.out_stride,
+         c.group * c.head_dim);
+  // Availability is the caller's choice (attention_kernel() or a check of unavailable_reason):
+  // checking it here would cost a string per call.
+  if (!k.run) fail("attention kernel '{}' is unavailable: {}", k.name, k.unavailable_reason());
+  thread_local std::vector<float> scratch;  // here, not in the ISA files (attention_schedule.h)
+  scratch.resize(static_cast<size_t>(attention_scratch_floats(c)));
+  k.run(c, scratch.data());
+}
+
+}  // namespace fp4lm::kernels

@@ -1,0 +1,68 @@
+#pragma once
+// Causal attention over one KV head's cached rows, for every query head of its GQA group: the
+// kernel behind model::causal_attention (decode and prefill). Variants per ISA (reference,
+// AVX2+FMA, AVX-512) are listed, in priority order, in kernels/attention.cpp; the first one
+// available on this CPU runs (FP4LM_DISABLE_ISA / FP4LM_ATTENTION_KERNEL choose another).
+//
+// Numerical definition (the `reference` variant; docs/KERNELS.md "Attention"): for a query row at
+// position p and each query head of the group, over cached positions t = 0 .. p,
+//   s_t = (q · k_t) × c,   c = float(1 / sqrt(head_dim))
+//   w_t = exp(s_t − max_t s_t),   o = (Σ_t w_t v_t) × float(1 / Σ_t w_t)
+// in float32 (two passes over the row: scores and their max, then weights and the weighted sum),
+// k_t and v_t the cached values as float32 (FP8: code × k_scale / v_scale rounded once, so an FP8
+// cache gives exactly what a float32 cache of its dequantized values gives). Each (row, query head) is computed by the same
+// instruction sequence whatever the other rows or heads of the call, so splitting rows or heads
+// over calls and threads never changes a bit. Variants differ from the reference (and from each
+// other) only in summation order and exp's last bits.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+
+namespace fp4lm::kernels {
+
+// One call: `rows` query rows of one sequence at positions pos0 .. pos0 + rows − 1, the `group`
+// query heads that share one KV head.
+struct AttentionCall {
+  // Row i, group head j: q[i * q_stride + j * head_dim + d], d < head_dim (float32).
+  const float* q = nullptr;
+  int64_t q_stride = 0;
+  // Same layout, with out_stride; written, never read.
+  float* out = nullptr;
+  int64_t out_stride = 0;
+  int64_t rows = 0, pos0 = 0, group = 1, head_dim = 0;
+  // The KV head's rows as the cache stores them: [>= pos0 + rows, head_dim] elements of kv_dtype
+  // (F32, BF16, F16 or F8_E4M3); FP8 values are code × scale.
+  DType kv_dtype = DType::F32;
+  const uint8_t* keys = nullptr;
+  const uint8_t* values = nullptr;
+  float k_scale = 1.0f, v_scale = 1.0f;
+};
+
+struct AttentionKernel {
+  const char* name;  // "reference", "avx2", "avx512"
+  // "" when it can run on this machine, else why not (missing CPU features, not built, disabled).
+  std::string (*unavailable_reason)();
+  // `scratch`: attention_scratch_floats(call) floats (run_attention provides them).
+  void (*run)(const AttentionCall& call, float* scratch);
+};
+
+// The vector variants process up to this many query heads of a group at a time.
+inline constexpr int64_t kAttentionHeadBlock = 8;
+// Scratch a call needs: one score row per head of a block, padded to 16 positions.
+int64_t attention_scratch_floats(const AttentionCall& call);
+
+// Every variant, in priority order (the reference last).
+std::vector<const AttentionKernel*> attention_kernels();
+// nullptr when no variant has that name.
+const AttentionKernel* find_attention_kernel(const std::string& name);
+// The variant that runs: FP4LM_ATTENTION_KERNEL=NAME when set (an Error naming the variants when
+// it is unknown or unavailable), else the first available. Decided once per process.
+const AttentionKernel& attention_kernel();
+
+// Validates a call's shape and dtype (an Error naming the field), then runs `k`, which must be
+// available on this CPU (attention_kernel(), or unavailable_reason() checked by the caller).
+void run_attention(const AttentionKernel& k, const AttentionCall& call);
+
+}  // namespace fp4lm::kernels

@@ -1,0 +1,193 @@
+#pragma once
+// The attention kernel's schedule, shared by the AVX2 and AVX-512 variants (included only from
+// attention_avx2.cpp / attention_avx512.cpp, compiled with their flags). `Isa` provides a vector
+// type V of W float lanes and: zero, set1, loadu, storeu, fmadd, mul, max, hsum, hmax,
+// exp_nonpos (exp of x <= 0, exactly 0 below -87.3), and load<DT>(row, d, scale256): W elements
+// of a cached row from element d, converted to float32 in registers (FP8: (code / 256) ×
+// (scale × 256), which is code × scale rounded once, as the reference and a float32 cache of the
+// dequantized values give).
+//
+// Per query row and GQA group (each K and V row read once for the whole group):
+//  1. scores: per K row t, chunk by chunk, one converted chunk feeds the FMAs of up to 8 query
+//     heads (one accumulator each); per (t, head) a fixed horizontal sum, then the scalar tail
+//     of head_dim, × 1/sqrt(head_dim). The max is kept per head.
+//  2. weights: w_t = exp(s_t − max) W positions at a time (positions past the row padded with
+//     −inf → 0), summed in W lanes then one fixed horizontal sum.
+//  3. values: per pair of W-wide chunks of head_dim, over t: one converted chunk pair feeds up to
+//     8 heads' accumulators (w_t broadcast); × (1 / Σ w). head_dim's tail is scalar.
+// Every (row, head) thus runs the same operations in the same order whatever the call holds.
+//
+// Everything here has internal linkage and uses no std:: templates or inline functions of other
+// headers (no containers, algorithms or bit_cast): a copy compiled with one ISA's flags must never
+// be the one the linker keeps for code that runs on a CPU without it. Scratch memory comes from
+// the ISA-neutral caller (run_attention).
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "core/dtype.h"
+#include "kernels/attention.h"
+
+namespace fp4lm::kernels::cpu {
+namespace {
+namespace attention_schedule {
+
+inline float max_of(float a, float b) { return a < b ? b : a; }
+
+// The scalar tails use explicit fused multiply-adds: C++ lets GCC contract a * b + c or not
+// depending on how it vectorizes a loop, which would make results depend on the instantiation
+// (an FP8 tail and a float32 tail of the same values differed in the last bit).
+
+// Scalar element d of a cached row, as the vector load converts it (FP8: code × scale).
+template <DType DT>
+inline float element(const uint8_t* row, int64_t d, float scale) {
+  if constexpr (DT == DType::F32) {
+    return reinterpret_cast<const float*>(row)[d];
+  } else if constexpr (DT == DType::BF16) {
+    const uint32_t bits = static_cast<uint32_t>(reinterpret_cast<const uint16_t*>(row)[d]) << 16;
+    float f;
+    std::memcpy(&f, &bits, sizeof f);
+    return f;
+  } else if constexpr (DT == DType::F16) {
+    return f16_to_f32(reinterpret_cast<const uint16_t*>(row)[d]);
+  }
+  else return e4m3_to_f32(row[d]) * scale;
+}
+
+template <DType DT>
+constexpr int64_t element_bytes() {
+  return DT == DType::F32 ? 4 : DT == DType::F8_E4M3 ? 1 : 2;
+}
+
+// Pass 1 for heads [h0, h0 + NH): s[j * ld + t] = (q_j · k_t) × ck, and each head's max.
+template <typename Isa, DType DT, int NH>
+void scores(const AttentionCall& c, const float* q, int64_t len, float ck, float* s, int64_t ld, float* mx) {
+  const typename Isa::V scale256 = Isa::set1(c.k_scale * 256.0f);
+  using V = typename Isa::V;
+  constexpr int W = Isa::W;
+  const int64_t hd = c.head_dim, full = hd / W * W, rb = hd * element_bytes<DT>();
+  for (int j = 0; j < NH; ++j) mx[j] = -INFINITY;
+  for (int64_t t = 0; t < len; ++t) {
+    const uint8_t* k = c.keys + t * rb;
+    V acc[NH];
+    for (int j = 0; j < NH; ++j) acc[j] = Isa::zero();
+    for (int64_t d = 0; d < full; d += W) {
+      const V kv = Isa::template load<DT>(k, d, scale256);
+      for (int j = 0; j < NH; ++j) acc[j] = Isa::fmadd(Isa::loadu(q + j * hd + d), kv, acc[j]);
+    }
+    float dot[NH];
+    for (int j = 0; j < NH; ++j) dot[j] = Isa::hsum(acc[j]);
+    for (int64_t d = full; d < hd; ++d) {
+      const float kd = element<DT>(k, d, c.k_scale);
+      for (int j = 0; j < NH; ++j) dot[j] = __builtin_fmaf(q[j * hd + d], kd, dot[j]);
+    }
+    for (int j = 0; j < NH; ++j) {
+      const float sc = dot[j] * ck;
+      s[j * ld + t] = sc;
+      mx[j] = max_of(mx[j], sc);
+    }
+  }
+}
+
+// Pass 3 for heads [h0, h0 + NH): o_j = (Σ_t w_j,t v_t) × r_j.
+template <typename Isa, DType DT, int NH>
+void values(const AttentionCall& c, const float* w, int64_t ld, int64_t len, const float* r, float* o,
+            int64_t o_head_stride) {
+  using V = typename Isa::V;
+  constexpr int W = Isa::W;
+  const int64_t hd = c.head_dim, full = hd / W * W, rb = hd * element_bytes<DT>();
+  const V scale256 = Isa::set1(c.v_scale * 256.0f);
+  int64_t d = 0;
+  for (; d + 2 * W <= full; d += 2 * W) {
+    V a0[NH], a1[NH];
+    for (int j = 0; j < NH; ++j) a0[j] = a1[j] = Isa::zero();
+    for (int64_t t = 0; t < len; ++t) {
+      const uint8_t* v = c.values + t * rb;
+      const V v0 = Isa::template load<DT>(v, d, scale256), v1 = Isa::template load<DT>(v, d + W, scale256);
+      for (int j = 0; j < NH; ++j) {
+        const V wt = Isa::set1(w[j * ld + t]);
+        a0[j] = Isa::fmadd(wt, v0, a0[j]);
+        a1[j] = Isa::fmadd(wt, v1, a1[j]);
+      }
+    }
+    for (int j = 0; j < NH; ++j) {
+      Isa::storeu(o + j * o_head_stride + d, Isa::mul(a0[j], Isa::set1(r[j])));
+      Isa::storeu(o + j * o_head_stride + d + W, Isa::mul(a1[j], Isa::set1(r[j])));
+    }
+  }
+  for (; d < full; d += W) {
+    V a0[NH];
+    for (int j = 0; j < NH; ++j) a0[j] = Isa::zero();
+    for (int64_t t = 0; t < len; ++t) {
+      const V v0 = Isa::template load<DT>(c.values + t * rb, d, scale256);
+      for (int j = 0; j < NH; ++j) a0[j] = Isa::fmadd(Isa::set1(w[j * ld + t]), v0, a0[j]);
+    }
+    for (int j = 0; j < NH; ++j) Isa::storeu(o + j * o_head_stride + d, Isa::mul(a0[j], Isa::set1(r[j])));
+  }
+  for (; d < hd; ++d)
+    for (int j = 0; j < NH; ++j) {
+      float acc = 0.0f;
+      for (int64_t t = 0; t < len; ++t) acc = __builtin_fmaf(w[j * ld + t], element<DT>(c.values + t * rb, d, c.v_scale), acc);
+      o[j * o_head_stride + d] = acc * r[j];
+    }
+}
+
+// One query row (position pos0 + i), all heads of the group, in blocks of up to 8 heads.
+template <typename Isa, DType DT, int NH>
+void row_block(const AttentionCall& c, int64_t i, int64_t h0, float* s) {
+  using V = typename Isa::V;
+  constexpr int W = Isa::W;
+  const int64_t hd = c.head_dim, len = c.pos0 + i + 1;
+  const int64_t ld = (len + W - 1) / W * W;
+  const float* q = c.q + i * c.q_stride + h0 * hd;
+  float* o = c.out + i * c.out_stride + h0 * hd;
+  const float ck = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
+  float mx[NH], r[NH];
+  scores<Isa, DT, NH>(c, q, len, ck, s, ld, mx);
+  for (int j = 0; j < NH; ++j) {
+    float* sj = s + j * ld;
+    for (int64_t t = len; t < ld; ++t) sj[t] = -INFINITY;
+    const V m = Isa::set1(mx[j]);
+    V sum = Isa::zero();
+    for (int64_t t = 0; t < ld; t += W) {
+      const V e = Isa::exp_nonpos(Isa::sub(Isa::loadu(sj + t), m));
+      Isa::storeu(sj + t, e);
+      sum = Isa::add(sum, e);
+    }
+    r[j] = 1.0f / Isa::hsum(sum);
+  }
+  values<Isa, DT, NH>(c, s, ld, len, r, o, hd);
+}
+
+template <typename Isa, DType DT>
+void run_rows(const AttentionCall& c, float* scratch) {
+  for (int64_t i = 0; i < c.rows; ++i)
+    for (int64_t h0 = 0; h0 < c.group; h0 += kAttentionHeadBlock) {
+      const int64_t nh = c.group - h0;
+      switch (nh < kAttentionHeadBlock ? nh : kAttentionHeadBlock) {
+        case 1: row_block<Isa, DT, 1>(c, i, h0, scratch); break;
+        case 2: row_block<Isa, DT, 2>(c, i, h0, scratch); break;
+        case 3: row_block<Isa, DT, 3>(c, i, h0, scratch); break;
+        case 4: row_block<Isa, DT, 4>(c, i, h0, scratch); break;
+        case 5: row_block<Isa, DT, 5>(c, i, h0, scratch); break;
+        case 6: row_block<Isa, DT, 6>(c, i, h0, scratch); break;
+        case 7: row_block<Isa, DT, 7>(c, i, h0, scratch); break;
+        default: row_block<Isa, DT, 8>(c, i, h0, scratch); break;
+      }
+    }
+}
+
+// The variant's entry point: dispatch on the cache dtype (run_attention validated it).
+template <typename Isa>
+void run(const AttentionCall& c, float* scratch) {
+  switch (c.kv_dtype) {
+    case DType::F32: run_rows<Isa, DType::F32>(c, scratch); break;
+    case DType::BF16: run_rows<Isa, DType::BF16>(c, scratch); break;
+    case DType::F16: run_rows<Isa, DType::F16>(c, scratch); break;
+    default: run_rows<Isa, DType::F8_E4M3>(c, scratch); break;
+  }
+}
+
+}  // namespace attention_schedule
+}  // namespace
+}  // namespace fp4lm::kernels::cpu
