@@ -21,6 +21,7 @@ struct Avx2 {
   static V mul(V a, V b) { return _mm256_mul_ps(a, b); }
   static V add(V a, V b) { return _mm256_add_ps(a, b); }
   static V sub(V a, V b) { return _mm256_sub_ps(a, b); }
+  static void prefetch_l2(const void* p) { _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T1); }
   // Fixed tree: 128-bit halves, then within the 128-bit lane.
   static float hsum(V v) {
     __m128 b = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));

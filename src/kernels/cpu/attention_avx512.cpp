@@ -31,6 +31,7 @@ struct Avx512 {
   static V mul(V a, V b) { return _mm512_mul_ps(a, b); }
   static V add(V a, V b) { return _mm512_add_ps(a, b); }
   static V sub(V a, V b) { return _mm512_sub_ps(a, b); }
+  static void prefetch_l2(const void* p) { _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T1); }
   // Fixed tree: 256-bit halves, 128-bit halves, then within the 128-bit lane.
   static float hsum(V v) {
     const __m256 a = _mm256_add_ps(_mm512_castps512_ps256(v),

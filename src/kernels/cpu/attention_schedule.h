@@ -1,7 +1,7 @@
 #pragma once
 // The attention kernel's schedule, shared by the AVX2 and AVX-512 variants (included only from
 // attention_avx2.cpp / attention_avx512.cpp, compiled with their flags). `Isa` provides a vector
-// type V of W float lanes and: zero, set1, loadu, storeu, fmadd, mul, max, hsum, hmax,
+// type V of W float lanes and: zero, set1, loadu, storeu, fmadd, mul, add, sub, hsum, prefetch_l2,
 // exp_nonpos (exp of x <= 0, exactly 0 below -87.3), and load<DT>(row, d, scale256): W elements
 // of a cached row from element d, converted to float32 in registers (FP8: (code / 256) ×
 // (scale × 256), which is code × scale rounded once, as the reference and a float32 cache of the
@@ -13,8 +13,9 @@
 //     of head_dim, × 1/sqrt(head_dim). The max is kept per head.
 //  2. weights: w_t = exp(s_t − max) W positions at a time (positions past the row padded with
 //     −inf → 0), summed in W lanes then one fixed horizontal sum.
-//  3. values: per pair of W-wide chunks of head_dim, over t: one converted chunk pair feeds up to
-//     8 heads' accumulators (w_t broadcast); × (1 / Σ w). head_dim's tail is scalar.
+//  3. values: per block of 64 positions and pair of W-wide chunks of head_dim, over t: one
+//     converted chunk pair feeds up to 8 heads' accumulators (w_t broadcast); at the end × (1 / Σ w).
+//     head_dim's tail is scalar. (Pass 1 prefetches each V row into L2.)
 // Every (row, head) thus runs the same operations in the same order whatever the call holds.
 //
 // Everything here has internal linkage and uses no std:: templates or inline functions of other
@@ -69,6 +70,8 @@ void scores(const AttentionCall& c, const float* q, int64_t len, float ck, float
   for (int j = 0; j < NH; ++j) mx[j] = -INFINITY;
   for (int64_t t = 0; t < len; ++t) {
     const uint8_t* k = c.keys + t * rb;
+    // The V row of this position into L2 now, so pass 3 finds it there.
+    for (int64_t b = 0; b < rb; b += 64) Isa::prefetch_l2(c.values + t * rb + b);
     V acc[NH];
     for (int j = 0; j < NH; ++j) acc[j] = Isa::zero();
     for (int64_t d = 0; d < full; d += W) {
@@ -89,7 +92,12 @@ void scores(const AttentionCall& c, const float* q, int64_t len, float ck, float
   }
 }
 
-// Pass 3 for heads [h0, h0 + NH): o_j = (Σ_t w_j,t v_t) × r_j.
+// Pass 3 for heads [h0, h0 + NH): o_j = (Σ_t w_j,t v_t) × r_j. Positions in blocks of
+// kValueBlock, so a block's V rows are read from memory once and stay in L1 for every chunk pair
+// of head_dim; o holds the running sums between blocks (storing and reloading them changes no bit:
+// each element still takes its fused multiply-adds in position order).
+constexpr int64_t kValueBlock = 64;
+
 template <typename Isa, DType DT, int NH>
 void values(const AttentionCall& c, const float* w, int64_t ld, int64_t len, const float* r, float* o,
             int64_t o_head_stride) {
@@ -97,34 +105,44 @@ void values(const AttentionCall& c, const float* w, int64_t ld, int64_t len, con
   constexpr int W = Isa::W;
   const int64_t hd = c.head_dim, full = hd / W * W, rb = hd * element_bytes<DT>();
   const V scale256 = Isa::set1(c.v_scale * 256.0f);
-  int64_t d = 0;
-  for (; d + 2 * W <= full; d += 2 * W) {
-    V a0[NH], a1[NH];
-    for (int j = 0; j < NH; ++j) a0[j] = a1[j] = Isa::zero();
-    for (int64_t t = 0; t < len; ++t) {
-      const uint8_t* v = c.values + t * rb;
-      const V v0 = Isa::template load<DT>(v, d, scale256), v1 = Isa::template load<DT>(v, d + W, scale256);
+  for (int64_t b0 = 0; b0 < len; b0 += kValueBlock) {
+    const int64_t b1 = b0 + kValueBlock < len ? b0 + kValueBlock : len;
+    int64_t d = 0;
+    for (; d + 2 * W <= full; d += 2 * W) {
+      V a0[NH], a1[NH];
       for (int j = 0; j < NH; ++j) {
-        const V wt = Isa::set1(w[j * ld + t]);
-        a0[j] = Isa::fmadd(wt, v0, a0[j]);
-        a1[j] = Isa::fmadd(wt, v1, a1[j]);
+        a0[j] = b0 == 0 ? Isa::zero() : Isa::loadu(o + j * o_head_stride + d);
+        a1[j] = b0 == 0 ? Isa::zero() : Isa::loadu(o + j * o_head_stride + d + W);
+      }
+      for (int64_t t = b0; t < b1; ++t) {
+        const uint8_t* v = c.values + t * rb;
+        const V v0 = Isa::template load<DT>(v, d, scale256), v1 = Isa::template load<DT>(v, d + W, scale256);
+        for (int j = 0; j < NH; ++j) {
+          const V wt = Isa::set1(w[j * ld + t]);
+          a0[j] = Isa::fmadd(wt, v0, a0[j]);
+          a1[j] = Isa::fmadd(wt, v1, a1[j]);
+        }
+      }
+      for (int j = 0; j < NH; ++j) {
+        Isa::storeu(o + j * o_head_stride + d, a0[j]);
+        Isa::storeu(o + j * o_head_stride + d + W, a1[j]);
       }
     }
-    for (int j = 0; j < NH; ++j) {
-      Isa::storeu(o + j * o_head_stride + d, Isa::mul(a0[j], Isa::set1(r[j])));
-      Isa::storeu(o + j * o_head_stride + d + W, Isa::mul(a1[j], Isa::set1(r[j])));
+    for (; d < full; d += W) {
+      V a0[NH];
+      for (int j = 0; j < NH; ++j) a0[j] = b0 == 0 ? Isa::zero() : Isa::loadu(o + j * o_head_stride + d);
+      for (int64_t t = b0; t < b1; ++t) {
+        const V v0 = Isa::template load<DT>(c.values + t * rb, d, scale256);
+        for (int j = 0; j < NH; ++j) a0[j] = Isa::fmadd(Isa::set1(w[j * ld + t]), v0, a0[j]);
+      }
+      for (int j = 0; j < NH; ++j) Isa::storeu(o + j * o_head_stride + d, a0[j]);
     }
   }
-  for (; d < full; d += W) {
-    V a0[NH];
-    for (int j = 0; j < NH; ++j) a0[j] = Isa::zero();
-    for (int64_t t = 0; t < len; ++t) {
-      const V v0 = Isa::template load<DT>(c.values + t * rb, d, scale256);
-      for (int j = 0; j < NH; ++j) a0[j] = Isa::fmadd(Isa::set1(w[j * ld + t]), v0, a0[j]);
-    }
-    for (int j = 0; j < NH; ++j) Isa::storeu(o + j * o_head_stride + d, Isa::mul(a0[j], Isa::set1(r[j])));
+  for (int j = 0; j < NH; ++j) {
+    const V rj = Isa::set1(r[j]);
+    for (int64_t d = 0; d < full; d += W) Isa::storeu(o + j * o_head_stride + d, Isa::mul(Isa::loadu(o + j * o_head_stride + d), rj));
   }
-  for (; d < hd; ++d)
+  for (int64_t d = full; d < hd; ++d)
     for (int j = 0; j < NH; ++j) {
       float acc = 0.0f;
       for (int64_t t = 0; t < len; ++t) acc = __builtin_fmaf(w[j * ld + t], element<DT>(c.values + t * rb, d, c.v_scale), acc);
