@@ -29,6 +29,21 @@ struct Avx2 {
     b = _mm_add_ss(b, _mm_movehdup_ps(b));
     return _mm_cvtss_f32(b);
   }
+  // The lane sums of 8 vectors at once (out[j] = Σ lanes of a[j]), by one transposing tree that
+  // pairs every vector's lanes the same way: lane i + i+4, then (0 + 2) + (1 + 3).
+  static void hsum8(const V* a, float* out) {
+    V b[4];
+    for (int k = 0; k < 4; ++k)
+      b[k] = _mm256_add_ps(_mm256_permute2f128_ps(a[2 * k], a[2 * k + 1], 0x20),
+                           _mm256_permute2f128_ps(a[2 * k], a[2 * k + 1], 0x31));
+    V c[2];
+    for (int k = 0; k < 2; ++k)
+      c[k] = _mm256_add_ps(_mm256_shuffle_ps(b[2 * k], b[2 * k + 1], 0x44),
+                           _mm256_shuffle_ps(b[2 * k], b[2 * k + 1], 0xEE));
+    const V e = _mm256_add_ps(_mm256_shuffle_ps(c[0], c[1], 0x88), _mm256_shuffle_ps(c[0], c[1], 0xDD));
+    // e = [s0, s2, s4, s6 | s1, s3, s5, s7]
+    _mm256_storeu_ps(out, _mm256_permutevar8x32_ps(e, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+  }
   // exp(x) for x <= 0, as the AVX-512 variant: 2^n · (degree-7 Taylor polynomial of r),
   // r = x − n ln 2; 0 below -87.3 and for −inf.
   static V exp_nonpos(V x) {

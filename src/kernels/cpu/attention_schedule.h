@@ -1,7 +1,8 @@
 #pragma once
 // The attention kernel's schedule, shared by the AVX2 and AVX-512 variants (included only from
 // attention_avx2.cpp / attention_avx512.cpp, compiled with their flags). `Isa` provides a vector
-// type V of W float lanes and: zero, set1, loadu, storeu, fmadd, mul, add, sub, hsum, prefetch_l2,
+// type V of W float lanes and: zero, set1, loadu, storeu, fmadd, mul, add, sub, hsum, hsum8,
+// prefetch_l2,
 // exp_nonpos (exp of x <= 0, exactly 0 below -87.3), and load<DT>(row, d, scale256): W elements
 // of a cached row from element d, converted to float32 in registers (FP8: (code / 256) ×
 // (scale × 256), which is code × scale rounded once, as the reference and a float32 cache of the
@@ -9,7 +10,7 @@
 //
 // Per query row and GQA group (each K and V row read once for the whole group):
 //  1. scores: per K row t, chunk by chunk, one converted chunk feeds the FMAs of up to 8 query
-//     heads (one accumulator each); per (t, head) a fixed horizontal sum, then the scalar tail
+//     heads (one accumulator each); the 8 horizontal sums in one fixed tree (hsum8), then the scalar tail
 //     of head_dim, × 1/sqrt(head_dim). The max is kept per head.
 //  2. weights: w_t = exp(s_t − max) W positions at a time (positions past the row padded with
 //     −inf → 0), summed in W lanes then one fixed horizontal sum.
@@ -72,14 +73,14 @@ void scores(const AttentionCall& c, const float* q, int64_t len, float ck, float
     const uint8_t* k = c.keys + t * rb;
     // The V row of this position into L2 now, so pass 3 finds it there.
     for (int64_t b = 0; b < rb; b += 64) Isa::prefetch_l2(c.values + t * rb + b);
-    V acc[NH];
-    for (int j = 0; j < NH; ++j) acc[j] = Isa::zero();
+    V acc[8];  // heads past NH stay 0 (hsum8 reduces 8; every slot by the same tree)
+    for (int j = 0; j < 8; ++j) acc[j] = Isa::zero();
     for (int64_t d = 0; d < full; d += W) {
       const V kv = Isa::template load<DT>(k, d, scale256);
       for (int j = 0; j < NH; ++j) acc[j] = Isa::fmadd(Isa::loadu(q + j * hd + d), kv, acc[j]);
     }
-    float dot[NH];
-    for (int j = 0; j < NH; ++j) dot[j] = Isa::hsum(acc[j]);
+    float dot[8];
+    Isa::hsum8(acc, dot);
     for (int64_t d = full; d < hd; ++d) {
       const float kd = element<DT>(k, d, c.k_scale);
       for (int j = 0; j < NH; ++j) dot[j] = __builtin_fmaf(q[j * hd + d], kd, dot[j]);
