@@ -87,7 +87,7 @@ TEST_P(HybridRatio, FusedThreeDimensionalExpertTensorsMatchFloat64Reference) {
 }
 
 TEST_P(HybridRatio, Qwen3NextFusedInterleavedProjectionsMatchFloat64Reference) {
-  Hybrid m = make_hybrid(GetParam(), 17, /*next=*/true);
+  Hybrid m = make_hybrid(GetParam(), 17, Family::qwen3_next);
   const auto want = reference(m, kTokens);
   for (bool fused_experts : {false, true}) {
     TempDir dir;

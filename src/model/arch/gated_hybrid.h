@@ -1,8 +1,9 @@
 #pragma once
-// What the Qwen3.5-MoE and Qwen3-Next hybrids share (arch/qwen3_5_moe.cpp, arch/qwen3_next.cpp):
-// the layer-type keys, the gated delta-net (GDN) and gated-attention mixers, their parameters,
-// and the MoE block with a sigmoid-gated shared expert. They differ in how the GDN input
-// projections are stored (ModelConfig::gdn_fused_qkvz) and in the MoE keys they read.
+// What the Qwen3.5 (dense), Qwen3.5-MoE and Qwen3-Next hybrids share (arch/qwen3_5.cpp,
+// arch/qwen3_5_moe.cpp, arch/qwen3_next.cpp): the layer-type keys, the gated delta-net (GDN) and
+// gated-attention mixers, their parameters, and the MoE block with a sigmoid-gated shared
+// expert. They differ in how the GDN input projections are stored (ModelConfig::gdn_fused_qkvz)
+// and in their feed-forward (dense MLP, MoE, or both by layer).
 #include <cstdint>
 #include <memory>
 #include <string>

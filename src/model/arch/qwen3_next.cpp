@@ -53,6 +53,7 @@ class Qwen3Next final : public ArchDef {
   }
 
   void synthetic_config(const SyntheticOptions& o, nlohmann::json& c) const override {
+    c["model_type"] = "qwen3_next";
     c["num_experts"] = o.experts;
     c["num_experts_per_tok"] = o.top_k;
     c["moe_intermediate_size"] = o.moe_intermediate;
