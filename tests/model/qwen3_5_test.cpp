@@ -1,10 +1,10 @@
 // Dense Qwen3.5 (Qwen3_5ForCausalLM / Qwen3_5ForConditionalGeneration: the gated delta-net +
 // gated attention hybrid with a SwiGLU MLP in every layer) against the float64 forward of
-// tests/model/hybrid_reference.h (issue 14): both checkpoint layouts, GDN value/key head ratios
-// 1, 2 and 4, prompt-at-once vs token-by-token vs prefill chunks and split calls, batched vs
-// alone, and the quantized layouts exports publish — every Linear NVFP4 including the GDN's
-// in_proj_a / in_proj_b (which ModelOpt's default config leaves in bf16, and its older versions
-// and other exporters quantize).
+// tests/model/hybrid_reference.h (issue 14), in the quantized layouts exports publish: every
+// Linear NVFP4 including the GDN's in_proj_a / in_proj_b (which ModelOpt's default config leaves
+// in bf16, and its older versions and other exporters quantize). Its unquantized checks (both
+// layouts, NV/NK 1, 2, 4, token by token, prefill chunks, batched) run with Qwen3.5-MoE's in
+// qwen3_5_moe_test.cpp (HybridFamilyRatio, Hybrid.BatchedSequencesEqualEachAlone).
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -23,77 +23,6 @@ namespace {
 using test::TempDir;
 using namespace hybrid_ref;
 using nlohmann::json;
-
-// Between the engine's own float32 paths (recurrent vs chunked delta rule, split prompts): the
-// logits reach |2|, so a few float32 ulps of the larger ones.
-constexpr double kTol = 2e-5;
-
-class DenseHybridRatio : public ::testing::TestWithParam<int64_t> {};
-
-TEST_P(DenseHybridRatio, LogitsMatchFloat64ReferenceInBothLayouts) {
-  Hybrid m = make_hybrid(GetParam(), 41, Family::qwen3_5);
-  const auto want = reference(m, kTokens);
-  TempDir flat, vl;
-  write_hybrid(m, flat.path());
-  write_hybrid(m, vl.path(), /*vl=*/true);
-  auto a = CausalLM::load(flat.path().string(), f32());
-  auto b = CausalLM::load(vl.path().string(), f32());
-  EXPECT_EQ(a->config().architecture, "Qwen3_5ForCausalLM");
-  EXPECT_EQ(b->config().architecture, "Qwen3_5ForConditionalGeneration");
-  EXPECT_FALSE(a->config().is_moe());
-  EXPECT_EQ(a->config().intermediate_size, m.dense_inter);
-  const auto got = all_logits(*a, kTokens);
-  EXPECT_LT(max_rel_diff(got, want), 2e-5) << "NV/NK " << GetParam();  // float32 rounding only
-  EXPECT_EQ(all_logits(*b, kTokens), got);                               // the VL nesting changes names only
-}
-
-TEST_P(DenseHybridRatio, TokenByTokenPrefillChunksAndSplitCallsAgreeWithOnePass) {
-  TempDir dir;
-  write_hybrid(make_hybrid(GetParam(), 41, Family::qwen3_5), dir.path());
-  auto lm = CausalLM::load(dir.path().string(), f32());
-  const auto once = all_logits(*lm, kTokens);
-  const int64_t vocab = lm->vocab_size();
-  SequenceState s = lm->new_sequence();
-  std::vector<float> step(vocab);
-  for (size_t t = 0; t < kTokens.size(); ++t) {
-    lm->forward(s, &kTokens[t], 1, LogitsMode::last, step.data());
-    for (int64_t v = 0; v < vocab; ++v) ASSERT_NEAR(step[v], once[t * vocab + v], kTol) << "position " << t;
-  }
-  for (int64_t chunk : {1, 2, 3, 5, 8}) {
-    LoadOptions lo;
-    lo.prefill_chunk = chunk;
-    const auto got = all_logits(*CausalLM::load(dir.path().string(), f32(), lo), kTokens);
-    for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], once[i], kTol) << "chunk " << chunk << " at " << i;
-  }
-  SequenceState two = lm->new_sequence();
-  std::vector<float> first(6 * vocab), rest((kTokens.size() - 6) * vocab);
-  lm->forward(two, kTokens.data(), 6, LogitsMode::all, first.data());
-  lm->forward(two, kTokens.data() + 6, static_cast<int64_t>(kTokens.size()) - 6, LogitsMode::all, rest.data());
-  for (size_t i = 0; i < rest.size(); ++i) ASSERT_NEAR(rest[i], once[6 * vocab + i], kTol) << i;
-}
-
-INSTANTIATE_TEST_SUITE_P(ValueHeadsPerKeyHead, DenseHybridRatio, ::testing::Values(1, 2, 4));
-
-TEST(DenseHybrid, BatchedSequencesEqualEachAlone) {
-  TempDir dir;
-  write_hybrid(make_hybrid(2, 43, Family::qwen3_5), dir.path());
-  LoadOptions lo;
-  lo.prefill_chunk = 5;
-  auto lm = CausalLM::load(dir.path().string(), f32(), lo);
-  const int64_t vocab = lm->vocab_size();
-  const std::vector<std::vector<int32_t>> prompts = {{3, 1, 4, 1, 5, 9}, {2, 7}, {60, 61, 62, 63, 64, 65, 66, 67, 68}};
-  std::vector<SequenceState> states;
-  std::vector<std::vector<float>> got(prompts.size());
-  std::vector<SequenceChunk> batch;
-  for (size_t i = 0; i < prompts.size(); ++i) states.push_back(lm->new_sequence());
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    got[i].resize(prompts[i].size() * vocab);
-    batch.push_back({&states[i], prompts[i].data(), static_cast<int64_t>(prompts[i].size()), LogitsMode::all,
-                     got[i].data()});
-  }
-  lm->forward(batch);
-  for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(got[i], all_logits(*lm, prompts[i])) << "sequence " << i;
-}
 
 TEST(DenseHybrid, MissingIntermediateSizeIsAnErrorNamingTheField) {
   TempDir dir;

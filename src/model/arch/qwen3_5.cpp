@@ -15,7 +15,7 @@ namespace fp4lm::model {
 
 namespace {
 
-class Qwen3_5 final : public ArchDef {
+class Qwen3_5 final : public GatedHybridArch {
  public:
   explicit Qwen3_5(const char* name) : name_(name) {}
   std::string_view hf_name() const override { return name_; }
@@ -30,26 +30,13 @@ class Qwen3_5 final : public ArchDef {
     plan_dense_mlp(c, i, fmt::format("model.layers.{}.mlp", i), c.intermediate_size, out);
   }
 
-  std::vector<LayerParam> layer_params(const ModelConfig& c, int64_t i) const override {
-    return gated_hybrid_layer_params(c, i);
-  }
-
-  std::unique_ptr<Mixer> make_mixer(ModelLoader& l, int64_t i, const Rope& rope) const override {
-    return make_gated_hybrid_mixer(l, i, rope);
-  }
-
   std::unique_ptr<FeedForward> make_ffn(ModelLoader& l, int64_t i) const override {
     return std::make_unique<DenseMlp>(l, fmt::format("model.layers.{}.mlp", i));
   }
 
   void synthetic_config(const SyntheticOptions& o, nlohmann::json& c) const override {
     c["model_type"] = "qwen3_5_text";
-    gated_hybrid_synthetic_config(o, c);
-    c["attn_output_gate"] = true;
-    c["mamba_ssm_dtype"] = "float32";
-    c.erase("rope_theta");
-    c["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 10000.0}, {"partial_rotary_factor", 0.25},
-                            {"mrope_section", {1, 1, 0}}, {"mrope_interleaved", true}};
+    qwen3_5_synthetic_config(o, c);
   }
 
  private:
