@@ -46,6 +46,15 @@ struct Connection {
     for (int fd : {listener, client, server})
       if (fd >= 0) close(fd);
   }
+  // The client closes its socket: a FIN, or with `reset` an RST.
+  void hang_up(bool reset = false) {
+    if (reset) {
+      const linger abort_on_close{1, 0};
+      EXPECT_EQ(setsockopt(client, SOL_SOCKET, SO_LINGER, &abort_on_close, sizeof(abort_on_close)), 0);
+    }
+    close(client);
+    client = -1;
+  }
   // The check as the HTTP handler of `server` would make it from its Request.
   ClientHangupCheck check() const {
     return ClientHangupCheck("127.0.0.1", port_of(server, false), "127.0.0.1", port_of(server, true));
@@ -69,24 +78,14 @@ TEST(ClientHangup, AWaitingClientIsThere) {
   EXPECT_FALSE(check.hung_up());
 }
 
-TEST(ClientHangup, AClosedClientIsGone) {
-  Connection c;
-  const ClientHangupCheck check = c.check();
-  ASSERT_TRUE(check.found());
-  close(c.client);
-  c.client = -1;
-  EXPECT_TRUE(becomes_hung_up(check));
-}
-
-TEST(ClientHangup, AResetClientIsGone) {
-  Connection c;
-  const ClientHangupCheck check = c.check();
-  ASSERT_TRUE(check.found());
-  const linger abort_on_close{1, 0};  // close() sends RST instead of FIN
-  ASSERT_EQ(setsockopt(c.client, SOL_SOCKET, SO_LINGER, &abort_on_close, sizeof(abort_on_close)), 0);
-  close(c.client);
-  c.client = -1;
-  EXPECT_TRUE(becomes_hung_up(check));
+TEST(ClientHangup, AClosedOrResetClientIsGone) {
+  for (bool reset : {false, true}) {
+    Connection c;
+    const ClientHangupCheck check = c.check();
+    ASSERT_TRUE(check.found());
+    c.hang_up(reset);
+    EXPECT_TRUE(becomes_hung_up(check)) << "reset " << reset;
+  }
 }
 
 TEST(ClientHangup, BytesSentMeanwhileAreNotAHangUpAndStayUnread) {
@@ -106,13 +105,11 @@ TEST(ClientHangup, TheConnectionIsToldApartFromItsNeighbours) {
   Connection a, b;
   const ClientHangupCheck check = a.check();
   ASSERT_TRUE(check.found());
-  close(b.client);  // another connection's client leaving is not ours
-  b.client = -1;
+  b.hang_up();  // another connection's client leaving is not ours
   pollfd p{b.server, POLLIN, 0};
   ASSERT_EQ(poll(&p, 1, 30000), 1);  // b's end-of-file has arrived
   EXPECT_FALSE(check.hung_up());
-  close(a.client);
-  a.client = -1;
+  a.hang_up();
   EXPECT_TRUE(becomes_hung_up(check));
 }
 
@@ -120,8 +117,7 @@ TEST(ClientHangup, AnUnknownConnectionIsNotFoundAndNeverHungUp) {
   Connection c;
   const ClientHangupCheck check("127.0.0.1", port_of(c.server, false), "127.0.0.1", 1);
   EXPECT_FALSE(check.found());
-  close(c.client);
-  c.client = -1;
+  c.hang_up();
   EXPECT_FALSE(check.hung_up());
 }
 
