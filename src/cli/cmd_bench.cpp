@@ -90,7 +90,8 @@ RandomLayer random_layer(int64_t n, int64_t k, std::mt19937& rng) {
   return l;
 }
 
-LinearWeights wrap(const RandomLayer& l, int64_t n, int64_t k, kernels::QuantKey key) {
+// An n x k layer of one shard over `view` (the caller keeps the data alive).
+LinearWeights one_shard_layer(kernels::QuantKey key, int64_t n, int64_t k, kernels::ShardView view) {
   LinearWeights w;
   w.key = key;
   w.n = n;
@@ -98,10 +99,26 @@ LinearWeights wrap(const RandomLayer& l, int64_t n, int64_t k, kernels::QuantKey
   kernels::WeightShard s;
   s.name = "bench";
   s.rows = n;
-  s.view = kernels::Nvfp4View{l.codes.data(), l.scales.data(), 1e-3f, 0.0f};
+  s.view = view;
   w.shards.push_back(s);
+  return w;
+}
+
+LinearWeights wrap(const RandomLayer& l, int64_t n, int64_t k, kernels::QuantKey key) {
+  LinearWeights w = one_shard_layer(key, n, k, kernels::Nvfp4View{l.codes.data(), l.scales.data(), 1e-3f, 0.0f});
   w.input_scale = 1e-2f;
   return w;
+}
+
+// Best time of one call of a layer that has copies, each call on the next copy (so at M = 1 the
+// weights come from memory, not the caches): 3 rounds over the copies at M = 1, else `reps`.
+double rotating_time(const std::vector<std::unique_ptr<kernels::LinearKernel>>& copies, const void* x, int64_t m,
+                     void* y, ThreadPool& pool, int reps) {
+  size_t next = 0;
+  return best_time([&] {
+    copies[next]->forward(x, m, y, pool);
+    next = (next + 1) % copies.size();
+  }, m == 1 ? 3 * static_cast<int>(copies.size()) : reps);
 }
 
 struct Options {
@@ -308,14 +325,8 @@ int run_kernels(const Options& o) {
         from_f32_n(x.data(), act, xa.data(), x.size());
         const int reps = m >= 64 ? 3 : 10;
         const double t_blas = sgemm_seconds(m, s.n, s.k, x.data(), wf.data(), y.data(), reps);
-        std::vector<double> t(2);
-        for (int b = 0; b < 2; ++b) {
-          size_t next = 0;
-          t[b] = best_time([&] {
-            kern[b][next]->forward(xa.data(), m, ya.data(), pool);
-            next = (next + 1) % kern[b].size();
-          }, m == 1 ? 3 * copies : reps);
-        }
+        const std::vector<double> t = {rotating_time(kern[0], xa.data(), m, ya.data(), pool, reps),
+                                       rotating_time(kern[1], xa.data(), m, ya.data(), pool, reps)};
         print_table_row(cols, s.n, s.k, m, t_blas, t, static_cast<double>(layer_bytes), bw);
       }
     }
@@ -347,16 +358,8 @@ int run_dense(const Options& o) {
       for (auto& v : row) v = static_cast<float>(rng() % 2001) * 1e-3f - 1.0f;
       from_f32_n(row.data(), t, store.data() + r * k * dtype_size(t), row.size());
     }
-    LinearWeights w;
-    w.key = kernels::kUnquantized;
-    w.n = n;
-    w.k = k;
-    kernels::WeightShard s;
-    s.name = "bench";
-    s.rows = n;
-    s.view = kernels::DenseView{t, store.data()};
-    w.shards.push_back(s);
-    return be->make_linear(w, {kernels::kUnquantized, act, n, k, {}});
+    return be->make_linear(one_shard_layer(kernels::kUnquantized, n, k, kernels::DenseView{t, store.data()}),
+                           {kernels::kUnquantized, act, n, k, {}});
   };
   const std::vector<KernelColumn> cols = {{"f32 ms", 9, false}, {"bf16 ms", 9, false}};
   for (int threads : thread_counts) {
@@ -443,19 +446,11 @@ int run_fp8(const Options& o) {
       std::vector<std::vector<std::unique_ptr<kernels::LinearKernel>>> kern(backends.size());
       for (size_t b = 0; b < backends.size(); ++b)
         for (auto& c : codes) {
-          LinearWeights w;
-          w.key = kernels::kFp8W8A16;
-          w.n = s.n;
-          w.k = s.k;
-          kernels::WeightShard sh;
-          sh.name = "bench";
-          sh.rows = s.n;
           kernels::Fp8View v;
           v.codes = c.data();
           v.global_scale = 1e-3f;
-          sh.view = v;
-          w.shards.push_back(sh);
-          kern[b].push_back(backends[b]->make_linear(w, {kernels::kFp8W8A16, DType::BF16, s.n, s.k, {}}));
+          kern[b].push_back(backends[b]->make_linear(one_shard_layer(kernels::kFp8W8A16, s.n, s.k, v),
+                                                     {kernels::kFp8W8A16, DType::BF16, s.n, s.k, {}}));
         }
       for (int64_t m : bs.ms) {
         std::vector<float> xf(static_cast<size_t>(m * s.k)), y(static_cast<size_t>(m * s.n));
@@ -464,14 +459,8 @@ int run_fp8(const Options& o) {
         f32_to_bf16_n(xf.data(), x.data(), xf.size());
         const int reps = m >= 64 ? 3 : 10;
         const double t_blas = sgemm_seconds(m, s.n, s.k, xf.data(), wf.data(), y.data(), reps);
-        std::vector<double> t(backends.size());
-        for (size_t b = 0; b < backends.size(); ++b) {
-          size_t next = 0;
-          t[b] = best_time([&] {
-            kern[b][next]->forward(x.data(), m, yb.data(), pool);
-            next = (next + 1) % kern[b].size();
-          }, m == 1 ? 3 * copies : reps);
-        }
+        std::vector<double> t;
+        for (const auto& kb : kern) t.push_back(rotating_time(kb, x.data(), m, yb.data(), pool, reps));
         print_table_row(cols, s.n, s.k, m, t_blas, t, static_cast<double>(layer_bytes), bw);
       }
     }
