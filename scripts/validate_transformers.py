@@ -78,6 +78,7 @@ def arch_configs():
         ("Qwen3.5 dense", "Qwen3_5TextConfig", dict(COMMON, **{k: v for k, v in HYBRID.items()
                                                               if k != "shared_expert_intermediate_size"}),
          "Qwen3_5ForCausalLM"),
+        ("Qwen3.5 dense VL", "Qwen3_5Config", None, "Qwen3_5ForConditionalGeneration"),
         ("Qwen3-Next", "Qwen3NextConfig", dict(COMMON, **MOE, **HYBRID, norm_topk_prob=True, decoder_sparse_step=1,
                                                mlp_only_layers=[]), "Qwen3NextForCausalLM"),
     ]
@@ -85,11 +86,13 @@ def arch_configs():
 
 
 def make_config(cls_name, kwargs):
-    if cls_name == "Qwen3_5MoeConfig":  # the VL wrapper: a tiny text model plus a tiny vision tower
-        text = dict(COMMON, **MOE, **HYBRID)
+    if cls_name in ("Qwen3_5MoeConfig", "Qwen3_5Config"):  # the VL wrappers: a tiny text model + vision tower
+        moe = cls_name == "Qwen3_5MoeConfig"
+        text = dict(COMMON, **MOE, **HYBRID) if moe else dict(COMMON, **{k: v for k, v in HYBRID.items()
+                                                                        if k != "shared_expert_intermediate_size"})
         vision = dict(depth=1, hidden_size=32, intermediate_size=64, num_heads=2, out_hidden_size=64,
                       patch_size=16, spatial_merge_size=2, temporal_patch_size=2, num_position_embeddings=16)
-        return transformers.Qwen3_5MoeConfig(text_config=text, vision_config=vision, tie_word_embeddings=False)
+        return getattr(transformers, cls_name)(text_config=text, vision_config=vision, tie_word_embeddings=False)
     return getattr(transformers, cls_name)(**kwargs)
 
 

@@ -46,7 +46,20 @@ QuantAlgo tensor_algo(const TensorLookup& tensors, const std::string& module) {
 }
 
 QuantAlgo layer_on_disk_algo(const quant::QuantConfig& q, const LayerSpec& spec, const TensorLookup& tensors) {
-  if (!q.quantized() || spec.router || spec.tied_embedding) return QuantAlgo::None;
+  if (!q.quantized() || spec.tied_embedding) return QuantAlgo::None;
+  // Routers (and the GDN's in_proj_b / in_proj_a) are in neither list of ModelOpt's configs and
+  // normally stored unquantized; some exports of the Qwen3.5 hybrids quantize in_proj_a/b all
+  // the same. Their tensors decide.
+  if (spec.router) {
+    if (!tensors) return QuantAlgo::None;
+    const std::vector<std::string> modules = spec.modules();
+    const QuantAlgo algo = tensor_algo(tensors, modules.front());
+    for (const std::string& m : modules)
+      if (const QuantAlgo a = tensor_algo(tensors, m); a != algo)
+        fail("{}: the shards of {} are stored in different formats ({} is {}, {} is {})", q.source, spec.name,
+             modules.front(), quant::algo_name(algo), m, quant::algo_name(a));
+    return algo;
+  }
   // MIXED_PRECISION may list the engine's own (fused) name.
   if (q.algo == QuantAlgo::MIXED_PRECISION && !q.other && q.quantized_layers.count(spec.name) &&
       !quant::is_excluded(q.exclude_modules, spec.name))

@@ -44,8 +44,11 @@ json synthetic_config_json(const SyntheticOptions& o) {
   if (!is_vl(o)) return c;
   json text = c;
   text.erase("architectures");
+  // The wrapper's model_type is the text model's without "_text" (qwen3_5_moe_text -> qwen3_5_moe).
+  std::string type = text.value("model_type", std::string());
+  if (type.ends_with("_text")) type.resize(type.size() - 5);
   return {{"architectures", {o.architecture}},
-          {"model_type", "qwen3_5_moe"},
+          {"model_type", type},
           {"text_config", text},
           {"vision_config", {{"depth", 1}, {"hidden_size", 16}, {"out_hidden_size", o.hidden}}},
           {"tie_word_embeddings", o.tie_word_embeddings},
@@ -146,7 +149,13 @@ void write_synthetic_checkpoint(const std::string& dir, const SyntheticOptions& 
     // does (in_proj_b and in_proj_a by their own names).
     if (spec.router && o.algo != QuantAlgo::None && o.algo != QuantAlgo::MIXED_PRECISION)
       qc.exclude_modules.insert(qc.exclude_modules.end(), spec.shards.begin(), spec.shards.end());
-    QuantAlgo algo = spec.router ? QuantAlgo::None : layer_on_disk_algo(qc, spec);
+    // A router is stored quantized only when MIXED_PRECISION lists it (some hybrid exports
+    // quantize the GDN's in_proj_a / in_proj_b).
+    auto mixed_router = [&] {
+      auto it = o.mixed.find(spec.shards.front());
+      return it == o.mixed.end() ? QuantAlgo::None : it->second;
+    };
+    QuantAlgo algo = spec.router ? mixed_router() : layer_on_disk_algo(qc, spec);
     float input_amax = 3.0f + static_cast<float>(w.rng() % 1000) / 1000.0f;
     if (spec.kind == kernels::LayerKind::linear) {
       w.linear_group(spec.shards, spec.shard_rows, spec.in_features, algo, spec.bias, input_amax);

@@ -69,9 +69,12 @@ void publish_as_35b(const std::string& dir, const std::map<std::string, QuantAlg
 
 }  // namespace
 
-TEST(HybridEngine, MixedFp8AndW4A16As35BA3BIsPublishedLoadsWithOneWarningAndGenerates) {
+// The 35B-A3B layout, or (moe false) the dense 27B's: the same FP8 GDN / attention projections,
+// W4A16_NVFP4 on the MLP instead of the experts and shared experts.
+void mixed_as_published_loads_with_one_warning_and_generates(bool moe) {
+  SCOPED_TRACE(moe ? "Qwen3.6-35B-A3B layout" : "Qwen3.5-27B layout");
   model::SyntheticOptions o;
-  o.architecture = "Qwen3_5MoeForConditionalGeneration";
+  o.architecture = moe ? "Qwen3_5MoeForConditionalGeneration" : "Qwen3_5ForConditionalGeneration";
   o.algo = QuantAlgo::MIXED_PRECISION;
   o.layers = 4;
   o.linear_value_heads = 4;  // NV/NK = 2, as 35B-A3B
@@ -82,9 +85,9 @@ TEST(HybridEngine, MixedFp8AndW4A16As35BA3BIsPublishedLoadsWithOneWarningAndGene
     const std::vector<std::string> fp8 = full ? std::vector<std::string>{"q_proj", "k_proj", "v_proj", "o_proj"}
                                               : std::vector<std::string>{"in_proj_qkv", "in_proj_z", "out_proj"};
     for (const std::string& proj : fp8) o.mixed[p + (full ? "self_attn." : "linear_attn.") + proj] = QuantAlgo::FP8;
-    o.mixed[p + "mlp.experts"] = QuantAlgo::W4A16_NVFP4;
+    if (moe) o.mixed[p + "mlp.experts"] = QuantAlgo::W4A16_NVFP4;
     for (const char* proj : {"gate_proj", "up_proj", "down_proj"})
-      o.mixed[p + "mlp.shared_expert." + proj] = QuantAlgo::W4A16_NVFP4;
+      o.mixed[p + (moe ? "mlp.shared_expert." : "mlp.") + proj] = QuantAlgo::W4A16_NVFP4;
   }
   o.mixed["lm_head"] = QuantAlgo::W4A16_NVFP4;
   test::TempDir tmp;
@@ -96,7 +99,9 @@ TEST(HybridEngine, MixedFp8AndW4A16As35BA3BIsPublishedLoadsWithOneWarningAndGene
     ASSERT_NE(ck->find("mtp.fc.weight"), nullptr);
     ASSERT_NE(ck->find("model.visual.blocks.0.attn.qkv.weight"), nullptr);
     ASSERT_NE(ck->find("model.language_model.layers.0.linear_attn.in_proj_qkv.input_scale"), nullptr);
-    ASSERT_EQ(ck->find("model.language_model.layers.0.mlp.experts.0.gate_proj.input_scale"), nullptr);
+    ASSERT_EQ(ck->find(moe ? "model.language_model.layers.0.mlp.experts.0.gate_proj.input_scale"
+                           : "model.language_model.layers.0.mlp.gate_proj.input_scale"),
+              nullptr);
   }
 
   std::unique_ptr<model::CausalLM> lm;
@@ -119,9 +124,14 @@ TEST(HybridEngine, MixedFp8AndW4A16As35BA3BIsPublishedLoadsWithOneWarningAndGene
   EXPECT_EQ(key("model.layers.0.linear_attn.out_proj").weight, kernels::WeightKey::fp8_static);
   EXPECT_EQ(key("model.layers.0.linear_attn.in_proj_ba"), kernels::kUnquantized);
   EXPECT_EQ(key("model.layers.1.self_attn.qkv_proj").weight, kernels::WeightKey::fp8_static);
-  EXPECT_EQ(key("model.layers.1.mlp.experts"), kernels::kNvfp4W4A16);  // the tensors decide
-  EXPECT_EQ(key("model.layers.1.mlp.shared_expert.gate_up_proj"), kernels::kNvfp4W4A16);
-  EXPECT_EQ(key("model.layers.1.mlp.gate"), kernels::kUnquantized);
+  if (moe) {
+    EXPECT_EQ(key("model.layers.1.mlp.experts"), kernels::kNvfp4W4A16);  // the tensors decide
+    EXPECT_EQ(key("model.layers.1.mlp.shared_expert.gate_up_proj"), kernels::kNvfp4W4A16);
+    EXPECT_EQ(key("model.layers.1.mlp.gate"), kernels::kUnquantized);
+  } else {
+    EXPECT_EQ(key("model.layers.1.mlp.gate_up_proj"), kernels::kNvfp4W4A16);  // the tensors decide
+    EXPECT_EQ(key("model.layers.2.mlp.down_proj"), kernels::kNvfp4W4A16);
+  }
   EXPECT_EQ(key("lm_head"), kernels::kNvfp4W4A16);
 
   engine::GenerationParams gp;
@@ -138,10 +148,18 @@ TEST(HybridEngine, MixedFp8AndW4A16As35BA3BIsPublishedLoadsWithOneWarningAndGene
   EXPECT_EQ(engine::generate(*lm16, {1, 17, 5, 96}, gp).output_ids.size(), 8u);
 }
 
+TEST(HybridEngine, MixedFp8AndW4A16As35BA3BIsPublishedLoadsWithOneWarningAndGenerates) {
+  mixed_as_published_loads_with_one_warning_and_generates(/*moe=*/true);
+}
+
+TEST(HybridEngine, MixedFp8AndW4A16AsDense27BIsPublishedLoadsWithOneWarningAndGenerates) {
+  mixed_as_published_loads_with_one_warning_and_generates(/*moe=*/false);
+}
+
 TEST(HybridEngine, EvaluationMatchesTheFloat64ReferenceAcrossChunks) {
   using namespace model::hybrid_ref;
-  for (bool next : {false, true}) {
-    Hybrid m = make_hybrid(2, 29, next);
+  for (Family family : {Family::qwen3_5_moe, Family::qwen3_next, Family::qwen3_5}) {
+    Hybrid m = make_hybrid(2, 29, family);
     test::TempDir tmp;
     write_hybrid(m, tmp.path(), /*vl=*/false, /*fused_experts=*/true);
     std::vector<int32_t> ids;
@@ -159,6 +177,6 @@ TEST(HybridEngine, EvaluationMatchesTheFloat64ReferenceAcrossChunks) {
       nll += mx + std::log(sum) - logits[t][ids[t + 1]];
     }
     nll /= static_cast<double>(logits.size());
-    EXPECT_NEAR(got.mean_nll(), nll, 1e-4 * nll) << (next ? "Qwen3-Next" : "Qwen3.5-MoE");
+    EXPECT_NEAR(got.mean_nll(), nll, 1e-4 * nll) << static_cast<int>(family);
   }
 }

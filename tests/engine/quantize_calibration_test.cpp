@@ -279,7 +279,8 @@ TEST(QuantizeCalibration, EveryArchitectureQuantizesToNvfp4AndRunsAsW4A4) {
 // bf16 and are listed; everything else is NVFP4 W4A4, and the result loads and runs. The VL
 // form keeps its stored names (model.language_model.*).
 TEST(QuantizeCalibration, HybridsKeepModelOptsDefaultExclusionsAndRunAsW4A4) {
-  for (const char* arch : {"Qwen3_5MoeForCausalLM", "Qwen3_5MoeForConditionalGeneration", "Qwen3NextForCausalLM"}) {
+  for (const char* arch : {"Qwen3_5MoeForCausalLM", "Qwen3_5MoeForConditionalGeneration", "Qwen3NextForCausalLM",
+                           "Qwen3_5ForCausalLM", "Qwen3_5ForConditionalGeneration"}) {
     SyntheticOptions o = source(arch);
     o.layers = 4;
     o.extra_tensors = true;
@@ -287,14 +288,17 @@ TEST(QuantizeCalibration, HybridsKeepModelOptsDefaultExclusionsAndRunAsW4A4) {
     engine::QuantizeSummary sum = engine::quantize_checkpoint(c.options());
     const bool vl = std::string(arch).ends_with("ConditionalGeneration");
     const bool next = std::string(arch) == "Qwen3NextForCausalLM";
+    const bool moe = std::string(arch).find("Moe") != std::string::npos || next;
     const std::string p = vl ? "model.language_model.layers." : "model.layers.";
     auto listed = [&](const std::string& m) {
       return std::find(sum.exclude_modules.begin(), sum.exclude_modules.end(), m) != sum.exclude_modules.end();
     };
-    for (const std::string& m :
-         {p + "0.linear_attn.conv1d", p + "0.mlp.gate", p + "0.mlp.shared_expert_gate", p + "1.mlp.gate",
-          std::string("mtp*"), std::string("lm_head")})
+    for (const std::string& m : {p + "0.linear_attn.conv1d", std::string("mtp*"), std::string("lm_head")})
       EXPECT_TRUE(listed(m)) << arch << " " << m;
+    if (moe) {
+      for (const std::string& m : {p + "0.mlp.gate", p + "0.mlp.shared_expert_gate", p + "1.mlp.gate"})
+        EXPECT_TRUE(listed(m)) << arch << " " << m;
+    }
     if (next) {
       EXPECT_TRUE(listed(p + "0.linear_attn.in_proj_ba")) << arch;
     } else {
@@ -306,10 +310,12 @@ TEST(QuantizeCalibration, HybridsKeepModelOptsDefaultExclusionsAndRunAsW4A4) {
     EXPECT_EQ(out->get("mtp.fc.weight").dtype, DType::F32);  // copied in the source's dtype
     EXPECT_EQ(out->get(p + "0.linear_attn.conv1d.weight").dtype, DType::F32);
     EXPECT_EQ(out->get(p + "0.linear_attn.out_proj.weight").dtype, DType::U8) << arch;
-    EXPECT_EQ(out->get(p + "0.mlp.experts.1.down_proj.weight").dtype, DType::U8) << arch;
+    EXPECT_EQ(out->get(p + (moe ? "0.mlp.experts.1.down_proj.weight" : "0.mlp.down_proj.weight")).dtype, DType::U8)
+        << arch;
     EXPECT_GT(scalar(*out, p + "1.self_attn.q_proj.input_scale"), 0.0f) << arch;
     if (vl) {
-      EXPECT_EQ(out->find("model.layers.0.mlp.gate.weight"), nullptr);  // stored names kept
+      EXPECT_EQ(out->find("model.layers.0.input_layernorm.weight"), nullptr);  // stored names kept
+      EXPECT_NE(out->find(p + "0.input_layernorm.weight"), nullptr);
     }
 
     model::ModelLoader l(io::Checkpoint::open(c.out), {});

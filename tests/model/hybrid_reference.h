@@ -1,5 +1,5 @@
 #pragma once
-// The float64 forward of the Qwen3.5-MoE / Qwen3-Next hybrids written for the tests from the
+// The float64 forward of the Qwen3.5 (dense and MoE) / Qwen3-Next hybrids written for the tests from the
 // published math (issue 14), not from the engine: the conv runs over the zero-padded whole
 // sequence, the delta rule as the textbook recurrence over all positions, attention recomputed
 // per position, experts one by one. Plus the tiny random models it runs on and their checkpoint
@@ -37,6 +37,9 @@ struct T {
 // override), or quantize-dequantized to NVFP4 with the layer's input_scale (W4A4), by the
 // library's reference quantizer (quant/nvfp4.h), the published NVFP4 math.
 enum class ExpertInput { exact, bf16, nvfp4 };
+// Which hybrid: Qwen3.5-MoE (every layer a MoE), dense Qwen3.5 (every layer a SwiGLU MLP of
+// intermediate_size) or Qwen3-Next (fused GDN projections, layer 2 dense, top-k not renormalized).
+enum class Family { qwen3_5_moe, qwen3_5, qwen3_next };
 
 struct Hybrid {
   json config;
@@ -45,17 +48,30 @@ struct Hybrid {
   int64_t hidden = 32, heads = 4, kvh = 2, hd = 16, rot = 8, nk = 2, nv = 2, dk = 8, dv = 12, kconv = 4;
   int64_t experts = 4, top_k = 2, inter = 16, shared = 24, vocab = 97, layers = 4, dense_inter = 40;
   std::vector<bool> full;
+  Family family = Family::qwen3_5_moe;
   bool next = false;        // Qwen3NextForCausalLM: fused in_proj_qkvz / in_proj_ba on disk
   bool norm_topk = true;    // renormalize the top-k router weights
   std::vector<bool> dense;  // layers with a dense MLP (Qwen3-Next mlp_only_layers); empty: none
   bool is_dense(int64_t l) const { return !dense.empty() && dense[l]; }
   ExpertInput expert_input = ExpertInput::exact;
+  // How every other module stored as NVFP4 sees its input (nvfp4: with its own input_scale).
+  ExpertInput linear_input = ExpertInput::exact;
   std::map<int64_t, std::pair<float, float>> input_scale;  // layer -> (gate/up, down) for nvfp4
   // Modules stored as NVFP4 (their m.w entry holds the dequantized weight the reference uses),
   // with the input_scale written for each (0: none, W4A16).
   std::map<std::string, quant::Nvfp4Weight> nvfp4;
   std::map<std::string, float> nvfp4_input_scale;
 };
+
+// Stores `module` as NVFP4 (its m.w entry becomes the dequantized weight the reference uses),
+// quantized by the library's reference quantizer; input_scale 0: W4A16 (none written).
+inline void quantize_module(Hybrid& m, const std::string& module, float input_scale = 0.0f) {
+  T& t = m.w.at(module + ".weight");
+  quant::Nvfp4Weight q = quant::quantize_weight(t.v.data(), t.shape[0], t.shape[1]);
+  t.v = quant::dequantize_weight(q);
+  m.nvfp4[module] = std::move(q);
+  m.nvfp4_input_scale[module] = input_scale;
+}
 
 // Quantizes every routed expert to NVFP4 (each module its own weight_scale_2) with the
 // library's reference quantizer; w4a4: also write input_scale (gate/up s13, down s2 per layer).
@@ -66,25 +82,28 @@ inline void quantize_experts(Hybrid& m, bool w4a4, float s13 = 5.0f / 2688, floa
     for (int64_t e = 0; e < m.experts; ++e)
       for (const char* proj : {"gate_proj", "up_proj", "down_proj"}) {
         const std::string mod = fmt::format("model.layers.{}.mlp.experts.{}.{}", l, e, proj);
-        T& t = m.w.at(mod + ".weight");
-        quant::Nvfp4Weight q = quant::quantize_weight(t.v.data(), t.shape[0], t.shape[1]);
-        t.v = quant::dequantize_weight(q);
-        m.nvfp4[mod] = std::move(q);
-        m.nvfp4_input_scale[mod] = w4a4 ? (std::string(proj) == "down_proj" ? s2 : s13) : 0.0f;
+        quantize_module(m, mod, w4a4 ? (std::string(proj) == "down_proj" ? s2 : s13) : 0.0f);
       }
   }
 }
 
-// Layers: linear, full, linear, full (layer_types given); NV = nk * ratio. next: Qwen3-Next's
+// Layers: linear, full, linear, full (layer_types given); NV = nk * ratio. qwen3_next: its
 // config keys (top-level rope_theta and partial_rotary_factor), layer 2 a dense MLP
-// (mlp_only_layers) and the top-k weights not renormalized (norm_topk_prob false).
-inline Hybrid make_hybrid(int64_t ratio, uint64_t seed = 11, bool next = false) {
+// (mlp_only_layers) and the top-k weights not renormalized (norm_topk_prob false). qwen3_5:
+// no MoE keys, intermediate_size, a dense MLP in every layer.
+inline Hybrid make_hybrid(int64_t ratio, uint64_t seed = 11, Family family = Family::qwen3_5_moe) {
   Hybrid m;
+  m.family = family;
   m.nv = m.nk * ratio;
+  const bool next = family == Family::qwen3_next;
   if (next) {
     m.next = true;
     m.norm_topk = false;
     m.dense = {false, false, true, false};
+  }
+  if (family == Family::qwen3_5) {
+    m.dense = std::vector<bool>(static_cast<size_t>(m.layers), true);
+    m.dense_inter = 48;  // down_proj's input a multiple of 16, so it can be stored as NVFP4
   }
   m.full = {false, true, false, true};
   json types = json::array();
@@ -127,6 +146,13 @@ inline Hybrid make_hybrid(int64_t ratio, uint64_t seed = 11, bool next = false) 
     m.config["norm_topk_prob"] = false;
     m.config["decoder_sparse_step"] = 1;
     m.config["mlp_only_layers"] = {2};
+    m.config["intermediate_size"] = m.dense_inter;
+  }
+  if (family == Family::qwen3_5) {
+    for (const char* k : {"num_experts", "num_experts_per_tok", "moe_intermediate_size", "shared_expert_intermediate_size"})
+      m.config.erase(k);
+    m.config["architectures"] = {"Qwen3_5ForCausalLM"};
+    m.config["model_type"] = "qwen3_5_text";
     m.config["intermediate_size"] = m.dense_inter;
   }
   std::mt19937_64 rng(seed);
@@ -262,8 +288,9 @@ inline void write_hybrid(const Hybrid& m, const std::filesystem::path& dir, bool
     json text = c;
     text.erase("architectures");
     text.erase("torch_dtype");
-    c = {{"architectures", {"Qwen3_5MoeForConditionalGeneration"}},
-         {"model_type", "qwen3_5_moe"},
+    const bool dense = m.family == Family::qwen3_5;
+    c = {{"architectures", {dense ? "Qwen3_5ForConditionalGeneration" : "Qwen3_5MoeForConditionalGeneration"}},
+         {"model_type", dense ? "qwen3_5" : "qwen3_5_moe"},
          {"text_config", text},
          {"vision_config", {{"depth", 1}, {"hidden_size", 4}}},
          {"torch_dtype", "float32"}};
@@ -274,7 +301,19 @@ inline void write_hybrid(const Hybrid& m, const std::filesystem::path& dir, bool
 
 // ---- the float64 reference ----
 
-inline Vec matvec(const Hybrid& m, const std::string& name, const Vec& x) {
+inline Vec matvec(const Hybrid& m, const std::string& name, const Vec& x0) {
+  Vec x = x0;
+  // Routed experts see their inputs as expert_input says (routed_expert); other NVFP4 modules
+  // as linear_input says.
+  const bool expert = name.find(".mlp.experts.") != std::string::npos;
+  if (m.linear_input != ExpertInput::exact && !expert && m.nvfp4.count(name)) {
+    std::vector<float> f(x.begin(), x.end());
+    if (m.linear_input == ExpertInput::bf16)
+      for (float& v : f) v = bf16_to_f32(f32_to_bf16(v));
+    else
+      f = quant::qdq_activation(f.data(), 1, static_cast<int64_t>(f.size()), m.nvfp4_input_scale.at(name));
+    x.assign(f.begin(), f.end());
+  }
   const T& w = m.w.at(name + ".weight");
   const int64_t n = w.shape[0], k = w.shape[1];
   Vec y(static_cast<size_t>(n), 0.0);

@@ -1,5 +1,5 @@
-// Qwen3.5-MoE hybrid (gated delta-net + gated attention + MoE with shared expert) and
-// Qwen3-Next against the float64 forward of tests/model/hybrid_reference.h (issue 14). Both
+// Qwen3.5-MoE hybrid (gated delta-net + gated attention + MoE with shared expert), dense Qwen3.5
+// and Qwen3-Next against the float64 forward of tests/model/hybrid_reference.h (issue 14). Both
 // checkpoint layouts (flat text-only and VL-nested with mtp/visual tensors), per-expert and fused
 // 3-D expert tensors, GDN value/key head ratios 1, 2 and 4, prompt-at-once vs token-by-token vs
 // any prefill chunk, batched vs alone, and a failed forward leaving the state.
@@ -25,26 +25,39 @@ namespace {
 using test::TempDir;
 using namespace hybrid_ref;
 
-class HybridRatio : public ::testing::TestWithParam<int64_t> {};
+// Qwen3.5-MoE and dense Qwen3.5 (tests/model/qwen3_5_test.cpp has the latter's quantized
+// layouts), each with NV/NK 1, 2 and 4.
+class HybridFamilyRatio : public ::testing::TestWithParam<std::tuple<Family, int64_t>> {
+ protected:
+  Hybrid model() const { return make_hybrid(std::get<1>(GetParam()), family() == Family::qwen3_5 ? 41 : 11, family()); }
+  Family family() const { return std::get<0>(GetParam()); }
+};
 
-TEST_P(HybridRatio, LogitsMatchFloat64ReferenceInBothLayouts) {
-  Hybrid m = make_hybrid(GetParam());
+// Between the engine's own float32 paths (recurrent vs chunked delta rule, split prompts): the
+// logits reach |2|, so a few float32 ulps of the larger ones.
+constexpr double kTol = 2e-5;
+
+TEST_P(HybridFamilyRatio, LogitsMatchFloat64ReferenceInBothLayouts) {
+  Hybrid m = model();
   const auto want = reference(m, kTokens);
   TempDir flat, vl;
   write_hybrid(m, flat.path());
   write_hybrid(m, vl.path(), /*vl=*/true);
   auto a = CausalLM::load(flat.path().string(), f32());
   auto b = CausalLM::load(vl.path().string(), f32());
-  EXPECT_EQ(b->config().architecture, "Qwen3_5MoeForConditionalGeneration");
+  const bool dense = family() == Family::qwen3_5;
+  EXPECT_EQ(a->config().architecture, dense ? "Qwen3_5ForCausalLM" : "Qwen3_5MoeForCausalLM");
+  EXPECT_EQ(b->config().architecture, dense ? "Qwen3_5ForConditionalGeneration" : "Qwen3_5MoeForConditionalGeneration");
+  EXPECT_EQ(a->config().is_moe(), !dense);
   const auto got = all_logits(*a, kTokens);
   // float32 engine vs float64 reference: rounding only (the recurrence is short).
-  EXPECT_LT(max_rel_diff(got, want), 2e-5) << "NV/NK " << GetParam();
+  EXPECT_LT(max_rel_diff(got, want), 2e-5);
   EXPECT_EQ(all_logits(*b, kTokens), got);  // the VL nesting changes names only
 }
 
-TEST_P(HybridRatio, TokenByTokenAndEveryPrefillChunkAgreeWithOnePass) {
+TEST_P(HybridFamilyRatio, TokenByTokenAndEveryPrefillChunkAgreeWithOnePass) {
   TempDir dir;
-  write_hybrid(make_hybrid(GetParam()), dir.path());
+  write_hybrid(model(), dir.path());
   auto lm = CausalLM::load(dir.path().string(), f32());
   const auto once = all_logits(*lm, kTokens);
   const int64_t vocab = lm->vocab_size();
@@ -52,22 +65,32 @@ TEST_P(HybridRatio, TokenByTokenAndEveryPrefillChunkAgreeWithOnePass) {
   std::vector<float> step(vocab);
   for (size_t t = 0; t < kTokens.size(); ++t) {
     lm->forward(s, &kTokens[t], 1, LogitsMode::last, step.data());
-    for (int64_t v = 0; v < vocab; ++v) ASSERT_NEAR(step[v], once[t * vocab + v], 1e-5) << "position " << t;
+    for (int64_t v = 0; v < vocab; ++v) ASSERT_NEAR(step[v], once[t * vocab + v], kTol) << "position " << t;
   }
   for (int64_t chunk : {1, 2, 3, 5, 8}) {
     LoadOptions lo;
     lo.prefill_chunk = chunk;
     auto c = CausalLM::load(dir.path().string(), f32(), lo);
     const auto got = all_logits(*c, kTokens);
-    for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], once[i], 1e-5) << "chunk " << chunk << " at " << i;
+    for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], once[i], kTol) << "chunk " << chunk << " at " << i;
   }
   // A prompt split over two forward calls continues the recurrent state.
   SequenceState two = lm->new_sequence();
   std::vector<float> first(5 * vocab), rest((kTokens.size() - 5) * vocab);
   lm->forward(two, kTokens.data(), 5, LogitsMode::all, first.data());
   lm->forward(two, kTokens.data() + 5, static_cast<int64_t>(kTokens.size()) - 5, LogitsMode::all, rest.data());
-  for (size_t i = 0; i < rest.size(); ++i) ASSERT_NEAR(rest[i], once[5 * vocab + i], 1e-5) << i;
+  for (size_t i = 0; i < rest.size(); ++i) ASSERT_NEAR(rest[i], once[5 * vocab + i], kTol) << i;
 }
+
+INSTANTIATE_TEST_SUITE_P(MoeAndDense, HybridFamilyRatio,
+                         ::testing::Combine(::testing::Values(Family::qwen3_5_moe, Family::qwen3_5),
+                                            ::testing::Values(1, 2, 4)),
+                         [](const auto& info) {
+                           return fmt::format("{}_ratio{}", std::get<0>(info.param) == Family::qwen3_5 ? "dense" : "moe",
+                                              std::get<1>(info.param));
+                         });
+
+class HybridRatio : public ::testing::TestWithParam<int64_t> {};
 
 TEST_P(HybridRatio, FusedThreeDimensionalExpertTensorsMatchFloat64Reference) {
   Hybrid m = make_hybrid(GetParam());
@@ -87,7 +110,7 @@ TEST_P(HybridRatio, FusedThreeDimensionalExpertTensorsMatchFloat64Reference) {
 }
 
 TEST_P(HybridRatio, Qwen3NextFusedInterleavedProjectionsMatchFloat64Reference) {
-  Hybrid m = make_hybrid(GetParam(), 17, /*next=*/true);
+  Hybrid m = make_hybrid(GetParam(), 17, Family::qwen3_next);
   const auto want = reference(m, kTokens);
   for (bool fused_experts : {false, true}) {
     TempDir dir;
@@ -145,9 +168,10 @@ TEST(Hybrid, FusedExpertTensorsOfTheWrongShapeAreAnErrorNamingThem) {
   }
 }
 
-TEST(Hybrid, BatchedSequencesEqualEachAlone) {
+// Sequences batched in one forward call give the logits each gives alone, bit for bit.
+void batched_sequences_equal_each_alone(const Hybrid& m) {
   TempDir dir;
-  write_hybrid(make_hybrid(2), dir.path());
+  write_hybrid(m, dir.path());
   LoadOptions lo;
   lo.prefill_chunk = 7;  // steps that mix sequences and split prompts
   auto lm = CausalLM::load(dir.path().string(), f32(), lo);
@@ -166,6 +190,13 @@ TEST(Hybrid, BatchedSequencesEqualEachAlone) {
   }
   lm->forward(batch);
   for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(got[i], alone[i]) << "sequence " << i;
+}
+
+TEST(Hybrid, BatchedSequencesEqualEachAlone) {
+  for (Family family : {Family::qwen3_5_moe, Family::qwen3_5}) {
+    SCOPED_TRACE(family == Family::qwen3_5 ? "dense" : "moe");
+    batched_sequences_equal_each_alone(make_hybrid(2, 11, family));
+  }
 }
 
 TEST(Hybrid, FailedForwardLeavesTheRecurrentStateAsItWas) {

@@ -87,15 +87,6 @@ void plan_gated_hybrid_mixer(const ModelConfig& c, int64_t i, std::vector<LayerS
   out.push_back(plan_linear(a + ".out_proj", i, {a + ".out_proj"}, {c.hidden_size}, vd));
 }
 
-void plan_moe_with_shared_expert(const ModelConfig& c, int64_t i, const std::string& block,
-                                 std::vector<LayerSpec>& out) {
-  plan_sparse_moe(c, i, block, {"gate_proj", "up_proj", "down_proj"}, out);
-  plan_dense_mlp(c, i, block + ".shared_expert", c.shared_expert_intermediate_size, out);
-  LayerSpec gate = plan_linear(block + ".shared_expert_gate", i, {block + ".shared_expert_gate"}, {1}, c.hidden_size);
-  gate.router = true;
-  out.push_back(gate);
-}
-
 std::vector<LayerParam> gated_hybrid_layer_params(const ModelConfig& c, int64_t i) {
   const std::string p = fmt::format("model.layers.{}.", i);
   std::vector<LayerParam> out = {{p + "input_layernorm.weight", {c.hidden_size}},
@@ -132,6 +123,15 @@ void gated_hybrid_synthetic_config(const SyntheticOptions& o, nlohmann::json& c)
   c["linear_key_head_dim"] = o.linear_key_head_dim;
   c["linear_value_head_dim"] = o.linear_value_head_dim;
   c["linear_conv_kernel_dim"] = o.conv_kernel;
+}
+
+void qwen3_5_synthetic_config(const SyntheticOptions& o, nlohmann::json& c) {
+  gated_hybrid_synthetic_config(o, c);
+  c["attn_output_gate"] = true;
+  c["mamba_ssm_dtype"] = "float32";
+  c.erase("rope_theta");
+  c["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 10000.0}, {"partial_rotary_factor", 0.25},
+                          {"mrope_section", {1, 1, 0}}, {"mrope_interleaved", true}};
 }
 
 }  // namespace fp4lm::model

@@ -1,8 +1,9 @@
 #pragma once
-// What the Qwen3.5-MoE and Qwen3-Next hybrids share (arch/qwen3_5_moe.cpp, arch/qwen3_next.cpp):
-// the layer-type keys, the gated delta-net (GDN) and gated-attention mixers, their parameters,
-// and the MoE block with a sigmoid-gated shared expert. They differ in how the GDN input
-// projections are stored (ModelConfig::gdn_fused_qkvz) and in the MoE keys they read.
+// What the Qwen3.5 (dense), Qwen3.5-MoE and Qwen3-Next hybrids share (arch/qwen3_5.cpp,
+// arch/qwen3_5_moe.cpp, arch/qwen3_next.cpp): the layer-type keys, the gated delta-net (GDN) and
+// gated-attention mixers and their parameters. They differ in how the GDN input projections are
+// stored (ModelConfig::gdn_fused_qkvz) and in their feed-forward (a dense MLP, or the
+// shared-expert MoE of arch/shared_expert_moe.h).
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -23,14 +24,25 @@ void read_gated_hybrid_keys(const ConfigReader& r, ModelConfig& c);
 // c.gdn_fused_qkvz says (in_proj_qkv + in_proj_z + in_proj_b/a, or in_proj_qkvz + in_proj_ba).
 // in_proj_b / in_proj_a (one row per value head) are planned as routers: never quantized.
 void plan_gated_hybrid_mixer(const ModelConfig& c, int64_t i, std::vector<LayerSpec>& out);
-// The sparse MoE at `block` plus its shared expert and shared_expert_gate (a router).
-void plan_moe_with_shared_expert(const ModelConfig& c, int64_t i, const std::string& block,
-                                 std::vector<LayerSpec>& out);
 // Norms, q/k norms of attention layers, conv1d / A_log / dt_bias / norm of GDN layers.
 std::vector<LayerParam> gated_hybrid_layer_params(const ModelConfig& c, int64_t i);
 // Attention layers use the KV cache's slots in order, GDN layers the recurrent slots.
 std::unique_ptr<Mixer> make_gated_hybrid_mixer(ModelLoader& l, int64_t i, const Rope& rope);
 // The synthetic writer's keys for the hybrid's mixers (layer_types, GDN dims, RoPE).
 void gated_hybrid_synthetic_config(const SyntheticOptions& o, nlohmann::json& c);
+// Those keys as Qwen3.5 (dense and MoE) configs write them: attn_output_gate, mamba_ssm_dtype
+// and rope_parameters (partial_rotary_factor 0.25, an mrope_section) instead of rope_theta.
+void qwen3_5_synthetic_config(const SyntheticOptions& o, nlohmann::json& c);
+
+// The ArchDef parts every gated hybrid shares: its layers' parameters and mixers.
+class GatedHybridArch : public ArchDef {
+ public:
+  std::vector<LayerParam> layer_params(const ModelConfig& c, int64_t i) const override {
+    return gated_hybrid_layer_params(c, i);
+  }
+  std::unique_ptr<Mixer> make_mixer(ModelLoader& l, int64_t i, const Rope& rope) const override {
+    return make_gated_hybrid_mixer(l, i, rope);
+  }
+};
 
 }  // namespace fp4lm::model

@@ -5,10 +5,8 @@
 #include <fmt/format.h>
 
 #include "model/arch/arch.h"
-#include "model/mlp.h"
+#include "model/arch/shared_expert_moe.h"
 #include "model/model_loader.h"
-#include "model/sparse_moe.h"
-#include "model/synthetic_checkpoint.h"
 
 namespace fp4lm::model {
 
@@ -19,33 +17,17 @@ class Qwen2Moe final : public ArchDef {
   std::string_view hf_name() const override { return "Qwen2MoeForCausalLM"; }
   void parse_config(const ConfigReader& r, ModelConfig& c) const override {
     c.attention_bias = true;
-    read_sparse_moe_keys(r, c, /*norm_topk_default=*/false);
-    c.shared_expert_intermediate_size = r.req<int64_t>("shared_expert_intermediate_size");
-    r.positive("shared_expert_intermediate_size", c.shared_expert_intermediate_size);
+    read_shared_expert_moe_keys(r, c, /*norm_topk_default=*/false);
   }
   void plan_layer(const ModelConfig& c, int64_t i, std::vector<LayerSpec>& out) const override {
     plan_attention(c, i, out);
-    const std::string p = fmt::format("model.layers.{}.mlp", i);
-    if (!c.layer_is_moe(i)) return plan_dense_mlp(c, i, p, c.intermediate_size, out);
-    plan_sparse_moe(c, i, p, {"gate_proj", "up_proj", "down_proj"}, out);
-    plan_dense_mlp(c, i, p + ".shared_expert", c.shared_expert_intermediate_size, out);
-    LayerSpec gate = plan_linear(p + ".shared_expert_gate", i, {p + ".shared_expert_gate"}, {1}, c.hidden_size);
-    gate.router = true;
-    out.push_back(gate);
+    plan_shared_expert_moe(c, i, fmt::format("model.layers.{}.mlp", i), out);
   }
   std::unique_ptr<FeedForward> make_ffn(ModelLoader& l, int64_t i) const override {
-    const std::string p = fmt::format("model.layers.{}.mlp", i);
-    if (!l.config().layer_is_moe(i)) return std::make_unique<DenseMlp>(l, p);
-    return std::make_unique<SparseMoe>(l, p, l.config().norm_topk_prob, /*shared_expert=*/true);
+    return make_shared_expert_moe(l, i, l.config().norm_topk_prob);
   }
   void synthetic_config(const SyntheticOptions& o, nlohmann::json& c) const override {
-    c["num_experts"] = o.experts;
-    c["num_experts_per_tok"] = o.top_k;
-    c["moe_intermediate_size"] = o.moe_intermediate;
-    c["norm_topk_prob"] = false;
-    c["decoder_sparse_step"] = 1;
-    c["mlp_only_layers"] = nlohmann::json::array();
-    c["shared_expert_intermediate_size"] = o.shared_expert_intermediate;
+    shared_expert_moe_synthetic_config(o, /*norm_topk=*/false, c);
   }
 };
 

@@ -9,15 +9,14 @@
 
 #include "model/arch/arch.h"
 #include "model/arch/gated_hybrid.h"
-#include "model/model_loader.h"
-#include "model/sparse_moe.h"
+#include "model/arch/shared_expert_moe.h"
 #include "model/synthetic_checkpoint.h"
 
 namespace fp4lm::model {
 
 namespace {
 
-class Qwen3_5Moe final : public ArchDef {
+class Qwen3_5Moe final : public GatedHybridArch {
  public:
   explicit Qwen3_5Moe(const char* name) : name_(name) {}
   std::string_view hf_name() const override { return name_; }
@@ -34,33 +33,20 @@ class Qwen3_5Moe final : public ArchDef {
 
   void plan_layer(const ModelConfig& c, int64_t i, std::vector<LayerSpec>& out) const override {
     plan_gated_hybrid_mixer(c, i, out);
-    plan_moe_with_shared_expert(c, i, fmt::format("model.layers.{}.mlp", i), out);
-  }
-
-  std::vector<LayerParam> layer_params(const ModelConfig& c, int64_t i) const override {
-    return gated_hybrid_layer_params(c, i);
-  }
-
-  std::unique_ptr<Mixer> make_mixer(ModelLoader& l, int64_t i, const Rope& rope) const override {
-    return make_gated_hybrid_mixer(l, i, rope);
+    plan_shared_expert_moe(c, i, fmt::format("model.layers.{}.mlp", i), out);
   }
 
   std::unique_ptr<FeedForward> make_ffn(ModelLoader& l, int64_t i) const override {
-    return std::make_unique<SparseMoe>(l, fmt::format("model.layers.{}.mlp", i), /*renormalize=*/true,
-                                       /*shared_expert=*/true);
+    return make_shared_expert_moe(l, i, /*renormalize=*/true);
   }
 
   void synthetic_config(const SyntheticOptions& o, nlohmann::json& c) const override {
+    c["model_type"] = "qwen3_5_moe_text";
     c["num_experts"] = o.experts;
     c["num_experts_per_tok"] = o.top_k;
     c["moe_intermediate_size"] = o.moe_intermediate;
     c["shared_expert_intermediate_size"] = o.shared_expert_intermediate;
-    gated_hybrid_synthetic_config(o, c);
-    c["attn_output_gate"] = true;
-    c["mamba_ssm_dtype"] = "float32";
-    c.erase("rope_theta");
-    c["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 10000.0}, {"partial_rotary_factor", 0.25},
-                            {"mrope_section", {1, 1, 0}}, {"mrope_interleaved", true}};
+    qwen3_5_synthetic_config(o, c);
   }
 
  private:

@@ -10,56 +10,36 @@
 
 #include "model/arch/arch.h"
 #include "model/arch/gated_hybrid.h"
-#include "model/mlp.h"
+#include "model/arch/shared_expert_moe.h"
 #include "model/model_loader.h"
-#include "model/sparse_moe.h"
 #include "model/synthetic_checkpoint.h"
 
 namespace fp4lm::model {
 
 namespace {
 
-class Qwen3Next final : public ArchDef {
+class Qwen3Next final : public GatedHybridArch {
  public:
   std::string_view hf_name() const override { return "Qwen3NextForCausalLM"; }
 
   void parse_config(const ConfigReader& r, ModelConfig& c) const override {
     read_gated_hybrid_keys(r, c);
     c.gdn_fused_qkvz = true;
-    read_sparse_moe_keys(r, c, /*norm_topk_default=*/true);
-    c.shared_expert_intermediate_size = r.req<int64_t>("shared_expert_intermediate_size");
-    r.positive("shared_expert_intermediate_size", c.shared_expert_intermediate_size);
+    read_shared_expert_moe_keys(r, c, /*norm_topk_default=*/true);
   }
 
   void plan_layer(const ModelConfig& c, int64_t i, std::vector<LayerSpec>& out) const override {
     plan_gated_hybrid_mixer(c, i, out);
-    const std::string p = fmt::format("model.layers.{}.mlp", i);
-    if (!c.layer_is_moe(i)) return plan_dense_mlp(c, i, p, c.intermediate_size, out);
-    plan_moe_with_shared_expert(c, i, p, out);
-  }
-
-  std::vector<LayerParam> layer_params(const ModelConfig& c, int64_t i) const override {
-    return gated_hybrid_layer_params(c, i);
-  }
-
-  std::unique_ptr<Mixer> make_mixer(ModelLoader& l, int64_t i, const Rope& rope) const override {
-    return make_gated_hybrid_mixer(l, i, rope);
+    plan_shared_expert_moe(c, i, fmt::format("model.layers.{}.mlp", i), out);
   }
 
   std::unique_ptr<FeedForward> make_ffn(ModelLoader& l, int64_t i) const override {
-    const std::string p = fmt::format("model.layers.{}.mlp", i);
-    if (!l.config().layer_is_moe(i)) return std::make_unique<DenseMlp>(l, p);
-    return std::make_unique<SparseMoe>(l, p, l.config().norm_topk_prob, /*shared_expert=*/true);
+    return make_shared_expert_moe(l, i, l.config().norm_topk_prob);
   }
 
   void synthetic_config(const SyntheticOptions& o, nlohmann::json& c) const override {
-    c["num_experts"] = o.experts;
-    c["num_experts_per_tok"] = o.top_k;
-    c["moe_intermediate_size"] = o.moe_intermediate;
-    c["shared_expert_intermediate_size"] = o.shared_expert_intermediate;
-    c["norm_topk_prob"] = true;
-    c["decoder_sparse_step"] = 1;
-    c["mlp_only_layers"] = nlohmann::json::array();
+    c["model_type"] = "qwen3_next";
+    shared_expert_moe_synthetic_config(o, /*norm_topk=*/true, c);
     gated_hybrid_synthetic_config(o, c);
     c["partial_rotary_factor"] = 0.25;
   }

@@ -10,6 +10,8 @@ const ArchDef& qwen3_moe_arch();
 const ArchDef& mixtral_arch();
 const ArchDef& qwen2_moe_arch();
 const ArchDef& mistral_arch();
+const ArchDef& qwen3_5_arch();
+const ArchDef& qwen3_5_vl_arch();
 const ArchDef& qwen3_5_moe_arch();
 const ArchDef& qwen3_5_moe_vl_arch();
 const ArchDef& qwen3_next_arch();
@@ -18,7 +20,8 @@ const std::vector<const ArchDef*>& architectures() {
   static const std::vector<const ArchDef*> all = {
       &llama_arch(), &qwen2_arch(), &qwen3_arch(), &qwen3_moe_arch(),
       &mixtral_arch(), &qwen2_moe_arch(), &mistral_arch(),
-      &qwen3_5_moe_arch(), &qwen3_5_moe_vl_arch(), &qwen3_next_arch(),
+      &qwen3_5_arch(), &qwen3_5_vl_arch(), &qwen3_5_moe_arch(), &qwen3_5_moe_vl_arch(),
+      &qwen3_next_arch(),
   };
   return all;
 }
