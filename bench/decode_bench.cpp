@@ -119,6 +119,25 @@ void add_quantized(std::vector<Tensor>& t, const std::string& m, int64_t n, int6
   else add_nvfp4(t, m, n, k);
 }
 
+// One of the writers above: a linear layer `m` of n x k in its format.
+using AddLinear = void (*)(std::vector<Tensor>&, const std::string&, int64_t, int64_t);
+
+// An attention block's projections under `p` (…self_attn): q_rows query rows (twice the heads'
+// when the output gate rides on q_proj), K and V, then o_proj.
+void add_attention(std::vector<Tensor>& t, const std::string& p, const Shapes& s, int64_t q_rows, AddLinear add) {
+  add(t, p + ".q_proj", q_rows, s.hidden);
+  add(t, p + ".k_proj", s.kv_heads * s.head_dim, s.hidden);
+  add(t, p + ".v_proj", s.kv_heads * s.head_dim, s.hidden);
+  add(t, p + ".o_proj", s.hidden, s.heads * s.head_dim);
+}
+
+// A SwiGLU MLP's projections under `p`: a dense MLP, one expert or the shared expert.
+void add_mlp(std::vector<Tensor>& t, const std::string& p, int64_t hidden, int64_t inter, AddLinear add) {
+  add(t, p + ".gate_proj", inter, hidden);
+  add(t, p + ".up_proj", inter, hidden);
+  add(t, p + ".down_proj", hidden, inter);
+}
+
 // One Qwen3.5-MoE hybrid layer as NVIDIA's MIXED_PRECISION export: FP8 attention / GDN
 // projections; W4A16 NVFP4 experts and shared expert; routers, in_proj_a/b, conv and norms bf16.
 void hybrid_layer(std::vector<Tensor>& t, const Shapes& s, int64_t l) {
@@ -126,10 +145,7 @@ void hybrid_layer(std::vector<Tensor>& t, const Shapes& s, int64_t l) {
   t.push_back({p + ".input_layernorm.weight", DType::BF16, {s.hidden}, Tensor::bf16_small});  // (1 + w)
   t.push_back({p + ".post_attention_layernorm.weight", DType::BF16, {s.hidden}, Tensor::bf16_small});
   if (s.attention(l)) {
-    add_fp8(t, p + ".self_attn.q_proj", 2 * s.heads * s.head_dim, s.hidden);  // query and gate rows
-    add_fp8(t, p + ".self_attn.k_proj", s.kv_heads * s.head_dim, s.hidden);
-    add_fp8(t, p + ".self_attn.v_proj", s.kv_heads * s.head_dim, s.hidden);
-    add_fp8(t, p + ".self_attn.o_proj", s.hidden, s.heads * s.head_dim);
+    add_attention(t, p + ".self_attn", s, 2 * s.heads * s.head_dim, add_fp8);  // query and gate rows
     t.push_back({p + ".self_attn.q_norm.weight", DType::BF16, {s.head_dim}, Tensor::bf16_small});
     t.push_back({p + ".self_attn.k_norm.weight", DType::BF16, {s.head_dim}, Tensor::bf16_small});
   } else {
@@ -145,15 +161,8 @@ void hybrid_layer(std::vector<Tensor>& t, const Shapes& s, int64_t l) {
     t.push_back({a + ".norm.weight", DType::BF16, {s.dv}, Tensor::bf16_one});
   }
   t.push_back({p + ".mlp.gate.weight", DType::BF16, {s.experts, s.hidden}, Tensor::bf16_small});
-  for (int64_t e = 0; e < s.experts; ++e) {
-    const std::string ep = fmt::format("{}.mlp.experts.{}", p, e);
-    add_w4a16(t, ep + ".gate_proj", s.inter, s.hidden);
-    add_w4a16(t, ep + ".up_proj", s.inter, s.hidden);
-    add_w4a16(t, ep + ".down_proj", s.hidden, s.inter);
-  }
-  add_w4a16(t, p + ".mlp.shared_expert.gate_proj", s.shared, s.hidden);
-  add_w4a16(t, p + ".mlp.shared_expert.up_proj", s.shared, s.hidden);
-  add_w4a16(t, p + ".mlp.shared_expert.down_proj", s.hidden, s.shared);
+  for (int64_t e = 0; e < s.experts; ++e) add_mlp(t, fmt::format("{}.mlp.experts.{}", p, e), s.hidden, s.inter, add_w4a16);
+  add_mlp(t, p + ".mlp.shared_expert", s.hidden, s.shared, add_w4a16);
   t.push_back({p + ".mlp.shared_expert_gate.weight", DType::BF16, {1, s.hidden}, Tensor::bf16_small});
 }
 
@@ -172,25 +181,16 @@ std::vector<Tensor> layout(const Shapes& s, int64_t layers, bool bf16_head) {
     const std::string p = fmt::format("model.layers.{}", l);
     t.push_back({p + ".input_layernorm.weight", DType::BF16, {s.hidden}, Tensor::bf16_one});
     t.push_back({p + ".post_attention_layernorm.weight", DType::BF16, {s.hidden}, Tensor::bf16_one});
-    add_quantized(t, p + ".self_attn.q_proj", s.heads * s.head_dim, s.hidden);
-    add_quantized(t, p + ".self_attn.k_proj", s.kv_heads * s.head_dim, s.hidden);
-    add_quantized(t, p + ".self_attn.v_proj", s.kv_heads * s.head_dim, s.hidden);
-    add_quantized(t, p + ".self_attn.o_proj", s.hidden, s.heads * s.head_dim);
+    add_attention(t, p + ".self_attn", s, s.heads * s.head_dim, add_quantized);
     if (s.experts == 0) {
-      add_quantized(t, p + ".mlp.gate_proj", s.inter, s.hidden);
-      add_quantized(t, p + ".mlp.up_proj", s.inter, s.hidden);
-      add_quantized(t, p + ".mlp.down_proj", s.hidden, s.inter);
+      add_mlp(t, p + ".mlp", s.hidden, s.inter, add_quantized);
       continue;
     }
     t.push_back({p + ".self_attn.q_norm.weight", DType::BF16, {s.head_dim}, Tensor::bf16_one});
     t.push_back({p + ".self_attn.k_norm.weight", DType::BF16, {s.head_dim}, Tensor::bf16_one});
     t.push_back({p + ".mlp.gate.weight", DType::BF16, {s.experts, s.hidden}, Tensor::bf16_small});
-    for (int64_t e = 0; e < s.experts; ++e) {
-      const std::string ep = fmt::format("{}.mlp.experts.{}", p, e);
-      add_quantized(t, ep + ".gate_proj", s.inter, s.hidden);
-      add_quantized(t, ep + ".up_proj", s.inter, s.hidden);
-      add_quantized(t, ep + ".down_proj", s.hidden, s.inter);
-    }
+    for (int64_t e = 0; e < s.experts; ++e)
+      add_mlp(t, fmt::format("{}.mlp.experts.{}", p, e), s.hidden, s.inter, add_quantized);
   }
   return t;
 }

@@ -90,7 +90,8 @@ RandomLayer random_layer(int64_t n, int64_t k, std::mt19937& rng) {
   return l;
 }
 
-LinearWeights wrap(const RandomLayer& l, int64_t n, int64_t k, kernels::QuantKey key) {
+// An n x k layer of one shard over `view` (the caller keeps the data alive).
+LinearWeights one_shard_layer(kernels::QuantKey key, int64_t n, int64_t k, kernels::ShardView view) {
   LinearWeights w;
   w.key = key;
   w.n = n;
@@ -98,10 +99,26 @@ LinearWeights wrap(const RandomLayer& l, int64_t n, int64_t k, kernels::QuantKey
   kernels::WeightShard s;
   s.name = "bench";
   s.rows = n;
-  s.view = kernels::Nvfp4View{l.codes.data(), l.scales.data(), 1e-3f, 0.0f};
+  s.view = view;
   w.shards.push_back(s);
+  return w;
+}
+
+LinearWeights wrap(const RandomLayer& l, int64_t n, int64_t k, kernels::QuantKey key) {
+  LinearWeights w = one_shard_layer(key, n, k, kernels::Nvfp4View{l.codes.data(), l.scales.data(), 1e-3f, 0.0f});
   w.input_scale = 1e-2f;
   return w;
+}
+
+// Best time of one call of a layer that has copies, each call on the next copy (so at M = 1 the
+// weights come from memory, not the caches): 3 rounds over the copies at M = 1, else `reps`.
+double rotating_time(const std::vector<std::unique_ptr<kernels::LinearKernel>>& copies, const void* x, int64_t m,
+                     void* y, ThreadPool& pool, int reps) {
+  size_t next = 0;
+  return best_time([&] {
+    copies[next]->forward(x, m, y, pool);
+    next = (next + 1) % copies.size();
+  }, m == 1 ? 3 * static_cast<int>(copies.size()) : reps);
 }
 
 struct Options {
@@ -149,6 +166,88 @@ DType activation_dtype(const std::string& name) {
   usage_fail("--act: '{}', expected bfloat16, float16 or float32", name);
 }
 
+// The token counts (M) to run: --m when given, else `defaults`.
+std::vector<int64_t> token_counts(const Options& o, std::vector<int64_t> defaults) {
+  if (o.ms.empty()) return defaults;
+  std::vector<int64_t> ms;
+  for (int m : parse_list(o.ms, "--m")) ms.push_back(m);
+  return ms;
+}
+
+// The layer shapes (N x K) and token counts (M) of --shapes quick|full (M overridden by --m).
+struct BenchShapes {
+  struct Shape {
+    int64_t n, k;
+  };
+  std::vector<Shape> shapes;
+  std::vector<int64_t> ms;
+};
+BenchShapes bench_shapes(const Options& o) {
+  BenchShapes b;
+  if (o.shapes == "quick") {
+    b.shapes = {{4096, 4096}, {1536, 2048}};  // attention o/qkv-like, a MoE expert's w13
+    b.ms = token_counts(o, {1, 16, 256});
+  } else if (o.shapes == "full") {
+    // attention; MLP up and down; MoE expert w13 and w2
+    b.shapes = {{4096, 4096}, {14336, 4096}, {4096, 14336}, {1536, 2048}, {2048, 768}};
+    b.ms = token_counts(o, {1, 4, 16, 64, 256});
+  } else {
+    usage_fail("--shapes: '{}', expected quick or full", o.shapes);
+  }
+  return b;
+}
+
+// Starts one thread count's section of a table: the pool's read bandwidth (bytes/s), printed.
+double begin_threads_section(int threads, ThreadPool& pool) {
+  openblas_set_num_threads(threads);
+  const double bw = read_bandwidth(size_t{1} << 30, pool);
+  fmt::print("\n== threads {}: read bandwidth {:.1f} GB/s (1 GiB buffer)\n", threads, bw / 1e9);
+  return bw;
+}
+
+// The baseline of every table: OpenBLAS sgemm, y[m x n] = x[m x k] * w[n x k]^T in fp32.
+double sgemm_seconds(int64_t m, int64_t n, int64_t k, const float* x, const float* w, float* y, int reps) {
+  return best_time([&] {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m), static_cast<int>(n),
+                static_cast<int>(k), 1.0f, x, static_cast<int>(k), w, static_cast<int>(k), 0.0f, y,
+                static_cast<int>(n));
+  }, reps);
+}
+
+// The tables' layout: N, K, M and the sgemm baseline (time, GFLOP/s), optionally one more
+// baseline cell, then per kernel its time, GFLOP/s, xBLAS (sgemm time / its time) and, when it
+// reads the weights from memory, xBW (weight bytes / its time / read bandwidth).
+struct KernelColumn {
+  std::string title;  // of the time column
+  int width;          // of the time column
+  bool xbw;
+};
+
+void print_table_header(const std::vector<KernelColumn>& cols, const std::string& extra = "") {
+  fmt::print("{:>6} {:>6} {:>4} | {:>10} {:>8}", "N", "K", "M", "sgemm ms", "GFLOP/s");
+  if (!extra.empty()) fmt::print(" | {:>10}", extra);
+  for (const KernelColumn& c : cols) {
+    fmt::print(" | {:>{}} {:>8} {:>6}", c.title, c.width, "GFLOP/s", "xBLAS");
+    if (c.xbw) fmt::print(" {:>6}", "xBW");
+  }
+  fmt::print("\n");
+}
+
+// One row: `seconds` holds each column's kernel time; `weight_bytes` / `bw` feed xBW.
+void print_table_row(const std::vector<KernelColumn>& cols, int64_t n, int64_t k, int64_t m, double t_blas,
+                     const std::vector<double>& seconds, double weight_bytes = 0, double bw = 0,
+                     const std::string& extra = "") {
+  const double flops = 2.0 * m * n * k;
+  fmt::print("{:>6} {:>6} {:>4} | {:>10.3f} {:>8.1f}", n, k, m, t_blas * 1e3, flops / t_blas / 1e9);
+  if (!extra.empty()) fmt::print(" | {:>10}", extra);
+  for (size_t c = 0; c < cols.size(); ++c) {
+    const double t = seconds[c];
+    fmt::print(" | {:>{}.3f} {:>8.1f} {:>6.2f}", t * 1e3, cols[c].width, flops / t / 1e9, t_blas / t);
+    if (cols[c].xbw) fmt::print(" {:>6.2f}", weight_bytes / t / bw);
+  }
+  fmt::print("\n");
+}
+
 // OpenBLAS's bf16 GEMM, when this OpenBLAS was built with it (Debian's is not).
 using SbgemmFn = void (*)(CBLAS_ORDER, CBLAS_TRANSPOSE, CBLAS_TRANSPOSE, blasint, blasint, blasint, float,
                           const uint16_t*, blasint, const uint16_t*, blasint, float, float*, blasint);
@@ -186,23 +285,7 @@ void reexec_without_openblas_env(const Options& o) {
 
 int run_kernels(const Options& o) {
   const std::vector<int> thread_counts = parse_thread_counts(o.threads);
-  struct Shape {
-    int64_t n, k;
-    const char* what;
-  };
-  std::vector<Shape> shapes = {{4096, 4096, "attn o/qkv-like"}, {1536, 2048, "MoE expert w13"}};
-  std::vector<int64_t> ms = {1, 16, 256};
-  if (o.shapes == "full") {
-    shapes = {{4096, 4096, "attn"}, {14336, 4096, "mlp up"}, {4096, 14336, "mlp down"},
-              {1536, 2048, "MoE w13"}, {2048, 768, "MoE w2"}};
-    ms = {1, 4, 16, 64, 256};
-  } else if (o.shapes != "quick") {
-    usage_fail("--shapes: '{}', expected quick or full", o.shapes);
-  }
-  if (!o.ms.empty()) {
-    ms.clear();
-    for (int m : parse_list(o.ms, "--m")) ms.push_back(m);
-  }
+  const BenchShapes bs = bench_shapes(o);
   const kernels::QuantKey keys[2] = {kernels::kNvfp4W4A16, kernels::kNvfp4W4A4};
   const DType act = activation_dtype(o.act);
   // The oracle's choice for each scheme (as for a model's layers), or the forced names.
@@ -214,16 +297,13 @@ int run_kernels(const Options& o) {
   fmt::print("cpu: {} ({} cores)\n", cpu_features().describe(), cpu_features().physical_cores);
   fmt::print("backends: w4a16 = {}, w4a4 = {}; activations {}\n", names[0], names[1], dtype_torch_name(act));
   print_openblas();
+  const std::vector<KernelColumn> cols = {{"w4a16 ms", 9, true}, {"w4a4 ms", 9, true}};
   std::mt19937 rng(1);
   for (int threads : thread_counts) {
     ThreadPool pool(threads);
-    openblas_set_num_threads(threads);
-    const double bw = read_bandwidth(size_t{1} << 30, pool);
-    fmt::print("\n== threads {}: read bandwidth {:.1f} GB/s (1 GiB buffer)\n", threads, bw / 1e9);
-    fmt::print("{:>6} {:>6} {:>4} | {:>10} {:>8} | {:>9} {:>8} {:>6} {:>6} | {:>9} {:>8} {:>6} {:>6}\n",
-               "N", "K", "M", "sgemm ms", "GFLOP/s", "w4a16 ms", "GFLOP/s", "xBLAS", "xBW", "w4a4 ms",
-               "GFLOP/s", "xBLAS", "xBW");
-    for (const Shape& s : shapes) {
+    const double bw = begin_threads_section(threads, pool);
+    print_table_header(cols);
+    for (const BenchShapes::Shape& s : bs.shapes) {
       const size_t layer_bytes = static_cast<size_t>(s.n * (s.k / 2 + s.k / 16));
       // Enough copies that one round is >= 4x the LLC: M=1 reads weights from memory.
       const int copies = static_cast<int>(std::max<size_t>(
@@ -238,30 +318,16 @@ int run_kernels(const Options& o) {
         for (auto& l : layers)
           kern[b].push_back(be->make_linear(wrap(l, s.n, s.k, keys[b]), {keys[b], act, s.n, s.k, {}}));
       }
-      for (int64_t m : ms) {
+      for (int64_t m : bs.ms) {
         std::vector<float> x(static_cast<size_t>(m * s.k)), y(static_cast<size_t>(m * s.n));
         for (auto& v : x) v = static_cast<float>(rng() % 2001) * 1e-3f - 1.0f;
         std::vector<uint8_t> xa(x.size() * dtype_size(act)), ya(y.size() * dtype_size(act));
         from_f32_n(x.data(), act, xa.data(), x.size());
-        const double flops = 2.0 * m * s.n * s.k;
         const int reps = m >= 64 ? 3 : 10;
-        const double t_blas = best_time([&] {
-          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m), static_cast<int>(s.n),
-                      static_cast<int>(s.k), 1.0f, x.data(), static_cast<int>(s.k), wf.data(),
-                      static_cast<int>(s.k), 0.0f, y.data(), static_cast<int>(s.n));
-        }, reps);
-        double t[2];
-        for (int b = 0; b < 2; ++b) {
-          size_t next = 0;
-          t[b] = best_time([&] {
-            kern[b][next]->forward(xa.data(), m, ya.data(), pool);
-            next = (next + 1) % kern[b].size();
-          }, m == 1 ? 3 * copies : reps);
-        }
-        fmt::print("{:>6} {:>6} {:>4} | {:>10.3f} {:>8.1f} | {:>9.3f} {:>8.1f} {:>6.2f} {:>6.2f} | {:>9.3f} {:>8.1f} {:>6.2f} {:>6.2f}\n",
-                   s.n, s.k, m, t_blas * 1e3, flops / t_blas / 1e9, t[0] * 1e3, flops / t[0] / 1e9,
-                   t_blas / t[0], layer_bytes / t[0] / bw, t[1] * 1e3, flops / t[1] / 1e9,
-                   t_blas / t[1], layer_bytes / t[1] / bw);
+        const double t_blas = sgemm_seconds(m, s.n, s.k, x.data(), wf.data(), y.data(), reps);
+        const std::vector<double> t = {rotating_time(kern[0], xa.data(), m, ya.data(), pool, reps),
+                                       rotating_time(kern[1], xa.data(), m, ya.data(), pool, reps)};
+        print_table_row(cols, s.n, s.k, m, t_blas, t, static_cast<double>(layer_bytes), bw);
       }
     }
   }
@@ -276,11 +342,7 @@ int run_kernels(const Options& o) {
 // layer over M.
 int run_dense(const Options& o) {
   const std::vector<int> thread_counts = parse_thread_counts(o.threads);
-  std::vector<int64_t> ms = {1, 16, 256};
-  if (!o.ms.empty()) {
-    ms.clear();
-    for (int m : parse_list(o.ms, "--m")) ms.push_back(m);
-  }
+  const std::vector<int64_t> ms = token_counts(o, {1, 16, 256});
   const DType act = activation_dtype(o.act);
   const kernels::Backend* be =
       kernels::select_linear({kernels::kUnquantized, act, 4096, 4096, {}}, "bench", o.dense_backend).backend;
@@ -296,22 +358,13 @@ int run_dense(const Options& o) {
       for (auto& v : row) v = static_cast<float>(rng() % 2001) * 1e-3f - 1.0f;
       from_f32_n(row.data(), t, store.data() + r * k * dtype_size(t), row.size());
     }
-    LinearWeights w;
-    w.key = kernels::kUnquantized;
-    w.n = n;
-    w.k = k;
-    kernels::WeightShard s;
-    s.name = "bench";
-    s.rows = n;
-    s.view = kernels::DenseView{t, store.data()};
-    w.shards.push_back(s);
-    return be->make_linear(w, {kernels::kUnquantized, act, n, k, {}});
+    return be->make_linear(one_shard_layer(kernels::kUnquantized, n, k, kernels::DenseView{t, store.data()}),
+                           {kernels::kUnquantized, act, n, k, {}});
   };
+  const std::vector<KernelColumn> cols = {{"f32 ms", 9, false}, {"bf16 ms", 9, false}};
   for (int threads : thread_counts) {
     ThreadPool pool(threads);
-    openblas_set_num_threads(threads);
-    const double bw = read_bandwidth(size_t{1} << 30, pool);
-    fmt::print("\n== threads {}: read bandwidth {:.1f} GB/s (1 GiB buffer)\n", threads, bw / 1e9);
+    const double bw = begin_threads_section(threads, pool);
     {  // lm_head GEMV: 594 MiB of bf16 weights, far larger than the caches.
       const int64_t n = 151936, k = 2048;
       std::vector<uint8_t> store;
@@ -324,8 +377,7 @@ int run_dense(const Options& o) {
                  t * 1e3, store.size() / t / 1e9, store.size() / t / bw);
     }
     const int64_t n = 4096, k = 4096;
-    fmt::print("{:>6} {:>6} {:>4} | {:>10} {:>8} | {:>10} | {:>9} {:>8} {:>6} | {:>9} {:>8} {:>6}\n", "N", "K", "M",
-               "sgemm ms", "GFLOP/s", "sbgemm GF", "f32 ms", "GFLOP/s", "xBLAS", "bf16 ms", "GFLOP/s", "xBLAS");
+    print_table_header(cols, "sbgemm GF");
     std::vector<uint8_t> s32, s16;
     auto k32 = make(n, k, DType::F32, s32);
     auto k16 = make(n, k, DType::BF16, s16);
@@ -348,16 +400,10 @@ int run_dense(const Options& o) {
                  y.data(), static_cast<blasint>(n));
         }, reps);
       }
-      const double tb = best_time([&] {
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m), static_cast<int>(n),
-                    static_cast<int>(k), 1.0f, x.data(), static_cast<int>(k), wf, static_cast<int>(k), 0.0f,
-                    y.data(), static_cast<int>(n));
-      }, reps);
+      const double tb = sgemm_seconds(m, n, k, x.data(), wf, y.data(), reps);
       const double t32 = best_time([&] { k32->forward(xa.data(), m, ya.data(), pool); }, reps);
       const double t16 = best_time([&] { k16->forward(xa.data(), m, ya.data(), pool); }, reps);
-      fmt::print("{:>6} {:>6} {:>4} | {:>10.3f} {:>8.1f} | {:>10} | {:>9.3f} {:>8.1f} {:>6.2f} | {:>9.3f} {:>8.1f} {:>6.2f}\n", n,
-                 k, m, tb * 1e3, flops / tb / 1e9, sbgemm ? fmt::format("{:.1f}", flops / t_sb / 1e9) : "n/a",
-                 t32 * 1e3, flops / t32 / 1e9, tb / t32, t16 * 1e3, flops / t16 / 1e9, tb / t16);
+      print_table_row(cols, n, k, m, tb, {t32, t16}, 0, 0, sbgemm ? fmt::format("{:.1f}", flops / t_sb / 1e9) : "n/a");
     }
   }
   return 0;
@@ -368,21 +414,7 @@ int run_dense(const Options& o) {
 // from memory, 1 byte each: xBW = weight bytes / time / read bandwidth) and M > 1 vs sgemm.
 int run_fp8(const Options& o) {
   const std::vector<int> thread_counts = parse_list(o.threads);
-  struct Shape {
-    int64_t n, k;
-  };
-  std::vector<Shape> shapes = {{4096, 4096}, {1536, 2048}};
-  std::vector<int64_t> ms = {1, 16, 256};
-  if (o.shapes == "full") {
-    shapes = {{4096, 4096}, {14336, 4096}, {4096, 14336}, {1536, 2048}, {2048, 768}};
-    ms = {1, 4, 16, 64, 256};
-  } else if (o.shapes != "quick") {
-    usage_fail("--shapes: '{}', expected quick or full", o.shapes);
-  }
-  if (!o.ms.empty()) {
-    ms.clear();
-    for (int m : parse_list(o.ms, "--m")) ms.push_back(m);
-  }
+  const BenchShapes bs = bench_shapes(o);
   std::vector<const kernels::Backend*> backends;
   for (const char* name : {"cpu_fp8_w8a16_avx2", "cpu_fp8_w8a16_avx512"}) {
     const kernels::Backend* b = kernels::find_backend(name, kernels::LayerKind::linear);
@@ -390,16 +422,14 @@ int run_fp8(const Options& o) {
   }
   if (backends.empty()) fail("no FP8 CPU backend can run on this CPU ({})", cpu_features().describe());
   fmt::print("cpu: {} ({} cores)\n", cpu_features().describe(), cpu_features().physical_cores);
+  std::vector<KernelColumn> cols;
+  for (const kernels::Backend* b : backends) cols.push_back({b->name + " ms", 22, true});
   std::mt19937 rng(3);
   for (int threads : thread_counts) {
     ThreadPool pool(threads);
-    openblas_set_num_threads(threads);
-    const double bw = read_bandwidth(size_t{1} << 30, pool);
-    fmt::print("\n== threads {}: read bandwidth {:.1f} GB/s (1 GiB buffer)\n", threads, bw / 1e9);
-    fmt::print("{:>6} {:>6} {:>4} | {:>10} {:>8}", "N", "K", "M", "sgemm ms", "GFLOP/s");
-    for (const kernels::Backend* b : backends) fmt::print(" | {:>22} {:>8} {:>6} {:>6}", b->name + " ms", "GFLOP/s", "xBLAS", "xBW");
-    fmt::print("\n");
-    for (const Shape& s : shapes) {
+    const double bw = begin_threads_section(threads, pool);
+    print_table_header(cols);
+    for (const BenchShapes::Shape& s : bs.shapes) {
       const size_t layer_bytes = static_cast<size_t>(s.n * s.k);
       const int copies = static_cast<int>(
           std::max<size_t>(1, (static_cast<size_t>(o.llc_mib) * 4 << 20) / layer_bytes + 1));
@@ -416,43 +446,22 @@ int run_fp8(const Options& o) {
       std::vector<std::vector<std::unique_ptr<kernels::LinearKernel>>> kern(backends.size());
       for (size_t b = 0; b < backends.size(); ++b)
         for (auto& c : codes) {
-          LinearWeights w;
-          w.key = kernels::kFp8W8A16;
-          w.n = s.n;
-          w.k = s.k;
-          kernels::WeightShard sh;
-          sh.name = "bench";
-          sh.rows = s.n;
           kernels::Fp8View v;
           v.codes = c.data();
           v.global_scale = 1e-3f;
-          sh.view = v;
-          w.shards.push_back(sh);
-          kern[b].push_back(backends[b]->make_linear(w, {kernels::kFp8W8A16, DType::BF16, s.n, s.k, {}}));
+          kern[b].push_back(backends[b]->make_linear(one_shard_layer(kernels::kFp8W8A16, s.n, s.k, v),
+                                                     {kernels::kFp8W8A16, DType::BF16, s.n, s.k, {}}));
         }
-      for (int64_t m : ms) {
+      for (int64_t m : bs.ms) {
         std::vector<float> xf(static_cast<size_t>(m * s.k)), y(static_cast<size_t>(m * s.n));
         for (auto& v : xf) v = static_cast<float>(rng() % 2001) * 1e-3f - 1.0f;
         std::vector<uint16_t> x(xf.size()), yb(y.size());
         f32_to_bf16_n(xf.data(), x.data(), xf.size());
-        const double flops = 2.0 * m * s.n * s.k;
         const int reps = m >= 64 ? 3 : 10;
-        const double t_blas = best_time([&] {
-          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m), static_cast<int>(s.n),
-                      static_cast<int>(s.k), 1.0f, xf.data(), static_cast<int>(s.k), wf.data(),
-                      static_cast<int>(s.k), 0.0f, y.data(), static_cast<int>(s.n));
-        }, reps);
-        fmt::print("{:>6} {:>6} {:>4} | {:>10.3f} {:>8.1f}", s.n, s.k, m, t_blas * 1e3, flops / t_blas / 1e9);
-        for (size_t b = 0; b < backends.size(); ++b) {
-          size_t next = 0;
-          const double t = best_time([&] {
-            kern[b][next]->forward(x.data(), m, yb.data(), pool);
-            next = (next + 1) % kern[b].size();
-          }, m == 1 ? 3 * copies : reps);
-          fmt::print(" | {:>22.3f} {:>8.1f} {:>6.2f} {:>6.2f}", t * 1e3, flops / t / 1e9, t_blas / t,
-                     layer_bytes / t / bw);
-        }
-        fmt::print("\n");
+        const double t_blas = sgemm_seconds(m, s.n, s.k, xf.data(), wf.data(), y.data(), reps);
+        std::vector<double> t;
+        for (const auto& kb : kern) t.push_back(rotating_time(kb, x.data(), m, yb.data(), pool, reps));
+        print_table_row(cols, s.n, s.k, m, t_blas, t, static_cast<double>(layer_bytes), bw);
       }
     }
   }

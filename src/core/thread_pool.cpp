@@ -26,18 +26,19 @@ class InWorkerScope {
   bool saved_;
 };
 
-// Spins until done() or about kSpin has passed; true if done() became true. Short enough that an
-// idle pool costs nothing measurable, long enough to cover the gap between a decode step's jobs.
+// Spins until done() or about kSpin has passed, whichever comes first: the callers then take the
+// mutex and wait on their condition either way, so which one ended the spin does not matter. Short
+// enough that an idle pool costs nothing measurable, long enough to cover the gap between a decode
+// step's jobs.
 constexpr auto kSpin = std::chrono::microseconds(50);
 template <class Done>
-bool spin_until(Done done) {
+void spin_until(Done done) {
   const auto t0 = std::chrono::steady_clock::now();
-  for (int i = 1;; ++i) {
-    if (done()) return true;
+  for (int i = 1; !done(); ++i) {
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_ia32_pause();
 #endif
-    if (i % 64 == 0 && std::chrono::steady_clock::now() - t0 > kSpin) return false;
+    if (i % 64 == 0 && std::chrono::steady_clock::now() - t0 > kSpin) return;
   }
 }
 

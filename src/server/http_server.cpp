@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "server/api_error.h"
+#include "server/client_hangup.h"
 #include "server/openai_request.h"
 #include "server/openai_response.h"
 #include "server/sse.h"
@@ -265,13 +266,29 @@ void HttpServer::routes() {
           std::atomic<int64_t>& a;
           ~Done() { --a; }
         } done{active_};
+        // Nothing is written until the end, so a client that hangs up meanwhile is noticed on its
+        // socket: the sequence is cancelled (its batch slot frees at the next step) and the
+        // response, which nobody reads, logged as 499 (client closed request).
+        const ClientHangupCheck client(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
+        if (!client.found()) log().debug("{}:{}: connection socket not found; no hang-up check", req.remote_addr,
+                                         req.remote_port);
+        bool client_gone = false;
         engine::RequestOutput last;
-        while (!last.finished)
+        while (!last.finished) {
           for (auto& out : st->handle->wait(kPoll)) {
             st->rb->add(out);
             last = std::move(out);
           }
+          if (!last.finished && !client_gone && client.hung_up()) {
+            client_gone = true;
+            st->handle->cancel();
+          }
+        }
         completion_tokens = st->rb->completion_tokens();
+        if (client_gone) {
+          send_error(res, ApiError(499, "the client closed the connection before the response"));
+          return;
+        }
         if (last.finish_reason == "error") throw ApiError(500, "generation failed: " + last.error);
         res.set_content(dump(st->rb->response()), "application/json");
         return;

@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "model/causal_lm.h"
 #include "model/model_config.h"
+#include "model/logits_check.h"
 #include "tiny_models.h"
 
 namespace fp4lm::model {
@@ -19,25 +20,6 @@ namespace {
 using test::TempDir;
 
 const std::vector<int32_t> kTokens = {1, 17, 5, 96, 40, 40, 3, 62, 11, 80, 29};
-
-// Max |a - b| over the rows, relative to max |b|.
-double max_rel_diff(const float* got, const std::vector<std::vector<double>>& want) {
-  double diff = 0, scale = 0;
-  size_t k = 0;
-  for (const auto& row : want)
-    for (double w : row) {
-      diff = std::max(diff, std::abs(static_cast<double>(got[k++]) - w));
-      scale = std::max(scale, std::abs(w));
-    }
-  return diff / scale;
-}
-
-std::vector<float> all_logits(const CausalLM& lm, const std::vector<int32_t>& toks) {
-  SequenceState cache = lm.new_sequence();
-  std::vector<float> out(toks.size() * lm.vocab_size());
-  lm.forward(cache, toks.data(), static_cast<int64_t>(toks.size()), LogitsMode::all, out.data());
-  return out;
-}
 
 EngineOptions f32_options() {
   EngineOptions o;
@@ -56,7 +38,7 @@ TEST_P(ArchitectureTest, LogitsMatchFloat64ReferenceForward) {
   std::vector<float> got = all_logits(*lm, kTokens);
   auto want = test::naive::forward(m, kTokens);
   // float32 engine vs float64 reference: rounding only.
-  EXPECT_LT(max_rel_diff(got.data(), want), 2e-5) << GetParam();
+  EXPECT_LT(max_rel_diff(got, want), 2e-5) << GetParam();
 }
 
 TEST_P(ArchitectureTest, PrefillChunksAndDecodeStepsAgreeWithOneBatch) {
@@ -93,7 +75,7 @@ TEST_P(ArchitectureTest, Bfloat16ActivationsStayCloseToFloat32) {
   EXPECT_EQ(lm->dtype(), DType::BF16);
   std::vector<float> got = all_logits(*lm, kTokens);
   auto want = test::naive::forward(m, kTokens);
-  const double d = max_rel_diff(got.data(), want);
+  const double d = max_rel_diff(got, want);
   // bf16 keeps 8 significant bits: a few percent after a 3-layer model, but never exact.
   EXPECT_LT(d, 0.06) << GetParam();
   EXPECT_GT(d, 1e-5) << GetParam();
@@ -112,7 +94,7 @@ TEST(Architecture, LlamaLinearRopeScalingMatchesReference) {
   auto lm = CausalLM::load(dir.path().string(), f32_options());
   EXPECT_EQ(lm->config().rope_scaling.type, "linear");
   std::vector<float> got = all_logits(*lm, kTokens);
-  EXPECT_LT(max_rel_diff(got.data(), test::naive::forward(m, kTokens)), 2e-5);
+  EXPECT_LT(max_rel_diff(got, test::naive::forward(m, kTokens)), 2e-5);
 }
 
 TEST(Architecture, ExceedingTheKvCacheIsAClearError) {
@@ -215,7 +197,7 @@ TEST(Architecture, MistralSlidingWindowCapsTheModelLength) {
   EXPECT_EQ(lm->max_model_len(), 12);
   // Within the window the logits are the reference's (full attention == sliding window there).
   std::vector<float> got = all_logits(*lm, kTokens);
-  EXPECT_LT(max_rel_diff(got.data(), test::naive::forward(capped, kTokens)), 2e-5);
+  EXPECT_LT(max_rel_diff(got, test::naive::forward(capped, kTokens)), 2e-5);
   LoadOptions lo;
   lo.max_model_len = 13;
   EXPECT_THROW(CausalLM::load(dir.path().string(), f32_options(), lo), UsageError);
@@ -232,7 +214,7 @@ TEST(Architecture, ReferenceComparisonDetectsMissingQuirks) {
     auto lm = CausalLM::load(dir.path().string(), f32_options());
     std::vector<float> got = all_logits(*lm, kTokens);
     mutate(m);
-    return max_rel_diff(got.data(), test::naive::forward(m, kTokens));
+    return max_rel_diff(got, test::naive::forward(m, kTokens));
   };
   EXPECT_GT(check("LlamaForCausalLM", [](test::TinyModel& m) { m.config.erase("rope_scaling"); }), 1e-3);
   EXPECT_GT(check("Qwen2MoeForCausalLM",

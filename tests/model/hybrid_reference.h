@@ -21,6 +21,7 @@
 
 #include "io/safetensors.h"
 #include "model/causal_lm.h"
+#include "model/logits_check.h"
 #include "quant/nvfp4.h"
 
 namespace fp4lm::model::hybrid_ref {
@@ -525,24 +526,6 @@ inline EngineOptions f32() {
   EngineOptions o;
   o.dtype = "float32";
   return o;
-}
-
-inline std::vector<float> all_logits(const CausalLM& lm, const std::vector<int32_t>& toks) {
-  SequenceState s = lm.new_sequence();
-  std::vector<float> out(toks.size() * lm.vocab_size());
-  lm.forward(s, toks.data(), static_cast<int64_t>(toks.size()), LogitsMode::all, out.data());
-  return out;
-}
-
-inline double max_rel_diff(const std::vector<float>& got, const std::vector<Vec>& want) {
-  double diff = 0, scale = 0;
-  size_t k = 0;
-  for (const Vec& row : want)
-    for (double w : row) {
-      diff = std::max(diff, std::abs(static_cast<double>(got[k++]) - w));
-      scale = std::max(scale, std::abs(w));
-    }
-  return diff / scale;
 }
 
 }  // namespace fp4lm::model::hybrid_ref

@@ -1,53 +1,23 @@
 """Fixtures for the server tests: checkpoints written by `fp4lm synth` (plus a byte-level
 tokenizer and a chat template), and `fp4lm serve` processes on free loopback ports, always
 stopped with SIGTERM and checked to exit 0. Every wait is bounded."""
-import json
-import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 import httpx
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-FP4LM = os.environ.get("FP4LM_BIN", str(REPO / "build" / "fp4lm"))
-SHARED = Path(os.environ.get("FP4LM_SHARED_DIR", REPO.parent / "shared"))
-
-
-def byte_char(b):
-    """GPT-2's byte -> character rule (printable Latin-1 bytes stand for themselves)."""
-    printable = lambda x: 0x21 <= x <= 0x7E or 0xA1 <= x <= 0xAC or x >= 0xAE
-    if printable(b):
-        return chr(b)
-    return chr(256 + sum(1 for k in range(b) if not printable(k)))
-
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python_common"))
+from synth_checkpoints import FP4LM, REPO, SHARED, SLOW_LLAMA, synth, write_byte_tokenizer  # noqa: E402,F401
 
 CHAT_TEMPLATE = (
     "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}\n{% endfor %}"
     "{% if add_generation_prompt %}<|assistant|>{% endif %}"
 )
-
-
-def write_byte_tokenizer(d):
-    """tokenizer.json whose ids 0..255 are the bytes themselves (a 256-entry vocabulary)."""
-    level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
-    tok = {
-        "version": "1.0", "truncation": None, "padding": None, "added_tokens": [],
-        "normalizer": None, "pre_tokenizer": level, "post_processor": None, "decoder": level,
-        "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": "",
-                  "end_of_word_suffix": "", "fuse_unk": False, "byte_fallback": False,
-                  "vocab": {byte_char(b): b for b in range(256)}, "merges": []},
-    }
-    (d / "tokenizer.json").write_text(json.dumps(tok))
-    (d / "tokenizer_config.json").write_text(json.dumps({"chat_template": CHAT_TEMPLATE}))
-
-
-def synth(out, *args):
-    subprocess.run([FP4LM, "synth", "--out", str(out), *args], check=True, capture_output=True, timeout=120)
-    return out
 
 
 def free_port():
@@ -103,16 +73,15 @@ class Server:
 def tiny_model(tmp_path_factory):
     """A small random NVFP4 Llama with the byte tokenizer and a chat template."""
     d = synth(tmp_path_factory.mktemp("models") / "tiny", "--arch", "LlamaForCausalLM", "--algo", "NVFP4")
-    write_byte_tokenizer(d)
+    write_byte_tokenizer(d, CHAT_TEMPLATE)
     return d
 
 
 @pytest.fixture(scope="session")
 def slow_model(tmp_path_factory):
     """A larger random model, slow enough per token that a client can abort mid-stream."""
-    d = synth(tmp_path_factory.mktemp("models") / "slow", "--arch", "LlamaForCausalLM", "--algo", "NVFP4",
-              "--hidden", "1024", "--layers", "8")
-    write_byte_tokenizer(d)
+    d = synth(tmp_path_factory.mktemp("models") / "slow", *SLOW_LLAMA)
+    write_byte_tokenizer(d, CHAT_TEMPLATE)
     return d
 
 

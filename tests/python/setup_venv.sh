@@ -1,23 +1,7 @@
 #!/usr/bin/env bash
-# Creates VENV (default build/pyvenv) with tests/python/requirements.txt installed; does nothing
-# when it already matches. Exit 77 (ctest: skipped) when no venv can be made here (python3-venv
-# missing, or PyPI unreachable), with the reason on stderr.
+# ctest fixture: creates VENV (default build/pyvenv) with tests/python/requirements.txt installed;
+# does nothing when it already matches. Exit 77 (ctest: skipped) when no venv can be made here,
+# with the reason on stderr (tests/python_common/make_venv.sh).
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-venv="${1:-build/pyvenv}"
-req="$here/requirements.txt"
-stamp="$venv/.requirements"
-if [ -x "$venv/bin/python" ] && cmp -s "$req" "$stamp"; then exit 0; fi
-if ! command -v python3 >/dev/null; then echo "SKIP: python3 is not installed" >&2; exit 77; fi
-rm -rf "$venv"
-if ! python3 -m venv "$venv" >/dev/null 2>&1; then
-  echo "SKIP: python3 -m venv failed (install python3-venv: bash scripts/setup.sh)" >&2
-  rm -rf "$venv"
-  exit 77
-fi
-if ! timeout 600 "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$req" >&2; then
-  echo "SKIP: pip could not install $req (is PyPI reachable?)" >&2
-  rm -rf "$venv"
-  exit 77
-fi
-cp "$req" "$stamp"
+exec "$here/../python_common/make_venv.sh" "${1:-build/pyvenv}" "$here/requirements.txt"

@@ -2,6 +2,7 @@
 client can act mid-stream; every wait is bounded."""
 import json
 import signal
+import socket
 import threading
 import time
 
@@ -45,6 +46,35 @@ def test_a_closed_stream_is_aborted_and_frees_its_slot(slow):
     r = httpx.post(slow.url + "/v1/completions", json={"prompt": "x", "max_tokens": 2, "ignore_eos": True},
                    timeout=60)
     assert r.status_code == 200
+
+
+@pytest.mark.parametrize("path,body", [
+    ("/v1/completions", {"prompt": "abort me"}),
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "abort me"}]}),
+])
+def test_a_non_streaming_request_whose_client_hangs_up_is_aborted_and_frees_its_slot(slow, path, body):
+    m = slow.metrics()
+    aborted = value(m, "vllm:request_success_total", finished_reason="abort")
+    ran_out = value(m, "vllm:request_success_total", finished_reason="length")
+    # Long enough (400 tokens) that it is still generating when the client leaves.
+    data = json.dumps({**body, "max_tokens": 400, "temperature": 0, "ignore_eos": True}).encode()
+    with socket.create_connection(("127.0.0.1", slow.port), timeout=60) as s:
+        s.sendall(f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                  f"Content-Length: {len(data)}\r\n\r\n".encode() + data)
+        assert wait_for(lambda: value(slow.metrics(), "vllm:num_requests_running") == 1, 30), slow.metrics()
+    # The client is gone before any response: the server cancels the sequence instead of
+    # generating the rest for nobody.
+    assert wait_for(lambda: value(slow.metrics(), "vllm:request_success_total", finished_reason="abort")
+                    == aborted + 1, 30), slow.metrics()
+    m = slow.metrics()
+    assert value(m, "vllm:request_success_total", finished_reason="length") == ran_out
+    assert wait_for(lambda: value(slow.metrics(), "vllm:num_requests_running") == 0, 30)
+    assert wait_for(lambda: f'"POST {path}" 499' in slow.log(), 30), slow.log()
+    # The slot is free: a new request runs.
+    r = httpx.post(slow.url + "/v1/completions", json={"prompt": "x", "max_tokens": 2, "ignore_eos": True},
+                   timeout=60)
+    assert r.status_code == 200
+    assert r.json()["choices"][0]["finish_reason"] == "length"
 
 
 def stream_in_thread(url, body, result, started):

@@ -2,23 +2,16 @@
 binary the ctest entry passes in FP4LM_BIN), the CLI to compare against, and log capture on
 the "fp4lm" logger."""
 import hashlib
-import json
 import logging
-import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-FP4LM = os.environ.get("FP4LM_BIN", str(REPO / "build" / "fp4lm"))
-SHARED = Path(os.environ.get("FP4LM_SHARED_DIR", REPO.parent / "shared"))
-
-
-def synth(out, *args):
-    subprocess.run([FP4LM, "synth", "--out", str(out), *args], check=True, capture_output=True, timeout=300)
-    return out
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python_common"))
+from synth_checkpoints import FP4LM, REPO, SHARED, SLOW_LLAMA, synth, write_byte_tokenizer  # noqa: E402,F401
 
 
 def cli(*args, check=True):
@@ -43,27 +36,6 @@ def tree_digest(d):
     """name -> sha256 of every file under d (to prove a load leaves the checkpoint unchanged)."""
     return {str(p.relative_to(d)): hashlib.sha256(p.read_bytes()).hexdigest()
             for p in sorted(Path(d).rglob("*")) if p.is_file()}
-
-
-def byte_char(b):
-    """GPT-2's byte -> character rule (printable Latin-1 bytes stand for themselves)."""
-    printable = lambda x: 0x21 <= x <= 0x7E or 0xA1 <= x <= 0xAC or x >= 0xAE
-    if printable(b):
-        return chr(b)
-    return chr(256 + sum(1 for k in range(b) if not printable(k)))
-
-
-def write_byte_tokenizer(d):
-    """tokenizer.json whose ids 0..255 are the bytes themselves (a 256-entry vocabulary)."""
-    level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
-    tok = {
-        "version": "1.0", "truncation": None, "padding": None, "added_tokens": [],
-        "normalizer": None, "pre_tokenizer": level, "post_processor": None, "decoder": level,
-        "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": "",
-                  "end_of_word_suffix": "", "fuse_unk": False, "byte_fallback": False,
-                  "vocab": {byte_char(b): b for b in range(256)}, "merges": []},
-    }
-    (d / "tokenizer.json").write_text(json.dumps(tok))
 
 
 class LogCapture(logging.Handler):
@@ -98,8 +70,7 @@ def moe_w4a4(tmp_path_factory):
 @pytest.fixture(scope="session")
 def slow_model(tmp_path_factory):
     """A larger random model, slow enough per step that a signal lands mid-generate."""
-    return synth(tmp_path_factory.mktemp("models") / "slow", "--arch", "LlamaForCausalLM", "--algo", "NVFP4",
-                 "--hidden", "1024", "--layers", "8")
+    return synth(tmp_path_factory.mktemp("models") / "slow", *SLOW_LLAMA)
 
 
 @pytest.fixture(scope="session")

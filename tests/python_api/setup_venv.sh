@@ -9,23 +9,7 @@ set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
 venv="${1:-$repo/build/pyvenv-api}"
-req="$here/requirements.txt"
-stamp="$venv/.requirements"
-if ! command -v python3 >/dev/null; then echo "SKIP: python3 is not installed" >&2; exit 77; fi
-if ! [ -x "$venv/bin/python" ] || ! cmp -s "$req" "$stamp"; then
-  rm -rf "$venv"
-  if ! python3 -m venv "$venv" >/dev/null 2>&1; then
-    echo "SKIP: python3 -m venv failed (install python3-venv: bash scripts/setup.sh)" >&2
-    rm -rf "$venv"
-    exit 77
-  fi
-  if ! timeout 600 "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$req" >&2; then
-    echo "SKIP: pip could not install $req (is PyPI reachable?)" >&2
-    rm -rf "$venv"
-    exit 77
-  fi
-  cp "$req" "$stamp"
-fi
+"$here/../python_common/make_venv.sh" "$venv" "$here/requirements.txt" || exit $?
 if [ -z "${CMAKE_CXX_COMPILER_LAUNCHER:-}" ] && command -v ccache >/dev/null; then
   export CMAKE_CXX_COMPILER_LAUNCHER=ccache
 fi

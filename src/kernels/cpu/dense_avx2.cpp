@@ -12,7 +12,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "kernels/cpu/nvfp4_common_avx2.h"
+#include "kernels/cpu/common_avx2.h"
 
 namespace fp4lm::kernels::cpu {
 

@@ -15,7 +15,7 @@
 
 #include "core/error.h"
 #include "kernels/cpu/nvfp4_avx2.h"
-#include "kernels/cpu/nvfp4_common_avx2.h"
+#include "kernels/cpu/common_avx2.h"
 #include "quant/nvfp4.h"
 
 namespace fp4lm::kernels::cpu {

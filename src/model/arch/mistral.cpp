@@ -4,19 +4,16 @@
 // key is absent; null turns the window off. fp4lm runs full causal attention, which is the same
 // computation for sequences of at most sliding_window tokens, so a window below
 // max_position_embeddings caps the model length at the window (one INFO line says so).
-#include <fmt/format.h>
-
 #include <algorithm>
 
 #include "core/log.h"
-#include "model/arch/arch.h"
-#include "model/mlp.h"
+#include "model/arch/llama_layout.h"
 
 namespace fp4lm::model {
 
 namespace {
 
-class Mistral final : public ArchDef {
+class Mistral final : public LlamaLayoutArch {
  public:
   std::string_view hf_name() const override { return "MistralForCausalLM"; }
   void parse_config(const ConfigReader& r, ModelConfig& c) const override {
@@ -30,13 +27,6 @@ class Mistral final : public ArchDef {
                  r.path, window, c.max_position_embeddings, window);
       c.max_position_embeddings = window;
     }
-  }
-  void plan_layer(const ModelConfig& c, int64_t i, std::vector<LayerSpec>& out) const override {
-    plan_attention(c, i, out);
-    plan_dense_mlp(c, i, fmt::format("model.layers.{}.mlp", i), c.intermediate_size, out);
-  }
-  std::unique_ptr<FeedForward> make_ffn(ModelLoader& l, int64_t i) const override {
-    return std::make_unique<DenseMlp>(l, fmt::format("model.layers.{}.mlp", i));
   }
   void synthetic_config(const SyntheticOptions&, nlohmann::json& c) const override {
     c["sliding_window"] = nullptr;

@@ -4,7 +4,8 @@
 // *_avx512.cpp files turn those two warnings off.
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-// Small AVX-512 helpers of the NVFP4 kernels. Include only from *_avx512.cpp files. Everything
+// What the AVX-512 kernels (NVFP4, dense, FP8) share: small helpers, and the loops and schedules
+// of the two NVFP4 kernels. Include only from *_avx512.cpp files. Everything
 // here has internal linkage (static / anonymous namespace) so no copy compiled with AVX-512
 // flags can be shared with other files (see nvfp4_avx512.h).
 #include <immintrin.h>
