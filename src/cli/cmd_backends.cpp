@@ -1,4 +1,5 @@
-// `fp4lm backends`: the kernel-backend registry (the oracle's table), in priority order.
+// `fp4lm backends`: the kernel-backend registry (the oracle's table), in priority order, then the
+// attention kernel's variants.
 #include <cstdio>
 #include <string>
 
@@ -8,6 +9,7 @@
 
 #include "cli/command.h"
 #include "core/cpu_features.h"
+#include "kernels/attention.h"
 #include "kernels/registry.h"
 
 namespace fp4lm::cli {
@@ -34,12 +36,33 @@ CommandRegistration reg("backends", "List the kernel backends, in the order the 
   return [as_json]() -> int {
     nlohmann::json all = nlohmann::json::array();
     for (const kernels::Backend* b : kernels::all_backends()) all.push_back(describe(*b));
+    // The attention kernel's variants, listed after the oracle's table: the first available one
+    // runs (FP4LM_ATTENTION_KERNEL forces another); "selected" marks it.
+    const kernels::AttentionKernel& chosen = kernels::attention_kernel();
+    for (const kernels::AttentionKernel* k : kernels::attention_kernels()) {
+      const std::string why = k->unavailable_reason();
+      all.push_back({{"name", k->name},
+                     {"kind", "attention"},
+                     {"device", "cpu"},
+                     {"kv_cache_dtypes", {"float32", "bfloat16", "float16", "fp8"}},
+                     {"available", why.empty()},
+                     {"unavailable_reason", why},
+                     {"selected", k == &chosen}});
+    }
     if (*as_json) {
       std::printf("%s\n", all.dump(2).c_str());
       return 0;
     }
     std::printf("cpu: %s\n", cpu_features().describe().c_str());
     for (const auto& b : all) {
+      if (b["kind"] == "attention") {
+        std::printf("%-18s %-9s cpu  kv_cache_dtypes=[float32, bfloat16, float16, fp8]  %s%s\n",
+                    b["name"].get<std::string>().c_str(), "attention",
+                    b["available"].get<bool>() ? "available"
+                                               : ("unavailable: " + b["unavailable_reason"].get<std::string>()).c_str(),
+                    b["selected"].get<bool>() ? " (selected)" : "");
+        continue;
+      }
       std::string status = b["available"].get<bool>() ? "available"
                                                        : "unavailable: " + b["unavailable_reason"].get<std::string>();
       std::printf("%-18s %-6s %-4s schemes=[%s] (%s) dtypes=[%s]  %s\n", b["name"].get<std::string>().c_str(),

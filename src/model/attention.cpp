@@ -5,6 +5,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "core/error.h"
 #include "kernels/attention.h"
@@ -75,6 +76,13 @@ void causal_attention(const KvCache& cache, int64_t layer, const float* q, int64
 
 Attention::Attention(ModelLoader& loader, int64_t layer, const Rope& rope, int64_t kv_slot)
     : layer_(layer), kv_slot_(kv_slot < 0 ? layer : kv_slot), rope_(rope) {
+  // Chosen here so that a bad FP4LM_ATTENTION_KERNEL fails the load, and logged like the oracle's
+  // choices.
+  const kernels::AttentionKernel& kernel = kernels::attention_kernel();
+  std::vector<std::string> variants;
+  for (const kernels::AttentionKernel* k : kernels::attention_kernels()) variants.push_back(k->name);
+  loader.log_once(fmt::format("Using '{}' attention kernel out of potential kernels: [{}]", kernel.name,
+                              fmt::join(variants, ", ")));
   const ModelConfig& c = loader.config();
   num_heads_ = c.num_heads;
   num_kv_heads_ = c.num_kv_heads;

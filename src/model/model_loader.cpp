@@ -94,9 +94,12 @@ kernels::MoeWeights ModelLoader::moe_weights(const LayerSpec& spec, const LayerS
   return quant_method(scheme.key.weight).moe(ParamReader(ckpt_), spec, scheme);
 }
 
-void ModelLoader::log_selection(const LayerReport& r) {
-  std::string msg = kernels::selection_message(r.selection, r.spec->kind, r.scheme.key);
+void ModelLoader::log_once(const std::string& msg) {
   if (logged_.emplace(msg, true).second) log().info("{}", msg);
+}
+
+void ModelLoader::log_selection(const LayerReport& r) {
+  log_once(kernels::selection_message(r.selection, r.spec->kind, r.scheme.key));
   if (r.scheme.key == kernels::kNvfp4W4A4 && r.selection.backend->weight_key_only)
     log().warn("{}: W4A16 backend '{}' forced on a W4A4 layer: activations will not be quantized", r.spec->name,
                r.selection.backend->name);

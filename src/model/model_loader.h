@@ -60,6 +60,9 @@ class ModelLoader {
   // Weight bytes of everything loaded so far (kernels' resident weights).
   size_t loaded_weight_bytes() const { return loaded_bytes_; }
 
+  // One INFO line per distinct message and load (the kernel choices every layer repeats).
+  void log_once(const std::string& msg);
+
  private:
   void log_selection(const LayerReport& r);
   TensorLookup tensor_lookup() const;

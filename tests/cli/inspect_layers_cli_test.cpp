@@ -107,12 +107,55 @@ TEST(BackendsCli, ListsTheRegistryInOrder) {
   json all = json::parse(r.out);
   ASSERT_GE(all.size(), 2u);
   bool has_ref_linear = false, has_ref_moe = false;
+  std::vector<std::string> attention, selected;
   for (const json& b : all) {
     has_ref_linear |= b["name"] == "reference" && b["kind"] == "linear";
     has_ref_moe |= b["name"] == "reference" && b["kind"] == "moe";
     EXPECT_TRUE(b["available"].get<bool>() || !b["unavailable_reason"].get<std::string>().empty());
+    if (b["kind"] != "attention") continue;
+    attention.push_back(b["name"]);
+    if (b["selected"].get<bool>()) {
+      selected.push_back(b["name"]);
+      EXPECT_TRUE(b["available"].get<bool>()) << b.dump();
+    }
   }
   EXPECT_TRUE(has_ref_linear && has_ref_moe);
+  // The attention kernel's variants follow, in priority order; the first available one runs.
+  EXPECT_EQ(attention, (std::vector<std::string>{"avx512", "avx2", "reference"}));
+  ASSERT_EQ(selected.size(), 1u);
+  for (const json& b : all)
+    if (b["kind"] == "attention" && b["available"].get<bool>()) {
+      EXPECT_EQ(b["name"], selected[0]);
+      break;
+    }
+}
+
+TEST(BackendsCli, AttentionKernelChosenByTheEnvironmentOrAnErrorNamingTheVariants) {
+  auto r = run_command("FP4LM_ATTENTION_KERNEL=reference " + fp4lm_bin() + " backends");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("reference          attention cpu  kv_cache_dtypes=[float32, bfloat16, float16, fp8]  "
+                       "available (selected)"),
+            std::string::npos)
+      << r.out;
+  r = run_command("FP4LM_ATTENTION_KERNEL=sse9 " + fp4lm_bin() + " backends");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("FP4LM_ATTENTION_KERNEL=sse9: unknown attention kernel (variants: avx512, avx2, reference)"),
+            std::string::npos)
+      << r.err;
+  // A model load fails on it too, before generating anything; a valid choice is logged.
+  fp4lm::test::TempDir tmp;
+  const std::string dir = (tmp / "llama").string();
+  ASSERT_EQ(run_command(fp4lm_bin() + " synth --out " + dir + " --arch LlamaForCausalLM --algo none").exit_code, 0);
+  r = run_command("FP4LM_ATTENTION_KERNEL=sse9 " + fp4lm_bin() + " generate --model " + dir + " --prompt-ids 1,2");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.out, "");
+  EXPECT_NE(r.err.find("unknown attention kernel"), std::string::npos) << r.err;
+  r = run_command("FP4LM_ATTENTION_KERNEL=reference " + fp4lm_bin() + " generate --model " + dir +
+                  " --prompt-ids 1,2 --max-tokens 2");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("Using 'reference' attention kernel out of potential kernels: [avx512, avx2, reference]"),
+            std::string::npos)
+      << r.err;
 }
 
 TEST(InspectLayersCli, HybridShowsLayerTypesAndEachLayersSchemeAndGenerates) {
