@@ -7,13 +7,15 @@
 // the others gated delta-nets with 16 key / 32 value heads of 128, conv kernel 4; 256 experts,
 // top-8, moe_intermediate 512, shared expert 512, vocab 248320; quantized as NVIDIA publishes it:
 // MIXED_PRECISION, FP8 attention and GDN projections, W4A16 NVFP4 experts, shared expert and
-// lm_head) — with --layers decoder layers. Codes and block scales are random bytes written directly (the
+// lm_head), or Qwen3.5-27B (hybrid-dense: the same mixers with 24 heads / 4 KV heads of 256 and
+// 16 key / 48 value GDN heads of 128, hidden 5120, a dense MLP of 17408 in every layer, quantized
+// the same way with the MLP in W4A16 NVFP4) — with --layers decoder layers. Codes and block scales are random bytes written directly (the
 // reference quantizer over GBs of floats would take minutes); scales are chosen so activations
 // stay O(1). Then: load, prefill a short prompt, decode --tokens tokens at M=1, and compare with
 // the roofline = (weight + KV bytes one decode step must read) / (read bandwidth measured in
 // the same process at the same thread count).
 //
-//   decode_bench --arch moe|dense|hybrid [--layers N] [--threads T] [--tokens N] [--prompt N] [--dir PATH]
+//   decode_bench --arch moe|dense|hybrid|hybrid-dense [--layers N] [--threads T] [--tokens N] [--prompt N] [--dir PATH]
 //                [--override-activation-dtype bfloat16] [--bf16-lm-head] [--fp8]
 //                [--linear-backend NAME] [--moe-backend NAME] [--gdn-prefill chunked|recurrent|both]
 // hybrid: the gated delta-nets' mixer timer (model/gated_delta_rule.h) gives the share of the
@@ -72,6 +74,13 @@ Shapes llama3_8b() { return {"LlamaForCausalLM", 4096, 32, 8, 128, 128256, 14336
 Shapes qwen3_6_35b_a3b() {
   Shapes s{"Qwen3_5MoeForCausalLM", 2048, 16, 2, 256, 248320, 512, 256, 8};
   s.shared = 512, s.nk = 16, s.nv = 32, s.dk = 128, s.dv = 128, s.conv = 4;
+  return s;
+}
+// Qwen3.5-27B's text model (dense: hidden 5120, 16 × (3 GDN + 1 attention), GDN 16 QK / 48 V
+// heads of 128, attention 24 Q / 4 KV heads of 256, intermediate 17408, vocab 248320).
+Shapes qwen3_5_27b() {
+  Shapes s{"Qwen3_5ForCausalLM", 5120, 24, 4, 256, 248320, 17408};
+  s.nk = 16, s.nv = 48, s.dk = 128, s.dv = 128, s.conv = 4;
   return s;
 }
 
@@ -138,8 +147,9 @@ void add_mlp(std::vector<Tensor>& t, const std::string& p, int64_t hidden, int64
   add(t, p + ".down_proj", hidden, inter);
 }
 
-// One Qwen3.5-MoE hybrid layer as NVIDIA's MIXED_PRECISION export: FP8 attention / GDN
-// projections; W4A16 NVFP4 experts and shared expert; routers, in_proj_a/b, conv and norms bf16.
+// One Qwen3.5 hybrid layer as NVIDIA's MIXED_PRECISION exports: FP8 attention / GDN projections;
+// W4A16 NVFP4 experts and shared expert (MoE) or MLP (dense); routers, in_proj_a/b, conv and
+// norms bf16.
 void hybrid_layer(std::vector<Tensor>& t, const Shapes& s, int64_t l) {
   const std::string p = fmt::format("model.layers.{}", l);
   t.push_back({p + ".input_layernorm.weight", DType::BF16, {s.hidden}, Tensor::bf16_small});  // (1 + w)
@@ -160,6 +170,7 @@ void hybrid_layer(std::vector<Tensor>& t, const Shapes& s, int64_t l) {
     t.push_back({a + ".dt_bias", DType::F32, {s.nv}, Tensor::f32_value, 0.0f});
     t.push_back({a + ".norm.weight", DType::BF16, {s.dv}, Tensor::bf16_one});
   }
+  if (s.experts == 0) return add_mlp(t, p + ".mlp", s.hidden, s.inter, add_w4a16);
   t.push_back({p + ".mlp.gate.weight", DType::BF16, {s.experts, s.hidden}, Tensor::bf16_small});
   for (int64_t e = 0; e < s.experts; ++e) add_mlp(t, fmt::format("{}.mlp.experts.{}", p, e), s.hidden, s.inter, add_w4a16);
   add_mlp(t, p + ".mlp.shared_expert", s.hidden, s.shared, add_w4a16);
@@ -267,7 +278,7 @@ json config_json(const Shapes& s, int64_t layers, bool bf16_head) {
     c["linear_value_head_dim"] = s.dv;
     c["linear_conv_kernel_dim"] = s.conv;
     c["attn_output_gate"] = true;
-    c["shared_expert_intermediate_size"] = s.shared;
+    if (s.experts) c["shared_expert_intermediate_size"] = s.shared;
     c["mamba_ssm_dtype"] = "float32";
     c.erase("rope_theta");
     c["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 10000000.0}, {"partial_rotary_factor", 0.25}};
@@ -280,8 +291,9 @@ json config_json(const Shapes& s, int64_t layers, bool bf16_head) {
         for (const char* m : {"q_proj", "k_proj", "v_proj", "o_proj"}) put(p + "self_attn." + m, "FP8");
       else
         for (const char* m : {"in_proj_qkv", "in_proj_z", "out_proj"}) put(p + "linear_attn." + m, "FP8");
-      put(p + "mlp.experts", "W4A16_NVFP4");
-      for (const char* m : {"gate_proj", "up_proj", "down_proj"}) put(p + "mlp.shared_expert." + m, "W4A16_NVFP4");
+      if (s.experts) put(p + "mlp.experts", "W4A16_NVFP4");
+      for (const char* m : {"gate_proj", "up_proj", "down_proj"})
+        put(p + (s.experts ? "mlp.shared_expert." : "mlp.") + m, "W4A16_NVFP4");
     }
     if (!bf16_head) put("lm_head", "W4A16_NVFP4");
     c["quantization_config"] = {{"quant_method", "modelopt"}, {"quant_algo", "MIXED_PRECISION"}, {"quantized_layers", q}};
@@ -322,7 +334,7 @@ double bytes_per_token(const Shapes& s, int64_t layers, bool bf16_head, int64_t 
 // The hybrid's decode step: per GDN layer its FP8 projections, bf16 in_proj_a/b and conv, and its
 // float32 state read and written (conv window and S, `gdn_state` bytes each way); per attention
 // layer its FP8 projections and KV cache; per layer the router, 8 W4A16 experts and the shared
-// expert; the W4A16 lm_head.
+// expert (MoE) or the W4A16 MLP (dense); the W4A16 lm_head.
 double hybrid_bytes_per_token(const Shapes& s, int64_t layers, bool bf16_head, int64_t ctx, double* gdn_state) {
   auto w4a16 = [](int64_t n, int64_t k) { return static_cast<double>(n) * k * (0.5 + 1.0 / 16); };
   auto fp8 = [](int64_t n, int64_t k) { return static_cast<double>(n) * k; };
@@ -339,7 +351,8 @@ double hybrid_bytes_per_token(const Shapes& s, int64_t layers, bool bf16_head, i
       total += 2 * state;
       *gdn_state += 2 * state;
     }
-    total += 2.0 * s.experts * s.hidden + (s.top_k + 1) * (w4a16(2 * s.inter, s.hidden) + w4a16(s.hidden, s.inter));
+    if (s.experts == 0) total += w4a16(2 * s.inter, s.hidden) + w4a16(s.hidden, s.inter);
+    else total += 2.0 * s.experts * s.hidden + (s.top_k + 1) * (w4a16(2 * s.inter, s.hidden) + w4a16(s.hidden, s.inter));
   }
   const double head = bf16_head ? 2.0 * s.vocab * s.hidden : w4a16(s.vocab, s.hidden);
   return total + head + 2.0 * s.hidden;
@@ -404,7 +417,7 @@ int main(int argc, char** argv) {
     else if (a == "--moe-backend") moe_backend = val();
     else if (a == "--gdn-prefill") gdn_prefill = val();
     else {
-      std::fprintf(stderr, "usage: decode_bench --arch moe|dense|hybrid [--layers N] [--threads T] [--tokens N] [--prompt N] "
+      std::fprintf(stderr, "usage: decode_bench --arch moe|dense|hybrid|hybrid-dense [--layers N] [--threads T] [--tokens N] [--prompt N] "
                            "[--dir PATH] [--override-activation-dtype bfloat16] [--bf16-lm-head] [--fp8] [--linear-backend NAME] "
                            "[--moe-backend NAME] [--gdn-prefill chunked|recurrent|both]\n");
       return 2;
@@ -418,15 +431,18 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "--prompt and --tokens must be at least 1\n");
     return 2;
   }
-  if (arch != "moe" && arch != "dense" && arch != "hybrid") {
-    std::fprintf(stderr, "--arch must be moe, dense or hybrid\n");
+  if (arch != "moe" && arch != "dense" && arch != "hybrid" && arch != "hybrid-dense") {
+    std::fprintf(stderr, "--arch must be moe, dense, hybrid or hybrid-dense\n");
     return 2;
   }
-  if (arch == "hybrid" && g_fp8) {
+  if (arch.starts_with("hybrid") && g_fp8) {
     std::fprintf(stderr, "--fp8 does not apply to --arch hybrid (it is quantized as published: MIXED_PRECISION)\n");
     return 2;
   }
-  const Shapes s = arch == "moe" ? qwen3_30b_a3b() : arch == "dense" ? llama3_8b() : qwen3_6_35b_a3b();
+  const Shapes s = arch == "moe"      ? qwen3_30b_a3b()
+                   : arch == "dense"  ? llama3_8b()
+                   : arch == "hybrid" ? qwen3_6_35b_a3b()
+                                      : qwen3_5_27b();
   const bool own_dir = dir.empty();
   if (own_dir) dir = (fs::temp_directory_path() / fmt::format("fp4lm-decode-bench-{}-{}", arch, ::getpid())).string();
   try {
@@ -529,6 +545,10 @@ int main(int argc, char** argv) {
       const auto lin = kernels::select_linear({key, act, s.hidden, s.hidden, {}}, "bench", linear_backend);
       const auto dense = kernels::select_linear({kernels::kUnquantized, act, s.vocab, s.hidden, {}}, "bench");
       std::printf("backends: %s Linear %s", format, lin.backend->name.c_str());
+      if (s.hybrid() && s.experts == 0) {  // the dense MLP and lm_head
+        const auto mlp = kernels::select_linear({kernels::kNvfp4W4A16, act, s.inter, s.hidden, {}}, "bench", linear_backend);
+        std::printf(", W4A16 NVFP4 Linear %s", mlp.backend->name.c_str());
+      }
       if (s.experts > 0) {
         const auto moe = kernels::select_moe({moe_key, act, s.experts, s.top_k, s.hidden, s.inter, {}}, "bench", moe_backend);
         std::printf(", %s MoE %s", s.hybrid() ? "W4A16 NVFP4" : format, moe.backend->name.c_str());
