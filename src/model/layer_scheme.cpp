@@ -45,6 +45,19 @@ QuantAlgo tensor_algo(const TensorLookup& tensors, const std::string& module) {
   return QuantAlgo::None;
 }
 
+// The algorithm every shard of `spec` resolves to by `algo_of`; an Error naming the first two
+// that differ (`differ`: how the message says so).
+template <class AlgoOf>
+QuantAlgo shards_agree(const quant::QuantConfig& q, const LayerSpec& spec, const char* differ, AlgoOf&& algo_of) {
+  const std::vector<std::string> modules = spec.modules();
+  const QuantAlgo algo = algo_of(modules.front());
+  for (const std::string& m : modules)
+    if (const QuantAlgo a = algo_of(m); a != algo)
+      fail("{}: the shards of {} {} ({} is {}, {} is {})", q.source, spec.name, differ, modules.front(),
+           quant::algo_name(algo), m, quant::algo_name(a));
+  return algo;
+}
+
 QuantAlgo layer_on_disk_algo(const quant::QuantConfig& q, const LayerSpec& spec, const TensorLookup& tensors) {
   if (!q.quantized() || spec.tied_embedding) return QuantAlgo::None;
   // Routers (and the GDN's in_proj_b / in_proj_a) are in neither list of ModelOpt's configs and
@@ -52,13 +65,8 @@ QuantAlgo layer_on_disk_algo(const quant::QuantConfig& q, const LayerSpec& spec,
   // the same. Their tensors decide.
   if (spec.router) {
     if (!tensors) return QuantAlgo::None;
-    const std::vector<std::string> modules = spec.modules();
-    const QuantAlgo algo = tensor_algo(tensors, modules.front());
-    for (const std::string& m : modules)
-      if (const QuantAlgo a = tensor_algo(tensors, m); a != algo)
-        fail("{}: the shards of {} are stored in different formats ({} is {}, {} is {})", q.source, spec.name,
-             modules.front(), quant::algo_name(algo), m, quant::algo_name(a));
-    return algo;
+    return shards_agree(q, spec, "are stored in different formats",
+                        [&](const std::string& m) { return tensor_algo(tensors, m); });
   }
   // MIXED_PRECISION may list the engine's own (fused) name.
   if (q.algo == QuantAlgo::MIXED_PRECISION && !q.other && q.quantized_layers.count(spec.name) &&
@@ -69,14 +77,8 @@ QuantAlgo layer_on_disk_algo(const quant::QuantConfig& q, const LayerSpec& spec,
   if (q.other || !q.exclusions_listed) {
     // The files disagree: per module, the tensors decide wherever they do (the shards must
     // still agree).
-    QuantAlgo algo = module_algo_on_disk(q, modules.front(), tensors);
-    for (const std::string& m : modules) {
-      QuantAlgo a = module_algo_on_disk(q, m, tensors);
-      if (a != algo)
-        fail("{}: the shards of {} resolve to different quantization algorithms ({} is {}, {} is {})", q.source,
-             spec.name, modules.front(), quant::algo_name(algo), m, quant::algo_name(a));
-    }
-    return algo;
+    return shards_agree(q, spec, "resolve to different quantization algorithms",
+                        [&](const std::string& m) { return module_algo_on_disk(q, m, tensors); });
   }
   std::vector<std::string> excluded, kept;
   for (const std::string& m : modules) (quant::is_excluded(q.exclude_modules, m) ? excluded : kept).push_back(m);
@@ -84,14 +86,8 @@ QuantAlgo layer_on_disk_algo(const quant::QuantConfig& q, const LayerSpec& spec,
     fail("{}: some but not all shards of {} are excluded (excluded: {}; not excluded: {})", q.source, spec.name,
          fmt::join(excluded, ", "), fmt::join(kept, ", "));
 
-  QuantAlgo algo = quant::module_algo(q, modules.front());
-  for (const std::string& m : modules) {
-    QuantAlgo a = quant::module_algo(q, m);
-    if (a != algo)
-      fail("{}: the shards of {} resolve to different quantization algorithms ({} is {}, {} is {})", q.source,
-           spec.name, modules.front(), quant::algo_name(algo), m, quant::algo_name(a));
-  }
-  return algo;
+  return shards_agree(q, spec, "resolve to different quantization algorithms",
+                      [&](const std::string& m) { return quant::module_algo(q, m); });
 }
 
 std::string disagreement_warning(const quant::QuantConfig& q, const std::vector<LayerSpec>& layers,

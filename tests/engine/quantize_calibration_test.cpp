@@ -106,6 +106,17 @@ Observed observe(const std::string& dir) {
 }
 
 
+// The checkpoint at `dir` loads with the default engine options and gives finite logits for a
+// 4-token prompt.
+void expect_runs_with_finite_logits(const std::string& dir, const std::string& arch) {
+  auto lm = model::CausalLM::load(dir, {});
+  model::SequenceState cache = lm->new_sequence(8);
+  std::vector<int32_t> ids = {1, 5, 9, 77};
+  std::vector<float> logits(static_cast<size_t>(lm->vocab_size()));
+  lm->forward(cache, ids.data(), 4, model::LogitsMode::last, logits.data());
+  for (float v : logits) ASSERT_TRUE(std::isfinite(v)) << arch;
+}
+
 }  // namespace
 
 TEST(QuantizeCalibration, DenseInputScalesAreTheObservedMaxOver2688SharedByFusedGroups) {
@@ -265,12 +276,7 @@ TEST(QuantizeCalibration, EveryArchitectureQuantizesToNvfp4AndRunsAsW4A4) {
       w4a4 += scheme == "nvfp4_w4a4";
     }
     EXPECT_GE(w4a4, 6) << arch;  // 2 layers x (qkv, o, mlp or experts)
-    auto lm = model::CausalLM::load(c.out, {});
-    model::SequenceState cache = lm->new_sequence(8);
-    std::vector<int32_t> ids = {1, 5, 9, 77};
-    std::vector<float> logits(static_cast<size_t>(lm->vocab_size()));
-    lm->forward(cache, ids.data(), 4, model::LogitsMode::last, logits.data());
-    for (float v : logits) ASSERT_TRUE(std::isfinite(v)) << arch;
+    ASSERT_NO_FATAL_FAILURE(expect_runs_with_finite_logits(c.out, arch));
   }
 }
 
@@ -323,11 +329,6 @@ TEST(QuantizeCalibration, HybridsKeepModelOptsDefaultExclusionsAndRunAsW4A4) {
       const std::string scheme(kernels::scheme_name(l.describe(s).scheme.key));
       EXPECT_EQ(scheme, s.router || s.name == "lm_head" ? "unquantized" : "nvfp4_w4a4") << arch << " " << s.name;
     }
-    auto lm = model::CausalLM::load(c.out, {});
-    model::SequenceState cache = lm->new_sequence(8);
-    std::vector<int32_t> ids = {1, 5, 9, 77};
-    std::vector<float> logits(static_cast<size_t>(lm->vocab_size()));
-    lm->forward(cache, ids.data(), 4, model::LogitsMode::last, logits.data());
-    for (float v : logits) ASSERT_TRUE(std::isfinite(v)) << arch;
+    ASSERT_NO_FATAL_FAILURE(expect_runs_with_finite_logits(c.out, arch));
   }
 }

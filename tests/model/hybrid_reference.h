@@ -302,19 +302,25 @@ inline void write_hybrid(const Hybrid& m, const std::filesystem::path& dir, bool
 
 // ---- the float64 reference ----
 
+// x as a quantized module sees it under `mode`: unchanged, rounded to bfloat16, or NVFP4
+// quantize-dequantized with input_scale `scale` (the library's reference quantizer).
+inline Vec seen_input(ExpertInput mode, float scale, const Vec& x) {
+  if (mode == ExpertInput::exact) return x;
+  std::vector<float> f(x.begin(), x.end());
+  if (mode == ExpertInput::bf16) {
+    for (float& v : f) v = bf16_to_f32(f32_to_bf16(v));
+  } else {
+    f = quant::qdq_activation(f.data(), 1, static_cast<int64_t>(f.size()), scale);
+  }
+  return Vec(f.begin(), f.end());
+}
+
 inline Vec matvec(const Hybrid& m, const std::string& name, const Vec& x0) {
-  Vec x = x0;
   // Routed experts see their inputs as expert_input says (routed_expert); other NVFP4 modules
   // as linear_input says.
   const bool expert = name.find(".mlp.experts.") != std::string::npos;
-  if (m.linear_input != ExpertInput::exact && !expert && m.nvfp4.count(name)) {
-    std::vector<float> f(x.begin(), x.end());
-    if (m.linear_input == ExpertInput::bf16)
-      for (float& v : f) v = bf16_to_f32(f32_to_bf16(v));
-    else
-      f = quant::qdq_activation(f.data(), 1, static_cast<int64_t>(f.size()), m.nvfp4_input_scale.at(name));
-    x.assign(f.begin(), f.end());
-  }
+  const bool transform = m.linear_input != ExpertInput::exact && !expert && m.nvfp4.count(name);
+  const Vec x = transform ? seen_input(m.linear_input, m.nvfp4_input_scale.at(name), x0) : x0;
   const T& w = m.w.at(name + ".weight");
   const int64_t n = w.shape[0], k = w.shape[1];
   Vec y(static_cast<size_t>(n), 0.0);
@@ -339,15 +345,9 @@ inline Vec swiglu(const Hybrid& m, const std::string& p, const Vec& x) {
 
 // x as the experts of layer l see it (`which`: 0 the block input, 1 the SwiGLU product).
 inline Vec expert_input(const Hybrid& m, int64_t l, int which, const Vec& x) {
-  if (m.expert_input == ExpertInput::exact) return x;
-  std::vector<float> f(x.begin(), x.end());
-  if (m.expert_input == ExpertInput::bf16) {
-    for (float& v : f) v = bf16_to_f32(f32_to_bf16(v));
-  } else {
-    const auto [s13, s2] = m.input_scale.at(l);
-    f = quant::qdq_activation(f.data(), 1, static_cast<int64_t>(f.size()), which == 0 ? s13 : s2);
-  }
-  return Vec(f.begin(), f.end());
+  if (m.expert_input != ExpertInput::nvfp4) return seen_input(m.expert_input, 0.0f, x);
+  const auto [s13, s2] = m.input_scale.at(l);
+  return seen_input(ExpertInput::nvfp4, which == 0 ? s13 : s2, x);
 }
 
 // One routed expert of layer l.
