@@ -10,7 +10,7 @@ Exit status 1 when any request was lost or differs.
 
   python3 scripts/loadtest.py --url http://127.0.0.1:8000 --concurrency 8 --rounds 2 --check-greedy
 
-Needs httpx (tests/python/requirements.txt). Prompts are token ids below 256, so it also works
+Needs httpx (tests/server_http/requirements.txt). Prompts are token ids below 256, so it also works
 on checkpoints without a tokenizer.
 """
 import argparse

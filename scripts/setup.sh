@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs every Debian package that fp4lm's build, tests, benchmarks, demo and Python package
 # (`pip install .`: python3-venv, python3-dev) need. (The Python test packages come from PyPI,
-# pinned in tests/python*/requirements.txt, into venvs the tests make.)
+# pinned in tests/server_http*/requirements.txt, into venvs the tests make.)
 # Idempotent: does nothing when they are all present. Needs root (or sudo) only to install.
 set -euo pipefail
 PKGS=(g++ cmake ninja-build pkg-config make

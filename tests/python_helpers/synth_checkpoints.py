@@ -1,4 +1,4 @@
-"""What both pytest suites (tests/python: the server; tests/python_api: the Python package) need
+"""What both pytest suites (tests/server_http: the server; tests/python_package: the Python package) need
 to make checkpoints: the repository's paths, `fp4lm synth`, and a byte-level tokenizer. Each
 suite's conftest.py puts this folder on sys.path and imports from here."""
 import json

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# ctest entry: runs pytest on tests/python inside the venv that setup_venv.sh made.
+# ctest entry: runs pytest on tests/server_http inside the venv that setup_venv.sh made.
 # Usage: run_pytest.sh VENV FP4LM_BIN [pytest args...]; exit 77 (skipped) when the venv is absent.
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -7,7 +7,7 @@ venv="$1"
 export FP4LM_BIN="$2"
 shift 2
 if [ ! -x "$venv/bin/python" ]; then
-  echo "SKIP: no Python venv at $venv (tests/python/setup_venv.sh could not create it)" >&2
+  echo "SKIP: no Python venv at $venv (tests/server_http/setup_venv.sh could not create it)" >&2
   exit 77
 fi
 cd "$here/../.."

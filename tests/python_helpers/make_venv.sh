@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Shared by tests/python/setup_venv.sh and tests/python_api/setup_venv.sh: makes VENV with the
+# Shared by tests/server_http/setup_venv.sh and tests/python_package/setup_venv.sh: makes VENV with the
 # pinned REQUIREMENTS installed; does nothing when it already holds exactly them (a stamp copy).
 # Usage: make_venv.sh VENV REQUIREMENTS. Exit 77 (ctest: skipped) when no venv can be made here
 # (python3 or python3-venv missing, or PyPI unreachable), with the reason on stderr.

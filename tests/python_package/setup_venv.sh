@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# ctest fixture: creates VENV with tests/python_api/requirements.txt, then `pip install .` of the
+# ctest fixture: creates VENV with tests/python_package/requirements.txt, then `pip install .` of the
 # repository (the README's install: scikit-build-core runs the project's CMake). Reinstalls the
 # package every run so the tests see the current sources; the CMake build dir
 # (build/py-<wheel tag>) is kept, and ccache is used when installed, so that is quick.
@@ -9,7 +9,7 @@ set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
 venv="${1:-$repo/build/pyvenv-api}"
-"$here/../python_common/make_venv.sh" "$venv" "$here/requirements.txt" || exit $?
+"$here/../python_helpers/make_venv.sh" "$venv" "$here/requirements.txt" || exit $?
 if [ -z "${CMAKE_CXX_COMPILER_LAUNCHER:-}" ] && command -v ccache >/dev/null; then
   export CMAKE_CXX_COMPILER_LAUNCHER=ccache
 fi

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python_common"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python_helpers"))
 from synth_checkpoints import FP4LM, REPO, SHARED, SLOW_LLAMA, synth, write_byte_tokenizer  # noqa: E402,F401
 
 
