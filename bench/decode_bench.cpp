@@ -468,7 +468,6 @@ int main(int argc, char** argv) {
     ThreadPool::set_global_threads(threads);
     model::EngineOptions o;
     o.dtype = "bfloat16";
-    o.threads = threads;
     o.override_activation_dtype = model::parse_override_activation_dtype(override_dtype);
     o.linear_backend = linear_backend;
     o.moe_backend = moe_backend;

@@ -77,14 +77,14 @@ PYBIND11_MODULE(_core, m) {
                        size_t kv_cache_memory_bytes) {
              python::OfflineOptions o;
              o.model = model;
-             o.dtype = dtype;
-             o.override_activation_dtype = override_dtype;
-             o.kv_cache_dtype = kv_cache_dtype;
-             o.max_model_len = max_model_len;
-             o.linear_backend = linear_backend;
-             o.moe_backend = moe_backend;
-             o.a16_max_tokens = a16_max_tokens;
-             o.threads = threads;
+             o.engine.dtype = dtype;
+             o.engine.override_activation_dtype = override_dtype;
+             o.engine.kv_cache_dtype = kv_cache_dtype;
+             o.engine.max_model_len = max_model_len;
+             o.engine.linear_backend = linear_backend;
+             o.engine.moe_backend = moe_backend;
+             o.engine.a16_max_tokens = a16_max_tokens;
+             o.engine.threads = threads;
              o.max_num_seqs = max_num_seqs;
              o.max_num_batched_tokens = max_num_batched_tokens;
              o.kv_cache_memory_bytes = kv_cache_memory_bytes;

@@ -7,9 +7,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
-#include "core/thread_pool.h"
 #include "io/json_file.h"
-#include "kernels/registry.h"
 
 namespace py = pybind11;
 
@@ -21,43 +19,12 @@ size_t quarter_of_ram() {
   return pages > 0 && page > 0 ? static_cast<size_t>(pages) * static_cast<size_t>(page) / 4 : (size_t{4} << 30);
 }
 
-model::EngineOptions resolve(const OfflineOptions& o) {
-  model::EngineOptions e;
-  model::resolve_dtype(o.dtype, "");  // validates the spelling now (auto is resolved at load)
-  e.dtype = o.dtype;
-  e.override_activation_dtype = model::parse_override_activation_dtype(o.override_activation_dtype);
-  model::parse_kv_cache_dtype(o.kv_cache_dtype);  // validates the spelling
-  e.kv_cache_dtype = o.kv_cache_dtype;
-  auto check_backend = [](const std::string& name, kernels::LayerKind kind, const char* field) {
-    if (name.empty() || kernels::find_backend(name, kind)) return;
-    std::string names;
-    for (const auto* b : kernels::backends(kind)) names += (names.empty() ? "" : ", ") + b->name;
-    usage_fail("{}: unknown backend '{}' (available: {})", field, name, names);
-  };
-  check_backend(o.linear_backend, kernels::LayerKind::linear, "linear_backend");
-  check_backend(o.moe_backend, kernels::LayerKind::moe, "moe_backend");
-  e.linear_backend = o.linear_backend;
-  e.moe_backend = o.moe_backend;
-  if (o.a16_max_tokens < 0) usage_fail("a16_max_tokens must be >= 0, got {}", o.a16_max_tokens);
-  e.a16_max_tokens = o.a16_max_tokens;
-  if (o.threads < 0) usage_fail("threads must be >= 1, got {}", o.threads);
-  e.threads = o.threads;
-  return e;
-}
-
 }  // namespace
 
 OfflineEngine::OfflineEngine(const OfflineOptions& o) : dir_(o.model) {
-  if (o.max_model_len < 0) usage_fail("max_model_len must be positive, got {}", o.max_model_len);
-  if (o.max_num_seqs < 1) usage_fail("max_num_seqs must be >= 1, got {}", o.max_num_seqs);
-  if (o.max_num_batched_tokens < o.max_num_seqs)
-    usage_fail("max_num_batched_tokens ({}) must be >= max_num_seqs ({})", o.max_num_batched_tokens, o.max_num_seqs);
-  model::EngineOptions opts = resolve(o);
-  if (o.threads > 0) ThreadPool::set_global_threads(o.threads);
-  engine::SchedulerConfig sc;
-  sc.max_num_seqs = o.max_num_seqs;
-  sc.max_num_batched_tokens = o.max_num_batched_tokens;
-  sc.kv_cache_bytes = o.kv_cache_memory_bytes ? o.kv_cache_memory_bytes : quarter_of_ram();
+  const engine::SchedulerConfig sc = engine::scheduler_config(
+      o.max_num_seqs, o.max_num_batched_tokens, o.kv_cache_memory_bytes ? o.kv_cache_memory_bytes : quarter_of_ram());
+  const model::EngineOptions opts = engine::resolve(o.engine);
 
   py::gil_scoped_release nogil;
   if (std::filesystem::exists(std::filesystem::path(dir_) / "tokenizer.json")) {
@@ -68,9 +35,7 @@ OfflineEngine::OfflineEngine(const OfflineOptions& o) : dir_(o.model) {
       chat_error_ = e.what();
     }
   }
-  model::LoadOptions lo;
-  lo.max_model_len = o.max_model_len;
-  lm_ = model::CausalLM::load(dir_, opts, lo);
+  lm_ = model::CausalLM::load(dir_, opts, engine::load_options(o.engine));
   step_model_ = std::make_unique<engine::CausalLmStepModel>(*lm_);
   engine_ = std::make_unique<engine::Engine>(*step_model_, tok_.get(), sc);
 }

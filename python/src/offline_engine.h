@@ -13,6 +13,7 @@
 
 #include "engine/causal_lm_step_model.h"
 #include "engine/engine.h"
+#include "engine/engine_args.h"
 #include "model/causal_lm.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
@@ -21,13 +22,7 @@ namespace fp4lm::python {
 
 struct OfflineOptions {
   std::string model;
-  std::string dtype = "auto";
-  std::string override_activation_dtype = "auto";
-  std::string kv_cache_dtype = "auto";
-  int64_t max_model_len = 0;  // 0 = the model's default
-  std::string linear_backend, moe_backend;
-  int64_t a16_max_tokens = 0;
-  int threads = 0;  // 0 = physical cores
+  engine::EngineArgs engine;  // resolved by engine/engine_args.h, as the CLI's flags are
   int64_t max_num_seqs = 16;
   int64_t max_num_batched_tokens = 512;
   size_t kv_cache_memory_bytes = 0;  // 0 = a quarter of RAM

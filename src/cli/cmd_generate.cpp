@@ -1,11 +1,13 @@
-// `fp4lm generate`: load a checkpoint and generate from a prompt (text, chat message or ids),
-// streaming the text to stdout; timings and memory on stderr, or one JSON object with --json.
+// `fp4lm generate`: load a checkpoint and run one request (text, chat message or ids) through the
+// engine's scheduler, with the server's sampling parameters and semantics, streaming the text to
+// stdout; timings and memory on stderr, or one JSON object with --json.
 #include <cstdio>
 #include <filesystem>
 #include <memory>
 #include <optional>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -14,6 +16,7 @@
 #include "cli/engine_flags.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "engine/engine_args.h"
 #include "engine/generator.h"
 #include "engine/process_stats.h"
 #include "model/causal_lm.h"
@@ -24,21 +27,23 @@ namespace fp4lm::cli {
 namespace {
 
 struct GenerateArgs {
-  std::string model, prompt, prompt_ids, chat;
-  int64_t max_tokens = 128, max_model_len = 0, top_k = 0;
+  std::string model, prompt, prompt_ids, chat, stop_token_ids;
+  std::vector<std::string> stop;
+  int64_t max_tokens = 128, min_tokens = 0, top_k = 0, logprobs = -1;
   double temperature = 0.0, top_p = 1.0, min_p = 0.0;
+  double presence_penalty = 0, frequency_penalty = 0, repetition_penalty = 1;
   uint64_t seed = 0;
-  bool json = false;
+  bool ignore_eos = false, skip_special_tokens = true, json = false;
   EngineFlags flags;
 };
 
-std::vector<int32_t> parse_id_list(const std::string& s) {
+std::vector<int32_t> parse_id_list(const std::string& s, const char* flag) {
   std::vector<int32_t> ids;
   std::stringstream ss(s);
   std::string item;
   while (std::getline(ss, item, ',')) {
     size_t a = item.find_first_not_of(" \t"), b = item.find_last_not_of(" \t");
-    if (a == std::string::npos) usage_fail("--prompt-ids: empty entry in '{}'", s);
+    if (a == std::string::npos) usage_fail("{}: empty entry in '{}'", flag, s);
     item = item.substr(a, b - a + 1);
     size_t used = 0;
     long long v = -1;
@@ -48,23 +53,67 @@ std::vector<int32_t> parse_id_list(const std::string& s) {
       used = 0;
     }
     if (used != item.size() || v < 0 || v > INT32_MAX)
-      usage_fail("--prompt-ids: '{}' is not a non-negative token id", item);
+      usage_fail("{}: '{}' is not a non-negative token id", flag, item);
     ids.push_back(static_cast<int32_t>(v));
   }
-  if (ids.empty()) usage_fail("--prompt-ids: no ids given");
+  if (ids.empty()) usage_fail("{}: no ids given", flag);
   return ids;
+}
+
+// The request, field for field as the server's /v1/completions reads it.
+engine::RequestParams request_of(const GenerateArgs& a, std::vector<int32_t> prompt) {
+  engine::RequestParams p;
+  p.prompt = std::move(prompt);
+  p.max_tokens = a.max_tokens;
+  p.min_tokens = a.min_tokens;
+  // As the server: below 1e-5 is greedy; a negative temperature stays, for the validator to refuse.
+  const bool greedy = a.temperature >= 0 && a.temperature < 1e-5;
+  p.sampling = {greedy ? 0.0 : a.temperature, a.top_k == -1 ? 0 : a.top_k, a.top_p, a.min_p, a.seed};
+  p.stop = a.stop;
+  std::erase(p.stop, std::string());
+  if (!a.stop_token_ids.empty()) p.stop_token_ids = parse_id_list(a.stop_token_ids, "--stop-token-ids");
+  p.ignore_eos = a.ignore_eos;
+  p.presence_penalty = a.presence_penalty;
+  p.frequency_penalty = a.frequency_penalty;
+  p.repetition_penalty = a.repetition_penalty;
+  p.logprobs = a.logprobs;
+  p.skip_special_tokens = a.skip_special_tokens;
+  return p;
+}
+
+std::vector<int32_t> prompt_of(const GenerateArgs& a, const tokenizer::Tokenizer* tok) {
+  if (!a.prompt_ids.empty()) return parse_id_list(a.prompt_ids, "--prompt-ids");
+  if (!a.prompt.empty()) return tok->encode(a.prompt, /*add_special_tokens=*/true);
+  auto tmpl = tokenizer::ChatTemplate::from_dir(a.model);
+  nlohmann::json messages = nlohmann::json::array({{{"role", "user"}, {"content", a.chat}}});
+  tokenizer::ChatOptions co;
+  co.add_generation_prompt = true;
+  return tok->encode(tmpl.render(messages, co), /*add_special_tokens=*/false);
+}
+
+nlohmann::json result_json(const engine::GenerationResult& r, const model::CausalLM& lm, bool with_logprobs) {
+  nlohmann::json j;
+  j["prompt_ids"] = r.prompt_ids;
+  j["output_ids"] = r.output_ids;
+  j["text"] = r.text;
+  j["finish_reason"] = r.finish_reason;
+  j["stop_reason"] = r.stop_reason ? nlohmann::json(*r.stop_reason)
+                                   : r.stop_token ? nlohmann::json(*r.stop_token) : nlohmann::json(nullptr);
+  if (with_logprobs) {
+    j["logprobs"] = nlohmann::json::array();
+    for (const auto& lp : r.logprobs) j["logprobs"].push_back({{"id", lp.id}, {"logprob", lp.logprob}, {"top", lp.top}});
+  }
+  j["timings"] = {{"load_s", lm.load_seconds()}, {"prefill_tok_s", r.prefill_tok_s()}, {"decode_tok_s", r.decode_tok_s()}};
+  return j;
 }
 
 int run_generate(const GenerateArgs& a) {
   const int sources = !a.prompt.empty() + !a.prompt_ids.empty() + !a.chat.empty();
   if (sources != 1) usage_fail("give exactly one of --prompt, --prompt-ids, --chat");
-  if (a.max_model_len < 0) usage_fail("--max-model-len must be positive (got {})", a.max_model_len);
-  engine::GenerationParams gp;
-  gp.max_tokens = a.max_tokens;
-  gp.sampling = {a.temperature, a.top_k, a.top_p, a.min_p, a.seed};
-  engine::validate(gp.sampling);
-  if (a.max_tokens < 0) usage_fail("--max-tokens must be >= 0 (got {})", a.max_tokens);
-  model::EngineOptions opts = a.flags.resolve();
+  const model::EngineOptions opts = a.flags.resolve();
+  // Parameter errors before the (slow) load: the same validator runs again with the model's
+  // vocabulary and context.
+  with_flag_errors([&] { engine::validate(request_of(a, {}).sampling); });
 
   // The tokenizer is optional when the prompt is given as ids.
   std::unique_ptr<tokenizer::Tokenizer> tok;
@@ -72,62 +121,34 @@ int run_generate(const GenerateArgs& a) {
   if (have_tok) tok = tokenizer::Tokenizer::from_dir(a.model);
   else if (a.prompt_ids.empty())
     fail("{}: no tokenizer.json, so --prompt/--chat cannot be encoded; give --prompt-ids", a.model);
+  if (!a.stop.empty() && !tok) usage_fail("--stop needs a tokenizer, and {} has none; use --stop-token-ids", a.model);
+  engine::RequestParams params = request_of(a, prompt_of(a, tok.get()));
 
-  std::vector<int32_t> prompt;
-  if (!a.prompt_ids.empty()) {
-    prompt = parse_id_list(a.prompt_ids);
-  } else if (!a.prompt.empty()) {
-    prompt = tok->encode(a.prompt, /*add_special_tokens=*/true);
-  } else {
-    auto tmpl = tokenizer::ChatTemplate::from_dir(a.model);
-    nlohmann::json messages = nlohmann::json::array({{{"role", "user"}, {"content", a.chat}}});
-    tokenizer::ChatOptions co;
-    co.add_generation_prompt = true;
-    prompt = tok->encode(tmpl.render(messages, co), /*add_special_tokens=*/false);
-  }
-
-  model::LoadOptions lo;
-  lo.max_model_len = a.max_model_len;
-  auto lm = model::CausalLM::load(a.model, opts, lo);
+  auto lm = model::CausalLM::load(a.model, opts, engine::load_options(a.flags.args));
   log().info("memory: resident weight bytes {} ({:.1f} MiB), KV cache {} bytes per position; peak RSS {:.1f} MiB",
              lm->weight_bytes(), lm->weight_bytes() / 1048576.0,
              lm->sequence_bytes(1), engine::peak_rss_bytes() / 1048576.0);
 
-  std::optional<tokenizer::StreamDecoder> stream;
-  if (tok) stream.emplace(*tok, /*skip_special_tokens=*/true);
   bool first = true;
-  auto on_token = [&](int32_t id) {
+  auto on_output = [&](const engine::RequestOutput& out) {
     if (a.json) return;
-    if (stream) {
-      std::string s = stream->push(id);
-      std::fwrite(s.data(), 1, s.size(), stdout);
+    if (tok) {
+      std::fwrite(out.text.data(), 1, out.text.size(), stdout);
     } else {
-      std::printf("%s%d", first ? "" : " ", id);
+      for (int32_t id : out.token_ids) std::printf("%s%d", std::exchange(first, false) ? "" : " ", id);
     }
-    first = false;
     std::fflush(stdout);
   };
-  engine::GenerationResult r = engine::generate(*lm, prompt, gp, on_token);
-
-  std::string text;
-  if (tok) text = tok->decode(r.output_ids, /*skip_special_tokens=*/true);
-  if (a.json) {
-    nlohmann::json j;
-    j["prompt_ids"] = r.prompt_ids;
-    j["output_ids"] = r.output_ids;
-    j["text"] = text;
-    j["finish_reason"] = r.finish_reason;
-    j["timings"] = {{"load_s", lm->load_seconds()},
-                    {"prefill_tok_s", r.prefill_tok_s()},
-                    {"decode_tok_s", r.decode_tok_s()}};
-    std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
-  } else {
-    if (stream) {
-      std::string s = stream->flush();
-      std::fwrite(s.data(), 1, s.size(), stdout);
+  const engine::GenerationResult r = with_flag_errors([&] {
+    try {
+      return engine::generate(*lm, tok.get(), std::move(params), on_output);
+    } catch (const engine::RequestError& e) {
+      if (e.param == "prompt") throw UsageError(e.what());  // given as --prompt, --prompt-ids or --chat
+      throw;
     }
-    std::printf("\n");
-  }
+  });
+  if (a.json) std::printf("%s\n", result_json(r, *lm, a.logprobs >= 0).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+  else std::printf("\n");
   std::fflush(stdout);
   log().info("prompt: {} tokens in {:.3f} s ({:.2f} tokens/s); decode: {} tokens in {:.3f} s ({:.2f} tokens/s); "
              "finish: {}; peak RSS {:.1f} MiB",
@@ -142,16 +163,26 @@ CommandRegistration reg("generate", "Generate text from a prompt", [](CLI::App& 
   sub.add_option("--prompt", a->prompt, "Prompt text (encoded with the checkpoint's tokenizer)");
   sub.add_option("--prompt-ids", a->prompt_ids, "Prompt as comma-separated token ids");
   sub.add_option("--chat", a->chat, "A user message, rendered with the checkpoint's chat template");
-  sub.add_option("--max-tokens", a->max_tokens, "Most tokens to generate (default 128)");
+  // The server's sampling parameters, under their vLLM names in flag spelling.
+  sub.add_option("--max-tokens", a->max_tokens, "Most tokens to generate, at least 1 (default 128)");
+  sub.add_option("--min-tokens", a->min_tokens, "EOS and stop ids are masked before this many tokens");
   sub.add_option("--temperature", a->temperature, "0 = greedy (default)");
-  sub.add_option("--top-k", a->top_k, "Keep the k most probable tokens (0 = all)");
+  sub.add_option("--top-k", a->top_k, "Keep the k most probable tokens (0 or -1 = all)");
   sub.add_option("--top-p", a->top_p, "Nucleus sampling mass (1 = off)");
   sub.add_option("--min-p", a->min_p, "Drop tokens below min_p x the top probability (0 = off)");
   sub.add_option("--seed", a->seed, "Sampling seed, 0 to 2^64-1 (same seed, same output)")
       ->check(CLI::Validator(
           [](std::string& v) { return v.rfind('-', 0) == 0 ? "must be from 0 to 2^64-1, got " + v : std::string(); },
           "SEED"));
-  sub.add_option("--max-model-len", a->max_model_len,
+  sub.add_option("--stop", a->stop, "A stop string (repeat for more): generation ends before it");
+  sub.add_option("--stop-token-ids", a->stop_token_ids, "Comma-separated ids that end generation like EOS");
+  sub.add_flag("--ignore-eos", a->ignore_eos, "Keep generating past EOS");
+  sub.add_option("--presence-penalty", a->presence_penalty, "In [-2, 2] (0 = off)");
+  sub.add_option("--frequency-penalty", a->frequency_penalty, "In [-2, 2] (0 = off)");
+  sub.add_option("--repetition-penalty", a->repetition_penalty, "In (0, 2] (1 = off)");
+  sub.add_option("--logprobs", a->logprobs, "Report each token's logprob and the top N (0-20; -1 = none)");
+  sub.add_option("--skip-special-tokens", a->skip_special_tokens, "Leave special tokens out of the text (true)");
+  sub.add_option("--max-model-len", a->flags.args.max_model_len,
                  "KV cache length (default min(max_position_embeddings, 8192))");
   sub.add_flag("--json", a->json, "Print one JSON object instead of streaming text");
   add_engine_flags(sub, a->flags);

@@ -1,27 +1,32 @@
 #pragma once
-// The engine flags shared by every subcommand that loads a model.
-#include <string>
-
+// The engine flags shared by every subcommand that loads a model: CLI spellings of
+// engine::EngineArgs (engine/engine_args.h resolves them, for the Python LLM too).
 #include <CLI/CLI.hpp>
 
+#include "engine/engine_args.h"
 #include "model/engine_options.h"
 
 namespace fp4lm::cli {
 
 struct EngineFlags {
-  std::string dtype = "auto";
-  std::string override_activation_dtype = "auto";
-  std::string kv_cache_dtype = "auto";
-  std::string linear_backend, moe_backend;
-  int64_t a16_max_tokens = 0;
-  int threads = 0;
+  engine::EngineArgs args;
 
-  // Validates the values (UsageError -> exit 2), sets the global thread pool size, and
-  // returns the engine options.
+  // engine::resolve() with its errors in flag spelling (UsageError -> exit 2); sets the global
+  // thread pool size when --threads is given.
   model::EngineOptions resolve() const;
 };
 
 // `with_dtype`: whether --dtype applies (inspect has no use for it).
 void add_engine_flags(CLI::App& sub, EngineFlags& flags, bool with_dtype = true);
+
+// Runs `fn`, turning an engine::RequestError into a UsageError in flag spelling.
+template <typename Fn>
+auto with_flag_errors(Fn&& fn) -> decltype(fn()) {
+  try {
+    return fn();
+  } catch (const engine::RequestError& e) {
+    throw UsageError(engine::with_flag_spelling(e));
+  }
+}
 
 }  // namespace fp4lm::cli

@@ -4,55 +4,63 @@
 #include <chrono>
 
 #include "core/error.h"
+#include "engine/causal_lm_step_model.h"
+#include "engine/scheduler.h"
 
 namespace fp4lm::engine {
 
 namespace {
+
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
+
+void add(GenerationResult& r, RequestOutput& out) {
+  r.output_ids.insert(r.output_ids.end(), out.token_ids.begin(), out.token_ids.end());
+  r.text += out.text;
+  for (auto& lp : out.logprobs) r.logprobs.push_back(std::move(lp));
+  if (!out.finished) return;
+  if (out.finish_reason == "error") {
+    if (out.cause) std::rethrow_exception(out.cause);  // its own type (NonFiniteError, ...)
+    throw Error(out.error);
+  }
+  r.finish_reason = out.finish_reason;
+  r.stop_reason = out.stop_reason;
+  r.stop_token = out.stop_token;
+}
+
 }  // namespace
 
-GenerationResult generate(const model::CausalLM& lm, const std::vector<int32_t>& prompt,
-                          const GenerationParams& params, const TokenCallback& on_token) {
-  if (prompt.empty()) fail("generate: the prompt is empty");
-  if (params.max_tokens < 0) usage_fail("--max-tokens must be >= 0 (got {})", params.max_tokens);
-  const int64_t limit = lm.max_model_len();
-  const int64_t p = static_cast<int64_t>(prompt.size());
-  if (p + params.max_tokens > limit)
-    fail("prompt ({} tokens) + --max-tokens ({}) = {} exceeds the maximum model length {} (--max-model-len)", p,
-         params.max_tokens, p + params.max_tokens, limit);
-
+GenerationResult generate(StepModel& model, const tokenizer::Tokenizer* tok, RequestParams params,
+                          const OutputCallback& on_output) {
+  // One sequence, its whole prompt in the first step.
+  SchedulerConfig cfg;
+  cfg.max_num_seqs = 1;
+  cfg.max_num_batched_tokens = std::max<int64_t>(1, model.max_model_len());
+  Scheduler sched(model, tok, cfg);
   GenerationResult r;
-  r.prompt_ids = prompt;
-  r.finish_reason = "length";
-  if (params.max_tokens == 0) return r;
-  std::vector<int64_t> stops = params.stop_ids;
-  if (params.stop_at_eos) stops.insert(stops.end(), lm.eos_ids().begin(), lm.eos_ids().end());
-  auto is_stop = [&](int32_t t) { return std::find(stops.begin(), stops.end(), t) != stops.end(); };
+  r.prompt_ids = params.prompt;
+  sched.add(0, std::move(params));  // RequestError: nothing ran
 
-  Sampler sampler(params.sampling);
-  model::SequenceState cache = lm.new_sequence();
-  std::vector<float> logits(static_cast<size_t>(lm.vocab_size()));
-  auto t0 = std::chrono::steady_clock::now();
-  lm.forward(cache, prompt.data(), p, model::LogitsMode::last, logits.data());
-  int32_t tok = sampler.sample(logits.data(), lm.vocab_size());
-  r.prefill_seconds = seconds_since(t0);
-  t0 = std::chrono::steady_clock::now();
-  while (true) {
-    r.output_ids.push_back(tok);
-    if (on_token) on_token(tok);
-    if (is_stop(tok)) {
-      r.finish_reason = "stop";
-      break;
+  bool prefilled = false;
+  while (sched.has_work()) {
+    const auto t0 = std::chrono::steady_clock::now();
+    Scheduler::Outputs outs = sched.step();
+    (prefilled ? r.decode_seconds : r.prefill_seconds) += seconds_since(t0);
+    if (prefilled) ++r.decode_steps;
+    prefilled = true;
+    for (auto& [id, out] : outs) {
+      if (on_output && out.finish_reason != "error") on_output(out);
+      add(r, out);
     }
-    if (static_cast<int64_t>(r.output_ids.size()) >= params.max_tokens) break;
-    lm.forward(cache, &tok, 1, model::LogitsMode::last, logits.data());
-    ++r.decode_steps;
-    tok = sampler.sample(logits.data(), lm.vocab_size());
   }
-  r.decode_seconds = seconds_since(t0);
   return r;
+}
+
+GenerationResult generate(const model::CausalLM& lm, const tokenizer::Tokenizer* tok, RequestParams params,
+                          const OutputCallback& on_output) {
+  CausalLmStepModel model(lm);
+  return generate(model, tok, std::move(params), on_output);
 }
 
 }  // namespace fp4lm::engine

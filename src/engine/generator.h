@@ -1,40 +1,45 @@
 #pragma once
-// The generation loop of one sequence: prefill the prompt as one batch (the model chunks it),
-// then decode one token per step (M = 1) until an EOS id or max_tokens.
+// One request run to the end on the calling thread: the engine's own scheduler with a single
+// sequence, so `fp4lm generate` has exactly the server's and the Python LLM's semantics (the
+// same validation and errors, sampling, penalties, stop strings and ids, min_tokens, logprobs).
+// The prompt is prefilled in one step (the model chunks it), then one token per step.
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
-#include "engine/sampler.h"
+#include "engine/request.h"
+#include "engine/step_model.h"
 #include "model/causal_lm.h"
+#include "tokenizer/tokenizer.h"
 
 namespace fp4lm::engine {
-
-struct GenerationParams {
-  int64_t max_tokens = 256;
-  SamplingParams sampling;
-  bool stop_at_eos = true;       // stop after emitting one of the model's EOS ids
-  std::vector<int64_t> stop_ids;  // more ids that end generation (emitted, like EOS)
-};
 
 struct GenerationResult {
   std::vector<int32_t> prompt_ids;
   std::vector<int32_t> output_ids;  // generated tokens, including a final EOS/stop id
-  std::string finish_reason;        // "stop" (EOS or stop id) or "length" (max_tokens)
-  double prefill_seconds = 0;       // prompt forward, including the first sampled token
+  std::string text;                 // "" without a tokenizer; stop strings are not part of it
+  std::vector<TokenLogprob> logprobs;  // one per token when logprobs >= 0
+  std::string finish_reason;        // "stop" (EOS, stop id or stop string) or "length"
+  std::optional<std::string> stop_reason;  // the stop string that ended it
+  std::optional<int32_t> stop_token;       // the stop_token_ids entry that ended it
+  double prefill_seconds = 0;       // the prompt's step, including the first sampled token
   double decode_seconds = 0;        // every later step
-  int64_t decode_steps = 0;         // M=1 forwards
+  int64_t decode_steps = 0;         // one-token steps
 
   double prefill_tok_s() const { return prefill_seconds > 0 ? prompt_ids.size() / prefill_seconds : 0; }
   double decode_tok_s() const { return decode_seconds > 0 ? decode_steps / decode_seconds : 0; }
 };
 
-// Called with each generated token as soon as it is chosen.
-using TokenCallback = std::function<void(int32_t)>;
+// Called with each step's output as soon as it is made (new tokens and their text).
+using OutputCallback = std::function<void(const RequestOutput&)>;
 
-// Error when the prompt is empty or prompt + max_tokens exceeds the model's max_model_len.
-GenerationResult generate(const model::CausalLM& lm, const std::vector<int32_t>& prompt,
-                          const GenerationParams& params, const TokenCallback& on_token = {});
+// RequestError (a UsageError) for bad parameters, as the server's 400s; Error with the model's
+// message when a step fails (a non-finite value, ...). `tok` may be null (no text).
+GenerationResult generate(StepModel& model, const tokenizer::Tokenizer* tok, RequestParams params,
+                          const OutputCallback& on_output = {});
+GenerationResult generate(const model::CausalLM& lm, const tokenizer::Tokenizer* tok, RequestParams params,
+                          const OutputCallback& on_output = {});
 
 }  // namespace fp4lm::engine

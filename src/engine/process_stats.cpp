@@ -1,5 +1,8 @@
 #include "engine/process_stats.h"
 
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -18,6 +21,12 @@ size_t current_rss_bytes() {
   size_t total = 0, resident = 0;
   if (!(in >> total >> resident)) return 0;
   return resident * static_cast<size_t>(sysconf(_SC_PAGESIZE));
+}
+
+void release_free_memory() {
+#if defined(__GLIBC__)
+  malloc_trim(0);
+#endif
 }
 
 }  // namespace fp4lm::engine

@@ -3,6 +3,7 @@
 // it), and the incremental output it streams back. No HTTP here: the server and the Python API
 // both build these.
 #include <cstdint>
+#include <exception>
 #include <optional>
 #include <string>
 #include <vector>
@@ -57,6 +58,7 @@ struct RequestOutput {
   std::optional<int32_t> stop_token;       // the stop_token_ids entry that ended it (not set for EOS)
   int64_t prompt_tokens = 0, completion_tokens = 0;  // totals so far
   std::string error;               // finish_reason "error": what went wrong
+  std::exception_ptr cause;        // finish_reason "error": the exception, when there was one
 };
 
 }  // namespace fp4lm::engine

@@ -149,10 +149,11 @@ void Scheduler::sample_next(Sequence& s, float* logits, RequestOutput& out) {
   }
 }
 
-void Scheduler::fail(Sequence& s, const std::string& why, Outputs& outs) {
+void Scheduler::fail(Sequence& s, const std::string& why, Outputs& outs, std::exception_ptr cause) {
   if (s.finished) return;  // already finished this step
   RequestOutput out;
   out.error = why;
+  out.cause = std::move(cause);
   finish(s, out, "error");
   outs.emplace_back(s.id, std::move(out));
 }
@@ -208,7 +209,7 @@ void Scheduler::admit_waiting(std::vector<Planned>& plan, int64_t budget, Output
     try {
       s->kv = model_.allocate(s->capacity());
     } catch (const std::exception& e) {  // this request fails; the others are admitted as usual
-      fail(*s, fmt::format("cannot allocate the sequence state: {}", e.what()), outs);
+      fail(*s, fmt::format("cannot allocate the sequence state: {}", e.what()), outs, std::current_exception());
       continue;
     }
     s->kv_bytes = bytes;
@@ -255,7 +256,7 @@ void Scheduler::sample_planned(const std::vector<Planned>& plan, const std::vect
     try {
       sample_next(s, chunks[i].logits, out);
     } catch (const std::exception& e) {  // only this request fails
-      fail(s, fmt::format("sampling failed: {}", e.what()), outs);
+      fail(s, fmt::format("sampling failed: {}", e.what()), outs, std::current_exception());
       continue;
     }
     st.generation_tokens += 1;
@@ -279,7 +280,7 @@ Scheduler::Outputs Scheduler::step() {
       if (obs_.on_step) obs_.on_step(st);
     } catch (const std::exception& e) {
       // A model failure fails every sequence of the batch; the engine stays usable.
-      for (const auto& p : plan) fail(*p.s, e.what(), outs);
+      for (const auto& p : plan) fail(*p.s, e.what(), outs, std::current_exception());
     }
   }
   std::erase_if(running_, [](const auto& s) { return s->kv < 0; });

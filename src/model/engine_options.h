@@ -24,7 +24,6 @@ struct EngineOptions {
   std::string linear_backend;  // --linear-backend: force one ("" = the oracle picks)
   std::string moe_backend;     // --moe-backend
   int64_t a16_max_tokens = 0;  // --a16-max-tokens
-  int threads = 0;             // --threads (0 = physical cores)
   // Called with every Linear / FusedMoe the loader builds: calibration (engine/quantize/calibration)
   // attaches its input observers here. Empty = nothing.
   std::function<void(Linear&)> on_linear_built;

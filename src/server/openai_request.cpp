@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "engine/process_stats.h"
 #include "io/json_file.h"
 #include "server/chat_schema.h"
 #include "server/request_fields.h"
@@ -14,6 +15,10 @@ namespace fp4lm::server {
 using nlohmann::json;
 
 namespace {
+
+// Tokenizing costs many times the text's size in short-lived allocations; above this the freed
+// memory is handed back at once instead of staying in the heap (engine/process_stats.h).
+constexpr size_t kLargePromptBytes = size_t{1} << 20;
 
 // The fields both endpoints share. `max_tokens_default` < 0: the rest of the context.
 void parse_common(const json& b, const ServingModel& m, uint64_t random_seed, ApiRequest& r) {
@@ -158,6 +163,7 @@ ApiRequest parse_completion_request(const json& b, const ServingModel& m, uint64
     if (r.prompt_text.empty()) throw bad_request("the prompt is empty", "prompt");
     if (!m.tok) throw bad_request("this model has no tokenizer: give the prompt as a list of token ids", "prompt");
     r.params.prompt = m.tok->encode(r.prompt_text, opt_bool(b, "add_special_tokens").value_or(true));
+    if (r.prompt_text.size() >= kLargePromptBytes) engine::release_free_memory();  // tokenizing's temporaries
   } else if (prompt.is_array()) {
     r.params.prompt = token_ids(prompt, "prompt", m.vocab_size);
     if (r.params.prompt.empty()) throw bad_request("the prompt is empty", "prompt");
@@ -200,6 +206,7 @@ ApiRequest parse_chat_request(const json& b, const ServingModel& m, uint64_t ran
   parse_common(b, m, random_seed, r);
   const std::string prompt = render_chat_prompt(b, m);
   r.params.prompt = m.tok->encode(prompt, /*add_special_tokens=*/false);
+  if (prompt.size() >= kLargePromptBytes) engine::release_free_memory();  // tokenizing's temporaries
   if (r.params.prompt.empty()) throw bad_request("the rendered chat prompt is empty", "messages");
   r.logprobs = opt_bool(b, "logprobs").value_or(false);
   if (auto k = opt_int(b, "top_logprobs", 0, engine::kMaxLogprobs)) {

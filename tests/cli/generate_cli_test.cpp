@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <fstream>
 #include <sstream>
@@ -130,11 +131,78 @@ TEST(GenerateCli, UsageErrorsExitTwo) {
        {m, m + " --prompt a --prompt-ids 1", m + " --prompt-ids 1,x", m + " --prompt-ids 1 --temperature -1",
         m + " --prompt-ids 1 --top-p 0", m + " --prompt-ids 1 --dtype float64", m + " --prompt-ids 1 --linear-backend nope",
         m + " --prompt-ids 1 --max-model-len 100000", m + " --prompt-ids 1 --max-tokens -1",
-        m + " --prompt-ids 1 --kv-cache-dtype fp4"}) {
+        m + " --prompt-ids 1 --kv-cache-dtype fp4", m + " --prompt-ids 1 --max-tokens 0",
+        m + " --prompt-ids 1 --stop-token-ids 1,x"}) {
     auto r = fp4lm(args);
     EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.err;
     EXPECT_NE(r.err.find("error"), std::string::npos) << args;
   }
+}
+
+// A request the server would refuse with a 400 is a usage error (exit 2) with the server's
+// message, its parameter in flag spelling.
+TEST(GenerateCli, RequestErrorsAreTheServersInFlagSpelling) {
+  TempDir dir;
+  test::write_tiny_model(test::make_tiny_model("LlamaForCausalLM"), dir.path());
+  auto expect = [&](const std::string& args, const std::string& message) {
+    auto r = fp4lm("generate --model " + dir.path().string() + " " + args);
+    EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.err;
+    const size_t at = r.err.rfind("fp4lm: error: ");
+    ASSERT_NE(at, std::string::npos) << args << "\n" << r.err;
+    EXPECT_EQ(r.err.substr(at), "fp4lm: error: " + message + "\n") << args;
+  };
+  expect("--prompt-ids 1,2,3 --max-model-len 16 --max-tokens 14",
+         "--max-tokens: This model's maximum context length is 16 tokens. However, you requested 17 tokens (3 in the "
+         "prompt, 14 for the completion). Please reduce the length of the prompt or the completion.");
+  expect("--prompt-ids 1 --max-model-len 16 --max-tokens 9223372036854775807",
+         "--max-tokens: This model's maximum context length is 16 tokens. However, you requested 9223372036854775808 "
+         "tokens (1 in the prompt, 9223372036854775807 for the completion). Please reduce the length of the prompt "
+         "or the completion.");
+  expect("--prompt-ids 1,500", "token id 500 is outside the vocabulary [0, 97)");
+  expect("--prompt-ids 1 --max-tokens 0", "--max-tokens must be at least 1, got 0");
+  expect("--prompt-ids 1 --repetition-penalty 0", "--repetition-penalty must be in (0, 2], got 0");
+  expect("--prompt-ids 1 --presence-penalty 2.5", "--presence-penalty must be in [-2, 2], got 2.5");
+  expect("--prompt-ids 1 --logprobs 21", "--logprobs must be at most 20, got 21");
+  expect("--prompt-ids 1 --min-tokens 5 --max-tokens 2", "--min-tokens (5) must be <= max_tokens (2)");
+  expect("--prompt-ids 1 --temperature -1", "--temperature must be a finite number >= 0, got -1");
+  auto r = fp4lm("generate --model " + dir.path().string() + " --prompt-ids 1 --linear-backend nope");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("fp4lm: error: --linear-backend: unknown backend 'nope' (available: "), std::string::npos)
+      << r.err;
+}
+
+// The server's sampling parameters: a stop string ends the text before it (finish "stop",
+// stop_reason the string), --logprobs reports each token with its top-N, and a repetition
+// penalty changes the greedy tokens.
+TEST(GenerateCli, StopStringsLogprobsAndPenaltiesAsTheServerHasThem) {
+  TempDir dir;
+  write_model_with_tokenizer(dir);
+  const std::string base = "generate --model " + dir.path().string() + " --dtype float32 --max-tokens 12 --json "
+                           "--prompt 'hello world' --ignore-eos";
+  auto plain = fp4lm(base);
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  const json p = json::parse(plain.out);
+  const std::string text = p["text"];
+  ASSERT_GE(text.size(), 6u) << text;
+  // A one-character stop string the greedy text contains past its start (ASCII: whole characters).
+  const auto pos = std::find_if(text.begin() + 2, text.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)); });
+  ASSERT_NE(pos, text.end()) << text;
+  const std::string stop(1, *pos);
+  auto stopped = fp4lm(base + " --stop '" + stop + "' --logprobs 2");
+  ASSERT_EQ(stopped.exit_code, 0) << stopped.err;
+  const json s = json::parse(stopped.out);
+  EXPECT_EQ(s["text"], text.substr(0, text.find(stop)));
+  EXPECT_EQ(s["finish_reason"], "stop");
+  EXPECT_EQ(s["stop_reason"], stop);
+  ASSERT_EQ(s["logprobs"].size(), s["output_ids"].size());
+  for (size_t i = 0; i < s["logprobs"].size(); ++i) {
+    EXPECT_EQ(s["logprobs"][i]["id"], s["output_ids"][i]);
+    EXPECT_EQ(s["logprobs"][i]["top"].size(), 2u);
+    EXPECT_LE(s["logprobs"][i]["logprob"].get<double>(), 0.0);
+  }
+  auto penalized = fp4lm(base + " --repetition-penalty 1.8 --frequency-penalty 1");
+  ASSERT_EQ(penalized.exit_code, 0) << penalized.err;
+  EXPECT_NE(json::parse(penalized.out)["output_ids"], p["output_ids"]);
 }
 
 TEST(GenerateCli, RuntimeErrorsExitOneWithAClearLine) {
@@ -146,8 +214,6 @@ TEST(GenerateCli, RuntimeErrorsExitOneWithAClearLine) {
     EXPECT_NE(r.err.find(needle), std::string::npos) << args << "\n" << r.err;
   };
   expect("--prompt hi", "no tokenizer.json");
-  expect("--prompt-ids 1,2,3 --max-model-len 16 --max-tokens 14", "exceeds the maximum model length 16");
-  expect("--prompt-ids 1,500", "token id 500 is outside the vocabulary [0, 97)");
   auto r = fp4lm("generate --model " + (dir / "absent").string() + " --prompt-ids 1");
   EXPECT_EQ(r.exit_code, 1) << r.err;
 }
@@ -161,7 +227,7 @@ TEST(GenerateCli, NonFiniteValuesStopWithOneLineNamingThePlace) {
   for (const char* threads : {"1", "2"}) {
     auto r = fp4lm("generate --model " + dir.path().string() + " --prompt-ids 1,2,5 --threads " + threads);
     EXPECT_EQ(r.exit_code, 1) << r.err;
-    EXPECT_NE(r.err.find("non-finite value (nan) in the token embedding at position 2 of batch entry 0\n"),
+    EXPECT_NE(r.err.find("non-finite value (nan) in the token embedding at position 2 of sequence 0\n"),
               std::string::npos)
         << r.err;
     EXPECT_EQ(r.out, "");  // no token 0 stream

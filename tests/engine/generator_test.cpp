@@ -1,16 +1,20 @@
-// The generation loop and the evaluator on a small random model: stopping rules, length
-// limits, sampling through the model, and teacher-forced NLL against the model's own logits.
+// The one-request run (engine::generate) and the evaluator on a small random model: stopping
+// rules, the server's limits and errors, penalties as in the scheduler, sampling through the
+// model, and teacher-forced NLL against the model's own logits.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "../model/tiny_models.h"
 #include "common/paths.h"
 #include "core/error.h"
+#include "engine/causal_lm_step_model.h"
 #include "engine/evaluator.h"
 #include "engine/generator.h"
 #include "engine/id_file.h"
+#include "engine/scheduler.h"
 #include "common/checkpoint_edit.h"
 #include "core/thread_pool.h"
 #include "model/finite_check.h"
@@ -20,6 +24,14 @@ namespace fp4lm::engine {
 namespace {
 
 using test::TempDir;
+
+RequestParams request(std::vector<int32_t> prompt, int64_t max_tokens, bool ignore_eos = true) {
+  RequestParams p;
+  p.prompt = std::move(prompt);
+  p.max_tokens = max_tokens;
+  p.ignore_eos = ignore_eos;
+  return p;
+}
 
 class GeneratorTest : public ::testing::Test {
  protected:
@@ -36,11 +48,11 @@ class GeneratorTest : public ::testing::Test {
 };
 
 TEST_F(GeneratorTest, GreedyFollowsTheArgmaxOfFullRecomputation) {
-  GenerationParams p;
-  p.max_tokens = 6;
-  p.stop_at_eos = false;
   std::vector<int32_t> streamed;
-  GenerationResult r = generate(*lm_, {1, 5, 9}, p, [&](int32_t t) { streamed.push_back(t); });
+  GenerationResult r = generate(*lm_, nullptr, request({1, 5, 9}, 6), [&](const RequestOutput& out) {
+    EXPECT_EQ(out.token_ids.size(), 1u);  // one token per step, streamed as it is made
+    streamed.insert(streamed.end(), out.token_ids.begin(), out.token_ids.end());
+  });
   ASSERT_EQ(r.output_ids.size(), 6u);
   EXPECT_EQ(streamed, r.output_ids);
   EXPECT_EQ(r.finish_reason, "length");
@@ -57,41 +69,80 @@ TEST_F(GeneratorTest, GreedyFollowsTheArgmaxOfFullRecomputation) {
 }
 
 TEST_F(GeneratorTest, StopsAtAStopIdAndEmitsIt) {
-  GenerationParams p;
-  p.max_tokens = 6;
-  p.stop_at_eos = false;
-  GenerationResult full = generate(*lm_, {1, 5, 9}, p);
-  p.stop_ids = {full.output_ids[2]};
-  GenerationResult r = generate(*lm_, {1, 5, 9}, p);
+  RequestParams p = request({1, 5, 9}, 6);
+  GenerationResult full = generate(*lm_, nullptr, p);
+  p.stop_token_ids = {full.output_ids[2]};
+  GenerationResult r = generate(*lm_, nullptr, p);
   const auto stop = std::find(full.output_ids.begin(), full.output_ids.end(), full.output_ids[2]);
   EXPECT_EQ(r.output_ids, std::vector<int32_t>(full.output_ids.begin(), stop + 1));
   EXPECT_EQ(r.finish_reason, "stop");
+  EXPECT_EQ(r.stop_token, full.output_ids[2]);
+}
+
+// The one-request run has the scheduler's logits processing: a repetition penalty changes the
+// greedy tokens exactly as it does in a served batch, and min_tokens holds back a stop id.
+TEST_F(GeneratorTest, PenaltiesAndMinTokensApplyAsInTheScheduler) {
+  const RequestParams plain = request({1, 5, 9}, 8);
+  GenerationResult a = generate(*lm_, nullptr, plain);
+  RequestParams pen = plain;
+  pen.repetition_penalty = 2.0;
+  pen.presence_penalty = 1.5;
+  GenerationResult b = generate(*lm_, nullptr, pen);
+  CausalLmStepModel step(*lm_);
+  Scheduler sched(step, nullptr, {});
+  sched.add(7, pen);
+  std::vector<int32_t> served;
+  while (sched.has_work())
+    for (auto& [id, out] : sched.step()) served.insert(served.end(), out.token_ids.begin(), out.token_ids.end());
+  EXPECT_EQ(b.output_ids, served);
+  EXPECT_NE(b.output_ids, a.output_ids) << "the penalties changed nothing: a weak test";
+  RequestParams held = plain;
+  held.stop_token_ids = {a.output_ids[0]};
+  held.min_tokens = 3;
+  GenerationResult c = generate(*lm_, nullptr, held);
+  EXPECT_NE(c.output_ids[0], a.output_ids[0]);
+  EXPECT_GE(c.output_ids.size(), 3u);
 }
 
 TEST_F(GeneratorTest, SeededSamplingIsReproducible) {
-  GenerationParams p;
-  p.max_tokens = 12;
-  p.stop_at_eos = false;
+  RequestParams p = request({1, 3}, 12);
   p.sampling.temperature = 1.5;
   p.sampling.seed = 99;
-  auto a = generate(*lm_, {1, 3}, p), b = generate(*lm_, {1, 3}, p);
+  auto a = generate(*lm_, nullptr, p), b = generate(*lm_, nullptr, p);
   EXPECT_EQ(a.output_ids, b.output_ids);
   p.sampling.seed = 100;
-  EXPECT_NE(generate(*lm_, {1, 3}, p).output_ids, a.output_ids);
+  EXPECT_NE(generate(*lm_, nullptr, p).output_ids, a.output_ids);
 }
 
-TEST_F(GeneratorTest, PromptPlusMaxTokensBeyondMaxModelLenIsAnError) {
-  GenerationParams p;
-  p.max_tokens = 38;
-  EXPECT_NO_THROW(generate(*lm_, {1, 2}, p));
-  p.max_tokens = 39;
-  try {
-    generate(*lm_, {1, 2}, p);
-    FAIL() << "expected an error";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("exceeds the maximum model length 40"), std::string::npos) << e.what();
+// The server's limits and messages: the same validator refuses before anything runs.
+TEST_F(GeneratorTest, RequestLimitsAreTheServersWithTheSameErrors) {
+  EXPECT_NO_THROW(generate(*lm_, nullptr, request({1, 2}, 38)));
+  for (int64_t mt : {int64_t{39}, std::numeric_limits<int64_t>::max()}) {
+    try {
+      generate(*lm_, nullptr, request({1, 2}, mt));
+      FAIL() << "expected an error";
+    } catch (const RequestError& e) {
+      EXPECT_EQ(e.param, "max_tokens");
+      EXPECT_NE(std::string(e.what()).find("This model's maximum context length is 40 tokens"), std::string::npos)
+          << e.what();
+    }
   }
-  EXPECT_THROW(generate(*lm_, {}, p), Error);
+  auto param_of = [&](RequestParams p) -> std::string {
+    try {
+      generate(*lm_, nullptr, std::move(p));
+    } catch (const RequestError& e) {
+      return e.param;
+    }
+    return "";
+  };
+  EXPECT_EQ(param_of(request({}, 3)), "prompt");
+  EXPECT_EQ(param_of(request({1}, 0)), "max_tokens");  // 0 is refused, as by the server
+  RequestParams p = request({1}, 3);
+  p.repetition_penalty = 0;
+  EXPECT_EQ(param_of(p), "repetition_penalty");
+  p = request({1}, 3);
+  p.logprobs = 21;
+  EXPECT_EQ(param_of(p), "logprobs");
 }
 
 TEST_F(GeneratorTest, EvaluatorNllIsMinusLogSoftmaxOfTheTarget) {
@@ -147,13 +198,11 @@ TEST(NonFinite, GenerateAndEvalStopWithTheErrorOnW4a16AndW4a4) {
     auto lm = model::CausalLM::load(dir.path().string(), {});
     for (int threads : {1, 2}) {
       ThreadPool::set_global_threads(threads);
-      GenerationParams p;
-      p.max_tokens = 4;
       try {
-        generate(*lm, {1, 5, 7, 9}, p);
+        generate(*lm, nullptr, request({1, 5, 7, 9}, 4, false));
         ADD_FAILURE() << "generate: no error";
       } catch (const model::NonFiniteError& e) {
-        EXPECT_STREQ(e.what(), "non-finite value (nan) in the token embedding at position 2 of batch entry 0");
+        EXPECT_STREQ(e.what(), "non-finite value (nan) in the token embedding at position 2 of sequence 0");
       }
       EXPECT_THROW(evaluate(*lm, {{1, 2, 3}, {4, 7, 5}}), model::NonFiniteError);
       EXPECT_EQ(evaluate(*lm, {{1, 2, 3}}).tokens, 2);  // the model still works for clean input
@@ -179,17 +228,15 @@ TEST(KvCacheDtype, GeneratesWithBothCachesOnAnFp8CheckpointWithScales) {
       scales.push_back(std::move(t));
     }
   test::edit_tensors(dir.path(), [](test::EditedTensor&) { return true; }, std::move(scales));
-  GenerationParams p;
-  p.max_tokens = 8;
-  p.stop_at_eos = false;
+  const RequestParams p = request({1, 40, 7, 99, 3}, 8);
   for (const char* kv : {"bfloat16", "fp8"}) {
     model::EngineOptions o;
     o.dtype = "bfloat16";
     o.kv_cache_dtype = kv;
     auto lm = model::CausalLM::load(dir.path().string(), o);
-    GenerationResult r = generate(*lm, {1, 40, 7, 99, 3}, p);
+    GenerationResult r = generate(*lm, nullptr, p);
     EXPECT_EQ(r.output_ids.size(), 8u) << kv;
-    EXPECT_EQ(r.output_ids, generate(*lm, {1, 40, 7, 99, 3}, p).output_ids) << kv;
+    EXPECT_EQ(r.output_ids, generate(*lm, nullptr, p).output_ids) << kv;
     for (int32_t t : r.output_ids) EXPECT_TRUE(t >= 0 && t < lm->vocab_size()) << kv;
   }
 }

@@ -134,18 +134,19 @@ void mixed_as_published_loads_with_one_warning_and_generates(bool moe) {
   }
   EXPECT_EQ(key("lm_head"), kernels::kNvfp4W4A16);
 
-  engine::GenerationParams gp;
+  engine::RequestParams gp;
+  gp.prompt = {1, 17, 5, 96};
   gp.max_tokens = 8;
-  gp.stop_at_eos = false;
-  const engine::GenerationResult r = engine::generate(*lm, {1, 17, 5, 96}, gp);
+  gp.ignore_eos = true;
+  const engine::GenerationResult r = engine::generate(*lm, nullptr, gp);
   ASSERT_EQ(r.output_ids.size(), 8u);
   for (int32_t id : r.output_ids) EXPECT_TRUE(id >= 0 && id < lm->vocab_size());
   // Greedy is deterministic: the same tokens from a fresh run and under the activation override.
-  EXPECT_EQ(engine::generate(*lm, {1, 17, 5, 96}, gp).output_ids, r.output_ids);
+  EXPECT_EQ(engine::generate(*lm, nullptr, gp).output_ids, r.output_ids);
   model::EngineOptions over;
   over.override_activation_dtype = DType::BF16;
   auto lm16 = model::CausalLM::load(dir, over);
-  EXPECT_EQ(engine::generate(*lm16, {1, 17, 5, 96}, gp).output_ids.size(), 8u);
+  EXPECT_EQ(engine::generate(*lm16, nullptr, gp).output_ids.size(), 8u);
 }
 
 TEST(HybridEngine, MixedFp8AndW4A16As35BA3BIsPublishedLoadsWithOneWarningAndGenerates) {

@@ -26,10 +26,11 @@ TEST_P(ServingBatch, GreedyTokensEqualGenerateAloneWhateverTheBatch) {
   std::vector<std::vector<int32_t>> prompts = {{1, 5, 9}, {3}, {7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 2, 4}, {11, 12}, {6, 1, 8, 3, 5}};
   std::vector<std::vector<int32_t>> alone;
   for (const auto& p : prompts) {
-    GenerationParams gp;
+    RequestParams gp;
+    gp.prompt = p;
     gp.max_tokens = 10;
-    gp.stop_at_eos = false;
-    alone.push_back(generate(*lm, p, gp).output_ids);
+    gp.ignore_eos = true;
+    alone.push_back(generate(*lm, nullptr, gp).output_ids);
   }
   CausalLmStepModel sm(*lm);
   SchedulerConfig cfg;

@@ -23,9 +23,10 @@ void expect_greedy_reference(const std::string& name) {
   auto records = read_id_records((test::shared_dir() / "models" / name / "reference_greedy.jsonl").string());
   ASSERT_FALSE(records.empty());
   for (size_t i = 0; i < records.size(); ++i) {
-    GenerationParams p;
+    RequestParams p;
+    p.prompt = records[i].prompt;
     p.max_tokens = static_cast<int64_t>(records[i].continuation.size());
-    GenerationResult r = generate(*lm, records[i].prompt, p);
+    GenerationResult r = generate(*lm, nullptr, p);
     EXPECT_EQ(r.output_ids, records[i].continuation) << name << " line " << i + 1;
     EXPECT_EQ(r.finish_reason, "length");
   }
