@@ -4,6 +4,7 @@ still generates, the API key passes through, and a replica SIGKILLed mid-run los
 had not started streaming. Every wait is bounded; no assertion depends on how fast the machine is,
 only on order (a request is still running when we look)."""
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -26,6 +27,7 @@ KEY = "sk-replicas-test"
 # while the test looks at it; small enough to write in a few seconds.
 MODEL_ARGS = ("--arch", "LlamaForCausalLM", "--algo", "none", "--hidden", "1024", "--layers", "8")
 LONG = 96
+LONG_KILL = 200  # the kill test sets up four requests before it looks: more margin
 
 
 def free_port():
@@ -216,7 +218,7 @@ def test_a_killed_replica_loses_no_request_that_had_not_started_streaming(cluste
 
     def long_request(k):
         try:
-            results[k] = completion(cluster, stream=False, max_tokens=LONG)
+            results[k] = completion(cluster, stream=False, max_tokens=LONG_KILL)
         except Exception as e:  # noqa: BLE001
             errors[k] = e
 
@@ -229,7 +231,7 @@ def test_a_killed_replica_loses_no_request_that_had_not_started_streaming(cluste
     # Two long streams, one on each replica for the same reason; both have started streaming.
     streams = []
     for k in range(2):
-        streams.append(Stream(cluster.url, LONG))
+        streams.append(Stream(cluster.url, LONG_KILL))
         assert streams[-1].first.wait(60) and streams[-1].error is None, streams[-1].error
     assert [cluster.running(i) for i in range(2)] == [2, 2], "a long request ended before the kill"
 
@@ -250,7 +252,7 @@ def test_a_killed_replica_loses_no_request_that_had_not_started_streaming(cluste
         s.join()
     # The non-streaming request that was running on the killed replica had not sent a byte: nginx
     # resent it to replica 0, so both complete in full.
-    assert errors == {} and results == {0: LONG, 1: LONG}, (results, errors)
+    assert errors == {} and results == {0: LONG_KILL, 1: LONG_KILL}, (results, errors)
     # The stream on the killed replica had started, so it is cut short (no [DONE]); the other ends.
     done = [s.completed() for s in streams]
     assert sorted(done) == [False, True], [(s.error, s.events[-2:]) for s in streams]
@@ -279,3 +281,34 @@ def test_the_launcher_stops_nginx_and_the_replicas_on_sigterm(cluster):
     assert not (cluster.prefix / "nginx.pid").exists()
     with pytest.raises(httpx.ConnectError):
         httpx.get(cluster.url + "/health", timeout=5)
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--bogus"], "unknown option '--bogus'"),
+    (["--replicas", "0", "--", "--model", "x"], "--replicas: expected a count >= 1, found '0'"),
+    (["--port", "99999"], "--port: expected 1..65535, found '99999'"),
+    (["--upstream", "nohost"], "--upstream: expected HOST:PORT, found 'nohost'"),
+    ([], "fp4lm serve needs --model DIR after --"),
+    (["--print-config", "--upstream", "a:1"], "--print-config needs --prefix DIR"),
+])
+def test_launcher_usage_errors_exit_2(args, message):
+    r = subprocess.run(["bash", str(REPO / "scripts" / "replicas.sh"), *args], capture_output=True, text=True,
+                       timeout=30)
+    assert r.returncode == 2 and message in r.stderr, r.stderr
+
+
+def test_printed_config_names_every_upstream(tmp_path):
+    r = subprocess.run(["bash", str(REPO / "scripts" / "replicas.sh"), "--print-config", "--prefix", str(tmp_path),
+                        "--listen", "0.0.0.0:9000", "--upstream", "10.0.0.11:8000", "--upstream", "10.0.0.12:8000"],
+                       capture_output=True, text=True, timeout=30, check=True)
+    conf = r.stdout
+    assert re.search(r"@[A-Z_]+@", conf) is None  # every placeholder filled
+    assert "listen 0.0.0.0:9000;" in conf and f"pid {tmp_path}/nginx.pid;" in conf
+    assert "server 10.0.0.11:8000 max_fails=1 fail_timeout=10s;" in conf
+    assert "upstream fp4lm_replica_1 { server 10.0.0.12:8000; }" in conf
+    (tmp_path / "tmp").mkdir()
+    (tmp_path / "nginx.conf").write_text(conf)
+    nginx = shutil.which("nginx") or "/usr/sbin/nginx"
+    t = subprocess.run([nginx, "-t", "-p", str(tmp_path), "-c", str(tmp_path / "nginx.conf")],
+                       capture_output=True, text=True, timeout=30)
+    assert t.returncode == 0, t.stderr
