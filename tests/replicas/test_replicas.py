@@ -3,6 +3,7 @@ scripts/replicas.sh on loopback: requests are spread over both, streams arrive w
 still generates, the API key passes through, and a replica SIGKILLed mid-run loses no request that
 had not started streaming. Every wait is bounded; no assertion depends on how fast the machine is,
 only on order (a request is still running when we look)."""
+import random
 import re
 import shutil
 import signal
@@ -31,9 +32,16 @@ LONG_KILL = 200  # the kill test sets up four requests before it looks: more mar
 
 
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free loopback port below Linux's ephemeral range (32768-60999), so that no other test's
+    port-0 bind or outgoing connection can take it between this check and the server's bind."""
+    while True:
+        port = random.randrange(20000, 32000)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+                return port
+            except OSError:
+                continue
 
 
 def wait_for(cond, timeout, what):
@@ -174,9 +182,10 @@ def test_requests_are_spread_over_both_replicas(cluster):
     with ThreadPoolExecutor(2) as pool:
         tokens = list(pool.map(lambda k: completion(cluster, stream=k % 2 == 0), range(8)))
     assert tokens == [8] * 8
-    after = [cluster.finished(i) for i in range(2)]
-    served = [a - b for a, b in zip(after, before)]
-    assert sum(served) == 8, served
+    # A replica counts a request once its last byte is sent: wait for the eighth.
+    served = lambda: [cluster.finished(i) - before[i] for i in range(2)]  # noqa: E731
+    wait_for(lambda: sum(served()) == 8, 30, f"8 requests counted: {served()}")
+    served = served()
     assert all(n >= 1 for n in served), f"least_conn sent every request to one replica: {served}"
 
 
@@ -194,8 +203,12 @@ def test_the_api_key_passes_through_and_metrics_stay_open(cluster):
     assert r.status_code == 404 and r.json()["error"]["code"] == 404
 
 
+def idle(cluster):
+    return cluster.running(0) + cluster.running(1) == 0
+
+
 def test_a_stream_arrives_while_the_replica_still_generates(cluster):
-    assert cluster.running(0) + cluster.running(1) == 0
+    wait_for(lambda: idle(cluster), 30, "no request running")
     before = cluster.metrics(0) + cluster.metrics(1)
     s = Stream(cluster.url, LONG)
     assert s.first.wait(60) and s.error is None, s.error
@@ -211,7 +224,7 @@ def test_a_stream_arrives_while_the_replica_still_generates(cluster):
 
 
 def test_a_killed_replica_loses_no_request_that_had_not_started_streaming(cluster):
-    assert cluster.running(0) + cluster.running(1) == 0
+    wait_for(lambda: idle(cluster), 30, "no request running")
     # Two long non-streaming requests: least_conn puts the second on the replica that has none,
     # so each replica holds one.
     results, errors = {}, {}
