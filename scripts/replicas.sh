@@ -20,8 +20,8 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 template="$here/../examples/nginx/fp4lm-replicas.conf.in"
 
-usage() {
-  sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//' >&2
+usage() {  # usage EXIT_STATUS
+  sed -n '2,/^set /p' "$0" | sed '$d' | sed 's/^# \{0,1\}//' >&2
   cat >&2 <<'EOF'
 Options:
   --replicas N           replicas to start (default 2)
@@ -36,7 +36,7 @@ Options:
   --ready-timeout S      seconds each replica may take to answer /health (default 300)
   --print-config         print the rendered nginx.conf and exit
 EOF
-  exit 2
+  exit "$1"
 }
 die_usage() { echo "replicas.sh: $*" >&2; exit 2; }
 log() { echo "replicas.sh: $*" >&2; }
@@ -64,7 +64,7 @@ while [ $# -gt 0 ]; do
     --nginx) [ $# -ge 2 ] || die_usage "$1 needs a value"; nginx_bin="$2"; shift 2 ;;
     --ready-timeout) [ $# -ge 2 ] || die_usage "$1 needs a value"; ready_timeout="$2"; shift 2 ;;
     --print-config) print_config=1; shift ;;
-    -h|--help) usage ;;
+    -h|--help) usage 0 ;;
     --) shift; break ;;
     *) die_usage "unknown option '$1' (fp4lm serve's options go after --; --help lists these)" ;;
   esac
@@ -123,7 +123,7 @@ if [ "$print_config" = 1 ]; then
   render_config
   exit 0
 fi
-if [ "$start_replicas" = 1 ] && ! printf '%s\n' "${serve_args[@]}" | grep -qx -- '--model'; then
+if [ "$start_replicas" = 1 ] && ! printf '%s\n' "${serve_args[@]}" | grep -qE -- '^--model(=.*)?$'; then
   die_usage "fp4lm serve needs --model DIR after -- (e.g. $0 -- --model DIR)"
 fi
 
