@@ -16,4 +16,4 @@ if [ ! -x "$venv/bin/python" ]; then
   exit 77
 fi
 cd "$here/../.."
-exec timeout 110 "$venv/bin/python" -m pytest -p no:cacheprovider -q "$here" "$@"
+exec timeout 240 "$venv/bin/python" -m pytest -p no:cacheprovider -q "$here" "$@"
