@@ -202,7 +202,7 @@ std::string log_escape(std::string_view s, size_t max_bytes) {
       break;
     }
     const auto c = static_cast<unsigned char>(s[i]);
-    if (c < 0x20 || c == 0x7f || c == '"' || c == '\\') out += fmt::format("\\x{:02x}", c);
+    if (c < 0x20 || c >= 0x7f || c == '"' || c == '\\') out += fmt::format("\\x{:02x}", c);
     else out += static_cast<char>(c);
   }
   return out;

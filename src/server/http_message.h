@@ -71,7 +71,8 @@ std::string serialize_stream_head(const HttpResponse& r, bool chunked);
 std::string chunk(std::string_view data);
 std::string last_chunk();
 
-// Request data made safe for a log line: control characters, '"' and '\\' as \xNN, at most
+// Request data made safe for a log line: control characters, bytes >= 0x7f (no raw 8-bit
+// terminal controls), '"' and '\\' as \xNN, at most
 // `max_bytes` kept (then "...").
 std::string log_escape(std::string_view s, size_t max_bytes = 256);
 

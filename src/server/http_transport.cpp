@@ -244,6 +244,11 @@ void Connection::on_head(error_code ec) {
   if (!open_) return;
   if (ec == bhttp::error::header_limit)
     return refuse(nullptr, 431, fmt::format("request head larger than {} bytes", t_.limits.max_header_bytes));
+  if (ec == bhttp::error::body_limit) {  // Content-Length says so: refused before a byte of the body
+    HttpRequest head = head_of_parser();
+    return refuse(&head, 413, fmt::format("request body larger than {} bytes", t_.limits.max_body_bytes));
+  }
+  if (ec == bhttp::error::bad_version) return refuse(nullptr, 505, "only HTTP/1.0 and HTTP/1.1 are served");
   if (ec == bhttp::error::end_of_stream || ec == asio::error::eof || ec == asio::error::operation_aborted ||
       ec == asio::error::connection_reset || ec == bhttp::error::partial_message || ec == asio::error::bad_descriptor)
     return close();
