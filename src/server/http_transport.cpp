@@ -39,6 +39,8 @@ namespace {
 
 class Connection;
 
+constexpr size_t kReadSlack = 256 * 1024;
+
 // What a connection is doing; only idle and head (no request taken yet) may be evicted.
 enum class Phase { idle, head, body, busy, closing };
 
@@ -71,7 +73,8 @@ namespace {
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
   Connection(HttpTransport::Impl& t, tcp::socket s, std::string ip, int port)
-      : t_(t), sock_(std::move(s)), timer_(t.ioc), write_timer_(t.ioc), ip_(std::move(ip)), port_(port) {}
+      : t_(t), sock_(std::move(s)), timer_(t.ioc), write_timer_(t.ioc), ip_(std::move(ip)), port_(port),
+        buf_(t.limits.max_header_bytes + kReadSlack) {}
 
   void start() { wait_request(); }
   void close();
@@ -117,7 +120,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   Phase phase_ = Phase::idle;
   Clock::time_point since_ = Clock::now();
   bool open_ = true;
-  beast::flat_buffer buf_{256 * 1024};
+  // A whole head fits, plus one read's worth of what follows it (body bytes, a pipelined request).
+  beast::flat_buffer buf_;
   std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
   std::shared_ptr<ExchangeImpl> current_;
   std::deque<std::string> outq_;

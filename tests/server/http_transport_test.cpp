@@ -54,7 +54,15 @@ struct Harness {
     port = t->bind("127.0.0.1", 0);
     t->start();
   }
-  ~Harness() { t->stop(); }
+  // The exchanges (and the sockets they hold) must go before the event loop they belong to.
+  ~Harness() {
+    {
+      std::lock_guard lk(mu);
+      pending.clear();
+    }
+    t->stop();
+    t.reset();
+  }
 
   size_t count() {
     std::lock_guard lk(mu);
