@@ -1,0 +1,64 @@
+#pragma once
+// The AVX2/FMA/F16C NVFP4 GEMM/GEMV kernels (nvfp4_w4a16_avx2.cpp, nvfp4_w4a4_avx2.cpp).
+// Call only when cpu_features() reports avx2, fma and f16c (cpu_isa_support.cpp says); the
+// ISA-neutral code reaches them through nvfp4_kernels_avx2() (nvfp4_kernels.h).
+// Layout and inner loops: docs/KERNELS.md.
+#include <cstdint>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/thread_pool.h"
+#include "kernels/cpu/nvfp4_matrix.h"
+
+namespace fp4lm::kernels::cpu {
+
+// Rows per unit of parallel work (a multiple of every row tile of both kernels).
+inline constexpr int64_t kNvfp4RowBlock = 24;
+
+// ---- W4A16: x kept at 16-bit precision in integers: per 16-element block, int16 values with a
+// shared power-of-two exponent (exact for every bf16 x within 2^7 of the block's largest |x|;
+// the error bound is in docs/KERNELS.md), times the weights' 2 × E2M1 integers by vpmaddwd
+// (exact int32 sums), block scales applied once per block sum; fp32 accumulation.
+// float32 x takes two int16 pieces (the second the remainder × 2^15: 30 significant bits).
+// Per token and 64-element chunk: pieces × 64 int16 (permuted to the decoder's order,
+// zero-padded) and 8 fp32 lanes, lane d = 2^(e - 15) for block d/2 (e: the block's exponent).
+struct W4a16Input {
+  int64_t m = 0, k64 = 0;  // tokens, padded row length
+  int pieces = 1;          // 2 for float32 activations
+  std::vector<int16_t> q;
+  std::vector<float> sa;  // NaN for a block holding NaN or ±inf (the token's outputs become NaN)
+};
+// A block's exponent e = max(floor(log2 max|x|), kW4a16ExpMin); x is represented as
+// q · 2^(e - 14), |q| <= 32767. The floor keeps every scale product a normal fp32 number.
+inline constexpr int kW4a16ExpMin = -75;
+W4a16Input nvfp4_w4a16_input_avx2(const void* x, DType act, int64_t m, int64_t k, ThreadPool& pool);
+// Rows per unit of parallel work for a call of m tokens.
+int64_t nvfp4_w4a16_row_block_avx2(int64_t m, int64_t k);
+// y[t, r] = x_t · W_rᵀ (+ bias) for rows [r0, r1), on the calling thread; y [m, n] in `act`.
+void nvfp4_w4a16_rows_avx2(const Nvfp4Matrix& w, const W4a16Input& in, int64_t r0, int64_t r1,
+                           void* y, DType act);
+
+// ---- W4A4: x quantized at run time by the W4A4 rule (w.input_scale); block dot products in
+// integer SIMD, exact; fp32 accumulation of block partial × (scale_a × scale_w).
+// Per token and 64-element chunk c: mag/sgn bytes [64c, 64c+32) are the chunk's even elements,
+// [64c+32, 64c+64) its odd ones (matching the low and high nibbles of 32 weight code bytes); sa
+// holds 8 floats per chunk, lane l = the E4M3 scale of block 4c + l/2. Padding is zero.
+struct W4a4Input {
+  int64_t m = 0, k64 = 0;
+  std::vector<uint8_t> mag;  // |2a|
+  std::vector<int8_t> sgn;   // 2a (only its sign is used)
+  std::vector<float> sa;
+};
+// Throws Error on non-finite x.
+W4a4Input nvfp4_w4a4_input_avx2(const void* x, DType act, int64_t m, int64_t k, float input_scale,
+                                ThreadPool& pool);
+void nvfp4_w4a4_rows_avx2(const Nvfp4Matrix& w, const W4a4Input& in, int64_t r0, int64_t r1, void* y,
+                          DType act);
+
+// The W4A4 kernel's activation quantizer, writing the standard layout (codes U8 [m, k/2],
+// element 2j low nibble; E4M3 scales [m, k/16]); bit-identical to quant::quantize_activation.
+// Throws Error on non-finite x or input_scale, or k % 16 != 0. For tests.
+void quantize_activation_nvfp4_avx2(const float* x, int64_t m, int64_t k, float input_scale,
+                                    uint8_t* codes, uint8_t* scales);
+
+}  // namespace fp4lm::kernels::cpu

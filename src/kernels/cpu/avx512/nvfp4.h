@@ -1,0 +1,61 @@
+#pragma once
+// The AVX-512 NVFP4 kernels (nvfp4_w4a16_avx512.cpp, nvfp4_w4a4_avx512.cpp): raw-pointer entry
+// points only. Everything that allocates, throws or uses the thread pool lives in the
+// ISA-neutral nvfp4_avx512_table.cpp, so no template or inline function shared with other
+// files is ever instantiated with AVX-512 code (the linker could otherwise pick that copy for
+// the whole program and crash an AVX2-only CPU). Call only when the backend's
+// unavailable_reason() is "" (cpu_avx512_backends.cpp). Layout and loops: docs/KERNELS.md.
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace fp4lm::kernels::cpu::avx512 {
+
+// Elements per super-chunk: 16 blocks, 128 code bytes, 16 scale bytes. One zmm lane per block.
+inline constexpr int64_t kSuper = 256;
+inline int64_t super_chunks(int64_t k) { return (k + kSuper - 1) / kSuper; }
+
+// A layer's rows as the kernels read them (pointers into the checkpoint's own layout).
+struct Rows {
+  const uint8_t* const* codes;   // [n] -> k/2 bytes
+  const uint8_t* const* scales;  // [n] -> k/16 E4M3 bytes
+  const float* global;           // [n]
+  const float* bias;             // [n] or nullptr
+  int64_t n, k;
+};
+
+// Thread-local scratch of at least `bytes`, 64-byte aligned (nvfp4_avx512_table.cpp).
+void* thread_scratch(size_t bytes);
+
+// ---- W4A16. x is split into `pieces` bf16 terms whose sum is x exactly (bf16: 1, f16: 2,
+// f32: 3; parts below 2^-126 are dropped, as vdpbf16ps treats bf16 denormals as zero).
+// Per token: super_chunks(k) × 8 vectors × pieces × 32 bf16 (uint16), zero-padded.
+int64_t w4a16_token_words(int64_t k, int pieces);
+// One token: fp32 x [k] -> `out` [w4a16_token_words(k, pieces)], 64-byte aligned.
+void w4a16_pack_token(const float* x, int64_t k, int pieces, uint16_t* out);
+// Calls with at least this many tokens decode each row group once into a panel. Below, 4-token
+// register tiles re-decode each super-chunk (2 rows × 4 tokens share one decode); measured per
+// core at 4096², register vs panel: m = 8 99 vs 66, m = 12 90 vs 78, m = 16 ~90 both, m = 24
+// 93 vs 103 G multiply-adds/s (kernel_core_bench, loaded machine).
+inline constexpr int64_t kW4a16PanelMinTokens = 16;
+int64_t w4a16_row_block(int64_t m, int64_t k);
+// y[t, r] for rows [r0, r1) and tokens [0, m); y [m, n] in `act`.
+void w4a16_rows(const Rows& w, const uint16_t* xp, int64_t m, int pieces, int64_t r0, int64_t r1,
+                void* y, DType act);
+
+// ---- W4A4. The activation codes come from the W4A4 quantizer (standard packed layout, codes
+// [k/2] and E4M3 scales [k/16] per token, bit-identical to quant::quantize_activation).
+// Per token and super-chunk: 256 signed bytes 2·a (4 vectors), 16 int32 = -12 × Σ 2·a per
+// block, 16 fp32 activation block scales: 384 bytes.
+int64_t w4a4_token_bytes(int64_t k);
+void w4a4_pack_token(const uint8_t* codes, const uint8_t* scales, int64_t k, uint8_t* out);
+// From 16 tokens the decoded panel is as fast as re-decoding per 4-token tile (per core, 4096²,
+// register vs panel: m = 12 123 vs 106, m = 16 ~118 both, m = 24 123 vs 140 G MAC/s; session 3
+// measured 12 as the crossover with slower tiles).
+inline constexpr int64_t kW4a4PanelMinTokens = 16;
+int64_t w4a4_row_block(int64_t m, int64_t k);
+// alpha per row = input_scale × global[r] (the kernel applies its own constant factors).
+void w4a4_rows(const Rows& w, float input_scale, const uint8_t* xp, int64_t m, int64_t r0, int64_t r1,
+               void* y, DType act);
+
+}  // namespace fp4lm::kernels::cpu::avx512
