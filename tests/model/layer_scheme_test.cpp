@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <map>
 
 #include "common/error_of.h"
 #include "common/checkpoint_edit.h"
@@ -12,6 +13,7 @@
 #include "kernels/cpu/reference_math.h"
 #include "kernels/registry.h"
 #include "model/model_loader.h"
+#include "model/quant_method/quant_method.h"
 #include "model/synthetic_checkpoint.h"
 #include "quant/nvfp4.h"
 
@@ -445,3 +447,43 @@ TEST(FusedScales, FusedLayerDequantizesToEachShardsOwnWeightsExactly) {
     }
   }
 }
+
+namespace fp4lm::model {
+namespace {
+
+// Every (family, scheme) has a method, and the key that method chooses is for the weights its
+// views hold (resolve_scheme checks the same at load, once per layer).
+TEST(QuantMethods, EachFormatsMethodAgreesWithTheKeyItChooses) {
+  using quant::Scheme;
+  for (quant::Family f : {quant::Family::modelopt, quant::Family::compressed_tensors})
+    for (Scheme s : {Scheme::unquantized, Scheme::nvfp4, Scheme::nvfp4_a16, Scheme::fp8, Scheme::fp8_a16,
+                     Scheme::fp8_dynamic}) {
+      const QuantMethod& m = quant_method({f, s});
+      EXPECT_EQ(m.key({f, s}, {"x"}, {}).weight, m.weight_key()) << quant::scheme_name(s);
+    }
+  EXPECT_EQ(&quant_method({quant::Family::compressed_tensors, Scheme::nvfp4}), &compressed_tensors_nvfp4_method());
+  EXPECT_EQ(&quant_method({quant::Family::modelopt, Scheme::nvfp4}), &nvfp4_method());
+}
+
+// Format detection by tensor names lives in the methods: each family's names.
+TEST(QuantMethods, DetectionReadsEachFamilysNames) {
+  std::map<std::string, DType> t = {{"a.weight", DType::U8},          {"a.weight_scale", DType::F8_E4M3},
+                                    {"a.input_scale", DType::F32},     {"b.weight_packed", DType::U8},
+                                    {"b.weight_scale", DType::F8_E4M3}, {"c.weight", DType::F8_E4M3},
+                                    {"d.weight", DType::BF16}};
+  TensorLookup look = [&](const std::string& n) -> std::optional<DType> {
+    auto it = t.find(n);
+    return it == t.end() ? std::nullopt : std::optional<DType>(it->second);
+  };
+  using quant::Family;
+  using quant::Scheme;
+  EXPECT_EQ(detect_scheme(Family::modelopt, look, "a"), Scheme::nvfp4);
+  EXPECT_EQ(detect_scheme(Family::compressed_tensors, look, "a"), Scheme::unquantized);  // not its names
+  EXPECT_EQ(detect_scheme(Family::compressed_tensors, look, "b"), Scheme::nvfp4_a16);
+  EXPECT_EQ(detect_scheme(Family::modelopt, look, "c"), Scheme::fp8);
+  EXPECT_EQ(detect_scheme(Family::compressed_tensors, look, "c"), Scheme::fp8);
+  EXPECT_EQ(detect_scheme(Family::modelopt, look, "d"), Scheme::unquantized);
+}
+
+}  // namespace
+}  // namespace fp4lm::model
