@@ -9,7 +9,7 @@
 #include "common/log_capture.h"
 #include "common/paths.h"
 #include "core/error.h"
-#include "kernels/cpu/reference_math.h"
+#include "kernels/cpu/reference/math.h"
 #include "kernels/registry.h"
 #include "model/model_loader.h"
 #include "model/synthetic_checkpoint.h"
