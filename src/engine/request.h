@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "engine/sampler.h"
+#include "engine/structured/spec.h"
 
 namespace fp4lm::engine {
 
@@ -23,6 +24,7 @@ struct RequestParams {
   double presence_penalty = 0, frequency_penalty = 0, repetition_penalty = 1;
   int64_t logprobs = -1;                // -1: none; k >= 0: the sampled token's + top-k logprobs
   bool skip_special_tokens = true;
+  structured::StructuredSpec structured;  // structured outputs: a token mask at every step
 };
 
 // Bad request parameters: the API layer maps it to a 400 naming `param`.
