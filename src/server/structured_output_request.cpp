@@ -43,8 +43,11 @@ std::vector<std::string> choice_list(const json& v, const std::string& field) {
 }
 
 StructuredSpec from_response_format(const json& rf) {
-  if (!rf.is_object() || !rf.contains("type") || !rf["type"].is_string())
+  if (!rf.is_object() || !present(rf, "type"))
     throw bad_request("'response_format' must be an object with a string 'type'", "response_format");
+  if (!rf["type"].is_string())
+    throw bad_request(fmt::format("'response_format.type' must be a string, got {}", rf["type"].dump()),
+                      "response_format.type");
   const std::string type = rf["type"].get<std::string>();
   StructuredSpec s;
   s.param = "response_format";

@@ -3,8 +3,8 @@
 namespace fp4lm::engine::structured {
 
 namespace {
-// Bounds the memory of one grammar's mask cache (a mask over 151k tokens is 19 KB).
-constexpr size_t kMaxCachedMasks = 2048;
+// Bounds the memory of one grammar's mask cache (a mask over 151k tokens is 19 KB: 4.75 MB).
+constexpr size_t kMaxCachedMasks = 256;
 }  // namespace
 
 CompiledGrammar::CompiledGrammar(ByteGrammar g, std::shared_ptr<const TokenVocabulary> vocab)

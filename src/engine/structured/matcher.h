@@ -18,7 +18,7 @@ namespace fp4lm::engine::structured {
 // transition tables and masks stay warm across requests). Thread-safe.
 class GrammarCompiler {
  public:
-  explicit GrammarCompiler(std::shared_ptr<const TokenVocabulary> vocab, size_t capacity = 32)
+  explicit GrammarCompiler(std::shared_ptr<const TokenVocabulary> vocab, size_t capacity = 16)
       : vocab_(std::move(vocab)), capacity_(capacity) {}
   // GrammarError naming the problem.
   std::shared_ptr<CompiledGrammar> compile(const StructuredSpec& spec);
