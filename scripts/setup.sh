@@ -7,7 +7,7 @@ set -euo pipefail
 PKGS=(g++ cmake ninja-build pkg-config make
       nlohmann-json3-dev libfmt-dev libspdlog-dev libcli11-dev
       libgtest-dev libgmock-dev libbenchmark-dev
-      libopenblas-dev libpcre2-dev libutf8proc-dev libcpp-httplib-dev
+      libopenblas-dev libpcre2-dev libutf8proc-dev libboost-dev
       python3 python3-venv python3-dev
       clang libclang-rt-14-dev)
 missing=()
