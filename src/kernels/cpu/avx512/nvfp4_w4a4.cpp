@@ -9,7 +9,7 @@
 // put block i's code bytes into dword lane i, so the 4 vpdpbusd leave lane i = Σ W·A over
 // block i (|Σ| ≤ 2304, exact), converted to fp32 and multiplied by scale_w × scale_a (exact:
 // 4 × 4 significant bits) in one FMA. The only roundings are the fp32 accumulations.
-#include "kernels/cpu/common_avx512.h"
+#include "kernels/cpu/avx512/common.h"
 
 namespace fp4lm::kernels::cpu::avx512 {
 

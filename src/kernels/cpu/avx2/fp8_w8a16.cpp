@@ -17,7 +17,7 @@
 #include <cstring>
 
 #include "kernels/cpu/fp8_w8a16_schedule.h"
-#include "kernels/cpu/common_avx2.h"
+#include "kernels/cpu/avx2/common.h"
 
 namespace fp4lm::kernels::cpu {
 

@@ -14,7 +14,7 @@
 #include <cstring>
 
 #include "core/dtype.h"
-#include "kernels/cpu/nvfp4_avx512.h"
+#include "kernels/cpu/avx512/nvfp4.h"
 
 namespace fp4lm::kernels::cpu::avx512 {
 namespace {

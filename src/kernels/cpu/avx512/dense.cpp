@@ -5,8 +5,8 @@
 // (row, token) along k, a fixed horizontal sum, + bias (docs/KERNELS.md, "AVX-512 dense").
 // The last chunk is a zero-masked load, so any k works. Tiles: M=1 streams 8 rows at once; M>1
 // runs 4 rows × 4 tokens. Every (row, token) result is the same instruction sequence.
-#include "kernels/cpu/dense_avx512.h"
-#include "kernels/cpu/common_avx512.h"
+#include "kernels/cpu/avx512/dense.h"
+#include "kernels/cpu/avx512/common.h"
 
 namespace fp4lm::kernels::cpu::avx512 {
 

@@ -6,7 +6,7 @@
 
 #include "core/error.h"
 #include "kernels/backend.h"
-#include "kernels/cpu/reference_math.h"
+#include "kernels/cpu/reference/math.h"
 #include "quant/nvfp4.h"
 
 namespace fp4lm::kernels {

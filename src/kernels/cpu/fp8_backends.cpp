@@ -8,8 +8,8 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "kernels/cpu/cpu_backend_factory.h"
-#include "kernels/cpu/cpu_isa_support.h"
+#include "kernels/cpu/backend_factory.h"
+#include "kernels/cpu/isa_support.h"
 
 namespace fp4lm::kernels {
 

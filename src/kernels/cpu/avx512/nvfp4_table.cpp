@@ -7,8 +7,8 @@
 
 #include <vector>
 
-#include "kernels/cpu/nvfp4_avx2.h"
-#include "kernels/cpu/nvfp4_avx512.h"
+#include "kernels/cpu/avx2/nvfp4.h"
+#include "kernels/cpu/avx512/nvfp4.h"
 
 namespace fp4lm::kernels::cpu {
 

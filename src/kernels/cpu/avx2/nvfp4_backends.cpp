@@ -5,8 +5,8 @@
 //  - `cpu_w4a16_avx2`: 16-bit activations, never quantized. Matches on the weight key alone, so
 //    it also serves W4A4 layers under --override-activation-dtype or when forced.
 // Kernels: nvfp4_w4a4_avx2.cpp, nvfp4_w4a16_avx2.cpp (table: nvfp4_kernels_avx2.cpp).
-#include "kernels/cpu/cpu_backend_factory.h"
-#include "kernels/cpu/cpu_isa_support.h"
+#include "kernels/cpu/backend_factory.h"
+#include "kernels/cpu/isa_support.h"
 
 namespace fp4lm::kernels {
 

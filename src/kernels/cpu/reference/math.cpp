@@ -1,4 +1,4 @@
-#include "kernels/cpu/reference_math.h"
+#include "kernels/cpu/reference/math.h"
 
 #include <algorithm>
 #include <cmath>

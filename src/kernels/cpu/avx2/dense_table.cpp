@@ -1,5 +1,5 @@
 // The AVX2 dense kernel table: adapters from the DenseKernels seam to dense_avx2.h.
-#include "kernels/cpu/dense_avx2.h"
+#include "kernels/cpu/avx2/dense.h"
 #include "kernels/cpu/dense_kernels.h"
 
 namespace fp4lm::kernels::cpu {

@@ -9,8 +9,8 @@
 #include <algorithm>
 #include <vector>
 
-#include "kernels/cpu/dense_avx2.h"
-#include "kernels/cpu/dense_avx512.h"
+#include "kernels/cpu/avx2/dense.h"
+#include "kernels/cpu/avx512/dense.h"
 
 namespace fp4lm::kernels::cpu {
 

@@ -1,8 +1,8 @@
 // Registration of the `cpu_dense_avx2` Linear and MoE backends: unquantized F32/BF16/F16 weights
 // (lm_head, routers, excluded layers, unquantized experts), activations F32/BF16/F16.
 // Kernel: dense_avx2.cpp (table: dense_kernels_avx2.cpp); wrapper: dense_linear.cpp.
-#include "kernels/cpu/cpu_backend_factory.h"
-#include "kernels/cpu/cpu_isa_support.h"
+#include "kernels/cpu/backend_factory.h"
+#include "kernels/cpu/isa_support.h"
 
 namespace fp4lm::kernels {
 

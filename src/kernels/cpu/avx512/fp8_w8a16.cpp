@@ -18,7 +18,7 @@
 // schedules, so they are bit-identical. Built only with the AVX-512 flags (CMake), called only
 // through fp8_kernels_avx512() when the CPU has AVX-512 F, BW, VL, VBMI and BF16.
 #include "kernels/cpu/fp8_w8a16_schedule.h"
-#include "kernels/cpu/common_avx512.h"
+#include "kernels/cpu/avx512/common.h"
 
 namespace fp4lm::kernels::cpu {
 

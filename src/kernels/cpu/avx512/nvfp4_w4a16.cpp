@@ -9,7 +9,7 @@
 // token: 8 × pieces vdpbf16ps into a zeroed partial (lane i = the block's exact products summed
 // in fp32), then one FMA by the block scales into the accumulator. Each (row, token) result is
 // the same instruction sequence in the register schedule and in the panel schedule.
-#include "kernels/cpu/common_avx512.h"
+#include "kernels/cpu/avx512/common.h"
 
 namespace fp4lm::kernels::cpu::avx512 {
 

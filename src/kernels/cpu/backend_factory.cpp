@@ -1,8 +1,8 @@
-#include "kernels/cpu/cpu_backend_factory.h"
+#include "kernels/cpu/backend_factory.h"
 
 #include <fmt/format.h>
 
-#include "kernels/cpu/cpu_isa_support.h"
+#include "kernels/cpu/isa_support.h"
 #include "kernels/cpu/fp8_kernels.h"
 #include "kernels/cpu/moe_grouped.h"
 

@@ -1,4 +1,4 @@
-#include "kernels/cpu/cpu_isa_support.h"
+#include "kernels/cpu/isa_support.h"
 
 #include <fmt/format.h>
 

@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "core/error.h"
-#include "kernels/cpu/nvfp4_avx2.h"
-#include "kernels/cpu/common_avx2.h"
+#include "kernels/cpu/avx2/nvfp4.h"
+#include "kernels/cpu/avx2/common.h"
 #include "quant/nvfp4.h"
 
 namespace fp4lm::kernels::cpu {

@@ -5,14 +5,14 @@
 // Tiles: M=1 streams 8 rows at once (8 independent FMA chains, each weight byte read once: the
 // GEMV runs at memory bandwidth); M>1 runs 3 rows × 4 tokens per tile so each loaded weight
 // vector feeds 4 FMAs, over 48-row blocks that stay in L2 while all token tiles pass.
-#include "kernels/cpu/dense_avx2.h"
+#include "kernels/cpu/avx2/dense.h"
 
 #include <immintrin.h>
 
 #include <algorithm>
 #include <cstring>
 
-#include "kernels/cpu/common_avx2.h"
+#include "kernels/cpu/avx2/common.h"
 
 namespace fp4lm::kernels::cpu {
 

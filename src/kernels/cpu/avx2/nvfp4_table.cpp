@@ -1,5 +1,5 @@
 // The AVX2 NVFP4 kernel table: adapters from the Nvfp4Kernels seam to nvfp4_avx2.h.
-#include "kernels/cpu/nvfp4_avx2.h"
+#include "kernels/cpu/avx2/nvfp4.h"
 #include "kernels/cpu/nvfp4_kernels.h"
 
 namespace fp4lm::kernels::cpu {
