@@ -30,6 +30,7 @@ struct ModelConfig {
   double rms_norm_eps = 1e-6, rope_theta = 10000.0;
   RopeScaling rope_scaling;
   int64_t max_position_embeddings = 2048;
+  int64_t sliding_window = 0;  // every attention layer attends to this many positions (0 = all)
   bool tie_word_embeddings = false;
   bool attention_bias = false;  // q/k/v biases (Qwen2 always)
   bool qk_norm = false;         // Qwen3 / Qwen3-MoE per-head q_norm, k_norm

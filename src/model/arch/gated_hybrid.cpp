@@ -89,8 +89,8 @@ void plan_gated_hybrid_mixer(const ModelConfig& c, int64_t i, std::vector<LayerS
 
 std::vector<LayerParam> gated_hybrid_layer_params(const ModelConfig& c, int64_t i) {
   const std::string p = fmt::format("model.layers.{}.", i);
-  std::vector<LayerParam> out = {{p + "input_layernorm.weight", {c.hidden_size}},
-                                 {p + "post_attention_layernorm.weight", {c.hidden_size}}};
+  const PreNormNames n = pre_norm_names(i);
+  std::vector<LayerParam> out = {{n.input, {c.hidden_size}}, {n.post, {c.hidden_size}}};
   if (c.layer_is_attention(i)) {
     out.push_back({p + "self_attn.q_norm.weight", {c.head_dim}});
     out.push_back({p + "self_attn.k_norm.weight", {c.head_dim}});
@@ -104,12 +104,16 @@ std::vector<LayerParam> gated_hybrid_layer_params(const ModelConfig& c, int64_t 
   return out;
 }
 
-std::unique_ptr<Mixer> make_gated_hybrid_mixer(ModelLoader& l, int64_t i, const Rope& rope) {
-  const ModelConfig& c = l.config();
-  int64_t before = 0;
-  for (int64_t k = 0; k < i; ++k) before += c.layer_is_attention(k);
-  if (c.layer_is_attention(i)) return std::make_unique<Attention>(l, i, rope, before);
-  return std::make_unique<GatedDeltaNet>(l, i, i - before);
+std::unique_ptr<Mixer> make_gated_hybrid_mixer(const LayerBuild& b, int64_t i) {
+  if (b.loader.config().layer_is_attention(i)) return std::make_unique<Attention>(b, i);
+  return std::make_unique<GatedDeltaNet>(b, i);
+}
+
+std::vector<std::string> gated_hybrid_default_exclusions(const ModelConfig& c) {
+  std::vector<std::string> out;
+  for (int64_t i = 0; i < c.num_layers; ++i)
+    if (!c.layer_is_attention(i)) out.push_back(fmt::format("model.layers.{}.linear_attn.conv1d", i));
+  return out;
 }
 
 void gated_hybrid_synthetic_config(const SyntheticOptions& o, nlohmann::json& c) {
