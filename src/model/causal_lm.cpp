@@ -130,6 +130,8 @@ void CausalLM::forward(std::span<const SequenceChunk> batch) const {
     if (!c.state) fail("forward: batch entry {} has no sequence state", b);
     if (c.n <= 0 || !c.tokens) fail("forward: batch entry {} has no tokens", b);
     if (c.logits != LogitsMode::none && !c.out) fail("forward: batch entry {} asks for logits but has no output", b);
+    if (c.state->lost())
+      fail("forward: sequence {} lost its sliding-window K/V in a failed forward; clear it first", c.state->id());
     if (c.state->length() + c.n > c.state->capacity())
       fail("sequence of {} tokens exceeds the maximum model length {} (--max-model-len)", c.state->length() + c.n,
            c.state->capacity());

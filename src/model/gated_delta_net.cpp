@@ -25,19 +25,19 @@ inline float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x));
 GatedDeltaNet::GatedDeltaNet(const LayerBuild& b, int64_t layer) {
   ModelLoader& loader = b.loader;
   const ModelConfig& c = loader.config();
-  nk_ = c.linear_num_key_heads;
-  nv_ = c.linear_num_value_heads;
-  dk_ = c.linear_key_head_dim;
-  dv_ = c.linear_value_head_dim;
-  kernel_ = c.linear_conv_kernel;
-  conv_dim_ = c.gdn_conv_dim();
+  nk_ = c.gdn.linear_num_key_heads;
+  nv_ = c.gdn.linear_num_value_heads;
+  dk_ = c.gdn.linear_key_head_dim;
+  dv_ = c.gdn.linear_value_head_dim;
+  kernel_ = c.gdn.linear_conv_kernel;
+  conv_dim_ = c.gdn.conv_dim();
   state_floats_ = static_cast<size_t>((kernel_ - 1) * conv_dim_ + nv_ * dk_ * dv_);
   slot_ = b.state.add_recurrent(state_floats_);
   b.state.align_rows(gdn::kChunk);
   eps_ = c.rms_norm_eps;
   act_ = loader.dtype();
   const std::string p = fmt::format("model.layers.{}.linear_attn", layer);
-  if (c.gdn_fused_qkvz) {
+  if (c.gdn.fused_qkvz) {
     in_qkvz_ = loader.load_linear(p + ".in_proj_qkvz");
   } else {
     in_qkv_ = loader.load_linear(p + ".in_proj_qkv");

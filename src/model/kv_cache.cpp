@@ -119,6 +119,12 @@ void KvCache::set_length(int64_t n) {
   length_ = n;
 }
 
+bool KvCache::can_rewind_to(int64_t n) const {
+  for (const Slot& s : slots_)
+    if (s.rows < capacity_ && length_ - n > s.rows - (s.shape.window - 1)) return false;
+  return true;
+}
+
 void KvCache::clear() {
   length_ = 0;
   // Private anonymous pages read back as zeros after this; nothing reads past length() anyway.

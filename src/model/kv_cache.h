@@ -45,6 +45,8 @@ class KvCache {
   int64_t capacity() const { return capacity_; }
   int64_t length() const { return length_; }  // positions filled so far
   void set_length(int64_t n);                  // Error outside [0, capacity]
+  // Whether length n can be restored: every ring still holds the window - 1 positions before n.
+  bool can_rewind_to(int64_t n) const;
   // Length 0, and the filled pages are returned to the OS (the reservation stays).
   void clear();
   DType dtype() const { return dtype_; }

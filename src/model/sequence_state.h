@@ -33,8 +33,12 @@ class SequenceState {
   // reservation stays.
   void clear();
   // Drops positions [n, length()) (n <= length()): e.g. to undo a failed forward. A recurrent
-  // state cannot be rewound: with one, only n == length() or n == 0 are possible (Error otherwise).
+  // state cannot be rewound: with one, only n == length() or n == 0 are possible (Error otherwise);
+  // a sliding-window ring only as far as it still holds the window before n (Error otherwise).
   void truncate(int64_t n);
+  // A failed forward wrote past what a sliding-window ring could undo: the state is unusable
+  // until clear() (forward fails naming the sequence).
+  bool lost() const { return lost_; }
 
   KvCache& kv() { return kv_; }
   const KvCache& kv() const { return kv_; }
@@ -62,6 +66,7 @@ class SequenceState {
   std::vector<float> recurrent_;  // two buffers of half_ floats
   int cur_ = 0;                   // the committed buffer
   bool staged_ = false;           // this forward call already wrote buffer 1 - cur_
+  bool lost_ = false;
 };
 
 }  // namespace fp4lm::model

@@ -231,6 +231,15 @@ TEST(Architecture, MistralSlidingWindowKeepsOnlyTheWindow) {
   EXPECT_EQ(lm->sequence_bytes(), ring_bytes);
   EXPECT_EQ(lm->sequence_bytes(100), ring_bytes);
   EXPECT_EQ(lm->new_sequence(100).reserved_bytes(), ring_bytes);
+
+  // Rewinding: only as far as the rings still hold the window before the new end (9 rows, 5 of
+  // history: 4 positions back).
+  const std::string e2 = test::error_of([&] { s.truncate(n - 5); });
+  EXPECT_NE(e2.find("a sliding-window layer no longer holds the window before position 35"), std::string::npos) << e2;
+  s.truncate(n - 4);
+  std::vector<float> again(static_cast<size_t>(4 * vocab));
+  lm->forward(s, &tokens[n - 4], 4, LogitsMode::all, again.data());
+  EXPECT_LT(max_rel_diff(again, std::vector<std::vector<double>>(want.end() - 4, want.end())), 2e-5);
 }
 
 // The reference comparison is sensitive to the quirks it claims to check: dropping the llama3

@@ -21,7 +21,7 @@ namespace fp4lm::model {
 void read_gated_hybrid_keys(const ConfigReader& r, ModelConfig& c);
 
 // Decoder layer i's mixer layers: gated attention, or the GDN's projections in the layout
-// c.gdn_fused_qkvz says (in_proj_qkv + in_proj_z + in_proj_b/a, or in_proj_qkvz + in_proj_ba).
+// c.gdn.fused_qkvz says (in_proj_qkv + in_proj_z + in_proj_b/a, or in_proj_qkvz + in_proj_ba).
 // in_proj_b / in_proj_a (one row per value head) are planned as routers: never quantized.
 void plan_gated_hybrid_mixer(const ModelConfig& c, int64_t i, std::vector<LayerSpec>& out);
 // Norms, q/k norms of attention layers, conv1d / A_log / dt_bias / norm of GDN layers.
