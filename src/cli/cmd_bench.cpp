@@ -18,6 +18,7 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cli/command.h"
@@ -318,6 +319,7 @@ int run_kernels(const Options& o) {
         for (auto& l : layers)
           kern[b].push_back(be->make_linear(wrap(l, s.n, s.k, keys[b]), {keys[b], act, s.n, s.k, {}}));
       }
+      std::vector<std::pair<int64_t, std::vector<double>>> times;  // (M, per kernel) for the xM1 line
       for (int64_t m : bs.ms) {
         std::vector<float> x(static_cast<size_t>(m * s.k)), y(static_cast<size_t>(m * s.n));
         for (auto& v : x) v = static_cast<float>(rng() % 2001) * 1e-3f - 1.0f;
@@ -328,6 +330,17 @@ int run_kernels(const Options& o) {
         const std::vector<double> t = {rotating_time(kern[0], xa.data(), m, ya.data(), pool, reps),
                                        rotating_time(kern[1], xa.data(), m, ya.data(), pool, reps)};
         print_table_row(cols, s.n, s.k, m, t_blas, t, static_cast<double>(layer_bytes), bw);
+        times.emplace_back(m, t);
+      }
+      // What a call of M tokens costs against one of 1 token (batched decode: M streams' steps).
+      if (times.size() > 1 && times.front().first == 1) {
+        fmt::print("{:>6} {:>6}  call cost / M=1:", s.n, s.k);
+        for (int b = 0; b < 2; ++b) {
+          fmt::print(" {}", b == 0 ? "w4a16" : " w4a4");
+          for (size_t i = 1; i < times.size(); ++i)
+            fmt::print(" M{} {:.2f}x", times[i].first, times[i].second[b] / times.front().second[b]);
+        }
+        fmt::print("\n");
       }
     }
   }

@@ -1,5 +1,7 @@
 #include "engine/engine.h"
 
+#include <fmt/format.h>
+
 #include "core/log.h"
 
 namespace fp4lm::engine {
@@ -77,39 +79,50 @@ EngineLoad Engine::load() const {
   return l;
 }
 
+bool Engine::take_incoming() {
+  std::unique_lock lk(mu_);
+  cv_.wait(lk, [&] { return stop_ || !incoming_.empty() || !cancels_.empty() || cancel_all_ || sched_.has_work(); });
+  for (auto& [h, p] : incoming_) {
+    const int64_t id = h->id();
+    try {
+      sched_.add(id, std::move(p));
+      live_[id] = h;
+    } catch (const std::exception& e) {  // checked in submit(); kept for safety
+      RequestOutput out;
+      out.finished = true;
+      out.finish_reason = "error";
+      out.error = e.what();
+      h->push(std::move(out));
+    }
+  }
+  incoming_.clear();
+  for (int64_t id : cancels_) sched_.cancel(id);
+  cancels_.clear();
+  if (cancel_all_ || stop_) sched_.cancel_all();
+  cancel_all_ = false;
+  return stop_;
+}
+
+void Engine::deliver(Scheduler::Outputs outs) {
+  for (auto& [id, out] : outs) {
+    auto it = live_.find(id);
+    if (it == live_.end()) continue;
+    const bool done = out.finished;
+    it->second->push(std::move(out));
+    if (done) live_.erase(it);
+  }
+}
+
 void Engine::loop() {
   while (true) {
-    bool stopping = false;
-    {
-      std::unique_lock lk(mu_);
-      cv_.wait(lk, [&] { return stop_ || !incoming_.empty() || !cancels_.empty() || cancel_all_ || sched_.has_work(); });
-      for (auto& [h, p] : incoming_) {
-        const int64_t id = h->id();
-        try {
-          sched_.add(id, std::move(p));
-          live_[id] = h;
-        } catch (const std::exception& e) {  // checked in submit(); kept for safety
-          RequestOutput out;
-          out.finished = true;
-          out.finish_reason = "error";
-          out.error = e.what();
-          h->push(std::move(out));
-        }
-      }
-      incoming_.clear();
-      for (int64_t id : cancels_) sched_.cancel(id);
-      cancels_.clear();
-      if (cancel_all_ || stop_) sched_.cancel_all();
-      cancel_all_ = false;
-      stopping = stop_;
-    }
-    auto outs = sched_.step();
-    for (auto& [id, out] : outs) {
-      auto it = live_.find(id);
-      if (it == live_.end()) continue;
-      const bool done = out.finished;
-      it->second->push(std::move(out));
-      if (done) live_.erase(it);
+    const bool stopping = take_incoming();
+    try {
+      deliver(sched_.step());
+    } catch (const std::exception& e) {
+      // step() fails only the requests at fault; should anything escape it, the requests in
+      // flight fail with the cause and the engine keeps serving new ones.
+      log().error("engine step failed: {}", e.what());
+      deliver(sched_.fail_all(fmt::format("engine step failed: {}", e.what())));
     }
     running_ = sched_.num_running();
     {

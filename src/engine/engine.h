@@ -68,6 +68,8 @@ class Engine {
 
  private:
   void loop();
+  bool take_incoming();  // waits for work, queues submissions and cancellations; true when stopping
+  void deliver(Scheduler::Outputs outs);
 
   Scheduler sched_;  // only the engine thread touches it after construction (check() is const)
   int64_t max_model_len_, vocab_;

@@ -1,37 +1,58 @@
 #include "engine/request.h"
 
-#include <cmath>
-
 #include <fmt/format.h>
 
 namespace fp4lm::engine {
 
-void validate(const RequestParams& p, int64_t vocab_size) {
-  auto bad = [](const std::string& param, const std::string& msg) { throw RequestError(msg, param); };
+namespace {
+
+[[noreturn]] void bad(const std::string& param, const std::string& msg) { throw RequestError(msg, param); }
+
+void check_ids(const std::vector<int32_t>& ids, const char* param, const char* what, int64_t vocab) {
+  for (int32_t t : ids)
+    if (t < 0 || t >= vocab) bad(param, fmt::format("{} id {} is outside the vocabulary [0, {})", what, t, vocab));
+}
+
+void check_range(const char* param, double v, double lo, double hi, bool lo_open) {
+  if (lo_open ? v > lo && v <= hi : v >= lo && v <= hi) return;  // NaN fails both
+  bad(param, fmt::format("{} must be in {}{}, {}], got {}", param, lo_open ? "(" : "[", lo, hi, v));
+}
+
+// The context check: prompt + max_tokens <= max_model_len, written so that no value overflows.
+void check_context(const RequestParams& p, int64_t len) {
+  const int64_t prompt = static_cast<int64_t>(p.prompt.size());
+  if (prompt >= len)
+    bad("prompt", fmt::format("This model's maximum context length is {} tokens. However, your prompt has {} "
+                              "tokens, which leaves no room for generated tokens.",
+                              len, prompt));
+  if (p.max_tokens > len - prompt) {
+    // Both are in [0, 2^63): their sum fits an unsigned 64-bit integer.
+    const uint64_t requested = static_cast<uint64_t>(prompt) + static_cast<uint64_t>(p.max_tokens);
+    bad("max_tokens", fmt::format("This model's maximum context length is {} tokens. However, you requested {} "
+                                  "tokens ({} in the prompt, {} for the completion). Please reduce the length of "
+                                  "the prompt or the completion.",
+                                  len, requested, prompt, p.max_tokens));
+  }
+}
+
+}  // namespace
+
+void validate(const RequestParams& p, const RequestLimits& lim) {
   if (p.prompt.empty()) bad("prompt", "the prompt is empty");
-  for (int32_t t : p.prompt)
-    if (t < 0 || t >= vocab_size)
-      bad("prompt", fmt::format("token id {} is outside the vocabulary [0, {})", t, vocab_size));
+  check_ids(p.prompt, "prompt", "token", lim.vocab_size);
   if (p.max_tokens < 1) bad("max_tokens", fmt::format("max_tokens must be at least 1, got {}", p.max_tokens));
+  check_context(p, lim.max_model_len);
   if (p.min_tokens < 0) bad("min_tokens", fmt::format("min_tokens must be >= 0, got {}", p.min_tokens));
   if (p.min_tokens > p.max_tokens)
     bad("min_tokens", fmt::format("min_tokens ({}) must be <= max_tokens ({})", p.min_tokens, p.max_tokens));
-  const SamplingParams& s = p.sampling;
-  if (!std::isfinite(s.temperature) || s.temperature < 0)
-    bad("temperature", fmt::format("temperature must be a finite number >= 0, got {}", s.temperature));
-  if (s.top_k < 0) bad("top_k", fmt::format("top_k must be -1 (disable), 0 (disable) or at least 1, got {}", s.top_k));
-  if (!(s.top_p > 0 && s.top_p <= 1)) bad("top_p", fmt::format("top_p must be in (0, 1], got {}", s.top_p));
-  if (!(s.min_p >= 0 && s.min_p <= 1)) bad("min_p", fmt::format("min_p must be in [0, 1], got {}", s.min_p));
-  if (!(p.presence_penalty >= -2 && p.presence_penalty <= 2))
-    bad("presence_penalty", fmt::format("presence_penalty must be in [-2, 2], got {}", p.presence_penalty));
-  if (!(p.frequency_penalty >= -2 && p.frequency_penalty <= 2))
-    bad("frequency_penalty", fmt::format("frequency_penalty must be in [-2, 2], got {}", p.frequency_penalty));
-  if (!(p.repetition_penalty > 0 && p.repetition_penalty <= 2))
-    bad("repetition_penalty", fmt::format("repetition_penalty must be in (0, 2], got {}", p.repetition_penalty));
-  if (p.logprobs > 20) bad("logprobs", fmt::format("logprobs must be at most 20, got {}", p.logprobs));
-  for (int32_t t : p.stop_token_ids)
-    if (t < 0 || t >= vocab_size)
-      bad("stop_token_ids", fmt::format("stop token id {} is outside the vocabulary [0, {})", t, vocab_size));
+  validate(p.sampling);
+  check_range("presence_penalty", p.presence_penalty, -2, 2, false);
+  check_range("frequency_penalty", p.frequency_penalty, -2, 2, false);
+  check_range("repetition_penalty", p.repetition_penalty, 0, 2, true);
+  if (p.logprobs > kMaxLogprobs)
+    bad("logprobs", fmt::format("logprobs must be at most {}, got {}", kMaxLogprobs, p.logprobs));
+  if (p.logprobs < -1) bad("logprobs", fmt::format("logprobs must be -1 (none) or at least 0, got {}", p.logprobs));
+  check_ids(p.stop_token_ids, "stop_token_ids", "stop token", lim.vocab_size);
 }
 
 }  // namespace fp4lm::engine

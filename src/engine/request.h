@@ -4,13 +4,15 @@
 // both build these.
 #include <cstdint>
 #include <optional>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "engine/request_error.h"
 #include "engine/sampler.h"
 
 namespace fp4lm::engine {
+
+constexpr int64_t kMaxLogprobs = 20;  // vLLM's default max_logprobs
 
 struct RequestParams {
   std::vector<int32_t> prompt;
@@ -25,15 +27,17 @@ struct RequestParams {
   bool skip_special_tokens = true;
 };
 
-// Bad request parameters: the API layer maps it to a 400 naming `param`.
-struct RequestError : std::runtime_error {
-  RequestError(const std::string& msg, std::string param_name = {})
-      : std::runtime_error(msg), param(std::move(param_name)) {}
-  std::string param;
+// What a request is checked against: the model's vocabulary and context length.
+struct RequestLimits {
+  int64_t vocab_size = 0;
+  int64_t max_model_len = 0;
 };
 
-// Throws RequestError when a value is out of range (the API layer checks types first).
-void validate(const RequestParams& p, int64_t vocab_size);
+// The one validator of a request's values, used by the server, the Python LLM and the CLI
+// (through the scheduler): RequestError naming the parameter when a value is out of range or the
+// prompt plus max_tokens does not fit the context (compared without overflow, whatever the
+// values). The API layers check JSON/Python types first.
+void validate(const RequestParams& p, const RequestLimits& limits);
 
 struct TokenLogprob {
   int32_t id = 0;

@@ -3,16 +3,19 @@
 #include <algorithm>
 #include <cmath>
 
-#include "core/error.h"
+#include <fmt/format.h>
+
+#include "engine/request_error.h"
 
 namespace fp4lm::engine {
 
 void validate(const SamplingParams& p) {
+  auto bad = [](const char* param, const std::string& msg) { throw RequestError(msg, param); };
   if (!(p.temperature >= 0) || !std::isfinite(p.temperature))
-    usage_fail("--temperature must be a finite number >= 0 (got {})", p.temperature);
-  if (p.top_k < 0) usage_fail("--top-k must be >= 0 (got {})", p.top_k);
-  if (!(p.top_p > 0 && p.top_p <= 1)) usage_fail("--top-p must be in (0, 1] (got {})", p.top_p);
-  if (!(p.min_p >= 0 && p.min_p <= 1)) usage_fail("--min-p must be in [0, 1] (got {})", p.min_p);
+    bad("temperature", fmt::format("temperature must be a finite number >= 0, got {}", p.temperature));
+  if (p.top_k < 0) bad("top_k", fmt::format("top_k must be -1 (disable), 0 (disable) or at least 1, got {}", p.top_k));
+  if (!(p.top_p > 0 && p.top_p <= 1)) bad("top_p", fmt::format("top_p must be in (0, 1], got {}", p.top_p));
+  if (!(p.min_p >= 0 && p.min_p <= 1)) bad("min_p", fmt::format("min_p must be in [0, 1], got {}", p.min_p));
 }
 
 int32_t argmax(const float* logits, int64_t vocab) {

@@ -18,8 +18,8 @@ struct SamplingParams {
   uint64_t seed = 0;
 };
 
-// UsageError naming the field when a value is out of range (temperature < 0, top_k < 0,
-// top_p outside (0, 1], min_p outside [0, 1]).
+// RequestError (a UsageError) naming the parameter when a value is out of range (temperature
+// < 0 or not finite, top_k < 0, top_p outside (0, 1], min_p outside [0, 1]).
 void validate(const SamplingParams& p);
 
 class Sampler {

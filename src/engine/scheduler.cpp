@@ -5,7 +5,6 @@
 
 #include <fmt/format.h>
 
-#include "core/error.h"
 #include "engine/logits_processing.h"
 #include "engine/sampler.h"
 #include "engine/text_stream.h"
@@ -29,6 +28,7 @@ struct Scheduler::Sequence {
   std::vector<int64_t> stop_ids;  // EOS (unless ignore_eos) + stop_token_ids
   Clock::time_point arrival, scheduled, first_token, last_token;
   bool was_scheduled = false;
+  bool finished = false;
   std::vector<double> itl;
 
   Sequence(int64_t id_, RequestParams params, const tokenizer::Tokenizer* tok, const std::vector<int64_t>& eos)
@@ -43,12 +43,18 @@ struct Scheduler::Sequence {
   bool is_stop_id(int32_t t) const { return std::find(stop_ids.begin(), stop_ids.end(), t) != stop_ids.end(); }
 };
 
+void check_config(const SchedulerConfig& cfg) {
+  if (cfg.max_num_seqs < 1)
+    throw RequestError(fmt::format("max_num_seqs must be >= 1, got {}", cfg.max_num_seqs), "max_num_seqs");
+  if (cfg.max_num_batched_tokens < cfg.max_num_seqs)
+    throw RequestError(fmt::format("max_num_batched_tokens ({}) must be >= max_num_seqs ({})",
+                                   cfg.max_num_batched_tokens, cfg.max_num_seqs),
+                       "max_num_batched_tokens");
+}
+
 Scheduler::Scheduler(StepModel& model, const tokenizer::Tokenizer* tok, SchedulerConfig cfg, SchedulerObserver obs)
     : model_(model), tok_(tok), cfg_(cfg), obs_(std::move(obs)), eos_(model.eos_ids()) {
-  if (cfg_.max_num_seqs < 1) usage_fail("--max-num-seqs must be >= 1 (got {})", cfg_.max_num_seqs);
-  if (cfg_.max_num_batched_tokens < cfg_.max_num_seqs)
-    usage_fail("--max-num-batched-tokens ({}) must be >= --max-num-seqs ({})", cfg_.max_num_batched_tokens,
-               cfg_.max_num_seqs);
+  check_config(cfg_);
 }
 
 Scheduler::~Scheduler() {
@@ -56,24 +62,13 @@ Scheduler::~Scheduler() {
 }
 
 void Scheduler::check(const RequestParams& p) const {
-  validate(p, model_.vocab_size());
-  const int64_t len = model_.max_model_len();
+  validate(p, RequestLimits{model_.vocab_size(), model_.max_model_len()});
+  // validate() bounds prompt + max_tokens by max_model_len, so this sum cannot overflow.
   const int64_t prompt = static_cast<int64_t>(p.prompt.size());
-  if (prompt >= len)
-    throw RequestError(fmt::format("This model's maximum context length is {} tokens. However, your prompt has {} "
-                                   "tokens, which leaves no room for generated tokens.",
-                                   len, prompt),
-                       "prompt");
-  if (prompt + p.max_tokens > len)
-    throw RequestError(fmt::format("This model's maximum context length is {} tokens. However, you requested {} "
-                                   "tokens ({} in the prompt, {} for the completion). Please reduce the length of "
-                                   "the prompt or the completion.",
-                                   len, prompt + p.max_tokens, prompt, p.max_tokens),
-                       "max_tokens");
   const size_t need = model_.bytes_for(prompt + p.max_tokens);
   if (cfg_.kv_cache_bytes > 0 && need > cfg_.kv_cache_bytes)
     throw RequestError(fmt::format("this request needs {} bytes of KV cache ({} prompt + {} completion tokens), "
-                                   "more than the whole budget of {} bytes (--kv-cache-memory)",
+                                   "more than the whole budget of {} bytes (kv_cache_memory)",
                                    need, prompt, p.max_tokens, cfg_.kv_cache_bytes),
                        "max_tokens");
 }
@@ -93,6 +88,7 @@ void Scheduler::cancel_all() {
 }
 
 void Scheduler::finish(Sequence& s, RequestOutput& out, const std::string& reason) {
+  s.finished = true;
   out.finished = true;
   out.finish_reason = reason;
   out.prompt_tokens = s.prompt_len();
@@ -153,35 +149,35 @@ void Scheduler::sample_next(Sequence& s, float* logits, RequestOutput& out) {
   }
 }
 
-std::vector<std::pair<int64_t, RequestOutput>> Scheduler::step() {
-  std::vector<std::pair<int64_t, RequestOutput>> outs;
-  last_batch_.clear();
-  // Cancellations first: their slots and memory are free for this very step.
-  if (!cancelled_.empty()) {
-    auto drop = [&](auto& list) {
-      for (auto it = list.begin(); it != list.end();) {
-        if (cancelled_.count((*it)->id)) {
-          RequestOutput out;
-          out.text = (*it)->text.take();
-          finish(**it, out, "abort");
-          outs.emplace_back((*it)->id, std::move(out));
-          it = list.erase(it);
-        } else {
-          ++it;
-        }
-      }
-    };
-    drop(waiting_);
-    drop(running_);
-    cancelled_.clear();
-  }
+void Scheduler::fail(Sequence& s, const std::string& why, Outputs& outs) {
+  if (s.finished) return;  // already finished this step
+  RequestOutput out;
+  out.error = why;
+  finish(s, out, "error");
+  outs.emplace_back(s.id, std::move(out));
+}
 
-  struct Planned {
-    Sequence* s;
-    int64_t n;
-    bool logits;
+void Scheduler::drop_cancelled(Outputs& outs) {
+  if (cancelled_.empty()) return;
+  auto drop = [&](auto& list) {
+    for (auto it = list.begin(); it != list.end();) {
+      if (cancelled_.count((*it)->id)) {
+        RequestOutput out;
+        out.text = (*it)->text.take();
+        finish(**it, out, "abort");
+        outs.emplace_back((*it)->id, std::move(out));
+        it = list.erase(it);
+      } else {
+        ++it;
+      }
+    }
   };
-  std::vector<Planned> plan;
+  drop(waiting_);
+  drop(running_);
+  cancelled_.clear();
+}
+
+int64_t Scheduler::plan_running(std::vector<Planned>& plan) {
   int64_t budget = cfg_.max_num_batched_tokens;
   for (auto& s : running_)
     if (s->decoding()) {
@@ -194,30 +190,42 @@ std::vector<std::pair<int64_t, RequestOutput>> Scheduler::step() {
     plan.push_back({s.get(), n, s->prefilled + n == s->prompt_len()});
     budget -= n;
   }
+  return budget;
+}
+
+void Scheduler::admit_waiting(std::vector<Planned>& plan, int64_t budget, Outputs& outs) {
   const auto now = Clock::now();
   while (!waiting_.empty() && budget > 0 && static_cast<int64_t>(running_.size()) < cfg_.max_num_seqs) {
-    Sequence& s = *waiting_.front();
-    const size_t bytes = model_.bytes_for(s.capacity());
-    if (cfg_.kv_cache_bytes > 0 && reserved_ + bytes > cfg_.kv_cache_bytes) break;  // FCFS: the head waits
-    s.kv = model_.allocate(s.capacity());
-    s.kv_bytes = bytes;
-    reserved_ += bytes;
-    s.scheduled = now;
-    s.was_scheduled = true;
-    const int64_t n = std::min(s.prompt_len(), budget);
-    plan.push_back({&s, n, n == s.prompt_len()});
-    budget -= n;
-    running_.push_back(std::move(waiting_.front()));
+    std::unique_ptr<Sequence> s = std::move(waiting_.front());
+    const size_t bytes = model_.bytes_for(s->capacity());
+    if (cfg_.kv_cache_bytes > 0 && reserved_ + bytes > cfg_.kv_cache_bytes) {  // FCFS: the head waits
+      waiting_.front() = std::move(s);
+      break;
+    }
     waiting_.pop_front();
+    s->scheduled = now;
+    s->was_scheduled = true;
+    try {
+      s->kv = model_.allocate(s->capacity());
+    } catch (const std::exception& e) {  // this request fails; the others are admitted as usual
+      fail(*s, fmt::format("cannot allocate the sequence state: {}", e.what()), outs);
+      continue;
+    }
+    s->kv_bytes = bytes;
+    reserved_ += bytes;
+    const int64_t n = std::min(s->prompt_len(), budget);
+    plan.push_back({s.get(), n, n == s->prompt_len()});
+    budget -= n;
+    running_.push_back(std::move(s));
   }
-  if (plan.empty()) return outs;
+}
 
+std::vector<StepChunk> Scheduler::chunks_of(const std::vector<Planned>& plan, StepStats& st) {
   const int64_t vocab = model_.vocab_size();
   size_t rows = 0;
   for (const auto& p : plan) rows += p.logits;
   logits_.resize(rows * static_cast<size_t>(vocab));
   std::vector<StepChunk> chunks;
-  StepStats st;
   size_t row = 0;
   for (const auto& p : plan) {
     StepChunk c;
@@ -234,30 +242,65 @@ std::vector<std::pair<int64_t, RequestOutput>> Scheduler::step() {
     last_batch_.emplace_back(p.s->id, p.n);
   }
   st.sequences = static_cast<int64_t>(plan.size());
-  try {
-    model_.forward(chunks);
-  } catch (const std::exception& e) {
-    // A model failure fails every sequence of the batch; the engine stays usable.
-    for (const auto& p : plan) {
-      RequestOutput out;
-      out.error = e.what();
-      finish(*p.s, out, "error");
-      outs.emplace_back(p.s->id, std::move(out));
-    }
-    std::erase_if(running_, [](const auto& s) { return s->kv < 0; });
-    return outs;
-  }
+  return chunks;
+}
+
+void Scheduler::sample_planned(const std::vector<Planned>& plan, const std::vector<StepChunk>& chunks, Outputs& outs,
+                               StepStats& st) {
   for (size_t i = 0; i < plan.size(); ++i) {
     Sequence& s = *plan[i].s;
     if (!s.decoding()) s.prefilled += plan[i].n;
     if (!chunks[i].logits) continue;
     RequestOutput out;
-    sample_next(s, chunks[i].logits, out);
+    try {
+      sample_next(s, chunks[i].logits, out);
+    } catch (const std::exception& e) {  // only this request fails
+      fail(s, fmt::format("sampling failed: {}", e.what()), outs);
+      continue;
+    }
     st.generation_tokens += 1;
     outs.emplace_back(s.id, std::move(out));
   }
-  if (obs_.on_step) obs_.on_step(st);
+}
+
+Scheduler::Outputs Scheduler::step() {
+  Outputs outs;
+  last_batch_.clear();
+  drop_cancelled(outs);  // first: their slots and memory are free for this very step
+  std::vector<Planned> plan;
+  const int64_t budget = plan_running(plan);
+  admit_waiting(plan, budget, outs);
+  if (!plan.empty()) {
+    StepStats st;
+    const std::vector<StepChunk> chunks = chunks_of(plan, st);
+    try {
+      model_.forward(chunks);
+      sample_planned(plan, chunks, outs, st);
+      if (obs_.on_step) obs_.on_step(st);
+    } catch (const std::exception& e) {
+      // A model failure fails every sequence of the batch; the engine stays usable.
+      for (const auto& p : plan) fail(*p.s, e.what(), outs);
+    }
+  }
   std::erase_if(running_, [](const auto& s) { return s->kv < 0; });
+  return outs;
+}
+
+Scheduler::Outputs Scheduler::fail_all(const std::string& why) {
+  // The failed step's outputs never reached anyone, so every request still listed gets this one
+  // (even one the step had just finished).
+  Outputs outs;
+  auto fail_each = [&](auto& list) {
+    for (auto& s : list) {
+      s->finished = false;
+      fail(*s, why, outs);
+    }
+  };
+  fail_each(running_);
+  fail_each(waiting_);
+  running_.clear();
+  waiting_.clear();
+  cancelled_.clear();
   return outs;
 }
 

@@ -30,6 +30,9 @@ struct SchedulerConfig {
   size_t kv_cache_bytes = 0;  // admission budget; 0 = unlimited
 };
 
+// RequestError naming the parameter (max_num_seqs, max_num_batched_tokens) when inconsistent.
+void check_config(const SchedulerConfig& cfg);
+
 // Per finished request, for metrics (seconds).
 struct RequestStats {
   std::string finish_reason;
@@ -54,7 +57,7 @@ struct SchedulerObserver {
 class Scheduler {
  public:
   using Clock = std::chrono::steady_clock;
-  // UsageError when the config is inconsistent (max_num_batched_tokens < max_num_seqs, ...).
+  // check_config() first.
   // `tok` may be null (no text output).
   Scheduler(StepModel& model, const tokenizer::Tokenizer* tok, SchedulerConfig cfg, SchedulerObserver obs = {});
   ~Scheduler();
@@ -69,9 +72,15 @@ class Scheduler {
   // Cancels everything (shutdown).
   void cancel_all();
 
+  using Outputs = std::vector<std::pair<int64_t, RequestOutput>>;
   bool has_work() const { return !waiting_.empty() || !running_.empty() || !cancelled_.empty(); }
-  // One forward over the scheduled chunks; returns each affected request's output.
-  std::vector<std::pair<int64_t, RequestOutput>> step();
+  // One forward over the scheduled chunks; returns each affected request's output. Never
+  // throws for a request's sake: a failure while admitting or sampling a request finishes that
+  // request with finish_reason "error" (and the cause in `error`); a failing forward finishes
+  // the requests of that forward; everything else goes on.
+  Outputs step();
+  // Finishes every request with finish_reason "error" and `why` (the engine's last resort).
+  Outputs fail_all(const std::string& why);
 
   int64_t num_running() const { return static_cast<int64_t>(running_.size()); }
   int64_t num_waiting() const { return static_cast<int64_t>(waiting_.size()); }
@@ -83,7 +92,21 @@ class Scheduler {
 
  private:
   struct Sequence;
+  struct Planned {
+    Sequence* s;
+    int64_t n;    // tokens this step
+    bool logits;  // the chunk ends the prompt (or decodes): sample after it
+  };
+  // The phases of step(): cancellations, the running sequences' chunks (decode first), newly
+  // admitted requests, the forward's chunks, and sampling.
+  void drop_cancelled(Outputs& outs);
+  int64_t plan_running(std::vector<Planned>& plan);  // returns the token budget left
+  void admit_waiting(std::vector<Planned>& plan, int64_t budget, Outputs& outs);
+  std::vector<StepChunk> chunks_of(const std::vector<Planned>& plan, StepStats& st);
+  void sample_planned(const std::vector<Planned>& plan, const std::vector<StepChunk>& chunks, Outputs& outs,
+                      StepStats& st);
   void finish(Sequence& s, RequestOutput& out, const std::string& reason);
+  void fail(Sequence& s, const std::string& why, Outputs& outs);
   void sample_next(Sequence& s, float* logits, RequestOutput& out);
 
   StepModel& model_;

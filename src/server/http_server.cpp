@@ -202,25 +202,11 @@ void HttpServer::routes() {
 
   s.Post("/tokenize", json_route([this](const httplib::Request& req, httplib::Response& res, int64_t& prompt,
                                         int64_t&, bool&) {
-           const json b = parse_body(req.body);
-           check_model_field(b, *model_);
-           if (!model_->tok) throw bad_request("this model has no tokenizer");
-           std::vector<int32_t> ids;
-           if (b.contains("messages")) {
-             ids = model_->tok->encode(render_chat_prompt(b, *model_), false);
-           } else {
-             if (!b.contains("prompt") || !b["prompt"].is_string()) throw bad_request("'prompt' must be a string", "prompt");
-             bool add_special = true;
-             if (b.contains("add_special_tokens")) {
-               if (!b["add_special_tokens"].is_boolean())
-                 throw bad_request("'add_special_tokens' must be a boolean", "add_special_tokens");
-               add_special = b["add_special_tokens"].get<bool>();
-             }
-             ids = model_->tok->encode(b["prompt"].get<std::string>(), add_special);
-           }
+           const TokenizeRequest t = parse_tokenize_request(parse_body(req.body), *model_);
+           const std::vector<int32_t>& ids = t.ids;
            prompt = static_cast<int64_t>(ids.size());
            json out = {{"count", ids.size()}, {"max_model_len", model_->max_model_len}, {"tokens", ids}};
-           if (b.value("return_token_strs", false)) {
+           if (t.return_token_strs) {
              json strs = json::array();
              for (int32_t id : ids) strs.push_back(model_->tok->id_to_token(id).value_or(""));
              out["token_strs"] = strs;
@@ -231,18 +217,7 @@ void HttpServer::routes() {
          }));
   s.Post("/detokenize", json_route([this](const httplib::Request& req, httplib::Response& res, int64_t&, int64_t&,
                                           bool&) {
-           const json b = parse_body(req.body);
-           check_model_field(b, *model_);
-           if (!model_->tok) throw bad_request("this model has no tokenizer");
-           if (!b.contains("tokens") || !b["tokens"].is_array())
-             throw bad_request("'tokens' must be a list of token ids", "tokens");
-           std::vector<int32_t> ids;
-           for (const json& x : b["tokens"]) {
-             if (!x.is_number_integer() || x.get<int64_t>() < 0 ||
-                 x.get<int64_t>() >= static_cast<int64_t>(model_->tok->vocab_size()))
-               throw bad_request(fmt::format("'tokens': {} is not a token id of this tokenizer", x.dump()), "tokens");
-             ids.push_back(x.get<int32_t>());
-           }
+           const std::vector<int32_t> ids = parse_detokenize_request(parse_body(req.body), *model_);
            res.set_content(dump({{"prompt", model_->tok->decode(ids, false)}}), "application/json");
          }));
 

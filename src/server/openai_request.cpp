@@ -1,9 +1,13 @@
 #include "server/openai_request.h"
 
+#include <filesystem>
+
 #include <fmt/format.h>
 
 #include "core/error.h"
 #include "io/json_file.h"
+#include "server/chat_schema.h"
+#include "server/request_fields.h"
 
 namespace fp4lm::server {
 
@@ -11,52 +15,12 @@ using nlohmann::json;
 
 namespace {
 
-constexpr int64_t kMaxLogprobs = 20;  // vLLM's default max_logprobs
-
-bool present(const json& b, const char* key) { return b.contains(key) && !b[key].is_null(); }
-
-std::optional<int64_t> opt_int(const json& b, const char* key) {
-  if (!present(b, key)) return std::nullopt;
-  const json& v = b[key];
-  if (v.is_number_integer()) return v.get<int64_t>();
-  if (v.is_number_float()) {  // 5.0 is an integer to a JSON schema
-    const double d = v.get<double>();
-    if (d == static_cast<double>(static_cast<int64_t>(d))) return static_cast<int64_t>(d);
-  }
-  throw bad_request(fmt::format("'{}' must be an integer, got {}", key, v.dump()), key);
-}
-
-std::optional<double> opt_num(const json& b, const char* key) {
-  if (!present(b, key)) return std::nullopt;
-  if (!b[key].is_number()) throw bad_request(fmt::format("'{}' must be a number, got {}", key, b[key].dump()), key);
-  return b[key].get<double>();
-}
-
-std::optional<bool> opt_bool(const json& b, const char* key) {
-  if (!present(b, key)) return std::nullopt;
-  if (!b[key].is_boolean()) throw bad_request(fmt::format("'{}' must be a boolean, got {}", key, b[key].dump()), key);
-  return b[key].get<bool>();
-}
-
-std::vector<int32_t> id_list(const json& v, const char* key, int64_t vocab) {
-  std::vector<int32_t> ids;
-  for (const json& x : v) {
-    if (!x.is_number_integer())
-      throw bad_request(fmt::format("'{}' must be a list of integer token ids, found {}", key, x.dump()), key);
-    const int64_t id = x.get<int64_t>();
-    if (id < 0 || id >= vocab)
-      throw bad_request(fmt::format("'{}': token id {} is outside the vocabulary [0, {})", key, id, vocab), key);
-    ids.push_back(static_cast<int32_t>(id));
-  }
-  return ids;
-}
-
 // The fields both endpoints share. `max_tokens_default` < 0: the rest of the context.
 void parse_common(const json& b, const ServingModel& m, uint64_t random_seed, ApiRequest& r) {
   engine::RequestParams& p = r.params;
   const SamplingDefaults& d = m.defaults;
 
-  if (auto n = opt_int(b, "n"); n && *n != 1)
+  if (auto n = opt_int(b, "n", 1); n && *n != 1)
     throw bad_request(fmt::format("'n' must be 1 (more than one choice per request is not supported), got {}", *n), "n");
   r.stream = opt_bool(b, "stream").value_or(false);
   if (present(b, "stream_options")) {
@@ -67,11 +31,10 @@ void parse_common(const json& b, const ServingModel& m, uint64_t random_seed, Ap
   }
   if (present(b, "response_format")) {
     const json& rf = b["response_format"];
-    if (!rf.is_object() || !rf.contains("type") || !rf["type"].is_string())
-      throw bad_request("'response_format' must be an object with a string 'type'", "response_format");
-    if (rf["type"] != "text")
-      throw bad_request(fmt::format("response_format type '{}' is not supported (only 'text')",
-                                    rf["type"].get<std::string>()),
+    const std::optional<std::string> type = rf.is_object() ? opt_string(rf, "type", "response_format.type") : std::nullopt;
+    if (!type) throw bad_request("'response_format' must be an object with a string 'type'", "response_format");
+    if (*type != "text")
+      throw bad_request(fmt::format("response_format type {} is not supported (only 'text')", json(*type).dump()),
                         "response_format");
   }
 
@@ -80,16 +43,17 @@ void parse_common(const json& b, const ServingModel& m, uint64_t random_seed, Ap
     throw bad_request(fmt::format("'temperature' must be >= 0, got {}", p.sampling.temperature), "temperature");
   if (p.sampling.temperature < 1e-5) p.sampling.temperature = 0;  // vLLM: greedy
   p.sampling.top_p = opt_num(b, "top_p").value_or(d.top_p.value_or(1.0));
-  const int64_t top_k = opt_int(b, "top_k").value_or(d.top_k.value_or(0));
-  if (top_k < -1) throw bad_request(fmt::format("'top_k' must be -1 (disable), 0 (disable) or at least 1, got {}", top_k), "top_k");
+  const int64_t top_k = opt_int(b, "top_k", -1).value_or(d.top_k.value_or(0));
   p.sampling.top_k = top_k < 0 ? 0 : top_k;
   p.sampling.min_p = opt_num(b, "min_p").value_or(d.min_p.value_or(0.0));
-  p.sampling.seed = opt_int(b, "seed").has_value() ? static_cast<uint64_t>(*opt_int(b, "seed")) : random_seed;
+  // vLLM takes any 64-bit signed seed; its bits seed the generator.
+  const std::optional<int64_t> seed = opt_int(b, "seed");
+  p.sampling.seed = seed ? static_cast<uint64_t>(*seed) : random_seed;
   p.presence_penalty = opt_num(b, "presence_penalty").value_or(0.0);
   p.frequency_penalty = opt_num(b, "frequency_penalty").value_or(0.0);
   p.repetition_penalty = opt_num(b, "repetition_penalty").value_or(d.repetition_penalty.value_or(1.0));
   p.ignore_eos = opt_bool(b, "ignore_eos").value_or(false);
-  p.min_tokens = opt_int(b, "min_tokens").value_or(0);
+  p.min_tokens = opt_int(b, "min_tokens", 0).value_or(0);
   p.skip_special_tokens = opt_bool(b, "skip_special_tokens").value_or(true);
   r.return_token_ids = opt_bool(b, "return_token_ids").value_or(false);
 
@@ -109,25 +73,17 @@ void parse_common(const json& b, const ServingModel& m, uint64_t random_seed, Ap
     if (!p.stop.empty() && !m.tok)
       throw bad_request("'stop' strings need a tokenizer, and this model has none; use stop_token_ids", "stop");
   }
-  if (present(b, "stop_token_ids")) {
-    if (!b["stop_token_ids"].is_array()) throw bad_request("'stop_token_ids' must be a list of integers", "stop_token_ids");
-    p.stop_token_ids = id_list(b["stop_token_ids"], "stop_token_ids", m.vocab_size);
-  }
+  if (present(b, "stop_token_ids")) p.stop_token_ids = token_ids(b["stop_token_ids"], "stop_token_ids", m.vocab_size);
 }
 
 // max_tokens after the prompt is known: explicit values are checked against the context by the
 // engine; defaults are clipped to what is left of it.
 void set_max_tokens(const json& b, const ServingModel& m, ApiRequest& r, std::optional<int64_t> fallback) {
-  std::optional<int64_t> mt = opt_int(b, "max_completion_tokens");
-  const char* field = "max_completion_tokens";
-  if (!mt) {
-    mt = opt_int(b, "max_tokens");
-    field = "max_tokens";
-  }
+  std::optional<int64_t> mt = opt_int(b, "max_completion_tokens", 1);
+  if (!mt) mt = opt_int(b, "max_tokens", 1);
   const int64_t left = m.max_model_len - static_cast<int64_t>(r.params.prompt.size());
   if (mt) {
-    if (*mt < 1) throw bad_request(fmt::format("'{}' must be at least 1, got {}", field, *mt), field);
-    r.params.max_tokens = *mt;
+    r.params.max_tokens = *mt;  // against the context in engine::validate (overflow-safe)
   } else {
     int64_t v = fallback ? *fallback : left;
     if (m.defaults.max_tokens) v = std::min(v, *m.defaults.max_tokens);
@@ -135,44 +91,31 @@ void set_max_tokens(const json& b, const ServingModel& m, ApiRequest& r, std::op
   }
 }
 
-// Engine-level checks (ranges, context length) as 400s.
-void check_engine_params(const ApiRequest& r, const ServingModel& m) {
-  const engine::RequestParams& p = r.params;
+// The engine's one validator (ranges, context length), its RequestError as a 400. The
+// completions endpoint's "max_completion_tokens" is reported under the name the client used.
+void check_engine_params(const json& b, const ApiRequest& r, const ServingModel& m) {
   try {
-    engine::validate(p, m.vocab_size);
+    engine::validate(r.params, engine::RequestLimits{m.vocab_size, m.max_model_len});
   } catch (const engine::RequestError& e) {
-    throw bad_request(e.what(), e.param);
+    const bool renamed = e.param == "max_tokens" && present(b, "max_completion_tokens");
+    throw bad_request(e.what(), renamed ? "max_completion_tokens" : e.param);
   }
-  const int64_t prompt = static_cast<int64_t>(p.prompt.size());
-  if (prompt >= m.max_model_len)
-    throw bad_request(fmt::format("This model's maximum context length is {} tokens. However, your prompt has {} "
-                                  "tokens, which leaves no room for generated tokens.",
-                                  m.max_model_len, prompt),
-                      "prompt");
-  if (prompt + p.max_tokens > m.max_model_len)
-    throw bad_request(fmt::format("This model's maximum context length is {} tokens. However, you requested {} "
-                                  "tokens ({} in the prompt, {} for the completion). Please reduce the length of "
-                                  "the prompt or the completion.",
-                                  m.max_model_len, prompt + p.max_tokens, prompt, p.max_tokens),
-                      "max_tokens");
 }
 
-std::string message_content(const json& msg, size_t i) {
-  if (!msg.contains("content") || msg["content"].is_null()) return "";
-  const json& c = msg["content"];
-  if (c.is_string()) return c.get<std::string>();
-  if (!c.is_array()) throw bad_request(fmt::format("messages[{}].content must be a string or a list of parts", i), "messages");
-  std::string text;
-  for (const json& part : c) {
-    if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string())
-      throw bad_request(fmt::format("messages[{}].content: only text parts ({{\"type\": \"text\", \"text\": ...}}) "
-                                    "are supported",
-                                    i),
-                        "messages");
-    if (!text.empty()) text += "\n";
-    text += part["text"].get<std::string>();
+// An error message without the server's own paths: the checkpoint directory (as given, and
+// absolute) is cut from file names.
+std::string without_server_paths(std::string msg, const ServingModel& m) {
+  std::vector<std::string> dirs = {m.path};
+  std::error_code ec;
+  dirs.push_back(std::filesystem::absolute(m.path, ec).string());
+  dirs.push_back(std::filesystem::weakly_canonical(m.path, ec).string());
+  for (std::string d : dirs) {
+    while (d.size() > 1 && d.back() == '/') d.pop_back();
+    if (d.empty() || d == "/" || d == ".") continue;
+    d += '/';
+    for (size_t at = msg.find(d); at != std::string::npos; at = msg.find(d, at)) msg.erase(at, d.size());
   }
-  return text;
+  return msg;
 }
 
 }  // namespace
@@ -216,7 +159,7 @@ ApiRequest parse_completion_request(const json& b, const ServingModel& m, uint64
     if (!m.tok) throw bad_request("this model has no tokenizer: give the prompt as a list of token ids", "prompt");
     r.params.prompt = m.tok->encode(r.prompt_text, opt_bool(b, "add_special_tokens").value_or(true));
   } else if (prompt.is_array()) {
-    r.params.prompt = id_list(prompt, "prompt", m.vocab_size);
+    r.params.prompt = token_ids(prompt, "prompt", m.vocab_size);
     if (r.params.prompt.empty()) throw bad_request("the prompt is empty", "prompt");
     if (m.tok) r.prompt_text = m.tok->decode(r.params.prompt, false);
   } else {
@@ -224,16 +167,14 @@ ApiRequest parse_completion_request(const json& b, const ServingModel& m, uint64
   }
   if (present(b, "suffix")) throw bad_request("'suffix' is not supported", "suffix");
   r.echo = opt_bool(b, "echo").value_or(false);
-  if (auto lp = opt_int(b, "logprobs")) {
-    if (*lp < 0 || *lp > kMaxLogprobs)
-      throw bad_request(fmt::format("'logprobs' must be in [0, {}], got {}", kMaxLogprobs, *lp), "logprobs");
+  if (auto lp = opt_int(b, "logprobs", 0, engine::kMaxLogprobs)) {
     r.logprobs = true;
     r.top_logprobs = *lp;
     r.params.logprobs = *lp;
   }
   if (r.echo && r.logprobs) throw bad_request("'echo' together with 'logprobs' (prompt logprobs) is not supported", "echo");
   set_max_tokens(b, m, r, 16);
-  check_engine_params(r, m);
+  check_engine_params(b, r, m);
   return r;
 }
 
@@ -242,35 +183,13 @@ std::string render_chat_prompt(const json& b, const ServingModel& m) {
     throw bad_request("this model has no tokenizer or chat template, so it cannot serve chat completions; use "
                       "/v1/completions",
                       "messages");
-  if (!b.contains("messages") || !b["messages"].is_array() || b["messages"].empty())
-    throw bad_request("'messages' must be a non-empty list of messages", "messages");
-  json messages = json::array();
-  for (size_t i = 0; i < b["messages"].size(); ++i) {
-    const json& msg = b["messages"][i];
-    if (!msg.is_object() || !msg.contains("role") || !msg["role"].is_string())
-      throw bad_request(fmt::format("messages[{}] must be an object with a string 'role'", i), "messages");
-    json copy = msg;
-    copy["content"] = message_content(msg, i);
-    messages.push_back(std::move(copy));
-  }
-  tokenizer::ChatOptions co;
-  co.add_generation_prompt = opt_bool(b, "add_generation_prompt").value_or(true);
-  if (present(b, "chat_template_kwargs")) {
-    const json& kw = b["chat_template_kwargs"];
-    if (!kw.is_object()) throw bad_request("'chat_template_kwargs' must be an object", "chat_template_kwargs");
-    for (const auto& [k, v] : kw.items()) {
-      if (k == "enable_thinking" && v.is_boolean()) co.enable_thinking = v.get<bool>();
-      else co.extra[k] = v;
-    }
-  }
-  if (present(b, "tools")) {
-    if (!b["tools"].is_array()) throw bad_request("'tools' must be a list", "tools");
-    co.tools = b["tools"];
-  }
+  const json messages = checked_messages(b);
+  const tokenizer::ChatOptions co = checked_template_options(b);
   try {
     return m.chat->render(messages, co);
   } catch (const Error& e) {
-    throw bad_request(fmt::format("the chat template failed on these messages: {}", e.what()), "messages");
+    throw bad_request(
+        fmt::format("the chat template failed on these messages: {}", without_server_paths(e.what(), m)), "messages");
   }
 }
 
@@ -283,16 +202,36 @@ ApiRequest parse_chat_request(const json& b, const ServingModel& m, uint64_t ran
   r.params.prompt = m.tok->encode(prompt, /*add_special_tokens=*/false);
   if (r.params.prompt.empty()) throw bad_request("the rendered chat prompt is empty", "messages");
   r.logprobs = opt_bool(b, "logprobs").value_or(false);
-  if (auto k = opt_int(b, "top_logprobs")) {
-    if (*k < 0 || *k > kMaxLogprobs)
-      throw bad_request(fmt::format("'top_logprobs' must be in [0, {}], got {}", kMaxLogprobs, *k), "top_logprobs");
+  if (auto k = opt_int(b, "top_logprobs", 0, engine::kMaxLogprobs)) {
     if (!r.logprobs) throw bad_request("when using `top_logprobs`, `logprobs` must be set to true.", "top_logprobs");
     r.top_logprobs = *k;
   }
   if (r.logprobs) r.params.logprobs = r.top_logprobs;
   set_max_tokens(b, m, r, std::nullopt);
-  check_engine_params(r, m);
+  check_engine_params(b, r, m);
   return r;
+}
+
+TokenizeRequest parse_tokenize_request(const json& b, const ServingModel& m) {
+  check_model_field(b, m);
+  if (!m.tok) throw bad_request("this model has no tokenizer");
+  TokenizeRequest r;
+  if (present(b, "messages")) {
+    r.ids = m.tok->encode(render_chat_prompt(b, m), false);
+  } else {
+    const std::optional<std::string> prompt = opt_string(b, "prompt");
+    if (!prompt) throw bad_request("'prompt' must be a string", "prompt");
+    r.ids = m.tok->encode(*prompt, opt_bool(b, "add_special_tokens").value_or(true));
+  }
+  r.return_token_strs = opt_bool(b, "return_token_strs").value_or(false);
+  return r;
+}
+
+std::vector<int32_t> parse_detokenize_request(const json& b, const ServingModel& m) {
+  check_model_field(b, m);
+  if (!m.tok) throw bad_request("this model has no tokenizer");
+  if (!present(b, "tokens")) throw bad_request("'tokens' must be a list of token ids", "tokens");
+  return token_ids(b["tokens"], "tokens", static_cast<int64_t>(m.tok->vocab_size()));
 }
 
 }  // namespace fp4lm::server

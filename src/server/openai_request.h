@@ -4,6 +4,7 @@
 // unknown model a 404. Unknown fields are ignored, as in vLLM.
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -34,6 +35,15 @@ ApiRequest parse_chat_request(const nlohmann::json& body, const ServingModel& m,
 std::string render_chat_prompt(const nlohmann::json& body, const ServingModel& m);
 // 404 when `model` names another model; 400 when it is not a string.
 void check_model_field(const nlohmann::json& body, const ServingModel& m);
+// /tokenize: a prompt string (add_special_tokens) or chat messages (rendered as for chat).
+struct TokenizeRequest {
+  std::vector<int32_t> ids;
+  bool return_token_strs = false;
+};
+TokenizeRequest parse_tokenize_request(const nlohmann::json& body, const ServingModel& m);
+// /detokenize: the ids of 'tokens', each checked against the tokenizer's vocabulary.
+std::vector<int32_t> parse_detokenize_request(const nlohmann::json& body, const ServingModel& m);
+
 // Parses a request body: 400 on bad JSON or a non-object.
 nlohmann::json parse_body(const std::string& body);
 

@@ -19,7 +19,8 @@ class FakeStepModel : public StepModel {
   std::map<int64_t, int64_t> capacity;
   std::vector<std::vector<std::pair<int64_t, int64_t>>> calls;  // per forward: (seq, n)
   int64_t next = 100;
-  bool fail_next = false;
+  bool fail_next = false;      // the next forward throws
+  bool fail_allocate = false;  // the next allocate throws (as CausalLM does on a bad capacity)
 
   static int32_t successor(int32_t t, int64_t vocab) { return static_cast<int32_t>((t * 3 + 1) % vocab); }
 
@@ -28,6 +29,10 @@ class FakeStepModel : public StepModel {
   std::vector<int64_t> eos_ids() const override { return eos; }
   size_t bytes_for(int64_t cap) const override { return static_cast<size_t>(cap) * 100; }
   int64_t allocate(int64_t cap) override {
+    if (fail_allocate) {
+      fail_allocate = false;
+      throw std::runtime_error("fake allocation failure");
+    }
     history[next] = {};
     capacity[next] = cap;
     return next++;

@@ -4,6 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
+
+#include <fmt/format.h>
 
 #include "engine/engine.h"
 #include "engine/scheduler.h"
@@ -140,7 +143,8 @@ TEST(Scheduler, RefusesUpFrontWhatCanNeverRun) {
     s.check(greedy({1, 2, 3}, 8));
     FAIL() << "a reservation above the whole budget must be refused";
   } catch (const RequestError& e) {
-    EXPECT_NE(std::string(e.what()).find("--kv-cache-memory"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("(kv_cache_memory)"), std::string::npos) << e.what();
+    EXPECT_EQ(e.param, "max_tokens");
   }
   EXPECT_THROW(s.check(greedy(std::vector<int32_t>(60, 1), 5)), RequestError);  // 65 > max_model_len 64
   EXPECT_THROW(s.check(greedy(std::vector<int32_t>(64, 1), 1)), RequestError);  // no room left
@@ -284,6 +288,55 @@ TEST(Scheduler, AModelFailureFailsItsBatchAndTheSchedulerGoesOn) {
   EXPECT_EQ(finished[1].inter_token_s.size(), 2u);
 }
 
+// prompt + max_tokens is never computed where it could overflow: the largest values are refused
+// with the context-length error, and nothing is queued or allocated.
+TEST(Scheduler, HugeSizesAreRefusedWithoutOverflow) {
+  FakeStepModel m;
+  Scheduler s(m, nullptr, {});
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  for (int64_t mt : {kMax, kMax - 1, int64_t{64}, int64_t{1} << 62}) {
+    try {
+      s.check(greedy({1, 2}, mt));
+      ADD_FAILURE() << mt;
+    } catch (const RequestError& e) {
+      EXPECT_EQ(e.param, "max_tokens") << mt;
+      EXPECT_NE(std::string(e.what()).find(fmt::format("you requested {} tokens", static_cast<uint64_t>(mt) + 2)),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  RequestParams p = greedy({1}, 3);
+  p.min_tokens = kMax;
+  EXPECT_THROW(s.check(p), RequestError);
+  p = greedy({1}, 3);
+  p.logprobs = kMax;
+  EXPECT_THROW(s.check(p), RequestError);
+  p.logprobs = std::numeric_limits<int64_t>::min();
+  EXPECT_THROW(s.check(p), RequestError);
+  EXPECT_THROW(s.add(1, greedy({1}, kMax)), RequestError);
+  EXPECT_FALSE(s.has_work());
+  EXPECT_TRUE(m.capacity.empty());
+  s.check(greedy({1}, 63));  // exactly the context: fine
+}
+
+// An exception while admitting a request (the sequence state cannot be allocated) fails that
+// request alone, with the cause; the others in the same step run.
+TEST(Scheduler, AFailingAllocationFailsOnlyThatRequest) {
+  FakeStepModel m;
+  Scheduler s(m, nullptr, {});
+  s.add(1, greedy({1}, 3));
+  s.add(2, greedy({2}, 3));
+  m.fail_allocate = true;
+  Drained r = drain(s);
+  EXPECT_EQ(r.last[1].finish_reason, "error");
+  EXPECT_EQ(r.last[1].error, "cannot allocate the sequence state: fake allocation failure");
+  EXPECT_TRUE(r.tokens[1].empty());
+  EXPECT_EQ(r.last[2].finish_reason, "length");
+  EXPECT_EQ(r.tokens[2], chain(2, 3));
+  EXPECT_EQ(s.kv_reserved_bytes(), 0u);
+  EXPECT_TRUE(m.history.empty());
+}
+
 TEST(Scheduler, LogprobsComeFromTheRawLogits) {
   FakeStepModel m;
   Scheduler s(m, nullptr, {});
@@ -327,6 +380,50 @@ TEST(Engine, StreamsOutputsAndCancelsFromAnotherThread) {
     for (auto& out : long_one->wait(std::chrono::milliseconds(50)))
       if (out.finished) reason = out.finish_reason;
   EXPECT_TRUE(reason == "abort" || reason == "length") << reason;
+}
+
+// Whatever throws inside an engine step fails only the requests of that step, with the cause;
+// the engine thread lives on and serves the next request.
+TEST(Engine, AnExceptionInAStepFailsItsRequestsAndTheEngineGoesOn) {
+  FakeStepModel m;
+  bool throw_on_abort = true;
+  SchedulerObserver obs;
+  // A failure outside the model and the sampler (here: the metrics observer while a
+  // cancellation is processed) escapes Scheduler::step and reaches the engine's last resort.
+  obs.on_finished = [&](const RequestStats& st) {
+    if (st.finish_reason == "abort" && throw_on_abort) {
+      throw_on_abort = false;
+      throw std::runtime_error("observer failure");
+    }
+  };
+  Engine e(m, nullptr, {}, obs);
+  auto finish_of = [](const std::shared_ptr<RequestHandle>& h) {
+    RequestOutput last;
+    std::vector<int32_t> tokens;
+    for (int i = 0; i < 200 && !last.finished; ++i)
+      for (auto& out : h->wait(std::chrono::milliseconds(50))) {
+        tokens.insert(tokens.end(), out.token_ids.begin(), out.token_ids.end());
+        last = out;
+      }
+    return std::make_pair(last, tokens);
+  };
+  m.fail_allocate = true;
+  auto [a, a_tokens] = finish_of(e.submit(greedy({1}, 3)));
+  EXPECT_EQ(a.finish_reason, "error");
+  EXPECT_EQ(a.error, "cannot allocate the sequence state: fake allocation failure");
+  m.fail_next = true;
+  auto [b, b_tokens] = finish_of(e.submit(greedy({1}, 3)));
+  EXPECT_EQ(b.finish_reason, "error");
+  EXPECT_EQ(b.error, "fake model failure");
+  auto c = e.submit(greedy({1}, 60));
+  c->cancel();
+  auto [c_out, c_tokens] = finish_of(c);
+  EXPECT_EQ(c_out.finish_reason, "error");
+  EXPECT_EQ(c_out.error, "engine step failed: observer failure");
+  auto [d, d_tokens] = finish_of(e.submit(greedy({5}, 4)));
+  EXPECT_EQ(d.finish_reason, "length");
+  EXPECT_EQ(d_tokens, chain(5, 4));
+  EXPECT_EQ(e.load().kv_reserved_bytes, 0u);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -55,13 +56,16 @@ using testing::run;
 
 // |y - e| <= 1e-5 · Σ|terms| (fp32 summation-order error of the products, relative to their
 // magnitude) + half an ulp of the output dtype at e (bf16 2^-8, f16 2^-11 relative, plus f16's
-// subnormal step; 0 for f32). Also the norm-wise relative error ||y - e|| / ||e|| <= 1e-5 for f32.
-void expect_close(const std::vector<float>& y, const Expected& e, DType act, const std::string& what) {
+// subnormal step; 0 for f32) + extra[i] when given (the stated bound of the int16 activations of
+// the AVX2 W4A16 path). Also, without `extra`, the norm-wise relative error ||y - e|| / ||e|| <=
+// 1e-5 for f32.
+void expect_close(const std::vector<float>& y, const Expected& e, DType act, const std::string& what,
+                  const std::vector<double>& extra = {}) {
   double err2 = 0, ref2 = 0;
   int reported = 0;
   for (size_t i = 0; i < y.size(); ++i) {
     const double tol = 1e-5 * e.magnitude[i] + testing::output_rounding(act) * std::fabs(e.y[i]) +
-                       (act == DType::F16 ? 0x1p-24 : 0.0) + 1e-30;
+                       (act == DType::F16 ? 0x1p-24 : 0.0) + 1e-30 + (extra.empty() ? 0.0 : extra[i]);
     const double d = std::fabs(static_cast<double>(y[i]) - e.y[i]);
     if (!(d <= tol) && reported++ < 5)
       ADD_FAILURE() << what << ": element " << i << " = " << y[i] << ", expected " << e.y[i]
@@ -69,7 +73,7 @@ void expect_close(const std::vector<float>& y, const Expected& e, DType act, con
     err2 += d * d;
     ref2 += e.y[i] * e.y[i];
   }
-  if (act == DType::F32 && ref2 > 0) {
+  if (act == DType::F32 && ref2 > 0 && extra.empty()) {
     EXPECT_LE(std::sqrt(err2 / ref2), 1e-5) << what;
   }
 }
@@ -117,7 +121,8 @@ TEST_P(Nvfp4Backend, MatchesFp64AndReference) {
     const std::vector<float> xr = testing::from_act(xa.data(), c.act, x.size());
     const Expected e = testing::expected_f64(w, xr, c.m, w4a4);
     const std::vector<float> y = run(*make(backend, w, c.act), xa, c.m, c.n, c.act, pool);
-    expect_close(y, e, c.act, backend);
+    const bool int16 = !w4a4 && testing::w4a16_uses_int16_activations(backend);
+    expect_close(y, e, c.act, backend, int16 ? testing::int16_activation_bound(w, xr, c.m, c.act) : std::vector<double>{});
     // And the oracle on the same call: both within the fp64 bound of each other's operands.
     const std::vector<float> yr = run(*make("reference", w, c.act), xa, c.m, c.n, c.act, pool);
     expect_close(yr, e, c.act, "reference");
@@ -132,7 +137,9 @@ TEST_P(W4a16Backend, OnAW4A4LayerUsesUnquantizedActivations) {
   const std::vector<float> x = testing::make_activations(5, 272, 78);
   const std::vector<uint8_t> xa = testing::to_act(x, DType::F32);
   expect_close(run(*make(GetParam(), w, DType::F32), xa, 5, 64, DType::F32, pool),
-               testing::expected_f64(w, x, 5, false), DType::F32, "w4a16 on W4A4 layer");
+               testing::expected_f64(w, x, 5, false), DType::F32, "w4a16 on W4A4 layer",
+               testing::w4a16_uses_int16_activations(GetParam()) ? testing::int16_activation_bound(w, x, 5, DType::F32)
+                                                                 : std::vector<double>{});
 }
 
 // The oracle itself, at its own tolerance, on a few cases (keeps the test honest both ways).
@@ -196,6 +203,122 @@ TEST_P(Nvfp4Backend, TokenResultsIndependentOfBatch) {
       }
       kern->forward(xa.data() + 5 * k * es, 3, three.data(), pool);
       EXPECT_EQ(0, std::memcmp(three.data(), all.data() + 5 * 64 * es, 3 * 64 * es)) << backend << " tokens 5-7";
+    }
+  }
+}
+
+// Activations that stress a 16-bit representation: in every block values spread over 2^-40..2^0
+// of the block's largest (and f32 / f16 / bf16 subnormals), zero blocks, huge blocks (~1e30),
+// blocks of one nonzero value, negative maxima; M = 1..17, K not a multiple of 64. Huge blocks
+// reach 2^huge_exp (float16 holds at most 65504).
+std::vector<float> stress_activations(int64_t m, int64_t k, uint32_t seed, int huge_exp) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> mant(1.0f, 2.0f);
+  std::vector<float> x(static_cast<size_t>(m * k));
+  for (int64_t t = 0; t < m; ++t)
+    for (int64_t b = 0; b < k / 16; ++b) {
+      float* v = x.data() + t * k + b * 16;
+      const int kind = static_cast<int>((t * 7 + b) % 6);
+      for (int j = 0; j < 16; ++j) {
+        const float sign = (rng() & 1) ? -1.0f : 1.0f;
+        switch (kind) {
+          case 0: v[j] = sign * mant(rng) * std::ldexp(1.0f, -static_cast<int>((j * 37 + b) % 41)); break;
+          case 1: v[j] = 0.0f; break;
+          case 2: v[j] = sign * mant(rng) * std::ldexp(1.0f, huge_exp - static_cast<int>(rng() % 12)); break;
+          case 3: v[j] = j == 5 ? -mant(rng) : 0.0f; break;
+          case 4: v[j] = sign * mant(rng) * std::ldexp(1.0f, -130 - static_cast<int>(rng() % 16)); break;  // f32 subnormal
+          default: v[j] = sign * mant(rng) * std::ldexp(1.0f, -static_cast<int>(rng() % 9) - (j == 0 ? 0 : 14)); break;
+        }
+      }
+    }
+  return x;
+}
+
+// The error bound of every W4A16 backend, against fp64 of the same operands: the fp32
+// accumulation term of MatchesFp64AndReference plus, for the int16 backends (AVX2), the stated
+// representation bound (testing::int16_activation_bound). The test fails when it is exceeded.
+TEST_P(W4a16Backend, ErrorWithinTheStatedBoundOnWideRangeBlocks) {
+  const std::string backend = GetParam();
+  const bool int16 = testing::w4a16_uses_int16_activations(backend);
+  ThreadPool pool(2);
+  uint32_t seed = 300;
+  bool bound_used = false;
+  for (int64_t k : {int64_t{16}, int64_t{48}, int64_t{80}, int64_t{272}, int64_t{1040}}) {
+    for (int64_t m = 1; m <= 17; m += (k == 1040 ? 4 : 1)) {
+      for (DType act : {DType::F32, DType::BF16, DType::F16}) {
+        SCOPED_TRACE(backend + " k=" + std::to_string(k) + " m=" + std::to_string(m) + " " + std::string(dtype_name(act)));
+        auto layer = testing::make_layer({19, k, {11, 8}, m % 2 == 0, kNvfp4W4A16, seed++});
+        const LinearWeights w = testing::weights_of(layer);
+        const std::vector<uint8_t> xa = testing::to_act(stress_activations(m, k, seed++, act == DType::F16 ? 8 : 99), act);
+        const std::vector<float> xr = testing::from_act(xa.data(), act, static_cast<size_t>(m * k));
+        const Expected e = testing::expected_f64(w, xr, m, false);
+        const std::vector<float> y = run(*make(backend, w, act), xa, m, 19, act, pool);
+        const std::vector<double> extra = int16 ? testing::int16_activation_bound(w, xr, m, act) : std::vector<double>{};
+        expect_close(y, e, act, backend, extra);
+        if (int16 && act == DType::BF16) {  // the wide-range blocks really exceed the accumulation term alone
+          for (size_t i = 0; i < y.size(); ++i)
+            bound_used = bound_used || std::fabs(y[i] - e.y[i]) > 1e-5 * e.magnitude[i] + testing::output_rounding(act) * std::fabs(e.y[i]) + 1e-30;
+        }
+      }
+    }
+  }
+  if (int16) {
+    EXPECT_TRUE(bound_used) << "the stress activations never needed the representation bound";
+  }
+}
+
+// Activations that bfloat16 holds exactly, within 2^7 of their block's largest |x| (or zero),
+// are exactly int16 × 2^e: then every W4A16 backend is held to the accumulation term alone.
+// Passed as float32 so that no output rounding hides an error.
+TEST_P(W4a16Backend, Bf16WithinTwoToTheSevenOfTheBlockMaxIsExact) {
+  const std::string backend = GetParam();
+  ThreadPool pool(1);
+  std::mt19937 rng(5);
+  for (int64_t k : {int64_t{64}, int64_t{272}, int64_t{4096}}) {
+    const int64_t m = 5;
+    auto layer = testing::make_layer({33, k, {33}, false, kNvfp4W4A16, 9});
+    const LinearWeights w = testing::weights_of(layer);
+    std::vector<float> x(static_cast<size_t>(m * k));
+    for (int64_t b = 0; b < m * k / 16; ++b) {
+      // Element 3 is the block's largest, 2^(top + 1); the others are exact bf16 values with
+      // exponents top - 6 .. top (within 2^7 of it), or zero (element 9).
+      const int top = static_cast<int>(rng() % 60) - 30;
+      for (int j = 0; j < 16; ++j) {
+        const float mant = static_cast<float>(128 + rng() % 128) / 128.0f;
+        const float v = j == 3 ? std::ldexp(1.0f, top + 1) : j == 9 ? 0.0f : mant * std::ldexp(1.0f, top - static_cast<int>(rng() % 7));
+        x[b * 16 + j] = (rng() & 1) ? -v : v;
+      }
+    }
+    const std::vector<uint8_t> xa = testing::to_act(x, DType::F32);
+    ASSERT_EQ(testing::from_act(testing::to_act(x, DType::BF16).data(), DType::BF16, x.size()), x);
+    SCOPED_TRACE(backend + " k=" + std::to_string(k));
+    expect_close(run(*make(backend, w, DType::F32), xa, m, 33, DType::F32, pool), testing::expected_f64(w, x, m, false),
+                 DType::F32, backend);
+  }
+}
+
+// NaN / ±inf activations (W4A16 never rejects them): every output of the poisoned token is
+// non-finite, the other tokens of the call are what they are without it.
+TEST_P(W4a16Backend, NonFiniteActivationPoisonsOnlyItsToken) {
+  const std::string backend = GetParam();
+  ThreadPool pool(2);
+  auto layer = testing::make_layer({40, 272, {40}, true, kNvfp4W4A16, 15});
+  const LinearWeights w = testing::weights_of(layer);
+  for (DType act : {DType::F32, DType::BF16, DType::F16}) {
+    for (float bad : {std::nanf(""), INFINITY, -INFINITY}) {
+      SCOPED_TRACE(std::string(dtype_name(act)) + " " + std::to_string(bad));
+      std::vector<float> x = testing::make_activations(6, 272, 16);
+      const std::vector<float> clean = testing::run(*make(backend, w, act), testing::to_act(x, act), 6, 40, act, pool);
+      x[2 * 272 + 100] = bad;
+      const std::vector<float> y = testing::run(*make(backend, w, act), testing::to_act(x, act), 6, 40, act, pool);
+      for (int64_t t = 0; t < 6; ++t)
+        for (int64_t r = 0; r < 40; ++r) {
+          const float v = y[t * 40 + r];
+          if (t == 2)
+            EXPECT_FALSE(std::isfinite(v)) << "row " << r;
+          else
+            EXPECT_EQ(v, clean[t * 40 + r]) << "token " << t << " row " << r;
+        }
     }
   }
 }

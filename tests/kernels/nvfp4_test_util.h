@@ -2,6 +2,8 @@
 // Builders for the NVFP4 kernel tests: random layers quantized with quant::quantize_weight and
 // wrapped into LinearWeights / MoeWeights (shards pointing into owned vectors, kept alive), and
 // the fp64 evaluations the kernels are held to.
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <random>
@@ -212,6 +214,44 @@ inline Expected expected_f64(const LinearWeights& w, const std::vector<float>& x
     }
   }
   return e;
+}
+
+// The NVFP4 backends whose W4A16 path holds x as int16 with a shared exponent per 16-block (the
+// AVX2 kernels; docs/KERNELS.md, "W4A16 inner loop"). The others use x exactly.
+inline bool w4a16_uses_int16_activations(const std::string& backend) {
+  return backend == "cpu_w4a16_avx2" || backend == "cpu_w4a4_avx2";
+}
+
+// The stated bound of that representation, per output [m, n]: with e_b = max(floor(log2
+// max|x_b|), -75) for block b, every x is replaced by a multiple of u_b = 2^(e_b - 14) at most
+// u_b away (half of it except where rounding reaches 2^15 and saturates) — float32 x by two
+// pieces, a multiple of u_b 2^-15 at most u_b 2^-16 away — so the dot product moves by at most
+// Σ_b u_b' · Σ_{i in b} |W_i| (W dequantized; u_b' = u_b, or u_b 2^-15 for float32). Computed
+// here from the definition, in fp64, independently of the kernels' code. x: act-dtype-rounded
+// floats [m, k].
+inline std::vector<double> int16_activation_bound(const LinearWeights& w, const std::vector<float>& x, int64_t m,
+                                                  DType act) {
+  const int64_t nb = w.k / 16;
+  std::vector<double> unit(static_cast<size_t>(m * nb));
+  for (int64_t t = 0; t < m; ++t)
+    for (int64_t b = 0; b < nb; ++b) {
+      double amax = 0;
+      for (int j = 0; j < 16; ++j) amax = std::max(amax, std::fabs(static_cast<double>(x[t * w.k + b * 16 + j])));
+      const int e = amax > 0 ? std::max(std::ilogb(amax), -75) : -75;
+      unit[t * nb + b] = std::ldexp(1.0, e - 14 - (act == DType::F32 ? 15 : 0));
+    }
+  std::vector<double> out(static_cast<size_t>(m * w.n), 0.0);
+  for (int64_t r = 0; r < w.n; ++r) {
+    const std::vector<double> row = weight_row_f64(w, r);
+    std::vector<double> wsum(static_cast<size_t>(nb), 0.0);
+    for (int64_t j = 0; j < w.k; ++j) wsum[j / 16] += std::fabs(row[j]);
+    for (int64_t t = 0; t < m; ++t) {
+      double s = 0;
+      for (int64_t b = 0; b < nb; ++b) s += unit[t * nb + b] * wsum[b];
+      out[t * w.n + r] = s;
+    }
+  }
+  return out;
 }
 
 // Half an ulp of the output dtype, relative (0 for F32: compared before any output rounding).

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "../tokenizer/tokenizer_fixtures.h"
+#include "common/paths.h"
 #include "server/api_error.h"
 #include "server/metrics.h"
 #include "server/openai_request.h"
@@ -145,6 +146,27 @@ TEST_F(OpenAiApi, EveryInvalidFieldIsA400NamingIt) {
       {R"({"prompt": "x", "response_format": "text"})", "response_format"},
       {R"({"prompt": "x", "suffix": "y"})", "suffix"},
       {R"({"prompt": "x", "echo": true, "logprobs": 1})", "echo"},
+      // Sizes that overflow a 64-bit sum with the prompt, and numbers no 64-bit integer holds.
+      {R"({"prompt": "x", "max_tokens": 9223372036854775807})", "max_tokens"},
+      {R"({"prompt": "x", "max_completion_tokens": 9223372036854775807})", "max_completion_tokens"},
+      {R"({"prompt": "x", "max_tokens": 9223372036854775808})", "max_tokens"},
+      {R"({"prompt": "x", "max_tokens": 18446744073709551615})", "max_tokens"},
+      {R"({"prompt": "x", "max_tokens": 1e300})", "max_tokens"},
+      {R"({"prompt": "x", "max_tokens": -9223372036854775808})", "max_tokens"},
+      {R"({"prompt": "x", "min_tokens": 9223372036854775807})", "min_tokens"},
+      {R"({"prompt": "x", "seed": 18446744073709551615})", "seed"},
+      {R"({"prompt": "x", "seed": 1e19})", "seed"},
+      {R"({"prompt": "x", "n": 9223372036854775807})", "n"},
+      {R"({"prompt": "x", "n": 0})", "n"},
+      {R"({"prompt": "x", "logprobs": 9223372036854775807})", "logprobs"},
+      {R"({"prompt": "x", "top_k": -9223372036854775808})", "top_k"},
+      {R"({"prompt": "x", "top_k": 1e19})", "top_k"},
+      {R"({"prompt": [1, 18446744073709551615]})", "prompt"},
+      {R"({"prompt": [1, 2.5]})", "prompt"},
+      {R"({"prompt": "x", "stop_token_ids": [4294967297]})", "stop_token_ids"},
+      {R"({"prompt": "x", "add_special_tokens": "yes"})", "add_special_tokens"},
+      {R"({"prompt": "x", "response_format": {"type": 5}})", "response_format.type"},
+      {R"({"prompt": "x", "stream": true, "stream_options": {"include_usage": "x"}})", "include_usage"},
   };
   for (const auto& [body, param] : table) {
     auto [status, got] = error_of(body);
@@ -154,18 +176,154 @@ TEST_F(OpenAiApi, EveryInvalidFieldIsA400NamingIt) {
   const std::vector<std::pair<std::string, std::string>> chat_table = {
       {R"({})", "messages"},
       {R"({"messages": []})", "messages"},
-      {R"({"messages": [{"content": "hi"}]})", "messages"},
-      {R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})", "messages"},
+      {R"({"messages": [{"content": "hi"}]})", "messages[0]"},
+      {R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})", "messages[0].content[0].type"},
       {R"({"messages": [{"role": "user", "content": "hi"}], "top_logprobs": 2})", "top_logprobs"},
       {R"({"messages": [{"role": "user", "content": "hi"}], "logprobs": true, "top_logprobs": 25})", "top_logprobs"},
       {R"({"messages": [{"role": "user", "content": "hi"}], "max_completion_tokens": 0})", "max_completion_tokens"},
       {R"({"messages": [{"role": "user", "content": "hi"}], "chat_template_kwargs": 1})", "chat_template_kwargs"},
+      // Type errors inside nested fields name the exact place (never a JSON-library message).
+      {R"({"messages": [{"role": "user", "content": [{"type": 5}]}]})", "messages[0].content[0].type"},
+      {R"({"messages": [{"role": "user", "content": [{"type": "text"}]}]})", "messages[0].content[0].text"},
+      {R"({"messages": [{"role": "user", "content": [{"type": "text", "text": 1}]}]})", "messages[0].content[0].text"},
+      {R"({"messages": [{"role": "user", "content": ["hi"]}]})", "messages[0].content[0]"},
+      {R"({"messages": [{"role": "user", "content": 5}]})", "messages[0].content"},
+      {R"({"messages": [{"role": 5, "content": "hi"}]})", "messages[0]"},
+      {R"({"messages": [{"role": "user", "content": "hi", "name": 3}]})", "messages[0].name"},
+      {R"({"messages": [{"role": "assistant", "tool_calls": 1}]})", "messages[0].tool_calls"},
+      {R"({"messages": [{"role": "assistant", "tool_calls": [{"type": "function", "function": "x"}]}]})",
+       "messages[0].tool_calls[0].function"},
+      {R"({"messages": [{"role": "assistant", "tool_calls": [{"type": "function", "function": {"name": "f"}}]}]})",
+       "messages[0].tool_calls[0].function.arguments"},
+      {R"({"messages": ["hi"]})", "messages[0]"},
+      // tools as vLLM's schema has them: a list of {"type": "function", "function": {"name", ...}}.
+      {R"({"messages": [{"role": "user", "content": "hi"}], "tools": [1, 2]})", "tools[0]"},
+      {R"({"messages": [{"role": "user", "content": "hi"}], "tools": {"a": 1}})", "tools"},
+      {R"({"messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "function", "function": "x"}]})",
+       "tools[0].function"},
+      {R"({"messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "code", "function": {"name": "f"}}]})",
+       "tools[0].type"},
+      {R"({"messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "function", "function": {}}]})",
+       "tools[0].function.name"},
+      {R"({"messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "function",
+          "function": {"name": "f", "parameters": "x"}}]})",
+       "tools[0].function.parameters"},
+      {R"({"messages": [{"role": "user", "content": "hi"}], "tool_choice": "auto"})", "tool_choice"},
+      {R"({"messages": [{"role": "user", "content": "hi"}], "tool_choice": 3})", "tool_choice"},
+      // chat_template_kwargs may not replace what the server sets.
+      {R"({"messages": [{"role": "user", "content": "hi"}], "chat_template_kwargs": {"messages": []}})",
+       "chat_template_kwargs.messages"},
+      {R"({"messages": [{"role": "user", "content": "hi"}], "chat_template_kwargs": {"tools": [1]}})",
+       "chat_template_kwargs.tools"},
+      {R"({"messages": [{"role": "user", "content": "hi"}], "chat_template_kwargs": {"add_generation_prompt": false}})",
+       "chat_template_kwargs.add_generation_prompt"},
+      {R"({"messages": [{"role": "user", "content": "hi"}], "chat_template_kwargs": {"bos_token": "x"}})",
+       "chat_template_kwargs.bos_token"},
+      {R"({"messages": [{"role": "user", "content": "hi"}], "chat_template_kwargs": {"enable_thinking": "no"}})",
+       "chat_template_kwargs.enable_thinking"},
+      {R"({"messages": [{"role": "user", "content": "hi"}], "add_generation_prompt": 1})", "add_generation_prompt"},
+      {R"({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 9223372036854775807})", "max_tokens"},
   };
   for (const auto& [body, param] : chat_table) {
     auto [status, got] = error_of(body, true);
     EXPECT_EQ(status, 400) << body;
     EXPECT_EQ(got, param) << body;
   }
+}
+
+// Errors are one clear line naming the field: no JSON-library text ("[json.exception..."), and
+// values outside int64 are said to be so rather than wrapped.
+TEST_F(OpenAiApi, ErrorMessagesNameTheFieldInPlainWords) {
+  auto message_of = [&](const std::string& body, bool is_chat) -> std::string {
+    try {
+      is_chat ? chat(body) : completion(body);
+    } catch (const ApiError& e) {
+      return e.what();
+    }
+    return "";
+  };
+  EXPECT_EQ(message_of(R"({"prompt": "x", "max_tokens": 9223372036854775807})", false),
+            "This model's maximum context length is 64 tokens. However, you requested 9223372036854775808 tokens "
+            "(1 in the prompt, 9223372036854775807 for the completion). Please reduce the length of the prompt or "
+            "the completion.");
+  EXPECT_EQ(message_of(R"({"prompt": "x", "max_tokens": 18446744073709551615})", false),
+            "'max_tokens' must be an integer in [1, 9223372036854775807], got 18446744073709551615");
+  EXPECT_EQ(message_of(R"({"messages": [{"role": "user", "content": [{"type": 5}]}]})", true),
+            "'messages[0].content[0].type' must be a string, got 5");
+  EXPECT_EQ(message_of(R"({"messages": [{"role": "user", "content": "hi"}], "tools": [1, 2]})", true),
+            "'tools[0]' must be an object");
+  EXPECT_EQ(message_of(R"({"messages": [{"role": "user", "content": "hi"}], "chat_template_kwargs": {"messages": []}})",
+                       true),
+            "'chat_template_kwargs.messages': 'messages' is set by the server and cannot be replaced");
+  // Control characters in a value come back escaped, and long values cut.
+  const std::string shown = message_of("{\"prompt\": \"x\", \"temperature\": \"\\u001b[31m" + std::string(200, 'a') + "\"}", false);
+  EXPECT_EQ(shown.find('\x1b'), std::string::npos) << shown;
+  EXPECT_NE(shown.find("\\u001b[31m"), std::string::npos) << shown;
+  EXPECT_LT(shown.size(), 120u) << shown;
+  // The extremes of a signed 64-bit seed are valid seeds.
+  EXPECT_EQ(completion(R"({"prompt": "x", "seed": -9223372036854775808})").params.sampling.seed, 1ull << 63);
+  EXPECT_EQ(completion(R"({"prompt": "x", "seed": 9223372036854775807})").params.sampling.seed, (1ull << 63) - 1);
+  EXPECT_EQ(completion(R"({"prompt": "x", "max_tokens": 5.0})").params.max_tokens, 5);
+}
+
+TEST_F(OpenAiApi, ValidToolsReachTheTemplate) {
+  chat_ = std::make_unique<tokenizer::ChatTemplate>(
+      "{% for t in tools %}[{{ t.function.name }}]{% endfor %}{% for m in messages %}<{{ m.role }}>{{ m.content }}"
+      "{% endfor %}{{ flavour }}",
+      "", "");
+  m_.chat = chat_.get();
+  ApiRequest c = chat(R"({"messages": [{"role": "user", "content": "hi"},
+      {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function",
+       "function": {"name": "f", "arguments": "{}"}}]}, {"role": "tool", "tool_call_id": "c1", "content": "ok"}],
+      "tools": [{"type": "function", "function": {"name": "get_weather", "description": "d",
+                 "parameters": {"type": "object"}}}],
+      "tool_choice": {"type": "function", "function": {"name": "get_weather"}},
+      "chat_template_kwargs": {"flavour": "!"}})");
+  EXPECT_EQ(tok_->decode(c.params.prompt), "[get_weather]<user>hi<assistant><tool>ok!");
+}
+
+// A template failure names the template file but not where the server keeps the checkpoint.
+TEST_F(OpenAiApi, ChatTemplateErrorsDoNotShowServerPaths) {
+  test::TempDir dir;
+  test::write_file(dir / "tokenizer_config.json",
+                   json({{"chat_template", "{{ raise_exception('no system role here') }}"}}).dump());
+  auto tmpl = tokenizer::ChatTemplate::from_dir(dir.path().string());
+  m_.chat = &tmpl;
+  m_.path = dir.path().string();
+  try {
+    chat(R"({"messages": [{"role": "user", "content": "hi"}]})");
+    ADD_FAILURE() << "no error";
+  } catch (const ApiError& e) {
+    const std::string msg = e.what();
+    EXPECT_EQ(e.status, 400);
+    EXPECT_NE(msg.find("no system role here"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("tokenizer_config.json"), std::string::npos) << msg;
+    EXPECT_EQ(msg.find(dir.path().string()), std::string::npos) << msg;
+  }
+}
+
+TEST_F(OpenAiApi, TokenizeAndDetokenizeBodiesAreTyped) {
+  auto status_param = [&](const std::string& body, bool detok) -> std::pair<int, std::string> {
+    try {
+      detok ? (void)parse_detokenize_request(parse_body(body), m_) : (void)parse_tokenize_request(parse_body(body), m_);
+    } catch (const ApiError& e) {
+      return {e.status, e.param};
+    }
+    return {0, ""};
+  };
+  EXPECT_EQ(status_param(R"({"prompt": "hi", "return_token_strs": "x"})", false),
+            (std::pair<int, std::string>{400, "return_token_strs"}));
+  EXPECT_EQ(status_param(R"({"prompt": 5})", false), (std::pair<int, std::string>{400, "prompt"}));
+  EXPECT_EQ(status_param(R"({"prompt": "hi", "add_special_tokens": 1})", false),
+            (std::pair<int, std::string>{400, "add_special_tokens"}));
+  EXPECT_EQ(status_param(R"({"messages": [{"role": "user", "content": [{"type": 5}]}]})", false),
+            (std::pair<int, std::string>{400, "messages[0].content[0].type"}));
+  EXPECT_EQ(status_param(R"({"tokens": [1, 1e300]})", true), (std::pair<int, std::string>{400, "tokens"}));
+  EXPECT_EQ(status_param(R"({"tokens": "x"})", true), (std::pair<int, std::string>{400, "tokens"}));
+  const TokenizeRequest t = parse_tokenize_request(parse_body(R"({"prompt": "hello world", "return_token_strs": true})"), m_);
+  EXPECT_EQ(t.ids, tok_->encode("hello world", true));
+  EXPECT_TRUE(t.return_token_strs);
+  EXPECT_EQ(parse_detokenize_request(parse_body(R"({"tokens": [259, 267]})"), m_), (std::vector<int32_t>{259, 267}));
 }
 
 TEST_F(OpenAiApi, BadJsonUnknownModelAndMissingTokenizer) {

@@ -38,7 +38,7 @@ def test_a_request_larger_than_the_kv_budget_is_refused_up_front(tiny_model, log
     s = Server(tiny_model, "--served-model-name", "tiny", "--kv-cache-memory", "8KiB", log_dir=logs, name="kv")
     try:
         r = httpx.post(s.url + "/v1/completions", json={"prompt": "x" * 20, "max_tokens": 20})
-        assert r.status_code == 400 and "--kv-cache-memory" in r.json()["error"]["message"]
+        assert r.status_code == 400 and "kv_cache_memory" in r.json()["error"]["message"]
         ok = httpx.post(s.url + "/v1/completions",
                         json={"prompt": "x" * 10, "max_tokens": 10, "temperature": 0, "ignore_eos": True})
         assert ok.status_code == 200

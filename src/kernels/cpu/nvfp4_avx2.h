@@ -15,17 +15,24 @@ namespace fp4lm::kernels::cpu {
 // Rows per unit of parallel work (a multiple of every row tile of both kernels).
 inline constexpr int64_t kNvfp4RowBlock = 24;
 
-// ---- W4A16: x is used as is (never quantized); weights decoded on the fly; fp32 accumulation.
-// The call's activations in the kernel's layout (fp32, permuted to the decoder's order, padded).
+// ---- W4A16: x kept at 16-bit precision in integers: per 16-element block, int16 values with a
+// shared power-of-two exponent (exact for every bf16 x within 2^7 of the block's largest |x|;
+// the error bound is in docs/KERNELS.md), times the weights' 2 × E2M1 integers by vpmaddwd
+// (exact int32 sums), block scales applied once per block sum; fp32 accumulation.
+// float32 x takes two int16 pieces (the second the remainder × 2^15: 30 significant bits).
+// Per token and 64-element chunk: pieces × 64 int16 (permuted to the decoder's order,
+// zero-padded) and 8 fp32 lanes, lane d = 2^(e - 15) for block d/2 (e: the block's exponent).
 struct W4a16Input {
-  int64_t m = 0, kp = 0;  // tokens, padded row stride
-  std::vector<float> x;
+  int64_t m = 0, k64 = 0;  // tokens, padded row length
+  int pieces = 1;          // 2 for float32 activations
+  std::vector<int16_t> q;
+  std::vector<float> sa;  // NaN for a block holding NaN or ±inf (the token's outputs become NaN)
 };
+// A block's exponent e = max(floor(log2 max|x|), kW4a16ExpMin); x is represented as
+// q · 2^(e - 14), |q| <= 32767. The floor keeps every scale product a normal fp32 number.
+inline constexpr int kW4a16ExpMin = -75;
 W4a16Input nvfp4_w4a16_input_avx2(const void* x, DType act, int64_t m, int64_t k, ThreadPool& pool);
-// Calls with at least this many tokens decode each row group once into an fp32 panel and run
-// register tiles over all tokens; fewer tokens decode in registers per tile. Same results.
-inline constexpr int64_t kW4a16PanelMinTokens = 8;
-// Rows per unit of parallel work for a call of m tokens (multiples of 6 in panel mode).
+// Rows per unit of parallel work for a call of m tokens.
 int64_t nvfp4_w4a16_row_block_avx2(int64_t m, int64_t k);
 // y[t, r] = x_t · W_rᵀ (+ bias) for rows [r0, r1), on the calling thread; y [m, n] in `act`.
 void nvfp4_w4a16_rows_avx2(const Nvfp4Matrix& w, const W4a16Input& in, int64_t r0, int64_t r1,

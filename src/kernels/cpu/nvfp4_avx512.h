@@ -33,8 +33,11 @@ void* thread_scratch(size_t bytes);
 int64_t w4a16_token_words(int64_t k, int pieces);
 // One token: fp32 x [k] -> `out` [w4a16_token_words(k, pieces)], 64-byte aligned.
 void w4a16_pack_token(const float* x, int64_t k, int pieces, uint16_t* out);
-// Calls with at least this many tokens decode each row group once into a panel.
-inline constexpr int64_t kW4a16PanelMinTokens = 8;
+// Calls with at least this many tokens decode each row group once into a panel. Below, 4-token
+// register tiles re-decode each super-chunk (2 rows × 4 tokens share one decode); measured per
+// core at 4096², register vs panel: m = 8 99 vs 66, m = 12 90 vs 78, m = 16 ~90 both, m = 24
+// 93 vs 103 G multiply-adds/s (kernel_core_bench, loaded machine).
+inline constexpr int64_t kW4a16PanelMinTokens = 16;
 int64_t w4a16_row_block(int64_t m, int64_t k);
 // y[t, r] for rows [r0, r1) and tokens [0, m); y [m, n] in `act`.
 void w4a16_rows(const Rows& w, const uint16_t* xp, int64_t m, int pieces, int64_t r0, int64_t r1,
@@ -46,9 +49,10 @@ void w4a16_rows(const Rows& w, const uint16_t* xp, int64_t m, int pieces, int64_
 // block, 16 fp32 activation block scales: 384 bytes.
 int64_t w4a4_token_bytes(int64_t k);
 void w4a4_pack_token(const uint8_t* codes, const uint8_t* scales, int64_t k, uint8_t* out);
-// From 12 tokens the decoded panel beats re-decoding per 4-token tile (per core, 4096²: 65.6 vs
-// 61.7 G MAC/s at m = 12, 71.9 vs 65.5 at 16; 57.8 vs 63.8 at 8).
-inline constexpr int64_t kW4a4PanelMinTokens = 12;
+// From 16 tokens the decoded panel is as fast as re-decoding per 4-token tile (per core, 4096²,
+// register vs panel: m = 12 123 vs 106, m = 16 ~118 both, m = 24 123 vs 140 G MAC/s; session 3
+// measured 12 as the crossover with slower tiles).
+inline constexpr int64_t kW4a4PanelMinTokens = 16;
 int64_t w4a4_row_block(int64_t m, int64_t k);
 // alpha per row = input_scale × global[r] (the kernel applies its own constant factors).
 void w4a4_rows(const Rows& w, float input_scale, const uint8_t* xp, int64_t m, int64_t r0, int64_t r1,

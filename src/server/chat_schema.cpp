@@ -1,0 +1,151 @@
+#include "server/chat_schema.h"
+
+#include <array>
+#include <string_view>
+
+#include <fmt/format.h>
+
+#include "server/api_error.h"
+#include "server/request_fields.h"
+
+namespace fp4lm::server {
+
+using nlohmann::json;
+
+namespace {
+
+// Variables the renderer (or Hugging Face's apply_chat_template) sets itself.
+constexpr std::array<std::string_view, 11> kReservedTemplateVars = {
+    "messages", "tools",    "documents",       "add_generation_prompt", "continue_final_message", "bos_token",
+    "eos_token", "chat_template", "tokenize", "raise_exception", "strftime_now"};
+
+void require_object(const json& v, const std::string& name) {
+  if (!v.is_object()) throw bad_request(fmt::format("'{}' must be an object", name), name);
+}
+
+std::string content_text(const json& msg, const std::string& where) {
+  if (!present(msg, "content")) return "";
+  const json& c = msg["content"];
+  if (c.is_string()) return c.get<std::string>();
+  const std::string field = where + ".content";
+  if (!c.is_array()) throw bad_request(fmt::format("'{}' must be a string or a list of parts", field), field);
+  std::string text;
+  for (size_t i = 0; i < c.size(); ++i) {
+    const std::string part = fmt::format("{}[{}]", field, i);
+    require_object(c[i], part);
+    const std::string type = opt_string(c[i], "type", part + ".type").value_or("");
+    if (type != "text")
+      throw bad_request(fmt::format("'{}.type': only text parts ({{\"type\": \"text\", \"text\": ...}}) are supported",
+                                    part),
+                        part + ".type");
+    const std::optional<std::string> t = opt_string(c[i], "text", part + ".text");
+    if (!t) throw bad_request(fmt::format("'{}.text' is required (a string)", part), part + ".text");
+    if (!text.empty()) text += "\n";
+    text += *t;
+  }
+  return text;
+}
+
+void check_function_call(const json& fn, const std::string& name, bool arguments) {
+  require_object(fn, name);
+  if (!opt_string(fn, "name", name + ".name")) throw bad_request(fmt::format("'{}.name' is required", name), name + ".name");
+  if (arguments && !opt_string(fn, "arguments", name + ".arguments"))
+    throw bad_request(fmt::format("'{}.arguments' is required (a JSON string)", name), name + ".arguments");
+}
+
+void check_tool_calls(const json& msg, const std::string& where) {
+  if (!present(msg, "tool_calls")) return;
+  const std::string field = where + ".tool_calls";
+  if (!msg["tool_calls"].is_array()) throw bad_request(fmt::format("'{}' must be a list", field), field);
+  for (size_t i = 0; i < msg["tool_calls"].size(); ++i) {
+    const json& call = msg["tool_calls"][i];
+    const std::string name = fmt::format("{}[{}]", field, i);
+    require_object(call, name);
+    opt_string(call, "id", name + ".id");
+    if (opt_string(call, "type", name + ".type").value_or("function") != "function")
+      throw bad_request(fmt::format("'{}.type' must be \"function\"", name), name + ".type");
+    if (!present(call, "function")) throw bad_request(fmt::format("'{}.function' is required", name), name + ".function");
+    check_function_call(call["function"], name + ".function", /*arguments=*/true);
+  }
+}
+
+void check_tools(const json& b) {
+  if (!present(b, "tools")) return;
+  const json& tools = b["tools"];
+  if (!tools.is_array()) throw bad_request("'tools' must be a list of tools", "tools");
+  for (size_t i = 0; i < tools.size(); ++i) {
+    const std::string name = fmt::format("tools[{}]", i);
+    require_object(tools[i], name);
+    if (opt_string(tools[i], "type", name + ".type").value_or("") != "function")
+      throw bad_request(fmt::format("'{}.type' must be \"function\"", name), name + ".type");
+    const std::string fn = name + ".function";
+    if (!present(tools[i], "function")) throw bad_request(fmt::format("'{}' is required", fn), fn);
+    const json& f = tools[i]["function"];
+    check_function_call(f, fn, /*arguments=*/false);
+    opt_string(f, "description", fn + ".description");
+    opt_bool(f, "strict", fn + ".strict");
+    if (present(f, "parameters")) require_object(f["parameters"], fn + ".parameters");
+  }
+}
+
+void check_tool_choice(const json& b) {
+  if (!present(b, "tool_choice")) return;
+  const json& tc = b["tool_choice"];
+  if (tc.is_string()) {
+    const std::string v = tc.get<std::string>();
+    if (v != "none" && v != "auto" && v != "required")
+      throw bad_request("'tool_choice' must be \"none\", \"auto\", \"required\" or a named function", "tool_choice");
+    if (v != "none" && !present(b, "tools"))
+      throw bad_request("When using `tool_choice`, `tools` must be set.", "tool_choice");
+    return;
+  }
+  require_object(tc, "tool_choice");
+  if (opt_string(tc, "type", "tool_choice.type").value_or("") != "function")
+    throw bad_request("'tool_choice.type' must be \"function\"", "tool_choice.type");
+  if (!present(tc, "function")) throw bad_request("'tool_choice.function' is required", "tool_choice.function");
+  check_function_call(tc["function"], "tool_choice.function", /*arguments=*/false);
+  if (!present(b, "tools")) throw bad_request("When using `tool_choice`, `tools` must be set.", "tool_choice");
+}
+
+}  // namespace
+
+json checked_messages(const json& b) {
+  if (!present(b, "messages") || !b["messages"].is_array() || b["messages"].empty())
+    throw bad_request("'messages' must be a non-empty list of messages", "messages");
+  json messages = json::array();
+  for (size_t i = 0; i < b["messages"].size(); ++i) {
+    const json& msg = b["messages"][i];
+    const std::string where = fmt::format("messages[{}]", i);
+    if (!msg.is_object() || !msg.contains("role") || !msg["role"].is_string())
+      throw bad_request(fmt::format("'{}' must be an object with a string 'role'", where), where);
+    opt_string(msg, "name", where + ".name");
+    opt_string(msg, "tool_call_id", where + ".tool_call_id");
+    check_tool_calls(msg, where);
+    json copy = msg;
+    copy["content"] = content_text(msg, where);
+    messages.push_back(std::move(copy));
+  }
+  return messages;
+}
+
+tokenizer::ChatOptions checked_template_options(const json& b) {
+  tokenizer::ChatOptions co;
+  co.add_generation_prompt = opt_bool(b, "add_generation_prompt").value_or(true);
+  check_tools(b);
+  check_tool_choice(b);
+  if (present(b, "tools")) co.tools = b["tools"];
+  if (!present(b, "chat_template_kwargs")) return co;
+  const json& kw = b["chat_template_kwargs"];
+  require_object(kw, "chat_template_kwargs");
+  for (const auto& [k, v] : kw.items()) {
+    const std::string name = "chat_template_kwargs." + k;
+    for (std::string_view r : kReservedTemplateVars)
+      if (k == r)
+        throw bad_request(fmt::format("'{}': '{}' is set by the server and cannot be replaced", name, k), name);
+    if (k == "enable_thinking") co.enable_thinking = opt_bool(kw, "enable_thinking", name);
+    else co.extra[k] = v;
+  }
+  return co;
+}
+
+}  // namespace fp4lm::server
