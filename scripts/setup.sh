@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
 # Installs every Debian package that fp4lm's build, tests, benchmarks, demo and Python package
-# (`pip install .`: python3-venv, python3-dev) need. (The Python test packages come from PyPI,
-# pinned in tests/server_http*/requirements.txt, into venvs the tests make.)
+# (`pip install .`: python3-venv, python3-dev) need, and nginx for the replicas example
+# (examples/nginx, scripts/replicas.sh, tests/replicas), which runs it with its own config.
+# (The Python test packages come from PyPI, pinned in tests/server_http*/requirements.txt, into
+# venvs the tests make.)
 # Idempotent: does nothing when they are all present. Needs root (or sudo) only to install.
 set -euo pipefail
 PKGS=(g++ cmake ninja-build pkg-config make
       nlohmann-json3-dev libfmt-dev libspdlog-dev libcli11-dev
       libgtest-dev libgmock-dev libbenchmark-dev
-      libopenblas-dev libpcre2-dev libutf8proc-dev libcpp-httplib-dev
+      libopenblas-dev libpcre2-dev libutf8proc-dev libboost-dev
       python3 python3-venv python3-dev
-      clang libclang-rt-14-dev)
+      clang libclang-rt-14-dev
+      nginx)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -19,5 +22,15 @@ echo "setup: installing ${missing[*]}"
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 export DEBIAN_FRONTEND=noninteractive
+# Installing nginx must not start Debian's system service (it would take port 80, e.g. in a CI
+# container): while apt runs, a policy-rc.d that denies every service start is in place, unless
+# the system already has one. fp4lm never uses that service.
+policy=/usr/sbin/policy-rc.d
+if [ ! -e "$policy" ]; then
+  printf '#!/bin/sh\n# scripts/setup.sh: no service starts while it installs packages\nexit 101\n' |
+    $SUDO tee "$policy" >/dev/null
+  $SUDO chmod 755 "$policy"
+  trap '$SUDO rm -f "$policy"' EXIT
+fi
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

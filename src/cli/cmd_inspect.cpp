@@ -15,6 +15,7 @@
 #include "cli/engine_flags.h"
 #include "io/json_file.h"
 #include "model/model_loader.h"
+#include "quant/compressed_tensors_config.h"
 #include "quant/modelopt_config.h"
 
 namespace fp4lm::cli {
@@ -35,23 +36,53 @@ json first_of(const json& obj, std::initializer_list<const char*> keys) {
   return nullptr;
 }
 
-// The quantization summary, parsed by the engine's own ModelOpt config reader (so a bad config
-// fails here exactly as it would at load); null for an unquantized checkpoint.
-// When the two config files disagree, "config_disagreement" says so (the loader's WARN; here
-// without the tensors' decisions, which add_layers() fills in when the layers resolve).
+// The quantization summary, parsed by the engine's own config reader (so a bad config fails here
+// exactly as it would at load); null for an unquantized checkpoint. "family" names the producer's
+// config format and "config" the engine's one-line reading of it; the rest is the family's own.
+// When ModelOpt's two config files disagree, "config_disagreement" says so (the loader's WARN;
+// here without the tensors' decisions, which add_layers() fills in when the layers resolve).
+json modelopt_summary(const quant::ModeloptConfig& q) {
+  json s = {{"quant_algo", std::string(quant::algo_name(q.algo))},
+            {"group_size", q.group_size ? json(*q.group_size) : json(nullptr)},
+            {"kv_cache_quant_algo", q.kv_cache_quant_algo ? json(*q.kv_cache_quant_algo) : json(nullptr)},
+            {"exclude_modules", q.exclude_modules},
+            {"source", q.source_path.size() >= 20 && q.source_path.ends_with("hf_quant_config.json")
+                           ? "hf_quant_config.json"
+                           : "config.json"},
+            {"config_disagreement", nullptr}};
+  if (q.other)
+    s["config_disagreement"] =
+        fmt::format("{} and {} disagree ({})", q.source_path, q.other->source_path, q.disagreement);
+  return s;
+}
+
+json compressed_tensors_summary(const quant::CompressedTensorsConfig& q) {
+  json groups = json::array(), ignore = json::array();
+  for (const quant::CtGroup& g : q.groups) {
+    json targets = json::array();
+    for (const quant::CtTarget& t : g.targets) targets.push_back(t.text);
+    groups.push_back({{"name", g.name},
+                      {"targets", targets},
+                      {"scheme", g.scheme ? json(std::string(quant::scheme_name(*g.scheme))) : json(nullptr)},
+                      {"description", g.scheme ? g.description : g.unsupported}});
+  }
+  for (const quant::CtTarget& t : q.ignore) ignore.push_back(t.text);
+  return {{"format", q.format},
+          {"config_groups", groups},
+          {"ignore", ignore},
+          {"kv_cache_scheme", q.kv_cache ? json(*q.kv_cache) : json(nullptr)},
+          {"source", "config.json"}};
+}
+
 json quantization_summary(const quant::QuantConfig& q, const model::EngineOptions& opts) {
   if (!q.quantized()) return nullptr;
-  json excl = q.exclude_modules;
-  json s = {{"quant_algo", std::string(quant::algo_name(q.algo))},
-          {"group_size", q.group_size ? json(*q.group_size) : json(nullptr)},
-          {"kv_cache_quant_algo", q.kv_cache_quant_algo ? json(*q.kv_cache_quant_algo) : json(nullptr)},
-          {"exclude_modules", excl},
-          {"override_activation_dtype",
-           opts.override_activation_dtype ? std::string(dtype_torch_name(*opts.override_activation_dtype)) : "auto"},
-          {"source", q.source.size() >= 20 && q.source.ends_with("hf_quant_config.json") ? "hf_quant_config.json"
-                                                                                         : "config.json"},
-          {"config_disagreement", nullptr}};
-  if (q.other) s["config_disagreement"] = fmt::format("{} and {} disagree ({})", q.source, q.other->source, q.disagreement);
+  json s = q.family() == quant::Family::modelopt
+               ? modelopt_summary(quant::as_modelopt(q))
+               : compressed_tensors_summary(dynamic_cast<const quant::CompressedTensorsConfig&>(q));
+  s["family"] = std::string(quant::family_name(q.family()));
+  s["config"] = q.describe();
+  s["override_activation_dtype"] =
+      opts.override_activation_dtype ? std::string(dtype_torch_name(*opts.override_activation_dtype)) : "auto";
   return s;
 }
 
@@ -66,7 +97,12 @@ json layer_report(const model::ModelLoader& loader) {
     layers.push_back({{"name", spec.name},
                       {"kind", spec.kind == kernels::LayerKind::linear ? "linear" : "moe"},
                       {"shards", spec.shards},
-                      {"on_disk", std::string(quant::algo_name(r.scheme.on_disk))},
+                      {"on_disk", std::string(quant::scheme_name(r.scheme.on_disk.scheme))},
+                      // whose tensor names hold it, and the quant method that reads them
+                      {"format", r.scheme.on_disk.scheme == quant::Scheme::unquantized
+                                     ? std::string("unquantized")
+                                     : fmt::format("{} {}", quant::family_name(r.scheme.on_disk.family),
+                                                   quant::scheme_name(r.scheme.on_disk.scheme))},
                       {"scheme", std::string(kernels::scheme_name(r.scheme.key))},
                       {"activation_dtype", std::string(dtype_torch_name(r.scheme.act_dtype))},
                       {"backend", r.selection.backend->name},
@@ -107,7 +143,7 @@ json inspect_facts(const std::shared_ptr<io::Checkpoint>& ckp, const model::Engi
       {"head_dim", field(c, "head_dim")},
       {"vocab_size", field(c, "vocab_size")},
       {"torch_dtype", first_of(top, {"torch_dtype", "dtype"})},
-      {"quantization", quantization_summary(quant::parse_quant_config(ck.hf_quant_config(), top, ck.dir()), opts)},
+      {"quantization", quantization_summary(*quant::parse_quant_config(ck.hf_quant_config(), top, ck.dir()), opts)},
       {"tensor_count", n},
       {"bytes_by_dtype", bytes},
       {"tensors_by_dtype", counts},
@@ -182,10 +218,21 @@ void print_human(const json& f, std::FILE* out) {
   if (q.is_null()) {
     line("quantization", "none");
   } else {
-    line("quantization", fmt::format("{} (from {})", plain(q["quant_algo"]), plain(q["source"])));
-    line("  group size", plain(q["group_size"]));
-    line("  kv cache", plain(q["kv_cache_quant_algo"]));
-    line("  exclude", plain(q["exclude_modules"]));
+    if (q["family"] == "modelopt") {
+      line("quantization", fmt::format("{} (from {})", plain(q["quant_algo"]), plain(q["source"])));
+      line("  config family", "modelopt");
+      line("  group size", plain(q["group_size"]));
+      line("  kv cache", plain(q["kv_cache_quant_algo"]));
+      line("  exclude", plain(q["exclude_modules"]));
+    } else {
+      line("quantization", fmt::format("{} (from {})", plain(q["format"]), plain(q["source"])));
+      line("  config family", plain(q["family"]));
+      for (const json& g : q["config_groups"])
+        line("  group " + g["name"].get<std::string>(),
+             fmt::format("{} -> {}", plain(g["targets"]), plain(g["description"])));
+      line("  kv cache", plain(q["kv_cache_scheme"]));
+      line("  ignore", plain(q["ignore"]));
+    }
     line("  override act dtype", plain(q["override_activation_dtype"]));
     line_if("  files disagree", q["config_disagreement"]);
   }

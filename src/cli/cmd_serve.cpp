@@ -1,7 +1,9 @@
 // `fp4lm serve`: an OpenAI-compatible HTTP server (src/server) over the continuous-batching
 // engine (src/engine). The port is bound before the model loads (/health: 503, then 200);
 // SIGINT/SIGTERM stop it gracefully and exit 0.
+#include <chrono>
 #include <csignal>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -16,6 +18,8 @@
 #include "engine/causal_lm_step_model.h"
 #include "engine/engine.h"
 #include "model/causal_lm.h"
+#include "server/api_key.h"
+#include "server/cors.h"
 #include "server/http_server.h"
 #include "server/metrics.h"
 #include "server/serving_model.h"
@@ -26,12 +30,56 @@ namespace fp4lm::cli {
 namespace {
 
 struct ServeArgs {
-  std::string model, host = "127.0.0.1", served_model_name, api_key, kv_cache_memory;
+  std::string model, host = "127.0.0.1", served_model_name, kv_cache_memory;
+  std::optional<std::string> api_key;
+  std::string api_key_file;
+  bool open_metrics = false;
   int port = 8000;
   int64_t max_num_seqs = 8, max_num_batched_tokens = 512, max_model_len = 0;
   double shutdown_grace = 5;
+  // HTTP limits (README "Limits"); defaults are TransportLimits'.
+  double header_timeout = 10, keep_alive_timeout = 5, body_timeout = 60;
+  int64_t max_connections = 1024, max_connections_per_ip = 256, max_header_bytes = 16384,
+          max_body_bytes = int64_t{64} << 20;
+  std::string allowed_origins = "*", allowed_methods = "*", allowed_headers = "*";
+  bool allow_credentials = false;
   EngineFlags flags;
 };
+
+std::chrono::milliseconds seconds_flag(double s, const char* flag) {
+  if (!(s > 0) || s > 86400) usage_fail("{} must be in (0, 86400] seconds (got {})", flag, s);
+  return std::chrono::milliseconds(static_cast<int64_t>(s * 1000));
+}
+
+size_t count_flag(int64_t v, int64_t lo, const char* flag) {
+  if (v < lo) usage_fail("{} must be >= {} (got {})", flag, lo, v);
+  return static_cast<size_t>(v);
+}
+
+// The HTTP front end's options from the flags (usage errors name the flag).
+server::ServerOptions server_options(const ServeArgs& a) {
+  server::ServerOptions so;
+  so.host = a.host;
+  so.port = a.port;
+  so.api_key = server::resolve_api_key(a.api_key, a.api_key_file, std::getenv("FP4LM_API_KEY")).value_or("");
+  so.open_metrics = a.open_metrics;
+  so.shutdown_grace_s = a.shutdown_grace;
+  so.version = FP4LM_VERSION;
+  auto& l = so.limits;
+  l.header_timeout = seconds_flag(a.header_timeout, "--header-timeout");
+  l.keep_alive_timeout = seconds_flag(a.keep_alive_timeout, "--keep-alive-timeout");
+  l.body_timeout = seconds_flag(a.body_timeout, "--body-timeout");
+  l.max_connections = count_flag(a.max_connections, 1, "--max-connections");
+  l.max_connections_per_ip = count_flag(a.max_connections_per_ip, 1, "--max-connections-per-ip");
+  l.max_header_bytes = count_flag(a.max_header_bytes, 1024, "--max-header-bytes");
+  l.max_line_bytes = std::min<size_t>(l.max_line_bytes, l.max_header_bytes);
+  l.max_body_bytes = count_flag(a.max_body_bytes, 1, "--max-body-bytes");
+  so.cors.allowed_origins = server::parse_cors_list(a.allowed_origins, "--allowed-origins");
+  so.cors.allowed_methods = server::parse_cors_list(a.allowed_methods, "--allowed-methods");
+  so.cors.allowed_headers = server::parse_cors_list(a.allowed_headers, "--allowed-headers");
+  so.cors.allow_credentials = a.allow_credentials;
+  return so;
+}
 
 // "1073741824", "512MiB", "4GiB", "4G" -> bytes.
 size_t parse_bytes(const std::string& s) {
@@ -78,6 +126,7 @@ int run_serve(const ServeArgs& a) {
   if (a.port < 0 || a.port > 65535) usage_fail("--port must be in [0, 65535] (got {})", a.port);
   if (a.max_model_len < 0) usage_fail("--max-model-len must be positive (got {})", a.max_model_len);
   if (a.shutdown_grace < 0) usage_fail("--shutdown-grace must be >= 0 (got {})", a.shutdown_grace);
+  const server::ServerOptions so = server_options(a);
   engine::SchedulerConfig sc;
   sc.max_num_seqs = a.max_num_seqs;
   sc.max_num_batched_tokens = a.max_num_batched_tokens;
@@ -89,13 +138,6 @@ int run_serve(const ServeArgs& a) {
   model::EngineOptions opts = a.flags.resolve();
   if (!std::filesystem::is_directory(a.model)) fail("{}: not a checkpoint directory", a.model);
 
-  server::ServerOptions so;
-  so.host = a.host;
-  so.port = a.port;
-  so.api_key = a.api_key;
-  so.http_threads = static_cast<int>(sc.max_num_seqs) + 16;  // every running stream + spare connections
-  so.shutdown_grace_s = a.shutdown_grace;
-  so.version = FP4LM_VERSION;
   server::HttpServer http(so);
   const int port = http.bind();
   http.start();
@@ -151,7 +193,29 @@ CommandRegistration reg("serve", "OpenAI-compatible HTTP server with continuous 
   sub.add_option("--host", a->host, "Address to listen on")->capture_default_str();
   sub.add_option("--port", a->port, "Port (0 = any free port; the log names it)")->capture_default_str();
   sub.add_option("--served-model-name", a->served_model_name, "Model name in the API (default: --model)");
-  sub.add_option("--api-key", a->api_key, "Require 'Authorization: Bearer KEY' (except /health, /metrics, /version)");
+  sub.add_option("--api-key", a->api_key,
+                 "Require 'Authorization: Bearer KEY' on every endpoint but /health and /version (also from "
+                 "--api-key-file or the environment variable FP4LM_API_KEY, which keep it out of `ps`)");
+  sub.add_option("--api-key-file", a->api_key_file, "Read the API key from the first line of this file");
+  sub.add_flag("--open-metrics", a->open_metrics, "Serve /metrics without the API key");
+  sub.add_option("--header-timeout", a->header_timeout, "Seconds a request head may take, from its first byte")
+      ->capture_default_str();
+  sub.add_option("--keep-alive-timeout", a->keep_alive_timeout, "Seconds an idle connection waits for a request")
+      ->capture_default_str();
+  sub.add_option("--body-timeout", a->body_timeout, "Seconds a request body may take")->capture_default_str();
+  sub.add_option("--max-connections", a->max_connections, "Open connections at most (then the longest-idle closes)")
+      ->capture_default_str();
+  sub.add_option("--max-connections-per-ip", a->max_connections_per_ip, "Open connections per client address at most")
+      ->capture_default_str();
+  sub.add_option("--max-header-bytes", a->max_header_bytes, "Request line + header section, bytes")
+      ->capture_default_str();
+  sub.add_option("--max-body-bytes", a->max_body_bytes, "Request body (after chunked decoding), bytes")
+      ->capture_default_str();
+  sub.add_option("--allowed-origins", a->allowed_origins, "CORS origins (JSON list or comma-separated)")
+      ->capture_default_str();
+  sub.add_option("--allowed-methods", a->allowed_methods, "CORS methods")->capture_default_str();
+  sub.add_option("--allowed-headers", a->allowed_headers, "CORS request headers")->capture_default_str();
+  sub.add_flag("--allow-credentials", a->allow_credentials, "CORS: allow credentials");
   sub.add_option("--max-num-seqs", a->max_num_seqs, "Most sequences running at once")->capture_default_str();
   sub.add_option("--max-num-batched-tokens", a->max_num_batched_tokens, "Most tokens in one engine step")
       ->capture_default_str();

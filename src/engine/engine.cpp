@@ -18,13 +18,26 @@ void RequestHandle::cancel() {
   if (!finished_) engine_.cancel(id_);
 }
 
+void RequestHandle::set_listener(std::function<void()> fn) {
+  bool pending = false;
+  {
+    std::lock_guard lk(mu_);
+    listener_ = fn;
+    pending = !queue_.empty();
+  }
+  if (pending && fn) fn();
+}
+
 void RequestHandle::push(RequestOutput out) {
+  std::function<void()> listener;
   {
     std::lock_guard lk(mu_);
     if (out.finished) finished_ = true;
     queue_.push_back(std::move(out));
+    listener = listener_;
   }
   cv_.notify_all();
+  if (listener) listener();
 }
 
 Engine::Engine(StepModel& model, const tokenizer::Tokenizer* tok, SchedulerConfig cfg, SchedulerObserver obs)

@@ -7,6 +7,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -31,6 +32,10 @@ class RequestHandle {
   // Stops the request at the next step boundary (its last output has finish_reason "abort").
   void cancel();
   bool finished() const { return finished_.load(); }
+  // Event-driven readers (the HTTP server's event loop) are told instead of blocking in wait():
+  // `fn` runs on the engine thread after each new output (once at once when outputs are already
+  // queued); it must only schedule the reader, which then calls wait(0).
+  void set_listener(std::function<void()> fn);
 
  private:
   friend class Engine;
@@ -42,6 +47,7 @@ class RequestHandle {
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<RequestOutput> queue_;
+  std::function<void()> listener_;
   std::atomic<bool> finished_{false};
 };
 

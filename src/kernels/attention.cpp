@@ -9,7 +9,7 @@
 #include <string_view>
 
 #include "core/error.h"
-#include "kernels/cpu/cpu_isa_support.h"
+#include "kernels/cpu/isa_support.h"
 
 namespace fp4lm::kernels {
 

@@ -1,6 +1,8 @@
 #pragma once
-// From (quant config, engine layer, engine options) to the layer's scheme: what is on disk,
-// which (weight, activation) key runs, and in which activation dtype (DESIGN.md §2.2).
+// From (quant config, engine layer, engine options) to the layer's scheme: what is on disk
+// (family and scheme), which (weight, activation) key runs it, and in which activation dtype
+// (DESIGN.md §2.2). The config answers per module; the family's quant methods
+// (model/quant_method/) recognize tensors and choose the key.
 #include <functional>
 #include <optional>
 #include <string>
@@ -10,12 +12,12 @@
 #include "kernels/quant_key.h"
 #include "model/engine_options.h"
 #include "model/layer_plan.h"
-#include "quant/modelopt_config.h"
+#include "quant/quant_config.h"
 
 namespace fp4lm::model {
 
 struct LayerScheme {
-  quant::QuantAlgo on_disk = quant::QuantAlgo::None;
+  quant::DiskFormat on_disk;  // the family's tensor names and the scheme they hold
   kernels::QuantKey key;
   DType act_dtype = DType::F32;
 };
@@ -24,26 +26,25 @@ struct LayerScheme {
 // checkpoint's; empty = the tensors are not consulted).
 using TensorLookup = std::function<std::optional<DType>(const std::string& name)>;
 
-// What one module's tensors say it is: an F8_E4M3 weight is FP8; a U8 weight with an F8_E4M3
-// weight_scale is NVFP4 with an input_scale and W4A16_NVFP4 without; anything else None.
-quant::QuantAlgo tensor_algo(const TensorLookup& tensors, const std::string& module);
+// The config's view of the checkpoint's tensors: dtypes, and schemes recognized by the family's
+// quant methods (empty when `tensors` is).
+quant::ModuleTensors module_tensors(quant::Family family, const TensorLookup& tensors);
 
-// The on-disk algorithm of an engine layer: its own name when listed (MIXED_PRECISION), else
-// its shards', which must agree (Error naming them otherwise; "some but not all shards of X are
-// excluded" when exclusions split them). Routers and a tied lm_head are never quantized.
-// When the two config files disagree (q.other), a module they resolve differently gets
-// tensor_algo() (Error when no tensors are given).
-quant::QuantAlgo layer_on_disk_algo(const quant::QuantConfig& q, const LayerSpec& spec,
-                                    const TensorLookup& tensors = {});
+// The on-disk scheme of an engine layer: the one listed for its own (fused) name, else its
+// shards', which must agree (Error naming them otherwise; "some but not all shards of X are
+// excluded" when exclusions split them). Routers (and the GDN's in_proj_a/b) are what their
+// tensors hold; a tied lm_head is never quantized.
+quant::Scheme layer_on_disk_scheme(const quant::QuantConfig& q, const LayerSpec& spec,
+                                   const TensorLookup& tensors = {});
 
-// When the two config files disagree (q.other): the one WARN line naming both files and what
-// the tensors decided for the modules they resolve differently; "" when they agree.
-std::string disagreement_warning(const quant::QuantConfig& q, const std::vector<LayerSpec>& layers,
-                                 const TensorLookup& tensors);
+// The config's WARN line (e.g. two config files that disagree) for the modules of `layers`; ""
+// when there is nothing to say.
+std::string config_warning(const quant::QuantConfig& q, const std::vector<LayerSpec>& layers,
+                           const TensorLookup& tensors);
 
-// NVFP4 -> W4A4, unless the override turns it into W4A16 in the override's dtype. FP8 -> W8A8
-// when the layer's modules carry input_scale, else weight-only (fp8_w8a16); without tensors,
-// W8A8.
+// The layer's scheme: on-disk format, and the key its quant method chooses (NVFP4 -> W4A4; FP8
+// -> W8A8 or weight-only, see quant_method.h); the activation override turns NVFP4 W4A4 into
+// W4A16 in the override's dtype. Checks once that the method reads the key's weight format.
 LayerScheme resolve_scheme(const quant::QuantConfig& q, const LayerSpec& spec, const EngineOptions& opts,
                            DType engine_dtype, const TensorLookup& tensors = {});
 

@@ -18,32 +18,13 @@ ModelLoader::ModelLoader(std::shared_ptr<io::Checkpoint> ckpt, EngineOptions opt
   if (config_.tensor_prefix != "model.") {
     // A VL checkpoint: its text model's tensors and quantization entries are read as "model.*".
     ckpt_->alias_prefix(config_.tensor_prefix, "model.");
-    auto strip = [&](const std::string& m) {
-      return m.compare(0, config_.tensor_prefix.size(), config_.tensor_prefix) == 0
-                 ? "model." + m.substr(config_.tensor_prefix.size())
-                 : m;
-    };
-    auto rename = [&](quant::QuantConfig& q) {
-      for (std::string& m : q.exclude_modules) m = strip(m);
-      std::map<std::string, quant::LayerQuant> layers;
-      for (const auto& [m, lq] : q.quantized_layers) layers[strip(m)] = lq;
-      q.quantized_layers = std::move(layers);
-    };
-    rename(quant_);
-    if (quant_.other) {  // the other file of a disagreeing pair names the same modules
-      auto other = std::make_shared<quant::QuantConfig>(*quant_.other);
-      rename(*other);
-      quant_.other = std::move(other);
-    }
+    quant_ = quant_->with_prefix(config_.tensor_prefix, "model.");
   }
   dtype_ = resolve_dtype(opts_.dtype, config_.torch_dtype);
   layers_ = plan_layers(config_);
-  if (quant_.quantized()) {
-    log().info("Detected ModelOpt {} checkpoint (quant_algo={})", quant::algo_name(quant_.algo),
-               quant::algo_name(quant_.algo));
-    bool has_nvfp4 = quant_.algo == quant::QuantAlgo::NVFP4;
-    for (const auto& [m, lq] : quant_.quantized_layers) has_nvfp4 |= lq.algo == quant::QuantAlgo::NVFP4;
-    if (opts_.override_activation_dtype && has_nvfp4)
+  if (quant_->quantized()) {
+    log().info("Detected {}", quant_->describe());
+    if (opts_.override_activation_dtype && quant_->declares(quant::Scheme::nvfp4))
       log().info("NVFP4 W4A16 override active (override_activation_dtype={}): running NVFP4 layers through the "
                  "W4A16 path",
                  dtype_torch_name(*opts_.override_activation_dtype));
@@ -53,7 +34,7 @@ ModelLoader::ModelLoader(std::shared_ptr<io::Checkpoint> ckpt, EngineOptions opt
 }
 
 std::string ModelLoader::config_disagreement() const {
-  return disagreement_warning(quant_, layers_, tensor_lookup());
+  return config_warning(*quant_, layers_, tensor_lookup());
 }
 
 TensorLookup ModelLoader::tensor_lookup() const {
@@ -72,7 +53,7 @@ const LayerSpec& ModelLoader::layer(const std::string& name) const {
 LayerReport ModelLoader::describe(const LayerSpec& spec) const {
   LayerReport r;
   r.spec = &spec;
-  r.scheme = resolve_scheme(quant_, spec, opts_, dtype_, tensor_lookup());
+  r.scheme = resolve_scheme(*quant_, spec, opts_, dtype_, tensor_lookup());
   if (spec.kind == kernels::LayerKind::linear) {
     kernels::LinearProblem p{r.scheme.key, r.scheme.act_dtype, spec.out_features, spec.in_features,
                              {opts_.a16_max_tokens}};
@@ -87,11 +68,11 @@ LayerReport ModelLoader::describe(const LayerSpec& spec) const {
 
 // The scheme's quant method gathers and validates the parameters (model/quant_method/).
 LinearWeights ModelLoader::linear_weights(const LayerSpec& spec, const LayerScheme& scheme) const {
-  return quant_method(scheme.key.weight).linear(ParamReader(ckpt_), spec, scheme);
+  return quant_method(scheme.on_disk).linear(ParamReader(ckpt_), spec, scheme);
 }
 
 kernels::MoeWeights ModelLoader::moe_weights(const LayerSpec& spec, const LayerScheme& scheme) const {
-  return quant_method(scheme.key.weight).moe(ParamReader(ckpt_), spec, scheme);
+  return quant_method(scheme.on_disk).moe(ParamReader(ckpt_), spec, scheme);
 }
 
 void ModelLoader::log_once(const std::string& msg) {

@@ -16,7 +16,7 @@
 #include "model/layer_scheme.h"
 #include "model/linear.h"
 #include "model/model_config.h"
-#include "quant/modelopt_config.h"
+#include "quant/quant_config.h"
 
 namespace fp4lm::model {
 
@@ -32,7 +32,7 @@ class ModelLoader {
 
   const io::Checkpoint& checkpoint() const { return *ckpt_; }
   const ModelConfig& config() const { return config_; }
-  const quant::QuantConfig& quant_config() const { return quant_; }
+  const quant::QuantConfig& quant_config() const { return *quant_; }
   // When config.json's quantization_config and hf_quant_config.json disagree: the one WARN line
   // the loader logs (both files, what differs, what the tensors decided per module); "" when
   // they agree.
@@ -73,7 +73,7 @@ class ModelLoader {
   std::shared_ptr<io::Checkpoint> ckpt_;
   EngineOptions opts_;
   ModelConfig config_;
-  quant::QuantConfig quant_;
+  std::shared_ptr<const quant::QuantConfig> quant_;
   DType dtype_ = DType::F32;
   std::vector<LayerSpec> layers_;
   std::map<std::string, bool> logged_;

@@ -41,17 +41,23 @@ void ParamReader::check(const std::string& name, const TensorView& t, std::initi
   if (t.shape != shape) fail("{}: expected shape {}, found {}", where(name), shape_str(shape), shape_str(t.shape));
 }
 
-std::optional<float> ParamReader::scale(const std::string& name, bool required, bool allow_zero) const {
+std::optional<float> ParamReader::raw_scale(const std::string& name) const {
   const TensorView* t = ckpt_->find(name);
-  if (!t) {
-    if (required) fail("{}: missing tensor '{}' (an F32 scalar scale)", ckpt_->dir(), name);
-    return std::nullopt;
-  }
+  if (!t) return std::nullopt;
   if (t->dtype != DType::F32) fail("{}: expected dtype F32, found {}", where(name), dtype_name(t->dtype));
   if (!(t->shape.empty() || t->shape == Shape{1}))
     fail("{}: expected a scalar (shape [] or [1]), found {}", where(name), shape_str(t->shape));
   float v;
   std::memcpy(&v, t->data, sizeof v);
+  return v;
+}
+
+std::optional<float> ParamReader::scale(const std::string& name, bool required, bool allow_zero) const {
+  if (!ckpt_->find(name)) {
+    if (required) fail("{}: missing tensor '{}' (an F32 scalar scale)", ckpt_->dir(), name);
+    return std::nullopt;
+  }
+  const float v = *raw_scale(name);
   if (!std::isfinite(v) || v < 0) fail("{}: scale must be finite and positive, found {}", where(name), v);
   if (v == 0 && !allow_zero) fail("{}: scale is zero", where(name));
   return v;

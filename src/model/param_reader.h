@@ -29,6 +29,9 @@ class ParamReader {
   // A global scale: F32 scalar, 0-d or [1], finite and >= 0 (> 0 unless allow_zero). nullopt
   // when absent and not required.
   std::optional<float> scale(const std::string& name, bool required, bool allow_zero = false) const;
+  // A scalar scale as stored (F32, 0-d or [1]), whatever its value (NaN, inf, zero); nullopt
+  // when absent. For readers that give such values a meaning.
+  std::optional<float> raw_scale(const std::string& name) const;
 
  private:
   std::shared_ptr<const io::Checkpoint> ckpt_;

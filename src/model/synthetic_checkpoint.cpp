@@ -128,10 +128,10 @@ struct Writer {
 void write_synthetic_checkpoint(const std::string& dir, const SyntheticOptions& o) {
   json config = synthetic_config_json(o);
   ModelConfig mc = parse_model_config(config, "synthetic config.json");
-  quant::QuantConfig qc;
+  quant::ModeloptConfig qc;
   qc.algo = o.algo;
   qc.group_size = 16;
-  qc.source = "synthetic";
+  qc.source_path = "synthetic";
   for (const auto& [m, a] : o.mixed) qc.quantized_layers[m] = {a, 16};
   std::vector<std::string> exclude = o.exclude;
   if (o.algo != QuantAlgo::None && o.algo != QuantAlgo::MIXED_PRECISION) {
@@ -155,7 +155,7 @@ void write_synthetic_checkpoint(const std::string& dir, const SyntheticOptions& 
       auto it = o.mixed.find(spec.shards.front());
       return it == o.mixed.end() ? QuantAlgo::None : it->second;
     };
-    QuantAlgo algo = spec.router ? mixed_router() : layer_on_disk_algo(qc, spec);
+    QuantAlgo algo = spec.router ? mixed_router() : quant::algo_of(layer_on_disk_scheme(qc, spec));
     float input_amax = 3.0f + static_cast<float>(w.rng() % 1000) / 1000.0f;
     if (spec.kind == kernels::LayerKind::linear) {
       w.linear_group(spec.shards, spec.shard_rows, spec.in_features, algo, spec.bias, input_amax);

@@ -72,7 +72,7 @@ void check_kv_cache_algo(const std::optional<std::string>& kv, const std::string
   fail("{}: unsupported kv_cache_quant_algo '{}' (known: FP8, NVFP4, NVFP4_AFFINE, INT8, or null)", where, *kv);
 }
 
-void validate(QuantConfig& q, const std::string& where) {
+void validate(ModeloptConfig& q, const std::string& where) {
   check_group_size(q.algo, q.group_size, where);
   check_kv_cache_algo(q.kv_cache_quant_algo, where);
   if (q.algo == QuantAlgo::MIXED_PRECISION) {
@@ -109,7 +109,7 @@ bool produced_by_modelopt(const json& producer) {
          upper(producer["name"].get<std::string>()) == "MODELOPT";
 }
 
-QuantConfig from_hf_quant_config(const json& j, const std::string& path) {
+ModeloptConfig from_hf_quant_config(const json& j, const std::string& path) {
   if (!j.is_object()) fail("{}: expected a JSON object, found {}", path, j.type_name());
   if (!j.contains("quantization") || !j["quantization"].is_object())
     fail("{}: missing the 'quantization' object", path);
@@ -118,8 +118,8 @@ QuantConfig from_hf_quant_config(const json& j, const std::string& path) {
   // exports omit group_size, Nemotron-style files carry only quant_algo and kv_cache_quant_algo.
   if (!q.contains("quant_algo"))
     fail("{}: 'quantization' is missing the required key 'quant_algo' (it may be null)", path);
-  QuantConfig c;
-  c.source = path;
+  ModeloptConfig c;
+  c.source_path = path;
   c.producer = j.contains("producer") ? j["producer"] : json();
   if (!q["quant_algo"].is_null()) {
     if (!q["quant_algo"].is_string()) fail("{}: quant_algo must be a string or null", path);
@@ -199,11 +199,11 @@ std::string parse_kv_cache_scheme(const json& kv, const std::string& where) {
        where, kv.dump());
 }
 
-QuantConfig from_config_json(const json& qc, const std::string& where, bool modelopt_beside) {
+ModeloptConfig from_config_json(const json& qc, const std::string& where, bool modelopt_beside) {
   if (!qc.is_object()) fail("{}: expected an object, found {}", where, qc.type_name());
   const std::string method = string_member(qc, "quant_method", where);
-  QuantConfig c;
-  c.source = where;
+  ModeloptConfig c;
+  c.source_path = where;
   c.producer = qc.contains("producer") ? qc["producer"] : json();
   if (method.empty()) {
     // ModelOpt's own exporter sometimes writes no quant_method.
@@ -212,7 +212,7 @@ QuantConfig from_config_json(const json& qc, const std::string& where, bool mode
            "hf_quant_config.json from modelopt beside it); fp4lm loads ModelOpt checkpoints",
            where);
   } else if (upper(method) != "MODELOPT") {
-    fail("{}: unsupported quant_method '{}' (fp4lm loads quant_method \"modelopt\")", where, method);
+    fail("{}: quant_method '{}' is not ModelOpt's", where, method);
   }
   Groups groups;
   if (json g = object_member(qc, "config_groups", where); !g.is_null()) groups = parse_config_groups(g, where);
@@ -248,7 +248,7 @@ QuantConfig from_config_json(const json& qc, const std::string& where, bool mode
 }
 
 // What differs between the two files' configs, or "" when they agree.
-std::string describe_disagreement(const QuantConfig& a, const QuantConfig& b) {
+std::string describe_disagreement(const ModeloptConfig& a, const ModeloptConfig& b) {
   std::vector<std::string> parts;
   if (a.algo != b.algo) parts.push_back(fmt::format("quant_algo {} vs {}", algo_name(a.algo), algo_name(b.algo)));
   if (is_nvfp4(a.algo) && a.algo == b.algo && a.group_size != b.group_size)
@@ -314,9 +314,9 @@ QuantAlgo parse_algo(const std::string& name, const std::string& where) {
   fail("{}: unknown quant_algo '{}' (supported: {})", where, name, kSupported);
 }
 
-QuantConfig parse_quant_config(const std::optional<json>& hf_quant_config, const json& config_json,
-                               const std::string& dir) {
-  std::optional<QuantConfig> a, b;
+ModeloptConfig parse_modelopt_config(const std::optional<json>& hf_quant_config, const json& config_json,
+                                     const std::string& dir) {
+  std::optional<ModeloptConfig> a, b;
   if (hf_quant_config) a = from_hf_quant_config(*hf_quant_config, dir + "/hf_quant_config.json");
   if (config_json.is_object() && config_json.contains("quantization_config") &&
       !config_json["quantization_config"].is_null()) {
@@ -328,13 +328,13 @@ QuantConfig parse_quant_config(const std::optional<json>& hf_quant_config, const
     // vLLM reads config.json's quantization_config first; so do we.
     if (std::string d = describe_disagreement(*b, *a); !d.empty()) {
       b->disagreement = d;
-      b->other = std::make_shared<const QuantConfig>(std::move(*a));
+      b->other = std::make_shared<const ModeloptConfig>(std::move(*a));
     }
     return *b;
   }
   if (a) return *a;
   if (b) return *b;
-  return QuantConfig{};
+  return ModeloptConfig{};
 }
 
 bool pattern_excludes(const std::string& pattern, const std::string& module) {
@@ -355,7 +355,7 @@ bool is_excluded(const std::vector<std::string>& patterns, const std::string& mo
                      [&](const std::string& p) { return pattern_excludes(p, module); });
 }
 
-QuantAlgo module_algo(const QuantConfig& q, const std::string& module) {
+QuantAlgo module_algo(const ModeloptConfig& q, const std::string& module) {
   if (q.algo == QuantAlgo::None || is_excluded(q.exclude_modules, module)) return QuantAlgo::None;
   if (q.algo != QuantAlgo::MIXED_PRECISION) return q.algo;
   if (auto it = q.quantized_layers.find(module); it != q.quantized_layers.end()) return it->second.algo;
@@ -370,6 +370,120 @@ QuantAlgo module_algo(const QuantConfig& q, const std::string& module) {
     }
   }
   return algo;
+}
+
+Scheme scheme_of(QuantAlgo a) {
+  switch (a) {
+    case QuantAlgo::NVFP4: return Scheme::nvfp4;
+    case QuantAlgo::W4A16_NVFP4: return Scheme::nvfp4_a16;
+    case QuantAlgo::FP8: return Scheme::fp8;
+    case QuantAlgo::None: return Scheme::unquantized;
+    case QuantAlgo::MIXED_PRECISION: break;
+  }
+  fail("MIXED_PRECISION is not the scheme of a module");
+}
+
+QuantAlgo algo_of(Scheme s) {
+  switch (s) {
+    case Scheme::nvfp4: return QuantAlgo::NVFP4;
+    case Scheme::nvfp4_a16: return QuantAlgo::W4A16_NVFP4;
+    case Scheme::fp8: return QuantAlgo::FP8;
+    case Scheme::unquantized: return QuantAlgo::None;
+    default: break;
+  }
+  fail("ModelOpt has no quant_algo for {}", scheme_name(s));
+}
+
+const ModeloptConfig& as_modelopt(const QuantConfig& q) {
+  if (const auto* m = dynamic_cast<const ModeloptConfig*>(&q)) return *m;
+  fail("{}: a {} config, not ModelOpt's", q.source(), family_name(q.family()));
+}
+
+std::string ModeloptConfig::describe() const {
+  return fmt::format("ModelOpt {} checkpoint (quant_algo={})", algo_name(algo), algo_name(algo));
+}
+
+bool ModeloptConfig::declares(Scheme s) const {
+  if (algo != QuantAlgo::MIXED_PRECISION) return algo != QuantAlgo::None && scheme_of(algo) == s;
+  return std::any_of(quantized_layers.begin(), quantized_layers.end(),
+                     [&](const auto& e) { return scheme_of(e.second.algo) == s; });
+}
+
+bool ModeloptConfig::excluded(const std::string& module) const { return is_excluded(exclude_modules, module); }
+
+std::optional<Scheme> ModeloptConfig::listed_scheme(const std::string& layer) const {
+  // MIXED_PRECISION may list the engine's own (fused) name.
+  if (algo != QuantAlgo::MIXED_PRECISION || other || is_excluded(exclude_modules, layer)) return std::nullopt;
+  auto it = quantized_layers.find(layer);
+  if (it == quantized_layers.end()) return std::nullopt;
+  return scheme_of(it->second.algo);
+}
+
+namespace {
+
+bool stored_unquantized(const ModuleTensors& tensors, const std::string& module) {
+  const std::optional<DType> w = tensors.dtype(module + ".weight");
+  return (w == DType::BF16 || w == DType::F16 || w == DType::F32) && !tensors.dtype(module + ".weight_scale");
+}
+
+}  // namespace
+
+Scheme ModeloptConfig::module_scheme(const std::string& module, const ModuleTensors& tensors) const {
+  const QuantAlgo a = module_algo(*this, module);
+  // A file that lists no exclusions (Nemotron-style minimal): what is stored unquantized
+  // (lm_head, typically) is excluded.
+  if (!exclusions_listed && a != QuantAlgo::None && tensors && stored_unquantized(tensors, module))
+    return Scheme::unquantized;
+  if (!other) return scheme_of(a);
+  // The two files disagree: the module's tensors decide where they resolve it differently.
+  const QuantAlgo b = module_algo(*other, module);
+  if (a == b) return scheme_of(a);
+  if (!tensors)
+    fail("{}: the config files disagree on {} ({} vs {}) and no tensors were given to decide", source_path, module,
+         algo_name(a), algo_name(b));
+  return tensors.scheme(module);
+}
+
+std::string ModeloptConfig::warning(const std::vector<std::string>& modules, const ModuleTensors& tensors) const {
+  if (!other) return "";
+  std::map<std::string, int64_t> chosen;  // "A in config.json, B in hf_quant_config.json -> C" -> modules
+  std::string example;
+  for (const std::string& m : modules) {
+    const QuantAlgo a = module_algo(*this, m), b = module_algo(*other, m);
+    if (a == b) continue;
+    const std::string_view t = tensors ? scheme_name(tensors.scheme(m)) : algo_name(a);
+    ++chosen[fmt::format("{} per {}, {} per {} -> {}", algo_name(a), "config.json", algo_name(b),
+                         "hf_quant_config.json", t)];
+    if (example.empty()) example = m;
+  }
+  std::string what;
+  for (const auto& [k, n] : chosen) what += fmt::format("{}{} module(s) {}", what.empty() ? "" : "; ", n, k);
+  if (what.empty()) what = "no module of the model is affected";
+  else what += fmt::format(" (e.g. {})", example);
+  return fmt::format("{} and {} disagree ({}); using config.json's quantization_config (as vLLM does), and where "
+                     "the two resolve a module differently its tensors decide (input_scale present: W4A4/W8A8, "
+                     "absent: weight-only): {}",
+                     source_path, other->source_path, disagreement, what);
+}
+
+std::shared_ptr<const QuantConfig> ModeloptConfig::with_prefix(const std::string& from, const std::string& to) const {
+  auto strip = [&](const std::string& m) {
+    return m.compare(0, from.size(), from) == 0 ? to + m.substr(from.size()) : m;
+  };
+  auto rename = [&](ModeloptConfig& q) {
+    for (std::string& m : q.exclude_modules) m = strip(m);
+    std::map<std::string, LayerQuant> layers;
+    for (const auto& [m, lq] : q.quantized_layers) layers[strip(m)] = lq;
+    q.quantized_layers = std::move(layers);
+  };
+  auto out = std::make_shared<ModeloptConfig>(*this);
+  rename(*out);
+  if (out->other) {  // the other file of a disagreeing pair names the same modules
+    auto o = std::make_shared<ModeloptConfig>(*out->other);
+    rename(*o);
+    out->other = std::move(o);
+  }
+  return out;
 }
 
 }  // namespace fp4lm::quant

@@ -16,6 +16,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "quant/quant_config.h"
+
 namespace fp4lm::quant {
 
 enum class QuantAlgo { None, NVFP4, W4A16_NVFP4, FP8, MIXED_PRECISION };
@@ -29,7 +31,9 @@ struct LayerQuant {
   std::optional<int> group_size;
 };
 
-struct QuantConfig {
+// ModelOpt's config family: its algorithm names (QuantAlgo) are its own; what the modules hold
+// is answered as family-neutral Schemes (quant_config.h).
+struct ModeloptConfig final : QuantConfig {
   QuantAlgo algo = QuantAlgo::None;  // None: an unquantized checkpoint
   std::optional<int> group_size;
   std::optional<std::string> kv_cache_quant_algo;
@@ -38,22 +42,43 @@ struct QuantConfig {
   // Nemotron-style minimal files): modules stored unquantized are then taken as excluded.
   bool exclusions_listed = true;
   std::map<std::string, LayerQuant> quantized_layers;  // MIXED_PRECISION
-  std::string source;                                  // which file the config came from
+  std::string source_path;                             // which file the config came from
   nlohmann::json producer;                             // as written, or null
   // Both files present and disagreeing: config.json's config is used (as vLLM does) and `other`
   // holds hf_quant_config.json's. A module the two resolve differently is decided by its
   // tensors on disk (model/layer_scheme.h); `disagreement` says what differs.
-  std::shared_ptr<const QuantConfig> other;
+  std::shared_ptr<const ModeloptConfig> other;
   std::string disagreement;
 
-  bool quantized() const { return algo != QuantAlgo::None; }
+  Family family() const override { return Family::modelopt; }
+  const std::string& source() const override { return source_path; }
+  bool quantized() const override { return algo != QuantAlgo::None; }
+  std::string describe() const override;
+  std::optional<std::string> kv_cache_scheme() const override { return kv_cache_quant_algo; }
+  bool declares(Scheme s) const override;
+  Scheme module_scheme(const std::string& module, const ModuleTensors& tensors) const override;
+  bool excluded(const std::string& module) const override;
+  bool exclusions_decide() const override { return !other && exclusions_listed; }
+  std::optional<Scheme> listed_scheme(const std::string& layer) const override;
+  std::string warning(const std::vector<std::string>& modules, const ModuleTensors& tensors) const override;
+  std::shared_ptr<const QuantConfig> with_prefix(const std::string& from, const std::string& to) const override;
 };
+
+// ModelOpt's algorithm as a family-neutral scheme (FP8: the tensors decide W8A8 / W8A16), and
+// back (Error for a scheme ModelOpt has no name for).
+Scheme scheme_of(QuantAlgo a);
+QuantAlgo algo_of(Scheme s);
+
+// The config as ModelOpt's; Error when it is another family's.
+const ModeloptConfig& as_modelopt(const QuantConfig& q);
 
 // From the parsed files (either may be absent). `dir` only names files in errors. Both present:
 // config.json's quantization_config is the config (vLLM's order); if they disagree (algorithm,
 // group size, exclusions, per-layer algorithms), `other` and `disagreement` are set.
-QuantConfig parse_quant_config(const std::optional<nlohmann::json>& hf_quant_config,
-                               const nlohmann::json& config_json, const std::string& dir);
+// config.json's quantization_config is ModelOpt's (quant_method "modelopt", or none and
+// something else says so).
+ModeloptConfig parse_modelopt_config(const std::optional<nlohmann::json>& hf_quant_config,
+                                     const nlohmann::json& config_json, const std::string& dir);
 
 // The exclusion rule: a pattern excludes `module` if it equals it, is a prefix of it at a dot
 // boundary ("model.layers.1" excludes "model.layers.1.mlp", not "model.layers.10.mlp"), or
@@ -64,6 +89,6 @@ bool is_excluded(const std::vector<std::string>& patterns, const std::string& mo
 // The on-disk algorithm of one HF module (no ".weight"), exclusions applied. For
 // MIXED_PRECISION: an exact quantized_layers entry, else the entry of an enclosing container at
 // a dot boundary (an `experts` key covers each expert), else unquantized.
-QuantAlgo module_algo(const QuantConfig& q, const std::string& module);
+QuantAlgo module_algo(const ModeloptConfig& q, const std::string& module);
 
 }  // namespace fp4lm::quant

@@ -1,33 +1,39 @@
 #pragma once
-// The OpenAI-compatible HTTP front-end (cpp-httplib). Its threads only parse, validate, wait on
-// engine handles and write; the model runs on the engine thread. The port is bound first and
+// The OpenAI-compatible HTTP front-end: routes over the event-driven transport (http_transport.h).
+// The event loop answers /health, /version, /v1/models and /metrics itself and writes every
+// response; request bodies (JSON, chat templates, tokenization, admission) go to a few worker
+// threads; the model runs on the engine thread. Before a body is read: CORS preflights, then the
+// API key, then availability (503 while loading or shutting down). The port is bound first and
 // /health answers 503 until set_ready(); shutdown() stops taking requests (503), lets in-flight
 // ones finish for a grace period, aborts the rest, and stops.
 #include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <string>
-#include <thread>
+#include <vector>
 
 #include "engine/engine.h"
+#include "server/cors.h"
+#include "server/http_transport.h"
 #include "server/metrics.h"
 #include "server/serving_model.h"
-
-namespace httplib {
-class Server;
-}
+#include "server/worker_pool.h"
 
 namespace fp4lm::server {
 
 struct ServerOptions {
   std::string host = "127.0.0.1";
-  int port = 8000;             // 0 = any free port
-  std::string api_key;         // "" = no authentication
-  int http_threads = 16;
+  int port = 8000;      // 0 = any free port
+  std::string api_key;  // "" = no authentication
+  bool open_metrics = false;  // /metrics without the key (when there is one)
+  size_t workers = 2;         // threads for request bodies
   double shutdown_grace_s = 5;
   std::string version = "0";
+  TransportLimits limits;
+  CorsOptions cors;
 };
 
 class HttpServer {
@@ -44,14 +50,27 @@ class HttpServer {
   // Graceful stop (see above); returns when the listener has stopped.
   void shutdown();
 
+  struct Route;
+
  private:
-  void routes();
+  static const std::vector<Route>& route_table();
+  std::optional<HttpResponse> on_head(const HttpRequest& head);
+  void on_request(const std::shared_ptr<Exchange>& ex);
+  void run_simple(const Route& route, const std::shared_ptr<Exchange>& ex);
+  HttpResponse health(const HttpRequest& req, int64_t& prompt_tokens);
+  HttpResponse version(const HttpRequest& req, int64_t& prompt_tokens);
+  HttpResponse models(const HttpRequest& req, int64_t& prompt_tokens);
+  HttpResponse metrics(const HttpRequest& req, int64_t& prompt_tokens);
+  HttpResponse tokenize(const HttpRequest& req, int64_t& prompt_tokens);
+  HttpResponse detokenize(const HttpRequest& req, int64_t& prompt_tokens);
+  void generate(const std::shared_ptr<Exchange>& ex, bool chat);
   uint64_t random_u64();
   std::string request_id(const char* prefix);
 
   ServerOptions opts_;
-  std::unique_ptr<httplib::Server> svr_;
-  std::thread listener_;
+  CorsPolicy cors_;
+  HttpTransport transport_;
+  std::unique_ptr<WorkerPool> workers_;  // after the transport: its jobs post to the event loop
   std::atomic<engine::Engine*> engine_{nullptr};
   const ServingModel* model_ = nullptr;
   ServingMetrics* metrics_ = nullptr;
@@ -60,6 +79,7 @@ class HttpServer {
   std::mutex rng_mu_;
   std::mt19937_64 rng_;
   int64_t started_at_ = 0;
+  bool started_ = false;
 };
 
 }  // namespace fp4lm::server

@@ -118,7 +118,7 @@ void mixed_as_published_loads_with_one_warning_and_generates(bool moe) {
       << warnings;
 
   model::ModelLoader l(io::Checkpoint::open(dir), {});
-  EXPECT_EQ(l.quant_config().kv_cache_quant_algo, "FP8");
+  EXPECT_EQ(quant::as_modelopt(l.quant_config()).kv_cache_quant_algo, "FP8");
   auto key = [&](const std::string& layer) { return l.describe(l.layer(layer)).scheme.key; };
   EXPECT_EQ(key("model.layers.0.linear_attn.in_proj_qkv").weight, kernels::WeightKey::fp8_static);
   EXPECT_EQ(key("model.layers.0.linear_attn.out_proj").weight, kernels::WeightKey::fp8_static);

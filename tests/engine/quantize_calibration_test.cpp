@@ -222,7 +222,7 @@ TEST(QuantizeCalibration, Nvfp4CheckpointRunsAsW4A4AndAsW4A16UnderTheOverride) {
     model::EngineOptions eo;
     if (override16) eo.override_activation_dtype = DType::BF16;
     model::ModelLoader l(io::Checkpoint::open(c.out), eo);
-    EXPECT_EQ(l.quant_config().algo, QuantAlgo::NVFP4);
+    EXPECT_EQ(quant::as_modelopt(l.quant_config()).algo, QuantAlgo::NVFP4);
     for (const model::LayerSpec& s : l.layers()) {
       const std::string want =
           s.router || s.name == "lm_head" ? "unquantized" : (override16 ? "nvfp4_w4a16" : "nvfp4_w4a4");

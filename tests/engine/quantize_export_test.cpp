@@ -87,7 +87,7 @@ TEST(QuantizeExport, W4A16CheckpointLoadsThroughTheOracleWithW4A16Schemes) {
   Case c(source("Qwen3MoeForCausalLM"));
   engine::quantize_checkpoint(c.options(QuantAlgo::W4A16_NVFP4));
   model::ModelLoader l(io::Checkpoint::open(c.out), {});
-  EXPECT_EQ(l.quant_config().algo, QuantAlgo::W4A16_NVFP4);
+  EXPECT_EQ(quant::as_modelopt(l.quant_config()).algo, QuantAlgo::W4A16_NVFP4);
   for (const model::LayerSpec& s : l.layers()) {
     const std::string want = s.router || s.name == "lm_head" ? "unquantized" : "nvfp4_w4a16";
     EXPECT_EQ(scheme_of(l, s.name), want) << s.name;
@@ -235,7 +235,7 @@ TEST(QuantizeExport, InFeaturesNotAMultipleOf16StayUnquantizedAndListed) {
     EXPECT_EQ(out->get("model.layers." + std::to_string(i) + ".mlp.gate_proj.weight").dtype, DType::U8);
   }
   model::ModelLoader l(out, {});
-  const auto& ex = l.quant_config().exclude_modules;
+  const auto& ex = quant::as_modelopt(l.quant_config()).exclude_modules;
   EXPECT_NE(std::find(ex.begin(), ex.end(), "model.layers.0.mlp.down_proj"), ex.end());
   EXPECT_EQ(scheme_of(l, "model.layers.0.mlp.down_proj"), "unquantized");
   EXPECT_EQ(scheme_of(l, "model.layers.0.mlp.gate_up_proj"), "nvfp4_w4a16");
@@ -254,7 +254,7 @@ TEST(QuantizeExport, ExcludePatternsKeepWholeFusedGroupsAndMoeLayers) {
   // One expert matched: the whole experts layer stays unquantized, listed by its container.
   EXPECT_EQ(scheme_of(l, "model.layers.1.mlp.experts"), "unquantized");
   EXPECT_EQ(scheme_of(l, "model.layers.0.mlp.experts"), "nvfp4_w4a16");
-  const auto& ex = l.quant_config().exclude_modules;
+  const auto& ex = quant::as_modelopt(l.quant_config()).exclude_modules;
   for (const char* m : {"model.layers.1.self_attn.q_proj", "model.layers.1.self_attn.k_proj",
                         "model.layers.1.self_attn.v_proj", "model.layers.1.mlp.experts"})
     EXPECT_NE(std::find(ex.begin(), ex.end(), m), ex.end()) << m;
@@ -267,7 +267,7 @@ TEST(QuantizeExport, LmHeadIsQuantizedOnlyWhenAskedAndNeverWhenTied) {
   engine::quantize_checkpoint(q);
   model::ModelLoader l(io::Checkpoint::open(c.out), {});
   EXPECT_EQ(scheme_of(l, "lm_head"), "nvfp4_w4a16");
-  const auto& ex = l.quant_config().exclude_modules;
+  const auto& ex = quant::as_modelopt(l.quant_config()).exclude_modules;
   EXPECT_EQ(std::find(ex.begin(), ex.end(), "lm_head"), ex.end());
 
   SyntheticOptions t = source("LlamaForCausalLM");

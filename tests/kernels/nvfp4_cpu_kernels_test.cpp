@@ -14,7 +14,7 @@
 
 #include "core/cpu_features.h"
 #include "core/error.h"
-#include "kernels/cpu/nvfp4_avx2.h"
+#include "kernels/cpu/avx2/nvfp4.h"
 #include "kernels/registry.h"
 #include "nvfp4_test_util.h"
 

@@ -3,15 +3,17 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <map>
 
 #include "common/error_of.h"
 #include "common/checkpoint_edit.h"
 #include "common/log_capture.h"
 #include "common/paths.h"
 #include "core/error.h"
-#include "kernels/cpu/reference_math.h"
+#include "kernels/cpu/reference/math.h"
 #include "kernels/registry.h"
 #include "model/model_loader.h"
+#include "model/quant_method/quant_method.h"
 #include "model/synthetic_checkpoint.h"
 #include "quant/nvfp4.h"
 
@@ -69,7 +71,7 @@ TEST(LayerScheme, Nvfp4SelectsW4A4Method) {
   Fixture f(dense(QuantAlgo::NVFP4));
   ModelLoader l = f.loader();
   LayerReport r = l.describe(l.layer("model.layers.0.self_attn.qkv_proj"));
-  EXPECT_EQ(r.scheme.on_disk, QuantAlgo::NVFP4);
+  EXPECT_EQ(r.scheme.on_disk.scheme, quant::scheme_of(QuantAlgo::NVFP4));
   EXPECT_EQ(r.scheme.key, kernels::kNvfp4W4A4);
   EXPECT_EQ(r.selection.backend->name, expected_backend("cpu_w4a4", LayerKind::linear));
   EXPECT_EQ(r.scheme.act_dtype, DType::BF16);  // the checkpoint's torch_dtype
@@ -84,7 +86,7 @@ TEST(LayerScheme, W4A16CheckpointSelectsW4A16Method) {
   ModelLoader l = f.loader();
   for (const char* name : {"model.layers.0.self_attn.qkv_proj", "model.layers.1.mlp.down_proj"}) {
     LayerReport r = l.describe(l.layer(name));
-    EXPECT_EQ(r.scheme.on_disk, QuantAlgo::W4A16_NVFP4);
+    EXPECT_EQ(r.scheme.on_disk.scheme, quant::scheme_of(QuantAlgo::W4A16_NVFP4));
     EXPECT_EQ(r.scheme.key, kernels::kNvfp4W4A16) << name;
     EXPECT_EQ(r.selection.backend->name, expected_backend("cpu_w4a16", LayerKind::linear));
   }
@@ -115,7 +117,7 @@ TEST(LayerScheme, OverrideTurnsEveryNvfp4LayerIntoW4A16) {
         EXPECT_EQ(r.scheme.key, kernels::kUnquantized) << s.name;
         continue;
       }
-      EXPECT_EQ(r.scheme.on_disk, QuantAlgo::NVFP4) << s.name;  // what is on disk is unchanged
+      EXPECT_EQ(r.scheme.on_disk.scheme, quant::scheme_of(QuantAlgo::NVFP4)) << s.name;  // what is on disk is unchanged
       EXPECT_EQ(r.scheme.key, kernels::kNvfp4W4A16) << s.name;
       EXPECT_EQ(r.scheme.act_dtype, d) << s.name;
       std::string want = expected_backend("cpu_w4a16", s.kind);
@@ -183,15 +185,15 @@ TEST(LayerScheme, MixedPrecisionShardsThatDisagreeAreAnError) {
   SyntheticOptions o = dense(QuantAlgo::NVFP4);
   Fixture f(o);
   // Rewrite the quant config so q_proj is NVFP4 but k_proj / v_proj are W4A16_NVFP4.
-  quant::QuantConfig q;
+  quant::ModeloptConfig q;
   q.algo = QuantAlgo::MIXED_PRECISION;
-  q.source = "test";
+  q.source_path = "test";
   q.quantized_layers = {{"model.layers.0.self_attn.q_proj", {QuantAlgo::NVFP4, 16}},
                         {"model.layers.0.self_attn.k_proj", {QuantAlgo::W4A16_NVFP4, 16}},
                         {"model.layers.0.self_attn.v_proj", {QuantAlgo::W4A16_NVFP4, 16}}};
   ModelConfig mc = parse_model_config(synthetic_config_json(o), "c");
   auto plan = plan_layers(mc);
-  std::string e = error_of([&] { layer_on_disk_algo(q, plan[0]); });
+  std::string e = error_of([&] { layer_on_disk_scheme(q, plan[0]); });
   EXPECT_NE(e.find("the shards of model.layers.0.self_attn.qkv_proj resolve to different"), std::string::npos) << e;
   // An experts container key covers each expert.
   SyntheticOptions m = moe(QuantAlgo::MIXED_PRECISION);
@@ -215,12 +217,12 @@ TEST(LayerScheme, ExclusionExactDotBoundaryGlobAndPartialShards) {
   // The unquantized layers really are stored dense, and load.
   EXPECT_NO_THROW(l.load_linear("model.layers.1.mlp.gate_up_proj"));
 
-  quant::QuantConfig q;
+  quant::ModeloptConfig q;
   q.algo = QuantAlgo::NVFP4;
-  q.source = "test";
+  q.source_path = "test";
   q.exclude_modules = {"model.layers.0.self_attn.k_proj"};
   auto plan = plan_layers(parse_model_config(synthetic_config_json(o), "c"));
-  std::string e = error_of([&] { layer_on_disk_algo(q, plan[0]); });
+  std::string e = error_of([&] { layer_on_disk_scheme(q, plan[0]); });
   EXPECT_NE(e.find("some but not all shards of model.layers.0.self_attn.qkv_proj are excluded"), std::string::npos)
       << e;
   // Dot boundary: model.layers.1 must not exclude model.layers.10.
@@ -445,3 +447,43 @@ TEST(FusedScales, FusedLayerDequantizesToEachShardsOwnWeightsExactly) {
     }
   }
 }
+
+namespace fp4lm::model {
+namespace {
+
+// Every (family, scheme) has a method, and the key that method chooses is for the weights its
+// views hold (resolve_scheme checks the same at load, once per layer).
+TEST(QuantMethods, EachFormatsMethodAgreesWithTheKeyItChooses) {
+  using quant::Scheme;
+  for (quant::Family f : {quant::Family::modelopt, quant::Family::compressed_tensors})
+    for (Scheme s : {Scheme::unquantized, Scheme::nvfp4, Scheme::nvfp4_a16, Scheme::fp8, Scheme::fp8_a16,
+                     Scheme::fp8_dynamic}) {
+      const QuantMethod& m = quant_method({f, s});
+      EXPECT_EQ(m.key({f, s}, {"x"}, {}).weight, m.weight_key()) << quant::scheme_name(s);
+    }
+  EXPECT_EQ(&quant_method({quant::Family::compressed_tensors, Scheme::nvfp4}), &compressed_tensors_nvfp4_method());
+  EXPECT_EQ(&quant_method({quant::Family::modelopt, Scheme::nvfp4}), &nvfp4_method());
+}
+
+// Format detection by tensor names lives in the methods: each family's names.
+TEST(QuantMethods, DetectionReadsEachFamilysNames) {
+  std::map<std::string, DType> t = {{"a.weight", DType::U8},          {"a.weight_scale", DType::F8_E4M3},
+                                    {"a.input_scale", DType::F32},     {"b.weight_packed", DType::U8},
+                                    {"b.weight_scale", DType::F8_E4M3}, {"c.weight", DType::F8_E4M3},
+                                    {"d.weight", DType::BF16}};
+  TensorLookup look = [&](const std::string& n) -> std::optional<DType> {
+    auto it = t.find(n);
+    return it == t.end() ? std::nullopt : std::optional<DType>(it->second);
+  };
+  using quant::Family;
+  using quant::Scheme;
+  EXPECT_EQ(detect_scheme(Family::modelopt, look, "a"), Scheme::nvfp4);
+  EXPECT_EQ(detect_scheme(Family::compressed_tensors, look, "a"), Scheme::unquantized);  // not its names
+  EXPECT_EQ(detect_scheme(Family::compressed_tensors, look, "b"), Scheme::nvfp4_a16);
+  EXPECT_EQ(detect_scheme(Family::modelopt, look, "c"), Scheme::fp8);
+  EXPECT_EQ(detect_scheme(Family::compressed_tensors, look, "c"), Scheme::fp8);
+  EXPECT_EQ(detect_scheme(Family::modelopt, look, "d"), Scheme::unquantized);
+}
+
+}  // namespace
+}  // namespace fp4lm::model

@@ -84,7 +84,7 @@ TEST(PublishedCheckpoints, Fp8WithoutGroupSizeRunsOnTheFp8W8A16Backend) {
                     nullptr);
   ModelLoader l = c.loader();
   LayerReport r = l.describe(l.layer("model.layers.0.self_attn.qkv_proj"));
-  EXPECT_EQ(r.scheme.on_disk, QuantAlgo::FP8);
+  EXPECT_EQ(r.scheme.on_disk.scheme, quant::scheme_of(QuantAlgo::FP8));
   EXPECT_EQ(r.scheme.key, kernels::kFp8);  // input_scale on disk: W8A8 as stored, run as W8A16
   EXPECT_EQ(r.selection.backend->name, fp8_backend(LayerKind::linear));
   EXPECT_EQ(l.describe(l.layer("lm_head")).scheme.key, kernels::kUnquantized);
@@ -138,7 +138,7 @@ TEST(PublishedCheckpoints, NemotronStyleMinimalFileExcludesWhatIsStoredUnquantiz
                      {"quantization", {{"quant_algo", "NVFP4"}, {"kv_cache_quant_algo", "FP8"}}}},
                     nullptr);
   ModelLoader l = c.loader();
-  EXPECT_EQ(l.quant_config().group_size, 16);
+  EXPECT_EQ(quant::as_modelopt(l.quant_config()).group_size, 16);
   EXPECT_EQ(l.describe(l.layer("model.layers.0.self_attn.qkv_proj")).scheme.key, kernels::kNvfp4W4A4);
   EXPECT_EQ(l.describe(l.layer("model.layers.0.mlp.experts")).scheme.key, kernels::kNvfp4W4A4);
   EXPECT_EQ(l.describe(l.layer("lm_head")).scheme.key, kernels::kUnquantized);  // stored bf16
@@ -158,8 +158,8 @@ TEST(PublishedCheckpoints, ConfigJsonWithoutQuantMethodAndStringKvCacheScheme) {
                      {"kv_cache_scheme", "FP8"},
                      {"producer", modelopt_producer("0.37.0")}});
   ModelLoader l = c.loader();
-  EXPECT_EQ(l.quant_config().algo, QuantAlgo::NVFP4);
-  EXPECT_EQ(l.quant_config().kv_cache_quant_algo, "FP8");
+  EXPECT_EQ(quant::as_modelopt(l.quant_config()).algo, QuantAlgo::NVFP4);
+  EXPECT_EQ(quant::as_modelopt(l.quant_config()).kv_cache_quant_algo, "FP8");
   EXPECT_EQ(l.describe(l.layer("model.layers.1.mlp.gate_up_proj")).scheme.key, kernels::kNvfp4W4A4);
   EXPECT_EQ(l.describe(l.layer("lm_head")).scheme.key, kernels::kUnquantized);
   load_all(l);
@@ -217,11 +217,11 @@ TEST(PublishedCheckpoints, MixedFp8AndW4A16AsQwen36IsPublishedWithDisagreeingFil
   for (int i = 0; i < 2; ++i) {
     const std::string p = "model.layers." + std::to_string(i) + ".";
     LayerReport attn_r = l.describe(l.layer(p + "self_attn.qkv_proj"));
-    EXPECT_EQ(attn_r.scheme.on_disk, QuantAlgo::FP8);
+    EXPECT_EQ(attn_r.scheme.on_disk.scheme, quant::scheme_of(QuantAlgo::FP8));
     EXPECT_EQ(attn_r.selection.backend->name, fp8_backend(LayerKind::linear));
-    EXPECT_EQ(l.describe(l.layer(p + "self_attn.o_proj")).scheme.on_disk, QuantAlgo::FP8);
+    EXPECT_EQ(l.describe(l.layer(p + "self_attn.o_proj")).scheme.on_disk.scheme, quant::scheme_of(QuantAlgo::FP8));
     LayerReport moe_r = l.describe(l.layer(p + "mlp.experts"));
-    EXPECT_EQ(moe_r.scheme.on_disk, QuantAlgo::W4A16_NVFP4);  // the tensors decide: no input_scale
+    EXPECT_EQ(moe_r.scheme.on_disk.scheme, quant::scheme_of(QuantAlgo::W4A16_NVFP4));  // the tensors decide: no input_scale
     EXPECT_EQ(moe_r.scheme.key, kernels::kNvfp4W4A16);
     EXPECT_EQ(l.describe(l.layer(p + "mlp.gate")).scheme.key, kernels::kUnquantized);
   }

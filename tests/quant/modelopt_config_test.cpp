@@ -25,18 +25,18 @@ json nvfp4_legacy() {
 }  // namespace
 
 TEST(ModeloptConfig, LegacyHfQuantConfigParses) {
-  QuantConfig q = parse_quant_config(nvfp4_legacy(), json::object(), "/ckpt");
+  ModeloptConfig q = parse_modelopt_config(nvfp4_legacy(), json::object(), "/ckpt");
   EXPECT_EQ(q.algo, QuantAlgo::NVFP4);
   EXPECT_EQ(q.group_size, 16);
   EXPECT_FALSE(q.kv_cache_quant_algo.has_value());
   EXPECT_EQ(q.exclude_modules, std::vector<std::string>{"lm_head"});
-  EXPECT_EQ(q.source, "/ckpt/hf_quant_config.json");
+  EXPECT_EQ(q.source_path, "/ckpt/hf_quant_config.json");
 }
 
 TEST(ModeloptConfig, LowerCaseAlgoAccepted) {
   json j = nvfp4_legacy();
   j["quantization"]["quant_algo"] = "w4a16_nvfp4";
-  EXPECT_EQ(parse_quant_config(j, json::object(), "/c").algo, QuantAlgo::W4A16_NVFP4);
+  EXPECT_EQ(parse_modelopt_config(j, json::object(), "/c").algo, QuantAlgo::W4A16_NVFP4);
   EXPECT_EQ(parse_algo("nvfp4", "x"), QuantAlgo::NVFP4);
   EXPECT_EQ(parse_algo("Mixed_Precision", "x"), QuantAlgo::MIXED_PRECISION);
   EXPECT_EQ(parse_algo("fp8", "x"), QuantAlgo::FP8);
@@ -45,7 +45,7 @@ TEST(ModeloptConfig, LowerCaseAlgoAccepted) {
 TEST(ModeloptConfig, UnknownAlgoRejectedListingSupported) {
   json j = nvfp4_legacy();
   j["quantization"]["quant_algo"] = "INT4_AWQ";
-  std::string e = error_of([&] { parse_quant_config(j, json::object(), "/c"); });
+  std::string e = error_of([&] { parse_modelopt_config(j, json::object(), "/c"); });
   EXPECT_NE(e.find("unknown quant_algo 'INT4_AWQ'"), std::string::npos) << e;
   EXPECT_NE(e.find("NVFP4, W4A16_NVFP4, FP8, MIXED_PRECISION"), std::string::npos) << e;
   EXPECT_NE(e.find("/c/hf_quant_config.json"), std::string::npos) << e;
@@ -54,23 +54,23 @@ TEST(ModeloptConfig, UnknownAlgoRejectedListingSupported) {
 TEST(ModeloptConfig, OnlyQuantAlgoIsRequiredInHfQuantConfig) {
   json j = nvfp4_legacy();
   j["quantization"].erase("quant_algo");
-  std::string e = error_of([&] { parse_quant_config(j, json::object(), "/c"); });
+  std::string e = error_of([&] { parse_modelopt_config(j, json::object(), "/c"); });
   EXPECT_NE(e.find("missing the required key 'quant_algo'"), std::string::npos) << e;
   for (const char* key : {"kv_cache_quant_algo", "group_size", "exclude_modules"}) {
     json k = nvfp4_legacy();
     k["quantization"].erase(key);
-    EXPECT_NO_THROW(parse_quant_config(k, json::object(), "/c")) << key;
+    EXPECT_NO_THROW(parse_modelopt_config(k, json::object(), "/c")) << key;
   }
   // Null values are fine (present but empty).
   j = nvfp4_legacy();
   j["quantization"]["exclude_modules"] = nullptr;
-  EXPECT_TRUE(parse_quant_config(j, json::object(), "/c").exclude_modules.empty());
+  EXPECT_TRUE(parse_modelopt_config(j, json::object(), "/c").exclude_modules.empty());
 }
 
 TEST(ModeloptConfig, GroupSizeMustBe16ForNvfp4) {
   json j = nvfp4_legacy();
   j["quantization"]["group_size"] = 32;
-  std::string e = error_of([&] { parse_quant_config(j, json::object(), "/c"); });
+  std::string e = error_of([&] { parse_modelopt_config(j, json::object(), "/c"); });
   EXPECT_NE(e.find("group_size must be 16 for NVFP4 (found 32)"), std::string::npos) << e;
 }
 
@@ -85,7 +85,7 @@ TEST(ModeloptConfig, ConfigJsonQuantizationConfigParses) {
                    {{"weights", {{"num_bits", 4}, {"type", "float"}, {"group_size", 16}}},
                     {"input_activations", {{"num_bits", 4}, {"type", "float"}, {"group_size", 16}}},
                     {"targets", {"Linear"}}}}}}}}};
-  QuantConfig q = parse_quant_config(std::nullopt, cfg, "/c");
+  ModeloptConfig q = parse_modelopt_config(std::nullopt, cfg, "/c");
   EXPECT_EQ(q.algo, QuantAlgo::NVFP4);
   EXPECT_EQ(q.group_size, 16);
   EXPECT_EQ(q.kv_cache_quant_algo, "FP8");
@@ -93,7 +93,7 @@ TEST(ModeloptConfig, ConfigJsonQuantizationConfigParses) {
   // Without quant_algo the config groups decide: weights-only 4-bit float = W4A16_NVFP4.
   cfg["quantization_config"].erase("quant_algo");
   cfg["quantization_config"]["config_groups"]["group_0"].erase("input_activations");
-  EXPECT_EQ(parse_quant_config(std::nullopt, cfg, "/c").algo, QuantAlgo::W4A16_NVFP4);
+  EXPECT_EQ(parse_modelopt_config(std::nullopt, cfg, "/c").algo, QuantAlgo::W4A16_NVFP4);
 }
 
 TEST(ModeloptConfig, OtherQuantMethodRejected) {
@@ -104,20 +104,20 @@ TEST(ModeloptConfig, OtherQuantMethodRejected) {
 
 TEST(ModeloptConfig, ConfigJsonWinsAndADisagreementIsRecordedNotAnError) {
   json cfg = {{"quantization_config", {{"quant_method", "modelopt"}, {"quant_algo", "W4A16_NVFP4"}, {"ignore", {"lm_head"}}}}};
-  QuantConfig q = parse_quant_config(nvfp4_legacy(), cfg, "/c");
+  ModeloptConfig q = parse_modelopt_config(nvfp4_legacy(), cfg, "/c");
   EXPECT_EQ(q.algo, QuantAlgo::W4A16_NVFP4);  // config.json's quantization_config first, as vLLM
-  EXPECT_EQ(q.source, "/c/config.json: quantization_config");
+  EXPECT_EQ(q.source_path, "/c/config.json: quantization_config");
   ASSERT_NE(q.other, nullptr);
   EXPECT_EQ(q.other->algo, QuantAlgo::NVFP4);
-  EXPECT_EQ(q.other->source, "/c/hf_quant_config.json");
+  EXPECT_EQ(q.other->source_path, "/c/hf_quant_config.json");
   EXPECT_EQ(q.disagreement, "quant_algo W4A16_NVFP4 vs NVFP4");
   // Agreeing files: no `other`.
   cfg["quantization_config"]["quant_algo"] = "nvfp4";
-  q = parse_quant_config(nvfp4_legacy(), cfg, "/c");
+  q = parse_modelopt_config(nvfp4_legacy(), cfg, "/c");
   EXPECT_EQ(q.other, nullptr);
   EXPECT_EQ(q.algo, QuantAlgo::NVFP4);
   cfg["quantization_config"]["ignore"] = {"lm_head", "model.layers.0"};
-  EXPECT_EQ(parse_quant_config(nvfp4_legacy(), cfg, "/c").disagreement, "exclusions differ");
+  EXPECT_EQ(parse_modelopt_config(nvfp4_legacy(), cfg, "/c").disagreement, "exclusions differ");
 }
 
 // ---- The config shapes published checkpoints carry (issue 11; docs/FORMAT.md §7) ----
@@ -126,14 +126,14 @@ TEST(PublishedConfigs, Fp8WithoutGroupSizeOrExcludeModules) {
   // Llama-3.1-70B-Instruct-FP8 / Qwen3-32B-FP8 style.
   json hf = {{"producer", {{"name", "modelopt"}, {"version", "0.15.0"}}},
              {"quantization", {{"quant_algo", "FP8"}, {"kv_cache_quant_algo", "FP8"}}}};
-  QuantConfig q = parse_quant_config(hf, json::object(), "/c");
+  ModeloptConfig q = parse_modelopt_config(hf, json::object(), "/c");
   EXPECT_EQ(q.algo, QuantAlgo::FP8);
   EXPECT_FALSE(q.group_size.has_value());
   EXPECT_TRUE(q.exclude_modules.empty());
   EXPECT_EQ(q.kv_cache_quant_algo, "FP8");
   EXPECT_EQ(module_algo(q, "model.layers.3.mlp.down_proj"), QuantAlgo::FP8);
   hf["quantization"]["exclude_modules"] = {"lm_head"};
-  EXPECT_EQ(module_algo(parse_quant_config(hf, json::object(), "/c"), "lm_head"), QuantAlgo::None);
+  EXPECT_EQ(module_algo(parse_modelopt_config(hf, json::object(), "/c"), "lm_head"), QuantAlgo::None);
 }
 
 TEST(PublishedConfigs, MixedPrecisionWithoutGroupSize) {
@@ -148,7 +148,7 @@ TEST(PublishedConfigs, MixedPrecisionWithoutGroupSize) {
                  {"model.language_model.layers.0.mlp.shared_expert.gate_proj", {{"quant_algo", "W4A16_NVFP4"}}},
                  {"model.language_model.layers.3.self_attn.q_proj", {{"quant_algo", "FP8"}}},
                  {"lm_head", {{"quant_algo", "W4A16_NVFP4"}, {"group_size", 16}}}}}}}};
-  QuantConfig q = parse_quant_config(hf, json::object(), "/c");
+  ModeloptConfig q = parse_modelopt_config(hf, json::object(), "/c");
   EXPECT_EQ(q.algo, QuantAlgo::MIXED_PRECISION);
   EXPECT_FALSE(q.group_size.has_value());
   EXPECT_EQ(q.quantized_layers.at("model.language_model.layers.0.mlp.shared_expert.gate_proj").group_size, 16);
@@ -159,7 +159,7 @@ TEST(PublishedConfigs, MixedPrecisionWithoutGroupSize) {
   EXPECT_EQ(module_algo(q, "mtp.layers.0.mlp.experts.0.up_proj"), QuantAlgo::None);
   // A per-layer group size other than 16 for an NVFP4 entry stays an error.
   hf["quantization"]["quantized_layers"]["lm_head"]["group_size"] = 32;
-  std::string e = error_of([&] { parse_quant_config(hf, json::object(), "/c"); });
+  std::string e = error_of([&] { parse_modelopt_config(hf, json::object(), "/c"); });
   EXPECT_NE(e.find("quantized_layers['lm_head']: group_size must be 16 for W4A16_NVFP4 (found 32)"), std::string::npos)
       << e;
 }
@@ -175,7 +175,7 @@ TEST(PublishedConfigs, MixedPrecisionConfigJsonTakesModulesFromConfigGroupTarget
                  {{"group_0", {{"weights", fp8}, {"input_activations", fp8}, {"targets", {"model.layers.0.self_attn.q_proj"}}}},
                   {"group_1", {{"weights", nvfp4}, {"targets", {"model.layers.0.mlp.experts"}}}}}},
                 {"ignore", {"lm_head"}}}}};
-  QuantConfig q = parse_quant_config(std::nullopt, cfg, "/c");
+  ModeloptConfig q = parse_modelopt_config(std::nullopt, cfg, "/c");
   EXPECT_EQ(q.algo, QuantAlgo::MIXED_PRECISION);
   EXPECT_EQ(q.quantized_layers.size(), 2u);
   EXPECT_EQ(module_algo(q, "model.layers.0.self_attn.q_proj"), QuantAlgo::FP8);
@@ -184,7 +184,7 @@ TEST(PublishedConfigs, MixedPrecisionConfigJsonTakesModulesFromConfigGroupTarget
   EXPECT_EQ(q.kv_cache_quant_algo, "FP8");
   // A group of an unsupported format is an error naming it.
   cfg["quantization_config"]["config_groups"]["group_1"]["weights"]["num_bits"] = 3;
-  std::string e = error_of([&] { parse_quant_config(std::nullopt, cfg, "/c"); });
+  std::string e = error_of([&] { parse_modelopt_config(std::nullopt, cfg, "/c"); });
   EXPECT_NE(e.find("config_groups['group_1'] describes no supported format"), std::string::npos) << e;
 }
 
@@ -195,22 +195,22 @@ TEST(PublishedConfigs, ConfigJsonWithoutQuantMethodIsModeloptsWhenSomethingSaysS
              {"ignore", {"lm_head"}},
              {"kv_cache_scheme", "FP8"},
              {"producer", {{"name", "modelopt"}, {"version", "0.37.0"}}}};
-  QuantConfig q = parse_quant_config(std::nullopt, {{"quantization_config", qc}}, "/c");
+  ModeloptConfig q = parse_modelopt_config(std::nullopt, {{"quantization_config", qc}}, "/c");
   EXPECT_EQ(q.algo, QuantAlgo::NVFP4);
   EXPECT_EQ(q.group_size, 16);
   EXPECT_EQ(q.kv_cache_quant_algo, "FP8");
   EXPECT_EQ(q.exclude_modules, std::vector<std::string>{"lm_head"});
   // quant_algo alone says so too.
   json by_algo = {{"quant_algo", "FP8"}};
-  EXPECT_EQ(parse_quant_config(std::nullopt, {{"quantization_config", by_algo}}, "/c").algo, QuantAlgo::FP8);
+  EXPECT_EQ(parse_modelopt_config(std::nullopt, {{"quantization_config", by_algo}}, "/c").algo, QuantAlgo::FP8);
   // Neither producer nor quant_algo: only a hf_quant_config.json beside it makes it ModelOpt's.
   qc.erase("producer");
-  std::string e = error_of([&] { parse_quant_config(std::nullopt, {{"quantization_config", qc}}, "/c"); });
+  std::string e = error_of([&] { parse_modelopt_config(std::nullopt, {{"quantization_config", qc}}, "/c"); });
   EXPECT_NE(e.find("/c/config.json: quantization_config: no quant_method"), std::string::npos) << e;
-  EXPECT_EQ(parse_quant_config(nvfp4_legacy(), {{"quantization_config", qc}}, "/c").algo, QuantAlgo::NVFP4);
+  EXPECT_EQ(parse_modelopt_config(nvfp4_legacy(), {{"quantization_config", qc}}, "/c").algo, QuantAlgo::NVFP4);
   // A quant_method of another kind, or of the wrong type, stays an error.
   qc["quant_method"] = 7;
-  e = error_of([&] { parse_quant_config(std::nullopt, {{"quantization_config", qc}}, "/c"); });
+  e = error_of([&] { parse_modelopt_config(std::nullopt, {{"quantization_config", qc}}, "/c"); });
   EXPECT_NE(e.find("quant_method must be a string, found 7"), std::string::npos) << e;
 }
 
@@ -218,13 +218,13 @@ TEST(PublishedConfigs, KvCacheSchemeStringOrObjectElseAnError) {
   json qc = {{"quant_method", "modelopt"}, {"quant_algo", "NVFP4"}};
   for (const json& kv : {json("FP8"), json({{"num_bits", 8}, {"type", "float"}, {"dynamic", false}})}) {
     qc["kv_cache_scheme"] = kv;
-    EXPECT_EQ(parse_quant_config(std::nullopt, {{"quantization_config", qc}}, "/c").kv_cache_quant_algo, "FP8");
+    EXPECT_EQ(parse_modelopt_config(std::nullopt, {{"quantization_config", qc}}, "/c").kv_cache_quant_algo, "FP8");
   }
   qc["kv_cache_scheme"] = nullptr;
-  EXPECT_FALSE(parse_quant_config(std::nullopt, {{"quantization_config", qc}}, "/c").kv_cache_quant_algo);
+  EXPECT_FALSE(parse_modelopt_config(std::nullopt, {{"quantization_config", qc}}, "/c").kv_cache_quant_algo);
   for (const json& bad : {json(8), json({{"num_bits", 4}, {"type", "int"}})}) {
     qc["kv_cache_scheme"] = bad;
-    std::string e = error_of([&] { parse_quant_config(std::nullopt, {{"quantization_config", qc}}, "/c"); });
+    std::string e = error_of([&] { parse_modelopt_config(std::nullopt, {{"quantization_config", qc}}, "/c"); });
     EXPECT_NE(e.find("kv_cache_scheme must be a string such as \"FP8\" or an object"), std::string::npos) << e;
   }
 }
@@ -232,7 +232,7 @@ TEST(PublishedConfigs, KvCacheSchemeStringOrObjectElseAnError) {
 TEST(PublishedConfigs, NemotronStyleMinimalFile) {
   json hf = {{"producer", {{"name", "modelopt"}, {"version", "0.23.0"}}},
              {"quantization", {{"quant_algo", "NVFP4"}, {"kv_cache_quant_algo", "FP8"}}}};
-  QuantConfig q = parse_quant_config(hf, json::object(), "/c");
+  ModeloptConfig q = parse_modelopt_config(hf, json::object(), "/c");
   EXPECT_EQ(q.algo, QuantAlgo::NVFP4);
   EXPECT_EQ(q.group_size, 16);  // NVFP4 without group_size: 16 (logged at debug)
   EXPECT_TRUE(q.exclude_modules.empty());
@@ -241,21 +241,21 @@ TEST(PublishedConfigs, NemotronStyleMinimalFile) {
 
 TEST(PublishedConfigs, UnknownAlgorithmsAndMalformedValuesStayErrors) {
   json hf = {{"quantization", {{"quant_algo", "INT8_SQ"}}}};
-  EXPECT_NE(error_of([&] { parse_quant_config(hf, json::object(), "/c"); }).find("unknown quant_algo 'INT8_SQ'"),
+  EXPECT_NE(error_of([&] { parse_modelopt_config(hf, json::object(), "/c"); }).find("unknown quant_algo 'INT8_SQ'"),
             std::string::npos);
   hf = {{"quantization", {{"quant_algo", "FP8"}, {"exclude_modules", "lm_head"}}}};
-  EXPECT_NE(error_of([&] { parse_quant_config(hf, json::object(), "/c"); })
+  EXPECT_NE(error_of([&] { parse_modelopt_config(hf, json::object(), "/c"); })
                 .find("exclude_modules must be a list of strings or null, found \"lm_head\""),
             std::string::npos);
   hf = {{"quantization", {{"quant_algo", "NVFP4"}, {"group_size", "16"}}}};
-  EXPECT_NE(error_of([&] { parse_quant_config(hf, json::object(), "/c"); })
+  EXPECT_NE(error_of([&] { parse_modelopt_config(hf, json::object(), "/c"); })
                 .find("group_size must be an integer or null, found \"16\""),
             std::string::npos);
   hf = {{"quantization", {{"quant_algo", "FP8"}, {"kv_cache_quant_algo", 8}}}};
-  EXPECT_NE(error_of([&] { parse_quant_config(hf, json::object(), "/c"); }).find("kv_cache_quant_algo must be a string"),
+  EXPECT_NE(error_of([&] { parse_modelopt_config(hf, json::object(), "/c"); }).find("kv_cache_quant_algo must be a string"),
             std::string::npos);
   json cfg = {{"quantization_config", {{"quant_method", "modelopt"}, {"quant_algo", "W4A8_AWQ"}}}};
-  EXPECT_NE(error_of([&] { parse_quant_config(std::nullopt, cfg, "/c"); }).find("unknown quant_algo 'W4A8_AWQ'"),
+  EXPECT_NE(error_of([&] { parse_modelopt_config(std::nullopt, cfg, "/c"); }).find("unknown quant_algo 'W4A8_AWQ'"),
             std::string::npos);
 }
 
@@ -276,7 +276,7 @@ TEST(PublishedConfigs, DisagreeingMixedFilesListTheModulesThatDiffer) {
                 {"config_groups",
                  {{"group_0", {{"weights", nvfp4}, {"input_activations", nvfp4}, {"targets", {"model.layers.0.mlp.experts"}}}},
                   {"group_1", {{"weights", fp8}, {"input_activations", fp8}, {"targets", {"model.layers.0.self_attn.q_proj"}}}}}}}}};
-  QuantConfig q = parse_quant_config(hf, cfg, "/c");
+  ModeloptConfig q = parse_modelopt_config(hf, cfg, "/c");
   ASSERT_NE(q.other, nullptr);
   EXPECT_EQ(q.disagreement, "1 per-layer entries differ (first: model.layers.0.mlp.experts: NVFP4 vs W4A16_NVFP4)");
   EXPECT_EQ(module_algo(q, "model.layers.0.mlp.experts.0.w1"), QuantAlgo::NVFP4);
@@ -284,7 +284,7 @@ TEST(PublishedConfigs, DisagreeingMixedFilesListTheModulesThatDiffer) {
 }
 
 TEST(ModeloptConfig, NoConfigMeansUnquantized) {
-  QuantConfig q = parse_quant_config(std::nullopt, json::object(), "/c");
+  ModeloptConfig q = parse_modelopt_config(std::nullopt, json::object(), "/c");
   EXPECT_FALSE(q.quantized());
   EXPECT_EQ(module_algo(q, "model.layers.0.self_attn.q_proj"), QuantAlgo::None);
 }
@@ -321,7 +321,7 @@ TEST(MixedPrecision, ResolutionExactContainerAndUnlisted) {
                     {{"model.layers.0.self_attn.q_proj", {{"quant_algo", "NVFP4"}, {"group_size", 16}}},
                      {"model.layers.0.mlp.experts", {{"quant_algo", "W4A16_NVFP4"}, {"group_size", 16}}},
                      {"model.layers.1.self_attn.o_proj", {{"quant_algo", "FP8"}}}}}});
-  QuantConfig q = parse_quant_config(j, json::object(), "/c");
+  ModeloptConfig q = parse_modelopt_config(j, json::object(), "/c");
   EXPECT_EQ(q.algo, QuantAlgo::MIXED_PRECISION);
   EXPECT_EQ(module_algo(q, "model.layers.0.self_attn.q_proj"), QuantAlgo::NVFP4);
   EXPECT_EQ(module_algo(q, "model.layers.0.self_attn.k_proj"), QuantAlgo::None);  // unlisted sibling
@@ -334,13 +334,13 @@ TEST(MixedPrecision, NestedOrBadEntriesRejected) {
   json j = legacy({{"quant_algo", "MIXED_PRECISION"}, {"kv_cache_quant_algo", nullptr}, {"group_size", nullptr},
                    {"exclude_modules", nullptr},
                    {"quantized_layers", {{"a", {{"quant_algo", "NVFP4"}, {"group_size", 8}}}}}});
-  EXPECT_NE(error_of([&] { parse_quant_config(j, json::object(), "/c"); }).find("group_size must be 16"),
+  EXPECT_NE(error_of([&] { parse_modelopt_config(j, json::object(), "/c"); }).find("group_size must be 16"),
             std::string::npos);
   j["quantization"]["quantized_layers"] = {{"a", {{"quant_algo", "BOGUS"}}}};
-  EXPECT_NE(error_of([&] { parse_quant_config(j, json::object(), "/c"); }).find("unknown quant_algo 'BOGUS'"),
+  EXPECT_NE(error_of([&] { parse_modelopt_config(j, json::object(), "/c"); }).find("unknown quant_algo 'BOGUS'"),
             std::string::npos);
   j["quantization"].erase("quantized_layers");
-  EXPECT_NE(error_of([&] { parse_quant_config(j, json::object(), "/c"); }).find("quantized_layers"),
+  EXPECT_NE(error_of([&] { parse_modelopt_config(j, json::object(), "/c"); }).find("quantized_layers"),
             std::string::npos);
 }
 
@@ -348,10 +348,10 @@ TEST(ModeloptConfig, UnknownKvCacheAlgoRejected) {
   for (const char* ok : {"FP8", "fp8", "NVFP4", "NVFP4_AFFINE", "INT8"}) {
     json j = nvfp4_legacy();
     j["quantization"]["kv_cache_quant_algo"] = ok;
-    EXPECT_EQ(parse_quant_config(j, json::object(), "/c").kv_cache_quant_algo, ok);
+    EXPECT_EQ(parse_modelopt_config(j, json::object(), "/c").kv_cache_quant_algo, ok);
   }
   json j = nvfp4_legacy();
   j["quantization"]["kv_cache_quant_algo"] = "FP9";
-  std::string e = error_of([&] { parse_quant_config(j, json::object(), "/c"); });
+  std::string e = error_of([&] { parse_modelopt_config(j, json::object(), "/c"); });
   EXPECT_NE(e.find("/c/hf_quant_config.json: unsupported kv_cache_quant_algo 'FP9'"), std::string::npos) << e;
 }

@@ -37,6 +37,15 @@ def test_the_openai_client_with_and_without_the_key(keyed):
     assert r.usage.completion_tokens == 2
 
 
-def test_health_and_metrics_stay_open(keyed):
+def test_health_stays_open_and_metrics_needs_the_key_unless_opened(keyed, tiny_model, logs):
     assert httpx.get(keyed.url + "/health").status_code == 200
-    assert httpx.get(keyed.url + "/metrics").status_code == 200
+    assert httpx.get(keyed.url + "/version").status_code == 200
+    assert httpx.get(keyed.url + "/metrics").status_code == 401
+    r = httpx.get(keyed.url + "/metrics", headers={"Authorization": f"Bearer {KEY}"})
+    assert r.status_code == 200 and "vllm:num_requests_running" in r.text
+    s = Server(tiny_model, "--api-key", KEY, "--open-metrics", log_dir=logs, name="open-metrics")
+    try:
+        assert httpx.get(s.url + "/metrics").status_code == 200
+        assert httpx.get(s.url + "/v1/models").status_code == 401
+    finally:
+        assert s.stop() == 0, s.log()

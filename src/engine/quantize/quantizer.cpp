@@ -186,8 +186,10 @@ float group_weight_amax(const io::Checkpoint& ck, const QuantGroup& g) {
   return result;
 }
 
-QuantizeSummary quantize_checkpoint(const QuantizeOptions& o) {
-  const auto t0 = std::chrono::steady_clock::now();
+namespace {
+
+// Phase 1: the options and the output path make sense (nothing is read or written yet).
+void check_request(const QuantizeOptions& o, const fs::path& in, const fs::path& out) {
   const QuantAlgo algo = o.exp.algo;
   if (algo != QuantAlgo::NVFP4 && algo != QuantAlgo::W4A16_NVFP4)
     usage_fail("--algo must be NVFP4 or W4A16_NVFP4, got {}", quant::algo_name(algo));
@@ -195,7 +197,6 @@ QuantizeSummary quantize_checkpoint(const QuantizeOptions& o) {
     usage_fail("NVFP4 (W4A4) needs calibration data to set each layer's input_scale: pass --calib-ids FILE.jsonl "
                "or --calib-text FILE (W4A16_NVFP4 needs none)");
   if (o.out_dir.empty()) usage_fail("--out: no output directory given");
-  const fs::path in = absolute_normal(o.model_dir), out = absolute_normal(o.out_dir);
   std::error_code ec;
   if (fs::exists(out, ec)) {
     if (fs::exists(in, ec) && fs::equivalent(in, out, ec))
@@ -208,36 +209,31 @@ QuantizeSummary quantize_checkpoint(const QuantizeOptions& o) {
   }
   if (out.has_parent_path() && !fs::is_directory(out.parent_path(), ec))
     fail("{}: the parent directory {} does not exist", o.out_dir, out.parent_path().string());
+}
 
-  auto ck = io::Checkpoint::open(o.model_dir);
-  // A VL checkpoint's text model (model.language_model.*) is planned as "model.*"; what is
-  // written keeps the stored names.
-  const std::string prefix = model::parse_model_config(ck->config(), ck->dir() + "/config.json").tensor_prefix;
-  if (prefix != "model.") ck->alias_prefix(prefix, "model.");
-  expose_fused_experts(*ck);
-  auto to_disk = [&](const std::string& m) {
+// A VL checkpoint's text model (model.language_model.*) is planned as "model.*"; what is written
+// keeps the stored names.
+struct NameMap {
+  std::string prefix;
+  std::string to_disk(const std::string& m) const {
     return prefix != "model." && m.starts_with("model.") && !m.starts_with("model.visual") ? prefix + m.substr(6) : m;
-  };
-  auto to_plan = [&](const std::string& n) {
-    return prefix != "model." && n.starts_with(prefix) ? "model." + n.substr(prefix.size()) : n;
-  };
-  const ExportPlan plan = make_export_plan(*ck, o.exp);
-  std::vector<std::string> exclude_on_disk;
-  for (const std::string& m : plan.exclude_modules) exclude_on_disk.push_back(to_disk(m));
-  for (const std::string& note : plan.notes) log().info("{}", note);
-
-  ActivationAmax amax;
-  if (algo == QuantAlgo::NVFP4) {
-    amax = calibrate(ck, plan, o.calibration, {o.progress});
-    log().info("Calibrated {} layers on {} sequences ({} tokens)", plan.calibrated_layers().size(), amax.sequences,
-               amax.tokens);
   }
+  std::string to_plan(const std::string& n) const {
+    return prefix != "model." && n.starts_with(prefix) ? "model." + n.substr(prefix.size()) : n;
+  }
+};
 
-  // The output tensors, in write order: input tensors sorted by name; a quantized group is
-  // emitted whole where its first member appears.
+// Phase 3: the output tensors, in write order — input tensors sorted by name; a quantized group
+// emitted whole where its first member appears — and the work that produces them.
+struct OutputLayout {
   std::vector<Job> jobs;
   std::vector<OutTensor> outs;
   std::vector<std::vector<size_t>> job_outs;  // output indices per job
+  uint64_t total = 0, input_total = 0;
+};
+
+OutputLayout plan_outputs(const io::Checkpoint& ck, const ExportPlan& plan, const NameMap& names, QuantAlgo algo) {
+  OutputLayout L;
   std::vector<bool> emitted(plan.groups.size(), false);
   auto emit_group = [&](const QuantGroup* g) {
     const size_t gi = static_cast<size_t>(g - plan.groups.data());
@@ -248,24 +244,24 @@ QuantizeSummary quantize_checkpoint(const QuantizeOptions& o) {
     for (size_t i = 0; i < g->modules.size(); ++i) {
       const std::string& m = g->modules[i];
       const int64_t n = g->rows[i], k = g->in_features;
-      job.input_bytes += weight_view(*ck, m).nbytes;
+      job.input_bytes += weight_view(ck, m).nbytes;
       auto add = [&](const std::string& nm, DType d, Shape s, size_t bytes) {
-        idx.push_back(outs.size());
-        outs.push_back({nm, d, std::move(s), bytes});
+        idx.push_back(L.outs.size());
+        L.outs.push_back({nm, d, std::move(s), bytes});
       };
-      const std::string d = to_disk(m);
+      const std::string d = names.to_disk(m);
       add(d + ".weight", DType::U8, {n, k / 2}, static_cast<size_t>(n * k / 2));
       add(d + ".weight_scale", DType::F8_E4M3, {n, k / 16}, static_cast<size_t>(n * k / 16));
       add(d + ".weight_scale_2", DType::F32, {}, 4);
       if (algo == QuantAlgo::NVFP4) add(d + ".input_scale", DType::F32, {}, 4);
     }
-    jobs.push_back(job);
-    job_outs.push_back(std::move(idx));
+    L.jobs.push_back(job);
+    L.job_outs.push_back(std::move(idx));
   };
-  for (const std::string& name : ck->tensor_names()) {
-    const TensorView& t = ck->get(name);
+  for (const std::string& name : ck.tensor_names()) {
+    const TensorView& t = ck.get(name);
     const bool is_weight = name.size() > 7 && name.compare(name.size() - 7, 7, ".weight") == 0;
-    const std::string planned = to_plan(name);
+    const std::string planned = names.to_plan(name);
     if (const QuantGroup* g = is_weight ? plan.group_of_module(planned.substr(0, planned.size() - 7)) : nullptr) {
       emit_group(g);
       continue;
@@ -280,82 +276,95 @@ QuantizeSummary quantize_checkpoint(const QuantizeOptions& o) {
     }
     for (const QuantGroup* g : experts) emit_group(g);
     if (!experts.empty()) continue;
-    jobs.push_back({name, nullptr, t.nbytes});
-    job_outs.push_back({outs.size()});
-    outs.push_back({name, t.dtype, t.shape, t.nbytes});
+    L.jobs.push_back({name, nullptr, t.nbytes});
+    L.job_outs.push_back({L.outs.size()});
+    L.outs.push_back({name, t.dtype, t.shape, t.nbytes});
   }
   for (size_t gi = 0; gi < emitted.size(); ++gi)
     if (!emitted[gi]) fail("internal: quantized group of {} was not emitted", plan.groups[gi].modules[0]);
+  for (const OutTensor& t : L.outs) L.total += t.nbytes;
+  for (const Job& j : L.jobs) L.input_total += j.input_bytes;
+  return L;
+}
 
-  std::vector<uint64_t> sizes;
-  std::vector<std::string> names;
-  uint64_t total = 0, input_total = 0;
-  for (const OutTensor& t : outs) {
-    sizes.push_back(t.nbytes);
-    names.push_back(t.name);
-    total += t.nbytes;
-  }
-  for (const Job& j : jobs) input_total += j.input_bytes;
-  const quant::ShardLayout shards = quant::assign_shards(sizes, o.max_shard_bytes);
-
-  // Everything goes into a temporary directory beside OUT, renamed at the end.
-  TempDirGuard tmp;
-  tmp.path = out.parent_path() / fmt::format(".{}.fp4lm-tmp-{}", out.filename().string(), ::getpid());
-  fs::remove_all(tmp.path, ec);
-  tmp.on_interrupt.emplace(tmp.path.string(), [&] {
-    if (!fs::create_directory(tmp.path, ec) || ec)
-      fail("{}: cannot create directory: {}", tmp.path.string(), ec.message());
-  });
-
-  json config = ck->config();
-  config["quantization_config"] = quant::quantization_config_json(algo, exclude_on_disk, o.producer_version);
-  write_json_file(tmp.path / "config.json", config);
-  write_json_file(tmp.path / "hf_quant_config.json",
-                  quant::hf_quant_config_json(algo, exclude_on_disk, o.producer_version));
+// Phase 4: the files beside the tensors (configs, tokenizer, shard index), into `dir`.
+void write_side_files(const fs::path& dir, const fs::path& in, const io::Checkpoint& ck, const QuantizeOptions& o,
+                      const std::vector<std::string>& exclude_on_disk, const OutputLayout& L,
+                      const quant::ShardLayout& shards) {
+  std::error_code ec;
+  json config = ck.config();
+  config["quantization_config"] = quant::quantization_config_json(o.exp.algo, exclude_on_disk, o.producer_version);
+  write_json_file(dir / "config.json", config);
+  write_json_file(dir / "hf_quant_config.json",
+                  quant::hf_quant_config_json(o.exp.algo, exclude_on_disk, o.producer_version));
   for (const char* f : kCopiedFiles) {
     const fs::path src = in / f;
     if (fs::is_regular_file(src, ec)) {
-      fs::copy_file(src, tmp.path / f, ec);
-      if (ec) fail("{}: cannot copy to {}: {}", src.string(), (tmp.path / f).string(), ec.message());
+      fs::copy_file(src, dir / f, ec);
+      if (ec) fail("{}: cannot copy to {}: {}", src.string(), (dir / f).string(), ec.message());
     }
   }
-  if (shards.files.size() > 1) write_json_file(tmp.path / "model.safetensors.index.json", quant::shard_index_json(names, shards, total));
+  std::vector<std::string> names;
+  for (const OutTensor& t : L.outs) names.push_back(t.name);
+  if (shards.files.size() > 1)
+    write_json_file(dir / "model.safetensors.index.json", quant::shard_index_json(names, shards, L.total));
+}
 
-  // Stream the tensors, shard by shard.
-  Progress bar(o.progress, "quantizing", input_total);
-  std::unique_ptr<io::SafetensorsStreamWriter> writer;
-  size_t current_shard = SIZE_MAX, written = 0;
-  auto open_shard = [&](size_t s) {
-    io::SafetensorsStreamWriter::Layout layout;
-    for (size_t i = 0; i < outs.size(); ++i)
-      if (shards.shard_of[i] == s) layout.emplace_back(outs[i].name, outs[i].dtype, outs[i].shape);
-    writer = std::make_unique<io::SafetensorsStreamWriter>((tmp.path / shards.files[s]).string(), std::move(layout),
-                                                           std::map<std::string, std::string>{{"format", "pt"}});
-    current_shard = s;
-  };
-  auto emit = [&](size_t out_index, const void* data, size_t nbytes) {
-    const size_t s = shards.shard_of[out_index];
-    if (s != current_shard) {
-      if (writer) writer->finish();
-      open_shard(s);
+// Writes the output tensors in order, opening each shard file as its first tensor comes.
+class ShardStream {
+ public:
+  ShardStream(const fs::path& dir, const OutputLayout& L, const quant::ShardLayout& shards, const QuantizeOptions& o)
+      : dir_(dir), L_(L), shards_(shards), o_(o) {}
+
+  void emit(size_t out_index, const void* data, size_t nbytes) {
+    const size_t s = shards_.shard_of[out_index];
+    if (s != current_) {
+      if (writer_) writer_->finish();
+      open(s);
     }
-    writer->write_tensor(outs[out_index].name, data, nbytes);
-    ++written;
-    if (o.after_tensor) o.after_tensor(outs[out_index].name);
-  };
+    writer_->write_tensor(L_.outs[out_index].name, data, nbytes);
+    ++written_;
+    if (o_.after_tensor) o_.after_tensor(L_.outs[out_index].name);
+  }
+  void finish() {
+    if (writer_) writer_->finish();
+    if (written_ != L_.outs.size()) fail("internal: wrote {} of {} tensors", written_, L_.outs.size());
+  }
 
+ private:
+  void open(size_t s) {
+    io::SafetensorsStreamWriter::Layout layout;
+    for (size_t i = 0; i < L_.outs.size(); ++i)
+      if (shards_.shard_of[i] == s) layout.emplace_back(L_.outs[i].name, L_.outs[i].dtype, L_.outs[i].shape);
+    writer_ = std::make_unique<io::SafetensorsStreamWriter>((dir_ / shards_.files[s]).string(), std::move(layout),
+                                                            std::map<std::string, std::string>{{"format", "pt"}});
+    current_ = s;
+  }
+
+  const fs::path dir_;
+  const OutputLayout& L_;
+  const quant::ShardLayout& shards_;
+  const QuantizeOptions& o_;
+  std::unique_ptr<io::SafetensorsStreamWriter> writer_;
+  size_t current_ = SIZE_MAX, written_ = 0;
+};
+
+// Phase 5: copies and quantizes every job's tensors into the shards; returns how many modules
+// were quantized.
+size_t stream_tensors(const io::Checkpoint& ck, const OutputLayout& L, const ActivationAmax& amax, QuantAlgo algo,
+                      ShardStream& out, Progress& bar) {
   size_t quantized_modules = 0;
-  for (size_t j = 0; j < jobs.size(); ++j) {
-    const Job& job = jobs[j];
+  for (size_t j = 0; j < L.jobs.size(); ++j) {
+    const Job& job = L.jobs[j];
     if (job.copy) {
-      const TensorView& t = ck->get(*job.copy);
-      emit(job_outs[j][0], t.data, t.nbytes);
+      const TensorView& t = ck.get(*job.copy);
+      out.emit(L.job_outs[j][0], t.data, t.nbytes);
       release_pages(t.data, t.nbytes);
       bar.advance(job.input_bytes);
       continue;
     }
     const QuantGroup& g = *job.group;
-    const float gamax = group_weight_amax(*ck, g);
+    const float gamax = group_weight_amax(ck, g);
     if (gamax == 0.0f)
       log().warn("{}: every weight of the group is zero; weight_scale_2 = 0 (loaders reject a zero scale)",
                  g.modules[0]);
@@ -363,45 +372,94 @@ QuantizeSummary quantize_checkpoint(const QuantizeOptions& o) {
     if (algo == QuantAlgo::NVFP4) input_scale = amax.of(g) / quant::kNvfp4GlobalDivisor;
     size_t k = 0;
     for (size_t i = 0; i < g.modules.size(); ++i) {
-      quant::Nvfp4Weight q = quantize_member(*ck, g.modules[i], g.rows[i], g.in_features, gamax);
-      emit(job_outs[j][k++], q.codes.data(), q.codes.size());
-      emit(job_outs[j][k++], q.scales.data(), q.scales.size());
-      emit(job_outs[j][k++], &q.weight_scale_2, sizeof(float));
-      if (input_scale) emit(job_outs[j][k++], &*input_scale, sizeof(float));
-      const TensorView& t = weight_view(*ck, g.modules[i]);
+      quant::Nvfp4Weight q = quantize_member(ck, g.modules[i], g.rows[i], g.in_features, gamax);
+      out.emit(L.job_outs[j][k++], q.codes.data(), q.codes.size());
+      out.emit(L.job_outs[j][k++], q.scales.data(), q.scales.size());
+      out.emit(L.job_outs[j][k++], &q.weight_scale_2, sizeof(float));
+      if (input_scale) out.emit(L.job_outs[j][k++], &*input_scale, sizeof(float));
+      const TensorView& t = weight_view(ck, g.modules[i]);
       release_pages(t.data, t.nbytes);
       ++quantized_modules;
     }
     bar.advance(job.input_bytes);
   }
-  if (writer) writer->finish();
-  if (written != outs.size()) fail("internal: wrote {} of {} tensors", written, outs.size());
-  if (outs.empty()) fail("{}: the checkpoint has no tensors", o.model_dir);
+  out.finish();
+  return quantized_modules;
+}
 
-  // Publish: the only step that touches OUT.
+// Phase 6, the only step that touches OUT: the finished temporary directory replaces it.
+void publish(TempDirGuard& tmp, const fs::path& out, const std::string& out_dir) {
+  std::error_code ec;
   if (fs::exists(out, ec)) {
     const fs::path old = out.parent_path() / fmt::format(".{}.fp4lm-old-{}", out.filename().string(), ::getpid());
     fs::rename(out, old, ec);
-    if (ec) fail("{}: cannot move the existing directory aside: {}", o.out_dir, ec.message());
+    if (ec) fail("{}: cannot move the existing directory aside: {}", out_dir, ec.message());
     fs::rename(tmp.path, out, ec);
     if (ec) {
       std::error_code ec2;
       fs::rename(old, out, ec2);
-      fail("{}: cannot rename {} into place: {}", o.out_dir, tmp.path.string(), ec.message());
+      fail("{}: cannot rename {} into place: {}", out_dir, tmp.path.string(), ec.message());
     }
     fs::remove_all(old, ec);
   } else {
     fs::rename(tmp.path, out, ec);
-    if (ec) fail("{}: cannot rename {} into place: {}", o.out_dir, tmp.path.string(), ec.message());
+    if (ec) fail("{}: cannot rename {} into place: {}", out_dir, tmp.path.string(), ec.message());
   }
   tmp.keep = true;
+}
+
+}  // namespace
+
+QuantizeSummary quantize_checkpoint(const QuantizeOptions& o) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const QuantAlgo algo = o.exp.algo;
+  const fs::path in = absolute_normal(o.model_dir), out = absolute_normal(o.out_dir);
+  check_request(o, in, out);
+
+  // Phase 2: the plan, and for W4A4 the calibrated activation ranges.
+  auto ck = io::Checkpoint::open(o.model_dir);
+  const NameMap names{model::parse_model_config(ck->config(), ck->dir() + "/config.json").tensor_prefix};
+  if (names.prefix != "model.") ck->alias_prefix(names.prefix, "model.");
+  expose_fused_experts(*ck);
+  const ExportPlan plan = make_export_plan(*ck, o.exp);
+  std::vector<std::string> exclude_on_disk;
+  for (const std::string& m : plan.exclude_modules) exclude_on_disk.push_back(names.to_disk(m));
+  for (const std::string& note : plan.notes) log().info("{}", note);
+  ActivationAmax amax;
+  if (algo == QuantAlgo::NVFP4) {
+    amax = calibrate(ck, plan, o.calibration, {o.progress});
+    log().info("Calibrated {} layers on {} sequences ({} tokens)", plan.calibrated_layers().size(), amax.sequences,
+               amax.tokens);
+  }
+
+  const OutputLayout L = plan_outputs(*ck, plan, names, algo);
+  std::vector<uint64_t> sizes;
+  for (const OutTensor& t : L.outs) sizes.push_back(t.nbytes);
+  const quant::ShardLayout shards = quant::assign_shards(sizes, o.max_shard_bytes);
+
+  // Everything goes into a temporary directory beside OUT, renamed at the end.
+  std::error_code ec;
+  TempDirGuard tmp;
+  tmp.path = out.parent_path() / fmt::format(".{}.fp4lm-tmp-{}", out.filename().string(), ::getpid());
+  fs::remove_all(tmp.path, ec);
+  tmp.on_interrupt.emplace(tmp.path.string(), [&] {
+    if (!fs::create_directory(tmp.path, ec) || ec)
+      fail("{}: cannot create directory: {}", tmp.path.string(), ec.message());
+  });
+  write_side_files(tmp.path, in, *ck, o, exclude_on_disk, L, shards);
+
+  Progress bar(o.progress, "quantizing", L.input_total);
+  ShardStream stream(tmp.path, L, shards, o);
+  const size_t quantized_modules = stream_tensors(*ck, L, amax, algo, stream, bar);
+  if (L.outs.empty()) fail("{}: the checkpoint has no tensors", o.model_dir);
+  publish(tmp, out, o.out_dir);
 
   QuantizeSummary s;
   s.exclude_modules = exclude_on_disk;
   s.quantized_modules = quantized_modules;
-  s.tensors = outs.size();
+  s.tensors = L.outs.size();
   s.shard_files = shards.files;
-  s.tensor_bytes = total;
+  s.tensor_bytes = L.total;
   s.calibration_tokens = amax.tokens;
   s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return s;

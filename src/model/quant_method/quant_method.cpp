@@ -8,13 +8,25 @@
 
 namespace fp4lm::model {
 
-const QuantMethod& quant_method(kernels::WeightKey key) {
-  switch (key) {
-    case kernels::WeightKey::unquantized: return unquantized_method();
-    case kernels::WeightKey::nvfp4_static: return nvfp4_method();
-    case kernels::WeightKey::fp8_static: return fp8_method();
+const QuantMethod& quant_method(const quant::DiskFormat& f) {
+  switch (f.scheme) {
+    case quant::Scheme::unquantized: return unquantized_method();
+    case quant::Scheme::nvfp4:
+    case quant::Scheme::nvfp4_a16:
+      return f.family == quant::Family::compressed_tensors ? compressed_tensors_nvfp4_method() : nvfp4_method();
+    case quant::Scheme::fp8:
+    case quant::Scheme::fp8_a16:
+    case quant::Scheme::fp8_dynamic: return fp8_method();
   }
-  fail("no quantization method for weight format {}", static_cast<int>(key));
+  fail("no quantization method for {} {}", quant::family_name(f.family), quant::scheme_name(f.scheme));
+}
+
+quant::Scheme detect_scheme(quant::Family family, const TensorLookup& tensors, const std::string& module) {
+  const QuantMethod& nvfp4 =
+      family == quant::Family::compressed_tensors ? compressed_tensors_nvfp4_method() : nvfp4_method();
+  for (const QuantMethod* m : {&fp8_method(), &nvfp4})
+    if (std::optional<quant::Scheme> s = m->detect(tensors, module)) return *s;
+  return quant::Scheme::unquantized;
 }
 
 kernels::LinearWeights QuantMethod::linear(const ParamReader& p, const LayerSpec& spec,

@@ -1,11 +1,14 @@
 #pragma once
 // A quantization method (vLLM's config -> method -> kernel): for one weight format, which
 // tensors a Linear or MoE layer has on disk, their names, dtypes, shapes and scale rules, and
-// the per-format view (kernels/weights.h) the backend receives. ModelLoader resolves a layer's
+// the per-format view (kernels/weights.h) the backend receives; which tensors say a module holds
+// its format (detect), and which kernel key runs it (key). ModelLoader resolves a layer's
 // scheme and dispatches here; it knows no format. A new format is one file in this folder plus
 // a line in quant_method.cpp.
+#include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "kernels/weights.h"
 #include "model/layer_plan.h"
@@ -17,7 +20,15 @@ namespace fp4lm::model {
 class QuantMethod {
  public:
   virtual ~QuantMethod() = default;
+  // The weight format of the views this method builds: the key's weight must be it
+  // (resolve_scheme checks).
   virtual kernels::WeightKey weight_key() const = 0;
+  // The scheme `module`'s tensors hold in this method's names, or nullopt when they are not
+  // this method's.
+  virtual std::optional<quant::Scheme> detect(const TensorLookup& tensors, const std::string& module) const = 0;
+  // The kernel key that runs a layer of `modules` stored as `f` (tensors may be empty).
+  virtual kernels::QuantKey key(const quant::DiskFormat& f, const std::vector<std::string>& modules,
+                                const TensorLookup& tensors) const = 0;
 
   // Every shard of a Linear layer (stacked along n) and its bias, validated. input_scale of the
   // result is the max over the shards' (the shared input is quantized once).
@@ -33,11 +44,15 @@ class QuantMethod {
   static std::pair<LayerSpec, LayerSpec> expert_specs(const LayerSpec& moe, int64_t e);
 };
 
-// The method of a weight format.
-const QuantMethod& quant_method(kernels::WeightKey key);
+// The method that reads a format.
+const QuantMethod& quant_method(const quant::DiskFormat& f);
+// What `module`'s tensors hold, recognized by the family's methods; unquantized when none
+// recognizes them.
+quant::Scheme detect_scheme(quant::Family family, const TensorLookup& tensors, const std::string& module);
 
 const QuantMethod& unquantized_method();
-const QuantMethod& nvfp4_method();
-const QuantMethod& fp8_method();
+const QuantMethod& nvfp4_method();                     // ModelOpt's names
+const QuantMethod& compressed_tensors_nvfp4_method();  // compressed-tensors' names, reciprocal scales
+const QuantMethod& fp8_method();                       // the same names in both families
 
 }  // namespace fp4lm::model

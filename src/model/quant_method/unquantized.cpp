@@ -16,6 +16,18 @@ class UnquantizedMethod final : public QuantMethod {
  public:
   kernels::WeightKey weight_key() const override { return kernels::WeightKey::unquantized; }
 
+  std::optional<quant::Scheme> detect(const TensorLookup& tensors, const std::string& module) const override {
+    const std::optional<DType> w = tensors(module + ".weight");
+    if ((w == DType::BF16 || w == DType::F16 || w == DType::F32) && !tensors(module + ".weight_scale"))
+      return quant::Scheme::unquantized;
+    return std::nullopt;
+  }
+
+  kernels::QuantKey key(const quant::DiskFormat&, const std::vector<std::string>&,
+                        const TensorLookup&) const override {
+    return kernels::kUnquantized;
+  }
+
   kernels::MoeWeights moe(const ParamReader& p, const LayerSpec& spec, const LayerScheme& scheme) const override {
     const std::string& box = spec.shards[0];
     if (!p.checkpoint().find(box + ".gate_up_proj")) return QuantMethod::moe(p, spec, scheme);

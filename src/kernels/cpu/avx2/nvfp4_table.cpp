@@ -1,0 +1,48 @@
+// The AVX2 NVFP4 kernel table: adapters from the Nvfp4Kernels seam to nvfp4_avx2.h.
+#include "kernels/cpu/avx2/nvfp4.h"
+#include "kernels/cpu/nvfp4_kernels.h"
+
+namespace fp4lm::kernels::cpu {
+
+namespace {
+
+struct A16Input final : PreparedInput {
+  W4a16Input in;
+};
+struct A4Input final : PreparedInput {
+  W4a4Input in;
+};
+
+std::unique_ptr<PreparedInput> a16_input(const void* x, DType act, int64_t m, int64_t k, ThreadPool& pool) {
+  auto in = std::make_unique<A16Input>();
+  in->m = m;
+  in->in = nvfp4_w4a16_input_avx2(x, act, m, k, pool);
+  return in;
+}
+
+void a16_rows(const Nvfp4Matrix& w, const PreparedInput& in, int64_t r0, int64_t r1, void* y, DType act) {
+  nvfp4_w4a16_rows_avx2(w, static_cast<const A16Input&>(in).in, r0, r1, y, act);
+}
+
+std::unique_ptr<PreparedInput> a4_input(const void* x, DType act, int64_t m, int64_t k, float input_scale,
+                                        ThreadPool& pool) {
+  auto in = std::make_unique<A4Input>();
+  in->m = m;
+  in->in = nvfp4_w4a4_input_avx2(x, act, m, k, input_scale, pool);
+  return in;
+}
+
+int64_t a4_row_block(int64_t, int64_t) { return kNvfp4RowBlock; }
+
+void a4_rows(const Nvfp4Matrix& w, const PreparedInput& in, int64_t r0, int64_t r1, void* y, DType act) {
+  nvfp4_w4a4_rows_avx2(w, static_cast<const A4Input&>(in).in, r0, r1, y, act);
+}
+
+constexpr Nvfp4Kernels kTable{"avx2", a16_input, nvfp4_w4a16_row_block_avx2, a16_rows,
+                              a4_input, a4_row_block, a4_rows};
+
+}  // namespace
+
+const Nvfp4Kernels& nvfp4_kernels_avx2() { return kTable; }
+
+}  // namespace fp4lm::kernels::cpu

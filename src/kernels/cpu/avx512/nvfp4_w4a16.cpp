@@ -1,0 +1,200 @@
+// NVFP4 W4A16 on AVX-512 (BF16): x stays 16/32-bit, split into bf16 pieces whose sum is x;
+// weights are decoded from the checkpoint's nibbles straight to bf16 (every E2M1 value is a
+// bf16) and multiplied by vdpbf16ps with fp32 accumulation (docs/KERNELS.md, "AVX-512 W4A16").
+//
+// Per 256-element super-chunk of a row: two vpermt2d put the 4+4 code bytes of block i into
+// dword lane i of P and Q; four vpermw lookups per vector (the word's nibbles 0-3, 4-7, 8-11,
+// 12-15, by 0/4/8/12-bit shifts; the 32-entry table repeats its 16 values, so higher index bits
+// do not matter) give 8 vectors of 32 bf16 weights whose lane i pairs all lie in block i. Per
+// token: 8 × pieces vdpbf16ps into a zeroed partial (lane i = the block's exact products summed
+// in fp32), then one FMA by the block scales into the accumulator. Each (row, token) result is
+// the same instruction sequence in the register schedule and in the panel schedule.
+#include "kernels/cpu/avx512/common.h"
+
+namespace fp4lm::kernels::cpu::avx512 {
+
+namespace {
+
+// bf16 of the E2M1 code (j & 15), bit 3 = sign, for vpermw's 5-bit index.
+alignas(64) constexpr uint16_t kE2m1Bf16[32] = {
+    0x0000, 0x3F00, 0x3F80, 0x3FC0, 0x4000, 0x4040, 0x4080, 0x40C0,
+    0x8000, 0xBF00, 0xBF80, 0xBFC0, 0xC000, 0xC040, 0xC080, 0xC0C0,
+    0x0000, 0x3F00, 0x3F80, 0x3FC0, 0x4000, 0x4040, 0x4080, 0x40C0,
+    0x8000, 0xBF00, 0xBF80, 0xBFC0, 0xC000, 0xC040, 0xC080, 0xC0C0};
+
+constexpr int kVectors = 8;  // bf16 weight vectors per super-chunk
+
+struct Decoder {
+  static constexpr int kVectors = ::fp4lm::kernels::cpu::avx512::kVectors;
+  __m512i lut = _mm512_load_si512(kE2m1Bf16);
+  __m512i even = _mm512_load_si512(kEvenDwords);
+  __m512i odd = _mm512_load_si512(kOddDwords);
+
+  // 128 code bytes -> z[v], v = 4s + q: word 2i + j of z[v] is element 16i + 8s + 4j + q.
+  inline void operator()(const uint8_t* p, __m512i z[kVectors]) const {
+    const __m512i lo = _mm512_loadu_si512(p), hi = _mm512_loadu_si512(p + 64);
+    const __m512i pq[2] = {_mm512_permutex2var_epi32(lo, even, hi), _mm512_permutex2var_epi32(lo, odd, hi)};
+    for (int s = 0; s < 2; ++s) {
+      z[4 * s + 0] = _mm512_permutexvar_epi16(pq[s], lut);
+      z[4 * s + 1] = _mm512_permutexvar_epi16(_mm512_srli_epi16(pq[s], 4), lut);
+      z[4 * s + 2] = _mm512_permutexvar_epi16(_mm512_srli_epi16(pq[s], 8), lut);
+      z[4 * s + 3] = _mm512_permutexvar_epi16(_mm512_srli_epi16(pq[s], 12), lut);
+    }
+  }
+};
+
+// The partial of one (row, token) for one super-chunk: Σ over the 8 vectors and P pieces, in
+// that order, starting from zero. Lane i = block i's products (each exact: e2m1 × bf16 has at
+// most 10 significant bits), summed in fp32.
+template <int P>
+inline __m512 partial(const __m512i z[kVectors], const __m512i* x /* [8][P] */) {
+  __m512 part = _mm512_dpbf16_ps(_mm512_setzero_ps(), bh(z[0]), bh(x[0]));
+#pragma GCC unroll 24
+  for (int i = 1; i < kVectors * P; ++i) part = _mm512_dpbf16_ps(part, bh(z[i / P]), bh(x[i]));
+  return part;
+}
+
+// out[r][t] for R rows and T tokens (x of token t at xp + t * tstride vectors), decoding in
+// registers: each super-chunk of each row is decoded once and used by all T tokens.
+template <int R, int T, int P>
+void dot_rows(const Decoder& dec, const uint8_t* const* codes, const uint8_t* const* scales, int64_t k,
+              const __m512i* xp, int64_t tstride, float* out) {
+  __m512 acc[R][T];
+  for (int r = 0; r < R; ++r)
+    for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
+  each_decoded_super_chunk<R>(dec, codes, scales, k, [&](int r, int64_t c, const __m512i* z, __m512 s) {
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t)
+      acc[r][t] = _mm512_fmadd_ps(partial<P>(z, xp + t * tstride + c * kVectors * P), s, acc[r][t]);
+  });
+  for (int r = 0; r < R; ++r)
+    for (int t = 0; t < T; ++t) out[r * T + t] = hsum(acc[r][t]);
+}
+
+// ---- Panel schedule (m >= kW4a16PanelMinTokens): a group of rows is decoded once per call
+// into a panel (per row and super-chunk: the 8 bf16 vectors and the scale vector), then
+// register tiles of R rows × T tokens run over it with the same per-(row, token) sequence.
+constexpr int kPanelVecs = kPanelVectors<Decoder>;
+
+template <int R, int T, int P>
+void panel_tile(const __m512i* panel, int64_t chunks, const __m512i* xp, int64_t tstride, float* out) {
+  __m512 acc[R][T];
+  for (int r = 0; r < R; ++r)
+    for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
+  const __m512i* w[R];
+  const __m512i* x[T];
+  for (int r = 0; r < R; ++r) w[r] = panel + r * chunks * kPanelVecs;
+  for (int t = 0; t < T; ++t) x[t] = xp + t * tstride;
+  for (int64_t c = 0; c < chunks; ++c) {
+    __m512 part[R][T];
+#pragma GCC unroll 8
+    for (int v = 0; v < kVectors; ++v) {
+      __m512i wv[R];
+      for (int r = 0; r < R; ++r) wv[r] = _mm512_load_si512(w[r] + v);
+#pragma GCC unroll 3
+      for (int p = 0; p < P; ++p) {
+        for (int t = 0; t < T; ++t) {
+          const __m512i xv = _mm512_load_si512(x[t] + v * P + p);
+          for (int r = 0; r < R; ++r)
+            part[r][t] = v == 0 && p == 0 ? _mm512_dpbf16_ps(_mm512_setzero_ps(), bh(wv[r]), bh(xv))
+                                          : _mm512_dpbf16_ps(part[r][t], bh(wv[r]), bh(xv));
+        }
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      const __m512 s = _mm512_castsi512_ps(_mm512_load_si512(w[r] + kVectors));
+      for (int t = 0; t < T; ++t) acc[r][t] = _mm512_fmadd_ps(part[r][t], s, acc[r][t]);
+    }
+    for (int r = 0; r < R; ++r) w[r] += kPanelVecs;
+    for (int t = 0; t < T; ++t) x[t] += kVectors * P;
+  }
+  for (int r = 0; r < R; ++r)
+    for (int t = 0; t < T; ++t) out[r * T + t] = hsum(acc[r][t]);
+}
+
+inline void epilogue(const Rows& w, int64_t r, int64_t t, float v, void* y, DType act) {
+  const float g = w.global[r] * kE4m3ScaledInv, b = w.bias ? w.bias[r] : 0.0f;
+  store_act(y, act, t * w.n + r, v * g + b);
+}
+
+template <int P>
+void register_rows(const Rows& w, const __m512i* xp, int64_t m, int64_t r0, int64_t r1, void* y, DType act) {
+  using Fn = void (*)(const Decoder&, const uint8_t* const*, const uint8_t* const*, int64_t, const __m512i*,
+                      int64_t, float*);
+  static constexpr Fn wide[kTokTile + 1] = {nullptr, dot_rows<kRowsFor<1>, 1, P>, dot_rows<kRowsFor<2>, 2, P>,
+                                            dot_rows<kRowsFor<3>, 3, P>, dot_rows<kRowsFor<4>, 4, P>};
+  static constexpr Fn one[kTokTile + 1] = {nullptr, dot_rows<1, 1, P>, dot_rows<1, 2, P>, dot_rows<1, 3, P>,
+                                           dot_rows<1, 4, P>};
+  const Decoder dec;
+  const int64_t tstride = super_chunks(w.k) * kVectors * P;
+  register_schedule(
+      m, r0, r1,
+      [&](int64_t r, int rr, int64_t t0, int tt, float* out) {
+        (rr > 1 ? wide[tt] : one[tt])(dec, w.codes + r, w.scales + r, w.k, xp + t0 * tstride, tstride, out);
+      },
+      [&](int64_t r, int64_t t, float v) { epilogue(w, r, t, v, y, act); });
+}
+
+template <int P>
+void panel_rows_range(const Rows& w, const __m512i* xp, int64_t m, int64_t r0, int64_t r1, void* y, DType act) {
+  using Fn = void (*)(const __m512i*, int64_t, const __m512i*, int64_t, float*);
+  static constexpr Fn wide[kPanelT + 1] = {nullptr, panel_tile<kPanelR, 1, P>, panel_tile<kPanelR, 2, P>,
+                                           panel_tile<kPanelR, 3, P>, panel_tile<kPanelR, 4, P>};
+  static constexpr Fn one[kPanelT + 1] = {nullptr, panel_tile<1, 1, P>, panel_tile<1, 2, P>, panel_tile<1, 3, P>,
+                                          panel_tile<1, 4, P>};
+  const Decoder dec;
+  const int64_t chunks = super_chunks(w.k), tstride = chunks * kVectors * P, group = panel_rows<Decoder>(w.k);
+  panel_schedule(
+      m, r0, r1, group, static_cast<size_t>(group * chunks * kPanelVecs * 64),
+      [&](int64_t g0, int rows, __m512i* panel) { decode_panel(dec, w.codes + g0, w.scales + g0, rows, w.k, panel); },
+      [&](const __m512i* panel, int i, int rr, int64_t t0, int tt, float* out) {
+        (rr > 1 ? wide[tt] : one[tt])(panel + i * chunks * kPanelVecs, chunks, xp + t0 * tstride, tstride, out);
+      },
+      [&](int64_t r, int64_t t, float v) { epilogue(w, r, t, v, y, act); });
+}
+
+template <int P>
+void rows_p(const Rows& w, const __m512i* xp, int64_t m, int64_t r0, int64_t r1, void* y, DType act) {
+  if (m >= kW4a16PanelMinTokens)
+    panel_rows_range<P>(w, xp, m, r0, r1, y, act);
+  else
+    register_rows<P>(w, xp, m, r0, r1, y, act);
+}
+
+}  // namespace
+
+int64_t w4a16_token_words(int64_t k, int pieces) { return super_chunks(k) * kVectors * pieces * 32; }
+
+void w4a16_pack_token(const float* x, int64_t k, int pieces, uint16_t* out) {
+  const int64_t chunks = super_chunks(k);
+  alignas(64) float v[32];
+  for (int64_t c = 0; c < chunks; ++c) {
+    for (int s = 0; s < 2; ++s)
+      for (int q = 0; q < 4; ++q) {
+        // Word 2i + j of vector 4s + q is element 16i + 8s + 4j + q (the decoder's order).
+        for (int i = 0; i < 16; ++i)
+          for (int j = 0; j < 2; ++j) {
+            const int64_t e = c * kSuper + 16 * i + 8 * s + 4 * j + q;
+            v[2 * i + j] = e < k ? x[e] : 0.0f;
+          }
+        bf16_pieces(_mm512_load_ps(v), _mm512_load_ps(v + 16), pieces,
+                    out + ((c * kVectors + 4 * s + q) * pieces) * 32);
+      }
+  }
+}
+
+int64_t w4a16_row_block(int64_t m, int64_t k) {
+  return m >= kW4a16PanelMinTokens ? panel_rows<Decoder>(k) : kRowBlock;
+}
+
+void w4a16_rows(const Rows& w, const uint16_t* xp, int64_t m, int pieces, int64_t r0, int64_t r1, void* y,
+                DType act) {
+  const auto* x = reinterpret_cast<const __m512i*>(xp);
+  switch (pieces) {
+    case 1: return rows_p<1>(w, x, m, r0, r1, y, act);
+    case 2: return rows_p<2>(w, x, m, r0, r1, y, act);
+    default: return rows_p<3>(w, x, m, r0, r1, y, act);
+  }
+}
+
+}  // namespace fp4lm::kernels::cpu::avx512

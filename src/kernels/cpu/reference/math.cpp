@@ -1,0 +1,75 @@
+#include "kernels/cpu/reference/math.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.h"
+#include "quant/nvfp4.h"
+
+namespace fp4lm::kernels {
+
+namespace {
+// The shard holding row r, and r's index inside it.
+const WeightShard& shard_of(const LinearWeights& w, int64_t& r) {
+  for (const WeightShard& s : w.shards) {
+    if (r < s.rows) return s;
+    r -= s.rows;
+  }
+  fail("row index past the {} rows of the layer", w.n);
+}
+}  // namespace
+
+void reference_weight_row(const LinearWeights& w, int64_t r, float* out) {
+  const int64_t k = w.k;
+  const WeightShard& s = shard_of(w, r);
+  switch (w.key.weight) {
+    case WeightKey::unquantized: {
+      const DenseView& v = s.as<DenseView>();
+      const size_t esize = dtype_size(v.dtype);
+      to_f32_n(static_cast<const uint8_t*>(v.data) + r * k * esize, v.dtype, out, k);
+      return;
+    }
+    case WeightKey::nvfp4_static: {
+      const Nvfp4View& v = s.as<Nvfp4View>();
+      const uint8_t* codes = v.codes + r * (k / 2);
+      const uint8_t* scales = v.block_scales + r * (k / 16);
+      for (int64_t j = 0; j < k; ++j) {
+        uint8_t c = (j & 1) ? codes[j / 2] >> 4 : codes[j / 2] & 0xf;
+        out[j] = e2m1_to_f32(c) * e4m3_to_f32(scales[j / 16]) * v.global_scale;
+      }
+      return;
+    }
+    case WeightKey::fp8_static: {
+      const Fp8View& v = s.as<Fp8View>();
+      const uint8_t* codes = v.codes + r * k;
+      const float scale = v.row_scales.empty() ? v.global_scale : v.row_scales[static_cast<size_t>(r)];
+      for (int64_t j = 0; j < k; ++j) out[j] = e4m3_to_f32(codes[j]) * scale;
+      return;
+    }
+  }
+}
+
+std::vector<float> reference_activation_input(const LinearWeights& w, const float* x, int64_t m) {
+  const size_t count = static_cast<size_t>(m * w.k);
+  if (w.key.act == ActKey::nvfp4_dynamic) return quant::qdq_activation(x, m, w.k, w.input_scale);
+  std::vector<float> out(x, x + count);
+  if (w.key.act == ActKey::fp8_static) {
+    for (float& v : out) v = e4m3_to_f32(f32_to_e4m3(v / w.input_scale)) * w.input_scale;
+  }
+  return out;
+}
+
+size_t linear_weight_bytes(const LinearWeights& w) {
+  switch (w.key.weight) {
+    case WeightKey::unquantized: {
+      size_t b = 0;
+      for (const WeightShard& s : w.shards) b += s.rows * w.k * dtype_size(s.as<DenseView>().dtype);
+      return b;
+    }
+    case WeightKey::nvfp4_static: return static_cast<size_t>(w.n * (w.k / 2 + w.k / 16));
+    case WeightKey::fp8_static: return static_cast<size_t>(w.n * w.k);
+  }
+  return 0;
+}
+
+}  // namespace fp4lm::kernels

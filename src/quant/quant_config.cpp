@@ -1,0 +1,59 @@
+#include "quant/quant_config.h"
+
+#include <cctype>
+
+#include "core/error.h"
+#include "quant/compressed_tensors_config.h"
+#include "quant/modelopt_config.h"
+
+namespace fp4lm::quant {
+
+using nlohmann::json;
+
+std::string_view family_name(Family f) {
+  switch (f) {
+    case Family::modelopt: return "modelopt";
+    case Family::compressed_tensors: return "compressed-tensors";
+  }
+  return "?";
+}
+
+std::string_view scheme_name(Scheme s) {
+  switch (s) {
+    case Scheme::unquantized: return "UNQUANTIZED";
+    case Scheme::nvfp4: return "NVFP4";
+    case Scheme::nvfp4_a16: return "W4A16_NVFP4";
+    case Scheme::fp8: return "FP8";
+    case Scheme::fp8_a16: return "FP8_W8A16";
+    case Scheme::fp8_dynamic: return "FP8_DYNAMIC";
+  }
+  return "?";
+}
+
+std::shared_ptr<const QuantConfig> parse_quant_config(const std::optional<json>& hf_quant_config,
+                                                      const json& config_json, const std::string& dir) {
+  std::string method;
+  if (config_json.is_object() && config_json.contains("quantization_config") &&
+      config_json["quantization_config"].is_object()) {
+    const json& qc = config_json["quantization_config"];
+    if (qc.contains("quant_method") && qc["quant_method"].is_string()) method = qc["quant_method"].get<std::string>();
+  }
+  std::string m = method;
+  for (char& c : m) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  const std::string where = dir + "/config.json: quantization_config";
+  if (m == "compressed-tensors" || m == "compressed_tensors") {
+    if (hf_quant_config)
+      fail("{}: quant_method is compressed-tensors but {}/hf_quant_config.json (ModelOpt's) is present too; "
+           "remove the one that does not describe the tensors",
+           where, dir);
+    return std::make_shared<CompressedTensorsConfig>(
+        parse_compressed_tensors_config(config_json["quantization_config"], where));
+  }
+  if (!m.empty() && m != "modelopt")
+    fail("{}: unsupported quant_method '{}' (fp4lm loads \"modelopt\" and \"compressed-tensors\"; AWQ, GPTQ, "
+         "bitsandbytes and others are not supported)",
+         where, method);
+  return std::make_shared<ModeloptConfig>(parse_modelopt_config(hf_quant_config, config_json, dir));
+}
+
+}  // namespace fp4lm::quant

@@ -1,0 +1,99 @@
+#pragma once
+// A checkpoint's quantization config, whatever its family (docs/FORMAT.md §7): one implementation
+// per producer's config format — ModelOpt (quant/modelopt_config.h), compressed-tensors
+// (quant/compressed_tensors_config.h). It answers, per HF module, which scheme the module's
+// tensors hold (exclusions applied); the family and the scheme together choose the quant method
+// that reads the tensors (model/quant_method/), and the method the kernel key that runs them.
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/dtype.h"
+
+namespace fp4lm::quant {
+
+// Whose config and tensor names: each family names the same codes and scales differently.
+enum class Family { modelopt, compressed_tensors };
+std::string_view family_name(Family f);  // "modelopt", "compressed-tensors"
+
+// What one module stores, in any family's names.
+//  nvfp4 / nvfp4_a16: E2M1 codes, E4M3 scales per 16, a global scale; with / without an
+//    activation global scale (W4A4 / W4A16).
+//  fp8: E4M3 weights; activations quantized with a static per-tensor input_scale. ModelOpt has no
+//    weight-only FP8 name: there the tensors decide (input_scale absent: W8A16).
+//  fp8_a16: E4M3 weights, activations unquantized (compressed-tensors W8A16).
+//  fp8_dynamic: E4M3 weights, activations quantized per token at run time (compressed-tensors
+//    W8A8 dynamic); fp4lm runs it weight-only (W8A16), see docs/FORMAT.md §7.
+enum class Scheme { unquantized, nvfp4, nvfp4_a16, fp8, fp8_a16, fp8_dynamic };
+// "UNQUANTIZED", "NVFP4", "W4A16_NVFP4", "FP8", "FP8_W8A16", "FP8_DYNAMIC" (ModelOpt's names
+// where it has one).
+std::string_view scheme_name(Scheme s);
+
+// The on-disk format of a module: which names (family) hold which scheme.
+struct DiskFormat {
+  Family family = Family::modelopt;
+  Scheme scheme = Scheme::unquantized;
+  bool operator==(const DiskFormat&) const = default;
+};
+
+// What the checkpoint's tensors say, for the parts of a config that defer to them.
+struct ModuleTensors {
+  // The dtype of a stored tensor, or nullopt when it is absent.
+  std::function<std::optional<DType>(const std::string& name)> dtype;
+  // The scheme one module's tensors hold, recognized by the family's quant methods.
+  std::function<Scheme(const std::string& module)> scheme;
+  explicit operator bool() const { return static_cast<bool>(dtype); }
+};
+
+class QuantConfig {
+ public:
+  virtual ~QuantConfig() = default;
+
+  virtual Family family() const = 0;
+  // The file and key the config came from, for errors.
+  virtual const std::string& source() const = 0;
+  virtual bool quantized() const = 0;
+  // One line for the load log and `inspect`, e.g. "ModelOpt NVFP4 checkpoint (quant_algo=NVFP4)".
+  virtual std::string describe() const = 0;
+  // The KV-cache quantization the config names ("FP8"), if any; fp4lm keeps its KV cache in the
+  // activation dtype whatever it says.
+  virtual std::optional<std::string> kv_cache_scheme() const = 0;
+  // Whether any module may hold `s` (for the load log).
+  virtual bool declares(Scheme s) const = 0;
+
+  // The scheme of one HF module (no ".weight"), exclusions applied; `tensors` (may be empty)
+  // where the family lets them decide. Error naming the module for an unsupported scheme.
+  virtual Scheme module_scheme(const std::string& module, const ModuleTensors& tensors) const = 0;
+  // Whether the config excludes `module` (keeps it unquantized).
+  virtual bool excluded(const std::string& module) const = 0;
+  // False when the tensors, not the config's exclusions, decide what is unquantized (then a
+  // fused layer's shards need not agree on exclusion, only on what they hold).
+  virtual bool exclusions_decide() const { return true; }
+  // A scheme listed for an engine layer's own (fused) name, e.g. "model.layers.0.mlp.experts".
+  virtual std::optional<Scheme> listed_scheme(const std::string& layer) const {
+    (void)layer;
+    return std::nullopt;
+  }
+  // A WARN line about the config (e.g. two config files that disagree) for these modules; ""
+  // when there is nothing to say.
+  virtual std::string warning(const std::vector<std::string>& modules, const ModuleTensors& tensors) const {
+    (void)modules, (void)tensors;
+    return "";
+  }
+  // The same config read for a checkpoint whose module names under `from` are read as `to`
+  // (a VL checkpoint's "model.language_model." as "model.").
+  virtual std::shared_ptr<const QuantConfig> with_prefix(const std::string& from, const std::string& to) const = 0;
+};
+
+// The checkpoint's config, from its parsed files (either may be absent), by config.json's
+// quantization_config.quant_method: "modelopt" (or none, see modelopt_config.h) and
+// "compressed-tensors"; any other method is an Error naming it. Neither file: an unquantized
+// config.
+std::shared_ptr<const QuantConfig> parse_quant_config(const std::optional<nlohmann::json>& hf_quant_config,
+                                                      const nlohmann::json& config_json, const std::string& dir);
+
+}  // namespace fp4lm::quant
