@@ -1,5 +1,7 @@
-// `fp4lm backends`: the kernel-backend registry (the oracle's table), in priority order, then the
-// attention kernel's variants.
+// `fp4lm backends`: every kernel family's registered variants, in the order they are tried: the
+// oracle's Linear and MoE backends (GEMM: NVFP4, FP8, dense), then the attention and delta-rule
+// variants. Each says which instruction set it was built for, the CPU features it uses, and
+// whether it can run here (the one ISA decision, kernels/isa.h; FP4LM_DISABLE_ISA included).
 #include <cstdio>
 #include <string>
 
@@ -10,67 +12,88 @@
 #include "cli/command.h"
 #include "core/cpu_features.h"
 #include "kernels/attention.h"
+#include "kernels/delta_rule.h"
 #include "kernels/registry.h"
 
 namespace fp4lm::cli {
 namespace {
 
-nlohmann::json describe(const kernels::Backend& b) {
-  std::vector<std::string> schemes, dtypes;
-  for (const auto& k : b.schemes) schemes.push_back(std::string(kernels::scheme_name(k)));
-  for (DType d : b.act_dtypes) dtypes.push_back(std::string(dtype_torch_name(d)));
-  std::string why = b.unavailable_reason ? b.unavailable_reason() : "";
-  return {{"name", b.name},
-          {"kind", b.kind == kernels::LayerKind::linear ? "linear" : "moe"},
-          {"device", b.device},
-          {"schemes", schemes},
-          {"match", b.weight_key_only ? "weight key only" : "weight and activation keys"},
-          {"activation_dtypes", dtypes},
+nlohmann::json isa_fields(const kernels::IsaNeeds& isa, const std::string& why) {
+  return {{"isa", std::string(kernels::isa_name(isa.isa))},
+          {"cpu_features", isa.cpu.empty() ? "" : isa.cpu.names()},
           {"available", why.empty()},
           {"unavailable_reason", why}};
 }
 
-CommandRegistration reg("backends", "List the kernel backends, in the order the oracle tries them", [](CLI::App& sub) {
+nlohmann::json describe(const kernels::Backend& b) {
+  std::vector<std::string> schemes, dtypes;
+  for (const auto& k : b.schemes) schemes.push_back(std::string(kernels::scheme_name(k)));
+  for (DType d : b.act_dtypes) dtypes.push_back(std::string(dtype_torch_name(d)));
+  nlohmann::json j = {{"name", b.name},
+                      {"kind", b.kind == kernels::LayerKind::linear ? "linear" : "moe"},
+                      {"device", b.device},
+                      {"schemes", schemes},
+                      {"match", b.weight_key_only ? "weight key only" : "weight and activation keys"},
+                      {"activation_dtypes", dtypes}};
+  j.update(isa_fields(b.isa, b.unavailable_reason ? b.unavailable_reason() : ""));
+  return j;
+}
+
+nlohmann::json describe(const kernels::AttentionKernel& k, bool selected) {
+  std::vector<std::string> dtypes;
+  for (DType d : kernels::AttentionKernel::kv_dtypes)
+    dtypes.push_back(d == DType::F8_E4M3 ? "fp8" : std::string(dtype_torch_name(d)));
+  nlohmann::json j = {{"name", k.name}, {"kind", "attention"}, {"device", "cpu"}, {"kv_cache_dtypes", dtypes}};
+  j.update(isa_fields(k.isa, k.unavailable_reason()));
+  j["selected"] = selected;
+  return j;
+}
+
+nlohmann::json describe(const kernels::DeltaRuleKernel& k, bool selected) {
+  nlohmann::json j = {{"name", k.name}, {"kind", "delta_rule"}, {"device", "cpu"}, {"forms", {"recurrent", "chunked"}}};
+  j.update(isa_fields(k.isa, k.unavailable_reason()));
+  j["selected"] = selected;
+  return j;
+}
+
+std::string status(const nlohmann::json& b) {
+  std::string s = b["available"].get<bool>() ? "available" : "unavailable: " + b["unavailable_reason"].get<std::string>();
+  if (b.contains("selected") && b["selected"].get<bool>()) s += " (selected)";
+  return s;
+}
+
+std::string joined(const nlohmann::json& list) {
+  return fmt::format("{}", fmt::join(list.get<std::vector<std::string>>(), ", "));
+}
+
+CommandRegistration reg("backends", "List every kernel family's backends, in the order they are tried", [](CLI::App& sub) {
   auto as_json = std::make_shared<bool>(false);
   sub.add_flag("--json", *as_json, "Print a JSON array");
   return [as_json]() -> int {
     nlohmann::json all = nlohmann::json::array();
     for (const kernels::Backend* b : kernels::all_backends()) all.push_back(describe(*b));
-    // The attention kernel's variants, listed after the oracle's table: the first available one
-    // runs (FP4LM_ATTENTION_KERNEL forces another); "selected" marks it.
-    const kernels::AttentionKernel& chosen = kernels::attention_kernel();
-    for (const kernels::AttentionKernel* k : kernels::attention_kernels()) {
-      const std::string why = k->unavailable_reason();
-      all.push_back({{"name", k->name},
-                     {"kind", "attention"},
-                     {"device", "cpu"},
-                     {"kv_cache_dtypes", {"float32", "bfloat16", "float16", "fp8"}},
-                     {"available", why.empty()},
-                     {"unavailable_reason", why},
-                     {"selected", k == &chosen}});
-    }
+    // The attention and delta-rule families: the first available variant runs ("selected";
+    // FP4LM_ATTENTION_KERNEL forces another attention variant).
+    const kernels::AttentionKernel& attention = kernels::attention_kernel();
+    for (const kernels::AttentionKernel* k : kernels::attention_kernels()) all.push_back(describe(*k, k == &attention));
+    const kernels::DeltaRuleKernel& rule = kernels::delta_rule_kernel();
+    for (const kernels::DeltaRuleKernel* k : kernels::delta_rule_kernels()) all.push_back(describe(*k, k == &rule));
     if (*as_json) {
       std::printf("%s\n", all.dump(2).c_str());
       return 0;
     }
     std::printf("cpu: %s\n", cpu_features().describe().c_str());
     for (const auto& b : all) {
-      if (b["kind"] == "attention") {
-        std::printf("%-18s %-9s cpu  kv_cache_dtypes=[float32, bfloat16, float16, fp8]  %s%s\n",
-                    b["name"].get<std::string>().c_str(), "attention",
-                    b["available"].get<bool>() ? "available"
-                                               : ("unavailable: " + b["unavailable_reason"].get<std::string>()).c_str(),
-                    b["selected"].get<bool>() ? " (selected)" : "");
-        continue;
-      }
-      std::string status = b["available"].get<bool>() ? "available"
-                                                       : "unavailable: " + b["unavailable_reason"].get<std::string>();
-      std::printf("%-18s %-6s %-4s schemes=[%s] (%s) dtypes=[%s]  %s\n", b["name"].get<std::string>().c_str(),
-                  b["kind"].get<std::string>().c_str(), b["device"].get<std::string>().c_str(),
-                  fmt::format("{}", fmt::join(b["schemes"].get<std::vector<std::string>>(), ", ")).c_str(),
-                  b["match"].get<std::string>().c_str(),
-                  fmt::format("{}", fmt::join(b["activation_dtypes"].get<std::vector<std::string>>(), ", ")).c_str(),
-                  status.c_str());
+      const std::string kind = b["kind"].get<std::string>();
+      std::string what;
+      if (kind == "attention") what = "kv_cache_dtypes=[" + joined(b["kv_cache_dtypes"]) + "]";
+      else if (kind == "delta_rule") what = "forms=[" + joined(b["forms"]) + "]";
+      else
+        what = fmt::format("schemes=[{}] ({}) dtypes=[{}]", joined(b["schemes"]), b["match"].get<std::string>(),
+                           joined(b["activation_dtypes"]));
+      std::printf("%-20s %-10s %-4s %-8s %s  %s\n", b["name"].get<std::string>().c_str(), kind.c_str(),
+                  b["device"].get<std::string>().c_str(), b["isa"].get<std::string>().c_str(), what.c_str(),
+                  status(b).c_str());
     }
     return 0;
   };

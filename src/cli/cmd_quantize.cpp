@@ -19,7 +19,7 @@ namespace fp4lm::cli {
 namespace {
 
 struct QuantizeArgs {
-  std::string model, out, algo, calib_ids, calib_text, max_shard_size = "5GB";
+  std::string model, out, algo, calib_ids, calib_text, max_shard_size = "5GB", format = "modelopt";
   int64_t calib_samples = 128, calib_seq_len = 512;
   std::vector<std::string> exclude;
   bool quantize_lm_head = false, force = false;
@@ -57,6 +57,9 @@ int run_quantize(const QuantizeArgs& a) {
   if (algo == "NVFP4") o.exp.algo = quant::QuantAlgo::NVFP4;
   else if (algo == "W4A16_NVFP4") o.exp.algo = quant::QuantAlgo::W4A16_NVFP4;
   else usage_fail("--algo: '{}' is not supported (use NVFP4 or W4A16_NVFP4)", a.algo);
+  if (a.format == "modelopt") o.format = quant::Family::modelopt;
+  else if (a.format == "compressed-tensors") o.format = quant::Family::compressed_tensors;
+  else usage_fail("--format: '{}' is not supported (use modelopt or compressed-tensors)", a.format);
   o.exp.exclude = a.exclude;
   o.exp.quantize_lm_head = a.quantize_lm_head;
   o.max_shard_bytes = quant::parse_byte_size(a.max_shard_size, "--max-shard-size");
@@ -91,6 +94,9 @@ CommandRegistration reg("quantize", "Quantize a bf16/fp16/fp32 checkpoint to NVF
   sub.add_option("--model", a->model, "Input checkpoint directory (bf16, fp16 or fp32)")->required();
   sub.add_option("--out", a->out, "Output directory (must not exist unless --force)")->required();
   sub.add_option("--algo", a->algo, "NVFP4 (W4A4, needs calibration) or W4A16_NVFP4")->required();
+  sub.add_option("--format", a->format,
+                 "Output layout: modelopt (default: hf_quant_config.json, weight / weight_scale_2 / input_scale) or "
+                 "compressed-tensors (weight_packed, reciprocal weight_global_scale / input_global_scale)");
   sub.add_option("--calib-ids", a->calib_ids, "Calibration token ids, JSON Lines ({\"ids\": [...]} or a list per line)");
   sub.add_option("--calib-text", a->calib_text, "Calibration text, encoded with the model's tokenizer");
   sub.add_option("--calib-samples", a->calib_samples, "Calibration sequences to use (default 128)");

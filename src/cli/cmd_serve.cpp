@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "cli/command.h"
@@ -56,6 +57,25 @@ size_t count_flag(int64_t v, int64_t lo, const char* flag) {
   return static_cast<size_t>(v);
 }
 
+// Every connection is a descriptor: raises the soft limit to the hard one and, when that is still
+// short of `max_connections` plus a margin for model files and logs, caps the connections to fit
+// (with a warning) instead of failing accepts later.
+size_t open_file_budget(size_t max_connections) {
+  constexpr rlim_t kMargin = 64;
+  rlimit lim{};
+  if (getrlimit(RLIMIT_NOFILE, &lim) != 0) return max_connections;
+  if (lim.rlim_cur < lim.rlim_max) {
+    lim.rlim_cur = lim.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &lim);
+    getrlimit(RLIMIT_NOFILE, &lim);
+  }
+  if (lim.rlim_cur == RLIM_INFINITY || lim.rlim_cur >= max_connections + kMargin) return max_connections;
+  const size_t fit = lim.rlim_cur > 2 * kMargin ? static_cast<size_t>(lim.rlim_cur - kMargin) : 1;
+  log().warn("serve: --max-connections {} lowered to {} (open-file limit {})", max_connections, fit,
+             static_cast<uint64_t>(lim.rlim_cur));
+  return fit;
+}
+
 // The HTTP front end's options from the flags (usage errors name the flag).
 server::ServerOptions server_options(const ServeArgs& a) {
   server::ServerOptions so;
@@ -69,7 +89,7 @@ server::ServerOptions server_options(const ServeArgs& a) {
   l.header_timeout = seconds_flag(a.header_timeout, "--header-timeout");
   l.keep_alive_timeout = seconds_flag(a.keep_alive_timeout, "--keep-alive-timeout");
   l.body_timeout = seconds_flag(a.body_timeout, "--body-timeout");
-  l.max_connections = count_flag(a.max_connections, 1, "--max-connections");
+  l.max_connections = open_file_budget(count_flag(a.max_connections, 1, "--max-connections"));
   l.max_connections_per_ip = count_flag(a.max_connections_per_ip, 1, "--max-connections-per-ip");
   l.max_header_bytes = count_flag(a.max_header_bytes, 1024, "--max-header-bytes");
   l.max_line_bytes = std::min<size_t>(l.max_line_bytes, l.max_header_bytes);

@@ -1,5 +1,6 @@
 #include "core/cpu_features.h"
 
+#include <algorithm>
 #include <fstream>
 #include <set>
 #include <thread>
@@ -38,27 +39,33 @@ int count_physical_cores(int logical) {
 CpuFeatures detect() {
   CpuFeatures f;
 #if defined(__x86_64__) || defined(__i386__)
+  CpuFeatureSet& s = f.features;
+  auto set = [&](CpuFeature feature, bool on) {
+    if (on) s.insert(feature);
+  };
   unsigned a, b, c, d;
   if (__get_cpuid(1, &a, &b, &c, &d)) {
-    f.sse42 = c & bit_SSE4_2;
+    set(CpuFeature::sse42, c & bit_SSE4_2);
     bool osxsave = c & bit_OSXSAVE;
     uint64_t xcr0 = osxsave ? xgetbv0() : 0;
     bool ymm = (xcr0 & 0x6) == 0x6;
     bool zmm = (xcr0 & 0xe6) == 0xe6;
-    f.avx = ymm && (c & bit_AVX);
-    f.fma = f.avx && (c & bit_FMA);
-    f.f16c = f.avx && (c & bit_F16C);
+    const bool avx = ymm && (c & bit_AVX);
+    set(CpuFeature::avx, avx);
+    set(CpuFeature::fma, avx && (c & bit_FMA));
+    set(CpuFeature::f16c, avx && (c & bit_F16C));
     if (__get_cpuid_count(7, 0, &a, &b, &c, &d)) {
-      f.avx2 = f.avx && (b & bit_AVX2);
-      f.avx512f = zmm && (b & bit_AVX512F);
-      f.avx512bw = f.avx512f && (b & bit_AVX512BW);
-      f.avx512vl = f.avx512f && (b & bit_AVX512VL);
-      f.avx512vbmi = f.avx512f && (c & bit_AVX512VBMI);
-      f.avx512vnni = f.avx512f && (c & bit_AVX512VNNI);
+      const bool avx512f = zmm && (b & bit_AVX512F);
+      set(CpuFeature::avx2, avx && (b & bit_AVX2));
+      set(CpuFeature::avx512f, avx512f);
+      set(CpuFeature::avx512bw, avx512f && (b & bit_AVX512BW));
+      set(CpuFeature::avx512vl, avx512f && (b & bit_AVX512VL));
+      set(CpuFeature::avx512vbmi, avx512f && (c & bit_AVX512VBMI));
+      set(CpuFeature::avx512vnni, avx512f && (c & bit_AVX512VNNI));
     }
     if (__get_cpuid_count(7, 1, &a, &b, &c, &d)) {
-      f.avx_vnni = f.avx2 && (a & (1u << 4));
-      f.avx512bf16 = f.avx512f && (a & (1u << 5));
+      set(CpuFeature::avx_vnni, s.has(CpuFeature::avx2) && (a & (1u << 4)));
+      set(CpuFeature::avx512bf16, s.has(CpuFeature::avx512f) && (a & (1u << 5)));
     }
   }
 #endif
@@ -69,25 +76,33 @@ CpuFeatures detect() {
 
 }  // namespace
 
-std::string CpuFeatures::describe() const {
+std::string_view cpu_feature_name(CpuFeature f) {
+  switch (f) {
+    case CpuFeature::sse42: return "sse4.2";
+    case CpuFeature::avx: return "avx";
+    case CpuFeature::avx2: return "avx2";
+    case CpuFeature::fma: return "fma";
+    case CpuFeature::f16c: return "f16c";
+    case CpuFeature::avx_vnni: return "avx-vnni";
+    case CpuFeature::avx512f: return "avx512f";
+    case CpuFeature::avx512bw: return "avx512bw";
+    case CpuFeature::avx512vl: return "avx512vl";
+    case CpuFeature::avx512vbmi: return "avx512vbmi";
+    case CpuFeature::avx512vnni: return "avx512vnni";
+    case CpuFeature::avx512bf16: return "avx512bf16";
+    case CpuFeature::count_: break;
+  }
+  return "?";
+}
+
+std::string CpuFeatureSet::names() const {
   std::string s;
-  auto add = [&](bool on, const char* name) {
-    if (!on) return;
+  for (unsigned i = 0; i < static_cast<unsigned>(CpuFeature::count_); ++i) {
+    const auto f = static_cast<CpuFeature>(i);
+    if (!has(f)) continue;
     if (!s.empty()) s += ' ';
-    s += name;
-  };
-  add(sse42, "sse4.2");
-  add(avx, "avx");
-  add(avx2, "avx2");
-  add(fma, "fma");
-  add(f16c, "f16c");
-  add(avx_vnni, "avx-vnni");
-  add(avx512f, "avx512f");
-  add(avx512bw, "avx512bw");
-  add(avx512vl, "avx512vl");
-  add(avx512vbmi, "avx512vbmi");
-  add(avx512vnni, "avx512vnni");
-  add(avx512bf16, "avx512bf16");
+    s += cpu_feature_name(f);
+  }
   return s.empty() ? "none" : s;
 }
 

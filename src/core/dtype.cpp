@@ -85,16 +85,23 @@ uint16_t f32_to_f16(float f) {
   return static_cast<uint16_t>(sign | (r >> 13));
 }
 
+// dtype_f16c.cpp: built for x86 targets only (CMakeLists.txt), called when the CPU has F16C.
+#ifdef FP4LM_HAVE_F16C_CONVERSIONS
 void f16_to_f32_n_f16c(const uint16_t* src, float* dst, size_t n);
 void f32_to_f16_n_f16c(const float* src, uint16_t* dst, size_t n);
+#endif
 
 void f16_to_f32_n(const uint16_t* src, float* dst, size_t n) {
-  if (cpu_features().f16c) return f16_to_f32_n_f16c(src, dst, n);
+#ifdef FP4LM_HAVE_F16C_CONVERSIONS
+  if (cpu_features().has(CpuFeature::f16c)) return f16_to_f32_n_f16c(src, dst, n);
+#endif
   for (size_t i = 0; i < n; ++i) dst[i] = f16_to_f32(src[i]);
 }
 
 void f32_to_f16_n(const float* src, uint16_t* dst, size_t n) {
-  if (cpu_features().f16c) return f32_to_f16_n_f16c(src, dst, n);
+#ifdef FP4LM_HAVE_F16C_CONVERSIONS
+  if (cpu_features().has(CpuFeature::f16c)) return f32_to_f16_n_f16c(src, dst, n);
+#endif
   for (size_t i = 0; i < n; ++i) dst[i] = f32_to_f16(src[i]);
 }
 

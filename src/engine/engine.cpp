@@ -129,20 +129,24 @@ void Engine::deliver(Scheduler::Outputs outs) {
 void Engine::loop() {
   while (true) {
     const bool stopping = take_incoming();
+    Scheduler::Outputs outs;
     try {
-      deliver(sched_.step());
+      outs = sched_.step();
     } catch (const std::exception& e) {
       // step() fails only the requests at fault; should anything escape it, the requests in
       // flight fail with the cause and the engine keeps serving new ones.
       log().error("engine step failed: {}", e.what());
-      deliver(sched_.fail_all(fmt::format("engine step failed: {}", e.what())));
+      outs = sched_.fail_all(fmt::format("engine step failed: {}", e.what()));
     }
+    // The load is published before the outputs: a reader holding its request's last output sees
+    // a load that no longer counts it.
     running_ = sched_.num_running();
     {
       std::lock_guard lk(mu_);
       waiting_ = sched_.num_waiting() + static_cast<int64_t>(incoming_.size());
     }
     reserved_ = sched_.kv_reserved_bytes();
+    deliver(std::move(outs));
     if (stopping && !sched_.has_work()) return;
   }
 }

@@ -9,6 +9,7 @@
 
 #include "engine/request_error.h"
 #include "engine/sampler.h"
+#include "engine/structured/spec.h"
 
 namespace fp4lm::engine {
 
@@ -25,6 +26,7 @@ struct RequestParams {
   double presence_penalty = 0, frequency_penalty = 0, repetition_penalty = 1;
   int64_t logprobs = -1;                // -1: none; k >= 0: the sampled token's + top-k logprobs
   bool skip_special_tokens = true;
+  structured::StructuredSpec structured;  // structured outputs: a token mask at every step
 };
 
 // What a request is checked against: the model's vocabulary and context length.

@@ -7,6 +7,7 @@
 
 #include "engine/logits_processing.h"
 #include "engine/sampler.h"
+#include "engine/structured/grammar_error.h"
 #include "engine/text_stream.h"
 
 namespace fp4lm::engine {
@@ -25,6 +26,7 @@ struct Scheduler::Sequence {
   Sampler sampler;
   TextStream text;
   PenaltyState penalties;
+  std::optional<structured::GrammarMatcher> grammar;  // structured outputs
   std::vector<int64_t> stop_ids;  // EOS (unless ignore_eos) + stop_token_ids
   Clock::time_point arrival, scheduled, first_token, last_token;
   bool was_scheduled = false;
@@ -61,8 +63,24 @@ Scheduler::~Scheduler() {
   for (auto& s : running_) model_.release(s->kv);
 }
 
+structured::GrammarCompiler& Scheduler::grammars() const {
+  std::call_once(grammars_once_, [this] {
+    grammars_ = std::make_unique<structured::GrammarCompiler>(
+        std::make_shared<structured::TokenVocabulary>(*tok_, model_.vocab_size()));
+  });
+  return *grammars_;
+}
+
 void Scheduler::check(const RequestParams& p) const {
   validate(p, RequestLimits{model_.vocab_size(), model_.max_model_len()});
+  if (p.structured.active()) {
+    if (!tok_) throw RequestError("structured outputs need the model's tokenizer", p.structured.param);
+    try {
+      grammars().compile(p.structured);
+    } catch (const structured::GrammarError& e) {
+      throw RequestError(e.what(), p.structured.param);
+    }
+  }
   // validate() bounds prompt + max_tokens by max_model_len, so this sum cannot overflow.
   const int64_t prompt = static_cast<int64_t>(p.prompt.size());
   const size_t need = model_.bytes_for(prompt + p.max_tokens);
@@ -76,6 +94,7 @@ void Scheduler::check(const RequestParams& p) const {
 void Scheduler::add(int64_t id, RequestParams p, Clock::time_point arrival) {
   check(p);
   auto s = std::make_unique<Sequence>(id, std::move(p), tok_, eos_);
+  if (s->p.structured.active()) s->grammar.emplace(grammars().compile(s->p.structured));
   s->arrival = arrival;
   waiting_.push_back(std::move(s));
 }
@@ -118,7 +137,9 @@ void Scheduler::sample_next(Sequence& s, float* logits, RequestOutput& out) {
   if (s.p.logprobs >= 0) raw_.assign(logits, logits + vocab);
   if (static_cast<int64_t>(s.output.size()) < s.p.min_tokens) mask_ids(logits, vocab, s.stop_ids);
   if (has_penalties(s.p)) apply_penalties(logits, vocab, s.p, s.penalties);
+  if (s.grammar) s.grammar->apply(logits, vocab, s.stop_ids);
   const int32_t tok = s.sampler.sample(logits, vocab);
+  if (s.grammar && !s.is_stop_id(tok)) s.grammar->accept(tok);
   s.output.push_back(tok);
   ++s.penalties.output_counts[tok];
   const auto now = Clock::now();

@@ -14,12 +14,14 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <unordered_set>
 #include <utility>
 #include <vector>
 
 #include "engine/request.h"
 #include "engine/step_model.h"
+#include "engine/structured/matcher.h"
 #include "tokenizer/tokenizer.h"
 
 namespace fp4lm::engine {
@@ -109,8 +111,13 @@ class Scheduler {
   void fail(Sequence& s, const std::string& why, Outputs& outs);
   void sample_next(Sequence& s, float* logits, RequestOutput& out);
 
+  // Compiles structured-output specs against the tokenizer's vocabulary (made on first use).
+  structured::GrammarCompiler& grammars() const;
+
   StepModel& model_;
   const tokenizer::Tokenizer* tok_;
+  mutable std::unique_ptr<structured::GrammarCompiler> grammars_;
+  mutable std::once_flag grammars_once_;  // check() runs on API threads, add() on the engine's
   SchedulerConfig cfg_;
   SchedulerObserver obs_;
   std::vector<int64_t> eos_;

@@ -1,21 +1,21 @@
-// The attention variants' table (priority order), their availability, and the run-time choice.
-// Kernels: cpu/attention_reference.cpp, cpu/attention_avx2.cpp, cpu/attention_avx512.cpp.
+// The attention variants' table (priority order), their needs, and the run-time choice.
+// Kernels: cpu/reference/attention.cpp, cpu/avx2/attention.cpp, cpu/avx512/attention.cpp.
 #include "kernels/attention.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include <cstdlib>
-#include <string_view>
 
 #include "core/error.h"
-#include "kernels/cpu/isa_support.h"
 
 namespace fp4lm::kernels {
 
 namespace cpu {
 void attention_reference(const AttentionCall& c, float* scratch);
+#ifdef FP4LM_HAVE_AVX2_KERNELS
 void attention_avx2(const AttentionCall& c, float* scratch);
+#endif
 #ifdef FP4LM_HAVE_AVX512_KERNELS
 void attention_avx512(const AttentionCall& c, float* scratch);
 #endif
@@ -23,37 +23,21 @@ void attention_avx512(const AttentionCall& c, float* scratch);
 
 namespace {
 
-// FP4LM_DISABLE_ISA=avx512 switches the AVX-512 variant off, =avx2 both vector variants.
-bool isa_disabled(std::string_view isa) {
-  const char* off = std::getenv("FP4LM_DISABLE_ISA");
-  if (!off) return false;
-  const std::string_view v(off);
-  return v == isa || (v == "avx2" && isa == "avx512");
-}
-
-std::string avx512_reason() {
 #ifdef FP4LM_HAVE_AVX512_KERNELS
-  if (isa_disabled("avx512")) return "disabled by FP4LM_DISABLE_ISA";
-  return cpu::cpu_lacks({"avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl"});
+constexpr auto kRunAvx512 = cpu::attention_avx512;
 #else
-  return "built without the AVX-512 kernels (the compiler lacks one of the -mavx512 flags)";
+constexpr void (*kRunAvx512)(const AttentionCall&, float*) = nullptr;
 #endif
-}
-
-std::string avx2_reason() {
-  if (isa_disabled("avx2")) return "disabled by FP4LM_DISABLE_ISA=avx2";
-  return cpu::avx2_unavailable_reason();
-}
-
-std::string always_available() { return ""; }
-
-#ifdef FP4LM_HAVE_AVX512_KERNELS
-constexpr AttentionKernel kAvx512{"avx512", avx512_reason, cpu::attention_avx512};
+#ifdef FP4LM_HAVE_AVX2_KERNELS
+constexpr auto kRunAvx2 = cpu::attention_avx2;
 #else
-constexpr AttentionKernel kAvx512{"avx512", avx512_reason, nullptr};
+constexpr void (*kRunAvx2)(const AttentionCall&, float*) = nullptr;
 #endif
-constexpr AttentionKernel kAvx2{"avx2", avx2_reason, cpu::attention_avx2};
-constexpr AttentionKernel kReference{"reference", always_available, cpu::attention_reference};
+
+// The AVX-512 variant uses F/BW/VL only (no VBMI/VNNI/BF16 instructions); AVX2: AVX2, FMA, F16C.
+constexpr AttentionKernel kAvx512{"avx512", {Isa::avx512, kAvx512Features}, kRunAvx512};
+constexpr AttentionKernel kAvx2{"avx2", {Isa::avx2, kAvx2Features}, kRunAvx2};
+constexpr AttentionKernel kReference{"reference", {Isa::portable, {}}, cpu::attention_reference};
 
 const AttentionKernel& choose() {
   std::vector<std::string> names;

@@ -1,8 +1,10 @@
 #pragma once
 // Causal attention over one KV head's cached rows, for every query head of its GQA group: the
-// kernel behind model::causal_attention (decode and prefill). Variants per ISA (reference,
-// AVX2+FMA, AVX-512) are listed, in priority order, in kernels/attention.cpp; the first one
-// available on this CPU runs (FP4LM_DISABLE_ISA / FP4LM_ATTENTION_KERNEL choose another).
+// kernel behind model::causal_attention (decode and prefill). A kernel family like the oracle's
+// backends: variants per instruction set (reference, AVX2+FMA, AVX-512) are registered, in
+// priority order, in kernels/attention.cpp, each declaring what it needs (kernels/isa.h); the
+// first one available on this CPU runs (FP4LM_DISABLE_ISA / FP4LM_ATTENTION_KERNEL choose
+// another).
 //
 // Numerical definition (the `reference` variant; docs/KERNELS.md "Attention"): for a query row at
 // position p and each query head of the group, over cached positions t = 0 .. p,
@@ -19,6 +21,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "kernels/isa.h"
 
 namespace fp4lm::kernels {
 
@@ -42,10 +45,15 @@ struct AttentionCall {
 
 struct AttentionKernel {
   const char* name;  // "reference", "avx2", "avx512"
-  // "" when it can run on this machine, else why not (missing CPU features, not built, disabled).
-  std::string (*unavailable_reason)();
-  // `scratch`: attention_scratch_floats(call) floats (run_attention provides them).
+  IsaNeeds isa;      // the instruction set it was built for, the CPU features it uses
+  // `scratch`: attention_scratch_floats(call) floats (run_attention provides them). nullptr when
+  // this build did not compile the variant.
   void (*run)(const AttentionCall& call, float* scratch);
+  // Every variant takes these KV cache dtypes (F8_E4M3 with a per-tensor scale).
+  static constexpr DType kv_dtypes[] = {DType::F32, DType::BF16, DType::F16, DType::F8_E4M3};
+
+  // "" when it can run on this machine, else why not (isa_unavailable_reason).
+  std::string unavailable_reason() const { return isa_unavailable_reason(isa); }
 };
 
 // The vector variants process up to this many query heads of a group at a time.

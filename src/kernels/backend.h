@@ -9,6 +9,7 @@
 
 #include "core/dtype.h"
 #include "core/thread_pool.h"
+#include "kernels/isa.h"
 #include "kernels/quant_key.h"
 #include "kernels/weights.h"
 
@@ -67,7 +68,10 @@ struct Backend {
   // is none (W4A16 on disk, or NVFP4 under --override-activation-dtype) finds them that way.
   bool weight_key_only = false;
   std::vector<DType> act_dtypes;
-  // "" when the backend can run on this machine, else why not (e.g. "CPU lacks AVX2").
+  // The instruction set its kernels were built for and the CPU features they use (kernels/isa.h).
+  IsaNeeds isa;
+  // "" when the backend can run on this machine, else why not (isa_unavailable_reason(isa) for
+  // the CPU backends: "CPU lacks avx2", "disabled by FP4LM_DISABLE_ISA=avx2", ...).
   std::function<std::string()> unavailable_reason;
   // Shape limits and the like: "" to accept, else the reason. May be empty (accept all).
   std::function<std::string(const LinearProblem&)> check_linear;

@@ -10,7 +10,9 @@
 
 namespace fp4lm::kernels {
 
-// Each backend file defines one of these; the table below is the only place listing them.
+// Each backend file defines one of these; the table below is the only place listing them. The
+// x86 ones (kernels/cpu/avx2/, kernels/cpu/avx512/) exist in x86 builds only.
+#ifdef FP4LM_HAVE_AVX2_KERNELS
 const Backend& cpu_w4a4_avx512_linear_backend();
 const Backend& cpu_w4a16_avx512_linear_backend();
 const Backend& cpu_w4a4_avx2_linear_backend();
@@ -19,7 +21,6 @@ const Backend& cpu_dense_avx512_linear_backend();
 const Backend& cpu_dense_avx2_linear_backend();
 const Backend& cpu_fp8_w8a16_avx512_linear_backend();
 const Backend& cpu_fp8_w8a16_avx2_linear_backend();
-const Backend& reference_linear_backend();
 const Backend& cpu_w4a4_avx512_moe_backend();
 const Backend& cpu_w4a16_avx512_moe_backend();
 const Backend& cpu_w4a4_avx2_moe_backend();
@@ -28,6 +29,8 @@ const Backend& cpu_dense_avx512_moe_backend();
 const Backend& cpu_dense_avx2_moe_backend();
 const Backend& cpu_fp8_w8a16_avx512_moe_backend();
 const Backend& cpu_fp8_w8a16_avx2_moe_backend();
+#endif
+const Backend& reference_linear_backend();
 const Backend& reference_moe_backend();
 
 namespace {
@@ -35,6 +38,7 @@ namespace {
 // Priority order: the first available backend that accepts a layer wins.
 std::vector<const Backend*> table() {
   return {
+#ifdef FP4LM_HAVE_AVX2_KERNELS
       &cpu_w4a4_avx512_linear_backend(),
       &cpu_w4a16_avx512_linear_backend(),
       &cpu_w4a4_avx2_linear_backend(),
@@ -43,7 +47,9 @@ std::vector<const Backend*> table() {
       &cpu_dense_avx2_linear_backend(),
       &cpu_fp8_w8a16_avx512_linear_backend(),
       &cpu_fp8_w8a16_avx2_linear_backend(),
+#endif
       &reference_linear_backend(),
+#ifdef FP4LM_HAVE_AVX2_KERNELS
       &cpu_w4a4_avx512_moe_backend(),
       &cpu_w4a16_avx512_moe_backend(),
       &cpu_w4a4_avx2_moe_backend(),
@@ -52,6 +58,7 @@ std::vector<const Backend*> table() {
       &cpu_dense_avx2_moe_backend(),
       &cpu_fp8_w8a16_avx512_moe_backend(),
       &cpu_fp8_w8a16_avx2_moe_backend(),
+#endif
       &reference_moe_backend(),
   };
 }

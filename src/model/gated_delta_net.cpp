@@ -143,7 +143,7 @@ void GatedDeltaNet::forward(const float* x, std::span<const SequenceSpan> spans,
     }
   }
 
-  // The delta rule (model/gated_delta_rule.h): key heads (each with its value heads) of every
+  // The delta rule (kernels/delta_rule.h): key heads (each with its value heads) of every
   // span are independent; a span of one row (decode) runs the recurrent form, longer ones the
   // chunked form unless gdn::prefill_form() says otherwise.
   const auto rule_t0 = timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
@@ -153,7 +153,7 @@ void GatedDeltaNet::forward(const float* x, std::span<const SequenceSpan> spans,
       const SequenceSpan& s = spans[static_cast<size_t>(i / nk_)];
       const int64_t kh = i % nk_, j0 = kh * ratio;
       const float* mt = mixed.data() + s.row0 * conv_dim_;
-      gdn::DeltaRuleRows r;
+      kernels::DeltaRuleRows r;
       r.n = s.n;
       r.pos0 = s.pos0;
       r.dk = dk_, r.dv = dv_, r.nv = ratio;
@@ -162,8 +162,8 @@ void GatedDeltaNet::forward(const float* x, std::span<const SequenceSpan> spans,
       r.g = log_decay.data() + s.row0 * nv_ + j0, r.beta = beta.data() + s.row0 * nv_ + j0, r.gb_stride = nv_;
       r.o = core.data() + s.row0 * vd + j0 * dv_, r.o_stride = vd;
       float* S = s.state->recurrent_out(slot_) + hist * conv_dim_ + j0 * dk_ * dv_;
-      if (s.n > 1 && chunked) gdn::delta_rule_chunked(r, S);
-      else gdn::delta_rule_recurrent(r, S);
+      if (s.n > 1 && chunked) kernels::delta_rule_chunked(r, S);
+      else kernels::delta_rule_recurrent(r, S);
     }
   });
   const double rule_s =

@@ -48,6 +48,32 @@ json quantization_config_json(QuantAlgo algo, const std::vector<std::string>& ex
           {"producer", producer_json(producer_version)}};
 }
 
+json compressed_tensors_config_json(QuantAlgo algo, const std::vector<std::string>& ignore) {
+  check_export_algo(algo);
+  const json args = {{"num_bits", 4},    {"type", "float"},    {"symmetric", true},     {"group_size", 16},
+                     {"strategy", "tensor_group"}, {"dynamic", false}, {"actorder", nullptr}, {"block_structure", nullptr},
+                     {"observer", "minmax"}, {"observer_kwargs", json::object()}};
+  json group = {{"targets", {"Linear"}},
+                {"weights", args},
+                {"input_activations", nullptr},
+                {"output_activations", nullptr},
+                {"format", "nvfp4-pack-quantized"}};
+  if (algo == QuantAlgo::NVFP4) {
+    json act = args;
+    act["dynamic"] = "local";
+    group["input_activations"] = act;
+  }
+  return {{"quant_method", "compressed-tensors"},
+          {"format", "nvfp4-pack-quantized"},
+          {"quantization_status", "compressed"},
+          {"config_groups", {{"group_0", group}}},
+          {"ignore", ignore},
+          {"kv_cache_scheme", nullptr},
+          {"global_compression_ratio", nullptr},
+          {"sparsity_config", json::object()},
+          {"transform_config", json::object()}};
+}
+
 uint64_t parse_byte_size(const std::string& text, const std::string& flag) {
   size_t i = 0;
   while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) ++i;

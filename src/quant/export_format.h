@@ -25,6 +25,10 @@ nlohmann::json quantization_config_json(QuantAlgo algo, const std::vector<std::s
 
 // "5GB" (10^9), "500MB", "2GiB" (2^30), "64KiB", "1000" (bytes), case-insensitive, optional
 // "B"; UsageError naming `flag` on anything else or on zero.
+// config.json's quantization_config as llm-compressor writes it for NVFP4 (nvfp4-pack-quantized:
+// one group targeting Linear, 4-bit float tensor_group-16 weights, and for W4A4 activations).
+nlohmann::json compressed_tensors_config_json(QuantAlgo algo, const std::vector<std::string>& ignore);
+
 uint64_t parse_byte_size(const std::string& text, const std::string& flag);
 
 // Tensors (their byte sizes, in write order) split into consecutive shards of at most

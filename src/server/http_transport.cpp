@@ -60,6 +60,7 @@ struct HttpTransport::Impl {
   std::set<Connection*> live;              // event loop only
   std::map<std::string, size_t> per_ip;   // event loop only
   std::atomic<size_t> count{0};
+  Clock::time_point last_refusal_log{};
 
   void accept_next();
   void admit(tcp::socket s);
@@ -479,7 +480,10 @@ void HttpTransport::Impl::admit(tcp::socket s) {
     ::send(s.native_handle(), bytes.data(), bytes.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
     s.shutdown(tcp::socket::shutdown_both, ec);
     s.close(ec);
-    log().warn("{}: connection refused ({})", ip, why);
+    if (Clock::now() - last_refusal_log > std::chrono::seconds(1)) {  // a flood must not flood the log
+      last_refusal_log = Clock::now();
+      log().warn("{}: connection refused ({}; logged at most once a second)", ip, why);
+    }
     return;
   }
   auto c = std::make_shared<Connection>(*this, std::move(s), ip, peer.port());

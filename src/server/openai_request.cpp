@@ -8,6 +8,7 @@
 #include "io/json_file.h"
 #include "server/chat_schema.h"
 #include "server/request_fields.h"
+#include "server/structured_output_request.h"
 
 namespace fp4lm::server {
 
@@ -29,14 +30,7 @@ void parse_common(const json& b, const ServingModel& m, uint64_t random_seed, Ap
     if (!so.is_object()) throw bad_request("'stream_options' must be an object", "stream_options");
     r.include_usage = opt_bool(so, "include_usage").value_or(false);
   }
-  if (present(b, "response_format")) {
-    const json& rf = b["response_format"];
-    const std::optional<std::string> type = rf.is_object() ? opt_string(rf, "type", "response_format.type") : std::nullopt;
-    if (!type) throw bad_request("'response_format' must be an object with a string 'type'", "response_format");
-    if (*type != "text")
-      throw bad_request(fmt::format("response_format type {} is not supported (only 'text')", json(*type).dump()),
-                        "response_format");
-  }
+  p.structured = parse_structured_outputs(b);  // response_format, structured_outputs, guided_*
 
   p.sampling.temperature = opt_num(b, "temperature").value_or(d.temperature.value_or(1.0));
   if (!(p.sampling.temperature >= 0))

@@ -133,8 +133,8 @@ TEST(BackendsCli, ListsTheRegistryInOrder) {
 TEST(BackendsCli, AttentionKernelChosenByTheEnvironmentOrAnErrorNamingTheVariants) {
   auto r = run_command("FP4LM_ATTENTION_KERNEL=reference " + fp4lm_bin() + " backends");
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(r.out.find("reference          attention cpu  kv_cache_dtypes=[float32, bfloat16, float16, fp8]  "
-                       "available (selected)"),
+  EXPECT_NE(r.out.find("reference            attention  cpu  portable kv_cache_dtypes=[float32, bfloat16, float16, "
+                       "fp8]  available (selected)"),
             std::string::npos)
       << r.out;
   r = run_command("FP4LM_ATTENTION_KERNEL=sse9 " + fp4lm_bin() + " backends");

@@ -16,18 +16,16 @@ bool mentions(const std::string& desc, const std::string& word) {
   return (" " + desc + " ").find(" " + word + " ") != std::string::npos;
 }
 
+using F = CpuFeature;
+
 TEST(CpuFeatures, ImpliedFeaturesAreConsistent) {
   const CpuFeatures& f = cpu_features();
-  EXPECT_TRUE(!f.avx2 || f.avx) << "avx2 without avx";
-  EXPECT_TRUE(!f.fma || f.avx) << "fma without avx";
-  EXPECT_TRUE(!f.f16c || f.avx) << "f16c without avx";
-  EXPECT_TRUE(!f.avx_vnni || f.avx2) << "avx_vnni without avx2";
-  EXPECT_TRUE(!f.avx512f || f.avx2) << "avx512f without avx2";
-  EXPECT_TRUE(!f.avx512bw || f.avx512f) << "avx512bw without avx512f";
-  EXPECT_TRUE(!f.avx512vl || f.avx512f) << "avx512vl without avx512f";
-  EXPECT_TRUE(!f.avx512vbmi || f.avx512f) << "avx512vbmi without avx512f";
-  EXPECT_TRUE(!f.avx512vnni || f.avx512f) << "avx512vnni without avx512f";
-  EXPECT_TRUE(!f.avx512bf16 || f.avx512f) << "avx512bf16 without avx512f";
+  const std::pair<F, F> implies[] = {{F::avx2, F::avx},         {F::fma, F::avx},          {F::f16c, F::avx},
+                                     {F::avx_vnni, F::avx2},    {F::avx512f, F::avx2},     {F::avx512bw, F::avx512f},
+                                     {F::avx512vl, F::avx512f}, {F::avx512vbmi, F::avx512f}, {F::avx512vnni, F::avx512f},
+                                     {F::avx512bf16, F::avx512f}};
+  for (auto [feature, base] : implies)
+    EXPECT_TRUE(!f.has(feature) || f.has(base)) << cpu_feature_name(feature) << " without " << cpu_feature_name(base);
   EXPECT_GE(f.logical_cores, 1);
   EXPECT_GE(f.physical_cores, 1);
 }
@@ -40,15 +38,16 @@ TEST(CpuFeatures, DescribeListsExactlyTheDetectedFeatures) {
   const CpuFeatures& f = cpu_features();
   const std::string d = f.describe();
   ASSERT_FALSE(d.empty());
-  const std::pair<bool, const char*> flags[] = {
-      {f.sse42, "sse4.2"},        {f.avx, "avx"},           {f.avx2, "avx2"},
-      {f.fma, "fma"},             {f.f16c, "f16c"},         {f.avx_vnni, "avx-vnni"},
-      {f.avx512f, "avx512f"},     {f.avx512bw, "avx512bw"}, {f.avx512vl, "avx512vl"},
-      {f.avx512vbmi, "avx512vbmi"}, {f.avx512vnni, "avx512vnni"}, {f.avx512bf16, "avx512bf16"}};
+  const std::pair<F, const char*> flags[] = {
+      {F::sse42, "sse4.2"},        {F::avx, "avx"},           {F::avx2, "avx2"},
+      {F::fma, "fma"},             {F::f16c, "f16c"},         {F::avx_vnni, "avx-vnni"},
+      {F::avx512f, "avx512f"},     {F::avx512bw, "avx512bw"}, {F::avx512vl, "avx512vl"},
+      {F::avx512vbmi, "avx512vbmi"}, {F::avx512vnni, "avx512vnni"}, {F::avx512bf16, "avx512bf16"}};
   bool any = false;
-  for (auto [on, name] : flags) {
-    EXPECT_EQ(mentions(d, name), on) << name << " in '" << d << "'";
-    any = any || on;
+  for (auto [feature, name] : flags) {
+    EXPECT_EQ(cpu_feature_name(feature), name);
+    EXPECT_EQ(mentions(d, name), f.has(feature)) << name << " in '" << d << "'";
+    any = any || f.has(feature);
   }
   if (!any) {
     EXPECT_EQ(d, "none");
@@ -56,28 +55,39 @@ TEST(CpuFeatures, DescribeListsExactlyTheDetectedFeatures) {
   std::cout << "[ note ] cpu: " << d << "\n";
 }
 
+TEST(CpuFeatureSet, SetOperations) {
+  constexpr CpuFeatureSet avx2{F::avx2, F::fma, F::f16c};
+  constexpr CpuFeatureSet avx512{F::avx2, F::fma, F::f16c, F::avx512f, F::avx512bw};
+  static_assert(avx512.contains(avx2) && !avx2.contains(avx512));
+  static_assert(avx512.minus(avx2) == CpuFeatureSet{F::avx512f, F::avx512bw});
+  static_assert(avx2.minus(avx512).empty() && CpuFeatureSet{}.empty());
+  EXPECT_EQ(avx512.minus(avx2).names(), "avx512f avx512bw");
+  EXPECT_EQ(CpuFeatureSet{}.names(), "none");
+  EXPECT_EQ((CpuFeatureSet{F::f16c, F::sse42}.names()), "sse4.2 f16c");  // CpuFeature order, not insertion order
+}
+
 TEST(CpuFeatures, AgreesWithCompileTimeTarget) {
   const CpuFeatures& f = cpu_features();
 #ifdef __AVX__
-  EXPECT_TRUE(f.avx);
+  EXPECT_TRUE(f.has(F::avx));
 #endif
 #ifdef __AVX2__
-  EXPECT_TRUE(f.avx2);
+  EXPECT_TRUE(f.has(F::avx2));
 #endif
 #ifdef __FMA__
-  EXPECT_TRUE(f.fma);
+  EXPECT_TRUE(f.has(F::fma));
 #endif
 #ifdef __F16C__
-  EXPECT_TRUE(f.f16c);
+  EXPECT_TRUE(f.has(F::f16c));
 #endif
 #ifdef __AVX512F__
-  EXPECT_TRUE(f.avx512f);
+  EXPECT_TRUE(f.has(F::avx512f));
 #endif
 #ifdef __AVX512VBMI__
-  EXPECT_TRUE(f.avx512vbmi);
+  EXPECT_TRUE(f.has(F::avx512vbmi));
 #endif
 #ifdef __AVX512BF16__
-  EXPECT_TRUE(f.avx512bf16);
+  EXPECT_TRUE(f.has(F::avx512bf16));
 #endif
   (void)f;
 }

@@ -430,7 +430,7 @@ TEST(FP16, RandomFloatsMatchOracle) {
 // The F16C path (when the CPU has it) must agree bit for bit with the scalar one. Lengths that
 // are not multiples of 8 exercise the scalar tails too.
 TEST(FP16, BulkPathEqualsScalarForAllPatterns) {
-  if (!cpu_features().f16c) std::cout << "[ note ] no F16C: bulk path is the scalar loop\n";
+  if (!cpu_features().has(CpuFeature::f16c)) std::cout << "[ note ] no F16C: bulk path is the scalar loop\n";
   std::vector<uint16_t> all(65536);
   for (uint32_t h = 0; h < 65536; ++h) all[h] = static_cast<uint16_t>(h);
   std::vector<float> f(all.size());

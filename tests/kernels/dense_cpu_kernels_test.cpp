@@ -12,7 +12,7 @@
 #include "core/cpu_features.h"
 #include "core/error.h"
 #include "kernels/registry.h"
-#include "nvfp4_test_util.h"
+#include "kernel_test_support.h"
 
 namespace fp4lm::kernels {
 namespace {
@@ -60,30 +60,12 @@ LinearWeights weights_of(const std::shared_ptr<DenseLayer>& l) {
 }
 
 testing::Expected expected_f64(const LinearWeights& w, const std::vector<float>& x, int64_t m) {
-  testing::Expected e;
-  e.y.assign(static_cast<size_t>(m * w.n), 0.0);
-  e.magnitude.assign(e.y.size(), 0.0);
-  int64_t r = 0;
+  std::vector<std::vector<double>> rows;  // W decoded once, row by row
   for (const WeightShard& s : w.shards) {
-    const std::vector<float> rows = testing::from_act(s.as<DenseView>().data, s.as<DenseView>().dtype, static_cast<size_t>(s.rows * w.k));
-    for (int64_t i = 0; i < s.rows; ++i, ++r) {
-      for (int64_t t = 0; t < m; ++t) {
-        double acc = 0, mag = 0;
-        for (int64_t j = 0; j < w.k; ++j) {
-          const double p = static_cast<double>(rows[i * w.k + j]) * x[t * w.k + j];
-          acc += p;
-          mag += std::fabs(p);
-        }
-        if (!w.bias.empty()) {
-          acc += w.bias[r];
-          mag += std::fabs(w.bias[r]);
-        }
-        e.y[t * w.n + r] = acc;
-        e.magnitude[t * w.n + r] = mag;
-      }
-    }
+    const std::vector<float> f = testing::from_act(s.as<DenseView>().data, s.as<DenseView>().dtype, static_cast<size_t>(s.rows * w.k));
+    for (int64_t i = 0; i < s.rows; ++i) rows.emplace_back(f.begin() + i * w.k, f.begin() + (i + 1) * w.k);
   }
-  return e;
+  return testing::linear_f64(w, std::vector<double>(x.begin(), x.end()), m, [&](int64_t r) { return rows[r]; });
 }
 
 using testing::make;

@@ -1,4 +1,4 @@
-// The FP8 W8A16 CPU backends (cpu_fp8_w8a16_avx2, cpu_fp8_w8a16_avx512) against fp64 evaluations
+// Every registered FP8 W8A16 CPU backend (cpu_fp8_w8a16_avx2, cpu_fp8_w8a16_avx512) against fp64 evaluations
 // of the same operands and against the `reference` backend: every E4M3 code (subnormals too),
 // per-tensor and per-channel weight_scale, fused shards, odd shapes, all activation dtypes, with
 // and without bias; thread-count and batch invariance; the grouped MoE; load errors; the oracle.
@@ -11,7 +11,7 @@
 #include "common/error_of.h"
 #include "core/error.h"
 #include "kernels/registry.h"
-#include "nvfp4_test_util.h"
+#include "kernel_test_support.h"
 
 namespace fp4lm::kernels {
 namespace {
@@ -94,27 +94,16 @@ LinearWeights weights_of(const std::shared_ptr<Fp8Layer>& l) {
 
 // x (act-dtype-rounded) times the exactly decoded weights × scale, in fp64.
 Expected expected_f64(const LinearWeights& w, const std::vector<float>& x, int64_t m) {
-  Expected e;
-  e.y.assign(static_cast<size_t>(m * w.n), 0.0);
-  e.magnitude.assign(static_cast<size_t>(m * w.n), 0.0);
-  int64_t r = 0;
-  for (const WeightShard& s : w.shards)
-    for (int64_t rr = 0; rr < s.rows; ++rr, ++r) {
-      const Fp8View& v = s.as<Fp8View>();
+  std::vector<std::vector<double>> rows;  // code × scale, exact in fp64
+  for (const WeightShard& s : w.shards) {
+    const Fp8View& v = s.as<Fp8View>();
+    for (int64_t rr = 0; rr < s.rows; ++rr) {
       const double sc = v.row_scales.empty() ? v.global_scale : v.row_scales[rr];
-      for (int64_t t = 0; t < m; ++t) {
-        double acc = 0, mag = 0;
-        for (int64_t j = 0; j < w.k; ++j) {
-          const double p = static_cast<double>(x[t * w.k + j]) * e4m3_to_f32(v.codes[rr * w.k + j]) * sc;
-          acc += p;
-          mag += std::fabs(p);
-        }
-        if (!w.bias.empty()) acc += w.bias[r], mag += std::fabs(w.bias[r]);
-        e.y[t * w.n + r] = acc;
-        e.magnitude[t * w.n + r] = mag;
-      }
+      std::vector<double>& row = rows.emplace_back(static_cast<size_t>(w.k));
+      for (int64_t j = 0; j < w.k; ++j) row[j] = static_cast<double>(e4m3_to_f32(v.codes[rr * w.k + j])) * sc;
     }
-  return e;
+  }
+  return testing::linear_f64(w, std::vector<double>(x.begin(), x.end()), m, [&](int64_t r) { return rows[r]; });
 }
 
 void expect_close(const std::vector<float>& y, const Expected& e, DType act, const std::string& what) {
@@ -134,10 +123,11 @@ bool available(const std::string& name) {
   return b && (!b->unavailable_reason || b->unavailable_reason().empty());
 }
 
-// The FP8 backends this CPU can run, plus reference.
+// The registered FP8 W8A16 backends this CPU can run (every ISA's, from the registry), plus
+// reference.
 std::vector<std::string> fp8_backends() {
   std::vector<std::string> out;
-  for (const char* n : {"cpu_fp8_w8a16_avx2", "cpu_fp8_w8a16_avx512", "reference"})
+  for (const std::string& n : testing::concat(testing::backends_with_scheme(LayerKind::linear, kFp8W8A16), {"reference"}))
     if (available(n)) out.push_back(n);
   return out;
 }
@@ -261,9 +251,7 @@ TEST(Fp8CpuKernels, OracleSelectsAW8A16BackendForBothFp8KeysAndReferenceStillEmu
   for (QuantKey key : {kFp8, kFp8W8A16}) {
     LinearProblem p{key, DType::BF16, 64, 64, {}};
     Selection s = select_linear(p, "x");
-    const std::string want = available("cpu_fp8_w8a16_avx512") ? "cpu_fp8_w8a16_avx512"
-                             : available("cpu_fp8_w8a16_avx2")  ? "cpu_fp8_w8a16_avx2"
-                                                                : "reference";
+    const std::string want = fp8_backends().front();  // the first available in table order
     EXPECT_EQ(s.backend->name, want);
     EXPECT_EQ(selection_message(s, LayerKind::linear, key).rfind("Using '" + want + "' FP8 Linear backend", 0), 0u);
     MoeProblem mp{key, DType::BF16, 4, 2, 64, 32, {}};

@@ -16,7 +16,7 @@
 #include "core/error.h"
 #include "kernels/cpu/avx2/nvfp4.h"
 #include "kernels/registry.h"
-#include "nvfp4_test_util.h"
+#include "kernel_test_support.h"
 
 namespace fp4lm::kernels {
 namespace {
@@ -498,21 +498,18 @@ TEST(Nvfp4CpuKernels, OracleSelectsTheBestIsa) {
       << selection_message(s, LayerKind::moe, mp.key);
 }
 
-// Every registered backend either runs here or says why not, naming what the CPU lacks (or
-// that the build lacks it).
+// Every registered backend either runs here or says why not, by the one ISA decision on what it
+// declares (kernels/isa.h): the CPU features it lists, its instruction set's build, the override.
 TEST(Nvfp4CpuKernels, AvailabilityFollowsCpuFeatures) {
   for (const Backend* b : all_backends()) {
     const std::string why = b->unavailable_reason ? b->unavailable_reason() : "";
-    if (!why.empty()) {
-      EXPECT_TRUE(why.find("CPU lacks") != std::string::npos || why.find("built without") != std::string::npos ||
-                  why.find("disabled by FP4LM_DISABLE_ISA") != std::string::npos)
+    EXPECT_EQ(why, isa_unavailable_reason(b->isa)) << b->name;
+    const bool cpu_has = cpu_features().features.contains(b->isa.cpu);
+    if (disabled_isa() || !isa_built(b->isa.isa)) continue;
+    EXPECT_EQ(why.empty(), cpu_has) << b->name << ": " << why;
+    if (!cpu_has) {
+      EXPECT_NE(why.find("CPU lacks " + b->isa.cpu.minus(cpu_features().features).names()), std::string::npos)
           << b->name << ": " << why;
-    }
-    if (b->name.find("_avx2") != std::string::npos) {
-      EXPECT_EQ(why.empty(), have_avx2()) << b->name << ": " << why;
-    }
-    if (b->name.find("_avx512") != std::string::npos && !cpu_features().avx512f) {
-      EXPECT_NE(why.find("avx512f"), std::string::npos) << b->name << ": " << why;
     }
   }
 }

@@ -11,7 +11,7 @@
 #include "core/cpu_features.h"
 #include "core/error.h"
 #include "kernels/registry.h"
-#include "nvfp4_test_util.h"
+#include "kernel_test_support.h"
 
 namespace fp4lm::kernels {
 namespace {

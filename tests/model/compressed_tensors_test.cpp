@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include "common/checkpoint_edit.h"
 #include "common/compressed_tensors_writer.h"
@@ -125,6 +126,53 @@ INSTANTIATE_TEST_SUITE_P(Archs, CtBitIdentical,
                          [](const auto& info) {
                            return std::string(info.param.arch).substr(0, 5) + (info.param.distinct ? "Distinct" : "Shared");
                          });
+
+// compressed-tensors writes FP8 weight scales in the model's dtype: a per-tensor BF16 [1] and a
+// per-channel BF16 [N, 1] scale run as the same values given in F32 (ModelOpt's form: [] / [N]).
+TEST(CompressedTensors, Fp8Bf16PerTensorAndPerChannelWeightScales) {
+  for (bool per_channel : {false, true}) {
+    TempDir dir;
+    const Pair p = write_pair(dir, synth("LlamaForCausalLM", QuantAlgo::FP8),
+                              test::ct_config("float-quantized",
+                                              {{"g", test::ct_fp8_group({"Linear"}, per_channel ? "channel" : "tensor",
+                                                                        "none")}},
+                                              kIgnore),
+                              true);
+    auto rewrite = [&](const std::string& d, bool ct) {
+      std::map<std::string, int64_t> rows;  // module -> N
+      test::edit_tensors(d, [&](test::EditedTensor& t) {
+        if (t.name.ends_with(".weight") && t.dtype == DType::F8_E4M3) rows[t.name.substr(0, t.name.size() - 7)] = t.shape[0];
+        return true;
+      });
+      test::edit_tensors(d, [&](test::EditedTensor& t) {
+        if (!t.name.ends_with(".weight_scale") || t.dtype != DType::F32) return true;
+        float v;
+        std::memcpy(&v, t.bytes.data(), sizeof v);
+        uint16_t b = 0;
+        from_f32_n(&v, DType::BF16, &b, 1);  // the value both forms hold: v rounded to bf16
+        const int64_t n = per_channel ? rows.at(t.name.substr(0, t.name.size() - 13)) : 1;
+        if (ct) {
+          t.dtype = DType::BF16;
+          t.shape = per_channel ? Shape{n, 1} : Shape{1};
+          t.bytes.resize(static_cast<size_t>(n) * 2);
+          for (int64_t r = 0; r < n; ++r) std::memcpy(t.bytes.data() + 2 * r, &b, 2);
+        } else {
+          float f = 0;
+          to_f32_n(&b, DType::BF16, &f, 1);
+          t.shape = per_channel ? Shape{n} : Shape{};
+          t.bytes.resize(static_cast<size_t>(n) * 4);
+          for (int64_t r = 0; r < n; ++r) std::memcpy(t.bytes.data() + 4 * r, &f, 4);
+        }
+        return true;
+      });
+    };
+    rewrite(p.modelopt, false);
+    rewrite(p.ct, true);
+    ModelLoader l(io::Checkpoint::open(p.ct), {});
+    EXPECT_EQ(l.describe(l.layers().front()).scheme.key, kernels::kFp8W8A16);
+    EXPECT_TRUE(bit_identical(logits_of(p.modelopt), logits_of(p.ct))) << "per_channel=" << per_channel;
+  }
+}
 
 // mixed-precision: several groups, targets by "re:" and by full name, "re:" ignore entries.
 TEST(CompressedTensors, MixedPrecisionGroupsTargetsAndIgnore) {

@@ -16,6 +16,7 @@
 #include "model/causal_lm.h"
 #include "model/hybrid_reference.h"
 #include "model/model_loader.h"
+#include "common/error_norms.h"
 
 namespace fp4lm::model {
 namespace {
@@ -58,16 +59,11 @@ const kernels::Backend* nvfp4_moe_backend(const std::string& log) {
   return kernels::find_backend(log.substr(begin, end - begin), kernels::LayerKind::moe);
 }
 
+// ‖got − want‖₂ / ‖want‖₂ over the rows of want, in order.
 double rel_rms(const std::vector<float>& got, const std::vector<Vec>& want) {
-  double d = 0, w = 0;
-  size_t k = 0;
-  for (const Vec& row : want)
-    for (double x : row) {
-      d += (got[k] - x) * (got[k] - x);
-      w += x * x;
-      ++k;
-    }
-  return std::sqrt(d / w);
+  std::vector<double> flat;
+  for (const Vec& row : want) flat.insert(flat.end(), row.begin(), row.end());
+  return test::rel_rms(std::span<const float>(got.data(), flat.size()), std::span<const double>(flat));
 }
 
 TEST(HybridPublished, Nvfp4ExpertsAs122BRunOnW4A4BackendsAndW4A16UnderTheOverride) {

@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "model/causal_lm.h"
 #include "model/synthetic_checkpoint.h"
+#include "common/error_norms.h"
 
 namespace fp4lm::model {
 namespace {
@@ -55,15 +56,6 @@ std::vector<float> run(const CausalLM& lm) {
   return out;
 }
 
-double rel_rms(const std::vector<float>& a, const std::vector<float>& b) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    num += (static_cast<double>(a[i]) - b[i]) * (static_cast<double>(a[i]) - b[i]);
-    den += static_cast<double>(b[i]) * b[i];
-  }
-  return std::sqrt(num / den);
-}
-
 std::unique_ptr<CausalLM> load(const std::string& dir, const std::string& kv) {
   EngineOptions o;
   o.dtype = "bfloat16";
@@ -91,7 +83,7 @@ TEST(KvCacheDtype, Fp8HalvesKvMemoryAndStaysCloseToBfloat16) {
   EXPECT_EQ(fp8->sequence_bytes(64) * 2, bf16->sequence_bytes(64));
   EXPECT_EQ(fp8->new_sequence(64).reserved_bytes() * 2, bf16->new_sequence(64).reserved_bytes());
   const auto a = run(*bf16), b = run(*fp8);
-  const double e = rel_rms(b, a);
+  const double e = test::rel_rms(b, a);
   RecordProperty("fp8_vs_bf16_kv_rel_rms", std::to_string(e));
   EXPECT_GT(e, 0.0);   // the cache really is 8-bit
   EXPECT_LT(e, 0.05);  // E4M3 keeps 3 mantissa bits: a few percent on the logits at most
@@ -110,7 +102,7 @@ TEST(KvCacheDtype, Fp8UsesTheCheckpointScales) {
   // (E4M3's relative precision is the same over its normal range, so only clipping and
   // subnormals show a scale's effect).
   const auto bad = run(*load(fp8_checkpoint(wrong.path(), true, 0.001f, 0.001f), "fp8"));
-  EXPECT_GT(rel_rms(bad, ref), 2 * rel_rms(with_scales, ref));
+  EXPECT_GT(test::rel_rms(bad, ref), 2 * test::rel_rms(with_scales, ref));
 }
 
 TEST(KvCacheDtype, BadScaleTensorsAreNamed) {

@@ -8,6 +8,7 @@
 #include "common/paths.h"
 #include "model/causal_lm.h"
 #include "model/synthetic_checkpoint.h"
+#include "common/error_norms.h"
 
 namespace fp4lm::model {
 namespace {
@@ -23,16 +24,6 @@ std::vector<float> logits_of(const std::string& dir, EngineOptions o) {
   std::vector<float> out(kTokens.size() * lm->vocab_size());
   lm->forward(cache, kTokens.data(), static_cast<int64_t>(kTokens.size()), LogitsMode::all, out.data());
   return out;
-}
-
-// ‖a − b‖₂ / ‖b‖₂
-double rel_rms(const std::vector<float>& a, const std::vector<float>& b) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    num += (static_cast<double>(a[i]) - b[i]) * (static_cast<double>(a[i]) - b[i]);
-    den += static_cast<double>(b[i]) * b[i];
-  }
-  return std::sqrt(num / den);
 }
 
 EngineOptions opts(const std::string& dtype, const std::string& linear = "", const std::string& moe = "") {
@@ -62,7 +53,7 @@ TEST_P(QuantizedModelTest, W4A16AndW4A4StayCloseToUnquantized) {
   const auto plain = logits_of(write(QuantAlgo::None), opts("float32"));
   const auto w4a16 = logits_of(write(QuantAlgo::W4A16_NVFP4), opts("float32"));
   const auto w4a4 = logits_of(write(QuantAlgo::NVFP4), opts("float32"));
-  const double e16 = rel_rms(w4a16, plain), e4 = rel_rms(w4a4, plain), e4_16 = rel_rms(w4a4, w4a16);
+  const double e16 = test::rel_rms(w4a16, plain), e4 = test::rel_rms(w4a4, plain), e4_16 = test::rel_rms(w4a4, w4a16);
   RecordProperty("w4a16_vs_plain", std::to_string(e16));
   RecordProperty("w4a4_vs_plain", std::to_string(e4));
   // 4-bit weights (and for W4A4 4-bit activations) perturb the logits by a bounded amount:
@@ -83,10 +74,10 @@ TEST_P(QuantizedModelTest, FastBackendsMatchTheReferenceBackend) {
     const std::string d = write(algo);
     const auto fast = logits_of(d, opts("float32"));
     const auto ref = logits_of(d, opts("float32", "reference", "reference"));
-    EXPECT_LT(rel_rms(fast, ref), 1e-4) << GetParam() << " " << quant::algo_name(algo);
+    EXPECT_LT(test::rel_rms(fast, ref), 1e-4) << GetParam() << " " << quant::algo_name(algo);
     const auto fast16 = logits_of(d, opts("bfloat16"));
     const auto ref16 = logits_of(d, opts("bfloat16", "reference", "reference"));
-    EXPECT_LT(rel_rms(fast16, ref16), 2e-2) << GetParam() << " bf16 " << quant::algo_name(algo);
+    EXPECT_LT(test::rel_rms(fast16, ref16), 2e-2) << GetParam() << " bf16 " << quant::algo_name(algo);
   }
 }
 

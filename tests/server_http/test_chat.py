@@ -54,7 +54,7 @@ def test_chat_errors(client):
     with pytest.raises(openai.BadRequestError):
         client.chat.completions.create(model="tiny", messages=[], max_tokens=2)
     with pytest.raises(openai.BadRequestError):
-        client.chat.completions.create(model="tiny", messages=MSGS, response_format={"type": "json_object"})
+        client.chat.completions.create(model="tiny", messages=MSGS, response_format={"type": "xml"})
     with pytest.raises(openai.BadRequestError):
         client.chat.completions.create(model="tiny", messages=MSGS, top_logprobs=2)
     with pytest.raises(openai.NotFoundError):

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -232,7 +233,20 @@ struct OutputLayout {
   uint64_t total = 0, input_total = 0;
 };
 
-OutputLayout plan_outputs(const io::Checkpoint& ck, const ExportPlan& plan, const NameMap& names, QuantAlgo algo) {
+// The names and scalar shape of one family's NVFP4 tensors.
+struct Nvfp4Names {
+  const char *codes, *global_scale, *input_scale;
+  Shape scalar;
+  bool reciprocal;  // compressed-tensors stores 1/scale
+};
+Nvfp4Names nvfp4_names(quant::Family f) {
+  if (f == quant::Family::compressed_tensors)
+    return {".weight_packed", ".weight_global_scale", ".input_global_scale", {1}, true};
+  return {".weight", ".weight_scale_2", ".input_scale", {}, false};
+}
+
+OutputLayout plan_outputs(const io::Checkpoint& ck, const ExportPlan& plan, const NameMap& names, QuantAlgo algo,
+                          const Nvfp4Names& nn) {
   OutputLayout L;
   std::vector<bool> emitted(plan.groups.size(), false);
   auto emit_group = [&](const QuantGroup* g) {
@@ -250,10 +264,10 @@ OutputLayout plan_outputs(const io::Checkpoint& ck, const ExportPlan& plan, cons
         L.outs.push_back({nm, d, std::move(s), bytes});
       };
       const std::string d = names.to_disk(m);
-      add(d + ".weight", DType::U8, {n, k / 2}, static_cast<size_t>(n * k / 2));
+      add(d + nn.codes, DType::U8, {n, k / 2}, static_cast<size_t>(n * k / 2));
       add(d + ".weight_scale", DType::F8_E4M3, {n, k / 16}, static_cast<size_t>(n * k / 16));
-      add(d + ".weight_scale_2", DType::F32, {}, 4);
-      if (algo == QuantAlgo::NVFP4) add(d + ".input_scale", DType::F32, {}, 4);
+      add(d + nn.global_scale, DType::F32, nn.scalar, 4);
+      if (algo == QuantAlgo::NVFP4) add(d + nn.input_scale, DType::F32, nn.scalar, 4);
     }
     L.jobs.push_back(job);
     L.job_outs.push_back(std::move(idx));
@@ -293,10 +307,15 @@ void write_side_files(const fs::path& dir, const fs::path& in, const io::Checkpo
                       const quant::ShardLayout& shards) {
   std::error_code ec;
   json config = ck.config();
-  config["quantization_config"] = quant::quantization_config_json(o.exp.algo, exclude_on_disk, o.producer_version);
-  write_json_file(dir / "config.json", config);
-  write_json_file(dir / "hf_quant_config.json",
-                  quant::hf_quant_config_json(o.exp.algo, exclude_on_disk, o.producer_version));
+  if (o.format == quant::Family::compressed_tensors) {
+    config["quantization_config"] = quant::compressed_tensors_config_json(o.exp.algo, exclude_on_disk);
+    write_json_file(dir / "config.json", config);
+  } else {
+    config["quantization_config"] = quant::quantization_config_json(o.exp.algo, exclude_on_disk, o.producer_version);
+    write_json_file(dir / "config.json", config);
+    write_json_file(dir / "hf_quant_config.json",
+                    quant::hf_quant_config_json(o.exp.algo, exclude_on_disk, o.producer_version));
+  }
   for (const char* f : kCopiedFiles) {
     const fs::path src = in / f;
     if (fs::is_regular_file(src, ec)) {
@@ -351,8 +370,16 @@ class ShardStream {
 
 // Phase 5: copies and quantizes every job's tensors into the shards; returns how many modules
 // were quantized.
+// A global scale as the family stores it: compressed-tensors the reciprocal, with a non-finite one
+// (an all-zero group's 1/0) replaced by 1.0 as compressed-tensors does.
+float stored_scale(float s, const Nvfp4Names& nn) {
+  if (!nn.reciprocal) return s;
+  const float r = 1.0f / s;
+  return std::isfinite(r) ? r : 1.0f;
+}
+
 size_t stream_tensors(const io::Checkpoint& ck, const OutputLayout& L, const ActivationAmax& amax, QuantAlgo algo,
-                      ShardStream& out, Progress& bar) {
+                      const Nvfp4Names& nn, ShardStream& out, Progress& bar) {
   size_t quantized_modules = 0;
   for (size_t j = 0; j < L.jobs.size(); ++j) {
     const Job& job = L.jobs[j];
@@ -369,13 +396,14 @@ size_t stream_tensors(const io::Checkpoint& ck, const OutputLayout& L, const Act
       log().warn("{}: every weight of the group is zero; weight_scale_2 = 0 (loaders reject a zero scale)",
                  g.modules[0]);
     std::optional<float> input_scale;
-    if (algo == QuantAlgo::NVFP4) input_scale = amax.of(g) / quant::kNvfp4GlobalDivisor;
+    if (algo == QuantAlgo::NVFP4) input_scale = stored_scale(amax.of(g) / quant::kNvfp4GlobalDivisor, nn);
     size_t k = 0;
     for (size_t i = 0; i < g.modules.size(); ++i) {
       quant::Nvfp4Weight q = quantize_member(ck, g.modules[i], g.rows[i], g.in_features, gamax);
       out.emit(L.job_outs[j][k++], q.codes.data(), q.codes.size());
       out.emit(L.job_outs[j][k++], q.scales.data(), q.scales.size());
-      out.emit(L.job_outs[j][k++], &q.weight_scale_2, sizeof(float));
+      const float global = stored_scale(q.weight_scale_2, nn);
+      out.emit(L.job_outs[j][k++], &global, sizeof(float));
       if (input_scale) out.emit(L.job_outs[j][k++], &*input_scale, sizeof(float));
       const TensorView& t = weight_view(ck, g.modules[i]);
       release_pages(t.data, t.nbytes);
@@ -432,7 +460,8 @@ QuantizeSummary quantize_checkpoint(const QuantizeOptions& o) {
                amax.tokens);
   }
 
-  const OutputLayout L = plan_outputs(*ck, plan, names, algo);
+  const Nvfp4Names nn = nvfp4_names(o.format);
+  const OutputLayout L = plan_outputs(*ck, plan, names, algo, nn);
   std::vector<uint64_t> sizes;
   for (const OutTensor& t : L.outs) sizes.push_back(t.nbytes);
   const quant::ShardLayout shards = quant::assign_shards(sizes, o.max_shard_bytes);
@@ -450,7 +479,7 @@ QuantizeSummary quantize_checkpoint(const QuantizeOptions& o) {
 
   Progress bar(o.progress, "quantizing", L.input_total);
   ShardStream stream(tmp.path, L, shards, o);
-  const size_t quantized_modules = stream_tensors(*ck, L, amax, algo, stream, bar);
+  const size_t quantized_modules = stream_tensors(*ck, L, amax, algo, nn, stream, bar);
   if (L.outs.empty()) fail("{}: the checkpoint has no tensors", o.model_dir);
   publish(tmp, out, o.out_dir);
 

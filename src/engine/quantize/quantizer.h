@@ -13,12 +13,16 @@
 
 #include "engine/quantize/calibration.h"
 #include "engine/quantize/export_plan.h"
+#include "quant/quant_config.h"
 
 namespace fp4lm::engine {
 
 struct QuantizeOptions {
   std::string model_dir, out_dir;
   ExportOptions exp;
+  // --format: ModelOpt's names and configs, or compressed-tensors' (weight_packed,
+  // weight_global_scale / input_global_scale = the reciprocals, [1]; no hf_quant_config.json).
+  quant::Family format = quant::Family::modelopt;
   uint64_t max_shard_bytes = 5'000'000'000ull;  // --max-shard-size (5GB)
   bool force = false;                           // replace an existing OUT
   // Calibration token sequences; required for NVFP4 (W4A4), ignored for W4A16_NVFP4.

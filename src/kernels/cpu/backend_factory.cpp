@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "kernels/cpu/isa_support.h"
+#include "kernels/isa.h"
 #include "kernels/cpu/fp8_kernels.h"
 #include "kernels/cpu/moe_grouped.h"
 
@@ -27,7 +28,7 @@ std::string check_positive_moe(const MoeProblem& p) {
 // The record every CPU backend shares: a Linear layer is one RowSplitLinear from `make`, a MoE
 // layer the GroupedMoe of such experts.
 Backend row_split_backend(std::string name, LayerKind kind, QuantKey scheme, bool weight_key_only,
-                          std::function<std::string()> unavailable_reason, MakeRowSplit make,
+                          IsaNeeds needs, MakeRowSplit make,
                           std::function<std::string(const LinearProblem&)> check_linear,
                           std::function<std::string(const MoeProblem&)> check_moe) {
   Backend b;
@@ -36,7 +37,8 @@ Backend row_split_backend(std::string name, LayerKind kind, QuantKey scheme, boo
   b.schemes = {scheme};
   b.weight_key_only = weight_key_only;
   b.act_dtypes = {DType::F32, DType::BF16, DType::F16};
-  b.unavailable_reason = std::move(unavailable_reason);
+  b.isa = needs;
+  b.unavailable_reason = [needs] { return isa_unavailable_reason(needs); };
   if (kind == LayerKind::linear) {
     b.check_linear = std::move(check_linear);
     b.make_linear = [make](LinearWeights w, const LinearProblem& p) -> std::unique_ptr<LinearKernel> {
@@ -54,11 +56,11 @@ Backend row_split_backend(std::string name, LayerKind kind, QuantKey scheme, boo
 }  // namespace
 
 Backend nvfp4_cpu_backend(std::string name, LayerKind kind, Nvfp4Mode mode, const Nvfp4Kernels& isa,
-                          std::function<std::string()> unavailable_reason) {
+                          IsaNeeds needs) {
   const bool w4a16 = mode == Nvfp4Mode::w4a16;
   const Nvfp4Kernels* table = &isa;
   return row_split_backend(
-      std::move(name), kind, w4a16 ? kNvfp4W4A16 : kNvfp4W4A4, w4a16, std::move(unavailable_reason),
+      std::move(name), kind, w4a16 ? kNvfp4W4A16 : kNvfp4W4A4, w4a16, needs,
       [mode, table](LinearWeights w, const LinearProblem& p) -> std::unique_ptr<RowSplitLinear> {
         return std::make_unique<Nvfp4Linear>(std::move(w), p, mode, *table);
       },
@@ -66,10 +68,10 @@ Backend nvfp4_cpu_backend(std::string name, LayerKind kind, Nvfp4Mode mode, cons
 }
 
 Backend dense_cpu_backend(std::string name, LayerKind kind, const DenseKernels& isa,
-                          std::function<std::string()> unavailable_reason) {
+                          IsaNeeds needs) {
   const DenseKernels* table = &isa;
   return row_split_backend(
-      std::move(name), kind, kUnquantized, false, std::move(unavailable_reason),
+      std::move(name), kind, kUnquantized, false, needs,
       [table](LinearWeights w, const LinearProblem& p) -> std::unique_ptr<RowSplitLinear> {
         return std::make_unique<DenseLinear>(std::move(w), p, *table, prepare_dense_matrix, "dense CPU kernel");
       },
@@ -77,10 +79,10 @@ Backend dense_cpu_backend(std::string name, LayerKind kind, const DenseKernels& 
 }
 
 Backend fp8_cpu_backend(std::string name, LayerKind kind, const Fp8Kernels& isa,
-                        std::function<std::string()> unavailable_reason) {
+                        IsaNeeds needs) {
   const Fp8Kernels* table = &isa;
   return row_split_backend(
-      std::move(name), kind, kFp8W8A16, true, std::move(unavailable_reason),
+      std::move(name), kind, kFp8W8A16, true, needs,
       [table](LinearWeights w, const LinearProblem& p) -> std::unique_ptr<RowSplitLinear> {
         return std::make_unique<Fp8Linear>(std::move(w), p, *table, prepare_fp8_matrix, "FP8 CPU kernel");
       },

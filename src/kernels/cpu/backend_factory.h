@@ -1,6 +1,6 @@
 #pragma once
 // Builds the Backend records of the CPU backends from an ISA's kernel table, so every ISA's
-// registration is a few lines (cpu_*_backends.cpp) and all share the ISA-neutral wrappers
+// registration is a few lines (kernels/cpu/<isa>/*_backends.cpp) and all share the ISA-neutral wrappers
 // (Nvfp4Linear, DenseLinear, Fp8Linear, GroupedMoe).
 #include <functional>
 #include <string>
@@ -15,15 +15,15 @@ namespace fp4lm::kernels::cpu {
 
 // An NVFP4 Linear or MoE backend: w4a16 matches on the weight key alone (it serves W4A4
 // checkpoints at 16-bit activations too); w4a4 runs exactly (nvfp4_static, nvfp4_dynamic) and
-// honours --a16-max-tokens. `unavailable_reason` names the CPU features the table needs.
+// honours --a16-max-tokens. `needs`: the table's instruction set and the CPU features it uses.
 Backend nvfp4_cpu_backend(std::string name, LayerKind kind, Nvfp4Mode mode, const Nvfp4Kernels& isa,
-                          std::function<std::string()> unavailable_reason);
+                          IsaNeeds needs);
 // An unquantized (F32/BF16/F16 weights) Linear or MoE backend.
 Backend dense_cpu_backend(std::string name, LayerKind kind, const DenseKernels& isa,
-                          std::function<std::string()> unavailable_reason);
+                          IsaNeeds needs);
 // An FP8 W8A16 Linear or MoE backend: matches on the weight key alone (serves FP8 W8A8
 // checkpoints at 16-bit activations, and weight-only FP8 layers).
 Backend fp8_cpu_backend(std::string name, LayerKind kind, const Fp8Kernels& isa,
-                        std::function<std::string()> unavailable_reason);
+                        IsaNeeds needs);
 
 }  // namespace fp4lm::kernels::cpu

@@ -15,7 +15,8 @@ namespace fp4lm::kernels::cpu {
 
 struct Nvfp4Kernels {
   const char* isa = "";  // "avx2", "avx512"
-  // ---- W4A16: x used as is (16/32-bit, never quantized); fp32 accumulation.
+  // ---- W4A16: x never quantized to 4 bits; fp32 accumulation. AVX-512 uses x exactly; AVX2
+  // holds it as int16 per 16-block with a shared exponent (error bound: docs/KERNELS.md).
   // x [m, k] in `act` -> the call's activations in the kernel's own layout.
   std::unique_ptr<PreparedInput> (*a16_input)(const void* x, DType act, int64_t m, int64_t k,
                                               ThreadPool& pool) = nullptr;

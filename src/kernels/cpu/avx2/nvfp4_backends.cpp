@@ -4,16 +4,15 @@
 //    honours --a16-max-tokens.
 //  - `cpu_w4a16_avx2`: 16-bit activations, never quantized. Matches on the weight key alone, so
 //    it also serves W4A4 layers under --override-activation-dtype or when forced.
-// Kernels: nvfp4_w4a4_avx2.cpp, nvfp4_w4a16_avx2.cpp (table: nvfp4_kernels_avx2.cpp).
+// Kernels: avx2/nvfp4_w4a4.cpp, avx2/nvfp4_w4a16.cpp (table: avx2/nvfp4_table.cpp).
 #include "kernels/cpu/backend_factory.h"
-#include "kernels/cpu/isa_support.h"
 
 namespace fp4lm::kernels {
 
 namespace {
 Backend avx2(LayerKind kind, cpu::Nvfp4Mode mode) {
   return cpu::nvfp4_cpu_backend(mode == cpu::Nvfp4Mode::w4a16 ? "cpu_w4a16_avx2" : "cpu_w4a4_avx2", kind,
-                                mode, cpu::nvfp4_kernels_avx2(), cpu::avx2_unavailable_reason);
+                                mode, cpu::nvfp4_kernels_avx2(), IsaNeeds{Isa::avx2, kAvx2Features});
 }
 }  // namespace
 

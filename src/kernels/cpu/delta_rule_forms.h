@@ -1,6 +1,6 @@
-// The two forms of the gated delta rule (model/gated_delta_rule.h), written once and compiled
-// once per instruction set: gated_delta_rule.cpp (the build's baseline) and
-// gated_delta_rule_avx2.cpp (AVX2 + FMA, chosen at run time). Include only from those two, with
+// The two forms of the gated delta rule (kernels/delta_rule.h), written once and compiled once
+// per instruction set: cpu/reference/delta_rule.cpp (the build's baseline) and
+// cpu/avx2/delta_rule.cpp (AVX2 + FMA, chosen at run time). Include only from those, with
 // FP4LM_GDN_ISA naming the namespace and FP4LM_GDN_LANES the floats per vector register. Every inner loop runs over a contiguous dimension with a
 // fixed summation order per element, so the compiler vectorizes it and the result of a row does
 // not depend on the thread or on the other rows of the batch.
@@ -10,9 +10,11 @@
 #include <cstring>
 #include <vector>
 
-#include "model/gated_delta_rule.h"
+#include "kernels/delta_rule.h"
 
-namespace fp4lm::model::gdn::FP4LM_GDN_ISA {
+namespace fp4lm::kernels::cpu::FP4LM_GDN_ISA {
+
+constexpr int64_t kChunk = kDeltaRuleChunk;
 
 namespace {
 
@@ -211,4 +213,4 @@ void chunked(const DeltaRuleRows& r, float* S) {
   }
 }
 
-}  // namespace fp4lm::model::gdn::FP4LM_GDN_ISA
+}  // namespace fp4lm::kernels::cpu::FP4LM_GDN_ISA

@@ -1,7 +1,9 @@
 #pragma once
-// Builders for the NVFP4 kernel tests: random layers quantized with quant::quantize_weight and
-// wrapped into LinearWeights / MoeWeights (shards pointing into owned vectors, kept alive), and
-// the fp64 evaluations the kernels are held to.
+// What every kernel-backend test shares: the registered backends to parametrize over (by
+// scheme, from the registry), the one fp64 evaluation of a Linear layer the kernels are held to
+// (linear_f64), building and running a backend's kernel, and the NVFP4 layer builders (random
+// layers quantized with quant::quantize_weight, wrapped into LinearWeights / MoeWeights with
+// shards pointing into owned vectors, kept alive).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -12,7 +14,7 @@
 
 #include <gtest/gtest.h>
 
-#include "core/cpu_features.h"
+#include "kernels/isa.h"
 #include "core/thread_pool.h"
 #include "kernels/registry.h"
 #include "core/dtype.h"
@@ -21,8 +23,8 @@
 
 namespace fp4lm::kernels::testing {
 
-// What every AVX2 backend needs (their unavailable_reason checks the same).
-inline bool have_avx2() { return cpu_features().avx2 && cpu_features().fma && cpu_features().f16c; }
+// Whether AVX2 kernels may run here (the ISA decision every AVX2 backend's unavailable_reason makes).
+inline bool have_avx2() { return isa_unavailable_reason({Isa::avx2, kAvx2Features}).empty(); }
 
 // The registered backends of a kind whose schemes include `key` exactly, in table order, the
 // `reference` oracle excluded. The kernel tests are parametrized over these lists, so a backend
@@ -179,6 +181,34 @@ struct Expected {
   std::vector<double> y, magnitude;
 };
 
+// The one fp64 reference loop of the kernel tests: y[t, r] = Σ_j x[t, j] · W[r, j] (+ bias[r])
+// and its magnitude Σ_j |x[t, j] · W[r, j]| (+ |bias[r]|), with x [m, k] given in doubles and
+// row r of W decoded to doubles by weight_row(r) (each format's own exact decoding).
+template <typename WeightRow>
+inline Expected linear_f64(const LinearWeights& w, const std::vector<double>& x, int64_t m, WeightRow weight_row) {
+  Expected e;
+  e.y.assign(static_cast<size_t>(m * w.n), 0.0);
+  e.magnitude.assign(static_cast<size_t>(m * w.n), 0.0);
+  for (int64_t r = 0; r < w.n; ++r) {
+    const std::vector<double> row = weight_row(r);
+    for (int64_t t = 0; t < m; ++t) {
+      double acc = 0, mag = 0;
+      for (int64_t j = 0; j < w.k; ++j) {
+        const double p = x[t * w.k + j] * row[j];
+        acc += p;
+        mag += std::fabs(p);
+      }
+      if (!w.bias.empty()) {
+        acc += w.bias[r];
+        mag += std::fabs(w.bias[r]);
+      }
+      e.y[t * w.n + r] = acc;
+      e.magnitude[t * w.n + r] = mag;
+    }
+  }
+  return e;
+}
+
 // W4A16: x (already act-dtype-rounded floats) times the dequantized weights.
 // W4A4: x quantized by quant::quantize_activation with w.input_scale, dequantized in fp64.
 inline Expected expected_f64(const LinearWeights& w, const std::vector<float>& x, int64_t m, bool w4a4) {
@@ -193,27 +223,7 @@ inline Expected expected_f64(const LinearWeights& w, const std::vector<float>& x
                            static_cast<double>(w.input_scale);
       }
   }
-  Expected e;
-  e.y.assign(static_cast<size_t>(m * w.n), 0.0);
-  e.magnitude.assign(static_cast<size_t>(m * w.n), 0.0);
-  for (int64_t r = 0; r < w.n; ++r) {
-    std::vector<double> row = weight_row_f64(w, r);
-    for (int64_t t = 0; t < m; ++t) {
-      double acc = 0, mag = 0;
-      for (int64_t j = 0; j < w.k; ++j) {
-        const double p = xin[t * w.k + j] * row[j];
-        acc += p;
-        mag += std::fabs(p);
-      }
-      if (!w.bias.empty()) {
-        acc += w.bias[r];
-        mag += std::fabs(w.bias[r]);
-      }
-      e.y[t * w.n + r] = acc;
-      e.magnitude[t * w.n + r] = mag;
-    }
-  }
-  return e;
+  return linear_f64(w, xin, m, [&](int64_t r) { return weight_row_f64(w, r); });
 }
 
 // The NVFP4 backends whose W4A16 path holds x as int16 with a shared exponent per 16-block (the
@@ -290,6 +300,6 @@ inline std::vector<float> run(const LinearKernel& kern, const std::vector<uint8_
 // Skips a test that needs the AVX2 backends on a CPU without them.
 #define REQUIRE_AVX2()                                                                  \
   if (!::fp4lm::kernels::testing::have_avx2()) {                                        \
-    GTEST_SKIP() << "CPU lacks AVX2/FMA/F16C: the AVX2 backends are unavailable";       \
+    GTEST_SKIP() << "AVX2 kernels unavailable here (CPU lacks AVX2/FMA/F16C, or disabled)"; \
   }                                                                                     \
   static_assert(true)

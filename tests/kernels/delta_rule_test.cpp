@@ -1,5 +1,5 @@
-// The two forms of the gated delta rule (model/gated_delta_rule.h) against each other and
-// against the textbook recurrence in float64, on random inputs chosen to stress the chunked
+// The two forms of the gated delta rule (kernels/delta_rule.h), on every registered variant,
+// against each other and against the textbook recurrence in float64, on random inputs chosen to stress the chunked
 // form: strongly negative log decays (down to -1e3 and -inf), β near 0 and near 1, repeated keys,
 // lengths around the block size, blocks that start mid-way (pos0 not a multiple of 64), value
 // heads per key head 1, 2 and 4, DK ≠ DV, and the state carried across calls.
@@ -9,13 +9,16 @@
 #include <cmath>
 #include <limits>
 #include <random>
+#include <stdexcept>
+#include <string>
+#include <tuple>
 #include <vector>
 
 #include <fmt/format.h>
 
-#include "model/gated_delta_rule.h"
+#include "kernels/delta_rule.h"
 
-namespace fp4lm::model::gdn {
+namespace fp4lm::kernels {
 namespace {
 
 // Rows of one key head and nv value heads laid out as the mixer does: per row q | k | v heads.
@@ -108,14 +111,15 @@ double max_diff(const std::vector<float>& got, const A& want) {
   return d;
 }
 
-// Runs one form over rows [0, n) in calls of `split` rows (0 = one call), starting at pos0.
-std::vector<float> run(Case& c, bool chunked, std::vector<float>& S, int64_t pos0, int64_t split = 0) {
+// Runs one form of `kernel` over rows [0, n) in calls of `split` rows (0 = one call), from pos0.
+std::vector<float> run(const DeltaRuleKernel& kernel, Case& c, bool chunked, std::vector<float>& S, int64_t pos0,
+                       int64_t split = 0) {
   std::vector<float> out(static_cast<size_t>(c.n * c.nv * c.dv));
   for (int64_t t0 = 0; t0 < c.n;) {
     const int64_t n = split > 0 ? std::min(split, c.n - t0) : c.n;
     const DeltaRuleRows r = rows_of(c, out, t0, n, pos0 + t0);
-    if (chunked) delta_rule_chunked(r, S.data());
-    else delta_rule_recurrent(r, S.data());
+    if (chunked) kernel.chunked(r, S.data());
+    else kernel.recurrent(r, S.data());
     t0 += n;
   }
   return out;
@@ -125,12 +129,29 @@ struct Shape {
   int64_t n, dk, dv, nv, pos0;
 };
 
-class DeltaRuleForms : public ::testing::TestWithParam<Shape> {};
+// Every registered variant (kernels/delta_rule.cpp), by name; an unavailable one is skipped
+// with its reason.
+std::vector<std::string> variant_names() {
+  std::vector<std::string> out;
+  for (const DeltaRuleKernel* k : delta_rule_kernels()) out.push_back(k->name);
+  return out;
+}
+const DeltaRuleKernel& variant(const std::string& name) {
+  for (const DeltaRuleKernel* k : delta_rule_kernels())
+    if (name == k->name) return *k;
+  throw std::runtime_error("no delta-rule variant " + name);
+}
+#define SKIP_IF_UNAVAILABLE(k)                                                         \
+  if (const std::string why = (k).unavailable_reason(); !why.empty()) GTEST_SKIP() << (k).name << ": " << why
+
+class DeltaRuleForms : public ::testing::TestWithParam<std::tuple<std::string, Shape>> {};
 
 // Chunked == recurrent == float64 to float32 rounding: outputs and final state within 2e-6 of
 // the float64 reference's largest magnitude (measured: chunked vs recurrent ≤ 3e-7).
 TEST_P(DeltaRuleForms, ChunkedEqualsRecurrentToFloat32Rounding) {
-  const Shape p = GetParam();
+  const DeltaRuleKernel& k = variant(std::get<0>(GetParam()));
+  SKIP_IF_UNAVAILABLE(k);
+  const Shape p = std::get<1>(GetParam());
   Case c = make_case(p.n, p.dk, p.dv, p.nv, static_cast<uint64_t>(p.n * 131 + p.dk * 7 + p.nv));
   // A non-zero starting state, as after an earlier prefill.
   std::mt19937_64 rng(5);
@@ -142,8 +163,8 @@ TEST_P(DeltaRuleForms, ChunkedEqualsRecurrentToFloat32Rounding) {
   const double out_scale = max_abs(want_out), s_scale = max_abs(want_S);
 
   std::vector<float> S_rec = s0, S_chk = s0;
-  const std::vector<float> rec = run(c, false, S_rec, p.pos0);
-  const std::vector<float> chk = run(c, true, S_chk, p.pos0);
+  const std::vector<float> rec = run(k, c, false, S_rec, p.pos0);
+  const std::vector<float> chk = run(k, c, true, S_chk, p.pos0);
   const std::string what = fmt::format("n {} dk {} dv {} nv {} pos0 {}", p.n, p.dk, p.dv, p.nv, p.pos0);
   EXPECT_LT(max_diff(rec, want_out) / out_scale, 2e-6) << what;
   EXPECT_LT(max_diff(chk, want_out) / out_scale, 2e-6) << what;
@@ -155,40 +176,60 @@ TEST_P(DeltaRuleForms, ChunkedEqualsRecurrentToFloat32Rounding) {
   // The state carries across calls of any size: 1-row steps, 13-row and 64-row calls.
   for (int64_t split : {1, 13, 64}) {
     std::vector<float> S = s0;
-    const std::vector<float> got = run(c, true, S, p.pos0, split);
+    const std::vector<float> got = run(k, c, true, S, p.pos0, split);
     EXPECT_LT(max_diff(got, want_out) / out_scale, 2e-6) << what << " split " << split;
     EXPECT_LT(max_diff(S, want_S) / s_scale, 2e-6) << what << " split " << split;
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, DeltaRuleForms,
-                         ::testing::Values(Shape{1, 16, 24, 1, 0}, Shape{63, 16, 24, 2, 0}, Shape{64, 16, 24, 4, 0},
-                                           Shape{65, 16, 24, 1, 0}, Shape{200, 16, 24, 2, 0},
-                                           Shape{200, 24, 8, 4, 37}, Shape{130, 128, 128, 2, 0},
-                                           Shape{100, 32, 64, 1, 60}),
-                         [](const auto& info) {
-                           const Shape& s = info.param;
-                           return fmt::format("n{}_dk{}_dv{}_nv{}_pos{}", s.n, s.dk, s.dv, s.nv, s.pos0);
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Variants, DeltaRuleForms,
+    ::testing::Combine(::testing::ValuesIn(variant_names()),
+                       ::testing::Values(Shape{1, 16, 24, 1, 0}, Shape{63, 16, 24, 2, 0}, Shape{64, 16, 24, 4, 0},
+                                         Shape{65, 16, 24, 1, 0}, Shape{200, 16, 24, 2, 0}, Shape{200, 24, 8, 4, 37},
+                                         Shape{130, 128, 128, 2, 0}, Shape{100, 32, 64, 1, 60})),
+    [](const auto& info) {
+      const Shape& s = std::get<1>(info.param);
+      return fmt::format("{}_n{}_dk{}_dv{}_nv{}_pos{}", std::get<0>(info.param), s.n, s.dk, s.dv, s.nv, s.pos0);
+    });
+
+class DeltaRuleVariant : public ::testing::TestWithParam<std::string> {};
 
 // A block's result depends only on its rows and the state before it: the same rows give the
 // same bits whatever the call split, as long as the splits fall on block boundaries.
-TEST(DeltaRule, SplitsAtBlockBoundariesAreBitIdentical) {
+TEST_P(DeltaRuleVariant, SplitsAtBlockBoundariesAreBitIdentical) {
+  const DeltaRuleKernel& k = variant(GetParam());
+  SKIP_IF_UNAVAILABLE(k);
   Case c = make_case(200, 16, 24, 2, 9);
   std::vector<float> S1(static_cast<size_t>(2 * 16 * 24), 0.0f), S2 = S1;
-  const std::vector<float> once = run(c, true, S1, 0);
-  const std::vector<float> split = run(c, true, S2, 0, 64);
+  const std::vector<float> once = run(k, c, true, S1, 0);
+  const std::vector<float> split = run(k, c, true, S2, 0, 64);
   EXPECT_EQ(once, split);
   EXPECT_EQ(S1, S2);
 }
 
 // The chunked form is really in use: on a long span it differs from the recurrent form in the
 // last bits (a test that passed with both forms identical would prove nothing).
-TEST(DeltaRule, ChunkedIsNotTheRecurrentFormInDisguise) {
+TEST_P(DeltaRuleVariant, ChunkedIsNotTheRecurrentFormInDisguise) {
+  const DeltaRuleKernel& k = variant(GetParam());
+  SKIP_IF_UNAVAILABLE(k);
   Case c = make_case(128, 16, 24, 2, 3);
   std::vector<float> S1(static_cast<size_t>(2 * 16 * 24), 0.0f), S2 = S1;
-  EXPECT_NE(run(c, true, S1, 0), run(c, false, S2, 0));
+  EXPECT_NE(run(k, c, true, S1, 0), run(k, c, false, S2, 0));
 }
 
+// The variant the model runs is the first available one in the table.
+TEST(DeltaRule, TheFirstAvailableVariantRuns) {
+  for (const DeltaRuleKernel* k : delta_rule_kernels())
+    if (k->unavailable_reason().empty()) {
+      EXPECT_EQ(&delta_rule_kernel(), k) << k->name;
+      return;
+    }
+  FAIL() << "no delta-rule variant is available (the reference always is)";
+}
+
+INSTANTIATE_TEST_SUITE_P(Variants, DeltaRuleVariant, ::testing::ValuesIn(variant_names()),
+                         [](const auto& info) { return info.param; });
+
 }  // namespace
-}  // namespace fp4lm::model::gdn
+}  // namespace fp4lm::kernels
