@@ -12,6 +12,7 @@
 #include "model/activation.h"
 #include "model/model_loader.h"
 #include "model/sequence_state.h"
+#include "model/state_layout.h"
 
 namespace fp4lm::model {
 
@@ -19,7 +20,7 @@ void causal_attention(std::span<const AttentionSpan> spans, int64_t layer, const
                       float* out, ThreadPool& pool, const kernels::AttentionKernel* kernel) {
   if (spans.empty()) return;
   const kernels::AttentionKernel& kern = kernel ? *kernel : kernels::attention_kernel();
-  const int64_t hd = spans[0].cache->head_dim(), kvh = spans[0].cache->num_kv_heads();
+  const int64_t hd = spans[0].cache->head_dim(layer), kvh = spans[0].cache->num_kv_heads(layer);
   if (num_heads % kvh != 0) fail("attention: {} heads do not group over {} KV heads", num_heads, kvh);
   // Per row: its span (rows of one span are consecutive, the spans' rows in order); per span:
   // its first row.
@@ -30,8 +31,10 @@ void causal_attention(std::span<const AttentionSpan> spans, int64_t layer, const
     if (s.pos0 < 0 || s.pos0 + s.n > s.cache->capacity())
       fail("attention: positions [{}, {}) exceed the KV cache capacity {}", s.pos0, s.pos0 + s.n,
            s.cache->capacity());
-    if (s.cache->head_dim() != hd || s.cache->num_kv_heads() != kvh)
+    if (s.cache->head_dim(layer) != hd || s.cache->num_kv_heads(layer) != kvh)
       fail("attention: caches of different shapes in one batch");
+    if (s.cache->window(layer) != spans[0].cache->window(layer))
+      fail("attention: caches of different windows in one batch");
     for (int64_t i = 0; i < s.n; ++i) row_span.push_back(static_cast<int64_t>(si));
     span_row0.push_back(row);
     row += s.n;
@@ -40,12 +43,15 @@ void causal_attention(std::span<const AttentionSpan> spans, int64_t layer, const
   // Tasks (KV head g, row i), g-major: a thread's contiguous range becomes a few kernel calls,
   // each one KV head over consecutive rows of one sequence. Each (row, query head) is computed
   // the same way whatever the split (kernels/attention.h), so results do not depend on it.
+  const bool windowed = spans[0].cache->window(layer) > 0;
+  const size_t esize = dtype_size(spans[0].cache->dtype());
   pool.parallel_for(m * kvh, [&](int64_t begin, int64_t end, int) {
+    std::vector<uint8_t> ring_keys, ring_values;  // a window that wraps around its ring, in order
     for (int64_t task = begin; task < end;) {
       const int64_t g = task / m, i = task % m;
       const size_t si = static_cast<size_t>(row_span[static_cast<size_t>(i)]);
       const AttentionSpan& s = spans[si];
-      const int64_t r0 = span_row0[si], rows = std::min({end - task, r0 + s.n - i});
+      const int64_t r0 = span_row0[si], rows = windowed ? 1 : std::min({end - task, r0 + s.n - i});
       const KvCache& cache = *s.cache;
       kernels::AttentionCall c;
       c.q = q + i * qd + g * group * hd;
@@ -61,6 +67,27 @@ void causal_attention(std::span<const AttentionSpan> spans, int64_t layer, const
       c.values = cache.values(layer, g);
       c.k_scale = cache.k_scale(layer);
       c.v_scale = cache.v_scale(layer);
+      if (windowed) {
+        // One row: its window [lo, pos] as positions 0 .. pos - lo of a contiguous view of the ring.
+        const int64_t pos = c.pos0, lo = std::max<int64_t>(0, pos - cache.window(layer) + 1), n = pos - lo + 1;
+        const int64_t first = cache.row_of(layer, lo), ring = cache.rows(layer);
+        const size_t row_bytes = static_cast<size_t>(hd) * esize;
+        if (first + n <= ring) {
+          c.keys += static_cast<size_t>(first) * row_bytes;
+          c.values += static_cast<size_t>(first) * row_bytes;
+        } else {
+          const size_t head = static_cast<size_t>(ring - first) * row_bytes, all = static_cast<size_t>(n) * row_bytes;
+          ring_keys.resize(all);
+          ring_values.resize(all);
+          for (auto [dst, src] : {std::pair{ring_keys.data(), c.keys}, std::pair{ring_values.data(), c.values}}) {
+            std::copy_n(src + static_cast<size_t>(first) * row_bytes, head, dst);
+            std::copy_n(src, all - head, dst + head);
+          }
+          c.keys = ring_keys.data();
+          c.values = ring_values.data();
+        }
+        c.pos0 = n - 1;
+      }
       kernels::run_attention(kern, c);
       task += rows;
     }
@@ -74,8 +101,30 @@ void causal_attention(const KvCache& cache, int64_t layer, const float* q, int64
   causal_attention(std::span<const AttentionSpan>(&span, 1), layer, q, num_heads, out, pool, kernel);
 }
 
-Attention::Attention(ModelLoader& loader, int64_t layer, const Rope& rope, int64_t kv_slot)
-    : layer_(layer), kv_slot_(kv_slot < 0 ? layer : kv_slot), rope_(rope) {
+namespace {
+// FP8 KV cache: the layer's k_scale / v_scale (ModelOpt writes self_attn.{k_proj.k_scale,
+// v_proj.v_scale}, newer exporters self_attn.{k,v}_scale); 1.0 when absent (counted in `missing`).
+float kv_scale(const io::Checkpoint& ckpt, const std::string& attn, const char* proj, const char* name,
+               int64_t& missing) {
+  for (const std::string& n : {fmt::format("{}.{}.{}", attn, proj, name), fmt::format("{}.{}", attn, name)}) {
+    const TensorView* t = ckpt.find(n);
+    if (!t) continue;
+    if (t->numel() != 1 || (t->dtype != DType::F32 && t->dtype != DType::BF16 && t->dtype != DType::F16))
+      fail("{}: tensor '{}' must be one float32/bfloat16/float16 value, found {} {}", ckpt.dir(), n,
+           dtype_name(t->dtype), shape_str(t->shape));
+    float v = 0;
+    to_f32_n(t->data, t->dtype, &v, 1);
+    if (!(v > 0) || !std::isfinite(v)) fail("{}: tensor '{}' = {} is not a positive finite scale", ckpt.dir(), n, v);
+    return v;
+  }
+  ++missing;
+  return 1.0f;
+}
+}  // namespace
+
+Attention::Attention(const LayerBuild& b, int64_t layer, const AttentionLayout& layout)
+    : layer_(layer), rope_(b.rope) {
+  ModelLoader& loader = b.loader;
   // Chosen here so that a bad FP4LM_ATTENTION_KERNEL fails the load, and logged like the oracle's
   // choices.
   const kernels::AttentionKernel& kernel = kernels::attention_kernel();
@@ -97,6 +146,21 @@ Attention::Attention(ModelLoader& loader, int64_t layer, const Rope& rope, int64
     q_norm_ = load_rms_norm(loader, p + ".q_norm.weight", head_dim_);
     k_norm_ = load_rms_norm(loader, p + ".k_norm.weight", head_dim_);
   }
+  if (layout.reads_kv_of >= 0) {
+    kv_slot_ = b.state.kv_slot_of_layer(layout.reads_kv_of);
+    if (b.state.kv_slots()[kv_slot_].kv_heads != num_kv_heads_ || b.state.kv_slots()[kv_slot_].head_dim != head_dim_)
+      fail("layer {}: reads the K/V of layer {}, of another shape", layer, layout.reads_kv_of);
+    stores_kv_ = false;
+    return;
+  }
+  KvSlotShape shape{num_kv_heads_, head_dim_, layout.window};
+  if (b.kv_dtype == DType::F8_E4M3) {
+    int64_t missing = 0;
+    shape.k_scale = kv_scale(loader.checkpoint(), p, "k_proj", "k_scale", missing);
+    shape.v_scale = kv_scale(loader.checkpoint(), p, "v_proj", "v_scale", missing);
+    b.state.note_missing_kv_scales(missing);
+  }
+  kv_slot_ = b.state.add_kv(layer, shape);
 }
 
 void Attention::forward(const float* x, std::span<const SequenceSpan> spans, float* y) const {
@@ -143,7 +207,7 @@ void Attention::forward(const float* x, std::span<const AttentionSpan> spans, fl
       rope_.rotate(ki, num_kv_heads_, cos.data(), sin.data(), head_dim_);
       round_to_dtype(qi, static_cast<size_t>(qd), act_);
       round_to_dtype(ki, static_cast<size_t>(kvd), act_);
-      s.cache->store(kv_slot_, pos, ki, vi);
+      if (stores_kv_) s.cache->store(kv_slot_, pos, ki, vi);
       std::copy(qi, qi + qd, q.data() + i * qd);
     }
   std::vector<float> attn(static_cast<size_t>(m * qd));

@@ -10,6 +10,7 @@
 #include "core/thread_pool.h"
 #include "kernels/attention.h"
 #include "model/kv_cache.h"
+#include "model/layer_build.h"
 #include "model/linear.h"
 #include "model/mixer.h"
 #include "model/rms_norm.h"
@@ -27,7 +28,8 @@ struct AttentionSpan {
 };
 
 // The attention core over a batch: every row attends to its own sequence's cache positions
-// [0, its own] of `layer` (which must already hold them). q [m, num_heads*head_dim] float32 with
+// [0, its own] of `layer` (which must already hold them); on a sliding-window slot (window W)
+// to positions (its own - W, its own], read from the slot's ring. q [m, num_heads*head_dim] float32 with
 // m = the spans' rows; out likewise. Runs kernels/attention.h per (KV head, run of rows): `kernel`,
 // or when null the variant kernels::attention_kernel() chose. Each (row, head) is computed the
 // same way whatever else is in the batch or how the work splits over threads.
@@ -44,14 +46,23 @@ void causal_attention(const KvCache& cache, int64_t layer, const float* q, int64
                       int64_t num_heads, float* out, ThreadPool& pool = ThreadPool::global(),
                       const kernels::AttentionKernel* kernel = nullptr);
 
+// How one attention layer uses the KV cache (its ArchDef decides).
+struct AttentionLayout {
+  int64_t window = 0;       // sliding window in positions (the query's own included); 0 = full causal
+  int64_t reads_kv_of = -1;  // >= 0: attend to the K/V that this earlier decoder layer stored (K/V
+                             // shared between layers); this layer declares and stores none of its own
+};
+
 class Attention final : public Mixer {
  public:
-  // Loads model.layers.<layer>.self_attn.{qkv_proj, o_proj[, q_norm, k_norm]}. Its K/V live in
-  // the cache's layer `kv_slot` (-1 = `layer`; a hybrid model caches its attention layers only).
+  // Loads model.layers.<layer>.self_attn.{qkv_proj, o_proj[, q_norm, k_norm]} and declares its
+  // KV slot in b.state (with an FP8 cache: its k_scale / v_scale, 1.0 when absent).
   // Gated attention (config.attn_output_gate): the output is multiplied by sigmoid(gate), the
   // gate rows following each head's query rows in q_proj. RoPE covers the rope's head_dim()
   // leading dims of each head (partial RoPE when less than head_dim).
-  Attention(ModelLoader& loader, int64_t layer, const Rope& rope, int64_t kv_slot = -1);
+  Attention(const LayerBuild& b, int64_t layer, const AttentionLayout& layout = {});
+  // The KV slot it attends to (its own, or the one it reads).
+  int64_t kv_slot() const { return kv_slot_; }
 
   // x [m, hidden] (the normed hidden states of every span's rows, in order): projects all rows
   // at once, applies RoPE to each row at its own position, writes its K/V into its sequence's
@@ -62,10 +73,13 @@ class Attention final : public Mixer {
   void forward(const float* x, std::span<const SequenceSpan> spans, float* y) const override;
 
   size_t weight_bytes() const override { return qkv_->weight_bytes() + o_->weight_bytes(); }
+  size_t own_param_bytes() const override {
+    return static_cast<size_t>(q_norm_.dim() + k_norm_.dim()) * sizeof(float);
+  }
 
  private:
   int64_t layer_, kv_slot_, num_heads_, num_kv_heads_, head_dim_;
-  bool gated_ = false;
+  bool gated_ = false, stores_kv_ = true;
   DType act_;
   const Rope& rope_;
   std::unique_ptr<Linear> qkv_, o_;

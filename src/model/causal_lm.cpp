@@ -16,8 +16,6 @@
 #include "kernels/a16_scope.h"
 #include "model/arch/arch.h"
 #include "model/finite_check.h"
-#include "model/gated_delta_net.h"
-#include "model/gated_delta_rule.h"
 #include "model/model_loader.h"
 
 namespace fp4lm::model {
@@ -61,23 +59,20 @@ std::unique_ptr<CausalLM> CausalLM::load(std::shared_ptr<io::Checkpoint> ckpt, c
   std::sort(lm->eos_ids_.begin(), lm->eos_ids_.end());
   lm->eos_ids_.erase(std::unique(lm->eos_ids_.begin(), lm->eos_ids_.end()), lm->eos_ids_.end());
 
-  if (lm->kv_dtype_ == DType::F8_E4M3) lm->load_kv_scales();
   lm->rope_ = Rope(c.rotary_dim, c.rope_theta, c.rope_scaling);
   lm->embed_ = Embedding(l.tensor("model.embed_tokens.weight", {c.vocab_size, c.hidden_size}));
   const ArchDef& arch = *c.arch;
   const bool bar = lo.progress && ::isatty(STDERR_FILENO);
-  lm->layers_.resize(static_cast<size_t>(c.num_layers));
+  const LayerBuild build{l, lm->rope_, lm->state_, lm->kv_dtype_};
   for (int64_t i = 0; i < c.num_layers; ++i) {
     if (bar) std::fprintf(stderr, "\rloading layers %lld/%lld", static_cast<long long>(i + 1),
                           static_cast<long long>(c.num_layers));
-    Layer& L = lm->layers_[i];
-    const std::string p = fmt::format("model.layers.{}", i);
-    L.input_norm = load_rms_norm(l, p + ".input_layernorm.weight", c.hidden_size);
-    L.post_norm = load_rms_norm(l, p + ".post_attention_layernorm.weight", c.hidden_size);
-    L.mixer = arch.make_mixer(l, i, lm->rope_);
-    L.ffn = arch.make_ffn(l, i);
+    lm->layers_.push_back(arch.make_layer(build, i));
   }
   if (bar) std::fprintf(stderr, "\r\033[K");
+  if (const int64_t missing = lm->state_.missing_kv_scales(); missing > 0)
+    log().warn("{}: --kv-cache-dtype fp8 but {} of {} k_scale/v_scale tensors are absent; using scale 1.0 for them",
+               ckpt->dir(), missing, 2 * lm->state_.kv_slots().size());
   lm->final_norm_ = load_rms_norm(l, "model.norm.weight", c.hidden_size);
   lm->lm_head_ = l.load_linear("lm_head");
   lm->load_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -92,64 +87,21 @@ size_t CausalLM::weight_bytes() const {
   const ModelConfig& c = config();
   size_t b = loader_->loaded_weight_bytes();
   // Norms are copied to float32; the embedding table stays mapped in its own dtype.
-  b += static_cast<size_t>(c.hidden_size) * sizeof(float) * (2 * layers_.size() + 1);
-  if (c.qk_norm) b += static_cast<size_t>(c.head_dim) * sizeof(float) * 2 * static_cast<size_t>(c.num_attention_layers());
+  b += static_cast<size_t>(final_norm_.dim()) * sizeof(float);
+  for (const auto& layer : layers_) b += layer->own_param_bytes();
   if (!c.tie_word_embeddings) b += loader_->checkpoint().get("model.embed_tokens.weight").nbytes;
   return b;
 }
 
-void CausalLM::load_kv_scales() {
-  const ModelConfig& c = config();
-  // ModelOpt writes self_attn.{k_proj.k_scale, v_proj.v_scale}; newer exporters self_attn.{k,v}_scale.
-  auto scale = [&](int64_t layer, const char* proj, const char* name, int64_t& missing) {
-    for (const std::string& n : {fmt::format("model.layers.{}.self_attn.{}.{}", layer, proj, name),
-                                 fmt::format("model.layers.{}.self_attn.{}", layer, name)}) {
-      const TensorView* t = ckpt_->find(n);
-      if (!t) continue;
-      if (t->numel() != 1 || (t->dtype != DType::F32 && t->dtype != DType::BF16 && t->dtype != DType::F16))
-        fail("{}: tensor '{}' must be one float32/bfloat16/float16 value, found {} {}", ckpt_->dir(), n,
-             dtype_name(t->dtype), shape_str(t->shape));
-      float v = 0;
-      to_f32_n(t->data, t->dtype, &v, 1);
-      if (!(v > 0) || !std::isfinite(v))
-        fail("{}: tensor '{}' = {} is not a positive finite scale", ckpt_->dir(), n, v);
-      return v;
-    }
-    ++missing;
-    return 1.0f;
-  };
-  int64_t missing = 0;
-  for (int64_t i = 0; i < c.num_layers; ++i) {
-    if (!c.layer_is_attention(i)) continue;  // the cache holds attention layers only
-    k_scales_.push_back(scale(i, "k_proj", "k_scale", missing));
-    v_scales_.push_back(scale(i, "v_proj", "v_scale", missing));
-  }
-  if (missing > 0)
-    log().warn("{}: --kv-cache-dtype fp8 but {} of {} k_scale/v_scale tensors are absent; using scale 1.0 for them",
-               ckpt_->dir(), missing, 2 * c.num_attention_layers());
-}
-
 SequenceState CausalLM::new_sequence(int64_t capacity, int64_t id) const {
-  const ModelConfig& c = config();
   if (capacity < 0 || capacity > max_model_len_)
     fail("sequence capacity {} outside [1, {}] (--max-model-len)", capacity, max_model_len_);
-  std::vector<size_t> recurrent;
-  for (int64_t i = 0; i < c.num_layers; ++i)
-    if (!c.layer_is_attention(i)) recurrent.push_back(GatedDeltaNet::state_floats(c));
-  return SequenceState(KvCache(c.num_attention_layers(), c.num_kv_heads, c.head_dim,
-                               capacity > 0 ? capacity : max_model_len_, kv_dtype_, k_scales_, v_scales_),
-                       id, recurrent);
+  return SequenceState(state_.new_kv_cache(capacity > 0 ? capacity : max_model_len_, prefill_chunk_, kv_dtype_), id,
+                       state_.recurrent_slots());
 }
 
 size_t CausalLM::sequence_bytes(int64_t capacity) const {
-  const ModelConfig& c = config();
-  const int64_t cap = capacity > 0 ? capacity : max_model_len_;
-  size_t recurrent = 0;  // two buffers per gated delta-net layer (see SequenceState)
-  for (int64_t i = 0; i < c.num_layers; ++i)
-    if (!c.layer_is_attention(i)) recurrent += 2 * GatedDeltaNet::state_floats(c) * sizeof(float);
-  return static_cast<size_t>(c.num_attention_layers()) * 2 *
-             static_cast<size_t>(c.num_kv_heads * c.head_dim * cap) * dtype_size(kv_dtype_) +
-         recurrent;
+  return state_.sequence_bytes(capacity > 0 ? capacity : max_model_len_, prefill_chunk_, kv_dtype_);
 }
 
 // Rows [offset, offset + n) of batch chunk `chunk`, at positions pos0.. of its state, are rows
@@ -178,6 +130,8 @@ void CausalLM::forward(std::span<const SequenceChunk> batch) const {
     if (!c.state) fail("forward: batch entry {} has no sequence state", b);
     if (c.n <= 0 || !c.tokens) fail("forward: batch entry {} has no tokens", b);
     if (c.logits != LogitsMode::none && !c.out) fail("forward: batch entry {} asks for logits but has no output", b);
+    if (c.state->lost())
+      fail("forward: sequence {} lost its sliding-window K/V in a failed forward; clear it first", c.state->id());
     if (c.state->length() + c.n > c.state->capacity())
       fail("sequence of {} tokens exceeds the maximum model length {} (--max-model-len)", c.state->length() + c.n,
            c.state->capacity());
@@ -187,13 +141,12 @@ void CausalLM::forward(std::span<const SequenceChunk> batch) const {
   std::vector<int64_t> lengths;
   for (const SequenceChunk& c : batch) lengths.push_back(c.state->length());
   try {
-    // Steps of at most prefill_chunk rows; a long chunk continues in the next one. A hybrid's
-    // gated delta-nets run a sequence's rows in blocks aligned to positions (gdn::kChunk): a
-    // chunk is then cut only at such a position (multiples of prefill_chunk when smaller), so
-    // its blocks, and its results, do not depend on what else shares the step.
-    const int64_t grid = config().num_attention_layers() < config().num_layers
-                             ? std::min(gdn::kChunk, prefill_chunk_)
-                             : 1;
+    // Steps of at most prefill_chunk rows; a long chunk continues in the next one. When a mixer
+    // runs a sequence's rows in blocks aligned to positions (StateLayout::align_rows, e.g. the
+    // gated delta-net's chunked form), a chunk is cut only at such a position (multiples of
+    // prefill_chunk when smaller), so its blocks, and its results, do not depend on what else
+    // shares the step.
+    const int64_t grid = std::min(state_.row_alignment(), prefill_chunk_);
     auto run = [&](auto take_chunk) {
       std::vector<Piece> pieces;
       int64_t rows = 0;
@@ -267,20 +220,13 @@ void CausalLM::forward_step(std::span<const SequenceChunk> batch, const std::vec
 
   const size_t size = static_cast<size_t>(m * hid);
   std::vector<float> h(size), x(size), y(size);
+  const LayerStep step{h.data(), m, spans, tokens.data(), dtype_, x.data(), y.data()};
   try {
     embed_.lookup(tokens.data(), m, h.data());
     round_to_dtype(h.data(), size, dtype_);
     check_finite(h.data(), m, hid, "the token embedding");
     for (size_t li = 0; li < layers_.size(); ++li) {
-      const Layer& L = layers_[li];
-      L.input_norm.forward(h.data(), m, x.data(), dtype_);
-      L.mixer->forward(x.data(), spans, y.data());
-      for (size_t i = 0; i < size; ++i) h[i] += y[i];
-      round_to_dtype(h.data(), size, dtype_);
-      L.post_norm.forward(h.data(), m, x.data(), dtype_);
-      L.ffn->forward(x.data(), m, y.data());
-      for (size_t i = 0; i < size; ++i) h[i] += y[i];
-      round_to_dtype(h.data(), size, dtype_);
+      layers_[li]->forward(step);
       // The residual stream: catches what a layer produced before the next layer's norm hides it.
       check_finite(h.data(), m, hid, "the hidden state after decoder layer ", std::to_string(li));
     }

@@ -1,10 +1,12 @@
 #pragma once
-// A loaded decoder-only language model: embedding, decoder layers (RMSNorm -> attention ->
-// residual -> RMSNorm -> feed-forward -> residual), final norm and lm_head. forward() runs a
-// batch of chunks of several sequences, each at the next positions of its own engine-owned
-// SequenceState: every Linear/MoE layer sees all rows of the batch at once (weights are read
-// once per step for all sequences), RoPE and attention work per row / per sequence. A prompt is
-// one chunk (split into steps of prefill_chunk rows), a decode step one token per sequence.
+// A loaded decoder-only language model: embedding, decoder layers (each built by the
+// architecture's ArchDef::make_layer, model/decoder_layer.h), final norm and lm_head. forward()
+// runs a batch of chunks of several sequences, each at the next positions of its own
+// engine-owned SequenceState: every Linear/MoE layer sees all rows of the batch at once (weights
+// are read once per step for all sequences), RoPE and attention work per row / per sequence. A
+// prompt is one chunk (split into steps of prefill_chunk rows), a decode step one token per
+// sequence. What a sequence's state holds is what the layers' mixers declared while loading
+// (model/state_layout.h); the model only adds it up.
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -13,18 +15,17 @@
 
 #include "core/dtype.h"
 #include "io/checkpoint.h"
-#include "model/attention.h"
+#include "model/decoder_layer.h"
 #include "model/embedding.h"
 #include "model/engine_options.h"
-#include "model/feed_forward.h"
 #include "model/kv_cache.h"
 #include "model/linear.h"
-#include "model/mixer.h"
 #include "model/model_config.h"
 #include "model/rms_norm.h"
 #include "model/rope.h"
 #include "model/sequence_chunk.h"
 #include "model/sequence_state.h"
+#include "model/state_layout.h"
 
 namespace fp4lm::model {
 
@@ -64,6 +65,8 @@ class CausalLM {
   SequenceState new_sequence(int64_t capacity = 0, int64_t id = -1) const;
   // Bytes a sequence of `capacity` positions reserves (0 = max_model_len()).
   size_t sequence_bytes(int64_t capacity = 0) const;
+  // What a sequence's state is made of, as the layers declared it.
+  const StateLayout& state_layout() const { return state_; }
 
   // Runs every chunk of the batch: chunk c's tokens[0, n) at positions state.length() ..
   // state.length()+n-1 of its own sequence, appending its K/V and advancing its state by n.
@@ -82,25 +85,19 @@ class CausalLM {
 
  private:
   CausalLM() = default;
-  struct Layer {
-    RmsNorm input_norm, post_norm;
-    std::unique_ptr<Mixer> mixer;  // the layer's ArchDef chooses its type
-    std::unique_ptr<FeedForward> ffn;
-  };
-  void load_kv_scales();
   struct Piece;  // rows of one chunk inside one forward step
   void forward_step(std::span<const SequenceChunk> batch, const std::vector<Piece>& pieces) const;
 
   std::shared_ptr<io::Checkpoint> ckpt_;
   std::unique_ptr<ModelLoader> loader_;
   DType dtype_ = DType::F32, kv_dtype_ = DType::F32;
-  std::vector<float> k_scales_, v_scales_;  // per attention layer (cache slot), FP8 KV cache only
   int64_t max_model_len_ = 0, prefill_chunk_ = 256, a16_max_tokens_ = 0;
   std::vector<int64_t> eos_ids_;
   double load_seconds_ = 0;
   Rope rope_;
   Embedding embed_;
-  std::vector<Layer> layers_;
+  StateLayout state_;
+  std::vector<std::unique_ptr<DecoderLayer>> layers_;
   RmsNorm final_norm_;
   std::unique_ptr<Linear> lm_head_;
 };

@@ -12,6 +12,7 @@
 #include "model/activation.h"
 #include "model/gated_delta_rule.h"
 #include "model/model_loader.h"
+#include "model/state_layout.h"
 
 namespace fp4lm::model {
 
@@ -21,24 +22,22 @@ inline float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 inline float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
 }  // namespace
 
-size_t GatedDeltaNet::state_floats(const ModelConfig& c) {
-  return static_cast<size_t>((c.linear_conv_kernel - 1) * c.gdn_conv_dim() +
-                             c.linear_num_value_heads * c.linear_key_head_dim * c.linear_value_head_dim);
-}
-
-GatedDeltaNet::GatedDeltaNet(ModelLoader& loader, int64_t layer, int64_t slot) : slot_(slot) {
+GatedDeltaNet::GatedDeltaNet(const LayerBuild& b, int64_t layer) {
+  ModelLoader& loader = b.loader;
   const ModelConfig& c = loader.config();
-  nk_ = c.linear_num_key_heads;
-  nv_ = c.linear_num_value_heads;
-  dk_ = c.linear_key_head_dim;
-  dv_ = c.linear_value_head_dim;
-  kernel_ = c.linear_conv_kernel;
-  conv_dim_ = c.gdn_conv_dim();
-  state_floats_ = state_floats(c);
+  nk_ = c.gdn.linear_num_key_heads;
+  nv_ = c.gdn.linear_num_value_heads;
+  dk_ = c.gdn.linear_key_head_dim;
+  dv_ = c.gdn.linear_value_head_dim;
+  kernel_ = c.gdn.linear_conv_kernel;
+  conv_dim_ = c.gdn.conv_dim();
+  state_floats_ = static_cast<size_t>((kernel_ - 1) * conv_dim_ + nv_ * dk_ * dv_);
+  slot_ = b.state.add_recurrent(state_floats_);
+  b.state.align_rows(gdn::kChunk);
   eps_ = c.rms_norm_eps;
   act_ = loader.dtype();
   const std::string p = fmt::format("model.layers.{}.linear_attn", layer);
-  if (c.gdn_fused_qkvz) {
+  if (c.gdn.fused_qkvz) {
     in_qkvz_ = loader.load_linear(p + ".in_proj_qkvz");
   } else {
     in_qkv_ = loader.load_linear(p + ".in_proj_qkv");
@@ -54,8 +53,11 @@ GatedDeltaNet::GatedDeltaNet(ModelLoader& loader, int64_t layer, int64_t slot) :
 
 size_t GatedDeltaNet::weight_bytes() const {
   const size_t in = in_qkvz_ ? in_qkvz_->weight_bytes() : in_qkv_->weight_bytes() + in_z_->weight_bytes();
-  return in + in_ba_->weight_bytes() + out_->weight_bytes() +
-         (conv_w_.size() + a_log_.size() + dt_bias_.size() + norm_w_.size()) * sizeof(float);
+  return in + in_ba_->weight_bytes() + out_->weight_bytes() + own_param_bytes();
+}
+
+size_t GatedDeltaNet::own_param_bytes() const {
+  return (conv_w_.size() + a_log_.size() + dt_bias_.size() + norm_w_.size()) * sizeof(float);
 }
 
 void GatedDeltaNet::project(const float* x, int64_t m, float* qkv, float* z, float* ba) const {

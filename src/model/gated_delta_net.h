@@ -11,8 +11,9 @@
 // Qwen3-Next stores in_proj_qkv + in_proj_z as one in_proj_qkvz and in_proj_b + in_proj_a as one
 // in_proj_ba, both interleaved per key head (arch/qwen3_next.cpp); their outputs are rearranged
 // into the separate layout before the conv (a permutation of the projected rows, no weight copy).
-// Its per-sequence state (one slot of SequenceState's recurrent state): the last K-1 pre-conv
-// rows [K-1, conv_dim] followed by S for every value head [NV, DK, DV], float32.
+// Its per-sequence state, declared while it loads (one recurrent slot of the StateLayout): the
+// last K-1 pre-conv rows [K-1, conv_dim] followed by S for every value head [NV, DK, DV],
+// float32; and a row alignment of gdn::kChunk (its chunked form's blocks start at multiples of it).
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -20,6 +21,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "model/layer_build.h"
 #include "model/linear.h"
 #include "model/mixer.h"
 #include "model/model_config.h"
@@ -31,17 +33,15 @@ class ModelLoader;
 
 class GatedDeltaNet final : public Mixer {
  public:
-  // Loads model.layers.<layer>.linear_attn.*; its state is recurrent slot `slot`.
-  GatedDeltaNet(ModelLoader& loader, int64_t layer, int64_t slot);
-
-  // Floats of one sequence's state for one GDN layer of config c.
-  static size_t state_floats(const ModelConfig& c);
+  // Loads model.layers.<layer>.linear_attn.* and declares its recurrent slot in b.state.
+  GatedDeltaNet(const LayerBuild& b, int64_t layer);
 
   // x [m, hidden] (the normed rows of every span, in order) -> y [m, hidden]; advances each
   // span's state by its rows (writing through SequenceState::recurrent_out).
   void forward(const float* x, std::span<const SequenceSpan> spans, float* y) const override;
 
   size_t weight_bytes() const override;
+  size_t own_param_bytes() const override;
 
  private:
   int64_t slot_, nk_, nv_, dk_, dv_, kernel_, conv_dim_;

@@ -2,6 +2,7 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -11,25 +12,58 @@
 
 namespace fp4lm::model {
 
-KvCache::KvCache(int64_t num_layers, int64_t num_kv_heads, int64_t head_dim, int64_t capacity, DType dtype,
-                 std::vector<float> k_scale, std::vector<float> v_scale)
-    : layers_(num_layers), kv_heads_(num_kv_heads), head_dim_(head_dim), capacity_(capacity), dtype_(dtype),
-      k_scale_(std::move(k_scale)), v_scale_(std::move(v_scale)) {
-  if (dtype != DType::F32 && dtype != DType::BF16 && dtype != DType::F16 && dtype != DType::F8_E4M3)
-    fail("KV cache dtype must be float32, bfloat16, float16 or F8_E4M3, found {}", dtype_name(dtype));
-  for (const std::vector<float>* s : {&k_scale_, &v_scale_}) {
+namespace {
+std::vector<KvSlotShape> uniform_slots(int64_t num_layers, int64_t num_kv_heads, int64_t head_dim, DType dtype,
+                                       const std::vector<float>& k_scale, const std::vector<float>& v_scale) {
+  for (const std::vector<float>* s : {&k_scale, &v_scale}) {
     if (s->empty()) continue;
     if (dtype != DType::F8_E4M3) fail("KV cache: scales are only for an FP8 cache");
     if (static_cast<int64_t>(s->size()) != num_layers)
       fail("KV cache: {} scales for {} layers", s->size(), num_layers);
-    for (float x : *s)
-      if (!(x > 0) || !std::isfinite(x)) fail("KV cache: scale {} is not a positive finite number", x);
   }
-  if (num_layers <= 0 || num_kv_heads <= 0 || head_dim <= 0 || capacity <= 0)
-    fail("KV cache: invalid shape (layers {}, kv heads {}, head_dim {}, capacity {})", num_layers,
-         num_kv_heads, head_dim, capacity);
+  std::vector<KvSlotShape> out(static_cast<size_t>(std::max<int64_t>(num_layers, 0)));
+  for (size_t i = 0; i < out.size(); ++i) {
+    out[i].kv_heads = num_kv_heads;
+    out[i].head_dim = head_dim;
+    if (!k_scale.empty()) out[i].k_scale = k_scale[i];
+    if (!v_scale.empty()) out[i].v_scale = v_scale[i];
+  }
+  return out;
+}
+}  // namespace
+
+KvCache::KvCache(int64_t num_layers, int64_t num_kv_heads, int64_t head_dim, int64_t capacity, DType dtype,
+                 std::vector<float> k_scale, std::vector<float> v_scale)
+    : KvCache(uniform_slots(num_layers, num_kv_heads, head_dim, dtype, k_scale, v_scale), capacity, 1, dtype) {
+  if (num_layers <= 0) fail("KV cache: invalid shape (layers {}, kv heads {}, head_dim {}, capacity {})", num_layers,
+                            num_kv_heads, head_dim, capacity);
+}
+
+KvCache::KvCache(std::vector<KvSlotShape> slots, int64_t capacity, int64_t max_step_rows, DType dtype)
+    : capacity_(capacity), dtype_(dtype) {
+  if (dtype != DType::F32 && dtype != DType::BF16 && dtype != DType::F16 && dtype != DType::F8_E4M3)
+    fail("KV cache dtype must be float32, bfloat16, float16 or F8_E4M3, found {}", dtype_name(dtype));
+  if (capacity <= 0 || max_step_rows <= 0)
+    fail("KV cache: invalid capacity {} (max step rows {})", capacity, max_step_rows);
   esize_ = dtype_size(dtype);
-  bytes_ = static_cast<size_t>(num_layers) * 2 * num_kv_heads * capacity * head_dim * esize_;
+  for (const KvSlotShape& s : slots) {
+    for (float x : {s.k_scale, s.v_scale}) {
+      if (!(x > 0) || !std::isfinite(x)) fail("KV cache: scale {} is not a positive finite number", x);
+      if (x != 1.0f && dtype != DType::F8_E4M3) fail("KV cache: scales are only for an FP8 cache");
+    }
+    if (s.kv_heads <= 0 || s.head_dim <= 0 || s.window < 0)
+      fail("KV cache: invalid shape (layers {}, kv heads {}, head_dim {}, capacity {}, window {})", slots.size(),
+           s.kv_heads, s.head_dim, capacity, s.window);
+    Slot slot;
+    slot.shape = s;
+    slot.rows = slot_rows(s, capacity, max_step_rows);
+    slot.offset = bytes_;
+    slot.plane = static_cast<size_t>(slot.rows * s.head_dim) * esize_;
+    bytes_ += 2 * static_cast<size_t>(s.kv_heads) * slot.plane;
+    if (slot.rows == capacity) per_position_ += 2 * static_cast<size_t>(s.kv_heads * s.head_dim) * esize_;
+    slots_.push_back(slot);
+  }
+  if (bytes_ == 0) return;  // no attention layer: nothing to reserve
   // Address space only: MAP_NORESERVE so a long context does not count against overcommit
   // until it is filled.
   void* p = ::mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -38,36 +72,57 @@ KvCache::KvCache(int64_t num_layers, int64_t num_kv_heads, int64_t head_dim, int
   data_ = static_cast<uint8_t*>(p);
 }
 
+int64_t KvCache::slot_rows(const KvSlotShape& s, int64_t capacity, int64_t max_step_rows) {
+  return s.window > 0 ? std::min(capacity, s.window - 1 + max_step_rows) : capacity;
+}
+
+size_t KvCache::reserved_bytes(const std::vector<KvSlotShape>& slots, int64_t capacity, int64_t max_step_rows,
+                               DType dtype) {
+  size_t b = 0;
+  for (const KvSlotShape& s : slots)
+    b += 2 * static_cast<size_t>(s.kv_heads * s.head_dim * slot_rows(s, capacity, max_step_rows)) * dtype_size(dtype);
+  return b;
+}
+
 KvCache::~KvCache() {
   if (data_) ::munmap(data_, bytes_);
 }
 
 KvCache::KvCache(KvCache&& o) noexcept
-    : layers_(o.layers_), kv_heads_(o.kv_heads_), head_dim_(o.head_dim_), capacity_(o.capacity_),
-      dtype_(o.dtype_), esize_(o.esize_), bytes_(o.bytes_), length_(o.length_),
-      data_(std::exchange(o.data_, nullptr)), k_scale_(std::move(o.k_scale_)), v_scale_(std::move(o.v_scale_)) {}
+    : slots_(std::move(o.slots_)), capacity_(o.capacity_), dtype_(o.dtype_), esize_(o.esize_), bytes_(o.bytes_),
+      per_position_(o.per_position_), length_(o.length_), data_(std::exchange(o.data_, nullptr)) {}
 
 KvCache& KvCache::operator=(KvCache&& o) noexcept {
   if (this != &o) {
     if (data_) ::munmap(data_, bytes_);
-    layers_ = o.layers_;
-    kv_heads_ = o.kv_heads_;
-    head_dim_ = o.head_dim_;
+    slots_ = std::move(o.slots_);
     capacity_ = o.capacity_;
     dtype_ = o.dtype_;
     esize_ = o.esize_;
     bytes_ = o.bytes_;
+    per_position_ = o.per_position_;
     length_ = o.length_;
     data_ = std::exchange(o.data_, nullptr);
-    k_scale_ = std::move(o.k_scale_);
-    v_scale_ = std::move(o.v_scale_);
   }
   return *this;
+}
+
+size_t KvCache::used_bytes() const {
+  size_t b = 0;
+  for (const Slot& s : slots_)
+    b += 2 * static_cast<size_t>(s.shape.kv_heads * s.shape.head_dim * std::min(length_, s.rows)) * esize_;
+  return b;
 }
 
 void KvCache::set_length(int64_t n) {
   if (n < 0 || n > capacity_) fail("KV cache: length {} outside [0, {}]", n, capacity_);
   length_ = n;
+}
+
+bool KvCache::can_rewind_to(int64_t n) const {
+  for (const Slot& s : slots_)
+    if (s.rows < capacity_ && length_ - n > s.rows - (s.shape.window - 1)) return false;
+  return true;
 }
 
 void KvCache::clear() {
@@ -77,24 +132,25 @@ void KvCache::clear() {
 }
 
 void KvCache::store(int64_t layer, int64_t pos, const float* k, const float* v) {
-  if (layer < 0 || layer >= layers_ || pos < 0 || pos >= capacity_)
-    fail("KV cache: (layer {}, position {}) outside ({} layers, {} positions)", layer, pos, layers_, capacity_);
-  const size_t row = static_cast<size_t>(head_dim_);
+  if (layer < 0 || layer >= num_layers() || pos < 0 || pos >= capacity_)
+    fail("KV cache: (layer {}, position {}) outside ({} layers, {} positions)", layer, pos, num_layers(), capacity_);
+  const int64_t kv_heads = num_kv_heads(layer), hd = head_dim(layer);
+  const size_t row = static_cast<size_t>(hd), r = static_cast<size_t>(row_of(layer, pos));
   if (dtype_ == DType::F8_E4M3) {
     const float ks = k_scale(layer), vs = v_scale(layer);
-    for (int64_t h = 0; h < kv_heads_; ++h) {
-      uint8_t* kd = at(layer, 0, h) + pos * row;
-      uint8_t* vd = at(layer, 1, h) + pos * row;
+    for (int64_t h = 0; h < kv_heads; ++h) {
+      uint8_t* kd = at(layer, 0, h) + r * row;
+      uint8_t* vd = at(layer, 1, h) + r * row;
       for (size_t i = 0; i < row; ++i) {
-        kd[i] = f32_to_e4m3(k[h * head_dim_ + static_cast<int64_t>(i)] / ks);
-        vd[i] = f32_to_e4m3(v[h * head_dim_ + static_cast<int64_t>(i)] / vs);
+        kd[i] = f32_to_e4m3(k[h * hd + static_cast<int64_t>(i)] / ks);
+        vd[i] = f32_to_e4m3(v[h * hd + static_cast<int64_t>(i)] / vs);
       }
     }
     return;
   }
-  for (int64_t h = 0; h < kv_heads_; ++h) {
-    from_f32_n(k + h * head_dim_, dtype_, at(layer, 0, h) + pos * row * esize_, row);
-    from_f32_n(v + h * head_dim_, dtype_, at(layer, 1, h) + pos * row * esize_, row);
+  for (int64_t h = 0; h < kv_heads; ++h) {
+    from_f32_n(k + h * hd, dtype_, at(layer, 0, h) + r * row * esize_, row);
+    from_f32_n(v + h * hd, dtype_, at(layer, 1, h) + r * row * esize_, row);
   }
 }
 

@@ -1,12 +1,17 @@
 #pragma once
-// The key/value cache of one sequence: for every decoder layer and KV head, `capacity`
-// positions of head_dim values, stored in the KV dtype: float32, bfloat16, float16, or FP8 E4M3
-// with a per-layer scale for K and for V (stored code = e4m3(x / scale), read back as
+// The key/value cache of one sequence: for every attention layer that stores K/V (a "KV slot")
+// and KV head, rows of head_dim values, stored in the KV dtype: float32, bfloat16, float16, or
+// FP8 E4M3 with a per-slot scale for K and for V (stored code = e4m3(x / scale), read back as
 // code × scale, the checkpoint's k_scale / v_scale as vLLM uses them).
-// Layout [layer][k|v][kv_head][position][head_dim], so attention scans one head's history
+// Slots may differ in KV heads and head_dim. A slot of a full-attention layer holds `capacity`
+// rows (position p in row p); a sliding-window slot (window W) holds only
+// min(capacity, W - 1 + max_step_rows) rows, a ring: position p in row p mod rows. W - 1 rows of
+// history plus the rows one forward step writes before it attends, so a sequence's memory on
+// such a layer is bounded by its window whatever its length.
+// Layout per slot [k|v][kv_head][row][head_dim], so attention scans one head's history
 // contiguously. The memory is an anonymous mapping reserved up front: pages become resident
-// only as positions fill, and go back to the OS at once when the cache is destroyed or cleared,
-// so a server can admit sequences by reserved and used bytes.
+// only as rows fill, and go back to the OS at once when the cache is destroyed or cleared, so a
+// server can admit sequences by reserved and used bytes.
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -15,9 +20,20 @@
 
 namespace fp4lm::model {
 
+// One KV slot's shape, as the attention layer that owns it declares it (model/state_layout.h).
+struct KvSlotShape {
+  int64_t kv_heads = 0, head_dim = 0;
+  int64_t window = 0;  // sliding window in positions (the query's own included); 0 = all positions
+  float k_scale = 1.0f, v_scale = 1.0f;  // FP8 only (1.0 for the other dtypes)
+};
+
 class KvCache {
  public:
-  // k_scale / v_scale: per layer, FP8 only (empty = 1.0 everywhere).
+  // Slots of any shape; `max_step_rows`: the most rows of this sequence one forward step writes
+  // (a sliding-window slot keeps window - 1 + max_step_rows rows).
+  KvCache(std::vector<KvSlotShape> slots, int64_t capacity, int64_t max_step_rows, DType dtype);
+  // num_layers full-attention slots of one shape. k_scale / v_scale: per layer, FP8 only
+  // (empty = 1.0 everywhere).
   KvCache(int64_t num_layers, int64_t num_kv_heads, int64_t head_dim, int64_t capacity, DType dtype,
           std::vector<float> k_scale = {}, std::vector<float> v_scale = {});
   ~KvCache();
@@ -29,39 +45,58 @@ class KvCache {
   int64_t capacity() const { return capacity_; }
   int64_t length() const { return length_; }  // positions filled so far
   void set_length(int64_t n);                  // Error outside [0, capacity]
+  // Whether length n can be restored: every ring still holds the window - 1 positions before n.
+  bool can_rewind_to(int64_t n) const;
   // Length 0, and the filled pages are returned to the OS (the reservation stays).
   void clear();
   DType dtype() const { return dtype_; }
-  int64_t num_layers() const { return layers_; }
-  int64_t num_kv_heads() const { return kv_heads_; }
-  int64_t head_dim() const { return head_dim_; }
-  size_t bytes() const { return bytes_; }                   // reserved
-  size_t bytes_per_position() const { return bytes_ / static_cast<size_t>(capacity_); }
-  // Bytes of the filled positions (resident memory is this rounded up to whole pages per head).
-  size_t used_bytes() const { return bytes_per_position() * static_cast<size_t>(length_); }
+  int64_t num_layers() const { return static_cast<int64_t>(slots_.size()); }
+  int64_t num_kv_heads(int64_t layer = 0) const { return slots_[layer].shape.kv_heads; }
+  int64_t head_dim(int64_t layer = 0) const { return slots_[layer].shape.head_dim; }
+  int64_t window(int64_t layer) const { return slots_[layer].shape.window; }
+  // Rows a slot holds: capacity(), or a sliding-window slot's ring.
+  int64_t rows(int64_t layer) const { return slots_[layer].rows; }
+  // The row position `pos` is stored in.
+  int64_t row_of(int64_t layer, int64_t pos) const {
+    return slots_[layer].shape.window > 0 ? pos % slots_[layer].rows : pos;
+  }
+  size_t bytes() const { return bytes_; }  // reserved
+  // Rows a slot of this shape holds, and the bytes a cache of these slots reserves.
+  static int64_t slot_rows(const KvSlotShape& s, int64_t capacity, int64_t max_step_rows);
+  static size_t reserved_bytes(const std::vector<KvSlotShape>& slots, int64_t capacity, int64_t max_step_rows,
+                               DType dtype);
+  // Bytes one more position adds: the full-attention slots' rows (a window's ring is fixed).
+  size_t bytes_per_position() const { return per_position_; }
+  // Bytes of the filled rows (resident memory is this rounded up to whole pages per head).
+  size_t used_bytes() const;
 
   // Stores k and v ([num_kv_heads * head_dim] float32 each) at (layer, pos), rounded to dtype().
   void store(int64_t layer, int64_t pos, const float* k, const float* v);
-  // FP8: the scales of a layer's K and V (1.0 for the other dtypes).
-  float k_scale(int64_t layer) const { return k_scale_.empty() ? 1.0f : k_scale_[layer]; }
-  float v_scale(int64_t layer) const { return v_scale_.empty() ? 1.0f : v_scale_[layer]; }
-  // Raw rows of one head: [capacity, head_dim] elements of dtype().
+  // FP8: the scales of a slot's K and V (1.0 for the other dtypes).
+  float k_scale(int64_t layer) const { return slots_[layer].shape.k_scale; }
+  float v_scale(int64_t layer) const { return slots_[layer].shape.v_scale; }
+  // Raw rows of one head: [rows(layer), head_dim] elements of dtype().
   const uint8_t* keys(int64_t layer, int64_t head) const { return at(layer, 0, head); }
   const uint8_t* values(int64_t layer, int64_t head) const { return at(layer, 1, head); }
 
  private:
+  struct Slot {
+    KvSlotShape shape;
+    int64_t rows = 0;
+    size_t offset = 0, plane = 0;  // bytes: the slot's start, one head's [rows, head_dim]
+  };
   uint8_t* at(int64_t layer, int kv, int64_t head) const {
-    const size_t plane = static_cast<size_t>(capacity_ * head_dim_) * esize_;
-    return data_ + ((static_cast<size_t>(layer) * 2 + kv) * kv_heads_ + head) * plane;
+    const Slot& s = slots_[layer];
+    return data_ + s.offset + (static_cast<size_t>(kv) * s.shape.kv_heads + head) * s.plane;
   }
+  void reserve(int64_t max_step_rows);
 
-  int64_t layers_, kv_heads_, head_dim_, capacity_;
+  std::vector<Slot> slots_;
+  int64_t capacity_;
   DType dtype_;
-  size_t esize_;
-  size_t bytes_;
+  size_t esize_ = 0, bytes_ = 0, per_position_ = 0;
   int64_t length_ = 0;
   uint8_t* data_ = nullptr;  // mmap'd, bytes_ long; null after a move
-  std::vector<float> k_scale_, v_scale_;
 };
 
 }  // namespace fp4lm::model

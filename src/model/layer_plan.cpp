@@ -45,7 +45,7 @@ void plan_dense_mlp(const ModelConfig& c, int64_t i, const std::string& prefix, 
 
 void plan_sparse_moe(const ModelConfig& c, int64_t i, const std::string& block,
                      const std::array<std::string, 3>& proj, std::vector<LayerSpec>& out) {
-  LayerSpec router = plan_linear(block + ".gate", i, {block + ".gate"}, {c.num_experts}, c.hidden_size);
+  LayerSpec router = plan_linear(block + ".gate", i, {block + ".gate"}, {c.moe.num_experts}, c.hidden_size);
   router.router = true;
   out.push_back(router);
   LayerSpec moe;
@@ -53,9 +53,9 @@ void plan_sparse_moe(const ModelConfig& c, int64_t i, const std::string& block,
   moe.kind = kernels::LayerKind::moe;
   moe.layer_index = i;
   moe.shards = {moe.name};
-  moe.num_experts = c.num_experts;
+  moe.num_experts = c.moe.num_experts;
   moe.hidden = c.hidden_size;
-  moe.inter = c.moe_intermediate_size;
+  moe.inter = c.moe.moe_intermediate_size;
   moe.in_features = c.hidden_size;
   moe.out_features = c.hidden_size;
   moe.expert_proj = proj;

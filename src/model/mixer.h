@@ -1,13 +1,14 @@
 #pragma once
-// The token-mixing half of a decoder layer — the part that reads other positions of the same
-// sequence: attention today (model/attention.h); a layer type with a recurrent state, such as a
-// gated delta-net, implements the same interface. Which mixer decoder layer i has is its
-// ArchDef's choice (ArchDef::make_mixer), so the type can differ per layer index.
+// The token-mixing part of a decoder layer — the part that reads other positions of the same
+// sequence: attention (model/attention.h), the gated delta-net (model/gated_delta_net.h); a
+// Mamba-2 or latent-attention layer implements the same interface. Which mixer decoder layer i
+// has is its ArchDef's choice (ArchDef::make_layer / make_mixer), so the type can differ per layer.
 //
-// State: a mixer keeps nothing per sequence itself. Every sequence's state is engine-owned
-// (SequenceState, allocated by a SequenceStore); a mixer reads and writes only its own part of
-// it (attention: its layer of the KV cache) at the span's new positions. The model advances
-// the sequence lengths once every layer has run.
+// State: a mixer keeps nothing per sequence itself. While it loads it declares what it needs per
+// sequence (a KV slot, a recurrent slot, a row alignment: model/state_layout.h) and keeps the slot
+// numbers it was given; every sequence's state is engine-owned (SequenceState, allocated by a
+// SequenceStore from those declarations), and a mixer reads and writes only its own slots at the
+// span's new positions. The model advances the sequence lengths once every layer has run.
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -30,6 +31,8 @@ class Mixer {
   // A sequence's rows give the same results whatever else is in the batch.
   virtual void forward(const float* x, std::span<const SequenceSpan> spans, float* y) const = 0;
   virtual size_t weight_bytes() const = 0;
+  // Bytes of the parameters it copied outside the loader's kernels (norm weights, conv weights).
+  virtual size_t own_param_bytes() const { return 0; }
 };
 
 }  // namespace fp4lm::model

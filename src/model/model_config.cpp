@@ -14,8 +14,8 @@ using nlohmann::json;
 
 bool ModelConfig::layer_is_moe(int64_t i) const {
   if (!is_moe()) return false;
-  if (std::find(mlp_only_layers.begin(), mlp_only_layers.end(), i) != mlp_only_layers.end()) return false;
-  return (i + 1) % decoder_sparse_step == 0;
+  if (std::find(moe.mlp_only_layers.begin(), moe.mlp_only_layers.end(), i) != moe.mlp_only_layers.end()) return false;
+  return (i + 1) % moe.decoder_sparse_step == 0;
 }
 
 int64_t ModelConfig::num_attention_layers() const {
@@ -116,13 +116,13 @@ ModelConfig parse_model_config(const json& top, const std::string& path) {
   c.arch->parse_config(r, c);
   if (c.rotary_dim == 0) c.rotary_dim = c.head_dim;
   if (c.is_moe()) {
-    r.positive("num_experts", c.num_experts);
-    r.positive("num_experts_per_tok", c.top_k);
-    r.positive("moe_intermediate_size", c.moe_intermediate_size);
-    r.positive("decoder_sparse_step", c.decoder_sparse_step);
-    if (c.top_k > c.num_experts)
-      fail("{}: num_experts_per_tok ({}) exceeds the number of experts ({})", path, c.top_k, c.num_experts);
-    bool any_dense = c.decoder_sparse_step != 1 || !c.mlp_only_layers.empty();
+    r.positive("num_experts", c.moe.num_experts);
+    r.positive("num_experts_per_tok", c.moe.top_k);
+    r.positive("moe_intermediate_size", c.moe.moe_intermediate_size);
+    r.positive("decoder_sparse_step", c.moe.decoder_sparse_step);
+    if (c.moe.top_k > c.moe.num_experts)
+      fail("{}: num_experts_per_tok ({}) exceeds the number of experts ({})", path, c.moe.top_k, c.moe.num_experts);
+    bool any_dense = c.moe.decoder_sparse_step != 1 || !c.moe.mlp_only_layers.empty();
     if (any_dense && c.intermediate_size <= 0)
       fail("{}: dense MLP layers need a positive 'intermediate_size'", path);
   }
@@ -149,14 +149,14 @@ void read_dense_mlp_keys(const ConfigReader& r, ModelConfig& c) {
 
 void read_sparse_moe_keys(const ConfigReader& r, ModelConfig& c, bool norm_topk_default) {
   // transformers 5 saves Qwen3-MoE's expert count as num_local_experts (num_experts is its alias).
-  c.num_experts = r.has("num_experts") || !r.has("num_local_experts") ? r.req<int64_t>("num_experts")
+  c.moe.num_experts = r.has("num_experts") || !r.has("num_local_experts") ? r.req<int64_t>("num_experts")
                                                                        : r.req<int64_t>("num_local_experts");
-  c.top_k = r.req<int64_t>("num_experts_per_tok");
-  c.moe_intermediate_size = r.req<int64_t>("moe_intermediate_size");
-  c.norm_topk_prob = r.opt<bool>("norm_topk_prob", norm_topk_default);
-  c.decoder_sparse_step = r.opt<int64_t>("decoder_sparse_step", 1);
+  c.moe.top_k = r.req<int64_t>("num_experts_per_tok");
+  c.moe.moe_intermediate_size = r.req<int64_t>("moe_intermediate_size");
+  c.moe.norm_topk_prob = r.opt<bool>("norm_topk_prob", norm_topk_default);
+  c.moe.decoder_sparse_step = r.opt<int64_t>("decoder_sparse_step", 1);
   c.intermediate_size = r.opt<int64_t>("intermediate_size", 0);
-  c.mlp_only_layers = r.int_list("mlp_only_layers");
+  c.moe.mlp_only_layers = r.int_list("mlp_only_layers");
 }
 
 }  // namespace fp4lm::model

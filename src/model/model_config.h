@@ -21,6 +21,32 @@ struct RopeScaling {
   int64_t original_max_position_embeddings = 8192;       // llama3
 };
 
+// The sparse-MoE family's fields (Qwen MoE, Mixtral, the Qwen3.5-MoE hybrids), HF key names.
+struct MoeConfig {
+  int64_t num_experts = 0, top_k = 0, moe_intermediate_size = 0;
+  bool norm_topk_prob = false;
+  int64_t decoder_sparse_step = 1;
+  std::vector<int64_t> mlp_only_layers;
+  int64_t shared_expert_intermediate_size = 0;  // Qwen2-MoE, Qwen3-Next, Qwen3.5-MoE
+};
+
+// The gated delta-net hybrids' fields (Qwen3.5, Qwen3.5-MoE, Qwen3-Next). full_attention[i]:
+// layer i is a gated full-attention layer, else a gated delta-net (GDN) layer.
+struct GatedDeltaNetConfig {
+  std::vector<bool> full_attention;
+  int64_t linear_num_key_heads = 0, linear_num_value_heads = 0;  // NK, NV
+  int64_t linear_key_head_dim = 0, linear_value_head_dim = 0;    // DK, DV
+  int64_t linear_conv_kernel = 0;                                // K
+  // Qwen3-Next stores the GDN projections fused and interleaved per key head (in_proj_qkvz,
+  // in_proj_ba); Qwen3.5 as separate in_proj_qkv, in_proj_z, in_proj_b, in_proj_a.
+  bool fused_qkvz = false;
+  int64_t conv_dim() const {
+    return 2 * linear_num_key_heads * linear_key_head_dim + linear_num_value_heads * linear_value_head_dim;
+  }
+};
+
+// The fields every architecture has (and the shared building blocks' parameters), plus one
+// parsed struct per family of architecture-specific fields.
 struct ModelConfig {
   const ArchDef* arch = nullptr;  // the architecture's definition (static, never null once parsed)
   std::string architecture;       // HF name, e.g. "Qwen3MoeForCausalLM"
@@ -30,24 +56,12 @@ struct ModelConfig {
   double rms_norm_eps = 1e-6, rope_theta = 10000.0;
   RopeScaling rope_scaling;
   int64_t max_position_embeddings = 2048;
+  int64_t sliding_window = 0;  // every attention layer attends to this many positions (0 = all)
   bool tie_word_embeddings = false;
   bool attention_bias = false;  // q/k/v biases (Qwen2 always)
   bool qk_norm = false;         // Qwen3 / Qwen3-MoE per-head q_norm, k_norm
-  // MoE
-  int64_t num_experts = 0, top_k = 0, moe_intermediate_size = 0;
-  bool norm_topk_prob = false;
-  int64_t decoder_sparse_step = 1;
-  std::vector<int64_t> mlp_only_layers;
-  int64_t shared_expert_intermediate_size = 0;  // Qwen2-MoE, Qwen3.5-MoE
-  // Qwen3.5-MoE hybrid (gated delta-net + gated attention). full_attention[i]: layer i is a
-  // gated full-attention layer, else a gated delta-net (GDN) layer; empty outside hybrids.
-  std::vector<bool> full_attention;
-  int64_t linear_num_key_heads = 0, linear_num_value_heads = 0;  // NK, NV
-  int64_t linear_key_head_dim = 0, linear_value_head_dim = 0;    // DK, DV
-  int64_t linear_conv_kernel = 0;                                // K
-  // Qwen3-Next stores the GDN projections fused and interleaved per key head (in_proj_qkvz,
-  // in_proj_ba); Qwen3.5 as separate in_proj_qkv, in_proj_z, in_proj_b, in_proj_a.
-  bool gdn_fused_qkvz = false;
+  MoeConfig moe;  // sparse-MoE architectures (read_sparse_moe_keys and the MoE ArchDefs)
+  GatedDeltaNetConfig gdn;  // the gated delta-net hybrids (arch/gated_hybrid.h)
   bool attn_output_gate = false;  // q_proj holds a per-head gate: output × sigmoid(gate)
   int64_t rotary_dim = 0;         // RoPE over the first rotary_dim dims of a head (= head_dim unless partial)
   bool zero_centered_norm = false;  // RMSNorms scale by (1 + weight)
@@ -57,12 +71,11 @@ struct ModelConfig {
   std::optional<int64_t> bos_token_id;
   std::string torch_dtype;  // "bfloat16", ... ("" when absent)
 
-  bool is_moe() const { return num_experts > 0; }
-  bool is_hybrid() const { return !full_attention.empty(); }
+  bool is_moe() const { return moe.num_experts > 0; }
+  bool is_hybrid() const { return !gdn.full_attention.empty(); }
   // Whether decoder layer i is (gated) full attention; always true outside the hybrid.
-  bool layer_is_attention(int64_t i) const { return full_attention.empty() || full_attention[i]; }
+  bool layer_is_attention(int64_t i) const { return gdn.full_attention.empty() || gdn.full_attention[i]; }
   int64_t num_attention_layers() const;
-  int64_t gdn_conv_dim() const { return 2 * linear_num_key_heads * linear_key_head_dim + linear_num_value_heads * linear_value_head_dim; }
   // Whether decoder layer i has a sparse MoE block (else a dense MLP).
   bool layer_is_moe(int64_t i) const;
 };

@@ -27,16 +27,16 @@ void check_model_limits(const ModelConfig& c, const std::string& path) {
   at_most(path, "num_attention_heads", c.num_heads, L::num_attention_heads);
   at_most(path, "head_dim", c.head_dim, L::head_dim);
   at_most(path, "intermediate_size", c.intermediate_size, L::intermediate_size);
-  at_most(path, "moe_intermediate_size", c.moe_intermediate_size, L::intermediate_size);
-  at_most(path, "shared_expert_intermediate_size", c.shared_expert_intermediate_size, L::intermediate_size);
-  at_most(path, "num_experts", c.num_experts, L::num_experts);
-  at_most(path, "decoder_sparse_step", c.decoder_sparse_step, L::num_hidden_layers);
+  at_most(path, "moe_intermediate_size", c.moe.moe_intermediate_size, L::intermediate_size);
+  at_most(path, "shared_expert_intermediate_size", c.moe.shared_expert_intermediate_size, L::intermediate_size);
+  at_most(path, "num_experts", c.moe.num_experts, L::num_experts);
+  at_most(path, "decoder_sparse_step", c.moe.decoder_sparse_step, L::num_hidden_layers);
   // Gated delta-net dims (the per-sequence state is sized by them): heads like attention heads.
-  at_most(path, "linear_num_key_heads", c.linear_num_key_heads, L::num_attention_heads);
-  at_most(path, "linear_num_value_heads", c.linear_num_value_heads, L::num_attention_heads);
-  at_most(path, "linear_key_head_dim", c.linear_key_head_dim, L::head_dim);
-  at_most(path, "linear_value_head_dim", c.linear_value_head_dim, L::head_dim);
-  at_most(path, "linear_conv_kernel_dim", c.linear_conv_kernel, L::linear_conv_kernel_dim);
+  at_most(path, "linear_num_key_heads", c.gdn.linear_num_key_heads, L::num_attention_heads);
+  at_most(path, "linear_num_value_heads", c.gdn.linear_num_value_heads, L::num_attention_heads);
+  at_most(path, "linear_key_head_dim", c.gdn.linear_key_head_dim, L::head_dim);
+  at_most(path, "linear_value_head_dim", c.gdn.linear_value_head_dim, L::head_dim);
+  at_most(path, "linear_conv_kernel_dim", c.gdn.linear_conv_kernel, L::linear_conv_kernel_dim);
   if (c.max_position_embeddings <= 0)
     fail("{}: field 'max_position_embeddings' must be positive, found {}", path, c.max_position_embeddings);
   at_most(path, "max_position_embeddings", c.max_position_embeddings, L::max_position_embeddings);

@@ -59,7 +59,7 @@ LayerReport ModelLoader::describe(const LayerSpec& spec) const {
                              {opts_.a16_max_tokens}};
     r.selection = kernels::select_linear(p, spec.name, opts_.linear_backend);
   } else {
-    kernels::MoeProblem p{r.scheme.key, r.scheme.act_dtype, spec.num_experts, config_.top_k, spec.hidden, spec.inter,
+    kernels::MoeProblem p{r.scheme.key, r.scheme.act_dtype, spec.num_experts, config_.moe.top_k, spec.hidden, spec.inter,
                           {opts_.a16_max_tokens}};
     r.selection = kernels::select_moe(p, spec.name, opts_.moe_backend);
   }
@@ -105,7 +105,7 @@ std::unique_ptr<FusedMoe> ModelLoader::load_moe(const std::string& name) {
   if (spec.kind != kernels::LayerKind::moe) fail("layer {} is not a MoE layer", name);
   LayerReport r = describe(spec);
   log_selection(r);
-  kernels::MoeProblem p{r.scheme.key, r.scheme.act_dtype, spec.num_experts, config_.top_k, spec.hidden, spec.inter,
+  kernels::MoeProblem p{r.scheme.key, r.scheme.act_dtype, spec.num_experts, config_.moe.top_k, spec.hidden, spec.inter,
                         {opts_.a16_max_tokens}};
   auto kernel = r.selection.backend->make_moe(moe_weights(spec, r.scheme), p);
   loaded_bytes_ += kernel->weight_bytes();

@@ -20,6 +20,7 @@ void SequenceState::clear() {
   std::fill(recurrent_.begin(), recurrent_.end(), 0.0f);
   cur_ = 0;
   staged_ = false;
+  lost_ = false;
 }
 
 void SequenceState::truncate(int64_t n) {
@@ -31,6 +32,11 @@ void SequenceState::truncate(int64_t n) {
     clear();
     return;
   }
+  if (n == 0) lost_ = false;
+  if (n > 0 && !kv_.can_rewind_to(n))
+    fail("sequence state: cannot truncate {} positions to {}: a sliding-window layer no longer holds the window "
+         "before position {}",
+         length(), n, n);
   kv_.set_length(n);
 }
 
@@ -41,6 +47,7 @@ void SequenceState::commit_recurrent() {
 
 void SequenceState::abandon_forward(int64_t n) {
   staged_ = false;
+  lost_ = lost_ || !kv_.can_rewind_to(n);
   kv_.set_length(n);
 }
 

@@ -1,8 +1,9 @@
 #pragma once
-// Engine-owned state of one sequence: what every decoder layer keeps between forward calls.
-// Attention layers keep K/V in one KvCache ([attention layer][k|v][kv_head][position][head_dim]);
-// gated delta-net layers (hybrid models) keep a fixed-size float32 recurrent state each (their
-// conv window and delta-rule matrices). forward() advances the whole state together.
+// Engine-owned state of one sequence: what every decoder layer keeps between forward calls, as
+// the layers' mixers declared it (model/state_layout.h). Attention layers keep K/V in one
+// KvCache (one slot per layer that stores K/V; a sliding-window slot is a ring of its window);
+// layers with a fixed-size recurrent state (gated delta-nets: their conv window and delta-rule
+// matrices) keep one float32 slot each. forward() advances the whole state together.
 // The recurrent state is double-buffered so that a failed forward leaves it as it was: the first
 // step of a forward call reads the committed copy and writes the other one, later steps of the
 // same call update that one in place, and commit_recurrent() makes it the committed copy.
@@ -17,8 +18,8 @@ namespace fp4lm::model {
 
 class SequenceState {
  public:
-  // `recurrent_floats`: the float32 state size of each recurrent layer slot (none for a model of
-  // attention layers only).
+  // `recurrent_floats`: the float32 size of each recurrent slot (StateLayout::recurrent_slots;
+  // none for a model of attention layers only).
   explicit SequenceState(KvCache kv, int64_t id = -1, const std::vector<size_t>& recurrent_floats = {});
 
   int64_t length() const { return kv_.length(); }      // positions filled
@@ -32,13 +33,17 @@ class SequenceState {
   // reservation stays.
   void clear();
   // Drops positions [n, length()) (n <= length()): e.g. to undo a failed forward. A recurrent
-  // state cannot be rewound: with one, only n == length() or n == 0 are possible (Error otherwise).
+  // state cannot be rewound: with one, only n == length() or n == 0 are possible (Error otherwise);
+  // a sliding-window ring only as far as it still holds the window before n (Error otherwise).
   void truncate(int64_t n);
+  // A failed forward wrote past what a sliding-window ring could undo: the state is unusable
+  // until clear() (forward fails naming the sequence).
+  bool lost() const { return lost_; }
 
   KvCache& kv() { return kv_; }
   const KvCache& kv() const { return kv_; }
 
-  // ---- recurrent layers (used by CausalLM and the gated delta-net) ----
+  // ---- recurrent slots (used by CausalLM and the mixers that declared them) ----
   bool has_recurrent() const { return !offsets_.empty(); }
   // Slot `slot`'s state as the current forward step reads it, and where it writes it (these are
   // the same memory after the first step of a forward call: update in place).
@@ -61,6 +66,7 @@ class SequenceState {
   std::vector<float> recurrent_;  // two buffers of half_ floats
   int cur_ = 0;                   // the committed buffer
   bool staged_ = false;           // this forward call already wrote buffer 1 - cur_
+  bool lost_ = false;
 };
 
 }  // namespace fp4lm::model

@@ -12,8 +12,8 @@ namespace fp4lm::model {
 SparseMoe::SparseMoe(ModelLoader& loader, const std::string& block, bool renormalize, bool shared_expert)
     : renormalize_(renormalize), act_(loader.dtype()) {
   const ModelConfig& c = loader.config();
-  num_experts_ = c.num_experts;
-  top_k_ = c.top_k;
+  num_experts_ = c.moe.num_experts;
+  top_k_ = c.moe.top_k;
   hidden_ = c.hidden_size;
   router_ = loader.load_linear(block + ".gate");
   experts_ = loader.load_moe(block + ".experts");

@@ -169,38 +169,77 @@ TEST(Architecture, EosIdsComeFromConfigAndGenerationConfig) {
 namespace fp4lm::model {
 namespace {
 
-// Mistral's sliding window (HF: 4096 when the key is absent, off when null). The engine runs full
-// causal attention, the same computation up to the window, so a smaller window caps the length.
-TEST(Architecture, MistralSlidingWindowCapsTheModelLength) {
+// Mistral's sliding window (HF: 4096 when the key is absent, off when null): a window below
+// max_position_embeddings makes every attention layer a sliding-window layer, whose KV cache is a
+// ring of window - 1 + prefill_chunk rows. A sequence runs far past the window (prefill in
+// steps, then decode); its logits are the float64 sliding-window reference's at every position,
+// and its KV bytes do not depend on its length or capacity.
+TEST(Architecture, MistralSlidingWindowKeepsOnlyTheWindow) {
   const test::TinyModel m = test::make_tiny_model("MistralForCausalLM");
-  auto max_len = [&](auto&& edit) {
+  auto window_of = [&](auto&& edit) {
     nlohmann::json c = m.config;
     edit(c);
-    return parse_model_config(c, "config.json").max_position_embeddings;
+    const ModelConfig mc = parse_model_config(c, "config.json");
+    EXPECT_EQ(mc.max_position_embeddings, c.value("max_position_embeddings", 2048));  // no longer capped
+    return mc.sliding_window;
   };
-  EXPECT_EQ(max_len([](nlohmann::json& c) { c["sliding_window"] = 64; }), 64);
-  EXPECT_EQ(max_len([](nlohmann::json& c) { c["sliding_window"] = 1024; }), 256);
-  EXPECT_EQ(max_len([](nlohmann::json& c) { c["sliding_window"] = nullptr; }), 256);
-  EXPECT_EQ(max_len([](nlohmann::json& c) {
+  EXPECT_EQ(window_of([](nlohmann::json& c) { c["sliding_window"] = 64; }), 64);
+  EXPECT_EQ(window_of([](nlohmann::json& c) { c["sliding_window"] = 1024; }), 0);  // never reached
+  EXPECT_EQ(window_of([](nlohmann::json& c) { c["sliding_window"] = nullptr; }), 0);
+  EXPECT_EQ(window_of([](nlohmann::json& c) {
               c.erase("sliding_window");
               c["max_position_embeddings"] = 32768;
             }),
             4096);
-  const std::string e = test::error_of([&] { max_len([](nlohmann::json& c) { c["sliding_window"] = 0; }); });
+  const std::string e = test::error_of([&] { window_of([](nlohmann::json& c) { c["sliding_window"] = 0; }); });
   EXPECT_NE(e.find("config.json: field 'sliding_window' must be positive, found 0"), std::string::npos) << e;
 
+  const int64_t window = 6, chunk = 4, n = 40;
   TempDir dir;
-  test::TinyModel capped = m;
-  capped.config["sliding_window"] = 12;
-  test::write_tiny_model(capped, dir.path());
-  auto lm = CausalLM::load(dir.path().string(), f32_options());
-  EXPECT_EQ(lm->max_model_len(), 12);
-  // Within the window the logits are the reference's (full attention == sliding window there).
-  std::vector<float> got = all_logits(*lm, kTokens);
-  EXPECT_LT(max_rel_diff(got, test::naive::forward(capped, kTokens)), 2e-5);
+  test::TinyModel w = m;
+  w.config["sliding_window"] = window;
+  test::write_tiny_model(w, dir.path());
   LoadOptions lo;
-  lo.max_model_len = 13;
-  EXPECT_THROW(CausalLM::load(dir.path().string(), f32_options(), lo), UsageError);
+  lo.prefill_chunk = chunk;
+  auto lm = CausalLM::load(dir.path().string(), f32_options(), lo);
+  ASSERT_EQ(lm->max_model_len(), 256);
+  std::vector<int32_t> tokens;
+  for (int64_t t = 0; t < n; ++t) tokens.push_back(static_cast<int32_t>((t * 37 + 11) % 97));
+  const auto want = test::naive::forward(w, tokens);
+  // The reference with the window is far from full causal attention past the window.
+  test::TinyModel full = w;
+  full.config["sliding_window"] = nullptr;
+  const auto unwindowed = test::naive::forward(full, tokens);
+
+  // Prefill 30 tokens (steps of 4 rows: the ring wraps inside a step), then decode 10.
+  const int64_t vocab = lm->vocab_size(), prompt = 30;
+  SequenceState s = lm->new_sequence();
+  std::vector<float> got(static_cast<size_t>(n * vocab));
+  lm->forward(s, tokens.data(), prompt, LogitsMode::all, got.data());
+  for (int64_t t = prompt; t < n; ++t) lm->forward(s, &tokens[t], 1, LogitsMode::last, got.data() + t * vocab);
+  EXPECT_LT(max_rel_diff(got, want), 2e-5);
+  EXPECT_GT(max_rel_diff(got, unwindowed), 1e-2);
+
+  // Bytes: every layer's ring holds window - 1 + chunk rows of (K, V) × kv heads × head_dim floats.
+  const nlohmann::json& c = w.config;
+  const size_t ring_bytes = static_cast<size_t>(c["num_hidden_layers"].get<int64_t>()) * 2 *
+                            c["num_key_value_heads"].get<size_t>() * c["head_dim"].get<size_t>() *
+                            static_cast<size_t>(window - 1 + chunk) * sizeof(float);
+  EXPECT_EQ(s.reserved_bytes(), ring_bytes);
+  EXPECT_EQ(s.used_bytes(), ring_bytes);  // 40 positions written, the ring's rows all in use
+  EXPECT_EQ(s.bytes_per_position(), 0u);  // no position adds bytes: no full-attention layer
+  EXPECT_EQ(lm->sequence_bytes(), ring_bytes);
+  EXPECT_EQ(lm->sequence_bytes(100), ring_bytes);
+  EXPECT_EQ(lm->new_sequence(100).reserved_bytes(), ring_bytes);
+
+  // Rewinding: only as far as the rings still hold the window before the new end (9 rows, 5 of
+  // history: 4 positions back).
+  const std::string e2 = test::error_of([&] { s.truncate(n - 5); });
+  EXPECT_NE(e2.find("a sliding-window layer no longer holds the window before position 35"), std::string::npos) << e2;
+  s.truncate(n - 4);
+  std::vector<float> again(static_cast<size_t>(4 * vocab));
+  lm->forward(s, &tokens[n - 4], 4, LogitsMode::all, again.data());
+  EXPECT_LT(max_rel_diff(again, std::vector<std::vector<double>>(want.end() - 4, want.end())), 2e-5);
 }
 
 // The reference comparison is sensitive to the quirks it claims to check: dropping the llama3

@@ -117,7 +117,7 @@ TEST_P(HybridRatio, Qwen3NextFusedInterleavedProjectionsMatchFloat64Reference) {
     write_hybrid(m, dir.path(), /*vl=*/false, fused_experts);
     auto lm = CausalLM::load(dir.path().string(), f32());
     EXPECT_EQ(lm->config().architecture, "Qwen3NextForCausalLM");
-    EXPECT_TRUE(lm->config().gdn_fused_qkvz);
+    EXPECT_TRUE(lm->config().gdn.fused_qkvz);
     EXPECT_FALSE(lm->config().layer_is_moe(2));
     const auto once = all_logits(*lm, kTokens);
     EXPECT_LT(max_rel_diff(once, want), 2e-5) << "NV/NK " << GetParam() << " fused experts " << fused_experts;
@@ -283,7 +283,7 @@ TEST(Hybrid, FullAttentionIntervalGivesTheLayerTypes) {
   m.config["full_attention_interval"] = 2;  // layers 1 and 3 full, as layer_types said
   write_hybrid(m, dir.path());
   auto lm = CausalLM::load(dir.path().string(), f32());
-  EXPECT_EQ(lm->config().full_attention, (std::vector<bool>{false, true, false, true}));
+  EXPECT_EQ(lm->config().gdn.full_attention, (std::vector<bool>{false, true, false, true}));
   EXPECT_LT(max_rel_diff(all_logits(*lm, kTokens), reference(m, kTokens)), 2e-5);
 }
 

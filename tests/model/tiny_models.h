@@ -221,6 +221,10 @@ inline std::vector<Vec> forward(const TinyModel& m, const std::vector<int32_t>& 
   const double eps = c["rms_norm_eps"];
   const Vec f = inv_freq(c, hd);
   const size_t n = tokens.size();
+  // Mistral's sliding window: position t attends to (t - window, t] (HF's mask).
+  const size_t window = arch == "MistralForCausalLM" && c.contains("sliding_window") && !c["sliding_window"].is_null()
+                            ? c["sliding_window"].get<size_t>()
+                            : n;
   const bool has_bias = w.count("model.layers.0.self_attn.q_proj.bias") > 0;
   auto wp = [&](const std::string& name) { return w.at(name).v.data(); };
   std::vector<Vec> h(n);
@@ -254,9 +258,10 @@ inline std::vector<Vec> forward(const TinyModel& m, const std::vector<int32_t>& 
       Vec attn(static_cast<size_t>(heads * hd), 0.0);
       for (int64_t hh = 0; hh < heads; ++hh) {
         const int64_t g = hh / (heads / kvh);
-        Vec s(t + 1);
+        const size_t lo = t + 1 > window ? t + 1 - window : 0;
+        Vec s(t + 1, -1e300);
         double mx = -1e300;
-        for (size_t u = 0; u <= t; ++u) {
+        for (size_t u = lo; u <= t; ++u) {
           double d = 0;
           for (int64_t i = 0; i < hd; ++i) d += q[t][hh * hd + i] * k[u][g * hd + i];
           s[u] = d / std::sqrt(static_cast<double>(hd));
@@ -264,7 +269,7 @@ inline std::vector<Vec> forward(const TinyModel& m, const std::vector<int32_t>& 
         }
         double sum = 0;
         for (double& x : s) sum += x = std::exp(x - mx);
-        for (size_t u = 0; u <= t; ++u)
+        for (size_t u = lo; u <= t; ++u)
           for (int64_t i = 0; i < hd; ++i) attn[hh * hd + i] += s[u] / sum * v[u][g * hd + i];
       }
       Vec o = matvec(w.at(p + ".self_attn.o_proj.weight"), attn);

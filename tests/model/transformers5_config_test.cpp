@@ -77,9 +77,9 @@ TEST(Transformers5Config, BadRopeParametersAreNamed) {
 TEST(Transformers5Config, Qwen3MoeNumLocalExperts) {
   json j = base("Qwen3MoeForCausalLM");
   j.update({{"num_local_experts", 8}, {"num_experts_per_tok", 2}, {"moe_intermediate_size", 32}, {"head_dim", 16}});
-  EXPECT_EQ(parse_model_config(j, "config.json").num_experts, 8);
+  EXPECT_EQ(parse_model_config(j, "config.json").moe.num_experts, 8);
   j["num_experts"] = 6;  // both present: num_experts (the older name published configs carry) wins
-  EXPECT_EQ(parse_model_config(j, "config.json").num_experts, 6);
+  EXPECT_EQ(parse_model_config(j, "config.json").moe.num_experts, 6);
   j.erase("num_experts");
   j.erase("num_local_experts");
   EXPECT_EQ(test::error_of([&] { parse_model_config(j, "config.json"); }),

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "model/arch/arch.h"
 #include "quant/nvfp4.h"
 
 namespace fp4lm::engine {
@@ -166,13 +167,11 @@ ExportPlan make_export_plan(const io::Checkpoint& ck, const ExportOptions& opts)
       plan.groups.push_back({spec.name, GroupInput::experts_w2, {b + spec.expert_proj[2]}, {spec.hidden}, spec.inter});
     }
   }
-  // ModelOpt's default exclusions for the hybrids (its quantizer config disables
-  // *linear_attn.conv1d*, *mlp.gate.*, *shared_expert_gate*, in_proj_a/b; hf_ptq leaves mtp and
-  // the vision tower unquantized): the conv1d modules by name, and the multi-token-prediction
-  // and vision tensors, which fp4lm copies unchanged, by pattern.
-  for (int64_t i = 0; i < plan.config.num_layers; ++i)
-    if (!plan.config.layer_is_attention(i))
-      plan.exclude_modules.push_back(fmt::format("model.layers.{}.linear_attn.conv1d", i));
+  // The architecture's default exclusions (ModelOpt's quantizer config disables, e.g., the
+  // hybrids' *linear_attn.conv1d*; its routers and gates are planned as such), and, as hf_ptq
+  // leaves mtp and the vision tower unquantized, the multi-token-prediction and vision tensors,
+  // which fp4lm copies unchanged, by pattern.
+  for (std::string& m : plan.config.arch->default_exclusions(plan.config)) plan.exclude_modules.push_back(std::move(m));
   bool mtp = false, visual = false;
   for (const std::string& name : ck.tensor_names()) {
     mtp |= name.rfind("mtp.", 0) == 0;

@@ -1,27 +1,54 @@
 #include "model/arch/arch.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "model/attention.h"
+#include "model/model_loader.h"
 
 namespace fp4lm::model {
 
 std::vector<LayerParam> ArchDef::layer_params(const ModelConfig& c, int64_t i) const {
-  const std::string p = fmt::format("model.layers.{}.", i);
-  std::vector<LayerParam> out = {{p + "input_layernorm.weight", {c.hidden_size}},
-                                 {p + "post_attention_layernorm.weight", {c.hidden_size}}};
+  const PreNormNames n = pre_norm_names(i);
+  std::vector<LayerParam> out = {{n.input, {c.hidden_size}}, {n.post, {c.hidden_size}}};
   if (c.qk_norm) {
+    const std::string p = fmt::format("model.layers.{}.", i);
     out.push_back({p + "self_attn.q_norm.weight", {c.head_dim}});
     out.push_back({p + "self_attn.k_norm.weight", {c.head_dim}});
   }
   return out;
 }
 
-std::unique_ptr<Mixer> ArchDef::make_mixer(ModelLoader& l, int64_t i, const Rope& rope) const {
-  return std::make_unique<Attention>(l, i, rope);
+std::unique_ptr<DecoderLayer> ArchDef::make_layer(const LayerBuild& b, int64_t i) const {
+  const int64_t hidden = b.loader.config().hidden_size;
+  const PreNormNames n = pre_norm_names(i);
+  RmsNorm input = load_rms_norm(b.loader, n.input, hidden), post = load_rms_norm(b.loader, n.post, hidden);
+  std::unique_ptr<Mixer> mixer = make_mixer(b, i);
+  return std::make_unique<PreNormLayer>(std::move(input), std::move(mixer), std::move(post), make_ffn(b.loader, i));
+}
+
+std::unique_ptr<Mixer> ArchDef::make_mixer(const LayerBuild& b, int64_t i) const {
+  return std::make_unique<Attention>(b, i, AttentionLayout{.window = b.loader.config().sliding_window});
+}
+
+namespace {
+std::vector<const ArchDef*>& registered() {
+  static std::vector<const ArchDef*> r;
+  return r;
+}
+}  // namespace
+
+ArchRegistration::ArchRegistration(const ArchDef& def) : def_(&def) { registered().push_back(def_); }
+
+ArchRegistration::~ArchRegistration() {
+  auto& r = registered();
+  r.erase(std::find(r.begin(), r.end(), def_));
 }
 
 const ArchDef* find_arch(std::string_view hf_name) {
+  for (const ArchDef* a : registered())
+    if (a->hf_name() == hf_name) return a;
   for (const ArchDef* a : architectures())
     if (a->hf_name() == hf_name) return a;
   return nullptr;

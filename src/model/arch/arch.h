@@ -4,8 +4,9 @@
 // keys only it reads, its plan of engine layers (the HF module names: `block_sparse_moe`,
 // `w1/w3/w2`, ...), how each decoder layer is built, and the keys the synthetic writer adds for
 // it. Everything shared — the common config keys, attention, MLP and MoE blocks, norms, RoPE,
-// quant methods, kernels — lives elsewhere in model/ and is only called from here. A decoder
-// layer is pre-norm: x += mixer(norm(x)); x += ffn(norm(x)).
+// quant methods, kernels — lives elsewhere in model/ and is only called from here. The block
+// shape of a decoder layer is the architecture's (make_layer, model/decoder_layer.h); the default
+// is the pre-norm block x += mixer(norm(x)); x += ffn(norm(x)).
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -16,7 +17,9 @@
 
 #include "core/tensor.h"
 #include "model/config_reader.h"
+#include "model/decoder_layer.h"
 #include "model/feed_forward.h"
+#include "model/layer_build.h"
 #include "model/layer_plan.h"
 #include "model/mixer.h"
 #include "model/model_config.h"
@@ -43,21 +46,44 @@ class ArchDef {
   virtual void parse_config(const ConfigReader& r, ModelConfig& c) const = 0;
   // Appends the engine layers of decoder layer i, in model order.
   virtual void plan_layer(const ModelConfig& c, int64_t i, std::vector<LayerSpec>& out) const = 0;
-  // The non-Linear parameters of decoder layer i. Default: the pre-norm decoder's
-  // input_layernorm and post_attention_layernorm, plus q_norm / k_norm when c.qk_norm.
+  // The non-Linear parameters of decoder layer i (what make_layer loads besides Linears; the
+  // synthetic writer writes them). Default: the pre-norm block's norms (pre_norm_names), plus
+  // q_norm / k_norm when c.qk_norm.
   virtual std::vector<LayerParam> layer_params(const ModelConfig& c, int64_t i) const;
-  // The mixer of decoder layer i, loaded. Default: self-attention (q/k/v bias, q_norm/k_norm as
-  // the config says). A hybrid architecture returns a different Mixer for some layers.
-  virtual std::unique_ptr<Mixer> make_mixer(ModelLoader& l, int64_t i, const Rope& rope) const;
+  // Decoder layer i, loaded; its mixers declare their per-sequence state in b.state. Default:
+  // PreNormLayer of pre_norm_names(i), make_mixer and make_ffn. An architecture with another
+  // block shape (one mixer per layer, extra norms, per-layer inputs, K/V shared between layers)
+  // returns its own DecoderLayer; layers are built in order, so layer i may keep what an earlier
+  // one declared (e.g. its KV slot).
+  virtual std::unique_ptr<DecoderLayer> make_layer(const LayerBuild& b, int64_t i) const;
+  // The mixer of decoder layer i, loaded. Default: self-attention (q/k/v bias, q_norm/k_norm,
+  // sliding_window as the config says). A hybrid architecture returns a different Mixer for some layers.
+  virtual std::unique_ptr<Mixer> make_mixer(const LayerBuild& b, int64_t i) const;
   // The feed-forward block of decoder layer i, loaded.
   virtual std::unique_ptr<FeedForward> make_ffn(ModelLoader& l, int64_t i) const = 0;
+  // Modules the architecture leaves unquantized by default when fp4lm quantizes it (as
+  // ModelOpt's quantizer config does; `quantize` adds them to the exclusions). Default: none.
+  virtual std::vector<std::string> default_exclusions(const ModelConfig&) const { return {}; }
   // Adds this architecture's own keys to a synthetic config.json.
   virtual void synthetic_config(const SyntheticOptions& o, nlohmann::json& c) const = 0;
 };
 
 // Every supported architecture, in registry order.
 const std::vector<const ArchDef*>& architectures();
-// The architecture named `hf_name`, or nullptr.
+// The architecture named `hf_name` (a registered one first, see ArchRegistration), or nullptr.
 const ArchDef* find_arch(std::string_view hf_name);
+
+// Makes `def` known to find_arch for this object's lifetime: an architecture defined outside the
+// registry (a test's block shape, an out-of-tree model). Not synchronized: register before loading.
+class ArchRegistration {
+ public:
+  explicit ArchRegistration(const ArchDef& def);
+  ~ArchRegistration();
+  ArchRegistration(const ArchRegistration&) = delete;
+  ArchRegistration& operator=(const ArchRegistration&) = delete;
+
+ private:
+  const ArchDef* def_;
+};
 
 }  // namespace fp4lm::model

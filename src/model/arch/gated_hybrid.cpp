@@ -15,20 +15,20 @@ void read_gated_hybrid_keys(const ConfigReader& r, ModelConfig& c) {
   c.zero_centered_norm = true;
   c.qk_norm = true;
   c.attn_output_gate = r.opt<bool>("attn_output_gate", true);
-  c.linear_num_key_heads = r.req<int64_t>("linear_num_key_heads");
-  c.linear_num_value_heads = r.req<int64_t>("linear_num_value_heads");
-  c.linear_key_head_dim = r.req<int64_t>("linear_key_head_dim");
-  c.linear_value_head_dim = r.req<int64_t>("linear_value_head_dim");
-  c.linear_conv_kernel = r.opt<int64_t>("linear_conv_kernel_dim", 4);
-  for (auto [k, v] : {std::pair{"linear_num_key_heads", c.linear_num_key_heads},
-                      {"linear_num_value_heads", c.linear_num_value_heads},
-                      {"linear_key_head_dim", c.linear_key_head_dim},
-                      {"linear_value_head_dim", c.linear_value_head_dim},
-                      {"linear_conv_kernel_dim", c.linear_conv_kernel}})
+  c.gdn.linear_num_key_heads = r.req<int64_t>("linear_num_key_heads");
+  c.gdn.linear_num_value_heads = r.req<int64_t>("linear_num_value_heads");
+  c.gdn.linear_key_head_dim = r.req<int64_t>("linear_key_head_dim");
+  c.gdn.linear_value_head_dim = r.req<int64_t>("linear_value_head_dim");
+  c.gdn.linear_conv_kernel = r.opt<int64_t>("linear_conv_kernel_dim", 4);
+  for (auto [k, v] : {std::pair{"linear_num_key_heads", c.gdn.linear_num_key_heads},
+                      {"linear_num_value_heads", c.gdn.linear_num_value_heads},
+                      {"linear_key_head_dim", c.gdn.linear_key_head_dim},
+                      {"linear_value_head_dim", c.gdn.linear_value_head_dim},
+                      {"linear_conv_kernel_dim", c.gdn.linear_conv_kernel}})
     r.positive(k, v);
-  if (c.linear_num_value_heads % c.linear_num_key_heads != 0)
+  if (c.gdn.linear_num_value_heads % c.gdn.linear_num_key_heads != 0)
     fail("{}: linear_num_value_heads ({}) must be a multiple of linear_num_key_heads ({})", path,
-         c.linear_num_value_heads, c.linear_num_key_heads);
+         c.gdn.linear_num_value_heads, c.gdn.linear_num_key_heads);
   if (r.has("layer_types")) {
     const nlohmann::json& t = j["layer_types"];
     if (!t.is_array() || static_cast<int64_t>(t.size()) != c.num_layers)
@@ -38,12 +38,12 @@ void read_gated_hybrid_keys(const ConfigReader& r, ModelConfig& c) {
       const std::string s = v.is_string() ? v.get<std::string>() : v.dump();
       if (s != "full_attention" && s != "linear_attention")
         fail("{}: field 'layer_types' holds '{}' (expected full_attention or linear_attention)", path, s);
-      c.full_attention.push_back(s == "full_attention");
+      c.gdn.full_attention.push_back(s == "full_attention");
     }
   } else {
     const int64_t every = r.opt<int64_t>("full_attention_interval", 4);
     r.positive("full_attention_interval", every);
-    for (int64_t i = 0; i < c.num_layers; ++i) c.full_attention.push_back((i + 1) % every == 0);
+    for (int64_t i = 0; i < c.num_layers; ++i) c.gdn.full_attention.push_back((i + 1) % every == 0);
   }
   if (c.num_attention_layers() == 0)
     fail("{}: no full_attention layer (layer_types / full_attention_interval); fp4lm needs at least one", path);
@@ -69,16 +69,16 @@ void read_gated_hybrid_keys(const ConfigReader& r, ModelConfig& c) {
 void plan_gated_hybrid_mixer(const ModelConfig& c, int64_t i, std::vector<LayerSpec>& out) {
   if (c.layer_is_attention(i)) return plan_attention(c, i, out);
   const std::string a = fmt::format("model.layers.{}.linear_attn", i);
-  const int64_t nv = c.linear_num_value_heads, vd = nv * c.linear_value_head_dim;
-  if (c.gdn_fused_qkvz) {
+  const int64_t nv = c.gdn.linear_num_value_heads, vd = nv * c.gdn.linear_value_head_dim;
+  if (c.gdn.fused_qkvz) {
     // Qwen3-Next: per key head [q k v z] rows in one in_proj_qkvz, [b a] in one in_proj_ba.
     out.push_back(
-        plan_linear(a + ".in_proj_qkvz", i, {a + ".in_proj_qkvz"}, {c.gdn_conv_dim() + vd}, c.hidden_size));
+        plan_linear(a + ".in_proj_qkvz", i, {a + ".in_proj_qkvz"}, {c.gdn.conv_dim() + vd}, c.hidden_size));
     LayerSpec ba = plan_linear(a + ".in_proj_ba", i, {a + ".in_proj_ba"}, {2 * nv}, c.hidden_size);
     ba.router = true;
     out.push_back(ba);
   } else {
-    out.push_back(plan_linear(a + ".in_proj_qkv", i, {a + ".in_proj_qkv"}, {c.gdn_conv_dim()}, c.hidden_size));
+    out.push_back(plan_linear(a + ".in_proj_qkv", i, {a + ".in_proj_qkv"}, {c.gdn.conv_dim()}, c.hidden_size));
     out.push_back(plan_linear(a + ".in_proj_z", i, {a + ".in_proj_z"}, {vd}, c.hidden_size));
     LayerSpec ba = plan_linear(a + ".in_proj_ba", i, {a + ".in_proj_b", a + ".in_proj_a"}, {nv, nv}, c.hidden_size);
     ba.router = true;
@@ -89,27 +89,31 @@ void plan_gated_hybrid_mixer(const ModelConfig& c, int64_t i, std::vector<LayerS
 
 std::vector<LayerParam> gated_hybrid_layer_params(const ModelConfig& c, int64_t i) {
   const std::string p = fmt::format("model.layers.{}.", i);
-  std::vector<LayerParam> out = {{p + "input_layernorm.weight", {c.hidden_size}},
-                                 {p + "post_attention_layernorm.weight", {c.hidden_size}}};
+  const PreNormNames n = pre_norm_names(i);
+  std::vector<LayerParam> out = {{n.input, {c.hidden_size}}, {n.post, {c.hidden_size}}};
   if (c.layer_is_attention(i)) {
     out.push_back({p + "self_attn.q_norm.weight", {c.head_dim}});
     out.push_back({p + "self_attn.k_norm.weight", {c.head_dim}});
   } else {
     const std::string a = p + "linear_attn.";
-    out.push_back({a + "conv1d.weight", {c.gdn_conv_dim(), 1, c.linear_conv_kernel}});
-    out.push_back({a + "A_log", {c.linear_num_value_heads}});
-    out.push_back({a + "dt_bias", {c.linear_num_value_heads}});
-    out.push_back({a + "norm.weight", {c.linear_value_head_dim}});
+    out.push_back({a + "conv1d.weight", {c.gdn.conv_dim(), 1, c.gdn.linear_conv_kernel}});
+    out.push_back({a + "A_log", {c.gdn.linear_num_value_heads}});
+    out.push_back({a + "dt_bias", {c.gdn.linear_num_value_heads}});
+    out.push_back({a + "norm.weight", {c.gdn.linear_value_head_dim}});
   }
   return out;
 }
 
-std::unique_ptr<Mixer> make_gated_hybrid_mixer(ModelLoader& l, int64_t i, const Rope& rope) {
-  const ModelConfig& c = l.config();
-  int64_t before = 0;
-  for (int64_t k = 0; k < i; ++k) before += c.layer_is_attention(k);
-  if (c.layer_is_attention(i)) return std::make_unique<Attention>(l, i, rope, before);
-  return std::make_unique<GatedDeltaNet>(l, i, i - before);
+std::unique_ptr<Mixer> make_gated_hybrid_mixer(const LayerBuild& b, int64_t i) {
+  if (b.loader.config().layer_is_attention(i)) return std::make_unique<Attention>(b, i);
+  return std::make_unique<GatedDeltaNet>(b, i);
+}
+
+std::vector<std::string> gated_hybrid_default_exclusions(const ModelConfig& c) {
+  std::vector<std::string> out;
+  for (int64_t i = 0; i < c.num_layers; ++i)
+    if (!c.layer_is_attention(i)) out.push_back(fmt::format("model.layers.{}.linear_attn.conv1d", i));
+  return out;
 }
 
 void gated_hybrid_synthetic_config(const SyntheticOptions& o, nlohmann::json& c) {

@@ -21,13 +21,15 @@ namespace fp4lm::model {
 void read_gated_hybrid_keys(const ConfigReader& r, ModelConfig& c);
 
 // Decoder layer i's mixer layers: gated attention, or the GDN's projections in the layout
-// c.gdn_fused_qkvz says (in_proj_qkv + in_proj_z + in_proj_b/a, or in_proj_qkvz + in_proj_ba).
+// c.gdn.fused_qkvz says (in_proj_qkv + in_proj_z + in_proj_b/a, or in_proj_qkvz + in_proj_ba).
 // in_proj_b / in_proj_a (one row per value head) are planned as routers: never quantized.
 void plan_gated_hybrid_mixer(const ModelConfig& c, int64_t i, std::vector<LayerSpec>& out);
 // Norms, q/k norms of attention layers, conv1d / A_log / dt_bias / norm of GDN layers.
 std::vector<LayerParam> gated_hybrid_layer_params(const ModelConfig& c, int64_t i);
-// Attention layers use the KV cache's slots in order, GDN layers the recurrent slots.
-std::unique_ptr<Mixer> make_gated_hybrid_mixer(ModelLoader& l, int64_t i, const Rope& rope);
+// Gated attention or a gated delta-net, as layer_types says (each declares its own state).
+std::unique_ptr<Mixer> make_gated_hybrid_mixer(const LayerBuild& b, int64_t i);
+// ModelOpt's quantizer config disables *linear_attn.conv1d*: the GDN layers' conv1d modules.
+std::vector<std::string> gated_hybrid_default_exclusions(const ModelConfig& c);
 // The synthetic writer's keys for the hybrid's mixers (layer_types, GDN dims, RoPE).
 void gated_hybrid_synthetic_config(const SyntheticOptions& o, nlohmann::json& c);
 // Those keys as Qwen3.5 (dense and MoE) configs write them: attn_output_gate, mamba_ssm_dtype
@@ -40,8 +42,11 @@ class GatedHybridArch : public ArchDef {
   std::vector<LayerParam> layer_params(const ModelConfig& c, int64_t i) const override {
     return gated_hybrid_layer_params(c, i);
   }
-  std::unique_ptr<Mixer> make_mixer(ModelLoader& l, int64_t i, const Rope& rope) const override {
-    return make_gated_hybrid_mixer(l, i, rope);
+  std::unique_ptr<Mixer> make_mixer(const LayerBuild& b, int64_t i) const override {
+    return make_gated_hybrid_mixer(b, i);
+  }
+  std::vector<std::string> default_exclusions(const ModelConfig& c) const override {
+    return gated_hybrid_default_exclusions(c);
   }
 };
 

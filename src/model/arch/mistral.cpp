@@ -1,12 +1,8 @@
 // MistralForCausalLM: Llama's layout (GQA, no q/k/v bias, a dense SwiGLU MLP in every layer,
 // head_dim may differ from hidden/heads) with sliding-window attention: position p attends to
 // positions (p - sliding_window, p]. HF's MistralConfig defaults sliding_window to 4096 when the
-// key is absent; null turns the window off. fp4lm runs full causal attention, which is the same
-// computation for sequences of at most sliding_window tokens, so a window below
-// max_position_embeddings caps the model length at the window (one INFO line says so).
-#include <algorithm>
-
-#include "core/log.h"
+// key is absent; null turns the window off. A window below max_position_embeddings makes every
+// attention layer a sliding-window one (its KV cache a ring of the window: model/kv_cache.h).
 #include "model/arch/llama_layout.h"
 
 namespace fp4lm::model {
@@ -21,12 +17,7 @@ class Mistral final : public LlamaLayoutArch {
     if (r.j.contains("sliding_window") && r.j["sliding_window"].is_null()) return;  // no window
     const int64_t window = r.opt<int64_t>("sliding_window", 4096);
     r.positive("sliding_window", window);
-    if (window < c.max_position_embeddings) {
-      log().info("{}: sliding_window {} < max_position_embeddings {}: sequences are limited to {} tokens, where "
-                 "sliding-window attention equals full causal attention",
-                 r.path, window, c.max_position_embeddings, window);
-      c.max_position_embeddings = window;
-    }
+    if (window < c.max_position_embeddings) c.sliding_window = window;
   }
   void synthetic_config(const SyntheticOptions&, nlohmann::json& c) const override {
     c["sliding_window"] = nullptr;

@@ -16,11 +16,11 @@ class Mixtral final : public ArchDef {
  public:
   std::string_view hf_name() const override { return "MixtralForCausalLM"; }
   void parse_config(const ConfigReader& r, ModelConfig& c) const override {
-    c.num_experts = r.req<int64_t>("num_local_experts");
-    c.top_k = r.req<int64_t>("num_experts_per_tok");
-    c.moe_intermediate_size = r.req<int64_t>("intermediate_size");
-    c.intermediate_size = c.moe_intermediate_size;
-    c.norm_topk_prob = true;  // Mixtral always renormalizes its top-k softmax weights
+    c.moe.num_experts = r.req<int64_t>("num_local_experts");
+    c.moe.top_k = r.req<int64_t>("num_experts_per_tok");
+    c.moe.moe_intermediate_size = r.req<int64_t>("intermediate_size");
+    c.intermediate_size = c.moe.moe_intermediate_size;
+    c.moe.norm_topk_prob = true;  // Mixtral always renormalizes its top-k softmax weights
   }
   void plan_layer(const ModelConfig& c, int64_t i, std::vector<LayerSpec>& out) const override {
     plan_attention(c, i, out);

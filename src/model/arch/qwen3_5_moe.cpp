@@ -23,12 +23,12 @@ class Qwen3_5Moe final : public GatedHybridArch {
 
   void parse_config(const ConfigReader& r, ModelConfig& c) const override {
     read_gated_hybrid_keys(r, c);
-    c.num_experts = r.req<int64_t>("num_experts");
-    c.top_k = r.req<int64_t>("num_experts_per_tok");
-    c.moe_intermediate_size = r.req<int64_t>("moe_intermediate_size");
-    c.norm_topk_prob = true;  // qwen3_5_moe always renormalizes the top-k weights
-    c.shared_expert_intermediate_size = r.req<int64_t>("shared_expert_intermediate_size");
-    r.positive("shared_expert_intermediate_size", c.shared_expert_intermediate_size);
+    c.moe.num_experts = r.req<int64_t>("num_experts");
+    c.moe.top_k = r.req<int64_t>("num_experts_per_tok");
+    c.moe.moe_intermediate_size = r.req<int64_t>("moe_intermediate_size");
+    c.moe.norm_topk_prob = true;  // qwen3_5_moe always renormalizes the top-k weights
+    c.moe.shared_expert_intermediate_size = r.req<int64_t>("shared_expert_intermediate_size");
+    r.positive("shared_expert_intermediate_size", c.moe.shared_expert_intermediate_size);
   }
 
   void plan_layer(const ModelConfig& c, int64_t i, std::vector<LayerSpec>& out) const override {

@@ -30,7 +30,7 @@ class Qwen3Moe final : public ArchDef {
   std::unique_ptr<FeedForward> make_ffn(ModelLoader& l, int64_t i) const override {
     const std::string p = fmt::format("model.layers.{}.mlp", i);
     if (!l.config().layer_is_moe(i)) return std::make_unique<DenseMlp>(l, p);
-    return std::make_unique<SparseMoe>(l, p, l.config().norm_topk_prob, /*shared_expert=*/false);
+    return std::make_unique<SparseMoe>(l, p, l.config().moe.norm_topk_prob, /*shared_expert=*/false);
   }
   void synthetic_config(const SyntheticOptions& o, nlohmann::json& c) const override {
     c["num_experts"] = o.experts;

@@ -24,7 +24,7 @@ class Qwen3Next final : public GatedHybridArch {
 
   void parse_config(const ConfigReader& r, ModelConfig& c) const override {
     read_gated_hybrid_keys(r, c);
-    c.gdn_fused_qkvz = true;
+    c.gdn.fused_qkvz = true;
     read_shared_expert_moe_keys(r, c, /*norm_topk_default=*/true);
   }
 
@@ -34,7 +34,7 @@ class Qwen3Next final : public GatedHybridArch {
   }
 
   std::unique_ptr<FeedForward> make_ffn(ModelLoader& l, int64_t i) const override {
-    return make_shared_expert_moe(l, i, l.config().norm_topk_prob);
+    return make_shared_expert_moe(l, i, l.config().moe.norm_topk_prob);
   }
 
   void synthetic_config(const SyntheticOptions& o, nlohmann::json& c) const override {

@@ -11,14 +11,14 @@ namespace fp4lm::model {
 
 void read_shared_expert_moe_keys(const ConfigReader& r, ModelConfig& c, bool norm_topk_default) {
   read_sparse_moe_keys(r, c, norm_topk_default);
-  c.shared_expert_intermediate_size = r.req<int64_t>("shared_expert_intermediate_size");
-  r.positive("shared_expert_intermediate_size", c.shared_expert_intermediate_size);
+  c.moe.shared_expert_intermediate_size = r.req<int64_t>("shared_expert_intermediate_size");
+  r.positive("shared_expert_intermediate_size", c.moe.shared_expert_intermediate_size);
 }
 
 void plan_shared_expert_moe(const ModelConfig& c, int64_t i, const std::string& block, std::vector<LayerSpec>& out) {
   if (!c.layer_is_moe(i)) return plan_dense_mlp(c, i, block, c.intermediate_size, out);
   plan_sparse_moe(c, i, block, {"gate_proj", "up_proj", "down_proj"}, out);
-  plan_dense_mlp(c, i, block + ".shared_expert", c.shared_expert_intermediate_size, out);
+  plan_dense_mlp(c, i, block + ".shared_expert", c.moe.shared_expert_intermediate_size, out);
   LayerSpec gate = plan_linear(block + ".shared_expert_gate", i, {block + ".shared_expert_gate"}, {1}, c.hidden_size);
   gate.router = true;
   out.push_back(gate);

@@ -1,0 +1,45 @@
+#include "model/state_layout.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "core/error.h"
+
+namespace fp4lm::model {
+
+int64_t StateLayout::add_kv(int64_t layer, const KvSlotShape& shape) {
+  if (shape.kv_heads <= 0 || shape.head_dim <= 0 || shape.window < 0)
+    fail("layer {}: invalid KV slot (kv heads {}, head_dim {}, window {})", layer, shape.kv_heads, shape.head_dim,
+         shape.window);
+  kv_.push_back(shape);
+  kv_owner_.push_back(layer);
+  return static_cast<int64_t>(kv_.size()) - 1;
+}
+
+int64_t StateLayout::kv_slot_of_layer(int64_t layer) const {
+  for (size_t s = 0; s < kv_owner_.size(); ++s)
+    if (kv_owner_[s] == layer) return static_cast<int64_t>(s);
+  fail("decoder layer {} stored no K/V (no earlier layer declared a KV slot for it) to share", layer);
+}
+
+int64_t StateLayout::add_recurrent(size_t floats) {
+  recurrent_.push_back(floats);
+  return static_cast<int64_t>(recurrent_.size()) - 1;
+}
+
+void StateLayout::align_rows(int64_t rows) {
+  if (rows <= 0) fail("state layout: row alignment must be positive, got {}", rows);
+  align_ = std::lcm(align_, rows);
+}
+
+KvCache StateLayout::new_kv_cache(int64_t capacity, int64_t max_step_rows, DType kv_dtype) const {
+  return KvCache(kv_, capacity, max_step_rows, kv_dtype);
+}
+
+size_t StateLayout::sequence_bytes(int64_t capacity, int64_t max_step_rows, DType kv_dtype) const {
+  size_t b = KvCache::reserved_bytes(kv_, capacity, max_step_rows, kv_dtype);
+  for (size_t f : recurrent_) b += 2 * f * sizeof(float);
+  return b;
+}
+
+}  // namespace fp4lm::model

@@ -1,0 +1,57 @@
+#pragma once
+// What one sequence's state is made of, as the model's mixers declare it while they load: each
+// attention layer that stores K/V declares a KV slot (its heads, head_dim, sliding window, FP8
+// scales); each layer with a fixed-size recurrent state (a gated delta-net's conv window and
+// delta-rule matrices, a Mamba layer's conv and SSM state) declares its float32 size; a mixer
+// whose prefill results depend on how a sequence's rows are cut into steps declares the
+// position grid it needs (align_rows). A layer that reads K/V another layer stored declares
+// nothing and keeps that layer's slot number. CausalLM and SequenceStore only add these up: a
+// new sequence is a KvCache of the declared slots plus the recurrent slots
+// (model/sequence_state.h), and its bytes are their sum.
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "core/dtype.h"
+#include "model/kv_cache.h"
+
+namespace fp4lm::model {
+
+class StateLayout {
+ public:
+  // Decoder layer `layer`'s KV slot (per position: 2 × kv_heads × head_dim values; a window
+  // bounds them); returns its number, the `layer` argument of KvCache's accessors.
+  int64_t add_kv(int64_t layer, const KvSlotShape& shape);
+  // The KV slot decoder layer `layer` declared (a later layer that shares its K/V reads it);
+  // Error when it declared none.
+  int64_t kv_slot_of_layer(int64_t layer) const;
+  // A recurrent slot of `floats` float32 values per sequence; returns its number
+  // (SequenceState::recurrent_in/out).
+  int64_t add_recurrent(size_t floats);
+  // Steps cut a sequence's rows only at positions that are multiples of `rows` (when a step has
+  // room for at least that many): the mixer's blocks, and so its results, do not depend on what
+  // else shares a step.
+  void align_rows(int64_t rows);
+  // FP8 KV cache: `n` of the k_scale / v_scale tensors the layers looked for were absent (1.0 used).
+  void note_missing_kv_scales(int64_t n) { missing_kv_scales_ += n; }
+
+  const std::vector<KvSlotShape>& kv_slots() const { return kv_; }
+  const std::vector<size_t>& recurrent_slots() const { return recurrent_; }
+  int64_t row_alignment() const { return align_; }
+  int64_t missing_kv_scales() const { return missing_kv_scales_; }
+
+  // A new sequence's K/V of `capacity` positions, `max_step_rows` of them written per step.
+  KvCache new_kv_cache(int64_t capacity, int64_t max_step_rows, DType kv_dtype) const;
+  // Bytes one sequence of `capacity` positions reserves: its K/V and its recurrent slots (two
+  // buffers each, see SequenceState).
+  size_t sequence_bytes(int64_t capacity, int64_t max_step_rows, DType kv_dtype) const;
+
+ private:
+  std::vector<KvSlotShape> kv_;
+  std::vector<int64_t> kv_owner_;  // per KV slot: the decoder layer that declared it
+  std::vector<size_t> recurrent_;
+  int64_t align_ = 1;
+  int64_t missing_kv_scales_ = 0;
+};
+
+}  // namespace fp4lm::model
