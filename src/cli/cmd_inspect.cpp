@@ -218,23 +218,23 @@ void print_human(const json& f, std::FILE* out) {
   if (q.is_null()) {
     line("quantization", "none");
   } else {
-    if (q["family"] == "modelopt") {
-      line("quantization", fmt::format("{} (from {})", plain(q["quant_algo"]), plain(q["source"])));
+    if (field(q, "family") == "modelopt") {
+      line("quantization", fmt::format("{} (from {})", plain(field(q, "quant_algo")), plain(field(q, "source"))));
       line("  config family", "modelopt");
-      line("  group size", plain(q["group_size"]));
-      line("  kv cache", plain(q["kv_cache_quant_algo"]));
-      line("  exclude", plain(q["exclude_modules"]));
+      line("  group size", plain(field(q, "group_size")));
+      line("  kv cache", plain(field(q, "kv_cache_quant_algo")));
+      line("  exclude", plain(field(q, "exclude_modules")));
     } else {
-      line("quantization", fmt::format("{} (from {})", plain(q["format"]), plain(q["source"])));
-      line("  config family", plain(q["family"]));
+      line("quantization", fmt::format("{} (from {})", plain(field(q, "format")), plain(field(q, "source"))));
+      line("  config family", plain(field(q, "family")));
       for (const json& g : q["config_groups"])
-        line("  group " + g["name"].get<std::string>(),
-             fmt::format("{} -> {}", plain(g["targets"]), plain(g["description"])));
-      line("  kv cache", plain(q["kv_cache_scheme"]));
-      line("  ignore", plain(q["ignore"]));
+        line("  group " + field(g, "name").get<std::string>(),
+             fmt::format("{} -> {}", plain(field(g, "targets")), plain(field(g, "description"))));
+      line("  kv cache", plain(field(q, "kv_cache_scheme")));
+      line("  ignore", plain(field(q, "ignore")));
     }
-    line("  override act dtype", plain(q["override_activation_dtype"]));
-    line_if("  files disagree", q["config_disagreement"]);
+    line("  override act dtype", plain(field(q, "override_activation_dtype")));
+    line_if("  files disagree", field(q, "config_disagreement"));
   }
   line("tensors", plain(f["tensor_count"]));
   for (const auto& [dt, count] : f["tensors_by_dtype"].items())
