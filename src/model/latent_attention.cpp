@@ -26,9 +26,10 @@ MlaForm mla_form_from_env() {
 
 namespace {
 
-// FP8 cache: the latent's scale (self_attn.k_scale, or kv_a_proj_with_mqa.k_scale); 1.0 when absent.
+// FP8 cache: the latent's scale, one for the whole latent as vLLM's MLA uses it (self_attn.k_scale,
+// or ModelOpt's k_proj.k_scale / kv_a_proj_with_mqa.k_scale); 1.0 when absent.
 float latent_scale(const io::Checkpoint& ckpt, const std::string& attn, int64_t& missing) {
-  for (const std::string& n : {attn + ".k_scale", attn + ".kv_a_proj_with_mqa.k_scale"}) {
+  for (const std::string& n : {attn + ".k_scale", attn + ".k_proj.k_scale", attn + ".kv_a_proj_with_mqa.k_scale"}) {
     const TensorView* t = ckpt.find(n);
     if (!t) continue;
     if (t->numel() != 1 || (t->dtype != DType::F32 && t->dtype != DType::BF16 && t->dtype != DType::F16))

@@ -34,7 +34,7 @@ MlaForm mla_form_from_env();
 class LatentAttention final : public Mixer {
  public:
   // Loads model.layers.<layer>.self_attn.* and declares its latent KV slot in b.state (FP8
-  // cache: scale self_attn.k_scale, or kv_a_proj_with_mqa's, 1.0 when absent).
+  // cache: scale self_attn.k_scale, k_proj.k_scale or kv_a_proj_with_mqa.k_scale, 1.0 when absent).
   LatentAttention(const LayerBuild& b, int64_t layer, MlaForm form = mla_form_from_env());
   void forward(const float* x, std::span<const SequenceSpan> spans, float* y) const override;
   size_t weight_bytes() const override;

@@ -82,6 +82,7 @@ struct ModelConfig {
   bool tie_word_embeddings = false;
   bool attention_bias = false;  // q/k/v biases (Qwen2 always)
   bool qk_norm = false;         // Qwen3 / Qwen3-MoE per-head q_norm, k_norm
+  bool qk_norm_full_width = false;  // MiniMax-M2: q_norm / k_norm over all heads at once
   MoeConfig moe;  // sparse-MoE architectures (read_sparse_moe_keys and the MoE ArchDefs)
   GatedDeltaNetConfig gdn;  // the gated delta-net hybrids (arch/gated_hybrid.h)
   LatentAttentionConfig mla;  // multi-head latent attention (arch/deepseek_v3.cpp)

@@ -61,8 +61,11 @@ inline TinyModel make_tiny_model(const std::string& arch, uint64_t seed = 7, boo
   if (arch == "MistralForCausalLM") c["sliding_window"] = 256;
   // The DeepSeek-style MoE families: sigmoid routing with e_score_correction_bias, 2 groups of 3
   // experts (topk_group 1), routed_scaling_factor, one shared expert, layer 0 dense.
-  const bool ds_moe = arch == "Glm4MoeForCausalLM" || arch == "DeepseekV3ForCausalLM";
-  const bool mla = arch == "DeepseekV3ForCausalLM";
+  const bool ds_moe = arch == "Glm4MoeForCausalLM" || arch == "DeepseekV3ForCausalLM" || arch == "Glm4MoeLiteForCausalLM";
+  const bool mla = arch == "DeepseekV3ForCausalLM" || arch == "Glm4MoeLiteForCausalLM";
+  // Glm4MoeLite exercises MLA's other options: a plain q_proj (q_lora_rank null), rotate-half
+  // RoPE (rope_interleave false), default RoPE, dense layers from mlp_layer_types.
+  const bool lite = arch == "Glm4MoeLiteForCausalLM";
   const int64_t q_lora = 24, kv_lora = 16, dn = 8, dr = 4, dv = 6;  // MLA dims
   if (ds_moe) {
     c["n_routed_experts"] = experts;
@@ -93,6 +96,25 @@ inline TinyModel make_tiny_model(const std::string& arch, uint64_t seed = 7, boo
     c["num_key_value_heads"] = heads;
     c["rope_scaling"] = {{"type", "yarn"}, {"factor", 4.0}, {"original_max_position_embeddings", 64},
                          {"beta_fast", 32}, {"beta_slow", 1}, {"mscale", 1.0}, {"mscale_all_dim", 1.0}};
+  }
+  const bool minimax = arch == "MiniMaxM2ForCausalLM";
+  if (minimax) {  // full-width q/k norms, rotary_dim = half the head, sigmoid + bias routing
+    c["num_local_experts"] = experts;
+    c["num_experts_per_tok"] = top_k;
+    c["intermediate_size"] = moe_inter;
+    c["use_qk_norm"] = true;
+    c["rotary_dim"] = 8;
+    c["head_dim"] = 16;
+    c["scoring_func"] = "sigmoid";
+  }
+  if (lite) {
+    c["q_lora_rank"] = nullptr;
+    c["rope_interleave"] = false;
+    c.erase("rope_scaling");
+    c.erase("first_k_dense_replace");
+    c["mlp_layer_types"] = {"dense", "sparse", "sparse"};
+    c["n_group"] = 1;
+    c["routed_scaling_factor"] = 1.8;
   }
   const bool moe = arch == "Qwen3MoeForCausalLM" || arch == "MixtralForCausalLM" || arch == "Qwen2MoeForCausalLM";
   if (arch == "Qwen3MoeForCausalLM" || arch == "Qwen2MoeForCausalLM") {
@@ -141,9 +163,13 @@ inline TinyModel make_tiny_model(const std::string& arch, uint64_t seed = 7, boo
     add(p + ".post_attention_layernorm.weight", {hidden}, 0.1f, 1.0f);
     const int64_t hd = c["head_dim"].get<int64_t>();
     if (mla) {
-      lin(p + ".self_attn.q_a_proj", q_lora, hidden);
-      add(p + ".self_attn.q_a_layernorm.weight", {q_lora}, 0.1f, 1.0f);
-      lin(p + ".self_attn.q_b_proj", heads * (dn + dr), q_lora);
+      if (lite) {
+        lin(p + ".self_attn.q_proj", heads * (dn + dr), hidden);
+      } else {
+        lin(p + ".self_attn.q_a_proj", q_lora, hidden);
+        add(p + ".self_attn.q_a_layernorm.weight", {q_lora}, 0.1f, 1.0f);
+        lin(p + ".self_attn.q_b_proj", heads * (dn + dr), q_lora);
+      }
       lin(p + ".self_attn.kv_a_proj_with_mqa", kv_lora + dr, hidden);
       add(p + ".self_attn.kv_a_layernorm.weight", {kv_lora}, 0.1f, 1.0f);
       lin(p + ".self_attn.kv_b_proj", heads * (dn + dv), kv_lora);
@@ -158,8 +184,22 @@ inline TinyModel make_tiny_model(const std::string& arch, uint64_t seed = 7, boo
       add(p + ".self_attn.q_norm.weight", {hd}, 0.1f, 1.0f);
       add(p + ".self_attn.k_norm.weight", {hd}, 0.1f, 1.0f);
     }
+    if (minimax) {
+      add(p + ".self_attn.q_norm.weight", {heads * hd}, 0.1f, 1.0f);
+      add(p + ".self_attn.k_norm.weight", {kv * hd}, 0.1f, 1.0f);
+      const std::string b = p + ".block_sparse_moe";
+      lin(b + ".gate", experts, hidden);
+      add(b + ".e_score_correction_bias", {experts}, 0.3f);
+      for (int64_t e = 0; e < experts; ++e) {
+        const std::string ep = fmt::format("{}.experts.{}", b, e);
+        lin(ep + ".w1", moe_inter, hidden);
+        lin(ep + ".w3", moe_inter, hidden);
+        lin(ep + ".w2", hidden, moe_inter);
+      }
+      continue;
+    }
     if (ds_moe) {
-      if (l == 0) {
+      if (l == 0) {  // first_k_dense_replace 1 / mlp_layer_types[0] "dense"
         mlp(p + ".mlp", inter);
         continue;
       }
@@ -332,6 +372,31 @@ inline Vec sigmoid_moe(const nlohmann::json& c, const TinyWeights& w, const std:
   return y;
 }
 
+// MiniMax-M2's block (HF MiniMaxM2TopKRouter): sigmoid scores, top_k by score + bias, weights
+// the unbiased scores / their sum; Mixtral's expert names.
+inline Vec minimax_moe(const nlohmann::json& c, const TinyWeights& w, const std::string& b, const Vec& x) {
+  const Vec logits = matvec(w.at(b + ".gate.weight"), x);
+  const int64_t ne = static_cast<int64_t>(logits.size()), top_k = c["num_experts_per_tok"];
+  const std::vector<float>& bias = w.at(b + ".e_score_correction_bias").v;
+  std::vector<std::pair<double, int64_t>> order;
+  Vec score(ne);
+  for (int64_t e = 0; e < ne; ++e) {
+    score[e] = 1 / (1 + std::exp(-logits[e]));
+    order.push_back({-(score[e] + bias[e]), e});
+  }
+  std::sort(order.begin(), order.end());
+  double total = 0;
+  for (int64_t j = 0; j < top_k; ++j) total += score[order[j].second];
+  Vec y(x.size(), 0.0);
+  for (int64_t j = 0; j < top_k; ++j) {
+    const int64_t e = order[j].second;
+    const std::string ep = fmt::format("{}.experts.{}", b, e);
+    Vec out = swiglu(w, ep + ".w1", ep + ".w3", ep + ".w2", x);
+    for (size_t i = 0; i < y.size(); ++i) y[i] += score[e] / total * out[i];
+  }
+  return y;
+}
+
 // Multi-head latent attention as HF's DeepseekV3Attention computes it (the expanded form: K/V
 // rebuilt from the latents with kv_b_proj), interleaved RoPE pairs (2i, 2i+1) with YaRN's
 // attention factor on cos/sin and its mscale_all_dim² in the softmax scale. Updates h.
@@ -352,7 +417,17 @@ inline void mla_attention(const nlohmann::json& c, const TinyWeights& w, const s
   }
   auto wp = [&](const std::string& name) { return w.at(name).v.data(); };
   const size_t n = h.size();
+  const bool interleave = c.value("rope_interleave", true);
   auto rope_pairs = [&](double* x, int64_t pos) {  // HF apply_rotary_pos_emb_interleave
+    if (!interleave) {  // HF apply_rotary_pos_emb: rotate-half
+      for (int64_t i = 0; i < dr / 2; ++i) {
+        const double cs = std::cos(pos * f[i]) * attn_factor, sn = std::sin(pos * f[i]) * attn_factor;
+        const double a = x[i], b = x[i + dr / 2];
+        x[i] = a * cs - b * sn;
+        x[i + dr / 2] = b * cs + a * sn;
+      }
+      return;
+    }
     Vec out(static_cast<size_t>(dr));
     for (int64_t i = 0; i < dr / 2; ++i) {
       const double cs = std::cos(pos * f[i]) * attn_factor, sn = std::sin(pos * f[i]) * attn_factor;
@@ -409,7 +484,9 @@ inline std::vector<Vec> forward(const TinyModel& m, const std::vector<int32_t>& 
   const int64_t hd = c["head_dim"], layers = c["num_hidden_layers"];
   const double eps = c["rms_norm_eps"];
   // Partial RoPE (GLM-4.x: partial_rotary_factor of each head) and MLA (qk_rope_head_dim).
-  const int64_t rope_dim = static_cast<int64_t>(static_cast<double>(hd) * c.value("partial_rotary_factor", 1.0));
+  const int64_t rope_dim = c.contains("rotary_dim")
+                               ? c["rotary_dim"].get<int64_t>()
+                               : static_cast<int64_t>(static_cast<double>(hd) * c.value("partial_rotary_factor", 1.0));
   const Vec f = inv_freq(c, rope_dim);
   const bool mla = c.contains("kv_lora_rank");
   const size_t n = tokens.size();
@@ -436,7 +513,11 @@ inline std::vector<Vec> forward(const TinyModel& m, const std::vector<int32_t>& 
       q[t] = matvec(w.at(p + ".self_attn.q_proj.weight"), x, bias("q_proj"));
       k[t] = matvec(w.at(p + ".self_attn.k_proj.weight"), x, bias("k_proj"));
       v[t] = matvec(w.at(p + ".self_attn.v_proj.weight"), x, bias("v_proj"));
-      if (w.count(p + ".self_attn.q_norm.weight")) {
+      if (w.count(p + ".self_attn.q_norm.weight") && w.at(p + ".self_attn.q_norm.weight").v.size() == size_t(heads * hd) &&
+          heads * hd != hd) {  // MiniMax-M2: one RMSNorm over the whole projection
+        q[t] = rms_norm(q[t], wp(p + ".self_attn.q_norm.weight"), 0, heads * hd, eps);
+        k[t] = rms_norm(k[t], wp(p + ".self_attn.k_norm.weight"), 0, kvh * hd, eps);
+      } else if (w.count(p + ".self_attn.q_norm.weight")) {
         for (int64_t hh = 0; hh < heads; ++hh) {
           Vec y = rms_norm(q[t], wp(p + ".self_attn.q_norm.weight"), hh * hd, hd, eps);
           std::copy(y.begin(), y.end(), q[t].begin() + hh * hd);
@@ -477,6 +558,8 @@ inline std::vector<Vec> forward(const TinyModel& m, const std::vector<int32_t>& 
       const std::string moe_block = p + (arch == "MixtralForCausalLM" ? ".block_sparse_moe" : ".mlp");
       if (w.count(moe_block + ".gate.e_score_correction_bias")) {
         y = sigmoid_moe(c, w, moe_block, x);
+      } else if (w.count(p + ".block_sparse_moe.e_score_correction_bias")) {
+        y = minimax_moe(c, w, p + ".block_sparse_moe", x);
       } else if (w.count(moe_block + ".gate.weight")) {
         Vec logits = matvec(w.at(moe_block + ".gate.weight"), x);
         const int64_t ne = static_cast<int64_t>(logits.size()), top_k = c["num_experts_per_tok"];

@@ -18,6 +18,7 @@ const ArchDef& qwen3_next_arch();
 const ArchDef& glm4_moe_arch();
 const ArchDef& deepseek_v3_arch();
 const ArchDef& glm4_moe_lite_arch();
+const ArchDef& minimax_m2_arch();
 
 const std::vector<const ArchDef*>& architectures() {
   static const std::vector<const ArchDef*> all = {
@@ -25,6 +26,7 @@ const std::vector<const ArchDef*>& architectures() {
       &mixtral_arch(), &qwen2_moe_arch(), &mistral_arch(),
       &qwen3_5_arch(), &qwen3_5_vl_arch(), &qwen3_5_moe_arch(), &qwen3_5_moe_vl_arch(),
       &qwen3_next_arch(), &glm4_moe_arch(), &deepseek_v3_arch(), &glm4_moe_lite_arch(),
+      &minimax_m2_arch(),
   };
   return all;
 }
