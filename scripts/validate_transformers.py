@@ -107,7 +107,10 @@ def make_config(cls_name, kwargs):
     if cls_name == "Gemma3Config":  # the VL wrapper: the text model above + a tiny SigLIP tower
         vision = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
                       image_size=28, patch_size=14)
-        return transformers.Gemma3Config(text_config=GEMMA3, vision_config=vision, mm_tokens_per_image=4)
+        # transformers 5.24's Gemma3ForConditionalGeneration does not soft-cap its logits (its
+        # Gemma3ForCausalLM does; published Gemma 3 configs set final_logit_softcapping null).
+        text = dict(GEMMA3, final_logit_softcapping=None)
+        return transformers.Gemma3Config(text_config=text, vision_config=vision, mm_tokens_per_image=4)
     return getattr(transformers, cls_name)(**kwargs)
 
 
