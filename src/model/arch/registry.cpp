@@ -19,14 +19,17 @@ const ArchDef& glm4_moe_arch();
 const ArchDef& deepseek_v3_arch();
 const ArchDef& glm4_moe_lite_arch();
 const ArchDef& minimax_m2_arch();
+const ArchDef& gemma3_arch();
+const ArchDef& gemma3_vl_arch();
 
 const std::vector<const ArchDef*>& architectures() {
   static const std::vector<const ArchDef*> all = {
       &llama_arch(), &qwen2_arch(), &qwen3_arch(), &qwen3_moe_arch(),
       &mixtral_arch(), &qwen2_moe_arch(), &mistral_arch(),
       &qwen3_5_arch(), &qwen3_5_vl_arch(), &qwen3_5_moe_arch(), &qwen3_5_moe_vl_arch(),
-      &qwen3_next_arch(), &glm4_moe_arch(), &deepseek_v3_arch(), &glm4_moe_lite_arch(),
-      &minimax_m2_arch(),
+      &qwen3_next_arch(),
+      &gemma3_arch(), &gemma3_vl_arch(),
+      &glm4_moe_arch(), &deepseek_v3_arch(), &glm4_moe_lite_arch(), &minimax_m2_arch(),
   };
   return all;
 }
