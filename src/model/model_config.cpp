@@ -73,6 +73,7 @@ ModelConfig parse_model_config(const json& top, const std::string& path) {
     // Multi-head latent attention: heads are qk_nope + qk_rope wide, RoPE covers qk_rope_head_dim
     // (HF sets head_dim to it); the MLA ArchDef reads the rest.
     c.head_dim = r.req<int64_t>("qk_rope_head_dim");
+    if (c.head_dim % 2 != 0) fail("{}: qk_rope_head_dim must be even, found {}", path, c.head_dim);
   } else if (j.contains("head_dim") && !j["head_dim"].is_null()) {
     c.head_dim = r.get<int64_t>("head_dim");
   } else {

@@ -82,6 +82,14 @@ class DeepseekV3 : public ArchDef {
     return std::make_unique<LatentAttention>(b, i);
   }
   std::unique_ptr<FeedForward> make_ffn(ModelLoader& l, int64_t i) const override { return make_deepseek_moe(l, i); }
+  // kv_b_proj stays unquantized, as NVIDIA's newer exports keep it: the attention keeps it
+  // dequantized in float32 anyway (no memory saved), and it never runs as a Linear, so
+  // calibration could not observe its input.
+  std::vector<std::string> default_exclusions(const ModelConfig& c) const override {
+    std::vector<std::string> out;
+    for (int64_t i = 0; i < c.num_layers; ++i) out.push_back(fmt::format("model.layers.{}.self_attn.kv_b_proj", i));
+    return out;
+  }
   void synthetic_config(const SyntheticOptions& o, nlohmann::json& c) const override {
     deepseek_moe_synthetic_config(o, c);
     // MLA dims from the synthetic head_dim: rope = head_dim / 2, nope = head_dim, v = head_dim.
