@@ -13,6 +13,7 @@
 #include "server/request_fields.h"
 #include "server/structured_output_request.h"
 #include "server/tool_choice_spec.h"
+#include "server/unsupported_fields.h"
 
 namespace fp4lm::server {
 
@@ -38,8 +39,8 @@ void parse_common(const json& b, const ServingModel& m, uint64_t random_seed, Ap
                                   "supported, got {}",
                                   r.n, *best_of),
                       "best_of");
-  if (opt_bool(b, "use_beam_search").value_or(false))
-    throw bad_request("'use_beam_search' is not supported", "use_beam_search");
+  reject_unsupported_fields(b, r.endpoint);
+  r.return_tokens_as_token_ids = opt_bool(b, "return_tokens_as_token_ids").value_or(false);
   if (present(b, "prompt_logprobs"))
     throw bad_request("'prompt_logprobs' is not supported (the engine computes logits for generated positions only)",
                       "prompt_logprobs");
@@ -107,6 +108,18 @@ void parse_common(const json& b, const ServingModel& m, uint64_t random_seed, Ap
       throw bad_request("'stop' strings need a tokenizer, and this model has none; use stop_token_ids", "stop");
   }
   if (present(b, "stop_token_ids")) p.stop_token_ids = token_ids(b["stop_token_ids"], "stop_token_ids", m.vocab_size);
+}
+
+// truncate_prompt_tokens: keep the prompt's last N tokens (-1: the context length), as vLLM.
+void truncate_prompt(const json& b, const ServingModel& m, std::vector<int32_t>& ids) {
+  const std::optional<int64_t> t = opt_int(b, "truncate_prompt_tokens", -1);
+  if (!t) return;
+  const int64_t keep = *t == -1 ? m.max_model_len : *t;
+  if (keep >= m.max_model_len && *t != -1)
+    throw bad_request(fmt::format("truncate_prompt_tokens ({}) must be less than the context length ({})", keep,
+                                  m.max_model_len),
+                      "truncate_prompt_tokens");
+  if (static_cast<int64_t>(ids.size()) > keep) ids.erase(ids.begin(), ids.end() - keep);
 }
 
 // max_tokens once the prompt is known: explicit values are checked against the context by the
@@ -219,6 +232,7 @@ ApiRequest parse_completion_request(const json& b, const ServingModel& m, uint64
     } else {
       throw bad_request(fmt::format("'{}' must be a string or a list of token ids", field), field);
     }
+    truncate_prompt(b, m, p.ids);
     p.max_tokens = max_tokens_for(b, m, p.ids.size(), 16);
     r.prompts.push_back(std::move(p));
   };
@@ -229,7 +243,6 @@ ApiRequest parse_completion_request(const json& b, const ServingModel& m, uint64
   } else {
     throw bad_request("'prompt' must be a string, a list of token ids, or a list of either", "prompt");
   }
-  if (present(b, "suffix")) throw bad_request("'suffix' is not supported", "suffix");
   r.echo = opt_bool(b, "echo").value_or(false);
   if (auto lp = opt_int(b, "logprobs", 0, engine::kMaxLogprobs)) {
     r.logprobs = true;
@@ -330,7 +343,9 @@ ApiRequest parse_chat_request(const json& b, const ServingModel& m, uint64_t ran
     const json& last = b["messages"].back();
     if (last.value("role", "") == "assistant") p.text = checked_messages(json{{"messages", json::array({last})}})[0]["content"];
   }
+  truncate_prompt(b, m, p.ids);
   p.max_tokens = max_tokens_for(b, m, p.ids.size(), std::nullopt);
+  if (opt_bool(b, "return_prompt_text").value_or(false)) r.prompt_text_out = prompt;
   r.prompts.push_back(std::move(p));
   r.logprobs = opt_bool(b, "logprobs").value_or(false);
   if (auto k = opt_int(b, "top_logprobs", 0, engine::kMaxLogprobs)) {

@@ -3,6 +3,7 @@
 // before anything is queued or streamed: a bad value is an ApiError 400 naming the field, an
 // unknown model a 404. Unknown fields are ignored, as in vLLM.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,8 @@ struct ApiRequest {
   nlohmann::json tools = nullptr;  // the request's tools (parsers type arguments by them)
   bool parallel_tool_calls = true; // false: only the first call is returned
   bool include_reasoning = true;   // false: the reasoning parser's reasoning is dropped
+  bool return_tokens_as_token_ids = false;  // logprob tokens as "token_id:N"
+  std::optional<std::string> prompt_text_out;  // chat return_prompt_text: the rendered prompt
 };
 
 // The engine request of choice `c` (prompt c / n, sample c % n: a seed is offset by the sample's

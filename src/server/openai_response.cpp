@@ -51,7 +51,7 @@ const ApiRequest::Prompt& ResponseBuilder::prompt_of(const Choice& ch) const {
 }
 
 std::string ResponseBuilder::token_text(int32_t id) const {
-  if (!m_.tok) return "token_id:" + std::to_string(id);
+  if (!m_.tok || req_.return_tokens_as_token_ids) return "token_id:" + std::to_string(id);
   return m_.tok->decode({id}, false);
 }
 
@@ -230,6 +230,7 @@ std::vector<json> ResponseBuilder::stream_chunks(size_t c, const engine::Request
       first["choices"] = json::array(
           {{{"index", ch.index}, {"delta", delta}, {"logprobs", nullptr}, {"finish_reason", nullptr}}});
       if (req_.return_token_ids) first["prompt_token_ids"] = prompt_of(ch).ids;
+      if (req_.prompt_text_out) first["prompt_text"] = *req_.prompt_text_out;
       if (req_.continuous_usage) first["usage"] = choice_usage(ch);
       chunks.push_back(std::move(first));
     } else if (req_.echo) {
@@ -319,7 +320,7 @@ json ResponseBuilder::chat_message(const Choice& ch, std::string& finish_reason)
     msg["reasoning_content"] = d.reasoning.empty() ? json(nullptr) : json(d.reasoning);
     msg["reasoning"] = msg["reasoning_content"];
   }
-  msg["tool_calls"] = calls;
+  if (!calls.empty()) msg["tool_calls"] = calls;  // vLLM leaves an empty list out
   return msg;
 }
 
@@ -350,6 +351,7 @@ json ResponseBuilder::response() const {
             {"choices", choices},
             {"usage", usage()}};
   if (chat && req_.return_token_ids && !req_.prompts.empty()) r["prompt_token_ids"] = req_.prompts[0].ids;
+  if (req_.prompt_text_out) r["prompt_text"] = *req_.prompt_text_out;
   return r;
 }
 
