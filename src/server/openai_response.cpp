@@ -1,5 +1,7 @@
 #include "server/openai_response.h"
 
+#include <algorithm>
+
 namespace fp4lm::server {
 
 using nlohmann::json;
@@ -14,9 +16,12 @@ std::string ResponseBuilder::token_text(int32_t id) const {
 }
 
 json ResponseBuilder::usage() const {
+  // prompt_tokens_details.cached_tokens: the prompt tokens the prefix cache supplied (OpenAI's
+  // and vLLM's field).
   return {{"prompt_tokens", prompt_tokens_},
           {"completion_tokens", completion_tokens_},
-          {"total_tokens", prompt_tokens_ + completion_tokens_}};
+          {"total_tokens", prompt_tokens_ + completion_tokens_},
+          {"prompt_tokens_details", {{"cached_tokens", cached_tokens_}}}};
 }
 
 json ResponseBuilder::logprobs_json(const std::vector<engine::TokenLogprob>& lps, size_t text_offset) const {
@@ -80,6 +85,7 @@ std::vector<json> ResponseBuilder::stream_chunks(const engine::RequestOutput& ou
     }
   }
   completion_tokens_ = out.completion_tokens > 0 ? out.completion_tokens : completion_tokens_;
+  cached_tokens_ = std::max(cached_tokens_, out.cached_tokens);
   const bool has_ids = !out.token_ids.empty() && (req_.return_token_ids || req_.logprobs);
   if (text.empty() && !out.finished && !has_ids) return chunks;
 
@@ -113,6 +119,7 @@ void ResponseBuilder::add(const engine::RequestOutput& out) {
   ids_.insert(ids_.end(), out.token_ids.begin(), out.token_ids.end());
   logprobs_.insert(logprobs_.end(), out.logprobs.begin(), out.logprobs.end());
   if (out.completion_tokens > 0) completion_tokens_ = out.completion_tokens;
+  cached_tokens_ = std::max(cached_tokens_, out.cached_tokens);
   if (out.finished) {
     finish_reason_ = out.finish_reason;
     stop_reason_ = out.stop_reason ? json(*out.stop_reason) : out.stop_token ? json(*out.stop_token) : json(nullptr);

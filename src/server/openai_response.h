@@ -48,7 +48,7 @@ class ResponseBuilder {
   std::vector<engine::TokenLogprob> logprobs_;
   std::string finish_reason_;
   nlohmann::json stop_reason_ = nullptr;
-  int64_t prompt_tokens_ = 0, completion_tokens_ = 0;
+  int64_t prompt_tokens_ = 0, completion_tokens_ = 0, cached_tokens_ = 0;
 };
 
 }  // namespace fp4lm::server
