@@ -56,9 +56,10 @@ GenerationResult generate(StepModel& model, const tokenizer::Tokenizer* tok, Req
     Scheduler::Outputs outs = sched.step();
     (prefilled ? r.decode_seconds : r.prefill_seconds) += seconds_since(t0);
     if (prefilled) ++r.decode_steps;
+    const bool decoded = prefilled;
     prefilled = true;
     for (auto& [id, out] : outs) {
-      if (prefilled && out.finish_reason != "error") r.decode_tokens += static_cast<int64_t>(out.token_ids.size());
+      if (decoded && out.finish_reason != "error") r.decode_tokens += static_cast<int64_t>(out.token_ids.size());
       if (on_output && out.finish_reason != "error") on_output(out);
       add(r, out);
     }
