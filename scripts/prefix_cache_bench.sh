@@ -23,7 +23,7 @@ cleanup() { [ -n "$pid" ] && kill -TERM "$pid" 2>/dev/null && wait "$pid" 2>/dev
 trap cleanup EXIT
 
 echo "uptime before: $(uptime)"
-"$build/bench/decode_bench" --arch "$arch" --layers "$layers" --tokens 2 --prompt 4 --threads "$threads" \
+"${DECODE_BENCH:-$build/bench/decode_bench}" --arch "$arch" --layers "$layers" --tokens 2 --prompt 4 --threads "$threads" \
   --dir "$work/model" >/dev/null
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 "$build/fp4lm" serve --model "$work/model" --port "$port" --max-num-seqs 4 --max-num-batched-tokens 512 \

@@ -97,6 +97,17 @@ def test_prefix_caching_changes_no_token(moe_w4a4):
         LLM(model=str(moe_w4a4), block_size=0)
 
 
+def test_ngram_speculation_changes_no_greedy_token(moe_w4a4):
+    prompts = [{"prompt_token_ids": [5, 6, 7, 8] * 4}, {"prompt_token_ids": [9, 10, 11] * 3}]
+    params = SamplingParams(temperature=0, max_tokens=16, ignore_eos=True)
+    spec = LLM(model=str(moe_w4a4), speculative_config={"method": "ngram", "num_speculative_tokens": 3})
+    plain = LLM(model=str(moe_w4a4))
+    assert [o.outputs[0].token_ids for o in spec.generate(prompts, params)] == \
+        [o.outputs[0].token_ids for o in plain.generate(prompts, params)]
+    with pytest.raises(ValueError, match="speculative_config: method 'eagle' is not supported"):
+        LLM(model=str(moe_w4a4), speculative_config={"method": "eagle", "num_speculative_tokens": 2})
+
+
 def test_outputs_shape_n_seed_and_logprobs(moe_w4a4):
     llm = LLM(model=str(moe_w4a4))
     prompt = {"prompt_token_ids": [1, 2, 3]}

@@ -462,7 +462,11 @@ TEST_F(OpenAiApi, CompletionEchoAndLogprobs) {
 
 TEST(ServingMetricsText, VllmNamesLabelsAndCumulativeBuckets) {
   ServingMetrics m("my \"model\"", 100);
-  m.on_step({3, 1, 2});
+  engine::StepStats step;
+  step.prompt_tokens = 3;
+  step.generation_tokens = 1;
+  step.sequences = 2;
+  m.on_step(step);
   engine::RequestStats st;
   st.finish_reason = "length";
   st.prompt_tokens = 3;
