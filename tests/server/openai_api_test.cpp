@@ -485,14 +485,21 @@ TEST_F(OpenAiApi, ChoicesOfPromptListsAndSamples) {
   EXPECT_EQ(choice_params(r, 0).sampling.seed, 10u);
   ResponseBuilder rb(r, m_, "cmpl-1", 1);
   ASSERT_EQ(rb.choices(), 4u);
-  for (size_t c = 0; c < 4; ++c) rb.add(c, output({99, 100}, c % 2 ? "cd" : "dc", 2, true, "length"));
+  for (size_t c = 0; c < 4; ++c) {
+    engine::RequestOutput o = output({99, 100}, c % 2 ? "cd" : "dc", 2, true, "length");
+    o.cached_tokens = c == 1 ? 16 : c == 0 ? 8 : 0;  // the first prompt's two samples: it counts once (16)
+    rb.add(c, o);
+  }
   const json resp = rb.response();
   ASSERT_EQ(resp["choices"].size(), 4u);
   EXPECT_EQ(resp["choices"][3]["index"], 3);
   EXPECT_EQ(resp["choices"][3]["text"], "cd");
   EXPECT_EQ(resp["choices"][2]["prompt_token_ids"], (json{5, 6, 7}));
   const int64_t prompt = static_cast<int64_t>(tok_->encode("ab", true).size()) + 3;
-  EXPECT_EQ(resp["usage"], (json{{"prompt_tokens", prompt}, {"completion_tokens", 8}, {"total_tokens", prompt + 8}}));
+  EXPECT_EQ(resp["usage"], (json{{"prompt_tokens", prompt},
+                                  {"completion_tokens", 8},
+                                  {"total_tokens", prompt + 8},
+                                  {"prompt_tokens_details", {{"cached_tokens", 16}}}}));
   // Streamed, each chunk carries its choice's index.
   ResponseBuilder sb(r, m_, "cmpl-2", 1);
   EXPECT_EQ(sb.stream_chunks(2, output({99}, "c", 1))[0]["choices"][0]["index"], 2);
