@@ -75,6 +75,51 @@ void parse_common(const json& b, const ServingModel& m, uint64_t random_seed, Ap
   if (present(b, "stop_token_ids")) p.stop_token_ids = token_ids(b["stop_token_ids"], "stop_token_ids", m.vocab_size);
 }
 
+// The most prompt ids a request may have: one generated token must still fit the context.
+size_t prompt_id_limit(const ServingModel& m) { return static_cast<size_t>(std::max<int64_t>(m.max_model_len - 1, 0)); }
+
+[[noreturn]] void prompt_too_long(const ServingModel& m, size_t bytes, const char* field) {
+  throw bad_request(fmt::format("This model's maximum context length is {} tokens. However, your prompt ({} bytes) "
+                                "has more than {} tokens, which leaves no room for generated tokens.",
+                                m.max_model_len, bytes, prompt_id_limit(m)),
+                    field);
+}
+
+// A 400 before any copy or tokenization when `bytes` of prompt text must make more ids than fit
+// (the tokenizer's bound on bytes per id; no bound, no check).
+void check_prompt_bytes(const ServingModel& m, size_t bytes, const char* field) {
+  if (m.tok && m.tok->min_ids_for_bytes(bytes) > prompt_id_limit(m)) prompt_too_long(m, bytes, field);
+}
+
+// The ids of a prompt text, or a 400 as soon as it is known not to fit the context: from its size
+// alone when the tokenizer bounds the ids per byte, else by stopping the tokenizer at the limit.
+// An over-long prompt never costs a whole tokenization.
+std::vector<int32_t> encode_prompt(const ServingModel& m, const std::string& text, bool add_special_tokens,
+                                   const char* field) {
+  std::optional<std::vector<int32_t>> ids = m.tok->encode_at_most(text, add_special_tokens, prompt_id_limit(m));
+  if (text.size() >= kLargePromptBytes) engine::release_free_memory();  // tokenizing's temporaries
+  if (!ids) prompt_too_long(m, text.size(), field);
+  return std::move(*ids);
+}
+
+// The text of the user messages, which every chat template renders whole (others it may drop or
+// rewrite, e.g. earlier turns' reasoning): a lower bound on the rendered prompt's size, known
+// before the messages are copied and rendered.
+size_t user_text_bytes(const json& b) {
+  size_t n = 0;
+  if (!b.contains("messages") || !b["messages"].is_array()) return 0;
+  for (const json& msg : b["messages"]) {
+    if (!msg.is_object() || !msg.contains("role") || msg["role"] != "user" || !msg.contains("content")) continue;
+    const json& c = msg["content"];
+    if (c.is_string()) n += c.get_ref<const std::string&>().size();
+    if (!c.is_array()) continue;
+    for (const json& part : c)
+      if (part.is_object() && part.contains("text") && part["text"].is_string())
+        n += part["text"].get_ref<const std::string&>().size();
+  }
+  return n;
+}
+
 // max_tokens after the prompt is known: explicit values are checked against the context by the
 // engine; defaults are clipped to what is left of it.
 void set_max_tokens(const json& b, const ServingModel& m, ApiRequest& r, std::optional<int64_t> fallback) {
@@ -144,20 +189,20 @@ ApiRequest parse_completion_request(const json& b, const ServingModel& m, uint64
   r.endpoint = Endpoint::completions;
   parse_common(b, m, random_seed, r);
   if (!b.contains("prompt") || b["prompt"].is_null()) throw bad_request("'prompt' is required", "prompt");
-  json prompt = b["prompt"];
   // A one-element batch is the same as its element; real batches need n choices, not supported.
-  if (prompt.is_array() && !prompt.empty() && (prompt[0].is_string() || prompt[0].is_array())) {
-    if (prompt.size() != 1)
-      throw bad_request("batched prompts (a list of several prompts) are not supported; send one request per prompt",
-                        "prompt");
-    prompt = json(prompt[0]);
-  }
+  // (A reference, not a copy: the prompt may be megabytes.)
+  const json& field = b["prompt"];
+  const bool batch = field.is_array() && !field.empty() && (field[0].is_string() || field[0].is_array());
+  if (batch && field.size() != 1)
+    throw bad_request("batched prompts (a list of several prompts) are not supported; send one request per prompt",
+                      "prompt");
+  const json& prompt = batch ? field[0] : field;
   if (prompt.is_string()) {
+    check_prompt_bytes(m, prompt.get_ref<const std::string&>().size(), "prompt");
     r.prompt_text = prompt.get<std::string>();
     if (r.prompt_text.empty()) throw bad_request("the prompt is empty", "prompt");
     if (!m.tok) throw bad_request("this model has no tokenizer: give the prompt as a list of token ids", "prompt");
-    r.params.prompt = m.tok->encode(r.prompt_text, opt_bool(b, "add_special_tokens").value_or(true));
-    if (r.prompt_text.size() >= kLargePromptBytes) engine::release_free_memory();  // tokenizing's temporaries
+    r.params.prompt = encode_prompt(m, r.prompt_text, opt_bool(b, "add_special_tokens").value_or(true), "prompt");
   } else if (prompt.is_array()) {
     r.params.prompt = token_ids(prompt, "prompt", m.vocab_size);
     if (r.params.prompt.empty()) throw bad_request("the prompt is empty", "prompt");
@@ -183,6 +228,7 @@ std::string render_chat_prompt(const json& b, const ServingModel& m) {
     throw bad_request("this model has no tokenizer or chat template, so it cannot serve chat completions; use "
                       "/v1/completions",
                       "messages");
+  check_prompt_bytes(m, user_text_bytes(b), "messages");
   const json messages = checked_messages(b);
   const tokenizer::ChatOptions co = checked_template_options(b);
   try {
@@ -199,8 +245,7 @@ ApiRequest parse_chat_request(const json& b, const ServingModel& m, uint64_t ran
   r.endpoint = Endpoint::chat;
   parse_common(b, m, random_seed, r);
   const std::string prompt = render_chat_prompt(b, m);
-  r.params.prompt = m.tok->encode(prompt, /*add_special_tokens=*/false);
-  if (prompt.size() >= kLargePromptBytes) engine::release_free_memory();  // tokenizing's temporaries
+  r.params.prompt = encode_prompt(m, prompt, /*add_special_tokens=*/false, "messages");
   if (r.params.prompt.empty()) throw bad_request("the rendered chat prompt is empty", "messages");
   r.logprobs = opt_bool(b, "logprobs").value_or(false);
   if (auto k = opt_int(b, "top_logprobs", 0, engine::kMaxLogprobs)) {
