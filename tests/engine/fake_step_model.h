@@ -21,6 +21,7 @@ class FakeStepModel : public StepModel {
   int64_t next = 100;
   bool fail_next = false;      // the next forward throws
   bool fail_allocate = false;  // the next allocate throws (as CausalLM does on a bad capacity)
+  bool fail_release = false;   // the next release throws (a failure outside forward and sampling)
 
   static int32_t successor(int32_t t, int64_t vocab) { return static_cast<int32_t>((t * 3 + 1) % vocab); }
 
@@ -38,6 +39,10 @@ class FakeStepModel : public StepModel {
     return next++;
   }
   void release(int64_t seq) override {
+    if (fail_release) {
+      fail_release = false;
+      throw std::runtime_error("fake release failure");
+    }
     history.erase(seq);
     capacity.erase(seq);
   }
