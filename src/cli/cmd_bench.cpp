@@ -435,8 +435,12 @@ int run_fp8(const Options& o) {
   }
   if (backends.empty()) fail("no FP8 CPU backend can run on this CPU ({})", cpu_features().describe());
   fmt::print("cpu: {} ({} cores)\n", cpu_features().describe(), cpu_features().physical_cores);
+  // Per backend: per-tensor FP8, then block-wise FP8 (128x128 weight_scale_inv) on the same codes.
   std::vector<KernelColumn> cols;
-  for (const kernels::Backend* b : backends) cols.push_back({b->name + " ms", 22, true});
+  for (const kernels::Backend* b : backends) {
+    cols.push_back({b->name + " ms", 22, true});
+    cols.push_back({b->name + " block ms", 28, true});
+  }
   std::mt19937 rng(3);
   for (int threads : thread_counts) {
     ThreadPool pool(threads);
@@ -456,14 +460,22 @@ int run_fp8(const Options& o) {
       }
       std::vector<float> wf(static_cast<size_t>(s.n * s.k));
       for (auto& v : wf) v = static_cast<float>(rng() % 2001) * 1e-3f - 1.0f;
-      std::vector<std::vector<std::unique_ptr<kernels::LinearKernel>>> kern(backends.size());
+      std::vector<std::vector<std::unique_ptr<kernels::LinearKernel>>> kern(2 * backends.size());
       for (size_t b = 0; b < backends.size(); ++b)
         for (auto& c : codes) {
           kernels::Fp8View v;
           v.codes = c.data();
           v.global_scale = 1e-3f;
-          kern[b].push_back(backends[b]->make_linear(one_shard_layer(kernels::kFp8W8A16, s.n, s.k, v),
-                                                     {kernels::kFp8W8A16, DType::BF16, s.n, s.k, {}}));
+          kern[2 * b].push_back(backends[b]->make_linear(one_shard_layer(kernels::kFp8W8A16, s.n, s.k, v),
+                                                         {kernels::kFp8W8A16, DType::BF16, s.n, s.k, {}}));
+          kernels::Fp8BlockView bv;
+          bv.codes = c.data();
+          bv.block_n = bv.block_k = 128;
+          bv.scale_cols = (s.k + 127) / 128;
+          bv.scales.resize(static_cast<size_t>((s.n + 127) / 128 * bv.scale_cols));
+          for (auto& sc : bv.scales) sc = 1e-3f * (1.0f + static_cast<float>(rng() % 100) * 1e-2f);
+          kern[2 * b + 1].push_back(backends[b]->make_linear(
+              one_shard_layer(kernels::kFp8BlockW8A16, s.n, s.k, bv), {kernels::kFp8BlockW8A16, DType::BF16, s.n, s.k, {}}));
         }
       for (int64_t m : bs.ms) {
         std::vector<float> xf(static_cast<size_t>(m * s.k)), y(static_cast<size_t>(m * s.n));
@@ -479,7 +491,8 @@ int run_fp8(const Options& o) {
     }
   }
   fmt::print("\nbf16 activations. xBLAS = sgemm time / kernel time (fp32 weights, same threads); "
-             "xBW = (FP8 weight bytes / kernel time) / read bandwidth (target at M=1: >= 0.75).\n");
+             "xBW = (FP8 weight bytes / kernel time) / read bandwidth (target at M=1: >= 0.75); block = the same "
+             "codes with 128x128 block scales.\n");
   return 0;
 }
 
