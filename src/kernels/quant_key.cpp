@@ -8,6 +8,7 @@ std::string_view weight_key_name(WeightKey k) {
     case WeightKey::nvfp4_static: return "nvfp4_static";
     case WeightKey::fp8_static: return "fp8_static";
     case WeightKey::fp8_block: return "fp8_block";
+    case WeightKey::mxfp4: return "mxfp4";
   }
   return "?";
 }
@@ -29,6 +30,7 @@ std::string_view scheme_name(QuantKey k) {
   if (k.weight == WeightKey::fp8_static) return "fp8";
   if (k == kFp8BlockW8A16) return "fp8_block_w8a16";
   if (k.weight == WeightKey::fp8_block) return "fp8_block";
+  if (k.weight == WeightKey::mxfp4) return "mxfp4_w4a16";
   return "unquantized";
 }
 

@@ -56,7 +56,15 @@ struct Fp8BlockView {
   std::vector<float> scales;  // [ceil(rows / block_n) × scale_cols]
 };
 
-using ShardView = std::variant<DenseView, Nvfp4View, Fp8View, Fp8BlockView>;
+// mxfp4: `codes` U8 [rows, k/2] (element 2j in the low nibble, as NVFP4), `scales` E8M0 bytes
+// [rows, k/32]: w = e2m1(code) × 2^(scale - 127) (quant/mxfp4.h).
+struct Mxfp4View {
+  static constexpr WeightKey key = WeightKey::mxfp4;
+  const uint8_t* codes = nullptr;
+  const uint8_t* scales = nullptr;
+};
+
+using ShardView = std::variant<DenseView, Nvfp4View, Fp8View, Fp8BlockView, Mxfp4View>;
 
 // The format a view holds.
 WeightKey view_key(const ShardView& v);

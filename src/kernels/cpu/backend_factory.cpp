@@ -59,12 +59,14 @@ Backend nvfp4_cpu_backend(std::string name, LayerKind kind, Nvfp4Mode mode, cons
                           IsaNeeds needs) {
   const bool w4a16 = mode == Nvfp4Mode::w4a16;
   const Nvfp4Kernels* table = &isa;
-  return row_split_backend(
+  Backend b = row_split_backend(
       std::move(name), kind, w4a16 ? kNvfp4W4A16 : kNvfp4W4A4, w4a16, needs,
       [mode, table](LinearWeights w, const LinearProblem& p) -> std::unique_ptr<RowSplitLinear> {
         return std::make_unique<Nvfp4Linear>(std::move(w), p, mode, *table);
       },
       check_nvfp4_linear, check_nvfp4_moe);
+  if (w4a16) b.schemes.push_back(kMxfp4W4A16);  // MXFP4 as the same numbers in NVFP4 form
+  return b;
 }
 
 Backend dense_cpu_backend(std::string name, LayerKind kind, const DenseKernels& isa,

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "quant/mxfp4.h"
 #include "quant/nvfp4.h"
 
 namespace fp4lm::kernels {
@@ -44,6 +45,12 @@ void reference_weight_row(const LinearWeights& w, int64_t r, float* out) {
       const uint8_t* codes = v.codes + r * k;
       const float scale = v.row_scales.empty() ? v.global_scale : v.row_scales[static_cast<size_t>(r)];
       for (int64_t j = 0; j < k; ++j) out[j] = e4m3_to_f32(codes[j]) * scale;
+      return;
+    }
+    case WeightKey::mxfp4: {
+      const Mxfp4View& v = s.as<Mxfp4View>();
+      const std::vector<float> row = quant::dequantize_mxfp4(v.codes + r * (k / 2), v.scales + r * (k / 32), 1, k);
+      std::copy(row.begin(), row.end(), out);
       return;
     }
     case WeightKey::fp8_block: {
@@ -95,6 +102,7 @@ size_t linear_weight_bytes(const LinearWeights& w) {
     }
     case WeightKey::nvfp4_static: return static_cast<size_t>(w.n * (w.k / 2 + w.k / 16));
     case WeightKey::fp8_static: return static_cast<size_t>(w.n * w.k);
+    case WeightKey::mxfp4: return static_cast<size_t>(w.n * (w.k / 2 + w.k / 32));
     case WeightKey::fp8_block: {
       size_t b = static_cast<size_t>(w.n * w.k);
       for (const WeightShard& s : w.shards) b += s.as<Fp8BlockView>().scales.size() * sizeof(float);
