@@ -51,6 +51,7 @@ struct AttentionLayout {
   int64_t window = 0;       // sliding window in positions (the query's own included); 0 = full causal
   int64_t reads_kv_of = -1;  // >= 0: attend to the K/V that this earlier decoder layer stored (K/V
                              // shared between layers); this layer declares and stores none of its own
+  double scaling = 0;        // softmax scale of q·k (Gemma 3: query_pre_attn_scalar^-0.5); 0 = 1/sqrt(head_dim)
 };
 
 class Attention final : public Mixer {
@@ -80,6 +81,8 @@ class Attention final : public Mixer {
  private:
   int64_t layer_, kv_slot_, num_heads_, num_kv_heads_, head_dim_;
   bool gated_ = false, stores_kv_ = true;
+  // The queries are multiplied by this before the kernel's 1/sqrt(head_dim): layout.scaling × sqrt(head_dim).
+  float q_mult_ = 1.0f;
   DType act_;
   const Rope& rope_;
   std::unique_ptr<Linear> qkv_, o_;
