@@ -17,6 +17,8 @@ const ArchDef& qwen3_5_moe_vl_arch();
 const ArchDef& qwen3_next_arch();
 const ArchDef& gemma3_arch();
 const ArchDef& gemma3_vl_arch();
+const ArchDef& gemma4_arch();
+const ArchDef& gemma4_vl_arch();
 
 const std::vector<const ArchDef*>& architectures() {
   static const std::vector<const ArchDef*> all = {
@@ -24,7 +26,7 @@ const std::vector<const ArchDef*>& architectures() {
       &mixtral_arch(), &qwen2_moe_arch(), &mistral_arch(),
       &qwen3_5_arch(), &qwen3_5_vl_arch(), &qwen3_5_moe_arch(), &qwen3_5_moe_vl_arch(),
       &qwen3_next_arch(),
-      &gemma3_arch(), &gemma3_vl_arch(),
+      &gemma3_arch(), &gemma3_vl_arch(), &gemma4_arch(), &gemma4_vl_arch(),
   };
   return all;
 }
