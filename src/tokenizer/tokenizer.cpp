@@ -96,7 +96,6 @@ bool Tokenizer::encode_into(std::string_view input, bool add_special_tokens, siz
   }
   ids.reserve(std::min(input.size() / 3, max_ids) + 4);
   std::vector<Piece> pieces;
-  bool within = true;
   // Each non-empty piece gives at least one id, so the count of pieces alone may already say
   // the text is too long, before the model runs.
   auto tokenize_text = [&](std::string text, bool at_origin) {
@@ -106,17 +105,17 @@ bool Tokenizer::encode_into(std::string_view input, bool add_special_tokens, siz
     if (ids.size() + pieces.size() > max_ids) {
       size_t nonempty = 0;
       for (const auto& piece : pieces) nonempty += !piece.text.empty();
-      if (ids.size() + nonempty > max_ids) return within = false;
+      if (ids.size() + nonempty > max_ids) return false;
     }
     for (const auto& piece : pieces) {
       p_->model->tokenize(piece.text, ids);
-      if (ids.size() > max_ids) return within = false;
+      if (ids.size() > max_ids) return false;
     }
     return true;
   };
   auto push_added = [&](int32_t id) {
     ids.push_back(id);
-    return within = ids.size() <= max_ids;
+    return ids.size() <= max_ids;
   };
 
   // 1. added tokens matched in the raw text; 2. normalize the rest; 3. added tokens matched in
@@ -140,7 +139,7 @@ bool Tokenizer::encode_into(std::string_view input, bool add_special_tokens, siz
     }
   }
   if (add_special_tokens && p_->post_processor) p_->post_processor->process(ids);
-  return within = ids.size() <= max_ids;
+  return ids.size() <= max_ids;
 }
 
 std::string Tokenizer::decode_raw(const int32_t* ids, size_t n, bool skip_special_tokens) const {
