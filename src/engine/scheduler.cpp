@@ -137,8 +137,10 @@ void Scheduler::cancel_all() {
   for (auto& s : running_) cancelled_.insert(s->id);
 }
 
+// Marks `s` finished only once its state is released: should release throw, the request is still
+// unfinished and the caller's failure path (fail) answers it. The observer (metrics) comes last
+// and cannot fail the request: its exceptions are logged.
 void Scheduler::finish(Sequence& s, RequestOutput& out, const std::string& reason) {
-  s.finished = true;
   out.finished = true;
   out.finish_reason = reason;
   out.prompt_tokens = s.prompt_len();
@@ -153,6 +155,15 @@ void Scheduler::finish(Sequence& s, RequestOutput& out, const std::string& reaso
     reserved_ -= s.kv_bytes;
     s.kv = -1;
   }
+  s.finished = true;
+  try {
+    report_finished(s, reason);
+  } catch (const std::exception& e) {
+    log().error("request {}: the finish observer failed: {}", s.id, e.what());
+  }
+}
+
+void Scheduler::report_finished(Sequence& s, const std::string& reason) {
   if (obs_.on_finished) {
     const auto now = Clock::now();
     RequestStats st;

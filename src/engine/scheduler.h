@@ -130,6 +130,7 @@ class Scheduler {
   void sample_planned(const std::vector<Planned>& plan, const std::vector<StepChunk>& chunks, Outputs& outs,
                       StepStats& st);
   void finish(Sequence& s, RequestOutput& out, const std::string& reason);
+  void report_finished(Sequence& s, const std::string& reason);
   void fail(Sequence& s, const std::string& why, Outputs& outs, std::exception_ptr cause = nullptr);
   // `draft`: verify that proposed token instead of sampling freely (Sampler::verify).
   void sample_next(Sequence& s, float* logits, RequestOutput& out, const int32_t* draft = nullptr);

@@ -186,7 +186,7 @@ void Attention::forward(const float* x, std::span<const AttentionSpan> spans, fl
   for (const AttentionSpan& s : spans) {
     if (s.row0 != m) fail("attention: batch spans must cover the rows in order");
     if (s.pos0 + s.n > s.cache->capacity())
-      fail("sequence of {} tokens exceeds the KV cache capacity ({} positions, --max-model-len)", s.pos0 + s.n,
+      fail("sequence of {} tokens exceeds the KV cache capacity ({} positions, max_model_len)", s.pos0 + s.n,
            s.cache->capacity());
     m += s.n;
   }

@@ -22,6 +22,7 @@ class FakeStepModel : public StepModel {
   int64_t next = 100;
   bool fail_next = false;      // the next forward throws
   bool fail_allocate = false;  // the next allocate throws (as CausalLM does on a bad capacity)
+  bool fail_release = false;   // the next release throws (a failure outside forward and sampling)
   PrefixSupport prefix;        // prefix caching: block_bytes is 4 per token (the tokens themselves)
   int64_t loaded = 0;          // positions load_positions has put into sequences
 
@@ -41,6 +42,10 @@ class FakeStepModel : public StepModel {
     return next++;
   }
   void release(int64_t seq) override {
+    if (fail_release) {
+      fail_release = false;
+      throw std::runtime_error("fake release failure");
+    }
     history.erase(seq);
     capacity.erase(seq);
   }
