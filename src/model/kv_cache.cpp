@@ -158,7 +158,7 @@ void KvCache::store(int64_t layer, int64_t pos, const float* k, const float* v) 
 
 size_t KvCache::block_bytes(int64_t n) const {
   size_t b = 0;
-  for (const Slot& s : slots_) b += 2 * static_cast<size_t>(s.shape.kv_heads * s.shape.head_dim * n) * esize_;
+  for (const Slot& s : slots_) b += static_cast<size_t>(s.shape.planes() * s.shape.kv_heads * s.shape.head_dim * n) * esize_;
   return b;
 }
 
@@ -175,7 +175,7 @@ void KvCache::save_rows(int64_t pos0, int64_t n, uint8_t* dst) const {
   for (size_t l = 0; l < slots_.size(); ++l) {
     const Slot& s = slots_[l];
     const size_t row = static_cast<size_t>(s.shape.head_dim) * esize_;
-    for (int kv = 0; kv < 2; ++kv)
+    for (int kv = 0; kv < static_cast<int>(s.shape.planes()); ++kv)
       for (int64_t h = 0; h < s.shape.kv_heads; ++h) {
         const uint8_t* src = at(static_cast<int64_t>(l), kv, h);
         if (s.rows == capacity_) {  // full attention: the rows are contiguous
@@ -195,7 +195,7 @@ void KvCache::load_rows(int64_t pos0, int64_t n, const uint8_t* src, int64_t fin
   for (size_t l = 0; l < slots_.size(); ++l) {
     const Slot& s = slots_[l];
     const size_t row = static_cast<size_t>(s.shape.head_dim) * esize_;
-    for (int kv = 0; kv < 2; ++kv)
+    for (int kv = 0; kv < static_cast<int>(s.shape.planes()); ++kv)
       for (int64_t h = 0; h < s.shape.kv_heads; ++h) {
         uint8_t* dst = at(static_cast<int64_t>(l), kv, h);
         if (s.rows == capacity_) {
