@@ -19,6 +19,7 @@
 #include "model/model_loader.h"
 #include "quant/compressed_tensors_config.h"
 #include "quant/fine_grained_fp8_config.h"
+#include "quant/mxfp4_config.h"
 #include "quant/modelopt_config.h"
 
 namespace fp4lm::cli {
@@ -84,6 +85,10 @@ json fine_grained_fp8_summary(const quant::FineGrainedFp8Config& q) {
           {"source", "config.json"}};
 }
 
+json mxfp4_summary(const quant::Mxfp4Config& q) {
+  return {{"modules_to_not_convert", q.not_converted}, {"source", "config.json"}};
+}
+
 json quantization_summary(const quant::QuantConfig& q, const model::EngineOptions& opts) {
   if (!q.quantized()) return nullptr;
   json s;
@@ -95,6 +100,7 @@ json quantization_summary(const quant::QuantConfig& q, const model::EngineOption
     case quant::Family::fine_grained_fp8:
       s = fine_grained_fp8_summary(dynamic_cast<const quant::FineGrainedFp8Config&>(q));
       break;
+    case quant::Family::mxfp4: s = mxfp4_summary(dynamic_cast<const quant::Mxfp4Config&>(q)); break;
   }
   s["family"] = std::string(quant::family_name(q.family()));
   s["config"] = q.describe();
