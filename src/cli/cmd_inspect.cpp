@@ -288,6 +288,10 @@ void print_human(const json& f, std::FILE* out) {
                                        plain(field(q, "source"))));
       line("  config family", "fp8");
       line("  not converted", plain(field(q, "modules_to_not_convert")));
+    } else if (field(q, "family") == "mxfp4") {
+      line("quantization", fmt::format("MXFP4 MoE experts (from {})", plain(field(q, "source"))));
+      line("  config family", "mxfp4");
+      line("  not converted", plain(field(q, "modules_to_not_convert")));
     } else {
       line("quantization", fmt::format("{} (from {})", plain(field(q, "format")), plain(field(q, "source"))));
       line("  config family", plain(field(q, "family")));
