@@ -139,6 +139,10 @@ class Scheduler {
   // Prefix caching: the prompt tokens of the next chunk (within `budget`), the cached prefix a
   // newly admitted sequence starts from, the blocks its last chunk completed, memory for them.
   int64_t prefill_take(const Sequence& s, int64_t budget) const;
+  // The logits rows a planned chunk returns (prompt_logprobs: every prefill position's), and
+  // the prompt logprobs of a prefill chunk of `n` tokens from them.
+  int64_t logit_rows(const Planned& p) const;
+  void collect_prompt_logprobs(Sequence& s, int64_t n, const float* logits);
   void load_cached_prefix(Sequence& s);
   void cache_computed_blocks(Sequence& s);
   bool make_room(size_t bytes);
