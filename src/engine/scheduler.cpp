@@ -81,6 +81,11 @@ Scheduler::Scheduler(StepModel& model, const tokenizer::Tokenizer* tok, Schedule
       log().info("speculative decoding is off for this model: its recurrent state cannot be rewound past "
                  "rejected drafts");
   }
+  if (cfg_.prebuild_structured_vocabulary && tok_)
+    vocabulary_ = std::async(std::launch::async, [tok = tok_, n = model_.vocab_size()] {
+                    return std::shared_ptr<const structured::TokenVocabulary>(
+                        std::make_shared<const structured::TokenVocabulary>(*tok, n));
+                  }).share();
   if (cfg_.enable_prefix_caching) support_ = model_.prefix_support(cfg_.block_size);
   if (cfg_.enable_prefix_caching && !support_.unsupported.empty())
     log().info("prefix caching is off for this model: {}", support_.unsupported);
@@ -104,7 +109,8 @@ Scheduler::~Scheduler() {
 structured::GrammarCompiler& Scheduler::grammars() const {
   std::call_once(grammars_once_, [this] {
     grammars_ = std::make_unique<structured::GrammarCompiler>(
-        std::make_shared<structured::TokenVocabulary>(*tok_, model_.vocab_size()));
+        vocabulary_.valid() ? vocabulary_.get()
+                            : std::make_shared<const structured::TokenVocabulary>(*tok_, model_.vocab_size()));
   });
   return *grammars_;
 }
