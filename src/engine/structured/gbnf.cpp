@@ -14,9 +14,9 @@ namespace {
 
 bool name_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.'; }
 
-class GbnfParser : SourceCursor {
+class GbnfParser : SourceCursor<GbnfParser> {
  public:
-  explicit GbnfParser(std::string_view s) : SourceCursor(s) {}
+  explicit GbnfParser(std::string_view s) : SourceCursor<GbnfParser>(s) {}
 
   ExprGrammar run() {
     ExprGrammar g;
@@ -35,7 +35,8 @@ class GbnfParser : SourceCursor {
   }
 
  private:
-  [[noreturn]] void fail(const std::string& what) const override {
+  friend SourceCursor<GbnfParser>;
+  [[noreturn]] void fail(const std::string& what) const {
     size_t line = 1, col = 1;
     for (size_t k = 0; k < i_ && k < s_.size(); ++k) {
       if (s_[k] == '\n') ++line, col = 1;

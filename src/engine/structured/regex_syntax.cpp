@@ -20,9 +20,9 @@ const Ranges kWord = {{'0', '9'}, {'A', 'Z'}, {'_', '_'}, {'a', 'z'}};
 const Ranges kSpace = {{'\t', '\r'}, {' ', ' '}, {0xA0, 0xA0}, {0x1680, 0x1680}, {0x2000, 0x200A},
                        {0x2028, 0x2029}, {0x202F, 0x202F}, {0x205F, 0x205F}, {0x3000, 0x3000}, {0xFEFF, 0xFEFF}};
 
-class RegexParser : SourceCursor {
+class RegexParser : SourceCursor<RegexParser> {
  public:
-  RegexParser(std::string_view s, bool json) : SourceCursor(s), json_(json) {}
+  RegexParser(std::string_view s, bool json) : SourceCursor<RegexParser>(s), json_(json) {}
 
   Expr run() {
     if (i_ < s_.size() && s_[i_] == '^') ++i_;
@@ -32,7 +32,8 @@ class RegexParser : SourceCursor {
   }
 
  private:
-  [[noreturn]] void fail(const std::string& what) const override {
+  friend SourceCursor<RegexParser>;
+  [[noreturn]] void fail(const std::string& what) const {
     throw GrammarError(fmt::format("regex: {} at position {} of '{}'", what, i_, s_));
   }
   Expr chars(Ranges r) {
