@@ -48,6 +48,10 @@ HYBRID = dict(linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_
               layer_types=["linear_attention", "full_attention", "linear_attention"],
               rope_parameters={"rope_type": "default", "rope_theta": 100000.0, "partial_rotary_factor": 0.25})
 
+NEMOTRON_H = dict(vocab_size=256, hidden_size=64, intermediate_size=96, num_attention_heads=4, num_key_value_heads=2,
+                  head_dim=32, max_position_embeddings=512, layer_norm_epsilon=1e-5, tie_word_embeddings=False,
+                  mamba_num_heads=8, mamba_head_dim=8, ssm_state_size=16, n_groups=2, conv_kernel=4, chunk_size=16)
+
 
 def arch_configs():
     """(name, config class, kwargs, model class name): each with the quirks fp4lm claims to handle."""
@@ -81,6 +85,10 @@ def arch_configs():
         ("Qwen3.5 dense VL", "Qwen3_5Config", None, "Qwen3_5ForConditionalGeneration"),
         ("Qwen3-Next", "Qwen3NextConfig", dict(COMMON, **MOE, **HYBRID, norm_topk_prob=True, decoder_sparse_step=1,
                                                mlp_only_layers=[]), "Qwen3NextForCausalLM"),
+        # Mamba-2 / attention without RoPE / relu² MLP, one mixer per layer; a prompt longer than
+        # the SSD chunk (transformers' prefill runs the chunked form, fp4lm the recurrence).
+        ("Nemotron-H dense", "NemotronHConfig", dict(NEMOTRON_H, hybrid_override_pattern="M*-M-"),
+         "NemotronHForCausalLM"),
     ]
     return out
 

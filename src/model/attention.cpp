@@ -137,7 +137,8 @@ Attention::Attention(const LayerBuild& b, int64_t layer, const AttentionLayout& 
   num_kv_heads_ = c.num_kv_heads;
   head_dim_ = c.head_dim;
   act_ = loader.dtype();
-  const std::string p = fmt::format("model.layers.{}.self_attn", layer);
+  const std::string p = fmt::format("model.layers.{}.{}", layer, layout.module);
+  rope_enabled_ = layout.rope;
   qkv_ = loader.load_linear(p + ".qkv_proj");
   o_ = loader.load_linear(p + ".o_proj");
   gated_ = c.attn_output_gate;
@@ -202,9 +203,11 @@ void Attention::forward(const float* x, std::span<const AttentionSpan> spans, fl
         q_norm_.forward(qi, num_heads_, qi, act_);
         k_norm_.forward(ki, num_kv_heads_, ki, act_);
       }
-      rope_.cos_sin(pos, cos.data(), sin.data());
-      rope_.rotate(qi, num_heads_, cos.data(), sin.data(), head_dim_);
-      rope_.rotate(ki, num_kv_heads_, cos.data(), sin.data(), head_dim_);
+      if (rope_enabled_) {
+        rope_.cos_sin(pos, cos.data(), sin.data());
+        rope_.rotate(qi, num_heads_, cos.data(), sin.data(), head_dim_);
+        rope_.rotate(ki, num_kv_heads_, cos.data(), sin.data(), head_dim_);
+      }
       round_to_dtype(qi, static_cast<size_t>(qd), act_);
       round_to_dtype(ki, static_cast<size_t>(kvd), act_);
       if (stores_kv_) s.cache->store(kv_slot_, pos, ki, vi);

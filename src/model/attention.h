@@ -51,6 +51,8 @@ struct AttentionLayout {
   int64_t window = 0;       // sliding window in positions (the query's own included); 0 = full causal
   int64_t reads_kv_of = -1;  // >= 0: attend to the K/V that this earlier decoder layer stored (K/V
                              // shared between layers); this layer declares and stores none of its own
+  bool rope = true;          // false: no position encoding (Nemotron-H's attention layers)
+  const char* module = "self_attn";  // the layer's module under model.layers.<i> (Nemotron-H: "mixer")
 };
 
 class Attention final : public Mixer {
@@ -79,7 +81,7 @@ class Attention final : public Mixer {
 
  private:
   int64_t layer_, kv_slot_, num_heads_, num_kv_heads_, head_dim_;
-  bool gated_ = false, stores_kv_ = true;
+  bool gated_ = false, stores_kv_ = true, rope_enabled_ = true;
   DType act_;
   const Rope& rope_;
   std::unique_ptr<Linear> qkv_, o_;

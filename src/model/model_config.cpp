@@ -80,8 +80,10 @@ ModelConfig parse_model_config(const json& top, const std::string& path) {
   c.max_position_embeddings = r.opt<int64_t>("max_position_embeddings", 2048);
   c.tie_word_embeddings = r.opt<bool>("tie_word_embeddings", false);
   c.torch_dtype = r.opt<std::string>("torch_dtype", r.opt<std::string>("dtype", ""));
-  std::string act = r.opt<std::string>("hidden_act", "silu");
-  if (act != "silu") fail("{}: unsupported hidden_act '{}' (supported: silu)", path, act);
+  if (!c.arch->reads_hidden_act()) {
+    std::string act = r.opt<std::string>("hidden_act", "silu");
+    if (act != "silu") fail("{}: unsupported hidden_act '{}' (supported: silu)", path, act);
+  }
 
   // transformers 5 writes RoPE as one `rope_parameters` object (rope_type, rope_theta and the
   // scaling keys) instead of top-level rope_theta + rope_scaling; it wins when present.

@@ -63,7 +63,11 @@ struct Writer {
   std::mt19937_64 rng;
   std::string prefix = "model.";  // where the text model's "model." tensors go (VL: model.language_model.)
 
+  std::vector<std::pair<std::string, std::string>> renames = {};  // ModelConfig::tensor_renames
+
   std::string on_disk(const std::string& name) const {
+    for (const auto& [engine, disk] : renames)
+      if (name == engine) return disk;
     return name.compare(0, 6, "model.") == 0 ? prefix + name.substr(6) : name;
   }
 
@@ -141,6 +145,8 @@ void write_synthetic_checkpoint(const std::string& dir, const SyntheticOptions& 
 
   Writer w{o, {}, std::mt19937_64(o.seed)};
   if (is_vl(o)) w.prefix = "model.language_model.";
+  if (mc.tensor_prefix != "model.") w.prefix = mc.tensor_prefix;
+  w.renames = mc.tensor_renames;
   w.dense("model.embed_tokens.weight", {mc.vocab_size, mc.hidden_size}, w.randn(mc.vocab_size * mc.hidden_size, 1.0f));
   w.dense("model.norm.weight", {mc.hidden_size}, std::vector<float>(mc.hidden_size, mc.zero_centered_norm ? 0.0f : 1.0f));
   for (const LayerSpec& spec : plan_layers(mc)) {
@@ -186,6 +192,7 @@ void write_synthetic_checkpoint(const std::string& dir, const SyntheticOptions& 
       const int64_t n = shape_numel(p.shape);
       if (ends(p.name, ".conv1d.weight")) w.dense(p.name, p.shape, w.randn(n, 0.4f));
       else if (ends(p.name, ".A_log") || ends(p.name, ".dt_bias")) w.dense(p.name, p.shape, w.randn(n, 0.5f));
+      else if (ends(p.name, ".conv1d.bias")) w.dense(p.name, p.shape, w.randn(n, 0.1f));
       else {
         const bool zc = mc.zero_centered_norm && !ends(p.name, "linear_attn.norm.weight");
         w.dense(p.name, p.shape, std::vector<float>(static_cast<size_t>(n), zc ? 0.0f : 1.0f));

@@ -64,6 +64,9 @@ class ArchDef {
   // Modules the architecture leaves unquantized by default when fp4lm quantizes it (as
   // ModelOpt's quantizer config does; `quantize` adds them to the exclusions). Default: none.
   virtual std::vector<std::string> default_exclusions(const ModelConfig&) const { return {}; }
+  // Whether parse_config reads and checks the activation keys itself (else the shared parser
+  // requires hidden_act silu).
+  virtual bool reads_hidden_act() const { return false; }
   // Adds this architecture's own keys to a synthetic config.json.
   virtual void synthetic_config(const SyntheticOptions& o, nlohmann::json& c) const = 0;
 };

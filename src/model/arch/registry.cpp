@@ -15,6 +15,7 @@ const ArchDef& qwen3_5_vl_arch();
 const ArchDef& qwen3_5_moe_arch();
 const ArchDef& qwen3_5_moe_vl_arch();
 const ArchDef& qwen3_next_arch();
+const ArchDef& nemotron_h_arch();
 
 const std::vector<const ArchDef*>& architectures() {
   static const std::vector<const ArchDef*> all = {
@@ -22,6 +23,7 @@ const std::vector<const ArchDef*>& architectures() {
       &mixtral_arch(), &qwen2_moe_arch(), &mistral_arch(),
       &qwen3_5_arch(), &qwen3_5_vl_arch(), &qwen3_5_moe_arch(), &qwen3_5_moe_vl_arch(),
       &qwen3_next_arch(),
+      &nemotron_h_arch(),
   };
   return all;
 }
