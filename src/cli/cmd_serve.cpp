@@ -9,6 +9,8 @@
 #include <optional>
 #include <string>
 
+#include <fmt/ranges.h>
+
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -24,6 +26,7 @@
 #include "server/http_server.h"
 #include "server/metrics.h"
 #include "server/serving_model.h"
+#include "server/tool_call_parser.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -44,6 +47,8 @@ struct ServeArgs {
           max_body_bytes = int64_t{64} << 20;
   std::string allowed_origins = "*", allowed_methods = "*", allowed_headers = "*";
   bool allow_credentials = false;
+  bool enable_auto_tool_choice = false;
+  std::string tool_call_parser, reasoning_parser;
   EngineFlags flags;
 };
 
@@ -147,6 +152,11 @@ int run_serve(const ServeArgs& a) {
   if (a.max_model_len < 0) usage_fail("--max-model-len must be positive (got {})", a.max_model_len);
   if (a.shutdown_grace < 0) usage_fail("--shutdown-grace must be >= 0 (got {})", a.shutdown_grace);
   const server::ServerOptions so = server_options(a);
+  std::unique_ptr<server::ToolCallParser> tool_parser;
+  if (!a.tool_call_parser.empty()) tool_parser = server::make_tool_call_parser(a.tool_call_parser);
+  if (a.enable_auto_tool_choice && !tool_parser)
+    usage_fail("--enable-auto-tool-choice needs --tool-call-parser ({})", fmt::join(server::tool_call_parser_names(), ", "));
+  const server::ReasoningKind reasoning = server::reasoning_kind(a.reasoning_parser);
   engine::SchedulerConfig sc;
   sc.max_num_seqs = a.max_num_seqs;
   sc.max_num_batched_tokens = a.max_num_batched_tokens;
@@ -187,6 +197,8 @@ int run_serve(const ServeArgs& a) {
   sm.max_model_len = lm->max_model_len();
   sm.vocab_size = lm->vocab_size();
   sm.defaults = server::read_sampling_defaults(a.model);
+  sm.tool_parser = a.enable_auto_tool_choice ? tool_parser.get() : nullptr;
+  sm.reasoning = reasoning;
 
   engine::CausalLmStepModel step_model(*lm);
   server::ServingMetrics metrics(sm.name, sm.max_model_len);
@@ -236,6 +248,11 @@ CommandRegistration reg("serve", "OpenAI-compatible HTTP server with continuous 
   sub.add_option("--allowed-methods", a->allowed_methods, "CORS methods")->capture_default_str();
   sub.add_option("--allowed-headers", a->allowed_headers, "CORS request headers")->capture_default_str();
   sub.add_flag("--allow-credentials", a->allow_credentials, "CORS: allow credentials");
+  sub.add_flag("--enable-auto-tool-choice", a->enable_auto_tool_choice,
+               "tool_choice \"auto\" (the default with tools): parse tool calls with --tool-call-parser");
+  sub.add_option("--tool-call-parser", a->tool_call_parser, "hermes, qwen3_coder, llama3_json or mistral");
+  sub.add_option("--reasoning-parser", a->reasoning_parser,
+                 "qwen3 or deepseek_r1: <think>...</think> becomes reasoning_content");
   sub.add_option("--max-num-seqs", a->max_num_seqs, "Most sequences running at once")->capture_default_str();
   sub.add_option("--max-num-batched-tokens", a->max_num_batched_tokens, "Most tokens in one engine step")
       ->capture_default_str();

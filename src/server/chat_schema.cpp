@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "core/error.h"
+#include "io/json_file.h"
 #include "server/api_error.h"
 #include "server/request_fields.h"
 
@@ -107,6 +109,28 @@ void check_tool_choice(const json& b) {
   if (!present(b, "tools")) throw bad_request("When using `tool_choice`, `tools` must be set.", "tool_choice");
 }
 
+// vLLM's treatment of an assistant's tool-call arguments: a JSON string becomes the value it
+// encodes, absent or empty becomes {}.
+template <typename Json>
+void parse_arguments(Json& msg, const std::string& where) {
+  if (!msg.contains("tool_calls") || !msg["tool_calls"].is_array()) return;
+  for (size_t i = 0; i < msg["tool_calls"].size(); ++i) {
+    Json& fn = msg["tool_calls"][i]["function"];
+    if (!fn.contains("arguments") || fn["arguments"].is_null() ||
+        (fn["arguments"].is_string() && fn["arguments"].template get<std::string>().empty())) {
+      fn["arguments"] = Json::object();
+      continue;
+    }
+    if (!fn["arguments"].is_string()) continue;
+    const std::string field = fmt::format("{}.tool_calls[{}].function.arguments", where, i);
+    try {  // depth-bounded, as every JSON we read
+      fn["arguments"] = Json(io::parse_ordered_json(fn["arguments"].template get<std::string>(), field));
+    } catch (const Error& e) {
+      throw bad_request(e.what(), field);
+    }
+  }
+}
+
 }  // namespace
 
 json checked_messages(const json& b) {
@@ -123,9 +147,21 @@ json checked_messages(const json& b) {
     check_tool_calls(msg, where);
     json copy = msg;
     copy["content"] = content_text(msg, where);
+    parse_arguments(copy, where);
     messages.push_back(std::move(copy));
   }
   return messages;
+}
+
+nlohmann::ordered_json ordered_messages(const json& checked, const nlohmann::ordered_json& raw) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  for (size_t i = 0; i < checked.size(); ++i) {
+    nlohmann::ordered_json m = raw[i];
+    m["content"] = checked[i]["content"].get<std::string>();
+    parse_arguments(m, fmt::format("messages[{}]", i));
+    out.push_back(std::move(m));
+  }
+  return out;
 }
 
 tokenizer::ChatOptions checked_template_options(const json& b) {

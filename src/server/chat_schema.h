@@ -9,8 +9,13 @@
 namespace fp4lm::server {
 
 // The messages as the template sees them: each content flattened to a string (text parts joined
-// with newlines), other fields kept.
+// with newlines), assistant tool calls' `arguments` JSON strings parsed into objects (as vLLM
+// hands them to templates, which `tojson` them), other fields kept.
 nlohmann::json checked_messages(const nlohmann::json& body);
+// The same messages with the key order of the request body (Hugging Face's `tojson` keeps the
+// order it was given): `checked` from checked_messages, `raw` the body's messages as parsed in
+// order.
+nlohmann::ordered_json ordered_messages(const nlohmann::json& checked, const nlohmann::ordered_json& raw);
 
 // tools, tool_choice, add_generation_prompt and chat_template_kwargs as template options. A
 // kwarg may not replace a variable the server sets (messages, tools, add_generation_prompt, ...).

@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "io/json_file.h"
 #include "server/api_error.h"
 #include "server/api_key.h"
 #include "server/generation_response.h"
@@ -206,7 +207,9 @@ HttpResponse HttpServer::models(const HttpRequest&, int64_t&) {
 }
 
 HttpResponse HttpServer::tokenize(const HttpRequest& req, int64_t& prompt_tokens) {
-  const TokenizeRequest t = parse_tokenize_request(parse_body(req.body), *model_);
+  const json b = parse_body(req.body);
+  const nlohmann::ordered_json ordered = io::parse_ordered_json(req.body, "the request body");
+  const TokenizeRequest t = parse_tokenize_request(b, *model_, &ordered);
   prompt_tokens = static_cast<int64_t>(t.ids.size());
   json out = {{"count", t.ids.size()}, {"max_model_len", model_->max_model_len}, {"tokens", t.ids}};
   if (t.return_token_strs) {
@@ -232,7 +235,9 @@ void HttpServer::generate(const std::shared_ptr<Exchange>& ex, bool chat) {
     if (shutting_down_) throw ApiError(503, "the server is shutting down");
     const json b = parse_body(req.body);
     const uint64_t seed = random_u64();
-    ApiRequest ar = chat ? parse_chat_request(b, *model_, seed) : parse_completion_request(b, *model_, seed);
+    // Chat templates see messages and tools in the request's key order (a second, ordered parse).
+    const nlohmann::ordered_json ordered = chat ? io::parse_ordered_json(req.body, "the request body") : nullptr;
+    ApiRequest ar = chat ? parse_chat_request(b, *model_, seed, &ordered) : parse_completion_request(b, *model_, seed);
     auto handle = engine_.load()->submit(ar.params);  // RequestError -> 400, nothing queued
     ++active_;
     auto answer = std::make_shared<GenerationResponse>(ex, std::move(ar), *model_,

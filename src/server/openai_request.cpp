@@ -10,6 +10,7 @@
 #include "server/chat_schema.h"
 #include "server/request_fields.h"
 #include "server/structured_output_request.h"
+#include "server/tool_choice_spec.h"
 
 namespace fp4lm::server {
 
@@ -178,27 +179,84 @@ ApiRequest parse_completion_request(const json& b, const ServingModel& m, uint64
   return r;
 }
 
-std::string render_chat_prompt(const json& b, const ServingModel& m) {
+std::string render_chat_prompt(const json& b, const ServingModel& m, const nlohmann::ordered_json* ordered) {
   if (!m.tok || !m.chat)
     throw bad_request("this model has no tokenizer or chat template, so it cannot serve chat completions; use "
                       "/v1/completions",
                       "messages");
   const json messages = checked_messages(b);
-  const tokenizer::ChatOptions co = checked_template_options(b);
+  tokenizer::ChatOptions co = checked_template_options(b);
+  // continue_final_message: the last (assistant) message is left open for the model to go on.
+  const bool cont = opt_bool(b, "continue_final_message").value_or(false);
+  if (cont && co.add_generation_prompt && opt_bool(b, "add_generation_prompt").value_or(false))
+    throw bad_request("Cannot set both `continue_final_message` and `add_generation_prompt` to True.",
+                      "continue_final_message");
+  if (cont) co.add_generation_prompt = false;
+  std::string prompt;
   try {
-    return m.chat->render(messages, co);
+    if (ordered && ordered->contains("messages"))
+      prompt = m.chat->render_ordered(ordered_messages(messages, (*ordered)["messages"]),
+                                      present(b, "tools") ? (*ordered)["tools"] : nlohmann::ordered_json(), co);
+    else
+      prompt = m.chat->render(messages, co);
   } catch (const Error& e) {
     throw bad_request(
         fmt::format("the chat template failed on these messages: {}", without_server_paths(e.what(), m)), "messages");
   }
+  if (cont) {
+    // As Hugging Face does: cut the rendering after the final message's content.
+    const std::string last = messages.back()["content"].get<std::string>();
+    const size_t at = last.empty() ? std::string::npos : prompt.rfind(last);
+    if (at == std::string::npos)
+      throw bad_request("continue_final_message: the final message's content does not appear in the rendered prompt",
+                        "continue_final_message");
+    prompt.resize(at + last.size());
+  }
+  return prompt;
 }
 
-ApiRequest parse_chat_request(const json& b, const ServingModel& m, uint64_t random_seed) {
+namespace {
+
+// tool_choice as vLLM resolves it: absent with tools means "auto", which needs the server's
+// tool-call parser; "required" and a named function constrain the output (tool_choice_spec).
+void parse_tool_choice(const json& b, const ServingModel& m, ApiRequest& r) {
+  using TC = ApiRequest::ToolChoice;
+  const bool tools = present(b, "tools") && b["tools"].is_array() && !b["tools"].empty();
+  if (tools) r.tools = b["tools"];
+  r.parallel_tool_calls = opt_bool(b, "parallel_tool_calls").value_or(true);
+  if (!present(b, "tool_choice")) {
+    r.tool_choice = tools ? TC::auto_calls : TC::none;
+  } else if (b["tool_choice"].is_object()) {
+    r.tool_choice = TC::named;
+    r.named_tool = b["tool_choice"]["function"]["name"].get<std::string>();
+  } else {
+    const std::string v = b["tool_choice"].get<std::string>();
+    r.tool_choice = v == "none" ? TC::none : v == "required" ? TC::required : TC::auto_calls;
+  }
+  if (r.tool_choice == TC::auto_calls && !tools) r.tool_choice = TC::none;  // "auto" with an empty list
+  if (r.tool_choice == TC::auto_calls && !m.tool_parser)
+    throw bad_request("\"auto\" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set",
+                      "tool_choice");
+  if (r.tool_choice == TC::required || r.tool_choice == TC::named) {
+    if (r.params.structured.active())
+      throw bad_request(fmt::format("tool_choice \"required\" or a named function cannot be combined with '{}'",
+                                    r.params.structured.param),
+                        "tool_choice");
+    r.params.structured = tool_choice_spec(b);
+  }
+}
+
+}  // namespace
+
+ApiRequest parse_chat_request(const json& b, const ServingModel& m, uint64_t random_seed,
+                              const nlohmann::ordered_json* ordered) {
   check_model_field(b, m);
   ApiRequest r;
   r.endpoint = Endpoint::chat;
   parse_common(b, m, random_seed, r);
-  const std::string prompt = render_chat_prompt(b, m);
+  const std::string prompt = render_chat_prompt(b, m, ordered);
+  parse_tool_choice(b, m, r);  // after the template's checks of tools and tool_choice
+  r.include_reasoning = opt_bool(b, "include_reasoning").value_or(true);
   r.params.prompt = m.tok->encode(prompt, /*add_special_tokens=*/false);
   if (prompt.size() >= kLargePromptBytes) engine::release_free_memory();  // tokenizing's temporaries
   if (r.params.prompt.empty()) throw bad_request("the rendered chat prompt is empty", "messages");
@@ -213,12 +271,12 @@ ApiRequest parse_chat_request(const json& b, const ServingModel& m, uint64_t ran
   return r;
 }
 
-TokenizeRequest parse_tokenize_request(const json& b, const ServingModel& m) {
+TokenizeRequest parse_tokenize_request(const json& b, const ServingModel& m, const nlohmann::ordered_json* ordered) {
   check_model_field(b, m);
   if (!m.tok) throw bad_request("this model has no tokenizer");
   TokenizeRequest r;
   if (present(b, "messages")) {
-    r.ids = m.tok->encode(render_chat_prompt(b, m), false);
+    r.ids = m.tok->encode(render_chat_prompt(b, m, ordered), false);
   } else {
     const std::optional<std::string> prompt = opt_string(b, "prompt");
     if (!prompt) throw bad_request("'prompt' must be a string", "prompt");

@@ -25,14 +25,27 @@ struct ApiRequest {
   bool logprobs = false;      // chat: logprobs; completions: logprobs given
   int64_t top_logprobs = 0;
   bool return_token_ids = false;  // vLLM extension: the ids in each choice
+  // chat: how tool calls come back. auto: the server's --tool-call-parser finds them in the text;
+  // required / named: the output is constrained (tool_choice_spec) and is the calls' JSON.
+  enum class ToolChoice { none, auto_calls, required, named };
+  ToolChoice tool_choice = ToolChoice::none;
+  std::string named_tool;          // ToolChoice::named: the function
+  nlohmann::json tools = nullptr;  // the request's tools (parsers type arguments by them)
+  bool parallel_tool_calls = true; // false: only the first call is returned
+  bool include_reasoning = true;   // false: the reasoning parser's reasoning is dropped
 };
 
 // `random_seed` is used when the request has no seed. ApiError on any invalid field.
 ApiRequest parse_completion_request(const nlohmann::json& body, const ServingModel& m, uint64_t random_seed);
-ApiRequest parse_chat_request(const nlohmann::json& body, const ServingModel& m, uint64_t random_seed);
+// `ordered`: the same body parsed keeping key order (the template then sees messages and tools in
+// the request's order, as under Hugging Face); null: sorted keys.
+ApiRequest parse_chat_request(const nlohmann::json& body, const ServingModel& m, uint64_t random_seed,
+                              const nlohmann::ordered_json* ordered = nullptr);
 
 // The prompt string of a chat request (template applied): /tokenize with messages uses it too.
-std::string render_chat_prompt(const nlohmann::json& body, const ServingModel& m);
+// add_generation_prompt / continue_final_message as vLLM applies them.
+std::string render_chat_prompt(const nlohmann::json& body, const ServingModel& m,
+                               const nlohmann::ordered_json* ordered = nullptr);
 // 404 when `model` names another model; 400 when it is not a string.
 void check_model_field(const nlohmann::json& body, const ServingModel& m);
 // /tokenize: a prompt string (add_special_tokens) or chat messages (rendered as for chat).
@@ -40,7 +53,8 @@ struct TokenizeRequest {
   std::vector<int32_t> ids;
   bool return_token_strs = false;
 };
-TokenizeRequest parse_tokenize_request(const nlohmann::json& body, const ServingModel& m);
+TokenizeRequest parse_tokenize_request(const nlohmann::json& body, const ServingModel& m,
+                                       const nlohmann::ordered_json* ordered = nullptr);
 // /detokenize: the ids of 'tokens', each checked against the tokenizer's vocabulary.
 std::vector<int32_t> parse_detokenize_request(const nlohmann::json& body, const ServingModel& m);
 

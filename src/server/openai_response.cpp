@@ -1,12 +1,114 @@
 #include "server/openai_response.h"
 
+#include <algorithm>
+
+#include "server/tool_call_parser.h"
+
 namespace fp4lm::server {
 
 using nlohmann::json;
+using TC = ApiRequest::ToolChoice;
 
 ResponseBuilder::ResponseBuilder(const ApiRequest& req, const ServingModel& m, std::string id, int64_t created)
     : req_(req), m_(m), id_(std::move(id)), created_(created),
-      prompt_tokens_(static_cast<int64_t>(req.params.prompt.size())) {}
+      prompt_tokens_(static_cast<int64_t>(req.params.prompt.size())) {
+  if (parses_output())
+    parser_ = std::make_unique<ChatOutputParser>(m_.reasoning, req_.tool_choice == TC::auto_calls ? m_.tool_parser : nullptr,
+                                                 &req_.tools);
+}
+
+// Chat text goes through the reasoning / tool-call parsers (otherwise it is all content).
+bool ResponseBuilder::parses_output() const {
+  if (req_.endpoint != Endpoint::chat) return false;
+  if (req_.tool_choice == TC::required || req_.tool_choice == TC::named) return false;
+  return m_.reasoning != ReasoningKind::none || (req_.tool_choice == TC::auto_calls && m_.tool_parser);
+}
+
+// tool_choice "required": the output is a JSON list of {"name", "parameters"} (the constraint
+// makes it so unless the length limit cut it; then there are no calls).
+std::vector<ToolCallDelta> ResponseBuilder::required_calls(const std::string& text) const {
+  std::vector<ToolCallDelta> calls;
+  const auto v = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (v.is_discarded() || !v.is_array()) return calls;
+  for (const auto& c : v) {
+    if (!c.is_object() || !c.contains("name") || !c["name"].is_string()) return {};
+    calls.push_back({calls.size(), make_tool_call_id(), c["name"].get<std::string>(),
+                     python_json_dumps(c.contains("parameters") ? c["parameters"] : nlohmann::ordered_json::object())});
+  }
+  return calls;
+}
+
+ChatDelta ResponseBuilder::chat_delta(const std::string& text, bool last) {
+  ChatDelta d;
+  if (req_.tool_choice == TC::named) {
+    if (!text.empty()) {
+      ToolCallDelta t{0, "", "", text};
+      if (named_id_.empty()) {
+        named_id_ = make_tool_call_id();
+        t.id = named_id_;
+        t.name = req_.named_tool;
+      }
+      d.tool_calls.push_back(std::move(t));
+    }
+  } else if (req_.tool_choice == TC::required) {
+    tool_text_ += text;
+    if (last) d.tool_calls = required_calls(tool_text_);
+  } else if (parser_) {
+    d = parser_->feed(text);
+    if (last) {
+      ChatDelta rest = parser_->finish();
+      d.reasoning += rest.reasoning;
+      d.content += rest.content;
+      for (auto& t : rest.tool_calls) d.tool_calls.push_back(std::move(t));
+    }
+  } else {
+    d.content = text;
+  }
+  if (!req_.include_reasoning) d.reasoning.clear();
+  if (!req_.parallel_tool_calls) std::erase_if(d.tool_calls, [](const ToolCallDelta& t) { return t.index > 0; });
+  tool_calls_ += static_cast<size_t>(std::count_if(d.tool_calls.begin(), d.tool_calls.end(),
+                                                   [](const ToolCallDelta& t) { return !t.name.empty(); }));
+  return d;
+}
+
+// The deltas of one chat output, one per chunk as vLLM sends them: reasoning / content first,
+// then each tool call's opening (id, type, name) and its arguments.
+std::vector<json> ResponseBuilder::chat_stream_deltas(const ChatDelta& d, bool last) {
+  std::vector<json> deltas;
+  const bool plain = !parser_ && req_.tool_choice != TC::named && req_.tool_choice != TC::required;
+  if (plain) {
+    deltas.push_back({{"content", d.content}});
+    return deltas;
+  }
+  if (!d.content.empty() || !d.reasoning.empty()) {
+    json x = json::object();
+    if (!d.reasoning.empty()) {
+      x["reasoning_content"] = d.reasoning;
+      x["reasoning"] = d.reasoning;
+    }
+    if (!d.content.empty()) x["content"] = d.content;
+    deltas.push_back(std::move(x));
+  }
+  for (const ToolCallDelta& t : d.tool_calls) {
+    if (!t.name.empty()) {
+      deltas.push_back({{"tool_calls", json::array({{{"index", t.index},
+                                                     {"id", t.id},
+                                                     {"type", "function"},
+                                                     {"function", {{"name", t.name}}}}})}});
+    }
+    if (!t.arguments.empty())
+      deltas.push_back({{"tool_calls", json::array({{{"index", t.index}, {"function", {{"arguments", t.arguments}}}}})}});
+  }
+  if (deltas.empty() && last) deltas.push_back({{"content", ""}});
+  return deltas;
+}
+
+std::string ResponseBuilder::chat_finish_reason(const std::string& engine_reason) const {
+  const bool called = tool_calls_ > 0;
+  if (called && req_.tool_choice == TC::auto_calls) return "tool_calls";
+  if (req_.tool_choice == TC::required && engine_reason == "stop") return "tool_calls";
+  return engine_reason;
+}
 
 std::string ResponseBuilder::token_text(int32_t id) const {
   if (!m_.tok) return "token_id:" + std::to_string(id);
@@ -83,21 +185,38 @@ std::vector<json> ResponseBuilder::stream_chunks(const engine::RequestOutput& ou
   const bool has_ids = !out.token_ids.empty() && (req_.return_token_ids || req_.logprobs);
   if (text.empty() && !out.finished && !has_ids) return chunks;
 
-  json choice = {{"index", 0}};
-  if (chat) choice["delta"] = json{{"content", text}};
-  else choice["text"] = text;
-  choice["logprobs"] = req_.logprobs && !out.logprobs.empty() ? logprobs_json(out.logprobs, text_.size()) : json(nullptr);
-  choice["finish_reason"] = out.finished ? json(out.finish_reason) : json(nullptr);
-  if (out.finished) {
-    choice["stop_reason"] = out.stop_reason ? json(*out.stop_reason)
-                            : out.stop_token ? json(*out.stop_token)
-                                             : json(nullptr);
+  std::vector<json> deltas;
+  if (chat) {
+    const bool last = out.finished && out.finish_reason != "error";
+    deltas = chat_stream_deltas(chat_delta(text, last), out.finished);
+    if (deltas.empty()) {
+      if (!has_ids) return chunks;
+      deltas.push_back({{"content", ""}});
+    }
+  } else {
+    deltas.push_back(nullptr);
   }
-  if (req_.return_token_ids) choice["token_ids"] = out.token_ids;
+  for (size_t i = 0; i < deltas.size(); ++i) {
+    const bool first = i == 0, final_chunk = i + 1 == deltas.size();
+    json choice = {{"index", 0}};
+    if (chat) choice["delta"] = deltas[i];
+    else choice["text"] = text;
+    choice["logprobs"] = first && req_.logprobs && !out.logprobs.empty() ? logprobs_json(out.logprobs, text_.size())
+                                                                          : json(nullptr);
+    const bool finishing = out.finished && final_chunk;
+    choice["finish_reason"] =
+        finishing ? json(chat ? chat_finish_reason(out.finish_reason) : out.finish_reason) : json(nullptr);
+    if (finishing) {
+      choice["stop_reason"] = out.stop_reason ? json(*out.stop_reason)
+                              : out.stop_token ? json(*out.stop_token)
+                                               : json(nullptr);
+    }
+    if (req_.return_token_ids) choice["token_ids"] = first ? json(out.token_ids) : json::array();
+    json c = chunk_base();
+    c["choices"] = json::array({choice});
+    chunks.push_back(std::move(c));
+  }
   text_ += text;
-  json c = chunk_base();
-  c["choices"] = json::array({choice});
-  chunks.push_back(std::move(c));
   return chunks;
 }
 
@@ -119,14 +238,35 @@ void ResponseBuilder::add(const engine::RequestOutput& out) {
   }
 }
 
+// The whole chat message: the same parsers over the whole text, so it equals the streamed deltas.
+json ResponseBuilder::chat_message(std::string& finish_reason) const {
+  json msg = {{"role", "assistant"}, {"content", text_}};
+  if (req_.tool_choice == TC::none && m_.reasoning == ReasoningKind::none) return msg;
+  ResponseBuilder whole(req_, m_, id_, created_);
+  const ChatDelta d = whole.chat_delta(text_, true);
+  finish_reason = whole.chat_finish_reason(finish_reason_);
+  json calls = json::array();
+  for (const ToolCallDelta& t : d.tool_calls)
+    calls.push_back({{"id", t.id}, {"type", "function"}, {"function", {{"name", t.name}, {"arguments", t.arguments}}}});
+  const bool forced = req_.tool_choice == TC::named || req_.tool_choice == TC::required;
+  msg["content"] = !d.content.empty() ? json(d.content) : forced ? json("") : calls.empty() ? json("") : json(nullptr);
+  if (m_.reasoning != ReasoningKind::none) {
+    msg["reasoning_content"] = d.reasoning.empty() ? json(nullptr) : json(d.reasoning);
+    msg["reasoning"] = msg["reasoning_content"];
+  }
+  msg["tool_calls"] = calls;
+  return msg;
+}
+
 json ResponseBuilder::response() const {
   const bool chat = req_.endpoint == Endpoint::chat;
   json choice = {{"index", 0}};
   const size_t echo_len = !chat && req_.echo ? req_.prompt_text.size() : 0;
-  if (chat) choice["message"] = {{"role", "assistant"}, {"content", text_}};
+  std::string finish_reason = finish_reason_;
+  if (chat) choice["message"] = chat_message(finish_reason);
   else choice["text"] = (echo_len ? req_.prompt_text : std::string()) + text_;
   choice["logprobs"] = req_.logprobs ? logprobs_json(logprobs_, echo_len) : json(nullptr);
-  choice["finish_reason"] = finish_reason_;
+  choice["finish_reason"] = finish_reason;
   choice["stop_reason"] = stop_reason_;
   if (req_.return_token_ids) choice["token_ids"] = ids_;
   return {{"id", id_},

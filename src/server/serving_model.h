@@ -5,6 +5,8 @@
 #include <optional>
 #include <string>
 
+#include "server/chat_output_parser.h"
+#include "server/tool_call_parser.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -27,6 +29,9 @@ struct ServingModel {
   const tokenizer::ChatTemplate* chat = nullptr;
   int64_t max_model_len = 0, vocab_size = 0;
   SamplingDefaults defaults;
+  // --enable-auto-tool-choice --tool-call-parser NAME: tool_choice "auto" parses calls with it.
+  const ToolCallParser* tool_parser = nullptr;
+  ReasoningKind reasoning = ReasoningKind::none;  // --reasoning-parser
 };
 
 }  // namespace fp4lm::server

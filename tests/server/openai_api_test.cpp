@@ -287,6 +287,33 @@ TEST_F(OpenAiApi, ValidToolsReachTheTemplate) {
   EXPECT_EQ(tok_->decode(c.params.prompt), "[get_weather]<user>hi<assistant><tool>ok!");
 }
 
+// Tools and tool-call arguments reach the template in the request's key order (Hugging Face's
+// tojson keeps it; nlohmann's json would sort), arguments strings parsed as vLLM does.
+TEST_F(OpenAiApi, TemplateSeesRequestKeyOrderAndParsedArguments) {
+  chat_ = std::make_unique<tokenizer::ChatTemplate>(
+      "{% for t in tools %}{{ t.function.parameters | tojson }}{% endfor %}|{% for m in messages %}"
+      "{% for c in m.tool_calls %}{{ c.function.arguments | tojson }}{% endfor %}{% endfor %}",
+      "", "");
+  m_.chat = chat_.get();
+  const std::string body = R"({"messages": [{"role": "user", "content": "hi"},
+      {"role": "assistant", "tool_calls": [{"id": "c1", "type": "function",
+       "function": {"name": "f", "arguments": "{\"zeta\": 1, \"alpha\": 2}"}}]}],
+      "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object",
+                 "properties": {"zeta": {}, "alpha": {}}}}}], "tool_choice": "none"})";
+  const auto ordered = nlohmann::ordered_json::parse(body);
+  EXPECT_EQ(render_chat_prompt(parse_body(body), m_, &ordered),
+            R"({"type": "object", "properties": {"zeta": {}, "alpha": {}}}|{"zeta": 1, "alpha": 2})");
+}
+
+TEST_F(OpenAiApi, ContinueFinalMessageLeavesTheLastMessageOpen) {
+  const std::string msgs = R"("messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "Once upon"}])";
+  EXPECT_EQ(render_chat_prompt(parse_body("{" + msgs + R"(, "continue_final_message": true, "add_generation_prompt": false})"), m_),
+            "<user>hi\n<assistant>Once upon");
+  EXPECT_EQ(render_chat_prompt(parse_body("{" + msgs + "}"), m_), "<user>hi\n<assistant>Once upon\n<assistant>");
+  EXPECT_EQ(error_of("{" + msgs + R"(, "continue_final_message": true, "add_generation_prompt": true})", true),
+            (std::pair<int, std::string>{400, "continue_final_message"}));
+}
+
 // A template failure names the template file but not where the server keeps the checkpoint.
 TEST_F(OpenAiApi, ChatTemplateErrorsDoNotShowServerPaths) {
   test::TempDir dir;
