@@ -89,8 +89,19 @@ def arch_configs():
         # the SSD chunk (transformers' prefill runs the chunked form, fp4lm the recurrence).
         ("Nemotron-H dense", "NemotronHConfig", dict(NEMOTRON_H, hybrid_override_pattern="M*-M-"),
          "NemotronHForCausalLM"),
+        # Gemma 3: sliding 2:1 with a window (16) well inside the prompt, query_pre_attn_scalar !=
+        # head_dim, linear RoPE on the full layers, soft-capped logits, tied embeddings.
+        ("Gemma3", "Gemma3TextConfig", dict(GEMMA3), "Gemma3ForCausalLM"),
+        ("Gemma3 VL", "Gemma3Config", None, "Gemma3ForConditionalGeneration"),
     ]
     return out
+
+
+GEMMA3 = dict(COMMON, head_dim=32, query_pre_attn_scalar=24, sliding_window=16, tie_word_embeddings=True,
+              layer_types=["sliding_attention", "full_attention", "sliding_attention"],
+              final_logit_softcapping=30.0,
+              rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+                               "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6}})
 
 
 def make_config(cls_name, kwargs):
@@ -101,6 +112,13 @@ def make_config(cls_name, kwargs):
         vision = dict(depth=1, hidden_size=32, intermediate_size=64, num_heads=2, out_hidden_size=64,
                       patch_size=16, spatial_merge_size=2, temporal_patch_size=2, num_position_embeddings=16)
         return getattr(transformers, cls_name)(text_config=text, vision_config=vision, tie_word_embeddings=False)
+    if cls_name == "Gemma3Config":  # the VL wrapper: the text model above + a tiny SigLIP tower
+        vision = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
+                      image_size=28, patch_size=14)
+        # transformers 5.24's Gemma3ForConditionalGeneration does not soft-cap its logits (its
+        # Gemma3ForCausalLM does; published Gemma 3 configs set final_logit_softcapping null).
+        text = dict(GEMMA3, final_logit_softcapping=None)
+        return transformers.Gemma3Config(text_config=text, vision_config=vision, mm_tokens_per_image=4)
     return getattr(transformers, cls_name)(**kwargs)
 
 

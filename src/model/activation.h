@@ -13,5 +13,10 @@ namespace fp4lm::model {
 void round_to_dtype(float* x, size_t n, DType t);
 
 inline float silu(float x) { return x / (1.0f + std::exp(-x)); }
+// GELU, tanh approximation (PyTorch's gelu(approximate="tanh"), HF "gelu_pytorch_tanh").
+inline float gelu_tanh(float x) {
+  const float k = 0.7978845608028654f;  // sqrt(2 / pi)
+  return 0.5f * x * (1.0f + std::tanh(k * (x + 0.044715f * x * x * x)));
+}
 
 }  // namespace fp4lm::model

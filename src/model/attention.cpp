@@ -142,6 +142,7 @@ Attention::Attention(const LayerBuild& b, int64_t layer, const AttentionLayout& 
   qkv_ = loader.load_linear(p + ".qkv_proj");
   o_ = loader.load_linear(p + ".o_proj");
   gated_ = c.attn_output_gate;
+  if (layout.scaling > 0) q_mult_ = static_cast<float>(layout.scaling * std::sqrt(static_cast<double>(head_dim_)));
   qk_norm_ = c.qk_norm;
   if (qk_norm_) {
     q_norm_ = load_rms_norm(loader, p + ".q_norm.weight", head_dim_);
@@ -212,6 +213,8 @@ void Attention::forward(const float* x, std::span<const AttentionSpan> spans, fl
       round_to_dtype(ki, static_cast<size_t>(kvd), act_);
       if (stores_kv_) s.cache->store(kv_slot_, pos, ki, vi);
       std::copy(qi, qi + qd, q.data() + i * qd);
+      if (q_mult_ != 1.0f)
+        for (int64_t k = 0; k < qd; ++k) q[static_cast<size_t>(i * qd + k)] *= q_mult_;
     }
   std::vector<float> attn(static_cast<size_t>(m * qd));
   causal_attention(spans, kv_slot_, q.data(), num_heads_, attn.data());

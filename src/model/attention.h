@@ -53,6 +53,7 @@ struct AttentionLayout {
                              // shared between layers); this layer declares and stores none of its own
   bool rope = true;          // false: no position encoding (Nemotron-H's attention layers)
   const char* module = "self_attn";  // the layer's module under model.layers.<i> (Nemotron-H: "mixer")
+  double scaling = 0;        // softmax scale of q·k (Gemma 3: query_pre_attn_scalar^-0.5); 0 = 1/sqrt(head_dim)
 };
 
 class Attention final : public Mixer {
@@ -82,6 +83,8 @@ class Attention final : public Mixer {
  private:
   int64_t layer_, kv_slot_, num_heads_, num_kv_heads_, head_dim_;
   bool gated_ = false, stores_kv_ = true, rope_enabled_ = true;
+  // The queries are multiplied by this before the kernel's 1/sqrt(head_dim): layout.scaling × sqrt(head_dim).
+  float q_mult_ = 1.0f;
   DType act_;
   const Rope& rope_;
   std::unique_ptr<Linear> qkv_, o_;

@@ -224,6 +224,14 @@ void CausalLM::forward_step(std::span<const SequenceChunk> batch, const std::vec
   try {
     embed_.lookup(tokens.data(), m, h.data());
     round_to_dtype(h.data(), size, dtype_);
+    if (config().scale_embeddings) {
+      // Gemma: × sqrt(hidden_size), the factor itself in the activation dtype (as transformers
+      // casts it to the embedding's dtype).
+      float scale = std::sqrt(static_cast<float>(hid));
+      round_to_dtype(&scale, 1, dtype_);
+      for (float& v : h) v *= scale;
+      round_to_dtype(h.data(), size, dtype_);
+    }
     check_finite(h.data(), m, hid, "the token embedding");
     for (size_t li = 0; li < layers_.size(); ++li) {
       layers_[li]->forward(step);
@@ -261,6 +269,11 @@ void CausalLM::forward_step(std::span<const SequenceChunk> batch, const std::vec
   std::vector<float> logits(static_cast<size_t>(r * vocab));
   try {
     lm_head_->forward(x.data(), r, logits.data());
+    if (const double cap = config().gemma.final_logit_softcapping; cap > 0) {
+      const float c = static_cast<float>(cap);
+      for (float& v : logits) v = c * std::tanh(v / c);
+      round_to_dtype(logits.data(), logits.size(), dtype_);
+    }
     check_finite(logits.data(), r, vocab, "the logits");
   } catch (const NonFiniteError& e) {
     rethrow_located(e, rows[e.row()], locate);

@@ -7,7 +7,8 @@
 
 namespace fp4lm::model {
 
-DenseMlp::DenseMlp(ModelLoader& loader, const std::string& prefix) : act_(loader.dtype()) {
+DenseMlp::DenseMlp(ModelLoader& loader, const std::string& prefix)
+    : act_(loader.dtype()), gelu_tanh_(loader.config().hidden_act == "gelu_pytorch_tanh") {
   gate_up_ = loader.load_linear(prefix + ".gate_up_proj");
   down_ = loader.load_linear(prefix + ".down_proj");
   inter_ = down_->in_features();
@@ -20,7 +21,10 @@ void DenseMlp::forward(const float* x, int64_t m, float* y) const {
     const float* g = gu.data() + i * 2 * inter_;
     const float* u = g + inter_;
     float* hi = h.data() + i * inter_;
-    for (int64_t c = 0; c < inter_; ++c) hi[c] = silu(g[c]) * u[c];
+    if (gelu_tanh_)
+      for (int64_t c = 0; c < inter_; ++c) hi[c] = gelu_tanh(g[c]) * u[c];
+    else
+      for (int64_t c = 0; c < inter_; ++c) hi[c] = silu(g[c]) * u[c];
   }
   round_to_dtype(h.data(), h.size(), act_);
   down_->forward(h.data(), m, y);

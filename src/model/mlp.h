@@ -1,5 +1,6 @@
 #pragma once
-// Dense SwiGLU MLP: down(silu(gate(x)) * up(x)), gate and up fused into one gate_up_proj.
+// Dense gated MLP: down(act(gate(x)) * up(x)), gate and up fused into one gate_up_proj; act is
+// silu (SwiGLU) or, when config.hidden_act says gelu_pytorch_tanh, GELU's tanh form (Gemma's GeGLU).
 #include <memory>
 #include <string>
 
@@ -22,6 +23,7 @@ class DenseMlp final : public FeedForward {
   std::unique_ptr<Linear> gate_up_, down_;
   int64_t inter_;
   DType act_;
+  bool gelu_tanh_ = false;
 };
 
 }  // namespace fp4lm::model

@@ -50,7 +50,11 @@ ModelConfig parse_model_config(const json& top, const std::string& path) {
       if (!text.contains(k) && top.contains(k)) text[k] = top[k];
     c.tensor_prefix = "model.language_model.";
   }
-  const json& j = vl ? text : top;
+  if (!vl) text = top;
+  // Keys the architecture's transformers config class defaults (Gemma 3's published configs
+  // omit vocab_size, head_dim, ...): filled in before anything is read.
+  c.arch->fill_config_defaults(text);
+  const json& j = text;
   ConfigReader r{j, path};
 
   c.vocab_size = r.req<int64_t>("vocab_size");
@@ -80,10 +84,7 @@ ModelConfig parse_model_config(const json& top, const std::string& path) {
   c.max_position_embeddings = r.opt<int64_t>("max_position_embeddings", 2048);
   c.tie_word_embeddings = r.opt<bool>("tie_word_embeddings", false);
   c.torch_dtype = r.opt<std::string>("torch_dtype", r.opt<std::string>("dtype", ""));
-  if (!c.arch->reads_hidden_act()) {
-    std::string act = r.opt<std::string>("hidden_act", "silu");
-    if (act != "silu") fail("{}: unsupported hidden_act '{}' (supported: silu)", path, act);
-  }
+  c.hidden_act = r.opt<std::string>("hidden_act", "silu");
 
   // transformers 5 writes RoPE as one `rope_parameters` object (rope_type, rope_theta and the
   // scaling keys) instead of top-level rope_theta + rope_scaling; it wins when present.
@@ -116,6 +117,8 @@ ModelConfig parse_model_config(const json& top, const std::string& path) {
 
   c.attention_bias = r.opt<bool>("attention_bias", false);
   c.arch->parse_config(r, c);
+  if (c.hidden_act != "silu" && c.hidden_act != "gelu_pytorch_tanh")
+    fail("{}: unsupported hidden_act '{}' (supported: silu, gelu_pytorch_tanh)", path, c.hidden_act);
   if (c.rotary_dim == 0) c.rotary_dim = c.head_dim;
   if (c.is_moe()) {
     r.positive("num_experts", c.moe.num_experts);

@@ -60,6 +60,19 @@ struct MambaConfig {
   bool layer_is(int64_t i, char kind) const {
     return i >= 0 && static_cast<size_t>(i) < pattern.size() && pattern[static_cast<size_t>(i)] == kind;
   }
+// Gemma 3 / Gemma 4 (arch/gemma.h): attention layers of two types, each with its own RoPE (and,
+// in Gemma 4, its own head_dim and KV heads), the embeddings scaled by sqrt(hidden_size), the
+// logits optionally soft-capped.
+struct GemmaConfig {
+  std::vector<bool> sliding;  // layer i is sliding-window attention (else full attention)
+  int64_t sliding_window = 0;
+  // The sliding layers' RoPE (the full layers' is ModelConfig::rope_theta / rope_scaling).
+  double local_rope_theta = 10000.0;
+  RopeScaling local_rope_scaling;
+  // Softmax scale of q·k: query_pre_attn_scalar^-0.5 (Gemma 3); 0 = 1/sqrt(head_dim).
+  double attention_scaling = 0.0;
+  double final_logit_softcapping = 0.0;  // 0 = none; else logits = cap * tanh(logits / cap)
+  bool enabled() const { return !sliding.empty(); }
 };
 
 // The fields every architecture has (and the shared building blocks' parameters), plus one
@@ -83,6 +96,14 @@ struct ModelConfig {
   bool attn_output_gate = false;  // q_proj holds a per-head gate: output × sigmoid(gate)
   int64_t rotary_dim = 0;         // RoPE over the first rotary_dim dims of a head (= head_dim unless partial)
   bool zero_centered_norm = false;  // RMSNorms scale by (1 + weight)
+  // RMSNorms multiply the weight in float32 and round once (Gemma: (x/rms · w) rounded), instead
+  // of rounding x/rms to the activation dtype before the multiply (Llama, Qwen).
+  bool norm_rounds_once = false;
+  // The MLPs' activation (HF hidden_act / hidden_activation): "silu" or "gelu_pytorch_tanh".
+  std::string hidden_act = "silu";
+  // The token embeddings are multiplied by sqrt(hidden_size), rounded to the activation dtype (Gemma).
+  bool scale_embeddings = false;
+  GemmaConfig gemma;  // Gemma 3 / Gemma 4 (arch/gemma.h)
   // Tensors under this prefix stand for `model.` (VL checkpoints: "model.language_model.").
   std::string tensor_prefix = "model.";
   // Whole tensors an architecture stores under another name than the engine reads: {engine name,

@@ -16,7 +16,7 @@ void RmsNorm::forward(const float* x, int64_t m, float* y, DType act) const {
     for (int64_t i = 0; i < d; ++i) ss += static_cast<double>(xr[i]) * xr[i];
     const float inv = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(d) + eps_));
     for (int64_t i = 0; i < d; ++i) yr[i] = xr[i] * inv;
-    round_to_dtype(yr, static_cast<size_t>(d), act);
+    if (!round_once_) round_to_dtype(yr, static_cast<size_t>(d), act);
     for (int64_t i = 0; i < d; ++i) yr[i] *= weight_[i];
     round_to_dtype(yr, static_cast<size_t>(d), act);
   }
@@ -26,7 +26,7 @@ RmsNorm load_rms_norm(const ModelLoader& loader, const std::string& name, int64_
   std::vector<float> w = loader.tensor_f32(name, {dim});
   if (loader.config().zero_centered_norm)
     for (float& x : w) x += 1.0f;
-  return RmsNorm(std::move(w), loader.config().rms_norm_eps);
+  return RmsNorm(std::move(w), loader.config().rms_norm_eps, loader.config().norm_rounds_once);
 }
 
 }  // namespace fp4lm::model

@@ -41,6 +41,9 @@ class ArchDef {
   virtual ~ArchDef() = default;
   // The HF class name in config.json's `architectures`, e.g. "MixtralForCausalLM".
   virtual std::string_view hf_name() const = 0;
+  // Sets the keys absent from config.json (its text model's part) to the defaults of
+  // transformers' config class, where published configs rely on them. Default: nothing.
+  virtual void fill_config_defaults(nlohmann::json&) const {}
   // Reads the keys only this architecture has into c (the shared keys are already there).
   // Error naming config.json and the field on a bad value.
   virtual void parse_config(const ConfigReader& r, ModelConfig& c) const = 0;
@@ -64,9 +67,6 @@ class ArchDef {
   // Modules the architecture leaves unquantized by default when fp4lm quantizes it (as
   // ModelOpt's quantizer config does; `quantize` adds them to the exclusions). Default: none.
   virtual std::vector<std::string> default_exclusions(const ModelConfig&) const { return {}; }
-  // Whether parse_config reads and checks the activation keys itself (else the shared parser
-  // requires hidden_act silu).
-  virtual bool reads_hidden_act() const { return false; }
   // Adds this architecture's own keys to a synthetic config.json.
   virtual void synthetic_config(const SyntheticOptions& o, nlohmann::json& c) const = 0;
 };

@@ -78,7 +78,6 @@ char letter_of(const std::string& type) {
 class NemotronH final : public ArchDef {
  public:
   std::string_view hf_name() const override { return "NemotronHForCausalLM"; }
-  bool reads_hidden_act() const override { return true; }
 
   void parse_config(const ConfigReader& r, ModelConfig& c) const override {
     const nlohmann::json& j = r.j;
@@ -112,6 +111,9 @@ class NemotronH final : public ArchDef {
     if (r.has("attention_head_dim") && !r.has("head_dim")) c.head_dim = r.get<int64_t>("attention_head_dim");
     r.positive("head_dim", c.head_dim);
     c.rotary_dim = c.head_dim;
+    // The activations are mlp_hidden_act and mamba_hidden_act; hidden_act is no NemotronHConfig key
+    // (the shared MLP's activation, unused here).
+    c.hidden_act = "silu";
     const std::string mlp_act = r.opt<std::string>("mlp_hidden_act", "relu2");
     if (mlp_act != "relu2") fail("{}: unsupported mlp_hidden_act '{}' (supported: relu2)", path, mlp_act);
     const std::string mamba_act = r.opt<std::string>("mamba_hidden_act", "silu");

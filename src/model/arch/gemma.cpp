@@ -1,0 +1,88 @@
+#include "model/arch/gemma.h"
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+
+namespace fp4lm::model {
+
+GemmaNormNames gemma_norm_names(int64_t layer) {
+  const std::string p = fmt::format("model.layers.{}.", layer);
+  return {p + "input_layernorm.weight", p + "post_attention_layernorm.weight", p + "pre_feedforward_layernorm.weight",
+          p + "post_feedforward_layernorm.weight"};
+}
+
+void GemmaLayer::forward(const LayerStep& s) const {
+  add_residual(s, input_, [&](const float* x, float* y) {
+    attention_->forward(x, s.spans, y);
+    post_attention_.forward(y, s.m, y, s.act);
+  });
+  add_residual(s, pre_feedforward_, [&](const float* x, float* y) {
+    mlp_->forward(x, s.m, y);
+    post_feedforward_.forward(y, s.m, y, s.act);
+  });
+}
+
+size_t GemmaLayer::own_param_bytes() const {
+  return static_cast<size_t>(input_.dim() + post_attention_.dim() + pre_feedforward_.dim() + post_feedforward_.dim()) *
+             sizeof(float) +
+         attention_->own_param_bytes();
+}
+
+void read_gemma_layer_types(const ConfigReader& r, ModelConfig& c, int64_t pattern) {
+  std::vector<bool>& sliding = c.gemma.sliding;
+  if (r.has("layer_types")) {
+    const nlohmann::json& t = r.j["layer_types"];
+    if (!t.is_array() || static_cast<int64_t>(t.size()) != c.num_layers)
+      fail("{}: field 'layer_types' must be a list of {} layer types (num_hidden_layers), found {}", r.path,
+           c.num_layers, t.dump());
+    for (const nlohmann::json& v : t) {
+      if (v == "sliding_attention") sliding.push_back(true);
+      else if (v == "full_attention") sliding.push_back(false);
+      else fail("{}: field 'layer_types' holds {}, expected \"sliding_attention\" or \"full_attention\"", r.path, v.dump());
+    }
+  } else {
+    r.positive("sliding_window_pattern", pattern);
+    for (int64_t i = 0; i < c.num_layers; ++i) sliding.push_back((i + 1) % pattern != 0);
+  }
+  c.gemma.sliding_window = r.req<int64_t>("sliding_window");
+  r.positive("sliding_window", c.gemma.sliding_window);
+}
+
+namespace {
+// One rope_parameters entry: rope_type default (no scaling) or linear (factor).
+void read_rope_entry(const ConfigReader& r, const char* key, double& theta, RopeScaling& scaling) {
+  const nlohmann::json& e = r.j["rope_parameters"][key];
+  if (!e.is_object()) fail("{}: field 'rope_parameters.{}' must be an object, found {}", r.path, key, e.dump());
+  ConfigReader er{e, r.path};
+  theta = er.opt<double>("rope_theta", theta);
+  const std::string type = er.opt<std::string>("rope_type", "default");
+  scaling = {};
+  if (type == "linear") {
+    scaling.type = type;
+    scaling.factor = er.req<double>("factor");
+    if (!(scaling.factor > 0)) fail("{}: field 'rope_parameters.{}.factor' must be > 0", r.path, key);
+  } else if (type != "default") {
+    fail("{}: unsupported rope_parameters.{}.rope_type '{}' (supported: default, linear)", r.path, key, type);
+  }
+}
+}  // namespace
+
+void read_gemma_rope(const ConfigReader& r, ModelConfig& c, const char* local_theta_key, double local_theta) {
+  c.gemma.local_rope_theta = r.opt<double>(local_theta_key, local_theta);
+  c.gemma.local_rope_scaling = {};
+  if (r.has("rope_parameters") && r.j["rope_parameters"].contains("full_attention")) {
+    read_rope_entry(r, "full_attention", c.rope_theta, c.rope_scaling);
+    if (r.j["rope_parameters"].contains("sliding_attention"))
+      read_rope_entry(r, "sliding_attention", c.gemma.local_rope_theta, c.gemma.local_rope_scaling);
+  }
+  if (!(c.gemma.local_rope_theta > 0)) fail("{}: the sliding layers' rope_theta must be > 0", r.path);
+}
+
+std::unique_ptr<Rope> gemma_rope(const ModelConfig& c, int64_t i, int64_t dim) {
+  if (c.gemma.sliding[static_cast<size_t>(i)])
+    return std::make_unique<Rope>(dim, c.gemma.local_rope_theta, c.gemma.local_rope_scaling);
+  return std::make_unique<Rope>(dim, c.rope_theta, c.rope_scaling);
+}
+
+}  // namespace fp4lm::model

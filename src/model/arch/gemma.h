@@ -1,0 +1,53 @@
+#pragma once
+// What Gemma 3 and Gemma 4 share (arch/gemma3.cpp, arch/gemma4.cpp): the decoder layer with four
+// norms — h += post_attention_norm(attention(input_norm(h))); h += post_feedforward_norm(
+// mlp(pre_feedforward_norm(h))) — whose attention uses the RoPE of its layer type (sliding or
+// full), the names of those norms, and the parsing of the per-type keys (layer_types,
+// sliding_window, RoPE per type in either config form). Norms are Gemma's: computed in float32,
+// rounded once (ModelConfig::norm_rounds_once).
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/arch/arch.h"
+#include "model/decoder_layer.h"
+#include "model/rope.h"
+
+namespace fp4lm::model {
+
+struct GemmaNormNames {
+  std::string input, post_attention, pre_feedforward, post_feedforward;
+};
+GemmaNormNames gemma_norm_names(int64_t layer);
+
+class GemmaLayer final : public DecoderLayer {
+ public:
+  GemmaLayer(std::unique_ptr<Rope> rope, RmsNorm input, std::unique_ptr<Mixer> attention, RmsNorm post_attention,
+             RmsNorm pre_feedforward, std::unique_ptr<FeedForward> mlp, RmsNorm post_feedforward)
+      : rope_(std::move(rope)), input_(std::move(input)), post_attention_(std::move(post_attention)),
+        pre_feedforward_(std::move(pre_feedforward)), post_feedforward_(std::move(post_feedforward)),
+        attention_(std::move(attention)), mlp_(std::move(mlp)) {}
+  void forward(const LayerStep& s) const override;
+  size_t own_param_bytes() const override;
+
+ private:
+  std::unique_ptr<Rope> rope_;  // the attention's (it keeps a reference)
+  RmsNorm input_, post_attention_, pre_feedforward_, post_feedforward_;
+  std::unique_ptr<Mixer> attention_;
+  std::unique_ptr<FeedForward> mlp_;
+};
+
+// layer_types (list of "sliding_attention" / "full_attention", one per layer; absent: every
+// `pattern`-th layer full, the others sliding) and sliding_window into c.gemma; Error naming
+// the field otherwise.
+void read_gemma_layer_types(const ConfigReader& r, ModelConfig& c, int64_t pattern);
+// RoPE per layer type: transformers 5's rope_parameters {sliding_attention: {...},
+// full_attention: {...}} (rope_type default or linear, rope_theta, factor), or the older
+// rope_theta + rope_scaling (full layers) and `local_theta_key` (sliding layers, default
+// `local_theta`).
+void read_gemma_rope(const ConfigReader& r, ModelConfig& c, const char* local_theta_key, double local_theta);
+// The RoPE of layer i's type over `dim` dims.
+std::unique_ptr<Rope> gemma_rope(const ModelConfig& c, int64_t i, int64_t dim);
+
+}  // namespace fp4lm::model

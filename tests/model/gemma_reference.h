@@ -1,0 +1,293 @@
+#pragma once
+// The float64 forward of Gemma 3's text model written for the tests from transformers' published
+// semantics (modeling_gemma3), not from the engine: embeddings × sqrt(hidden); per layer
+// h += n2(attn(n1(h))), h += n4(mlp(n3(h))) with every RMSNorm x/rms·(1 + w); q/k norms before
+// RoPE (rotate-half; sliding layers with their own base, full layers with rope_theta and a linear
+// factor); scores scaled by query_pre_attn_scalar^-0.5, a sliding layer seeing the last
+// `window` positions (its own included); GELU(tanh) gated MLP; final norm, tied or separate
+// lm_head, optional soft-capping. Attention is recomputed per position over the whole sequence.
+// Plus the tiny random models it runs on and their checkpoint writer (flat or VL layout,
+// modules stored as NVFP4 where asked).
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <numbers>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "io/safetensors.h"
+#include "model/hybrid_reference.h"
+#include "model/logits_check.h"
+#include "quant/nvfp4.h"
+
+namespace fp4lm::model::gemma_ref {
+
+using nlohmann::json;
+using Vec = std::vector<double>;
+using hybrid_ref::ExpertInput;
+using hybrid_ref::T;
+
+struct Gemma {
+  json config;  // the text model's config.json (flat layout)
+  std::map<std::string, T> w;
+  int64_t vocab = 97, hidden = 32, layers = 4, heads = 4, kvh = 2, hd = 16, inter = 48, window = 4;
+  std::vector<bool> sliding = {true, false, true, false};
+  double qpas = 24, theta_full = 1000.0, theta_local = 50.0, rope_factor = 2.0, softcap = 0;
+  bool tied = true;
+  // How modules stored as NVFP4 see their inputs (nvfp4: with their input_scale).
+  ExpertInput linear_input = ExpertInput::exact;
+  std::map<std::string, quant::Nvfp4Weight> nvfp4;
+  std::map<std::string, float> nvfp4_input_scale;
+};
+
+// Stores `module` as NVFP4 (its weight becomes the dequantized one the reference uses);
+// input_scale 0: W4A16.
+inline void quantize_module(Gemma& m, const std::string& module, float input_scale = 0.0f) {
+  T& t = m.w.at(module + ".weight");
+  quant::Nvfp4Weight q = quant::quantize_weight(t.v.data(), t.shape[0], t.shape[1]);
+  t.v = quant::dequantize_weight(q);
+  m.nvfp4[module] = std::move(q);
+  m.nvfp4_input_scale[module] = input_scale;
+}
+
+// Every MLP projection of every layer as NVFP4 (NVIDIA's Gemma recipe: attention stays BF16).
+inline void quantize_mlps(Gemma& m, float input_scale = 0.0f) {
+  for (int64_t l = 0; l < m.layers; ++l)
+    for (const char* proj : {"gate_proj", "up_proj", "down_proj"})
+      quantize_module(m, fmt::format("model.layers.{}.mlp.{}", l, proj), input_scale);
+}
+
+// Layers sliding, full, sliding, full (layer_types given), window 4, head_dim 16 with
+// query_pre_attn_scalar 24 (≠ head_dim, as the 27B's 168 vs 128), linear RoPE factor 2 on the
+// full layers (as the 4B/12B/27B's 8), transformers 5's rope_parameters form.
+inline Gemma make_gemma3(uint64_t seed = 5) {
+  Gemma m;
+  json types = json::array();
+  for (bool s : m.sliding) types.push_back(s ? "sliding_attention" : "full_attention");
+  m.config = {{"architectures", {"Gemma3ForCausalLM"}},
+              {"model_type", "gemma3_text"},
+              {"vocab_size", m.vocab},
+              {"hidden_size", m.hidden},
+              {"intermediate_size", m.inter},
+              {"num_hidden_layers", m.layers},
+              {"num_attention_heads", m.heads},
+              {"num_key_value_heads", m.kvh},
+              {"head_dim", m.hd},
+              {"hidden_activation", "gelu_pytorch_tanh"},
+              {"max_position_embeddings", 256},
+              {"rms_norm_eps", 1e-6},
+              {"query_pre_attn_scalar", m.qpas},
+              {"sliding_window", m.window},
+              {"layer_types", types},
+              {"rope_parameters",
+               {{"full_attention", {{"rope_type", "linear"}, {"factor", m.rope_factor}, {"rope_theta", m.theta_full}}},
+                {"sliding_attention", {{"rope_type", "default"}, {"rope_theta", m.theta_local}}}}},
+              {"final_logit_softcapping", nullptr},
+              {"attn_logit_softcapping", nullptr},
+              {"tie_word_embeddings", m.tied},
+              {"bos_token_id", 2},
+              {"eos_token_id", 1},
+              {"torch_dtype", "float32"}};
+  std::mt19937_64 rng(seed);
+  auto add = [&](const std::string& name, Shape shape, float sd) {
+    std::normal_distribution<float> d(0.0f, sd);
+    T t{shape, std::vector<float>(static_cast<size_t>(shape_numel(shape)))};
+    for (float& x : t.v) x = d(rng);
+    m.w[name] = std::move(t);
+  };
+  auto lin = [&](const std::string& name, int64_t n, int64_t k) {
+    add(name + ".weight", {n, k}, 1.0f / std::sqrt(static_cast<float>(k)));
+  };
+  add("model.embed_tokens.weight", {m.vocab, m.hidden}, 0.2f);
+  add("model.norm.weight", {m.hidden}, 0.1f);
+  for (int64_t l = 0; l < m.layers; ++l) {
+    const std::string p = fmt::format("model.layers.{}", l);
+    for (const char* n : {"input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm",
+                          "post_feedforward_layernorm"})
+      add(p + "." + n + ".weight", {m.hidden}, 0.1f);
+    lin(p + ".self_attn.q_proj", m.heads * m.hd, m.hidden);
+    lin(p + ".self_attn.k_proj", m.kvh * m.hd, m.hidden);
+    lin(p + ".self_attn.v_proj", m.kvh * m.hd, m.hidden);
+    lin(p + ".self_attn.o_proj", m.hidden, m.heads * m.hd);
+    add(p + ".self_attn.q_norm.weight", {m.hd}, 0.1f);
+    add(p + ".self_attn.k_norm.weight", {m.hd}, 0.1f);
+    lin(p + ".mlp.gate_proj", m.inter, m.hidden);
+    lin(p + ".mlp.up_proj", m.inter, m.hidden);
+    lin(p + ".mlp.down_proj", m.hidden, m.inter);
+  }
+  return m;
+}
+
+// Sets tie_word_embeddings false and adds a random lm_head.
+inline void untie(Gemma& m, uint64_t seed = 3) {
+  m.tied = false;
+  m.config["tie_word_embeddings"] = false;
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> d(0.0f, 1.0f / std::sqrt(static_cast<float>(m.hidden)));
+  T t{{m.vocab, m.hidden}, std::vector<float>(static_cast<size_t>(m.vocab * m.hidden))};
+  for (float& x : t.v) x = d(rng);
+  m.w["lm_head.weight"] = std::move(t);
+}
+
+// Flat layout, or the VL one (Gemma3ForConditionalGeneration: keys under text_config, tensors
+// under model.language_model., plus vision tower / projector tensors that must be ignored).
+inline void write_gemma(const Gemma& m, const std::filesystem::path& dir, bool vl = false) {
+  std::filesystem::create_directories(dir);
+  io::SafetensorsWriter st;
+  for (const auto& [name, t] : m.w) {
+    std::string n = name;
+    if (vl && n.rfind("model.", 0) == 0) n = "model.language_model." + n.substr(6);
+    const std::string mod = name.substr(0, name.size() - 7);  // without ".weight"
+    if (auto q = m.nvfp4.find(mod); q != m.nvfp4.end()) {
+      const std::string b = n.substr(0, n.size() - 7);
+      st.add(b + ".weight", DType::U8, {q->second.n, q->second.k / 2}, q->second.codes);
+      st.add(b + ".weight_scale", DType::F8_E4M3, {q->second.n, q->second.k / 16}, q->second.scales);
+      st.add(b + ".weight_scale_2", DType::F32, {}, &q->second.weight_scale_2, sizeof(float));
+      if (const float s = m.nvfp4_input_scale.at(mod); s > 0) st.add(b + ".input_scale", DType::F32, {}, &s, sizeof s);
+      continue;
+    }
+    st.add(n, DType::F32, t.shape, t.v);
+  }
+  json c = m.config;
+  if (vl) {
+    std::vector<float> junk(16, 1.0f);
+    st.add("model.vision_tower.vision_model.encoder.layers.0.self_attn.q_proj.weight", DType::F32, {4, 4}, junk);
+    st.add("model.multi_modal_projector.mm_input_projection_weight", DType::F32, {4, 4}, junk);
+    json text = c;
+    text.erase("architectures");
+    text.erase("torch_dtype");
+    c = {{"architectures", {"Gemma3ForConditionalGeneration"}},
+         {"model_type", "gemma3"},
+         {"text_config", text},
+         {"vision_config", {{"model_type", "siglip_vision_model"}, {"hidden_size", 4}}},
+         {"mm_tokens_per_image", 256},
+         {"image_token_index", 262144},
+         {"torch_dtype", "float32"}};
+  }
+  st.write((dir / "model.safetensors").string());
+  std::ofstream(dir / "config.json") << c.dump(2);
+}
+
+// ---- the float64 reference ----
+
+inline Vec matvec(const Gemma& m, const std::string& name, const Vec& x0) {
+  const bool transform = m.linear_input != ExpertInput::exact && m.nvfp4.count(name);
+  const Vec x = transform ? hybrid_ref::seen_input(m.linear_input, m.nvfp4_input_scale.at(name), x0) : x0;
+  const T& w = m.w.at(name + ".weight");
+  const int64_t n = w.shape[0], k = w.shape[1];
+  Vec y(static_cast<size_t>(n), 0.0);
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t j = 0; j < k; ++j) y[r] += static_cast<double>(w.v[r * k + j]) * x[j];
+  return y;
+}
+
+// x[0, n) ← x / sqrt(mean(x²) + eps) · (1 + w)
+inline void gemma_rms(double* x, int64_t n, const std::vector<float>& w) {
+  double ss = 0;
+  for (int64_t i = 0; i < n; ++i) ss += x[i] * x[i];
+  const double inv = 1.0 / std::sqrt(ss / static_cast<double>(n) + 1e-6);
+  for (int64_t i = 0; i < n; ++i) x[i] = x[i] * inv * (1.0 + static_cast<double>(w[i]));
+}
+
+inline double gelu_tanh(double x) {
+  return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / std::numbers::pi) * (x + 0.044715 * x * x * x)));
+}
+
+// Logits [n, vocab] of the token sequence, every position.
+inline std::vector<Vec> reference(const Gemma& m, const std::vector<int32_t>& tok) {
+  const size_t n = tok.size();
+  const std::vector<float>& emb = m.w.at("model.embed_tokens.weight").v;
+  std::vector<Vec> h(n);
+  for (size_t t = 0; t < n; ++t) {
+    h[t] = Vec(emb.begin() + tok[t] * m.hidden, emb.begin() + (tok[t] + 1) * m.hidden);
+    for (double& v : h[t]) v *= std::sqrt(static_cast<double>(m.hidden));
+  }
+  for (int64_t l = 0; l < m.layers; ++l) {
+    const std::string p = fmt::format("model.layers.{}", l), a = p + ".self_attn";
+    const bool sliding = m.sliding[static_cast<size_t>(l)];
+    const double theta = sliding ? m.theta_local : m.theta_full, factor = sliding ? 1.0 : m.rope_factor;
+    std::vector<Vec> q(n), k(n), v(n);
+    for (size_t t = 0; t < n; ++t) {
+      Vec x = h[t];
+      gemma_rms(x.data(), m.hidden, m.w.at(p + ".input_layernorm.weight").v);
+      q[t] = matvec(m, a + ".q_proj", x);
+      k[t] = matvec(m, a + ".k_proj", x);
+      v[t] = matvec(m, a + ".v_proj", x);
+      auto norm_rope = [&](Vec& z, int64_t nh, const std::string& nw) {
+        for (int64_t hh = 0; hh < nh; ++hh) {
+          double* hv = z.data() + hh * m.hd;
+          gemma_rms(hv, m.hd, m.w.at(nw).v);
+          const int64_t half = m.hd / 2;
+          for (int64_t i = 0; i < half; ++i) {
+            const double f = std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(m.hd));
+            const double ang = static_cast<double>(t) / factor * f, c0 = hv[i], c1 = hv[i + half];
+            hv[i] = c0 * std::cos(ang) - c1 * std::sin(ang);
+            hv[i + half] = c1 * std::cos(ang) + c0 * std::sin(ang);
+          }
+        }
+      };
+      norm_rope(q[t], m.heads, a + ".q_norm.weight");
+      norm_rope(k[t], m.kvh, a + ".k_norm.weight");
+    }
+    for (size_t t = 0; t < n; ++t) {
+      const size_t lo = sliding && t + 1 > static_cast<size_t>(m.window) ? t + 1 - static_cast<size_t>(m.window) : 0;
+      Vec o(static_cast<size_t>(m.heads * m.hd), 0.0);
+      for (int64_t hh = 0; hh < m.heads; ++hh) {
+        const int64_t g = hh / (m.heads / m.kvh);
+        Vec s(t + 1 - lo);
+        for (size_t u = lo; u <= t; ++u) {
+          double d = 0;
+          for (int64_t i = 0; i < m.hd; ++i) d += q[t][hh * m.hd + i] * k[u][g * m.hd + i];
+          s[u - lo] = d / std::sqrt(m.qpas);
+        }
+        const double mx = *std::max_element(s.begin(), s.end());
+        double sum = 0;
+        for (double& z : s) sum += z = std::exp(z - mx);
+        for (size_t u = lo; u <= t; ++u)
+          for (int64_t i = 0; i < m.hd; ++i) o[hh * m.hd + i] += s[u - lo] / sum * v[u][g * m.hd + i];
+      }
+      Vec y = matvec(m, a + ".o_proj", o);
+      gemma_rms(y.data(), m.hidden, m.w.at(p + ".post_attention_layernorm.weight").v);
+      for (int64_t i = 0; i < m.hidden; ++i) h[t][i] += y[i];
+    }
+    for (size_t t = 0; t < n; ++t) {
+      Vec x = h[t];
+      gemma_rms(x.data(), m.hidden, m.w.at(p + ".pre_feedforward_layernorm.weight").v);
+      const Vec g = matvec(m, p + ".mlp.gate_proj", x), u = matvec(m, p + ".mlp.up_proj", x);
+      Vec gu(g.size());
+      for (size_t i = 0; i < g.size(); ++i) gu[i] = gelu_tanh(g[i]) * u[i];
+      Vec y = matvec(m, p + ".mlp.down_proj", gu);
+      gemma_rms(y.data(), m.hidden, m.w.at(p + ".post_feedforward_layernorm.weight").v);
+      for (int64_t i = 0; i < m.hidden; ++i) h[t][i] += y[i];
+    }
+  }
+  std::vector<Vec> logits(n);
+  for (size_t t = 0; t < n; ++t) {
+    Vec x = h[t];
+    gemma_rms(x.data(), m.hidden, m.w.at("model.norm.weight").v);
+    const T& head = m.w.at(m.tied ? "model.embed_tokens.weight" : "lm_head.weight");
+    logits[t].assign(static_cast<size_t>(m.vocab), 0.0);
+    for (int64_t r = 0; r < m.vocab; ++r) {
+      double d = 0;
+      for (int64_t i = 0; i < m.hidden; ++i) d += static_cast<double>(head.v[r * m.hidden + i]) * x[i];
+      logits[t][r] = m.softcap > 0 ? m.softcap * std::tanh(d / m.softcap) : d;
+    }
+  }
+  return logits;
+}
+
+inline const std::vector<int32_t> kTokens = {2, 17, 5, 96, 40, 40, 3, 62, 11, 80, 29, 7, 50};
+
+inline EngineOptions f32() {
+  EngineOptions o;
+  o.dtype = "float32";
+  return o;
+}
+
+}  // namespace fp4lm::model::gemma_ref
