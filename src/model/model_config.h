@@ -60,6 +60,8 @@ struct MambaConfig {
   bool layer_is(int64_t i, char kind) const {
     return i >= 0 && static_cast<size_t>(i) < pattern.size() && pattern[static_cast<size_t>(i)] == kind;
   }
+};
+
 // Gemma 3 / Gemma 4 (arch/gemma.h): attention layers of two types, each with its own RoPE (and,
 // in Gemma 4, its own head_dim and KV heads), the embeddings scaled by sqrt(hidden_size), the
 // logits optionally soft-capped.

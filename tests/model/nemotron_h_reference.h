@@ -50,6 +50,7 @@ inline TinyModel make_model(const Dims& d, uint64_t seed = 11) {
                       {"use_conv_bias", true},
                       {"use_bias", false},
                       {"time_step_limit", {d.dt_lo, d.dt_hi}},
+                      {"time_step_min", 0.0},
                       {"layer_norm_epsilon", d.eps},
                       {"max_position_embeddings", 256},
                       {"tie_word_embeddings", false},

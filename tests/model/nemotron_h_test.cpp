@@ -71,6 +71,7 @@ TEST(NemotronH, TimeStepLimitClampsTheStep) {
   test::write_tiny_model(m, clamped.path());
   TinyModel wide = m;
   wide.config["time_step_limit"] = {0.0, nullptr};  // transformers' default [0, inf]
+  wide.config["time_step_min"] = 0.0;  // (else dt is clamped at 0.001, as transformers does)
   test::write_tiny_model(wide, open.path());
   const std::vector<int32_t> tokens = prompt(12);
   d.dt_lo = 0.0, d.dt_hi = std::numeric_limits<double>::infinity();
@@ -168,6 +169,18 @@ TEST(NemotronH, ConfigErrorsNameTheField) {
   c.erase("hybrid_override_pattern");
   c["layers_block_type"] = {"mamba", "attention", "mlp", "linear_attention", "mlp", "mamba", "full_attention"};
   EXPECT_EQ(parse_model_config(c, "dir/config.json").mamba.pattern, "M*-M-M*");
+  // As transformers 5 saves it: no num_hidden_layers, the time step bound as {"__float__": ...}.
+  c.erase("num_hidden_layers");
+  c.erase("time_step_min");
+  c["time_step_limit"] = {0.0, {{"__float__", "Infinity"}}};
+  const ModelConfig t5 = parse_model_config(c, "dir/config.json");
+  EXPECT_EQ(t5.num_layers, 7);
+  EXPECT_TRUE(std::isinf(t5.mamba.dt_max));
+  EXPECT_EQ(t5.mamba.dt_min, 0.001);  // transformers clamps at time_step_min (default 0.001)
+  c["time_step_min"] = 0.02;
+  EXPECT_EQ(parse_model_config(c, "dir/config.json").mamba.dt_min, 0.02);
+  c["time_step_limit"] = {0.0, {{"__float__", "many"}}};
+  expect_config_error(c, "'time_step_limit' must be a list of two numbers");
 }
 
 }  // namespace

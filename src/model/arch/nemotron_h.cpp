@@ -6,6 +6,7 @@
 //   '-' MLP: down_proj(relu(up_proj(h))²)      'E' MoE (not supported yet: an error naming it)
 // Tensors live under backbone. (read as model.): embeddings, layers.<i>.{norm, mixer.*}, norm_f;
 // lm_head at the top. The MTP layers (num_nextn_predict_layers, tensors mtp.*) are not read.
+#include <algorithm>
 #include <limits>
 
 #include <fmt/format.h>
@@ -79,6 +80,15 @@ class NemotronH final : public ArchDef {
  public:
   std::string_view hf_name() const override { return "NemotronHForCausalLM"; }
 
+  // transformers 5 derives num_hidden_layers from the layer list and does not save it.
+  void fill_config_defaults(nlohmann::json& j) const override {
+    if (j.contains("num_hidden_layers") && !j["num_hidden_layers"].is_null()) return;
+    if (j.contains("layers_block_type") && j["layers_block_type"].is_array())
+      j["num_hidden_layers"] = j["layers_block_type"].size();
+    else if (j.contains("hybrid_override_pattern") && j["hybrid_override_pattern"].is_string())
+      j["num_hidden_layers"] = j["hybrid_override_pattern"].get<std::string>().size();
+  }
+
   void parse_config(const ConfigReader& r, ModelConfig& c) const override {
     const nlohmann::json& j = r.j;
     const std::string& path = r.path;
@@ -139,20 +149,38 @@ class NemotronH final : public ArchDef {
       r.positive(k, v);
     if (m.num_heads % m.n_groups != 0)
       fail("{}: mamba_num_heads ({}) must be a multiple of n_groups ({})", path, m.num_heads, m.n_groups);
-    // time_step_limit [lo, hi] (JSON has no infinity: a missing or null bound is unbounded).
+    // time_step_limit [lo, hi]. JSON has no infinity: Python's json writes Infinity (read as the
+    // largest double), transformers 5 {"__float__": "Infinity"}; null is unbounded too.
     m.dt_min = 0.0;
     m.dt_max = std::numeric_limits<double>::infinity();
     const char* lim = key("time_step_limit", "mamba_dt_limit");
     if (r.has(lim)) {
       const nlohmann::json& l = j[lim];
-      if (!l.is_array() || l.size() != 2 || !(l[0].is_number() || l[0].is_null()) ||
-          !(l[1].is_number() || l[1].is_null() || l[1].is_string()))
+      auto bound = [&](const nlohmann::json& v, double unbounded) {
+        if (v.is_number()) return v.get<double>();
+        if (v.is_null()) return unbounded;
+        if (v.is_object() && v.size() == 1 && v.contains("__float__") && v["__float__"].is_string()) {
+          const std::string f = v["__float__"].get<std::string>();
+          if (f == "Infinity") return std::numeric_limits<double>::infinity();
+          if (f == "-Infinity") return -std::numeric_limits<double>::infinity();
+        }
         fail("{}: field '{}' must be a list of two numbers, found {}", path, lim, l.dump());
-      if (l[0].is_number()) m.dt_min = l[0].get<double>();
-      if (l[1].is_number()) m.dt_max = l[1].get<double>();
+      };
+      if (!l.is_array() || l.size() != 2)
+        fail("{}: field '{}' must be a list of two numbers, found {}", path, lim, l.dump());
+      m.dt_min = bound(l[0], 0.0);
+      m.dt_max = bound(l[1], std::numeric_limits<double>::infinity());
       if (!(m.dt_min >= 0) || !(m.dt_max > m.dt_min))
         fail("{}: field '{}' must hold 0 <= lo < hi, found {}", path, lim, l.dump());
     }
+    // transformers' NemotronH mixer clamps dt below at time_step_min (its time_step_limit is
+    // (time_step_min, inf)); NVIDIA's remote code at time_step_limit's lower bound (0.0 in the
+    // releases). The larger of the two is the clamp: transformers' semantics.
+    const double ts_min = r.opt<double>(key("time_step_min", "mamba_dt_min"), 0.001);
+    if (!(ts_min >= 0)) fail("{}: field 'time_step_min' must be >= 0, found {}", path, ts_min);
+    m.dt_min = std::max(m.dt_min, ts_min);
+    if (!(m.dt_max > m.dt_min))
+      fail("{}: time_step_min {} is not below time_step_limit's upper bound {}", path, m.dt_min, m.dt_max);
     m.ssm_cache_dtype = r.opt<std::string>("mamba_ssm_cache_dtype", "float32");
     if (m.ssm_cache_dtype != "float32" && m.ssm_cache_dtype != "bfloat16" && m.ssm_cache_dtype != "float16")
       fail("{}: unsupported mamba_ssm_cache_dtype '{}' (supported: float32, bfloat16, float16)", path,
