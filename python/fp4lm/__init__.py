@@ -9,9 +9,9 @@ from . import _logging
 from ._core import __version__
 from .llm import LLM
 from .outputs import CompletionOutput, Logprob, RequestOutput
-from .sampling_params import SamplingParams
+from .sampling_params import SamplingParams, StructuredOutputsParams
 from .tokenizer import Tokenizer
 
 _logging.configure()
 
-__all__ = ["LLM", "SamplingParams", "RequestOutput", "CompletionOutput", "Logprob", "Tokenizer", "__version__"]
+__all__ = ["LLM", "SamplingParams", "StructuredOutputsParams", "RequestOutput", "CompletionOutput", "Logprob", "Tokenizer", "__version__"]

@@ -82,9 +82,13 @@ class LLM:
 
     def chat(self, messages, sampling_params: Union[SamplingParams, Sequence[SamplingParams], None] = None,
              use_tqdm: bool = True, add_generation_prompt: bool = True,
-             chat_template_kwargs: Optional[dict] = None) -> List[RequestOutput]:
+             chat_template_kwargs: Optional[dict] = None, tools: Optional[list] = None,
+             continue_final_message: bool = False) -> List[RequestOutput]:
         """Generates replies to one conversation (a list of {"role", "content"} messages) or a
-        list of conversations, rendered with the checkpoint's chat template."""
+        list of conversations, rendered with the checkpoint's chat template (with `tools`, and
+        the final message left open when continue_final_message, as vLLM's LLM.chat)."""
+        if continue_final_message:
+            add_generation_prompt = False
         if not isinstance(messages, (list, tuple)):
             raise ValueError("messages must be a list of messages or a list of conversations")
         conversations = messages if messages and isinstance(messages[0], (list, tuple)) else [messages]
@@ -92,7 +96,8 @@ class LLM:
         parsed = []
         for conv in conversations:
             text = tok.apply_chat_template(conv, tokenize=False, add_generation_prompt=add_generation_prompt,
-                                           chat_template_kwargs=chat_template_kwargs)
+                                           chat_template_kwargs=chat_template_kwargs, tools=tools,
+                                           continue_final_message=continue_final_message)
             parsed.append((text, tok.encode(text, add_special_tokens=False)))
         return self._run(parsed, sampling_params, use_tqdm)
 
@@ -182,6 +187,8 @@ class LLM:
             "repetition_penalty": float(sp.repetition_penalty),
             "logprobs": -1 if sp.logprobs is None else sp.logprobs,
             "skip_special_tokens": sp.skip_special_tokens,
+            "logit_bias": [(int(t), float(b)) for t, b in (sp.logit_bias or {}).items()],
+            "structured": sp._structured_spec(),
         }
 
     def _completion(self, index, r, want_logprobs):

@@ -1,6 +1,7 @@
 """SamplingParams: vLLM's names, defaults and meanings (the subset fp4lm's engine implements)."""
+import json
 from dataclasses import dataclass
-from typing import List, Optional, Union
+from typing import Any, Dict, List, Optional, Union
 
 # vLLM treats temperatures below this as greedy.
 _SAMPLING_EPS = 1e-5
@@ -15,6 +16,47 @@ def _is_number(v):
 
 
 @dataclass
+class StructuredOutputsParams:
+    """What the output must match (vLLM's StructuredOutputsParams): exactly one of json (a JSON
+    schema, as a dict or its text), json_object (any JSON object), regex, choice (a list of
+    strings) or grammar (GBNF / EBNF). Enforced by a token mask at every step."""
+
+    json: Optional[Union[str, Dict[str, Any]]] = None
+    regex: Optional[str] = None
+    choice: Optional[List[str]] = None
+    grammar: Optional[str] = None
+    json_object: Optional[bool] = None
+
+    def __post_init__(self):
+        given = [k for k in ("json", "regex", "choice", "grammar", "json_object") if getattr(self, k) not in (None, False)]
+        if len(given) != 1:
+            raise ValueError(f"StructuredOutputsParams takes exactly one of json, regex, choice, grammar, json_object; "
+                             f"got {given or 'none'}")
+        if self.choice is not None and (not isinstance(self.choice, (list, tuple)) or not self.choice
+                                        or not all(isinstance(c, str) for c in self.choice)):
+            raise ValueError("StructuredOutputsParams.choice must be a non-empty list of strings")
+        for k in ("regex", "grammar"):
+            v = getattr(self, k)
+            if v is not None and (not isinstance(v, str) or not v):
+                raise ValueError(f"StructuredOutputsParams.{k} must be a non-empty string")
+        if self.json is not None and not isinstance(self.json, (str, dict, bool)):
+            raise ValueError("StructuredOutputsParams.json must be a JSON schema (a dict or its JSON text)")
+
+    def _spec(self):
+        """(kind, text, choices) for the engine."""
+        if self.json is not None:
+            schema = json.loads(self.json) if isinstance(self.json, str) else self.json
+            return ("json", json.dumps(schema), [])
+        if self.json_object:
+            return ("json_object", "", [])
+        if self.regex is not None:
+            return ("regex", self.regex, [])
+        if self.choice is not None:
+            return ("choice", "", list(self.choice))
+        return ("grammar", self.grammar, [])
+
+
+@dataclass
 class SamplingParams:
     """How to sample one prompt's completions (see vLLM's SamplingParams).
 
@@ -26,6 +68,9 @@ class SamplingParams:
     completion (None: up to the model length). min_tokens: EOS/stop_token_ids are blocked
     before this many. logprobs: the sampled token's and this many top tokens' log-probabilities
     per position (None = none). skip_special_tokens: leave special tokens out of the text.
+    logit_bias: {token id: bias} added to the logits before sampling (biases clamped to
+    [-100, 100], as vLLM's server does). structured_outputs: a StructuredOutputsParams the output
+    must match.
     """
 
     n: int = 1
@@ -44,6 +89,8 @@ class SamplingParams:
     min_tokens: int = 0
     logprobs: Optional[int] = None
     skip_special_tokens: bool = True
+    logit_bias: Optional[Dict[int, float]] = None
+    structured_outputs: Optional[StructuredOutputsParams] = None
 
     def __post_init__(self):
         if self.stop is None:
@@ -98,6 +145,16 @@ class SamplingParams:
             bad("logprobs", "None or an integer in [0, 20]")
         if not isinstance(self.skip_special_tokens, bool):
             bad("skip_special_tokens", "a bool")
+        if self.logit_bias is not None:
+            if not isinstance(self.logit_bias, dict) or not all(
+                    _is_int(t) and t >= 0 and _is_number(b) for t, b in self.logit_bias.items()):
+                bad("logit_bias", "None or a dict of token id -> number")
+            self.logit_bias = {t: min(100.0, max(-100.0, float(b))) for t, b in self.logit_bias.items()}
+        if self.structured_outputs is not None and not isinstance(self.structured_outputs, StructuredOutputsParams):
+            bad("structured_outputs", "None or a StructuredOutputsParams")
+
+    def _structured_spec(self):
+        return self.structured_outputs._spec() if self.structured_outputs is not None else ("", "", [])
 
     @property
     def sampling_type_greedy(self):

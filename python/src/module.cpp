@@ -32,6 +32,19 @@ engine::RequestParams request_from(const py::dict& d) {
   p.repetition_penalty = d["repetition_penalty"].cast<double>();
   p.logprobs = d["logprobs"].cast<int64_t>();
   p.skip_special_tokens = d["skip_special_tokens"].cast<bool>();
+  p.logit_bias = d["logit_bias"].cast<std::vector<std::pair<int32_t, float>>>();
+  // structured_outputs, as SamplingParams checked it: (kind, text, choices).
+  const auto [kind, text, choices] = d["structured"].cast<std::tuple<std::string, std::string, std::vector<std::string>>>();
+  using Kind = engine::structured::StructuredSpec::Kind;
+  auto& st = p.structured;
+  st.text = text;
+  st.choices = choices;
+  st.param = "structured_outputs." + kind;
+  if (kind == "json") st.kind = Kind::JsonSchema;
+  else if (kind == "json_object") st.kind = Kind::JsonObject;
+  else if (kind == "regex") st.kind = Kind::Regex;
+  else if (kind == "choice") st.kind = Kind::Choice;
+  else if (kind == "grammar") st.kind = Kind::Grammar;
   return p;
 }
 

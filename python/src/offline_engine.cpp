@@ -55,13 +55,16 @@ const tokenizer::Tokenizer& OfflineEngine::tokenizer() const {
 }
 
 std::string OfflineEngine::apply_chat_template(const std::string& messages_json, bool add_generation_prompt,
-                                               std::optional<bool> enable_thinking) const {
+                                               std::optional<bool> enable_thinking, const std::string& tools_json,
+                                               const std::string& extra_json) const {
   tokenizer();  // a chat needs the tokenizer too
   if (!chat_) fail("{}", chat_error_);
   tokenizer::ChatOptions co;
   co.add_generation_prompt = add_generation_prompt;
   co.enable_thinking = enable_thinking;
-  return chat_->render_ordered(io::parse_ordered_json(messages_json, "chat messages"), nullptr, co);
+  co.extra = io::parse_json(extra_json, "chat_template_kwargs");
+  return chat_->render_ordered(io::parse_ordered_json(messages_json, "chat messages"),
+                               io::parse_ordered_json(tools_json, "tools"), co);
 }
 
 std::vector<OfflineResult> OfflineEngine::generate(std::vector<engine::RequestParams> requests,

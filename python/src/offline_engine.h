@@ -50,9 +50,12 @@ class OfflineEngine {
 
   bool has_tokenizer() const { return tok_ != nullptr; }
   const tokenizer::Tokenizer& tokenizer() const;  // Error when the checkpoint has none
-  // messages_json: a JSON array of messages. Error when the checkpoint has no chat template.
+  // messages_json: a JSON array of messages; tools_json: "null" or a JSON array of tools;
+  // extra_json: a JSON object of more template variables. Error when the checkpoint has no chat
+  // template.
   std::string apply_chat_template(const std::string& messages_json, bool add_generation_prompt,
-                                  std::optional<bool> enable_thinking) const;
+                                  std::optional<bool> enable_thinking, const std::string& tools_json,
+                                  const std::string& extra_json) const;
   int64_t max_model_len() const { return lm_->max_model_len(); }
   int64_t vocab_size() const { return lm_->vocab_size(); }
   std::vector<int64_t> eos_ids() const { return lm_->eos_ids(); }

@@ -60,4 +60,9 @@ TokenLogprob token_logprob(const float* logits, int64_t vocab, int32_t chosen, i
   return out;
 }
 
+void apply_logit_bias(float* logits, int64_t vocab, const std::vector<std::pair<int32_t, float>>& bias) {
+  for (const auto& [id, b] : bias)
+    if (id >= 0 && id < vocab) logits[id] += b;
+}
+
 }  // namespace fp4lm::engine

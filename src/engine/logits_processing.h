@@ -4,7 +4,7 @@
 // penalty or temperature); then EOS/stop ids are masked while fewer than min_tokens were
 // generated; then the repetition penalty (prompt and output tokens: positive logits divided by
 // it, negative ones multiplied), then frequency (× count in the output) and presence (once per
-// token seen in the output) penalties are subtracted.
+// token seen in the output) penalties are subtracted, then logit_bias is added.
 #include <cstdint>
 #include <unordered_map>
 #include <unordered_set>
@@ -21,6 +21,8 @@ struct PenaltyState {
 
 bool has_penalties(const RequestParams& p);
 void apply_penalties(float* logits, int64_t vocab, const RequestParams& p, const PenaltyState& s);
+// logits[id] += bias for each (id, bias) (ids validated against the vocabulary beforehand).
+void apply_logit_bias(float* logits, int64_t vocab, const std::vector<std::pair<int32_t, float>>& bias);
 // Sets the listed ids (those inside [0, vocab)) to -inf.
 void mask_ids(float* logits, int64_t vocab, const std::vector<int64_t>& ids);
 // log-softmax of the raw row: the chosen token's logprob and the k most probable (ties: lower id).

@@ -53,6 +53,11 @@ void validate(const RequestParams& p, const RequestLimits& lim) {
     bad("logprobs", fmt::format("logprobs must be at most {}, got {}", kMaxLogprobs, p.logprobs));
   if (p.logprobs < -1) bad("logprobs", fmt::format("logprobs must be -1 (none) or at least 0, got {}", p.logprobs));
   check_ids(p.stop_token_ids, "stop_token_ids", "stop token", lim.vocab_size);
+  for (const auto& [id, bias] : p.logit_bias) {
+    if (id < 0 || id >= lim.vocab_size)
+      bad("logit_bias", fmt::format("logit_bias token id {} is outside the vocabulary [0, {})", id, lim.vocab_size));
+    if (!(bias >= -100 && bias <= 100)) bad("logit_bias", fmt::format("logit_bias values must be in [-100, 100], got {}", bias));
+  }
 }
 
 }  // namespace fp4lm::engine

@@ -28,6 +28,7 @@ struct RequestParams {
   int64_t logprobs = -1;                // -1: none; k >= 0: the sampled token's + top-k logprobs
   bool skip_special_tokens = true;
   structured::StructuredSpec structured;  // structured outputs: a token mask at every step
+  std::vector<std::pair<int32_t, float>> logit_bias;  // added to these ids' logits before sampling
 };
 
 // What a request is checked against: the model's vocabulary and context length.

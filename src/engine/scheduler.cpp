@@ -137,6 +137,7 @@ void Scheduler::sample_next(Sequence& s, float* logits, RequestOutput& out) {
   if (s.p.logprobs >= 0) raw_.assign(logits, logits + vocab);
   if (static_cast<int64_t>(s.output.size()) < s.p.min_tokens) mask_ids(logits, vocab, s.stop_ids);
   if (has_penalties(s.p)) apply_penalties(logits, vocab, s.p, s.penalties);
+  if (!s.p.logit_bias.empty()) apply_logit_bias(logits, vocab, s.p.logit_bias);
   if (s.grammar) s.grammar->apply(logits, vocab, s.stop_ids);
   const int32_t tok = s.sampler.sample(logits, vocab);
   if (s.grammar && !s.is_stop_id(tok)) s.grammar->accept(tok);

@@ -1,5 +1,6 @@
 #include "server/chat_schema.h"
 
+#include <algorithm>
 #include <array>
 #include <string_view>
 
@@ -170,6 +171,24 @@ tokenizer::ChatOptions checked_template_options(const json& b) {
   check_tools(b);
   check_tool_choice(b);
   if (present(b, "tools")) co.tools = b["tools"];
+  // documents (RAG) reach templates that use them, as vLLM passes them.
+  if (present(b, "documents")) {
+    const json& docs = b["documents"];
+    if (!docs.is_array()) throw bad_request("'documents' must be a list of objects", "documents");
+    for (size_t i = 0; i < docs.size(); ++i) require_object(docs[i], fmt::format("documents[{}]", i));
+    co.extra["documents"] = docs;
+  }
+  // reasoning_effort: a template variable, and thinking on unless it is "none" (vLLM).
+  if (const auto effort = opt_string(b, "reasoning_effort")) {
+    static const std::array<std::string_view, 7> kEfforts = {"none", "minimal", "low", "medium", "high", "xhigh", "max"};
+    if (std::find(kEfforts.begin(), kEfforts.end(), *effort) == kEfforts.end())
+      throw bad_request(fmt::format("'reasoning_effort' must be one of none, minimal, low, medium, high, xhigh, max; "
+                                    "got '{}'",
+                                    *effort),
+                        "reasoning_effort");
+    co.extra["reasoning_effort"] = *effort;
+    co.enable_thinking = *effort != "none";
+  }
   if (!present(b, "chat_template_kwargs")) return co;
   const json& kw = b["chat_template_kwargs"];
   require_object(kw, "chat_template_kwargs");

@@ -18,10 +18,12 @@ std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_hand
 }  // namespace
 
 GenerationResponse::GenerationResponse(std::shared_ptr<Exchange> ex, ApiRequest req, const ServingModel& m,
-                                       std::string id, int64_t created, std::shared_ptr<engine::RequestHandle> handle,
-                                       HeaderFields fields, std::function<void()> on_end)
-    : ex_(std::move(ex)), req_(std::move(req)), handle_(std::move(handle)), fields_(std::move(fields)),
-      on_end_(std::move(on_end)), start_(Clock::now()), last_write_(start_) {
+                                       std::string id, int64_t created,
+                                       std::vector<std::shared_ptr<engine::RequestHandle>> handles, HeaderFields fields,
+                                       std::function<void()> on_end)
+    : ex_(std::move(ex)), req_(std::move(req)), handles_(std::move(handles)), done_(handles_.size(), false),
+      open_(handles_.size()), fields_(std::move(fields)), on_end_(std::move(on_end)), start_(Clock::now()),
+      last_write_(start_) {
   rb_ = std::make_unique<ResponseBuilder>(req_, m, std::move(id), created);
 }
 
@@ -46,7 +48,7 @@ void GenerationResponse::begin() {
   }
   // The engine thread only schedules a drain; every output is handled here, on the event loop.
   // The listener owns this answer until finish() removes it (the engine always ends a request).
-  handle_->set_listener([self = shared_from_this()] { self->schedule_drain(); });
+  for (auto& h : handles_) h->set_listener([self = shared_from_this()] { self->schedule_drain(); });
 }
 
 void GenerationResponse::schedule_drain() {
@@ -58,25 +60,32 @@ void GenerationResponse::schedule_drain() {
 }
 
 void GenerationResponse::drain() {
-  if (ended_) return;
-  for (auto& out : handle_->wait(std::chrono::milliseconds(0))) {
-    if (req_.stream) {
-      if (!stream_output(out)) continue;
-    } else {
-      rb_->add(out);
+  for (size_t c = 0; c < handles_.size() && !ended_; ++c) {
+    if (done_[c]) continue;
+    for (auto& out : handles_[c]->wait(std::chrono::milliseconds(0))) {
+      if (req_.stream) {
+        if (!stream_output(c, out)) return;
+      } else {
+        if (out.finished && out.finish_reason == "error") return finish(out);
+        rb_->add(c, out);
+      }
+      if (out.finished) {
+        done_[c] = true;
+        if (--open_ == 0) return finish(out);
+        break;
+      }
     }
-    if (out.finished) return finish(out);
   }
 }
 
-// Writes one output's events; false when the output was an error (already finished).
-bool GenerationResponse::stream_output(const engine::RequestOutput& out) {
+// Writes one output's events; false when the output was an error (the answer has ended).
+bool GenerationResponse::stream_output(size_t c, const engine::RequestOutput& out) {
   if (out.finished && out.finish_reason == "error") {
     ex_->write(sse_event(ApiError(500, "generation failed: " + out.error).to_json()));
     finish(out);
     return false;
   }
-  const auto chunks = rb_->stream_chunks(out);
+  const auto chunks = rb_->stream_chunks(c, out);
   for (const json& c : chunks) ex_->write(sse_event(c));
   if (!chunks.empty()) last_write_ = Clock::now();
   return true;
@@ -85,7 +94,8 @@ bool GenerationResponse::stream_output(const engine::RequestOutput& out) {
 void GenerationResponse::finish(const engine::RequestOutput& last) {
   if (ended_) return;
   ended_ = true;
-  handle_->set_listener(nullptr);
+  for (auto& h : handles_) h->set_listener(nullptr);
+  if (open_ > 0) cancel_all();  // an error ended the answer early: the other choices stop too
   if (req_.stream) {
     if (last.finish_reason != "error" && req_.include_usage) ex_->write(sse_event(rb_->usage_chunk()));
     ex_->write(sse_done());
@@ -120,7 +130,11 @@ void GenerationResponse::keep_alive_tick() {
 void GenerationResponse::client_gone() {
   if (ended_) return;
   client_gone_ = true;
-  handle_->cancel();
+  cancel_all();
+}
+
+void GenerationResponse::cancel_all() {
+  for (auto& h : handles_) h->cancel();
 }
 
 void GenerationResponse::log_end(int status, const char* note) const {

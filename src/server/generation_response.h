@@ -9,6 +9,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "engine/engine.h"
 #include "server/http_transport.h"
@@ -20,9 +21,10 @@ namespace fp4lm::server {
 
 class GenerationResponse : public std::enable_shared_from_this<GenerationResponse> {
  public:
-  // `fields`: extra response fields (CORS); `on_end` runs once when the answer has ended.
+  // `handles`: one engine request per choice (ResponseBuilder's order). `fields`: extra response
+  // fields (CORS); `on_end` runs once when the answer has ended.
   GenerationResponse(std::shared_ptr<Exchange> ex, ApiRequest req, const ServingModel& m, std::string id,
-                     int64_t created, std::shared_ptr<engine::RequestHandle> handle, HeaderFields fields,
+                     int64_t created, std::vector<std::shared_ptr<engine::RequestHandle>> handles, HeaderFields fields,
                      std::function<void()> on_end);
   // From any thread: starts listening to the engine (the work itself runs on the event loop).
   void start();
@@ -32,8 +34,9 @@ class GenerationResponse : public std::enable_shared_from_this<GenerationRespons
   void begin();
   void schedule_drain();
   void drain();
-  bool stream_output(const engine::RequestOutput& out);
+  bool stream_output(size_t c, const engine::RequestOutput& out);
   void finish(const engine::RequestOutput& last);
+  void cancel_all();
   void keep_alive_tick();
   void client_gone();
   void log_end(int status, const char* note) const;
@@ -41,7 +44,9 @@ class GenerationResponse : public std::enable_shared_from_this<GenerationRespons
   std::shared_ptr<Exchange> ex_;
   ApiRequest req_;
   std::unique_ptr<ResponseBuilder> rb_;
-  std::shared_ptr<engine::RequestHandle> handle_;
+  std::vector<std::shared_ptr<engine::RequestHandle>> handles_;
+  std::vector<bool> done_;
+  size_t open_ = 0;  // choices not finished yet
   HeaderFields fields_;
   std::function<void()> on_end_;
   std::atomic<bool> drain_scheduled_{false};

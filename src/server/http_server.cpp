@@ -238,11 +238,20 @@ void HttpServer::generate(const std::shared_ptr<Exchange>& ex, bool chat) {
     // Chat templates see messages and tools in the request's key order (a second, ordered parse).
     const nlohmann::ordered_json ordered = chat ? io::parse_ordered_json(req.body, "the request body") : nullptr;
     ApiRequest ar = chat ? parse_chat_request(b, *model_, seed, &ordered) : parse_completion_request(b, *model_, seed);
-    auto handle = engine_.load()->submit(ar.params);  // RequestError -> 400, nothing queued
+    // One engine request per choice (n samples of each prompt); a refusal cancels those queued.
+    std::vector<std::shared_ptr<engine::RequestHandle>> handles;
+    const size_t choices = ar.prompts.size() * static_cast<size_t>(ar.n);
+    try {
+      for (size_t c = 0; c < choices; ++c) handles.push_back(engine_.load()->submit(choice_params(ar, c)));
+    } catch (...) {
+      for (auto& h : handles) h->cancel();
+      throw;  // RequestError -> 400
+    }
     ++active_;
     auto answer = std::make_shared<GenerationResponse>(ex, std::move(ar), *model_,
-                                                       request_id(chat ? "chatcmpl-" : "cmpl-"), unix_now(), handle,
-                                                       cors_.response_fields(req), [this] { --active_; });
+                                                       request_id(chat ? "chatcmpl-" : "cmpl-"), unix_now(),
+                                                       std::move(handles), cors_.response_fields(req),
+                                                       [this] { --active_; });
     answer->start();
     return;
   } catch (const ApiError& e) {

@@ -1,5 +1,7 @@
 #include "server/openai_request.h"
 
+#include <algorithm>
+#include <charconv>
 #include <filesystem>
 
 #include <fmt/format.h>
@@ -11,12 +13,16 @@
 #include "server/request_fields.h"
 #include "server/structured_output_request.h"
 #include "server/tool_choice_spec.h"
+#include "server/unsupported_fields.h"
 
 namespace fp4lm::server {
 
 using nlohmann::json;
 
 namespace {
+
+// The most choices one request may ask for (n times the prompts of a list).
+constexpr int64_t kMaxChoices = 128;
 
 // Tokenizing costs many times the text's size in short-lived allocations; above this the freed
 // memory is handed back at once instead of staying in the heap (engine/process_stats.h).
@@ -27,14 +33,42 @@ void parse_common(const json& b, const ServingModel& m, uint64_t random_seed, Ap
   engine::RequestParams& p = r.params;
   const SamplingDefaults& d = m.defaults;
 
-  if (auto n = opt_int(b, "n", 1); n && *n != 1)
-    throw bad_request(fmt::format("'n' must be 1 (more than one choice per request is not supported), got {}", *n), "n");
+  r.n = opt_int(b, "n", 1, kMaxChoices).value_or(1);
+  if (auto best_of = opt_int(b, "best_of", 1); best_of && *best_of != r.n)
+    throw bad_request(fmt::format("'best_of' must equal 'n' ({}): ranking more samples than are returned is not "
+                                  "supported, got {}",
+                                  r.n, *best_of),
+                      "best_of");
+  reject_unsupported_fields(b, r.endpoint);
+  r.return_tokens_as_token_ids = opt_bool(b, "return_tokens_as_token_ids").value_or(false);
+  if (present(b, "prompt_logprobs"))
+    throw bad_request("'prompt_logprobs' is not supported (the engine computes logits for generated positions only)",
+                      "prompt_logprobs");
   r.stream = opt_bool(b, "stream").value_or(false);
   if (present(b, "stream_options")) {
     if (!r.stream) throw bad_request("Stream options can only be defined when `stream=True`.", "stream_options");
     const json& so = b["stream_options"];
     if (!so.is_object()) throw bad_request("'stream_options' must be an object", "stream_options");
-    r.include_usage = opt_bool(so, "include_usage").value_or(false);
+    r.include_usage = opt_bool(so, "include_usage", "stream_options.include_usage").value_or(false);
+    r.continuous_usage = opt_bool(so, "continuous_usage_stats", "stream_options.continuous_usage_stats").value_or(false);
+  }
+  if (present(b, "logit_bias")) {
+    const json& lb = b["logit_bias"];
+    if (!lb.is_object()) throw bad_request("'logit_bias' must be an object mapping token ids to biases", "logit_bias");
+    for (const auto& [k, v] : lb.items()) {
+      const std::string field = "logit_bias." + k;
+      int64_t id = -1;
+      const auto [end, ec] = std::from_chars(k.data(), k.data() + k.size(), id);
+      if (ec != std::errc() || end != k.data() + k.size())
+        throw bad_request(fmt::format("'logit_bias' keys must be token ids, got '{}'", k), "logit_bias");
+      if (id < 0 || id >= m.vocab_size)
+        throw bad_request(fmt::format("logit_bias token id {} is outside the vocabulary [0, {})", id, m.vocab_size),
+                          "logit_bias");
+      if (!v.is_number()) throw bad_request(fmt::format("'{}' must be a number", field), field);
+      // vLLM clamps each bias to [-100, 100].
+      const double bias = std::clamp(v.get<double>(), -100.0, 100.0);
+      p.logit_bias.emplace_back(static_cast<int32_t>(id), static_cast<float>(bias));
+    }
   }
   p.structured = parse_structured_outputs(b);  // response_format, structured_outputs, guided_*
 
@@ -76,29 +110,55 @@ void parse_common(const json& b, const ServingModel& m, uint64_t random_seed, Ap
   if (present(b, "stop_token_ids")) p.stop_token_ids = token_ids(b["stop_token_ids"], "stop_token_ids", m.vocab_size);
 }
 
-// max_tokens after the prompt is known: explicit values are checked against the context by the
-// engine; defaults are clipped to what is left of it.
-void set_max_tokens(const json& b, const ServingModel& m, ApiRequest& r, std::optional<int64_t> fallback) {
-  std::optional<int64_t> mt = opt_int(b, "max_completion_tokens", 1);
-  if (!mt) mt = opt_int(b, "max_tokens", 1);
-  const int64_t left = m.max_model_len - static_cast<int64_t>(r.params.prompt.size());
-  if (mt) {
-    r.params.max_tokens = *mt;  // against the context in engine::validate (overflow-safe)
-  } else {
-    int64_t v = fallback ? *fallback : left;
-    if (m.defaults.max_tokens) v = std::min(v, *m.defaults.max_tokens);
-    r.params.max_tokens = std::max<int64_t>(1, std::min(v, left));
-  }
+// truncate_prompt_tokens: keep the prompt's last N tokens (-1: the context length), as vLLM.
+void truncate_prompt(const json& b, const ServingModel& m, std::vector<int32_t>& ids) {
+  const std::optional<int64_t> t = opt_int(b, "truncate_prompt_tokens", -1);
+  if (!t) return;
+  const int64_t keep = *t == -1 ? m.max_model_len : *t;
+  if (keep >= m.max_model_len && *t != -1)
+    throw bad_request(fmt::format("truncate_prompt_tokens ({}) must be less than the context length ({})", keep,
+                                  m.max_model_len),
+                      "truncate_prompt_tokens");
+  if (static_cast<int64_t>(ids.size()) > keep) ids.erase(ids.begin(), ids.end() - keep);
 }
 
-// The engine's one validator (ranges, context length), its RequestError as a 400. The
-// completions endpoint's "max_completion_tokens" is reported under the name the client used.
-void check_engine_params(const json& b, const ApiRequest& r, const ServingModel& m) {
-  try {
-    engine::validate(r.params, engine::RequestLimits{m.vocab_size, m.max_model_len});
-  } catch (const engine::RequestError& e) {
-    const bool renamed = e.param == "max_tokens" && present(b, "max_completion_tokens");
-    throw bad_request(e.what(), renamed ? "max_completion_tokens" : e.param);
+// max_tokens once the prompt is known: explicit values are checked against the context by the
+// engine; defaults are clipped to what is left of it.
+int64_t max_tokens_for(const json& b, const ServingModel& m, size_t prompt_len, std::optional<int64_t> fallback) {
+  std::optional<int64_t> mt = opt_int(b, "max_completion_tokens", 1);
+  if (!mt) mt = opt_int(b, "max_tokens", 1);
+  if (mt) return *mt;  // against the context in engine::validate (overflow-safe)
+  const int64_t left = m.max_model_len - static_cast<int64_t>(prompt_len);
+  int64_t v = fallback ? *fallback : left;
+  if (m.defaults.max_tokens) v = std::min(v, *m.defaults.max_tokens);
+  return std::max<int64_t>(1, std::min(v, left));
+}
+
+// The engine's one validator (ranges, context length) on every prompt, its RequestError as a
+// 400. The completions endpoint's "max_completion_tokens" is reported under the name the client
+// used; a list's prompt under its index.
+void check_engine_params(const json& b, ApiRequest& r, const ServingModel& m) {
+  const int64_t choices = static_cast<int64_t>(r.prompts.size()) * r.n;
+  if (choices > kMaxChoices)
+    throw bad_request(fmt::format("{} prompts with n={} make {} choices; at most {} per request", r.prompts.size(), r.n,
+                                  choices, kMaxChoices),
+                      r.prompts.size() > 1 ? "prompt" : "n");
+  r.params.prompt = r.prompts[0].ids;
+  r.params.max_tokens = r.prompts[0].max_tokens;
+  r.prompt_text = r.prompts[0].text;
+  for (size_t i = 0; i < r.prompts.size(); ++i) {
+    try {
+      engine::RequestParams p = r.params;
+      p.prompt = r.prompts[i].ids;
+      p.max_tokens = r.prompts[i].max_tokens;
+      engine::validate(p, engine::RequestLimits{m.vocab_size, m.max_model_len});
+    } catch (const engine::RequestError& e) {
+      const bool renamed = e.param == "max_tokens" && present(b, "max_completion_tokens");
+      const std::string param = renamed ? "max_completion_tokens" : e.param;
+      if (r.prompts.size() > 1 && param == "prompt")
+        throw bad_request(fmt::format("prompt[{}]: {}", i, e.what()), fmt::format("prompt[{}]", i));
+      throw bad_request(e.what(), param);
+    }
   }
 }
 
@@ -119,6 +179,15 @@ std::string without_server_paths(std::string msg, const ServingModel& m) {
 }
 
 }  // namespace
+
+engine::RequestParams choice_params(const ApiRequest& r, size_t c) {
+  engine::RequestParams p = r.params;
+  const ApiRequest::Prompt& pr = r.prompts[c / static_cast<size_t>(r.n)];
+  p.prompt = pr.ids;
+  p.max_tokens = pr.max_tokens;
+  p.sampling.seed += c % static_cast<size_t>(r.n);
+  return p;
+}
 
 json parse_body(const std::string& body) {
   json b;
@@ -145,36 +214,43 @@ ApiRequest parse_completion_request(const json& b, const ServingModel& m, uint64
   r.endpoint = Endpoint::completions;
   parse_common(b, m, random_seed, r);
   if (!b.contains("prompt") || b["prompt"].is_null()) throw bad_request("'prompt' is required", "prompt");
-  json prompt = b["prompt"];
-  // A one-element batch is the same as its element; real batches need n choices, not supported.
+  const json& prompt = b["prompt"];
+  const bool add_special = opt_bool(b, "add_special_tokens").value_or(true);
+  // One prompt (a string or a list of token ids), or a list of them: each its own choices.
+  auto one = [&](const json& x, const std::string& field) {
+    ApiRequest::Prompt p;
+    if (x.is_string()) {
+      p.text = x.get<std::string>();
+      if (p.text.empty()) throw bad_request(fmt::format("'{}' is empty", field), field);
+      if (!m.tok) throw bad_request("this model has no tokenizer: give the prompt as a list of token ids", field);
+      p.ids = m.tok->encode(p.text, add_special);
+      if (p.text.size() >= kLargePromptBytes) engine::release_free_memory();  // tokenizing's temporaries
+    } else if (x.is_array()) {
+      p.ids = token_ids(x, field, m.vocab_size);
+      if (p.ids.empty()) throw bad_request(fmt::format("'{}' is empty", field), field);
+      if (m.tok) p.text = m.tok->decode(p.ids, false);
+    } else {
+      throw bad_request(fmt::format("'{}' must be a string or a list of token ids", field), field);
+    }
+    truncate_prompt(b, m, p.ids);
+    p.max_tokens = max_tokens_for(b, m, p.ids.size(), 16);
+    r.prompts.push_back(std::move(p));
+  };
   if (prompt.is_array() && !prompt.empty() && (prompt[0].is_string() || prompt[0].is_array())) {
-    if (prompt.size() != 1)
-      throw bad_request("batched prompts (a list of several prompts) are not supported; send one request per prompt",
-                        "prompt");
-    prompt = json(prompt[0]);
-  }
-  if (prompt.is_string()) {
-    r.prompt_text = prompt.get<std::string>();
-    if (r.prompt_text.empty()) throw bad_request("the prompt is empty", "prompt");
-    if (!m.tok) throw bad_request("this model has no tokenizer: give the prompt as a list of token ids", "prompt");
-    r.params.prompt = m.tok->encode(r.prompt_text, opt_bool(b, "add_special_tokens").value_or(true));
-    if (r.prompt_text.size() >= kLargePromptBytes) engine::release_free_memory();  // tokenizing's temporaries
-  } else if (prompt.is_array()) {
-    r.params.prompt = token_ids(prompt, "prompt", m.vocab_size);
-    if (r.params.prompt.empty()) throw bad_request("the prompt is empty", "prompt");
-    if (m.tok) r.prompt_text = m.tok->decode(r.params.prompt, false);
+    for (size_t i = 0; i < prompt.size(); ++i) one(prompt[i], fmt::format("prompt[{}]", i));
+  } else if (prompt.is_string() || prompt.is_array()) {
+    one(prompt, "prompt");
   } else {
-    throw bad_request("'prompt' must be a string, a list of token ids, or a one-element list of either", "prompt");
+    throw bad_request("'prompt' must be a string, a list of token ids, or a list of either", "prompt");
   }
-  if (present(b, "suffix")) throw bad_request("'suffix' is not supported", "suffix");
   r.echo = opt_bool(b, "echo").value_or(false);
   if (auto lp = opt_int(b, "logprobs", 0, engine::kMaxLogprobs)) {
     r.logprobs = true;
     r.top_logprobs = *lp;
     r.params.logprobs = *lp;
   }
-  if (r.echo && r.logprobs) throw bad_request("'echo' together with 'logprobs' (prompt logprobs) is not supported", "echo");
-  set_max_tokens(b, m, r, 16);
+  if (r.echo && r.logprobs)
+    throw bad_request("'echo' together with 'logprobs' needs prompt logprobs, which are not supported", "echo");
   check_engine_params(b, r, m);
   return r;
 }
@@ -257,16 +333,26 @@ ApiRequest parse_chat_request(const json& b, const ServingModel& m, uint64_t ran
   const std::string prompt = render_chat_prompt(b, m, ordered);
   parse_tool_choice(b, m, r);  // after the template's checks of tools and tool_choice
   r.include_reasoning = opt_bool(b, "include_reasoning").value_or(true);
-  r.params.prompt = m.tok->encode(prompt, /*add_special_tokens=*/false);
+  ApiRequest::Prompt p;
+  p.ids = m.tok->encode(prompt, opt_bool(b, "add_special_tokens").value_or(false));
   if (prompt.size() >= kLargePromptBytes) engine::release_free_memory();  // tokenizing's temporaries
-  if (r.params.prompt.empty()) throw bad_request("the rendered chat prompt is empty", "messages");
+  if (p.ids.empty()) throw bad_request("the rendered chat prompt is empty", "messages");
+  // echo: the final message, when it is the assistant's, comes first in the answer (vLLM).
+  r.echo = opt_bool(b, "echo").value_or(false);
+  if (r.echo) {
+    const json& last = b["messages"].back();
+    if (last.value("role", "") == "assistant") p.text = checked_messages(json{{"messages", json::array({last})}})[0]["content"];
+  }
+  truncate_prompt(b, m, p.ids);
+  p.max_tokens = max_tokens_for(b, m, p.ids.size(), std::nullopt);
+  if (opt_bool(b, "return_prompt_text").value_or(false)) r.prompt_text_out = prompt;
+  r.prompts.push_back(std::move(p));
   r.logprobs = opt_bool(b, "logprobs").value_or(false);
   if (auto k = opt_int(b, "top_logprobs", 0, engine::kMaxLogprobs)) {
     if (!r.logprobs) throw bad_request("when using `top_logprobs`, `logprobs` must be set to true.", "top_logprobs");
     r.top_logprobs = *k;
   }
   if (r.logprobs) r.params.logprobs = r.top_logprobs;
-  set_max_tokens(b, m, r, std::nullopt);
   check_engine_params(b, r, m);
   return r;
 }

@@ -3,6 +3,7 @@
 // before anything is queued or streamed: a bad value is an ApiError 400 naming the field, an
 // unknown model a 404. Unknown fields are ignored, as in vLLM.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,13 +19,22 @@ enum class Endpoint { completions, chat };
 
 struct ApiRequest {
   Endpoint endpoint = Endpoint::completions;
-  engine::RequestParams params;
+  engine::RequestParams params;  // the first prompt's; the others differ in prompt and max_tokens
+  // One per prompt: /v1/completions takes a list; chat has one. Each is sampled `n` times.
+  struct Prompt {
+    std::vector<int32_t> ids;
+    std::string text;  // completions: the prompt as text (echo); chat with echo: the echoed message
+    int64_t max_tokens = 0;
+  };
+  std::vector<Prompt> prompts;
+  int64_t n = 1;
   bool stream = false, include_usage = false;
-  bool echo = false;          // completions: the prompt text comes first in the output
-  std::string prompt_text;    // completions: the prompt as text (for echo)
+  bool continuous_usage = false;  // stream_options.continuous_usage_stats: usage in every chunk
+  bool echo = false;          // the prompt (chat: the final assistant message) comes first in the output
+  std::string prompt_text;    // the first prompt's text
   bool logprobs = false;      // chat: logprobs; completions: logprobs given
   int64_t top_logprobs = 0;
-  bool return_token_ids = false;  // vLLM extension: the ids in each choice
+  bool return_token_ids = false;  // vLLM extension: the ids in each choice, and the prompt's
   // chat: how tool calls come back. auto: the server's --tool-call-parser finds them in the text;
   // required / named: the output is constrained (tool_choice_spec) and is the calls' JSON.
   enum class ToolChoice { none, auto_calls, required, named };
@@ -33,7 +43,13 @@ struct ApiRequest {
   nlohmann::json tools = nullptr;  // the request's tools (parsers type arguments by them)
   bool parallel_tool_calls = true; // false: only the first call is returned
   bool include_reasoning = true;   // false: the reasoning parser's reasoning is dropped
+  bool return_tokens_as_token_ids = false;  // logprob tokens as "token_id:N"
+  std::optional<std::string> prompt_text_out;  // chat return_prompt_text: the rendered prompt
 };
+
+// The engine request of choice `c` (prompt c / n, sample c % n: a seed is offset by the sample's
+// index, as vLLM seeds parallel samples).
+engine::RequestParams choice_params(const ApiRequest& r, size_t c);
 
 // `random_seed` is used when the request has no seed. ApiError on any invalid field.
 ApiRequest parse_completion_request(const nlohmann::json& body, const ServingModel& m, uint64_t random_seed);

@@ -9,116 +9,74 @@ namespace fp4lm::server {
 using nlohmann::json;
 using TC = ApiRequest::ToolChoice;
 
+// What one choice has produced so far.
+struct ResponseBuilder::Choice {
+  size_t index = 0, prompt = 0;
+  bool started = false;
+  std::string text;  // generated text (streaming: as sent)
+  std::vector<int32_t> ids;
+  std::vector<engine::TokenLogprob> logprobs;
+  std::string finish_reason;
+  json stop_reason = nullptr;
+  int64_t completion_tokens = 0;
+  std::unique_ptr<ChatOutputParser> parser;  // chat with a reasoning / tool parser
+  std::string tool_text;                     // tool_choice "required": the output so far
+  std::string named_id;                      // tool_choice named: the call's id once started
+  size_t tool_calls = 0;                     // calls produced so far
+};
+
 ResponseBuilder::ResponseBuilder(const ApiRequest& req, const ServingModel& m, std::string id, int64_t created)
-    : req_(req), m_(m), id_(std::move(id)), created_(created),
-      prompt_tokens_(static_cast<int64_t>(req.params.prompt.size())) {
-  if (parses_output())
-    parser_ = std::make_unique<ChatOutputParser>(m_.reasoning, req_.tool_choice == TC::auto_calls ? m_.tool_parser : nullptr,
-                                                 &req_.tools);
+    : req_(req), m_(m), id_(std::move(id)), created_(created) {
+  const size_t prompts = std::max<size_t>(1, req_.prompts.size());
+  for (size_t c = 0; c < prompts * static_cast<size_t>(std::max<int64_t>(1, req_.n)); ++c) {
+    auto ch = std::make_unique<Choice>();
+    ch->index = c;
+    ch->prompt = c / static_cast<size_t>(std::max<int64_t>(1, req_.n));
+    ch->parser = make_parser();
+    choices_.push_back(std::move(ch));
+  }
 }
 
-// Chat text goes through the reasoning / tool-call parsers (otherwise it is all content).
-bool ResponseBuilder::parses_output() const {
-  if (req_.endpoint != Endpoint::chat) return false;
-  if (req_.tool_choice == TC::required || req_.tool_choice == TC::named) return false;
-  return m_.reasoning != ReasoningKind::none || (req_.tool_choice == TC::auto_calls && m_.tool_parser);
+ResponseBuilder::~ResponseBuilder() = default;
+
+std::unique_ptr<ChatOutputParser> ResponseBuilder::make_parser() const {
+  if (!parses_output()) return nullptr;
+  return std::make_unique<ChatOutputParser>(m_.reasoning, req_.tool_choice == TC::auto_calls ? m_.tool_parser : nullptr,
+                                            &req_.tools);
 }
 
-// tool_choice "required": the output is a JSON list of {"name", "parameters"} (the constraint
-// makes it so unless the length limit cut it; then there are no calls).
-std::vector<ToolCallDelta> ResponseBuilder::required_calls(const std::string& text) const {
-  std::vector<ToolCallDelta> calls;
-  const auto v = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (v.is_discarded() || !v.is_array()) return calls;
-  for (const auto& c : v) {
-    if (!c.is_object() || !c.contains("name") || !c["name"].is_string()) return {};
-    calls.push_back({calls.size(), make_tool_call_id(), c["name"].get<std::string>(),
-                     python_json_dumps(c.contains("parameters") ? c["parameters"] : nlohmann::ordered_json::object())});
-  }
-  return calls;
-}
-
-ChatDelta ResponseBuilder::chat_delta(const std::string& text, bool last) {
-  ChatDelta d;
-  if (req_.tool_choice == TC::named) {
-    if (!text.empty()) {
-      ToolCallDelta t{0, "", "", text};
-      if (named_id_.empty()) {
-        named_id_ = make_tool_call_id();
-        t.id = named_id_;
-        t.name = req_.named_tool;
-      }
-      d.tool_calls.push_back(std::move(t));
-    }
-  } else if (req_.tool_choice == TC::required) {
-    tool_text_ += text;
-    if (last) d.tool_calls = required_calls(tool_text_);
-  } else if (parser_) {
-    d = parser_->feed(text);
-    if (last) {
-      ChatDelta rest = parser_->finish();
-      d.reasoning += rest.reasoning;
-      d.content += rest.content;
-      for (auto& t : rest.tool_calls) d.tool_calls.push_back(std::move(t));
-    }
-  } else {
-    d.content = text;
-  }
-  if (!req_.include_reasoning) d.reasoning.clear();
-  if (!req_.parallel_tool_calls) std::erase_if(d.tool_calls, [](const ToolCallDelta& t) { return t.index > 0; });
-  tool_calls_ += static_cast<size_t>(std::count_if(d.tool_calls.begin(), d.tool_calls.end(),
-                                                   [](const ToolCallDelta& t) { return !t.name.empty(); }));
-  return d;
-}
-
-// The deltas of one chat output, one per chunk as vLLM sends them: reasoning / content first,
-// then each tool call's opening (id, type, name) and its arguments.
-std::vector<json> ResponseBuilder::chat_stream_deltas(const ChatDelta& d, bool last) {
-  std::vector<json> deltas;
-  const bool plain = !parser_ && req_.tool_choice != TC::named && req_.tool_choice != TC::required;
-  if (plain) {
-    deltas.push_back({{"content", d.content}});
-    return deltas;
-  }
-  if (!d.content.empty() || !d.reasoning.empty()) {
-    json x = json::object();
-    if (!d.reasoning.empty()) {
-      x["reasoning_content"] = d.reasoning;
-      x["reasoning"] = d.reasoning;
-    }
-    if (!d.content.empty()) x["content"] = d.content;
-    deltas.push_back(std::move(x));
-  }
-  for (const ToolCallDelta& t : d.tool_calls) {
-    if (!t.name.empty()) {
-      deltas.push_back({{"tool_calls", json::array({{{"index", t.index},
-                                                     {"id", t.id},
-                                                     {"type", "function"},
-                                                     {"function", {{"name", t.name}}}}})}});
-    }
-    if (!t.arguments.empty())
-      deltas.push_back({{"tool_calls", json::array({{{"index", t.index}, {"function", {{"arguments", t.arguments}}}}})}});
-  }
-  if (deltas.empty() && last) deltas.push_back({{"content", ""}});
-  return deltas;
-}
-
-std::string ResponseBuilder::chat_finish_reason(const std::string& engine_reason) const {
-  const bool called = tool_calls_ > 0;
-  if (called && req_.tool_choice == TC::auto_calls) return "tool_calls";
-  if (req_.tool_choice == TC::required && engine_reason == "stop") return "tool_calls";
-  return engine_reason;
+const ApiRequest::Prompt& ResponseBuilder::prompt_of(const Choice& ch) const {
+  static const ApiRequest::Prompt kNone;
+  return ch.prompt < req_.prompts.size() ? req_.prompts[ch.prompt] : kNone;
 }
 
 std::string ResponseBuilder::token_text(int32_t id) const {
-  if (!m_.tok) return "token_id:" + std::to_string(id);
+  if (!m_.tok || req_.return_tokens_as_token_ids) return "token_id:" + std::to_string(id);
   return m_.tok->decode({id}, false);
 }
 
+// Each prompt counts once, however many samples it has (as vLLM counts them).
+int64_t ResponseBuilder::prompt_tokens() const {
+  if (req_.prompts.empty()) return static_cast<int64_t>(req_.params.prompt.size());
+  int64_t n = 0;
+  for (const auto& p : req_.prompts) n += static_cast<int64_t>(p.ids.size());
+  return n;
+}
+
+int64_t ResponseBuilder::completion_tokens() const {
+  int64_t n = 0;
+  for (const auto& ch : choices_) n += ch->completion_tokens;
+  return n;
+}
+
 json ResponseBuilder::usage() const {
-  return {{"prompt_tokens", prompt_tokens_},
-          {"completion_tokens", completion_tokens_},
-          {"total_tokens", prompt_tokens_ + completion_tokens_}};
+  const int64_t p = prompt_tokens(), c = completion_tokens();
+  return {{"prompt_tokens", p}, {"completion_tokens", c}, {"total_tokens", p + c}};
+}
+
+json ResponseBuilder::choice_usage(const Choice& ch) const {
+  const int64_t p = static_cast<int64_t>(prompt_of(ch).ids.size());
+  return {{"prompt_tokens", p}, {"completion_tokens", ch.completion_tokens}, {"total_tokens", p + ch.completion_tokens}};
 }
 
 json ResponseBuilder::logprobs_json(const std::vector<engine::TokenLogprob>& lps, size_t text_offset) const {
@@ -146,7 +104,10 @@ json ResponseBuilder::logprobs_json(const std::vector<engine::TokenLogprob>& lps
     const std::string t = token_text(lp.id);
     tokens.push_back(t);
     token_logprobs.push_back(lp.logprob);
+    // vLLM's completions entries hold the sampled token as well as the top k (so logprobs=0
+    // gives the sampled token alone, and k + 1 entries when it is not among the top k).
     json d = json::object();
+    d[t] = lp.logprob;
     for (const auto& [id, v] : lp.top) d[token_text(id)] = v;
     top.push_back(d);
     offsets.push_back(off);
@@ -160,35 +121,131 @@ json ResponseBuilder::chunk_base() const {
             {"object", req_.endpoint == Endpoint::chat ? "chat.completion.chunk" : "text_completion"},
             {"created", created_},
             {"model", m_.name}};
-  if (req_.include_usage) c["usage"] = nullptr;
+  if (req_.include_usage || req_.continuous_usage) c["usage"] = nullptr;
   return c;
 }
 
-std::vector<json> ResponseBuilder::stream_chunks(const engine::RequestOutput& out) {
+// Chat text goes through the reasoning / tool-call parsers (otherwise it is all content).
+bool ResponseBuilder::parses_output() const {
+  if (req_.endpoint != Endpoint::chat) return false;
+  if (req_.tool_choice == TC::required || req_.tool_choice == TC::named) return false;
+  return m_.reasoning != ReasoningKind::none || (req_.tool_choice == TC::auto_calls && m_.tool_parser);
+}
+
+// tool_choice "required": the output is a JSON list of {"name", "parameters"} (the constraint
+// makes it so unless the length limit cut it; then there are no calls).
+std::vector<ToolCallDelta> ResponseBuilder::required_calls(const std::string& text) const {
+  std::vector<ToolCallDelta> calls;
+  const auto v = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (v.is_discarded() || !v.is_array()) return calls;
+  for (const auto& c : v) {
+    if (!c.is_object() || !c.contains("name") || !c["name"].is_string()) return {};
+    calls.push_back({calls.size(), make_tool_call_id(), c["name"].get<std::string>(),
+                     python_json_dumps(c.contains("parameters") ? c["parameters"] : nlohmann::ordered_json::object())});
+  }
+  return calls;
+}
+
+ChatDelta ResponseBuilder::chat_delta(Choice& ch, const std::string& text, bool last) const {
+  ChatDelta d;
+  if (req_.tool_choice == TC::named) {
+    if (!text.empty()) {
+      ToolCallDelta t{0, "", "", text};
+      if (ch.named_id.empty()) {
+        ch.named_id = make_tool_call_id();
+        t.id = ch.named_id;
+        t.name = req_.named_tool;
+      }
+      d.tool_calls.push_back(std::move(t));
+    }
+  } else if (req_.tool_choice == TC::required) {
+    ch.tool_text += text;
+    if (last) d.tool_calls = required_calls(ch.tool_text);
+  } else if (ch.parser) {
+    d = ch.parser->feed(text);
+    if (last) {
+      ChatDelta rest = ch.parser->finish();
+      d.reasoning += rest.reasoning;
+      d.content += rest.content;
+      for (auto& t : rest.tool_calls) d.tool_calls.push_back(std::move(t));
+    }
+  } else {
+    d.content = text;
+  }
+  if (!req_.include_reasoning) d.reasoning.clear();
+  if (!req_.parallel_tool_calls) std::erase_if(d.tool_calls, [](const ToolCallDelta& t) { return t.index > 0; });
+  ch.tool_calls += static_cast<size_t>(
+      std::count_if(d.tool_calls.begin(), d.tool_calls.end(), [](const ToolCallDelta& t) { return !t.name.empty(); }));
+  return d;
+}
+
+// The deltas of one chat output, one per chunk as vLLM sends them: reasoning / content first,
+// then each tool call's opening (id, type, name) and its arguments.
+std::vector<json> ResponseBuilder::chat_stream_deltas(const ChatDelta& d, bool last) const {
+  std::vector<json> deltas;
+  const bool plain = !parses_output() && req_.tool_choice != TC::named && req_.tool_choice != TC::required;
+  if (plain) {
+    deltas.push_back({{"content", d.content}});
+    return deltas;
+  }
+  if (!d.content.empty() || !d.reasoning.empty()) {
+    json x = json::object();
+    if (!d.reasoning.empty()) {
+      x["reasoning_content"] = d.reasoning;
+      x["reasoning"] = d.reasoning;
+    }
+    if (!d.content.empty()) x["content"] = d.content;
+    deltas.push_back(std::move(x));
+  }
+  for (const ToolCallDelta& t : d.tool_calls) {
+    if (!t.name.empty()) {
+      deltas.push_back({{"tool_calls", json::array({{{"index", t.index},
+                                                     {"id", t.id},
+                                                     {"type", "function"},
+                                                     {"function", {{"name", t.name}}}}})}});
+    }
+    if (!t.arguments.empty())
+      deltas.push_back({{"tool_calls", json::array({{{"index", t.index}, {"function", {{"arguments", t.arguments}}}}})}});
+  }
+  if (deltas.empty() && last) deltas.push_back({{"content", ""}});
+  return deltas;
+}
+
+std::string ResponseBuilder::chat_finish_reason(const Choice& ch, const std::string& engine_reason) const {
+  if (ch.tool_calls > 0 && req_.tool_choice == TC::auto_calls) return "tool_calls";
+  if (req_.tool_choice == TC::required && engine_reason == "stop") return "tool_calls";
+  return engine_reason;
+}
+
+std::vector<json> ResponseBuilder::stream_chunks(size_t c, const engine::RequestOutput& out) {
+  Choice& ch = *choices_.at(c);
   std::vector<json> chunks;
   const bool chat = req_.endpoint == Endpoint::chat;
   std::string text = out.text;
-  if (!started_) {
-    started_ = true;
+  if (!ch.started) {
+    ch.started = true;
     if (chat) {
-      json c = chunk_base();
-      c["choices"] = json::array({{{"index", 0},
-                                   {"delta", {{"role", "assistant"}, {"content", ""}}},
-                                   {"logprobs", nullptr},
-                                   {"finish_reason", nullptr}}});
-      chunks.push_back(std::move(c));
+      json first = chunk_base();
+      json delta = {{"role", "assistant"}, {"content", req_.echo ? prompt_of(ch).text : std::string()}};
+      first["choices"] = json::array(
+          {{{"index", ch.index}, {"delta", delta}, {"logprobs", nullptr}, {"finish_reason", nullptr}}});
+      if (req_.return_token_ids) first["prompt_token_ids"] = prompt_of(ch).ids;
+      if (req_.prompt_text_out) first["prompt_text"] = *req_.prompt_text_out;
+      if (req_.continuous_usage) first["usage"] = choice_usage(ch);
+      chunks.push_back(std::move(first));
     } else if (req_.echo) {
-      text = req_.prompt_text + text;
+      text = prompt_of(ch).text + text;
     }
   }
-  completion_tokens_ = out.completion_tokens > 0 ? out.completion_tokens : completion_tokens_;
+  if (out.completion_tokens > 0) ch.completion_tokens = out.completion_tokens;
   const bool has_ids = !out.token_ids.empty() && (req_.return_token_ids || req_.logprobs);
-  if (text.empty() && !out.finished && !has_ids) return chunks;
+  const bool first_text_chunk = !chat && ch.text.empty() && ch.ids.empty();
+  if (text.empty() && !out.finished && !has_ids && !(first_text_chunk && req_.return_token_ids)) return chunks;
 
   std::vector<json> deltas;
   if (chat) {
     const bool last = out.finished && out.finish_reason != "error";
-    deltas = chat_stream_deltas(chat_delta(text, last), out.finished);
+    deltas = chat_stream_deltas(chat_delta(ch, text, last), out.finished);
     if (deltas.empty()) {
       if (!has_ids) return chunks;
       deltas.push_back({{"content", ""}});
@@ -198,25 +255,30 @@ std::vector<json> ResponseBuilder::stream_chunks(const engine::RequestOutput& ou
   }
   for (size_t i = 0; i < deltas.size(); ++i) {
     const bool first = i == 0, final_chunk = i + 1 == deltas.size();
-    json choice = {{"index", 0}};
+    json choice = {{"index", ch.index}};
     if (chat) choice["delta"] = deltas[i];
     else choice["text"] = text;
-    choice["logprobs"] = first && req_.logprobs && !out.logprobs.empty() ? logprobs_json(out.logprobs, text_.size())
+    choice["logprobs"] = first && req_.logprobs && !out.logprobs.empty() ? logprobs_json(out.logprobs, ch.text.size())
                                                                           : json(nullptr);
     const bool finishing = out.finished && final_chunk;
     choice["finish_reason"] =
-        finishing ? json(chat ? chat_finish_reason(out.finish_reason) : out.finish_reason) : json(nullptr);
+        finishing ? json(chat ? chat_finish_reason(ch, out.finish_reason) : out.finish_reason) : json(nullptr);
     if (finishing) {
       choice["stop_reason"] = out.stop_reason ? json(*out.stop_reason)
                               : out.stop_token ? json(*out.stop_token)
                                                : json(nullptr);
     }
-    if (req_.return_token_ids) choice["token_ids"] = first ? json(out.token_ids) : json::array();
-    json c = chunk_base();
-    c["choices"] = json::array({choice});
-    chunks.push_back(std::move(c));
+    if (req_.return_token_ids) {
+      choice["token_ids"] = first ? json(out.token_ids) : json::array();
+      if (!chat && first && first_text_chunk) choice["prompt_token_ids"] = prompt_of(ch).ids;
+    }
+    json chunk = chunk_base();
+    chunk["choices"] = json::array({choice});
+    if (req_.continuous_usage) chunk["usage"] = choice_usage(ch);
+    chunks.push_back(std::move(chunk));
   }
-  text_ += text;
+  ch.text += text;
+  ch.ids.insert(ch.ids.end(), out.token_ids.begin(), out.token_ids.end());
   return chunks;
 }
 
@@ -227,54 +289,70 @@ json ResponseBuilder::usage_chunk() const {
   return c;
 }
 
-void ResponseBuilder::add(const engine::RequestOutput& out) {
-  text_ += out.text;
-  ids_.insert(ids_.end(), out.token_ids.begin(), out.token_ids.end());
-  logprobs_.insert(logprobs_.end(), out.logprobs.begin(), out.logprobs.end());
-  if (out.completion_tokens > 0) completion_tokens_ = out.completion_tokens;
+void ResponseBuilder::add(size_t c, const engine::RequestOutput& out) {
+  Choice& ch = *choices_.at(c);
+  ch.text += out.text;
+  ch.ids.insert(ch.ids.end(), out.token_ids.begin(), out.token_ids.end());
+  ch.logprobs.insert(ch.logprobs.end(), out.logprobs.begin(), out.logprobs.end());
+  if (out.completion_tokens > 0) ch.completion_tokens = out.completion_tokens;
   if (out.finished) {
-    finish_reason_ = out.finish_reason;
-    stop_reason_ = out.stop_reason ? json(*out.stop_reason) : out.stop_token ? json(*out.stop_token) : json(nullptr);
+    ch.finish_reason = out.finish_reason;
+    ch.stop_reason = out.stop_reason ? json(*out.stop_reason) : out.stop_token ? json(*out.stop_token) : json(nullptr);
   }
 }
 
 // The whole chat message: the same parsers over the whole text, so it equals the streamed deltas.
-json ResponseBuilder::chat_message(std::string& finish_reason) const {
-  json msg = {{"role", "assistant"}, {"content", text_}};
+json ResponseBuilder::chat_message(const Choice& ch, std::string& finish_reason) const {
+  const std::string echo = req_.echo ? prompt_of(ch).text : std::string();
+  json msg = {{"role", "assistant"}, {"content", echo + ch.text}};
   if (req_.tool_choice == TC::none && m_.reasoning == ReasoningKind::none) return msg;
-  ResponseBuilder whole(req_, m_, id_, created_);
-  const ChatDelta d = whole.chat_delta(text_, true);
-  finish_reason = whole.chat_finish_reason(finish_reason_);
+  Choice whole;
+  whole.parser = make_parser();
+  const ChatDelta d = chat_delta(whole, ch.text, true);
+  finish_reason = chat_finish_reason(whole, ch.finish_reason);
   json calls = json::array();
   for (const ToolCallDelta& t : d.tool_calls)
     calls.push_back({{"id", t.id}, {"type", "function"}, {"function", {{"name", t.name}, {"arguments", t.arguments}}}});
   const bool forced = req_.tool_choice == TC::named || req_.tool_choice == TC::required;
-  msg["content"] = !d.content.empty() ? json(d.content) : forced ? json("") : calls.empty() ? json("") : json(nullptr);
+  const std::string content = echo + d.content;
+  msg["content"] = !content.empty() ? json(content) : forced || calls.empty() ? json("") : json(nullptr);
   if (m_.reasoning != ReasoningKind::none) {
     msg["reasoning_content"] = d.reasoning.empty() ? json(nullptr) : json(d.reasoning);
     msg["reasoning"] = msg["reasoning_content"];
   }
-  msg["tool_calls"] = calls;
+  if (!calls.empty()) msg["tool_calls"] = calls;  // vLLM leaves an empty list out
   return msg;
 }
 
 json ResponseBuilder::response() const {
   const bool chat = req_.endpoint == Endpoint::chat;
-  json choice = {{"index", 0}};
-  const size_t echo_len = !chat && req_.echo ? req_.prompt_text.size() : 0;
-  std::string finish_reason = finish_reason_;
-  if (chat) choice["message"] = chat_message(finish_reason);
-  else choice["text"] = (echo_len ? req_.prompt_text : std::string()) + text_;
-  choice["logprobs"] = req_.logprobs ? logprobs_json(logprobs_, echo_len) : json(nullptr);
-  choice["finish_reason"] = finish_reason;
-  choice["stop_reason"] = stop_reason_;
-  if (req_.return_token_ids) choice["token_ids"] = ids_;
-  return {{"id", id_},
-          {"object", chat ? "chat.completion" : "text_completion"},
-          {"created", created_},
-          {"model", m_.name},
-          {"choices", json::array({choice})},
-          {"usage", usage()}};
+  json choices = json::array();
+  for (const auto& chp : choices_) {
+    const Choice& ch = *chp;
+    json choice = {{"index", ch.index}};
+    const std::string& ptext = prompt_of(ch).text;
+    const size_t echo_len = !chat && req_.echo ? ptext.size() : 0;
+    std::string finish_reason = ch.finish_reason;
+    if (chat) choice["message"] = chat_message(ch, finish_reason);
+    else choice["text"] = (echo_len ? ptext : std::string()) + ch.text;
+    choice["logprobs"] = req_.logprobs ? logprobs_json(ch.logprobs, echo_len) : json(nullptr);
+    choice["finish_reason"] = finish_reason;
+    choice["stop_reason"] = ch.stop_reason;
+    if (req_.return_token_ids) {
+      choice["token_ids"] = ch.ids;
+      if (!chat) choice["prompt_token_ids"] = prompt_of(ch).ids;
+    }
+    choices.push_back(std::move(choice));
+  }
+  json r = {{"id", id_},
+            {"object", chat ? "chat.completion" : "text_completion"},
+            {"created", created_},
+            {"model", m_.name},
+            {"choices", choices},
+            {"usage", usage()}};
+  if (chat && req_.return_token_ids && !req_.prompts.empty()) r["prompt_token_ids"] = req_.prompts[0].ids;
+  if (req_.prompt_text_out) r["prompt_text"] = *req_.prompt_text_out;
+  return r;
 }
 
 }  // namespace fp4lm::server

@@ -1,7 +1,9 @@
 #pragma once
 // Engine outputs -> OpenAI/vLLM response objects: whole responses (text_completion,
 // chat.completion) and stream chunks (text_completion, chat.completion.chunk), with exact usage
-// and logprobs in each endpoint's format.
+// and logprobs in each endpoint's format. One request may have several choices (`n`, and on
+// /v1/completions a list of prompts): choice c answers prompt c / n, each fed by its own engine
+// request.
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -20,49 +22,46 @@ class ResponseBuilder {
  public:
   // `id`: "cmpl-..." or "chatcmpl-..."; `created`: Unix seconds.
   ResponseBuilder(const ApiRequest& req, const ServingModel& m, std::string id, int64_t created);
+  ~ResponseBuilder();
 
-  // Streaming: the chunks one engine output becomes (none when it carries nothing to show).
-  // The first call also yields the chat role chunk / the completions echo.
-  std::vector<nlohmann::json> stream_chunks(const engine::RequestOutput& out);
+  size_t choices() const { return choices_.size(); }
+  // Streaming: the chunks one engine output of choice `c` becomes (none when it carries nothing
+  // to show). A choice's first call also yields the chat role chunk / the completions echo.
+  std::vector<nlohmann::json> stream_chunks(size_t c, const engine::RequestOutput& out);
+  std::vector<nlohmann::json> stream_chunks(const engine::RequestOutput& out) { return stream_chunks(0, out); }
   // The usage-only chunk sent last when stream_options.include_usage is set.
   nlohmann::json usage_chunk() const;
 
   // Non-streaming: accumulate every output, then build the response.
-  void add(const engine::RequestOutput& out);
+  void add(size_t c, const engine::RequestOutput& out);
+  void add(const engine::RequestOutput& out) { add(0, out); }
   nlohmann::json response() const;
 
-  int64_t prompt_tokens() const { return prompt_tokens_; }
-  int64_t completion_tokens() const { return completion_tokens_; }
+  int64_t prompt_tokens() const;
+  int64_t completion_tokens() const;
 
  private:
+  struct Choice;
   nlohmann::json usage() const;
+  nlohmann::json choice_usage(const Choice& ch) const;
   nlohmann::json logprobs_json(const std::vector<engine::TokenLogprob>& lps, size_t text_offset) const;
   std::string token_text(int32_t id) const;
   nlohmann::json chunk_base() const;
+  const ApiRequest::Prompt& prompt_of(const Choice& ch) const;
   // Chat: this output's text as reasoning / content / tool-call deltas (`last`: the final one).
-  ChatDelta chat_delta(const std::string& text, bool last);
-  std::vector<nlohmann::json> chat_stream_deltas(const ChatDelta& d, bool last);
-  nlohmann::json chat_message(std::string& finish_reason) const;
-  std::string chat_finish_reason(const std::string& engine_reason) const;
+  ChatDelta chat_delta(Choice& ch, const std::string& text, bool last) const;
+  std::vector<nlohmann::json> chat_stream_deltas(const ChatDelta& d, bool last) const;
+  nlohmann::json chat_message(const Choice& ch, std::string& finish_reason) const;
+  std::string chat_finish_reason(const Choice& ch, const std::string& engine_reason) const;
   std::vector<ToolCallDelta> required_calls(const std::string& text) const;
   bool parses_output() const;
-
+  std::unique_ptr<ChatOutputParser> make_parser() const;
 
   const ApiRequest& req_;
   const ServingModel& m_;
   std::string id_;
   int64_t created_;
-  bool started_ = false;
-  std::string text_;
-  std::vector<int32_t> ids_;
-  std::vector<engine::TokenLogprob> logprobs_;
-  std::string finish_reason_;
-  nlohmann::json stop_reason_ = nullptr;
-  int64_t prompt_tokens_ = 0, completion_tokens_ = 0;
-  std::unique_ptr<ChatOutputParser> parser_;  // streaming chat with a reasoning / tool parser
-  std::string tool_text_;                      // tool_choice "required": the output so far
-  std::string named_id_;                       // tool_choice named: the call's id once started
-  size_t tool_calls_ = 0;                      // calls streamed so far
+  std::vector<std::unique_ptr<Choice>> choices_;
 };
 
 }  // namespace fp4lm::server

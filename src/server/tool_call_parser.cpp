@@ -266,6 +266,40 @@ class MistralParser final : public ToolCallParser {
   static constexpr std::string_view kTag = "[TOOL_CALLS]", kArgs = "[ARGS]";
 };
 
+// DeepSeek-V3 / R1: <｜tool▁calls▁begin｜> then per call <｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME
+// ```json ARGS ```<｜tool▁call▁end｜> (V3.1 drops the "function" type and the code fence:
+// <｜tool▁call▁begin｜>NAME<｜tool▁sep｜>ARGS<｜tool▁call▁end｜>), then <｜tool▁calls▁end｜>.
+class DeepSeekV3Parser final : public ToolCallParser {
+ public:
+  std::string name() const override { return "deepseek_v3"; }
+  SectionStart find_section(std::string_view text) const override { return marker_section(text, kCalls); }
+  std::optional<std::vector<ParsedToolCall>> complete_calls(std::string_view section, bool final,
+                                                            const json&) const override {
+    return tagged_calls(section, final, kCall, kCallEnd, [](std::string_view body) -> std::optional<ParsedToolCall> {
+      const size_t sep = body.find(kSep);
+      if (sep == std::string_view::npos) return std::nullopt;
+      std::string_view name = trim(body.substr(0, sep)), args = trim(body.substr(sep + kSep.size()));
+      if (name == "function") {  // V3: the type, then the name on the next line and a ```json fence
+        const size_t nl = args.find('\n');
+        if (nl == std::string_view::npos) return std::nullopt;
+        name = trim(args.substr(0, nl));
+        args = trim(args.substr(nl + 1));
+        if (args.starts_with("```json")) args.remove_prefix(7);
+        else if (args.starts_with("```")) args.remove_prefix(3);
+        if (args.ends_with("```")) args.remove_suffix(3);
+        args = trim(args);
+      }
+      const std::optional<ordered_json> v = parse_json(args);
+      if (!v || name.empty()) return std::nullopt;
+      return ParsedToolCall{std::string(name), python_json_dumps(*v)};
+    });
+  }
+
+ private:
+  static constexpr std::string_view kCalls = "<｜tool▁calls▁begin｜>", kCall = "<｜tool▁call▁begin｜>",
+                                    kCallEnd = "<｜tool▁call▁end｜>", kSep = "<｜tool▁sep｜>";
+};
+
 void dump_string(const std::string& s, std::string& out) {
   out += '"';
   for (unsigned char c : s) {
@@ -317,13 +351,16 @@ std::string make_tool_call_id() { return "chatcmpl-tool-" + random_chars(32, "01
 
 std::string ToolCallParser::make_id() const { return make_tool_call_id(); }
 
-std::vector<std::string> tool_call_parser_names() { return {"hermes", "llama3_json", "mistral", "qwen3_coder"}; }
+std::vector<std::string> tool_call_parser_names() {
+  return {"deepseek_v3", "hermes", "llama3_json", "mistral", "qwen3_coder"};
+}
 
 std::unique_ptr<ToolCallParser> make_tool_call_parser(const std::string& name) {
   if (name == "hermes") return std::make_unique<HermesParser>();
   if (name == "qwen3_coder") return std::make_unique<Qwen3CoderParser>();
   if (name == "llama3_json") return std::make_unique<Llama3JsonParser>();
   if (name == "mistral") return std::make_unique<MistralParser>();
+  if (name == "deepseek_v3") return std::make_unique<DeepSeekV3Parser>();
   throw UsageError(fmt::format("unknown tool-call parser '{}' (known: {})", name, fmt::join(tool_call_parser_names(), ", ")));
 }
 

@@ -9,6 +9,8 @@
 //                 "; "), optionally after <|python_tag|>
 //   mistral       Mistral: [TOOL_CALLS][{"name": ..., "arguments": {...}}, ...] or
 //                 [TOOL_CALLS]NAME[ARGS]{...}
+//   deepseek_v3   DeepSeek-V3 / R1: <｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME ```json ...```
+//                 <｜tool▁call▁end｜> inside <｜tool▁calls▁begin｜>...; V3.1's NAME<｜tool▁sep｜>ARGS
 // A parser is stateless; streaming state lives in ChatOutputParser.
 #include <memory>
 #include <optional>

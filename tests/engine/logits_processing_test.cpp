@@ -39,5 +39,22 @@ TEST(LogitsProcessing, MaskAndLogprobs) {
   EXPECT_NEAR(lp.top[0].second, 2.0 - lse, 1e-6);
 }
 
+TEST(LogitsProcessing, LogitBiasAddsAndIsValidated) {
+  std::vector<float> row = {0.0f, 1.0f, 2.0f};
+  apply_logit_bias(row.data(), 3, {{0, 100.0f}, {2, -0.5f}});
+  EXPECT_FLOAT_EQ(row[0], 100.0f);
+  EXPECT_FLOAT_EQ(row[1], 1.0f);
+  EXPECT_FLOAT_EQ(row[2], 1.5f);
+  RequestParams p;
+  p.prompt = {1};
+  p.max_tokens = 1;
+  p.logit_bias = {{3, 1.0f}};
+  EXPECT_THROW(validate(p, RequestLimits{3, 8}), RequestError);
+  p.logit_bias = {{1, 101.0f}};
+  EXPECT_THROW(validate(p, RequestLimits{3, 8}), RequestError);
+  p.logit_bias = {{2, -100.0f}};
+  EXPECT_NO_THROW(validate(p, RequestLimits{3, 8}));
+}
+
 }  // namespace
 }  // namespace fp4lm::engine

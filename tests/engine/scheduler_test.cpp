@@ -66,6 +66,22 @@ TEST(Scheduler, GreedyTokensFollowTheModelAndStopAtMaxTokens) {
   EXPECT_EQ(s.kv_reserved_bytes(), 0u);
 }
 
+// logit_bias +100 on a token makes it every greedy choice; -100 on the model's choice moves it.
+TEST(Scheduler, LogitBiasIsAppliedBeforeSampling) {
+  FakeStepModel m;
+  Scheduler s(m, nullptr, {});
+  RequestParams p = greedy({1, 2}, 3);
+  p.logit_bias = {{7, 100.0f}};
+  s.add(1, p);
+  RequestParams q = greedy({1, 2}, 1);
+  q.logit_bias = {{chain(2, 1)[0], -100.0f}};
+  s.add(2, q);
+  Drained r = drain(s);
+  EXPECT_EQ(r.tokens[1], (std::vector<int32_t>{7, 7, 7}));
+  ASSERT_EQ(r.tokens[2].size(), 1u);
+  EXPECT_NE(r.tokens[2][0], chain(2, 1)[0]);
+}
+
 TEST(Scheduler, DecodesFirstThenPrefillsInChunksWithinTheTokenBudget) {
   FakeStepModel m;
   SchedulerConfig cfg;

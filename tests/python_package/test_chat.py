@@ -60,5 +60,31 @@ def test_tokenizer_basics(llm):
     ids = tok.encode("Hello world", add_special_tokens=False)
     assert tok.decode(ids) == "Hello world"
     assert tok.eos_token_id is not None and tok.vocab_size > 151000
-    with pytest.raises(ValueError, match="chat_template_kwargs"):
-        tok.apply_chat_template(CONVERSATION, tokenize=False, chat_template_kwargs={"tools_x": 1})
+    with pytest.raises(ValueError, match="enable_thinking"):
+        tok.apply_chat_template(CONVERSATION, tokenize=False, chat_template_kwargs={"enable_thinking": 1})
+
+
+TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "Weather in a city",
+                                           "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                                                          "required": ["city"]}}}]
+TOOL_TURN = CONVERSATION + [
+    {"role": "assistant", "content": "", "tool_calls": [{"type": "function", "function": {
+        "name": "get_weather", "arguments": {"city": "Oslo"}}}]},
+    {"role": "tool", "content": "-3 C"}]
+
+
+def test_tools_and_tool_results_render_as_the_clis(llm, qwen3_chat_model, tmp_path):
+    doc = tmp_path / "conv.json"
+    doc.write_text(json.dumps({"messages": TOOL_TURN, "tools": TOOLS}))
+    expected = cli("chat-template", "--model", qwen3_chat_model, "--messages", doc, "--add-generation-prompt").stdout
+    assert "<tools>" in expected and "get_weather" in expected and "<tool_response>" in expected
+    tok = llm.get_tokenizer()
+    assert tok.apply_chat_template(TOOL_TURN, tokenize=False, add_generation_prompt=True, tools=TOOLS) == expected
+    out = llm.chat(TOOL_TURN, SamplingParams(temperature=0, max_tokens=2, ignore_eos=True), tools=TOOLS)[0]
+    assert out.prompt == expected
+
+
+def test_continue_final_message(llm):
+    conv = CONVERSATION + [{"role": "assistant", "content": "The answer is"}]
+    out = llm.chat(conv, SamplingParams(temperature=0, max_tokens=2, ignore_eos=True), continue_final_message=True)[0]
+    assert out.prompt.endswith("The answer is")

@@ -105,6 +105,32 @@ def test_outputs_shape_n_seed_and_logprobs(moe_w4a4):
     assert len({o.request_id for o in outs}) == 2
 
 
+def test_logit_bias_and_structured_outputs(moe_w4a4):
+    import json
+    import re
+    from fp4lm import StructuredOutputsParams as SO
+    llm = LLM(model=str(moe_w4a4))
+    prompt = {"prompt_token_ids": [1, 2, 3]}
+    z = llm.get_tokenizer().encode("Z", add_special_tokens=False)[0]
+    out = llm.generate(prompt, SamplingParams(temperature=1.0, seed=1, max_tokens=4, ignore_eos=True,
+                                              logit_bias={z: 100}))[0].outputs[0]
+    assert out.token_ids == [z] * 4
+    with pytest.raises(ValueError, match="logit_bias"):
+        llm.generate(prompt, SamplingParams(max_tokens=1, logit_bias={10**9: 1}))
+    # A random-weight model writes byte noise: only the mask makes these outputs valid.
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}, "ok": {"type": "boolean"}},
+              "required": ["n", "ok"], "additionalProperties": False}
+    v = json.loads(llm.generate(prompt, SamplingParams(temperature=1.0, seed=2, max_tokens=200,
+                                                        structured_outputs=SO(json=schema)))[0].outputs[0].text)
+    assert set(v) == {"n", "ok"} and isinstance(v["n"], int) and isinstance(v["ok"], bool)
+    assert re.fullmatch(r"[a-c]{4}", llm.generate(prompt, SamplingParams(
+        temperature=1.0, seed=3, max_tokens=50, structured_outputs=SO(regex="[a-c]{4}")))[0].outputs[0].text)
+    assert llm.generate(prompt, SamplingParams(temperature=1.0, seed=4, max_tokens=50, structured_outputs=SO(
+        choice=["yes", "no"])))[0].outputs[0].text in ("yes", "no")
+    with pytest.raises(ValueError, match="lookaround"):
+        llm.generate(prompt, SamplingParams(max_tokens=5, structured_outputs=SO(regex="(?=x)")))
+
+
 def test_text_prompt_stop_string_and_tokenizer(moe_w4a4):
     llm = LLM(model=str(moe_w4a4))
     tok = llm.get_tokenizer()

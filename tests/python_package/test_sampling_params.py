@@ -45,3 +45,19 @@ def test_every_bad_value_is_a_value_error_naming_the_field(field, value):
 def test_min_tokens_above_max_tokens():
     with pytest.raises(ValueError, match=r"^min_tokens must be <= max_tokens \(4\)"):
         SamplingParams(max_tokens=4, min_tokens=5)
+
+
+def test_logit_bias_and_structured_outputs_are_checked():
+    from fp4lm import StructuredOutputsParams
+    assert SamplingParams(logit_bias={3: 500}).logit_bias == {3: 100.0}  # clamped as vLLM's server does
+    for bad in ({"3": 1.0}, {-1: 1.0}, {3: "x"}, [1]):
+        with pytest.raises(ValueError, match="logit_bias"):
+            SamplingParams(logit_bias=bad)
+    with pytest.raises(ValueError, match="exactly one"):
+        StructuredOutputsParams(regex="a", choice=["b"])
+    with pytest.raises(ValueError, match="exactly one"):
+        StructuredOutputsParams()
+    with pytest.raises(ValueError, match="choice"):
+        StructuredOutputsParams(choice=[1])
+    with pytest.raises(ValueError, match="structured_outputs"):
+        SamplingParams(structured_outputs={"regex": "a"})

@@ -110,7 +110,9 @@ TEST_F(OpenAiApi, EveryInvalidFieldIsA400NamingIt) {
       {R"({"prompt": 5})", "prompt"},
       {R"({"prompt": ""})", "prompt"},
       {R"({"prompt": []})", "prompt"},
-      {R"({"prompt": ["a", "b"]})", "prompt"},
+      {R"({"prompt": ["a", 5]})", "prompt[1]"},
+      {R"({"prompt": ["a", ""]})", "prompt[1]"},
+      {R"({"prompt": [[1], [1, 99999]]})", "prompt[1]"},
       {R"({"prompt": [1, "x"]})", "prompt"},
       {R"({"prompt": [1, 9999]})", "prompt"},
       {R"({"prompt": "x", "model": 3})", "model"},
@@ -132,7 +134,14 @@ TEST_F(OpenAiApi, EveryInvalidFieldIsA400NamingIt) {
       {R"({"prompt": "x", "ignore_eos": 1})", "ignore_eos"},
       {R"({"prompt": "x", "min_tokens": -1})", "min_tokens"},
       {R"({"prompt": "x", "min_tokens": 20, "max_tokens": 5})", "min_tokens"},
-      {R"({"prompt": "x", "n": 2})", "n"},
+      {R"({"prompt": "x", "n": 129})", "n"},
+      {R"({"prompt": ["a", "b"], "n": 100})", "prompt"},
+      {R"({"prompt": "x", "n": 2, "best_of": 3})", "best_of"},
+      {R"({"prompt": "x", "prompt_logprobs": 0})", "prompt_logprobs"},
+      {R"({"prompt": "x", "logit_bias": {"269": 1}})", "logit_bias"},
+      {R"({"prompt": "x", "logit_bias": {"-1": 1}})", "logit_bias"},
+      {R"({"prompt": "x", "logit_bias": {"1": "a"}})", "logit_bias.1"},
+      {R"({"prompt": "x", "logit_bias": [1]})", "logit_bias"},
       {R"({"prompt": "x", "stream": "yes"})", "stream"},
       {R"({"prompt": "x", "stream_options": {"include_usage": true}})", "stream_options"},
       {R"({"prompt": "x", "stream": false, "stream_options": {"include_usage": true}})", "stream_options"},
@@ -171,7 +180,9 @@ TEST_F(OpenAiApi, EveryInvalidFieldIsA400NamingIt) {
       {R"({"prompt": "x", "stop_token_ids": [4294967297]})", "stop_token_ids"},
       {R"({"prompt": "x", "add_special_tokens": "yes"})", "add_special_tokens"},
       {R"({"prompt": "x", "response_format": {"type": 5}})", "response_format.type"},
-      {R"({"prompt": "x", "stream": true, "stream_options": {"include_usage": "x"}})", "include_usage"},
+      {R"({"prompt": "x", "stream": true, "stream_options": {"include_usage": "x"}})", "stream_options.include_usage"},
+      {R"({"prompt": "x", "stream": true, "stream_options": {"continuous_usage_stats": 1}})",
+       "stream_options.continuous_usage_stats"},
   };
   for (const auto& [body, param] : table) {
     auto [status, got] = error_of(body);
@@ -445,7 +456,9 @@ TEST_F(OpenAiApi, CompletionEchoAndLogprobs) {
   const json lp = rb.response()["choices"][0]["logprobs"];
   EXPECT_EQ(lp["tokens"], (json{"c", "d"}));
   EXPECT_EQ(lp["token_logprobs"], (json{-0.5, -1.0}));
-  EXPECT_EQ(lp["top_logprobs"][1], (json{{"e", -0.25}}));
+  // vLLM: the sampled token is among the entries (k + 1 of them when it is not in the top k).
+  EXPECT_EQ(lp["top_logprobs"][1], (json{{"d", -1.0}, {"e", -0.25}}));
+  EXPECT_EQ(lp["top_logprobs"][0], (json{{"c", -0.5}}));
   EXPECT_EQ(lp["text_offset"], (json{0, 1}));
   ApiRequest e = completion(R"({"prompt": "ab", "echo": true, "max_tokens": 2})");
   ResponseBuilder eb(e, m_, "cmpl-2", 1);
@@ -453,6 +466,31 @@ TEST_F(OpenAiApi, CompletionEchoAndLogprobs) {
   EXPECT_EQ(eb.response()["choices"][0]["text"], "abc");
   ResponseBuilder sb(e, m_, "cmpl-3", 1);
   EXPECT_EQ(sb.stream_chunks(output({99}, "c", 1))[0]["choices"][0]["text"], "abc");
+}
+
+// n samples of each prompt of a list: choice c answers prompt c / n with seed + c % n; the
+// response lists every choice and counts each prompt's tokens once.
+TEST_F(OpenAiApi, ChoicesOfPromptListsAndSamples) {
+  ApiRequest r = completion(R"({"prompt": ["ab", [5, 6, 7]], "n": 2, "seed": 10, "max_tokens": 2,
+                                "return_token_ids": true})");
+  ASSERT_EQ(r.prompts.size(), 2u);
+  EXPECT_EQ(choice_params(r, 3).prompt, (std::vector<int32_t>{5, 6, 7}));
+  EXPECT_EQ(choice_params(r, 3).sampling.seed, 11u);
+  EXPECT_EQ(choice_params(r, 0).prompt, tok_->encode("ab", true));
+  EXPECT_EQ(choice_params(r, 0).sampling.seed, 10u);
+  ResponseBuilder rb(r, m_, "cmpl-1", 1);
+  ASSERT_EQ(rb.choices(), 4u);
+  for (size_t c = 0; c < 4; ++c) rb.add(c, output({99, 100}, c % 2 ? "cd" : "dc", 2, true, "length"));
+  const json resp = rb.response();
+  ASSERT_EQ(resp["choices"].size(), 4u);
+  EXPECT_EQ(resp["choices"][3]["index"], 3);
+  EXPECT_EQ(resp["choices"][3]["text"], "cd");
+  EXPECT_EQ(resp["choices"][2]["prompt_token_ids"], (json{5, 6, 7}));
+  const int64_t prompt = static_cast<int64_t>(tok_->encode("ab", true).size()) + 3;
+  EXPECT_EQ(resp["usage"], (json{{"prompt_tokens", prompt}, {"completion_tokens", 8}, {"total_tokens", prompt + 8}}));
+  // Streamed, each chunk carries its choice's index.
+  ResponseBuilder sb(r, m_, "cmpl-2", 1);
+  EXPECT_EQ(sb.stream_chunks(2, output({99}, "c", 1))[0]["choices"][0]["index"], 2);
 }
 
 TEST(ServingMetricsText, VllmNamesLabelsAndCumulativeBuckets) {

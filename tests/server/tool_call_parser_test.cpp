@@ -141,6 +141,25 @@ TEST(ToolCallParser, MistralBothFormsAndNineCharacterIds) {
   EXPECT_EQ(hermes_id.size(), 14u + 32u);
 }
 
+TEST(ToolCallParser, DeepSeekV3AndV31Forms) {
+  Split s = run_all_splits("deepseek_v3", ReasoningKind::none,
+                           "Sure.<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n"
+                           "{\"city\": \"Paris\"}\n```<｜tool▁call▁end｜><｜tool▁call▁begin｜>now<｜tool▁sep｜>{}"
+                           "<｜tool▁call▁end｜><｜tool▁calls▁end｜>");
+  EXPECT_EQ(s.content, "Sure.");
+  ASSERT_EQ(s.calls.size(), 2u);
+  EXPECT_EQ(s.calls[0].name, "get_weather");
+  EXPECT_EQ(s.calls[0].arguments, R"({"city": "Paris"})");
+  EXPECT_EQ(s.calls[1].name, "now");
+  EXPECT_EQ(s.calls[1].arguments, "{}");
+  // With the R1 reasoning parser in front.
+  s = run_all_splits("deepseek_v3", ReasoningKind::deepseek_r1,
+                     "think</think><｜tool▁calls▁begin｜><｜tool▁call▁begin｜>f<｜tool▁sep｜>{\"a\": [1]}<｜tool▁call▁end｜>");
+  EXPECT_EQ(s.reasoning, "think");
+  ASSERT_EQ(s.calls.size(), 1u);
+  EXPECT_EQ(s.calls[0].arguments, R"({"a": [1]})");
+}
+
 TEST(ToolCallParser, UnknownNamesAreUsageErrors) {
   EXPECT_THROW(make_tool_call_parser("nope"), UsageError);
   EXPECT_THROW(reasoning_kind("nope"), UsageError);

@@ -125,7 +125,7 @@ def test_errors_surface_as_openai_exceptions(client):
     with pytest.raises(openai.NotFoundError):
         client.completions.create(model="no-such-model", prompt="x")
     with pytest.raises(openai.BadRequestError) as e:
-        client.completions.create(model="tiny", prompt="x", n=2)
+        client.completions.create(model="tiny", prompt="x", n=0)
     assert "'n'" in str(e.value)
     with pytest.raises(openai.BadRequestError):
         client.completions.create(model="tiny", prompt="x", temperature=-1)

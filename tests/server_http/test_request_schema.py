@@ -1,0 +1,108 @@
+"""vLLM's request schemas walked field by field (CompletionRequest and ChatCompletionRequest as
+of vLLM's entrypoints/openai/*/protocol.py): every field is documented in docs/SERVER.md, every
+field fp4lm does not implement is a 400 naming it when set to a value that would matter, and
+every ignored field leaves the output unchanged."""
+import re
+from pathlib import Path
+
+import httpx
+import pytest
+
+DOC = (Path(__file__).resolve().parents[2] / "docs" / "SERVER.md").read_text()
+
+COMMON = ["model", "frequency_penalty", "logit_bias", "logprobs", "max_tokens", "n", "presence_penalty", "seed",
+          "stop", "stream", "stream_options", "temperature", "top_p", "user", "use_beam_search", "top_k", "min_p",
+          "repetition_penalty", "watermarking", "length_penalty", "stop_token_ids", "include_stop_str_in_output",
+          "ignore_eos", "min_tokens", "skip_special_tokens", "spaces_between_special_tokens",
+          "truncate_prompt_tokens", "truncation_side", "allowed_token_ids", "prompt_logprobs", "logprob_token_ids",
+          "bad_words", "add_special_tokens", "response_format", "structured_outputs", "priority", "request_id",
+          "session_id", "return_tokens_as_token_ids", "return_token_ids", "routed_experts_prompt_start",
+          "return_token_offsets", "return_mm_kwargs", "cache_salt", "kv_transfer_params", "ec_transfer_params",
+          "vllm_xargs", "repetition_detection", "thinking_token_budget", "stream_interval", "echo"]
+COMPLETION_ONLY = ["prompt", "best_of", "suffix", "prompt_embeds"]
+CHAT_ONLY = ["messages", "top_logprobs", "max_completion_tokens", "tools", "tool_choice", "reasoning_effort",
+             "include_reasoning", "parallel_tool_calls", "add_generation_prompt", "continue_final_message",
+             "documents", "chat_template", "chat_template_kwargs", "media_io_kwargs", "mm_processor_kwargs",
+             "return_prompt_text"]
+
+# Fields refused with a value that would change the output (their no-op defaults are accepted).
+UNSUPPORTED = {
+    "use_beam_search": (True, False), "length_penalty": (0.5, 1.0), "include_stop_str_in_output": (True, False),
+    "spaces_between_special_tokens": (False, True), "allowed_token_ids": ([1, 2], None), "bad_words": (["x"], []),
+    "logprob_token_ids": ([1], None), "watermarking": (True, False), "thinking_token_budget": (10, None),
+    "repetition_detection": ({"max_pattern_size": 2}, None), "priority": (1, 0), "truncation_side": ("right", None),
+    "prompt_logprobs": (1, None),
+}
+COMPLETION_UNSUPPORTED = {"suffix": ("x", None), "prompt_embeds": ("AAAA", None), "best_of": (3, 1)}
+CHAT_UNSUPPORTED = {"chat_template": ("{{ 'x' }}", None)}
+IGNORED = {"user": "u1", "request_id": "r-1", "session_id": "s", "cache_salt": "salt", "kv_transfer_params": {"a": 1},
+           "ec_transfer_params": {"a": 1}, "vllm_xargs": {"k": "v"}, "routed_experts_prompt_start": 1,
+           "return_token_offsets": True, "return_mm_kwargs": False, "stream_interval": 4}
+CHAT_IGNORED = {"media_io_kwargs": {"image": {}}, "mm_processor_kwargs": {"x": 1}}
+
+COMPLETION = {"model": "tiny", "prompt": "Once", "max_tokens": 4, "temperature": 0}
+CHAT = {"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4, "temperature": 0}
+
+
+def post(server, path, body):
+    return httpx.post(server.url + path, json=body, timeout=60)
+
+
+def test_every_vllm_field_is_documented():
+    for field in COMMON + COMPLETION_ONLY + CHAT_ONLY:
+        assert re.search(r"`" + re.escape(field) + r"[`.]", DOC), f"docs/SERVER.md does not mention `{field}`"
+    for field in list(UNSUPPORTED) + list(COMPLETION_UNSUPPORTED) + list(CHAT_UNSUPPORTED) + list(IGNORED):
+        assert field in COMMON + COMPLETION_ONLY + CHAT_ONLY, field
+
+
+@pytest.mark.parametrize("path,base,table", [
+    ("/v1/completions", COMPLETION, {**UNSUPPORTED, **COMPLETION_UNSUPPORTED}),
+    ("/v1/chat/completions", CHAT, {**UNSUPPORTED, **CHAT_UNSUPPORTED}),
+])
+def test_unsupported_values_are_400s_naming_the_field(server, path, base, table):
+    for field, (bad, no_op) in table.items():
+        r = post(server, path, {**base, field: bad})
+        assert r.status_code == 400, (field, r.text)
+        assert r.json()["error"]["param"] == field, (field, r.text)
+        ok = post(server, path, {**base, field: no_op})
+        assert ok.status_code == 200, (field, ok.text)
+
+
+@pytest.mark.parametrize("path,base,extra", [
+    ("/v1/completions", COMPLETION, IGNORED),
+    ("/v1/chat/completions", CHAT, {**IGNORED, **CHAT_IGNORED}),
+])
+def test_ignored_fields_change_nothing(server, path, base, extra):
+    plain = post(server, path, base).json()
+    r = post(server, path, {**base, **extra})
+    assert r.status_code == 200, r.text
+    key = "text" if "prompt" in base else "message"
+    assert r.json()["choices"][0][key] == plain["choices"][0][key]
+    assert r.json()["usage"] == plain["usage"]
+
+
+def test_truncate_prompt_tokens_keeps_the_last_tokens(server):
+    ids = list(range(10, 30))
+    r = post(server, "/v1/completions", {**COMPLETION, "prompt": ids, "truncate_prompt_tokens": 5,
+                                         "return_token_ids": True}).json()
+    assert r["usage"]["prompt_tokens"] == 5
+    assert r["choices"][0]["prompt_token_ids"] == ids[-5:]
+    assert post(server, "/v1/completions", {**COMPLETION, "truncate_prompt_tokens": -2}).status_code == 400
+
+
+def test_return_tokens_as_token_ids_and_prompt_text(server):
+    r = post(server, "/v1/completions", {**COMPLETION, "logprobs": 1, "return_tokens_as_token_ids": True,
+                                         "return_token_ids": True}).json()
+    ch = r["choices"][0]
+    assert ch["logprobs"]["tokens"] == [f"token_id:{t}" for t in ch["token_ids"]]
+    c = post(server, "/v1/chat/completions", {**CHAT, "return_prompt_text": True}).json()
+    assert c["prompt_text"] == "<|user|>hi\n<|assistant|>"
+
+
+def test_reasoning_effort_and_documents_reach_the_template(server):
+    assert post(server, "/v1/chat/completions", {**CHAT, "reasoning_effort": "low"}).status_code == 200
+    r = post(server, "/v1/chat/completions", {**CHAT, "reasoning_effort": "extreme"})
+    assert r.status_code == 400 and r.json()["error"]["param"] == "reasoning_effort"
+    assert post(server, "/v1/chat/completions", {**CHAT, "documents": [{"title": "t", "text": "x"}]}).status_code == 200
+    r = post(server, "/v1/chat/completions", {**CHAT, "documents": "x"})
+    assert r.status_code == 400 and r.json()["error"]["param"] == "documents"
