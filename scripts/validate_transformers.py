@@ -93,6 +93,10 @@ def arch_configs():
         # head_dim, linear RoPE on the full layers, soft-capped logits, tied embeddings.
         ("Gemma3", "Gemma3TextConfig", dict(GEMMA3), "Gemma3ForCausalLM"),
         ("Gemma3 VL", "Gemma3Config", None, "Gemma3ForConditionalGeneration"),
+        # Gemma 4 dense as the 31B: full layers with their own head_dim (32) and one KV head,
+        # keys as values (attention_k_eq_v), proportional RoPE (partial_rotary_factor 0.25),
+        # layer scalars != 1, soft-capped logits.
+        ("Gemma4", "Gemma4TextConfig", dict(GEMMA4), "Gemma4ForCausalLM"),
     ]
     return out
 
@@ -102,6 +106,15 @@ GEMMA3 = dict(COMMON, head_dim=32, query_pre_attn_scalar=24, sliding_window=16, 
               final_logit_softcapping=30.0,
               rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
                                "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6}})
+
+
+GEMMA4 = dict(COMMON, num_hidden_layers=4, head_dim=16, global_head_dim=32, num_global_key_value_heads=1,
+              attention_k_eq_v=True, hidden_size_per_layer_input=0, sliding_window=16, tie_word_embeddings=True,
+              layer_types=["sliding_attention", "full_attention", "sliding_attention", "full_attention"],
+              final_logit_softcapping=30.0,
+              rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+                               "full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.25,
+                                                  "rope_theta": 1e6}})
 
 
 def make_config(cls_name, kwargs):
@@ -134,6 +147,9 @@ def randomize(model, seed):
         else:
             p.add_(0.2 * torch.randn(p.shape, generator=g))
         p.copy_(p.to(torch.bfloat16).to(torch.float32))
+    for name, b in model.named_buffers():  # Gemma 4's per-layer output scale (a saved buffer)
+        if name.endswith("layer_scalar"):
+            b.copy_((0.5 + torch.rand(b.shape, generator=g)).to(torch.bfloat16).to(torch.float32))
 
 
 def write_checkpoint(name, cls_name, kwargs, model_cls, out_dir, seed):

@@ -26,7 +26,10 @@ class LLM:
     a16_max_tokens: W4A4 calls with at most this many tokens use the W4A16 kernel (0 = off).
     threads: worker threads (None = physical cores). max_num_seqs, max_num_batched_tokens:
     the most sequences and tokens in one engine step. kv_cache_memory_bytes: the KV-cache
-    budget for admission (None = a quarter of RAM).
+    budget for admission (None = a quarter of RAM). enable_prefix_caching: reuse the K/V of
+    prompt prefixes computed before (automatic prefix caching, vLLM's default), in blocks of
+    block_size tokens. speculative_config: vLLM's dict, e.g. {"method": "ngram",
+    "num_speculative_tokens": 4} (prompt-lookup drafts verified in one step; greedy output unchanged).
     """
 
     def __init__(self, model: str, *, dtype: str = "auto", override_activation_dtype: str = "auto",
@@ -34,7 +37,8 @@ class LLM:
                  max_model_len: Optional[int] = None, seed: int = 0, linear_backend: Optional[str] = None,
                  moe_backend: Optional[str] = None, a16_max_tokens: int = 0, threads: Optional[int] = None,
                  max_num_seqs: int = 32, max_num_batched_tokens: int = 512,
-                 kv_cache_memory_bytes: Optional[int] = None):
+                 kv_cache_memory_bytes: Optional[int] = None, enable_prefix_caching: bool = True,
+                 block_size: int = 16, speculative_config: Optional[dict] = None):
         model = os.fspath(model)
         if not os.path.isdir(model):
             raise FileNotFoundError(f"{model}: not a checkpoint directory")
@@ -42,13 +46,21 @@ class LLM:
                         ("kv_cache_memory_bytes", kv_cache_memory_bytes)):
             if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 1):
                 raise ValueError(f"{name} must be None or an integer >= 1, got {v!r}")
+        if not isinstance(enable_prefix_caching, bool):
+            raise ValueError(f"enable_prefix_caching must be a bool, got {enable_prefix_caching!r}")
+        if not isinstance(block_size, int) or isinstance(block_size, bool) or not 1 <= block_size <= 4096:
+            raise ValueError(f"block_size must be an integer in [1, 4096], got {block_size!r}")
+        if speculative_config is not None and not isinstance(speculative_config, dict):
+            raise ValueError(f"speculative_config must be None or a dict, got {speculative_config!r}")
         if not isinstance(seed, int) or isinstance(seed, bool):
             raise ValueError(f"seed must be an integer, got {seed!r}")
         self.model = model
         self.seed = seed
         self._engine = _core.Engine(model, dtype, override_activation_dtype, kv_cache_dtype, max_model_len or 0,
                                     linear_backend or "", moe_backend or "", a16_max_tokens, threads or 0,
-                                    max_num_seqs, max_num_batched_tokens, kv_cache_memory_bytes or 0)
+                                    max_num_seqs, max_num_batched_tokens, kv_cache_memory_bytes or 0,
+                                    enable_prefix_caching, block_size,
+                                    json.dumps(speculative_config) if speculative_config else "")
         self._rng = random.Random(seed)
         self._next_request_id = 0
         self._tokenizer = Tokenizer(self._engine) if self._engine.has_tokenizer else None

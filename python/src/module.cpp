@@ -87,7 +87,8 @@ PYBIND11_MODULE(_core, m) {
                        const std::string& kv_cache_dtype,
                        int64_t max_model_len, const std::string& linear_backend, const std::string& moe_backend,
                        int64_t a16_max_tokens, int threads, int64_t max_num_seqs, int64_t max_num_batched_tokens,
-                       size_t kv_cache_memory_bytes) {
+                       size_t kv_cache_memory_bytes, bool enable_prefix_caching, int64_t block_size,
+                       const std::string& speculative_config) {
              python::OfflineOptions o;
              o.model = model;
              o.engine.dtype = dtype;
@@ -101,11 +102,15 @@ PYBIND11_MODULE(_core, m) {
              o.max_num_seqs = max_num_seqs;
              o.max_num_batched_tokens = max_num_batched_tokens;
              o.kv_cache_memory_bytes = kv_cache_memory_bytes;
+             o.enable_prefix_caching = enable_prefix_caching;
+             o.block_size = block_size;
+             o.speculative_config = speculative_config;
              return std::make_unique<python::OfflineEngine>(o);
            }),
            py::arg("model"), py::arg("dtype"), py::arg("override_activation_dtype"), py::arg("kv_cache_dtype"), py::arg("max_model_len"),
            py::arg("linear_backend"), py::arg("moe_backend"), py::arg("a16_max_tokens"), py::arg("threads"),
-           py::arg("max_num_seqs"), py::arg("max_num_batched_tokens"), py::arg("kv_cache_memory_bytes"))
+           py::arg("max_num_seqs"), py::arg("max_num_batched_tokens"), py::arg("kv_cache_memory_bytes"),
+           py::arg("enable_prefix_caching"), py::arg("block_size"), py::arg("speculative_config"))
       .def("generate",
            [](python::OfflineEngine& e, const py::list& requests, py::object on_progress) {
              std::vector<engine::RequestParams> reqs;

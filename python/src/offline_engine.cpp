@@ -22,8 +22,12 @@ size_t quarter_of_ram() {
 }  // namespace
 
 OfflineEngine::OfflineEngine(const OfflineOptions& o) : dir_(o.model) {
-  const engine::SchedulerConfig sc = engine::scheduler_config(
+  engine::SchedulerConfig sc = engine::scheduler_config(
       o.max_num_seqs, o.max_num_batched_tokens, o.kv_cache_memory_bytes ? o.kv_cache_memory_bytes : quarter_of_ram());
+  sc.enable_prefix_caching = o.enable_prefix_caching;
+  sc.block_size = o.block_size;
+  if (!o.speculative_config.empty()) sc.speculative = engine::parse_speculative_config(o.speculative_config);
+  engine::check_config(sc);
   const model::EngineOptions opts = engine::resolve(o.engine);
 
   py::gil_scoped_release nogil;

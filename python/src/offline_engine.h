@@ -26,6 +26,9 @@ struct OfflineOptions {
   int64_t max_num_seqs = 16;
   int64_t max_num_batched_tokens = 512;
   size_t kv_cache_memory_bytes = 0;  // 0 = a quarter of RAM
+  bool enable_prefix_caching = true;  // engine/prefix_cache.h
+  int64_t block_size = 16;
+  std::string speculative_config;  // JSON (engine/speculative.h); "" = off
 };
 
 // One request's whole result.

@@ -129,6 +129,7 @@ struct Options {
   bool rss = false;
   bool dense = false;
   bool fp8 = false;
+  bool mxfp4 = false;
   bool keep_openblas_env = false;
   std::string act = "bfloat16";
   std::string w4a16_backend, w4a4_backend, dense_backend;
@@ -435,8 +436,12 @@ int run_fp8(const Options& o) {
   }
   if (backends.empty()) fail("no FP8 CPU backend can run on this CPU ({})", cpu_features().describe());
   fmt::print("cpu: {} ({} cores)\n", cpu_features().describe(), cpu_features().physical_cores);
+  // Per backend: per-tensor FP8, then block-wise FP8 (128x128 weight_scale_inv) on the same codes.
   std::vector<KernelColumn> cols;
-  for (const kernels::Backend* b : backends) cols.push_back({b->name + " ms", 22, true});
+  for (const kernels::Backend* b : backends) {
+    cols.push_back({b->name + " ms", 22, true});
+    cols.push_back({b->name + " block ms", 28, true});
+  }
   std::mt19937 rng(3);
   for (int threads : thread_counts) {
     ThreadPool pool(threads);
@@ -456,14 +461,22 @@ int run_fp8(const Options& o) {
       }
       std::vector<float> wf(static_cast<size_t>(s.n * s.k));
       for (auto& v : wf) v = static_cast<float>(rng() % 2001) * 1e-3f - 1.0f;
-      std::vector<std::vector<std::unique_ptr<kernels::LinearKernel>>> kern(backends.size());
+      std::vector<std::vector<std::unique_ptr<kernels::LinearKernel>>> kern(2 * backends.size());
       for (size_t b = 0; b < backends.size(); ++b)
         for (auto& c : codes) {
           kernels::Fp8View v;
           v.codes = c.data();
           v.global_scale = 1e-3f;
-          kern[b].push_back(backends[b]->make_linear(one_shard_layer(kernels::kFp8W8A16, s.n, s.k, v),
-                                                     {kernels::kFp8W8A16, DType::BF16, s.n, s.k, {}}));
+          kern[2 * b].push_back(backends[b]->make_linear(one_shard_layer(kernels::kFp8W8A16, s.n, s.k, v),
+                                                         {kernels::kFp8W8A16, DType::BF16, s.n, s.k, {}}));
+          kernels::Fp8BlockView bv;
+          bv.codes = c.data();
+          bv.block_n = bv.block_k = 128;
+          bv.scale_cols = (s.k + 127) / 128;
+          bv.scales.resize(static_cast<size_t>((s.n + 127) / 128 * bv.scale_cols));
+          for (auto& sc : bv.scales) sc = 1e-3f * (1.0f + static_cast<float>(rng() % 100) * 1e-2f);
+          kern[2 * b + 1].push_back(backends[b]->make_linear(
+              one_shard_layer(kernels::kFp8BlockW8A16, s.n, s.k, bv), {kernels::kFp8BlockW8A16, DType::BF16, s.n, s.k, {}}));
         }
       for (int64_t m : bs.ms) {
         std::vector<float> xf(static_cast<size_t>(m * s.k)), y(static_cast<size_t>(m * s.n));
@@ -479,7 +492,64 @@ int run_fp8(const Options& o) {
     }
   }
   fmt::print("\nbf16 activations. xBLAS = sgemm time / kernel time (fp32 weights, same threads); "
-             "xBW = (FP8 weight bytes / kernel time) / read bandwidth (target at M=1: >= 0.75).\n");
+             "xBW = (FP8 weight bytes / kernel time) / read bandwidth (target at M=1: >= 0.75); block = the same "
+             "codes with 128x128 block scales.\n");
+  return 0;
+}
+
+// MXFP4 (codes + one E8M0 scale per 32, as gpt-oss stores them) on the W4A16 backends that run it
+// (through the exact NVFP4 re-expression): the same baselines and xBW on MXFP4's bytes (k/2 + k/32).
+int run_mxfp4(const Options& o) {
+  const std::vector<int> thread_counts = parse_list(o.threads);
+  const BenchShapes bs = bench_shapes(o);
+  std::vector<const kernels::Backend*> backends;
+  for (const char* name : {"cpu_w4a16_avx2", "cpu_w4a16_avx512"}) {
+    const kernels::Backend* b = kernels::find_backend(name, kernels::LayerKind::linear);
+    if (b && b->unavailable_reason().empty() && b->supports(kernels::kMxfp4W4A16)) backends.push_back(b);
+  }
+  if (backends.empty()) fail("no MXFP4 CPU backend can run on this CPU ({})", cpu_features().describe());
+  fmt::print("cpu: {} ({} cores)\n", cpu_features().describe(), cpu_features().physical_cores);
+  std::vector<KernelColumn> cols;
+  for (const kernels::Backend* b : backends) cols.push_back({b->name + " mxfp4 ms", 24, true});
+  std::mt19937 rng(4);
+  for (int threads : thread_counts) {
+    ThreadPool pool(threads);
+    const double bw = begin_threads_section(threads, pool);
+    print_table_header(cols);
+    for (const BenchShapes::Shape& s : bs.shapes) {
+      const size_t layer_bytes = static_cast<size_t>(s.n * (s.k / 2 + s.k / 32));
+      const int copies = static_cast<int>(
+          std::max<size_t>(1, (static_cast<size_t>(o.llc_mib) * 4 << 20) / layer_bytes + 1));
+      std::vector<RandomLayer> layers;
+      std::vector<std::vector<uint8_t>> e8m0(static_cast<size_t>(copies));
+      for (int c = 0; c < copies; ++c) {
+        layers.push_back(random_layer(s.n, s.k, rng));
+        e8m0[c].resize(static_cast<size_t>(s.n * s.k / 32));
+        for (auto& v : e8m0[c]) v = static_cast<uint8_t>(116 + rng() % 8);
+      }
+      std::vector<float> wf(static_cast<size_t>(s.n * s.k));
+      for (auto& v : wf) v = static_cast<float>(rng() % 2001) * 1e-3f - 1.0f;
+      std::vector<std::vector<std::unique_ptr<kernels::LinearKernel>>> kern(backends.size());
+      for (size_t b = 0; b < backends.size(); ++b)
+        for (int c = 0; c < copies; ++c)
+          kern[b].push_back(backends[b]->make_linear(
+              one_shard_layer(kernels::kMxfp4W4A16, s.n, s.k, kernels::Mxfp4View{layers[c].codes.data(), e8m0[c].data()}),
+              {kernels::kMxfp4W4A16, DType::BF16, s.n, s.k, {}}));
+      for (int64_t m : bs.ms) {
+        std::vector<float> xf(static_cast<size_t>(m * s.k)), y(static_cast<size_t>(m * s.n));
+        for (auto& v : xf) v = static_cast<float>(rng() % 2001) * 1e-3f - 1.0f;
+        std::vector<uint16_t> x(xf.size()), yb(y.size());
+        f32_to_bf16_n(xf.data(), x.data(), xf.size());
+        const int reps = m >= 64 ? 3 : 10;
+        const double t_blas = sgemm_seconds(m, s.n, s.k, xf.data(), wf.data(), y.data(), reps);
+        std::vector<double> t;
+        for (const auto& kb : kern) t.push_back(rotating_time(kb, x.data(), m, yb.data(), pool, reps));
+        print_table_row(cols, s.n, s.k, m, t_blas, t, static_cast<double>(layer_bytes), bw);
+      }
+    }
+  }
+  fmt::print("\nbf16 activations. xBLAS = sgemm time / kernel time (fp32 weights, same threads); "
+             "xBW = (MXFP4 bytes, k/2 + k/32 per row, / kernel time) / read bandwidth.\n");
   return 0;
 }
 
@@ -566,6 +636,7 @@ CommandRegistration reg("bench", "Benchmarks: `fp4lm bench kernels` (CPU NVFP4 k
   k->add_flag("--rss", opts->rss, "measure peak RSS over a 288 MiB mmapped layer set instead");
   k->add_flag("--dense", opts->dense, "the unquantized (dense) backend (bf16/f32 weights) instead");
   k->add_flag("--fp8", opts->fp8, "the FP8 W8A16 backends (E4M3 weights, bf16 activations) instead");
+  k->add_flag("--mxfp4", opts->mxfp4, "MXFP4 weights (E8M0 scale per 32) on the W4A16 backends instead");
   k->add_option("--act", opts->act, "activation dtype: bfloat16, float16 or float32")->capture_default_str();
   k->add_option("--w4a16-backend", opts->w4a16_backend, "force the W4A16 backend (default: the oracle's choice)");
   k->add_option("--w4a4-backend", opts->w4a4_backend, "force the W4A4 backend (default: the oracle's choice)");
@@ -574,7 +645,8 @@ CommandRegistration reg("bench", "Benchmarks: `fp4lm bench kernels` (CPU NVFP4 k
               "measure sgemm with OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE as set (default: re-run without them)");
   return [opts]() -> int {
     if (!opts->rss) reexec_without_openblas_env(*opts);
-    return opts->rss ? run_rss() : opts->dense ? run_dense(*opts) : opts->fp8 ? run_fp8(*opts) : run_kernels(*opts);
+    return opts->rss ? run_rss() : opts->dense ? run_dense(*opts) : opts->fp8 ? run_fp8(*opts)
+                                                          : opts->mxfp4 ? run_mxfp4(*opts) : run_kernels(*opts);
   };
 });
 

@@ -27,7 +27,7 @@ namespace fp4lm::cli {
 namespace {
 
 struct GenerateArgs {
-  std::string model, prompt, prompt_ids, chat, stop_token_ids;
+  std::string model, prompt, prompt_ids, chat, stop_token_ids, speculative_config;
   std::vector<std::string> stop;
   int64_t max_tokens = 128, min_tokens = 0, top_k = 0, logprobs = -1;
   double temperature = 0.0, top_p = 1.0, min_p = 0.0;
@@ -123,6 +123,9 @@ int run_generate(const GenerateArgs& a) {
     fail("{}: no tokenizer.json, so --prompt/--chat cannot be encoded; give --prompt-ids", a.model);
   if (!a.stop.empty() && !tok) usage_fail("--stop needs a tokenizer, and {} has none; use --stop-token-ids", a.model);
   engine::RequestParams params = request_of(a, prompt_of(a, tok.get()));
+  engine::SpeculativeConfig spec;
+  if (!a.speculative_config.empty())
+    spec = with_flag_errors([&] { return engine::parse_speculative_config(a.speculative_config); });
 
   auto lm = model::CausalLM::load(a.model, opts, engine::load_options(a.flags.args));
   log().info("memory: resident weight bytes {} ({:.1f} MiB), KV cache {} bytes per position; peak RSS {:.1f} MiB",
@@ -141,7 +144,7 @@ int run_generate(const GenerateArgs& a) {
   };
   const engine::GenerationResult r = with_flag_errors([&] {
     try {
-      return engine::generate(*lm, tok.get(), std::move(params), on_output);
+      return engine::generate(*lm, tok.get(), std::move(params), on_output, spec);
     } catch (const engine::RequestError& e) {
       if (e.param == "prompt") throw UsageError(e.what());  // given as --prompt, --prompt-ids or --chat
       throw;
@@ -152,8 +155,12 @@ int run_generate(const GenerateArgs& a) {
   std::fflush(stdout);
   log().info("prompt: {} tokens in {:.3f} s ({:.2f} tokens/s); decode: {} tokens in {:.3f} s ({:.2f} tokens/s); "
              "finish: {}; peak RSS {:.1f} MiB",
-             r.prompt_ids.size(), r.prefill_seconds, r.prefill_tok_s(), r.decode_steps, r.decode_seconds,
+             r.prompt_ids.size(), r.prefill_seconds, r.prefill_tok_s(), r.decode_tokens, r.decode_seconds,
              r.decode_tok_s(), r.finish_reason, engine::peak_rss_bytes() / 1048576.0);
+  if (r.draft_tokens > 0)
+    log().info("speculative decoding: {} of {} draft tokens accepted ({:.1f}%), {} decode steps", r.accepted_tokens,
+               r.draft_tokens, 100.0 * static_cast<double>(r.accepted_tokens) / static_cast<double>(r.draft_tokens),
+               r.decode_steps);
   return 0;
 }
 
@@ -185,6 +192,8 @@ CommandRegistration reg("generate", "Generate text from a prompt", [](CLI::App& 
   sub.add_option("--max-model-len", a->flags.args.max_model_len,
                  "KV cache length (default min(max_position_embeddings, 8192))");
   sub.add_flag("--json", a->json, "Print one JSON object instead of streaming text");
+  sub.add_option("--speculative-config", a->speculative_config,
+                 "Speculative decoding, vLLM's JSON: '{\"method\": \"ngram\", \"num_speculative_tokens\": 4}'");
   add_engine_flags(sub, a->flags);
   return [a]() { return run_generate(*a); };
 });

@@ -16,6 +16,7 @@
 #include "io/json_file.h"
 #include "model/model_loader.h"
 #include "quant/compressed_tensors_config.h"
+#include "quant/fine_grained_fp8_config.h"
 #include "quant/modelopt_config.h"
 
 namespace fp4lm::cli {
@@ -74,11 +75,25 @@ json compressed_tensors_summary(const quant::CompressedTensorsConfig& q) {
           {"source", "config.json"}};
 }
 
+json fine_grained_fp8_summary(const quant::FineGrainedFp8Config& q) {
+  return {{"weight_block_size", {q.block_n, q.block_k}},
+          {"activation_scheme", "dynamic"},
+          {"modules_to_not_convert", q.not_converted},
+          {"source", "config.json"}};
+}
+
 json quantization_summary(const quant::QuantConfig& q, const model::EngineOptions& opts) {
   if (!q.quantized()) return nullptr;
-  json s = q.family() == quant::Family::modelopt
-               ? modelopt_summary(quant::as_modelopt(q))
-               : compressed_tensors_summary(dynamic_cast<const quant::CompressedTensorsConfig&>(q));
+  json s;
+  switch (q.family()) {
+    case quant::Family::modelopt: s = modelopt_summary(quant::as_modelopt(q)); break;
+    case quant::Family::compressed_tensors:
+      s = compressed_tensors_summary(dynamic_cast<const quant::CompressedTensorsConfig&>(q));
+      break;
+    case quant::Family::fine_grained_fp8:
+      s = fine_grained_fp8_summary(dynamic_cast<const quant::FineGrainedFp8Config&>(q));
+      break;
+  }
   s["family"] = std::string(quant::family_name(q.family()));
   s["config"] = q.describe();
   s["override_activation_dtype"] =
@@ -224,6 +239,11 @@ void print_human(const json& f, std::FILE* out) {
       line("  group size", plain(field(q, "group_size")));
       line("  kv cache", plain(field(q, "kv_cache_quant_algo")));
       line("  exclude", plain(field(q, "exclude_modules")));
+    } else if (field(q, "family") == "fp8") {
+      line("quantization", fmt::format("block-wise FP8 {} (from {})", plain(field(q, "weight_block_size")),
+                                       plain(field(q, "source"))));
+      line("  config family", "fp8");
+      line("  not converted", plain(field(q, "modules_to_not_convert")));
     } else {
       line("quantization", fmt::format("{} (from {})", plain(field(q, "format")), plain(field(q, "source"))));
       line("  config family", plain(field(q, "family")));

@@ -47,6 +47,9 @@ struct ServeArgs {
           max_body_bytes = int64_t{64} << 20;
   std::string allowed_origins = "*", allowed_methods = "*", allowed_headers = "*";
   bool allow_credentials = false;
+  bool enable_prefix_caching = true;
+  int64_t block_size = 16;
+  std::string speculative_config;
   bool enable_auto_tool_choice = false;
   std::string tool_call_parser, reasoning_parser;
   EngineFlags flags;
@@ -161,6 +164,11 @@ int run_serve(const ServeArgs& a) {
   sc.max_num_seqs = a.max_num_seqs;
   sc.max_num_batched_tokens = a.max_num_batched_tokens;
   sc.kv_cache_bytes = a.kv_cache_memory.empty() ? quarter_of_ram() : parse_bytes(a.kv_cache_memory);
+  sc.enable_prefix_caching = a.enable_prefix_caching;
+  sc.block_size = a.block_size;
+  if (sc.block_size < 1 || sc.block_size > 4096) usage_fail("--block-size must be in [1, 4096] (got {})", sc.block_size);
+  if (!a.speculative_config.empty())
+    sc.speculative = with_flag_errors([&] { return engine::parse_speculative_config(a.speculative_config); });
   if (sc.max_num_seqs < 1) usage_fail("--max-num-seqs must be >= 1 (got {})", sc.max_num_seqs);
   if (sc.max_num_batched_tokens < sc.max_num_seqs)
     usage_fail("--max-num-batched-tokens ({}) must be >= --max-num-seqs ({})", sc.max_num_batched_tokens,
@@ -258,6 +266,12 @@ CommandRegistration reg("serve", "OpenAI-compatible HTTP server with continuous 
       ->capture_default_str();
   sub.add_option("--kv-cache-memory", a->kv_cache_memory,
                  "KV-cache budget for admission, bytes or with KiB/MiB/GiB (default: 25% of RAM)");
+  sub.add_flag("--enable-prefix-caching,!--no-enable-prefix-caching", a->enable_prefix_caching,
+               "Reuse the K/V of cached prompt prefixes (automatic prefix caching; on by default)");
+  sub.add_option("--block-size", a->block_size, "Tokens per prefix-cache block")->capture_default_str();
+  sub.add_option("--speculative-config", a->speculative_config,
+                 "Speculative decoding, vLLM's JSON: '{\"method\": \"ngram\", \"num_speculative_tokens\": 4, "
+                 "\"prompt_lookup_max\": 4}'");
   sub.add_option("--max-model-len", a->max_model_len,
                  "Context length per sequence (default min(max_position_embeddings, 8192))");
   sub.add_option("--shutdown-grace", a->shutdown_grace, "Seconds in-flight requests get on SIGTERM/SIGINT")

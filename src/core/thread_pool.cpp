@@ -64,7 +64,7 @@ ThreadPool::ThreadPool(int threads, const ThreadStarter& start_thread) : threads
       }
       start_cv_.notify_all();
       for (auto& t : workers_) t.join();
-      fail("cannot start worker thread {} of {}: {} (try a smaller --threads)", i + 1, threads_, e.what());
+      fail("cannot start worker thread {} of {}: {} (try a smaller threads)", i + 1, threads_, e.what());
     }
   }
 }
@@ -164,9 +164,9 @@ ThreadPool& ThreadPool::global() {
 }
 
 void ThreadPool::set_global_threads(int threads) {
-  if (threads < 1) usage_fail("--threads must be at least 1 (got {})", threads);
+  if (threads < 1) usage_fail("threads must be at least 1 (got {})", threads);
   if (threads > max_threads())
-    usage_fail("--threads must be at most {} (4 x the {} hardware threads), got {}", max_threads(),
+    usage_fail("threads must be at most {} (4 x the {} hardware threads), got {}", max_threads(),
                max_threads() / 4, threads);
   auto& slot = global_slot();
   if (slot && slot->size() == threads) return;

@@ -27,7 +27,7 @@ EvalResult score_sequence(const model::CausalLM& lm, const std::vector<int32_t>&
   const int64_t n = static_cast<int64_t>(ids.size());
   if (n < 2) return r;
   if (n > lm.max_model_len())
-    fail("sequence {} has {} tokens, more than the maximum model length {} (--max-model-len)", seq, n,
+    fail("sequence {} has {} tokens, more than the maximum model length {} (max_model_len)", seq, n,
          lm.max_model_len());
   const int64_t vocab = lm.vocab_size();
   // The last token is only a target, never an input.

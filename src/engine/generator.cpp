@@ -32,13 +32,21 @@ void add(GenerationResult& r, RequestOutput& out) {
 }  // namespace
 
 GenerationResult generate(StepModel& model, const tokenizer::Tokenizer* tok, RequestParams params,
-                          const OutputCallback& on_output) {
+                          const OutputCallback& on_output, const SpeculativeConfig& spec) {
   // One sequence, its whole prompt in the first step.
   SchedulerConfig cfg;
   cfg.max_num_seqs = 1;
   cfg.max_num_batched_tokens = std::max<int64_t>(1, model.max_model_len());
-  Scheduler sched(model, tok, cfg);
+  cfg.speculative = spec;
+  SchedulerObserver obs;
+  GenerationResult* res = nullptr;
+  obs.on_step = [&res](const StepStats& st) {
+    res->draft_tokens += st.spec_draft_tokens;
+    res->accepted_tokens += st.spec_accepted_tokens;
+  };
+  Scheduler sched(model, tok, cfg, obs);
   GenerationResult r;
+  res = &r;
   r.prompt_ids = params.prompt;
   sched.add(0, std::move(params));  // RequestError: nothing ran
 
@@ -48,8 +56,10 @@ GenerationResult generate(StepModel& model, const tokenizer::Tokenizer* tok, Req
     Scheduler::Outputs outs = sched.step();
     (prefilled ? r.decode_seconds : r.prefill_seconds) += seconds_since(t0);
     if (prefilled) ++r.decode_steps;
+    const bool decoded = prefilled;
     prefilled = true;
     for (auto& [id, out] : outs) {
+      if (decoded && out.finish_reason != "error") r.decode_tokens += static_cast<int64_t>(out.token_ids.size());
       if (on_output && out.finish_reason != "error") on_output(out);
       add(r, out);
     }
@@ -58,9 +68,9 @@ GenerationResult generate(StepModel& model, const tokenizer::Tokenizer* tok, Req
 }
 
 GenerationResult generate(const model::CausalLM& lm, const tokenizer::Tokenizer* tok, RequestParams params,
-                          const OutputCallback& on_output) {
+                          const OutputCallback& on_output, const SpeculativeConfig& spec) {
   CausalLmStepModel model(lm);
-  return generate(model, tok, std::move(params), on_output);
+  return generate(model, tok, std::move(params), on_output, spec);
 }
 
 }  // namespace fp4lm::engine

@@ -17,7 +17,7 @@ std::vector<float> sequence_logits(const model::CausalLM& lm, const std::vector<
   const int64_t n = static_cast<int64_t>(ids.size()), vocab = lm.vocab_size();
   if (n == 0) fail("cannot compute logits of an empty sequence");
   if (n > lm.max_model_len())
-    fail("sequence of {} tokens exceeds the maximum model length {} (--max-model-len)", n, lm.max_model_len());
+    fail("sequence of {} tokens exceeds the maximum model length {} (max_model_len)", n, lm.max_model_len());
   model::SequenceState state = lm.new_sequence(n);
   std::vector<float> out(static_cast<size_t>(n * vocab));
   constexpr int64_t kChunk = 64;  // the same forward chunks `eval` scores with

@@ -29,4 +29,12 @@ void release_free_memory() {
 #endif
 }
 
+void map_large_allocations(size_t bytes) {
+#if defined(__GLIBC__)
+  mallopt(M_MMAP_THRESHOLD, static_cast<int>(bytes));
+#else
+  (void)bytes;
+#endif
+}
+
 }  // namespace fp4lm::engine

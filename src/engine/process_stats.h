@@ -14,4 +14,10 @@ size_t current_rss_bytes();  // /proc/self/statm resident pages (0 when unavaila
 // the C library has no malloc_trim.
 void release_free_memory();
 
+// Gives every allocation of at least `bytes` its own mapping, unmapped when freed. glibc starts
+// at 128 KiB but raises this threshold each time such a block is freed (up to 32 MiB), after
+// which a request's large buffers (bodies, prompts, parsed JSON) come from the heaps and stay
+// there; a fixed threshold keeps a server's RSS from ratcheting up after large requests.
+void map_large_allocations(size_t bytes);
+
 }  // namespace fp4lm::engine

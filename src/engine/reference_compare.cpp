@@ -25,7 +25,7 @@ ReferenceComparison compare_to_reference(const model::CausalLM& q, const model::
     if (n < 2) continue;
     const int64_t limit = std::min(q.max_model_len(), r.max_model_len());
     if (n > limit)
-      fail("sequence {} has {} tokens, more than the maximum model length {} (--max-model-len)", s, n, limit);
+      fail("sequence {} has {} tokens, more than the maximum model length {} (max_model_len)", s, n, limit);
     for (int64_t i = 0; i < n; ++i)
       if (ids[static_cast<size_t>(i)] < 0 || ids[static_cast<size_t>(i)] >= vocab)
         fail("sequence {}: token id {} at position {} is outside the vocabulary [0, {})", s, ids[static_cast<size_t>(i)],

@@ -60,6 +60,7 @@ struct RequestOutput {
   std::optional<std::string> stop_reason;  // the stop string that ended it
   std::optional<int32_t> stop_token;       // the stop_token_ids entry that ended it (not set for EOS)
   int64_t prompt_tokens = 0, completion_tokens = 0;  // totals so far
+  int64_t cached_tokens = 0;       // prompt tokens the prefix cache supplied
   std::string error;               // finish_reason "error": what went wrong
   std::exception_ptr cause;        // finish_reason "error": the exception, when there was one
 };

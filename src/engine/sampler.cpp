@@ -44,8 +44,7 @@ double Sampler::uniform() {
   return static_cast<double>(z >> 11) * 0x1.0p-53;
 }
 
-int32_t Sampler::sample(const float* logits, int64_t vocab) {
-  if (p_.temperature == 0) return argmax(logits, vocab);
+size_t Sampler::candidates(const float* logits, int64_t vocab) {
   cand_.clear();
   for (int64_t i = 0; i < vocab; ++i)
     if (!std::isnan(logits[i])) cand_.emplace_back(logits[i], static_cast<int32_t>(i));
@@ -61,7 +60,8 @@ int32_t Sampler::sample(const float* logits, int64_t vocab) {
     std::sort(cand_.begin(), cand_.end(), by_prob);
   }
   // Softmax of logits / T in double, over the kept candidates.
-  std::vector<double> prob(keep);
+  std::vector<double>& prob = prob_;
+  prob.assign(keep, 0.0);
   const double mx = cand_[0].first;
   double sum = 0;
   for (size_t i = 0; i < keep; ++i) sum += prob[i] = std::exp((cand_[i].first - mx) / p_.temperature);
@@ -81,14 +81,43 @@ int32_t Sampler::sample(const float* logits, int64_t vocab) {
     while (n < keep && prob[n] >= floor) ++n;
     keep = n;
   }
+  return keep;
+}
+
+int32_t Sampler::sample(const float* logits, int64_t vocab) {
+  if (p_.temperature == 0) return argmax(logits, vocab);
+  const size_t keep = candidates(logits, vocab);
+  if (keep == 0) return 0;
   double total = 0;
-  for (size_t i = 0; i < keep; ++i) total += prob[i];
+  for (size_t i = 0; i < keep; ++i) total += prob_[i];
   double r = uniform() * total;
   for (size_t i = 0; i < keep; ++i) {
-    r -= prob[i];
+    r -= prob_[i];
     if (r < 0) return cand_[i].second;
   }
   return cand_[keep - 1].second;
+}
+
+int32_t Sampler::verify(const float* logits, int64_t vocab, int32_t draft) {
+  if (p_.temperature == 0) return argmax(logits, vocab);
+  const size_t keep = candidates(logits, vocab);
+  if (keep == 0) return 0;
+  double total = 0, p_draft = 0;
+  size_t last_other = keep;  // the last candidate that is not the draft
+  for (size_t i = 0; i < keep; ++i) {
+    total += prob_[i];
+    if (cand_[i].second == draft) p_draft = prob_[i];
+    else last_other = i;
+  }
+  if (uniform() * total < p_draft) return draft;  // accepted with probability p(draft)
+  if (last_other == keep) return draft;           // (p(draft) = 1 accepts above; rounding only)
+  double r = uniform() * (total - p_draft);
+  for (size_t i = 0; i < keep; ++i) {
+    if (cand_[i].second == draft) continue;
+    r -= prob_[i];
+    if (r < 0) return cand_[i].second;
+  }
+  return cand_[last_other].second;
 }
 
 }  // namespace fp4lm::engine

@@ -5,6 +5,7 @@
 // below min_p × the most probable one (0 = none) -> draw from the renormalized rest with a
 // seeded generator (same seed, same logits -> same token sequence, on every platform: the
 // random stream is our own splitmix64, not an implementation-defined std distribution).
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -26,13 +27,23 @@ class Sampler {
  public:
   explicit Sampler(const SamplingParams& p);
   int32_t sample(const float* logits, int64_t vocab);
+  // Speculative decoding (engine/speculative.h): the token to emit where `draft` was proposed.
+  // Greedy: the argmax (== draft when they agree). Otherwise, with p the distribution sample()
+  // draws from: the draft with probability p(draft), else a draw from p without the draft,
+  // renormalized — so the result is distributed as sample()'s.
+  int32_t verify(const float* logits, int64_t vocab, int32_t draft);
   // A uniform double in [0, 1) from the seeded stream.
   double uniform();
 
  private:
+  // The candidates sample() draws from, most probable first, in cand_[0, n), their
+  // unnormalized probabilities in prob_; returns n (0: no candidate).
+  size_t candidates(const float* logits, int64_t vocab);
+
   SamplingParams p_;
   uint64_t state_;
   std::vector<std::pair<float, int32_t>> cand_;
+  std::vector<double> prob_;
 };
 
 // Greedy choice: the first index of the maximum (NaN logits never win).

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "core/log.h"
 #include "engine/logits_processing.h"
 #include "engine/sampler.h"
 #include "engine/structured/grammar_error.h"
@@ -21,7 +22,11 @@ struct Scheduler::Sequence {
   RequestParams p;
   int64_t kv = -1;         // StepModel sequence id once admitted
   size_t kv_bytes = 0;
-  int64_t prefilled = 0;   // prompt tokens already run
+  int64_t prefilled = 0;   // prompt tokens already run (or loaded from the prefix cache)
+  int64_t cached = 0;      // prompt tokens loaded from the prefix cache
+  std::vector<PrefixCache::BlockId> blocks;  // the cached blocks of its prompt it holds a reference on
+  bool caching = true;     // its next full prompt blocks go into the prefix cache
+  std::vector<int32_t> verify;  // speculative decoding: [last sampled token, drafts...]
   std::vector<int32_t> output;
   Sampler sampler;
   TextStream text;
@@ -48,6 +53,8 @@ struct Scheduler::Sequence {
 void check_config(const SchedulerConfig& cfg) {
   if (cfg.max_num_seqs < 1)
     throw RequestError(fmt::format("max_num_seqs must be >= 1, got {}", cfg.max_num_seqs), "max_num_seqs");
+  if (cfg.block_size < 1 || cfg.block_size > 4096)
+    throw RequestError(fmt::format("block_size must be in [1, 4096], got {}", cfg.block_size), "block_size");
   if (cfg.max_num_batched_tokens < cfg.max_num_seqs)
     throw RequestError(fmt::format("max_num_batched_tokens ({}) must be >= max_num_seqs ({})",
                                    cfg.max_num_batched_tokens, cfg.max_num_seqs),
@@ -57,6 +64,30 @@ void check_config(const SchedulerConfig& cfg) {
 Scheduler::Scheduler(StepModel& model, const tokenizer::Tokenizer* tok, SchedulerConfig cfg, SchedulerObserver obs)
     : model_(model), tok_(tok), cfg_(cfg), obs_(std::move(obs)), eos_(model.eos_ids()) {
   check_config(cfg_);
+  if (cfg_.speculative.enabled()) {
+    spec_on_ = model_.can_rewind();
+    if (spec_on_)
+      log().info("speculative decoding: {} drafts of up to {} tokens (n-grams of {}..{})", cfg_.speculative.method,
+                 cfg_.speculative.num_speculative_tokens, cfg_.speculative.prompt_lookup_min,
+                 cfg_.speculative.prompt_lookup_max);
+    else
+      log().info("speculative decoding is off for this model: its recurrent state cannot be rewound past "
+                 "rejected drafts");
+  }
+  if (cfg_.enable_prefix_caching) support_ = model_.prefix_support(cfg_.block_size);
+  if (cfg_.enable_prefix_caching && !support_.unsupported.empty())
+    log().info("prefix caching is off for this model: {}", support_.unsupported);
+  if (cfg_.enable_prefix_caching && support_.unsupported.empty()) {
+    cache_ = std::make_unique<PrefixCache>(cfg_.block_size);
+    std::string how;
+    if (support_.snapshot_grid > 0)
+      how += fmt::format("; recurrent state saved at the last multiple of {} positions of each prompt, where "
+                         "prefill chunks are cut",
+                         support_.snapshot_grid);
+    if (support_.max_chunk > 0)
+      how += fmt::format("; prefill chunks of at most {} tokens (sliding-window ring)", support_.max_chunk);
+    log().info("prefix caching: blocks of {} tokens{}", cfg_.block_size, how);
+  }
 }
 
 Scheduler::~Scheduler() {
@@ -106,17 +137,33 @@ void Scheduler::cancel_all() {
   for (auto& s : running_) cancelled_.insert(s->id);
 }
 
+// Marks `s` finished only once its state is released: should release throw, the request is still
+// unfinished and the caller's failure path (fail) answers it. The observer (metrics) comes last
+// and cannot fail the request: its exceptions are logged.
 void Scheduler::finish(Sequence& s, RequestOutput& out, const std::string& reason) {
-  s.finished = true;
   out.finished = true;
   out.finish_reason = reason;
   out.prompt_tokens = s.prompt_len();
   out.completion_tokens = static_cast<int64_t>(s.output.size());
+  out.cached_tokens = s.cached;
+  if (cache_) {
+    cache_->release(s.blocks);
+    s.blocks.clear();
+  }
   if (s.kv >= 0) {
     model_.release(s.kv);
     reserved_ -= s.kv_bytes;
     s.kv = -1;
   }
+  s.finished = true;
+  try {
+    report_finished(s, reason);
+  } catch (const std::exception& e) {
+    log().error("request {}: the finish observer failed: {}", s.id, e.what());
+  }
+}
+
+void Scheduler::report_finished(Sequence& s, const std::string& reason) {
   if (obs_.on_finished) {
     const auto now = Clock::now();
     RequestStats st;
@@ -131,7 +178,7 @@ void Scheduler::finish(Sequence& s, RequestOutput& out, const std::string& reaso
   }
 }
 
-void Scheduler::sample_next(Sequence& s, float* logits, RequestOutput& out) {
+void Scheduler::sample_next(Sequence& s, float* logits, RequestOutput& out, const int32_t* draft) {
   const int64_t vocab = model_.vocab_size();
   // Logprobs come from the raw logits: keep them before masking and penalties change the row.
   if (s.p.logprobs >= 0) raw_.assign(logits, logits + vocab);
@@ -139,7 +186,7 @@ void Scheduler::sample_next(Sequence& s, float* logits, RequestOutput& out) {
   if (has_penalties(s.p)) apply_penalties(logits, vocab, s.p, s.penalties);
   if (!s.p.logit_bias.empty()) apply_logit_bias(logits, vocab, s.p.logit_bias);
   if (s.grammar) s.grammar->apply(logits, vocab, s.stop_ids);
-  const int32_t tok = s.sampler.sample(logits, vocab);
+  const int32_t tok = draft ? s.sampler.verify(logits, vocab, *draft) : s.sampler.sample(logits, vocab);
   if (s.grammar && !s.is_stop_id(tok)) s.grammar->accept(tok);
   s.output.push_back(tok);
   ++s.penalties.output_counts[tok];
@@ -165,6 +212,7 @@ void Scheduler::sample_next(Sequence& s, float* logits, RequestOutput& out) {
   out.text += s.text.take();
   out.prompt_tokens = s.prompt_len();
   out.completion_tokens = static_cast<int64_t>(s.output.size());
+  out.cached_tokens = s.cached;
   if (!reason.empty()) {
     out.stop_reason = s.text.stop_reason();
     finish(s, out, reason);
@@ -202,14 +250,19 @@ void Scheduler::drop_cancelled(Outputs& outs) {
 
 int64_t Scheduler::plan_running(std::vector<Planned>& plan) {
   int64_t budget = cfg_.max_num_batched_tokens;
+  int64_t decoders = 0;
+  for (auto& s : running_) decoders += s->decoding();
   for (auto& s : running_)
     if (s->decoding()) {
-      plan.push_back({s.get(), 1, true});
-      --budget;
+      // Drafts only from what the budget has left after one token for every decoding sequence.
+      const int64_t drafts = spec_on_ ? propose(*s, budget - decoders) : 0;
+      plan.push_back({s.get(), 1 + drafts, true, drafts});
+      budget -= 1 + drafts;
+      --decoders;
     }
   for (auto& s : running_) {
     if (s->decoding() || budget <= 0) continue;
-    const int64_t n = std::min(s->prompt_len() - s->prefilled, budget);
+    const int64_t n = prefill_take(*s, budget);
     plan.push_back({s.get(), n, s->prefilled + n == s->prompt_len()});
     budget -= n;
   }
@@ -225,6 +278,9 @@ void Scheduler::admit_waiting(std::vector<Planned>& plan, int64_t budget, Output
       waiting_.front() = std::move(s);
       break;
     }
+    // Cached blocks give way to sequences: every running sequence holds its own copy, so even a
+    // referenced block may go (unreferenced ones first).
+    if (cache_ && cfg_.kv_cache_bytes > 0) cache_->shrink_to(cfg_.kv_cache_bytes - reserved_ - bytes, true);
     waiting_.pop_front();
     s->scheduled = now;
     s->was_scheduled = true;
@@ -236,8 +292,16 @@ void Scheduler::admit_waiting(std::vector<Planned>& plan, int64_t budget, Output
     }
     s->kv_bytes = bytes;
     reserved_ += bytes;
-    const int64_t n = std::min(s->prompt_len(), budget);
-    plan.push_back({s.get(), n, n == s->prompt_len()});
+    if (cache_) {
+      try {
+        load_cached_prefix(*s);
+      } catch (const std::exception& e) {
+        fail(*s, fmt::format("cannot load the cached prefix: {}", e.what()), outs, std::current_exception());
+        continue;
+      }
+    }
+    const int64_t n = prefill_take(*s, budget);
+    plan.push_back({s.get(), n, s->prefilled + n == s->prompt_len()});
     budget -= n;
     running_.push_back(std::move(s));
   }
@@ -246,7 +310,7 @@ void Scheduler::admit_waiting(std::vector<Planned>& plan, int64_t budget, Output
 std::vector<StepChunk> Scheduler::chunks_of(const std::vector<Planned>& plan, StepStats& st) {
   const int64_t vocab = model_.vocab_size();
   size_t rows = 0;
-  for (const auto& p : plan) rows += p.logits;
+  for (const auto& p : plan) rows += p.logits ? static_cast<size_t>(1 + p.drafts) : 0;
   logits_.resize(rows * static_cast<size_t>(vocab));
   std::vector<StepChunk> chunks;
   size_t row = 0;
@@ -255,16 +319,23 @@ std::vector<StepChunk> Scheduler::chunks_of(const std::vector<Planned>& plan, St
     c.seq = p.s->kv;
     c.n = p.n;
     if (p.s->decoding()) {
-      c.tokens = &p.s->output.back();
+      c.tokens = p.drafts > 0 ? p.s->verify.data() : &p.s->output.back();
+      c.all_logits = p.drafts > 0;
     } else {
       c.tokens = p.s->p.prompt.data() + p.s->prefilled;
       st.prompt_tokens += p.n;
     }
-    if (p.logits) c.logits = logits_.data() + (row++) * static_cast<size_t>(vocab);
+    if (p.logits) {
+      c.logits = logits_.data() + row * static_cast<size_t>(vocab);
+      row += static_cast<size_t>(1 + p.drafts);
+    }
     chunks.push_back(c);
     last_batch_.emplace_back(p.s->id, p.n);
   }
   st.sequences = static_cast<int64_t>(plan.size());
+  st.prefix_queries = step_queries_;
+  st.prefix_hits = step_hits_;
+  st.prompt_tokens += step_hits_;  // as vLLM counts them: a cached prompt token is a prompt token
   return chunks;
 }
 
@@ -272,16 +343,46 @@ void Scheduler::sample_planned(const std::vector<Planned>& plan, const std::vect
                                StepStats& st) {
   for (size_t i = 0; i < plan.size(); ++i) {
     Sequence& s = *plan[i].s;
-    if (!s.decoding()) s.prefilled += plan[i].n;
+    if (!s.decoding()) {
+      s.prefilled += plan[i].n;
+      if (cache_ && s.caching) {
+        try {
+          cache_computed_blocks(s);
+        } catch (const std::exception& e) {  // the request goes on; only its blocks are not cached
+          log().warn("prefix caching: request {}: {}", s.id, e.what());
+          s.caching = false;
+        }
+      }
+    }
     if (!chunks[i].logits) continue;
     RequestOutput out;
+    const int64_t drafts = plan[i].drafts;
+    const size_t vocab = static_cast<size_t>(model_.vocab_size());
     try {
-      sample_next(s, chunks[i].logits, out);
+      // Speculative verify: position j's logits decide the token after draft j (j = 0: after the
+      // last sampled token); stop at the first rejection, or when the request finishes.
+      int64_t accepted = 0;
+      for (int64_t j = 0; j <= drafts; ++j) {
+        const int32_t* draft = j < drafts ? &s.verify[static_cast<size_t>(j + 1)] : nullptr;
+        sample_next(s, chunks[i].logits + static_cast<size_t>(j) * vocab, out, draft);
+        st.generation_tokens += 1;
+        if (s.finished || !draft || s.output.back() != *draft) break;
+        ++accepted;
+        if (static_cast<int64_t>(st.spec_accepted_per_pos.size()) <= j) st.spec_accepted_per_pos.resize(j + 1);
+        ++st.spec_accepted_per_pos[static_cast<size_t>(j)];
+      }
+      if (drafts > 0) {
+        st.spec_drafts += 1;
+        st.spec_draft_tokens += drafts;
+        st.spec_accepted_tokens += accepted;
+        // The K/V of rejected drafts goes: the state keeps the last token and the accepted drafts.
+        if (!s.finished && accepted < drafts)
+          model_.rewind(s.kv, s.prompt_len() + static_cast<int64_t>(s.output.size()) - 1);
+      }
     } catch (const std::exception& e) {  // only this request fails
       fail(s, fmt::format("sampling failed: {}", e.what()), outs, std::current_exception());
       continue;
     }
-    st.generation_tokens += 1;
     outs.emplace_back(s.id, std::move(out));
   }
 }
@@ -289,6 +390,7 @@ void Scheduler::sample_planned(const std::vector<Planned>& plan, const std::vect
 Scheduler::Outputs Scheduler::step() {
   Outputs outs;
   last_batch_.clear();
+  step_queries_ = step_hits_ = 0;
   drop_cancelled(outs);  // first: their slots and memory are free for this very step
   std::vector<Planned> plan;
   const int64_t budget = plan_running(plan);
@@ -325,6 +427,98 @@ Scheduler::Outputs Scheduler::fail_all(const std::string& why) {
   waiting_.clear();
   cancelled_.clear();
   return outs;
+}
+
+int64_t Scheduler::prefill_take(const Sequence& s, int64_t budget) const {
+  int64_t n = std::min(s.prompt_len() - s.prefilled, budget);
+  if (!cache_) return n;
+  if (support_.max_chunk > 0) n = std::min(n, support_.max_chunk);
+  if (support_.snapshot_grid > 0) {
+    // A recurrent state can be saved only between forward calls: end a chunk at the prompt's last
+    // snapshot point (the last multiple of the grid before its last token). The grid is a
+    // multiple of the model's row alignment, so the cut changes no result.
+    const int64_t g = support_.snapshot_grid, snap = (s.prompt_len() - 1) / g * g;
+    if (s.prefilled < snap && s.prefilled + n > snap) n = snap - s.prefilled;
+  }
+  return n;
+}
+
+void Scheduler::load_cached_prefix(Sequence& s) {
+  // At least the last prompt token is computed: its logits give the first output token.
+  std::vector<PrefixCache::BlockId> chain = cache_->match(s.p.prompt, s.prompt_len() - 1);
+  if (support_.snapshot_grid > 0)  // a recurrent state resumes only where it was saved
+    while (!chain.empty() && cache_->get(chain.back())->state.empty()) chain.pop_back();
+  const int64_t hit = static_cast<int64_t>(chain.size()) * cache_->block_size();
+  step_queries_ += s.prompt_len();
+  prefix_queries_ += s.prompt_len();
+  if (hit == 0) return;
+  std::vector<const std::vector<uint8_t>*> blocks;
+  for (PrefixCache::BlockId id : chain) blocks.push_back(&cache_->get(id)->kv);
+  const PrefixCache::Block* last = cache_->get(chain.back());
+  model_.load_positions(s.kv, blocks, cache_->block_size(), last->state.empty() ? nullptr : &last->state);
+  cache_->acquire(chain);
+  s.blocks = std::move(chain);
+  s.prefilled = s.cached = hit;
+  step_hits_ += hit;
+  prefix_hits_ += hit;
+}
+
+bool Scheduler::make_room(size_t bytes) {
+  if (cfg_.kv_cache_bytes == 0) return true;
+  if (reserved_ + bytes > cfg_.kv_cache_bytes) return false;
+  return cache_->shrink_to(cfg_.kv_cache_bytes - reserved_ - bytes, false);  // never a block in use
+}
+
+void Scheduler::cache_computed_blocks(Sequence& s) {
+  const int64_t b_size = cache_->block_size();
+  int64_t upto = s.prefilled, snap = -1;
+  if (support_.snapshot_grid > 0) {  // past its snapshot point a hybrid's blocks could never be resumed from
+    snap = (s.prompt_len() - 1) / support_.snapshot_grid * support_.snapshot_grid;
+    upto = std::min(upto, snap);
+  }
+  for (int64_t b = static_cast<int64_t>(s.blocks.size()); (b + 1) * b_size <= upto; ++b) {
+    const PrefixCache::BlockId parent = b == 0 ? PrefixCache::kNone : s.blocks.back();
+    if (parent != PrefixCache::kNone && !cache_->contains(parent)) {  // evicted for an admission
+      s.caching = false;
+      return;
+    }
+    const std::span<const int32_t> tokens(s.p.prompt.data() + b * b_size, static_cast<size_t>(b_size));
+    const bool with_state = (b + 1) * b_size == snap && s.prefilled == snap;
+    PrefixCache::BlockId id = cache_->find(parent, tokens);
+    if (id != PrefixCache::kNone) {
+      if (with_state && cache_->get(id)->state.empty() && make_room(support_.state_bytes)) {
+        std::vector<uint8_t> kv, state;
+        model_.save_positions(s.kv, b * b_size, b_size, kv, &state);
+        cache_->add_state(id, std::move(state));
+      }
+    } else {
+      if (!make_room(support_.block_bytes + (with_state ? support_.state_bytes : 0))) {
+        s.caching = false;
+        return;
+      }
+      std::vector<uint8_t> kv, state;
+      model_.save_positions(s.kv, b * b_size, b_size, kv, with_state ? &state : nullptr);
+      id = cache_->insert(parent, tokens, std::move(kv), std::move(state));
+    }
+    const PrefixCache::BlockId one[] = {id};
+    cache_->acquire(one);
+    s.blocks.push_back(id);
+  }
+}
+
+int64_t Scheduler::propose(Sequence& s, int64_t most) {
+  // Not for structured outputs (the grammar would have to be rewound with the drafts). The
+  // drafts and the token after them must fit the request's max_tokens (and so its state).
+  const int64_t left = s.p.max_tokens - static_cast<int64_t>(s.output.size()) - 1;
+  const int64_t k = std::min({cfg_.speculative.num_speculative_tokens, most, left});
+  if (k <= 0 || s.grammar) return 0;
+  std::vector<int32_t> history(s.p.prompt.begin(), s.p.prompt.end());
+  history.insert(history.end(), s.output.begin(), s.output.end());
+  const std::vector<int32_t> d = propose_ngram(history, cfg_.speculative, k);
+  if (d.empty()) return 0;
+  s.verify.assign(1, s.output.back());
+  s.verify.insert(s.verify.end(), d.begin(), d.end());
+  return static_cast<int64_t>(d.size());
 }
 
 }  // namespace fp4lm::engine

@@ -19,7 +19,9 @@
 #include <utility>
 #include <vector>
 
+#include "engine/prefix_cache.h"
 #include "engine/request.h"
+#include "engine/speculative.h"
 #include "engine/step_model.h"
 #include "engine/structured/matcher.h"
 #include "tokenizer/tokenizer.h"
@@ -29,7 +31,12 @@ namespace fp4lm::engine {
 struct SchedulerConfig {
   int64_t max_num_seqs = 8;
   int64_t max_num_batched_tokens = 512;
-  size_t kv_cache_bytes = 0;  // admission budget; 0 = unlimited
+  size_t kv_cache_bytes = 0;  // admission budget (sequences and cached prefix blocks); 0 = unlimited
+  // Automatic prefix caching (engine/prefix_cache.h): on in `fp4lm serve` and the Python LLM
+  // unless turned off; off here so that one-request runs (generate) keep nothing.
+  bool enable_prefix_caching = false;
+  int64_t block_size = 16;  // tokens per cached block
+  SpeculativeConfig speculative;  // engine/speculative.h; off by default
 };
 
 // RequestError naming the parameter (max_num_seqs, max_num_batched_tokens) when inconsistent.
@@ -46,9 +53,16 @@ struct RequestStats {
 };
 
 struct StepStats {
-  int64_t prompt_tokens = 0;      // prompt tokens this forward ran
+  int64_t prompt_tokens = 0;      // prompt tokens this forward ran, plus those the prefix cache supplied
   int64_t generation_tokens = 0;  // tokens sampled after it
   int64_t sequences = 0;
+  // Prefix caching: prompt tokens of the requests admitted this step, and how many of them came
+  // from the cache (vLLM's vllm:prefix_cache_queries / vllm:prefix_cache_hits).
+  int64_t prefix_queries = 0, prefix_hits = 0;
+  // Speculative decoding (vLLM's vllm:spec_decode_*): sequences that verified drafts this step,
+  // draft tokens, accepted ones, and accepted ones per draft position.
+  int64_t spec_drafts = 0, spec_draft_tokens = 0, spec_accepted_tokens = 0;
+  std::vector<int64_t> spec_accepted_per_pos;
 };
 
 struct SchedulerObserver {
@@ -84,11 +98,18 @@ class Scheduler {
   // Finishes every request with finish_reason "error" and `why` (the engine's last resort).
   Outputs fail_all(const std::string& why);
 
+  // Speculative decoding in effect (configured, and the model can rewind).
+  bool speculating() const { return spec_on_; }
   int64_t num_running() const { return static_cast<int64_t>(running_.size()); }
   int64_t num_waiting() const { return static_cast<int64_t>(waiting_.size()); }
   size_t kv_reserved_bytes() const { return reserved_; }
   const SchedulerConfig& config() const { return cfg_; }
   const StepModel& model() const { return model_; }
+  // The prefix cache (null when prefix caching is off) and its totals since construction.
+  const PrefixCache* prefix_cache() const { return cache_.get(); }
+  size_t prefix_cache_bytes() const { return cache_ ? cache_->bytes() : 0; }
+  int64_t prefix_queries() const { return prefix_queries_; }
+  int64_t prefix_hits() const { return prefix_hits_; }
   // The chunks of the last step as (request id, tokens): lets tests see decode-first and budget.
   const std::vector<std::pair<int64_t, int64_t>>& last_batch() const { return last_batch_; }
 
@@ -98,6 +119,7 @@ class Scheduler {
     Sequence* s;
     int64_t n;    // tokens this step
     bool logits;  // the chunk ends the prompt (or decodes): sample after it
+    int64_t drafts = 0;  // speculative draft tokens after a decoding sequence's last token
   };
   // The phases of step(): cancellations, the running sequences' chunks (decode first), newly
   // admitted requests, the forward's chunks, and sampling.
@@ -108,8 +130,18 @@ class Scheduler {
   void sample_planned(const std::vector<Planned>& plan, const std::vector<StepChunk>& chunks, Outputs& outs,
                       StepStats& st);
   void finish(Sequence& s, RequestOutput& out, const std::string& reason);
+  void report_finished(Sequence& s, const std::string& reason);
   void fail(Sequence& s, const std::string& why, Outputs& outs, std::exception_ptr cause = nullptr);
-  void sample_next(Sequence& s, float* logits, RequestOutput& out);
+  // `draft`: verify that proposed token instead of sampling freely (Sampler::verify).
+  void sample_next(Sequence& s, float* logits, RequestOutput& out, const int32_t* draft = nullptr);
+  // Speculative decoding: the drafts of a decoding sequence (at most `most`), into s.verify.
+  int64_t propose(Sequence& s, int64_t most);
+  // Prefix caching: the prompt tokens of the next chunk (within `budget`), the cached prefix a
+  // newly admitted sequence starts from, the blocks its last chunk completed, memory for them.
+  int64_t prefill_take(const Sequence& s, int64_t budget) const;
+  void load_cached_prefix(Sequence& s);
+  void cache_computed_blocks(Sequence& s);
+  bool make_room(size_t bytes);
 
   // Compiles structured-output specs against the tokenizer's vocabulary (made on first use).
   structured::GrammarCompiler& grammars() const;
@@ -125,6 +157,10 @@ class Scheduler {
   std::vector<std::unique_ptr<Sequence>> running_;  // admission order
   std::unordered_set<int64_t> cancelled_;
   size_t reserved_ = 0;
+  std::unique_ptr<PrefixCache> cache_;
+  bool spec_on_ = false;
+  PrefixSupport support_;
+  int64_t prefix_queries_ = 0, prefix_hits_ = 0, step_queries_ = 0, step_hits_ = 0;
   std::vector<float> logits_, raw_;
   std::vector<std::pair<int64_t, int64_t>> last_batch_;
 };

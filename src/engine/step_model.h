@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 namespace fp4lm::engine {
@@ -15,6 +16,23 @@ struct StepChunk {
   const int32_t* tokens = nullptr;  // the sequence's next n tokens
   int64_t n = 0;
   float* logits = nullptr;          // nullptr: none; else [vocab] logits of the chunk's last token
+  bool all_logits = false;          // logits is [n, vocab]: every token's (speculative verify)
+};
+
+// What prefix caching (engine/prefix_cache.h) needs to know about a model's state.
+struct PrefixSupport {
+  // Non-empty: why this model's state cannot be cached (prefix caching stays off, said once).
+  std::string unsupported;
+  // > 0: the model keeps a recurrent state, so a cached prefix can resume only at a block end
+  // that is a multiple of this and where the state was saved (after a forward call that ended
+  // there); a multiple of the layout's row alignment, so cutting a call there changes no result.
+  int64_t snapshot_grid = 0;
+  // > 0: a sliding-window ring keeps only its last positions, so a prefill chunk may be at most
+  // this long for every block it completes (from its first position on) to be readable after
+  // the forward: the ring's rows - block_size + 1.
+  int64_t max_chunk = 0;
+  size_t block_bytes = 0;  // what save_positions writes for block_size positions
+  size_t state_bytes = 0;  // and for the recurrent state (0: none)
 };
 
 class StepModel {
@@ -30,6 +48,29 @@ class StepModel {
   // Runs every chunk (each sequence at most once per call); a sequence's logits must not depend
   // on the other chunks of the call.
   virtual void forward(std::span<const StepChunk> chunks) = 0;
+
+  // Speculative decoding: whether a sequence can be cut back (rewind) after a verify step whose
+  // last drafts were rejected; a recurrent state cannot.
+  virtual bool can_rewind() const { return false; }
+  // Drops positions from `length` on (length <= the sequence's length).
+  virtual void rewind(int64_t seq, int64_t length) {
+    (void)seq;
+    (void)length;
+  }
+
+  // ---- prefix caching: the state of positions as opaque bytes (engine/prefix_cache.h) ----
+  virtual PrefixSupport prefix_support(int64_t block_size) const {
+    (void)block_size;
+    return {};
+  }
+  // Positions [pos0, pos0 + n) of `seq` (already computed and still held) into `kv`; with
+  // `state`, also its recurrent state, which must be the state at pos0 + n == its length.
+  virtual void save_positions(int64_t seq, int64_t pos0, int64_t n, std::vector<uint8_t>& kv,
+                              std::vector<uint8_t>* state) = 0;
+  // An empty `seq` resumes after the cached blocks (each `block_size` positions, in order;
+  // `state`: the recurrent state at their end, null for a model without one).
+  virtual void load_positions(int64_t seq, std::span<const std::vector<uint8_t>* const> blocks, int64_t block_size,
+                              const std::vector<uint8_t>* state) = 0;
 };
 
 }  // namespace fp4lm::engine

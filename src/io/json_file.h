@@ -42,4 +42,9 @@ void check_json_depth(size_t depth, const std::string& where);
 // "object", "array", "string", "number", ... for messages of the form "expected X, found Y".
 std::string json_type_name(const nlohmann::json& j);
 
+// Appends `s` as a JSON string literal the way Python's json.dumps(ensure_ascii=False) writes it
+// (short escapes for " \\ \n \r \t \b \f, \u00XX for other control bytes, the rest as is):
+// chat templates' tojson and tool-call arguments must match the Python side byte for byte.
+void append_json_string(std::string_view s, std::string& out);
+
 }  // namespace fp4lm::io

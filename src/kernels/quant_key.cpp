@@ -7,6 +7,8 @@ std::string_view weight_key_name(WeightKey k) {
     case WeightKey::unquantized: return "unquantized";
     case WeightKey::nvfp4_static: return "nvfp4_static";
     case WeightKey::fp8_static: return "fp8_static";
+    case WeightKey::fp8_block: return "fp8_block";
+    case WeightKey::mxfp4: return "mxfp4";
   }
   return "?";
 }
@@ -16,6 +18,7 @@ std::string_view act_key_name(ActKey k) {
     case ActKey::none: return "none";
     case ActKey::nvfp4_dynamic: return "nvfp4_dynamic";
     case ActKey::fp8_static: return "fp8_static";
+    case ActKey::fp8_group_dynamic: return "fp8_group_dynamic";
   }
   return "?";
 }
@@ -25,6 +28,9 @@ std::string_view scheme_name(QuantKey k) {
   if (k.weight == WeightKey::nvfp4_static) return "nvfp4_w4a16";
   if (k == kFp8W8A16) return "fp8_w8a16";
   if (k.weight == WeightKey::fp8_static) return "fp8";
+  if (k == kFp8BlockW8A16) return "fp8_block_w8a16";
+  if (k.weight == WeightKey::fp8_block) return "fp8_block";
+  if (k.weight == WeightKey::mxfp4) return "mxfp4_w4a16";
   return "unquantized";
 }
 

@@ -1,13 +1,15 @@
 #pragma once
 // How a layer's weights and activations are quantized (DESIGN.md §2): the pair the oracle
 // matches backends on. NVFP4 W4A4 = (nvfp4_static, nvfp4_dynamic); W4A16 = (nvfp4_static, none);
-// FP8 W8A8 = (fp8_static, fp8_static); FP8 weight-only W8A16 = (fp8_static, none).
+// FP8 W8A8 = (fp8_static, fp8_static); FP8 weight-only W8A16 = (fp8_static, none); block-wise
+// FP8 (DeepSeek / Qwen `weight_block_size`) W8A8 = (fp8_block, fp8_group_dynamic: activations
+// quantized per token per K-group at run time), W8A16 = (fp8_block, none).
 #include <string_view>
 
 namespace fp4lm::kernels {
 
-enum class WeightKey { unquantized, nvfp4_static, fp8_static };
-enum class ActKey { none, nvfp4_dynamic, fp8_static };
+enum class WeightKey { unquantized, nvfp4_static, fp8_static, fp8_block, mxfp4 };
+enum class ActKey { none, nvfp4_dynamic, fp8_static, fp8_group_dynamic };
 
 struct QuantKey {
   WeightKey weight = WeightKey::unquantized;
@@ -20,11 +22,15 @@ inline constexpr QuantKey kNvfp4W4A4{WeightKey::nvfp4_static, ActKey::nvfp4_dyna
 inline constexpr QuantKey kNvfp4W4A16{WeightKey::nvfp4_static, ActKey::none};
 inline constexpr QuantKey kFp8{WeightKey::fp8_static, ActKey::fp8_static};
 inline constexpr QuantKey kFp8W8A16{WeightKey::fp8_static, ActKey::none};
+inline constexpr QuantKey kFp8Block{WeightKey::fp8_block, ActKey::fp8_group_dynamic};
+inline constexpr QuantKey kFp8BlockW8A16{WeightKey::fp8_block, ActKey::none};
+// MXFP4 (OCP microscaling, gpt-oss) weight-only: activations in the engine dtype.
+inline constexpr QuantKey kMxfp4W4A16{WeightKey::mxfp4, ActKey::none};
 
 std::string_view weight_key_name(WeightKey k);  // "nvfp4_static"
 std::string_view act_key_name(ActKey k);        // "nvfp4_dynamic", "none"
 // The scheme names of the CLI contract: "nvfp4_w4a4", "nvfp4_w4a16", "fp8" (W8A8),
-// "fp8_w8a16", "unquantized".
+// "fp8_w8a16", "fp8_block" (W8A8), "fp8_block_w8a16", "mxfp4_w4a16", "unquantized".
 std::string_view scheme_name(QuantKey k);
 
 }  // namespace fp4lm::kernels

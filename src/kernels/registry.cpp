@@ -175,6 +175,8 @@ Selection select_moe(const MoeProblem& p, const std::string& layer, const std::s
 std::string selection_message(const Selection& s, LayerKind kind, QuantKey key) {
   std::string format = key.weight == WeightKey::nvfp4_static ? "NVFP4 "
                        : key.weight == WeightKey::fp8_static ? "FP8 "
+                       : key.weight == WeightKey::fp8_block  ? "block-FP8 "
+                       : key.weight == WeightKey::mxfp4      ? "MXFP4 "
                                                              : "unquantized ";
   return fmt::format("Using '{}' {}{} backend out of potential backends: [{}]", s.backend->name, format,
                      kind_name(kind), fmt::join(s.candidates, ", "));

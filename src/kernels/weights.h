@@ -44,7 +44,27 @@ struct Fp8View {
   float input_scale = 0.0f;   // on-disk input_scale (static activation scale)
 };
 
-using ShardView = std::variant<DenseView, Nvfp4View, Fp8View>;
+// fp8_block: `codes` F8_E4M3 [rows, k] and one scale per block of block_n rows × block_k
+// columns (DeepSeek's `weight_scale_inv`, multiplied despite its name; compressed-tensors'
+// block `weight_scale`), row-major [ceil(rows/block_n), ceil(k/block_k)], converted to float32 at
+// load: w[r, j] = e4m3(code) × scales[(r / block_n) × scale_cols + j / block_k].
+struct Fp8BlockView {
+  static constexpr WeightKey key = WeightKey::fp8_block;
+  const uint8_t* codes = nullptr;
+  int64_t block_n = 0, block_k = 0;
+  int64_t scale_cols = 0;     // ceil(k / block_k)
+  std::vector<float> scales;  // [ceil(rows / block_n) × scale_cols]
+};
+
+// mxfp4: `codes` U8 [rows, k/2] (element 2j in the low nibble, as NVFP4), `scales` E8M0 bytes
+// [rows, k/32]: w = e2m1(code) × 2^(scale - 127) (quant/mxfp4.h).
+struct Mxfp4View {
+  static constexpr WeightKey key = WeightKey::mxfp4;
+  const uint8_t* codes = nullptr;
+  const uint8_t* scales = nullptr;
+};
+
+using ShardView = std::variant<DenseView, Nvfp4View, Fp8View, Fp8BlockView, Mxfp4View>;
 
 // The format a view holds.
 WeightKey view_key(const ShardView& v);
@@ -79,6 +99,7 @@ struct LinearWeights {
   std::vector<WeightShard> shards;
   std::vector<float> bias;  // [n] (float32, converted at load) or empty
   // W4A4 / fp8: the scale the shared input is quantized with = max over the shards' input_scale.
+  // (fp8_block W8A8 has none: its activations are quantized per token per block_k group.)
   float input_scale = 0.0f;
   // Keeps the memory the pointers refer to alive (the checkpoint's mmaps, owned copies).
   std::shared_ptr<const void> keepalive;

@@ -134,8 +134,13 @@ Attention::Attention(const LayerBuild& b, int64_t layer, const AttentionLayout& 
                               fmt::join(variants, ", ")));
   const ModelConfig& c = loader.config();
   num_heads_ = c.num_heads;
-  num_kv_heads_ = c.num_kv_heads;
-  head_dim_ = c.head_dim;
+  num_kv_heads_ = layout.kv_heads > 0 ? layout.kv_heads : c.num_kv_heads;
+  head_dim_ = layout.head_dim > 0 ? layout.head_dim : c.head_dim;
+  if (num_heads_ % num_kv_heads_ != 0)
+    fail("layer {}: {} attention heads do not group over {} KV heads", layer, num_heads_, num_kv_heads_);
+  k_eq_v_ = layout.k_eq_v;
+  v_norm_ = layout.v_norm;
+  if (v_norm_) v_rms_ = RmsNorm(std::vector<float>(static_cast<size_t>(head_dim_), 1.0f), c.rms_norm_eps, c.norm_rounds_once);
   act_ = loader.dtype();
   const std::string p = fmt::format("model.layers.{}.{}", layer, layout.module);
   rope_enabled_ = layout.rope;
@@ -174,12 +179,12 @@ void Attention::forward(const float* x, std::span<const SequenceSpan> spans, flo
 
 void Attention::forward(const float* x, std::span<const AttentionSpan> spans, float* y) const {
   const int64_t qd = num_heads_ * head_dim_, kvd = num_kv_heads_ * head_dim_;
-  const int64_t qw = gated_ ? 2 * qd : qd, width = qw + 2 * kvd;
+  const int64_t qw = gated_ ? 2 * qd : qd, width = qw + (k_eq_v_ ? 1 : 2) * kvd;
   int64_t m = 0;
   for (const AttentionSpan& s : spans) {
     if (s.row0 != m) fail("attention: batch spans must cover the rows in order");
     if (s.pos0 + s.n > s.cache->capacity())
-      fail("sequence of {} tokens exceeds the KV cache capacity ({} positions, --max-model-len)", s.pos0 + s.n,
+      fail("sequence of {} tokens exceeds the KV cache capacity ({} positions, max_model_len)", s.pos0 + s.n,
            s.cache->capacity());
     m += s.n;
   }
@@ -188,6 +193,7 @@ void Attention::forward(const float* x, std::span<const AttentionSpan> spans, fl
   qkv_->forward(x, m, qkv.data());
   const int64_t half = rope_.head_dim() / 2;
   std::vector<float> cos(static_cast<size_t>(half)), sin(cos.size()), qrow(static_cast<size_t>(qd));
+  std::vector<float> vrow(k_eq_v_ ? static_cast<size_t>(kvd) : 0);
   for (const AttentionSpan& s : spans)
     for (int64_t j = 0; j < s.n; ++j) {
       const int64_t i = s.row0 + j, pos = s.pos0 + j;
@@ -200,6 +206,11 @@ void Attention::forward(const float* x, std::span<const AttentionSpan> spans, fl
         }
         qi = qrow.data();
       }
+      if (k_eq_v_) {  // the values: the key projection before k_norm and RoPE
+        std::copy_n(ki, kvd, vrow.data());
+        vi = vrow.data();
+      }
+      if (v_norm_) v_rms_.forward(vi, num_kv_heads_, vi, act_);
       if (qk_norm_) {
         q_norm_.forward(qi, num_heads_, qi, act_);
         k_norm_.forward(ki, num_kv_heads_, ki, act_);

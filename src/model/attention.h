@@ -54,11 +54,15 @@ struct AttentionLayout {
   bool rope = true;          // false: no position encoding (Nemotron-H's attention layers)
   const char* module = "self_attn";  // the layer's module under model.layers.<i> (Nemotron-H: "mixer")
   double scaling = 0;        // softmax scale of q·k (Gemma 3: query_pre_attn_scalar^-0.5); 0 = 1/sqrt(head_dim)
+  int64_t head_dim = 0, kv_heads = 0;  // this layer's own (Gemma 4's full layers); 0 = the config's
+  bool k_eq_v = false;  // no v_proj: the values are the key projection's output (before k_norm / RoPE)
+  bool v_norm = false;  // values RMS-normalized per head, without a weight (Gemma 4)
 };
 
 class Attention final : public Mixer {
  public:
-  // Loads model.layers.<layer>.self_attn.{qkv_proj, o_proj[, q_norm, k_norm]} and declares its
+  // Loads model.layers.<layer>.self_attn.{qkv_proj (q/k only when layout.k_eq_v), o_proj[, q_norm,
+  // k_norm]} and declares its
   // KV slot in b.state (with an FP8 cache: its k_scale / v_scale, 1.0 when absent).
   // Gated attention (config.attn_output_gate): the output is multiplied by sigmoid(gate), the
   // gate rows following each head's query rows in q_proj. RoPE covers the rope's head_dim()
@@ -77,7 +81,7 @@ class Attention final : public Mixer {
 
   size_t weight_bytes() const override { return qkv_->weight_bytes() + o_->weight_bytes(); }
   size_t own_param_bytes() const override {
-    return static_cast<size_t>(q_norm_.dim() + k_norm_.dim()) * sizeof(float);
+    return static_cast<size_t>(q_norm_.dim() + k_norm_.dim() + v_rms_.dim()) * sizeof(float);
   }
 
  private:
@@ -88,8 +92,8 @@ class Attention final : public Mixer {
   DType act_;
   const Rope& rope_;
   std::unique_ptr<Linear> qkv_, o_;
-  bool qk_norm_ = false;
-  RmsNorm q_norm_, k_norm_;
+  bool qk_norm_ = false, k_eq_v_ = false, v_norm_ = false;
+  RmsNorm q_norm_, k_norm_, v_rms_;
 };
 
 }  // namespace fp4lm::model

@@ -42,9 +42,9 @@ std::unique_ptr<CausalLM> CausalLM::load(std::shared_ptr<io::Checkpoint> ckpt, c
   lm->kv_dtype_ = parse_kv_cache_dtype(opts.kv_cache_dtype).value_or(lm->dtype_);
   if (lo.prefill_chunk <= 0) fail("prefill chunk must be positive, got {}", lo.prefill_chunk);
   lm->prefill_chunk_ = lo.prefill_chunk;
-  if (lo.max_model_len < 0) usage_fail("--max-model-len must be positive (got {})", lo.max_model_len);
+  if (lo.max_model_len < 0) usage_fail("max_model_len must be positive (got {})", lo.max_model_len);
   if (lo.max_model_len > c.max_position_embeddings)
-    usage_fail("--max-model-len {} exceeds the model's max_position_embeddings {} ({})", lo.max_model_len,
+    usage_fail("max_model_len {} exceeds the model's max_position_embeddings {} ({})", lo.max_model_len,
                c.max_position_embeddings, cfg_path);
   lm->max_model_len_ = lo.max_model_len > 0 ? lo.max_model_len : std::min<int64_t>(c.max_position_embeddings, 8192);
 
@@ -71,7 +71,7 @@ std::unique_ptr<CausalLM> CausalLM::load(std::shared_ptr<io::Checkpoint> ckpt, c
   }
   if (bar) std::fprintf(stderr, "\r\033[K");
   if (const int64_t missing = lm->state_.missing_kv_scales(); missing > 0)
-    log().warn("{}: --kv-cache-dtype fp8 but {} of {} k_scale/v_scale tensors are absent; using scale 1.0 for them",
+    log().warn("{}: kv_cache_dtype fp8 but {} of {} k_scale/v_scale tensors are absent; using scale 1.0 for them",
                ckpt->dir(), missing, 2 * lm->state_.kv_slots().size());
   lm->final_norm_ = load_rms_norm(l, "model.norm.weight", c.hidden_size);
   lm->lm_head_ = l.load_linear("lm_head");
@@ -95,7 +95,7 @@ size_t CausalLM::weight_bytes() const {
 
 SequenceState CausalLM::new_sequence(int64_t capacity, int64_t id) const {
   if (capacity < 0 || capacity > max_model_len_)
-    fail("sequence capacity {} outside [1, {}] (--max-model-len)", capacity, max_model_len_);
+    fail("sequence capacity {} outside [1, {}] (max_model_len)", capacity, max_model_len_);
   return SequenceState(state_.new_kv_cache(capacity > 0 ? capacity : max_model_len_, prefill_chunk_, kv_dtype_), id,
                        state_.recurrent_slots());
 }
@@ -133,7 +133,7 @@ void CausalLM::forward(std::span<const SequenceChunk> batch) const {
     if (c.state->lost())
       fail("forward: sequence {} lost its sliding-window K/V in a failed forward; clear it first", c.state->id());
     if (c.state->length() + c.n > c.state->capacity())
-      fail("sequence of {} tokens exceeds the maximum model length {} (--max-model-len)", c.state->length() + c.n,
+      fail("sequence of {} tokens exceeds the maximum model length {} (max_model_len)", c.state->length() + c.n,
            c.state->capacity());
     for (size_t o = 0; o < b; ++o)
       if (batch[o].state == c.state) fail("forward: batch entries {} and {} are the same sequence", o, b);

@@ -54,6 +54,7 @@ class CausalLM {
   DType kv_dtype() const { return kv_dtype_; }  // KV cache dtype (--kv-cache-dtype)
   int64_t vocab_size() const { return config().vocab_size; }
   int64_t max_model_len() const { return max_model_len_; }
+  int64_t prefill_chunk() const { return prefill_chunk_; }  // rows per forward step
   // EOS ids from config.json and generation_config.json (deduplicated).
   const std::vector<int64_t>& eos_ids() const { return eos_ids_; }
   double load_seconds() const { return load_seconds_; }

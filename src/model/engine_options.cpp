@@ -8,7 +8,7 @@ std::optional<DType> parse_override_activation_dtype(const std::string& v) {
   if (v == "auto") return std::nullopt;
   if (v == "bfloat16") return DType::BF16;
   if (v == "float16") return DType::F16;
-  usage_fail("--override-activation-dtype must be auto, bfloat16 or float16 (got '{}')", v);
+  usage_fail("override_activation_dtype must be auto, bfloat16 or float16 (got '{}')", v);
 }
 
 std::optional<DType> parse_kv_cache_dtype(const std::string& v) {
@@ -17,7 +17,7 @@ std::optional<DType> parse_kv_cache_dtype(const std::string& v) {
   if (v == "bfloat16") return DType::BF16;
   if (v == "float16") return DType::F16;
   if (v == "fp8") return DType::F8_E4M3;
-  usage_fail("--kv-cache-dtype must be auto, float32, bfloat16, float16 or fp8 (got '{}')", v);
+  usage_fail("kv_cache_dtype must be auto, float32, bfloat16, float16 or fp8 (got '{}')", v);
 }
 
 DType resolve_dtype(const std::string& v, const std::string& checkpoint_dtype) {
@@ -29,7 +29,7 @@ DType resolve_dtype(const std::string& v, const std::string& checkpoint_dtype) {
   };
   if (v == "auto") return named(checkpoint_dtype).value_or(DType::F32);
   if (auto d = named(v)) return *d;
-  usage_fail("--dtype must be auto, float32, bfloat16 or float16 (got '{}')", v);
+  usage_fail("dtype must be auto, float32, bfloat16 or float16 (got '{}')", v);
 }
 
 }  // namespace fp4lm::model

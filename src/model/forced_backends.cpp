@@ -36,7 +36,7 @@ void ModelLoader::check_forced_backends() const {
   }
   for (const auto& [kind, t] : tallies) {
     const char* kind_name = kind == kernels::LayerKind::linear ? "Linear" : "MoE";
-    const char* flag = kind == kernels::LayerKind::linear ? "--linear-backend" : "--moe-backend";
+    const char* flag = kind == kernels::LayerKind::linear ? "linear_backend" : "moe_backend";
     if (t.applied == 0)
       fail("forced {} backend '{}' ({}) can run no {} layer of the model: it cannot run layer {}: {}", kind_name,
            forced_name(kind), flag, kind_name, t.first_layer, t.first_reason);

@@ -154,4 +154,57 @@ void KvCache::store(int64_t layer, int64_t pos, const float* k, const float* v) 
   }
 }
 
+size_t KvCache::block_bytes(int64_t n) const {
+  size_t b = 0;
+  for (const Slot& s : slots_) b += 2 * static_cast<size_t>(s.shape.kv_heads * s.shape.head_dim * n) * esize_;
+  return b;
+}
+
+bool KvCache::holds(int64_t pos) const {
+  if (pos < 0 || pos >= length_) return false;
+  for (const Slot& s : slots_)
+    if (s.rows < capacity_ && pos < length_ - s.rows) return false;
+  return true;
+}
+
+void KvCache::save_rows(int64_t pos0, int64_t n, uint8_t* dst) const {
+  if (n <= 0 || !holds(pos0) || !holds(pos0 + n - 1))
+    fail("KV cache: positions [{}, {}) are not all held (length {})", pos0, pos0 + n, length_);
+  for (size_t l = 0; l < slots_.size(); ++l) {
+    const Slot& s = slots_[l];
+    const size_t row = static_cast<size_t>(s.shape.head_dim) * esize_;
+    for (int kv = 0; kv < 2; ++kv)
+      for (int64_t h = 0; h < s.shape.kv_heads; ++h) {
+        const uint8_t* src = at(static_cast<int64_t>(l), kv, h);
+        if (s.rows == capacity_) {  // full attention: the rows are contiguous
+          std::memcpy(dst, src + static_cast<size_t>(pos0) * row, static_cast<size_t>(n) * row);
+          dst += static_cast<size_t>(n) * row;
+          continue;
+        }
+        for (int64_t p = pos0; p < pos0 + n; ++p, dst += row)
+          std::memcpy(dst, src + static_cast<size_t>(p % s.rows) * row, row);
+      }
+  }
+}
+
+void KvCache::load_rows(int64_t pos0, int64_t n, const uint8_t* src, int64_t final_length) {
+  if (pos0 < 0 || n <= 0 || pos0 + n > capacity_ || final_length > capacity_)
+    fail("KV cache: cannot load positions [{}, {}) into {} positions", pos0, pos0 + n, capacity_);
+  for (size_t l = 0; l < slots_.size(); ++l) {
+    const Slot& s = slots_[l];
+    const size_t row = static_cast<size_t>(s.shape.head_dim) * esize_;
+    for (int kv = 0; kv < 2; ++kv)
+      for (int64_t h = 0; h < s.shape.kv_heads; ++h) {
+        uint8_t* dst = at(static_cast<int64_t>(l), kv, h);
+        if (s.rows == capacity_) {
+          std::memcpy(dst + static_cast<size_t>(pos0) * row, src, static_cast<size_t>(n) * row);
+          src += static_cast<size_t>(n) * row;
+          continue;
+        }
+        for (int64_t p = pos0; p < pos0 + n; ++p, src += row)
+          if (p >= final_length - s.rows) std::memcpy(dst + static_cast<size_t>(p % s.rows) * row, src, row);
+      }
+  }
+}
+
 }  // namespace fp4lm::model

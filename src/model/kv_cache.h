@@ -75,6 +75,20 @@ class KvCache {
   // FP8: the scales of a slot's K and V (1.0 for the other dtypes).
   float k_scale(int64_t layer) const { return slots_[layer].shape.k_scale; }
   float v_scale(int64_t layer) const { return slots_[layer].shape.v_scale; }
+  // Prefix caching (engine/prefix_cache.h) copies positions out of one sequence's cache and into
+  // another's, byte for byte, every slot: per slot, K then V, per KV head, n rows of head_dim.
+  // Bytes that n positions take in that form.
+  size_t block_bytes(int64_t n) const;
+  // Whether every slot still holds position pos (a ring keeps only its last rows(layer)
+  // positions before length()).
+  bool holds(int64_t pos) const;
+  // Copies positions [pos0, pos0 + n) (all below length() and held) into dst (block_bytes(n)).
+  void save_rows(int64_t pos0, int64_t n, uint8_t* dst) const;
+  // Writes positions [pos0, pos0 + n) from src (what save_rows wrote, same shapes and dtype).
+  // Ring rows that position `final_length` - 1 would have overwritten are skipped. The length
+  // is not changed (set_length after the last block).
+  void load_rows(int64_t pos0, int64_t n, const uint8_t* src, int64_t final_length);
+
   // Raw rows of one head: [rows(layer), head_dim] elements of dtype().
   const uint8_t* keys(int64_t layer, int64_t head) const { return at(layer, 0, head); }
   const uint8_t* values(int64_t layer, int64_t head) const { return at(layer, 1, head); }

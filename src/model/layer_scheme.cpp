@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <tuple>
+
 #include "core/error.h"
 #include "model/quant_method/quant_method.h"
 
@@ -72,6 +74,8 @@ LayerScheme resolve_scheme(const quant::QuantConfig& q, const LayerSpec& spec, c
                            DType engine_dtype, const TensorLookup& tensors) {
   LayerScheme s;
   s.on_disk = {q.family(), layer_on_disk_scheme(q, spec, tensors)};
+  if (s.on_disk.scheme == Scheme::fp8_block || s.on_disk.scheme == Scheme::fp8_block_a16)
+    std::tie(s.on_disk.block_n, s.on_disk.block_k) = q.weight_block(spec.modules().front());
   s.act_dtype = engine_dtype;
   const QuantMethod& method = quant_method(s.on_disk);
   s.key = method.key(s.on_disk, spec.modules(), tensors);

@@ -20,6 +20,9 @@ struct RopeScaling {
   double factor = 1.0;
   double low_freq_factor = 1.0, high_freq_factor = 4.0;  // llama3
   int64_t original_max_position_embeddings = 8192;       // llama3
+  // "proportional" (Gemma 4): the first partial_rotary_factor·head_dim/2 frequency pairs rotate
+  // (exponents over the whole head_dim), the others keep angle 0; all divided by factor.
+  double partial_rotary_factor = 1.0;
 };
 
 // The sparse-MoE family's fields (Qwen MoE, Mixtral, the Qwen3.5-MoE hybrids), HF key names.
@@ -74,6 +77,11 @@ struct GemmaConfig {
   // Softmax scale of q·k: query_pre_attn_scalar^-0.5 (Gemma 3); 0 = 1/sqrt(head_dim).
   double attention_scaling = 0.0;
   double final_logit_softcapping = 0.0;  // 0 = none; else logits = cap * tanh(logits / cap)
+  // Gemma 4: each layer's head_dim and KV heads (the full layers' differ; empty: the config's),
+  // the full layers' keys doubling as values (attention_k_eq_v: no v_proj), values
+  // RMS-normalized per head without a weight, each layer's output × its stored layer_scalar.
+  std::vector<int64_t> head_dims, kv_heads;
+  bool full_k_eq_v = false, v_norm = false, layer_scalar = false;
   bool enabled() const { return !sliding.empty(); }
 };
 

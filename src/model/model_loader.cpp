@@ -11,15 +11,18 @@ namespace fp4lm::model {
 
 using kernels::LinearWeights;
 
+std::string text_tensor_prefix(const ModelConfig& c, const io::Checkpoint& ckpt) {
+  if (c.tensor_prefix == "model.language_model." && !ckpt.find("model.language_model.embed_tokens.weight") &&
+      ckpt.find("language_model.model.embed_tokens.weight"))
+    return "language_model.model.";
+  return c.tensor_prefix;
+}
+
 ModelLoader::ModelLoader(std::shared_ptr<io::Checkpoint> ckpt, EngineOptions opts)
     : ckpt_(std::move(ckpt)), opts_(std::move(opts)) {
   config_ = parse_model_config(ckpt_->config(), ckpt_->dir() + "/config.json");
   quant_ = quant::parse_quant_config(ckpt_->hf_quant_config(), ckpt_->config(), ckpt_->dir());
-  // A VL checkpoint saved in the original layout (Gemma 3's: language_model.model.*) rather than
-  // transformers 5's model.language_model.*: read it from there.
-  if (config_.tensor_prefix == "model.language_model." && !ckpt_->find("model.language_model.embed_tokens.weight") &&
-      ckpt_->find("language_model.model.embed_tokens.weight"))
-    config_.tensor_prefix = "language_model.model.";
+  config_.tensor_prefix = text_tensor_prefix(config_, *ckpt_);
   if (config_.tensor_prefix != "model.") {
     // A VL checkpoint: its text model's tensors and quantization entries are read as "model.*".
     ckpt_->alias_prefix(config_.tensor_prefix, "model.");

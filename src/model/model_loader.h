@@ -26,6 +26,11 @@ struct LayerReport {
   kernels::Selection selection;
 };
 
+// Where the text model's "model." tensors are stored: c.tensor_prefix, except for a VL checkpoint
+// saved in the original layout (transformers 5 writes Gemma 3's as language_model.model.*, not
+// model.language_model.*).
+std::string text_tensor_prefix(const ModelConfig& c, const io::Checkpoint& ckpt);
+
 class ModelLoader {
  public:
   ModelLoader(std::shared_ptr<io::Checkpoint> ckpt, EngineOptions opts);

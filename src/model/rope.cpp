@@ -33,8 +33,15 @@ Rope::Rope(int64_t head_dim, double theta, const RopeScaling& s) : head_dim_(hea
         f = (1.0f - smooth) * f / factor + smooth * f;
       }
     }
+  } else if (s.type == "proportional") {
+    // As transformers: int(partial_rotary_factor * head_dim // 2) rotated pairs.
+    const auto rotated = static_cast<int64_t>(std::floor(s.partial_rotary_factor * static_cast<double>(head_dim) / 2));
+    for (int64_t i = 0; i < half; ++i) {
+      if (i >= rotated) inv_freq_[i] = 0.0f;
+      inv_freq_[i] /= static_cast<float>(s.factor);
+    }
   } else if (!s.type.empty()) {
-    fail("RoPE: unsupported rope_scaling type '{}' (supported: linear, llama3)", s.type);
+    fail("RoPE: unsupported rope_scaling type '{}' (supported: linear, llama3, proportional)", s.type);
   }
 }
 

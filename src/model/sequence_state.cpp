@@ -1,6 +1,7 @@
 #include "model/sequence_state.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "core/error.h"
 
@@ -49,6 +50,19 @@ void SequenceState::abandon_forward(int64_t n) {
   staged_ = false;
   lost_ = lost_ || !kv_.can_rewind_to(n);
   kv_.set_length(n);
+}
+
+void SequenceState::save_recurrent(void* dst) const {
+  if (half_ > 0) std::memcpy(dst, buffer(cur_), half_ * sizeof(float));
+}
+
+void SequenceState::resume_at(int64_t length, const void* recurrent) {
+  if (kv_.length() != 0 || lost_) fail("sequence state {}: can resume only an empty sequence", id_);
+  if (has_recurrent() && !recurrent && length > 0)
+    fail("sequence state {}: resuming at {} positions needs the recurrent state there", id_, length);
+  kv_.set_length(length);
+  staged_ = false;
+  if (recurrent && half_ > 0) std::memcpy(buffer(cur_), recurrent, half_ * sizeof(float));
 }
 
 }  // namespace fp4lm::model

@@ -55,6 +55,16 @@ class SequenceState {
   // The forward call failed: length back to n and the recurrent state back to the committed one.
   void abandon_forward(int64_t n);
 
+  // ---- prefix caching (engine/prefix_cache.h) ----
+  // Floats of one copy of the recurrent state (all slots).
+  size_t recurrent_floats() const { return half_; }
+  // Copies the committed recurrent state (the state at length()) to dst (recurrent_floats()
+  // floats, as bytes).
+  void save_recurrent(void* dst) const;
+  // An empty sequence resumes at `length` positions whose K/V were already loaded
+  // (KvCache::load_rows), its recurrent state `recurrent` (what save_recurrent wrote; null: none).
+  void resume_at(int64_t length, const void* recurrent);
+
  private:
   float* buffer(int which) { return recurrent_.data() + static_cast<size_t>(which) * half_; }
   const float* buffer(int which) const { return recurrent_.data() + static_cast<size_t>(which) * half_; }

@@ -90,8 +90,8 @@ void classify(CtGroup& g, const json& body, const std::string& format) {
                                        args_str(a), format.empty() ? "?" : format);
   auto unsupported = [&](const std::string& why) {
     g.unsupported = fmt::format("{} ({}): {}; fp4lm reads NVFP4 (4-bit float weights in blocks of 16, "
-                                "nvfp4-pack-quantized) and FP8 (8-bit float weights per tensor or per channel, "
-                                "float-quantized)",
+                                "nvfp4-pack-quantized) and FP8 (8-bit float weights per tensor, per channel or "
+                                "in blocks, float-quantized)",
                                 what, why, "not supported");
   };
   if (!w.is_object()) return unsupported("no weights args");
@@ -116,10 +116,33 @@ void classify(CtGroup& g, const json& body, const std::string& format) {
     return;
   }
   if (bits != 8) return unsupported(fmt::format("{}-bit float weights", bits));
-  if (strategy != "tensor" && strategy != "channel")
-    return unsupported(strategy == "block" ? "block-wise FP8" : "FP8 weights with strategy '" + strategy + "'");
+  if (strategy != "tensor" && strategy != "channel" && strategy != "block")
+    return unsupported("FP8 weights with strategy '" + strategy + "'");
   if (format != "float-quantized" && format != "naive-quantized")
     return unsupported("FP8 weights need format float-quantized");
+  if (strategy == "block") {
+    // FP8_BLOCK: weight_scale [ceil(N/bn), ceil(K/bk)]; activations dynamic per token per group.
+    const json bs = w.contains("block_structure") ? w["block_structure"] : json();
+    if (!bs.is_array() || bs.size() != 2 || !bs[0].is_number_integer() || !bs[1].is_number_integer() ||
+        bs[0].get<int64_t>() <= 0 || bs[1].get<int64_t>() <= 0)
+      return unsupported("block-wise FP8 weights need block_structure [rows, columns], found " + bs.dump());
+    g.block_n = bs[0].get<int64_t>();
+    g.block_k = bs[1].get<int64_t>();
+    const std::string blocks = fmt::format("{}x{} block weight scales", g.block_n, g.block_k);
+    if (!has_act) {
+      g.scheme = Scheme::fp8_block_a16;
+      g.description = fmt::format("FP8 W8A16, {} ({})", blocks, format);
+      return;
+    }
+    if (int_member(a, "num_bits") != 8 || str_member(a, "type") != "float" || !is_dynamic(a) ||
+        str_member(a, "strategy") != "group" || int_member(a, "group_size") != g.block_k)
+      return unsupported(fmt::format("block-wise FP8 weights need no activation args or dynamic 8-bit float "
+                                     "activations per group of {} (the block's columns)",
+                                     g.block_k));
+    g.scheme = Scheme::fp8_block;
+    g.description = fmt::format("FP8 W8A8, {}, dynamic per-token-group activations ({})", blocks, format);
+    return;
+  }
   const std::string per = strategy == "tensor" ? "per-tensor" : "per-channel";
   if (!has_act) {
     g.scheme = Scheme::fp8_a16;
@@ -232,6 +255,11 @@ Scheme CompressedTensorsConfig::module_scheme(const std::string& module, const M
   if (!g) return Scheme::unquantized;
   if (!g->scheme) fail("{} (module {})", g->unsupported, file_name(module));
   return *g->scheme;
+}
+
+std::pair<int64_t, int64_t> CompressedTensorsConfig::weight_block(const std::string& module) const {
+  const CtGroup* g = excluded(module) ? nullptr : group_of(module);
+  return g ? std::pair<int64_t, int64_t>{g->block_n, g->block_k} : std::pair<int64_t, int64_t>{0, 0};
 }
 
 std::shared_ptr<const QuantConfig> CompressedTensorsConfig::with_prefix(const std::string& from,

@@ -5,8 +5,10 @@
 //  - A group's scheme comes from its weights / input_activations args: 4-bit float weights in
 //    blocks of 16 (strategy tensor_group) are NVFP4 — W4A4 with 4-bit float activations, W4A16
 //    without; 8-bit float weights per tensor or per channel are FP8 — W8A16 without activations,
-//    W8A8 static (per-tensor input_scale) or dynamic (per token). Anything else (INT4/INT8
-//    pack-quantized, block-wise FP8, MXFP4, 2:4 sparsity, transforms) is an Error naming the
+//    W8A8 static (per-tensor input_scale) or dynamic (per token); 8-bit float weights in blocks
+//    (strategy block, block_structure) are block-wise FP8 — W8A16, or W8A8 with dynamic
+//    per-token-group activations. Anything else (INT4/INT8
+//    pack-quantized, MXFP4, 2:4 sparsity, transforms) is an Error naming the
 //    group, the scheme and the module that uses it.
 //  - `targets` and `ignore` entries are a module's full name, a "re:" regex matched from the
 //    start of the name (Python's re.match), or, for targets, a layer class name ("Linear", which
@@ -35,6 +37,7 @@ struct CtGroup {
   std::optional<Scheme> scheme;  // nullopt: unsupported, `unsupported` says what and why
   std::string unsupported;
   std::string description;  // e.g. "NVFP4 W4A4 (nvfp4-pack-quantized)"
+  int64_t block_n = 0, block_k = 0;  // block-wise FP8: block_structure
 };
 
 struct CompressedTensorsConfig final : QuantConfig {
@@ -55,6 +58,7 @@ struct CompressedTensorsConfig final : QuantConfig {
   bool declares(Scheme s) const override;
   Scheme module_scheme(const std::string& module, const ModuleTensors& tensors) const override;
   bool excluded(const std::string& module) const override;
+  std::pair<int64_t, int64_t> weight_block(const std::string& module) const override;
   std::shared_ptr<const QuantConfig> with_prefix(const std::string& from, const std::string& to) const override;
 
   // The group whose targets select `module` (ignore not applied), or nullptr.

@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "quant/compressed_tensors_config.h"
+#include "quant/fine_grained_fp8_config.h"
 #include "quant/modelopt_config.h"
 
 namespace fp4lm::quant {
@@ -14,6 +15,7 @@ std::string_view family_name(Family f) {
   switch (f) {
     case Family::modelopt: return "modelopt";
     case Family::compressed_tensors: return "compressed-tensors";
+    case Family::fine_grained_fp8: return "fp8";
   }
   return "?";
 }
@@ -26,6 +28,8 @@ std::string_view scheme_name(Scheme s) {
     case Scheme::fp8: return "FP8";
     case Scheme::fp8_a16: return "FP8_W8A16";
     case Scheme::fp8_dynamic: return "FP8_DYNAMIC";
+    case Scheme::fp8_block: return "FP8_BLOCK";
+    case Scheme::fp8_block_a16: return "FP8_BLOCK_W8A16";
   }
   return "?";
 }
@@ -49,9 +53,17 @@ std::shared_ptr<const QuantConfig> parse_quant_config(const std::optional<json>&
     return std::make_shared<CompressedTensorsConfig>(
         parse_compressed_tensors_config(config_json["quantization_config"], where));
   }
+  if (m == "fp8") {
+    if (hf_quant_config)
+      fail("{}: quant_method is fp8 but {}/hf_quant_config.json (ModelOpt's) is present too; remove the one that "
+           "does not describe the tensors",
+           where, dir);
+    return std::make_shared<FineGrainedFp8Config>(
+        parse_fine_grained_fp8_config(config_json["quantization_config"], where));
+  }
   if (!m.empty() && m != "modelopt")
-    fail("{}: unsupported quant_method '{}' (fp4lm loads \"modelopt\" and \"compressed-tensors\"; AWQ, GPTQ, "
-         "bitsandbytes and others are not supported)",
+    fail("{}: unsupported quant_method '{}' (fp4lm loads \"modelopt\", \"compressed-tensors\" and block-wise "
+         "\"fp8\"; AWQ, GPTQ, bitsandbytes and others are not supported)",
          where, method);
   return std::make_shared<ModeloptConfig>(parse_modelopt_config(hf_quant_config, config_json, dir));
 }

@@ -1,13 +1,14 @@
 #pragma once
 // A checkpoint's quantization config, whatever its family (docs/FORMAT.md §7): one implementation
 // per producer's config format — ModelOpt (quant/modelopt_config.h), compressed-tensors
-// (quant/compressed_tensors_config.h). It answers, per HF module, which scheme the module's
+// (quant/compressed_tensors_config.h), block-wise FP8 (quant/fine_grained_fp8_config.h). It answers, per HF module, which scheme the module's
 // tensors hold (exclusions applied); the family and the scheme together choose the quant method
 // that reads the tensors (model/quant_method/), and the method the kernel key that runs them.
 #include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -17,8 +18,10 @@
 namespace fp4lm::quant {
 
 // Whose config and tensor names: each family names the same codes and scales differently.
-enum class Family { modelopt, compressed_tensors };
-std::string_view family_name(Family f);  // "modelopt", "compressed-tensors"
+//  fine_grained_fp8: quant_method "fp8" with weight_block_size (DeepSeek-V3, Qwen3-*-FP8,
+//    transformers' FineGrainedFP8Config): `weight` + `weight_scale_inv` block scales.
+enum class Family { modelopt, compressed_tensors, fine_grained_fp8 };
+std::string_view family_name(Family f);  // "modelopt", "compressed-tensors", "fp8"
 
 // What one module stores, in any family's names.
 //  nvfp4 / nvfp4_a16: E2M1 codes, E4M3 scales per 16, a global scale; with / without an
@@ -28,15 +31,20 @@ std::string_view family_name(Family f);  // "modelopt", "compressed-tensors"
 //  fp8_a16: E4M3 weights, activations unquantized (compressed-tensors W8A16).
 //  fp8_dynamic: E4M3 weights, activations quantized per token at run time (compressed-tensors
 //    W8A8 dynamic); fp4lm runs it weight-only (W8A16), see docs/FORMAT.md §7.
-enum class Scheme { unquantized, nvfp4, nvfp4_a16, fp8, fp8_a16, fp8_dynamic };
-// "UNQUANTIZED", "NVFP4", "W4A16_NVFP4", "FP8", "FP8_W8A16", "FP8_DYNAMIC" (ModelOpt's names
-// where it has one).
+//  fp8_block: E4M3 weights with one scale per block of rows × columns (DiskFormat::block),
+//    activations quantized per token per column block at run time (W8A8 as DeepSeek runs it).
+//  fp8_block_a16: the same weights, activations unquantized (compressed-tensors W8A16 block).
+enum class Scheme { unquantized, nvfp4, nvfp4_a16, fp8, fp8_a16, fp8_dynamic, fp8_block, fp8_block_a16 };
+// "UNQUANTIZED", "NVFP4", "W4A16_NVFP4", "FP8", "FP8_W8A16", "FP8_DYNAMIC", "FP8_BLOCK",
+// "FP8_BLOCK_W8A16" (ModelOpt's names where it has one).
 std::string_view scheme_name(Scheme s);
 
 // The on-disk format of a module: which names (family) hold which scheme.
 struct DiskFormat {
   Family family = Family::modelopt;
   Scheme scheme = Scheme::unquantized;
+  // fp8_block / fp8_block_a16: rows × columns per scale block ({128, 128} as published).
+  int64_t block_n = 0, block_k = 0;
   bool operator==(const DiskFormat&) const = default;
 };
 
@@ -68,6 +76,11 @@ class QuantConfig {
   // The scheme of one HF module (no ".weight"), exclusions applied; `tensors` (may be empty)
   // where the family lets them decide. Error naming the module for an unsupported scheme.
   virtual Scheme module_scheme(const std::string& module, const ModuleTensors& tensors) const = 0;
+  // The {rows, columns} of a block-scaled scheme's weight blocks for `module`; {0, 0} otherwise.
+  virtual std::pair<int64_t, int64_t> weight_block(const std::string& module) const {
+    (void)module;
+    return {0, 0};
+  }
   // Whether the config excludes `module` (keeps it unquantized).
   virtual bool excluded(const std::string& module) const = 0;
   // False when the tensors, not the config's exclusions, decide what is unquantized (then a
@@ -90,8 +103,8 @@ class QuantConfig {
 };
 
 // The checkpoint's config, from its parsed files (either may be absent), by config.json's
-// quantization_config.quant_method: "modelopt" (or none, see modelopt_config.h) and
-// "compressed-tensors"; any other method is an Error naming it. Neither file: an unquantized
+// quantization_config.quant_method: "modelopt" (or none, see modelopt_config.h),
+// "compressed-tensors" and "fp8" (block-wise); any other method is an Error naming it. Neither file: an unquantized
 // config.
 std::shared_ptr<const QuantConfig> parse_quant_config(const std::optional<nlohmann::json>& hf_quant_config,
                                                       const nlohmann::json& config_json, const std::string& dir);

@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "engine/process_stats.h"
 #include "io/json_file.h"
 #include "server/api_error.h"
 #include "server/api_key.h"
@@ -78,7 +79,9 @@ HttpServer::HttpServer(ServerOptions opts)
                      [this](std::shared_ptr<Exchange> ex) { on_request(ex); })),
       workers_(std::make_unique<WorkerPool>(opts_.workers)),
       rng_(std::random_device{}()),
-      started_at_(unix_now()) {}
+      started_at_(unix_now()) {
+  engine::map_large_allocations(size_t{1} << 20);  // request bodies of 1 MiB and more leave no trace
+}
 
 HttpServer::~HttpServer() {
   transport_.stop();

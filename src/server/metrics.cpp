@@ -78,6 +78,15 @@ void ServingMetrics::on_step(const engine::StepStats& s) {
   std::lock_guard lk(mu_);
   prompt_tokens_ += static_cast<double>(s.prompt_tokens);
   generation_tokens_ += static_cast<double>(s.generation_tokens);
+  prefix_queries_ += static_cast<double>(s.prefix_queries);
+  prefix_hits_ += static_cast<double>(s.prefix_hits);
+  spec_drafts_ += static_cast<double>(s.spec_drafts);
+  spec_draft_tokens_ += static_cast<double>(s.spec_draft_tokens);
+  spec_accepted_ += static_cast<double>(s.spec_accepted_tokens);
+  if (spec_accepted_per_pos_.size() < s.spec_accepted_per_pos.size())
+    spec_accepted_per_pos_.resize(s.spec_accepted_per_pos.size());
+  for (size_t i = 0; i < s.spec_accepted_per_pos.size(); ++i)
+    spec_accepted_per_pos_[i] += static_cast<double>(s.spec_accepted_per_pos[i]);
   iteration_tokens_.observe(static_cast<double>(s.prompt_tokens + s.generation_tokens));
 }
 
@@ -132,6 +141,16 @@ std::string ServingMetrics::render(const engine::EngineLoad& load) const {
                              : 0.0);
   counter("vllm:prompt_tokens", "Number of prefill tokens processed.", prompt_tokens_);
   counter("vllm:generation_tokens", "Number of generation tokens processed.", generation_tokens_);
+  counter("vllm:prefix_cache_queries", "Prefix cache queries, in terms of number of queried tokens.",
+          prefix_queries_);
+  counter("vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.", prefix_hits_);
+  counter("vllm:spec_decode_num_drafts", "Number of spec decoding drafts.", spec_drafts_);
+  counter("vllm:spec_decode_num_draft_tokens", "Number of draft tokens.", spec_draft_tokens_);
+  counter("vllm:spec_decode_num_accepted_tokens", "Number of accepted tokens.", spec_accepted_);
+  header("vllm:spec_decode_num_accepted_tokens_per_pos", "counter", "Accepted tokens per draft position.");
+  for (size_t i = 0; i < spec_accepted_per_pos_.size(); ++i)
+    o += fmt::format("vllm:spec_decode_num_accepted_tokens_per_pos_total{{{},position=\"{}\"}} {}\n", labels_, i,
+                     prom_number(spec_accepted_per_pos_[i]));
   header("vllm:request_success", "counter", "Count of successfully processed requests.");
   for (const auto& [reason, n] : success_)
     o += fmt::format("vllm:request_success_total{{{},finished_reason=\"{}\"}} {}\n", labels_, prom_escape(reason),

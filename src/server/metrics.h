@@ -43,7 +43,9 @@ class ServingMetrics {
  private:
   std::string labels_;  // engine="0",model_name="..."
   mutable std::mutex mu_;
-  double prompt_tokens_ = 0, generation_tokens_ = 0;
+  double prompt_tokens_ = 0, generation_tokens_ = 0, prefix_queries_ = 0, prefix_hits_ = 0;
+  double spec_drafts_ = 0, spec_draft_tokens_ = 0, spec_accepted_ = 0;
+  std::vector<double> spec_accepted_per_pos_;
   std::map<std::string, double> success_;  // finished_reason -> count
   Histogram ttft_, itl_, tpot_, e2e_, queue_, iteration_tokens_, prompt_len_, gen_len_;
 };

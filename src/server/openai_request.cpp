@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdint>
 #include <filesystem>
 
 #include <fmt/format.h>
@@ -110,6 +111,52 @@ void parse_common(const json& b, const ServingModel& m, uint64_t random_seed, Ap
   if (present(b, "stop_token_ids")) p.stop_token_ids = token_ids(b["stop_token_ids"], "stop_token_ids", m.vocab_size);
 }
 
+// The most prompt ids a request may have: one generated token must still fit the context.
+size_t prompt_id_limit(const ServingModel& m) { return static_cast<size_t>(std::max<int64_t>(m.max_model_len - 1, 0)); }
+
+[[noreturn]] void prompt_too_long(const ServingModel& m, size_t bytes, const std::string& field) {
+  throw bad_request(fmt::format("This model's maximum context length is {} tokens. However, your prompt ({} bytes) "
+                                "has more than {} tokens, which leaves no room for generated tokens.",
+                                m.max_model_len, bytes, prompt_id_limit(m)),
+                    field);
+}
+
+// A 400 before any copy or tokenization when `bytes` of prompt text must make more ids than fit
+// (the tokenizer's bound on bytes per id; no bound, no check).
+void check_prompt_bytes(const ServingModel& m, size_t bytes, const std::string& field) {
+  if (m.tok && m.tok->min_ids_for_bytes(bytes) > prompt_id_limit(m)) prompt_too_long(m, bytes, field);
+}
+
+// The ids of a prompt text, or a 400 as soon as it is known not to fit the context: from its size
+// alone when the tokenizer bounds the ids per byte, else by stopping the tokenizer at the limit.
+// An over-long prompt never costs a whole tokenization (unless it is to be truncated).
+std::vector<int32_t> encode_prompt(const ServingModel& m, const std::string& text, bool add_special_tokens,
+                                   const std::string& field, bool truncating) {
+  std::optional<std::vector<int32_t>> ids =
+      m.tok->encode_at_most(text, add_special_tokens, truncating ? SIZE_MAX : prompt_id_limit(m));
+  if (text.size() >= kLargePromptBytes) engine::release_free_memory();  // tokenizing's temporaries
+  if (!ids) prompt_too_long(m, text.size(), field);
+  return std::move(*ids);
+}
+
+// The text of the user messages, which every chat template renders whole (others it may drop or
+// rewrite, e.g. earlier turns' reasoning): a lower bound on the rendered prompt's size, known
+// before the messages are copied and rendered.
+size_t user_text_bytes(const json& b) {
+  size_t n = 0;
+  if (!b.contains("messages") || !b["messages"].is_array()) return 0;
+  for (const json& msg : b["messages"]) {
+    if (!msg.is_object() || !msg.contains("role") || msg["role"] != "user" || !msg.contains("content")) continue;
+    const json& c = msg["content"];
+    if (c.is_string()) n += c.get_ref<const std::string&>().size();
+    if (!c.is_array()) continue;
+    for (const json& part : c)
+      if (part.is_object() && part.contains("text") && part["text"].is_string())
+        n += part["text"].get_ref<const std::string&>().size();
+  }
+  return n;
+}
+
 // truncate_prompt_tokens: keep the prompt's last N tokens (-1: the context length), as vLLM.
 void truncate_prompt(const json& b, const ServingModel& m, std::vector<int32_t>& ids) {
   const std::optional<int64_t> t = opt_int(b, "truncate_prompt_tokens", -1);
@@ -216,15 +263,16 @@ ApiRequest parse_completion_request(const json& b, const ServingModel& m, uint64
   if (!b.contains("prompt") || b["prompt"].is_null()) throw bad_request("'prompt' is required", "prompt");
   const json& prompt = b["prompt"];
   const bool add_special = opt_bool(b, "add_special_tokens").value_or(true);
+  const bool truncating = present(b, "truncate_prompt_tokens");  // a longer prompt is then fine
   // One prompt (a string or a list of token ids), or a list of them: each its own choices.
   auto one = [&](const json& x, const std::string& field) {
     ApiRequest::Prompt p;
     if (x.is_string()) {
+      if (!truncating) check_prompt_bytes(m, x.get_ref<const std::string&>().size(), field);  // before copying
       p.text = x.get<std::string>();
       if (p.text.empty()) throw bad_request(fmt::format("'{}' is empty", field), field);
       if (!m.tok) throw bad_request("this model has no tokenizer: give the prompt as a list of token ids", field);
-      p.ids = m.tok->encode(p.text, add_special);
-      if (p.text.size() >= kLargePromptBytes) engine::release_free_memory();  // tokenizing's temporaries
+      p.ids = encode_prompt(m, p.text, add_special, field, truncating);
     } else if (x.is_array()) {
       p.ids = token_ids(x, field, m.vocab_size);
       if (p.ids.empty()) throw bad_request(fmt::format("'{}' is empty", field), field);
@@ -330,12 +378,13 @@ ApiRequest parse_chat_request(const json& b, const ServingModel& m, uint64_t ran
   ApiRequest r;
   r.endpoint = Endpoint::chat;
   parse_common(b, m, random_seed, r);
+  const bool truncating = present(b, "truncate_prompt_tokens");  // a longer prompt is then fine
+  if (m.tok && m.chat && !truncating) check_prompt_bytes(m, user_text_bytes(b), "messages");  // before rendering
   const std::string prompt = render_chat_prompt(b, m, ordered);
   parse_tool_choice(b, m, r);  // after the template's checks of tools and tool_choice
   r.include_reasoning = opt_bool(b, "include_reasoning").value_or(true);
   ApiRequest::Prompt p;
-  p.ids = m.tok->encode(prompt, opt_bool(b, "add_special_tokens").value_or(false));
-  if (prompt.size() >= kLargePromptBytes) engine::release_free_memory();  // tokenizing's temporaries
+  p.ids = encode_prompt(m, prompt, opt_bool(b, "add_special_tokens").value_or(false), "messages", truncating);
   if (p.ids.empty()) throw bad_request("the rendered chat prompt is empty", "messages");
   // echo: the final message, when it is the assistant's, comes first in the answer (vLLM).
   r.echo = opt_bool(b, "echo").value_or(false);

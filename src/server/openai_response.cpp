@@ -19,6 +19,7 @@ struct ResponseBuilder::Choice {
   std::string finish_reason;
   json stop_reason = nullptr;
   int64_t completion_tokens = 0;
+  int64_t cached_tokens = 0;  // prompt tokens the prefix cache supplied
   std::unique_ptr<ChatOutputParser> parser;  // chat with a reasoning / tool parser
   std::string tool_text;                     // tool_choice "required": the output so far
   std::string named_id;                      // tool_choice named: the call's id once started
@@ -70,8 +71,18 @@ int64_t ResponseBuilder::completion_tokens() const {
 }
 
 json ResponseBuilder::usage() const {
+  // prompt_tokens_details.cached_tokens: the prompt tokens the prefix cache supplied (OpenAI's
+  // and vLLM's field), each prompt once like prompt_tokens.
   const int64_t p = prompt_tokens(), c = completion_tokens();
-  return {{"prompt_tokens", p}, {"completion_tokens", c}, {"total_tokens", p + c}};
+  std::vector<int64_t> cached(std::max<size_t>(1, req_.prompts.size()), 0);
+  for (const auto& ch : choices_)
+    if (ch->prompt < cached.size()) cached[ch->prompt] = std::max(cached[ch->prompt], ch->cached_tokens);
+  int64_t cached_total = 0;
+  for (int64_t x : cached) cached_total += x;
+  return {{"prompt_tokens", p},
+          {"completion_tokens", c},
+          {"total_tokens", p + c},
+          {"prompt_tokens_details", {{"cached_tokens", cached_total}}}};
 }
 
 json ResponseBuilder::choice_usage(const Choice& ch) const {
@@ -238,6 +249,7 @@ std::vector<json> ResponseBuilder::stream_chunks(size_t c, const engine::Request
     }
   }
   if (out.completion_tokens > 0) ch.completion_tokens = out.completion_tokens;
+  ch.cached_tokens = std::max(ch.cached_tokens, out.cached_tokens);
   const bool has_ids = !out.token_ids.empty() && (req_.return_token_ids || req_.logprobs);
   const bool first_text_chunk = !chat && ch.text.empty() && ch.ids.empty();
   if (text.empty() && !out.finished && !has_ids && !(first_text_chunk && req_.return_token_ids)) return chunks;
@@ -295,6 +307,7 @@ void ResponseBuilder::add(size_t c, const engine::RequestOutput& out) {
   ch.ids.insert(ch.ids.end(), out.token_ids.begin(), out.token_ids.end());
   ch.logprobs.insert(ch.logprobs.end(), out.logprobs.begin(), out.logprobs.end());
   if (out.completion_tokens > 0) ch.completion_tokens = out.completion_tokens;
+  ch.cached_tokens = std::max(ch.cached_tokens, out.cached_tokens);
   if (out.finished) {
     ch.finish_reason = out.finish_reason;
     ch.stop_reason = out.stop_reason ? json(*out.stop_reason) : out.stop_token ? json(*out.stop_token) : json(nullptr);

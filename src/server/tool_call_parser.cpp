@@ -6,6 +6,7 @@
 #include <fmt/ranges.h>
 
 #include "core/error.h"
+#include "io/json_file.h"
 
 namespace fp4lm::server {
 
@@ -300,25 +301,6 @@ class DeepSeekV3Parser final : public ToolCallParser {
                                     kCallEnd = "<｜tool▁call▁end｜>", kSep = "<｜tool▁sep｜>";
 };
 
-void dump_string(const std::string& s, std::string& out) {
-  out += '"';
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
-      default:
-        if (c < 0x20) out += fmt::format("\\u{:04x}", c);
-        else out += static_cast<char>(c);
-    }
-  }
-  out += '"';
-}
-
 void dump_python(const ordered_json& v, std::string& out) {
   if (v.is_object()) {
     out += '{';
@@ -326,7 +308,7 @@ void dump_python(const ordered_json& v, std::string& out) {
     for (const auto& [k, x] : v.items()) {
       if (!first) out += ", ";
       first = false;
-      dump_string(k, out);
+      io::append_json_string(k, out);
       out += ": ";
       dump_python(x, out);
     }
@@ -339,7 +321,7 @@ void dump_python(const ordered_json& v, std::string& out) {
     }
     out += ']';
   } else if (v.is_string()) {
-    dump_string(v.get<std::string>(), out);
+    io::append_json_string(v.get<std::string>(), out);
   } else {
     out += v.dump(-1, ' ', false, ordered_json::error_handler_t::replace);
   }

@@ -47,6 +47,7 @@ void Vocab::finish(const std::string& where) {
   by_id_.assign(static_cast<size_t>(max_id + 1), -1);
   for (size_t k = 0; k < entries_.size(); ++k) {
     const Entry& e = entries_[k];
+    max_token_bytes_ = std::max<size_t>(max_token_bytes_, e.length);
     for (size_t i = e.hash & mask_;; i = (i + 1) & mask_) {
       if (slots_[i] < 0) {
         slots_[i] = static_cast<int32_t>(k);
@@ -174,6 +175,11 @@ std::optional<int32_t> BpeModel::token_to_id(std::string_view token) const {
   int32_t id = vocab_.find(token);
   if (id < 0) return std::nullopt;
   return id;
+}
+
+size_t BpeModel::max_bytes_per_id() const {
+  if (unk_id_ && opt_.fuse_unk) return 0;
+  return std::max<size_t>(vocab_.max_token_bytes(), 4);
 }
 
 void BpeModel::tokenize(std::string_view word, std::vector<int32_t>& out) const {

@@ -36,6 +36,7 @@ class Vocab {
   }
   std::string_view token(int32_t id) const;  // requires has_id(id)
   size_t size() const { return entries_.size(); }
+  size_t max_token_bytes() const { return max_token_bytes_; }
   int32_t max_id() const { return static_cast<int32_t>(by_id_.size()) - 1; }
 
  private:
@@ -49,6 +50,7 @@ class Vocab {
   std::vector<int32_t> slots_;  // entry index or -1
   std::vector<int32_t> by_id_;  // id -> entry index or -1
   size_t mask_ = 0;
+  size_t max_token_bytes_ = 0;
   std::string_view entry_text(const Entry& e) const { return {bytes_.data() + e.offset, e.length}; }
 };
 
@@ -77,6 +79,10 @@ class BpeModel {
   std::optional<int32_t> token_to_id(std::string_view token) const;
   const Vocab& vocab() const { return vocab_; }
   size_t merge_count() const { return merge_count_; }
+  // The most input bytes one id can stand for: its token's length (affixes and "<0xXX>" only
+  // overstate it), at least one code point for the unknown token, and 0 (no bound) when
+  // runs of unknown characters fuse into one unknown token.
+  size_t max_bytes_per_id() const;
 
  private:
   struct MergeTable;

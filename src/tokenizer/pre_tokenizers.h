@@ -30,6 +30,9 @@ class PreTokenizer {
   virtual ~PreTokenizer() = default;
   // Replaces each piece by its sub-pieces.
   virtual void pre_tokenize(std::vector<Piece>& pieces) const = 0;
+  // The largest factor by which pre_tokenize() can divide the total length in bytes of the
+  // pieces, or 0 when it can drop text without bound (see Normalizer::max_shrink).
+  virtual double max_shrink() const = 0;
 };
 
 // Maps every byte to GPT-2's printable alphabet, optionally after splitting with GPT-2's regex
@@ -38,6 +41,7 @@ class ByteLevelPreTokenizer : public PreTokenizer {
  public:
   ByteLevelPreTokenizer(bool add_prefix_space, bool use_regex);
   void pre_tokenize(std::vector<Piece>& pieces) const override;
+  double max_shrink() const override { return 1.0; }  // every byte becomes a 1- or 2-byte character
 
  private:
   bool add_prefix_space_;
@@ -49,6 +53,7 @@ class SplitPreTokenizer : public PreTokenizer {
   SplitPreTokenizer(std::unique_ptr<Regex> pattern, SplitBehavior behavior, bool invert)
       : pattern_(std::move(pattern)), behavior_(behavior), invert_(invert) {}
   void pre_tokenize(std::vector<Piece>& pieces) const override;
+  double max_shrink() const override { return behavior_ == SplitBehavior::Removed ? 0.0 : 1.0; }
 
  private:
   std::unique_ptr<Regex> pattern_;
@@ -61,6 +66,7 @@ class DigitsPreTokenizer : public PreTokenizer {
  public:
   explicit DigitsPreTokenizer(bool individual_digits) : individual_(individual_digits) {}
   void pre_tokenize(std::vector<Piece>& pieces) const override;
+  double max_shrink() const override { return 1.0; }
 
  private:
   bool individual_;
@@ -74,6 +80,8 @@ class MetaspacePreTokenizer : public PreTokenizer {
   MetaspacePreTokenizer(std::string replacement, Prepend scheme, bool split)
       : replacement_(std::move(replacement)), scheme_(scheme), split_(split) {}
   void pre_tokenize(std::vector<Piece>& pieces) const override;
+  // A space becomes the replacement: an empty replacement drops every space.
+  double max_shrink() const override { return replacement_.empty() ? 0.0 : 1.0; }
 
  private:
   std::string replacement_;
@@ -87,6 +95,7 @@ class WhitespacePreTokenizer : public PreTokenizer {
  public:
   explicit WhitespacePreTokenizer(bool split_punctuation);
   void pre_tokenize(std::vector<Piece>& pieces) const override;
+  double max_shrink() const override { return 0.0; }  // whitespace is dropped
 
  private:
   std::unique_ptr<Regex> regex_;
@@ -98,6 +107,11 @@ class SequencePreTokenizer : public PreTokenizer {
       : parts_(std::move(parts)) {}
   void pre_tokenize(std::vector<Piece>& pieces) const override {
     for (const auto& p : parts_) p->pre_tokenize(pieces);
+  }
+  double max_shrink() const override {
+    double f = 1.0;
+    for (const auto& p : parts_) f *= p->max_shrink();
+    return f;
   }
 
  private:

@@ -24,6 +24,8 @@ class Regex {
   std::vector<std::pair<size_t, size_t>> find_all(std::string_view subject) const;
 
   bool jit() const { return jit_; }
+  // The pattern's length in bytes when it is a literal string; 0 for a regex.
+  size_t literal_size() const { return code_ ? 0 : literal_.size(); }
 
  private:
   struct Code;

@@ -1,5 +1,7 @@
 #include "tokenizer/tokenizer.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -29,7 +31,15 @@ void clean_up_spaces(std::string& s) {
 
 }  // namespace
 
-Tokenizer::Tokenizer(std::unique_ptr<TokenizerParts> parts) : p_(std::move(parts)) {}
+Tokenizer::Tokenizer(std::unique_ptr<TokenizerParts> parts) : p_(std::move(parts)) {
+  // The bound of min_ids_for_bytes: an id stands for at most `per_id` bytes of the normalized,
+  // pre-tokenized text (an added token for its content), which is at least 1/shrink of the input.
+  double per_id = static_cast<double>(p_->model->max_bytes_per_id());
+  for (const auto& t : p_->added->tokens()) per_id = std::max(per_id, static_cast<double>(t.content.size()));
+  const double shrink = (p_->normalizer ? p_->normalizer->max_shrink() : 1.0) *
+                        (p_->pre_tokenizer ? p_->pre_tokenizer->max_shrink() : 1.0);
+  max_bytes_per_id_ = (p_->model->max_bytes_per_id() == 0 || shrink <= 0) ? 0.0 : per_id * shrink;
+}
 Tokenizer::~Tokenizer() = default;
 
 std::unique_ptr<Tokenizer> Tokenizer::from_json(std::string_view tokenizer_json,
@@ -59,44 +69,77 @@ std::unique_ptr<Tokenizer> Tokenizer::from_dir(const std::string& dir) {
 }
 
 std::vector<int32_t> Tokenizer::encode(std::string_view input, bool add_special_tokens) const {
+  std::vector<int32_t> ids;
+  encode_into(input, add_special_tokens, SIZE_MAX, ids);
+  return ids;
+}
+
+std::optional<std::vector<int32_t>> Tokenizer::encode_at_most(std::string_view input, bool add_special_tokens,
+                                                              size_t max_ids) const {
+  if (min_ids_for_bytes(input.size()) > max_ids) return std::nullopt;
+  std::vector<int32_t> ids;
+  if (!encode_into(input, add_special_tokens, max_ids, ids)) return std::nullopt;
+  return ids;
+}
+
+size_t Tokenizer::min_ids_for_bytes(size_t n_bytes) const {
+  if (max_bytes_per_id_ <= 0) return 0;
+  return static_cast<size_t>(static_cast<double>(n_bytes) / max_bytes_per_id_);
+}
+
+bool Tokenizer::encode_into(std::string_view input, bool add_special_tokens, size_t max_ids,
+                            std::vector<int32_t>& ids) const {
   std::string repaired;
   if (!utf8::is_valid(input)) {
     repaired = utf8::to_valid_lossy(input);
     input = repaired;
   }
-  std::vector<int32_t> ids;
-  ids.reserve(input.size() / 3 + 4);
+  ids.reserve(std::min(input.size() / 3, max_ids) + 4);
   std::vector<Piece> pieces;
+  // Each non-empty piece gives at least one id, so the count of pieces alone may already say
+  // the text is too long, before the model runs.
   auto tokenize_text = [&](std::string text, bool at_origin) {
     pieces.clear();
     pieces.push_back({std::move(text), at_origin});
     if (p_->pre_tokenizer) p_->pre_tokenizer->pre_tokenize(pieces);
-    for (const auto& piece : pieces) p_->model->tokenize(piece.text, ids);
+    if (ids.size() + pieces.size() > max_ids) {
+      size_t nonempty = 0;
+      for (const auto& piece : pieces) nonempty += !piece.text.empty();
+      if (ids.size() + nonempty > max_ids) return false;
+    }
+    for (const auto& piece : pieces) {
+      p_->model->tokenize(piece.text, ids);
+      if (ids.size() > max_ids) return false;
+    }
+    return true;
+  };
+  auto push_added = [&](int32_t id) {
+    ids.push_back(id);
+    return ids.size() <= max_ids;
   };
 
   // 1. added tokens matched in the raw text; 2. normalize the rest; 3. added tokens matched in
   // normalized text; 4. pre-tokenize and run the model on what remains.
   for (const Segment& seg : p_->added->split(input, false)) {
     if (seg.id >= 0) {
-      ids.push_back(seg.id);
+      if (!push_added(seg.id)) return false;
       continue;
     }
     std::string text(input.substr(seg.begin, seg.end - seg.begin));
     if (p_->normalizer) p_->normalizer->normalize(text);
     bool at_origin = seg.begin == 0;
     if (!p_->added->has_normalized_tokens()) {
-      if (!text.empty()) tokenize_text(std::move(text), at_origin);
+      if (!text.empty() && !tokenize_text(std::move(text), at_origin)) return false;
       continue;
     }
     for (const Segment& sub : p_->added->split(text, true)) {
-      if (sub.id >= 0)
-        ids.push_back(sub.id);
-      else
-        tokenize_text(text.substr(sub.begin, sub.end - sub.begin), at_origin && sub.begin == 0);
+      if (sub.id >= 0 ? !push_added(sub.id)
+                      : !tokenize_text(text.substr(sub.begin, sub.end - sub.begin), at_origin && sub.begin == 0))
+        return false;
     }
   }
   if (add_special_tokens && p_->post_processor) p_->post_processor->process(ids);
-  return ids;
+  return ids.size() <= max_ids;
 }
 
 std::string Tokenizer::decode_raw(const int32_t* ids, size_t n, bool skip_special_tokens) const {

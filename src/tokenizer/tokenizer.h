@@ -28,6 +28,15 @@ class Tokenizer {
   // Invalid UTF-8 in `text` is replaced by U+FFFD first. `add_special_tokens` runs the
   // post-processor (e.g. inserts BOS).
   std::vector<int32_t> encode(std::string_view text, bool add_special_tokens = false) const;
+  // encode(), or std::nullopt as soon as the text is known to need more than `max_ids` ids: the
+  // model (BPE) never runs past the limit, so rejecting an over-long prompt costs little more
+  // than its pre-tokenization.
+  std::optional<std::vector<int32_t>> encode_at_most(std::string_view text, bool add_special_tokens,
+                                                     size_t max_ids) const;
+  // A lower bound on the ids encode() gives for any text of `n_bytes` bytes, from the longest
+  // token and the most the normalizer and pre-tokenizer can shrink a text; 0 when they can drop
+  // text without bound (e.g. Strip, Whitespace). Rejects a huge prompt before tokenizing it.
+  size_t min_ids_for_bytes(size_t n_bytes) const;
   // Ids that name no token (e.g. the padding rows of a model's embedding) are skipped, as in
   // Hugging Face tokenizers; check with id_to_token() to reject them instead.
   std::string decode(const std::vector<int32_t>& ids, bool skip_special_tokens = false) const;
@@ -45,7 +54,10 @@ class Tokenizer {
   friend class StreamDecoder;
   explicit Tokenizer(std::unique_ptr<TokenizerParts> parts);
   std::string decode_raw(const int32_t* ids, size_t n, bool skip_special_tokens) const;
+  // false when `max_ids` was exceeded (ids then incomplete).
+  bool encode_into(std::string_view text, bool add_special_tokens, size_t max_ids, std::vector<int32_t>& ids) const;
   std::unique_ptr<TokenizerParts> p_;
+  double max_bytes_per_id_ = 0;  // input bytes one id can stand for, shrinking included; 0 = unbounded
 };
 
 // Incremental detokenization for generation: push() returns the new text once it is complete

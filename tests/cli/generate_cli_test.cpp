@@ -68,6 +68,26 @@ TEST(GenerateCli, Stories260kPromptIdsReproduceTheReferenceAsJson) {
   EXPECT_EQ(lines, 2);
 }
 
+TEST(GenerateCli, SpeculativeDecodingKeepsTheReferenceGreedyTokens) {
+  FP4LM_REQUIRE_SHARED("models/stories260k/reference_greedy.jsonl");
+  std::ifstream in(test::shared_dir() / "models/stories260k/reference_greedy.jsonl");
+  std::string line;
+  while (std::getline(in, line)) {
+    json ref = json::parse(line);
+    auto r = fp4lm("generate --model " + stories() + " --prompt-ids " + ids_arg(ref["prompt_ids"]) + " --max-tokens " +
+                   std::to_string(ref["greedy_continuation"].size()) +
+                   " --dtype float32 --json --speculative-config '{\"method\": \"ngram\", "
+                   "\"num_speculative_tokens\": 4, \"prompt_lookup_max\": 3}'");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(json::parse(r.out)["output_ids"], ref["greedy_continuation"]);
+    EXPECT_NE(r.err.find("speculative decoding: "), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find(" draft tokens accepted"), std::string::npos) << r.err;
+  }
+  auto bad = fp4lm("generate --model " + stories() + " --prompt-ids 1 --speculative-config '{\"method\": \"x\"}'");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("--speculative-config: method 'x' is not supported"), std::string::npos) << bad.err;
+}
+
 TEST(GenerateCli, StreamsIdsWhenTheCheckpointHasNoTokenizer) {
   FP4LM_REQUIRE_SHARED("models/stories260k");
   auto r = fp4lm("generate --model " + stories() + " --prompt-ids 1 --max-tokens 5 --dtype float32");

@@ -115,8 +115,8 @@ TEST(HostileInputCli, FlagsOutOfRangeAreUsageErrors) {
   TempDir dir;
   const std::string m = synth_model(dir);
   expect_exit("generate --model " + m + " --prompt-ids 1 --seed -1", 2, "--seed");
-  expect_exit("generate --model " + m + " --prompt-ids 1 --threads 100000", 2, "--threads must be at most");
-  expect_exit("eval --model " + m + " --ids x.jsonl --threads 100000", 2, "--threads must be at most");
+  expect_exit("generate --model " + m + " --prompt-ids 1 --threads 100000", 2, "threads must be at most");
+  expect_exit("eval --model " + m + " --ids x.jsonl --threads 100000", 2, "threads must be at most");
   expect_exit("bench kernels --threads 100000", 2, "--threads: 100000 is more than the maximum");
   expect_exit("synth --out " + (dir / "big").string() + " --hidden 1000000000", 2, "--hidden must be at most 65536");
   expect_exit("synth --out " + (dir / "big").string() + " --hidden 16384 --vocab 1000000", 2,

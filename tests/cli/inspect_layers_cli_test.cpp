@@ -88,7 +88,7 @@ TEST(InspectLayersCli, BadEngineFlagsAreUsageErrors) {
   ASSERT_EQ(run_command(fp4lm_bin() + " synth --out " + dir + " --arch LlamaForCausalLM --algo W4A16_NVFP4").exit_code, 0);
   auto r = run_command(fp4lm_bin() + " inspect --model " + dir + " --override-activation-dtype int8");
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(r.err.find("--override-activation-dtype must be auto, bfloat16 or float16"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("override_activation_dtype must be auto, bfloat16 or float16"), std::string::npos) << r.err;
   r = run_command(fp4lm_bin() + " inspect --model " + dir + " --linear-backend nope");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("unknown backend 'nope'"), std::string::npos) << r.err;

@@ -57,6 +57,7 @@ TEST_F(GeneratorTest, GreedyFollowsTheArgmaxOfFullRecomputation) {
   EXPECT_EQ(streamed, r.output_ids);
   EXPECT_EQ(r.finish_reason, "length");
   EXPECT_EQ(r.decode_steps, 5);
+  EXPECT_EQ(r.decode_tokens, 5);
   // Each token is the argmax of a fresh forward over everything before it.
   std::vector<int32_t> seq = {1, 5, 9};
   for (int32_t t : r.output_ids) {

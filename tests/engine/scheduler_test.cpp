@@ -402,17 +402,7 @@ TEST(Engine, StreamsOutputsAndCancelsFromAnotherThread) {
 // the engine thread lives on and serves the next request.
 TEST(Engine, AnExceptionInAStepFailsItsRequestsAndTheEngineGoesOn) {
   FakeStepModel m;
-  bool throw_on_abort = true;
-  SchedulerObserver obs;
-  // A failure outside the model and the sampler (here: the metrics observer while a
-  // cancellation is processed) escapes Scheduler::step and reaches the engine's last resort.
-  obs.on_finished = [&](const RequestStats& st) {
-    if (st.finish_reason == "abort" && throw_on_abort) {
-      throw_on_abort = false;
-      throw std::runtime_error("observer failure");
-    }
-  };
-  Engine e(m, nullptr, {}, obs);
+  Engine e(m, nullptr, {}, {});
   auto finish_of = [](const std::shared_ptr<RequestHandle>& h) {
     RequestOutput last;
     std::vector<int32_t> tokens;
@@ -431,14 +421,41 @@ TEST(Engine, AnExceptionInAStepFailsItsRequestsAndTheEngineGoesOn) {
   auto [b, b_tokens] = finish_of(e.submit(greedy({1}, 3)));
   EXPECT_EQ(b.finish_reason, "error");
   EXPECT_EQ(b.error, "fake model failure");
+  // A failure outside the model and the sampler: releasing the state of a request as it ends.
+  // Cancelled, it ends in the scheduler's bookkeeping (the failure escapes the step and the
+  // engine's last resort fails it); under load it may reach its length first (then the sampling
+  // step fails it). Either way it is answered with the cause, never left waiting.
+  m.fail_release = true;
   auto c = e.submit(greedy({1}, 60));
+  RequestOutput c_out;  // admitted (it has state to release) before the cancel
+  for (int i = 0; i < 200 && c_out.token_ids.empty() && !c_out.finished; ++i)
+    for (auto& out : c->wait(std::chrono::milliseconds(50))) c_out = out;
   c->cancel();
-  auto [c_out, c_tokens] = finish_of(c);
+  if (!c_out.finished) c_out = finish_of(c).first;
   EXPECT_EQ(c_out.finish_reason, "error");
-  EXPECT_EQ(c_out.error, "engine step failed: observer failure");
+  EXPECT_NE(c_out.error.find("fake release failure"), std::string::npos) << c_out.error;
   auto [d, d_tokens] = finish_of(e.submit(greedy({5}, 4)));
   EXPECT_EQ(d.finish_reason, "length");
   EXPECT_EQ(d_tokens, chain(5, 4));
+}
+
+TEST(Engine, AFailingFinishObserverFailsNoRequest) {
+  FakeStepModel m;
+  SchedulerObserver obs;
+  obs.on_finished = [](const RequestStats&) { throw std::runtime_error("observer failure"); };
+  Engine e(m, nullptr, {}, obs);
+  for (int k = 0; k < 2; ++k) {
+    auto h = e.submit(greedy({5}, 4));
+    RequestOutput last;
+    std::vector<int32_t> tokens;
+    for (int i = 0; i < 200 && !last.finished; ++i)
+      for (auto& out : h->wait(std::chrono::milliseconds(50))) {
+        tokens.insert(tokens.end(), out.token_ids.begin(), out.token_ids.end());
+        last = out;
+      }
+    EXPECT_EQ(last.finish_reason, "length");
+    EXPECT_EQ(tokens, chain(5, 4));
+  }
 }
 
 }  // namespace

@@ -40,6 +40,16 @@ struct Gemma {
   std::vector<bool> sliding = {true, false, true, false};
   double qpas = 24, theta_full = 1000.0, theta_local = 50.0, rope_factor = 2.0, softcap = 0;
   bool tied = true;
+  // Gemma 4: RMSNorm x/rms·w (not 1 + w), values RMS-normalized per head without a weight,
+  // softmax scale 1 (qpas 1), the full layers' own head_dim / KV heads, keys as values there
+  // (no v_proj), proportional RoPE there (the first prf·head_dim/2 pairs rotate), each layer's
+  // output × layer_scalar.
+  bool g4 = false, k_eq_v = false;
+  int64_t full_hd = 16, full_kvh = 2;
+  double prf = 1.0;
+  std::vector<double> layer_scalar;
+  int64_t layer_hd(int64_t l) const { return g4 && !sliding[static_cast<size_t>(l)] ? full_hd : hd; }
+  int64_t layer_kvh(int64_t l) const { return g4 && !sliding[static_cast<size_t>(l)] ? full_kvh : kvh; }
   // How modules stored as NVFP4 see their inputs (nvfp4: with their input_scale).
   ExpertInput linear_input = ExpertInput::exact;
   std::map<std::string, quant::Nvfp4Weight> nvfp4;
@@ -124,6 +134,84 @@ inline Gemma make_gemma3(uint64_t seed = 5) {
   return m;
 }
 
+// Gemma 4 dense as the 31B: sliding, full, sliding, full; the full layers head_dim 32 with one KV
+// head and attention_k_eq_v, proportional RoPE (partial_rotary_factor 0.25) with theta 1000;
+// sliding layers head_dim 16, 2 KV heads, window 4, theta 50; layer scalars ≠ 1; soft-capping.
+inline Gemma make_gemma4(uint64_t seed = 6) {
+  Gemma m;
+  m.g4 = true;
+  m.k_eq_v = true;
+  m.full_hd = 32;
+  m.full_kvh = 1;
+  m.prf = 0.25;
+  m.qpas = 1.0;
+  m.rope_factor = 1.0;
+  m.softcap = 3.0;
+  json types = json::array();
+  for (bool sl : m.sliding) types.push_back(sl ? "sliding_attention" : "full_attention");
+  m.config = {{"architectures", {"Gemma4ForCausalLM"}},
+              {"model_type", "gemma4_text"},
+              {"vocab_size", m.vocab},
+              {"hidden_size", m.hidden},
+              {"intermediate_size", m.inter},
+              {"num_hidden_layers", m.layers},
+              {"num_attention_heads", m.heads},
+              {"num_key_value_heads", m.kvh},
+              {"head_dim", m.hd},
+              {"global_head_dim", m.full_hd},
+              {"num_global_key_value_heads", m.full_kvh},
+              {"attention_k_eq_v", true},
+              {"hidden_activation", "gelu_pytorch_tanh"},
+              {"max_position_embeddings", 256},
+              {"rms_norm_eps", 1e-6},
+              {"sliding_window", m.window},
+              {"layer_types", types},
+              {"rope_parameters",
+               {{"full_attention", {{"rope_type", "proportional"}, {"partial_rotary_factor", m.prf}, {"rope_theta", m.theta_full}}},
+                {"sliding_attention", {{"rope_type", "default"}, {"rope_theta", m.theta_local}}}}},
+              {"final_logit_softcapping", m.softcap},
+              {"hidden_size_per_layer_input", 0},
+              {"num_kv_shared_layers", 0},
+              {"enable_moe_block", false},
+              {"use_double_wide_mlp", false},
+              {"tie_word_embeddings", true},
+              {"bos_token_id", 2},
+              {"eos_token_id", 1},
+              {"torch_dtype", "float32"}};
+  std::mt19937_64 rng(seed);
+  auto add = [&](const std::string& name, Shape shape, float sd, float mean = 0.0f) {
+    std::normal_distribution<float> d(mean, sd);
+    T t{shape, std::vector<float>(static_cast<size_t>(shape_numel(shape)))};
+    for (float& x : t.v) x = d(rng);
+    m.w[name] = std::move(t);
+  };
+  auto lin = [&](const std::string& name, int64_t n, int64_t k) {
+    add(name + ".weight", {n, k}, 1.0f / std::sqrt(static_cast<float>(k)));
+  };
+  add("model.embed_tokens.weight", {m.vocab, m.hidden}, 0.2f);
+  add("model.norm.weight", {m.hidden}, 0.1f, 1.0f);
+  for (int64_t l = 0; l < m.layers; ++l) {
+    const std::string p = fmt::format("model.layers.{}", l);
+    const int64_t hd = m.layer_hd(l), kvh = m.layer_kvh(l);
+    for (const char* n : {"input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm",
+                          "post_feedforward_layernorm"})
+      add(p + "." + n + ".weight", {m.hidden}, 0.1f, 1.0f);
+    lin(p + ".self_attn.q_proj", m.heads * hd, m.hidden);
+    lin(p + ".self_attn.k_proj", kvh * hd, m.hidden);
+    if (m.sliding[static_cast<size_t>(l)] || !m.k_eq_v) lin(p + ".self_attn.v_proj", kvh * hd, m.hidden);
+    lin(p + ".self_attn.o_proj", m.hidden, m.heads * hd);
+    add(p + ".self_attn.q_norm.weight", {hd}, 0.1f, 1.0f);
+    add(p + ".self_attn.k_norm.weight", {hd}, 0.1f, 1.0f);
+    lin(p + ".mlp.gate_proj", m.inter, m.hidden);
+    lin(p + ".mlp.up_proj", m.inter, m.hidden);
+    lin(p + ".mlp.down_proj", m.hidden, m.inter);
+    const float scalar = 0.6f + 0.25f * static_cast<float>(l);
+    m.layer_scalar.push_back(scalar);
+    m.w[p + ".layer_scalar"] = T{{1}, {scalar}};
+  }
+  return m;
+}
+
 // Sets tie_word_embeddings false and adds a random lm_head.
 inline void untie(Gemma& m, uint64_t seed = 3) {
   m.tied = false;
@@ -162,8 +250,13 @@ inline void write_gemma(const Gemma& m, const std::filesystem::path& dir, bool v
     json text = c;
     text.erase("architectures");
     text.erase("torch_dtype");
-    c = {{"architectures", {"Gemma3ForConditionalGeneration"}},
-         {"model_type", "gemma3"},
+    if (m.g4) {
+      st.add("model.audio_tower.layers.0.feed_forward1.ffw_layer_1.linear.weight", DType::F32, {4, 4}, junk);
+      st.add("model.embed_vision.embedding_projection.weight", DType::F32, {4, 4}, junk);
+      st.add("model.embed_audio.embedding_projection.weight", DType::F32, {4, 4}, junk);
+    }
+    c = {{"architectures", {m.g4 ? "Gemma4ForConditionalGeneration" : "Gemma3ForConditionalGeneration"}},
+         {"model_type", m.g4 ? "gemma4" : "gemma3"},
          {"text_config", text},
          {"vision_config", {{"model_type", "siglip_vision_model"}, {"hidden_size", 4}}},
          {"mm_tokens_per_image", 256},
@@ -187,12 +280,13 @@ inline Vec matvec(const Gemma& m, const std::string& name, const Vec& x0) {
   return y;
 }
 
-// x[0, n) ← x / sqrt(mean(x²) + eps) · (1 + w)
-inline void gemma_rms(double* x, int64_t n, const std::vector<float>& w) {
+// x[0, n) ← x / sqrt(mean(x²) + eps) · (1 + w), or · w (Gemma 4: `plain`), or unscaled (w empty).
+inline void gemma_rms(double* x, int64_t n, const std::vector<float>& w, bool plain = false) {
   double ss = 0;
   for (int64_t i = 0; i < n; ++i) ss += x[i] * x[i];
   const double inv = 1.0 / std::sqrt(ss / static_cast<double>(n) + 1e-6);
-  for (int64_t i = 0; i < n; ++i) x[i] = x[i] * inv * (1.0 + static_cast<double>(w[i]));
+  for (int64_t i = 0; i < n; ++i)
+    x[i] = x[i] * inv * (w.empty() ? 1.0 : (plain ? 0.0 : 1.0) + static_cast<double>(w[i]));
 }
 
 inline double gelu_tanh(double x) {
@@ -212,20 +306,26 @@ inline std::vector<Vec> reference(const Gemma& m, const std::vector<int32_t>& to
     const std::string p = fmt::format("model.layers.{}", l), a = p + ".self_attn";
     const bool sliding = m.sliding[static_cast<size_t>(l)];
     const double theta = sliding ? m.theta_local : m.theta_full, factor = sliding ? 1.0 : m.rope_factor;
+    const int64_t hd = m.layer_hd(l), kvh = m.layer_kvh(l);
+    const bool g4 = m.g4;
+    // Proportional RoPE (Gemma 4's full layers): only the first `rotated` pairs turn.
+    const int64_t rotated = g4 && !sliding ? static_cast<int64_t>(std::floor(m.prf * static_cast<double>(hd) / 2)) : hd / 2;
     std::vector<Vec> q(n), k(n), v(n);
     for (size_t t = 0; t < n; ++t) {
       Vec x = h[t];
-      gemma_rms(x.data(), m.hidden, m.w.at(p + ".input_layernorm.weight").v);
+      gemma_rms(x.data(), m.hidden, m.w.at(p + ".input_layernorm.weight").v, g4);
       q[t] = matvec(m, a + ".q_proj", x);
       k[t] = matvec(m, a + ".k_proj", x);
-      v[t] = matvec(m, a + ".v_proj", x);
+      v[t] = m.w.count(a + ".v_proj.weight") ? matvec(m, a + ".v_proj", x) : k[t];
+      if (g4)
+        for (int64_t hh = 0; hh < kvh; ++hh) gemma_rms(v[t].data() + hh * hd, hd, {});
       auto norm_rope = [&](Vec& z, int64_t nh, const std::string& nw) {
         for (int64_t hh = 0; hh < nh; ++hh) {
-          double* hv = z.data() + hh * m.hd;
-          gemma_rms(hv, m.hd, m.w.at(nw).v);
-          const int64_t half = m.hd / 2;
-          for (int64_t i = 0; i < half; ++i) {
-            const double f = std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(m.hd));
+          double* hv = z.data() + hh * hd;
+          gemma_rms(hv, hd, m.w.at(nw).v, g4);
+          const int64_t half = hd / 2;
+          for (int64_t i = 0; i < rotated; ++i) {
+            const double f = std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(hd));
             const double ang = static_cast<double>(t) / factor * f, c0 = hv[i], c1 = hv[i + half];
             hv[i] = c0 * std::cos(ang) - c1 * std::sin(ang);
             hv[i + half] = c1 * std::cos(ang) + c0 * std::sin(ang);
@@ -233,44 +333,46 @@ inline std::vector<Vec> reference(const Gemma& m, const std::vector<int32_t>& to
         }
       };
       norm_rope(q[t], m.heads, a + ".q_norm.weight");
-      norm_rope(k[t], m.kvh, a + ".k_norm.weight");
+      norm_rope(k[t], kvh, a + ".k_norm.weight");
     }
     for (size_t t = 0; t < n; ++t) {
       const size_t lo = sliding && t + 1 > static_cast<size_t>(m.window) ? t + 1 - static_cast<size_t>(m.window) : 0;
-      Vec o(static_cast<size_t>(m.heads * m.hd), 0.0);
+      Vec o(static_cast<size_t>(m.heads * hd), 0.0);
       for (int64_t hh = 0; hh < m.heads; ++hh) {
-        const int64_t g = hh / (m.heads / m.kvh);
+        const int64_t g = hh / (m.heads / kvh);
         Vec s(t + 1 - lo);
         for (size_t u = lo; u <= t; ++u) {
           double d = 0;
-          for (int64_t i = 0; i < m.hd; ++i) d += q[t][hh * m.hd + i] * k[u][g * m.hd + i];
+          for (int64_t i = 0; i < hd; ++i) d += q[t][hh * hd + i] * k[u][g * hd + i];
           s[u - lo] = d / std::sqrt(m.qpas);
         }
         const double mx = *std::max_element(s.begin(), s.end());
         double sum = 0;
         for (double& z : s) sum += z = std::exp(z - mx);
         for (size_t u = lo; u <= t; ++u)
-          for (int64_t i = 0; i < m.hd; ++i) o[hh * m.hd + i] += s[u - lo] / sum * v[u][g * m.hd + i];
+          for (int64_t i = 0; i < hd; ++i) o[hh * hd + i] += s[u - lo] / sum * v[u][g * hd + i];
       }
       Vec y = matvec(m, a + ".o_proj", o);
-      gemma_rms(y.data(), m.hidden, m.w.at(p + ".post_attention_layernorm.weight").v);
+      gemma_rms(y.data(), m.hidden, m.w.at(p + ".post_attention_layernorm.weight").v, g4);
       for (int64_t i = 0; i < m.hidden; ++i) h[t][i] += y[i];
     }
     for (size_t t = 0; t < n; ++t) {
       Vec x = h[t];
-      gemma_rms(x.data(), m.hidden, m.w.at(p + ".pre_feedforward_layernorm.weight").v);
+      gemma_rms(x.data(), m.hidden, m.w.at(p + ".pre_feedforward_layernorm.weight").v, g4);
       const Vec g = matvec(m, p + ".mlp.gate_proj", x), u = matvec(m, p + ".mlp.up_proj", x);
       Vec gu(g.size());
       for (size_t i = 0; i < g.size(); ++i) gu[i] = gelu_tanh(g[i]) * u[i];
       Vec y = matvec(m, p + ".mlp.down_proj", gu);
-      gemma_rms(y.data(), m.hidden, m.w.at(p + ".post_feedforward_layernorm.weight").v);
+      gemma_rms(y.data(), m.hidden, m.w.at(p + ".post_feedforward_layernorm.weight").v, g4);
       for (int64_t i = 0; i < m.hidden; ++i) h[t][i] += y[i];
+      if (g4)
+        for (double& z : h[t]) z *= m.layer_scalar[static_cast<size_t>(l)];
     }
   }
   std::vector<Vec> logits(n);
   for (size_t t = 0; t < n; ++t) {
     Vec x = h[t];
-    gemma_rms(x.data(), m.hidden, m.w.at("model.norm.weight").v);
+    gemma_rms(x.data(), m.hidden, m.w.at("model.norm.weight").v, m.g4);
     const T& head = m.w.at(m.tied ? "model.embed_tokens.weight" : "lm_head.weight");
     logits[t].assign(static_cast<size_t>(m.vocab), 0.0);
     for (int64_t r = 0; r < m.vocab; ++r) {

@@ -336,7 +336,7 @@ TEST(Oracle, ForcedBackendErrors) {
   if (kernels::find_backend("cpu_w4a4_avx2", LayerKind::linear)) {
     o.linear_backend = "cpu_w4a4_avx2";
     std::string e = error_of([&] { f.loader(o); });
-    EXPECT_NE(e.find("forced Linear backend 'cpu_w4a4_avx2' (--linear-backend) can run no Linear layer of the model: "
+    EXPECT_NE(e.find("forced Linear backend 'cpu_w4a4_avx2' (linear_backend) can run no Linear layer of the model: "
                      "it cannot run layer model.layers.0.self_attn.qkv_proj"),
               std::string::npos)
         << e;
@@ -360,7 +360,7 @@ TEST(Oracle, ForcedBackendAppliesWhereItCanOthersKeepTheOraclesChoice) {
   test::LogCapture logs(spdlog::level::info);
   ModelLoader l = f.loader(o);  // excluded (unquantized) layers no longer make it unloadable
   EXPECT_EQ(logs.count("keep the oracle's choice"), 1) << logs.text();
-  EXPECT_NE(logs.text().find("--linear-backend cpu_w4a16_avx2 runs "), std::string::npos) << logs.text();
+  EXPECT_NE(logs.text().find("linear_backend cpu_w4a16_avx2 runs "), std::string::npos) << logs.text();
   const ModelLoader plain = f.loader();
   int forced = 0, kept = 0;
   for (const LayerSpec& s : l.layers()) {

@@ -81,6 +81,33 @@ def test_batch_invariance_greedy(moe_w4a4):
         assert alone.outputs[0].token_ids == batch[i].outputs[0].token_ids
 
 
+def test_prefix_caching_changes_no_token(moe_w4a4):
+    # Prompts sharing 40 tokens (two full 16-token blocks); the cache on (the default) and off.
+    shared = [(11 * j + 5) % 256 for j in range(40)]
+    prompts = [{"prompt_token_ids": shared + [i, i + 1]} for i in range(4)]
+    params = SamplingParams(temperature=0, max_tokens=8, ignore_eos=True)
+    on = LLM(model=str(moe_w4a4))
+    off = LLM(model=str(moe_w4a4), enable_prefix_caching=False)
+    first = on.generate(prompts[0], params)  # fills the cache
+    again = on.generate(prompts, params)     # every prompt finds the shared blocks
+    cold = off.generate(prompts, params)
+    assert [o.outputs[0].token_ids for o in again] == [o.outputs[0].token_ids for o in cold]
+    assert first[0].outputs[0].token_ids == cold[0].outputs[0].token_ids
+    with pytest.raises(ValueError, match="block_size"):
+        LLM(model=str(moe_w4a4), block_size=0)
+
+
+def test_ngram_speculation_changes_no_greedy_token(moe_w4a4):
+    prompts = [{"prompt_token_ids": [5, 6, 7, 8] * 4}, {"prompt_token_ids": [9, 10, 11] * 3}]
+    params = SamplingParams(temperature=0, max_tokens=16, ignore_eos=True)
+    spec = LLM(model=str(moe_w4a4), speculative_config={"method": "ngram", "num_speculative_tokens": 3})
+    plain = LLM(model=str(moe_w4a4))
+    assert [o.outputs[0].token_ids for o in spec.generate(prompts, params)] == \
+        [o.outputs[0].token_ids for o in plain.generate(prompts, params)]
+    with pytest.raises(ValueError, match="speculative_config: method 'eagle' is not supported"):
+        LLM(model=str(moe_w4a4), speculative_config={"method": "eagle", "num_speculative_tokens": 2})
+
+
 def test_outputs_shape_n_seed_and_logprobs(moe_w4a4):
     llm = LLM(model=str(moe_w4a4))
     prompt = {"prompt_token_ids": [1, 2, 3]}

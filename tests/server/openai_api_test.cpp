@@ -427,13 +427,18 @@ TEST_F(OpenAiApi, ChatStreamChunksAndWholeResponse) {
   EXPECT_EQ(c1[1]["choices"][0]["delta"]["content"], "h");
   EXPECT_TRUE(c1[1]["choices"][0]["finish_reason"].is_null());
   EXPECT_TRUE(rb.stream_chunks(output({105}, "", 2)).empty()) << "nothing to show: no chunk";
-  auto last = rb.stream_chunks(output({2}, "i", 3, true, "stop"));
+  engine::RequestOutput fin = output({2}, "i", 3, true, "stop");
+  fin.cached_tokens = 16;  // the prefix cache supplied 16 prompt tokens
+  auto last = rb.stream_chunks(fin);
   ASSERT_EQ(last.size(), 1u);
   EXPECT_EQ(last[0]["choices"][0]["finish_reason"], "stop");
   const json usage = rb.usage_chunk();
   EXPECT_TRUE(usage["choices"].empty());
   const int64_t prompt = static_cast<int64_t>(r.params.prompt.size());
-  EXPECT_EQ(usage["usage"], (json{{"prompt_tokens", prompt}, {"completion_tokens", 3}, {"total_tokens", prompt + 3}}));
+  EXPECT_EQ(usage["usage"], (json{{"prompt_tokens", prompt},
+                                   {"completion_tokens", 3},
+                                   {"total_tokens", prompt + 3},
+                                   {"prompt_tokens_details", {{"cached_tokens", 16}}}}));
 
   ApiRequest whole = chat(R"({"messages": [{"role": "user", "content": "hi"}]})");
   ResponseBuilder wb(whole, m_, "chatcmpl-2", 1700000000);
@@ -480,14 +485,21 @@ TEST_F(OpenAiApi, ChoicesOfPromptListsAndSamples) {
   EXPECT_EQ(choice_params(r, 0).sampling.seed, 10u);
   ResponseBuilder rb(r, m_, "cmpl-1", 1);
   ASSERT_EQ(rb.choices(), 4u);
-  for (size_t c = 0; c < 4; ++c) rb.add(c, output({99, 100}, c % 2 ? "cd" : "dc", 2, true, "length"));
+  for (size_t c = 0; c < 4; ++c) {
+    engine::RequestOutput o = output({99, 100}, c % 2 ? "cd" : "dc", 2, true, "length");
+    o.cached_tokens = c == 1 ? 16 : c == 0 ? 8 : 0;  // the first prompt's two samples: it counts once (16)
+    rb.add(c, o);
+  }
   const json resp = rb.response();
   ASSERT_EQ(resp["choices"].size(), 4u);
   EXPECT_EQ(resp["choices"][3]["index"], 3);
   EXPECT_EQ(resp["choices"][3]["text"], "cd");
   EXPECT_EQ(resp["choices"][2]["prompt_token_ids"], (json{5, 6, 7}));
   const int64_t prompt = static_cast<int64_t>(tok_->encode("ab", true).size()) + 3;
-  EXPECT_EQ(resp["usage"], (json{{"prompt_tokens", prompt}, {"completion_tokens", 8}, {"total_tokens", prompt + 8}}));
+  EXPECT_EQ(resp["usage"], (json{{"prompt_tokens", prompt},
+                                  {"completion_tokens", 8},
+                                  {"total_tokens", prompt + 8},
+                                  {"prompt_tokens_details", {{"cached_tokens", 16}}}}));
   // Streamed, each chunk carries its choice's index.
   ResponseBuilder sb(r, m_, "cmpl-2", 1);
   EXPECT_EQ(sb.stream_chunks(2, output({99}, "c", 1))[0]["choices"][0]["index"], 2);
@@ -495,7 +507,11 @@ TEST_F(OpenAiApi, ChoicesOfPromptListsAndSamples) {
 
 TEST(ServingMetricsText, VllmNamesLabelsAndCumulativeBuckets) {
   ServingMetrics m("my \"model\"", 100);
-  m.on_step({3, 1, 2});
+  engine::StepStats step;
+  step.prompt_tokens = 3;
+  step.generation_tokens = 1;
+  step.sequences = 2;
+  m.on_step(step);
   engine::RequestStats st;
   st.finish_reason = "length";
   st.prompt_tokens = 3;
@@ -533,6 +549,21 @@ TEST(ServingMetricsText, VllmNamesLabelsAndCumulativeBuckets) {
            "vllm:iteration_tokens_total_bucket{" + l + ",le=\"8.0\"} 1.0",
            "vllm:iteration_tokens_total_sum{" + l + "} 4.0",
        })
+    EXPECT_NE(t.find(line + "\n"), std::string::npos) << line;
+}
+
+TEST(ServingMetricsText, PrefixCacheQueriesAndHitsInTokens) {
+  ServingMetrics m("m", 100);
+  engine::StepStats st;
+  st.prefix_queries = 40;
+  st.prefix_hits = 32;
+  m.on_step(st);
+  m.on_step(st);
+  const std::string t = m.render({});
+  const std::string l = "engine=\"0\",model_name=\"m\"";
+  for (const std::string& line :
+       std::vector<std::string>{"# TYPE vllm:prefix_cache_queries counter", "vllm:prefix_cache_queries_total{" + l + "} 80.0",
+                                "# TYPE vllm:prefix_cache_hits counter", "vllm:prefix_cache_hits_total{" + l + "} 64.0"})
     EXPECT_NE(t.find(line + "\n"), std::string::npos) << line;
 }
 

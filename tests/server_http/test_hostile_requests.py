@@ -139,3 +139,48 @@ def test_template_errors_do_not_show_server_paths(raising_server):
     assert str(raising_server.model_dir) not in r.text, r.text
     assert "/tmp" not in r.text and "pytest-" not in r.text, r.text
     assert_alive(raising_server)
+
+
+def memory_kib(server, field):
+    """VmRSS / VmHWM of the server process, in KiB."""
+    for line in open(f"/proc/{server.proc.pid}/status"):
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise AssertionError(f"{field} missing from /proc/{server.proc.pid}/status")
+
+
+def test_an_over_long_prompt_is_refused_without_tokenizing_it(server):
+    # 24 MiB of text for the tiny model's short context: the tokenizer's bound (ids >= bytes / the most
+    # bytes one id can stand for) refuses it from its size, before the prompt is copied, rendered
+    # or tokenized; what remains is the body and its parsed JSON (~4x; 7x before this check).
+    assert_alive(server)
+    hwm0 = memory_kib(server, "VmHWM")
+    text = "the quick brown fox " * ((24 << 20) // 20)
+    for path, body, param in [("/v1/completions", {"prompt": text}, "prompt"),
+                              ("/v1/chat/completions", {"messages": [{"role": "user", "content": text}]}, "messages")]:
+        err = assert_client_error(post(server, path, body, timeout=120), param)
+        assert "maximum context length" in err["message"] and "leaves no room" in err["message"], err
+    grown_mib = (memory_kib(server, "VmHWM") - hwm0) / 1024
+    assert grown_mib < 5 * 24 + 16, f"peak RSS grew {grown_mib:.0f} MiB for a 24 MiB prompt"
+    # Just over the context, but small: the tokenizer stops at the limit; just under: accepted.
+    ctx = httpx.get(server.url + "/v1/models", timeout=10).json()["data"][0]["max_model_len"]
+    over = post(server, "/v1/completions", {"prompt": "a" * ctx, "max_tokens": 1})
+    assert "leaves no room" in assert_client_error(over, "prompt")["message"]
+    ok = post(server, "/v1/completions", {"prompt": "a" * (ctx - 8), "max_tokens": 1})
+    assert ok.status_code == 200, ok.text
+    assert_alive(server)
+
+
+def test_memory_goes_back_after_large_requests(server):
+    # Large bodies are their own mappings (unmapped when freed) and tokenizing's temporaries are
+    # trimmed, so RSS after a burst of large requests is back near where it was.
+    assert_alive(server)
+    rss0 = memory_kib(server, "VmRSS")
+    filler = "x" * (8 << 20)
+    for _ in range(6):
+        r = post(server, "/v1/completions", {"prompt": "hi", "max_tokens": 1, "user": filler}, timeout=120)
+        assert r.status_code == 200, r.text
+        r = post(server, "/tokenize", {"prompt": "hello world " * (1 << 18)}, timeout=120)
+        assert r.status_code == 200 and r.json()["count"] > 1 << 18, r.text[:200]
+    grown_mib = (memory_kib(server, "VmRSS") - rss0) / 1024
+    assert grown_mib < 8, f"RSS stayed {grown_mib:.1f} MiB above its level before 6 x (8 MiB body + 3 MiB prompt)"

@@ -45,3 +45,20 @@ def test_metrics_names_and_counts(server, client):
     assert les[:3] == ["0.001", "0.005", "0.01"] and les[-1] == "+Inf"
     counts = [s.value for s in buckets]
     assert counts == sorted(counts)  # cumulative
+
+
+def test_prefix_cache_hits_in_usage_and_metrics(server, client):
+    # A long prompt twice: the second finds its full blocks (16 tokens each) cached.
+    prompt = "The same long system prompt, shared by two requests, " * 3
+    before = server.metrics()
+    r1 = client.completions.create(model="tiny", prompt=prompt + "one", max_tokens=3, temperature=0,
+                                   extra_body={"ignore_eos": True})
+    r2 = client.completions.create(model="tiny", prompt=prompt + "two", max_tokens=3, temperature=0,
+                                   extra_body={"ignore_eos": True})
+    after = server.metrics()
+    cached = r2.usage.prompt_tokens_details.cached_tokens
+    assert cached >= 16 and cached % 16 == 0 and cached < r2.usage.prompt_tokens
+    d = lambda name: value(after, name) - value(before, name)
+    assert d("vllm:prefix_cache_queries_total") == r1.usage.prompt_tokens + r2.usage.prompt_tokens
+    assert d("vllm:prefix_cache_hits_total") == r1.usage.prompt_tokens_details.cached_tokens + cached
+    assert d("vllm:prompt_tokens_total") == r1.usage.prompt_tokens + r2.usage.prompt_tokens

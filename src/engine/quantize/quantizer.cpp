@@ -20,6 +20,7 @@
 #include "core/log.h"
 #include "core/thread_pool.h"
 #include "io/safetensors.h"
+#include "model/model_loader.h"
 #include "quant/export_format.h"
 #include "quant/nvfp4.h"
 
@@ -446,7 +447,8 @@ QuantizeSummary quantize_checkpoint(const QuantizeOptions& o) {
 
   // Phase 2: the plan, and for W4A4 the calibrated activation ranges.
   auto ck = io::Checkpoint::open(o.model_dir);
-  const NameMap names{model::parse_model_config(ck->config(), ck->dir() + "/config.json").tensor_prefix};
+  const NameMap names{
+      model::text_tensor_prefix(model::parse_model_config(ck->config(), ck->dir() + "/config.json"), *ck)};
   if (names.prefix != "model.") ck->alias_prefix(names.prefix, "model.");
   expose_fused_experts(*ck);
   const ExportPlan plan = make_export_plan(*ck, o.exp);

@@ -100,37 +100,8 @@ class Lowering {
           seq.push_back({ByteGrammar::Op::Bytes, set_index(s)});
         }
         return;
-      case Expr::Kind::Chars: {
-        const auto ranges = normalize_ranges(e.ranges);
-        std::vector<ByteRangeSeq> seqs;
-        for (const auto& [a, b] : ranges)
-          for (auto& s : utf8_sequences(a, b)) seqs.push_back(std::move(s));
-        if (seqs.empty()) throw GrammarError(fmt::format("rule '{}': a character class matches nothing", current_));
-        // One-byte sequences merge into a single set; longer ones become alternatives.
-        std::bitset<256> single;
-        std::vector<Seq> alts;
-        for (const auto& s : seqs) {
-          if (s.size() == 1) {
-            for (int b = s[0].first; b <= s[0].second; ++b) single.set(static_cast<size_t>(b));
-            continue;
-          }
-          Seq alt;
-          for (const auto& [a, b] : s) {
-            std::bitset<256> bs;
-            for (int x = a; x <= b; ++x) bs.set(static_cast<size_t>(x));
-            alt.push_back({ByteGrammar::Op::Bytes, set_index(bs)});
-          }
-          alts.push_back(std::move(alt));
-        }
-        count(1 + alts.size() * 3);
-        if (alts.empty()) {
-          seq.push_back({ByteGrammar::Op::Bytes, set_index(single)});
-          return;
-        }
-        if (single.any()) alts.push_back({{ByteGrammar::Op::Bytes, set_index(single)}});
-        seq.push_back({ByteGrammar::Op::Ref, new_rule(std::move(alts))});
-        return;
-      }
+      case Expr::Kind::Chars:
+        return lower_chars(e, seq);
       case Expr::Kind::Seq:
         for (const auto& x : e.items) lower_into(x, seq);
         return;
@@ -138,49 +109,83 @@ class Lowering {
         count(1);
         seq.push_back({ByteGrammar::Op::Ref, new_rule(lower_alts(e))});
         return;
-      case Expr::Kind::Ref: {
+      case Expr::Kind::Ref:
         if (!g_.rules.count(e.text))
           throw GrammarError(fmt::format("rule '{}' refers to undefined rule '{}'", current_, e.text));
         count(1);
         seq.push_back({ByteGrammar::Op::Ref, by_name_.at(e.text)});
         return;
-      }
-      case Expr::Kind::Repeat: {
-        const Expr& body = e.items.at(0);
-        if (e.max >= 0 && e.max < e.min)
-          throw GrammarError(fmt::format("rule '{}': repetition {{{},{}}} has max < min", current_, e.min, e.max));
-        if (e.max == 0) return;
-        // The body once, as a single element (a rule unless it already is one element).
-        Seq one;
-        lower_into(body, one);
-        if (one.size() != 1) one = {{ByteGrammar::Op::Ref, new_rule({one})}};
-        const auto unit = one[0];
-        count(static_cast<size_t>(e.min) + 4);
-        for (int64_t i = 0; i < e.min; ++i) seq.push_back(unit);
-        if (e.max < 0) {
-          if (nullable_expr(body))
-            throw GrammarError(fmt::format("rule '{}': an unbounded repetition of an expression that can match "
-                                           "the empty string is not supported",
-                                           current_));
-          // R ::= unit R | ""
-          const int32_t r = rule_index(fmt::format("{}_{}", current_, names_.size()));
-          alts_[static_cast<size_t>(r)] = {{unit, {ByteGrammar::Op::Ref, r}}, {}};
-          seq.push_back({ByteGrammar::Op::Ref, r});
-          return;
-        }
-        if (e.max == e.min) return;
-        // Up to (max - min) more: O_1 ::= unit | "", O_k ::= unit O_{k-1} | "".
-        int32_t prev = -1;
-        count(static_cast<size_t>(e.max - e.min) * 3);
-        for (int64_t k = 1; k <= e.max - e.min; ++k) {
-          Seq a = {unit};
-          if (prev >= 0) a.push_back({ByteGrammar::Op::Ref, prev});
-          prev = new_rule({a, {}});
-        }
-        seq.push_back({ByteGrammar::Op::Ref, prev});
-        return;
-      }
+      case Expr::Kind::Repeat:
+        return lower_repeat(e, seq);
     }
+  }
+
+  // A character class: its UTF-8 byte sequences. One-byte sequences merge into a single set;
+  // longer ones become alternatives.
+  void lower_chars(const Expr& e, Seq& seq) {
+    const auto ranges = normalize_ranges(e.ranges);
+    std::vector<ByteRangeSeq> seqs;
+    for (const auto& [a, b] : ranges)
+      for (auto& s : utf8_sequences(a, b)) seqs.push_back(std::move(s));
+    if (seqs.empty()) throw GrammarError(fmt::format("rule '{}': a character class matches nothing", current_));
+    std::bitset<256> single;
+    std::vector<Seq> alts;
+    for (const auto& s : seqs) {
+      if (s.size() == 1) {
+        for (int b = s[0].first; b <= s[0].second; ++b) single.set(static_cast<size_t>(b));
+        continue;
+      }
+      Seq alt;
+      for (const auto& [a, b] : s) {
+        std::bitset<256> bs;
+        for (int x = a; x <= b; ++x) bs.set(static_cast<size_t>(x));
+        alt.push_back({ByteGrammar::Op::Bytes, set_index(bs)});
+      }
+      alts.push_back(std::move(alt));
+    }
+    count(1 + alts.size() * 3);
+    if (alts.empty()) {
+      seq.push_back({ByteGrammar::Op::Bytes, set_index(single)});
+      return;
+    }
+    if (single.any()) alts.push_back({{ByteGrammar::Op::Bytes, set_index(single)}});
+    seq.push_back({ByteGrammar::Op::Ref, new_rule(std::move(alts))});
+  }
+
+  // body{min,max}: the body `min` times, then R ::= unit R | "" when unbounded, else a chain of
+  // (max - min) optional units.
+  void lower_repeat(const Expr& e, Seq& seq) {
+    const Expr& body = e.items.at(0);
+    if (e.max >= 0 && e.max < e.min)
+      throw GrammarError(fmt::format("rule '{}': repetition {{{},{}}} has max < min", current_, e.min, e.max));
+    if (e.max == 0) return;
+    // The body once, as a single element (a rule unless it already is one element).
+    Seq one;
+    lower_into(body, one);
+    if (one.size() != 1) one = {{ByteGrammar::Op::Ref, new_rule({one})}};
+    const auto unit = one[0];
+    count(static_cast<size_t>(e.min) + 4);
+    for (int64_t i = 0; i < e.min; ++i) seq.push_back(unit);
+    if (e.max < 0) {
+      if (nullable_expr(body))
+        throw GrammarError(fmt::format("rule '{}': an unbounded repetition of an expression that can match "
+                                       "the empty string is not supported",
+                                       current_));
+      const int32_t r = rule_index(fmt::format("{}_{}", current_, names_.size()));
+      alts_[static_cast<size_t>(r)] = {{unit, {ByteGrammar::Op::Ref, r}}, {}};
+      seq.push_back({ByteGrammar::Op::Ref, r});
+      return;
+    }
+    if (e.max == e.min) return;
+    // O_1 ::= unit | "", O_k ::= unit O_{k-1} | "".
+    int32_t prev = -1;
+    count(static_cast<size_t>(e.max - e.min) * 3);
+    for (int64_t k = 1; k <= e.max - e.min; ++k) {
+      Seq a = {unit};
+      if (prev >= 0) a.push_back({ByteGrammar::Op::Ref, prev});
+      prev = new_rule({a, {}});
+    }
+    seq.push_back({ByteGrammar::Op::Ref, prev});
   }
 
   // Conservative nullability on the expression level (named rules: through their bodies).

@@ -59,12 +59,14 @@ Backend nvfp4_cpu_backend(std::string name, LayerKind kind, Nvfp4Mode mode, cons
                           IsaNeeds needs) {
   const bool w4a16 = mode == Nvfp4Mode::w4a16;
   const Nvfp4Kernels* table = &isa;
-  return row_split_backend(
+  Backend b = row_split_backend(
       std::move(name), kind, w4a16 ? kNvfp4W4A16 : kNvfp4W4A4, w4a16, needs,
       [mode, table](LinearWeights w, const LinearProblem& p) -> std::unique_ptr<RowSplitLinear> {
         return std::make_unique<Nvfp4Linear>(std::move(w), p, mode, *table);
       },
       check_nvfp4_linear, check_nvfp4_moe);
+  if (w4a16) b.schemes.push_back(kMxfp4W4A16);  // MXFP4 as the same numbers in NVFP4 form
+  return b;
 }
 
 Backend dense_cpu_backend(std::string name, LayerKind kind, const DenseKernels& isa,
@@ -78,15 +80,21 @@ Backend dense_cpu_backend(std::string name, LayerKind kind, const DenseKernels& 
       check_positive_linear, check_positive_moe);
 }
 
-Backend fp8_cpu_backend(std::string name, LayerKind kind, const Fp8Kernels& isa,
+Backend fp8_cpu_backend(std::string name, LayerKind kind, const Fp8Kernels& isa, const Fp8Kernels& block_isa,
                         IsaNeeds needs) {
   const Fp8Kernels* table = &isa;
-  return row_split_backend(
+  const Fp8Kernels* block_table = &block_isa;
+  Backend b = row_split_backend(
       std::move(name), kind, kFp8W8A16, true, needs,
-      [table](LinearWeights w, const LinearProblem& p) -> std::unique_ptr<RowSplitLinear> {
+      [table, block_table](LinearWeights w, const LinearProblem& p) -> std::unique_ptr<RowSplitLinear> {
+        if (w.key.weight == WeightKey::fp8_block)
+          return std::make_unique<Fp8Linear>(std::move(w), p, *block_table, prepare_fp8_block_matrix,
+                                             "block-FP8 CPU kernel");
         return std::make_unique<Fp8Linear>(std::move(w), p, *table, prepare_fp8_matrix, "FP8 CPU kernel");
       },
       check_positive_linear, check_positive_moe);
+  b.schemes.push_back(kFp8BlockW8A16);
+  return b;
 }
 
 }  // namespace fp4lm::kernels::cpu

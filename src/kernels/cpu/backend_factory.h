@@ -22,8 +22,9 @@ Backend nvfp4_cpu_backend(std::string name, LayerKind kind, Nvfp4Mode mode, cons
 Backend dense_cpu_backend(std::string name, LayerKind kind, const DenseKernels& isa,
                           IsaNeeds needs);
 // An FP8 W8A16 Linear or MoE backend: matches on the weight key alone (serves FP8 W8A8
-// checkpoints at 16-bit activations, and weight-only FP8 layers).
-Backend fp8_cpu_backend(std::string name, LayerKind kind, const Fp8Kernels& isa,
+// checkpoints at 16-bit activations, and weight-only FP8 layers), per-tensor / per-channel
+// (`isa`) and block-wise FP8 (`block_isa`).
+Backend fp8_cpu_backend(std::string name, LayerKind kind, const Fp8Kernels& isa, const Fp8Kernels& block_isa,
                         IsaNeeds needs);
 
 }  // namespace fp4lm::kernels::cpu

@@ -20,6 +20,10 @@ using Fp8Linear = TableLinear<Fp8Matrix>;
 // table is empty when the compiler could not build its kernels).
 const Fp8Kernels& fp8_kernels_avx2();
 const Fp8Kernels& fp8_kernels_avx512();
+// The same kernels for block-wise FP8 matrices (prepare_fp8_block_matrix): x scaled per run of
+// rows sharing a row of block scales, then the rows as above (fp8_tables.cpp).
+const Fp8Kernels& fp8_block_kernels_avx2();
+const Fp8Kernels& fp8_block_kernels_avx512();
 
 // ---- The row kernels. Raw pointers only: nothing with vague linkage may be compiled with the
 // AVX-512 flags (docs/KERNELS.md, "AVX-512 kernels").

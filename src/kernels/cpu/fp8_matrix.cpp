@@ -56,9 +56,56 @@ Fp8Matrix prepare_fp8_matrix(LinearWeights w) {
   return m;
 }
 
+Fp8Matrix prepare_fp8_block_matrix(LinearWeights w) {
+  const std::string name = w.shards.empty() ? std::string("?") : w.shards[0].name;
+  if (w.key.weight != WeightKey::fp8_block)
+    fail("block-FP8 CPU kernel: layer {} is not block-wise FP8 (weight scheme {})", name, weight_key_name(w.key.weight));
+  if (w.n <= 0 || w.k <= 0) fail("block-FP8 layer {}: shape [{}, {}] needs n > 0 and k > 0", name, w.n, w.k);
+  Fp8Matrix m;
+  m.n = w.n;
+  m.k = w.k;
+  m.row_codes.reserve(w.n);
+  m.row_scale256.assign(static_cast<size_t>(w.n), 256.0f);
+  m.row_block_scales.reserve(w.n);
+  m.weight_bytes = static_cast<size_t>(w.n * w.k);
+  int64_t rows = 0;
+  for (WeightShard& s : w.shards) {
+    Fp8BlockView& v = s.as<Fp8BlockView>();
+    if (s.rows < 0) fail("{}: negative row count {}", s.name, s.rows);
+    if (v.block_n <= 0 || v.block_k <= 0) fail("{}: block size [{}, {}] must be positive", s.name, v.block_n, v.block_k);
+    if (m.block_k == 0) m.block_k = v.block_k;
+    if (v.block_k != m.block_k)
+      fail("{}: block size along k {} differs from the layer's other shards' {}", s.name, v.block_k, m.block_k);
+    const int64_t cols = (w.k + v.block_k - 1) / v.block_k, grid_rows = (s.rows + v.block_n - 1) / v.block_n;
+    if (v.scale_cols != cols || static_cast<int64_t>(v.scales.size()) != grid_rows * cols)
+      fail("{}: block scales hold {} values in {} columns, expected [{}, {}]", s.name, v.scales.size(), v.scale_cols,
+           grid_rows, cols);
+    for (size_t i = 0; i < v.scales.size(); ++i)
+      if (!(std::isfinite(v.scales[i]) && v.scales[i] > 0.0f && v.scales[i] < 1e30f))
+        fail("{}: block scale [{}, {}] is {}, expected a finite value > 0", s.name, i / cols, i % cols, v.scales[i]);
+    if (s.rows > 0 && !v.codes) fail("{}: block-FP8 shard lacks its weight codes", s.name);
+    if (s.rows > 0) check_codes(s, v.codes, w.k);
+    m.block_scales.push_back(std::move(v.scales));
+    const float* grid = m.block_scales.back().data();
+    for (int64_t r = 0; r < s.rows; ++r) {
+      m.row_codes.push_back(v.codes + r * w.k);
+      m.row_block_scales.push_back(grid + (r / v.block_n) * cols);
+    }
+    m.weight_bytes += m.block_scales.back().size() * sizeof(float);
+    rows += s.rows;
+  }
+  if (rows != w.n) fail("block-FP8 layer {}: shards hold {} rows, expected n = {}", name, rows, w.n);
+  if (!w.bias.empty() && static_cast<int64_t>(w.bias.size()) != w.n)
+    fail("block-FP8 layer {}: bias has {} elements, expected {}", name, w.bias.size(), w.n);
+  m.bias = std::move(w.bias);
+  m.keepalive = std::move(w.keepalive);
+  return m;
+}
+
 Fp8Input fp8_input(const void* x, DType act, int64_t m, int64_t k) {
   Fp8Input in;
   in.m = m;
+  in.k = k;
   in.kp = (k + 31) / 32 * 32;
   in.x.assign(static_cast<size_t>(m * in.kp), 0.0f);
   const size_t es = dtype_size(act);

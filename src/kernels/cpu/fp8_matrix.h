@@ -17,6 +17,12 @@ struct Fp8Matrix {
   // the power of two is folded in here (exact too).
   std::vector<float> row_scale256;
   std::vector<float> bias;  // [n] or empty
+  // Block-wise FP8 (block_k > 0): row r's weights are scaled per block_k columns by
+  // row_block_scales[r][j / block_k] (the row_scale256 entries are then 256). Rows of one block
+  // of rows share one pointer; the kernels scale x by it instead (fp8_tables.cpp).
+  int64_t block_k = 0;
+  std::vector<const float*> row_block_scales;  // [n]
+  std::vector<std::vector<float>> block_scales;  // the shards' scale grids the pointers point into
   size_t weight_bytes = 0;
   std::shared_ptr<const void> keepalive;
 };
@@ -25,10 +31,13 @@ struct Fp8Matrix {
 // rows not summing to n, a scale (per-tensor or per-row) that is not finite and > 0, or a
 // per-channel scale of the wrong length.
 Fp8Matrix prepare_fp8_matrix(LinearWeights w);
+// The same for block-wise FP8 (Fp8BlockView shards, one block_k for all); also an Error for a
+// scale grid of the wrong size or a scale that is not finite and > 0.
+Fp8Matrix prepare_fp8_block_matrix(LinearWeights w);
 
 // x [m, k] in `act` -> fp32 rows of stride round_up(k, 32), zero-padded (both ISAs' input).
 struct Fp8Input {
-  int64_t m = 0, kp = 0;
+  int64_t m = 0, k = 0, kp = 0;
   std::vector<float> x;
 };
 Fp8Input fp8_input(const void* x, DType act, int64_t m, int64_t k);

@@ -15,7 +15,8 @@ struct Nvfp4Input final : PreparedInput {
 
 Nvfp4Linear::Nvfp4Linear(LinearWeights w, const LinearProblem& p, Nvfp4Mode mode, const Nvfp4Kernels& isa)
     : RowSplitLinear(w.n),
-      w_(prepare_nvfp4_matrix(std::move(w), mode == Nvfp4Mode::w4a4)),
+      w_(w.key.weight == WeightKey::mxfp4 ? prepare_mxfp4_as_nvfp4_matrix(std::move(w))
+                                          : prepare_nvfp4_matrix(std::move(w), mode == Nvfp4Mode::w4a4)),
       p_(p),
       mode_(mode),
       isa_(isa) {

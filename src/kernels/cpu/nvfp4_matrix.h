@@ -30,4 +30,9 @@ struct Nvfp4Matrix {
 // (W4A4) — an input_scale that is not finite and > 0.
 Nvfp4Matrix prepare_nvfp4_matrix(LinearWeights w, bool need_input_scale);
 
+// An MXFP4 layer (Mxfp4View shards) as the same numbers in this form (mxfp4_matrix.cpp): codes in
+// place, E4M3 block scales converted into an owned buffer, a per-row power-of-two global scale.
+// Error naming the shard and row when a row's scales span more than E4M3 holds (2^17).
+Nvfp4Matrix prepare_mxfp4_as_nvfp4_matrix(LinearWeights w);
+
 }  // namespace fp4lm::kernels::cpu

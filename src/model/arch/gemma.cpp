@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "model/activation.h"
 
 namespace fp4lm::model {
 
@@ -21,6 +22,11 @@ void GemmaLayer::forward(const LayerStep& s) const {
     mlp_->forward(x, s.m, y);
     post_feedforward_.forward(y, s.m, y, s.act);
   });
+  if (layer_scalar_ != 1.0f) {
+    const size_t size = static_cast<size_t>(s.m) * static_cast<size_t>(input_.dim());
+    for (size_t i = 0; i < size; ++i) s.h[i] *= layer_scalar_;
+    round_to_dtype(s.h, size, s.act);
+  }
 }
 
 size_t GemmaLayer::own_param_bytes() const {
@@ -50,7 +56,7 @@ void read_gemma_layer_types(const ConfigReader& r, ModelConfig& c, int64_t patte
 }
 
 namespace {
-// One rope_parameters entry: rope_type default (no scaling) or linear (factor).
+// One rope_parameters entry: rope_type default (no scaling), linear (factor) or proportional.
 void read_rope_entry(const ConfigReader& r, const char* key, double& theta, RopeScaling& scaling) {
   const nlohmann::json& e = r.j["rope_parameters"][key];
   if (!e.is_object()) fail("{}: field 'rope_parameters.{}' must be an object, found {}", r.path, key, e.dump());
@@ -62,8 +68,15 @@ void read_rope_entry(const ConfigReader& r, const char* key, double& theta, Rope
     scaling.type = type;
     scaling.factor = er.req<double>("factor");
     if (!(scaling.factor > 0)) fail("{}: field 'rope_parameters.{}.factor' must be > 0", r.path, key);
+  } else if (type == "proportional") {  // Gemma 4's full layers
+    scaling.type = type;
+    scaling.factor = er.opt<double>("factor", 1.0);
+    scaling.partial_rotary_factor = er.opt<double>("partial_rotary_factor", 1.0);
+    if (!(scaling.factor > 0) || !(scaling.partial_rotary_factor > 0) || scaling.partial_rotary_factor > 1)
+      fail("{}: rope_parameters.{}: factor must be > 0 and partial_rotary_factor in (0, 1]", r.path, key);
   } else if (type != "default") {
-    fail("{}: unsupported rope_parameters.{}.rope_type '{}' (supported: default, linear)", r.path, key, type);
+    fail("{}: unsupported rope_parameters.{}.rope_type '{}' (supported: default, linear, proportional)", r.path, key,
+         type);
   }
 }
 }  // namespace

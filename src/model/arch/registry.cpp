@@ -18,6 +18,8 @@ const ArchDef& qwen3_next_arch();
 const ArchDef& nemotron_h_arch();
 const ArchDef& gemma3_arch();
 const ArchDef& gemma3_vl_arch();
+const ArchDef& gemma4_arch();
+const ArchDef& gemma4_vl_arch();
 
 const std::vector<const ArchDef*>& architectures() {
   static const std::vector<const ArchDef*> all = {
@@ -26,7 +28,7 @@ const std::vector<const ArchDef*>& architectures() {
       &qwen3_5_arch(), &qwen3_5_vl_arch(), &qwen3_5_moe_arch(), &qwen3_5_moe_vl_arch(),
       &qwen3_next_arch(),
       &nemotron_h_arch(),
-      &gemma3_arch(), &gemma3_vl_arch(),
+      &gemma3_arch(), &gemma3_vl_arch(), &gemma4_arch(), &gemma4_vl_arch(),
   };
   return all;
 }

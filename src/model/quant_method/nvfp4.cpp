@@ -99,7 +99,7 @@ class Nvfp4Method final : public QuantMethod {
       int missing = 0;
       for (auto& s : v) s ? mx = std::max(mx, *s) : ++missing;
       if (mx == 0)
-        fail("{}: no expert of {} has a usable {} {} (W4A4 needs one; --override-activation-dtype runs the layer "
+        fail("{}: no expert of {} has a usable {} {} (W4A4 needs one; override_activation_dtype bfloat16 runs the layer "
              "W4A16)",
              p.checkpoint().dir(), spec.name, what, n_.input_scale);
       if (missing)

@@ -17,11 +17,19 @@ const QuantMethod& quant_method(const quant::DiskFormat& f) {
     case quant::Scheme::fp8:
     case quant::Scheme::fp8_a16:
     case quant::Scheme::fp8_dynamic: return fp8_method();
+    case quant::Scheme::fp8_block:
+    case quant::Scheme::fp8_block_a16:
+      return f.family == quant::Family::compressed_tensors ? compressed_tensors_fp8_block_method() : fp8_block_method();
   }
   fail("no quantization method for {} {}", quant::family_name(f.family), quant::scheme_name(f.scheme));
 }
 
 quant::Scheme detect_scheme(quant::Family family, const TensorLookup& tensors, const std::string& module) {
+  if (family == quant::Family::fine_grained_fp8) {
+    for (const QuantMethod* m : {&fp8_block_method(), &fp8_method()})
+      if (std::optional<quant::Scheme> s = m->detect(tensors, module)) return *s;
+    return quant::Scheme::unquantized;
+  }
   const QuantMethod& nvfp4 =
       family == quant::Family::compressed_tensors ? compressed_tensors_nvfp4_method() : nvfp4_method();
   for (const QuantMethod* m : {&fp8_method(), &nvfp4})

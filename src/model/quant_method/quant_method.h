@@ -54,5 +54,7 @@ const QuantMethod& unquantized_method();
 const QuantMethod& nvfp4_method();                     // ModelOpt's names
 const QuantMethod& compressed_tensors_nvfp4_method();  // compressed-tensors' names, reciprocal scales
 const QuantMethod& fp8_method();                       // the same names in both families
+const QuantMethod& fp8_block_method();                 // block-wise FP8: weight_scale_inv
+const QuantMethod& compressed_tensors_fp8_block_method();  // block-wise FP8: weight_scale
 
 }  // namespace fp4lm::model

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "io/json_file.h"
+
 namespace fp4lm::tokenizer::jinja {
 
 TemplateError::TemplateError(Pos pos, const std::string& message)
@@ -39,25 +41,6 @@ std::string repr_string(const std::string& s) {
   return out;
 }
 
-void json_string(const std::string& s, std::string& out) {
-  out += '"';
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
-      default:
-        if (c < 0x20) out += fmt::format("\\u{:04x}", c);
-        else out += static_cast<char>(c);
-    }
-  }
-  out += '"';
-}
-
 void json_dump(const Value& v, int indent, int level, std::string& out) {
   auto newline = [&](int lvl) {
     const size_t spaces = static_cast<size_t>(indent) * static_cast<size_t>(lvl);  // both < 2^31
@@ -76,7 +59,7 @@ void json_dump(const Value& v, int indent, int level, std::string& out) {
     else out += float_repr(d);
     return;
   }
-  if (v.is_string()) { json_string(v.as_string(), out); return; }
+  if (v.is_string()) { io::append_json_string(v.as_string(), out); return; }
   if (v.is_list()) {
     const auto& items = v.as_list();
     if (items.empty()) { out += "[]"; return; }
@@ -98,7 +81,7 @@ void json_dump(const Value& v, int indent, int level, std::string& out) {
     for (size_t i = 0; i < items.size(); ++i) {
       if (i) out += indent >= 0 ? "," : ", ";
       if (indent >= 0) newline(level + 1);
-      json_string(items[i].first, out);
+      io::append_json_string(items[i].first, out);
       out += ": ";
       json_dump(items[i].second, indent, level + 1, out);
       check_text(out, "tojson result");

@@ -15,11 +15,13 @@ constexpr IsaNeeds kNeeds{Isa::avx2, kAvx2Features};
 }  // namespace
 
 const Backend& cpu_fp8_w8a16_avx2_linear_backend() {
-  static const Backend b = cpu::fp8_cpu_backend("cpu_fp8_w8a16_avx2", LayerKind::linear, cpu::fp8_kernels_avx2(), kNeeds);
+  static const Backend b = cpu::fp8_cpu_backend("cpu_fp8_w8a16_avx2", LayerKind::linear, cpu::fp8_kernels_avx2(),
+                             cpu::fp8_block_kernels_avx2(), kNeeds);
   return b;
 }
 const Backend& cpu_fp8_w8a16_avx2_moe_backend() {
-  static const Backend b = cpu::fp8_cpu_backend("cpu_fp8_w8a16_avx2", LayerKind::moe, cpu::fp8_kernels_avx2(), kNeeds);
+  static const Backend b = cpu::fp8_cpu_backend("cpu_fp8_w8a16_avx2", LayerKind::moe, cpu::fp8_kernels_avx2(),
+                             cpu::fp8_block_kernels_avx2(), kNeeds);
   return b;
 }
 

@@ -10,11 +10,13 @@ constexpr IsaNeeds kNeeds{Isa::avx512, kAvx512Features.with({CpuFeature::avx512v
 
 const Backend& cpu_fp8_w8a16_avx512_linear_backend() {
   static const Backend b =
-      cpu::fp8_cpu_backend("cpu_fp8_w8a16_avx512", LayerKind::linear, cpu::fp8_kernels_avx512(), kNeeds);
+      cpu::fp8_cpu_backend("cpu_fp8_w8a16_avx512", LayerKind::linear, cpu::fp8_kernels_avx512(),
+                             cpu::fp8_block_kernels_avx512(), kNeeds);
   return b;
 }
 const Backend& cpu_fp8_w8a16_avx512_moe_backend() {
-  static const Backend b = cpu::fp8_cpu_backend("cpu_fp8_w8a16_avx512", LayerKind::moe, cpu::fp8_kernels_avx512(), kNeeds);
+  static const Backend b = cpu::fp8_cpu_backend("cpu_fp8_w8a16_avx512", LayerKind::moe, cpu::fp8_kernels_avx512(),
+                             cpu::fp8_block_kernels_avx512(), kNeeds);
   return b;
 }
 

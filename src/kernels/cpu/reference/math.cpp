@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "quant/mxfp4.h"
 #include "quant/nvfp4.h"
 
 namespace fp4lm::kernels {
@@ -46,12 +47,45 @@ void reference_weight_row(const LinearWeights& w, int64_t r, float* out) {
       for (int64_t j = 0; j < k; ++j) out[j] = e4m3_to_f32(codes[j]) * scale;
       return;
     }
+    case WeightKey::mxfp4: {
+      const Mxfp4View& v = s.as<Mxfp4View>();
+      const std::vector<float> row = quant::dequantize_mxfp4(v.codes + r * (k / 2), v.scales + r * (k / 32), 1, k);
+      std::copy(row.begin(), row.end(), out);
+      return;
+    }
+    case WeightKey::fp8_block: {
+      const Fp8BlockView& v = s.as<Fp8BlockView>();
+      const uint8_t* codes = v.codes + r * k;
+      const float* scales = v.scales.data() + (r / v.block_n) * v.scale_cols;
+      for (int64_t j = 0; j < k; ++j) out[j] = e4m3_to_f32(codes[j]) * scales[j / v.block_k];
+      return;
+    }
   }
+}
+
+std::vector<float> fp8_group_qdq_activation(const float* x, int64_t m, int64_t k, int64_t group) {
+  if (group <= 0) fail("per-token-group FP8 activation quantization: group size {} must be positive", group);
+  std::vector<float> out(static_cast<size_t>(m * k));
+  for (int64_t t = 0; t < m; ++t)
+    for (int64_t g0 = 0; g0 < k; g0 += group) {
+      const int64_t g1 = std::min(k, g0 + group);
+      const float* xi = x + t * k;
+      float amax = 0.0f;
+      for (int64_t j = g0; j < g1; ++j) amax = std::max(amax, std::fabs(xi[j]));
+      const float s = std::max(amax, 1e-10f) / 448.0f;
+      for (int64_t j = g0; j < g1; ++j)
+        out[t * k + j] = e4m3_to_f32(f32_to_e4m3(std::clamp(xi[j] / s, -448.0f, 448.0f))) * s;
+    }
+  return out;
 }
 
 std::vector<float> reference_activation_input(const LinearWeights& w, const float* x, int64_t m) {
   const size_t count = static_cast<size_t>(m * w.k);
   if (w.key.act == ActKey::nvfp4_dynamic) return quant::qdq_activation(x, m, w.k, w.input_scale);
+  if (w.key.act == ActKey::fp8_group_dynamic) {
+    if (w.shards.empty()) fail("per-token-group FP8 activations: the layer has no shards");
+    return fp8_group_qdq_activation(x, m, w.k, w.shards[0].as<Fp8BlockView>().block_k);
+  }
   std::vector<float> out(x, x + count);
   if (w.key.act == ActKey::fp8_static) {
     for (float& v : out) v = e4m3_to_f32(f32_to_e4m3(v / w.input_scale)) * w.input_scale;
@@ -68,6 +102,12 @@ size_t linear_weight_bytes(const LinearWeights& w) {
     }
     case WeightKey::nvfp4_static: return static_cast<size_t>(w.n * (w.k / 2 + w.k / 16));
     case WeightKey::fp8_static: return static_cast<size_t>(w.n * w.k);
+    case WeightKey::mxfp4: return static_cast<size_t>(w.n * (w.k / 2 + w.k / 32));
+    case WeightKey::fp8_block: {
+      size_t b = static_cast<size_t>(w.n * w.k);
+      for (const WeightShard& s : w.shards) b += s.as<Fp8BlockView>().scales.size() * sizeof(float);
+      return b;
+    }
   }
   return 0;
 }

@@ -13,8 +13,14 @@ void reference_weight_row(const LinearWeights& w, int64_t r, float* out);
 
 // The activations the layer's scheme actually multiplies: for W4A4 the quantize-dequantize of
 // x [m, k] with w.input_scale (run-time NVFP4 rule), for fp8 the static fp8 quantize-dequantize,
+// for fp8_block W8A8 the per-token-group quantize-dequantize (fp8_group_qdq_activation),
 // otherwise x itself.
 std::vector<float> reference_activation_input(const LinearWeights& w, const float* x, int64_t m);
+
+// Block-wise FP8 W8A8's activations (vLLM's per_token_group_quant_fp8, DeepSeek's act_quant):
+// per token, per `group` elements along k (the last group may be shorter), s = max(amax, 1e-10)
+// / 448, q = e4m3(clamp(x / s, ±448)) (true division, nearest even), returned as q × s.
+std::vector<float> fp8_group_qdq_activation(const float* x, int64_t m, int64_t k, int64_t group);
 
 // Bytes the layer's weights occupy (codes + block scales, or the dense matrix).
 size_t linear_weight_bytes(const LinearWeights& w);

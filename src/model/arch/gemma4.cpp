@@ -1,0 +1,220 @@
+// Gemma4ForCausalLM and the language model of Gemma4ForConditionalGeneration (keys under
+// text_config, tensors under model.language_model.; the vision / audio towers and the
+// embed_vision / embed_audio projectors are never loaded, one INFO line says so), with
+// transformers' Gemma4TextConfig / modeling_gemma4 semantics for what the dense releases
+// (Gemma-4-31B) use:
+// - layer_types (sliding : full, the last layer always full), sliding_window;
+// - the full layers' own head dimension (global_head_dim) and, with attention_k_eq_v, their own
+//   KV-head count (num_global_key_value_heads) and no v_proj: the values are the key
+//   projection's output, before k_norm and RoPE;
+// - RoPE per layer type from rope_parameters: default on the sliding layers, `proportional`
+//   (partial_rotary_factor of the frequency pairs rotate) on the full layers;
+// - q_norm / k_norm, and the values RMS-normalized without a weight (v_norm); softmax scale 1;
+// - four norms per layer (arch/gemma.h), Gemma 4's RMSNorm x/rms·w in float32 (not 1 + w);
+//   each layer's output × its layer_scalar;
+// - embeddings × sqrt(hidden_size), gelu_pytorch_tanh GeGLU, final_logit_softcapping, tied
+//   embeddings.
+// Not supported yet (an error naming the field): per-layer input embeddings
+// (hidden_size_per_layer_input > 0, the E2B/E4B models), num_kv_shared_layers > 0, the MoE
+// block (enable_moe_block, 26B-A4B), bidirectional attention.
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "model/arch/gemma.h"
+#include "model/attention.h"
+#include "model/mlp.h"
+#include "model/model_loader.h"
+#include "model/synthetic_checkpoint.h"
+
+namespace fp4lm::model {
+
+namespace {
+
+class Gemma4 final : public ArchDef {
+ public:
+  explicit Gemma4(const char* name) : name_(name) {}
+  std::string_view hf_name() const override { return name_; }
+
+  void fill_config_defaults(nlohmann::json& j) const override {
+    const nlohmann::json defaults = {
+        {"vocab_size", 262144},      {"hidden_size", 2304},
+        {"intermediate_size", 9216}, {"num_hidden_layers", 30},
+        {"num_attention_heads", 8},  {"num_key_value_heads", 4},
+        {"head_dim", 256},           {"hidden_activation", "gelu_pytorch_tanh"},
+        {"max_position_embeddings", 131072}, {"rms_norm_eps", 1e-6},
+        {"sliding_window", 512},     {"tie_word_embeddings", true},
+        {"hidden_size_per_layer_input", 256},
+        {"bos_token_id", 2},         {"eos_token_id", 1}};
+    for (const auto& [k, v] : defaults.items())
+      if (!j.contains(k)) j[k] = v;
+    if (!j.contains("rope_parameters") || j["rope_parameters"].is_null())
+      j["rope_parameters"] = {
+          {"sliding_attention", {{"rope_type", "default"}, {"rope_theta", 10000.0}}},
+          {"full_attention", {{"rope_type", "proportional"}, {"partial_rotary_factor", 0.25}, {"rope_theta", 1000000.0}}}};
+  }
+
+  void parse_config(const ConfigReader& r, ModelConfig& c) const override {
+    read_dense_mlp_keys(r, c);
+    c.hidden_act = r.opt<std::string>("hidden_activation", "gelu_pytorch_tanh");
+    if (c.hidden_act != "gelu_pytorch_tanh")
+      fail("{}: unsupported hidden_activation '{}' (supported: gelu_pytorch_tanh)", r.path, c.hidden_act);
+    if (r.has("use_bidirectional_attention"))
+      fail("{}: use_bidirectional_attention is not supported (causal language models only)", r.path);
+    if (r.opt<int64_t>("hidden_size_per_layer_input", 0) != 0)
+      fail("{}: per-layer input embeddings (hidden_size_per_layer_input = {}) are not supported yet", r.path,
+           r.get<int64_t>("hidden_size_per_layer_input"));
+    if (r.opt<int64_t>("num_kv_shared_layers", 0) != 0)
+      fail("{}: num_kv_shared_layers > 0 (K/V shared between layers) is not supported yet", r.path);
+    if (r.opt<bool>("enable_moe_block", false))
+      fail("{}: enable_moe_block (the Gemma 4 MoE) is not supported yet", r.path);
+    c.qk_norm = true;
+    c.norm_rounds_once = true;
+    c.scale_embeddings = true;
+    read_gemma_layer_types(r, c, 6);
+    c.gemma.sliding.back() = false;  // transformers forces the last layer to full attention
+    read_gemma_rope(r, c, "rope_local_base_freq", 10000.0);
+    c.gemma.attention_scaling = 1.0;
+    c.gemma.final_logit_softcapping = r.opt<double>("final_logit_softcapping", 0.0);
+    if (c.gemma.final_logit_softcapping < 0) fail("{}: field 'final_logit_softcapping' must be > 0 or null", r.path);
+    // The full layers' head_dim and KV heads: transformers 5.24 saves them per layer
+    // (per_layer_config {"<i>": {head_dim, num_key_value_heads}}), earlier configs as
+    // global_head_dim and (with attention_k_eq_v) num_global_key_value_heads.
+    c.gemma.full_k_eq_v = r.opt<bool>("attention_k_eq_v", false);
+    const bool per_layer = r.has("per_layer_config");
+    if (per_layer && !r.j["per_layer_config"].is_object())
+      fail("{}: field 'per_layer_config' must be an object of layer index -> overrides", r.path);
+    const int64_t global_hd = r.opt<int64_t>("global_head_dim", 512);
+    const int64_t global_kvh = c.gemma.full_k_eq_v ? r.opt<int64_t>("num_global_key_value_heads", c.num_kv_heads)
+                                                   : c.num_kv_heads;
+    for (int64_t i = 0; i < c.num_layers; ++i) {
+      int64_t hd = c.head_dim, kvh = c.num_kv_heads;
+      if (per_layer) {
+        const std::string key = std::to_string(i);
+        if (r.j["per_layer_config"].contains(key)) {
+          const nlohmann::json& e = r.j["per_layer_config"][key];
+          if (!e.is_object()) fail("{}: field 'per_layer_config.{}' must be an object", r.path, key);
+          ConfigReader er{e, r.path};
+          hd = er.opt<int64_t>("head_dim", hd);
+          kvh = er.opt<int64_t>("num_key_value_heads", kvh);
+        }
+      } else if (!c.gemma.sliding[static_cast<size_t>(i)]) {
+        hd = global_hd;
+        kvh = global_kvh;
+      }
+      if (hd <= 0 || hd % 2 != 0 || kvh <= 0 || c.num_heads % kvh != 0)
+        fail("{}: layer {}: head_dim {} must be positive and even, and num_attention_heads ({}) a multiple of its {} "
+             "KV heads (global_head_dim / num_global_key_value_heads / per_layer_config)",
+             r.path, i, hd, c.num_heads, kvh);
+      c.gemma.head_dims.push_back(hd);
+      c.gemma.kv_heads.push_back(kvh);
+    }
+    c.gemma.v_norm = true;
+    c.gemma.layer_scalar = true;
+  }
+
+  // Layer i's attention shape: head_dim, KV heads, keys doubling as values.
+  struct Shape {
+    int64_t head_dim, kv_heads;
+    bool k_eq_v;
+  };
+  static Shape shape(const ModelConfig& c, int64_t i) {
+    const auto li = static_cast<size_t>(i);
+    return {c.gemma.head_dims[li], c.gemma.kv_heads[li], c.gemma.full_k_eq_v && !c.gemma.sliding[li]};
+  }
+
+  void plan_layer(const ModelConfig& c, int64_t i, std::vector<LayerSpec>& out) const override {
+    const Shape s = shape(c, i);
+    const int64_t q = c.num_heads * s.head_dim, kv = s.kv_heads * s.head_dim;
+    const std::string p = fmt::format("model.layers.{}.self_attn", i);
+    if (s.k_eq_v)
+      out.push_back(plan_linear(p + ".qkv_proj", i, {p + ".q_proj", p + ".k_proj"}, {q, kv}, c.hidden_size));
+    else
+      out.push_back(plan_linear(p + ".qkv_proj", i, {p + ".q_proj", p + ".k_proj", p + ".v_proj"}, {q, kv, kv},
+                                c.hidden_size));
+    out.push_back(plan_linear(p + ".o_proj", i, {p + ".o_proj"}, {c.hidden_size}, q));
+    plan_dense_mlp(c, i, fmt::format("model.layers.{}.mlp", i), c.intermediate_size, out);
+  }
+
+  std::vector<LayerParam> layer_params(const ModelConfig& c, int64_t i) const override {
+    const GemmaNormNames n = gemma_norm_names(i);
+    const std::string p = fmt::format("model.layers.{}.", i);
+    const int64_t hd = shape(c, i).head_dim;
+    return {{n.input, {c.hidden_size}},           {n.post_attention, {c.hidden_size}},
+            {n.pre_feedforward, {c.hidden_size}}, {n.post_feedforward, {c.hidden_size}},
+            {p + "self_attn.q_norm.weight", {hd}}, {p + "self_attn.k_norm.weight", {hd}},
+            {p + "layer_scalar", {1}}};
+  }
+
+  std::unique_ptr<DecoderLayer> make_layer(const LayerBuild& b, int64_t i) const override {
+    ModelLoader& l = b.loader;
+    const ModelConfig& c = l.config();
+    if (i == 0 && c.tensor_prefix != "model.")
+      l.log_once(fmt::format("{}: loading the language model only; the vision and audio towers and their "
+                             "embedders are skipped (text input only)",
+                             c.architecture));
+    const GemmaNormNames n = gemma_norm_names(i);
+    const Shape s = shape(c, i);
+    std::unique_ptr<Rope> rope = gemma_rope(c, i, s.head_dim);
+    const bool sliding = c.gemma.sliding[static_cast<size_t>(i)];
+    const LayerBuild lb{l, *rope, b.state, b.kv_dtype};
+    RmsNorm input = load_rms_norm(l, n.input, c.hidden_size);
+    auto attention = std::make_unique<Attention>(lb, i,
+                                                 AttentionLayout{.window = sliding ? c.gemma.sliding_window : 0,
+                                                                 .scaling = 1.0,
+                                                                 .head_dim = s.head_dim,
+                                                                 .kv_heads = s.kv_heads,
+                                                                 .k_eq_v = s.k_eq_v,
+                                                                 .v_norm = true});
+    RmsNorm post_attention = load_rms_norm(l, n.post_attention, c.hidden_size);
+    RmsNorm pre_feedforward = load_rms_norm(l, n.pre_feedforward, c.hidden_size);
+    std::unique_ptr<FeedForward> mlp = make_ffn(l, i);
+    RmsNorm post_feedforward = load_rms_norm(l, n.post_feedforward, c.hidden_size);
+    const float scalar = l.tensor_f32(fmt::format("model.layers.{}.layer_scalar", i), {1})[0];
+    return std::make_unique<GemmaLayer>(std::move(rope), std::move(input), std::move(attention),
+                                        std::move(post_attention), std::move(pre_feedforward), std::move(mlp),
+                                        std::move(post_feedforward), scalar);
+  }
+
+  std::unique_ptr<FeedForward> make_ffn(ModelLoader& l, int64_t i) const override {
+    return std::make_unique<DenseMlp>(l, fmt::format("model.layers.{}.mlp", i));
+  }
+
+  void synthetic_config(const SyntheticOptions& o, nlohmann::json& c) const override {
+    c["model_type"] = "gemma4_text";
+    c.erase("hidden_act");
+    c.erase("rope_theta");
+    c["hidden_activation"] = "gelu_pytorch_tanh";
+    c["sliding_window"] = 8;
+    c["global_head_dim"] = 2 * o.head_dim;  // the published configs' form
+    c["attention_k_eq_v"] = true;
+    c["num_global_key_value_heads"] = 1;
+    c["hidden_size_per_layer_input"] = 0;
+    c["num_kv_shared_layers"] = 0;
+    c["enable_moe_block"] = false;
+    c["final_logit_softcapping"] = 30.0;
+    nlohmann::json types = nlohmann::json::array();
+    for (int64_t i = 0; i < o.layers; ++i) types.push_back((i + 1) % 2 ? "sliding_attention" : "full_attention");
+    c["layer_types"] = types;
+    c["rope_parameters"] = {
+        {"sliding_attention", {{"rope_type", "default"}, {"rope_theta", 10000.0}}},
+        {"full_attention", {{"rope_type", "proportional"}, {"partial_rotary_factor", 0.25}, {"rope_theta", 1000000.0}}}};
+  }
+
+ private:
+  const char* name_;
+};
+
+}  // namespace
+
+const ArchDef& gemma4_arch() {
+  static const Gemma4 d("Gemma4ForCausalLM");
+  return d;
+}
+const ArchDef& gemma4_vl_arch() {
+  static const Gemma4 d("Gemma4ForConditionalGeneration");
+  return d;
+}
+
+}  // namespace fp4lm::model
