@@ -16,6 +16,7 @@
 #include "kernels/a16_scope.h"
 #include "model/arch/arch.h"
 #include "model/finite_check.h"
+#include "model/memory_fit.h"
 #include "model/model_loader.h"
 
 namespace fp4lm::model {
@@ -47,6 +48,10 @@ std::unique_ptr<CausalLM> CausalLM::load(std::shared_ptr<io::Checkpoint> ckpt, c
     usage_fail("max_model_len {} exceeds the model's max_position_embeddings {} ({})", lo.max_model_len,
                c.max_position_embeddings, cfg_path);
   lm->max_model_len_ = lo.max_model_len > 0 ? lo.max_model_len : std::min<int64_t>(c.max_position_embeddings, 8192);
+
+  // Fail before mapping anything when the weights cannot fit (they would page from disk per token).
+  check_weights_fit(ckpt->dir(), stage_weight_bytes(*ckpt, c.tensor_prefix, 0, c.num_layers),
+                    lo.ram_bytes > 0 ? lo.ram_bytes : physical_ram_bytes());
 
   lm->eos_ids_ = c.eos_token_ids;
   if (const auto& g = ckpt->generation_config(); g && g->is_object() && g->contains("eos_token_id")) {

@@ -37,6 +37,8 @@ struct LoadOptions {
   int64_t max_model_len = 0;
   int64_t prefill_chunk = 256;  // rows (tokens of all sequences) per forward step
   bool progress = true;         // a progress line on stderr when it is a terminal
+  // The RAM the weights must fit in (model/memory_fit.h); 0 = this machine's MemTotal.
+  size_t ram_bytes = 0;
 };
 
 class CausalLM {
