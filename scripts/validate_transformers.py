@@ -48,6 +48,9 @@ HYBRID = dict(linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_
               layer_types=["linear_attention", "full_attention", "linear_attention"],
               rope_parameters={"rope_type": "default", "rope_theta": 100000.0, "partial_rotary_factor": 0.25})
 
+NEMOTRON_H = dict(vocab_size=256, hidden_size=64, intermediate_size=96, num_attention_heads=4, num_key_value_heads=2,
+                  head_dim=32, max_position_embeddings=512, layer_norm_epsilon=1e-5, tie_word_embeddings=False,
+                  mamba_num_heads=8, mamba_head_dim=8, ssm_state_size=16, n_groups=2, conv_kernel=4, chunk_size=16)
 DS_MOE = dict(n_routed_experts=8, num_experts_per_tok=2, moe_intermediate_size=32, n_shared_experts=1,
               first_k_dense_replace=1, norm_topk_prob=True, num_nextn_predict_layers=0)
 MLA = dict(q_lora_rank=32, kv_lora_rank=32, qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=16,
@@ -88,6 +91,10 @@ def arch_configs():
         ("Qwen3.5 dense VL", "Qwen3_5Config", None, "Qwen3_5ForConditionalGeneration"),
         ("Qwen3-Next", "Qwen3NextConfig", dict(COMMON, **MOE, **HYBRID, norm_topk_prob=True, decoder_sparse_step=1,
                                                mlp_only_layers=[]), "Qwen3NextForCausalLM"),
+        # Mamba-2 / attention without RoPE / relu² MLP, one mixer per layer; a prompt longer than
+        # the SSD chunk (transformers' prefill runs the chunked form, fp4lm the recurrence).
+        ("Nemotron-H dense", "NemotronHConfig", dict(NEMOTRON_H, hybrid_override_pattern="M*-M-"),
+         "NemotronHForCausalLM"),
         # Gemma 3: sliding 2:1 with a window (16) well inside the prompt, query_pre_attn_scalar !=
         # head_dim, linear RoPE on the full layers, soft-capped logits, tied embeddings.
         ("Gemma3", "Gemma3TextConfig", dict(GEMMA3), "Gemma3ForCausalLM"),

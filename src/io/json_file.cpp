@@ -69,7 +69,39 @@ std::string read_text_file(const std::string& path) {
   return s;
 }
 
-nlohmann::json read_json_file(const std::string& path) { return parse_json(read_text_file(path), path); }
+std::string python_json_constants(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char ch = text[i];
+    if (in_string) {
+      out += ch;
+      if (ch == '\\' && i + 1 < text.size()) out += text[++i];
+      else if (ch == '"') in_string = false;
+      continue;
+    }
+    if (ch == '"') in_string = true;
+    auto at = [&](std::string_view word) { return text.substr(i, word.size()) == word; };
+    if (at("-Infinity")) {
+      out += "-1.7976931348623157e308";
+      i += 8;
+    } else if (at("Infinity")) {
+      out += "1.7976931348623157e308";
+      i += 7;
+    } else if (at("NaN")) {
+      out += "null";
+      i += 2;
+    } else {
+      out += ch;
+    }
+  }
+  return out;
+}
+
+nlohmann::json read_json_file(const std::string& path) {
+  return parse_json(python_json_constants(read_text_file(path)), path);
+}
 
 nlohmann::ordered_json read_ordered_json_file(const std::string& path) {
   return parse_ordered_json(read_text_file(path), path);

@@ -26,7 +26,12 @@ nlohmann::ordered_json parse_ordered_json(std::string_view text, const std::stri
 // The whole file as text; "<path>: cannot open: ..." (also for a directory).
 std::string read_text_file(const std::string& path);
 
-// parse_json(read_text_file(path), path).
+// Python's json module writes the non-JSON constants Infinity, -Infinity and NaN (transformers'
+// config.json: Nemotron-H's "time_step_limit": [0.0, Infinity]); outside strings they become
+// ±1.7976931348623157e308 (the largest double: nlohmann refuses overflowing numbers) and null.
+std::string python_json_constants(std::string_view text);
+
+// parse_json(python_json_constants(read_text_file(path)), path): files on disk.
 nlohmann::json read_json_file(const std::string& path);
 nlohmann::ordered_json read_ordered_json_file(const std::string& path);
 

@@ -143,7 +143,8 @@ Attention::Attention(const LayerBuild& b, int64_t layer, const AttentionLayout& 
   v_norm_ = layout.v_norm;
   if (v_norm_) v_rms_ = RmsNorm(std::vector<float>(static_cast<size_t>(head_dim_), 1.0f), c.rms_norm_eps, c.norm_rounds_once);
   act_ = loader.dtype();
-  const std::string p = fmt::format("model.layers.{}.self_attn", layer);
+  const std::string p = fmt::format("model.layers.{}.{}", layer, layout.module);
+  rope_enabled_ = layout.rope;
   qkv_ = loader.load_linear(p + ".qkv_proj");
   if (layout.sinks) sinks_ = loader.tensor_f32(p + ".sinks", {num_heads_});
   o_ = loader.load_linear(p + ".o_proj");
@@ -219,9 +220,11 @@ void Attention::forward(const float* x, std::span<const AttentionSpan> spans, fl
         q_norm_.forward(qi, num_heads_ * head_dim_ / q_norm_.dim(), qi, act_);
         k_norm_.forward(ki, num_kv_heads_ * head_dim_ / k_norm_.dim(), ki, act_);
       }
-      rope_.cos_sin(pos, cos.data(), sin.data());
-      rope_.rotate(qi, num_heads_, cos.data(), sin.data(), head_dim_);
-      rope_.rotate(ki, num_kv_heads_, cos.data(), sin.data(), head_dim_);
+      if (rope_enabled_) {
+        rope_.cos_sin(pos, cos.data(), sin.data());
+        rope_.rotate(qi, num_heads_, cos.data(), sin.data(), head_dim_);
+        rope_.rotate(ki, num_kv_heads_, cos.data(), sin.data(), head_dim_);
+      }
       round_to_dtype(qi, static_cast<size_t>(qd), act_);
       round_to_dtype(ki, static_cast<size_t>(kvd), act_);
       if (stores_kv_) s.cache->store(kv_slot_, pos, ki, vi);

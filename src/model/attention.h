@@ -53,6 +53,8 @@ struct AttentionLayout {
   int64_t window = 0;       // sliding window in positions (the query's own included); 0 = full causal
   int64_t reads_kv_of = -1;  // >= 0: attend to the K/V that this earlier decoder layer stored (K/V
                              // shared between layers); this layer declares and stores none of its own
+  bool rope = true;          // false: no position encoding (Nemotron-H's attention layers)
+  const char* module = "self_attn";  // the layer's module under model.layers.<i> (Nemotron-H: "mixer")
   double scaling = 0;        // softmax scale of q·k (Gemma 3: query_pre_attn_scalar^-0.5); 0 = 1/sqrt(head_dim)
   int64_t head_dim = 0, kv_heads = 0;  // this layer's own (Gemma 4's full layers); 0 = the config's
   bool k_eq_v = false;  // no v_proj: the values are the key projection's output (before k_norm / RoPE)
@@ -88,7 +90,7 @@ class Attention final : public Mixer {
 
  private:
   int64_t layer_, kv_slot_, num_heads_, num_kv_heads_, head_dim_;
-  bool gated_ = false, stores_kv_ = true;
+  bool gated_ = false, stores_kv_ = true, rope_enabled_ = true;
   // The queries are multiplied by this before the kernel's 1/sqrt(head_dim): layout.scaling × sqrt(head_dim).
   float q_mult_ = 1.0f;
   DType act_;

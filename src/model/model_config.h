@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -56,6 +57,22 @@ struct GatedDeltaNetConfig {
   bool fused_qkvz = false;
   int64_t conv_dim() const {
     return 2 * linear_num_key_heads * linear_key_head_dim + linear_num_value_heads * linear_value_head_dim;
+  }
+};
+
+// Nemotron-H (NemotronHForCausalLM, arch/nemotron_h.cpp): one mixer per decoder layer, by the
+// pattern's letter ('M' Mamba-2, '*' attention, '-' MLP, 'E' MoE), and the Mamba-2 mixer's
+// fields (model/mamba2_mixer.h), HF key names.
+struct MambaConfig {
+  std::string pattern;  // one letter per layer (hybrid_override_pattern); empty outside Nemotron-H
+  int64_t num_heads = 0, head_dim = 0, state_size = 0, n_groups = 0, conv_kernel = 0, chunk_size = 0;
+  bool conv_bias = true, proj_bias = false, mlp_bias = false;
+  double dt_min = 0.0, dt_max = 0.0;  // time_step_limit: dt clamped to [dt_min, dt_max]
+  std::string ssm_cache_dtype = "float32";  // mamba_ssm_cache_dtype: float32, bfloat16, float16
+  int64_t intermediate() const { return num_heads * head_dim; }
+  int64_t conv_dim() const { return intermediate() + 2 * n_groups * state_size; }
+  bool layer_is(int64_t i, char kind) const {
+    return i >= 0 && static_cast<size_t>(i) < pattern.size() && pattern[static_cast<size_t>(i)] == kind;
   }
 };
 
@@ -116,6 +133,7 @@ struct ModelConfig {
   bool qk_norm_full_width = false;  // MiniMax-M2: q_norm / k_norm over all heads at once
   MoeConfig moe;  // sparse-MoE architectures (read_sparse_moe_keys and the MoE ArchDefs)
   GatedDeltaNetConfig gdn;  // the gated delta-net hybrids (arch/gated_hybrid.h)
+  MambaConfig mamba;        // Nemotron-H (arch/nemotron_h.cpp)
   LatentAttentionConfig mla;  // multi-head latent attention (arch/deepseek_v3.cpp)
   bool attn_output_gate = false;  // q_proj holds a per-head gate: output × sigmoid(gate)
   int64_t rotary_dim = 0;         // RoPE over the first rotary_dim dims of a head (= head_dim unless partial)
@@ -134,6 +152,9 @@ struct ModelConfig {
   GptOssConfig gpt_oss;  // gpt-oss (arch/gpt_oss.cpp)
   // Tensors under this prefix stand for `model.` (VL checkpoints: "model.language_model.").
   std::string tensor_prefix = "model.";
+  // Whole tensors an architecture stores under another name than the engine reads: {engine name,
+  // checkpoint name} (Nemotron-H: model.embed_tokens.weight is backbone.embeddings.weight).
+  std::vector<std::pair<std::string, std::string>> tensor_renames;
   std::vector<int64_t> eos_token_ids;
   std::optional<int64_t> bos_token_id;
   std::string torch_dtype;  // "bfloat16", ... ("" when absent)

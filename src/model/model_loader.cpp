@@ -28,6 +28,7 @@ ModelLoader::ModelLoader(std::shared_ptr<io::Checkpoint> ckpt, EngineOptions opt
     ckpt_->alias_prefix(config_.tensor_prefix, "model.");
     quant_ = quant_->with_prefix(config_.tensor_prefix, "model.");
   }
+  for (const auto& [engine, disk] : config_.tensor_renames) ckpt_->alias_prefix(disk, engine);
   dtype_ = resolve_dtype(opts_.dtype, config_.torch_dtype);
   layers_ = plan_layers(config_);
   if (quant_->quantized()) {

@@ -64,7 +64,11 @@ struct Writer {
   std::mt19937_64 rng;
   std::string prefix = "model.";  // where the text model's "model." tensors go (VL: model.language_model.)
 
+  std::vector<std::pair<std::string, std::string>> renames = {};  // ModelConfig::tensor_renames
+
   std::string on_disk(const std::string& name) const {
+    for (const auto& [engine, disk] : renames)
+      if (name == engine) return disk;
     return name.compare(0, 6, "model.") == 0 ? prefix + name.substr(6) : name;
   }
 
@@ -169,6 +173,8 @@ void write_synthetic_checkpoint(const std::string& dir, const SyntheticOptions& 
 
   Writer w{o, {}, std::mt19937_64(o.seed)};
   if (is_vl(o)) w.prefix = "model.language_model.";
+  if (mc.tensor_prefix != "model.") w.prefix = mc.tensor_prefix;
+  w.renames = mc.tensor_renames;
   w.dense("model.embed_tokens.weight", {mc.vocab_size, mc.hidden_size}, w.randn(mc.vocab_size * mc.hidden_size, 1.0f));
   w.dense("model.norm.weight", {mc.hidden_size}, std::vector<float>(mc.hidden_size, mc.zero_centered_norm ? 0.0f : 1.0f));
   for (const LayerSpec& spec : plan_layers(mc)) {
@@ -219,6 +225,7 @@ void write_synthetic_checkpoint(const std::string& dir, const SyntheticOptions& 
       if (ends(p.name, ".conv1d.weight")) w.dense(p.name, p.shape, w.randn(n, 0.4f));
       else if (ends(p.name, ".A_log") || ends(p.name, ".dt_bias")) w.dense(p.name, p.shape, w.randn(n, 0.5f));
       else if (ends(p.name, ".sinks")) w.dense(p.name, p.shape, w.randn(n, 1.0f));
+      else if (ends(p.name, ".conv1d.bias")) w.dense(p.name, p.shape, w.randn(n, 0.1f));
       // A router's selection bias, stored in float32 as DeepSeek-style checkpoints do.
       else if (ends(p.name, ".e_score_correction_bias")) {
         const std::vector<float> b = w.randn(n, 0.2f);

@@ -23,6 +23,10 @@ struct SyntheticOptions {
   // Qwen3.5-MoE hybrid: gated delta-net dims; layer i is full attention iff (i+1) % interval == 0.
   int64_t linear_key_heads = 2, linear_value_heads = 4, linear_key_head_dim = 16, linear_value_head_dim = 16;
   int64_t conv_kernel = 4, full_attention_interval = 2;
+  // Nemotron-H: the layer pattern (M Mamba-2, * attention, - MLP, E MoE; extended with M-M* to
+  // `layers`) and the Mamba-2 dims (conv_kernel above).
+  std::string hybrid_pattern = "M*M-";
+  int64_t mamba_heads = 4, mamba_head_dim = 8, ssm_state = 16, mamba_groups = 2;
   bool tie_word_embeddings = false;
   bool quantize_lm_head = false;
   std::vector<std::string> exclude;  // extra exclude_modules patterns (kept unquantized)

@@ -1,0 +1,147 @@
+#include "model/mamba2_mixer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "kernels/ssm_scan.h"
+#include "model/activation.h"
+#include "model/model_loader.h"
+#include "model/state_layout.h"
+
+namespace fp4lm::model {
+
+namespace {
+// torch.nn.functional.softplus (beta 1, threshold 20).
+inline float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
+}  // namespace
+
+Mamba2Mixer::Mamba2Mixer(const LayerBuild& b, int64_t layer) {
+  ModelLoader& loader = b.loader;
+  const ModelConfig& c = loader.config();
+  const MambaConfig& mc = c.mamba;
+  heads_ = mc.num_heads;
+  head_dim_ = mc.head_dim;
+  state_ = mc.state_size;
+  groups_ = mc.n_groups;
+  kernel_ = mc.conv_kernel;
+  inter_ = mc.intermediate();
+  conv_dim_ = mc.conv_dim();
+  // A bound past float's range (time_step_limit's Infinity, read as the largest double) is none.
+  auto to_float = [](double v) {
+    return v >= std::numeric_limits<float>::max() ? std::numeric_limits<float>::infinity() : static_cast<float>(v);
+  };
+  dt_min_ = to_float(mc.dt_min);
+  dt_max_ = to_float(mc.dt_max);
+  eps_ = c.rms_norm_eps;
+  act_ = loader.dtype();
+  ssm_dtype_ = mc.ssm_cache_dtype == "bfloat16" ? DType::BF16
+               : mc.ssm_cache_dtype == "float16" ? DType::F16
+                                                 : DType::F32;
+  state_floats_ = static_cast<size_t>((kernel_ - 1) * conv_dim_ + heads_ * head_dim_ * state_);
+  slot_ = b.state.add_recurrent(state_floats_);
+  const std::string p = fmt::format("model.layers.{}.mixer", layer);
+  in_ = loader.load_linear(p + ".in_proj");
+  out_ = loader.load_linear(p + ".out_proj");
+  conv_w_ = loader.tensor_f32(p + ".conv1d.weight", {conv_dim_, 1, kernel_});
+  conv_b_ = mc.conv_bias ? loader.tensor_f32(p + ".conv1d.bias", {conv_dim_})
+                         : std::vector<float>(static_cast<size_t>(conv_dim_), 0.0f);
+  a_ = loader.tensor_f32(p + ".A_log", {heads_});
+  for (float& a : a_) a = -std::exp(a);
+  d_ = loader.tensor_f32(p + ".D", {heads_});
+  dt_bias_ = loader.tensor_f32(p + ".dt_bias", {heads_});
+  norm_w_ = loader.tensor_f32(p + ".norm.weight", {inter_});
+}
+
+size_t Mamba2Mixer::weight_bytes() const { return in_->weight_bytes() + out_->weight_bytes() + own_param_bytes(); }
+
+size_t Mamba2Mixer::own_param_bytes() const {
+  return (conv_w_.size() + conv_b_.size() + a_.size() + d_.size() + dt_bias_.size() + norm_w_.size()) *
+         sizeof(float);
+}
+
+void Mamba2Mixer::forward(const float* x, std::span<const SequenceSpan> spans, float* y) const {
+  int64_t m = 0;
+  for (const SequenceSpan& s : spans) {
+    if (s.row0 != m) fail("mamba2 mixer: batch spans must cover the rows in order");
+    m += s.n;
+  }
+  const int64_t width = inter_ + conv_dim_ + heads_, hist = kernel_ - 1;
+  std::vector<float> proj(static_cast<size_t>(m * width));
+  in_->forward(x, m, proj.data());
+
+  // The causal conv over each span's rows (its window first), SiLU; dt per row and head.
+  std::vector<float> xbc(static_cast<size_t>(m * conv_dim_)), dt(static_cast<size_t>(m * heads_));
+  for (const SequenceSpan& s : spans) {
+    const float* in = s.state->recurrent_in(slot_);
+    float* st = s.state->recurrent_out(slot_);
+    if (in != st) std::memcpy(st, in, state_floats_ * sizeof(float));
+    float* window = st;  // [hist, conv_dim]: the previous pre-conv rows, oldest first
+    for (int64_t t = 0; t < s.n; ++t) {
+      const int64_t r = s.row0 + t;
+      const float* pre = proj.data() + r * width + inter_;
+      float* out = xbc.data() + r * conv_dim_;
+      for (int64_t ch = 0; ch < conv_dim_; ++ch) {
+        const float* w = conv_w_.data() + ch * kernel_;
+        float acc = conv_b_[ch];
+        for (int64_t j = 0; j < hist; ++j) acc += w[j] * window[j * conv_dim_ + ch];
+        acc += w[hist] * pre[ch];
+        out[ch] = silu(acc);
+      }
+      if (hist > 0) {
+        std::memmove(window, window + conv_dim_, static_cast<size_t>((hist - 1) * conv_dim_) * sizeof(float));
+        std::copy_n(pre, conv_dim_, window + (hist - 1) * conv_dim_);
+      }
+      round_to_dtype(out, static_cast<size_t>(conv_dim_), act_);
+      const float* dr = proj.data() + r * width + inter_ + conv_dim_;
+      for (int64_t j = 0; j < heads_; ++j)
+        dt[r * heads_ + j] = std::clamp(softplus(dr[j] + dt_bias_[j]), dt_min_, dt_max_);
+    }
+  }
+
+  // The scan: every (span, head) is independent.
+  std::vector<float> core(static_cast<size_t>(m * inter_));
+  const int64_t per_group = heads_ / groups_;
+  ThreadPool::global().parallel_for(static_cast<int64_t>(spans.size()) * heads_, [&](int64_t i0, int64_t i1, int) {
+    for (int64_t i = i0; i < i1; ++i) {
+      const SequenceSpan& s = spans[static_cast<size_t>(i / heads_)];
+      const int64_t j = i % heads_, g = j / per_group;
+      const float* row = xbc.data() + s.row0 * conv_dim_;
+      kernels::SsmScanRows r;
+      r.n = s.n;
+      r.head_dim = head_dim_, r.state = state_;
+      r.x = row + j * head_dim_, r.x_stride = conv_dim_;
+      r.b = row + inter_ + g * state_, r.c = row + inter_ + groups_ * state_ + g * state_, r.bc_stride = conv_dim_;
+      r.dt = dt.data() + s.row0 * heads_ + j, r.dt_stride = heads_;
+      r.a = a_[j], r.d = d_[j];
+      r.y = core.data() + s.row0 * inter_ + j * head_dim_, r.y_stride = inter_;
+      float* S = s.state->recurrent_out(slot_) + hist * conv_dim_ + j * head_dim_ * state_;
+      kernels::ssm_scan(r, S);
+      if (ssm_dtype_ != DType::F32) round_to_dtype(S, static_cast<size_t>(head_dim_ * state_), ssm_dtype_);
+    }
+  });
+
+  // Gated RMSNorm per group: rms(y·silu(z))·w.
+  const int64_t gs = inter_ / groups_;
+  for (int64_t r = 0; r < m; ++r) {
+    float* o = core.data() + r * inter_;
+    const float* z = proj.data() + r * width;
+    for (int64_t k = 0; k < inter_; ++k) o[k] *= silu(z[k]);
+    for (int64_t g = 0; g < groups_; ++g) {
+      float* og = o + g * gs;
+      double ss = 0;
+      for (int64_t k = 0; k < gs; ++k) ss += static_cast<double>(og[k]) * og[k];
+      const float inv = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(gs) + eps_));
+      for (int64_t k = 0; k < gs; ++k) og[k] = norm_w_[g * gs + k] * (og[k] * inv);
+    }
+  }
+  round_to_dtype(core.data(), core.size(), act_);
+  out_->forward(core.data(), m, y);
+}
+
+}  // namespace fp4lm::model

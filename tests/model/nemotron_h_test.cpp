@@ -1,0 +1,187 @@
+// NemotronHForCausalLM (arch/nemotron_h.cpp) against a float64 forward written for this test from
+// transformers' NemotronH modeling (one mixer per layer behind one RMSNorm; Mamba-2 with the
+// conv over the zero-padded whole sequence and the selective-scan recurrence over all positions;
+// attention without RoPE recomputed per position; the relu² MLP), on a tiny random float32
+// checkpoint in the published layout (backbone.*, hybrid_override_pattern). Also: prefill in
+// steps and decode give the same logits; a Mamba layer's state is a fixed number of bytes per
+// sequence whatever its length; config errors name the field.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "common/paths.h"
+#include "core/error.h"
+#include "model/causal_lm.h"
+#include "model/logits_check.h"
+#include "model/mamba2_mixer.h"
+#include "model/model_config.h"
+#include "nemotron_h_reference.h"
+
+namespace fp4lm::model {
+namespace {
+
+using test::TinyModel;
+using test::naive::Vec;
+using test::nemotron::Dims;
+using test::nemotron::make_model;
+using test::nemotron::reference;
+
+std::vector<int32_t> prompt(size_t n) {
+  std::vector<int32_t> t;
+  for (size_t i = 0; i < n; ++i) t.push_back(static_cast<int32_t>((i * 37 + 5) % 97));
+  return t;
+}
+
+std::unique_ptr<CausalLM> load(const test::TempDir& dir, int64_t prefill_chunk = 256, const char* dtype = "float32") {
+  EngineOptions o;
+  o.dtype = dtype;
+  LoadOptions lo;
+  lo.prefill_chunk = prefill_chunk;
+  return CausalLM::load(dir.path().string(), o, lo);
+}
+
+// float32 engine == float64 reference, in one prefill, in steps of 3 rows, and as a 9-token
+// prefill followed by decode steps (the conv window and SSM state carried between calls).
+TEST(NemotronH, MatchesFloat64Forward) {
+  const Dims d;
+  test::TempDir dir;
+  const TinyModel m = make_model(d);
+  test::write_tiny_model(m, dir.path());
+  const std::vector<int32_t> tokens = prompt(21);
+  const auto want = reference(m, d, tokens);
+  auto lm = load(dir);
+  EXPECT_EQ(lm->config().mamba.pattern, d.pattern);
+  EXPECT_LT(max_rel_diff(all_logits(*lm, tokens), want), 2e-5);
+  EXPECT_LT(max_rel_diff(all_logits(*load(dir, 3), tokens), want), 2e-5);
+  const int64_t vocab = lm->vocab_size();
+  SequenceState s = lm->new_sequence(64);
+  std::vector<float> got(tokens.size() * static_cast<size_t>(vocab));
+  lm->forward(s, tokens.data(), 9, LogitsMode::all, got.data());
+  for (size_t t = 9; t < tokens.size(); ++t)
+    lm->forward(s, &tokens[t], 1, LogitsMode::last, got.data() + t * static_cast<size_t>(vocab));
+  EXPECT_LT(max_rel_diff(got, want), 2e-5);
+}
+
+// The time_step_limit clamp matters: with limits no step reaches, the logits differ.
+TEST(NemotronH, TimeStepLimitClampsTheStep) {
+  Dims d;
+  test::TempDir clamped, open;
+  const TinyModel m = make_model(d);
+  test::write_tiny_model(m, clamped.path());
+  TinyModel wide = m;
+  wide.config["time_step_limit"] = {0.0, nullptr};  // transformers' default [0, inf]
+  wide.config["time_step_min"] = 0.0;  // (else dt is clamped at 0.001, as transformers does)
+  test::write_tiny_model(wide, open.path());
+  const std::vector<int32_t> tokens = prompt(12);
+  d.dt_lo = 0.0, d.dt_hi = std::numeric_limits<double>::infinity();
+  const auto want_open = reference(m, d, tokens);
+  EXPECT_LT(max_rel_diff(all_logits(*load(open), tokens), want_open), 2e-5);
+  EXPECT_GT(max_rel_diff(all_logits(*load(clamped), tokens), want_open), 1e-3);
+}
+
+// A model without attention layers: a sequence's state is the Mamba layers' recurrent slots, the
+// same bytes for a sequence of 8 or 200 positions: per layer (K-1)·conv_dim + H·P·N floats, two
+// buffers (double-buffered state).
+TEST(NemotronH, MambaStateIsFixedBytesPerSequence) {
+  Dims d;
+  d.pattern = "M-M";
+  test::TempDir dir;
+  test::write_tiny_model(make_model(d), dir.path());
+  auto lm = load(dir);
+  const size_t floats = static_cast<size_t>((d.kconv - 1) * d.conv_dim() + d.mh * d.mp * d.ns);
+  ASSERT_EQ(lm->state_layout().recurrent_slots(), (std::vector<size_t>{floats, floats}));
+  EXPECT_TRUE(lm->state_layout().kv_slots().empty());
+  const size_t bytes = 2 * 2 * floats * sizeof(float);
+  EXPECT_EQ(lm->sequence_bytes(8), bytes);
+  EXPECT_EQ(lm->sequence_bytes(200), bytes);
+  SequenceState s = lm->new_sequence(200);
+  EXPECT_EQ(s.reserved_bytes(), bytes);
+  const std::vector<int32_t> tokens = prompt(150);
+  std::vector<float> logits(static_cast<size_t>(lm->vocab_size()));
+  lm->forward(s, tokens.data(), 150, LogitsMode::last, logits.data());
+  EXPECT_EQ(s.reserved_bytes(), bytes);
+}
+
+// mamba_ssm_cache_dtype bfloat16 keeps the SSM state rounded to bfloat16 between calls: decode
+// logits move off the float32 ones, but only by bfloat16 rounding.
+TEST(NemotronH, SsmCacheDtypeRoundsTheState) {
+  const Dims d;
+  test::TempDir dir, bf;
+  TinyModel m = make_model(d);
+  test::write_tiny_model(m, dir.path());
+  m.config["mamba_ssm_cache_dtype"] = "bfloat16";
+  test::write_tiny_model(m, bf.path());
+  const std::vector<int32_t> tokens = prompt(10);
+  const auto want = reference(make_model(d), d, tokens);
+  auto decode = [&](const CausalLM& lm) {
+    SequenceState s = lm.new_sequence(32);
+    std::vector<float> out(tokens.size() * static_cast<size_t>(lm.vocab_size()));
+    for (size_t t = 0; t < tokens.size(); ++t)
+      lm.forward(s, &tokens[t], 1, LogitsMode::last, out.data() + t * static_cast<size_t>(lm.vocab_size()));
+    return out;
+  };
+  const double f32 = max_rel_diff(decode(*load(dir)), want), b16 = max_rel_diff(decode(*load(bf)), want);
+  EXPECT_LT(f32, 2e-5);
+  EXPECT_GT(b16, f32);
+  EXPECT_LT(b16, 2e-2);
+}
+
+nlohmann::json base_config() { return make_model(Dims{}).config; }
+
+void expect_config_error(const nlohmann::json& c, const std::string& needle) {
+  try {
+    parse_model_config(c, "dir/config.json");
+    FAIL() << "no error for " << needle;
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("dir/config.json"), std::string::npos) << e.what();
+  }
+}
+
+TEST(NemotronH, ConfigErrorsNameTheField) {
+  nlohmann::json c = base_config();
+  c["hybrid_override_pattern"] = "M*x-M-M";
+  expect_config_error(c, "'hybrid_override_pattern' holds 'x'");
+  c = base_config();
+  c["num_hidden_layers"] = 5;
+  expect_config_error(c, "has 7 layers but num_hidden_layers is 5");
+  c = base_config();
+  c["hybrid_override_pattern"] = "M*-E-M*";
+  expect_config_error(c, "MoE layers ('E' in the layer pattern) are not supported yet");
+  c = base_config();
+  c["mamba_ssm_cache_dtype"] = "float8";
+  expect_config_error(c, "unsupported mamba_ssm_cache_dtype 'float8'");
+  c = base_config();
+  c["mamba_num_heads"] = 3;
+  expect_config_error(c, "mamba_num_heads (3) must be a multiple of n_groups (2)");
+  c = base_config();
+  c["time_step_limit"] = {1.0, 0.5};
+  expect_config_error(c, "'time_step_limit' must hold 0 <= lo < hi");
+  c = base_config();
+  c["mlp_hidden_act"] = "gelu";
+  expect_config_error(c, "unsupported mlp_hidden_act 'gelu'");
+  c = base_config();
+  c.erase("hybrid_override_pattern");
+  expect_config_error(c, "missing required field 'hybrid_override_pattern'");
+  // transformers 5's layers_block_type names the same layers.
+  c = base_config();
+  c.erase("hybrid_override_pattern");
+  c["layers_block_type"] = {"mamba", "attention", "mlp", "linear_attention", "mlp", "mamba", "full_attention"};
+  EXPECT_EQ(parse_model_config(c, "dir/config.json").mamba.pattern, "M*-M-M*");
+  // As transformers 5 saves it: no num_hidden_layers, the time step bound as {"__float__": ...}.
+  c.erase("num_hidden_layers");
+  c.erase("time_step_min");
+  c["time_step_limit"] = {0.0, {{"__float__", "Infinity"}}};
+  const ModelConfig t5 = parse_model_config(c, "dir/config.json");
+  EXPECT_EQ(t5.num_layers, 7);
+  EXPECT_TRUE(std::isinf(t5.mamba.dt_max));
+  EXPECT_EQ(t5.mamba.dt_min, 0.001);  // transformers clamps at time_step_min (default 0.001)
+  c["time_step_min"] = 0.02;
+  EXPECT_EQ(parse_model_config(c, "dir/config.json").mamba.dt_min, 0.02);
+  c["time_step_limit"] = {0.0, {{"__float__", "many"}}};
+  expect_config_error(c, "'time_step_limit' must be a list of two numbers");
+}
+
+}  // namespace
+}  // namespace fp4lm::model
