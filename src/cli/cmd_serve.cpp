@@ -18,6 +18,7 @@
 #include "cli/engine_flags.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "dist/pipeline.h"
 #include "engine/causal_lm_step_model.h"
 #include "engine/engine.h"
 #include "model/causal_lm.h"
@@ -175,6 +176,15 @@ int run_serve(const ServeArgs& a) {
                sc.max_num_seqs);
   model::EngineOptions opts = a.flags.resolve();
   if (!std::filesystem::is_directory(a.model)) fail("{}: not a checkpoint directory", a.model);
+  model::LoadOptions lo;
+  lo.max_model_len = a.max_model_len;
+  // Under mpirun every rank runs this command: ranks > 0 only load and run their stage; rank 0
+  // serves HTTP and drives the pipeline.
+  std::unique_ptr<dist::Pipeline> pipeline;
+  if (a.flags.pipeline_parallel_size > 1) {
+    pipeline = dist::Pipeline::join(a.flags.pipeline_parallel_size);
+    if (!pipeline->is_driver()) return pipeline->run_worker(a.model, opts, lo);
+  }
 
   server::HttpServer http(so);
   const int port = http.bind();
@@ -193,9 +203,17 @@ int run_serve(const ServeArgs& a) {
   } else {
     log().warn("serve: {} has no tokenizer.json: prompts must be token ids and outputs carry no text", a.model);
   }
-  model::LoadOptions lo;
-  lo.max_model_len = a.max_model_len;
-  auto lm = model::CausalLM::load(a.model, opts, lo);
+  std::unique_ptr<model::CausalLM> whole;
+  std::unique_ptr<engine::CausalLmStepModel> whole_step;
+  engine::StepModel* step_model = nullptr;
+  if (pipeline) {
+    step_model = &pipeline->load(a.model, opts, lo);
+  } else {
+    whole = model::CausalLM::load(a.model, opts, lo);
+    whole_step = std::make_unique<engine::CausalLmStepModel>(*whole);
+    step_model = whole_step.get();
+  }
+  const model::CausalLM* lm = pipeline ? &pipeline->stage_model() : whole.get();
 
   server::ServingModel sm;
   sm.name = a.served_model_name.empty() ? a.model : a.served_model_name;
@@ -208,14 +226,13 @@ int run_serve(const ServeArgs& a) {
   sm.tool_parser = a.enable_auto_tool_choice ? tool_parser.get() : nullptr;
   sm.reasoning = reasoning;
 
-  engine::CausalLmStepModel step_model(*lm);
   server::ServingMetrics metrics(sm.name, sm.max_model_len);
-  engine::Engine eng(step_model, tok.get(), sc, metrics.observer());
+  engine::Engine eng(*step_model, tok.get(), sc, metrics.observer());
   http.set_ready(eng, sm, metrics);
   log().info("serve: ready: model '{}' (max_model_len {}, max_num_seqs {}, max_num_batched_tokens {}, KV budget "
              "{:.1f} MiB = {} sequences of max_model_len)",
              sm.name, sm.max_model_len, sc.max_num_seqs, sc.max_num_batched_tokens, sc.kv_cache_bytes / 1048576.0,
-             sc.kv_cache_bytes / std::max<size_t>(1, step_model.bytes_for(sm.max_model_len)));
+             sc.kv_cache_bytes / std::max<size_t>(1, step_model->bytes_for(sm.max_model_len)));
 
   unsigned char sig = 0;
   while (read(g_signal_pipe[0], &sig, 1) != 1) {
@@ -277,6 +294,7 @@ CommandRegistration reg("serve", "OpenAI-compatible HTTP server with continuous 
   sub.add_option("--shutdown-grace", a->shutdown_grace, "Seconds in-flight requests get on SIGTERM/SIGINT")
       ->capture_default_str();
   add_engine_flags(sub, a->flags);
+  add_pipeline_flag(sub, a->flags);
   return [a]() { return run_serve(*a); };
 });
 

@@ -21,6 +21,13 @@ void add_engine_flags(CLI::App& sub, EngineFlags& f, bool with_dtype) {
   sub.add_option("--threads", a.threads, "Worker threads (default: physical cores)");
 }
 
+void add_pipeline_flag(CLI::App& sub, EngineFlags& f) {
+  sub.add_option("--pipeline-parallel-size", f.pipeline_parallel_size,
+                 "Split the decoder layers over N processes started by `mpirun -np N` (one stage each; "
+                 "README, \"More than one machine\")")
+      ->check(CLI::Range(1, 1024));
+}
+
 model::EngineOptions EngineFlags::resolve() const {
   return with_flag_errors([&] { return engine::resolve(args); });
 }

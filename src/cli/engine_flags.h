@@ -10,6 +10,7 @@ namespace fp4lm::cli {
 
 struct EngineFlags {
   engine::EngineArgs args;
+  int pipeline_parallel_size = 1;  // --pipeline-parallel-size (dist/pipeline.h; generate, serve)
 
   // engine::resolve() with its errors in flag spelling (UsageError -> exit 2); sets the global
   // thread pool size when --threads is given.
@@ -18,6 +19,9 @@ struct EngineFlags {
 
 // `with_dtype`: whether --dtype applies (inspect has no use for it).
 void add_engine_flags(CLI::App& sub, EngineFlags& flags, bool with_dtype = true);
+
+// --pipeline-parallel-size, for the subcommands that run a pipeline under mpirun.
+void add_pipeline_flag(CLI::App& sub, EngineFlags& flags);
 
 // Runs `fn`, turning an engine::RequestError into a UsageError in flag spelling.
 template <typename Fn>
