@@ -48,6 +48,13 @@ HYBRID = dict(linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_
               layer_types=["linear_attention", "full_attention", "linear_attention"],
               rope_parameters={"rope_type": "default", "rope_theta": 100000.0, "partial_rotary_factor": 0.25})
 
+DS_MOE = dict(n_routed_experts=8, num_experts_per_tok=2, moe_intermediate_size=32, n_shared_experts=1,
+              first_k_dense_replace=1, norm_topk_prob=True, num_nextn_predict_layers=0)
+MLA = dict(q_lora_rank=32, kv_lora_rank=32, qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=16,
+           num_key_value_heads=4)
+YARN = {"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0, "original_max_position_embeddings": 64,
+        "beta_fast": 32.0, "beta_slow": 1.0, "mscale": 1.0, "mscale_all_dim": 1.0}
+
 
 def arch_configs():
     """(name, config class, kwargs, model class name): each with the quirks fp4lm claims to handle."""
@@ -89,6 +96,30 @@ def arch_configs():
         # keys as values (attention_k_eq_v), proportional RoPE (partial_rotary_factor 0.25),
         # layer scalars != 1, soft-capped logits.
         ("Gemma4", "Gemma4TextConfig", dict(GEMMA4), "Gemma4ForCausalLM"),
+        # The DeepSeek-style MoE families: sigmoid routing with a (randomized) e_score_correction_bias.
+        ("DeepSeek-V3", "DeepseekV3Config", dict(COMMON, **DS_MOE, **MLA, n_group=4, topk_group=2,
+                                                 routed_scaling_factor=2.5, rope_interleave=True,
+                                                 rope_parameters=YARN), "DeepseekV3ForCausalLM"),
+        ("Kimi-K2-style", "DeepseekV3Config", dict(COMMON, **DS_MOE, **MLA, n_group=1, topk_group=1,
+                                                   routed_scaling_factor=2.827, rope_interleave=True,
+                                                   rope_parameters=dict(YARN, factor=32.0)), "DeepseekV3ForCausalLM"),
+        ("DeepSeek q_proj (q_lora_rank null)", "DeepseekV3Config",
+         dict(COMMON, **DS_MOE, **dict(MLA, q_lora_rank=None), n_group=2, topk_group=1, routed_scaling_factor=1.0,
+              rope_interleave=False, rope_parameters={"rope_type": "default", "rope_theta": 10000.0}),
+         "DeepseekV3ForCausalLM"),
+        ("GLM-4.7-Flash", "Glm4MoeLiteConfig", dict(COMMON, **DS_MOE, **MLA, n_group=1, topk_group=1,
+                                                    routed_scaling_factor=1.8,
+                                                    rope_parameters={"rope_type": "default", "rope_theta": 1e6}),
+         "Glm4MoeLiteForCausalLM"),
+        ("GLM-4.7", "Glm4MoeConfig", dict(COMMON, **DS_MOE, head_dim=32, attention_bias=True, use_qk_norm=True,
+                                          n_group=1, topk_group=1, routed_scaling_factor=2.5,
+                                          rope_parameters={"rope_type": "default", "rope_theta": 1e6,
+                                                           "partial_rotary_factor": 0.5}), "Glm4MoeForCausalLM"),
+        ("MiniMax-M2", "MiniMaxM2Config", dict(COMMON, head_dim=32, num_local_experts=8, num_experts_per_tok=2,
+                                               intermediate_size=32,
+                                               rope_parameters={"rope_type": "default", "rope_theta": 5e6,
+                                                                "partial_rotary_factor": 0.5}),
+         "MiniMaxM2ForCausalLM"),
     ]
     return out
 
@@ -142,6 +173,10 @@ def randomize(model, seed):
     for name, b in model.named_buffers():  # Gemma 4's per-layer output scale (a saved buffer)
         if name.endswith("layer_scalar"):
             b.copy_((0.5 + torch.rand(b.shape, generator=g)).to(torch.bfloat16).to(torch.float32))
+    # The DeepSeek-style routers' selection bias is a buffer (zeros at init): make it matter.
+    for name, b in model.named_buffers():
+        if name.endswith("e_score_correction_bias"):
+            b.copy_((0.3 * torch.randn(b.shape, generator=g)).to(torch.bfloat16).to(torch.float32))
 
 
 def write_checkpoint(name, cls_name, kwargs, model_cls, out_dir, seed):

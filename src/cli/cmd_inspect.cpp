@@ -14,6 +14,8 @@
 #include "io/checkpoint.h"
 #include "cli/engine_flags.h"
 #include "io/json_file.h"
+#include "kernels/cpu/reference/math.h"
+#include "model/engine_options.h"
 #include "model/model_loader.h"
 #include "quant/compressed_tensors_config.h"
 #include "quant/fine_grained_fp8_config.h"
@@ -103,12 +105,19 @@ json quantization_summary(const quant::QuantConfig& q, const model::EngineOption
 
 // One entry per engine layer in model order: what is on disk, the scheme that runs, and the
 // oracle's choice. Every layer's parameters are validated as the loader would.
-json layer_report(const model::ModelLoader& loader) {
+// `weight_bytes`: what the layers' kernels will hold (their weights as loaded).
+json layer_report(const model::ModelLoader& loader, size_t& weight_bytes) {
   json layers = json::array();
+  weight_bytes = 0;
   for (const model::LayerSpec& spec : loader.layers()) {
     model::LayerReport r = loader.describe(spec);
-    if (spec.kind == kernels::LayerKind::linear) loader.linear_weights(spec, r.scheme);
-    else loader.moe_weights(spec, r.scheme);
+    if (spec.kind == kernels::LayerKind::linear) {
+      weight_bytes += kernels::linear_weight_bytes(loader.linear_weights(spec, r.scheme));
+    } else {
+      const kernels::MoeWeights ws = loader.moe_weights(spec, r.scheme);
+      for (const auto* part : {&ws.w13, &ws.w2})
+        for (const kernels::LinearWeights& w : *part) weight_bytes += kernels::linear_weight_bytes(w);
+    }
     layers.push_back({{"name", spec.name},
                       {"kind", spec.kind == kernels::LayerKind::linear ? "linear" : "moe"},
                       {"shards", spec.shards},
@@ -166,6 +175,33 @@ json inspect_facts(const std::shared_ptr<io::Checkpoint>& ckp, const model::Engi
   };
 }
 
+// RAM a run needs before anything is loaded: the layers' weights, the embedding table (mapped as
+// stored), float32 copies (norms, MLA's dequantized kv_b_proj), and the KV cache per token of
+// context (MLA layers: their latent; sliding-window layers counted as full: an upper bound).
+json memory_estimate(const model::ModelLoader& loader, const model::EngineOptions& opts, size_t layer_weights) {
+  const model::ModelConfig& c = loader.config();
+  size_t weights = layer_weights, floats = static_cast<size_t>(c.hidden_size);
+  if (!c.tie_word_embeddings) weights += loader.tensor("model.embed_tokens.weight", {c.vocab_size, c.hidden_size}).nbytes;
+  size_t kv = 0;
+  const DType kv_dtype = model::parse_kv_cache_dtype(opts.kv_cache_dtype).value_or(loader.dtype());
+  for (int64_t i = 0; i < c.num_layers; ++i) {
+    floats += 2 * static_cast<size_t>(c.hidden_size);
+    if (c.mla.enabled()) {
+      kv += static_cast<size_t>(c.mla.latent_dim()) * dtype_size(kv_dtype);
+      floats += static_cast<size_t>(c.num_heads * (c.mla.qk_nope_head_dim + c.mla.v_head_dim) * c.mla.kv_lora_rank);
+    } else if (c.layer_is_attention(i)) {
+      kv += 2 * static_cast<size_t>(c.num_kv_heads * c.head_dim) * dtype_size(kv_dtype);
+    }
+  }
+  weights += floats * sizeof(float);
+  const int64_t ctx = std::min<int64_t>(c.max_position_embeddings, 8192);
+  return {{"weights_bytes", weights},
+          {"kv_bytes_per_token", kv},
+          {"kv_dtype", std::string(dtype_torch_name(kv_dtype))},
+          {"default_context", ctx},
+          {"total_at_default_context_bytes", weights + kv * static_cast<size_t>(ctx)}};
+}
+
 // The per-layer report needs a supported, complete architecture; inspect still describes other
 // checkpoints and says why it has no layer report (then exits 1: the loader refuses them).
 void add_layers(json& facts, const std::shared_ptr<io::Checkpoint>& ck, const model::EngineOptions& opts) {
@@ -184,7 +220,9 @@ void add_layers(json& facts, const std::shared_ptr<io::Checkpoint>& ck, const mo
       types.push_back(loader.config().layer_is_attention(i) ? "full_attention" : "linear_attention");
     facts["layer_types"] = types;
   }
-  facts["layers"] = layer_report(loader);
+  size_t weights = 0;
+  facts["layers"] = layer_report(loader, weights);
+  facts["memory"] = memory_estimate(loader, opts, weights);
   if (std::string d = loader.config_disagreement(); !d.empty() && facts["quantization"].is_object())
     facts["quantization"]["config_disagreement"] = d;
 }
@@ -266,6 +304,14 @@ void print_human(const json& f, std::FILE* out) {
     return;
   }
   if (f.contains("layer_types")) line("layer types", plain(f["layer_types"]));
+  if (f.contains("memory")) {
+    const json& m = f["memory"];
+    line("RAM needed", fmt::format("weights {} + KV cache {} per token ({}); {} at {} tokens",
+                                   human_bytes(m["weights_bytes"].get<size_t>()),
+                                   human_bytes(m["kv_bytes_per_token"].get<size_t>()), plain(m["kv_dtype"]),
+                                   human_bytes(m["total_at_default_context_bytes"].get<size_t>()),
+                                   plain(m["default_context"])));
+  }
   fmt::print(out, "\n{:<44} {:<12} {:<12} {:<9} {}\n", "layer", "on disk", "scheme", "act", "backend");
   for (const json& l : f["layers"])
     fmt::print(out, "{:<44} {:<12} {:<12} {:<9} {}\n", l["name"].get<std::string>(), l["on_disk"].get<std::string>(),

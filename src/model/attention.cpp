@@ -149,8 +149,11 @@ Attention::Attention(const LayerBuild& b, int64_t layer, const AttentionLayout& 
   if (layout.scaling > 0) q_mult_ = static_cast<float>(layout.scaling * std::sqrt(static_cast<double>(head_dim_)));
   qk_norm_ = c.qk_norm;
   if (qk_norm_) {
-    q_norm_ = load_rms_norm(loader, p + ".q_norm.weight", head_dim_);
-    k_norm_ = load_rms_norm(loader, p + ".k_norm.weight", head_dim_);
+    // Per head (Qwen3), or over the whole projection (MiniMax-M2: qk_norm_full_width).
+    const int64_t qn = c.qk_norm_full_width ? num_heads_ * head_dim_ : head_dim_;
+    const int64_t kn = c.qk_norm_full_width ? num_kv_heads_ * head_dim_ : head_dim_;
+    q_norm_ = load_rms_norm(loader, p + ".q_norm.weight", qn);
+    k_norm_ = load_rms_norm(loader, p + ".k_norm.weight", kn);
   }
   if (layout.reads_kv_of >= 0) {
     kv_slot_ = b.state.kv_slot_of_layer(layout.reads_kv_of);
@@ -211,8 +214,8 @@ void Attention::forward(const float* x, std::span<const AttentionSpan> spans, fl
       }
       if (v_norm_) v_rms_.forward(vi, num_kv_heads_, vi, act_);
       if (qk_norm_) {
-        q_norm_.forward(qi, num_heads_, qi, act_);
-        k_norm_.forward(ki, num_kv_heads_, ki, act_);
+        q_norm_.forward(qi, num_heads_ * head_dim_ / q_norm_.dim(), qi, act_);
+        k_norm_.forward(ki, num_kv_heads_ * head_dim_ / k_norm_.dim(), ki, act_);
       }
       rope_.cos_sin(pos, cos.data(), sin.data());
       rope_.rotate(qi, num_heads_, cos.data(), sin.data(), head_dim_);

@@ -59,8 +59,8 @@ KvCache::KvCache(std::vector<KvSlotShape> slots, int64_t capacity, int64_t max_s
     slot.rows = slot_rows(s, capacity, max_step_rows);
     slot.offset = bytes_;
     slot.plane = static_cast<size_t>(slot.rows * s.head_dim) * esize_;
-    bytes_ += 2 * static_cast<size_t>(s.kv_heads) * slot.plane;
-    if (slot.rows == capacity) per_position_ += 2 * static_cast<size_t>(s.kv_heads * s.head_dim) * esize_;
+    bytes_ += static_cast<size_t>(s.planes() * s.kv_heads) * slot.plane;
+    if (slot.rows == capacity) per_position_ += static_cast<size_t>(s.planes() * s.kv_heads * s.head_dim) * esize_;
     slots_.push_back(slot);
   }
   if (bytes_ == 0) return;  // no attention layer: nothing to reserve
@@ -80,7 +80,8 @@ size_t KvCache::reserved_bytes(const std::vector<KvSlotShape>& slots, int64_t ca
                                DType dtype) {
   size_t b = 0;
   for (const KvSlotShape& s : slots)
-    b += 2 * static_cast<size_t>(s.kv_heads * s.head_dim * slot_rows(s, capacity, max_step_rows)) * dtype_size(dtype);
+    b += static_cast<size_t>(s.planes() * s.kv_heads * s.head_dim * slot_rows(s, capacity, max_step_rows)) *
+         dtype_size(dtype);
   return b;
 }
 
@@ -110,7 +111,8 @@ KvCache& KvCache::operator=(KvCache&& o) noexcept {
 size_t KvCache::used_bytes() const {
   size_t b = 0;
   for (const Slot& s : slots_)
-    b += 2 * static_cast<size_t>(s.shape.kv_heads * s.shape.head_dim * std::min(length_, s.rows)) * esize_;
+    b += static_cast<size_t>(s.shape.planes() * s.shape.kv_heads * s.shape.head_dim * std::min(length_, s.rows)) *
+         esize_;
   return b;
 }
 
@@ -136,27 +138,27 @@ void KvCache::store(int64_t layer, int64_t pos, const float* k, const float* v) 
     fail("KV cache: (layer {}, position {}) outside ({} layers, {} positions)", layer, pos, num_layers(), capacity_);
   const int64_t kv_heads = num_kv_heads(layer), hd = head_dim(layer);
   const size_t row = static_cast<size_t>(hd), r = static_cast<size_t>(row_of(layer, pos));
+  const bool values = !slots_[layer].shape.key_only;
   if (dtype_ == DType::F8_E4M3) {
     const float ks = k_scale(layer), vs = v_scale(layer);
     for (int64_t h = 0; h < kv_heads; ++h) {
       uint8_t* kd = at(layer, 0, h) + r * row;
+      for (size_t i = 0; i < row; ++i) kd[i] = f32_to_e4m3(k[h * hd + static_cast<int64_t>(i)] / ks);
+      if (!values) continue;
       uint8_t* vd = at(layer, 1, h) + r * row;
-      for (size_t i = 0; i < row; ++i) {
-        kd[i] = f32_to_e4m3(k[h * hd + static_cast<int64_t>(i)] / ks);
-        vd[i] = f32_to_e4m3(v[h * hd + static_cast<int64_t>(i)] / vs);
-      }
+      for (size_t i = 0; i < row; ++i) vd[i] = f32_to_e4m3(v[h * hd + static_cast<int64_t>(i)] / vs);
     }
     return;
   }
   for (int64_t h = 0; h < kv_heads; ++h) {
     from_f32_n(k + h * hd, dtype_, at(layer, 0, h) + r * row * esize_, row);
-    from_f32_n(v + h * hd, dtype_, at(layer, 1, h) + r * row * esize_, row);
+    if (values) from_f32_n(v + h * hd, dtype_, at(layer, 1, h) + r * row * esize_, row);
   }
 }
 
 size_t KvCache::block_bytes(int64_t n) const {
   size_t b = 0;
-  for (const Slot& s : slots_) b += 2 * static_cast<size_t>(s.shape.kv_heads * s.shape.head_dim * n) * esize_;
+  for (const Slot& s : slots_) b += static_cast<size_t>(s.shape.planes() * s.shape.kv_heads * s.shape.head_dim * n) * esize_;
   return b;
 }
 
@@ -173,7 +175,7 @@ void KvCache::save_rows(int64_t pos0, int64_t n, uint8_t* dst) const {
   for (size_t l = 0; l < slots_.size(); ++l) {
     const Slot& s = slots_[l];
     const size_t row = static_cast<size_t>(s.shape.head_dim) * esize_;
-    for (int kv = 0; kv < 2; ++kv)
+    for (int kv = 0; kv < static_cast<int>(s.shape.planes()); ++kv)
       for (int64_t h = 0; h < s.shape.kv_heads; ++h) {
         const uint8_t* src = at(static_cast<int64_t>(l), kv, h);
         if (s.rows == capacity_) {  // full attention: the rows are contiguous
@@ -193,7 +195,7 @@ void KvCache::load_rows(int64_t pos0, int64_t n, const uint8_t* src, int64_t fin
   for (size_t l = 0; l < slots_.size(); ++l) {
     const Slot& s = slots_[l];
     const size_t row = static_cast<size_t>(s.shape.head_dim) * esize_;
-    for (int kv = 0; kv < 2; ++kv)
+    for (int kv = 0; kv < static_cast<int>(s.shape.planes()); ++kv)
       for (int64_t h = 0; h < s.shape.kv_heads; ++h) {
         uint8_t* dst = at(static_cast<int64_t>(l), kv, h);
         if (s.rows == capacity_) {

@@ -25,6 +25,10 @@ struct KvSlotShape {
   int64_t kv_heads = 0, head_dim = 0;
   int64_t window = 0;  // sliding window in positions (the query's own included); 0 = all positions
   float k_scale = 1.0f, v_scale = 1.0f;  // FP8 only (1.0 for the other dtypes)
+  // One plane of keys only, no values: MLA's latent (kv_lora_rank + qk_rope_head_dim values per
+  // position, one "head"), which stands for both K and V.
+  bool key_only = false;
+  int64_t planes() const { return key_only ? 1 : 2; }
 };
 
 class KvCache {
@@ -70,7 +74,8 @@ class KvCache {
   // Bytes of the filled rows (resident memory is this rounded up to whole pages per head).
   size_t used_bytes() const;
 
-  // Stores k and v ([num_kv_heads * head_dim] float32 each) at (layer, pos), rounded to dtype().
+  // Stores k and v ([num_kv_heads * head_dim] float32 each) at (layer, pos), rounded to dtype()
+  // (a key_only slot: k alone; v is not read).
   void store(int64_t layer, int64_t pos, const float* k, const float* v);
   // FP8: the scales of a slot's K and V (1.0 for the other dtypes).
   float k_scale(int64_t layer) const { return slots_[layer].shape.k_scale; }

@@ -21,6 +21,9 @@ struct LayerSpec {
   int64_t in_features = 0, out_features = 0;
   bool bias = false;
   bool router = false;      // MoE router / shared_expert_gate: kept unquantized by exporters
+  // Runs in float32 whatever the engine's activation dtype, when unquantized (DeepSeek-style
+  // routers: HF computes their logits in float32).
+  bool f32_act = false;
   bool tied_embedding = false;  // lm_head reading model.embed_tokens.weight
   // MoE: the experts container ("model.layers.0.mlp.experts") is shards[0]; experts are
   // <container>.<e>.<proj> with proj names {w1 (gate), w3 (up), w2 (down)} in HF spelling.

@@ -79,6 +79,7 @@ LayerScheme resolve_scheme(const quant::QuantConfig& q, const LayerSpec& spec, c
   s.act_dtype = engine_dtype;
   const QuantMethod& method = quant_method(s.on_disk);
   s.key = method.key(s.on_disk, spec.modules(), tensors);
+  if (spec.f32_act && s.on_disk.scheme == Scheme::unquantized) s.act_dtype = DType::F32;
   if (s.key == kernels::kNvfp4W4A4 && opts.override_activation_dtype) {
     // Passing no activation key is what selects the W4A16 backends (DESIGN.md §2).
     s.key = kernels::kNvfp4W4A16;

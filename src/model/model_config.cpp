@@ -69,7 +69,12 @@ ModelConfig parse_model_config(const json& top, const std::string& path) {
   if (c.num_heads % c.num_kv_heads != 0)
     fail("{}: num_attention_heads ({}) must be a multiple of num_key_value_heads ({})", path, c.num_heads,
          c.num_kv_heads);
-  if (j.contains("head_dim") && !j["head_dim"].is_null()) {
+  if (j.contains("kv_lora_rank") && !j["kv_lora_rank"].is_null()) {
+    // Multi-head latent attention: heads are qk_nope + qk_rope wide, RoPE covers qk_rope_head_dim
+    // (HF sets head_dim to it); the MLA ArchDef reads the rest.
+    c.head_dim = r.req<int64_t>("qk_rope_head_dim");
+    if (c.head_dim % 2 != 0) fail("{}: qk_rope_head_dim must be even, found {}", path, c.head_dim);
+  } else if (j.contains("head_dim") && !j["head_dim"].is_null()) {
     c.head_dim = r.get<int64_t>("head_dim");
   } else {
     if (c.hidden_size % c.num_heads != 0)
@@ -108,8 +113,23 @@ ModelConfig parse_model_config(const json& top, const std::string& path) {
       c.rope_scaling.low_freq_factor = rr.req<double>("low_freq_factor");
       c.rope_scaling.high_freq_factor = rr.req<double>("high_freq_factor");
       c.rope_scaling.original_max_position_embeddings = rr.req<int64_t>("original_max_position_embeddings");
+    } else if (type == "yarn") {
+      c.rope_scaling.type = type;
+      c.rope_scaling.original_max_position_embeddings =
+          rr.opt<int64_t>("original_max_position_embeddings", r.opt<int64_t>("max_position_embeddings", 2048));
+      r.positive("original_max_position_embeddings", c.rope_scaling.original_max_position_embeddings);
+      // HF: without a factor, the ratio of the context lengths.
+      c.rope_scaling.factor = rr.opt<double>(
+          "factor", static_cast<double>(r.opt<int64_t>("max_position_embeddings", 2048)) /
+                        static_cast<double>(c.rope_scaling.original_max_position_embeddings));
+      c.rope_scaling.beta_fast = rr.opt<double>("beta_fast", 32.0);
+      c.rope_scaling.beta_slow = rr.opt<double>("beta_slow", 1.0);
+      c.rope_scaling.mscale = rr.opt<double>("mscale", 0.0);
+      c.rope_scaling.mscale_all_dim = rr.opt<double>("mscale_all_dim", 0.0);
+      c.rope_scaling.attention_factor = rr.opt<double>("attention_factor", -1.0);
+      c.rope_scaling.truncate = rr.opt<bool>("truncate", true);
     } else if (type != "default" && !type.empty()) {
-      fail("{}: unsupported {} type '{}' (supported: default, linear, llama3)", path, rope_key, type);
+      fail("{}: unsupported {} type '{}' (supported: default, linear, llama3, yarn)", path, rope_key, type);
     }
   }
   if (j.contains("sliding_window") && !j["sliding_window"].is_null() && r.opt<bool>("use_sliding_window", false))

@@ -15,10 +15,14 @@ class ArchDef;
 struct ConfigReader;
 
 struct RopeScaling {
-  std::string type;  // "" (none), "linear", "llama3"
+  std::string type;  // "" (none), "linear", "llama3", "yarn"
   double factor = 1.0;
   double low_freq_factor = 1.0, high_freq_factor = 4.0;  // llama3
-  int64_t original_max_position_embeddings = 8192;       // llama3
+  int64_t original_max_position_embeddings = 8192;       // llama3, yarn
+  // yarn (HF _compute_yarn_parameters): the ramp between beta_fast and beta_slow rotations, the
+  // cos/sin factor (attention_factor; < 0 = from mscale / mscale_all_dim), truncate the ramp ends.
+  double beta_fast = 32.0, beta_slow = 1.0, mscale = 0.0, mscale_all_dim = 0.0, attention_factor = -1.0;
+  bool truncate = true;
   // "proportional" (Gemma 4): the first partial_rotary_factor·head_dim/2 frequency pairs rotate
   // (exponents over the whole head_dim), the others keep angle 0; all divided by factor.
   double partial_rotary_factor = 1.0;
@@ -31,6 +35,13 @@ struct MoeConfig {
   int64_t decoder_sparse_step = 1;
   std::vector<int64_t> mlp_only_layers;
   int64_t shared_expert_intermediate_size = 0;  // Qwen2-MoE, Qwen3-Next, Qwen3.5-MoE
+  // DeepSeek-style routing (model/moe_router.h route_sigmoid_topk): sigmoid scores, selection on
+  // scores + e_score_correction_bias within topk_group of n_group groups, weights × routed_scaling_factor.
+  struct SigmoidRoutingConfig {
+    bool enabled = false;
+    int64_t n_group = 1, topk_group = 1;
+    double routed_scaling_factor = 1.0;
+  } sigmoid;
 };
 
 // The gated delta-net hybrids' fields (Qwen3.5, Qwen3.5-MoE, Qwen3-Next). full_attention[i]:
@@ -46,6 +57,17 @@ struct GatedDeltaNetConfig {
   int64_t conv_dim() const {
     return 2 * linear_num_key_heads * linear_key_head_dim + linear_num_value_heads * linear_value_head_dim;
   }
+};
+
+// Multi-head Latent Attention (DeepSeek-V3 / Kimi K2, GLM-4.7-Flash; model/latent_attention.h),
+// HF key names. Enabled when kv_lora_rank > 0.
+struct LatentAttentionConfig {
+  int64_t q_lora_rank = 0;  // 0: a plain q_proj (HF q_lora_rank null)
+  int64_t kv_lora_rank = 0, qk_nope_head_dim = 0, qk_rope_head_dim = 0, v_head_dim = 0;
+  bool rope_interleave = true;  // the rope dims are stored as interleaved pairs (HF rope_interleave)
+  bool enabled() const { return kv_lora_rank > 0; }
+  int64_t qk_head_dim() const { return qk_nope_head_dim + qk_rope_head_dim; }
+  int64_t latent_dim() const { return kv_lora_rank + qk_rope_head_dim; }  // cached values per position
 };
 
 // Gemma 3 / Gemma 4 (arch/gemma.h): attention layers of two types, each with its own RoPE (and,
@@ -83,11 +105,16 @@ struct ModelConfig {
   bool tie_word_embeddings = false;
   bool attention_bias = false;  // q/k/v biases (Qwen2 always)
   bool qk_norm = false;         // Qwen3 / Qwen3-MoE per-head q_norm, k_norm
+  bool qk_norm_full_width = false;  // MiniMax-M2: q_norm / k_norm over all heads at once
   MoeConfig moe;  // sparse-MoE architectures (read_sparse_moe_keys and the MoE ArchDefs)
   GatedDeltaNetConfig gdn;  // the gated delta-net hybrids (arch/gated_hybrid.h)
+  LatentAttentionConfig mla;  // multi-head latent attention (arch/deepseek_v3.cpp)
   bool attn_output_gate = false;  // q_proj holds a per-head gate: output × sigmoid(gate)
   int64_t rotary_dim = 0;         // RoPE over the first rotary_dim dims of a head (= head_dim unless partial)
   bool zero_centered_norm = false;  // RMSNorms scale by (1 + weight)
+  // Multi-token-prediction layers stored after the last decoder layer (DeepSeek-V3, GLM-4.x:
+  // model.layers.<num_layers + j>.*); the engine never reads them.
+  int64_t num_nextn_predict_layers = 0;
   // RMSNorms multiply the weight in float32 and round once (Gemma: (x/rms · w) rounded), instead
   // of rounding x/rms to the activation dtype before the multiply (Llama, Qwen).
   bool norm_rounds_once = false;

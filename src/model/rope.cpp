@@ -1,5 +1,6 @@
 #include "model/rope.h"
 
+#include <algorithm>
 #include <cmath>
 #include <numbers>
 
@@ -33,6 +34,35 @@ Rope::Rope(int64_t head_dim, double theta, const RopeScaling& s) : head_dim_(hea
         f = (1.0f - smooth) * f / factor + smooth * f;
       }
     }
+  } else if (s.type == "yarn") {
+    // HF _compute_yarn_parameters: frequencies between the correction dims of beta_fast and
+    // beta_slow rotations ramp from extrapolated (kept) to interpolated (/ factor).
+    const double base = theta, dim = static_cast<double>(head_dim);
+    const double orig = static_cast<double>(s.original_max_position_embeddings);
+    auto correction_dim = [&](double rotations) {
+      return dim * std::log(orig / (rotations * 2.0 * std::numbers::pi)) / (2.0 * std::log(base));
+    };
+    double low = correction_dim(s.beta_fast), high = correction_dim(s.beta_slow);
+    if (s.truncate) {
+      low = std::floor(low);
+      high = std::ceil(high);
+    }
+    low = std::max(low, 0.0);
+    high = std::min(high, dim - 1);
+    if (low == high) high += 0.001;
+    const float factor = static_cast<float>(s.factor);
+    for (int64_t i = 0; i < half; ++i) {
+      const float pos_freq = std::pow(static_cast<float>(base), static_cast<float>(2 * i) / static_cast<float>(head_dim));
+      const float extrapolation = 1.0f / pos_freq, interpolation = 1.0f / (factor * pos_freq);
+      const float ramp = std::clamp(static_cast<float>((static_cast<double>(i) - low) / (high - low)), 0.0f, 1.0f);
+      const float keep = 1.0f - ramp;  // the extrapolation factor
+      inv_freq_[i] = interpolation * (1.0f - keep) + extrapolation * keep;
+    }
+    double af = s.attention_factor;
+    if (af < 0)
+      af = s.mscale != 0 && s.mscale_all_dim != 0 ? yarn_mscale(s.factor, s.mscale) / yarn_mscale(s.factor, s.mscale_all_dim)
+                                                  : yarn_mscale(s.factor, 1.0);
+    attention_scaling_ = static_cast<float>(af);
   } else if (s.type == "proportional") {
     // As transformers: int(partial_rotary_factor * head_dim // 2) rotated pairs.
     const auto rotated = static_cast<int64_t>(std::floor(s.partial_rotary_factor * static_cast<double>(head_dim) / 2));
@@ -41,9 +71,11 @@ Rope::Rope(int64_t head_dim, double theta, const RopeScaling& s) : head_dim_(hea
       inv_freq_[i] /= static_cast<float>(s.factor);
     }
   } else if (!s.type.empty()) {
-    fail("RoPE: unsupported rope_scaling type '{}' (supported: linear, llama3, proportional)", s.type);
+    fail("RoPE: unsupported rope_scaling type '{}' (supported: linear, llama3, proportional, yarn)", s.type);
   }
 }
+
+double yarn_mscale(double scale, double mscale) { return scale <= 1 ? 1.0 : 0.1 * mscale * std::log(scale) + 1.0; }
 
 void Rope::cos_sin(int64_t pos, float* cos, float* sin) const {
   const float p = static_cast<float>(pos);
@@ -52,6 +84,11 @@ void Rope::cos_sin(int64_t pos, float* cos, float* sin) const {
     cos[i] = static_cast<float>(std::cos(static_cast<double>(angle)));
     sin[i] = static_cast<float>(std::sin(static_cast<double>(angle)));
   }
+  if (attention_scaling_ != 1.0f)
+    for (size_t i = 0; i < inv_freq_.size(); ++i) {
+      cos[i] *= attention_scaling_;
+      sin[i] *= attention_scaling_;
+    }
 }
 
 void Rope::rotate(float* x, int64_t n_heads, const float* cos, const float* sin, int64_t stride) const {

@@ -1,7 +1,9 @@
 #pragma once
 // Rotary position embedding in the HF "rotate-half" convention: a head's dimension i pairs with
 // i + head_dim/2. Frequencies follow HF (float32 inv_freq = 1 / theta^(2i/d)), with the
-// "linear" (positions / factor) and "llama3" (band-wise wavelength scaling) rope_scaling types.
+// "linear" (positions / factor), "llama3" (band-wise wavelength scaling) and "yarn" (a ramp
+// between interpolated and extrapolated frequencies, cos/sin scaled by its attention_factor)
+// rope_scaling types.
 #include <cstdint>
 #include <vector>
 
@@ -17,6 +19,8 @@ class Rope {
   int64_t head_dim() const { return head_dim_; }
   // head_dim/2 inverse frequencies after scaling.
   const std::vector<float>& inv_freq() const { return inv_freq_; }
+  // The factor cos and sin are multiplied by (yarn's attention_factor; 1 otherwise).
+  float attention_scaling() const { return attention_scaling_; }
 
   // cos/sin of angle pos * inv_freq[i], head_dim/2 values each.
   void cos_sin(int64_t pos, float* cos, float* sin) const;
@@ -29,6 +33,11 @@ class Rope {
  private:
   int64_t head_dim_ = 0;
   std::vector<float> inv_freq_;
+  float attention_scaling_ = 1.0f;
 };
+
+// YaRN's magnitude correction 0.1·mscale·ln(scale) + 1 (1 for scale <= 1), as HF's
+// yarn_get_mscale: DeepSeek's softmax scale is multiplied by its square (mscale_all_dim).
+double yarn_mscale(double scale, double mscale);
 
 }  // namespace fp4lm::model

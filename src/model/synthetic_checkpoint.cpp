@@ -186,6 +186,11 @@ void write_synthetic_checkpoint(const std::string& dir, const SyntheticOptions& 
       const int64_t n = shape_numel(p.shape);
       if (ends(p.name, ".conv1d.weight")) w.dense(p.name, p.shape, w.randn(n, 0.4f));
       else if (ends(p.name, ".A_log") || ends(p.name, ".dt_bias")) w.dense(p.name, p.shape, w.randn(n, 0.5f));
+      // A router's selection bias, stored in float32 as DeepSeek-style checkpoints do.
+      else if (ends(p.name, ".e_score_correction_bias")) {
+        const std::vector<float> b = w.randn(n, 0.2f);
+        w.st.add(w.on_disk(p.name), DType::F32, p.shape, b.data(), b.size() * sizeof(float));
+      }
       else {
         const bool zc = mc.zero_centered_norm && !ends(p.name, "linear_attn.norm.weight");
         w.dense(p.name, p.shape, std::vector<float>(static_cast<size_t>(n), zc ? 0.0f : 1.0f));

@@ -226,3 +226,29 @@ TEST(InspectCliBad, MissingDirectoryAndMissingFlag) {
 
 }  // namespace
 }  // namespace fp4lm
+
+namespace fp4lm {
+namespace {
+
+// The RAM a run needs, before loading: the layers' weights and the KV cache per token. A
+// DeepSeek-V3 replica's cache holds the MLA latent: (kv_lora_rank 32 + qk_rope_head_dim 8) values
+// per layer per token (synth: head_dim 16), here 2 layers in bfloat16.
+TEST(InspectCli, SaysTheRamNeededWithTheLatentKvCache) {
+  TempDir d;
+  auto s = test::run_command(test::fp4lm_bin() + " synth --arch DeepseekV3ForCausalLM --algo NVFP4 --layers 2 --out '" +
+                             (d / "ds").string() + "'");
+  ASSERT_EQ(s.exit_code, 0) << s.err;
+  auto r = inspect((d / "ds").string(), "--json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json m = json::parse(r.out)["memory"];
+  EXPECT_EQ(m["kv_bytes_per_token"].get<size_t>(), 2u * (32 + 8) * 2);
+  EXPECT_EQ(m["kv_dtype"], "bfloat16");
+  EXPECT_GT(m["weights_bytes"].get<size_t>(), 0u);
+  auto h = inspect((d / "ds").string());
+  ASSERT_EQ(h.exit_code, 0) << h.err;
+  EXPECT_NE(value_of(h.out, "RAM needed").find("+ KV cache 160 bytes per token (bfloat16)"), std::string::npos)
+      << h.out;
+}
+
+}  // namespace
+}  // namespace fp4lm

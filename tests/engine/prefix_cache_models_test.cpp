@@ -1,7 +1,8 @@
 // Prefix caching on real (tiny random) models: a request whose prompt shares a cached prefix
 // with an earlier one gives bit-identical logits and tokens to a cold run of it with the cache
 // off — dense and MoE attention models, FP8 and 16-bit KV caches, a sliding window whose ring
-// wraps, and the Qwen3.5-MoE hybrid (its gated delta-nets resume from a saved recurrent state).
+// wraps, the Qwen3.5-MoE hybrid (its gated delta-nets resume from a saved recurrent state) and
+// multi-head latent attention (one latent plane per layer).
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -184,7 +185,10 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"Qwen2Bf16", "Qwen2ForCausalLM", "bfloat16"},
                       Case{"LlamaFp8Kv", "LlamaForCausalLM", "float32", "fp8", 0, 256, 4, 41, 40},
                       Case{"MistralSlidingRing", "MistralForCausalLM", "float32", "auto", 8, 4, 4, 40, 40},
-                      Case{"Qwen35MoeHybrid", "hybrid", "float32", "auto", 0, 256, 16, 70, 64}),
+                      Case{"Qwen35MoeHybrid", "hybrid", "float32", "auto", 0, 256, 16, 70, 64},
+                      // MLA: one latent plane per slot (KvSlotShape::key_only)
+                      Case{"DeepseekV3Latent", "DeepseekV3ForCausalLM"},
+                      Case{"Glm4MoeLiteLatent", "Glm4MoeLiteForCausalLM"}),
     [](const auto& info) { return info.param.name; });
 
 }  // namespace

@@ -84,7 +84,8 @@ TEST_P(ArchitectureTest, Bfloat16ActivationsStayCloseToFloat32) {
 INSTANTIATE_TEST_SUITE_P(Every, ArchitectureTest,
                          ::testing::Values("LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM",
                                            "Qwen3MoeForCausalLM", "MixtralForCausalLM", "Qwen2MoeForCausalLM",
-                                           "MistralForCausalLM"),
+                                           "MistralForCausalLM", "Glm4MoeForCausalLM", "DeepseekV3ForCausalLM",
+                                           "Glm4MoeLiteForCausalLM", "MiniMaxM2ForCausalLM"),
                          [](const auto& info) { return info.param; });
 
 TEST(Architecture, LlamaLinearRopeScalingMatchesReference) {

@@ -205,7 +205,8 @@ TEST_P(BatchedForwardTest, MixedBatchesAreBitIdenticalToEachSequenceAlone) {
 INSTANTIATE_TEST_SUITE_P(Every, BatchedForwardTest,
                          ::testing::Values("LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM",
                                            "Qwen3MoeForCausalLM", "MixtralForCausalLM", "Qwen2MoeForCausalLM",
-                                           "MistralForCausalLM", "Qwen3_5ForCausalLM", "Qwen3_5MoeForCausalLM"),
+                                           "MistralForCausalLM", "Qwen3_5ForCausalLM", "Qwen3_5MoeForCausalLM",
+                                           "Glm4MoeForCausalLM", "DeepseekV3ForCausalLM", "MiniMaxM2ForCausalLM"),
                          [](const auto& info) { return info.param; });
 
 std::unique_ptr<CausalLM> small_model(TempDir& dir, QuantAlgo algo, EngineOptions o = {}, LoadOptions lo = {}) {

@@ -2,6 +2,7 @@
 // "linear" and "llama3" rope_scaling rules.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <numbers>
 
@@ -85,8 +86,42 @@ TEST(Rope, Llama3ScalingKeepsHighSlowsLowAndBlendsTheBand) {
 TEST(Rope, RejectsOddHeadDimAndUnknownScaling) {
   EXPECT_THROW(Rope(7, 10000.0, {}), Error);
   RopeScaling s;
-  s.type = "yarn";
+  s.type = "dynamic";
   EXPECT_THROW(Rope(8, 10000.0, s), Error);
+}
+
+// YaRN against HF's _compute_yarn_parameters written out in float64: the correction range of
+// beta_fast / beta_slow rotations (floored / ceiled), the ramp between extrapolated and
+// interpolated frequencies, and the attention factor mscale(factor, mscale) / mscale(factor,
+// mscale_all_dim) multiplying cos and sin.
+TEST(Rope, YarnMatchesTheFloat64Formula) {
+  const int64_t dim = 16;
+  const double theta = 10000.0, factor = 40.0, orig = 64.0, beta_fast = 32.0, beta_slow = 1.0;
+  for (double mscale_all : {1.0, 0.707}) {
+    RopeScaling s;
+    s.type = "yarn";
+    s.factor = factor;
+    s.original_max_position_embeddings = 64;
+    s.mscale = 1.0;
+    s.mscale_all_dim = mscale_all;
+    const Rope r(dim, theta, s);
+    auto corr = [&](double rot) { return dim * std::log(orig / (rot * 2 * M_PI)) / (2 * std::log(theta)); };
+    const double low = std::max(std::floor(corr(beta_fast)), 0.0), high = std::min(std::ceil(corr(beta_slow)), dim - 1.0);
+    for (int64_t i = 0; i < dim / 2; ++i) {
+      const double pf = std::pow(theta, 2.0 * i / dim);
+      const double ramp = std::clamp((i - low) / (high - low), 0.0, 1.0), keep = 1 - ramp;
+      const double want = 1 / (factor * pf) * (1 - keep) + 1 / pf * keep;
+      EXPECT_NEAR(r.inv_freq()[i], want, 1e-6 * want) << i;
+    }
+    const double af = (0.1 * std::log(factor) + 1) / (0.1 * mscale_all * std::log(factor) + 1);
+    EXPECT_NEAR(r.attention_scaling(), af, 1e-6);
+    float c[8], sn[8];
+    r.cos_sin(5, c, sn);
+    EXPECT_NEAR(c[0], af * std::cos(5.0 * r.inv_freq()[0]), 1e-6);
+    EXPECT_NEAR(sn[3], af * std::sin(5.0 * r.inv_freq()[3]), 1e-6);
+  }
+  EXPECT_DOUBLE_EQ(yarn_mscale(1.0, 1.0), 1.0);
+  EXPECT_NEAR(yarn_mscale(40.0, 1.0), 0.1 * std::log(40.0) + 1, 1e-12);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 // HF forward pass to check the engine against: full recomputation per sequence, attention as a
 // naive loop over positions, MoE as a per-token loop over the chosen experts, RoPE from the
 // formula. Header-only so tests/engine can use it too.
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -58,6 +59,63 @@ inline TinyModel make_tiny_model(const std::string& arch, uint64_t seed = 7, boo
                            {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 32}};
   }
   if (arch == "MistralForCausalLM") c["sliding_window"] = 256;
+  // The DeepSeek-style MoE families: sigmoid routing with e_score_correction_bias, 2 groups of 3
+  // experts (topk_group 1), routed_scaling_factor, one shared expert, layer 0 dense.
+  const bool ds_moe = arch == "Glm4MoeForCausalLM" || arch == "DeepseekV3ForCausalLM" || arch == "Glm4MoeLiteForCausalLM";
+  const bool mla = arch == "DeepseekV3ForCausalLM" || arch == "Glm4MoeLiteForCausalLM";
+  // Glm4MoeLite exercises MLA's other options: a plain q_proj (q_lora_rank null), rotate-half
+  // RoPE (rope_interleave false), default RoPE, dense layers from mlp_layer_types.
+  const bool lite = arch == "Glm4MoeLiteForCausalLM";
+  const int64_t q_lora = 24, kv_lora = 16, dn = 8, dr = 4, dv = 6;  // MLA dims
+  if (ds_moe) {
+    c["n_routed_experts"] = experts;
+    c["num_experts_per_tok"] = top_k;
+    c["moe_intermediate_size"] = moe_inter;
+    c["n_shared_experts"] = 1;
+    c["n_group"] = 2;
+    c["topk_group"] = 1;
+    c["norm_topk_prob"] = true;
+    c["routed_scaling_factor"] = 2.5;
+    c["first_k_dense_replace"] = 1;
+    c["num_nextn_predict_layers"] = 1;
+  }
+  if (arch == "Glm4MoeForCausalLM") {
+    c["attention_bias"] = true;
+    c["use_qk_norm"] = true;
+    c["partial_rotary_factor"] = 0.5;
+    c["head_dim"] = 16;
+  }
+  if (mla) {  // q_lora_rank set, interleaved rope, YaRN with mscale_all_dim in the softmax scale
+    c["q_lora_rank"] = q_lora;
+    c["kv_lora_rank"] = kv_lora;
+    c["qk_nope_head_dim"] = dn;
+    c["qk_rope_head_dim"] = dr;
+    c["v_head_dim"] = dv;
+    c["rope_interleave"] = true;
+    c["head_dim"] = dr;
+    c["num_key_value_heads"] = heads;
+    c["rope_scaling"] = {{"type", "yarn"}, {"factor", 4.0}, {"original_max_position_embeddings", 64},
+                         {"beta_fast", 32}, {"beta_slow", 1}, {"mscale", 1.0}, {"mscale_all_dim", 1.0}};
+  }
+  const bool minimax = arch == "MiniMaxM2ForCausalLM";
+  if (minimax) {  // full-width q/k norms, rotary_dim = half the head, sigmoid + bias routing
+    c["num_local_experts"] = experts;
+    c["num_experts_per_tok"] = top_k;
+    c["intermediate_size"] = moe_inter;
+    c["use_qk_norm"] = true;
+    c["rotary_dim"] = 8;
+    c["head_dim"] = 16;
+    c["scoring_func"] = "sigmoid";
+  }
+  if (lite) {
+    c["q_lora_rank"] = nullptr;
+    c["rope_interleave"] = false;
+    c.erase("rope_scaling");
+    c.erase("first_k_dense_replace");
+    c["mlp_layer_types"] = {"dense", "sparse", "sparse"};
+    c["n_group"] = 1;
+    c["routed_scaling_factor"] = 1.8;
+  }
   const bool moe = arch == "Qwen3MoeForCausalLM" || arch == "MixtralForCausalLM" || arch == "Qwen2MoeForCausalLM";
   if (arch == "Qwen3MoeForCausalLM" || arch == "Qwen2MoeForCausalLM") {
     c["num_experts"] = experts;
@@ -94,18 +152,62 @@ inline TinyModel make_tiny_model(const std::string& arch, uint64_t seed = 7, boo
   add("model.embed_tokens.weight", {vocab, hidden}, 1.0f);
   add("model.norm.weight", {hidden}, 0.1f, 1.0f);
   if (!c["tie_word_embeddings"].get<bool>()) lin("lm_head", vocab, hidden);
-  const bool bias = arch == "Qwen2ForCausalLM" || arch == "Qwen2MoeForCausalLM";
+  // A multi-token-prediction layer after the last decoder layer: never read (a NaN would show).
+  if (ds_moe)
+    m.w[fmt::format("model.layers.{}.eh_proj.weight", layers)] = {{hidden, 2 * hidden},
+                                                                   std::vector<float>(2 * hidden * hidden, NAN)};
+  const bool bias = arch == "Qwen2ForCausalLM" || arch == "Qwen2MoeForCausalLM" || arch == "Glm4MoeForCausalLM";
   for (int64_t l = 0; l < layers; ++l) {
     const std::string p = fmt::format("model.layers.{}", l);
     add(p + ".input_layernorm.weight", {hidden}, 0.1f, 1.0f);
     add(p + ".post_attention_layernorm.weight", {hidden}, 0.1f, 1.0f);
-    lin(p + ".self_attn.q_proj", heads * head_dim, hidden, bias);
-    lin(p + ".self_attn.k_proj", kv * head_dim, hidden, bias);
-    lin(p + ".self_attn.v_proj", kv * head_dim, hidden, bias);
-    lin(p + ".self_attn.o_proj", hidden, heads * head_dim);
-    if (arch == "Qwen3ForCausalLM" || arch == "Qwen3MoeForCausalLM") {
-      add(p + ".self_attn.q_norm.weight", {head_dim}, 0.1f, 1.0f);
-      add(p + ".self_attn.k_norm.weight", {head_dim}, 0.1f, 1.0f);
+    const int64_t hd = c["head_dim"].get<int64_t>();
+    if (mla) {
+      if (lite) {
+        lin(p + ".self_attn.q_proj", heads * (dn + dr), hidden);
+      } else {
+        lin(p + ".self_attn.q_a_proj", q_lora, hidden);
+        add(p + ".self_attn.q_a_layernorm.weight", {q_lora}, 0.1f, 1.0f);
+        lin(p + ".self_attn.q_b_proj", heads * (dn + dr), q_lora);
+      }
+      lin(p + ".self_attn.kv_a_proj_with_mqa", kv_lora + dr, hidden);
+      add(p + ".self_attn.kv_a_layernorm.weight", {kv_lora}, 0.1f, 1.0f);
+      lin(p + ".self_attn.kv_b_proj", heads * (dn + dv), kv_lora);
+      lin(p + ".self_attn.o_proj", hidden, heads * dv);
+    } else {
+      lin(p + ".self_attn.q_proj", heads * hd, hidden, bias);
+      lin(p + ".self_attn.k_proj", kv * hd, hidden, bias);
+      lin(p + ".self_attn.v_proj", kv * hd, hidden, bias);
+      lin(p + ".self_attn.o_proj", hidden, heads * hd);
+    }
+    if (arch == "Qwen3ForCausalLM" || arch == "Qwen3MoeForCausalLM" || arch == "Glm4MoeForCausalLM") {
+      add(p + ".self_attn.q_norm.weight", {hd}, 0.1f, 1.0f);
+      add(p + ".self_attn.k_norm.weight", {hd}, 0.1f, 1.0f);
+    }
+    if (minimax) {
+      add(p + ".self_attn.q_norm.weight", {heads * hd}, 0.1f, 1.0f);
+      add(p + ".self_attn.k_norm.weight", {kv * hd}, 0.1f, 1.0f);
+      const std::string b = p + ".block_sparse_moe";
+      lin(b + ".gate", experts, hidden);
+      add(b + ".e_score_correction_bias", {experts}, 0.3f);
+      for (int64_t e = 0; e < experts; ++e) {
+        const std::string ep = fmt::format("{}.experts.{}", b, e);
+        lin(ep + ".w1", moe_inter, hidden);
+        lin(ep + ".w3", moe_inter, hidden);
+        lin(ep + ".w2", hidden, moe_inter);
+      }
+      continue;
+    }
+    if (ds_moe) {
+      if (l == 0) {  // first_k_dense_replace 1 / mlp_layer_types[0] "dense"
+        mlp(p + ".mlp", inter);
+        continue;
+      }
+      lin(p + ".mlp.gate", experts, hidden);
+      add(p + ".mlp.gate.e_score_correction_bias", {experts}, 0.3f);
+      for (int64_t e = 0; e < experts; ++e) mlp(fmt::format("{}.mlp.experts.{}", p, e), moe_inter);
+      mlp(p + ".mlp.shared_experts", moe_inter);
+      continue;
     }
     bool sparse = moe;
     if (arch == "Qwen3MoeForCausalLM" && l == 1) sparse = false;
@@ -181,6 +283,17 @@ inline Vec inv_freq(const nlohmann::json& c, int64_t head_dim) {
   const double factor = s["factor"].get<double>();
   if (type == "linear")
     for (double& x : f) x /= factor;
+  if (type == "yarn") {  // HF _compute_yarn_parameters
+    const double orig = s["original_max_position_embeddings"].get<double>();
+    auto corr = [&](double rot) { return head_dim * std::log(orig / (rot * 2 * std::numbers::pi)) / (2 * std::log(theta)); };
+    const double lo = std::max(std::floor(corr(s.value("beta_fast", 32.0))), 0.0);
+    double hi = std::min(std::ceil(corr(s.value("beta_slow", 1.0))), head_dim - 1.0);
+    if (lo == hi) hi += 0.001;
+    for (size_t i = 0; i < f.size(); ++i) {
+      const double keep = 1 - std::clamp((static_cast<double>(i) - lo) / (hi - lo), 0.0, 1.0);
+      f[i] = f[i] / factor * (1 - keep) + f[i] * keep;
+    }
+  }
   if (type == "llama3") {
     const double lo = s["low_freq_factor"], hi = s["high_freq_factor"];
     const double old = s["original_max_position_embeddings"].get<double>();
@@ -195,8 +308,8 @@ inline Vec inv_freq(const nlohmann::json& c, int64_t head_dim) {
   return f;
 }
 
-inline void rope(double* v, int64_t head_dim, int64_t pos, const Vec& f) {
-  const int64_t half = head_dim / 2;
+inline void rope(double* v, int64_t head_dim, int64_t pos, const Vec& f, int64_t rope_dim = 0) {
+  const int64_t half = (rope_dim ? rope_dim : head_dim) / 2;
   for (int64_t i = 0; i < half; ++i) {
     const double a = v[i], b = v[i + half], ang = static_cast<double>(pos) * f[i];
     v[i] = a * std::cos(ang) - b * std::sin(ang);
@@ -211,6 +324,157 @@ inline Vec swiglu(const TinyWeights& w, const std::string& gate, const std::stri
   return matvec(w.at(down + ".weight"), g);
 }
 
+// DeepSeek-style MoE (HF DeepseekV3TopkRouter / Glm4MoeTopkRouter): sigmoid scores; groups
+// ranked by the sum of their two best biased scores, the topk_group best kept; top_k experts by
+// biased score among them; weights the unbiased scores / their sum × routed_scaling_factor; the
+// shared experts added.
+inline Vec sigmoid_moe(const nlohmann::json& c, const TinyWeights& w, const std::string& b, const Vec& x) {
+  const Vec logits = matvec(w.at(b + ".gate.weight"), x);
+  const int64_t ne = static_cast<int64_t>(logits.size()), top_k = c["num_experts_per_tok"];
+  const int64_t groups = c["n_group"], keep_groups = c["topk_group"], per = ne / groups;
+  const std::vector<float>& bias = w.at(b + ".gate.e_score_correction_bias").v;
+  Vec score(ne), choice(ne);
+  for (int64_t e = 0; e < ne; ++e) {
+    score[e] = 1 / (1 + std::exp(-logits[e]));
+    choice[e] = score[e] + bias[e];
+  }
+  std::vector<std::pair<double, int64_t>> g;
+  for (int64_t gi = 0; gi < groups; ++gi) {
+    Vec v(choice.begin() + gi * per, choice.begin() + (gi + 1) * per);
+    std::sort(v.rbegin(), v.rend());
+    g.push_back({v[0] + v[1], gi});
+  }
+  std::sort(g.begin(), g.end(), [](auto a, auto b2) { return a.first > b2.first; });
+  std::vector<bool> allowed(ne, false);
+  for (int64_t j = 0; j < keep_groups; ++j)
+    for (int64_t e = g[j].second * per; e < (g[j].second + 1) * per; ++e) allowed[e] = true;
+  std::vector<int64_t> chosen;
+  for (int64_t j = 0; j < top_k; ++j) {
+    int64_t best = -1;
+    for (int64_t e = 0; e < ne; ++e)
+      if (allowed[e] && (best < 0 || choice[e] > choice[best])) best = e;
+    allowed[best] = false;
+    chosen.push_back(best);
+  }
+  double total = 0;
+  for (int64_t e : chosen) total += score[e];
+  const double scaling = c["routed_scaling_factor"];
+  Vec y(x.size(), 0.0);
+  for (int64_t e : chosen) {
+    const std::string ep = fmt::format("{}.experts.{}", b, e);
+    Vec out = swiglu(w, ep + ".gate_proj", ep + ".up_proj", ep + ".down_proj", x);
+    const double wt = (c.value("norm_topk_prob", true) ? score[e] / total : score[e]) * scaling;
+    for (size_t i = 0; i < y.size(); ++i) y[i] += wt * out[i];
+  }
+  const std::string sp = b + ".shared_experts";
+  Vec s = swiglu(w, sp + ".gate_proj", sp + ".up_proj", sp + ".down_proj", x);
+  for (size_t i = 0; i < y.size(); ++i) y[i] += s[i];
+  return y;
+}
+
+// MiniMax-M2's block (HF MiniMaxM2TopKRouter): sigmoid scores, top_k by score + bias, weights
+// the unbiased scores / their sum; Mixtral's expert names.
+inline Vec minimax_moe(const nlohmann::json& c, const TinyWeights& w, const std::string& b, const Vec& x) {
+  const Vec logits = matvec(w.at(b + ".gate.weight"), x);
+  const int64_t ne = static_cast<int64_t>(logits.size()), top_k = c["num_experts_per_tok"];
+  const std::vector<float>& bias = w.at(b + ".e_score_correction_bias").v;
+  std::vector<std::pair<double, int64_t>> order;
+  Vec score(ne);
+  for (int64_t e = 0; e < ne; ++e) {
+    score[e] = 1 / (1 + std::exp(-logits[e]));
+    order.push_back({-(score[e] + bias[e]), e});
+  }
+  std::sort(order.begin(), order.end());
+  double total = 0;
+  for (int64_t j = 0; j < top_k; ++j) total += score[order[j].second];
+  Vec y(x.size(), 0.0);
+  for (int64_t j = 0; j < top_k; ++j) {
+    const int64_t e = order[j].second;
+    const std::string ep = fmt::format("{}.experts.{}", b, e);
+    Vec out = swiglu(w, ep + ".w1", ep + ".w3", ep + ".w2", x);
+    for (size_t i = 0; i < y.size(); ++i) y[i] += score[e] / total * out[i];
+  }
+  return y;
+}
+
+// Multi-head latent attention as HF's DeepseekV3Attention computes it (the expanded form: K/V
+// rebuilt from the latents with kv_b_proj), interleaved RoPE pairs (2i, 2i+1) with YaRN's
+// attention factor on cos/sin and its mscale_all_dim² in the softmax scale. Updates h.
+inline void mla_attention(const nlohmann::json& c, const TinyWeights& w, const std::string& p, const Vec& f,
+                          std::vector<Vec>& h) {
+  const int64_t hidden = c["hidden_size"], heads = c["num_attention_heads"];
+  const int64_t kv_lora = c["kv_lora_rank"], dn = c["qk_nope_head_dim"], dr = c["qk_rope_head_dim"];
+  const int64_t dv = c["v_head_dim"];
+  const bool has_q_lora = c.contains("q_lora_rank") && !c["q_lora_rank"].is_null();
+  const double eps = c["rms_norm_eps"];
+  double scale = 1 / std::sqrt(static_cast<double>(dn + dr)), attn_factor = 1;
+  if (c.contains("rope_scaling") && c["rope_scaling"].value("type", std::string()) == "yarn") {
+    const auto& rs = c["rope_scaling"];
+    auto ms = [](double s, double m) { return s <= 1 ? 1.0 : 0.1 * m * std::log(s) + 1; };
+    const double factor = rs["factor"], m_all = rs.value("mscale_all_dim", 0.0), m = rs.value("mscale", 0.0);
+    if (m_all != 0) scale *= ms(factor, m_all) * ms(factor, m_all);
+    attn_factor = m != 0 && m_all != 0 ? ms(factor, m) / ms(factor, m_all) : ms(factor, 1.0);
+  }
+  auto wp = [&](const std::string& name) { return w.at(name).v.data(); };
+  const size_t n = h.size();
+  const bool interleave = c.value("rope_interleave", true);
+  auto rope_pairs = [&](double* x, int64_t pos) {  // HF apply_rotary_pos_emb_interleave
+    if (!interleave) {  // HF apply_rotary_pos_emb: rotate-half
+      for (int64_t i = 0; i < dr / 2; ++i) {
+        const double cs = std::cos(pos * f[i]) * attn_factor, sn = std::sin(pos * f[i]) * attn_factor;
+        const double a = x[i], b = x[i + dr / 2];
+        x[i] = a * cs - b * sn;
+        x[i + dr / 2] = b * cs + a * sn;
+      }
+      return;
+    }
+    Vec out(static_cast<size_t>(dr));
+    for (int64_t i = 0; i < dr / 2; ++i) {
+      const double cs = std::cos(pos * f[i]) * attn_factor, sn = std::sin(pos * f[i]) * attn_factor;
+      out[i] = x[2 * i] * cs - x[2 * i + 1] * sn;
+      out[dr / 2 + i] = x[2 * i + 1] * cs + x[2 * i] * sn;
+    }
+    std::copy(out.begin(), out.end(), x);
+  };
+  std::vector<Vec> q(n), kn(n), vv(n), kr(n);
+  for (size_t t = 0; t < n; ++t) {
+    Vec x = rms_norm(h[t], wp(p + ".input_layernorm.weight"), 0, hidden, eps);
+    if (has_q_lora) {
+      Vec qa = matvec(w.at(p + ".self_attn.q_a_proj.weight"), x);
+      qa = rms_norm(qa, wp(p + ".self_attn.q_a_layernorm.weight"), 0, qa.size(), eps);
+      q[t] = matvec(w.at(p + ".self_attn.q_b_proj.weight"), qa);
+    } else {
+      q[t] = matvec(w.at(p + ".self_attn.q_proj.weight"), x);
+    }
+    Vec kv = matvec(w.at(p + ".self_attn.kv_a_proj_with_mqa.weight"), x);
+    Vec lat = rms_norm(kv, wp(p + ".self_attn.kv_a_layernorm.weight"), 0, kv_lora, eps);
+    kr[t] = Vec(kv.begin() + kv_lora, kv.end());
+    rope_pairs(kr[t].data(), static_cast<int64_t>(t));
+    for (int64_t hh = 0; hh < heads; ++hh) rope_pairs(q[t].data() + hh * (dn + dr) + dn, static_cast<int64_t>(t));
+    kn[t] = matvec(w.at(p + ".self_attn.kv_b_proj.weight"), lat);  // per head [k_nope | v]
+  }
+  for (size_t t = 0; t < n; ++t) {
+    Vec attn(static_cast<size_t>(heads * dv), 0.0);
+    for (int64_t hh = 0; hh < heads; ++hh) {
+      Vec s(t + 1);
+      double mx = -1e300;
+      for (size_t u = 0; u <= t; ++u) {
+        double d = 0;
+        for (int64_t i = 0; i < dn; ++i) d += q[t][hh * (dn + dr) + i] * kn[u][hh * (dn + dv) + i];
+        for (int64_t i = 0; i < dr; ++i) d += q[t][hh * (dn + dr) + dn + i] * kr[u][i];
+        s[u] = d * scale;
+        mx = std::max(mx, s[u]);
+      }
+      double sum = 0;
+      for (double& x : s) sum += x = std::exp(x - mx);
+      for (size_t u = 0; u <= t; ++u)
+        for (int64_t i = 0; i < dv; ++i) attn[hh * dv + i] += s[u] / sum * kn[u][hh * (dn + dv) + dn + i];
+    }
+    Vec o = matvec(w.at(p + ".self_attn.o_proj.weight"), attn);
+    for (int64_t i = 0; i < hidden; ++i) h[t][i] += o[i];
+  }
+}
+
 // Logits [tokens.size()][vocab].
 inline std::vector<Vec> forward(const TinyModel& m, const std::vector<int32_t>& tokens) {
   const auto& c = m.config;
@@ -219,7 +483,12 @@ inline std::vector<Vec> forward(const TinyModel& m, const std::vector<int32_t>& 
   const int64_t hidden = c["hidden_size"], heads = c["num_attention_heads"], kvh = c["num_key_value_heads"];
   const int64_t hd = c["head_dim"], layers = c["num_hidden_layers"];
   const double eps = c["rms_norm_eps"];
-  const Vec f = inv_freq(c, hd);
+  // Partial RoPE (GLM-4.x: partial_rotary_factor of each head) and MLA (qk_rope_head_dim).
+  const int64_t rope_dim = c.contains("rotary_dim")
+                               ? c["rotary_dim"].get<int64_t>()
+                               : static_cast<int64_t>(static_cast<double>(hd) * c.value("partial_rotary_factor", 1.0));
+  const Vec f = inv_freq(c, rope_dim);
+  const bool mla = c.contains("kv_lora_rank");
   const size_t n = tokens.size();
   // Mistral's sliding window: position t attends to (t - window, t] (HF's mask).
   const size_t window = arch == "MistralForCausalLM" && c.contains("sliding_window") && !c["sliding_window"].is_null()
@@ -234,6 +503,9 @@ inline std::vector<Vec> forward(const TinyModel& m, const std::vector<int32_t>& 
   }
   for (int64_t l = 0; l < layers; ++l) {
     const std::string p = fmt::format("model.layers.{}", l);
+    if (mla) {
+      mla_attention(c, w, p, f, h);
+    } else {
     std::vector<Vec> q(n), k(n), v(n);
     for (size_t t = 0; t < n; ++t) {
       Vec x = rms_norm(h[t], wp(p + ".input_layernorm.weight"), 0, hidden, eps);
@@ -241,7 +513,11 @@ inline std::vector<Vec> forward(const TinyModel& m, const std::vector<int32_t>& 
       q[t] = matvec(w.at(p + ".self_attn.q_proj.weight"), x, bias("q_proj"));
       k[t] = matvec(w.at(p + ".self_attn.k_proj.weight"), x, bias("k_proj"));
       v[t] = matvec(w.at(p + ".self_attn.v_proj.weight"), x, bias("v_proj"));
-      if (w.count(p + ".self_attn.q_norm.weight")) {
+      if (w.count(p + ".self_attn.q_norm.weight") && w.at(p + ".self_attn.q_norm.weight").v.size() == size_t(heads * hd) &&
+          heads * hd != hd) {  // MiniMax-M2: one RMSNorm over the whole projection
+        q[t] = rms_norm(q[t], wp(p + ".self_attn.q_norm.weight"), 0, heads * hd, eps);
+        k[t] = rms_norm(k[t], wp(p + ".self_attn.k_norm.weight"), 0, kvh * hd, eps);
+      } else if (w.count(p + ".self_attn.q_norm.weight")) {
         for (int64_t hh = 0; hh < heads; ++hh) {
           Vec y = rms_norm(q[t], wp(p + ".self_attn.q_norm.weight"), hh * hd, hd, eps);
           std::copy(y.begin(), y.end(), q[t].begin() + hh * hd);
@@ -251,8 +527,8 @@ inline std::vector<Vec> forward(const TinyModel& m, const std::vector<int32_t>& 
           std::copy(y.begin(), y.end(), k[t].begin() + hh * hd);
         }
       }
-      for (int64_t hh = 0; hh < heads; ++hh) rope(q[t].data() + hh * hd, hd, static_cast<int64_t>(t), f);
-      for (int64_t hh = 0; hh < kvh; ++hh) rope(k[t].data() + hh * hd, hd, static_cast<int64_t>(t), f);
+      for (int64_t hh = 0; hh < heads; ++hh) rope(q[t].data() + hh * hd, hd, static_cast<int64_t>(t), f, rope_dim);
+      for (int64_t hh = 0; hh < kvh; ++hh) rope(k[t].data() + hh * hd, hd, static_cast<int64_t>(t), f, rope_dim);
     }
     for (size_t t = 0; t < n; ++t) {
       Vec attn(static_cast<size_t>(heads * hd), 0.0);
@@ -275,11 +551,16 @@ inline std::vector<Vec> forward(const TinyModel& m, const std::vector<int32_t>& 
       Vec o = matvec(w.at(p + ".self_attn.o_proj.weight"), attn);
       for (int64_t i = 0; i < hidden; ++i) h[t][i] += o[i];
     }
+    }
     for (size_t t = 0; t < n; ++t) {
       Vec x = rms_norm(h[t], wp(p + ".post_attention_layernorm.weight"), 0, hidden, eps);
       Vec y;
       const std::string moe_block = p + (arch == "MixtralForCausalLM" ? ".block_sparse_moe" : ".mlp");
-      if (w.count(moe_block + ".gate.weight")) {
+      if (w.count(moe_block + ".gate.e_score_correction_bias")) {
+        y = sigmoid_moe(c, w, moe_block, x);
+      } else if (w.count(p + ".block_sparse_moe.e_score_correction_bias")) {
+        y = minimax_moe(c, w, p + ".block_sparse_moe", x);
+      } else if (w.count(moe_block + ".gate.weight")) {
         Vec logits = matvec(w.at(moe_block + ".gate.weight"), x);
         const int64_t ne = static_cast<int64_t>(logits.size()), top_k = c["num_experts_per_tok"];
         double mx = *std::max_element(logits.begin(), logits.end()), sum = 0;

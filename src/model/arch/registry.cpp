@@ -15,6 +15,10 @@ const ArchDef& qwen3_5_vl_arch();
 const ArchDef& qwen3_5_moe_arch();
 const ArchDef& qwen3_5_moe_vl_arch();
 const ArchDef& qwen3_next_arch();
+const ArchDef& glm4_moe_arch();
+const ArchDef& deepseek_v3_arch();
+const ArchDef& glm4_moe_lite_arch();
+const ArchDef& minimax_m2_arch();
 const ArchDef& gemma3_arch();
 const ArchDef& gemma3_vl_arch();
 const ArchDef& gemma4_arch();
@@ -27,6 +31,7 @@ const std::vector<const ArchDef*>& architectures() {
       &qwen3_5_arch(), &qwen3_5_vl_arch(), &qwen3_5_moe_arch(), &qwen3_5_moe_vl_arch(),
       &qwen3_next_arch(),
       &gemma3_arch(), &gemma3_vl_arch(), &gemma4_arch(), &gemma4_vl_arch(),
+      &glm4_moe_arch(), &deepseek_v3_arch(), &glm4_moe_lite_arch(), &minimax_m2_arch(),
   };
   return all;
 }
