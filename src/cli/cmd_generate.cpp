@@ -119,7 +119,7 @@ int run_generate(const GenerateArgs& a) {
   // Under mpirun every rank runs this command: ranks > 0 only load and run their stage.
   std::unique_ptr<dist::Pipeline> pipeline;
   if (a.flags.pipeline_parallel_size > 1) {
-    pipeline = dist::Pipeline::join(a.flags.pipeline_parallel_size);
+    pipeline = dist::Pipeline::join(a.flags.pipeline_parallel_size, pipeline_heartbeat_timeout(a.flags));
     if (!pipeline->is_driver()) return pipeline->run_worker(a.model, opts, engine::load_options(a.flags.args));
   }
 

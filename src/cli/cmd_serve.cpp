@@ -182,7 +182,7 @@ int run_serve(const ServeArgs& a) {
   // serves HTTP and drives the pipeline.
   std::unique_ptr<dist::Pipeline> pipeline;
   if (a.flags.pipeline_parallel_size > 1) {
-    pipeline = dist::Pipeline::join(a.flags.pipeline_parallel_size);
+    pipeline = dist::Pipeline::join(a.flags.pipeline_parallel_size, pipeline_heartbeat_timeout(a.flags));
     if (!pipeline->is_driver()) return pipeline->run_worker(a.model, opts, lo);
   }
 
@@ -207,6 +207,11 @@ int run_serve(const ServeArgs& a) {
   std::unique_ptr<engine::CausalLmStepModel> whole_step;
   engine::StepModel* step_model = nullptr;
   if (pipeline) {
+    // A lost rank wakes the main thread like a signal (below).
+    pipeline->on_lost([](const std::string&) {
+      const unsigned char b = 'L';
+      [[maybe_unused]] ssize_t n = write(g_signal_pipe[1], &b, 1);
+    });
     step_model = &pipeline->load(a.model, opts, lo);
   } else {
     whole = model::CausalLM::load(a.model, opts, lo);
@@ -236,6 +241,17 @@ int run_serve(const ServeArgs& a) {
 
   unsigned char sig = 0;
   while (read(g_signal_pipe[0], &sig, 1) != 1) {
+  }
+  // Under a pipeline, a lost rank (no heartbeat), or a SIGTERM while a rank is silent (mpirun
+  // sends it to every rank about a second after one died), fails the requests in flight with
+  // the reason and ends the whole job with exit 1.
+  if (pipeline) {
+    if (const std::string lost = pipeline->lost(sig == 'L' ? std::chrono::milliseconds{} : std::chrono::milliseconds{600});
+        !lost.empty()) {
+      log().error("serve: {}; failing the requests in flight and ending the job", lost);
+      http.shutdown();
+      pipeline->abort(1);
+    }
   }
   log().info("serve: {} received: no new requests; finishing in-flight ones (grace {:.1f} s)",
              sig == SIGINT ? "SIGINT" : "SIGTERM", a.shutdown_grace);

@@ -31,9 +31,9 @@ std::unique_ptr<MpiComm> MpiComm::init() {
   // Errors come back as return codes (and become exceptions) instead of ending the job at once.
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   std::unique_ptr<MpiComm> c(new MpiComm());
-  if (provided < MPI_THREAD_SERIALIZED) {
+  if (provided < MPI_THREAD_MULTIPLE) {  // the heartbeat thread sends while the main thread works
     MPI_Finalize();
-    fail("MPI: the library gives thread level {}, the pipeline needs MPI_THREAD_SERIALIZED or more", provided);
+    fail("MPI: the library gives thread level {}, the pipeline needs MPI_THREAD_MULTIPLE", provided);
   }
   MPI_Comm_rank(MPI_COMM_WORLD, &c->rank_);
   MPI_Comm_size(MPI_COMM_WORLD, &c->size_);
@@ -46,9 +46,24 @@ std::unique_ptr<MpiComm> MpiComm::init() {
 
 MpiComm::~MpiComm() { MPI_Finalize(); }
 
-void MpiComm::send(int dest, int tag, std::span<const uint8_t> bytes) {
+void MpiComm::send(int dest, int tag, std::span<const uint8_t> bytes, const std::function<std::string()>& abandon) {
   if (bytes.size() > static_cast<size_t>(INT32_MAX)) fail("MPI: a message of {} bytes is too long", bytes.size());
-  check(MPI_Send(bytes.data(), static_cast<int>(bytes.size()), MPI_BYTE, dest, tag, MPI_COMM_WORLD), "MPI_Send");
+  if (!abandon) {
+    check(MPI_Send(bytes.data(), static_cast<int>(bytes.size()), MPI_BYTE, dest, tag, MPI_COMM_WORLD), "MPI_Send");
+    return;
+  }
+  MPI_Request req;
+  check(MPI_Isend(bytes.data(), static_cast<int>(bytes.size()), MPI_BYTE, dest, tag, MPI_COMM_WORLD, &req),
+        "MPI_Isend");
+  for (int polls = 0;; ++polls) {
+    int done = 0;
+    check(MPI_Test(&req, &done, MPI_STATUS_IGNORE), "MPI_Test");
+    if (done) return;
+    // (The request stays pending: the job is about to end, since its peer will not take it.)
+    if (std::string why = abandon(); !why.empty()) throw Error(why);
+    if (polls < 200) std::this_thread::yield();
+    else std::this_thread::sleep_for(std::chrono::microseconds(polls < 2000 ? 20 : 500));
+  }
 }
 
 std::optional<std::vector<uint8_t>> MpiComm::recv_until(int src, int tag,
@@ -90,7 +105,7 @@ std::unique_ptr<MpiComm> MpiComm::init() {
              "libopenmpi-dev, scripts/setup.sh, and rebuild)");
 }
 MpiComm::~MpiComm() = default;
-void MpiComm::send(int, int, std::span<const uint8_t>) { fail("MPI: not built"); }
+void MpiComm::send(int, int, std::span<const uint8_t>, const std::function<std::string()>&) { fail("MPI: not built"); }
 std::optional<std::vector<uint8_t>> MpiComm::recv_until(int, int, std::chrono::steady_clock::time_point) {
   fail("MPI: not built");
 }

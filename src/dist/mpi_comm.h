@@ -4,6 +4,7 @@
 // compute, and a wait can end on a deadline), and the job's abort. MPI is an optional part of the
 // build (CMake's FindMPI); without it init() says so and nothing else can be reached.
 #include <chrono>
+#include <functional>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -18,7 +19,8 @@ bool mpi_built();
 
 class MpiComm {
  public:
-  // MPI_Init_thread (several threads may call MPI: the server's engine thread runs the model).
+  // MPI_Init_thread with MPI_THREAD_MULTIPLE (the server's engine thread runs the model, a
+  // heartbeat thread beats beside it).
   // UsageError when the build lacks MPI.
   static std::unique_ptr<MpiComm> init();
   ~MpiComm();  // MPI_Finalize
@@ -29,7 +31,10 @@ class MpiComm {
   int size() const { return size_; }
   const std::string& host() const { return host_; }  // MPI_Get_processor_name
 
-  void send(int dest, int tag, std::span<const uint8_t> bytes);
+  // Returns once the message is on its way (a large one: once the receiver takes it). While it
+  // waits, a non-empty `abandon()` ends the wait with Error(that reason): a peer that will never
+  // receive (a hung rank) cannot hold the sender.
+  void send(int dest, int tag, std::span<const uint8_t> bytes, const std::function<std::string()>& abandon = {});
   // The next message from `src` with `tag`; std::nullopt when none arrived by `deadline`.
   std::optional<std::vector<uint8_t>> recv_until(int src, int tag, std::chrono::steady_clock::time_point deadline);
   std::vector<uint8_t> recv(int src, int tag);  // waits as long as it takes

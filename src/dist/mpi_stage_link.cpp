@@ -24,7 +24,7 @@ void MpiStageLink::send(const float* h, int64_t rows, int64_t hidden) {
   WireWriter w;
   w.put<uint8_t>(static_cast<uint8_t>(HiddenKind::data));
   w.put_array(std::span<const float>(h, static_cast<size_t>(rows * hidden)));
-  comm_.send(next_, kHidden, w.bytes());
+  comm_.send(next_, kHidden, w.bytes(), abandon_);
 }
 
 std::string MpiStageLink::finish(const std::string& error) {
@@ -43,7 +43,7 @@ std::string MpiStageLink::finish(const std::string& error) {
     WireWriter w;
     w.put<uint8_t>(static_cast<uint8_t>(err.empty() ? HiddenKind::end : HiddenKind::fail));
     if (!err.empty()) w.put_string(err);
-    comm_.send(next_, kHidden, w.bytes());
+    comm_.send(next_, kHidden, w.bytes(), abandon_);
   }
   prev_ended_ = false;
   prev_error_.clear();

@@ -3,6 +3,7 @@
 // before it and sends its own to the rank after it (dist/protocol.h, tag kHidden). A forward's
 // stream ends with kEnd, or kFail with the error: finish() sends that end and reads the stream
 // before up to its end, so a failed forward leaves no message behind for the next one.
+#include <functional>
 #include <string>
 
 #include "core/error.h"
@@ -28,12 +29,15 @@ class MpiStageLink final : public model::StageLink {
   // kEnd or kFail(error), then reads the stream from the stage before to its end. Returns the
   // forward's error: `error`, else one that came from before (or "").
   std::string finish(const std::string& error);
+  // Rank 0: sends give up with this reason once it is non-empty (the pipeline is lost).
+  void set_abandon(std::function<std::string()> f) { abandon_ = std::move(f); }
 
  private:
   MpiComm& comm_;
   int prev_, next_;
   bool prev_ended_ = false;
   std::string prev_error_;
+  std::function<std::string()> abandon_;
 };
 
 }  // namespace fp4lm::dist

@@ -1,5 +1,7 @@
 #include "dist/pipeline.h"
 
+#include <unistd.h>
+
 #include <filesystem>
 #include <numeric>
 
@@ -89,8 +91,14 @@ std::string describe(const Stage& s, int64_t layers) {
 
 Pipeline::Pipeline(std::unique_ptr<MpiComm> comm) : comm_(std::move(comm)) {}
 
-std::unique_ptr<Pipeline> Pipeline::join(int size) {
+std::string Pipeline::lost(std::chrono::milliseconds silence) const {
+  if (!monitor_) return "";
+  return silence.count() > 0 ? monitor_->declare_if_silent(silence) : monitor_->lost();
+}
+
+std::unique_ptr<Pipeline> Pipeline::join(int size, std::chrono::milliseconds heartbeat_timeout) {
   std::unique_ptr<Pipeline> p(new Pipeline(MpiComm::init()));
+  p->heartbeat_timeout_ = heartbeat_timeout;
   if (p->comm_->size() != size)
     usage_fail("--pipeline-parallel-size {} but {} processes run (start it as `mpirun -np {} fp4lm ...`)", size,
                p->comm_->size(), size);
@@ -104,6 +112,11 @@ Pipeline::~Pipeline() {
     } catch (const std::exception&) {
     }
   }
+  if (monitor_ && !monitor_->lost().empty()) {
+    log().error("pipeline: ending the job: {}", monitor_->lost());
+    comm_->abort(1);
+  }
+  if (monitor_) monitor_->stop();
   if (driver_) {
     try {
       driver_->shutdown();
@@ -111,6 +124,7 @@ Pipeline::~Pipeline() {
       log().warn("pipeline: could not tell the other ranks to end: {}", e.what());
     }
   }
+  if (monitor_) monitor_->drain();
 }
 
 engine::StepModel& Pipeline::load(const std::string& dir, const model::EngineOptions& opts, model::LoadOptions lo) {
@@ -145,6 +159,14 @@ engine::StepModel& Pipeline::load(const std::string& dir, const model::EngineOpt
   if (!error.empty()) throw Error(error);
   load_stage(ckpt, plan[0], opts, lo, plan);
   driver_ = std::make_unique<PipelineStepModel>(c, *lm_, has_recurrent_);
+  auto lost = on_lost_ ? on_lost_ : [this](const std::string& why) {
+    log().error("pipeline: ending the job: {}", why);
+    comm_->abort(1);
+  };
+  monitor_ = std::make_unique<HeartbeatMonitor>(c, hosts_, heartbeat_timeout_, lost);
+  driver_->set_monitor(monitor_.get());
+  log().info("pipeline: a rank silent for {:.1f} s ends the job (heartbeats every {} ms)",
+             heartbeat_timeout_.count() / 1000.0, kHeartbeatPeriod.count());
   return *driver_;
 }
 
@@ -183,6 +205,7 @@ int Pipeline::work(const std::string& dir, const model::EngineOptions& opts, mod
   c.send(0, kHandshake, w.bytes());
   hear_verdict(c);
   load_stage(ckpt, mine, opts, lo, plan);
+  HeartbeatSender beat(c);
   return serve_stage(c, *lm_);
 }
 
@@ -205,14 +228,15 @@ void Pipeline::load_stage(const std::shared_ptr<io::Checkpoint>& ckpt, const Sta
     int64_t align = 1;
     uint8_t recurrent = 0;
     uint64_t weights = 0, rss = 0;
+    int64_t pid = 0;
   };
   Report mine{error, c.host(), lm_ ? lm_->state_layout().row_alignment() : 1,
               static_cast<uint8_t>(lm_ && !lm_->state_layout().recurrent_slots().empty()),
-              lm_ ? lm_->weight_bytes() : 0, engine::peak_rss_bytes()};
+              lm_ ? lm_->weight_bytes() : 0, engine::peak_rss_bytes(), static_cast<int64_t>(::getpid())};
   if (c.rank() != 0) {
     WireWriter w;
     w.put_string(mine.error).put_string(mine.host).put<int64_t>(mine.align).put<uint8_t>(mine.recurrent);
-    w.put<uint64_t>(mine.weights).put<uint64_t>(mine.rss);
+    w.put<uint64_t>(mine.weights).put<uint64_t>(mine.rss).put<int64_t>(mine.pid);
     c.send(0, kHandshake, w.bytes());
     const std::vector<uint8_t> msg = c.recv(0, kHandshake);
     WireReader r(msg);
@@ -235,6 +259,7 @@ void Pipeline::load_stage(const std::shared_ptr<io::Checkpoint>& ckpt, const Sta
     rep.recurrent = rd.get<uint8_t>();
     rep.weights = rd.get<uint64_t>();
     rep.rss = rd.get<uint64_t>();
+    rep.pid = rd.get<int64_t>();
     all.push_back(rep);
   }
   int64_t align = 1;
@@ -248,11 +273,12 @@ void Pipeline::load_stage(const std::shared_ptr<io::Checkpoint>& ckpt, const Sta
   for (int r = 1; r < c.size(); ++r) c.send(r, kHandshake, w.bytes());
   if (!error.empty()) throw Error(error);
   lm_->align_rows(align);
+  for (const Report& rep : all) hosts_.push_back(rep.host);
   for (size_t k = 0; k < all.size(); ++k)
-    log().info("pipeline stage {}: {} on host {}: {} bytes read per token ({:.1f} MiB), resident weight bytes {}, "
-               "peak RSS after load {:.1f} MiB",
-               k, describe(plan[k], plan.back().end), all[k].host, plan[k].bytes, plan[k].bytes / 1048576.0,
-               all[k].weights, all[k].rss / 1048576.0);
+    log().info("pipeline stage {}: {} on host {} (pid {}): {} bytes read per token ({:.1f} MiB), resident weight "
+               "bytes {}, peak RSS after load {:.1f} MiB",
+               k, describe(plan[k], plan.back().end), all[k].host, all[k].pid, plan[k].bytes,
+               plan[k].bytes / 1048576.0, all[k].weights, all[k].rss / 1048576.0);
   if (has_recurrent_) log().info("pipeline: a stage keeps a recurrent state, so speculative decoding cannot rewind");
   log().info("pipeline: prefix caching is off (each stage keeps its own K/V)");
 }

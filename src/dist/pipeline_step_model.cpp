@@ -11,8 +11,29 @@ namespace fp4lm::dist {
 PipelineStepModel::PipelineStepModel(MpiComm& comm, const model::CausalLM& lm, bool any_recurrent)
     : comm_(comm), lm_(lm), any_recurrent_(any_recurrent), store_(lm), link_(comm, -1, comm.size() > 1 ? 1 : -1) {}
 
+void PipelineStepModel::set_monitor(const HeartbeatMonitor* m) {
+  monitor_ = m;
+  link_.set_abandon([m] { return m->lost(); });
+}
+
+void PipelineStepModel::check_alive() const {
+  if (!monitor_) return;
+  if (std::string why = monitor_->lost(); !why.empty()) throw Error(why);
+}
+
+std::vector<uint8_t> PipelineStepModel::wait(int src, int tag) const {
+  while (true) {
+    check_alive();
+    if (auto m = comm_.recv_until(src, tag, std::chrono::steady_clock::now() + std::chrono::milliseconds(100)))
+      return std::move(*m);
+  }
+}
+
 void PipelineStepModel::to_all(const std::vector<uint8_t>& cmd) const {
-  for (int r = 1; r < comm_.size(); ++r) comm_.send(r, kCommand, cmd);
+  check_alive();
+  const HeartbeatMonitor* m = monitor_;
+  for (int r = 1; r < comm_.size(); ++r)
+    comm_.send(r, kCommand, cmd, m ? std::function<std::string()>([m] { return m->lost(); }) : nullptr);
 }
 
 size_t PipelineStepModel::bytes_for(int64_t capacity) const {
@@ -22,7 +43,7 @@ size_t PipelineStepModel::bytes_for(int64_t capacity) const {
   to_all(w.bytes());
   size_t most = lm_.sequence_bytes(capacity);
   for (int r = 1; r < comm_.size(); ++r) {
-    const std::vector<uint8_t> reply = comm_.recv(r, kReply);
+    const std::vector<uint8_t> reply = wait(r, kReply);
     WireReader rd(reply);
     most = std::max<size_t>(most, rd.get<uint64_t>());
   }
@@ -41,6 +62,8 @@ int64_t PipelineStepModel::allocate(int64_t capacity) {
 
 void PipelineStepModel::release(int64_t seq) {
   store_.release(seq);
+  // Once the pipeline is lost there is nobody to tell; failing requests release their sequences.
+  if (monitor_ && !monitor_->lost().empty()) return;
   WireWriter w;
   w.put(Op::release).put<int64_t>(seq);
   to_all(w.bytes());
@@ -75,7 +98,7 @@ void PipelineStepModel::forward(std::span<const engine::StepChunk> chunks) {
   link_.finish(error);
   // The last stage's answer: its logits, or the first error of any stage. (After an error the
   // stages' states may disagree; the engine fails and releases every sequence of the batch.)
-  const std::vector<uint8_t> result = comm_.recv(comm_.size() - 1, kResult);
+  const std::vector<uint8_t> result = wait(comm_.size() - 1, kResult);
   WireReader r(result);
   if (!r.get<uint8_t>()) {
     const std::string why = r.get_string();

@@ -7,6 +7,7 @@
 #include <map>
 #include <vector>
 
+#include "dist/heartbeat.h"
 #include "dist/mpi_comm.h"
 #include "dist/mpi_stage_link.h"
 #include "engine/step_model.h"
@@ -34,9 +35,13 @@ class PipelineStepModel final : public engine::StepModel {
   void load_positions(int64_t seq, std::span<const std::vector<uint8_t>* const> blocks, int64_t block_size,
                       const std::vector<uint8_t>* state) override;
   void shutdown();  // tells every other rank to end (once)
+  // Rank 0's waits end with the monitor's reason once it declares the pipeline lost.
+  void set_monitor(const HeartbeatMonitor* m);
 
  private:
   void to_all(const std::vector<uint8_t>& cmd) const;
+  void check_alive() const;  // Error with the reason once the pipeline is lost
+  std::vector<uint8_t> wait(int src, int tag) const;
 
   MpiComm& comm_;
   const model::CausalLM& lm_;
@@ -45,6 +50,7 @@ class PipelineStepModel final : public engine::StepModel {
   MpiStageLink link_;
   mutable std::map<int64_t, size_t> bytes_for_;  // capacity -> bytes, asked once
   bool shut_ = false;
+  const HeartbeatMonitor* monitor_ = nullptr;
 };
 
 }  // namespace fp4lm::dist

@@ -9,7 +9,7 @@
 
 namespace fp4lm::dist {
 
-enum Tag : int { kCommand = 1, kHidden = 2, kResult = 3, kReply = 4, kHandshake = 5 };
+enum Tag : int { kCommand = 1, kHidden = 2, kResult = 3, kReply = 4, kHandshake = 5, kHeartbeat = 6 };
 
 enum class Op : uint8_t {
   allocate = 1,  // i64 seq (rank 0's id), i64 capacity

@@ -4,7 +4,8 @@
 # and `-np 3` of `fp4lm generate --pipeline-parallel-size N` give the single process's tokens and
 # logprobs bit for bit (a 300-token prompt: several forward steps), speculative decoding too
 # (rewinds mirrored to every stage); and the refusals: no mpirun, a wrong process count, more
-# stages than layers, a rank whose files differ from rank 0's (named with host and file).
+# stages than layers, a rank whose files differ from rank 0's (named with host and file); and
+# faults: a rank killed or hung while `fp4lm serve` streams ends the job with the reason, in time.
 # Skipped (77) without mpirun (bash scripts/setup.sh installs Open MPI).
 set -uo pipefail
 BIN=${1:?usage: run_test.sh FP4LM_BIN}
@@ -77,6 +78,50 @@ for what in "other:config.json" "tensors:model.safetensors"; do
   rc=$?
   grep -q "pipeline rank 1 on host $(hostname): $dir/$file differs from rank 0's" "$T/err" && [ $rc -ne 0 ] &&
     echo "ok: mismatched $file: exit $rc" || { bad "mismatched $file: exit $rc"; head -3 "$T/err"; }
+done
+
+# Faults under `fp4lm serve`: a rank SIGKILLed or stopped (hung) while a request streams. Rank 0
+# fails the request with the reason and the job ends non-zero within the stated bound: about
+# 2 s after a kill (mpirun's SIGTERM, then SIGKILL), the heartbeat timeout (here 2 s) after a
+# hang; 15 s is the test's limit. A model slow enough that 500 tokens take seconds.
+"$BIN" synth --out "$T/slow" --arch LlamaForCausalLM --layers 4 --hidden 1536 >/dev/null 2>&1
+for fault in KILL STOP; do
+  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  "${MPIRUN[@]}" -np 2 "$BIN" serve --model "$T/slow" --port "$port" --threads 1 --pipeline-parallel-size 2 \
+    --pipeline-heartbeat-timeout 2 > /dev/null 2> "$T/serve.err" &
+  mpid=$!
+  for _ in $(seq 1 300); do curl -sf "localhost:$port/health" >/dev/null && break; sleep 0.2; done
+  rank1=$(sed -n 's/.*pipeline stage 1: .*(pid \([0-9]*\)).*/\1/p' "$T/serve.err")
+  curl -sN "localhost:$port/v1/completions" -H 'Content-Type: application/json' \
+    -d '{"prompt": [1, 2, 3], "max_tokens": 500, "ignore_eos": true, "stream": true}' > "$T/stream" 2>/dev/null &
+  cpid=$!
+  # (No tokenizer: the stream's chunks carry no text until the end; /metrics says it runs.)
+  streamed=0
+  for _ in $(seq 1 100); do
+    curl -s "localhost:$port/metrics" | grep -q '^vllm:num_requests_running{[^}]*} 1' && { streamed=3; break; }
+    sleep 0.05
+  done
+  sleep 0.3
+  t0=$(date +%s.%N)
+  kill -"$fault" "$rank1"
+  for _ in $(seq 1 150); do kill -0 "$mpid" 2>/dev/null || break; sleep 0.1; done
+  if kill -0 "$mpid" 2>/dev/null; then
+    bad "$fault of rank 1: the job still runs after 15 s"; kill -KILL "$mpid" "$rank1" 2>/dev/null
+  fi
+  wait "$mpid"; rc=$?
+  took=$(python3 -c "import time; print(f'{time.time() - $t0:.1f}')")
+  wait "$cpid"
+  done_seen=$(grep -c '"finish_reason":"length"' "$T/stream")
+  reason=$(grep -c 'has sent no heartbeat' "$T/stream")
+  logged=$(grep -c 'failing the requests in flight and ending the job' "$T/serve.err")
+  if [ -z "$rank1" ] || [ "$streamed" -lt 3 ]; then
+    bad "$fault: no request in flight (rank 1 pid '$rank1')"
+  elif [ $rc -ne 0 ] && [ "$done_seen" -eq 0 ] && [ "$logged" -ge 1 ] && { [ "$fault" = KILL ] || [ "$reason" -ge 1 ]; }; then
+    echo "ok: $fault of rank 1 mid-stream: job ended in ${took} s, exit $rc, stream failed (reason in it: $reason)"
+  else
+    bad "$fault of rank 1: exit $rc after ${took} s, finished $done_seen, reason in stream $reason, logged $logged"
+    grep -E '^[EW] ' "$T/serve.err" | tail -3; tail -2 "$T/stream"
+  fi
 done
 
 [ $fails -eq 0 ] && echo "pipeline_mpi: all passed" || echo "pipeline_mpi: $fails failed"
