@@ -9,13 +9,17 @@
 // MIXED_PRECISION, FP8 attention and GDN projections, W4A16 NVFP4 experts, shared expert and
 // lm_head), or Qwen3.5-27B (hybrid-dense: the same mixers with 24 heads / 4 KV heads of 256 and
 // 16 key / 48 value GDN heads of 128, hidden 5120, a dense MLP of 17408 in every layer, quantized
-// the same way with the MLP in W4A16 NVFP4) — with --layers decoder layers. Codes and block scales are random bytes written directly (the
+// the same way with the MLP in W4A16 NVFP4), or GLM-4.7-Flash (mla: Glm4MoeLiteForCausalLM, hidden
+// 2048, multi-head latent attention with 20 heads, q_lora_rank 768, kv_lora_rank 512, nope/rope/v
+// head dims 192/64/256; 64 experts, top-4, moe_intermediate 1536, one shared expert, layer 0 a dense
+// MLP of 10240, vocab 154880; quantized as NVIDIA's newer DeepSeek exports: the four MLA
+// projections bf16, o_proj, MLPs and experts NVFP4) — with --layers decoder layers. Codes and block scales are random bytes written directly (the
 // reference quantizer over GBs of floats would take minutes); scales are chosen so activations
 // stay O(1). Then: load, prefill a short prompt, decode --tokens tokens at M=1, and compare with
 // the roofline = (weight + KV bytes one decode step must read) / (read bandwidth measured in
 // the same process at the same thread count).
 //
-//   decode_bench --arch moe|dense|hybrid|hybrid-dense [--layers N] [--threads T] [--tokens N] [--prompt N] [--dir PATH]
+//   decode_bench --arch moe|dense|hybrid|hybrid-dense|mla [--layers N] [--threads T] [--tokens N] [--prompt N] [--dir PATH]
 //                [--override-activation-dtype bfloat16] [--bf16-lm-head] [--fp8]
 //                [--linear-backend NAME] [--moe-backend NAME] [--gdn-prefill chunked|recurrent|both]
 // hybrid: the gated delta-nets' mixer timer (model/gated_delta_rule.h) gives the share of the
@@ -61,7 +65,10 @@ struct Shapes {
   int64_t experts = 0, top_k = 0;
   // hybrid (Qwen3.5-MoE): shared expert, gated delta-net dims; layer i is attention iff (i+1) % 4 == 0
   int64_t shared = 0, nk = 0, nv = 0, dk = 0, dv = 0, conv = 0;
+  // mla (DeepSeek-V3 / GLM-4.7-Flash): latent attention dims; layer 0 a dense MLP of dense_inter
+  int64_t q_lora = 0, kv_lora = 0, nope = 0, rope = 0, vdim = 0, dense_inter = 0;
   bool hybrid() const { return nk > 0; }
+  bool mla() const { return kv_lora > 0; }
   bool attention(int64_t i) const { return !hybrid() || (i + 1) % 4 == 0; }
   int64_t conv_dim() const { return 2 * nk * dk + nv * dv; }
 };
@@ -81,6 +88,13 @@ Shapes qwen3_6_35b_a3b() {
 Shapes qwen3_5_27b() {
   Shapes s{"Qwen3_5ForCausalLM", 5120, 24, 4, 256, 248320, 17408};
   s.nk = 16, s.nv = 48, s.dk = 128, s.dv = 128, s.conv = 4;
+  return s;
+}
+
+// GLM-4.7-Flash (transformers' Glm4MoeLiteConfig defaults are this model's).
+Shapes glm_4_7_flash() {
+  Shapes s{"Glm4MoeLiteForCausalLM", 2048, 20, 20, 64, 154880, 1536, 64, 4};
+  s.shared = 1536, s.q_lora = 768, s.kv_lora = 512, s.nope = 192, s.rope = 64, s.vdim = 256, s.dense_inter = 10240;
   return s;
 }
 
@@ -177,6 +191,31 @@ void hybrid_layer(std::vector<Tensor>& t, const Shapes& s, int64_t l) {
   t.push_back({p + ".mlp.shared_expert_gate.weight", DType::BF16, {1, s.hidden}, Tensor::bf16_small});
 }
 
+void add_bf16(std::vector<Tensor>& t, const std::string& m, int64_t n, int64_t k) {
+  t.push_back({m + ".weight", DType::BF16, {n, k}, Tensor::bf16_small});
+}
+
+// One DeepSeek-style layer: latent attention (bf16 projections, NVFP4 o_proj), then layer 0's
+// dense MLP or the sigmoid-routed experts with their shared expert (NVFP4).
+void mla_layer(std::vector<Tensor>& t, const Shapes& s, int64_t l) {
+  const std::string p = fmt::format("model.layers.{}", l), a = p + ".self_attn";
+  t.push_back({p + ".input_layernorm.weight", DType::BF16, {s.hidden}, Tensor::bf16_one});
+  t.push_back({p + ".post_attention_layernorm.weight", DType::BF16, {s.hidden}, Tensor::bf16_one});
+  add_bf16(t, a + ".q_a_proj", s.q_lora, s.hidden);
+  t.push_back({a + ".q_a_layernorm.weight", DType::BF16, {s.q_lora}, Tensor::bf16_one});
+  add_bf16(t, a + ".q_b_proj", s.heads * (s.nope + s.rope), s.q_lora);
+  add_bf16(t, a + ".kv_a_proj_with_mqa", s.kv_lora + s.rope, s.hidden);
+  t.push_back({a + ".kv_a_layernorm.weight", DType::BF16, {s.kv_lora}, Tensor::bf16_one});
+  add_bf16(t, a + ".kv_b_proj", s.heads * (s.nope + s.vdim), s.kv_lora);
+  add_quantized(t, a + ".o_proj", s.hidden, s.heads * s.vdim);
+  if (l == 0) return add_mlp(t, p + ".mlp", s.hidden, s.dense_inter, add_quantized);
+  t.push_back({p + ".mlp.gate.weight", DType::BF16, {s.experts, s.hidden}, Tensor::bf16_small});
+  t.push_back({p + ".mlp.gate.e_score_correction_bias", DType::F32, {s.experts}, Tensor::f32_value, 0.0f});
+  for (int64_t e = 0; e < s.experts; ++e)
+    add_mlp(t, fmt::format("{}.mlp.experts.{}", p, e), s.hidden, s.inter, add_quantized);
+  add_mlp(t, p + ".mlp.shared_experts", s.hidden, s.shared, add_quantized);
+}
+
 std::vector<Tensor> layout(const Shapes& s, int64_t layers, bool bf16_head) {
   std::vector<Tensor> t;
   t.push_back({"model.embed_tokens.weight", DType::BF16, {s.vocab, s.hidden}, Tensor::bf16_small});
@@ -187,6 +226,10 @@ std::vector<Tensor> layout(const Shapes& s, int64_t layers, bool bf16_head) {
   for (int64_t l = 0; l < layers; ++l) {
     if (s.hybrid()) {
       hybrid_layer(t, s, l);
+      continue;
+    }
+    if (s.mla()) {
+      mla_layer(t, s, l);
       continue;
     }
     const std::string p = fmt::format("model.layers.{}", l);
@@ -265,8 +308,30 @@ json config_json(const Shapes& s, int64_t layers, bool bf16_head) {
     c["decoder_sparse_step"] = 1;
     c["mlp_only_layers"] = json::array();
   }
+  if (s.mla()) {
+    c["num_key_value_heads"] = s.heads;
+    c["intermediate_size"] = s.dense_inter;
+    c["n_routed_experts"] = s.experts;
+    c["n_shared_experts"] = s.shared / s.inter;
+    c["n_group"] = 1;
+    c["topk_group"] = 1;
+    c["routed_scaling_factor"] = 1.8;
+    c["first_k_dense_replace"] = 1;
+    c["q_lora_rank"] = s.q_lora;
+    c["kv_lora_rank"] = s.kv_lora;
+    c["qk_nope_head_dim"] = s.nope;
+    c["qk_rope_head_dim"] = s.rope;
+    c["v_head_dim"] = s.vdim;
+    c["rope_interleave"] = true;
+    c.erase("num_experts");
+    c.erase("decoder_sparse_step");
+    c.erase("mlp_only_layers");
+  }
   json exclude = json::array();
   if (bf16_head) exclude.push_back("lm_head");
+  if (s.mla())
+    for (const char* m : {"q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_proj"})
+      exclude.push_back(fmt::format("model.layers.*.self_attn.{}", m));
   if (s.experts) exclude.push_back("model.layers.*.mlp.gate");
   if (s.hybrid()) {
     json types = json::array();
@@ -326,6 +391,16 @@ double bytes_per_token(const Shapes& s, int64_t layers, bool bf16_head, int64_t 
   double per_layer = nvfp4((s.heads + 2 * s.kv_heads) * s.head_dim, s.hidden) + nvfp4(s.hidden, s.heads * s.head_dim);
   if (s.experts) per_layer += 2.0 * s.experts * s.hidden + s.top_k * (nvfp4(2 * s.inter, s.hidden) + nvfp4(s.hidden, s.inter));
   else per_layer += nvfp4(2 * s.inter, s.hidden) + nvfp4(s.hidden, s.inter);
+  if (s.mla()) {  // bf16 projections + NVFP4 o_proj, the bf16 latent cache; layer 0 dense
+    const double attn = 2.0 * (s.q_lora * s.hidden + s.heads * (s.nope + s.rope) * s.q_lora +
+                               (s.kv_lora + s.rope) * s.hidden + s.heads * (s.nope + s.vdim) * s.kv_lora) +
+                        nvfp4(s.hidden, s.heads * s.vdim) + 2.0 * (s.kv_lora + s.rope) * ctx;
+    const double moe = 2.0 * s.experts * s.hidden +
+                      (s.top_k + s.shared / s.inter) * (nvfp4(2 * s.inter, s.hidden) + nvfp4(s.hidden, s.inter));
+    const double dense = nvfp4(2 * s.dense_inter, s.hidden) + nvfp4(s.hidden, s.dense_inter);
+    const double head = bf16_head ? 2.0 * s.vocab * s.hidden : nvfp4(s.vocab, s.hidden);
+    return layers * attn + dense + (layers - 1) * moe + head + 2.0 * s.hidden;
+  }
   per_layer += 2.0 * s.kv_heads * s.head_dim * ctx * 2;  // bf16 K and V
   const double head = bf16_head ? 2.0 * s.vocab * s.hidden : nvfp4(s.vocab, s.hidden);
   return layers * per_layer + head + 2.0 * s.hidden;
@@ -417,7 +492,7 @@ int main(int argc, char** argv) {
     else if (a == "--moe-backend") moe_backend = val();
     else if (a == "--gdn-prefill") gdn_prefill = val();
     else {
-      std::fprintf(stderr, "usage: decode_bench --arch moe|dense|hybrid|hybrid-dense [--layers N] [--threads T] [--tokens N] [--prompt N] "
+      std::fprintf(stderr, "usage: decode_bench --arch moe|dense|hybrid|hybrid-dense|mla [--layers N] [--threads T] [--tokens N] [--prompt N] "
                            "[--dir PATH] [--override-activation-dtype bfloat16] [--bf16-lm-head] [--fp8] [--linear-backend NAME] "
                            "[--moe-backend NAME] [--gdn-prefill chunked|recurrent|both]\n");
       return 2;
@@ -431,8 +506,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "--prompt and --tokens must be at least 1\n");
     return 2;
   }
-  if (arch != "moe" && arch != "dense" && arch != "hybrid" && arch != "hybrid-dense") {
-    std::fprintf(stderr, "--arch must be moe, dense, hybrid or hybrid-dense\n");
+  if (arch != "moe" && arch != "dense" && arch != "hybrid" && arch != "hybrid-dense" && arch != "mla") {
+    std::fprintf(stderr, "--arch must be moe, dense, hybrid, hybrid-dense or mla\n");
     return 2;
   }
   if (arch.starts_with("hybrid") && g_fp8) {
@@ -442,6 +517,7 @@ int main(int argc, char** argv) {
   const Shapes s = arch == "moe"      ? qwen3_30b_a3b()
                    : arch == "dense"  ? llama3_8b()
                    : arch == "hybrid" ? qwen3_6_35b_a3b()
+                   : arch == "mla"    ? glm_4_7_flash()
                                       : qwen3_5_27b();
   const bool own_dir = dir.empty();
   if (own_dir) dir = (fs::temp_directory_path() / fmt::format("fp4lm-decode-bench-{}-{}", arch, ::getpid())).string();

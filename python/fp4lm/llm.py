@@ -162,7 +162,7 @@ class LLM:
                 raise ValueError("sampling_params must be SamplingParams objects")
         requests, owners = [], []
         for i, ((_, ids), sp) in enumerate(zip(parsed, per_prompt)):
-            for k in range(sp.n):
+            for k in range(max(sp.n, sp.best_of or sp.n)):
                 requests.append(self._request(ids, sp, k))
                 owners.append((i, k))
         progress = self._progress_bar(len(requests)) if use_tqdm else None
@@ -177,8 +177,19 @@ class LLM:
             outputs.append(RequestOutput(request_id=str(self._next_request_id), prompt=text,
                                          prompt_token_ids=list(ids), outputs=[]))
             self._next_request_id += 1
-        for (i, k), r, req in zip(owners, results, requests):
-            outputs[i].outputs.append(self._completion(k, r, req["logprobs"] >= 0))
+        keys = [[] for _ in outputs]  # best_of: each sample's cumulative logprob
+        for (i, k), r in zip(owners, results):
+            sp = per_prompt[i]
+            outputs[i].outputs.append(self._completion(k, r, sp.logprobs is not None))
+            keys[i].append(sum(lp for _, lp, _ in r["logprobs"]))
+            if k == 0 and sp.prompt_logprobs is not None:
+                outputs[i].prompt_logprobs = self._prompt_logprobs(r, sp.prompt_logprobs)
+        for out, sp, key in zip(outputs, per_prompt, keys):
+            if sp.best_of is not None and sp.best_of > sp.n:
+                # vLLM v0: the n samples of the highest cumulative logprob, highest first (ties:
+                # the earlier sample), each keeping its sample index.
+                order = sorted(range(len(out.outputs)), key=lambda j: -key[j])
+                out.outputs = [out.outputs[j] for j in order[:sp.n]]
         return outputs
 
     def _request(self, ids, sp: SamplingParams, index: int):
@@ -197,7 +208,10 @@ class LLM:
             "stop_token_ids": list(sp.stop_token_ids), "ignore_eos": sp.ignore_eos,
             "presence_penalty": float(sp.presence_penalty), "frequency_penalty": float(sp.frequency_penalty),
             "repetition_penalty": float(sp.repetition_penalty),
-            "logprobs": -1 if sp.logprobs is None else sp.logprobs,
+            # best_of > n ranks by the sampled tokens' logprobs, so it needs them even when unasked.
+            "logprobs": sp.logprobs if sp.logprobs is not None else 0 if (sp.best_of or 0) > sp.n else -1,
+            # The prompt's logprobs are the same for every sample: the first computes them.
+            "prompt_logprobs": sp.prompt_logprobs if sp.prompt_logprobs is not None and index == 0 else -1,
             "skip_special_tokens": sp.skip_special_tokens,
             "logit_bias": [(int(t), float(b)) for t, b in (sp.logit_bias or {}).items()],
             "structured": sp._structured_spec(),
@@ -219,6 +233,17 @@ class LLM:
         return CompletionOutput(index=index, text=r["text"], token_ids=list(r["token_ids"]),
                                 cumulative_logprob=cumulative, logprobs=logprobs,
                                 finish_reason=r["finish_reason"], stop_reason=r["stop_reason"])
+
+    def _prompt_logprobs(self, r, k):
+        """vLLM's prompt_logprobs: None for the first token, then {token_id: Logprob} for the
+        prompt token (its rank) and the top k (ranks 1..k)."""
+        out = [None]
+        for token, lp, rank, top in r["prompt_logprobs"]:
+            entry = {token: Logprob(lp, rank, self._decode_one(token))}
+            for j, (t, tlp) in enumerate(top[:k]):
+                entry[t] = Logprob(tlp, j + 1, self._decode_one(t))
+            out.append(entry)
+        return out
 
     def _decode_one(self, token):
         return self._tokenizer.decode([token]) if self._tokenizer is not None else None

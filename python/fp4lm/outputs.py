@@ -36,11 +36,13 @@ class CompletionOutput:
 
 @dataclass
 class RequestOutput:
-    """All completions of one prompt. prompt is None when the prompt was given as token ids."""
+    """All completions of one prompt. prompt is None when the prompt was given as token ids.
+    prompt_logprobs (with SamplingParams.prompt_logprobs): None for the first prompt token, then
+    per token {token_id: Logprob} for it and the top k."""
 
     request_id: str
     prompt: Optional[str]
     prompt_token_ids: List[int]
     outputs: List[CompletionOutput]
     finished: bool = True
-    prompt_logprobs: None = None
+    prompt_logprobs: Optional[List[Optional[Dict[int, Logprob]]]] = None

@@ -60,20 +60,23 @@ class StructuredOutputsParams:
 class SamplingParams:
     """How to sample one prompt's completions (see vLLM's SamplingParams).
 
-    n: completions per prompt. presence_penalty, frequency_penalty: in [-2, 2] (0 = off).
+    n: completions per prompt. best_of: samples per prompt (>= n; None: n), of which the n of the
+    highest cumulative logprob are returned (vLLM v0's best_of). presence_penalty, frequency_penalty: in [-2, 2] (0 = off).
     repetition_penalty: > 0 (1 = off). temperature: 0 = greedy. top_p: in (0, 1].
     top_k: -1 or 0 = all tokens. min_p: in [0, 1]. seed: per request (None: from the LLM's seed).
     stop: strings that end the completion (not included in the text). stop_token_ids: tokens
     that end it like EOS. ignore_eos: keep going past EOS. max_tokens: most tokens per
     completion (None: up to the model length). min_tokens: EOS/stop_token_ids are blocked
     before this many. logprobs: the sampled token's and this many top tokens' log-probabilities
-    per position (None = none). skip_special_tokens: leave special tokens out of the text.
+    per position (None = none). prompt_logprobs: every prompt token's log-probability and this
+    many top tokens' at its position (None = none; at most 20). skip_special_tokens: leave special tokens out of the text.
     logit_bias: {token id: bias} added to the logits before sampling (biases clamped to
     [-100, 100], as vLLM's server does). structured_outputs: a StructuredOutputsParams the output
     must match.
     """
 
     n: int = 1
+    best_of: Optional[int] = None
     presence_penalty: float = 0.0
     frequency_penalty: float = 0.0
     repetition_penalty: float = 1.0
@@ -88,6 +91,7 @@ class SamplingParams:
     max_tokens: Optional[int] = 16
     min_tokens: int = 0
     logprobs: Optional[int] = None
+    prompt_logprobs: Optional[int] = None
     skip_special_tokens: bool = True
     logit_bias: Optional[Dict[int, float]] = None
     structured_outputs: Optional[StructuredOutputsParams] = None
@@ -111,6 +115,8 @@ class SamplingParams:
 
         if not _is_int(self.n) or self.n < 1:
             bad("n", "an integer >= 1")
+        if self.best_of is not None and (not _is_int(self.best_of) or self.best_of < self.n):
+            bad("best_of", f"None or an integer >= n ({self.n})")
         for name in ("presence_penalty", "frequency_penalty"):
             v = getattr(self, name)
             if not _is_number(v) or not -2.0 <= v <= 2.0:
@@ -143,6 +149,9 @@ class SamplingParams:
             bad("min_tokens", f"<= max_tokens ({self.max_tokens})")
         if self.logprobs is not None and (not _is_int(self.logprobs) or not 0 <= self.logprobs <= 20):
             bad("logprobs", "None or an integer in [0, 20]")
+        if self.prompt_logprobs is not None and (not _is_int(self.prompt_logprobs)
+                                                 or not 0 <= self.prompt_logprobs <= 20):
+            bad("prompt_logprobs", "None or an integer in [0, 20]")
         if not isinstance(self.skip_special_tokens, bool):
             bad("skip_special_tokens", "a bool")
         if self.logit_bias is not None:

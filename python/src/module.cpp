@@ -31,6 +31,7 @@ engine::RequestParams request_from(const py::dict& d) {
   p.frequency_penalty = d["frequency_penalty"].cast<double>();
   p.repetition_penalty = d["repetition_penalty"].cast<double>();
   p.logprobs = d["logprobs"].cast<int64_t>();
+  p.prompt_logprobs = d["prompt_logprobs"].cast<int64_t>();
   p.skip_special_tokens = d["skip_special_tokens"].cast<bool>();
   p.logit_bias = d["logit_bias"].cast<std::vector<std::pair<int32_t, float>>>();
   // structured_outputs, as SamplingParams checked it: (kind, text, choices).
@@ -55,6 +56,9 @@ py::dict result_to_dict(const python::OfflineResult& r) {
   py::list lps;
   for (const auto& lp : r.logprobs) lps.append(py::make_tuple(lp.id, lp.logprob, lp.top));
   d["logprobs"] = lps;
+  py::list plps;
+  for (const auto& lp : r.prompt_logprobs) plps.append(py::make_tuple(lp.id, lp.logprob, lp.rank, lp.top));
+  d["prompt_logprobs"] = plps;
   d["finish_reason"] = r.finish_reason;
   if (r.stop_reason) d["stop_reason"] = *r.stop_reason;
   else if (r.stop_token) d["stop_reason"] = *r.stop_token;

@@ -113,6 +113,7 @@ std::vector<OfflineResult> OfflineEngine::generate(std::vector<engine::RequestPa
           r.token_ids.insert(r.token_ids.end(), out.token_ids.begin(), out.token_ids.end());
           r.text += out.text;
           for (auto& lp : out.logprobs) r.logprobs.push_back(std::move(lp));
+          if (!out.prompt_logprobs.empty()) r.prompt_logprobs = std::move(out.prompt_logprobs);
           if (out.finished) {
             r.finish_reason = out.finish_reason;
             r.stop_reason = out.stop_reason;

@@ -36,6 +36,7 @@ struct OfflineResult {
   std::vector<int32_t> token_ids;
   std::string text;
   std::vector<engine::TokenLogprob> logprobs;
+  std::vector<engine::TokenLogprob> prompt_logprobs;  // prompt_logprobs: the prompt's tokens after the first
   std::string finish_reason;
   std::optional<std::string> stop_reason;
   std::optional<int32_t> stop_token;

@@ -16,6 +16,7 @@
 #include <iterator>
 #include <fstream>
 #include <random>
+#include <span>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -250,6 +251,43 @@ void print_table_row(const std::vector<KernelColumn>& cols, int64_t n, int64_t k
   fmt::print("\n");
 }
 
+using KernelCopies = std::vector<std::unique_ptr<kernels::LinearKernel>>;
+
+// Enough copies of a layer that one round over them is >= 4x the LLC: at M = 1 a call then reads
+// its weights from memory, as a model's decode step does.
+int rotation_copies(const Options& o, size_t layer_bytes) {
+  return static_cast<int>(std::max<size_t>(1, (static_cast<size_t>(o.llc_mib) * 4 << 20) / layer_bytes + 1));
+}
+
+// Values in [-1, 1] in steps of 1e-3: the baseline's fp32 weights and every activation.
+std::vector<float> random_values(size_t n, std::mt19937& rng) {
+  std::vector<float> v(n);
+  for (auto& e : v) e = static_cast<float>(rng() % 2001) * 1e-3f - 1.0f;
+  return v;
+}
+
+// One shape's rows, one per M: the sgemm baseline on the fp32 weights `wf`, then each kernel set
+// (rotating copies) on the same activations in `act`. Returns (M, each set's time) per row.
+std::vector<std::pair<int64_t, std::vector<double>>> time_shape_rows(
+    const std::vector<KernelColumn>& cols, const BenchShapes& bs, const BenchShapes::Shape& s,
+    const std::vector<float>& wf, std::span<const KernelCopies> kern, DType act, size_t layer_bytes, double bw,
+    ThreadPool& pool, std::mt19937& rng) {
+  std::vector<std::pair<int64_t, std::vector<double>>> times;
+  for (int64_t m : bs.ms) {
+    const std::vector<float> x = random_values(static_cast<size_t>(m * s.k), rng);
+    std::vector<float> y(static_cast<size_t>(m * s.n));
+    std::vector<uint8_t> xa(x.size() * dtype_size(act)), ya(y.size() * dtype_size(act));
+    from_f32_n(x.data(), act, xa.data(), x.size());
+    const int reps = m >= 64 ? 3 : 10;
+    const double t_blas = sgemm_seconds(m, s.n, s.k, x.data(), wf.data(), y.data(), reps);
+    std::vector<double> t;
+    for (const KernelCopies& kc : kern) t.push_back(rotating_time(kc, xa.data(), m, ya.data(), pool, reps));
+    print_table_row(cols, s.n, s.k, m, t_blas, t, static_cast<double>(layer_bytes), bw);
+    times.emplace_back(m, std::move(t));
+  }
+  return times;
+}
+
 // OpenBLAS's bf16 GEMM, when this OpenBLAS was built with it (Debian's is not).
 using SbgemmFn = void (*)(CBLAS_ORDER, CBLAS_TRANSPOSE, CBLAS_TRANSPOSE, blasint, blasint, blasint, float,
                           const uint16_t*, blasint, const uint16_t*, blasint, float, float*, blasint);
@@ -307,32 +345,18 @@ int run_kernels(const Options& o) {
     print_table_header(cols);
     for (const BenchShapes::Shape& s : bs.shapes) {
       const size_t layer_bytes = static_cast<size_t>(s.n * (s.k / 2 + s.k / 16));
-      // Enough copies that one round is >= 4x the LLC: M=1 reads weights from memory.
-      const int copies = static_cast<int>(std::max<size_t>(
-          1, (static_cast<size_t>(o.llc_mib) * 4 << 20) / layer_bytes + 1));
+      const int copies = rotation_copies(o, layer_bytes);
       std::vector<RandomLayer> layers;
       for (int c = 0; c < copies; ++c) layers.push_back(random_layer(s.n, s.k, rng));
-      std::vector<float> wf(static_cast<size_t>(s.n * s.k));
-      for (auto& v : wf) v = static_cast<float>(rng() % 2001) * 1e-3f - 1.0f;
-      std::vector<std::unique_ptr<kernels::LinearKernel>> kern[2];
+      const std::vector<float> wf = random_values(static_cast<size_t>(s.n * s.k), rng);
+      KernelCopies kern[2];
       for (int b = 0; b < 2; ++b) {
         const kernels::Backend* be = kernels::find_backend(names[b], kernels::LayerKind::linear);
         for (auto& l : layers)
           kern[b].push_back(be->make_linear(wrap(l, s.n, s.k, keys[b]), {keys[b], act, s.n, s.k, {}}));
       }
-      std::vector<std::pair<int64_t, std::vector<double>>> times;  // (M, per kernel) for the xM1 line
-      for (int64_t m : bs.ms) {
-        std::vector<float> x(static_cast<size_t>(m * s.k)), y(static_cast<size_t>(m * s.n));
-        for (auto& v : x) v = static_cast<float>(rng() % 2001) * 1e-3f - 1.0f;
-        std::vector<uint8_t> xa(x.size() * dtype_size(act)), ya(y.size() * dtype_size(act));
-        from_f32_n(x.data(), act, xa.data(), x.size());
-        const int reps = m >= 64 ? 3 : 10;
-        const double t_blas = sgemm_seconds(m, s.n, s.k, x.data(), wf.data(), y.data(), reps);
-        const std::vector<double> t = {rotating_time(kern[0], xa.data(), m, ya.data(), pool, reps),
-                                       rotating_time(kern[1], xa.data(), m, ya.data(), pool, reps)};
-        print_table_row(cols, s.n, s.k, m, t_blas, t, static_cast<double>(layer_bytes), bw);
-        times.emplace_back(m, t);
-      }
+      // (M, per kernel) for the xM1 line
+      const auto times = time_shape_rows(cols, bs, s, wf, kern, act, layer_bytes, bw, pool, rng);
       // What a call of M tokens costs against one of 1 token (batched decode: M streams' steps).
       if (times.size() > 1 && times.front().first == 1) {
         fmt::print("{:>6} {:>6}  call cost / M=1:", s.n, s.k);
@@ -397,8 +421,8 @@ int run_dense(const Options& o) {
     auto k16 = make(n, k, DType::BF16, s16);
     const float* wf = reinterpret_cast<const float*>(s32.data());
     for (int64_t m : ms) {
-      std::vector<float> x(static_cast<size_t>(m * k)), y(static_cast<size_t>(m * n));
-      for (auto& v : x) v = static_cast<float>(rng() % 2001) * 1e-3f - 1.0f;
+      const std::vector<float> x = random_values(static_cast<size_t>(m * k), rng);
+      std::vector<float> y(static_cast<size_t>(m * n));
       std::vector<uint8_t> xa(x.size() * dtype_size(act)), ya(y.size() * dtype_size(act));
       from_f32_n(x.data(), act, xa.data(), x.size());
       const double flops = 2.0 * m * n * k;
@@ -449,8 +473,7 @@ int run_fp8(const Options& o) {
     print_table_header(cols);
     for (const BenchShapes::Shape& s : bs.shapes) {
       const size_t layer_bytes = static_cast<size_t>(s.n * s.k);
-      const int copies = static_cast<int>(
-          std::max<size_t>(1, (static_cast<size_t>(o.llc_mib) * 4 << 20) / layer_bytes + 1));
+      const int copies = rotation_copies(o, layer_bytes);
       std::vector<std::vector<uint8_t>> codes(static_cast<size_t>(copies));
       for (auto& c : codes) {
         c.resize(layer_bytes);
@@ -459,9 +482,8 @@ int run_fp8(const Options& o) {
           if ((v & 0x7f) == 0x7f) v = 0x3f;  // no NaN codes
         }
       }
-      std::vector<float> wf(static_cast<size_t>(s.n * s.k));
-      for (auto& v : wf) v = static_cast<float>(rng() % 2001) * 1e-3f - 1.0f;
-      std::vector<std::vector<std::unique_ptr<kernels::LinearKernel>>> kern(2 * backends.size());
+      const std::vector<float> wf = random_values(static_cast<size_t>(s.n * s.k), rng);
+      std::vector<KernelCopies> kern(2 * backends.size());
       for (size_t b = 0; b < backends.size(); ++b)
         for (auto& c : codes) {
           kernels::Fp8View v;
@@ -478,17 +500,7 @@ int run_fp8(const Options& o) {
           kern[2 * b + 1].push_back(backends[b]->make_linear(
               one_shard_layer(kernels::kFp8BlockW8A16, s.n, s.k, bv), {kernels::kFp8BlockW8A16, DType::BF16, s.n, s.k, {}}));
         }
-      for (int64_t m : bs.ms) {
-        std::vector<float> xf(static_cast<size_t>(m * s.k)), y(static_cast<size_t>(m * s.n));
-        for (auto& v : xf) v = static_cast<float>(rng() % 2001) * 1e-3f - 1.0f;
-        std::vector<uint16_t> x(xf.size()), yb(y.size());
-        f32_to_bf16_n(xf.data(), x.data(), xf.size());
-        const int reps = m >= 64 ? 3 : 10;
-        const double t_blas = sgemm_seconds(m, s.n, s.k, xf.data(), wf.data(), y.data(), reps);
-        std::vector<double> t;
-        for (const auto& kb : kern) t.push_back(rotating_time(kb, x.data(), m, yb.data(), pool, reps));
-        print_table_row(cols, s.n, s.k, m, t_blas, t, static_cast<double>(layer_bytes), bw);
-      }
+      time_shape_rows(cols, bs, s, wf, kern, DType::BF16, layer_bytes, bw, pool, rng);
     }
   }
   fmt::print("\nbf16 activations. xBLAS = sgemm time / kernel time (fp32 weights, same threads); "
@@ -518,8 +530,7 @@ int run_mxfp4(const Options& o) {
     print_table_header(cols);
     for (const BenchShapes::Shape& s : bs.shapes) {
       const size_t layer_bytes = static_cast<size_t>(s.n * (s.k / 2 + s.k / 32));
-      const int copies = static_cast<int>(
-          std::max<size_t>(1, (static_cast<size_t>(o.llc_mib) * 4 << 20) / layer_bytes + 1));
+      const int copies = rotation_copies(o, layer_bytes);
       std::vector<RandomLayer> layers;
       std::vector<std::vector<uint8_t>> e8m0(static_cast<size_t>(copies));
       for (int c = 0; c < copies; ++c) {
@@ -527,25 +538,14 @@ int run_mxfp4(const Options& o) {
         e8m0[c].resize(static_cast<size_t>(s.n * s.k / 32));
         for (auto& v : e8m0[c]) v = static_cast<uint8_t>(116 + rng() % 8);
       }
-      std::vector<float> wf(static_cast<size_t>(s.n * s.k));
-      for (auto& v : wf) v = static_cast<float>(rng() % 2001) * 1e-3f - 1.0f;
-      std::vector<std::vector<std::unique_ptr<kernels::LinearKernel>>> kern(backends.size());
+      const std::vector<float> wf = random_values(static_cast<size_t>(s.n * s.k), rng);
+      std::vector<KernelCopies> kern(backends.size());
       for (size_t b = 0; b < backends.size(); ++b)
         for (int c = 0; c < copies; ++c)
           kern[b].push_back(backends[b]->make_linear(
               one_shard_layer(kernels::kMxfp4W4A16, s.n, s.k, kernels::Mxfp4View{layers[c].codes.data(), e8m0[c].data()}),
               {kernels::kMxfp4W4A16, DType::BF16, s.n, s.k, {}}));
-      for (int64_t m : bs.ms) {
-        std::vector<float> xf(static_cast<size_t>(m * s.k)), y(static_cast<size_t>(m * s.n));
-        for (auto& v : xf) v = static_cast<float>(rng() % 2001) * 1e-3f - 1.0f;
-        std::vector<uint16_t> x(xf.size()), yb(y.size());
-        f32_to_bf16_n(xf.data(), x.data(), xf.size());
-        const int reps = m >= 64 ? 3 : 10;
-        const double t_blas = sgemm_seconds(m, s.n, s.k, xf.data(), wf.data(), y.data(), reps);
-        std::vector<double> t;
-        for (const auto& kb : kern) t.push_back(rotating_time(kb, x.data(), m, yb.data(), pool, reps));
-        print_table_row(cols, s.n, s.k, m, t_blas, t, static_cast<double>(layer_bytes), bw);
-      }
+      time_shape_rows(cols, bs, s, wf, kern, DType::BF16, layer_bytes, bw, pool, rng);
     }
   }
   fmt::print("\nbf16 activations. xBLAS = sgemm time / kernel time (fp32 weights, same threads); "

@@ -166,6 +166,7 @@ int run_serve(const ServeArgs& a) {
   sc.max_num_batched_tokens = a.max_num_batched_tokens;
   sc.kv_cache_bytes = a.kv_cache_memory.empty() ? quarter_of_ram() : parse_bytes(a.kv_cache_memory);
   sc.enable_prefix_caching = a.enable_prefix_caching;
+  sc.prebuild_structured_vocabulary = true;  // the first structured request does not wait for it
   sc.block_size = a.block_size;
   if (sc.block_size < 1 || sc.block_size > 4096) usage_fail("--block-size must be in [1, 4096] (got {})", sc.block_size);
   if (!a.speculative_config.empty())

@@ -46,6 +46,8 @@ TokenLogprob token_logprob(const float* logits, int64_t vocab, int32_t chosen, i
   TokenLogprob out;
   out.id = chosen;
   out.logprob = lp(chosen);
+  // vLLM's rank: how many tokens are at least as probable as the chosen one (itself included).
+  for (int64_t i = 0; i < vocab; ++i) out.rank += lp(i) >= out.logprob;
   k = std::min<int64_t>(k, vocab);
   if (k > 0) {
     std::vector<int32_t> idx(static_cast<size_t>(vocab));

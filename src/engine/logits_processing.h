@@ -25,7 +25,8 @@ void apply_penalties(float* logits, int64_t vocab, const RequestParams& p, const
 void apply_logit_bias(float* logits, int64_t vocab, const std::vector<std::pair<int32_t, float>>& bias);
 // Sets the listed ids (those inside [0, vocab)) to -inf.
 void mask_ids(float* logits, int64_t vocab, const std::vector<int64_t>& ids);
-// log-softmax of the raw row: the chosen token's logprob and the k most probable (ties: lower id).
+// log-softmax of the raw row: the chosen token's logprob and rank, and the k most probable (ties:
+// lower id).
 TokenLogprob token_logprob(const float* logits, int64_t vocab, int32_t chosen, int64_t k);
 
 }  // namespace fp4lm::engine

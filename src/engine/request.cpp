@@ -52,6 +52,10 @@ void validate(const RequestParams& p, const RequestLimits& lim) {
   if (p.logprobs > kMaxLogprobs)
     bad("logprobs", fmt::format("logprobs must be at most {}, got {}", kMaxLogprobs, p.logprobs));
   if (p.logprobs < -1) bad("logprobs", fmt::format("logprobs must be -1 (none) or at least 0, got {}", p.logprobs));
+  if (p.prompt_logprobs > kMaxLogprobs)
+    bad("prompt_logprobs", fmt::format("prompt_logprobs must be at most {}, got {}", kMaxLogprobs, p.prompt_logprobs));
+  if (p.prompt_logprobs < -1)
+    bad("prompt_logprobs", fmt::format("prompt_logprobs must be -1 (none) or at least 0, got {}", p.prompt_logprobs));
   check_ids(p.stop_token_ids, "stop_token_ids", "stop token", lim.vocab_size);
   for (const auto& [id, bias] : p.logit_bias) {
     if (id < 0 || id >= lim.vocab_size)

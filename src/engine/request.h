@@ -26,6 +26,9 @@ struct RequestParams {
   bool ignore_eos = false;
   double presence_penalty = 0, frequency_penalty = 0, repetition_penalty = 1;
   int64_t logprobs = -1;                // -1: none; k >= 0: the sampled token's + top-k logprobs
+  // -1: none; k >= 0: every prompt token's logprob (after the first) and the top k at its
+  // position. Such a request computes its whole prompt (no prefix-cache hit, as in vLLM).
+  int64_t prompt_logprobs = -1;
   bool skip_special_tokens = true;
   structured::StructuredSpec structured;  // structured outputs: a token mask at every step
   std::vector<std::pair<int32_t, float>> logit_bias;  // added to these ids' logits before sampling
@@ -47,6 +50,7 @@ struct TokenLogprob {
   int32_t id = 0;
   float logprob = 0;
   std::vector<std::pair<int32_t, float>> top;  // most probable first
+  int64_t rank = 0;  // 1 + the number of other tokens at least as probable (vLLM's rank)
 };
 
 // What one engine step produced for a request. Text is only ever whole UTF-8 characters and
@@ -55,6 +59,8 @@ struct RequestOutput {
   std::vector<int32_t> token_ids;  // tokens generated this step
   std::string text;                // new text
   std::vector<TokenLogprob> logprobs;  // one per token when logprobs were asked for
+  // prompt_logprobs: in the request's first output, one per prompt token after the first.
+  std::vector<TokenLogprob> prompt_logprobs;
   bool finished = false;
   std::string finish_reason;       // "stop", "length", "abort" or "error" (when finished)
   std::optional<std::string> stop_reason;  // the stop string that ended it

@@ -15,6 +15,10 @@ namespace fp4lm::engine {
 
 namespace {
 double seconds(Scheduler::Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+// A prefill chunk of a request with prompt_logprobs returns every position's logits: at most this
+// many floats (64 MiB) per chunk, so a long prompt is cut into more chunks instead.
+constexpr int64_t kPromptLogitsFloats = int64_t{1} << 24;
 }  // namespace
 
 struct Scheduler::Sequence {
@@ -28,6 +32,7 @@ struct Scheduler::Sequence {
   bool caching = true;     // its next full prompt blocks go into the prefix cache
   std::vector<int32_t> verify;  // speculative decoding: [last sampled token, drafts...]
   std::vector<int32_t> output;
+  std::vector<TokenLogprob> prompt_lps;  // prompt_logprobs so far (handed out with the first token)
   Sampler sampler;
   TextStream text;
   PenaltyState penalties;
@@ -47,6 +52,8 @@ struct Scheduler::Sequence {
   int64_t prompt_len() const { return static_cast<int64_t>(p.prompt.size()); }
   bool decoding() const { return prefilled == prompt_len(); }
   int64_t capacity() const { return prompt_len() + p.max_tokens; }
+  // Its prefill chunks return every position's logits (prompt_logprobs).
+  bool prompt_logits() const { return p.prompt_logprobs >= 0 && !decoding(); }
   bool is_stop_id(int32_t t) const { return std::find(stop_ids.begin(), stop_ids.end(), t) != stop_ids.end(); }
 };
 
@@ -74,6 +81,11 @@ Scheduler::Scheduler(StepModel& model, const tokenizer::Tokenizer* tok, Schedule
       log().info("speculative decoding is off for this model: its recurrent state cannot be rewound past "
                  "rejected drafts");
   }
+  if (cfg_.prebuild_structured_vocabulary && tok_)
+    vocabulary_ = std::async(std::launch::async, [tok = tok_, n = model_.vocab_size()] {
+                    return std::shared_ptr<const structured::TokenVocabulary>(
+                        std::make_shared<const structured::TokenVocabulary>(*tok, n));
+                  }).share();
   if (cfg_.enable_prefix_caching) support_ = model_.prefix_support(cfg_.block_size);
   if (cfg_.enable_prefix_caching && !support_.unsupported.empty())
     log().info("prefix caching is off for this model: {}", support_.unsupported);
@@ -97,7 +109,8 @@ Scheduler::~Scheduler() {
 structured::GrammarCompiler& Scheduler::grammars() const {
   std::call_once(grammars_once_, [this] {
     grammars_ = std::make_unique<structured::GrammarCompiler>(
-        std::make_shared<structured::TokenVocabulary>(*tok_, model_.vocab_size()));
+        vocabulary_.valid() ? vocabulary_.get()
+                            : std::make_shared<const structured::TokenVocabulary>(*tok_, model_.vocab_size()));
   });
   return *grammars_;
 }
@@ -191,8 +204,12 @@ void Scheduler::sample_next(Sequence& s, float* logits, RequestOutput& out, cons
   s.output.push_back(tok);
   ++s.penalties.output_counts[tok];
   const auto now = Clock::now();
-  if (s.output.size() == 1) s.first_token = now;
-  else s.itl.push_back(seconds(now - s.last_token));
+  if (s.output.size() == 1) {
+    s.first_token = now;
+    if (s.p.prompt_logprobs >= 0) out.prompt_logprobs = std::move(s.prompt_lps);
+  } else {
+    s.itl.push_back(seconds(now - s.last_token));
+  }
   s.last_token = now;
   out.token_ids.push_back(tok);
   if (s.p.logprobs >= 0) out.logprobs.push_back(token_logprob(raw_.data(), vocab, tok, s.p.logprobs));
@@ -310,7 +327,7 @@ void Scheduler::admit_waiting(std::vector<Planned>& plan, int64_t budget, Output
 std::vector<StepChunk> Scheduler::chunks_of(const std::vector<Planned>& plan, StepStats& st) {
   const int64_t vocab = model_.vocab_size();
   size_t rows = 0;
-  for (const auto& p : plan) rows += p.logits ? static_cast<size_t>(1 + p.drafts) : 0;
+  for (const auto& p : plan) rows += static_cast<size_t>(logit_rows(p));
   logits_.resize(rows * static_cast<size_t>(vocab));
   std::vector<StepChunk> chunks;
   size_t row = 0;
@@ -323,11 +340,12 @@ std::vector<StepChunk> Scheduler::chunks_of(const std::vector<Planned>& plan, St
       c.all_logits = p.drafts > 0;
     } else {
       c.tokens = p.s->p.prompt.data() + p.s->prefilled;
+      c.all_logits = p.s->prompt_logits();
       st.prompt_tokens += p.n;
     }
-    if (p.logits) {
+    if (logit_rows(p) > 0) {
       c.logits = logits_.data() + row * static_cast<size_t>(vocab);
-      row += static_cast<size_t>(1 + p.drafts);
+      row += static_cast<size_t>(logit_rows(p));
     }
     chunks.push_back(c);
     last_batch_.emplace_back(p.s->id, p.n);
@@ -341,9 +359,20 @@ std::vector<StepChunk> Scheduler::chunks_of(const std::vector<Planned>& plan, St
 
 void Scheduler::sample_planned(const std::vector<Planned>& plan, const std::vector<StepChunk>& chunks, Outputs& outs,
                                StepStats& st) {
+  const size_t vocab = static_cast<size_t>(model_.vocab_size());
   for (size_t i = 0; i < plan.size(); ++i) {
     Sequence& s = *plan[i].s;
+    float* logits = chunks[i].logits;  // the row to sample from (speculative verify: the first)
     if (!s.decoding()) {
+      if (s.prompt_logits()) {
+        try {
+          collect_prompt_logprobs(s, plan[i].n, logits);
+        } catch (const std::exception& e) {  // only this request fails
+          fail(s, fmt::format("prompt logprobs failed: {}", e.what()), outs, std::current_exception());
+          continue;
+        }
+        logits += static_cast<size_t>(plan[i].n - 1) * vocab;
+      }
       s.prefilled += plan[i].n;
       if (cache_ && s.caching) {
         try {
@@ -354,17 +383,16 @@ void Scheduler::sample_planned(const std::vector<Planned>& plan, const std::vect
         }
       }
     }
-    if (!chunks[i].logits) continue;
+    if (!plan[i].logits) continue;
     RequestOutput out;
     const int64_t drafts = plan[i].drafts;
-    const size_t vocab = static_cast<size_t>(model_.vocab_size());
     try {
       // Speculative verify: position j's logits decide the token after draft j (j = 0: after the
       // last sampled token); stop at the first rejection, or when the request finishes.
       int64_t accepted = 0;
       for (int64_t j = 0; j <= drafts; ++j) {
         const int32_t* draft = j < drafts ? &s.verify[static_cast<size_t>(j + 1)] : nullptr;
-        sample_next(s, chunks[i].logits + static_cast<size_t>(j) * vocab, out, draft);
+        sample_next(s, logits + static_cast<size_t>(j) * vocab, out, draft);
         st.generation_tokens += 1;
         if (s.finished || !draft || s.output.back() != *draft) break;
         ++accepted;
@@ -429,8 +457,30 @@ Scheduler::Outputs Scheduler::fail_all(const std::string& why) {
   return outs;
 }
 
+int64_t Scheduler::logit_rows(const Planned& p) const {
+  if (p.s->prompt_logits()) return p.n;
+  return p.logits ? 1 + p.drafts : 0;
+}
+
+void Scheduler::collect_prompt_logprobs(Sequence& s, int64_t n, const float* logits) {
+  // Row j holds the logits after prompt position prefilled + j, which score the next prompt token.
+  const int64_t vocab = model_.vocab_size();
+  for (int64_t j = 0; j < n; ++j) {
+    const int64_t next = s.prefilled + j + 1;
+    if (next >= s.prompt_len()) break;  // the last row samples the first output token
+    s.prompt_lps.push_back(token_logprob(logits + j * vocab, vocab, s.p.prompt[static_cast<size_t>(next)],
+                                         s.p.prompt_logprobs));
+  }
+}
+
 int64_t Scheduler::prefill_take(const Sequence& s, int64_t budget) const {
   int64_t n = std::min(s.prompt_len() - s.prefilled, budget);
+  if (s.p.prompt_logprobs >= 0) {
+    // The logits bound, in whole multiples of 64 rows when it allows that many.
+    int64_t most = std::max<int64_t>(1, kPromptLogitsFloats / std::max<int64_t>(1, model_.vocab_size()));
+    if (most >= 64) most = most / 64 * 64;
+    n = std::min(n, most);
+  }
   if (!cache_) return n;
   if (support_.max_chunk > 0) n = std::min(n, support_.max_chunk);
   if (support_.snapshot_grid > 0) {
@@ -444,6 +494,9 @@ int64_t Scheduler::prefill_take(const Sequence& s, int64_t budget) const {
 }
 
 void Scheduler::load_cached_prefix(Sequence& s) {
+  // Prompt logprobs need every prompt position's logits: such a request does not read the cache
+  // (nor counts as a query), as in vLLM; its blocks still go into the cache.
+  if (s.p.prompt_logprobs >= 0) return;
   // At least the last prompt token is computed: its logits give the first output token.
   std::vector<PrefixCache::BlockId> chain = cache_->match(s.p.prompt, s.prompt_len() - 1);
   if (support_.snapshot_grid > 0)  // a recurrent state resumes only where it was saved

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <unordered_set>
@@ -37,6 +38,10 @@ struct SchedulerConfig {
   bool enable_prefix_caching = false;
   int64_t block_size = 16;  // tokens per cached block
   SpeculativeConfig speculative;  // engine/speculative.h; off by default
+  // Structured outputs need the vocabulary as a byte trie (about 1 s for a 150k vocabulary): build
+  // it in the background from construction on, so that the first structured request does not wait
+  // for it (on in `fp4lm serve`; otherwise it is built by that first request).
+  bool prebuild_structured_vocabulary = false;
 };
 
 // RequestError naming the parameter (max_num_seqs, max_num_batched_tokens) when inconsistent.
@@ -139,6 +144,10 @@ class Scheduler {
   // Prefix caching: the prompt tokens of the next chunk (within `budget`), the cached prefix a
   // newly admitted sequence starts from, the blocks its last chunk completed, memory for them.
   int64_t prefill_take(const Sequence& s, int64_t budget) const;
+  // The logits rows a planned chunk returns (prompt_logprobs: every prefill position's), and
+  // the prompt logprobs of a prefill chunk of `n` tokens from them.
+  int64_t logit_rows(const Planned& p) const;
+  void collect_prompt_logprobs(Sequence& s, int64_t n, const float* logits);
   void load_cached_prefix(Sequence& s);
   void cache_computed_blocks(Sequence& s);
   bool make_room(size_t bytes);
@@ -150,6 +159,8 @@ class Scheduler {
   const tokenizer::Tokenizer* tok_;
   mutable std::unique_ptr<structured::GrammarCompiler> grammars_;
   mutable std::once_flag grammars_once_;  // check() runs on API threads, add() on the engine's
+  // prebuild_structured_vocabulary: the trie being built (its destructor waits for the build).
+  std::shared_future<std::shared_ptr<const structured::TokenVocabulary>> vocabulary_;
   SchedulerConfig cfg_;
   SchedulerObserver obs_;
   std::vector<int64_t> eos_;

@@ -241,9 +241,10 @@ void HttpServer::generate(const std::shared_ptr<Exchange>& ex, bool chat) {
     // Chat templates see messages and tools in the request's key order (a second, ordered parse).
     const nlohmann::ordered_json ordered = chat ? io::parse_ordered_json(req.body, "the request body") : nullptr;
     ApiRequest ar = chat ? parse_chat_request(b, *model_, seed, &ordered) : parse_completion_request(b, *model_, seed);
-    // One engine request per choice (n samples of each prompt); a refusal cancels those queued.
+    // One engine request per sample (best_of, by default n, of each prompt); a refusal cancels those
+    // queued.
     std::vector<std::shared_ptr<engine::RequestHandle>> handles;
-    const size_t choices = ar.prompts.size() * static_cast<size_t>(ar.n);
+    const size_t choices = ar.prompts.size() * static_cast<size_t>(ar.samples());
     try {
       for (size_t c = 0; c < choices; ++c) handles.push_back(engine_.load()->submit(choice_params(ar, c)));
     } catch (...) {

@@ -35,17 +35,25 @@ void parse_common(const json& b, const ServingModel& m, uint64_t random_seed, Ap
   const SamplingDefaults& d = m.defaults;
 
   r.n = opt_int(b, "n", 1, kMaxChoices).value_or(1);
-  if (auto best_of = opt_int(b, "best_of", 1); best_of && *best_of != r.n)
-    throw bad_request(fmt::format("'best_of' must equal 'n' ({}): ranking more samples than are returned is not "
-                                  "supported, got {}",
-                                  r.n, *best_of),
+  r.best_of = opt_int(b, "best_of", 1, kMaxChoices).value_or(r.n);
+  if (r.best_of < r.n)
+    throw bad_request(fmt::format("best_of must be greater than or equal to n, got n={} and best_of={}", r.n, r.best_of),
                       "best_of");
   reject_unsupported_fields(b, r.endpoint);
   r.return_tokens_as_token_ids = opt_bool(b, "return_tokens_as_token_ids").value_or(false);
-  if (present(b, "prompt_logprobs"))
-    throw bad_request("'prompt_logprobs' is not supported (the engine computes logits for generated positions only)",
-                      "prompt_logprobs");
   r.stream = opt_bool(b, "stream").value_or(false);
+  // OpenAI: the best of several samples is known only at their end.
+  if (r.stream && r.best_of > r.n)
+    throw bad_request(fmt::format("best_of ({}) greater than n ({}) cannot be streamed", r.best_of, r.n), "best_of");
+  if (const auto k = opt_int(b, "prompt_logprobs", -1, engine::kMaxLogprobs, "prompt_logprobs")) {
+    if (*k == -1)  // vLLM: -1 is the whole vocabulary, beyond its max_logprobs
+      throw bad_request(fmt::format("prompt_logprobs=-1 asks for the whole vocabulary; at most {} are returned",
+                                    engine::kMaxLogprobs),
+                        "prompt_logprobs");
+    // Stream chunks have no prompt_logprobs; vLLM refuses k > 0 and drops 0.
+    if (r.stream && *k > 0) throw bad_request("prompt_logprobs are not available when stream=True.", "prompt_logprobs");
+    if (!r.stream) r.prompt_logprobs = r.params.prompt_logprobs = *k;
+  }
   if (present(b, "stream_options")) {
     if (!r.stream) throw bad_request("Stream options can only be defined when `stream=True`.", "stream_options");
     const json& so = b["stream_options"];
@@ -185,11 +193,12 @@ int64_t max_tokens_for(const json& b, const ServingModel& m, size_t prompt_len, 
 // 400. The completions endpoint's "max_completion_tokens" is reported under the name the client
 // used; a list's prompt under its index.
 void check_engine_params(const json& b, ApiRequest& r, const ServingModel& m) {
-  const int64_t choices = static_cast<int64_t>(r.prompts.size()) * r.n;
+  const int64_t choices = static_cast<int64_t>(r.prompts.size()) * r.best_of;
   if (choices > kMaxChoices)
-    throw bad_request(fmt::format("{} prompts with n={} make {} choices; at most {} per request", r.prompts.size(), r.n,
-                                  choices, kMaxChoices),
-                      r.prompts.size() > 1 ? "prompt" : "n");
+    throw bad_request(fmt::format("{} prompts with {}={} make {} {}; at most {} per request", r.prompts.size(),
+                                  r.best_of > r.n ? "best_of" : "n", r.best_of, choices,
+                                  r.best_of > r.n ? "samples" : "choices", kMaxChoices),
+                      r.prompts.size() > 1 ? "prompt" : r.best_of > r.n ? "best_of" : "n");
   r.params.prompt = r.prompts[0].ids;
   r.params.max_tokens = r.prompts[0].max_tokens;
   r.prompt_text = r.prompts[0].text;
@@ -229,10 +238,11 @@ std::string without_server_paths(std::string msg, const ServingModel& m) {
 
 engine::RequestParams choice_params(const ApiRequest& r, size_t c) {
   engine::RequestParams p = r.params;
-  const ApiRequest::Prompt& pr = r.prompts[c / static_cast<size_t>(r.n)];
+  const ApiRequest::Prompt& pr = r.prompts[c / static_cast<size_t>(r.samples())];
   p.prompt = pr.ids;
   p.max_tokens = pr.max_tokens;
-  p.sampling.seed += c % static_cast<size_t>(r.n);
+  p.sampling.seed += c % static_cast<size_t>(r.samples());
+  if (r.best_of > r.n) p.logprobs = std::max<int64_t>(p.logprobs, 0);  // the ranking sums the sampled tokens'
   return p;
 }
 
@@ -297,8 +307,8 @@ ApiRequest parse_completion_request(const json& b, const ServingModel& m, uint64
     r.top_logprobs = *lp;
     r.params.logprobs = *lp;
   }
-  if (r.echo && r.logprobs)
-    throw bad_request("'echo' together with 'logprobs' needs prompt logprobs, which are not supported", "echo");
+  // echo with logprobs: the prompt's tokens come first in the logprobs (OpenAI), from prompt logprobs.
+  if (r.echo && r.logprobs) r.params.prompt_logprobs = std::max(r.params.prompt_logprobs, r.top_logprobs);
   check_engine_params(b, r, m);
   return r;
 }

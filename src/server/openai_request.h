@@ -28,6 +28,12 @@ struct ApiRequest {
   };
   std::vector<Prompt> prompts;
   int64_t n = 1;
+  // best_of >= n samples per prompt run; the n with the highest cumulative logprob come back.
+  int64_t best_of = 1;
+  int64_t samples() const { return best_of > n ? best_of : n; }  // engine requests per prompt
+  // vLLM's prompt_logprobs: -1 none; k: per prompt token its logprob and the top k. (Completions
+  // echo with logprobs asks the engine for prompt logprobs too, without this field.)
+  int64_t prompt_logprobs = -1;
   bool stream = false, include_usage = false;
   bool continuous_usage = false;  // stream_options.continuous_usage_stats: usage in every chunk
   bool echo = false;          // the prompt (chat: the final assistant message) comes first in the output
@@ -47,8 +53,9 @@ struct ApiRequest {
   std::optional<std::string> prompt_text_out;  // chat return_prompt_text: the rendered prompt
 };
 
-// The engine request of choice `c` (prompt c / n, sample c % n: a seed is offset by the sample's
-// index, as vLLM seeds parallel samples).
+// The engine request of candidate `c` (prompt c / best_of, sample c % best_of: a seed is offset
+// by the sample's index, as vLLM seeds parallel samples). Candidates are the choices unless
+// best_of > n.
 engine::RequestParams choice_params(const ApiRequest& r, size_t c);
 
 // `random_seed` is used when the request has no seed. ApiError on any invalid field.

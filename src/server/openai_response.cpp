@@ -16,6 +16,8 @@ struct ResponseBuilder::Choice {
   std::string text;  // generated text (streaming: as sent)
   std::vector<int32_t> ids;
   std::vector<engine::TokenLogprob> logprobs;
+  std::vector<engine::TokenLogprob> prompt_lps;  // the prompt's tokens after the first
+  double cumulative_logprob = 0;                 // of the sampled tokens (best_of ranks by it)
   std::string finish_reason;
   json stop_reason = nullptr;
   int64_t completion_tokens = 0;
@@ -29,10 +31,11 @@ struct ResponseBuilder::Choice {
 ResponseBuilder::ResponseBuilder(const ApiRequest& req, const ServingModel& m, std::string id, int64_t created)
     : req_(req), m_(m), id_(std::move(id)), created_(created) {
   const size_t prompts = std::max<size_t>(1, req_.prompts.size());
-  for (size_t c = 0; c < prompts * static_cast<size_t>(std::max<int64_t>(1, req_.n)); ++c) {
+  const size_t samples = static_cast<size_t>(std::max<int64_t>(1, req_.samples()));
+  for (size_t c = 0; c < prompts * samples; ++c) {
     auto ch = std::make_unique<Choice>();
     ch->index = c;
-    ch->prompt = c / static_cast<size_t>(std::max<int64_t>(1, req_.n));
+    ch->prompt = c / samples;
     ch->parser = make_parser();
     choices_.push_back(std::move(ch));
   }
@@ -64,10 +67,29 @@ int64_t ResponseBuilder::prompt_tokens() const {
   return n;
 }
 
+// Only the returned choices count (with best_of > n too, as vLLM counted them).
 int64_t ResponseBuilder::completion_tokens() const {
   int64_t n = 0;
-  for (const auto& ch : choices_) n += ch->completion_tokens;
+  for (const Choice* ch : returned()) n += ch->completion_tokens;
   return n;
+}
+
+std::vector<const ResponseBuilder::Choice*> ResponseBuilder::returned() const {
+  std::vector<const Choice*> out;
+  for (const auto& ch : choices_) out.push_back(ch.get());
+  if (req_.best_of <= req_.n) return out;
+  // vLLM v0's best_of: each prompt's candidates by cumulative logprob, highest first (ties: the
+  // earlier sample), the first n of them.
+  const size_t samples = static_cast<size_t>(req_.samples()), n = static_cast<size_t>(req_.n);
+  std::vector<const Choice*> best;
+  for (size_t at = 0; at < out.size(); at += samples) {
+    std::vector<const Choice*> group(out.begin() + static_cast<std::ptrdiff_t>(at),
+                                     out.begin() + static_cast<std::ptrdiff_t>(std::min(out.size(), at + samples)));
+    std::stable_sort(group.begin(), group.end(),
+                     [](const Choice* a, const Choice* b) { return a->cumulative_logprob > b->cumulative_logprob; });
+    best.insert(best.end(), group.begin(), group.begin() + static_cast<std::ptrdiff_t>(std::min(n, group.size())));
+  }
+  return best;
 }
 
 json ResponseBuilder::usage() const {
@@ -75,7 +97,7 @@ json ResponseBuilder::usage() const {
   // and vLLM's field), each prompt once like prompt_tokens.
   const int64_t p = prompt_tokens(), c = completion_tokens();
   std::vector<int64_t> cached(std::max<size_t>(1, req_.prompts.size()), 0);
-  for (const auto& ch : choices_)
+  for (const Choice* ch : returned())
     if (ch->prompt < cached.size()) cached[ch->prompt] = std::max(cached[ch->prompt], ch->cached_tokens);
   int64_t cached_total = 0;
   for (int64_t x : cached) cached_total += x;
@@ -90,7 +112,8 @@ json ResponseBuilder::choice_usage(const Choice& ch) const {
   return {{"prompt_tokens", p}, {"completion_tokens", ch.completion_tokens}, {"total_tokens", p + ch.completion_tokens}};
 }
 
-json ResponseBuilder::logprobs_json(const std::vector<engine::TokenLogprob>& lps, size_t text_offset) const {
+json ResponseBuilder::logprobs_json(const std::vector<engine::TokenLogprob>& lps, size_t text_offset,
+                                    const Choice* echo) const {
   auto bytes_of = [](const std::string& s) {
     json b = json::array();
     for (unsigned char c : s) b.push_back(static_cast<int>(c));
@@ -111,20 +134,60 @@ json ResponseBuilder::logprobs_json(const std::vector<engine::TokenLogprob>& lps
   }
   json tokens = json::array(), token_logprobs = json::array(), top = json::array(), offsets = json::array();
   size_t off = text_offset;
+  // vLLM's completions entries hold the sampled token as well as the top k (so logprobs=0
+  // gives the sampled token alone, and k + 1 entries when it is not among the top k).
+  auto top_of = [&](const std::string& t, const engine::TokenLogprob& lp) {
+    json d = json::object();
+    d[t] = lp.logprob;
+    const size_t k = std::min(lp.top.size(), static_cast<size_t>(req_.top_logprobs));
+    for (size_t i = 0; i < k; ++i) d[token_text(lp.top[i].first)] = lp.top[i].second;
+    return d;
+  };
+  if (echo) {
+    // The prompt's tokens first (OpenAI's echo): the first has no logprob, the others their
+    // prompt logprobs (absent only when the request failed before its first token).
+    const std::vector<int32_t>& ids = prompt_of(*echo).ids;
+    for (size_t i = 0; i < ids.size(); ++i) {
+      const std::string t = token_text(ids[i]);
+      tokens.push_back(t);
+      offsets.push_back(off);
+      off += t.size();
+      if (i == 0 || i - 1 >= echo->prompt_lps.size()) {
+        token_logprobs.push_back(nullptr);
+        top.push_back(nullptr);
+        continue;
+      }
+      const engine::TokenLogprob& lp = echo->prompt_lps[i - 1];
+      token_logprobs.push_back(lp.logprob);
+      top.push_back(top_of(t, lp));
+    }
+  }
   for (const auto& lp : lps) {
     const std::string t = token_text(lp.id);
     tokens.push_back(t);
     token_logprobs.push_back(lp.logprob);
-    // vLLM's completions entries hold the sampled token as well as the top k (so logprobs=0
-    // gives the sampled token alone, and k + 1 entries when it is not among the top k).
-    json d = json::object();
-    d[t] = lp.logprob;
-    for (const auto& [id, v] : lp.top) d[token_text(id)] = v;
-    top.push_back(d);
+    top.push_back(top_of(t, lp));
     offsets.push_back(off);
     off += t.size();
   }
   return {{"tokens", tokens}, {"token_logprobs", token_logprobs}, {"top_logprobs", top}, {"text_offset", offsets}};
+}
+
+// vLLM's prompt_logprobs: null for the first prompt token, then per token {id: {logprob, rank,
+// decoded_token}} for the token itself and the top k (ranks 1..k), -inf clamped as vLLM does.
+json ResponseBuilder::prompt_logprobs_json(const Choice& ch) const {
+  json list = json::array({nullptr});
+  for (const engine::TokenLogprob& lp : ch.prompt_lps) {
+    json d = json::object();
+    auto entry = [&](int32_t id, float v, int64_t rank) {
+      d[std::to_string(id)] = {{"logprob", std::max(v, -9999.0f)}, {"rank", rank}, {"decoded_token", token_text(id)}};
+    };
+    entry(lp.id, lp.logprob, lp.rank);
+    const size_t k = std::min(lp.top.size(), static_cast<size_t>(std::max<int64_t>(0, req_.prompt_logprobs)));
+    for (size_t i = 0; i < k; ++i) entry(lp.top[i].first, lp.top[i].second, static_cast<int64_t>(i) + 1);
+    list.push_back(std::move(d));
+  }
+  return list;
 }
 
 json ResponseBuilder::chunk_base() const {
@@ -233,6 +296,8 @@ std::vector<json> ResponseBuilder::stream_chunks(size_t c, const engine::Request
   std::vector<json> chunks;
   const bool chat = req_.endpoint == Endpoint::chat;
   std::string text = out.text;
+  bool echoing = false;  // completions: this chunk starts with the prompt
+  if (!out.prompt_logprobs.empty()) ch.prompt_lps = out.prompt_logprobs;
   if (!ch.started) {
     ch.started = true;
     if (chat) {
@@ -246,6 +311,7 @@ std::vector<json> ResponseBuilder::stream_chunks(size_t c, const engine::Request
       chunks.push_back(std::move(first));
     } else if (req_.echo) {
       text = prompt_of(ch).text + text;
+      echoing = true;
     }
   }
   if (out.completion_tokens > 0) ch.completion_tokens = out.completion_tokens;
@@ -270,8 +336,9 @@ std::vector<json> ResponseBuilder::stream_chunks(size_t c, const engine::Request
     json choice = {{"index", ch.index}};
     if (chat) choice["delta"] = deltas[i];
     else choice["text"] = text;
-    choice["logprobs"] = first && req_.logprobs && !out.logprobs.empty() ? logprobs_json(out.logprobs, ch.text.size())
-                                                                          : json(nullptr);
+    if (first && req_.logprobs && echoing) choice["logprobs"] = logprobs_json(out.logprobs, ch.text.size(), &ch);
+    else if (first && req_.logprobs && !out.logprobs.empty()) choice["logprobs"] = logprobs_json(out.logprobs, ch.text.size());
+    else choice["logprobs"] = nullptr;
     const bool finishing = out.finished && final_chunk;
     choice["finish_reason"] =
         finishing ? json(chat ? chat_finish_reason(ch, out.finish_reason) : out.finish_reason) : json(nullptr);
@@ -306,6 +373,8 @@ void ResponseBuilder::add(size_t c, const engine::RequestOutput& out) {
   ch.text += out.text;
   ch.ids.insert(ch.ids.end(), out.token_ids.begin(), out.token_ids.end());
   ch.logprobs.insert(ch.logprobs.end(), out.logprobs.begin(), out.logprobs.end());
+  for (const auto& lp : out.logprobs) ch.cumulative_logprob += lp.logprob;
+  if (!out.prompt_logprobs.empty()) ch.prompt_lps = out.prompt_logprobs;
   if (out.completion_tokens > 0) ch.completion_tokens = out.completion_tokens;
   ch.cached_tokens = std::max(ch.cached_tokens, out.cached_tokens);
   if (out.finished) {
@@ -340,15 +409,16 @@ json ResponseBuilder::chat_message(const Choice& ch, std::string& finish_reason)
 json ResponseBuilder::response() const {
   const bool chat = req_.endpoint == Endpoint::chat;
   json choices = json::array();
-  for (const auto& chp : choices_) {
-    const Choice& ch = *chp;
-    json choice = {{"index", ch.index}};
-    const std::string& ptext = prompt_of(ch).text;
-    const size_t echo_len = !chat && req_.echo ? ptext.size() : 0;
+  const std::vector<const Choice*> ret = returned();
+  for (size_t c = 0; c < ret.size(); ++c) {
+    const Choice& ch = *ret[c];
+    json choice = {{"index", c}};
+    const bool echo = !chat && req_.echo;
     std::string finish_reason = ch.finish_reason;
     if (chat) choice["message"] = chat_message(ch, finish_reason);
-    else choice["text"] = (echo_len ? ptext : std::string()) + ch.text;
-    choice["logprobs"] = req_.logprobs ? logprobs_json(ch.logprobs, echo_len) : json(nullptr);
+    else choice["text"] = (echo ? prompt_of(ch).text : std::string()) + ch.text;
+    choice["logprobs"] = req_.logprobs ? logprobs_json(ch.logprobs, 0, echo ? &ch : nullptr) : json(nullptr);
+    if (!chat && req_.prompt_logprobs >= 0) choice["prompt_logprobs"] = prompt_logprobs_json(ch);
     choice["finish_reason"] = finish_reason;
     choice["stop_reason"] = ch.stop_reason;
     if (req_.return_token_ids) {
@@ -364,6 +434,8 @@ json ResponseBuilder::response() const {
             {"choices", choices},
             {"usage", usage()}};
   if (chat && req_.return_token_ids && !req_.prompts.empty()) r["prompt_token_ids"] = req_.prompts[0].ids;
+  // Chat: one prompt, its prompt_logprobs on the response (vLLM's place for them).
+  if (chat && req_.prompt_logprobs >= 0 && !ret.empty()) r["prompt_logprobs"] = prompt_logprobs_json(*ret[0]);
   if (req_.prompt_text_out) r["prompt_text"] = *req_.prompt_text_out;
   return r;
 }

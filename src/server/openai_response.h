@@ -2,8 +2,9 @@
 // Engine outputs -> OpenAI/vLLM response objects: whole responses (text_completion,
 // chat.completion) and stream chunks (text_completion, chat.completion.chunk), with exact usage
 // and logprobs in each endpoint's format. One request may have several choices (`n`, and on
-// /v1/completions a list of prompts): choice c answers prompt c / n, each fed by its own engine
-// request.
+// /v1/completions a list of prompts), each fed by its own engine request. Candidate c answers
+// prompt c / best_of; with best_of > n (never streamed) the response keeps each prompt's n
+// candidates of the highest cumulative logprob.
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -25,7 +26,7 @@ class ResponseBuilder {
   ~ResponseBuilder();
 
   size_t choices() const { return choices_.size(); }
-  // Streaming: the chunks one engine output of choice `c` becomes (none when it carries nothing
+  // Streaming (best_of == n): the chunks one engine output of choice `c` becomes (none when it carries nothing
   // to show). A choice's first call also yields the chat role chunk / the completions echo.
   std::vector<nlohmann::json> stream_chunks(size_t c, const engine::RequestOutput& out);
   std::vector<nlohmann::json> stream_chunks(const engine::RequestOutput& out) { return stream_chunks(0, out); }
@@ -44,7 +45,12 @@ class ResponseBuilder {
   struct Choice;
   nlohmann::json usage() const;
   nlohmann::json choice_usage(const Choice& ch) const;
-  nlohmann::json logprobs_json(const std::vector<engine::TokenLogprob>& lps, size_t text_offset) const;
+  // `echo` (completions echo with logprobs): the choice whose prompt tokens come first.
+  nlohmann::json logprobs_json(const std::vector<engine::TokenLogprob>& lps, size_t text_offset,
+                               const Choice* echo = nullptr) const;
+  nlohmann::json prompt_logprobs_json(const Choice& ch) const;
+  // The choices the response returns: all, or with best_of > n each prompt's best n (highest first).
+  std::vector<const Choice*> returned() const;
   std::string token_text(int32_t id) const;
   nlohmann::json chunk_base() const;
   const ApiRequest::Prompt& prompt_of(const Choice& ch) const;

@@ -5,7 +5,8 @@
 #endif
 // Structured outputs through the scheduler: a fake model whose unconstrained output is never
 // JSON produces schema-valid JSON once the grammar masks its logits, with the real Qwen3
-// tokenizer; a bad schema is a RequestError naming the request field.
+// tokenizer (its vocabulary trie built on first use or in the background from construction on);
+// a bad schema is a RequestError naming the request field.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -74,6 +75,12 @@ TEST(StructuredScheduler, JsonSchemaOutputParsesAndValidates) {
   s.add(2, plain);
   const std::string again = run_one(s, p);
   EXPECT_EQ(again, text);
+
+  // The vocabulary trie built in the background from construction on (fp4lm serve): the same output.
+  SchedulerConfig pre;
+  pre.prebuild_structured_vocabulary = true;
+  Scheduler prebuilt(model, tok.get(), pre);
+  EXPECT_EQ(run_one(prebuilt, p), text);
 }
 
 TEST(StructuredScheduler, ChoiceAndRegexAndErrors) {

@@ -117,30 +117,14 @@ Expected expected_f64(const LinearWeights& w, const std::vector<float>& x, int64
                              [&](int64_t r) { return block_row_f64(w, r); });
 }
 
-// fp32 sums (and x × scale rounded once to fp32) against fp64, then the output rounding.
+// fp32 sums with x × scale rounded once to fp32 per block: twice the per-tensor bound.
 void expect_close(const std::vector<float>& y, const Expected& e, DType act, const std::string& what) {
-  int reported = 0;
-  for (size_t i = 0; i < y.size(); ++i) {
-    const double tol = 2e-5 * e.magnitude[i] + testing::output_rounding(act) * std::fabs(e.y[i]) +
-                       (act == DType::F16 ? 0x1p-24 : 0.0) + 1e-30;
-    const double d = std::fabs(static_cast<double>(y[i]) - e.y[i]);
-    if (!(d <= tol) && reported++ < 5)
-      ADD_FAILURE() << what << ": element " << i << " = " << y[i] << ", expected " << e.y[i] << " (|diff| " << d
-                    << " > tol " << tol << ")";
-  }
+  testing::expect_within_f64_bound(y, e, act, what, 2e-5);
 }
 
-bool available(const std::string& name) {
-  const Backend* b = find_backend(name, LayerKind::linear);
-  return b && (!b->unavailable_reason || b->unavailable_reason().empty());
-}
-
+// The registered backends this CPU can run (every ISA's, from the registry), plus reference.
 std::vector<std::string> block_backends() {
-  std::vector<std::string> out;
-  for (const std::string& n :
-       testing::concat(testing::backends_with_scheme(LayerKind::linear, kFp8BlockW8A16), {"reference"}))
-    if (available(n)) out.push_back(n);
-  return out;
+  return testing::runnable_backends_with_scheme(LayerKind::linear, kFp8BlockW8A16);
 }
 
 TEST(Fp8BlockCpuKernels, TheFp8W8A16BackendsAndReferenceRunBlockFp8) {

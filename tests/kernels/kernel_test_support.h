@@ -53,6 +53,16 @@ inline std::string unavailable(const std::string& name, LayerKind kind) {
   return b->unavailable_reason ? b->unavailable_reason() : "";
 }
 
+// The registered backends of a kind whose schemes include `key` that this CPU can run, then
+// `reference` (which runs every scheme).
+inline std::vector<std::string> runnable_backends_with_scheme(LayerKind kind, QuantKey key) {
+  std::vector<std::string> out;
+  for (const std::string& n : backends_with_scheme(kind, key))
+    if (unavailable(n, kind).empty()) out.push_back(n);
+  out.push_back("reference");
+  return out;
+}
+
 // The W4A4 backend's W4A16 sibling on the same ISA ("cpu_w4a4_avx512" -> "cpu_w4a16_avx512").
 inline std::string w4a16_sibling(std::string name) {
   const size_t at = name.find("w4a4");
@@ -267,6 +277,21 @@ inline std::vector<double> int16_activation_bound(const LinearWeights& w, const 
 // Half an ulp of the output dtype, relative (0 for F32: compared before any output rounding).
 inline double output_rounding(DType t) {
   return t == DType::BF16 ? 0x1p-8 : t == DType::F16 ? 0x1p-11 : 0.0;
+}
+
+// |y - e| <= rel · Σ|terms| (fp32 summation-order error, relative to the products' magnitude)
+// + half an ulp of the output dtype at e (+ f16's subnormal step); the first five misses reported.
+inline void expect_within_f64_bound(const std::vector<float>& y, const Expected& e, DType act, const std::string& what,
+                                    double rel) {
+  int reported = 0;
+  for (size_t i = 0; i < y.size(); ++i) {
+    const double tol = rel * e.magnitude[i] + output_rounding(act) * std::fabs(e.y[i]) +
+                       (act == DType::F16 ? 0x1p-24 : 0.0) + 1e-30;
+    const double d = std::fabs(static_cast<double>(y[i]) - e.y[i]);
+    if (!(d <= tol) && reported++ < 5)
+      ADD_FAILURE() << what << ": element " << i << " = " << y[i] << ", expected " << e.y[i] << " (|diff| " << d
+                    << " > tol " << tol << ")";
+  }
 }
 
 // A backend's kernel for w, asserting the oracle would accept the layer.

@@ -23,6 +23,7 @@
 #include "io/json_file.h"
 #include "kernels/registry.h"
 #include "model/causal_lm.h"
+#include "model/logits_check.h"
 #include "model/model_loader.h"
 #include "model/synthetic_checkpoint.h"
 
@@ -38,16 +39,7 @@ namespace fs = std::filesystem;
 const std::vector<int32_t> kTokens = {1, 200, 17, 5, 255, 40, 40, 3, 129, 77};
 
 std::vector<float> logits_of(const std::string& dir, EngineOptions o = {}) {
-  o.dtype = o.dtype.empty() ? "float32" : o.dtype;
-  auto lm = CausalLM::load(dir, o);
-  SequenceState cache = lm->new_sequence();
-  std::vector<float> out(kTokens.size() * lm->vocab_size());
-  lm->forward(cache, kTokens.data(), static_cast<int64_t>(kTokens.size()), LogitsMode::all, out.data());
-  return out;
-}
-
-bool bit_identical(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+  return checkpoint_logits(dir, kTokens, o);
 }
 
 double rel_diff(const std::vector<float>& a, const std::vector<float>& b) {

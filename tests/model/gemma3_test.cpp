@@ -62,36 +62,10 @@ TEST(Gemma3, SeparateLmHeadAndSoftCappingMatchTheReference) {
 }
 
 TEST(Gemma3, TokenByTokenChunkedAndBatchedEqualOneForward) {
-  Gemma m = make_gemma3(13);
   TempDir dir;
-  write_gemma(m, dir.path());
-  auto lm = CausalLM::load(dir.path().string(), f32());
-  const int64_t vocab = lm->vocab_size();
-  const std::vector<float> whole = all_logits(*lm, kTokens);
-  // Decode one token at a time: the sliding layers' rings wrap three times.
-  SequenceState s = lm->new_sequence();
-  std::vector<float> step(static_cast<size_t>(vocab));
-  for (size_t t = 0; t < kTokens.size(); ++t) {
-    lm->forward(s, &kTokens[t], 1, LogitsMode::last, step.data());
-    for (int64_t v = 0; v < vocab; ++v) ASSERT_NEAR(step[v], whole[t * vocab + v], 1e-5) << t;
-  }
-  // Prefill in steps of 3 rows, and three sequences in one batch: bit for bit.
-  LoadOptions lo;
-  lo.prefill_chunk = 3;
-  auto chunked = CausalLM::load(dir.path().string(), f32(), lo);
-  EXPECT_EQ(all_logits(*chunked, kTokens), whole);
-  const std::vector<std::vector<int32_t>> prompts = {kTokens, {9, 8, 7}, {50, 60, 70, 80, 90, 11}};
-  std::vector<SequenceState> states;
-  std::vector<std::vector<float>> got(prompts.size());
-  std::vector<SequenceChunk> batch;
-  for (size_t i = 0; i < prompts.size(); ++i) states.push_back(chunked->new_sequence());
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    got[i].resize(prompts[i].size() * vocab);
-    batch.push_back({&states[i], prompts[i].data(), static_cast<int64_t>(prompts[i].size()), LogitsMode::all,
-                     got[i].data()});
-  }
-  chunked->forward(batch);
-  for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(got[i], all_logits(*chunked, prompts[i])) << i;
+  write_gemma(make_gemma3(13), dir.path());
+  // The sliding layers' rings wrap three times.
+  expect_steps_chunks_and_batches_match_one_forward(dir.path().string(), f32(), kTokens);
 }
 
 TEST(Gemma3, Bfloat16ActivationsStayCloseToTheReference) {

@@ -32,6 +32,8 @@ using nlohmann::json;
 using Vec = std::vector<double>;
 using hybrid_ref::ExpertInput;
 using hybrid_ref::T;
+using hybrid_ref::f32;
+using hybrid_ref::quantize_module;
 
 struct Gemma {
   json config;  // the text model's config.json (flat layout)
@@ -55,16 +57,6 @@ struct Gemma {
   std::map<std::string, quant::Nvfp4Weight> nvfp4;
   std::map<std::string, float> nvfp4_input_scale;
 };
-
-// Stores `module` as NVFP4 (its weight becomes the dequantized one the reference uses);
-// input_scale 0: W4A16.
-inline void quantize_module(Gemma& m, const std::string& module, float input_scale = 0.0f) {
-  T& t = m.w.at(module + ".weight");
-  quant::Nvfp4Weight q = quant::quantize_weight(t.v.data(), t.shape[0], t.shape[1]);
-  t.v = quant::dequantize_weight(q);
-  m.nvfp4[module] = std::move(q);
-  m.nvfp4_input_scale[module] = input_scale;
-}
 
 // Every MLP projection of every layer as NVFP4 (NVIDIA's Gemma recipe: attention stays BF16).
 inline void quantize_mlps(Gemma& m, float input_scale = 0.0f) {
@@ -272,21 +264,12 @@ inline void write_gemma(const Gemma& m, const std::filesystem::path& dir, bool v
 inline Vec matvec(const Gemma& m, const std::string& name, const Vec& x0) {
   const bool transform = m.linear_input != ExpertInput::exact && m.nvfp4.count(name);
   const Vec x = transform ? hybrid_ref::seen_input(m.linear_input, m.nvfp4_input_scale.at(name), x0) : x0;
-  const T& w = m.w.at(name + ".weight");
-  const int64_t n = w.shape[0], k = w.shape[1];
-  Vec y(static_cast<size_t>(n), 0.0);
-  for (int64_t r = 0; r < n; ++r)
-    for (int64_t j = 0; j < k; ++j) y[r] += static_cast<double>(w.v[r * k + j]) * x[j];
-  return y;
+  return hybrid_ref::dense_matvec(m.w.at(name + ".weight"), x);
 }
 
 // x[0, n) ← x / sqrt(mean(x²) + eps) · (1 + w), or · w (Gemma 4: `plain`), or unscaled (w empty).
 inline void gemma_rms(double* x, int64_t n, const std::vector<float>& w, bool plain = false) {
-  double ss = 0;
-  for (int64_t i = 0; i < n; ++i) ss += x[i] * x[i];
-  const double inv = 1.0 / std::sqrt(ss / static_cast<double>(n) + 1e-6);
-  for (int64_t i = 0; i < n; ++i)
-    x[i] = x[i] * inv * (w.empty() ? 1.0 : (plain ? 0.0 : 1.0) + static_cast<double>(w[i]));
+  hybrid_ref::rms_inplace(x, n, w, 1e-6, !plain);
 }
 
 inline double gelu_tanh(double x) {
@@ -385,11 +368,5 @@ inline std::vector<Vec> reference(const Gemma& m, const std::vector<int32_t>& to
 }
 
 inline const std::vector<int32_t> kTokens = {2, 17, 5, 96, 40, 40, 3, 62, 11, 80, 29, 7, 50};
-
-inline EngineOptions f32() {
-  EngineOptions o;
-  o.dtype = "float32";
-  return o;
-}
 
 }  // namespace fp4lm::model::gemma_ref

@@ -65,8 +65,10 @@ struct Hybrid {
 };
 
 // Stores `module` as NVFP4 (its m.w entry becomes the dequantized weight the reference uses),
-// quantized by the library's reference quantizer; input_scale 0: W4A16 (none written).
-inline void quantize_module(Hybrid& m, const std::string& module, float input_scale = 0.0f) {
+// quantized by the library's reference quantizer; input_scale 0: W4A16 (none written). For any
+// test model with the maps w / nvfp4 / nvfp4_input_scale (Hybrid, gemma_ref::Gemma).
+template <class Model>
+inline void quantize_module(Model& m, const std::string& module, float input_scale = 0.0f) {
   T& t = m.w.at(module + ".weight");
   quant::Nvfp4Weight q = quant::quantize_weight(t.v.data(), t.shape[0], t.shape[1]);
   t.v = quant::dequantize_weight(q);
@@ -315,27 +317,31 @@ inline Vec seen_input(ExpertInput mode, float scale, const Vec& x) {
   return Vec(f.begin(), f.end());
 }
 
-inline Vec matvec(const Hybrid& m, const std::string& name, const Vec& x0) {
-  // Routed experts see their inputs as expert_input says (routed_expert); other NVFP4 modules
-  // as linear_input says.
-  const bool expert = name.find(".mlp.experts.") != std::string::npos;
-  const bool transform = m.linear_input != ExpertInput::exact && !expert && m.nvfp4.count(name);
-  const Vec x = transform ? seen_input(m.linear_input, m.nvfp4_input_scale.at(name), x0) : x0;
-  const T& w = m.w.at(name + ".weight");
+// W x in float64, W [n, k] as stored.
+inline Vec dense_matvec(const T& w, const Vec& x) {
   const int64_t n = w.shape[0], k = w.shape[1];
   Vec y(static_cast<size_t>(n), 0.0);
   for (int64_t r = 0; r < n; ++r)
     for (int64_t j = 0; j < k; ++j) y[r] += static_cast<double>(w.v[r * k + j]) * x[j];
   return y;
 }
+
+inline Vec matvec(const Hybrid& m, const std::string& name, const Vec& x0) {
+  // Routed experts see their inputs as expert_input says (routed_expert); other NVFP4 modules
+  // as linear_input says.
+  const bool expert = name.find(".mlp.experts.") != std::string::npos;
+  const bool transform = m.linear_input != ExpertInput::exact && !expert && m.nvfp4.count(name);
+  const Vec x = transform ? seen_input(m.linear_input, m.nvfp4_input_scale.at(name), x0) : x0;
+  return dense_matvec(m.w.at(name + ".weight"), x);
+}
 inline double sigm(double x) { return 1 / (1 + std::exp(-x)); }
 inline double silu(double x) { return x * sigm(x); }
-// x / rms(x) · (1 + w) over [off, off + n)  (zero-centered), or · w when !zero_centered.
+// x[0, n) ← x / rms(x) · (1 + w) (zero-centered), or · w when !zero_centered, or unscaled (w empty).
 inline void rms_inplace(double* x, int64_t n, const std::vector<float>& w, double eps, bool zero_centered) {
   double ss = 0;
   for (int64_t i = 0; i < n; ++i) ss += x[i] * x[i];
   const double inv = 1 / std::sqrt(ss / static_cast<double>(n) + eps);
-  for (int64_t i = 0; i < n; ++i) x[i] = x[i] * inv * (zero_centered ? 1.0 + w[i] : w[i]);
+  for (int64_t i = 0; i < n; ++i) x[i] = x[i] * inv * (w.empty() ? 1.0 : (zero_centered ? 1.0 : 0.0) + w[i]);
 }
 inline Vec swiglu(const Hybrid& m, const std::string& p, const Vec& x) {
   Vec g = matvec(m, p + ".gate_proj", x), u = matvec(m, p + ".up_proj", x);

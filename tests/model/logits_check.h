@@ -1,8 +1,13 @@
 #pragma once
-// The two helpers the whole-model tests compare logits with: every position's logits of one
-// forward call, and their distance to a float64 reference relative to the reference's range.
+// The helpers the whole-model tests compare logits with: every position's logits of one forward
+// call, their distance to a float64 reference relative to the reference's range, and the check
+// that decoding, chunked prefill and batching change nothing.
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <string>
 #include <vector>
 
 #include "model/causal_lm.h"
@@ -17,6 +22,17 @@ inline std::vector<float> all_logits(const CausalLM& lm, const std::vector<int32
   return out;
 }
 
+// all_logits of the checkpoint in `dir`, loaded with `o` (float32 activations unless o says).
+inline std::vector<float> checkpoint_logits(const std::string& dir, const std::vector<int32_t>& toks,
+                                            EngineOptions o = {}) {
+  if (o.dtype.empty()) o.dtype = "float32";
+  return all_logits(*CausalLM::load(dir, o), toks);
+}
+
+inline bool bit_identical(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
 // Max |got - want| over all rows, relative to max |want|.
 inline double max_rel_diff(const std::vector<float>& got, const std::vector<std::vector<double>>& want) {
   double diff = 0, scale = 0;
@@ -27,6 +43,38 @@ inline double max_rel_diff(const std::vector<float>& got, const std::vector<std:
       scale = std::max(scale, std::abs(w));
     }
   return diff / scale;
+}
+
+// Decoding `toks` one token at a time gives one forward's logits (within 1e-5: a step's GEMV
+// sums in another order than a prefill's GEMM); loaded with prefill_chunk 3 the model gives them
+// bit for bit, and three sequences in one batch give each one's logits alone, bit for bit.
+inline void expect_steps_chunks_and_batches_match_one_forward(const std::string& dir, const EngineOptions& o,
+                                                              const std::vector<int32_t>& toks) {
+  auto lm = CausalLM::load(dir, o);
+  const int64_t vocab = lm->vocab_size();
+  const std::vector<float> whole = all_logits(*lm, toks);
+  SequenceState s = lm->new_sequence();
+  std::vector<float> step(static_cast<size_t>(vocab));
+  for (size_t t = 0; t < toks.size(); ++t) {
+    lm->forward(s, &toks[t], 1, LogitsMode::last, step.data());
+    for (int64_t v = 0; v < vocab; ++v) ASSERT_NEAR(step[v], whole[t * vocab + v], 1e-5) << t;
+  }
+  LoadOptions lo;
+  lo.prefill_chunk = 3;
+  auto chunked = CausalLM::load(dir, o, lo);
+  EXPECT_EQ(all_logits(*chunked, toks), whole);
+  const std::vector<std::vector<int32_t>> prompts = {toks, {9, 8, 7}, {50, 60, 70, 80, 90, 11}};
+  std::vector<SequenceState> states;
+  std::vector<std::vector<float>> got(prompts.size());
+  std::vector<SequenceChunk> batch;
+  for (size_t i = 0; i < prompts.size(); ++i) states.push_back(chunked->new_sequence());
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    got[i].resize(prompts[i].size() * vocab);
+    batch.push_back({&states[i], prompts[i].data(), static_cast<int64_t>(prompts[i].size()), LogitsMode::all,
+                     got[i].data()});
+  }
+  chunked->forward(batch);
+  for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(got[i], all_logits(*chunked, prompts[i])) << i;
 }
 
 }  // namespace fp4lm::model

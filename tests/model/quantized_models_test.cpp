@@ -7,6 +7,7 @@
 
 #include "common/paths.h"
 #include "model/causal_lm.h"
+#include "model/logits_check.h"
 #include "model/synthetic_checkpoint.h"
 #include "common/error_norms.h"
 
@@ -18,13 +19,7 @@ using test::TempDir;
 
 const std::vector<int32_t> kTokens = {1, 200, 17, 5, 255, 40, 40, 3, 129, 77};
 
-std::vector<float> logits_of(const std::string& dir, EngineOptions o) {
-  auto lm = CausalLM::load(dir, o);
-  SequenceState cache = lm->new_sequence();
-  std::vector<float> out(kTokens.size() * lm->vocab_size());
-  lm->forward(cache, kTokens.data(), static_cast<int64_t>(kTokens.size()), LogitsMode::all, out.data());
-  return out;
-}
+std::vector<float> logits_of(const std::string& dir, EngineOptions o) { return checkpoint_logits(dir, kTokens, o); }
 
 EngineOptions opts(const std::string& dtype, const std::string& linear = "", const std::string& moe = "") {
   EngineOptions o;

@@ -132,6 +132,32 @@ def test_outputs_shape_n_seed_and_logprobs(moe_w4a4):
     assert len({o.request_id for o in outs}) == 2
 
 
+def test_prompt_logprobs_and_best_of(moe_w4a4):
+    llm = LLM(model=str(moe_w4a4))
+    prompt = {"prompt_token_ids": [1, 2, 3, 4, 5]}
+    out = llm.generate(prompt, SamplingParams(temperature=0, max_tokens=2, prompt_logprobs=2, logprobs=2))[0]
+    plp = out.prompt_logprobs
+    assert len(plp) == 5 and plp[0] is None
+    for t in range(1, 5):
+        entry = plp[t]
+        assert t + 1 in entry  # the prompt token itself
+        assert 2 <= len(entry) <= 3 and all(v.logprob <= 0 for v in entry.values())
+        ranks = sorted(v.rank for k, v in entry.items() if k != t + 1)
+        assert ranks == [1, 2][:len(ranks)]
+    assert llm.generate(prompt, SamplingParams(temperature=0, max_tokens=2))[0].prompt_logprobs is None
+    with pytest.raises(ValueError, match="prompt_logprobs"):
+        SamplingParams(prompt_logprobs=21)
+    # best_of: the n of best_of seeded samples with the highest cumulative logprob.
+    kw = dict(temperature=1.0, seed=9, max_tokens=5, ignore_eos=True, logprobs=0)
+    every = llm.generate(prompt, SamplingParams(n=4, **kw))[0].outputs
+    best = llm.generate(prompt, SamplingParams(n=2, best_of=4, **kw))[0].outputs
+    order = sorted(range(4), key=lambda i: -every[i].cumulative_logprob)
+    assert [c.token_ids for c in best] == [every[i].token_ids for i in order[:2]]
+    assert [c.index for c in best] == order[:2]
+    with pytest.raises(ValueError, match="best_of"):
+        SamplingParams(n=3, best_of=2)
+
+
 def test_logit_bias_and_structured_outputs(moe_w4a4):
     import json
     import re

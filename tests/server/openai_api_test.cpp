@@ -136,8 +136,11 @@ TEST_F(OpenAiApi, EveryInvalidFieldIsA400NamingIt) {
       {R"({"prompt": "x", "min_tokens": 20, "max_tokens": 5})", "min_tokens"},
       {R"({"prompt": "x", "n": 129})", "n"},
       {R"({"prompt": ["a", "b"], "n": 100})", "prompt"},
-      {R"({"prompt": "x", "n": 2, "best_of": 3})", "best_of"},
-      {R"({"prompt": "x", "prompt_logprobs": 0})", "prompt_logprobs"},
+      {R"({"prompt": "x", "n": 2, "best_of": 1})", "best_of"},
+      {R"({"prompt": "x", "n": 2, "best_of": 3, "stream": true})", "best_of"},
+      {R"({"prompt": "x", "prompt_logprobs": -1})", "prompt_logprobs"},
+      {R"({"prompt": "x", "prompt_logprobs": 21})", "prompt_logprobs"},
+      {R"({"prompt": "x", "prompt_logprobs": 1, "stream": true})", "prompt_logprobs"},
       {R"({"prompt": "x", "logit_bias": {"269": 1}})", "logit_bias"},
       {R"({"prompt": "x", "logit_bias": {"-1": 1}})", "logit_bias"},
       {R"({"prompt": "x", "logit_bias": {"1": "a"}})", "logit_bias.1"},
@@ -159,7 +162,6 @@ TEST_F(OpenAiApi, EveryInvalidFieldIsA400NamingIt) {
       {R"({"prompt": "x", "guided_regex": "a", "response_format": {"type": "json_object"}})", "guided_regex"},
       {R"({"prompt": "x", "response_format": "text"})", "response_format"},
       {R"({"prompt": "x", "suffix": "y"})", "suffix"},
-      {R"({"prompt": "x", "echo": true, "logprobs": 1})", "echo"},
       // Sizes that overflow a 64-bit sum with the prompt, and numbers no 64-bit integer holds.
       {R"({"prompt": "x", "max_tokens": 9223372036854775807})", "max_tokens"},
       {R"({"prompt": "x", "max_completion_tokens": 9223372036854775807})", "max_completion_tokens"},
@@ -471,6 +473,59 @@ TEST_F(OpenAiApi, CompletionEchoAndLogprobs) {
   EXPECT_EQ(eb.response()["choices"][0]["text"], "abc");
   ResponseBuilder sb(e, m_, "cmpl-3", 1);
   EXPECT_EQ(sb.stream_chunks(output({99}, "c", 1))[0]["choices"][0]["text"], "abc");
+}
+
+// prompt_logprobs as vLLM writes them (null first; per token its entry and the top k with ranks),
+// echo with logprobs (the prompt's tokens first, the first one null), and best_of > n keeping the
+// samples of the highest cumulative logprob.
+TEST_F(OpenAiApi, PromptLogprobsEchoAndBestOf) {
+  ApiRequest r = completion(R"({"prompt": [97, 98], "prompt_logprobs": 1, "max_tokens": 1})");
+  EXPECT_EQ(r.params.prompt_logprobs, 1);
+  ResponseBuilder rb(r, m_, "cmpl-1", 1);
+  engine::RequestOutput o = output({99}, "c", 1, true, "length");
+  o.prompt_logprobs = {{98, -2.0f, {{99, -0.5f}}, 3}};
+  rb.add(o);
+  EXPECT_EQ(rb.response()["choices"][0]["prompt_logprobs"],
+            json::parse(R"([null, {"98": {"logprob": -2.0, "rank": 3, "decoded_token": "b"},
+                                   "99": {"logprob": -0.5, "rank": 1, "decoded_token": "c"}}])"));
+
+  ApiRequest e = completion(R"({"prompt": [97, 98], "echo": true, "logprobs": 0, "max_tokens": 1})");
+  EXPECT_EQ(e.params.prompt_logprobs, 0);
+  ResponseBuilder eb(e, m_, "cmpl-2", 1);
+  o.logprobs = {{99, -0.25f, {}}};
+  eb.add(o);
+  const json resp = eb.response();
+  EXPECT_EQ(resp["choices"][0]["text"], "abc");
+  EXPECT_FALSE(resp["choices"][0].contains("prompt_logprobs"));
+  const json lp = resp["choices"][0]["logprobs"];
+  EXPECT_EQ(lp["tokens"], (json{"a", "b", "c"}));
+  EXPECT_EQ(lp["token_logprobs"], json::parse("[null, -2.0, -0.25]"));
+  EXPECT_EQ(lp["top_logprobs"], json::parse(R"([null, {"b": -2.0}, {"c": -0.25}])"));  // logprobs=0: the token alone
+  EXPECT_EQ(lp["text_offset"], (json{0, 1, 2}));
+  ResponseBuilder sb(e, m_, "cmpl-3", 1);
+  const json chunk = sb.stream_chunks(o)[0]["choices"][0];
+  EXPECT_EQ(chunk["text"], "abc");
+  EXPECT_EQ(chunk["logprobs"], lp);
+
+  ApiRequest b = completion(R"({"prompt": [97], "n": 2, "best_of": 3, "max_tokens": 2, "seed": 4})");
+  for (size_t c = 0; c < 3; ++c) {
+    EXPECT_EQ(choice_params(b, c).logprobs, 0) << "the ranking needs the sampled tokens' logprobs";
+    EXPECT_EQ(choice_params(b, c).sampling.seed, 4 + c);
+  }
+  ResponseBuilder bb(b, m_, "cmpl-4", 1);
+  const float sums[3][2] = {{-1.0f, -2.0f}, {-0.5f, -0.25f}, {-1.0f, -1.0f}};  // totals -3, -0.75, -2
+  for (size_t c = 0; c < 3; ++c) {
+    engine::RequestOutput x = output({99, 100}, c == 0 ? "x" : c == 1 ? "y" : "z", 2, true, "length");
+    x.logprobs = {{99, sums[c][0], {}}, {100, sums[c][1], {}}};
+    bb.add(c, x);
+  }
+  const json best = bb.response();
+  ASSERT_EQ(best["choices"].size(), 2u);
+  EXPECT_EQ(best["choices"][0]["text"], "y");
+  EXPECT_EQ(best["choices"][1]["text"], "z");
+  EXPECT_EQ(best["choices"][1]["index"], 1);
+  EXPECT_EQ(best["choices"][0]["logprobs"], nullptr);  // not asked for
+  EXPECT_EQ(best["usage"]["completion_tokens"], 4);
 }
 
 // n samples of each prompt of a list: choice c answers prompt c / n with seed + c % n; the

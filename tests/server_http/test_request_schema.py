@@ -31,9 +31,8 @@ UNSUPPORTED = {
     "spaces_between_special_tokens": (False, True), "allowed_token_ids": ([1, 2], None), "bad_words": (["x"], []),
     "logprob_token_ids": ([1], None), "watermarking": (True, False), "thinking_token_budget": (10, None),
     "repetition_detection": ({"max_pattern_size": 2}, None), "priority": (1, 0), "truncation_side": ("right", None),
-    "prompt_logprobs": (1, None),
 }
-COMPLETION_UNSUPPORTED = {"suffix": ("x", None), "prompt_embeds": ("AAAA", None), "best_of": (3, 1)}
+COMPLETION_UNSUPPORTED = {"suffix": ("x", None), "prompt_embeds": ("AAAA", None)}
 CHAT_UNSUPPORTED = {"chat_template": ("{{ 'x' }}", None)}
 IGNORED = {"user": "u1", "request_id": "r-1", "session_id": "s", "cache_salt": "salt", "kv_transfer_params": {"a": 1},
            "ec_transfer_params": {"a": 1}, "vllm_xargs": {"k": "v"}, "routed_experts_prompt_start": 1,

@@ -122,9 +122,8 @@ def test_chat_echo_and_continue_final_message(client):
 
 
 @pytest.mark.parametrize("extra,param", [
-    ({"prompt_logprobs": 1}, "prompt_logprobs"),
-    ({"echo": True, "logprobs": 1}, "echo"),
-    ({"best_of": 3}, "best_of"),
+    ({"prompt_logprobs": -1}, "prompt_logprobs"),
+    ({"best_of": 3, "stream": True}, "best_of"),
     ({"n": 0}, "n"),
     ({"use_beam_search": True}, "use_beam_search"),
     ({"logit_bias": {"x": 1}}, "logit_bias"),

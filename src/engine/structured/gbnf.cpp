@@ -5,6 +5,7 @@
 #include <cctype>
 
 #include "engine/structured/grammar_error.h"
+#include "engine/structured/source_cursor.h"
 #include "engine/structured/utf8_ranges.h"
 
 namespace fp4lm::engine::structured {
@@ -13,9 +14,9 @@ namespace {
 
 bool name_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.'; }
 
-class GbnfParser {
+class GbnfParser : SourceCursor {
  public:
-  explicit GbnfParser(std::string_view s) : s_(s) {}
+  explicit GbnfParser(std::string_view s) : SourceCursor(s) {}
 
   ExprGrammar run() {
     ExprGrammar g;
@@ -34,7 +35,7 @@ class GbnfParser {
   }
 
  private:
-  [[noreturn]] void fail(const std::string& what) const {
+  [[noreturn]] void fail(const std::string& what) const override {
     size_t line = 1, col = 1;
     for (size_t k = 0; k < i_ && k < s_.size(); ++k) {
       if (s_[k] == '\n') ++line, col = 1;
@@ -42,9 +43,6 @@ class GbnfParser {
     }
     throw GrammarError(fmt::format("grammar: {} (line {}, column {})", what, line, col));
   }
-  bool eof() const { return i_ >= s_.size(); }
-  char peek() const { return s_[i_]; }
-
   void skip_space() {
     while (!eof()) {
       if (peek() == '#') {
@@ -132,29 +130,6 @@ class GbnfParser {
     return a;
   }
 
-  char32_t next_cp() {
-    const auto c = static_cast<unsigned char>(s_[i_]);
-    const int n = c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
-    if (i_ + static_cast<size_t>(n) > s_.size()) fail("invalid UTF-8");
-    char32_t cp = n == 1 ? c : n == 2 ? (c & 0x1F) : n == 3 ? (c & 0x0F) : (c & 0x07);
-    for (int k = 1; k < n; ++k) cp = (cp << 6) | (static_cast<unsigned char>(s_[i_ + static_cast<size_t>(k)]) & 0x3F);
-    i_ += static_cast<size_t>(n);
-    return cp;
-  }
-
-  uint32_t hex(size_t n) {
-    if (i_ + n > s_.size()) fail("truncated hex escape");
-    uint32_t v = 0;
-    for (size_t k = 0; k < n; ++k) {
-      const char h = s_[i_ + k];
-      if (!std::isxdigit(static_cast<unsigned char>(h))) fail("bad hex digit in escape");
-      v = v * 16 + static_cast<uint32_t>(std::isdigit(static_cast<unsigned char>(h)) ? h - '0' : (std::tolower(h) - 'a' + 10));
-    }
-    i_ += n;
-    if (v > 0x10FFFF) fail("code point out of range");
-    return v;
-  }
-
   // One (possibly escaped) character of a literal or class.
   char32_t literal_char() {
     if (peek() != '\\') return next_cp();
@@ -228,9 +203,6 @@ class GbnfParser {
     if (name_char(c)) return Expr::ref(parse_name());
     fail(fmt::format("unexpected character '{}'", c));
   }
-
-  std::string_view s_;
-  size_t i_ = 0;
 };
 
 }  // namespace

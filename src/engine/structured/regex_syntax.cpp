@@ -5,6 +5,7 @@
 #include <cctype>
 
 #include "engine/structured/grammar_error.h"
+#include "engine/structured/source_cursor.h"
 #include "engine/structured/json_string_chars.h"
 #include "engine/structured/utf8_ranges.h"
 
@@ -19,9 +20,9 @@ const Ranges kWord = {{'0', '9'}, {'A', 'Z'}, {'_', '_'}, {'a', 'z'}};
 const Ranges kSpace = {{'\t', '\r'}, {' ', ' '}, {0xA0, 0xA0}, {0x1680, 0x1680}, {0x2000, 0x200A},
                        {0x2028, 0x2029}, {0x202F, 0x202F}, {0x205F, 0x205F}, {0x3000, 0x3000}, {0xFEFF, 0xFEFF}};
 
-class RegexParser {
+class RegexParser : SourceCursor {
  public:
-  RegexParser(std::string_view s, bool json) : s_(s), json_(json) {}
+  RegexParser(std::string_view s, bool json) : SourceCursor(s), json_(json) {}
 
   Expr run() {
     if (i_ < s_.size() && s_[i_] == '^') ++i_;
@@ -31,22 +32,9 @@ class RegexParser {
   }
 
  private:
-  [[noreturn]] void fail(const std::string& what) const {
+  [[noreturn]] void fail(const std::string& what) const override {
     throw GrammarError(fmt::format("regex: {} at position {} of '{}'", what, i_, s_));
   }
-  bool eof() const { return i_ >= s_.size(); }
-  char peek() const { return s_[i_]; }
-
-  char32_t next_cp() {
-    const auto c = static_cast<unsigned char>(s_[i_]);
-    int n = c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
-    if (i_ + static_cast<size_t>(n) > s_.size()) fail("invalid UTF-8");
-    char32_t cp = n == 1 ? c : n == 2 ? (c & 0x1F) : n == 3 ? (c & 0x0F) : (c & 0x07);
-    for (int k = 1; k < n; ++k) cp = (cp << 6) | (static_cast<unsigned char>(s_[i_ + static_cast<size_t>(k)]) & 0x3F);
-    i_ += static_cast<size_t>(n);
-    return cp;
-  }
-
   Expr chars(Ranges r) {
     r = normalize_ranges(std::move(r));
     return json_ ? json_chars_in(r) : Expr::chars(std::move(r));
@@ -177,18 +165,6 @@ class RegexParser {
     return true;
   }
 
-  uint32_t hex(size_t n) {
-    if (i_ + n > s_.size()) fail("truncated hex escape");
-    uint32_t v = 0;
-    for (size_t k = 0; k < n; ++k) {
-      const char h = s_[i_ + k];
-      if (!std::isxdigit(static_cast<unsigned char>(h))) fail("bad hex digit in escape");
-      v = v * 16 + static_cast<uint32_t>(std::isdigit(static_cast<unsigned char>(h)) ? h - '0' : (std::tolower(h) - 'a' + 10));
-    }
-    i_ += n;
-    return v;
-  }
-
   // After the backslash: the one character it stands for.
   char32_t escape_char() {
     const char e = peek();
@@ -211,7 +187,6 @@ class RegexParser {
           if (k == 0 || k > 6 || i_ + k >= s_.size()) fail("bad \\u{...} escape");
           const uint32_t v = hex(k);
           ++i_;
-          if (v > 0x10FFFF) fail("code point out of range");
           return v;
         }
         return hex(4);
@@ -265,9 +240,7 @@ class RegexParser {
     return chars(std::move(r));
   }
 
-  std::string_view s_;
   bool json_;
-  size_t i_ = 0;
 };
 
 }  // namespace
