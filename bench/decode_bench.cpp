@@ -13,13 +13,15 @@
 // 2048, multi-head latent attention with 20 heads, q_lora_rank 768, kv_lora_rank 512, nope/rope/v
 // head dims 192/64/256; 64 experts, top-4, moe_intermediate 1536, one shared expert, layer 0 a dense
 // MLP of 10240, vocab 154880; quantized as NVIDIA's newer DeepSeek exports: the four MLA
-// projections bf16, o_proj, MLPs and experts NVFP4) — with --layers decoder layers. Codes and block scales are random bytes written directly (the
+// projections bf16, o_proj, MLPs and experts NVFP4), or DeepSeek-V3's shapes the same way
+// (deepseek-v3: 128 heads, 256 experts in 8 groups; about 8.7 GB per MoE layer) — with --layers
+// decoder layers. Codes and block scales are random bytes written directly (the
 // reference quantizer over GBs of floats would take minutes); scales are chosen so activations
 // stay O(1). Then: load, prefill a short prompt, decode --tokens tokens at M=1, and compare with
 // the roofline = (weight + KV bytes one decode step must read) / (read bandwidth measured in
 // the same process at the same thread count).
 //
-//   decode_bench --arch moe|dense|hybrid|hybrid-dense|mla [--layers N] [--threads T] [--tokens N] [--prompt N] [--dir PATH]
+//   decode_bench --arch moe|dense|hybrid|hybrid-dense|mla|deepseek-v3 [--layers N] [--threads T] [--tokens N] [--prompt N] [--dir PATH]
 //                [--override-activation-dtype bfloat16] [--bf16-lm-head] [--fp8]
 //                [--linear-backend NAME] [--moe-backend NAME] [--gdn-prefill chunked|recurrent|both]
 // hybrid: the gated delta-nets' mixer timer (model/gated_delta_rule.h) gives the share of the
@@ -67,6 +69,9 @@ struct Shapes {
   int64_t shared = 0, nk = 0, nv = 0, dk = 0, dv = 0, conv = 0;
   // mla (DeepSeek-V3 / GLM-4.7-Flash): latent attention dims; layer 0 a dense MLP of dense_inter
   int64_t q_lora = 0, kv_lora = 0, nope = 0, rope = 0, vdim = 0, dense_inter = 0;
+  int64_t n_group = 1, topk_group = 1;
+  double routed_scaling = 1.8;
+  bool yarn = false;  // DeepSeek-V3's rope_scaling (factor 40 over 4096 positions)
   bool hybrid() const { return nk > 0; }
   bool mla() const { return kv_lora > 0; }
   bool attention(int64_t i) const { return !hybrid() || (i + 1) % 4 == 0; }
@@ -95,6 +100,17 @@ Shapes qwen3_5_27b() {
 Shapes glm_4_7_flash() {
   Shapes s{"Glm4MoeLiteForCausalLM", 2048, 20, 20, 64, 154880, 1536, 64, 4};
   s.shared = 1536, s.q_lora = 768, s.kv_lora = 512, s.nope = 192, s.rope = 64, s.vdim = 256, s.dense_inter = 10240;
+  return s;
+}
+
+// DeepSeek-V3 / R1 (its config.json: hidden 7168, 128 heads, q_lora_rank 1536, kv_lora_rank 512,
+// nope/rope/v 128/64/128, 256 experts in 8 groups, top-8 from 4 groups, moe_intermediate 2048, one
+// shared expert, dense intermediate 18432, vocab 129280, YaRN). The bench makes only layer 0 dense
+// (the model has 3) so that --layers 2 already times one MoE layer.
+Shapes deepseek_v3() {
+  Shapes s{"DeepseekV3ForCausalLM", 7168, 128, 128, 64, 129280, 2048, 256, 8};
+  s.shared = 2048, s.q_lora = 1536, s.kv_lora = 512, s.nope = 128, s.rope = 64, s.vdim = 128, s.dense_inter = 18432;
+  s.n_group = 8, s.topk_group = 4, s.routed_scaling = 2.5, s.yarn = true;
   return s;
 }
 
@@ -313,9 +329,12 @@ json config_json(const Shapes& s, int64_t layers, bool bf16_head) {
     c["intermediate_size"] = s.dense_inter;
     c["n_routed_experts"] = s.experts;
     c["n_shared_experts"] = s.shared / s.inter;
-    c["n_group"] = 1;
-    c["topk_group"] = 1;
-    c["routed_scaling_factor"] = 1.8;
+    c["n_group"] = s.n_group;
+    c["topk_group"] = s.topk_group;
+    c["routed_scaling_factor"] = s.routed_scaling;
+    if (s.yarn)
+      c["rope_scaling"] = {{"type", "yarn"}, {"factor", 40.0}, {"original_max_position_embeddings", 4096},
+                           {"beta_fast", 32}, {"beta_slow", 1}, {"mscale", 1.0}, {"mscale_all_dim", 1.0}};
     c["first_k_dense_replace"] = 1;
     c["q_lora_rank"] = s.q_lora;
     c["kv_lora_rank"] = s.kv_lora;
@@ -492,7 +511,7 @@ int main(int argc, char** argv) {
     else if (a == "--moe-backend") moe_backend = val();
     else if (a == "--gdn-prefill") gdn_prefill = val();
     else {
-      std::fprintf(stderr, "usage: decode_bench --arch moe|dense|hybrid|hybrid-dense|mla [--layers N] [--threads T] [--tokens N] [--prompt N] "
+      std::fprintf(stderr, "usage: decode_bench --arch moe|dense|hybrid|hybrid-dense|mla|deepseek-v3 [--layers N] [--threads T] [--tokens N] [--prompt N] "
                            "[--dir PATH] [--override-activation-dtype bfloat16] [--bf16-lm-head] [--fp8] [--linear-backend NAME] "
                            "[--moe-backend NAME] [--gdn-prefill chunked|recurrent|both]\n");
       return 2;
@@ -506,8 +525,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "--prompt and --tokens must be at least 1\n");
     return 2;
   }
-  if (arch != "moe" && arch != "dense" && arch != "hybrid" && arch != "hybrid-dense" && arch != "mla") {
-    std::fprintf(stderr, "--arch must be moe, dense, hybrid, hybrid-dense or mla\n");
+  if (arch != "moe" && arch != "dense" && arch != "hybrid" && arch != "hybrid-dense" && arch != "mla" &&
+      arch != "deepseek-v3") {
+    std::fprintf(stderr, "--arch must be moe, dense, hybrid, hybrid-dense, mla or deepseek-v3\n");
     return 2;
   }
   if (arch.starts_with("hybrid") && g_fp8) {
@@ -518,6 +538,7 @@ int main(int argc, char** argv) {
                    : arch == "dense"  ? llama3_8b()
                    : arch == "hybrid" ? qwen3_6_35b_a3b()
                    : arch == "mla"    ? glm_4_7_flash()
+                   : arch == "deepseek-v3" ? deepseek_v3()
                                       : qwen3_5_27b();
   const bool own_dir = dir.empty();
   if (own_dir) dir = (fs::temp_directory_path() / fmt::format("fp4lm-decode-bench-{}-{}", arch, ::getpid())).string();
@@ -646,6 +667,15 @@ int main(int argc, char** argv) {
                 bytes / 1e6,
                 s.hybrid() ? fmt::format(" (GDN state read + written {:.1f} MB)", gdn_state_bytes / 1e6).c_str() : "",
                 bw / 1e9, roofline_tok_s, (1.0 / median) / roofline_tok_s);
+    if (s.mla())  // what the cache holds per token per layer, measured, against the K/V it stands for
+      std::printf("KV cache per token per layer: %zu bytes (latent %lld + rope key %lld, bf16) vs %lld bytes for "
+                  "the expanded K (%lld heads x %lld) and V (x %lld): %.1fx smaller\n",
+                  cache->bytes_per_position() / static_cast<size_t>(layers), static_cast<long long>(s.kv_lora),
+                  static_cast<long long>(s.rope), static_cast<long long>(2 * s.heads * (s.nope + s.rope + s.vdim)),
+                  static_cast<long long>(s.heads), static_cast<long long>(s.nope + s.rope),
+                  static_cast<long long>(s.vdim),
+                  2.0 * s.heads * (s.nope + s.rope + s.vdim) /
+                      static_cast<double>(cache->bytes_per_position() / static_cast<size_t>(layers)));
     std::printf("peak RSS %.2f GB vs checkpoint %.2f GB + KV %.4f GB: ratio %.2f\n", peak_rss / 1e9, ckpt_bytes / 1e9,
                 kv_bytes / 1e9, static_cast<double>(peak_rss) / static_cast<double>(ckpt_bytes + kv_bytes));
   } catch (const std::exception& e) {

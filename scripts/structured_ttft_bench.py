@@ -8,6 +8,7 @@ Standard library only. Usage: structured_ttft_bench.py --url http://127.0.0.1:PO
 import argparse
 import json
 import statistics
+import threading
 import time
 import urllib.request
 
@@ -43,14 +44,49 @@ def schema_body(i):
     return {"response_format": {"type": "json_schema", "json_schema": {"name": "p", "schema": s}}}
 
 
+def gaps_while(url, others):
+    """Inter-chunk gaps (s) of one long plain stream while `others` (request bodies) run one after
+    another beside it: what a new request's first step costs the streams already running."""
+    req = urllib.request.Request(url + "/v1/completions", headers={"Content-Type": "application/json"},
+                                 data=json.dumps({"prompt": "Once upon a time", "max_tokens": 400, "temperature": 0,
+                                                  "ignore_eos": True, "stream": True}).encode())
+    times, started = [], threading.Event()
+
+    def side():
+        started.wait()
+        for body in others:
+            ttft(url, body)
+
+    t = threading.Thread(target=side)
+    t.start()
+    with urllib.request.urlopen(req, timeout=600) as r:
+        for line in r:
+            if line.startswith(b"data: {"):
+                times.append(time.perf_counter())
+                if len(times) == 20:
+                    started.set()
+    t.join()
+    return [b - a for a, b in zip(times[20:], times[21:])]
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--url", required=True)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--delay", type=float, default=0, help="seconds to wait before the first request")
+    ap.add_argument("--stall", action="store_true",
+                    help="instead: the longest gap of a running stream while new-schema requests arrive")
     a = ap.parse_args()
     time.sleep(a.delay)
     base = {"prompt": "Write a person as JSON:", "max_tokens": 4, "temperature": 0}
+    if a.stall:
+        ttft(a.url, {**base, **schema_body(0)})  # the trie and the machinery warm
+        plain = gaps_while(a.url, [base] * a.rounds)
+        schemas = gaps_while(a.url, [{**base, **schema_body(100 + i)} for i in range(a.rounds)])
+        for name, g in (("beside plain requests     ", plain), ("beside new-schema requests", schemas)):
+            print(f"stream gaps {name}: max {max(g) * 1e3:7.1f} ms (x{max(g) / max(plain):.2f}), "
+                  f"median {statistics.median(g) * 1e3:6.1f} ms")
+        return
     first_ever = ttft(a.url, {**base, **schema_body(0)})  # the server's first structured request
     plain, new_schema, same_schema = [], [], []
     for i in range(1, a.rounds + 1):

@@ -16,6 +16,7 @@
 #include "io/json_file.h"
 #include "kernels/cpu/reference/math.h"
 #include "model/engine_options.h"
+#include "model/memory_fit.h"
 #include "model/model_loader.h"
 #include "quant/compressed_tensors_config.h"
 #include "quant/fine_grained_fp8_config.h"
@@ -199,7 +200,8 @@ json memory_estimate(const model::ModelLoader& loader, const model::EngineOption
           {"kv_bytes_per_token", kv},
           {"kv_dtype", std::string(dtype_torch_name(kv_dtype))},
           {"default_context", ctx},
-          {"total_at_default_context_bytes", weights + kv * static_cast<size_t>(ctx)}};
+          {"total_at_default_context_bytes", weights + kv * static_cast<size_t>(ctx)},
+          {"machine_ram_bytes", model::physical_ram_bytes()}};
 }
 
 // The per-layer report needs a supported, complete architecture; inspect still describes other
@@ -306,11 +308,11 @@ void print_human(const json& f, std::FILE* out) {
   if (f.contains("layer_types")) line("layer types", plain(f["layer_types"]));
   if (f.contains("memory")) {
     const json& m = f["memory"];
-    line("RAM needed", fmt::format("weights {} + KV cache {} per token ({}); {} at {} tokens",
+    line("RAM needed", fmt::format("weights {} + KV cache {} per token ({}); {} at {} tokens; this machine has {}",
                                    human_bytes(m["weights_bytes"].get<size_t>()),
                                    human_bytes(m["kv_bytes_per_token"].get<size_t>()), plain(m["kv_dtype"]),
                                    human_bytes(m["total_at_default_context_bytes"].get<size_t>()),
-                                   plain(m["default_context"])));
+                                   plain(m["default_context"]), human_bytes(m["machine_ram_bytes"].get<size_t>())));
   }
   fmt::print(out, "\n{:<44} {:<12} {:<12} {:<9} {}\n", "layer", "on disk", "scheme", "act", "backend");
   for (const json& l : f["layers"])

@@ -16,6 +16,7 @@
 #include "kernels/a16_scope.h"
 #include "model/arch/arch.h"
 #include "model/finite_check.h"
+#include "model/memory_fit.h"
 #include "model/model_loader.h"
 
 namespace fp4lm::model {
@@ -48,6 +49,18 @@ std::unique_ptr<CausalLM> CausalLM::load(std::shared_ptr<io::Checkpoint> ckpt, c
                c.max_position_embeddings, cfg_path);
   lm->max_model_len_ = lo.max_model_len > 0 ? lo.max_model_len : std::min<int64_t>(c.max_position_embeddings, 8192);
 
+  const int64_t end = lo.end_layer < 0 ? c.num_layers : lo.end_layer;
+  if (lo.first_layer < 0 || lo.first_layer >= end || end > c.num_layers)
+    fail("pipeline stage: decoder layers [{}, {}) outside the model's {} layers ({})", lo.first_layer, end,
+         c.num_layers, cfg_path);
+  // Fail before mapping anything when the weights cannot fit (they would page from disk per token).
+  // A pipeline stage counts its own layers (and the embedding / final norm / lm_head when it is
+  // the first or the last stage).
+  check_weights_fit(ckpt->dir(),
+                    stage_weight_bytes(*ckpt, c.tensor_prefix, lo.first_layer, end,
+                                       lo.first_layer == 0 || end == c.num_layers),
+                    lo.ram_bytes > 0 ? lo.ram_bytes : physical_ram_bytes());
+
   lm->eos_ids_ = c.eos_token_ids;
   if (const auto& g = ckpt->generation_config(); g && g->is_object() && g->contains("eos_token_id")) {
     const auto& e = (*g)["eos_token_id"];
@@ -60,10 +73,6 @@ std::unique_ptr<CausalLM> CausalLM::load(std::shared_ptr<io::Checkpoint> ckpt, c
   lm->eos_ids_.erase(std::unique(lm->eos_ids_.begin(), lm->eos_ids_.end()), lm->eos_ids_.end());
 
   lm->rope_ = Rope(c.rotary_dim, c.rope_theta, c.rope_scaling);
-  const int64_t end = lo.end_layer < 0 ? c.num_layers : lo.end_layer;
-  if (lo.first_layer < 0 || lo.first_layer >= end || end > c.num_layers)
-    fail("pipeline stage: decoder layers [{}, {}) outside the model's {} layers ({})", lo.first_layer, end,
-         c.num_layers, cfg_path);
   lm->first_layer_ = lo.first_layer;
   if (lo.first_layer == 0)
     lm->embed_ = Embedding(l.tensor("model.embed_tokens.weight", {c.vocab_size, c.hidden_size}));

@@ -41,6 +41,8 @@ struct LoadOptions {
   // the last), the embedding only when first_layer is 0, the final norm and lm_head only when
   // end_layer is the last; no other tensor is read, so the stage's weights alone become resident.
   int64_t first_layer = 0, end_layer = -1;
+  // The RAM the weights must fit in (model/memory_fit.h); 0 = this machine's MemTotal.
+  size_t ram_bytes = 0;
 };
 
 // A pipeline stage's neighbours: a stage without the embedding receives each forward step's

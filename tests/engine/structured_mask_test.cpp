@@ -50,6 +50,16 @@ TEST(StructuredMask, TrieWalkEqualsBruteForceOnASmallVocabulary) {
   for (uint32_t seed = 1; seed <= 10; ++seed) compare_on_random_walk(c, re, 10, seed);
 }
 
+TEST(StructuredMask, CompilingComputesTheFirstStatesMask) {
+  // So the engine step that samples a request's first token finds it cached.
+  const std::vector<std::string> toks = {"", "{", "}", "\"", "a", " "};
+  GrammarCompiler c(std::make_shared<TokenVocabulary>(toks, 6));
+  const auto g = c.compile(StructuredSpec{StructuredSpec::Kind::JsonObject, "", {}, ""});
+  EXPECT_EQ(g->cached_masks(), 1u);
+  EXPECT_EQ(*g->mask(g->initial()), brute_force_mask(*g, g->initial()));
+  EXPECT_EQ(g->cached_masks(), 1u);
+}
+
 TEST(StructuredMask, ApplyKeepsAllowedLogitsAndEndsOnlyWhenComplete) {
   const std::vector<std::string> toks = {"", "a", "b", "ab", "c"};  // id 0: EOS (special: no bytes)
   GrammarCompiler c(std::make_shared<TokenVocabulary>(toks, 6));    // id 5: beyond the tokenizer

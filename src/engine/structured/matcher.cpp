@@ -17,6 +17,9 @@ std::shared_ptr<CompiledGrammar> GrammarCompiler::compile(const StructuredSpec& 
       }
   }
   auto g = std::make_shared<CompiledGrammar>(lower(to_grammar(spec)), vocab_);
+  // The first state's mask (a walk of most of the vocabulary trie) now, on the compiling thread (an
+  // API thread checking the request), rather than in the engine step every stream waits for.
+  g->mask(g->initial());
   std::lock_guard lock(mu_);
   lru_.emplace_front(key, g);
   if (lru_.size() > capacity_) lru_.pop_back();
