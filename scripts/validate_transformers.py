@@ -120,6 +120,19 @@ def arch_configs():
                                                rope_parameters={"rope_type": "default", "rope_theta": 5e6,
                                                                 "partial_rotary_factor": 0.5}),
          "MiniMaxM2ForCausalLM"),
+        # gpt-oss: attention sinks (randomized ~N(0, 1)), sliding / full layers with a window (16) well
+        # inside the prompt, YaRN without truncation, q/k/v/o and router / expert biases, the
+        # clamped SwiGLU with a limit the activations reach (2.0; published: 7.0). Its second row
+        # writes the experts as MXFP4 blocks / scales (OpenAI's layout) and compares with
+        # transformers' own MXFP4 dequantization (Mxfp4Config(dequantize=True)).
+        ("gpt-oss", "GptOssConfig", dict(COMMON, head_dim=32, num_local_experts=8, num_experts_per_tok=2,
+                                         intermediate_size=32, sliding_window=16, attention_bias=True,
+                                         layer_types=["sliding_attention", "full_attention", "sliding_attention"],
+                                         swiglu_limit=2.0,
+                                         rope_parameters={"rope_type": "yarn", "rope_theta": 150000.0, "factor": 32.0,
+                                                          "beta_fast": 32.0, "beta_slow": 1.0, "truncate": False,
+                                                          "original_max_position_embeddings": 16}),
+         "GptOssForCausalLM"),
     ]
     return out
 
@@ -170,6 +183,9 @@ def randomize(model, seed):
         else:
             p.add_(0.2 * torch.randn(p.shape, generator=g))
         p.copy_(p.to(torch.bfloat16).to(torch.float32))
+    for name, p in model.named_parameters():  # gpt-oss's attention sinks: comparable to the scores
+        if name.endswith(".sinks"):
+            p.copy_((torch.randn(p.shape, generator=g)).to(torch.bfloat16).to(torch.float32))
     for name, b in model.named_buffers():  # Gemma 4's per-layer output scale (a saved buffer)
         if name.endswith("layer_scalar"):
             b.copy_((0.5 + torch.rand(b.shape, generator=g)).to(torch.bfloat16).to(torch.float32))
@@ -255,6 +271,47 @@ def dequantized_checkpoint(qdir, src_dir, out_dir):
     return sum(1 for k in tensors if k.endswith(".weight_scale"))
 
 
+def quantize_mxfp4(w):
+    """[..., N, K] float -> (blocks U8 [..., N, K/32, 16], scales U8 [..., N, K/32]): per 32 weights the
+    power of two 2^e with amax <= 6 * 2^e (E8M0 byte e + 127), codes the nearest E2M1 values of w / 2^e
+    (element 2j in the low nibble), as OpenAI's gpt-oss checkpoints store them."""
+    *lead, n, k = w.shape
+    g = w.reshape(*lead, n, k // 32, 32).to(torch.float32)
+    amax = g.abs().amax(dim=-1, keepdim=True).clamp(min=2.0 ** -100)
+    e = torch.ceil(torch.log2(amax / 6.0))
+    q = g / torch.exp2(e)
+    codes = (q.abs().unsqueeze(-1) - E2M1[:8]).abs().argmin(dim=-1)  # magnitude code 0..7
+    codes = codes + 8 * (q < 0).to(codes.dtype) * (codes > 0).to(codes.dtype)
+    codes = codes.to(torch.uint8).reshape(*lead, n, k // 32, 16, 2)
+    blocks = codes[..., 0] | (codes[..., 1] << 4)
+    return blocks.contiguous(), (e.squeeze(-1) + 127).to(torch.uint8).contiguous()
+
+
+def mxfp4_checkpoint(src_dir, out_dir):
+    """gpt-oss's bf16 experts (input-major [E, in, out]) as MXFP4 `*_blocks` / `*_scales` ([E, out, ...]),
+    everything else as saved; config.json with quantization_config mxfp4."""
+    tensors = {}
+    for fn in sorted(f for f in os.listdir(src_dir) if f.endswith(".safetensors")):
+        with safe_open(os.path.join(src_dir, fn), "pt") as f:
+            for k in f.keys():
+                tensors[k] = f.get_tensor(k)
+    out = {}
+    for k, t in tensors.items():
+        if k.endswith(("experts.gate_up_proj", "experts.down_proj")):
+            out[k + "_blocks"], out[k + "_scales"] = quantize_mxfp4(t.transpose(-1, -2))
+        else:
+            out[k] = t
+    os.makedirs(out_dir, exist_ok=True)
+    save_file(out, os.path.join(out_dir, "model.safetensors"), metadata={"format": "pt"})
+    with open(os.path.join(src_dir, "config.json")) as f:
+        cfg = json.load(f)
+    cfg["quantization_config"] = {"quant_method": "mxfp4", "modules_to_not_convert": [
+        "model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens", "lm_head"]}
+    with open(os.path.join(out_dir, "config.json"), "w") as f:
+        json.dump(cfg, f, indent=2)
+    return sum(1 for k in out if k.endswith("_blocks"))
+
+
 def compare(ref, got, tol):
     diff = (ref - got).abs()
     max_abs = diff.max().item()
@@ -303,7 +360,9 @@ def main():
             failed = True
             continue
         variants = [("bf16", src)]
-        if not args.skip_quantized:
+        if model_cls == "GptOssForCausalLM":  # the experts as published: MXFP4 (fp4lm quantize does not export it)
+            variants.append(("MXFP4", None))
+        elif not args.skip_quantized:
             variants.append(("W4A16_NVFP4", None))
         for label, model_dir in variants:
             try:
@@ -318,6 +377,15 @@ def main():
                     r, r64 = hf_logits(dq, ids)
                     got = fp4lm_logits(fp4lm, qdir, ids, d)
                     label = f"W4A16_NVFP4 ({nq} layers)"
+                elif label == "MXFP4":
+                    mdir = os.path.join(d, "mxfp4")
+                    nq = mxfp4_checkpoint(src, mdir)
+                    dq = getattr(transformers, model_cls).from_pretrained(
+                        mdir, dtype=torch.float32, attn_implementation="eager", experts_implementation="eager",
+                        quantization_config=transformers.Mxfp4Config(dequantize=True)).eval()
+                    r, r64 = hf_logits(dq, ids)
+                    got = fp4lm_logits(fp4lm, mdir, ids, d)
+                    label = f"MXFP4 experts ({nq} tensors)"
                 else:
                     got = fp4lm_logits(fp4lm, model_dir, ids, d)
                     r, r64 = ref, ref64

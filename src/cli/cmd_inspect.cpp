@@ -20,6 +20,7 @@
 #include "model/model_loader.h"
 #include "quant/compressed_tensors_config.h"
 #include "quant/fine_grained_fp8_config.h"
+#include "quant/mxfp4_config.h"
 #include "quant/modelopt_config.h"
 
 namespace fp4lm::cli {
@@ -85,6 +86,10 @@ json fine_grained_fp8_summary(const quant::FineGrainedFp8Config& q) {
           {"source", "config.json"}};
 }
 
+json mxfp4_summary(const quant::Mxfp4Config& q) {
+  return {{"modules_to_not_convert", q.not_converted}, {"source", "config.json"}};
+}
+
 json quantization_summary(const quant::QuantConfig& q, const model::EngineOptions& opts) {
   if (!q.quantized()) return nullptr;
   json s;
@@ -96,6 +101,7 @@ json quantization_summary(const quant::QuantConfig& q, const model::EngineOption
     case quant::Family::fine_grained_fp8:
       s = fine_grained_fp8_summary(dynamic_cast<const quant::FineGrainedFp8Config&>(q));
       break;
+    case quant::Family::mxfp4: s = mxfp4_summary(dynamic_cast<const quant::Mxfp4Config&>(q)); break;
   }
   s["family"] = std::string(quant::family_name(q.family()));
   s["config"] = q.describe();
@@ -283,6 +289,10 @@ void print_human(const json& f, std::FILE* out) {
       line("quantization", fmt::format("block-wise FP8 {} (from {})", plain(field(q, "weight_block_size")),
                                        plain(field(q, "source"))));
       line("  config family", "fp8");
+      line("  not converted", plain(field(q, "modules_to_not_convert")));
+    } else if (field(q, "family") == "mxfp4") {
+      line("quantization", fmt::format("MXFP4 MoE experts (from {})", plain(field(q, "source"))));
+      line("  config family", "mxfp4");
       line("  not converted", plain(field(q, "modules_to_not_convert")));
     } else {
       line("quantization", fmt::format("{} (from {})", plain(field(q, "format")), plain(field(q, "source"))));

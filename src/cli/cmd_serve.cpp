@@ -292,9 +292,9 @@ CommandRegistration reg("serve", "OpenAI-compatible HTTP server with continuous 
   sub.add_flag("--allow-credentials", a->allow_credentials, "CORS: allow credentials");
   sub.add_flag("--enable-auto-tool-choice", a->enable_auto_tool_choice,
                "tool_choice \"auto\" (the default with tools): parse tool calls with --tool-call-parser");
-  sub.add_option("--tool-call-parser", a->tool_call_parser, "hermes, qwen3_coder, llama3_json, mistral or deepseek_v3");
+  sub.add_option("--tool-call-parser", a->tool_call_parser, "hermes, qwen3_coder, llama3_json, mistral, deepseek_v3 or openai (gpt-oss)");
   sub.add_option("--reasoning-parser", a->reasoning_parser,
-                 "qwen3 or deepseek_r1: <think>...</think> becomes reasoning_content");
+                 "qwen3 or deepseek_r1 (<think>...</think> becomes reasoning_content), openai_gptoss (gpt-oss's harmony channels)");
   sub.add_option("--max-num-seqs", a->max_num_seqs, "Most sequences running at once")->capture_default_str();
   sub.add_option("--max-num-batched-tokens", a->max_num_batched_tokens, "Most tokens in one engine step")
       ->capture_default_str();

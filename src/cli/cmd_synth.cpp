@@ -38,6 +38,8 @@ CommandRegistration reg("synth", "Write a small random-weight checkpoint (HF/Mod
                "Give fused shards (q/k/v, gate/up) different weight_scale_2");
   sub.add_flag("--fused-experts", a->o.fused_experts,
                "Unquantized experts as fused 3-D gate_up_proj / down_proj tensors (original bf16 checkpoints)");
+  sub.add_flag("--mxfp4-experts", a->o.mxfp4_experts,
+               "gpt-oss: experts as MXFP4 *_blocks / *_scales with quant_method mxfp4 (use with --algo none)");
   sub.add_flag("--extra-tensors", a->o.extra_tensors,
                "Add mtp.* (and, for VL architectures, model.visual.*) tensors the loader ignores");
   return [a]() -> int {
@@ -52,6 +54,8 @@ CommandRegistration reg("synth", "Write a small random-weight checkpoint (HF/Mod
       if (a->o.algo == quant::QuantAlgo::MIXED_PRECISION)
         usage_fail("--algo MIXED_PRECISION needs a layer map; use the library's SyntheticOptions");
     }
+    if (a->o.mxfp4_experts && a->o.algo != quant::QuantAlgo::None)
+      usage_fail("--mxfp4-experts writes the MXFP4 experts of an otherwise unquantized model: use --algo none");
     if (a->o.hidden % 16 != 0 || a->o.hidden <= 0) usage_fail("--hidden must be a positive multiple of 16");
     if (a->o.layers <= 0 || a->o.vocab <= 0 || a->o.experts < a->o.top_k)
       usage_fail("--layers and --vocab must be positive and --experts at least {}", a->o.top_k);

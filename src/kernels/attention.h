@@ -10,7 +10,8 @@
 // position p and each query head of the group, over cached positions t = 0 .. p,
 //   s_t = (q · k_t) × c,   c = float(1 / sqrt(head_dim))
 //   w_t = exp(s_t − max_t s_t),   o = (Σ_t w_t v_t) × float(1 / Σ_t w_t)
-// in float32 (two passes over the row: scores and their max, then weights and the weighted sum),
+// in float32 (two passes over the row: scores and their max, then weights and the weighted sum;
+// with an attention sink σ (AttentionCall::sinks) the max includes σ and Σ_t w_t gains exp(σ − max)),
 // k_t and v_t the cached values as float32 (FP8: code × k_scale / v_scale rounded once, so an FP8
 // cache gives exactly what a float32 cache of its dequantized values gives). Each (row, query head) is computed by the same
 // instruction sequence whatever the other rows or heads of the call, so splitting rows or heads
@@ -41,6 +42,9 @@ struct AttentionCall {
   const uint8_t* keys = nullptr;
   const uint8_t* values = nullptr;
   float k_scale = 1.0f, v_scale = 1.0f;
+  // Attention sinks (gpt-oss): per group head j a learned logit sinks[j] that joins the softmax's
+  // denominator and nothing else: max over the scores and the sink, Σ_t w_t + exp(sink − max). nullptr: none.
+  const float* sinks = nullptr;
 };
 
 struct AttentionKernel {

@@ -9,6 +9,7 @@
 
 #include "core/dtype.h"
 #include "core/thread_pool.h"
+#include "kernels/expert_activation.h"
 #include "kernels/isa.h"
 #include "kernels/quant_key.h"
 #include "kernels/weights.h"
@@ -36,6 +37,8 @@ struct MoeProblem {
   DType act_dtype = DType::F32;
   int64_t num_experts = 0, top_k = 0, hidden = 0, inter = 0;
   KernelOptions options;
+  // Between w13 and w2 (kernels/expert_activation.h); every MoE backend applies it.
+  ExpertActivation activation = {};
 };
 
 // A layer's weights prepared for one backend.
@@ -53,7 +56,8 @@ class MoeKernel {
  public:
   virtual ~MoeKernel() = default;
   // y[i] = Σ_j topk_weights[i*top_k + j] · expert_{topk_ids[i*top_k + j]}(x[i]) for i < m;
-  // expert(x) = w2(silu(x·w1ᵀ) * (x·w3ᵀ)). x [m, hidden], y [m, hidden] in act_dtype.
+  // expert(x) = w2(act(x·w13ᵀ + b13)) + b2, act the problem's ExpertActivation (default
+  // silu(gate) · up), biases when the weights carry them. x [m, hidden], y [m, hidden] in act_dtype.
   virtual void forward(const void* x, int64_t m, const int32_t* topk_ids, const float* topk_weights,
                        int64_t top_k, void* y, ThreadPool& pool) const = 0;
   virtual size_t weight_bytes() const = 0;

@@ -106,7 +106,8 @@ struct LinearWeights {
 };
 
 // A fused MoE layer: per expert a gate_up (w13: gate rows then up rows, n = 2*inter, k = hidden)
-// and a down projection (w2: n = hidden, k = inter). Experts are SwiGLU: w2(silu(gate) * up).
+// and a down projection (w2: n = hidden, k = inter), each with an optional bias (gpt-oss). What runs
+// between them is the MoeProblem's ExpertActivation (default SwiGLU: w2(silu(gate) * up)).
 struct MoeWeights {
   QuantKey key;
   int64_t num_experts = 0, hidden = 0, inter = 0;

@@ -17,7 +17,7 @@
 namespace fp4lm::model {
 
 void causal_attention(std::span<const AttentionSpan> spans, int64_t layer, const float* q, int64_t num_heads,
-                      float* out, ThreadPool& pool, const kernels::AttentionKernel* kernel) {
+                      float* out, ThreadPool& pool, const kernels::AttentionKernel* kernel, const float* sinks) {
   if (spans.empty()) return;
   const kernels::AttentionKernel& kern = kernel ? *kernel : kernels::attention_kernel();
   const int64_t hd = spans[0].cache->head_dim(layer), kvh = spans[0].cache->num_kv_heads(layer);
@@ -67,6 +67,7 @@ void causal_attention(std::span<const AttentionSpan> spans, int64_t layer, const
       c.values = cache.values(layer, g);
       c.k_scale = cache.k_scale(layer);
       c.v_scale = cache.v_scale(layer);
+      if (sinks) c.sinks = sinks + g * group;
       if (windowed) {
         // One row: its window [lo, pos] as positions 0 .. pos - lo of a contiguous view of the ring.
         const int64_t pos = c.pos0, lo = std::max<int64_t>(0, pos - cache.window(layer) + 1), n = pos - lo + 1;
@@ -144,6 +145,7 @@ Attention::Attention(const LayerBuild& b, int64_t layer, const AttentionLayout& 
   act_ = loader.dtype();
   const std::string p = fmt::format("model.layers.{}.self_attn", layer);
   qkv_ = loader.load_linear(p + ".qkv_proj");
+  if (layout.sinks) sinks_ = loader.tensor_f32(p + ".sinks", {num_heads_});
   o_ = loader.load_linear(p + ".o_proj");
   gated_ = c.attn_output_gate;
   if (layout.scaling > 0) q_mult_ = static_cast<float>(layout.scaling * std::sqrt(static_cast<double>(head_dim_)));
@@ -228,7 +230,8 @@ void Attention::forward(const float* x, std::span<const AttentionSpan> spans, fl
         for (int64_t k = 0; k < qd; ++k) q[static_cast<size_t>(i * qd + k)] *= q_mult_;
     }
   std::vector<float> attn(static_cast<size_t>(m * qd));
-  causal_attention(spans, kv_slot_, q.data(), num_heads_, attn.data());
+  causal_attention(spans, kv_slot_, q.data(), num_heads_, attn.data(), ThreadPool::global(), nullptr,
+                   sinks_.empty() ? nullptr : sinks_.data());
   round_to_dtype(attn.data(), attn.size(), act_);
   if (gated_) {
     for (size_t k = 0; k < attn.size(); ++k) attn[k] *= 1.0f / (1.0f + std::exp(-gate[k]));

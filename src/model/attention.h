@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <vector>
 
 #include "core/dtype.h"
 #include "core/thread_pool.h"
@@ -33,9 +34,10 @@ struct AttentionSpan {
 // m = the spans' rows; out likewise. Runs kernels/attention.h per (KV head, run of rows): `kernel`,
 // or when null the variant kernels::attention_kernel() chose. Each (row, head) is computed the
 // same way whatever else is in the batch or how the work splits over threads.
+// `sinks` (num_heads values, or nullptr): each head's attention-sink logit (kernels/attention.h).
 void causal_attention(std::span<const AttentionSpan> spans, int64_t layer, const float* q, int64_t num_heads,
                       float* out, ThreadPool& pool = ThreadPool::global(),
-                      const kernels::AttentionKernel* kernel = nullptr);
+                      const kernels::AttentionKernel* kernel = nullptr, const float* sinks = nullptr);
 
 // The attention core for one sequence: m query tokens at positions pos0 .. pos0+m-1, each attending to cache
 // positions [0, its own] of `layer` (which must already hold them). q [m, num_heads*head_dim]
@@ -55,6 +57,7 @@ struct AttentionLayout {
   int64_t head_dim = 0, kv_heads = 0;  // this layer's own (Gemma 4's full layers); 0 = the config's
   bool k_eq_v = false;  // no v_proj: the values are the key projection's output (before k_norm / RoPE)
   bool v_norm = false;  // values RMS-normalized per head, without a weight (Gemma 4)
+  bool sinks = false;   // a learned logit per head in the softmax denominator, `self_attn.sinks` (gpt-oss)
 };
 
 class Attention final : public Mixer {
@@ -79,7 +82,8 @@ class Attention final : public Mixer {
 
   size_t weight_bytes() const override { return qkv_->weight_bytes() + o_->weight_bytes(); }
   size_t own_param_bytes() const override {
-    return static_cast<size_t>(q_norm_.dim() + k_norm_.dim() + v_rms_.dim()) * sizeof(float);
+    return static_cast<size_t>(q_norm_.dim() + k_norm_.dim() + v_rms_.dim()) * sizeof(float) +
+           sinks_.size() * sizeof(float);
   }
 
  private:
@@ -92,6 +96,7 @@ class Attention final : public Mixer {
   std::unique_ptr<Linear> qkv_, o_;
   bool qk_norm_ = false, k_eq_v_ = false, v_norm_ = false;
   RmsNorm q_norm_, k_norm_, v_rms_;
+  std::vector<float> sinks_;  // [num_heads] or empty
 };
 
 }  // namespace fp4lm::model

@@ -8,6 +8,7 @@ namespace fp4lm::model {
 
 std::vector<std::string> LayerSpec::modules() const {
   if (kind == kernels::LayerKind::linear) return shards;
+  if (expert_layout == ExpertLayout::gpt_oss) return {shards[0] + ".gate_up_proj", shards[0] + ".down_proj"};
   std::vector<std::string> out;
   for (int64_t e = 0; e < num_experts; ++e)
     for (const std::string& p : expert_proj) out.push_back(fmt::format("{}.{}.{}", shards[0], e, p));

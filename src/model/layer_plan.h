@@ -29,6 +29,14 @@ struct LayerSpec {
   // <container>.<e>.<proj> with proj names {w1 (gate), w3 (up), w2 (down)} in HF spelling.
   int64_t num_experts = 0, hidden = 0, inter = 0;
   std::array<std::string, 3> expert_proj;  // {"gate_proj", "up_proj", "down_proj"} or {"w1", "w3", "w2"}
+  // How the experts are stored. per_expert: the modules above. gpt_oss: two fused parameters of
+  // the container, `gate_up_proj` (gate and up rows interleaved) and `down_proj`, each with a
+  // `_bias` [E, rows]; unquantized as [E, in, out] (transposed), MXFP4 as `<param>_blocks`
+  // [E, out, in/32, 16] + `<param>_scales` [E, out, in/32]. modules() names the two parameters.
+  enum class ExpertLayout { per_expert, gpt_oss };
+  ExpertLayout expert_layout = ExpertLayout::per_expert;
+  // What runs between w13 and w2 (the one place an architecture chooses it; kernels/expert_activation.h).
+  kernels::ExpertActivation expert_activation;
 
   // HF module names of every quantizable weight under this layer (experts expanded).
   std::vector<std::string> modules() const;

@@ -90,6 +90,14 @@ struct GemmaConfig {
   bool enabled() const { return !sliding.empty(); }
 };
 
+// gpt-oss (arch/gpt_oss.cpp): attention layers alternate between a sliding window and full
+// attention (layer_types), the experts' clamped SwiGLU (swiglu_alpha, swiglu_limit).
+struct GptOssConfig {
+  std::vector<bool> sliding;  // layer i is sliding-window attention (else full attention)
+  int64_t sliding_window = 0;
+  double swiglu_alpha = 1.702, swiglu_limit = 7.0;
+};
+
 // The fields every architecture has (and the shared building blocks' parameters), plus one
 // parsed struct per family of architecture-specific fields.
 struct ModelConfig {
@@ -123,6 +131,7 @@ struct ModelConfig {
   // The token embeddings are multiplied by sqrt(hidden_size), rounded to the activation dtype (Gemma).
   bool scale_embeddings = false;
   GemmaConfig gemma;  // Gemma 3 / Gemma 4 (arch/gemma.h)
+  GptOssConfig gpt_oss;  // gpt-oss (arch/gpt_oss.cpp)
   // Tensors under this prefix stand for `model.` (VL checkpoints: "model.language_model.").
   std::string tensor_prefix = "model.";
   std::vector<int64_t> eos_token_ids;

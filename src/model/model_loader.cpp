@@ -68,7 +68,7 @@ LayerReport ModelLoader::describe(const LayerSpec& spec) const {
     r.selection = kernels::select_linear(p, spec.name, opts_.linear_backend);
   } else {
     kernels::MoeProblem p{r.scheme.key, r.scheme.act_dtype, spec.num_experts, config_.moe.top_k, spec.hidden, spec.inter,
-                          {opts_.a16_max_tokens}};
+                          {opts_.a16_max_tokens}, spec.expert_activation};
     r.selection = kernels::select_moe(p, spec.name, opts_.moe_backend);
   }
   return r;
@@ -114,7 +114,7 @@ std::unique_ptr<FusedMoe> ModelLoader::load_moe(const std::string& name) {
   LayerReport r = describe(spec);
   log_selection(r);
   kernels::MoeProblem p{r.scheme.key, r.scheme.act_dtype, spec.num_experts, config_.moe.top_k, spec.hidden, spec.inter,
-                        {opts_.a16_max_tokens}};
+                        {opts_.a16_max_tokens}, spec.expert_activation};
   auto kernel = r.selection.backend->make_moe(moe_weights(spec, r.scheme), p);
   loaded_bytes_ += kernel->weight_bytes();
   auto moe = std::make_unique<FusedMoe>(spec, r.scheme, r.selection.backend->name, std::move(kernel));

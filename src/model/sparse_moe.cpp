@@ -9,13 +9,14 @@
 
 namespace fp4lm::model {
 
-SparseMoe::SparseMoe(ModelLoader& loader, const std::string& block, bool renormalize, bool shared_expert)
+SparseMoe::SparseMoe(ModelLoader& loader, const std::string& block, bool renormalize, bool shared_expert,
+                     const std::string& router)
     : renormalize_(renormalize), act_(loader.dtype()) {
   const ModelConfig& c = loader.config();
   num_experts_ = c.moe.num_experts;
   top_k_ = c.moe.top_k;
   hidden_ = c.hidden_size;
-  router_ = loader.load_linear(block + ".gate");
+  router_ = loader.load_linear(block + "." + router);
   experts_ = loader.load_moe(block + ".experts");
   if (shared_expert) {
     shared_ = std::make_unique<DenseMlp>(loader, block + ".shared_expert");

@@ -16,8 +16,10 @@ class ModelLoader;
 class SparseMoe final : public FeedForward {
  public:
   // `block`: the HF module holding gate + experts ("model.layers.0.mlp",
-  // "model.layers.0.block_sparse_moe"). `renormalize`: norm_topk_prob.
-  SparseMoe(ModelLoader& loader, const std::string& block, bool renormalize, bool shared_expert);
+  // "model.layers.0.block_sparse_moe"). `renormalize`: norm_topk_prob. `router`: the router's
+  // module under the block ("gate"; gpt-oss: "router").
+  SparseMoe(ModelLoader& loader, const std::string& block, bool renormalize, bool shared_expert,
+            const std::string& router = "gate");
   void forward(const float* x, int64_t m, float* y) const override;
   size_t weight_bytes() const override;
 

@@ -1,5 +1,6 @@
 #include "model/synthetic_checkpoint.h"
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -79,6 +80,33 @@ struct Writer {
     st.add(on_disk(name), o.dense_dtype, shape, std::move(bytes));
   }
   void scalar(const std::string& name, float v) { st.add(on_disk(name), DType::F32, {}, &v, sizeof v); }
+
+  // gpt-oss's fused experts with their biases: MXFP4 blocks and scales (o.mxfp4_experts) or
+  // input-major dense [E, in, out].
+  void gpt_oss_experts(const LayerSpec& spec, QuantAlgo algo) {
+    if (algo != QuantAlgo::None)
+      fail("synthetic gpt-oss checkpoint: the experts are written unquantized or as MXFP4 (mxfp4_experts), not {}",
+           quant::algo_name(algo));
+    const std::string& box = spec.shards[0];
+    const int64_t e_n = spec.num_experts, inter = spec.inter, hid = spec.hidden;
+    auto param = [&](const std::string& name, int64_t out, int64_t in) {
+      if (o.mxfp4_experts) {
+        if (in % 32 != 0) fail("synthetic MXFP4 experts: input width {} is not a multiple of 32", in);
+        std::vector<uint8_t> codes(static_cast<size_t>(e_n * out * in / 2)), scales(static_cast<size_t>(e_n * out * in / 32));
+        for (uint8_t& b : codes) b = static_cast<uint8_t>(rng());
+        // E2M1 codes average |x| ~ 2; the scale brings a row to about 1/sqrt(in).
+        const int base = 127 - 1 - static_cast<int>(std::lround(std::log2(std::sqrt(static_cast<double>(in)))));
+        for (uint8_t& b : scales) b = static_cast<uint8_t>(base - 1 + static_cast<int>(rng() % 3));
+        st.add(on_disk(name + "_blocks"), DType::U8, {e_n, out, in / 32, 16}, std::move(codes));
+        st.add(on_disk(name + "_scales"), DType::U8, {e_n, out, in / 32}, std::move(scales));
+      } else {
+        dense(name, {e_n, in, out}, randn(e_n * in * out, 1.0f / std::sqrt(static_cast<float>(in))));
+      }
+      dense(name + "_bias", {e_n, out}, randn(e_n * out, 0.02f));
+    };
+    param(box + ".gate_up_proj", 2 * inter, hid);
+    param(box + ".down_proj", hid, inter);
+  }
 
   // One fused group of HF modules sharing an input, quantized as `algo`.
   void linear_group(const std::vector<std::string>& modules, const std::vector<int64_t>& rows, int64_t k,
@@ -161,6 +189,10 @@ void write_synthetic_checkpoint(const std::string& dir, const SyntheticOptions& 
       w.linear_group(spec.shards, spec.shard_rows, spec.in_features, algo, spec.bias, input_amax);
       continue;
     }
+    if (spec.expert_layout == LayerSpec::ExpertLayout::gpt_oss) {
+      w.gpt_oss_experts(spec, algo);
+      continue;
+    }
     if (o.fused_experts && algo == QuantAlgo::None) {
       const int64_t e_n = spec.num_experts, inter = spec.inter, hid = spec.hidden;
       w.dense(spec.shards[0] + ".gate_up_proj", {e_n, 2 * inter, hid},
@@ -186,6 +218,7 @@ void write_synthetic_checkpoint(const std::string& dir, const SyntheticOptions& 
       const int64_t n = shape_numel(p.shape);
       if (ends(p.name, ".conv1d.weight")) w.dense(p.name, p.shape, w.randn(n, 0.4f));
       else if (ends(p.name, ".A_log") || ends(p.name, ".dt_bias")) w.dense(p.name, p.shape, w.randn(n, 0.5f));
+      else if (ends(p.name, ".sinks")) w.dense(p.name, p.shape, w.randn(n, 1.0f));
       // A router's selection bias, stored in float32 as DeepSeek-style checkpoints do.
       else if (ends(p.name, ".e_score_correction_bias")) {
         const std::vector<float> b = w.randn(n, 0.2f);
@@ -250,6 +283,13 @@ void write_synthetic_checkpoint(const std::string& dir, const SyntheticOptions& 
       }
       config["quantization_config"] = qcj;
     }
+  }
+  if (o.mxfp4_experts) {
+    if (o.algo != QuantAlgo::None) fail("synthetic checkpoint: mxfp4_experts needs algo None (the rest stays unquantized)");
+    config["quantization_config"] = {{"quant_method", "mxfp4"},
+                                     {"modules_to_not_convert",
+                                      {"model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens",
+                                       "lm_head"}}};
   }
   write_json("config.json", config);
   write_json("generation_config.json", {{"bos_token_id", 1}, {"eos_token_id", 2}});

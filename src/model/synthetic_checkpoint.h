@@ -40,6 +40,10 @@ struct SyntheticOptions {
   // `<experts>.gate_up_proj` [E, 2I, D] and one `<experts>.down_proj` [E, D, I] per layer
   // instead of per-expert 2-D tensors.
   bool fused_experts = false;
+  // gpt-oss: the experts as OpenAI publishes them, MXFP4 `*_blocks` / `*_scales` (random codes, E8M0
+  // scales around 1/sqrt(in)) with config.json's quantization_config {"quant_method": "mxfp4"};
+  // otherwise (algo None) as transformers writes them dequantized, input-major bf16.
+  bool mxfp4_experts = false;
   // Multi-token-prediction tensors (`mtp.*`) next to the model, and for a VL architecture
   // (…ForConditionalGeneration: config under text_config, tensors under model.language_model.)
   // vision tensors (`model.visual.*`), as published checkpoints carry them; the loader ignores

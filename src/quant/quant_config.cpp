@@ -6,6 +6,7 @@
 #include "quant/compressed_tensors_config.h"
 #include "quant/fine_grained_fp8_config.h"
 #include "quant/modelopt_config.h"
+#include "quant/mxfp4_config.h"
 
 namespace fp4lm::quant {
 
@@ -16,6 +17,7 @@ std::string_view family_name(Family f) {
     case Family::modelopt: return "modelopt";
     case Family::compressed_tensors: return "compressed-tensors";
     case Family::fine_grained_fp8: return "fp8";
+    case Family::mxfp4: return "mxfp4";
   }
   return "?";
 }
@@ -30,6 +32,7 @@ std::string_view scheme_name(Scheme s) {
     case Scheme::fp8_dynamic: return "FP8_DYNAMIC";
     case Scheme::fp8_block: return "FP8_BLOCK";
     case Scheme::fp8_block_a16: return "FP8_BLOCK_W8A16";
+    case Scheme::mxfp4: return "MXFP4";
   }
   return "?";
 }
@@ -61,9 +64,16 @@ std::shared_ptr<const QuantConfig> parse_quant_config(const std::optional<json>&
     return std::make_shared<FineGrainedFp8Config>(
         parse_fine_grained_fp8_config(config_json["quantization_config"], where));
   }
+  if (m == "mxfp4") {
+    if (hf_quant_config)
+      fail("{}: quant_method is mxfp4 but {}/hf_quant_config.json (ModelOpt's) is present too; remove the one that "
+           "does not describe the tensors",
+           where, dir);
+    return std::make_shared<Mxfp4Config>(parse_mxfp4_config(config_json["quantization_config"], where));
+  }
   if (!m.empty() && m != "modelopt")
-    fail("{}: unsupported quant_method '{}' (fp4lm loads \"modelopt\", \"compressed-tensors\" and block-wise "
-         "\"fp8\"; AWQ, GPTQ, bitsandbytes and others are not supported)",
+    fail("{}: unsupported quant_method '{}' (fp4lm loads \"modelopt\", \"compressed-tensors\", block-wise "
+         "\"fp8\" and \"mxfp4\"; AWQ, GPTQ, bitsandbytes and others are not supported)",
          where, method);
   return std::make_shared<ModeloptConfig>(parse_modelopt_config(hf_quant_config, config_json, dir));
 }

@@ -20,8 +20,10 @@ namespace fp4lm::quant {
 // Whose config and tensor names: each family names the same codes and scales differently.
 //  fine_grained_fp8: quant_method "fp8" with weight_block_size (DeepSeek-V3, Qwen3-*-FP8,
 //    transformers' FineGrainedFP8Config): `weight` + `weight_scale_inv` block scales.
-enum class Family { modelopt, compressed_tensors, fine_grained_fp8 };
-std::string_view family_name(Family f);  // "modelopt", "compressed-tensors", "fp8"
+//  mxfp4: quant_method "mxfp4" (gpt-oss, transformers' Mxfp4Config): the MoE experts' fused
+//    parameters as `<param>_blocks` + `<param>_scales` (E8M0), everything else unquantized.
+enum class Family { modelopt, compressed_tensors, fine_grained_fp8, mxfp4 };
+std::string_view family_name(Family f);  // "modelopt", "compressed-tensors", "fp8", "mxfp4"
 
 // What one module stores, in any family's names.
 //  nvfp4 / nvfp4_a16: E2M1 codes, E4M3 scales per 16, a global scale; with / without an
@@ -34,9 +36,10 @@ std::string_view family_name(Family f);  // "modelopt", "compressed-tensors", "f
 //  fp8_block: E4M3 weights with one scale per block of rows × columns (DiskFormat::block),
 //    activations quantized per token per column block at run time (W8A8 as DeepSeek runs it).
 //  fp8_block_a16: the same weights, activations unquantized (compressed-tensors W8A16 block).
-enum class Scheme { unquantized, nvfp4, nvfp4_a16, fp8, fp8_a16, fp8_dynamic, fp8_block, fp8_block_a16 };
+//  mxfp4: E2M1 codes with one E8M0 power-of-two scale per 32 weights, activations unquantized.
+enum class Scheme { unquantized, nvfp4, nvfp4_a16, fp8, fp8_a16, fp8_dynamic, fp8_block, fp8_block_a16, mxfp4 };
 // "UNQUANTIZED", "NVFP4", "W4A16_NVFP4", "FP8", "FP8_W8A16", "FP8_DYNAMIC", "FP8_BLOCK",
-// "FP8_BLOCK_W8A16" (ModelOpt's names where it has one).
+// "FP8_BLOCK_W8A16", "MXFP4" (ModelOpt's names where it has one).
 std::string_view scheme_name(Scheme s);
 
 // The on-disk format of a module: which names (family) hold which scheme.
@@ -104,7 +107,7 @@ class QuantConfig {
 
 // The checkpoint's config, from its parsed files (either may be absent), by config.json's
 // quantization_config.quant_method: "modelopt" (or none, see modelopt_config.h),
-// "compressed-tensors" and "fp8" (block-wise); any other method is an Error naming it. Neither file: an unquantized
+// "compressed-tensors", "fp8" (block-wise) and "mxfp4"; any other method is an Error naming it. Neither file: an unquantized
 // config.
 std::shared_ptr<const QuantConfig> parse_quant_config(const std::optional<nlohmann::json>& hf_quant_config,
                                                       const nlohmann::json& config_json, const std::string& dir);

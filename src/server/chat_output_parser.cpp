@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include "core/error.h"
+#include "server/harmony_parser.h"
 
 namespace fp4lm::server {
 
@@ -11,29 +12,44 @@ namespace {
 constexpr std::string_view kThinkStart = "<think>", kThinkEnd = "</think>";
 }  // namespace
 
-std::vector<std::string> reasoning_parser_names() { return {"deepseek_r1", "qwen3"}; }
+std::vector<std::string> reasoning_parser_names() { return {"deepseek_r1", "openai_gptoss", "qwen3"}; }
 
 ReasoningKind reasoning_kind(const std::string& name) {
   if (name.empty()) return ReasoningKind::none;
   if (name == "qwen3") return ReasoningKind::qwen3;
   if (name == "deepseek_r1") return ReasoningKind::deepseek_r1;
+  if (name == "openai_gptoss") return ReasoningKind::openai_gptoss;
   throw UsageError(fmt::format("unknown reasoning parser '{}' (known: {})", name, fmt::join(reasoning_parser_names(), ", ")));
 }
 
 ChatOutputParser::ChatOutputParser(ReasoningKind reasoning, const ToolCallParser* tool_parser,
                                    const nlohmann::json* tools)
     : reasoning_(reasoning), tool_parser_(tool_parser), tools_(tools),
-      phase_(reasoning == ReasoningKind::none ? Phase::content : Phase::start) {}
+      phase_(reasoning == ReasoningKind::none ? Phase::content : Phase::start) {
+  // Harmony output is parsed as a whole by its own parser: channels, not <think>.
+  if (reasoning == ReasoningKind::openai_gptoss || (tool_parser && tool_parser->name() == "openai"))
+    harmony_ = std::make_shared<HarmonyParser>(tool_parser != nullptr);
+}
+
+size_t ChatOutputParser::tool_calls() const { return harmony_ ? harmony_->tool_calls() : calls_emitted_; }
 
 ChatDelta ChatOutputParser::feed(std::string_view text) {
-  pending_ += text;
   ChatDelta d;
+  if (harmony_) {
+    harmony_->feed(text, false, d);
+    return d;
+  }
+  pending_ += text;
   step(false, d);
   return d;
 }
 
 ChatDelta ChatOutputParser::finish() {
   ChatDelta d;
+  if (harmony_) {
+    harmony_->feed("", true, d);
+    return d;
+  }
   step(true, d);
   return d;
 }

@@ -14,6 +14,8 @@
 
 #include "server/tool_call_parser.h"
 
+#include <memory>
+
 namespace fp4lm::server {
 
 // vLLM's reasoning parsers of the <think> family.
@@ -21,7 +23,10 @@ namespace fp4lm::server {
 //                enable_thinking=false put an empty think block in the prompt instead)
 //   deepseek_r1  the output starts inside the reasoning (the template opened <think>); an
 //                output without </think> is all reasoning
-enum class ReasoningKind { none, qwen3, deepseek_r1 };
+// and gpt-oss's harmony channels (server/harmony_parser.h):
+//   openai_gptoss  analysis -> reasoning, final -> content, commentary to=functions.NAME -> tool
+//                  calls (with --tool-call-parser openai)
+enum class ReasoningKind { none, qwen3, deepseek_r1, openai_gptoss };
 // UsageError naming the known parsers for an unknown name.
 ReasoningKind reasoning_kind(const std::string& name);
 std::vector<std::string> reasoning_parser_names();
@@ -38,6 +43,8 @@ struct ChatDelta {
   bool empty() const { return reasoning.empty() && content.empty() && tool_calls.empty(); }
 };
 
+class HarmonyParser;
+
 class ChatOutputParser {
  public:
   // `tools`: the request's tools (qwen3_coder types parameters by them); `tool_parser` null: no
@@ -46,7 +53,7 @@ class ChatOutputParser {
   ChatDelta feed(std::string_view text);
   // No more text: whatever was held back is decided.
   ChatDelta finish();
-  size_t tool_calls() const { return calls_emitted_; }
+  size_t tool_calls() const;
 
  private:
   enum class Phase { start, reasoning, content, tools, plain };
@@ -62,6 +69,7 @@ class ChatOutputParser {
   size_t content_emitted_ = 0;
   std::string section_;   // the tool-call section so far
   size_t calls_emitted_ = 0;
+  std::shared_ptr<HarmonyParser> harmony_;  // gpt-oss output (openai_gptoss / openai)
 };
 
 }  // namespace fp4lm::server

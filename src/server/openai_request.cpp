@@ -388,6 +388,9 @@ ApiRequest parse_chat_request(const json& b, const ServingModel& m, uint64_t ran
   ApiRequest r;
   r.endpoint = Endpoint::chat;
   parse_common(b, m, random_seed, r);
+  // Harmony's channels are special tokens: the parser needs them in the text (vLLM parses them by id).
+  if (m.reasoning == ReasoningKind::openai_gptoss || (m.tool_parser && m.tool_parser->name() == "openai"))
+    r.params.skip_special_tokens = false;
   const bool truncating = present(b, "truncate_prompt_tokens");  // a longer prompt is then fine
   if (m.tok && m.chat && !truncating) check_prompt_bytes(m, user_text_bytes(b), "messages");  // before rendering
   const std::string prompt = render_chat_prompt(b, m, ordered);

@@ -393,8 +393,14 @@ json ResponseBuilder::chat_message(const Choice& ch, std::string& finish_reason)
   const ChatDelta d = chat_delta(whole, ch.text, true);
   finish_reason = chat_finish_reason(whole, ch.finish_reason);
   json calls = json::array();
-  for (const ToolCallDelta& t : d.tool_calls)
+  for (const ToolCallDelta& t : d.tool_calls) {
+    if (t.name.empty() && !calls.empty() && calls.back()["function"]["arguments"].is_string()) {
+      // A later argument chunk of the same call (a parser that streams arguments).
+      calls.back()["function"]["arguments"] = calls.back()["function"]["arguments"].get<std::string>() + t.arguments;
+      continue;
+    }
     calls.push_back({{"id", t.id}, {"type", "function"}, {"function", {{"name", t.name}, {"arguments", t.arguments}}}});
+  }
   const bool forced = req_.tool_choice == TC::named || req_.tool_choice == TC::required;
   const std::string content = echo + d.content;
   msg["content"] = !content.empty() ? json(content) : forced || calls.empty() ? json("") : json(nullptr);

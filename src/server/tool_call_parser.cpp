@@ -333,8 +333,19 @@ std::string make_tool_call_id() { return "chatcmpl-tool-" + random_chars(32, "01
 
 std::string ToolCallParser::make_id() const { return make_tool_call_id(); }
 
+// gpt-oss's tool calls are harmony messages: ChatOutputParser hands the whole output to
+// HarmonyParser when this parser is chosen, so the section interface only says "no section".
+class HarmonyToolCalls final : public ToolCallParser {
+ public:
+  std::string name() const override { return "openai"; }
+  SectionStart find_section(std::string_view text) const override { return {text.size(), false}; }
+  std::optional<std::vector<ParsedToolCall>> complete_calls(std::string_view, bool, const json&) const override {
+    return std::vector<ParsedToolCall>{};
+  }
+};
+
 std::vector<std::string> tool_call_parser_names() {
-  return {"deepseek_v3", "hermes", "llama3_json", "mistral", "qwen3_coder"};
+  return {"deepseek_v3", "hermes", "llama3_json", "mistral", "openai", "qwen3_coder"};
 }
 
 std::unique_ptr<ToolCallParser> make_tool_call_parser(const std::string& name) {
@@ -343,6 +354,7 @@ std::unique_ptr<ToolCallParser> make_tool_call_parser(const std::string& name) {
   if (name == "llama3_json") return std::make_unique<Llama3JsonParser>();
   if (name == "mistral") return std::make_unique<MistralParser>();
   if (name == "deepseek_v3") return std::make_unique<DeepSeekV3Parser>();
+  if (name == "openai") return std::make_unique<HarmonyToolCalls>();
   throw UsageError(fmt::format("unknown tool-call parser '{}' (known: {})", name, fmt::join(tool_call_parser_names(), ", ")));
 }
 

@@ -11,6 +11,8 @@
 //                 [TOOL_CALLS]NAME[ARGS]{...}
 //   deepseek_v3   DeepSeek-V3 / R1: <｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME ```json ...```
 //                 <｜tool▁call▁end｜> inside <｜tool▁calls▁begin｜>...; V3.1's NAME<｜tool▁sep｜>ARGS
+//   openai        gpt-oss (harmony): <|channel|>commentary to=functions.NAME ...<|message|>ARGS<|call|>;
+//                 parsed with the message channels by server/harmony_parser.h, not section-wise
 // A parser is stateless; streaming state lives in ChatOutputParser.
 #include <memory>
 #include <optional>

@@ -250,5 +250,26 @@ TEST(InspectCli, SaysTheRamNeededWithTheLatentKvCache) {
       << h.out;
 }
 
+// A gpt-oss replica with MXFP4 experts (fp4lm synth --mxfp4-experts): inspect names the mxfp4
+// family, the experts' MXFP4 format and the W4A16 backend that runs them; everything else unquantized.
+TEST(InspectCli, GptOssMxfp4Experts) {
+  TempDir d;
+  auto s = test::run_command(test::fp4lm_bin() + " synth --arch GptOssForCausalLM --algo none --mxfp4-experts --out '" +
+                             (d / "oss").string() + "'");
+  ASSERT_EQ(s.exit_code, 0) << s.err;
+  auto r = inspect((d / "oss").string(), "--json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json j = json::parse(r.out);
+  EXPECT_EQ(j["quantization"]["family"], "mxfp4");
+  for (const json& l : j["layers"]) {
+    const bool experts = l["kind"] == "moe";
+    EXPECT_EQ(l["format"], experts ? "mxfp4 MXFP4" : "unquantized") << l["name"];
+    EXPECT_EQ(l["scheme"], experts ? "mxfp4_w4a16" : "unquantized") << l["name"];
+  }
+  auto h = inspect((d / "oss").string());
+  ASSERT_EQ(h.exit_code, 0) << h.err;
+  EXPECT_EQ(value_of(h.out, "  config family"), "mxfp4") << h.out;
+}
+
 }  // namespace
 }  // namespace fp4lm

@@ -193,3 +193,35 @@ def test_bad_parser_names_are_usage_errors(tiny_model, logs):
         p = subprocess.run([FP4LM, "serve", "--model", str(tiny_model), "--port", "0", *flags],
                            capture_output=True, text=True, timeout=60)
         assert p.returncode == 2, (flags, p.stderr)
+
+
+@pytest.fixture(scope="module")
+def harmony(tiny_model, logs):
+    s = Server(tiny_model, "--served-model-name", "tiny", "--enable-auto-tool-choice", "--tool-call-parser", "openai",
+               "--reasoning-parser", "openai_gptoss", log_dir=logs, name="harmony")
+    yield openai.OpenAI(base_url=s.url + "/v1", api_key="unused", max_retries=0, timeout=60)
+    assert s.stop() == 0, s.log()
+
+
+HARMONY = ("<|channel|>analysis<|message|>Need the weather.<|end|><|start|>assistant<|channel|>commentary "
+           'to=functions.get_weather <|constrain|>json<|message|>{"city": "Paris", "unit": "c"}<|call|>')
+
+
+def test_harmony_channels_and_tool_calls_whole_and_streamed(harmony):
+    """gpt-oss's harmony output (forced here: the byte tokenizer spells the channel markers as text)
+    split by --reasoning-parser openai_gptoss / --tool-call-parser openai."""
+    kw = dict(model="tiny", messages=MSGS, tools=TOOLS, max_tokens=300, temperature=0, extra_body=forced(HARMONY))
+    ch = harmony.chat.completions.create(**kw).choices[0]
+    assert ch.finish_reason == "tool_calls"
+    assert ch.message.reasoning_content == "Need the weather."
+    assert not ch.message.content
+    [call] = ch.message.tool_calls
+    assert call.function.name == "get_weather" and check_weather_args(call.function.arguments) == {"city": "Paris",
+                                                                                                  "unit": "c"}
+    content, reasoning, calls, finish = assemble(harmony.chat.completions.create(stream=True, **kw))
+    assert (content, reasoning, finish) == ("", "Need the weather.", "tool_calls")
+    assert [(c["name"], c["arguments"]) for c in calls] == [("get_weather", call.function.arguments)]
+    # A final answer is content.
+    text = "<|channel|>analysis<|message|>Easy.<|end|><|start|>assistant<|channel|>final<|message|>Sunny."
+    m = harmony.chat.completions.create(**{**kw, "extra_body": forced(text)}).choices[0].message
+    assert (m.reasoning_content, m.content, m.tool_calls) == ("Easy.", "Sunny.", None)

@@ -60,12 +60,22 @@ void check_unquantized_input(const io::Checkpoint& ck, const nlohmann::json& con
   }
 }
 
+// gpt-oss's experts are fused input-major parameters with biases and an interleaved gate/up;
+// ModelOpt's per-expert NVFP4 names cannot express them (OpenAI publishes them as MXFP4, which
+// fp4lm runs as stored).
+[[noreturn]] void refuse_gpt_oss(const io::Checkpoint& ck) {
+  fail("{}: fp4lm quantize does not export gpt-oss (GptOssForCausalLM): its experts are published as MXFP4, "
+       "which fp4lm runs as they are",
+       ck.dir());
+}
+
 }  // namespace
 
 void expose_fused_experts(io::Checkpoint& ck) {
   const model::ModelConfig c = model::parse_model_config(ck.config(), ck.dir() + "/config.json");
   for (const LayerSpec& spec : model::plan_layers(c)) {
     if (spec.kind != kernels::LayerKind::moe) continue;
+    if (spec.expert_layout == LayerSpec::ExpertLayout::gpt_oss) refuse_gpt_oss(ck);
     const std::string& box = spec.shards[0];
     if (!ck.find(box + ".gate_up_proj")) continue;
     for (const std::string& t : {box + ".gate_up_proj", box + ".down_proj"}) {
@@ -137,6 +147,7 @@ ExportPlan make_export_plan(const io::Checkpoint& ck, const ExportOptions& opts)
       continue;
     }
     // A MoE experts layer: all experts share one format (the engine runs them as one kernel).
+    if (spec.expert_layout == LayerSpec::ExpertLayout::gpt_oss) refuse_gpt_oss(ck);
     const std::string& box = spec.shards[0];
     if (ck.find(box + ".gate_up_proj")) plan.fused_experts.push_back(box);
     std::vector<std::string> modules = spec.modules();

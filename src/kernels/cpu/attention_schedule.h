@@ -166,6 +166,8 @@ void row_block(const AttentionCall& c, int64_t i, int64_t h0, float* s) {
   for (int j = 0; j < NH; ++j) {
     float* sj = s + j * ld;
     for (int64_t t = len; t < ld; ++t) sj[t] = -INFINITY;
+    const float* sink = c.sinks ? c.sinks + h0 + j : nullptr;  // joins the max and the denominator only
+    if (sink) mx[j] = max_of(mx[j], *sink);
     const V m = Isa::set1(mx[j]);
     V sum = Isa::zero();
     for (int64_t t = 0; t < ld; t += W) {
@@ -173,7 +175,7 @@ void row_block(const AttentionCall& c, int64_t i, int64_t h0, float* s) {
       Isa::storeu(sj + t, e);
       sum = Isa::add(sum, e);
     }
-    r[j] = 1.0f / Isa::hsum(sum);
+    r[j] = sink ? 1.0f / (Isa::hsum(sum) + std::exp(*sink - mx[j])) : 1.0f / Isa::hsum(sum);
   }
   values<Isa, DT, NH>(c, s, ld, len, r, o, hd);
 }

@@ -125,15 +125,12 @@ void GroupedMoe::forward(const void* x, int64_t m, const int32_t* topk_ids,
   };
 
   project(w13_, xe.data(), hidden_, h13.data(), 2 * inter_);
-  // SiLU(gate) · up on the act-dtype h13, rounded to the act dtype (as ReferenceMoe does).
+  // The expert activation (default SiLU(gate) · up) on the act-dtype h13, rounded to the act dtype (as ReferenceMoe does).
   pool.parallel_for(slots, [&](int64_t s0, int64_t s1, int) {
     std::vector<float> f(static_cast<size_t>(2 * inter_)), a(static_cast<size_t>(inter_));
     for (int64_t i = s0; i < s1; ++i) {
       to_f32_n(h13.data() + i * 2 * inter_ * es, act, f.data(), f.size());
-      for (int64_t c = 0; c < inter_; ++c) {
-        const float g = f[c];
-        a[c] = g / (1.0f + std::exp(-g)) * f[inter_ + c];
-      }
+      apply_expert_activation(p_.activation, f.data(), inter_, a.data());
       from_f32_n(a.data(), act, mid.data() + i * inter_ * es, a.size());
     }
   });

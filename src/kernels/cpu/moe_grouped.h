@@ -1,10 +1,10 @@
 #pragma once
 // Grouped MoE on the CPU Linear kernels (ISA-neutral): the m×top_k (token, slot) pairs are sorted
 // by expert; each active expert runs one GEMM over its gathered tokens for w13, then
-// SiLU(gate)·up, then one GEMM for w2; the slot outputs are summed with their routing weights in
+// the expert activation (MoeProblem::activation: SiLU(gate)·up by default), then one GEMM for w2; the slot outputs are summed with their routing weights in
 // slot order. M=1 decode is the same path (top_k GEMVs). The row blocks of all active experts
 // form one parallel loop per projection (w13, then w2), so decode's small GEMVs run side by side.
-// Semantics equal ReferenceMoe's: h13, the SiLU·up intermediate and each expert's output are
+// Semantics equal ReferenceMoe's: h13 (biases included), the activated intermediate and each expert's output are
 // rounded to the activation dtype, and a token's outputs are summed in fp32 in slot order.
 #include <functional>
 #include <memory>

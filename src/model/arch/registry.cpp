@@ -23,6 +23,7 @@ const ArchDef& gemma3_arch();
 const ArchDef& gemma3_vl_arch();
 const ArchDef& gemma4_arch();
 const ArchDef& gemma4_vl_arch();
+const ArchDef& gpt_oss_arch();
 
 const std::vector<const ArchDef*>& architectures() {
   static const std::vector<const ArchDef*> all = {
@@ -32,6 +33,7 @@ const std::vector<const ArchDef*>& architectures() {
       &qwen3_next_arch(),
       &gemma3_arch(), &gemma3_vl_arch(), &gemma4_arch(), &gemma4_vl_arch(),
       &glm4_moe_arch(), &deepseek_v3_arch(), &glm4_moe_lite_arch(), &minimax_m2_arch(),
+      &gpt_oss_arch(),
   };
   return all;
 }

@@ -20,6 +20,7 @@ const QuantMethod& quant_method(const quant::DiskFormat& f) {
     case quant::Scheme::fp8_block:
     case quant::Scheme::fp8_block_a16:
       return f.family == quant::Family::compressed_tensors ? compressed_tensors_fp8_block_method() : fp8_block_method();
+    case quant::Scheme::mxfp4: return mxfp4_method();
   }
   fail("no quantization method for {} {}", quant::family_name(f.family), quant::scheme_name(f.scheme));
 }
@@ -28,6 +29,10 @@ quant::Scheme detect_scheme(quant::Family family, const TensorLookup& tensors, c
   if (family == quant::Family::fine_grained_fp8) {
     for (const QuantMethod* m : {&fp8_block_method(), &fp8_method()})
       if (std::optional<quant::Scheme> s = m->detect(tensors, module)) return *s;
+    return quant::Scheme::unquantized;
+  }
+  if (family == quant::Family::mxfp4) {
+    if (std::optional<quant::Scheme> s = mxfp4_method().detect(tensors, module)) return *s;
     return quant::Scheme::unquantized;
   }
   const QuantMethod& nvfp4 =
@@ -89,6 +94,9 @@ std::pair<LayerSpec, LayerSpec> QuantMethod::expert_specs(const LayerSpec& spec,
 }
 
 kernels::MoeWeights QuantMethod::moe(const ParamReader& p, const LayerSpec& spec, const LayerScheme& scheme) const {
+  if (spec.expert_layout == LayerSpec::ExpertLayout::gpt_oss)
+    fail("{}: {}: gpt-oss's fused experts are read unquantized or MXFP4, not as {} {}", p.checkpoint().dir(), spec.name,
+         quant::family_name(scheme.on_disk.family), quant::scheme_name(scheme.on_disk.scheme));
   kernels::MoeWeights mw;
   mw.key = scheme.key;
   mw.num_experts = spec.num_experts;
@@ -101,6 +109,25 @@ kernels::MoeWeights QuantMethod::moe(const ParamReader& p, const LayerSpec& spec
     mw.w2.push_back(linear(p, w2, scheme));
   }
   return mw;
+}
+
+}  // namespace fp4lm::model
+
+namespace fp4lm::model {
+
+void QuantMethod::add_gpt_oss_expert_biases(const ParamReader& p, const LayerSpec& spec, kernels::MoeWeights& mw) {
+  const std::string& box = spec.shards[0];
+  const int64_t e_n = spec.num_experts;
+  auto read = [&](const std::string& name, int64_t rows, std::vector<kernels::LinearWeights>& ws) {
+    const TensorView& b = p.require(box + "." + name, {DType::F32, DType::BF16, DType::F16}, {e_n, rows});
+    for (int64_t e = 0; e < e_n; ++e) {
+      ws[e].bias.resize(static_cast<size_t>(rows));
+      to_f32_n(b.data + static_cast<size_t>(e * rows) * dtype_size(b.dtype), b.dtype, ws[e].bias.data(),
+               ws[e].bias.size());
+    }
+  };
+  read("gate_up_proj_bias", 2 * spec.inter, mw.w13);
+  read("down_proj_bias", spec.hidden, mw.w2);
 }
 
 }  // namespace fp4lm::model

@@ -40,6 +40,9 @@ class QuantMethod {
   // The view of one HF module `module` holding `rows` rows of `spec` (in_features k).
   virtual kernels::ShardView shard(const ParamReader& p, const LayerSpec& spec, const std::string& module,
                                    int64_t rows, const LayerScheme& scheme) const = 0;
+  // The gpt-oss experts' biases `<box>.gate_up_proj_bias` [E, 2I] and `<box>.down_proj_bias` [E, D]
+  // (float dtypes) into mw's w13 / w2 (float32).
+  static void add_gpt_oss_expert_biases(const ParamReader& p, const LayerSpec& spec, kernels::MoeWeights& mw);
   // Expert e of a MoE layer as its two Linear specs {w13, w2}.
   static std::pair<LayerSpec, LayerSpec> expert_specs(const LayerSpec& moe, int64_t e);
 };
@@ -56,5 +59,6 @@ const QuantMethod& compressed_tensors_nvfp4_method();  // compressed-tensors' na
 const QuantMethod& fp8_method();                       // the same names in both families
 const QuantMethod& fp8_block_method();                 // block-wise FP8: weight_scale_inv
 const QuantMethod& compressed_tensors_fp8_block_method();  // block-wise FP8: weight_scale
+const QuantMethod& mxfp4_method();                     // MXFP4: gpt-oss's `*_blocks` / `*_scales` experts
 
 }  // namespace fp4lm::model

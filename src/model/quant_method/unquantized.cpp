@@ -3,7 +3,13 @@
 // ModelOpt exports them) or, as the original bf16 Qwen3.5 / Qwen3-Next checkpoints store them,
 // two fused 3-D tensors without a `.weight` suffix: `<experts>.gate_up_proj` [E, 2I, D] (each
 // expert's I gate rows, then its I up rows) and `<experts>.down_proj` [E, D, I]. Both become
-// per-expert views into the mapped file, no copy.
+// per-expert views into the mapped file, no copy. gpt-oss's bf16 experts (LayerSpec::ExpertLayout::gpt_oss)
+// are stored input-major, `<experts>.gate_up_proj` [E, D, 2I] (gate and up columns interleaved) and
+// `<experts>.down_proj` [E, I, D], with biases: they are transposed once at load into owned [out, in]
+// copies in the stored dtype.
+#include <cstring>
+#include <memory>
+
 #include <fmt/format.h>
 
 #include "model/quant_method/quant_method.h"
@@ -30,6 +36,7 @@ class UnquantizedMethod final : public QuantMethod {
 
   kernels::MoeWeights moe(const ParamReader& p, const LayerSpec& spec, const LayerScheme& scheme) const override {
     const std::string& box = spec.shards[0];
+    if (spec.expert_layout == LayerSpec::ExpertLayout::gpt_oss) return gpt_oss_moe(p, spec, scheme);
     if (!p.checkpoint().find(box + ".gate_up_proj")) return QuantMethod::moe(p, spec, scheme);
     const int64_t e_n = spec.num_experts, inter = spec.inter, hidden = spec.hidden;
     const TensorView& gu =
@@ -62,6 +69,57 @@ class UnquantizedMethod final : public QuantMethod {
       mw.w13.push_back(std::move(w13));
       mw.w2.push_back(std::move(w2));
     }
+    return mw;
+  }
+
+ private:
+  // gpt-oss's input-major experts, transposed into owned [out, in] copies (one allocation for all).
+  static kernels::MoeWeights gpt_oss_moe(const ParamReader& p, const LayerSpec& spec, const LayerScheme& scheme) {
+    const std::string& box = spec.shards[0];
+    const int64_t e_n = spec.num_experts, inter = spec.inter, hidden = spec.hidden;
+    const std::initializer_list<DType> floats = {DType::F32, DType::BF16, DType::F16};
+    const TensorView& gu = p.require(box + ".gate_up_proj", floats, {e_n, hidden, 2 * inter});
+    const TensorView& dn = p.require(box + ".down_proj", floats, {e_n, inter, hidden});
+    const size_t gu_es = dtype_size(gu.dtype), dn_es = dtype_size(dn.dtype);
+    const size_t gu_bytes = static_cast<size_t>(e_n * hidden * 2 * inter) * gu_es;
+    auto owned = std::make_shared<std::vector<uint8_t>>(gu_bytes + static_cast<size_t>(e_n * inter * hidden) * dn_es);
+    // src [e][in][out] -> dst [e][out][in]
+    auto transpose = [](const uint8_t* src, uint8_t* dst, int64_t experts, int64_t in, int64_t out, size_t es) {
+      for (int64_t e = 0; e < experts; ++e)
+        for (int64_t i = 0; i < in; ++i)
+          for (int64_t o = 0; o < out; ++o)
+            std::memcpy(dst + static_cast<size_t>((e * out + o) * in + i) * es,
+                        src + static_cast<size_t>((e * in + i) * out + o) * es, es);
+    };
+    uint8_t* gu_t = owned->data();
+    uint8_t* dn_t = owned->data() + gu_bytes;
+    transpose(gu.data, gu_t, e_n, hidden, 2 * inter, gu_es);
+    transpose(dn.data, dn_t, e_n, inter, hidden, dn_es);
+    kernels::MoeWeights mw;
+    mw.key = scheme.key;
+    mw.num_experts = e_n;
+    mw.hidden = hidden;
+    mw.inter = inter;
+    mw.keepalive = owned;
+    for (int64_t e = 0; e < e_n; ++e) {
+      kernels::LinearWeights w13;
+      w13.key = scheme.key;
+      w13.n = 2 * inter;
+      w13.k = hidden;
+      w13.keepalive = owned;
+      w13.shards.push_back({fmt::format("{}.gate_up_proj[{}]", box, e), 2 * inter,
+                            kernels::DenseView{gu.dtype, gu_t + static_cast<size_t>(e * 2 * inter * hidden) * gu_es}});
+      kernels::LinearWeights w2;
+      w2.key = scheme.key;
+      w2.n = hidden;
+      w2.k = inter;
+      w2.keepalive = owned;
+      w2.shards.push_back({fmt::format("{}.down_proj[{}]", box, e), hidden,
+                           kernels::DenseView{dn.dtype, dn_t + static_cast<size_t>(e * hidden * inter) * dn_es}});
+      mw.w13.push_back(std::move(w13));
+      mw.w2.push_back(std::move(w2));
+    }
+    add_gpt_oss_expert_biases(p, spec, mw);
     return mw;
   }
 

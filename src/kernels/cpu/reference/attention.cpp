@@ -73,11 +73,13 @@ void attention_reference(const AttentionCall& c, float* /*scratch*/) {
           mx = std::max(mx, w[t0 + t]);
         }
       }
+      if (c.sinks) mx = std::max(mx, c.sinks[j]);
       float sum = 0.0f;
       for (int64_t t = 0; t < len; ++t) {
         w[t] = std::exp(w[t] - mx);
         sum += w[t];
       }
+      if (c.sinks) sum += std::exp(c.sinks[j] - mx);
       std::fill(acc.begin(), acc.end(), 0.0f);
       for (int64_t t0 = 0; t0 < len; t0 += kBlock) {
         const int64_t n = std::min(kBlock, len - t0);

@@ -75,10 +75,7 @@ class ReferenceMoe final : public MoeKernel {
           fail("MoE: expert id {} out of range [0, {})", e, w13_.size());
         w13_[e].forward(xi, 1, h13.data(), pool);
         to_f32_n(h13.data(), p_.act_dtype, h13f.data(), h13f.size());
-        for (int64_t c = 0; c < inter_; ++c) {
-          float g = h13f[c];
-          actf[c] = g / (1.0f + std::exp(-g)) * h13f[inter_ + c];
-        }
+        apply_expert_activation(p_.activation, h13f.data(), inter_, actf.data());
         from_f32_n(actf.data(), p_.act_dtype, act.data(), actf.size());
         w2_[e].forward(act.data(), 1, out.data(), pool);
         to_f32_n(out.data(), p_.act_dtype, outf.data(), outf.size());
