@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs every Debian package that fp4lm's build, tests, benchmarks, demo and Python package
 # (`pip install .`: python3-venv, python3-dev) need, and nginx for the replicas example
-# (examples/nginx, scripts/replicas.sh, tests/replicas), which runs it with its own config.
+# (examples/nginx, scripts/replicas.sh, tests/replicas), which runs it with its own config, and
+# Open MPI for pipeline parallelism (src/dist, tests/dist; without it that part is left out) and
+# iproute2 for its two-namespace test.
 # (The Python test packages come from PyPI, pinned in tests/server_http*/requirements.txt, into
 # venvs the tests make.)
 # Idempotent: does nothing when they are all present. Needs root (or sudo) only to install.
@@ -12,7 +14,8 @@ PKGS=(g++ cmake ninja-build pkg-config make
       libopenblas-dev libpcre2-dev libutf8proc-dev libboost-dev
       python3 python3-venv python3-dev
       clang libclang-rt-14-dev
-      nginx)
+      nginx
+      openmpi-bin libopenmpi-dev iproute2)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

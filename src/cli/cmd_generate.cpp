@@ -16,6 +16,8 @@
 #include "cli/engine_flags.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "dist/pipeline.h"
+#include "engine/causal_lm_step_model.h"
 #include "engine/engine_args.h"
 #include "engine/generator.h"
 #include "engine/process_stats.h"
@@ -114,6 +116,12 @@ int run_generate(const GenerateArgs& a) {
   // Parameter errors before the (slow) load: the same validator runs again with the model's
   // vocabulary and context.
   with_flag_errors([&] { engine::validate(request_of(a, {}).sampling); });
+  // Under mpirun every rank runs this command: ranks > 0 only load and run their stage.
+  std::unique_ptr<dist::Pipeline> pipeline;
+  if (a.flags.pipeline_parallel_size > 1) {
+    pipeline = dist::Pipeline::join(a.flags.pipeline_parallel_size, pipeline_heartbeat_timeout(a.flags));
+    if (!pipeline->is_driver()) return pipeline->run_worker(a.model, opts, engine::load_options(a.flags.args));
+  }
 
   // The tokenizer is optional when the prompt is given as ids.
   std::unique_ptr<tokenizer::Tokenizer> tok;
@@ -127,7 +135,17 @@ int run_generate(const GenerateArgs& a) {
   if (!a.speculative_config.empty())
     spec = with_flag_errors([&] { return engine::parse_speculative_config(a.speculative_config); });
 
-  auto lm = model::CausalLM::load(a.model, opts, engine::load_options(a.flags.args));
+  std::unique_ptr<model::CausalLM> whole;
+  std::unique_ptr<engine::CausalLmStepModel> whole_step;
+  engine::StepModel* step_model = nullptr;
+  if (pipeline) {
+    step_model = &pipeline->load(a.model, opts, engine::load_options(a.flags.args));
+  } else {
+    whole = model::CausalLM::load(a.model, opts, engine::load_options(a.flags.args));
+    whole_step = std::make_unique<engine::CausalLmStepModel>(*whole);
+    step_model = whole_step.get();
+  }
+  const model::CausalLM* lm = pipeline ? &pipeline->stage_model() : whole.get();
   log().info("memory: resident weight bytes {} ({:.1f} MiB), KV cache {} bytes per position; peak RSS {:.1f} MiB",
              lm->weight_bytes(), lm->weight_bytes() / 1048576.0,
              lm->sequence_bytes(1), engine::peak_rss_bytes() / 1048576.0);
@@ -144,7 +162,7 @@ int run_generate(const GenerateArgs& a) {
   };
   const engine::GenerationResult r = with_flag_errors([&] {
     try {
-      return engine::generate(*lm, tok.get(), std::move(params), on_output, spec);
+      return engine::generate(*step_model, tok.get(), std::move(params), on_output, spec);
     } catch (const engine::RequestError& e) {
       if (e.param == "prompt") throw UsageError(e.what());  // given as --prompt, --prompt-ids or --chat
       throw;
@@ -195,6 +213,7 @@ CommandRegistration reg("generate", "Generate text from a prompt", [](CLI::App& 
   sub.add_option("--speculative-config", a->speculative_config,
                  "Speculative decoding, vLLM's JSON: '{\"method\": \"ngram\", \"num_speculative_tokens\": 4}'");
   add_engine_flags(sub, a->flags);
+  add_pipeline_flag(sub, a->flags);
   return [a]() { return run_generate(*a); };
 });
 

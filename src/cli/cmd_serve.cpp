@@ -18,6 +18,7 @@
 #include "cli/engine_flags.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "dist/pipeline.h"
 #include "engine/causal_lm_step_model.h"
 #include "engine/engine.h"
 #include "model/causal_lm.h"
@@ -176,6 +177,15 @@ int run_serve(const ServeArgs& a) {
                sc.max_num_seqs);
   model::EngineOptions opts = a.flags.resolve();
   if (!std::filesystem::is_directory(a.model)) fail("{}: not a checkpoint directory", a.model);
+  model::LoadOptions lo;
+  lo.max_model_len = a.max_model_len;
+  // Under mpirun every rank runs this command: ranks > 0 only load and run their stage; rank 0
+  // serves HTTP and drives the pipeline.
+  std::unique_ptr<dist::Pipeline> pipeline;
+  if (a.flags.pipeline_parallel_size > 1) {
+    pipeline = dist::Pipeline::join(a.flags.pipeline_parallel_size, pipeline_heartbeat_timeout(a.flags));
+    if (!pipeline->is_driver()) return pipeline->run_worker(a.model, opts, lo);
+  }
 
   server::HttpServer http(so);
   const int port = http.bind();
@@ -194,9 +204,22 @@ int run_serve(const ServeArgs& a) {
   } else {
     log().warn("serve: {} has no tokenizer.json: prompts must be token ids and outputs carry no text", a.model);
   }
-  model::LoadOptions lo;
-  lo.max_model_len = a.max_model_len;
-  auto lm = model::CausalLM::load(a.model, opts, lo);
+  std::unique_ptr<model::CausalLM> whole;
+  std::unique_ptr<engine::CausalLmStepModel> whole_step;
+  engine::StepModel* step_model = nullptr;
+  if (pipeline) {
+    // A lost rank wakes the main thread like a signal (below).
+    pipeline->on_lost([](const std::string&) {
+      const unsigned char b = 'L';
+      [[maybe_unused]] ssize_t n = write(g_signal_pipe[1], &b, 1);
+    });
+    step_model = &pipeline->load(a.model, opts, lo);
+  } else {
+    whole = model::CausalLM::load(a.model, opts, lo);
+    whole_step = std::make_unique<engine::CausalLmStepModel>(*whole);
+    step_model = whole_step.get();
+  }
+  const model::CausalLM* lm = pipeline ? &pipeline->stage_model() : whole.get();
 
   server::ServingModel sm;
   sm.name = a.served_model_name.empty() ? a.model : a.served_model_name;
@@ -209,17 +232,27 @@ int run_serve(const ServeArgs& a) {
   sm.tool_parser = a.enable_auto_tool_choice ? tool_parser.get() : nullptr;
   sm.reasoning = reasoning;
 
-  engine::CausalLmStepModel step_model(*lm);
   server::ServingMetrics metrics(sm.name, sm.max_model_len);
-  engine::Engine eng(step_model, tok.get(), sc, metrics.observer());
+  engine::Engine eng(*step_model, tok.get(), sc, metrics.observer());
   http.set_ready(eng, sm, metrics);
   log().info("serve: ready: model '{}' (max_model_len {}, max_num_seqs {}, max_num_batched_tokens {}, KV budget "
              "{:.1f} MiB = {} sequences of max_model_len)",
              sm.name, sm.max_model_len, sc.max_num_seqs, sc.max_num_batched_tokens, sc.kv_cache_bytes / 1048576.0,
-             sc.kv_cache_bytes / std::max<size_t>(1, step_model.bytes_for(sm.max_model_len)));
+             sc.kv_cache_bytes / std::max<size_t>(1, step_model->bytes_for(sm.max_model_len)));
 
   unsigned char sig = 0;
   while (read(g_signal_pipe[0], &sig, 1) != 1) {
+  }
+  // Under a pipeline, a lost rank (no heartbeat), or a SIGTERM while a rank is silent (mpirun
+  // sends it to every rank about a second after one died), fails the requests in flight with
+  // the reason and ends the whole job with exit 1.
+  if (pipeline) {
+    if (const std::string lost = pipeline->lost(sig == 'L' ? std::chrono::milliseconds{} : std::chrono::milliseconds{600});
+        !lost.empty()) {
+      log().error("serve: {}; failing the requests in flight and ending the job", lost);
+      http.shutdown();
+      pipeline->abort(1);
+    }
   }
   log().info("serve: {} received: no new requests; finishing in-flight ones (grace {:.1f} s)",
              sig == SIGINT ? "SIGINT" : "SIGTERM", a.shutdown_grace);
@@ -278,6 +311,7 @@ CommandRegistration reg("serve", "OpenAI-compatible HTTP server with continuous 
   sub.add_option("--shutdown-grace", a->shutdown_grace, "Seconds in-flight requests get on SIGTERM/SIGINT")
       ->capture_default_str();
   add_engine_flags(sub, a->flags);
+  add_pipeline_flag(sub, a->flags);
   return [a]() { return run_serve(*a); };
 });
 

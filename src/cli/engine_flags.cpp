@@ -21,6 +21,23 @@ void add_engine_flags(CLI::App& sub, EngineFlags& f, bool with_dtype) {
   sub.add_option("--threads", a.threads, "Worker threads (default: physical cores)");
 }
 
+void add_pipeline_flag(CLI::App& sub, EngineFlags& f) {
+  sub.add_option("--pipeline-parallel-size", f.pipeline_parallel_size,
+                 "Split the decoder layers over N processes started by `mpirun -np N` (one stage each; "
+                 "README, \"More than one machine\")")
+      ->check(CLI::Range(1, 1024));
+  sub.add_option("--pipeline-heartbeat-timeout", f.pipeline_heartbeat_timeout,
+                 "Seconds a pipeline rank may send no heartbeat before rank 0 fails the requests in flight "
+                 "and ends the job (exit 1)")
+      ->capture_default_str();
+}
+
+std::chrono::milliseconds pipeline_heartbeat_timeout(const EngineFlags& f) {
+  const double s = f.pipeline_heartbeat_timeout;
+  if (!(s > 0) || s > 3600) usage_fail("--pipeline-heartbeat-timeout must be in (0, 3600] seconds (got {})", s);
+  return std::chrono::milliseconds(static_cast<int64_t>(s * 1000));
+}
+
 model::EngineOptions EngineFlags::resolve() const {
   return with_flag_errors([&] { return engine::resolve(args); });
 }

@@ -1,6 +1,8 @@
 #pragma once
 // The engine flags shared by every subcommand that loads a model: CLI spellings of
 // engine::EngineArgs (engine/engine_args.h resolves them, for the Python LLM too).
+#include <chrono>
+
 #include <CLI/CLI.hpp>
 
 #include "engine/engine_args.h"
@@ -10,6 +12,8 @@ namespace fp4lm::cli {
 
 struct EngineFlags {
   engine::EngineArgs args;
+  int pipeline_parallel_size = 1;  // --pipeline-parallel-size (dist/pipeline.h; generate, serve)
+  double pipeline_heartbeat_timeout = 10;  // seconds; --pipeline-heartbeat-timeout
 
   // engine::resolve() with its errors in flag spelling (UsageError -> exit 2); sets the global
   // thread pool size when --threads is given.
@@ -18,6 +22,12 @@ struct EngineFlags {
 
 // `with_dtype`: whether --dtype applies (inspect has no use for it).
 void add_engine_flags(CLI::App& sub, EngineFlags& flags, bool with_dtype = true);
+
+// --pipeline-parallel-size and --pipeline-heartbeat-timeout, for the subcommands that run a
+// pipeline under mpirun.
+void add_pipeline_flag(CLI::App& sub, EngineFlags& flags);
+// The heartbeat timeout as a duration (UsageError when not in (0, 3600] seconds).
+std::chrono::milliseconds pipeline_heartbeat_timeout(const EngineFlags& flags);
 
 // Runs `fn`, turning an engine::RequestError into a UsageError in flag spelling.
 template <typename Fn>

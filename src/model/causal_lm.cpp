@@ -49,8 +49,16 @@ std::unique_ptr<CausalLM> CausalLM::load(std::shared_ptr<io::Checkpoint> ckpt, c
                c.max_position_embeddings, cfg_path);
   lm->max_model_len_ = lo.max_model_len > 0 ? lo.max_model_len : std::min<int64_t>(c.max_position_embeddings, 8192);
 
+  const int64_t end = lo.end_layer < 0 ? c.num_layers : lo.end_layer;
+  if (lo.first_layer < 0 || lo.first_layer >= end || end > c.num_layers)
+    fail("pipeline stage: decoder layers [{}, {}) outside the model's {} layers ({})", lo.first_layer, end,
+         c.num_layers, cfg_path);
   // Fail before mapping anything when the weights cannot fit (they would page from disk per token).
-  check_weights_fit(ckpt->dir(), stage_weight_bytes(*ckpt, c.tensor_prefix, 0, c.num_layers),
+  // A pipeline stage counts its own layers (and the embedding / final norm / lm_head when it is
+  // the first or the last stage).
+  check_weights_fit(ckpt->dir(),
+                    stage_weight_bytes(*ckpt, c.tensor_prefix, lo.first_layer, end,
+                                       lo.first_layer == 0 || end == c.num_layers),
                     lo.ram_bytes > 0 ? lo.ram_bytes : physical_ram_bytes());
 
   lm->eos_ids_ = c.eos_token_ids;
@@ -65,11 +73,13 @@ std::unique_ptr<CausalLM> CausalLM::load(std::shared_ptr<io::Checkpoint> ckpt, c
   lm->eos_ids_.erase(std::unique(lm->eos_ids_.begin(), lm->eos_ids_.end()), lm->eos_ids_.end());
 
   lm->rope_ = Rope(c.rotary_dim, c.rope_theta, c.rope_scaling);
-  lm->embed_ = Embedding(l.tensor("model.embed_tokens.weight", {c.vocab_size, c.hidden_size}));
+  lm->first_layer_ = lo.first_layer;
+  if (lo.first_layer == 0)
+    lm->embed_ = Embedding(l.tensor("model.embed_tokens.weight", {c.vocab_size, c.hidden_size}));
   const ArchDef& arch = *c.arch;
   const bool bar = lo.progress && ::isatty(STDERR_FILENO);
   const LayerBuild build{l, lm->rope_, lm->state_, lm->kv_dtype_};
-  for (int64_t i = 0; i < c.num_layers; ++i) {
+  for (int64_t i = lo.first_layer; i < end; ++i) {
     if (bar) std::fprintf(stderr, "\rloading layers %lld/%lld", static_cast<long long>(i + 1),
                           static_cast<long long>(c.num_layers));
     lm->layers_.push_back(arch.make_layer(build, i));
@@ -78,8 +88,10 @@ std::unique_ptr<CausalLM> CausalLM::load(std::shared_ptr<io::Checkpoint> ckpt, c
   if (const int64_t missing = lm->state_.missing_kv_scales(); missing > 0)
     log().warn("{}: kv_cache_dtype fp8 but {} of {} k_scale/v_scale tensors are absent; using scale 1.0 for them",
                ckpt->dir(), missing, 2 * lm->state_.kv_slots().size());
-  lm->final_norm_ = load_rms_norm(l, "model.norm.weight", c.hidden_size);
-  lm->lm_head_ = l.load_linear("lm_head");
+  if (end == c.num_layers) {
+    lm->final_norm_ = load_rms_norm(l, "model.norm.weight", c.hidden_size);
+    lm->lm_head_ = l.load_linear("lm_head");
+  }
   lm->load_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   log().info("Loaded {} ({} layers, {} activations, {} KV cache) from {} in {:.2f} s; resident weight bytes {} ({:.1f} MiB)",
              c.architecture, c.num_layers, dtype_torch_name(lm->dtype_),
@@ -94,7 +106,9 @@ size_t CausalLM::weight_bytes() const {
   // Norms are copied to float32; the embedding table stays mapped in its own dtype.
   b += static_cast<size_t>(final_norm_.dim()) * sizeof(float);
   for (const auto& layer : layers_) b += layer->own_param_bytes();
-  if (!c.tie_word_embeddings) b += loader_->checkpoint().get("model.embed_tokens.weight").nbytes;
+  // (A tied table is lm_head's, already counted when this object holds lm_head.)
+  if (has_embedding() && (!c.tie_word_embeddings || !has_lm_head()))
+    b += loader_->checkpoint().get("model.embed_tokens.weight").nbytes;
   return b;
 }
 
@@ -129,7 +143,10 @@ void CausalLM::forward(SequenceState& state, const int32_t* tokens, int64_t n, L
   forward(std::span<const SequenceChunk>(&c, 1));
 }
 
-void CausalLM::forward(std::span<const SequenceChunk> batch) const {
+void CausalLM::forward(std::span<const SequenceChunk> batch, StageLink* link) const {
+  if (!link && (!has_embedding() || !has_lm_head()))
+    fail("forward: a pipeline stage (decoder layers [{}, {})) runs only with its neighbours", first_layer_,
+         end_layer());
   for (size_t b = 0; b < batch.size(); ++b) {
     const SequenceChunk& c = batch[b];
     if (!c.state) fail("forward: batch entry {} has no sequence state", b);
@@ -163,7 +180,7 @@ void CausalLM::forward(std::span<const SequenceChunk> batch) const {
             const int64_t pos = lengths[b] + off;
             const int64_t aligned = (pos + take) / grid * grid - pos;
             if (aligned <= 0 && rows > 0) {  // no aligned cut fits: the rest goes to a fresh step
-              forward_step(batch, pieces);
+              forward_step(batch, pieces, link);
               pieces.clear();
               rows = 0;
               continue;
@@ -174,13 +191,13 @@ void CausalLM::forward(std::span<const SequenceChunk> batch) const {
           rows += take;
           off += take;
           if (rows == prefill_chunk_) {
-            forward_step(batch, pieces);
+            forward_step(batch, pieces, link);
             pieces.clear();
             rows = 0;
           }
         }
       }
-      if (!pieces.empty()) forward_step(batch, pieces);
+      if (!pieces.empty()) forward_step(batch, pieces, link);
     };
     if (a16_max_tokens_ <= 0) {
       run([](const SequenceChunk&) { return true; });
@@ -203,7 +220,8 @@ void CausalLM::forward(std::span<const SequenceChunk> batch) const {
   for (const SequenceChunk& c : batch) c.state->commit_recurrent();
 }
 
-void CausalLM::forward_step(std::span<const SequenceChunk> batch, const std::vector<Piece>& in) const {
+void CausalLM::forward_step(std::span<const SequenceChunk> batch, const std::vector<Piece>& in,
+                            StageLink* link) const {
   const int64_t hid = config().hidden_size, vocab = vocab_size();
   std::vector<Piece> pieces = in;
   std::vector<SequenceSpan> spans;
@@ -227,21 +245,26 @@ void CausalLM::forward_step(std::span<const SequenceChunk> batch, const std::vec
   std::vector<float> h(size), x(size), y(size);
   const LayerStep step{h.data(), m, spans, tokens.data(), dtype_, x.data(), y.data()};
   try {
-    embed_.lookup(tokens.data(), m, h.data());
-    round_to_dtype(h.data(), size, dtype_);
-    if (config().scale_embeddings) {
-      // Gemma: × sqrt(hidden_size), the factor itself in the activation dtype (as transformers
-      // casts it to the embedding's dtype).
-      float scale = std::sqrt(static_cast<float>(hid));
-      round_to_dtype(&scale, 1, dtype_);
-      for (float& v : h) v *= scale;
+    if (!has_embedding()) {
+      link->receive(h.data(), m, hid);  // the stage before ran the embedding and its layers
+    } else {
+      embed_.lookup(tokens.data(), m, h.data());
       round_to_dtype(h.data(), size, dtype_);
+      if (config().scale_embeddings) {
+        // Gemma: × sqrt(hidden_size), the factor itself in the activation dtype (as transformers
+        // casts it to the embedding's dtype).
+        float scale = std::sqrt(static_cast<float>(hid));
+        round_to_dtype(&scale, 1, dtype_);
+        for (float& v : h) v *= scale;
+        round_to_dtype(h.data(), size, dtype_);
+      }
+      check_finite(h.data(), m, hid, "the token embedding");
     }
-    check_finite(h.data(), m, hid, "the token embedding");
     for (size_t li = 0; li < layers_.size(); ++li) {
       layers_[li]->forward(step);
       // The residual stream: catches what a layer produced before the next layer's norm hides it.
-      check_finite(h.data(), m, hid, "the hidden state after decoder layer ", std::to_string(li));
+      check_finite(h.data(), m, hid, "the hidden state after decoder layer ",
+                   std::to_string(first_layer_ + static_cast<int64_t>(li)));
     }
   } catch (const NonFiniteError& e) {
     rethrow_located(e, e.row(), locate);
@@ -249,6 +272,10 @@ void CausalLM::forward_step(std::span<const SequenceChunk> batch, const std::vec
   for (const Piece& p : pieces) {
     batch[p.chunk].state->kv().set_length(p.pos0 + p.n);
     batch[p.chunk].state->stage_recurrent();
+  }
+  if (!has_lm_head()) {
+    link->send(h.data(), m, hid);  // the next stage continues; the last one computes the logits
+    return;
   }
 
   // Logits only for the rows asked: every row of an `all` chunk, the last row of a `last` chunk.

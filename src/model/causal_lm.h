@@ -37,8 +37,22 @@ struct LoadOptions {
   int64_t max_model_len = 0;
   int64_t prefill_chunk = 256;  // rows (tokens of all sequences) per forward step
   bool progress = true;         // a progress line on stderr when it is a terminal
+  // A pipeline stage (dist/): only decoder layers [first_layer, end_layer) are loaded (-1 = to
+  // the last), the embedding only when first_layer is 0, the final norm and lm_head only when
+  // end_layer is the last; no other tensor is read, so the stage's weights alone become resident.
+  int64_t first_layer = 0, end_layer = -1;
   // The RAM the weights must fit in (model/memory_fit.h); 0 = this machine's MemTotal.
   size_t ram_bytes = 0;
+};
+
+// A pipeline stage's neighbours: a stage without the embedding receives each forward step's
+// residual stream [rows, hidden] from the stage before it, one without lm_head sends it on
+// (dist/ binds this to MPI). Float32 both ways, so the cut changes no value.
+class StageLink {
+ public:
+  virtual ~StageLink() = default;
+  virtual void receive(float* h, int64_t rows, int64_t hidden) = 0;
+  virtual void send(const float* h, int64_t rows, int64_t hidden) = 0;
 };
 
 class CausalLM {
@@ -70,6 +84,15 @@ class CausalLM {
   size_t sequence_bytes(int64_t capacity = 0) const;
   // What a sequence's state is made of, as the layers declared it.
   const StateLayout& state_layout() const { return state_; }
+  // Pipeline stages: the decoder layers [first_layer(), end_layer()) this object holds, and
+  // whether it holds the embedding / the final norm and lm_head.
+  int64_t first_layer() const { return first_layer_; }
+  int64_t end_layer() const { return first_layer_ + static_cast<int64_t>(layers_.size()); }
+  bool has_embedding() const { return first_layer_ == 0; }
+  bool has_lm_head() const { return lm_head_ != nullptr; }
+  // Forward steps cut sequences only at multiples of `rows` too: every stage of a pipeline must
+  // cut where the whole model would (its row alignment is the lcm of all stages').
+  void align_rows(int64_t rows) { state_.align_rows(rows); }
 
   // Runs every chunk of the batch: chunk c's tokens[0, n) at positions state.length() ..
   // state.length()+n-1 of its own sequence, appending its K/V and advancing its state by n.
@@ -82,19 +105,21 @@ class CausalLM {
   // Errors (one line, naming the sequence): a chunk passing its state's capacity, a token id
   // outside the vocabulary, a state twice in one batch, a non-finite value (NonFiniteError).
   // On error every state of the batch is left as it was before the call.
-  void forward(std::span<const SequenceChunk> batch) const;
+  // A pipeline stage (LoadOptions::first_layer / end_layer) runs only its layers and needs
+  // `link`; logits come only from the last stage.
+  void forward(std::span<const SequenceChunk> batch, StageLink* link = nullptr) const;
   // One sequence: a batch of one.
   void forward(SequenceState& state, const int32_t* tokens, int64_t n, LogitsMode mode, float* logits) const;
 
  private:
   CausalLM() = default;
   struct Piece;  // rows of one chunk inside one forward step
-  void forward_step(std::span<const SequenceChunk> batch, const std::vector<Piece>& pieces) const;
+  void forward_step(std::span<const SequenceChunk> batch, const std::vector<Piece>& pieces, StageLink* link) const;
 
   std::shared_ptr<io::Checkpoint> ckpt_;
   std::unique_ptr<ModelLoader> loader_;
   DType dtype_ = DType::F32, kv_dtype_ = DType::F32;
-  int64_t max_model_len_ = 0, prefill_chunk_ = 256, a16_max_tokens_ = 0;
+  int64_t max_model_len_ = 0, prefill_chunk_ = 256, a16_max_tokens_ = 0, first_layer_ = 0;
   std::vector<int64_t> eos_ids_;
   double load_seconds_ = 0;
   Rope rope_;

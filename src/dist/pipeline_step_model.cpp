@@ -1,0 +1,137 @@
+#include "dist/pipeline_step_model.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "dist/protocol.h"
+#include "dist/wire.h"
+
+namespace fp4lm::dist {
+
+PipelineStepModel::PipelineStepModel(MpiComm& comm, const model::CausalLM& lm, bool any_recurrent)
+    : comm_(comm), lm_(lm), any_recurrent_(any_recurrent), store_(lm), link_(comm, -1, comm.size() > 1 ? 1 : -1) {}
+
+void PipelineStepModel::set_monitor(const HeartbeatMonitor* m) {
+  monitor_ = m;
+  link_.set_abandon([m] { return m->lost(); });
+}
+
+void PipelineStepModel::check_alive() const {
+  if (!monitor_) return;
+  if (std::string why = monitor_->lost(); !why.empty()) throw Error(why);
+}
+
+std::vector<uint8_t> PipelineStepModel::wait(int src, int tag) const {
+  while (true) {
+    check_alive();
+    if (auto m = comm_.recv_until(src, tag, std::chrono::steady_clock::now() + std::chrono::milliseconds(100)))
+      return std::move(*m);
+  }
+}
+
+void PipelineStepModel::to_all(const std::vector<uint8_t>& cmd) const {
+  check_alive();
+  const HeartbeatMonitor* m = monitor_;
+  for (int r = 1; r < comm_.size(); ++r)
+    comm_.send(r, kCommand, cmd, m ? std::function<std::string()>([m] { return m->lost(); }) : nullptr);
+}
+
+size_t PipelineStepModel::bytes_for(int64_t capacity) const {
+  if (auto it = bytes_for_.find(capacity); it != bytes_for_.end()) return it->second;
+  WireWriter w;
+  w.put(Op::bytes_for).put<int64_t>(capacity);
+  to_all(w.bytes());
+  size_t most = lm_.sequence_bytes(capacity);
+  for (int r = 1; r < comm_.size(); ++r) {
+    const std::vector<uint8_t> reply = wait(r, kReply);
+    WireReader rd(reply);
+    most = std::max<size_t>(most, rd.get<uint64_t>());
+  }
+  if (bytes_for_.size() > 4096) bytes_for_.clear();
+  bytes_for_[capacity] = most;
+  return most;
+}
+
+int64_t PipelineStepModel::allocate(int64_t capacity) {
+  const int64_t seq = store_.allocate(capacity);  // checks the capacity as every rank will
+  WireWriter w;
+  w.put(Op::allocate).put<int64_t>(seq).put<int64_t>(capacity);
+  to_all(w.bytes());
+  return seq;
+}
+
+void PipelineStepModel::release(int64_t seq) {
+  store_.release(seq);
+  // Once the pipeline is lost there is nobody to tell; failing requests release their sequences.
+  if (monitor_ && !monitor_->lost().empty()) return;
+  WireWriter w;
+  w.put(Op::release).put<int64_t>(seq);
+  to_all(w.bytes());
+}
+
+void PipelineStepModel::rewind(int64_t seq, int64_t length) {
+  store_.get(seq).truncate(length);
+  WireWriter w;
+  w.put(Op::rewind).put<int64_t>(seq).put<int64_t>(length);
+  to_all(w.bytes());
+}
+
+void PipelineStepModel::forward(std::span<const engine::StepChunk> chunks) {
+  // Check what rank 0 can before any rank starts: a sequence rank 0 does not know fails here.
+  std::vector<model::SequenceChunk> batch;
+  for (const engine::StepChunk& c : chunks) batch.push_back({&store_.get(c.seq), c.tokens, c.n, model::LogitsMode::none, nullptr});
+  WireWriter w;
+  w.put(Op::forward).put<uint64_t>(chunks.size());
+  for (const engine::StepChunk& c : chunks)
+    w.put<int64_t>(c.seq).put<int64_t>(c.n).put<uint8_t>(!c.logits ? 0 : c.all_logits ? 2 : 1);
+  for (const engine::StepChunk& c : chunks) w.put_array(std::span<const int32_t>(c.tokens, static_cast<size_t>(c.n)));
+  to_all(w.bytes());
+
+  std::string error;
+  std::exception_ptr own;
+  try {
+    lm_.forward(batch, &link_);
+  } catch (const std::exception& e) {
+    error = e.what();
+    own = std::current_exception();
+  }
+  link_.finish(error);
+  // The last stage's answer: its logits, or the first error of any stage. (After an error the
+  // stages' states may disagree; the engine fails and releases every sequence of the batch.)
+  const std::vector<uint8_t> result = wait(comm_.size() - 1, kResult);
+  WireReader r(result);
+  if (!r.get<uint8_t>()) {
+    const std::string why = r.get_string();
+    if (own) std::rethrow_exception(own);  // rank 0's own error, with its type
+    throw Error(why);
+  }
+  if (own) std::rethrow_exception(own);
+  const size_t vocab = static_cast<size_t>(lm_.vocab_size());
+  for (const engine::StepChunk& c : chunks)
+    if (c.logits) r.get_into(c.logits, (c.all_logits ? static_cast<size_t>(c.n) : 1) * vocab);
+}
+
+engine::PrefixSupport PipelineStepModel::prefix_support(int64_t) const {
+  engine::PrefixSupport s;
+  s.unsupported = "under pipeline parallelism each stage keeps its layers' K/V on its own rank";
+  return s;
+}
+
+void PipelineStepModel::save_positions(int64_t, int64_t, int64_t, std::vector<uint8_t>&, std::vector<uint8_t>*) {
+  fail("prefix cache: not available under pipeline parallelism");
+}
+
+void PipelineStepModel::load_positions(int64_t, std::span<const std::vector<uint8_t>* const>, int64_t,
+                                       const std::vector<uint8_t>*) {
+  fail("prefix cache: not available under pipeline parallelism");
+}
+
+void PipelineStepModel::shutdown() {
+  if (shut_) return;
+  shut_ = true;
+  WireWriter w;
+  w.put(Op::shutdown);
+  to_all(w.bytes());
+}
+
+}  // namespace fp4lm::dist

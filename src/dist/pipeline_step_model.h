@@ -1,0 +1,56 @@
+#pragma once
+// Rank 0's view of a pipeline as the engine's StepModel: its own stage (the first) runs in this
+// process; each call is mirrored to the other ranks as a command (dist/protocol.h) and a
+// forward's logits come back from the last stage. Prefix caching is off (each stage keeps its
+// own K/V); speculative decoding works (verify logits and rewinds are mirrored too).
+#include <cstdint>
+#include <map>
+#include <vector>
+
+#include "dist/heartbeat.h"
+#include "dist/mpi_comm.h"
+#include "dist/mpi_stage_link.h"
+#include "engine/step_model.h"
+#include "model/causal_lm.h"
+#include "model/sequence_store.h"
+
+namespace fp4lm::dist {
+
+class PipelineStepModel final : public engine::StepModel {
+ public:
+  // `lm`: stage 0; `any_recurrent`: whether some stage keeps a recurrent state (no rewind then).
+  PipelineStepModel(MpiComm& comm, const model::CausalLM& lm, bool any_recurrent);
+  int64_t vocab_size() const override { return lm_.vocab_size(); }
+  int64_t max_model_len() const override { return lm_.max_model_len(); }
+  std::vector<int64_t> eos_ids() const override { return lm_.eos_ids(); }
+  size_t bytes_for(int64_t capacity) const override;  // the largest stage's
+  int64_t allocate(int64_t capacity) override;
+  void release(int64_t seq) override;
+  void forward(std::span<const engine::StepChunk> chunks) override;
+  bool can_rewind() const override { return !any_recurrent_; }
+  void rewind(int64_t seq, int64_t length) override;
+  engine::PrefixSupport prefix_support(int64_t block_size) const override;
+  void save_positions(int64_t seq, int64_t pos0, int64_t n, std::vector<uint8_t>& kv,
+                      std::vector<uint8_t>* state) override;
+  void load_positions(int64_t seq, std::span<const std::vector<uint8_t>* const> blocks, int64_t block_size,
+                      const std::vector<uint8_t>* state) override;
+  void shutdown();  // tells every other rank to end (once)
+  // Rank 0's waits end with the monitor's reason once it declares the pipeline lost.
+  void set_monitor(const HeartbeatMonitor* m);
+
+ private:
+  void to_all(const std::vector<uint8_t>& cmd) const;
+  void check_alive() const;  // Error with the reason once the pipeline is lost
+  std::vector<uint8_t> wait(int src, int tag) const;
+
+  MpiComm& comm_;
+  const model::CausalLM& lm_;
+  bool any_recurrent_;
+  model::SequenceStore store_;
+  MpiStageLink link_;
+  mutable std::map<int64_t, size_t> bytes_for_;  // capacity -> bytes, asked once
+  bool shut_ = false;
+  const HeartbeatMonitor* monitor_ = nullptr;
+};
+
+}  // namespace fp4lm::dist

@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# Pipeline parallelism through mpirun on this one machine (ctest: pipeline_mpi). For a dense
+# Llama, a Qwen3-MoE and the Qwen3.5 hybrid (tiny synthetic NVFP4 checkpoints), `mpirun -np 2`
+# and `-np 3` of `fp4lm generate --pipeline-parallel-size N` give the single process's tokens and
+# logprobs bit for bit (a 300-token prompt: several forward steps), speculative decoding too
+# (rewinds mirrored to every stage); and the refusals: no mpirun, a wrong process count, more
+# stages than layers, a rank whose files differ from rank 0's (named with host and file); and
+# faults: a rank killed or hung while `fp4lm serve` streams ends the job with the reason, in time.
+# Skipped (77) without mpirun (bash scripts/setup.sh installs Open MPI).
+set -uo pipefail
+BIN=${1:?usage: run_test.sh FP4LM_BIN}
+command -v mpirun >/dev/null || { echo "SKIP: mpirun not found (install openmpi-bin)"; exit 77; }
+if "$BIN" generate --model /nonexistent --prompt-ids 1 --pipeline-parallel-size 2 2>&1 | grep -q "this build of fp4lm has none"; then
+  echo "SKIP: this fp4lm was built without MPI"; exit 77
+fi
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+MPIRUN=(mpirun --oversubscribe)
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+fails=0
+bad() { echo "FAIL: $*"; fails=$((fails + 1)); }
+same() {  # same tokens, text and logprobs in two --json outputs
+  python3 - "$1" "$2" <<'PY'
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+keys = ["prompt_ids", "output_ids", "text", "finish_reason", "logprobs"]
+diff = [k for k in keys if a.get(k) != b.get(k)]
+print("differs in " + ", ".join(diff) if diff else "same", a["output_ids"], b["output_ids"])
+sys.exit(1 if diff else 0)
+PY
+}
+IDS=$(python3 -c "print(','.join(str((i * 7) % 250 + 1) for i in range(300)))")
+GEN=(generate --prompt-ids "$IDS" --max-tokens 6 --json --logprobs 3 --threads 1 --log-level warn)
+for arch in LlamaForCausalLM Qwen3MoeForCausalLM Qwen3_5ForCausalLM; do
+  "$BIN" synth --out "$T/$arch" --arch "$arch" --layers 4 >/dev/null 2>&1 || bad "synth $arch"
+  "$BIN" "${GEN[@]}" --model "$T/$arch" > "$T/$arch.1.json" 2> "$T/err" || { bad "$arch single"; cat "$T/err"; }
+  for n in 2 3; do
+    if timeout 120 "${MPIRUN[@]}" -np $n "$BIN" "${GEN[@]}" --model "$T/$arch" --pipeline-parallel-size $n \
+        > "$T/$arch.$n.json" 2> "$T/err"; then
+      same "$T/$arch.1.json" "$T/$arch.$n.json" && echo "ok: $arch, $n ranks" || bad "$arch: $n ranks differ"
+    else
+      bad "$arch: mpirun -np $n failed"; tail -5 "$T/err"
+    fi
+  done
+done
+
+# Speculative decoding: its verify steps ask every position's logits and rewind the stages.
+SPEC=(--speculative-config '{"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 2}')
+REP=$(python3 -c "print(','.join(str(1 + i % 5) for i in range(40)))")
+SGEN=(generate --prompt-ids "$REP" --max-tokens 12 --json --logprobs 1 --threads 1 --log-level warn)
+L="$T/LlamaForCausalLM"
+"$BIN" "${SGEN[@]}" --model "$L" "${SPEC[@]}" > "$T/spec.1.json" 2>/dev/null || bad "speculative single"
+timeout 120 "${MPIRUN[@]}" -np 2 "$BIN" "${SGEN[@]}" --model "$L" "${SPEC[@]}" --pipeline-parallel-size 2 \
+  > "$T/spec.2.json" 2> "$T/err" || { bad "speculative: mpirun failed"; tail -5 "$T/err"; }
+same "$T/spec.1.json" "$T/spec.2.json" && echo "ok: speculative decoding, 2 ranks" || bad "speculative differs"
+
+# Refusals.
+"$BIN" "${GEN[@]}" --model "$L" --pipeline-parallel-size 2 > /dev/null 2> "$T/err"
+rc=$?
+[ $rc -eq 2 ] && grep -q "mpirun -np 2" "$T/err" && echo "ok: without mpirun: exit 2" ||
+  { bad "without mpirun: exit $rc"; cat "$T/err"; }
+timeout 60 "${MPIRUN[@]}" -np 3 "$BIN" "${GEN[@]}" --model "$L" --pipeline-parallel-size 2 > /dev/null 2> "$T/err"
+rc=$?
+[ $rc -ne 0 ] && grep -q "but 3 processes run" "$T/err" && echo "ok: wrong process count: exit $rc" ||
+  { bad "wrong process count: exit $rc"; tail -5 "$T/err"; }
+timeout 60 "${MPIRUN[@]}" -np 5 "$BIN" "${GEN[@]}" --model "$L" --pipeline-parallel-size 5 > /dev/null 2> "$T/err"
+rc=$?
+[ $rc -ne 0 ] && grep -q "exceeds the model's 4 decoder layers" "$T/err" && echo "ok: more stages than layers: exit $rc" ||
+  { bad "more stages than layers: exit $rc"; tail -5 "$T/err"; }
+# Rank 1 reads another checkpoint: both ranks refuse, naming rank 1's host and the file that
+# differs: config.json, or (same config.json) the tensor headers of its stage in the weights file.
+"$BIN" synth --out "$T/other" --arch LlamaForCausalLM --layers 4 --quantize-lm-head >/dev/null 2>&1
+mkdir -p "$T/tensors" && cp "$L"/*.json "$T/tensors/" && cp "$T/other/model.safetensors" "$T/tensors/"
+for what in "other:config.json" "tensors:model.safetensors"; do
+  dir="$T/${what%%:*}" file="${what#*:}"
+  timeout 60 "${MPIRUN[@]}" -np 1 "$BIN" "${GEN[@]}" --model "$L" --pipeline-parallel-size 2 : \
+    -np 1 "$BIN" "${GEN[@]}" --model "$dir" --pipeline-parallel-size 2 > /dev/null 2> "$T/err"
+  rc=$?
+  grep -q "pipeline rank 1 on host $(hostname): $dir/$file differs from rank 0's" "$T/err" && [ $rc -ne 0 ] &&
+    echo "ok: mismatched $file: exit $rc" || { bad "mismatched $file: exit $rc"; head -3 "$T/err"; }
+done
+
+# Faults under `fp4lm serve`: a rank SIGKILLed or stopped (hung) while a request streams. Rank 0
+# fails the request with the reason and the job ends non-zero within the stated bound: about
+# 2 s after a kill (mpirun's SIGTERM, then SIGKILL), the heartbeat timeout (here 2 s) after a
+# hang; 15 s is the test's limit. A model slow enough that 500 tokens take seconds.
+"$BIN" synth --out "$T/slow" --arch LlamaForCausalLM --layers 4 --hidden 1536 >/dev/null 2>&1
+for fault in KILL STOP; do
+  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  "${MPIRUN[@]}" -np 2 "$BIN" serve --model "$T/slow" --port "$port" --threads 1 --pipeline-parallel-size 2 \
+    --pipeline-heartbeat-timeout 2 > /dev/null 2> "$T/serve.err" &
+  mpid=$!
+  for _ in $(seq 1 300); do curl -sf "localhost:$port/health" >/dev/null && break; sleep 0.2; done
+  rank1=$(sed -n 's/.*pipeline stage 1: .*(pid \([0-9]*\)).*/\1/p' "$T/serve.err")
+  curl -sN "localhost:$port/v1/completions" -H 'Content-Type: application/json' \
+    -d '{"prompt": [1, 2, 3], "max_tokens": 500, "ignore_eos": true, "stream": true}' > "$T/stream" 2>/dev/null &
+  cpid=$!
+  # (No tokenizer: the stream's chunks carry no text until the end; /metrics says it runs.)
+  streamed=0
+  for _ in $(seq 1 100); do
+    curl -s "localhost:$port/metrics" | grep -q '^vllm:num_requests_running{[^}]*} 1' && { streamed=3; break; }
+    sleep 0.05
+  done
+  sleep 0.3
+  t0=$(date +%s.%N)
+  kill -"$fault" "$rank1"
+  for _ in $(seq 1 150); do kill -0 "$mpid" 2>/dev/null || break; sleep 0.1; done
+  if kill -0 "$mpid" 2>/dev/null; then
+    bad "$fault of rank 1: the job still runs after 15 s"; kill -KILL "$mpid" "$rank1" 2>/dev/null
+  fi
+  wait "$mpid"; rc=$?
+  took=$(python3 -c "import time; print(f'{time.time() - $t0:.1f}')")
+  wait "$cpid"
+  done_seen=$(grep -c '"finish_reason":"length"' "$T/stream")
+  reason=$(grep -c 'has sent no heartbeat' "$T/stream")
+  logged=$(grep -c 'failing the requests in flight and ending the job' "$T/serve.err")
+  if [ -z "$rank1" ] || [ "$streamed" -lt 3 ]; then
+    bad "$fault: no request in flight (rank 1 pid '$rank1')"
+  elif [ $rc -ne 0 ] && [ "$done_seen" -eq 0 ] && [ "$logged" -ge 1 ] && { [ "$fault" = KILL ] || [ "$reason" -ge 1 ]; }; then
+    echo "ok: $fault of rank 1 mid-stream: job ended in ${took} s, exit $rc, stream failed (reason in it: $reason)"
+  else
+    bad "$fault of rank 1: exit $rc after ${took} s, finished $done_seen, reason in stream $reason, logged $logged"
+    grep -E '^[EW] ' "$T/serve.err" | tail -3; tail -2 "$T/stream"
+  fi
+done
+
+[ $fails -eq 0 ] && echo "pipeline_mpi: all passed" || echo "pipeline_mpi: $fails failed"
+exit $((fails > 0))

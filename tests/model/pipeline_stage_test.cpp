@@ -1,0 +1,163 @@
+// Pipeline stages (LoadOptions::first_layer / end_layer, StageLink): a model cut into stages and
+// chained through an in-memory link gives logits bit-identical to the whole model, for a dense, a
+// MoE and the Qwen3.5 hybrid (whose stages differ in row alignment), over batched calls whose
+// prompts span several forward steps; a stage reads no tensor of another stage (it loads from a
+// checkpoint that lacks them); the stages' weights add up to the whole model's.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <deque>
+#include <numeric>
+
+#include "common/checkpoint_edit.h"
+#include "common/paths.h"
+#include "core/error.h"
+#include "model/causal_lm.h"
+#include "model/synthetic_checkpoint.h"
+
+namespace fp4lm::model {
+namespace {
+
+using test::TempDir;
+
+// What one stage sends, the next receives (stages run one after another in this test).
+class QueueLink final : public StageLink {
+ public:
+  std::deque<std::vector<float>>* in = nullptr;
+  std::deque<std::vector<float>>* out = nullptr;
+  void receive(float* h, int64_t rows, int64_t hidden) override {
+    ASSERT_FALSE(in->empty());
+    ASSERT_EQ(in->front().size(), static_cast<size_t>(rows * hidden));
+    std::copy(in->front().begin(), in->front().end(), h);
+    in->pop_front();
+  }
+  void send(const float* h, int64_t rows, int64_t hidden) override {
+    out->emplace_back(h, h + rows * hidden);
+  }
+};
+
+struct Chunk {
+  int seq;
+  std::vector<int32_t> tokens;
+  LogitsMode mode;
+};
+
+std::vector<int32_t> ramp(int n, int mul) {
+  std::vector<int32_t> t(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) t[static_cast<size_t>(i)] = (i * mul + 3) % 250 + 1;
+  return t;
+}
+
+void check_stages(const std::string& arch, std::vector<std::pair<int64_t, int64_t>> cuts) {
+  TempDir dir;
+  SyntheticOptions so;
+  so.architecture = arch;
+  so.layers = 4;
+  write_synthetic_checkpoint(dir.path().string(), so);
+  LoadOptions lo;
+  lo.prefill_chunk = 16;  // prompts of 40 tokens take several steps
+  lo.max_model_len = 128;
+  const auto whole = CausalLM::load(dir.path().string(), {}, lo);
+  std::vector<std::unique_ptr<CausalLM>> stages;
+  int64_t align = 1;
+  for (auto [a, e] : cuts) {
+    LoadOptions s = lo;
+    s.first_layer = a;
+    s.end_layer = e;
+    stages.push_back(CausalLM::load(dir.path().string(), {}, s));
+    align = std::lcm(align, stages.back()->state_layout().row_alignment());
+  }
+  EXPECT_EQ(align, whole->state_layout().row_alignment()) << arch;
+  for (auto& s : stages) s->align_rows(align);
+  EXPECT_TRUE(stages.front()->has_embedding());
+  EXPECT_FALSE(stages.front()->has_lm_head());
+  EXPECT_TRUE(stages.back()->has_lm_head());
+  size_t sum = 0;
+  for (auto& s : stages) sum += s->weight_bytes();
+  EXPECT_EQ(sum, whole->weight_bytes()) << arch;
+
+  const int64_t vocab = whole->vocab_size();
+  const std::vector<std::vector<Chunk>> calls = {
+      {{0, ramp(40, 7), LogitsMode::all}, {1, ramp(5, 3), LogitsMode::last}},
+      {{1, {9}, LogitsMode::last}, {2, ramp(33, 11), LogitsMode::last}, {0, {4}, LogitsMode::all}},
+      {{0, {17, 18}, LogitsMode::all}, {2, {5}, LogitsMode::last}, {1, {200}, LogitsMode::last}},
+  };
+  std::vector<SequenceState> ws, ss[3];
+  for (int q = 0; q < 3; ++q) ws.push_back(whole->new_sequence());
+  for (size_t k = 0; k < stages.size(); ++k)
+    for (int q = 0; q < 3; ++q) ss[k].push_back(stages[k]->new_sequence());
+  for (const auto& call : calls) {
+    std::vector<std::vector<float>> want(call.size()), got(call.size());
+    std::vector<SequenceChunk> wb;
+    for (size_t i = 0; i < call.size(); ++i) {
+      const size_t n = call[i].mode == LogitsMode::all ? call[i].tokens.size() : 1;
+      want[i].assign(n * static_cast<size_t>(vocab), 0.f);
+      got[i].assign(n * static_cast<size_t>(vocab), -1.f);
+      wb.push_back({&ws[static_cast<size_t>(call[i].seq)], call[i].tokens.data(),
+                    static_cast<int64_t>(call[i].tokens.size()), call[i].mode, want[i].data()});
+    }
+    whole->forward(wb);
+    std::deque<std::vector<float>> q[4];
+    for (size_t k = 0; k < stages.size(); ++k) {
+      QueueLink link;
+      link.in = &q[k];
+      link.out = &q[k + 1];
+      const bool last = k + 1 == stages.size();
+      std::vector<SequenceChunk> b;
+      for (size_t i = 0; i < call.size(); ++i)
+        b.push_back({&ss[k][static_cast<size_t>(call[i].seq)], call[i].tokens.data(),
+                     static_cast<int64_t>(call[i].tokens.size()), last ? call[i].mode : LogitsMode::none,
+                     last ? got[i].data() : nullptr});
+      stages[k]->forward(b, &link);
+      EXPECT_TRUE(q[k].empty()) << "stage " << k << " left steps unread";
+    }
+    for (size_t i = 0; i < call.size(); ++i)
+      ASSERT_EQ(0, std::memcmp(want[i].data(), got[i].data(), want[i].size() * sizeof(float)))
+          << arch << ": chunk " << i << " of a call differs through the stages";
+  }
+}
+
+TEST(PipelineStage, DenseStagesMatchTheWholeModelBitForBit) {
+  check_stages("LlamaForCausalLM", {{0, 1}, {1, 3}, {3, 4}});
+}
+
+TEST(PipelineStage, MoeStagesMatchTheWholeModelBitForBit) {
+  check_stages("Qwen3MoeForCausalLM", {{0, 2}, {2, 4}});
+}
+
+TEST(PipelineStage, HybridStagesMatchTheWholeModelBitForBit) {
+  // Layers 1 and 3 are full attention, 0 and 2 the gated delta-net: stage [3, 4) alone has no
+  // row alignment of its own and must cut steps where the others do.
+  check_stages("Qwen3_5ForCausalLM", {{0, 1}, {1, 3}, {3, 4}});
+}
+
+TEST(PipelineStage, StageReadsOnlyItsOwnTensors) {
+  TempDir dir;
+  SyntheticOptions so;
+  so.architecture = "LlamaForCausalLM";
+  so.layers = 4;
+  write_synthetic_checkpoint(dir.path().string(), so);
+  // Keep only layers 2 and 3, the final norm and lm_head: the stage [2, 4) still loads.
+  test::edit_tensors(dir.path(), [](test::EditedTensor& t) {
+    return t.name.rfind("model.layers.2.", 0) == 0 || t.name.rfind("model.layers.3.", 0) == 0 ||
+           t.name.rfind("lm_head", 0) == 0 || t.name == "model.norm.weight";
+  });
+  LoadOptions lo;
+  lo.first_layer = 2;
+  const auto lm = CausalLM::load(dir.path().string(), {}, lo);
+  EXPECT_EQ(lm->first_layer(), 2);
+  EXPECT_EQ(lm->end_layer(), 4);
+  EXPECT_FALSE(lm->has_embedding());
+  // And without its link a stage refuses to run.
+  SequenceState s = lm->new_sequence();
+  const int32_t tok = 5;
+  std::vector<float> logits(static_cast<size_t>(lm->vocab_size()));
+  EXPECT_THROW(lm->forward(s, &tok, 1, LogitsMode::last, logits.data()), Error);
+  // A range outside the model is an error naming config.json.
+  lo.first_layer = 3;
+  lo.end_layer = 9;
+  EXPECT_THROW(CausalLM::load(dir.path().string(), {}, lo), Error);
+}
+
+}  // namespace
+}  // namespace fp4lm::model
