@@ -2,7 +2,8 @@
 # Pipeline parallelism through mpirun on this one machine (ctest: pipeline_mpi). For a dense
 # Llama, a Qwen3-MoE and the Qwen3.5 hybrid (tiny synthetic NVFP4 checkpoints), `mpirun -np 2`
 # and `-np 3` of `fp4lm generate --pipeline-parallel-size N` give the single process's tokens and
-# logprobs bit for bit (a 300-token prompt: several forward steps), `fp4lm eval` its NLL to the
+# logprobs bit for bit (a 300-token prompt: several forward steps), and at 2 ranks DeepSeek-V3 (MLA),
+# gpt-oss (MXFP4), Nemotron-H, Gemma 4, MiniMax-M2 and FP8 / W4A16 Llamas too; `fp4lm eval` its NLL to the
 # last digit (-np 2), speculative decoding too
 # (rewinds mirrored to every stage); and the refusals: no mpirun, a wrong process count, more
 # stages than layers, a rank whose files differ from rank 0's (named with host and file); and
@@ -43,6 +44,24 @@ for arch in LlamaForCausalLM Qwen3MoeForCausalLM Qwen3_5ForCausalLM; do
       bad "$arch: mpirun -np $n failed"; tail -5 "$T/err"
     fi
   done
+done
+
+# The other architectures and formats at 2 ranks: multi-head latent attention (DeepSeek-V3),
+# gpt-oss (MXFP4 experts, sinks, sliding layers), Nemotron-H (Mamba-2), Gemma 4 (sliding rings,
+# per-layer head dims), MiniMax-M2; FP8 and W4A16 NVFP4 Llamas.
+for spec in "DeepseekV3ForCausalLM" "GptOssForCausalLM --algo none --mxfp4-experts" "NemotronHForCausalLM" \
+    "Gemma4ForCausalLM" "MiniMaxM2ForCausalLM" "LlamaForCausalLM --algo FP8" "LlamaForCausalLM --algo W4A16_NVFP4"; do
+  read -r arch synth_args <<< "$spec"
+  name=$(echo "$spec" | tr -c 'A-Za-z0-9_\n' _)
+  # shellcheck disable=SC2086
+  "$BIN" synth --out "$T/$name" --arch $arch $synth_args --layers 4 >/dev/null 2>&1 || bad "synth $spec"
+  "$BIN" "${GEN[@]}" --model "$T/$name" > "$T/$name.1.json" 2> "$T/err" || { bad "$spec single"; cat "$T/err"; }
+  if timeout 120 "${MPIRUN[@]}" -np 2 "$BIN" "${GEN[@]}" --model "$T/$name" --pipeline-parallel-size 2 \
+      > "$T/$name.2.json" 2> "$T/err"; then
+    same "$T/$name.1.json" "$T/$name.2.json" && echo "ok: $spec, 2 ranks" || bad "$spec: 2 ranks differ"
+  else
+    bad "$spec: mpirun -np 2 failed"; tail -5 "$T/err"
+  fi
 done
 
 # eval: teacher-forced NLL through the stages (every position's logits, chunks of 64) equals one
