@@ -38,6 +38,25 @@ table() {  # original ids title
   echo
 }
 
+# --activation-scale dynamic (per-token activation global scales) against the original, the
+# static scales of the same file, and W4A16 (the same weights, 16-bit activations).
+dynamic_table() {  # original ids title
+  local m=$1 ids=$2 q
+  q="$WORK/$(basename "$m")"
+  echo "### $3"
+  echo
+  echo "| variant | reference | perplexity | mean KL(reference‖variant) | top-1 agreement |"
+  echo "|---|---|---|---|---|"
+  for v in "static|" "dynamic|--activation-scale dynamic"; do
+    for r in "original|$m" "W4A16_NVFP4|$q-w4a16" "NVFP4 static|$q-nvfp4"; do
+      [ "${v%%|*}" = static ] && [ "${r%%|*}" = "NVFP4 static" ] && continue
+      # shellcheck disable=SC2086
+      row "NVFP4 ${v%%|*} | ${r%%|*}" "$q-nvfp4" "${r#*|}" "$ids" ${v#*|}
+    done
+  done
+  echo
+}
+
 for m in "$STORIES" "$MOE"; do
   quantize "$m" "$WORK/$(basename "$m")-w4a16" W4A16_NVFP4
   quantize "$m" "$WORK/$(basename "$m")-nvfp4" NVFP4 --calib-ids "$WORK/calib.jsonl"
@@ -45,3 +64,5 @@ done
 table "$STORIES" "$STORIES/reference_greedy.jsonl" "stories260k — its 2 reference greedy sequences (128 predicted tokens)"
 table "$STORIES" "$WORK/heldout-eval.jsonl" "stories260k — held-out stories 17–64 of tiny-qwen3-moe/heldout.jsonl (7102 predicted tokens)"
 table "$MOE" "$WORK/heldout-eval.jsonl" "tiny-qwen3-moe — held-out sequences 17–64 of heldout.jsonl (7102 predicted tokens)"
+dynamic_table "$STORIES" "$WORK/heldout-eval.jsonl" "Dynamic activation scale: stories260k, held-out 17–64 (7102 predicted tokens)"
+dynamic_table "$MOE" "$WORK/heldout-eval.jsonl" "Dynamic activation scale: tiny-qwen3-moe, held-out 17–64 (7102 predicted tokens)"

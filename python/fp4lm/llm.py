@@ -19,7 +19,9 @@ class LLM:
     model: the checkpoint directory. dtype: activation/KV dtype ("auto" = the checkpoint's
     torch_dtype, "float32", "bfloat16", "float16"). override_activation_dtype: "bfloat16" or
     "float16" runs NVFP4 W4A4 layers through the W4A16 path at that dtype ("auto" = as the
-    checkpoint says; the files are never changed). kv_cache_dtype: "auto" (= dtype), "float32",
+    checkpoint says; the files are never changed). activation_scale: "static" (the default: NVFP4 W4A4
+    layers quantize activations with the checkpoint's input_scale) or "dynamic" (each token with its
+    own global scale, amax / 2688; no input_scale needed). kv_cache_dtype: "auto" (= dtype), "float32",
     "bfloat16", "float16" or "fp8" (E4M3 with the checkpoint's k/v scales). max_model_len: context length per sequence
     (None = min(max_position_embeddings, 8192)). seed: seeds requests whose SamplingParams.seed
     is None. linear_backend, moe_backend: force a kernel backend (`fp4lm backends` lists them).
@@ -38,7 +40,8 @@ class LLM:
                  moe_backend: Optional[str] = None, a16_max_tokens: int = 0, threads: Optional[int] = None,
                  max_num_seqs: int = 32, max_num_batched_tokens: int = 512,
                  kv_cache_memory_bytes: Optional[int] = None, enable_prefix_caching: bool = True,
-                 block_size: int = 16, speculative_config: Optional[dict] = None):
+                 block_size: int = 16, speculative_config: Optional[dict] = None,
+                 activation_scale: str = "static"):
         model = os.fspath(model)
         if not os.path.isdir(model):
             raise FileNotFoundError(f"{model}: not a checkpoint directory")
@@ -60,7 +63,8 @@ class LLM:
                                     linear_backend or "", moe_backend or "", a16_max_tokens, threads or 0,
                                     max_num_seqs, max_num_batched_tokens, kv_cache_memory_bytes or 0,
                                     enable_prefix_caching, block_size,
-                                    json.dumps(speculative_config) if speculative_config else "")
+                                    json.dumps(speculative_config) if speculative_config else "",
+                                    activation_scale)
         self._rng = random.Random(seed)
         self._next_request_id = 0
         self._tokenizer = Tokenizer(self._engine) if self._engine.has_tokenizer else None

@@ -92,11 +92,12 @@ PYBIND11_MODULE(_core, m) {
                        int64_t max_model_len, const std::string& linear_backend, const std::string& moe_backend,
                        int64_t a16_max_tokens, int threads, int64_t max_num_seqs, int64_t max_num_batched_tokens,
                        size_t kv_cache_memory_bytes, bool enable_prefix_caching, int64_t block_size,
-                       const std::string& speculative_config) {
+                       const std::string& speculative_config, const std::string& activation_scale) {
              python::OfflineOptions o;
              o.model = model;
              o.engine.dtype = dtype;
              o.engine.override_activation_dtype = override_dtype;
+             o.engine.activation_scale = activation_scale;
              o.engine.kv_cache_dtype = kv_cache_dtype;
              o.engine.max_model_len = max_model_len;
              o.engine.linear_backend = linear_backend;
@@ -114,7 +115,8 @@ PYBIND11_MODULE(_core, m) {
            py::arg("model"), py::arg("dtype"), py::arg("override_activation_dtype"), py::arg("kv_cache_dtype"), py::arg("max_model_len"),
            py::arg("linear_backend"), py::arg("moe_backend"), py::arg("a16_max_tokens"), py::arg("threads"),
            py::arg("max_num_seqs"), py::arg("max_num_batched_tokens"), py::arg("kv_cache_memory_bytes"),
-           py::arg("enable_prefix_caching"), py::arg("block_size"), py::arg("speculative_config"))
+           py::arg("enable_prefix_caching"), py::arg("block_size"), py::arg("speculative_config"),
+           py::arg("activation_scale") = "static")
       .def("generate",
            [](python::OfflineEngine& e, const py::list& requests, py::object on_progress) {
              std::vector<engine::RequestParams> reqs;

@@ -460,11 +460,13 @@ int run_fp8(const Options& o) {
   }
   if (backends.empty()) fail("no FP8 CPU backend can run on this CPU ({})", cpu_features().describe());
   fmt::print("cpu: {} ({} cores)\n", cpu_features().describe(), cpu_features().physical_cores);
-  // Per backend: per-tensor FP8, then block-wise FP8 (128x128 weight_scale_inv) on the same codes.
+  // Per backend: per-tensor FP8, then block-wise FP8 (128x128 weight_scale_inv) on the same codes,
+  // with float32 scales (DeepSeek's grids) and with bf16-exact ones (Qwen3-FP8's, compressed-tensors').
   std::vector<KernelColumn> cols;
   for (const kernels::Backend* b : backends) {
     cols.push_back({b->name + " ms", 22, true});
     cols.push_back({b->name + " block ms", 28, true});
+    cols.push_back({b->name + " block-bf16 ms", 33, true});
   }
   std::mt19937 rng(3);
   for (int threads : thread_counts) {
@@ -483,13 +485,13 @@ int run_fp8(const Options& o) {
         }
       }
       const std::vector<float> wf = random_values(static_cast<size_t>(s.n * s.k), rng);
-      std::vector<KernelCopies> kern(2 * backends.size());
+      std::vector<KernelCopies> kern(3 * backends.size());
       for (size_t b = 0; b < backends.size(); ++b)
         for (auto& c : codes) {
           kernels::Fp8View v;
           v.codes = c.data();
           v.global_scale = 1e-3f;
-          kern[2 * b].push_back(backends[b]->make_linear(one_shard_layer(kernels::kFp8W8A16, s.n, s.k, v),
+          kern[3 * b].push_back(backends[b]->make_linear(one_shard_layer(kernels::kFp8W8A16, s.n, s.k, v),
                                                          {kernels::kFp8W8A16, DType::BF16, s.n, s.k, {}}));
           kernels::Fp8BlockView bv;
           bv.codes = c.data();
@@ -497,15 +499,19 @@ int run_fp8(const Options& o) {
           bv.scale_cols = (s.k + 127) / 128;
           bv.scales.resize(static_cast<size_t>((s.n + 127) / 128 * bv.scale_cols));
           for (auto& sc : bv.scales) sc = 1e-3f * (1.0f + static_cast<float>(rng() % 100) * 1e-2f);
-          kern[2 * b + 1].push_back(backends[b]->make_linear(
+          kernels::Fp8BlockView bv16 = bv;
+          for (auto& sc : bv16.scales) sc = bf16_to_f32(f32_to_bf16(sc));
+          kern[3 * b + 1].push_back(backends[b]->make_linear(
               one_shard_layer(kernels::kFp8BlockW8A16, s.n, s.k, bv), {kernels::kFp8BlockW8A16, DType::BF16, s.n, s.k, {}}));
+          kern[3 * b + 2].push_back(backends[b]->make_linear(one_shard_layer(kernels::kFp8BlockW8A16, s.n, s.k, bv16),
+                                                             {kernels::kFp8BlockW8A16, DType::BF16, s.n, s.k, {}}));
         }
       time_shape_rows(cols, bs, s, wf, kern, DType::BF16, layer_bytes, bw, pool, rng);
     }
   }
   fmt::print("\nbf16 activations. xBLAS = sgemm time / kernel time (fp32 weights, same threads); "
              "xBW = (FP8 weight bytes / kernel time) / read bandwidth (target at M=1: >= 0.75); block = the same "
-             "codes with 128x128 block scales.\n");
+             "codes with 128x128 block scales (float32 values; block-bf16: bf16-exact values).\n");
   return 0;
 }
 

@@ -41,6 +41,7 @@ struct EvalArgs {
 int run_eval_reference(const EvalArgs& a, const model::CausalLM& lm, const std::vector<std::vector<int32_t>>& seqs,
                        model::EngineOptions opts, const model::LoadOptions& lo) {
   opts.override_activation_dtype.reset();
+  opts.dynamic_activation_scale = false;
   opts.linear_backend.clear();
   opts.moe_backend.clear();
   opts.a16_max_tokens = 0;

@@ -107,6 +107,8 @@ json quantization_summary(const quant::QuantConfig& q, const model::EngineOption
   s["config"] = q.describe();
   s["override_activation_dtype"] =
       opts.override_activation_dtype ? std::string(dtype_torch_name(*opts.override_activation_dtype)) : "auto";
+  // NVFP4 W4A4 layers' activation global scale: the file's input_scale, or each token's own.
+  s["activation_scale"] = opts.dynamic_activation_scale ? "dynamic per token" : "static";
   return s;
 }
 
@@ -304,6 +306,7 @@ void print_human(const json& f, std::FILE* out) {
       line("  ignore", plain(field(q, "ignore")));
     }
     line("  override act dtype", plain(field(q, "override_activation_dtype")));
+    line("  activation scale", plain(field(q, "activation_scale")));
     line_if("  files disagree", field(q, "config_disagreement"));
   }
   line("tensors", plain(f["tensor_count"]));

@@ -10,6 +10,9 @@ void add_engine_flags(CLI::App& sub, EngineFlags& f, bool with_dtype) {
     sub.add_option("--dtype", a.dtype, "Activation/KV dtype: auto (checkpoint's), float32, bfloat16, float16");
   sub.add_option("--override-activation-dtype", a.override_activation_dtype,
                  "auto|bfloat16|float16: run NVFP4 W4A4 layers through the W4A16 path at this dtype");
+  sub.add_option("--activation-scale", a.activation_scale,
+                 "static|dynamic: NVFP4 W4A4 layers quantize activations with the checkpoint's input_scale "
+                 "(static, the default) or with each token's own scale, amax/2688 (dynamic; no input_scale needed)");
   if (with_dtype)
     sub.add_option("--kv-cache-dtype", a.kv_cache_dtype,
                    "auto (= the activation dtype)|float32|bfloat16|float16|fp8 (E4M3 with the checkpoint's "

@@ -26,6 +26,7 @@ model::EngineOptions resolve(const EngineArgs& a) {
   model::resolve_dtype(a.dtype, "");  // validates the spelling now (auto is resolved at load)
   o.dtype = a.dtype;
   o.override_activation_dtype = model::parse_override_activation_dtype(a.override_activation_dtype);
+  o.dynamic_activation_scale = model::parse_activation_scale(a.activation_scale);
   model::parse_kv_cache_dtype(a.kv_cache_dtype);  // validates the spelling
   o.kv_cache_dtype = a.kv_cache_dtype;
   check_backend(a.linear_backend, kernels::LayerKind::linear, "linear_backend");

@@ -17,6 +17,7 @@ namespace fp4lm::engine {
 struct EngineArgs {
   std::string dtype = "auto";
   std::string override_activation_dtype = "auto";
+  std::string activation_scale = "static";  // "static" | "dynamic" (NVFP4 W4A4 per-token scales)
   std::string kv_cache_dtype = "auto";
   std::string linear_backend, moe_backend;  // "" = the oracle picks
   int64_t a16_max_tokens = 0;

@@ -101,6 +101,9 @@ struct LinearWeights {
   // W4A4 / fp8: the scale the shared input is quantized with = max over the shards' input_scale.
   // (fp8_block W8A8 has none: its activations are quantized per token per block_k group.)
   float input_scale = 0.0f;
+  // NVFP4 W4A4 under `--activation-scale dynamic`: every token is quantized with its own global
+  // scale, quant::dynamic_activation_scale of its activations; input_scale is not used.
+  bool per_token_input_scale = false;
   // Keeps the memory the pointers refer to alive (the checkpoint's mmaps, owned copies).
   std::shared_ptr<const void> keepalive;
 };

@@ -11,6 +11,12 @@ std::optional<DType> parse_override_activation_dtype(const std::string& v) {
   usage_fail("override_activation_dtype must be auto, bfloat16 or float16 (got '{}')", v);
 }
 
+bool parse_activation_scale(const std::string& v) {
+  if (v == "static") return false;
+  if (v == "dynamic") return true;
+  usage_fail("activation_scale must be static or dynamic (got '{}')", v);
+}
+
 std::optional<DType> parse_kv_cache_dtype(const std::string& v) {
   if (v == "auto") return std::nullopt;
   if (v == "float32") return DType::F32;

@@ -85,6 +85,7 @@ LayerScheme resolve_scheme(const quant::QuantConfig& q, const LayerSpec& spec, c
     s.key = kernels::kNvfp4W4A16;
     s.act_dtype = *opts.override_activation_dtype;
   }
+  s.dynamic_activation_scale = s.key == kernels::kNvfp4W4A4 && opts.dynamic_activation_scale;
   if (method.weight_key() != s.key.weight)
     fail("{}: layer {} is stored as {} {} but would run on {} weights", q.source(), spec.name,
          quant::family_name(s.on_disk.family), quant::scheme_name(s.on_disk.scheme),

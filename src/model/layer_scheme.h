@@ -20,6 +20,8 @@ struct LayerScheme {
   quant::DiskFormat on_disk;  // the family's tensor names and the scheme they hold
   kernels::QuantKey key;
   DType act_dtype = DType::F32;
+  // NVFP4 W4A4 under --activation-scale dynamic: per-token activation scales, no input_scale read.
+  bool dynamic_activation_scale = false;
 };
 
 // The dtype of a checkpoint tensor, or nullopt when it is absent (the loader passes its

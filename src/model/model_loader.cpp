@@ -37,6 +37,9 @@ ModelLoader::ModelLoader(std::shared_ptr<io::Checkpoint> ckpt, EngineOptions opt
       log().info("NVFP4 W4A16 override active (override_activation_dtype={}): running NVFP4 layers through the "
                  "W4A16 path",
                  dtype_torch_name(*opts_.override_activation_dtype));
+    else if (opts_.dynamic_activation_scale && quant_->declares(quant::Scheme::nvfp4))
+      log().info("NVFP4 W4A4 dynamic activation scale (--activation-scale dynamic): each token is quantized with its "
+                 "own global scale, amax/2688; the checkpoint's input_scale is not used");
   }
   if (std::string w = config_disagreement(); !w.empty()) log().warn("{}", w);
   check_forced_backends();

@@ -50,9 +50,23 @@ json quantization_config_json(QuantAlgo algo, const std::vector<std::string>& ex
 
 json compressed_tensors_config_json(QuantAlgo algo, const std::vector<std::string>& ignore) {
   check_export_algo(algo);
-  const json args = {{"num_bits", 4},    {"type", "float"},    {"symmetric", true},     {"group_size", 16},
-                     {"strategy", "tensor_group"}, {"dynamic", false}, {"actorder", nullptr}, {"block_structure", nullptr},
-                     {"observer", "minmax"}, {"observer_kwargs", json::object()}};
+  // llm-compressor's ignore names Linear modules only: not the embedding ModelOpt lists first.
+  std::vector<std::string> linear_ignore;
+  for (const std::string& m : ignore)
+    if (!m.ends_with("embed_tokens")) linear_ignore.push_back(m);
+  // As llm-compressor 0.14 / compressed-tensors 0.19 write the NVFP4 preset (docs/FORMAT.md §9).
+  const json args = {{"num_bits", 4},
+                     {"type", "float"},
+                     {"symmetric", true},
+                     {"group_size", 16},
+                     {"strategy", "tensor_group"},
+                     {"dynamic", false},
+                     {"actorder", nullptr},
+                     {"block_structure", nullptr},
+                     {"observer", "memoryless_minmax"},
+                     {"observer_kwargs", json::object()},
+                     {"scale_dtype", "torch.float8_e4m3fn"},
+                     {"zp_dtype", nullptr}};
   json group = {{"targets", {"Linear"}},
                 {"weights", args},
                 {"input_activations", nullptr},
@@ -61,13 +75,14 @@ json compressed_tensors_config_json(QuantAlgo algo, const std::vector<std::strin
   if (algo == QuantAlgo::NVFP4) {
     json act = args;
     act["dynamic"] = "local";
+    act["observer"] = "static_minmax";
     group["input_activations"] = act;
   }
   return {{"quant_method", "compressed-tensors"},
           {"format", "nvfp4-pack-quantized"},
           {"quantization_status", "compressed"},
           {"config_groups", {{"group_0", group}}},
-          {"ignore", ignore},
+          {"ignore", linear_ignore},
           {"kv_cache_scheme", nullptr},
           {"global_compression_ratio", nullptr},
           {"sparsity_config", json::object()},

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "core/dtype.h"
 #include "core/error.h"
@@ -199,6 +200,27 @@ std::vector<float> dequantize_activation(const Nvfp4Activation& a, float input_s
 
 std::vector<float> qdq_activation(const float* x, int64_t m, int64_t k, float input_scale) {
   return dequantize_activation(quantize_activation(x, m, k, input_scale), input_scale);
+}
+
+float dynamic_activation_scale(const float* x, int64_t k) {
+  float a = 0.0f;
+  for (int64_t j = 0; j < k; ++j) {
+    if (!std::isfinite(x[j])) return 1.0f;
+    a = std::max(a, std::fabs(x[j]));
+  }
+  return std::max(a / kNvfp4GlobalDivisor, std::numeric_limits<float>::min());
+}
+
+std::vector<float> qdq_activation_per_token(const float* x, int64_t m, int64_t k) {
+  check_shape("qdq_activation_per_token", m, k);
+  std::vector<float> out;
+  out.reserve(static_cast<size_t>(m * k));
+  for (int64_t t = 0; t < m; ++t) {
+    const float s = dynamic_activation_scale(x + t * k, k);
+    const std::vector<float> row = qdq_activation(x + t * k, 1, k, s);
+    out.insert(out.end(), row.begin(), row.end());
+  }
+  return out;
 }
 
 }  // namespace fp4lm::quant

@@ -56,6 +56,16 @@ std::vector<float> dequantize_activation(const Nvfp4Activation& a, float input_s
 // quantize_activation then dequantize_activation.
 std::vector<float> qdq_activation(const float* x, int64_t m, int64_t k, float input_scale);
 
+// Dynamic W4A4 (`--activation-scale dynamic`): the global activation scale of ONE token x[k],
+// computed from the token itself so that its result never depends on its batch-mates:
+// max(amax(x) / 2688, 2^-126) (vLLM #49715's amax / (6 · 448), per token instead of per call).
+// The token's largest block then gets the E4M3 scale 448 (the full range) and its largest element
+// the code ±6; the floor keeps 1/scale finite (an all-zero token quantizes to zero codes). A
+// non-finite x gives 1.0, so the quantizer's own check names the bad element.
+float dynamic_activation_scale(const float* x, int64_t k);
+// qdq_activation with each token's own dynamic_activation_scale.
+std::vector<float> qdq_activation_per_token(const float* x, int64_t m, int64_t k);
+
 // Single-block primitives the kernels' tests reuse.
 // Export rule: s = bamax/(6*s2); 1 if 0; clamp [2^-9, 448]; E4M3 RNE. s2 must be > 0.
 uint8_t weight_block_scale(float block_amax, float weight_scale_2);

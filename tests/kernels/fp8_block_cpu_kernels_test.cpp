@@ -7,10 +7,12 @@
 // activation rule by hand; the grouped MoE; load errors; the oracle.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <cstring>
 
 #include "common/error_of.h"
+#include "kernels/cpu/fp8_matrix.h"
 #include "kernels/cpu/reference/math.h"
 #include "kernels/registry.h"
 #include "kernel_test_support.h"
@@ -163,6 +165,46 @@ TEST(Fp8BlockCpuKernels, EveryBackendMatchesFp64OfDecodedWeights) {
       auto kern = testing::make(backend, w, c.act);
       expect_close(testing::run(*kern, xa, c.m, c.n, c.act, pool), expected_f64(w, xr, c.m), c.act, backend);
     }
+}
+
+// The AVX-512 kernels take x' = x · s in as few bf16 pieces as hold it exactly (bf16 x with
+// power-of-two scales 1, with bf16-exact scales 2, else 3): every kind of grid, every activation
+// dtype, register and panel schedules, still within the fp64 bound (one piece too few would be
+// off by ~2^-9 relative).
+TEST(Fp8BlockCpuKernels, ScaleGridsOfEveryPrecisionStayExact) {
+  EXPECT_EQ(cpu::significant_bits(0x1p-7f), 1);
+  EXPECT_EQ(cpu::significant_bits(1.5f), 2);
+  EXPECT_EQ(cpu::significant_bits(bf16_to_f32(0x3E9B)), 8);  // 7 mantissa bits, the last one set
+  EXPECT_EQ(cpu::significant_bits(std::bit_cast<float>(0x3E99999Bu)), 24);
+  EXPECT_EQ(cpu::significant_bits(0.3f), 23);  // 0x3E99999A
+  EXPECT_EQ(cpu::fp8_block_pieces(DType::BF16, 1), 1);
+  EXPECT_EQ(cpu::fp8_block_pieces(DType::BF16, 8), 2);
+  EXPECT_EQ(cpu::fp8_block_pieces(DType::BF16, 9), 3);
+  EXPECT_EQ(cpu::fp8_block_pieces(DType::F16, 1), 2);
+  EXPECT_EQ(cpu::fp8_block_pieces(DType::F16, 5), 2);
+  EXPECT_EQ(cpu::fp8_block_pieces(DType::F16, 8), 3);
+  EXPECT_EQ(cpu::fp8_block_pieces(DType::F32, 1), 3);
+  ThreadPool pool(2);
+  const auto round_to = [](const char* kind, float v) {
+    if (std::string(kind) == "pow2") return std::exp2(std::round(std::log2(v)));
+    if (std::string(kind) == "bf16") return bf16_to_f32(f32_to_bf16(v));
+    if (std::string(kind) == "f16") return f16_to_f32(f32_to_f16(v));
+    return v;
+  };
+  for (const std::string& backend : block_backends())
+    for (const char* kind : {"pow2", "bf16", "f16", "f32"})
+      for (DType act : {DType::BF16, DType::F16, DType::F32})
+        for (int64_t m : {int64_t{3}, int64_t{40}}) {
+          SCOPED_TRACE(backend + " scales " + kind + " act " + std::string(dtype_name(act)) + " m=" + std::to_string(m));
+          auto layer = make_block_layer({96, 200, {64, 32}, 32, 64, false, kFp8BlockW8A16, 31});
+          for (WeightShard& sh : layer->weights.shards)
+            for (float& v : sh.as<Fp8BlockView>().scales) v = round_to(kind, v * 1.37f);
+          const LinearWeights w = weights_of(layer);
+          const std::vector<uint8_t> xa = testing::to_act(testing::make_activations(m, 200, 32), act);
+          const std::vector<float> xr = testing::from_act(xa.data(), act, static_cast<size_t>(m * 200));
+          auto kern = testing::make(backend, w, act);
+          expect_close(testing::run(*kern, xa, m, 96, act, pool), expected_f64(w, xr, m), act, backend);
+        }
 }
 
 TEST(Fp8BlockCpuKernels, ResultsIdenticalForAnyThreadCountAndBatch) {

@@ -220,18 +220,21 @@ inline Expected linear_f64(const LinearWeights& w, const std::vector<double>& x,
 }
 
 // W4A16: x (already act-dtype-rounded floats) times the dequantized weights.
-// W4A4: x quantized by quant::quantize_activation with w.input_scale, dequantized in fp64.
+// W4A4: x quantized by quant::quantize_activation with w.input_scale (each token with its own
+// quant::dynamic_activation_scale when w.per_token_input_scale), dequantized in fp64.
 inline Expected expected_f64(const LinearWeights& w, const std::vector<float>& x, int64_t m, bool w4a4) {
   std::vector<double> xin(x.begin(), x.end());
   if (w4a4) {
-    quant::Nvfp4Activation a = quant::quantize_activation(x.data(), m, w.k, w.input_scale);
-    for (int64_t t = 0; t < m; ++t)
+    for (int64_t t = 0; t < m; ++t) {
+      const float s = w.per_token_input_scale ? quant::dynamic_activation_scale(x.data() + t * w.k, w.k) : w.input_scale;
+      quant::Nvfp4Activation a = quant::quantize_activation(x.data() + t * w.k, 1, w.k, s);
       for (int64_t j = 0; j < w.k; ++j) {
-        const uint8_t byte = a.codes[t * (w.k / 2) + j / 2];
+        const uint8_t byte = a.codes[j / 2];
         const uint8_t c = (j & 1) ? byte >> 4 : byte & 0xf;
-        xin[t * w.k + j] = static_cast<double>(e2m1_to_f32(c)) * e4m3_to_f32(a.scales[t * (w.k / 16) + j / 16]) *
-                           static_cast<double>(w.input_scale);
+        xin[t * w.k + j] =
+            static_cast<double>(e2m1_to_f32(c)) * e4m3_to_f32(a.scales[j / 16]) * static_cast<double>(s);
       }
+    }
   }
   return linear_f64(w, xin, m, [&](int64_t r) { return weight_row_f64(w, r); });
 }

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 
 #include "core/cpu_features.h"
@@ -166,6 +167,39 @@ TEST_P(Nvfp4MoeBackend, GroupedEqualsNaiveLoopAndIsCloseToReference) {
       }
     }
   }
+}
+
+// --activation-scale dynamic (every expert's per_token_input_scale): the grouped MoE equals the
+// naive loop over the same backend's Linears, each token equals itself alone (its scale is its
+// own at every projection), and the reference MoE agrees within the act-dtype bound.
+TEST_P(W4a4MoeBackend, DynamicActivationScaleIsPerTokenInEveryExpert) {
+  const std::string backend = GetParam();
+  ThreadPool pool(2);
+  const int64_t experts = 5, hidden = 64, inter = 48, top_k = 2, m = 13;
+  TestMoe moe = make_moe(experts, hidden, inter, kNvfp4W4A4, 700);
+  for (auto* part : {&moe.weights.w13, &moe.weights.w2})
+    for (LinearWeights& w : *part) {
+      w.per_token_input_scale = true;
+      w.input_scale = 0.0f;
+    }
+  const Routing r = make_routing(m, top_k, experts, 17);
+  std::vector<float> xf = testing::make_activations(m, hidden, 18, 4.0f);
+  for (int64_t j = 0; j < hidden; ++j) xf[3 * hidden + j] *= 4096.0f;  // a huge batch-mate
+  const DType act = DType::BF16;
+  const std::vector<uint8_t> x = testing::to_act(xf, act);
+  auto grouped = make_moe_kernel(backend, moe.weights, act);
+  std::vector<uint8_t> y(m * hidden * 2), one(hidden * 2), yr(y.size());
+  grouped->forward(x.data(), m, r.ids.data(), r.weights.data(), top_k, y.data(), pool);
+  EXPECT_EQ(y, naive_moe(backend, moe.weights, act, x, m, r, top_k, pool));
+  for (int64_t i = 0; i < m; ++i) {
+    grouped->forward(x.data() + i * hidden * 2, 1, r.ids.data() + i * top_k, r.weights.data() + i * top_k, top_k,
+                     one.data(), pool);
+    EXPECT_EQ(0, std::memcmp(one.data(), y.data() + i * hidden * 2, hidden * 2)) << "token " << i;
+  }
+  make_moe_kernel("reference", moe.weights, act)
+      ->forward(x.data(), m, r.ids.data(), r.weights.data(), top_k, yr.data(), pool);
+  EXPECT_LE(rel_norm_error(testing::from_act(y.data(), act, m * hidden), testing::from_act(yr.data(), act, m * hidden)),
+            1.5e-2);
 }
 
 TEST_P(W4a4MoeBackend, DeterministicAcrossThreadCountsAndA16AtCallLevel) {

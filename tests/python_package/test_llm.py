@@ -70,6 +70,23 @@ def test_generate_matches_cli(moe_w4a4, override, sampling):
     assert out.outputs[0].finish_reason == ref["finish_reason"]
 
 
+def test_dynamic_activation_scale_matches_cli_and_is_batch_invariant(moe_w4a4):
+    import json
+    prompt = [10, 20, 30, 40, 50]
+    llm = LLM(model=str(moe_w4a4), activation_scale="dynamic", max_num_seqs=8)
+    params = SamplingParams(temperature=0, max_tokens=12, ignore_eos=True)
+    out = llm.generate({"prompt_token_ids": prompt}, params)[0]
+    ref = json.loads(cli("generate", "--model", moe_w4a4, "--prompt-ids", ",".join(map(str, prompt)),
+                         "--max-tokens", "12", "--ignore-eos", "--json", "--activation-scale", "dynamic").stdout)
+    assert out.outputs[0].token_ids == ref["output_ids"]
+    # Per-token scales: a prompt's tokens do not depend on its batch-mates.
+    prompts = [{"prompt_token_ids": [(11 * i + j) % 256 for j in range(2 + i % 4)]} for i in range(6)]
+    batch = llm.generate([{"prompt_token_ids": prompt}] + prompts, params)
+    assert batch[0].outputs[0].token_ids == out.outputs[0].token_ids
+    with pytest.raises(ValueError, match="activation_scale must be static or dynamic"):
+        LLM(model=str(moe_w4a4), activation_scale="per-call")
+
+
 def test_batch_invariance_greedy(moe_w4a4):
     llm = LLM(model=str(moe_w4a4), max_num_seqs=16)
     prompts = [{"prompt_token_ids": [(7 * i + j) % 256 for j in range(3 + i % 5)]} for i in range(16)]

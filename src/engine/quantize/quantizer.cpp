@@ -371,12 +371,12 @@ class ShardStream {
 
 // Phase 5: copies and quantizes every job's tensors into the shards; returns how many modules
 // were quantized.
-// A global scale as the family stores it: compressed-tensors the reciprocal, with a non-finite one
-// (an all-zero group's 1/0) replaced by 1.0 as compressed-tensors does.
-float stored_scale(float s, const Nvfp4Names& nn) {
-  if (!nn.reciprocal) return s;
-  const float r = 1.0f / s;
-  return std::isfinite(r) ? r : 1.0f;
+// A global scale as compressed-tensors stores it, from the amax: 2688 / amax, as its generate_gparam
+// computes it (448 · 6 divided by the amax in float32 — not 1 / (amax / 2688), which can be one ulp
+// away), a non-finite one (an all-zero group) replaced by 1.0 as compressed-tensors does.
+float ct_global_scale(float amax) {
+  const float g = quant::kNvfp4GlobalDivisor / amax;
+  return std::isfinite(g) ? g : 1.0f;
 }
 
 size_t stream_tensors(const io::Checkpoint& ck, const OutputLayout& L, const ActivationAmax& amax, QuantAlgo algo,
@@ -397,13 +397,14 @@ size_t stream_tensors(const io::Checkpoint& ck, const OutputLayout& L, const Act
       log().warn("{}: every weight of the group is zero; weight_scale_2 = 0 (loaders reject a zero scale)",
                  g.modules[0]);
     std::optional<float> input_scale;
-    if (algo == QuantAlgo::NVFP4) input_scale = stored_scale(amax.of(g) / quant::kNvfp4GlobalDivisor, nn);
+    if (algo == QuantAlgo::NVFP4)
+      input_scale = nn.reciprocal ? ct_global_scale(amax.of(g)) : amax.of(g) / quant::kNvfp4GlobalDivisor;
     size_t k = 0;
     for (size_t i = 0; i < g.modules.size(); ++i) {
       quant::Nvfp4Weight q = quantize_member(ck, g.modules[i], g.rows[i], g.in_features, gamax);
       out.emit(L.job_outs[j][k++], q.codes.data(), q.codes.size());
       out.emit(L.job_outs[j][k++], q.scales.data(), q.scales.size());
-      const float global = stored_scale(q.weight_scale_2, nn);
+      const float global = nn.reciprocal ? ct_global_scale(gamax) : q.weight_scale_2;
       out.emit(L.job_outs[j][k++], &global, sizeof(float));
       if (input_scale) out.emit(L.job_outs[j][k++], &*input_scale, sizeof(float));
       const TensorView& t = weight_view(ck, g.modules[i]);

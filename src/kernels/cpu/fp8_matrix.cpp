@@ -1,6 +1,9 @@
 #include "kernels/cpu/fp8_matrix.h"
 
+#include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstring>
 
 #include "core/error.h"
 
@@ -56,6 +59,20 @@ Fp8Matrix prepare_fp8_matrix(LinearWeights w) {
   return m;
 }
 
+int significant_bits(float v) {
+  if (!(std::isnormal(v))) return 24;
+  uint32_t b;
+  std::memcpy(&b, &v, 4);
+  const uint32_t mant = (b & 0x7fffffu) | 0x800000u;  // the implicit leading 1
+  return 24 - std::countr_zero(mant);
+}
+
+int fp8_block_pieces(DType act, int scale_bits) {
+  const int x_bits = act == DType::BF16 ? 8 : act == DType::F16 ? 11 : 24;
+  const int bits = scale_bits == 1 ? x_bits : x_bits + scale_bits;
+  return std::min(3, (bits + 7) / 8);
+}
+
 Fp8Matrix prepare_fp8_block_matrix(LinearWeights w) {
   const std::string name = w.shards.empty() ? std::string("?") : w.shards[0].name;
   if (w.key.weight != WeightKey::fp8_block)
@@ -68,6 +85,7 @@ Fp8Matrix prepare_fp8_block_matrix(LinearWeights w) {
   m.row_scale256.assign(static_cast<size_t>(w.n), 256.0f);
   m.row_block_scales.reserve(w.n);
   m.weight_bytes = static_cast<size_t>(w.n * w.k);
+  m.scale_bits = 1;
   int64_t rows = 0;
   for (WeightShard& s : w.shards) {
     Fp8BlockView& v = s.as<Fp8BlockView>();
@@ -80,9 +98,11 @@ Fp8Matrix prepare_fp8_block_matrix(LinearWeights w) {
     if (v.scale_cols != cols || static_cast<int64_t>(v.scales.size()) != grid_rows * cols)
       fail("{}: block scales hold {} values in {} columns, expected [{}, {}]", s.name, v.scales.size(), v.scale_cols,
            grid_rows, cols);
-    for (size_t i = 0; i < v.scales.size(); ++i)
+    for (size_t i = 0; i < v.scales.size(); ++i) {
       if (!(std::isfinite(v.scales[i]) && v.scales[i] > 0.0f && v.scales[i] < 1e30f))
         fail("{}: block scale [{}, {}] is {}, expected a finite value > 0", s.name, i / cols, i % cols, v.scales[i]);
+      m.scale_bits = std::max(m.scale_bits, significant_bits(v.scales[i]));
+    }
     if (s.rows > 0 && !v.codes) fail("{}: block-FP8 shard lacks its weight codes", s.name);
     if (s.rows > 0) check_codes(s, v.codes, w.k);
     m.block_scales.push_back(std::move(v.scales));

@@ -23,6 +23,10 @@ struct Fp8Matrix {
   int64_t block_k = 0;
   std::vector<const float*> row_block_scales;  // [n]
   std::vector<std::vector<float>> block_scales;  // the shards' scale grids the pointers point into
+  // The most significant bits any block scale has (1: powers of two, <= 8: bf16-exact values,
+  // 24: any float). x' = x · s then needs at most bits(x) + scale_bits bits, so the AVX-512
+  // kernels take x' in as few bf16 pieces as hold it exactly (fp8_block_pieces).
+  int scale_bits = 24;
   size_t weight_bytes = 0;
   std::shared_ptr<const void> keepalive;
 };
@@ -34,6 +38,13 @@ Fp8Matrix prepare_fp8_matrix(LinearWeights w);
 // The same for block-wise FP8 (Fp8BlockView shards, one block_k for all); also an Error for a
 // scale grid of the wrong size or a scale that is not finite and > 0.
 Fp8Matrix prepare_fp8_block_matrix(LinearWeights w);
+
+// Significant bits of a positive normal float (1 for a power of two, 24 at most); 24 otherwise.
+int significant_bits(float v);
+// bf16 pieces that hold x · s exactly for x in `act` (bf16 8 significant bits, f16 11, f32 24) and
+// a scale of `scale_bits` bits: ceil(bits / 8) with bits = bits(x) for a power of two, else
+// bits(x) + scale_bits; at most 3 (any fp32 value).
+int fp8_block_pieces(DType act, int scale_bits);
 
 // x [m, k] in `act` -> fp32 rows of stride round_up(k, 32), zero-padded (both ISAs' input).
 struct Fp8Input {

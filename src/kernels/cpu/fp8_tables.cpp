@@ -1,6 +1,7 @@
 // The FP8 W8A16 kernel tables (ISA-neutral code: compiled without AVX-512 flags): the call's
 // input in fp32, the adapters from the table's Fp8Matrix to the raw-pointer row kernels, and
 // the panels' thread-local scratch.
+#include <algorithm>
 #include <atomic>
 #include <vector>
 
@@ -35,7 +36,9 @@ void avx2_rows(const Fp8Matrix& w, const PreparedInput& pin, int64_t r0, int64_t
 // run of rows that share a row of block scales the call's fp32 x is multiplied by those scales
 // (x'[j] = x[j] × s[j / block_k], one fp32 rounding) and the rows run on x' with scale 1. A
 // thread prepares each x' once per call (its rows are contiguous, so about n / block_n / threads
-// times); the AVX-512 kernels then take x' as 3 bf16 pieces (exact for any fp32 x').
+// times); the AVX-512 kernels then take x' as bf16 pieces, as many as hold it exactly
+// (fp8_block_pieces: 3 for any fp32 x', 2 for bf16 x and bf16-exact scales, 1 for bf16 x and
+// power-of-two scales).
 struct BlockInput final : PreparedInput {
   Fp8Input in;
   uint64_t call = 0;  // tells the thread-local scaled copies of different calls apart
@@ -61,10 +64,17 @@ const float* scaled_x(const BlockInput& in, const float* scales, int64_t block_k
   fresh = !(c.call == in.call && c.scales == scales);
   if (!fresh) return c.x.data();
   const Fp8Input& f = in.in;
-  c.x.assign(f.x.size(), 0.0f);
-  for (int64_t t = 0; t < f.m; ++t)
-    for (int64_t j = 0; j < f.k; ++j)  // the padding stays 0
-      c.x[static_cast<size_t>(t * f.kp + j)] = f.x[static_cast<size_t>(t * f.kp + j)] * scales[j / block_k];
+  c.x.resize(f.x.size());
+  for (int64_t t = 0; t < f.m; ++t) {
+    const float* src = f.x.data() + t * f.kp;
+    float* dst = c.x.data() + t * f.kp;
+    for (int64_t b0 = 0, b = 0; b0 < f.k; b0 += block_k, ++b) {  // one scale per column block: no division
+      const float s = scales[b];
+      const int64_t b1 = std::min(f.k, b0 + block_k);
+      for (int64_t j = b0; j < b1; ++j) dst[j] = src[j] * s;
+    }
+    for (int64_t j = f.k; j < f.kp; ++j) dst[j] = 0.0f;  // the padding
+  }
   c.call = in.call;
   c.scales = scales;
   return c.x.data();
@@ -124,7 +134,7 @@ void avx512_rows(const Fp8Matrix& w, const PreparedInput& pin, int64_t r0, int64
 
 void avx512_block_rows(const Fp8Matrix& w, const PreparedInput& pin, int64_t r0, int64_t r1, void* y, DType act) {
   const auto& in = static_cast<const BlockInput&>(pin);
-  constexpr int kPieces = 3;
+  const int kPieces = fp8_block_pieces(act, w.scale_bits);  // exact: x' has at most 8 × kPieces bits
   const int64_t tstride = fp8_avx512_token_words(w.k, kPieces);
   thread_local std::vector<Line> packed;
   for_each_scale_run(w, in, r0, r1, [&](int64_t s0, int64_t s1, const float* xs, bool fresh) {

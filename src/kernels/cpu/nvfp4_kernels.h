@@ -5,6 +5,7 @@
 // *_<isa>.cpp files plus registration lines. Layouts and inner loops: docs/KERNELS.md.
 #include <cstdint>
 #include <memory>
+#include <optional>
 
 #include "core/dtype.h"
 #include "core/thread_pool.h"
@@ -27,9 +28,11 @@ struct Nvfp4Kernels {
   void (*a16_rows)(const Nvfp4Matrix& w, const PreparedInput& in, int64_t r0, int64_t r1, void* y,
                    DType act) = nullptr;
   // ---- W4A4: x quantized at run time by the W4A4 rule with `input_scale` (bit-identical to
-  // quant::quantize_activation); throws Error on non-finite x.
+  // quant::quantize_activation), or, when it is nullopt, each token with its own
+  // quant::dynamic_activation_scale (the epilogue multiplies by the token's scale either way);
+  // throws Error on non-finite x.
   std::unique_ptr<PreparedInput> (*a4_input)(const void* x, DType act, int64_t m, int64_t k,
-                                             float input_scale, ThreadPool& pool) = nullptr;
+                                             std::optional<float> input_scale, ThreadPool& pool) = nullptr;
   int64_t (*a4_row_block)(int64_t m, int64_t k) = nullptr;
   void (*a4_rows)(const Nvfp4Matrix& w, const PreparedInput& in, int64_t r0, int64_t r1, void* y,
                   DType act) = nullptr;

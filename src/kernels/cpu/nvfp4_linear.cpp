@@ -48,7 +48,9 @@ std::unique_ptr<PreparedInput> Nvfp4Linear::prepare(const void* x, int64_t m, bo
   auto in = std::make_unique<Nvfp4Input>();
   in->m = m;
   in->a4 = mode_ == Nvfp4Mode::w4a4 && !force_a16;
-  in->in = in->a4 ? isa_.a4_input(x, p_.act_dtype, m, w_.k, w_.input_scale, pool)
+  const std::optional<float> input_scale =
+      w_.per_token_input_scale ? std::nullopt : std::optional<float>(w_.input_scale);
+  in->in = in->a4 ? isa_.a4_input(x, p_.act_dtype, m, w_.k, input_scale, pool)
                   : isa_.a16_input(x, p_.act_dtype, m, w_.k, pool);
   return in;
 }

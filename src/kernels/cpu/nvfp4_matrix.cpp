@@ -54,11 +54,12 @@ Nvfp4Matrix prepare_nvfp4_matrix(LinearWeights w, bool need_input_scale) {
          w.shards.empty() ? std::string("?") : w.shards[0].name, rows, w.n);
   if (!w.bias.empty() && static_cast<int64_t>(w.bias.size()) != w.n)
     fail("NVFP4 layer {}: bias has {} elements, expected {}", w.shards[0].name, w.bias.size(), w.n);
-  if (need_input_scale && !(std::isfinite(w.input_scale) && w.input_scale > 0.0f))
+  if (need_input_scale && !w.per_token_input_scale && !(std::isfinite(w.input_scale) && w.input_scale > 0.0f))
     fail("NVFP4 W4A4 layer {}: input_scale is {}, expected a finite value > 0", w.shards[0].name,
          w.input_scale);
   m.bias = std::move(w.bias);
   m.input_scale = w.input_scale;
+  m.per_token_input_scale = w.per_token_input_scale;
   m.weight_bytes = static_cast<size_t>(w.n * (w.k / 2 + w.k / 16));
   m.keepalive = std::move(w.keepalive);
   return m;

@@ -20,6 +20,7 @@ struct Nvfp4Matrix {
   std::vector<float> row_global;           // [n] the row's shard weight_scale_2
   std::vector<float> bias;                 // [n] or empty
   float input_scale = 0.0f;                // W4A4: the shared input's scale (max over shards)
+  bool per_token_input_scale = false;      // W4A4: each token's own scale instead (LinearWeights)
   size_t weight_bytes = 0;                 // codes + block scales
   std::shared_ptr<const void> keepalive;   // the mmaps / buffers the row pointers point into
 };
@@ -27,7 +28,7 @@ struct Nvfp4Matrix {
 // Builds the row table from a layer's shards. Throws fp4lm::Error naming the shard when the
 // weights are inconsistent: k not a multiple of 16, missing pointers, shard rows not summing to
 // n, a non-finite global scale, an E4M3 NaN block scale (0x7F/0xFF), or — when `need_input_scale`
-// (W4A4) — an input_scale that is not finite and > 0.
+// (W4A4 with a static scale) — an input_scale that is not finite and > 0.
 Nvfp4Matrix prepare_nvfp4_matrix(LinearWeights w, bool need_input_scale);
 
 // An MXFP4 layer (Mxfp4View shards) as the same numbers in this form (mxfp4_matrix.cpp): codes in

@@ -8,7 +8,7 @@
 //    1.0f/g (as vLLM does), so a file whose g is the float reciprocal of a ModelOpt file's scale
 //    runs bit-identically when 1.0f/g gives that scale back (docs/FORMAT.md §7).
 // W4A16 — on disk or by the activation override — never needs the activation scale: present ones
-// are ignored. A fused layer whose shards' global scales differ keeps per-shard scales (the kernels
+// are ignored; neither does W4A4 under --activation-scale dynamic (each token's own scale). A fused layer whose shards' global scales differ keeps per-shard scales (the kernels
 // apply them per row; kernels/weights.h), in both families.
 #include <fmt/format.h>
 
@@ -26,6 +26,8 @@ namespace fp4lm::model {
 namespace {
 
 bool is_w4a4(const LayerScheme& s) { return s.key.act == kernels::ActKey::nvfp4_dynamic; }
+// W4A4 with the file's activation scale (not --activation-scale dynamic): it must be read.
+bool static_w4a4(const LayerScheme& s) { return is_w4a4(s) && !s.dynamic_activation_scale; }
 
 struct Nvfp4Names {
   const char* codes;
@@ -60,7 +62,7 @@ class Nvfp4Method final : public QuantMethod {
   // reciprocal form also NaN, inf, or exactly 1.0 — what llm-compressor writes in place of the
   // NaN/inf of an expert that saw no tokens — unless every expert holds 1.0, which is then used.
   kernels::MoeWeights moe(const ParamReader& p, const LayerSpec& spec, const LayerScheme& scheme) const override {
-    if (!is_w4a4(scheme)) return QuantMethod::moe(p, spec, scheme);
+    if (!static_w4a4(scheme)) return QuantMethod::moe(p, spec, scheme);
     LayerScheme no_act = scheme;
     no_act.key = kernels::kNvfp4W4A16;  // gather without requiring the activation scale
     kernels::MoeWeights mw = QuantMethod::moe(p, spec, no_act);
@@ -99,8 +101,8 @@ class Nvfp4Method final : public QuantMethod {
       int missing = 0;
       for (auto& s : v) s ? mx = std::max(mx, *s) : ++missing;
       if (mx == 0)
-        fail("{}: no expert of {} has a usable {} {} (W4A4 needs one; override_activation_dtype bfloat16 runs the layer "
-             "W4A16)",
+        fail("{}: no expert of {} has a usable {} {} (static W4A4 needs one; --activation-scale dynamic computes one "
+             "per token instead, --override-activation-dtype bfloat16 runs the layer W4A16)",
              p.checkpoint().dir(), spec.name, what, n_.input_scale);
       if (missing)
         log().warn("{}: {} of {} experts have no usable {} {}; using the max of the others ({})", spec.name, missing,
@@ -126,7 +128,15 @@ class Nvfp4Method final : public QuantMethod {
     v.codes = p.require(module + "." + n_.codes, {DType::U8}, {rows, k / 2}).data;
     v.block_scales = p.require(module + ".weight_scale", {DType::F8_E4M3}, {rows, k / 16}).data;
     v.global_scale = global(p, module + "." + n_.global_scale);
-    if (is_w4a4(scheme)) v.input_scale = global(p, module + "." + n_.input_scale);
+    if (static_w4a4(scheme)) {
+      const std::string name = module + "." + n_.input_scale;
+      if (!p.checkpoint().find(name))
+        fail("{}: missing tensor '{}' (an F32 scalar scale: the static activation scale of NVFP4 W4A4 layer {}; "
+             "--activation-scale dynamic computes one per token instead, --override-activation-dtype bfloat16 runs "
+             "the layer W4A16)",
+             p.checkpoint().dir(), name, spec.name);
+      v.input_scale = global(p, name);
+    }
     return v;
   }
 

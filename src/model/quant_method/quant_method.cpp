@@ -46,6 +46,7 @@ kernels::LinearWeights QuantMethod::linear(const ParamReader& p, const LayerSpec
                                            const LayerScheme& scheme) const {
   kernels::LinearWeights w;
   w.key = scheme.key;
+  w.per_token_input_scale = scheme.dynamic_activation_scale;
   w.n = spec.out_features;
   w.k = spec.in_features;
   w.keepalive = p.keepalive();

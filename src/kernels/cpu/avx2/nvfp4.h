@@ -4,6 +4,7 @@
 // ISA-neutral code reaches them through nvfp4_kernels_avx2() (nvfp4_kernels.h).
 // Layout and inner loops: docs/KERNELS.md.
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "core/dtype.h"
@@ -48,9 +49,11 @@ struct W4a4Input {
   std::vector<uint8_t> mag;  // |2a|
   std::vector<int8_t> sgn;   // 2a (only its sign is used)
   std::vector<float> sa;
+  std::vector<float> token_scale;  // [m] the input_scale each token was quantized with
 };
-// Throws Error on non-finite x.
-W4a4Input nvfp4_w4a4_input_avx2(const void* x, DType act, int64_t m, int64_t k, float input_scale,
+// input_scale nullopt: each token with its own quant::dynamic_activation_scale. Throws Error on
+// non-finite x.
+W4a4Input nvfp4_w4a4_input_avx2(const void* x, DType act, int64_t m, int64_t k, std::optional<float> input_scale,
                                 ThreadPool& pool);
 void nvfp4_w4a4_rows_avx2(const Nvfp4Matrix& w, const W4a4Input& in, int64_t r0, int64_t r1, void* y,
                           DType act);

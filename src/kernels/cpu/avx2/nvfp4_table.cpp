@@ -24,8 +24,8 @@ void a16_rows(const Nvfp4Matrix& w, const PreparedInput& in, int64_t r0, int64_t
   nvfp4_w4a16_rows_avx2(w, static_cast<const A16Input&>(in).in, r0, r1, y, act);
 }
 
-std::unique_ptr<PreparedInput> a4_input(const void* x, DType act, int64_t m, int64_t k, float input_scale,
-                                        ThreadPool& pool) {
+std::unique_ptr<PreparedInput> a4_input(const void* x, DType act, int64_t m, int64_t k,
+                                        std::optional<float> input_scale, ThreadPool& pool) {
   auto in = std::make_unique<A4Input>();
   in->m = m;
   in->in = nvfp4_w4a4_input_avx2(x, act, m, k, input_scale, pool);

@@ -119,21 +119,24 @@ void check_quant_args(int64_t k, float input_scale) {
 
 }  // namespace
 
-W4a4Input nvfp4_w4a4_input_avx2(const void* x, DType act, int64_t m, int64_t k, float input_scale,
+W4a4Input nvfp4_w4a4_input_avx2(const void* x, DType act, int64_t m, int64_t k, std::optional<float> input_scale,
                                 ThreadPool& pool) {
-  check_quant_args(k, input_scale);
+  check_quant_args(k, input_scale.value_or(1.0f));
   QuantizedActivations qa;
   qa.m = m;
   qa.k64 = round_up(k, 64);
   qa.mag.assign(static_cast<size_t>(m * qa.k64), 0);
   qa.sgn.assign(static_cast<size_t>(m * qa.k64), 0);
   qa.sa.assign(static_cast<size_t>(m * (qa.k64 / 64) * 8), 0.0f);
+  qa.token_scale.assign(static_cast<size_t>(m), input_scale.value_or(0.0f));
   const size_t esize = dtype_size(act);
   pool.parallel_for(m, [&](int64_t t0, int64_t t1, int) {
     std::vector<float> row(static_cast<size_t>(k));
     for (int64_t t = t0; t < t1; ++t) {
       to_f32_n(static_cast<const uint8_t*>(x) + t * k * esize, act, row.data(), row.size());
-      quantize_row(row.data(), k, input_scale, t, qa.mag.data() + t * qa.k64, qa.sgn.data() + t * qa.k64,
+      if (!input_scale) qa.token_scale[static_cast<size_t>(t)] = quant::dynamic_activation_scale(row.data(), k);
+      quantize_row(row.data(), k, qa.token_scale[static_cast<size_t>(t)], t, qa.mag.data() + t * qa.k64,
+                   qa.sgn.data() + t * qa.k64,
                    qa.sa.data() + t * (qa.k64 / 64) * 8, nullptr, nullptr);
     }
   });
@@ -231,10 +234,13 @@ void nvfp4_w4a4_rows_avx2(const Nvfp4Matrix& w, const W4a4Input& qa, int64_t r0,
       const int tt = static_cast<int>(std::min<int64_t>(kTokTile, m - t0));
       for (int64_t r = b0; r < b1; ++r) {
         kDot[tt](dec, w.row_codes[r], w.row_scales[r], k, qa, t0, out);
-        // 0.25: both operands were doubled. alpha = input_scale × the row's weight_scale_2.
-        const float alpha = w.input_scale * w.row_global[r] * 0.25f;
+        // 0.25: both operands were doubled. alpha = the token's input_scale × the row's
+        // weight_scale_2 (the same product for every token under a static scale).
         const float bias = w.bias.empty() ? 0.0f : w.bias[r];
-        for (int t = 0; t < tt; ++t) store_act(y, act, (t0 + t) * n + r, out[t] * alpha + bias);
+        for (int t = 0; t < tt; ++t) {
+          const float alpha = qa.token_scale[static_cast<size_t>(t0 + t)] * w.row_global[r] * 0.25f;
+          store_act(y, act, (t0 + t) * n + r, out[t] * alpha + bias);
+        }
       }
     }
   }

@@ -54,8 +54,9 @@ void w4a4_pack_token(const uint8_t* codes, const uint8_t* scales, int64_t k, uin
 // measured 12 as the crossover with slower tiles).
 inline constexpr int64_t kW4a4PanelMinTokens = 16;
 int64_t w4a4_row_block(int64_t m, int64_t k);
-// alpha per row = input_scale × global[r] (the kernel applies its own constant factors).
-void w4a4_rows(const Rows& w, float input_scale, const uint8_t* xp, int64_t m, int64_t r0, int64_t r1,
+// alpha per (row, token) = token_scale[t] × global[r] (the kernel applies its own constant
+// factors); token_scale [m]: the input_scale each token was quantized with.
+void w4a4_rows(const Rows& w, const float* token_scale, const uint8_t* xp, int64_t m, int64_t r0, int64_t r1,
                void* y, DType act);
 
 }  // namespace fp4lm::kernels::cpu::avx512

@@ -9,6 +9,7 @@
 
 #include "kernels/cpu/avx2/nvfp4.h"
 #include "kernels/cpu/avx512/nvfp4.h"
+#include "quant/nvfp4.h"
 
 namespace fp4lm::kernels::cpu {
 
@@ -56,12 +57,14 @@ void a16_rows(const Nvfp4Matrix& w, const PreparedInput& in, int64_t r0, int64_t
 
 struct A4Input final : PreparedInput {
   std::vector<Line> x;
+  std::vector<float> token_scale;  // [m] the input_scale each token was quantized with
 };
 
-std::unique_ptr<PreparedInput> a4_input(const void* x, DType act, int64_t m, int64_t k, float input_scale,
-                                        ThreadPool& pool) {
+std::unique_ptr<PreparedInput> a4_input(const void* x, DType act, int64_t m, int64_t k,
+                                        std::optional<float> input_scale, ThreadPool& pool) {
   auto in = std::make_unique<A4Input>();
   in->m = m;
+  in->token_scale.assign(static_cast<size_t>(m), input_scale.value_or(0.0f));
   const int64_t bytes = avx512::w4a4_token_bytes(k);  // a multiple of 64
   in->x.resize(static_cast<size_t>(m * bytes / 64));
   auto* out = reinterpret_cast<uint8_t*>(in->x.data());
@@ -73,7 +76,16 @@ std::unique_ptr<PreparedInput> a4_input(const void* x, DType act, int64_t m, int
     to_f32_n(static_cast<const uint8_t*>(x) + t0 * k * es, act, rows.data(), rows.size());
     // The AVX2 quantizer: bit-identical to quant::quantize_activation (tested); throws on
     // non-finite x (the element index is relative to this thread's first token).
-    quantize_activation_nvfp4_avx2(rows.data(), cnt, k, input_scale, codes.data(), scales.data());
+    if (input_scale) {
+      quantize_activation_nvfp4_avx2(rows.data(), cnt, k, *input_scale, codes.data(), scales.data());
+    } else {  // per token: its own scale
+      for (int64_t i = 0; i < cnt; ++i) {
+        const float s = quant::dynamic_activation_scale(rows.data() + i * k, k);
+        in->token_scale[static_cast<size_t>(t0 + i)] = s;
+        quantize_activation_nvfp4_avx2(rows.data() + i * k, 1, k, s, codes.data() + i * (k / 2),
+                                       scales.data() + i * (k / 16));
+      }
+    }
     for (int64_t i = 0; i < cnt; ++i)
       avx512::w4a4_pack_token(codes.data() + i * (k / 2), scales.data() + i * (k / 16), k, out + (t0 + i) * bytes);
   });
@@ -82,7 +94,7 @@ std::unique_ptr<PreparedInput> a4_input(const void* x, DType act, int64_t m, int
 
 void a4_rows(const Nvfp4Matrix& w, const PreparedInput& in, int64_t r0, int64_t r1, void* y, DType act) {
   const auto& a = static_cast<const A4Input&>(in);
-  avx512::w4a4_rows(rows_of(w), w.input_scale, reinterpret_cast<const uint8_t*>(a.x.data()), a.m, r0, r1, y, act);
+  avx512::w4a4_rows(rows_of(w), a.token_scale.data(), reinterpret_cast<const uint8_t*>(a.x.data()), a.m, r0, r1, y, act);
 }
 
 constexpr Nvfp4Kernels kTable{"avx512", a16_input, avx512::w4a16_row_block, a16_rows,

@@ -112,12 +112,12 @@ void panel_tile(const __m512i* panel, int64_t chunks, const __m512i* xp, int64_t
 }
 
 // 0.25: both operands doubled; 256: the weight scales are scale × 2^-8.
-inline void epilogue(const Rows& w, float input_scale, int64_t r, int64_t t, float v, void* y, DType act) {
-  const float alpha = input_scale * w.global[r] * (0.25f * kE4m3ScaledInv);
+inline void epilogue(const Rows& w, const float* token_scale, int64_t r, int64_t t, float v, void* y, DType act) {
+  const float alpha = token_scale[t] * w.global[r] * (0.25f * kE4m3ScaledInv);
   store_act(y, act, t * w.n + r, v * alpha + (w.bias ? w.bias[r] : 0.0f));
 }
 
-void register_rows(const Rows& w, float input_scale, const __m512i* xp, int64_t m, int64_t r0, int64_t r1, void* y,
+void register_rows(const Rows& w, const float* token_scale, const __m512i* xp, int64_t m, int64_t r0, int64_t r1, void* y,
                    DType act) {
   using Fn = void (*)(const Decoder&, const uint8_t* const*, const uint8_t* const*, int64_t, const __m512i*,
                       int64_t, float*);
@@ -131,10 +131,10 @@ void register_rows(const Rows& w, float input_scale, const __m512i* xp, int64_t 
       [&](int64_t r, int rr, int64_t t0, int tt, float* out) {
         (rr > 1 ? wide[tt] : one[tt])(dec, w.codes + r, w.scales + r, w.k, xp + t0 * tstride, tstride, out);
       },
-      [&](int64_t r, int64_t t, float v) { epilogue(w, input_scale, r, t, v, y, act); });
+      [&](int64_t r, int64_t t, float v) { epilogue(w, token_scale, r, t, v, y, act); });
 }
 
-void panel_rows_range(const Rows& w, float input_scale, const __m512i* xp, int64_t m, int64_t r0, int64_t r1, void* y,
+void panel_rows_range(const Rows& w, const float* token_scale, const __m512i* xp, int64_t m, int64_t r0, int64_t r1, void* y,
                       DType act) {
   using Fn = void (*)(const __m512i*, int64_t, const __m512i*, int64_t, float*);
   static constexpr Fn wide[kPanelT + 1] = {nullptr, panel_tile<kPanelR, 1>, panel_tile<kPanelR, 2>,
@@ -149,7 +149,7 @@ void panel_rows_range(const Rows& w, float input_scale, const __m512i* xp, int64
       [&](const __m512i* panel, int i, int rr, int64_t t0, int tt, float* out) {
         (rr > 1 ? wide[tt] : one[tt])(panel + i * chunks * kPanelVecs, chunks, xp + t0 * tstride, tstride, out);
       },
-      [&](int64_t r, int64_t t, float v) { epilogue(w, input_scale, r, t, v, y, act); });
+      [&](int64_t r, int64_t t, float v) { epilogue(w, token_scale, r, t, v, y, act); });
 }
 
 }  // namespace
@@ -177,13 +177,13 @@ int64_t w4a4_row_block(int64_t m, int64_t k) {
   return m >= kW4a4PanelMinTokens ? panel_rows<Decoder>(k) : kRowBlock;
 }
 
-void w4a4_rows(const Rows& w, float input_scale, const uint8_t* xp, int64_t m, int64_t r0, int64_t r1, void* y,
+void w4a4_rows(const Rows& w, const float* token_scale, const uint8_t* xp, int64_t m, int64_t r0, int64_t r1, void* y,
                DType act) {
   const auto* x = reinterpret_cast<const __m512i*>(xp);
   if (m >= kW4a4PanelMinTokens)
-    panel_rows_range(w, input_scale, x, m, r0, r1, y, act);
+    panel_rows_range(w, token_scale, x, m, r0, r1, y, act);
   else
-    register_rows(w, input_scale, x, m, r0, r1, y, act);
+    register_rows(w, token_scale, x, m, r0, r1, y, act);
 }
 
 }  // namespace fp4lm::kernels::cpu::avx512

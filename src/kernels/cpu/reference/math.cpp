@@ -81,7 +81,9 @@ std::vector<float> fp8_group_qdq_activation(const float* x, int64_t m, int64_t k
 
 std::vector<float> reference_activation_input(const LinearWeights& w, const float* x, int64_t m) {
   const size_t count = static_cast<size_t>(m * w.k);
-  if (w.key.act == ActKey::nvfp4_dynamic) return quant::qdq_activation(x, m, w.k, w.input_scale);
+  if (w.key.act == ActKey::nvfp4_dynamic)
+    return w.per_token_input_scale ? quant::qdq_activation_per_token(x, m, w.k)
+                                   : quant::qdq_activation(x, m, w.k, w.input_scale);
   if (w.key.act == ActKey::fp8_group_dynamic) {
     if (w.shards.empty()) fail("per-token-group FP8 activations: the layer has no shards");
     return fp8_group_qdq_activation(x, m, w.k, w.shards[0].as<Fp8BlockView>().block_k);

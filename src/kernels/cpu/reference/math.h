@@ -12,7 +12,8 @@ namespace fp4lm::kernels {
 void reference_weight_row(const LinearWeights& w, int64_t r, float* out);
 
 // The activations the layer's scheme actually multiplies: for W4A4 the quantize-dequantize of
-// x [m, k] with w.input_scale (run-time NVFP4 rule), for fp8 the static fp8 quantize-dequantize,
+// x [m, k] with w.input_scale (run-time NVFP4 rule; each token's own scale when
+// w.per_token_input_scale), for fp8 the static fp8 quantize-dequantize,
 // for fp8_block W8A8 the per-token-group quantize-dequantize (fp8_group_qdq_activation),
 // otherwise x itself.
 std::vector<float> reference_activation_input(const LinearWeights& w, const float* x, int64_t m);
