@@ -49,8 +49,13 @@ void plan_sparse_moe(const ModelConfig& c, int64_t i, const std::string& block,
   LayerSpec router = plan_linear(block + ".gate", i, {block + ".gate"}, {c.moe.num_experts}, c.hidden_size);
   router.router = true;
   out.push_back(router);
+  out.push_back(plan_experts(c, i, block + ".experts", proj));
+}
+
+LayerSpec plan_experts(const ModelConfig& c, int64_t i, const std::string& container,
+                       const std::array<std::string, 3>& proj) {
   LayerSpec moe;
-  moe.name = block + ".experts";
+  moe.name = container;
   moe.kind = kernels::LayerKind::moe;
   moe.layer_index = i;
   moe.shards = {moe.name};
@@ -60,7 +65,7 @@ void plan_sparse_moe(const ModelConfig& c, int64_t i, const std::string& block,
   moe.in_features = c.hidden_size;
   moe.out_features = c.hidden_size;
   moe.expert_proj = proj;
-  out.push_back(moe);
+  return moe;
 }
 
 std::vector<LayerSpec> plan_layers(const ModelConfig& c) {

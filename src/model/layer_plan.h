@@ -59,5 +59,9 @@ void plan_dense_mlp(const ModelConfig& c, int64_t i, const std::string& prefix, 
 // `<block>.experts.<e>.<proj>` with proj = {gate, up, down} in the checkpoint's spelling.
 void plan_sparse_moe(const ModelConfig& c, int64_t i, const std::string& block,
                      const std::array<std::string, 3>& proj, std::vector<LayerSpec>& out);
+// The experts of a MoE block alone: `container` ("model.layers.0.experts") holding
+// <container>.<e>.<proj> (or the fused 3-D gate_up_proj / down_proj), c.moe's sizes, SiLU.
+LayerSpec plan_experts(const ModelConfig& c, int64_t i, const std::string& container,
+                       const std::array<std::string, 3>& proj);
 
 }  // namespace fp4lm::model

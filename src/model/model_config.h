@@ -104,6 +104,9 @@ struct GemmaConfig {
   // RMS-normalized per head without a weight, each layer's output × its stored layer_scalar.
   std::vector<int64_t> head_dims, kv_heads;
   bool full_k_eq_v = false, v_norm = false, layer_scalar = false;
+  // Gemma 4 MoE (enable_moe_block): every layer has a router + experts (c.moe's sizes) beside its
+  // dense MLP (arch/gemma_moe.h).
+  bool moe = false;
   bool enabled() const { return !sliding.empty(); }
 };
 

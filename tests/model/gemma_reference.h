@@ -12,6 +12,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <numbers>
 #include <random>
@@ -50,6 +51,9 @@ struct Gemma {
   int64_t full_hd = 16, full_kvh = 2;
   double prf = 1.0;
   std::vector<double> layer_scalar;
+  // Gemma 4 MoE (enable_moe_block): every layer's router + experts beside the dense MLP.
+  bool moe = false;
+  int64_t experts = 0, top_k = 0, moe_inter = 0;
   int64_t layer_hd(int64_t l) const { return g4 && !sliding[static_cast<size_t>(l)] ? full_hd : hd; }
   int64_t layer_kvh(int64_t l) const { return g4 && !sliding[static_cast<size_t>(l)] ? full_kvh : kvh; }
   // How modules stored as NVFP4 see their inputs (nvfp4: with their input_scale).
@@ -58,11 +62,19 @@ struct Gemma {
   std::map<std::string, float> nvfp4_input_scale;
 };
 
-// Every MLP projection of every layer as NVFP4 (NVIDIA's Gemma recipe: attention stays BF16).
-inline void quantize_mlps(Gemma& m, float input_scale = 0.0f) {
+// Every MLP projection of every layer as NVFP4 (NVIDIA's Gemma recipe: attention stays BF16),
+// and every expert's (routers stay BF16): gate / up with `input_scale`, down with `down_scale`
+// (0: input_scale).
+inline void quantize_mlps(Gemma& m, float input_scale = 0.0f, float down_scale = 0.0f) {
+  if (down_scale == 0.0f) down_scale = input_scale;
+  auto one = [&](const std::string& mod, const char* proj) {
+    quantize_module(m, mod + "." + proj, std::string(proj) == "down_proj" ? down_scale : input_scale);
+  };
   for (int64_t l = 0; l < m.layers; ++l)
-    for (const char* proj : {"gate_proj", "up_proj", "down_proj"})
-      quantize_module(m, fmt::format("model.layers.{}.mlp.{}", l, proj), input_scale);
+    for (const char* proj : {"gate_proj", "up_proj", "down_proj"}) {
+      one(fmt::format("model.layers.{}.mlp", l), proj);
+      for (int64_t e = 0; m.moe && e < m.experts; ++e) one(fmt::format("model.layers.{}.experts.{}", l, e), proj);
+    }
 }
 
 // Layers sliding, full, sliding, full (layer_types given), window 4, head_dim 16 with
@@ -129,7 +141,9 @@ inline Gemma make_gemma3(uint64_t seed = 5) {
 // Gemma 4 dense as the 31B: sliding, full, sliding, full; the full layers head_dim 32 with one KV
 // head and attention_k_eq_v, proportional RoPE (partial_rotary_factor 0.25) with theta 1000;
 // sliding layers head_dim 16, 2 KV heads, window 4, theta 50; layer scalars ≠ 1; soft-capping.
-inline Gemma make_gemma4(uint64_t seed = 6) {
+// `shape` may change the dimensions (layers and their types, heads, head dims, window) before
+// the config and weights are made.
+inline Gemma make_gemma4(uint64_t seed = 6, const std::function<void(Gemma&)>& shape = {}) {
   Gemma m;
   m.g4 = true;
   m.k_eq_v = true;
@@ -139,6 +153,7 @@ inline Gemma make_gemma4(uint64_t seed = 6) {
   m.qpas = 1.0;
   m.rope_factor = 1.0;
   m.softcap = 3.0;
+  if (shape) shape(m);
   json types = json::array();
   for (bool sl : m.sliding) types.push_back(sl ? "sliding_attention" : "full_attention");
   m.config = {{"architectures", {"Gemma4ForCausalLM"}},
@@ -204,6 +219,48 @@ inline Gemma make_gemma4(uint64_t seed = 6) {
   return m;
 }
 
+// Gemma 4 MoE as the 26B-A4B: make_gemma4's model plus, in every layer, a router (proj, scale,
+// per_expert_scale ≠ 1), `experts` experts of moe_inter with top_k chosen, and the three extra
+// norms.
+inline Gemma make_gemma4_moe(uint64_t seed = 7, int64_t experts = 6, int64_t top_k = 2, int64_t moe_inter = 32,
+                             const std::function<void(Gemma&)>& shape = {}) {
+  Gemma m = make_gemma4(seed, shape);
+  m.moe = true;
+  m.experts = experts;
+  m.top_k = top_k;
+  m.moe_inter = moe_inter;
+  m.config["enable_moe_block"] = true;
+  m.config["num_experts"] = experts;
+  m.config["top_k_experts"] = top_k;
+  m.config["moe_intermediate_size"] = moe_inter;
+  std::mt19937_64 rng(seed + 100);
+  auto add = [&](const std::string& name, Shape shape, float sd, float mean = 0.0f) {
+    std::normal_distribution<float> d(mean, sd);
+    T t{shape, std::vector<float>(static_cast<size_t>(shape_numel(shape)))};
+    for (float& x : t.v) x = d(rng);
+    m.w[name] = std::move(t);
+  };
+  auto lin = [&](const std::string& name, int64_t n, int64_t k) {
+    add(name + ".weight", {n, k}, 1.0f / std::sqrt(static_cast<float>(k)));
+  };
+  for (int64_t l = 0; l < m.layers; ++l) {
+    const std::string p = fmt::format("model.layers.{}", l);
+    for (const char* n : {"post_feedforward_layernorm_1", "pre_feedforward_layernorm_2", "post_feedforward_layernorm_2"})
+      add(p + "." + n + ".weight", {m.hidden}, 0.1f, 1.0f);
+    // Router logits spread enough that the top-k are not near ties.
+    add(p + ".router.proj.weight", {experts, m.hidden}, 3.0f / std::sqrt(static_cast<float>(m.hidden)));
+    add(p + ".router.scale", {m.hidden}, 0.2f, 1.0f);
+    add(p + ".router.per_expert_scale", {experts}, 0.3f, 1.0f);
+    for (int64_t e = 0; e < experts; ++e) {
+      const std::string ep = fmt::format("{}.experts.{}", p, e);
+      lin(ep + ".gate_proj", moe_inter, m.hidden);
+      lin(ep + ".up_proj", moe_inter, m.hidden);
+      lin(ep + ".down_proj", m.hidden, moe_inter);
+    }
+  }
+  return m;
+}
+
 // Sets tie_word_embeddings false and adds a random lm_head.
 inline void untie(Gemma& m, uint64_t seed = 3) {
   m.tied = false;
@@ -217,10 +274,17 @@ inline void untie(Gemma& m, uint64_t seed = 3) {
 
 // Flat layout, or the VL one (Gemma3ForConditionalGeneration: keys under text_config, tensors
 // under model.language_model., plus vision tower / projector tensors that must be ignored).
-inline void write_gemma(const Gemma& m, const std::filesystem::path& dir, bool vl = false) {
+// fused_experts: the MoE experts as transformers and Google store them (experts.gate_up_proj
+// [E, 2I, D], experts.down_proj [E, D, I]); else per expert, as NVIDIA's NVFP4 export.
+inline void write_gemma(const Gemma& m, const std::filesystem::path& dir, bool vl = false, bool fused_experts = false) {
   std::filesystem::create_directories(dir);
   io::SafetensorsWriter st;
+  const std::string lm = vl ? "model.language_model." : "model.";
+  for (int64_t l = 0; fused_experts && l < m.layers; ++l)
+    hybrid_ref::write_fused_experts(m.w, fmt::format("model.layers.{}.experts", l),
+                                    fmt::format("{}layers.{}.experts", lm, l), m.experts, m.moe_inter, m.hidden, st);
   for (const auto& [name, t] : m.w) {
+    if (fused_experts && name.find(".experts.") != std::string::npos) continue;
     std::string n = name;
     if (vl && n.rfind("model.", 0) == 0) n = "model.language_model." + n.substr(6);
     const std::string mod = name.substr(0, name.size() - 7);  // without ".weight"
@@ -274,6 +338,43 @@ inline void gemma_rms(double* x, int64_t n, const std::vector<float>& w, bool pl
 
 inline double gelu_tanh(double x) {
   return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / std::numbers::pi) * (x + 0.044715 * x * x * x)));
+}
+
+// Gemma 4's MoE branch of layer l on the residual stream h (transformers' Gemma4TextRouter and
+// Gemma4TextExperts): router on rms(h) · scale / sqrt(hidden), softmax, top-k (ties: lower id),
+// renormalized, × per_expert_scale; GELU-tanh experts on pre_feedforward_layernorm_2(h);
+// post_feedforward_layernorm_2 of their weighted sum.
+inline Vec moe_branch(const Gemma& m, int64_t l, const Vec& h) {
+  const std::string p = fmt::format("model.layers.{}", l);
+  Vec r = h;
+  gemma_rms(r.data(), m.hidden, {}, true);
+  const std::vector<float>& scale = m.w.at(p + ".router.scale").v;
+  for (int64_t i = 0; i < m.hidden; ++i) r[i] *= scale[i] / std::sqrt(static_cast<double>(m.hidden));
+  Vec prob = matvec(m, p + ".router.proj", r);
+  const double mx = *std::max_element(prob.begin(), prob.end());
+  double sum = 0;
+  for (double& z : prob) sum += z = std::exp(z - mx);
+  for (double& z : prob) z /= sum;
+  std::vector<int64_t> order(prob.size());
+  for (size_t e = 0; e < order.size(); ++e) order[e] = static_cast<int64_t>(e);
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return prob[a] > prob[b]; });
+  double chosen = 0;
+  for (int64_t j = 0; j < m.top_k; ++j) chosen += prob[order[j]];
+  Vec x = h;
+  gemma_rms(x.data(), m.hidden, m.w.at(p + ".pre_feedforward_layernorm_2.weight").v, true);
+  Vec out(static_cast<size_t>(m.hidden), 0.0);
+  for (int64_t j = 0; j < m.top_k; ++j) {
+    const int64_t e = order[j];
+    const double w = prob[e] / chosen * m.w.at(p + ".router.per_expert_scale").v[e];
+    const std::string ep = fmt::format("{}.experts.{}", p, e);
+    const Vec g = matvec(m, ep + ".gate_proj", x), u = matvec(m, ep + ".up_proj", x);
+    Vec gu(g.size());
+    for (size_t i = 0; i < g.size(); ++i) gu[i] = gelu_tanh(g[i]) * u[i];
+    const Vec d = matvec(m, ep + ".down_proj", gu);
+    for (int64_t i = 0; i < m.hidden; ++i) out[i] += w * d[i];
+  }
+  gemma_rms(out.data(), m.hidden, m.w.at(p + ".post_feedforward_layernorm_2.weight").v, true);
+  return out;
 }
 
 // Logits [n, vocab] of the token sequence, every position.
@@ -346,6 +447,11 @@ inline std::vector<Vec> reference(const Gemma& m, const std::vector<int32_t>& to
       Vec gu(g.size());
       for (size_t i = 0; i < g.size(); ++i) gu[i] = gelu_tanh(g[i]) * u[i];
       Vec y = matvec(m, p + ".mlp.down_proj", gu);
+      if (m.moe) {
+        gemma_rms(y.data(), m.hidden, m.w.at(p + ".post_feedforward_layernorm_1.weight").v, true);
+        const Vec e = moe_branch(m, l, h[t]);
+        for (int64_t i = 0; i < m.hidden; ++i) y[i] += e[i];
+      }
       gemma_rms(y.data(), m.hidden, m.w.at(p + ".post_feedforward_layernorm.weight").v, g4);
       for (int64_t i = 0; i < m.hidden; ++i) h[t][i] += y[i];
       if (g4)
@@ -368,5 +474,23 @@ inline std::vector<Vec> reference(const Gemma& m, const std::vector<int32_t>& to
 }
 
 inline const std::vector<int32_t> kTokens = {2, 17, 5, 96, 40, 40, 3, 62, 11, 80, 29, 7, 50};
+
+// Greedy generation of `steps` tokens after the first 5 of kTokens, token by token: at every
+// step the engine's choice is the reference's argmax over the same growing sequence.
+inline void expect_greedy_generation_matches_reference(const CausalLM& lm, const Gemma& ref, int steps = 6) {
+  std::vector<int32_t> toks(kTokens.begin(), kTokens.begin() + 5);
+  const size_t prompt = toks.size();
+  SequenceState s = lm.new_sequence();
+  std::vector<float> last(static_cast<size_t>(lm.vocab_size()));
+  lm.forward(s, toks.data(), static_cast<int64_t>(toks.size()), LogitsMode::last, last.data());
+  for (int i = 0; i < steps; ++i) {
+    toks.push_back(static_cast<int32_t>(std::max_element(last.begin(), last.end()) - last.begin()));
+    if (i + 1 < steps) lm.forward(s, &toks.back(), 1, LogitsMode::last, last.data());
+  }
+  for (size_t t = prompt; t < toks.size(); ++t) {
+    const auto r = reference(ref, std::vector<int32_t>(toks.begin(), toks.begin() + static_cast<long>(t)));
+    EXPECT_EQ(toks[t], std::max_element(r.back().begin(), r.back().end()) - r.back().begin()) << t;
+  }
+}
 
 }  // namespace fp4lm::model::gemma_ref

@@ -241,6 +241,24 @@ inline void pack_qwen3_next(const Hybrid& m, const std::string& a, io::Safetenso
   st.add(a + ".in_proj_ba.weight", DType::F32, {2 * m.nv, D}, ba);
 }
 
+// The per-expert weights <src>.<e>.{gate,up,down}_proj.weight of `w` as the two 3-D tensors of
+// the original bf16 checkpoints: <box>.gate_up_proj [E, 2I, D] (gate rows first), <box>.down_proj [E, D, I].
+inline void write_fused_experts(const std::map<std::string, T>& w, const std::string& src, const std::string& box,
+                                int64_t experts, int64_t inter, int64_t hidden, io::SafetensorsWriter& st) {
+  std::vector<float> gate_up, down;
+  for (int64_t e = 0; e < experts; ++e) {
+    const std::string ep = fmt::format("{}.{}", src, e);
+    for (const char* proj : {".gate_proj.weight", ".up_proj.weight"}) {
+      const auto& v = w.at(ep + proj).v;
+      gate_up.insert(gate_up.end(), v.begin(), v.end());
+    }
+    const auto& v = w.at(ep + ".down_proj.weight").v;
+    down.insert(down.end(), v.begin(), v.end());
+  }
+  st.add(box + ".gate_up_proj", DType::F32, {experts, 2 * inter, hidden}, gate_up);
+  st.add(box + ".down_proj", DType::F32, {experts, hidden, inter}, down);
+}
+
 // Flat layout, or the VL one: keys under text_config, tensors under model.language_model.,
 // plus mtp.* and model.visual.* tensors that must be ignored. fused_experts: each MoE layer's
 // experts as the two 3-D tensors of the original bf16 checkpoints.
@@ -268,19 +286,9 @@ inline void write_hybrid(const Hybrid& m, const std::filesystem::path& dir, bool
     const std::string p = fmt::format("model.layers.{}", l);
     if (m.next && !m.full[l]) pack_qwen3_next(m, p + ".linear_attn", st);
     if (!fused_experts || m.is_dense(l)) continue;
-    std::vector<float> gate_up, down;
-    for (int64_t e = 0; e < m.experts; ++e) {
-      const std::string ep = fmt::format("{}.mlp.experts.{}", p, e);
-      for (const char* proj : {".gate_proj.weight", ".up_proj.weight"}) {
-        const auto& v = m.w.at(ep + proj).v;
-        gate_up.insert(gate_up.end(), v.begin(), v.end());
-      }
-      const auto& v = m.w.at(ep + ".down_proj.weight").v;
-      down.insert(down.end(), v.begin(), v.end());
-    }
-    const std::string box = (vl ? fmt::format("model.language_model.layers.{}", l) : p) + ".mlp.experts";
-    st.add(box + ".gate_up_proj", DType::F32, {m.experts, 2 * m.inter, m.hidden}, gate_up);
-    st.add(box + ".down_proj", DType::F32, {m.experts, m.hidden, m.inter}, down);
+    write_fused_experts(m.w, p + ".mlp.experts",
+                        (vl ? fmt::format("model.language_model.layers.{}", l) : p) + ".mlp.experts", m.experts,
+                        m.inter, m.hidden, st);
   }
   json c = m.config;
   if (vl) {

@@ -20,6 +20,7 @@ void GemmaLayer::forward(const LayerStep& s) const {
   });
   add_residual(s, pre_feedforward_, [&](const float* x, float* y) {
     mlp_->forward(x, s.m, y);
+    if (moe_) moe_->forward(s.h, s.m, y);  // s.h: still the residual stream before this half
     post_feedforward_.forward(y, s.m, y, s.act);
   });
   if (layer_scalar_ != 1.0f) {
@@ -32,7 +33,7 @@ void GemmaLayer::forward(const LayerStep& s) const {
 size_t GemmaLayer::own_param_bytes() const {
   return static_cast<size_t>(input_.dim() + post_attention_.dim() + pre_feedforward_.dim() + post_feedforward_.dim()) *
              sizeof(float) +
-         attention_->own_param_bytes();
+         attention_->own_param_bytes() + (moe_ ? moe_->own_param_bytes() : 0);
 }
 
 void read_gemma_layer_types(const ConfigReader& r, ModelConfig& c, int64_t pattern) {

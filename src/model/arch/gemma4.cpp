@@ -13,11 +13,15 @@
 // - four norms per layer (arch/gemma.h), Gemma 4's RMSNorm x/rms·w in float32 (not 1 + w);
 //   each layer's output × its layer_scalar;
 // - embeddings × sqrt(hidden_size), gelu_pytorch_tanh GeGLU, final_logit_softcapping, tied
-//   embeddings.
-// Not supported yet (an error naming the field): per-layer input embeddings
-// (hidden_size_per_layer_input > 0, the E2B/E4B models), num_kv_shared_layers > 0, the MoE
-// block (enable_moe_block, 26B-A4B), bidirectional attention.
+//   embeddings;
+// - the MoE block of the 26B-A4B (enable_moe_block: num_experts, top_k_experts,
+//   moe_intermediate_size): router and GELU-tanh experts beside the dense MLP (arch/gemma_moe.h).
+// Not supported (an error naming the field): per-layer input embeddings
+// (hidden_size_per_layer_input > 0, the E2B/E4B models), num_kv_shared_layers > 0 (and with it
+// use_double_wide_mlp), bidirectional attention.
+#include <algorithm>
 #include <cmath>
+#include <map>
 
 #include <fmt/format.h>
 
@@ -60,15 +64,28 @@ class Gemma4 final : public ArchDef {
     c.hidden_act = r.opt<std::string>("hidden_activation", "gelu_pytorch_tanh");
     if (c.hidden_act != "gelu_pytorch_tanh")
       fail("{}: unsupported hidden_activation '{}' (supported: gelu_pytorch_tanh)", r.path, c.hidden_act);
-    if (r.has("use_bidirectional_attention"))
-      fail("{}: use_bidirectional_attention is not supported (causal language models only)", r.path);
+    // "vision" (the 26B-A4B / 31B configs) makes image tokens attend to each other: text-only
+    // input stays causal, so it runs as is. "all" is the bidirectional (embedding) variant.
+    if (r.has("use_bidirectional_attention") && r.get<std::string>("use_bidirectional_attention") != "vision")
+      fail("{}: use_bidirectional_attention = '{}' is not supported (causal text generation only; \"vision\" "
+           "is accepted, since text-only input is causal under it)",
+           r.path, r.get<std::string>("use_bidirectional_attention"));
     if (r.opt<int64_t>("hidden_size_per_layer_input", 0) != 0)
       fail("{}: per-layer input embeddings (hidden_size_per_layer_input = {}) are not supported yet", r.path,
            r.get<int64_t>("hidden_size_per_layer_input"));
     if (r.opt<int64_t>("num_kv_shared_layers", 0) != 0)
       fail("{}: num_kv_shared_layers > 0 (K/V shared between layers) is not supported yet", r.path);
-    if (r.opt<bool>("enable_moe_block", false))
-      fail("{}: enable_moe_block (the Gemma 4 MoE) is not supported yet", r.path);
+    if (r.opt<bool>("enable_moe_block", false)) {
+      c.gemma.moe = true;
+      c.moe.num_experts = r.req<int64_t>("num_experts");
+      r.positive("num_experts", c.moe.num_experts);
+      c.moe.top_k = r.req<int64_t>("top_k_experts");
+      if (c.moe.top_k <= 0 || c.moe.top_k > c.moe.num_experts)
+        fail("{}: top_k_experts = {} must be in [1, num_experts = {}]", r.path, c.moe.top_k, c.moe.num_experts);
+      c.moe.moe_intermediate_size = r.req<int64_t>("moe_intermediate_size");
+      r.positive("moe_intermediate_size", c.moe.moe_intermediate_size);
+      c.moe.norm_topk_prob = true;  // Gemma4TextRouter always renormalizes the top-k weights
+    }
     c.qk_norm = true;
     c.norm_rounds_once = true;
     c.scale_embeddings = true;
@@ -79,23 +96,35 @@ class Gemma4 final : public ArchDef {
     c.gemma.final_logit_softcapping = r.opt<double>("final_logit_softcapping", 0.0);
     if (c.gemma.final_logit_softcapping < 0) fail("{}: field 'final_logit_softcapping' must be > 0 or null", r.path);
     // The full layers' head_dim and KV heads: transformers 5.24 saves them per layer
-    // (per_layer_config {"<i>": {head_dim, num_key_value_heads}}), earlier configs as
-    // global_head_dim and (with attention_k_eq_v) num_global_key_value_heads.
+    // (per_layer_config {"<i>": {head_dim, num_key_value_heads}}, the indices zero-padded to the
+    // widest one's digits: "05" of 30 layers), earlier configs as global_head_dim and (with
+    // attention_k_eq_v) num_global_key_value_heads.
     c.gemma.full_k_eq_v = r.opt<bool>("attention_k_eq_v", false);
     const bool per_layer = r.has("per_layer_config");
-    if (per_layer && !r.j["per_layer_config"].is_object())
-      fail("{}: field 'per_layer_config' must be an object of layer index -> overrides", r.path);
+    std::map<int64_t, const nlohmann::json*> overrides;
+    if (per_layer) {
+      if (!r.j["per_layer_config"].is_object())
+        fail("{}: field 'per_layer_config' must be an object of layer index -> overrides", r.path);
+      for (const auto& [key, e] : r.j["per_layer_config"].items()) {
+        const bool digits = !key.empty() && key.size() < 10 &&
+                            std::all_of(key.begin(), key.end(), [](char ch) { return ch >= '0' && ch <= '9'; });
+        const int64_t idx = digits ? std::stoll(key) : -1;
+        if (idx < 0 || idx >= c.num_layers)
+          fail("{}: field 'per_layer_config' has key '{}', expected a layer index in [0, {})", r.path, key,
+               c.num_layers);
+        if (!e.is_object()) fail("{}: field 'per_layer_config.{}' must be an object", r.path, key);
+        if (!overrides.emplace(idx, &e).second)
+          fail("{}: field 'per_layer_config' names layer {} twice", r.path, idx);
+      }
+    }
     const int64_t global_hd = r.opt<int64_t>("global_head_dim", 512);
     const int64_t global_kvh = c.gemma.full_k_eq_v ? r.opt<int64_t>("num_global_key_value_heads", c.num_kv_heads)
                                                    : c.num_kv_heads;
     for (int64_t i = 0; i < c.num_layers; ++i) {
       int64_t hd = c.head_dim, kvh = c.num_kv_heads;
       if (per_layer) {
-        const std::string key = std::to_string(i);
-        if (r.j["per_layer_config"].contains(key)) {
-          const nlohmann::json& e = r.j["per_layer_config"][key];
-          if (!e.is_object()) fail("{}: field 'per_layer_config.{}' must be an object", r.path, key);
-          ConfigReader er{e, r.path};
+        if (auto it = overrides.find(i); it != overrides.end()) {
+          ConfigReader er{*it->second, r.path};
           hd = er.opt<int64_t>("head_dim", hd);
           kvh = er.opt<int64_t>("num_key_value_heads", kvh);
         }
@@ -135,16 +164,25 @@ class Gemma4 final : public ArchDef {
                                 c.hidden_size));
     out.push_back(plan_linear(p + ".o_proj", i, {p + ".o_proj"}, {c.hidden_size}, q));
     plan_dense_mlp(c, i, fmt::format("model.layers.{}.mlp", i), c.intermediate_size, out);
+    if (c.gemma.moe) plan_gemma_moe(c, i, out);
   }
 
   std::vector<LayerParam> layer_params(const ModelConfig& c, int64_t i) const override {
     const GemmaNormNames n = gemma_norm_names(i);
     const std::string p = fmt::format("model.layers.{}.", i);
     const int64_t hd = shape(c, i).head_dim;
-    return {{n.input, {c.hidden_size}},           {n.post_attention, {c.hidden_size}},
-            {n.pre_feedforward, {c.hidden_size}}, {n.post_feedforward, {c.hidden_size}},
-            {p + "self_attn.q_norm.weight", {hd}}, {p + "self_attn.k_norm.weight", {hd}},
-            {p + "layer_scalar", {1}}};
+    std::vector<LayerParam> out = {{n.input, {c.hidden_size}},           {n.post_attention, {c.hidden_size}},
+                                   {n.pre_feedforward, {c.hidden_size}}, {n.post_feedforward, {c.hidden_size}},
+                                   {p + "self_attn.q_norm.weight", {hd}}, {p + "self_attn.k_norm.weight", {hd}},
+                                   {p + "layer_scalar", {1}}};
+    if (c.gemma.moe) {
+      const GemmaMoeNames mn = gemma_moe_names(i);
+      for (const std::string& norm : {mn.post_feedforward_1, mn.pre_feedforward_2, mn.post_feedforward_2})
+        out.push_back({norm, {c.hidden_size}});
+      out.push_back({mn.router_scale, {c.hidden_size}});
+      out.push_back({mn.per_expert_scale, {c.moe.num_experts}});
+    }
+    return out;
   }
 
   std::unique_ptr<DecoderLayer> make_layer(const LayerBuild& b, int64_t i) const override {
@@ -171,10 +209,11 @@ class Gemma4 final : public ArchDef {
     RmsNorm pre_feedforward = load_rms_norm(l, n.pre_feedforward, c.hidden_size);
     std::unique_ptr<FeedForward> mlp = make_ffn(l, i);
     RmsNorm post_feedforward = load_rms_norm(l, n.post_feedforward, c.hidden_size);
+    std::unique_ptr<GemmaMoeBlock> moe = c.gemma.moe ? std::make_unique<GemmaMoeBlock>(l, i) : nullptr;
     const float scalar = l.tensor_f32(fmt::format("model.layers.{}.layer_scalar", i), {1})[0];
     return std::make_unique<GemmaLayer>(std::move(rope), std::move(input), std::move(attention),
                                         std::move(post_attention), std::move(pre_feedforward), std::move(mlp),
-                                        std::move(post_feedforward), scalar);
+                                        std::move(post_feedforward), scalar, std::move(moe));
   }
 
   std::unique_ptr<FeedForward> make_ffn(ModelLoader& l, int64_t i) const override {

@@ -96,17 +96,7 @@ class GptOss final : public ArchDef {
     LayerSpec router = plan_linear(m + ".router", i, {m + ".router"}, {c.moe.num_experts}, c.hidden_size, true);
     router.router = true;
     out.push_back(router);
-    LayerSpec moe;
-    moe.name = m + ".experts";
-    moe.kind = kernels::LayerKind::moe;
-    moe.layer_index = i;
-    moe.shards = {moe.name};
-    moe.num_experts = c.moe.num_experts;
-    moe.hidden = c.hidden_size;
-    moe.inter = c.moe.moe_intermediate_size;
-    moe.in_features = c.hidden_size;
-    moe.out_features = c.hidden_size;
-    moe.expert_proj = {"gate_up_proj", "gate_up_proj", "down_proj"};
+    LayerSpec moe = plan_experts(c, i, m + ".experts", {"gate_up_proj", "gate_up_proj", "down_proj"});
     moe.expert_layout = LayerSpec::ExpertLayout::gpt_oss;
     moe.expert_activation = {kernels::ExpertActivation::Gate::clamped_swiglu, /*interleaved=*/true,
                              static_cast<float>(c.gpt_oss.swiglu_alpha), static_cast<float>(c.gpt_oss.swiglu_limit)};
