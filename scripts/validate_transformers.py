@@ -109,6 +109,13 @@ def arch_configs():
         # them (fused 3-D gate_up_proj / down_proj).
         ("Gemma4 MoE", "Gemma4TextConfig", dict(GEMMA4, enable_moe_block=True, num_experts=8, top_k_experts=2,
                                                 moe_intermediate_size=32), "Gemma4ForCausalLM"),
+        # Gemma 4 as its small models (E2B / E4B): per-layer input embeddings, the last two layers reading
+        # the K/V of layers 2 and 1 (num_kv_shared_layers) with double-wide MLPs.
+        ("Gemma4 PLE+KV-sharing", "Gemma4TextConfig",
+         dict(GEMMA4, num_hidden_layers=5, hidden_size_per_layer_input=16, vocab_size_per_layer_input=256,
+              num_kv_shared_layers=2, use_double_wide_mlp=True,
+              layer_types=["sliding_attention", "full_attention", "sliding_attention", "sliding_attention",
+                           "full_attention"]), "Gemma4ForCausalLM"),
         # The DeepSeek-style MoE families: sigmoid routing with a (randomized) e_score_correction_bias.
         ("DeepSeek-V3", "DeepseekV3Config", dict(COMMON, **DS_MOE, **MLA, n_group=4, topk_group=2,
                                                  routed_scaling_factor=2.5, rope_interleave=True,

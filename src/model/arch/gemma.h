@@ -13,6 +13,7 @@
 
 #include "model/arch/arch.h"
 #include "model/arch/gemma_moe.h"
+#include "model/arch/gemma_ple.h"
 #include "model/decoder_layer.h"
 #include "model/rope.h"
 
@@ -27,10 +28,12 @@ class GemmaLayer final : public DecoderLayer {
  public:
   GemmaLayer(std::unique_ptr<Rope> rope, RmsNorm input, std::unique_ptr<Mixer> attention, RmsNorm post_attention,
              RmsNorm pre_feedforward, std::unique_ptr<FeedForward> mlp, RmsNorm post_feedforward,
-             float layer_scalar = 1.0f, std::unique_ptr<GemmaMoeBlock> moe = nullptr)
+             float layer_scalar = 1.0f, std::unique_ptr<GemmaMoeBlock> moe = nullptr,
+             std::unique_ptr<GemmaPleBlock> ple = nullptr)
       : rope_(std::move(rope)), input_(std::move(input)), post_attention_(std::move(post_attention)),
         pre_feedforward_(std::move(pre_feedforward)), post_feedforward_(std::move(post_feedforward)),
-        attention_(std::move(attention)), mlp_(std::move(mlp)), moe_(std::move(moe)), layer_scalar_(layer_scalar) {}
+        attention_(std::move(attention)), mlp_(std::move(mlp)), moe_(std::move(moe)), ple_(std::move(ple)),
+        layer_scalar_(layer_scalar) {}
   void forward(const LayerStep& s) const override;
   size_t own_param_bytes() const override;
 
@@ -40,6 +43,7 @@ class GemmaLayer final : public DecoderLayer {
   std::unique_ptr<Mixer> attention_;
   std::unique_ptr<FeedForward> mlp_;
   std::unique_ptr<GemmaMoeBlock> moe_;  // Gemma 4 MoE: beside the MLP; null for dense layers
+  std::unique_ptr<GemmaPleBlock> ple_;  // Gemma 4 per-layer inputs; null without them
   float layer_scalar_;  // Gemma 4: the layer's output h × layer_scalar (rounded); 1 = none
 };
 

@@ -16,9 +16,11 @@
 //   embeddings;
 // - the MoE block of the 26B-A4B (enable_moe_block: num_experts, top_k_experts,
 //   moe_intermediate_size): router and GELU-tanh experts beside the dense MLP (arch/gemma_moe.h).
-// Not supported (an error naming the field): per-layer input embeddings
-// (hidden_size_per_layer_input > 0, the E2B/E4B models), num_kv_shared_layers > 0 (and with it
-// use_double_wide_mlp), bidirectional attention.
+// - the small models' features (E2B / E4B; in no NVIDIA-published config): per-layer input
+//   embeddings (hidden_size_per_layer_input > 0, arch/gemma_ple.h), the last
+//   num_kv_shared_layers layers reading the K/V of the last earlier layer of their type (no
+//   k_proj / v_proj / k_norm of their own), use_double_wide_mlp (those layers' MLPs 2 × wide).
+// Not supported (an error naming the field): use_bidirectional_attention "all".
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -70,11 +72,13 @@ class Gemma4 final : public ArchDef {
       fail("{}: use_bidirectional_attention = '{}' is not supported (causal text generation only; \"vision\" "
            "is accepted, since text-only input is causal under it)",
            r.path, r.get<std::string>("use_bidirectional_attention"));
-    if (r.opt<int64_t>("hidden_size_per_layer_input", 0) != 0)
-      fail("{}: per-layer input embeddings (hidden_size_per_layer_input = {}) are not supported yet", r.path,
-           r.get<int64_t>("hidden_size_per_layer_input"));
-    if (r.opt<int64_t>("num_kv_shared_layers", 0) != 0)
-      fail("{}: num_kv_shared_layers > 0 (K/V shared between layers) is not supported yet", r.path);
+    c.gemma.ple_dim = r.opt<int64_t>("hidden_size_per_layer_input", 0);
+    if (c.gemma.ple_dim < 0) fail("{}: field 'hidden_size_per_layer_input' must be >= 0", r.path);
+    if (c.gemma.ple_dim > 0) {
+      c.gemma.ple_vocab = r.opt<int64_t>("vocab_size_per_layer_input", 262144);
+      r.positive("vocab_size_per_layer_input", c.gemma.ple_vocab);
+    }
+    c.gemma.double_wide_mlp = r.opt<bool>("use_double_wide_mlp", false);
     if (r.opt<bool>("enable_moe_block", false)) {
       c.gemma.moe = true;
       c.moe.num_experts = r.req<int64_t>("num_experts");
@@ -141,6 +145,32 @@ class Gemma4 final : public ArchDef {
     }
     c.gemma.v_norm = true;
     c.gemma.layer_scalar = true;
+    read_kv_sharing(r, c);
+  }
+
+  // num_kv_shared_layers as transformers' Gemma4TextConfig.kv_sharing_modes: the last n layers
+  // read the K/V of the last earlier (unshared) layer of their own type.
+  static void read_kv_sharing(const ConfigReader& r, ModelConfig& c) {
+    const int64_t shared = r.opt<int64_t>("num_kv_shared_layers", 0);
+    if (shared < 0 || shared >= c.num_layers)
+      fail("{}: num_kv_shared_layers = {} must be in [0, num_hidden_layers = {}): the shared layers read the K/V "
+           "of earlier ones",
+           r.path, shared, c.num_layers);
+    c.gemma.kv_source.assign(static_cast<size_t>(c.num_layers), -1);
+    const int64_t first = c.num_layers - shared;
+    for (int64_t i = first; i < c.num_layers; ++i) {
+      const bool sliding = c.gemma.sliding[static_cast<size_t>(i)];
+      int64_t j = first - 1;
+      while (j >= 0 && c.gemma.sliding[static_cast<size_t>(j)] != sliding) --j;
+      if (j < 0)
+        fail("{}: num_kv_shared_layers = {}: layer {} ({}) has no earlier {} layer to read K/V from", r.path, shared,
+             i, sliding ? "sliding" : "full", sliding ? "sliding" : "full");
+      const auto ui = static_cast<size_t>(i), uj = static_cast<size_t>(j);
+      if (c.gemma.head_dims[ui] != c.gemma.head_dims[uj] || c.gemma.kv_heads[ui] != c.gemma.kv_heads[uj])
+        fail("{}: num_kv_shared_layers: layer {} reads the K/V of layer {}, whose head_dim / KV heads differ", r.path,
+             i, j);
+      c.gemma.kv_source[ui] = j;
+    }
   }
 
   // Layer i's attention shape: head_dim, KV heads, keys doubling as values.
@@ -152,19 +182,26 @@ class Gemma4 final : public ArchDef {
     const auto li = static_cast<size_t>(i);
     return {c.gemma.head_dims[li], c.gemma.kv_heads[li], c.gemma.full_k_eq_v && !c.gemma.sliding[li]};
   }
+  static int64_t kv_source(const ModelConfig& c, int64_t i) { return c.gemma.kv_source[static_cast<size_t>(i)]; }
+  static int64_t mlp_inter(const ModelConfig& c, int64_t i) {
+    return c.intermediate_size * (c.gemma.double_wide_mlp && kv_source(c, i) >= 0 ? 2 : 1);
+  }
 
   void plan_layer(const ModelConfig& c, int64_t i, std::vector<LayerSpec>& out) const override {
     const Shape s = shape(c, i);
     const int64_t q = c.num_heads * s.head_dim, kv = s.kv_heads * s.head_dim;
     const std::string p = fmt::format("model.layers.{}.self_attn", i);
-    if (s.k_eq_v)
+    if (kv_source(c, i) >= 0)  // reads an earlier layer's K/V: no k_proj / v_proj
+      out.push_back(plan_linear(p + ".qkv_proj", i, {p + ".q_proj"}, {q}, c.hidden_size));
+    else if (s.k_eq_v)
       out.push_back(plan_linear(p + ".qkv_proj", i, {p + ".q_proj", p + ".k_proj"}, {q, kv}, c.hidden_size));
     else
       out.push_back(plan_linear(p + ".qkv_proj", i, {p + ".q_proj", p + ".k_proj", p + ".v_proj"}, {q, kv, kv},
                                 c.hidden_size));
     out.push_back(plan_linear(p + ".o_proj", i, {p + ".o_proj"}, {c.hidden_size}, q));
-    plan_dense_mlp(c, i, fmt::format("model.layers.{}.mlp", i), c.intermediate_size, out);
+    plan_dense_mlp(c, i, fmt::format("model.layers.{}.mlp", i), mlp_inter(c, i), out);
     if (c.gemma.moe) plan_gemma_moe(c, i, out);
+    if (c.gemma.ple_dim > 0) plan_gemma_ple(c, i, out);
   }
 
   std::vector<LayerParam> layer_params(const ModelConfig& c, int64_t i) const override {
@@ -173,8 +210,16 @@ class Gemma4 final : public ArchDef {
     const int64_t hd = shape(c, i).head_dim;
     std::vector<LayerParam> out = {{n.input, {c.hidden_size}},           {n.post_attention, {c.hidden_size}},
                                    {n.pre_feedforward, {c.hidden_size}}, {n.post_feedforward, {c.hidden_size}},
-                                   {p + "self_attn.q_norm.weight", {hd}}, {p + "self_attn.k_norm.weight", {hd}},
-                                   {p + "layer_scalar", {1}}};
+                                   {p + "self_attn.q_norm.weight", {hd}}, {p + "layer_scalar", {1}}};
+    if (kv_source(c, i) < 0) out.push_back({p + "self_attn.k_norm.weight", {hd}});
+    if (c.gemma.ple_dim > 0) {
+      const GemmaPleNames pn = gemma_ple_names(i);
+      out.push_back({pn.post_norm, {c.hidden_size}});
+      if (i == 0) {  // the model's own PLE tensors, loaded with layer 0
+        out.push_back({pn.table, {c.gemma.ple_vocab, c.num_layers * c.gemma.ple_dim}});
+        out.push_back({pn.projection_norm, {c.gemma.ple_dim}});
+      }
+    }
     if (c.gemma.moe) {
       const GemmaMoeNames mn = gemma_moe_names(i);
       for (const std::string& norm : {mn.post_feedforward_1, mn.pre_feedforward_2, mn.post_feedforward_2})
@@ -198,22 +243,26 @@ class Gemma4 final : public ArchDef {
     const bool sliding = c.gemma.sliding[static_cast<size_t>(i)];
     const LayerBuild lb{l, *rope, b.state, b.kv_dtype};
     RmsNorm input = load_rms_norm(l, n.input, c.hidden_size);
+    const int64_t source = kv_source(c, i);
     auto attention = std::make_unique<Attention>(lb, i,
                                                  AttentionLayout{.window = sliding ? c.gemma.sliding_window : 0,
+                                                                 .reads_kv_of = source,
                                                                  .scaling = 1.0,
                                                                  .head_dim = s.head_dim,
                                                                  .kv_heads = s.kv_heads,
-                                                                 .k_eq_v = s.k_eq_v,
-                                                                 .v_norm = true});
+                                                                 .k_eq_v = source < 0 && s.k_eq_v,
+                                                                 .v_norm = source < 0,
+                                                                 .q_only = source >= 0});
     RmsNorm post_attention = load_rms_norm(l, n.post_attention, c.hidden_size);
     RmsNorm pre_feedforward = load_rms_norm(l, n.pre_feedforward, c.hidden_size);
     std::unique_ptr<FeedForward> mlp = make_ffn(l, i);
     RmsNorm post_feedforward = load_rms_norm(l, n.post_feedforward, c.hidden_size);
     std::unique_ptr<GemmaMoeBlock> moe = c.gemma.moe ? std::make_unique<GemmaMoeBlock>(l, i) : nullptr;
+    std::unique_ptr<GemmaPleBlock> ple = c.gemma.ple_dim > 0 ? std::make_unique<GemmaPleBlock>(l, i) : nullptr;
     const float scalar = l.tensor_f32(fmt::format("model.layers.{}.layer_scalar", i), {1})[0];
     return std::make_unique<GemmaLayer>(std::move(rope), std::move(input), std::move(attention),
                                         std::move(post_attention), std::move(pre_feedforward), std::move(mlp),
-                                        std::move(post_feedforward), scalar, std::move(moe));
+                                        std::move(post_feedforward), scalar, std::move(moe), std::move(ple));
   }
 
   std::unique_ptr<FeedForward> make_ffn(ModelLoader& l, int64_t i) const override {
