@@ -1,5 +1,6 @@
 // `fp4lm eval`: teacher-forced scoring of token-id sequences (JSON Lines): tokens, mean NLL
 // (nats per predicted token) and perplexity; --dump-logits also writes every position's logits.
+// Under `mpirun -np N ... --pipeline-parallel-size N` the stages score exactly as one process.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -12,6 +13,8 @@
 #include "cli/engine_flags.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "dist/pipeline.h"
+#include "engine/causal_lm_step_model.h"
 #include "engine/evaluator.h"
 #include "engine/id_file.h"
 #include "engine/logits_dump.h"
@@ -71,20 +74,39 @@ int run_eval_reference(const EvalArgs& a, const model::CausalLM& lm, const std::
 
 int run_eval(const EvalArgs& a) {
   model::EngineOptions opts = a.flags.resolve();
+  model::LoadOptions lo;
+  lo.max_model_len = a.max_model_len;
+  // Under mpirun every rank runs this command: ranks > 0 only load and run their stage (they need
+  // the checkpoint, not the ids file).
+  std::unique_ptr<dist::Pipeline> pipeline;
+  if (a.flags.pipeline_parallel_size > 1) {
+    if (!a.reference.empty() || !a.dump_logits.empty())
+      usage_fail("--reference and --dump-logits run in one process; drop --pipeline-parallel-size");
+    pipeline = dist::Pipeline::join(a.flags.pipeline_parallel_size, pipeline_heartbeat_timeout(a.flags));
+    if (!pipeline->is_driver()) return pipeline->run_worker(a.model, opts, lo);
+  }
   auto seqs = engine::read_id_sequences(a.ids);
   // Perplexity over zero predicted tokens would print 1.0 as if it meant something.
   if (std::none_of(seqs.begin(), seqs.end(), [](const auto& s) { return s.size() >= 2; }))
     fail("{}: nothing to score: no sequence has 2 or more tokens", a.ids);
-  model::LoadOptions lo;
-  lo.max_model_len = a.max_model_len;
-  auto lm = model::CausalLM::load(a.model, opts, lo);
+  std::unique_ptr<model::CausalLM> whole;
+  std::unique_ptr<engine::CausalLmStepModel> whole_step;
+  engine::StepModel* step_model = nullptr;
+  if (pipeline) {
+    step_model = &pipeline->load(a.model, opts, lo);
+  } else {
+    whole = model::CausalLM::load(a.model, opts, lo);
+    whole_step = std::make_unique<engine::CausalLmStepModel>(*whole);
+    step_model = whole_step.get();
+  }
+  const model::CausalLM& lm = pipeline ? pipeline->stage_model() : *whole;
   if (!a.dump_logits.empty()) {
-    engine::write_logits_jsonl(*lm, seqs, a.dump_logits);
+    engine::write_logits_jsonl(lm, seqs, a.dump_logits);
     log().info("wrote the logits of every position of {} sequences to {}", seqs.size(), a.dump_logits);
   }
-  if (!a.reference.empty()) return run_eval_reference(a, *lm, seqs, opts, lo);
+  if (!a.reference.empty()) return run_eval_reference(a, lm, seqs, opts, lo);
   auto t0 = std::chrono::steady_clock::now();
-  engine::EvalResult r = engine::evaluate(*lm, seqs);
+  engine::EvalResult r = engine::evaluate(*step_model, seqs);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   log().info("scored {} tokens of {} sequences in {:.2f} s ({:.1f} tokens/s); peak RSS {:.1f} MiB", r.tokens,
              r.sequences, secs, secs > 0 ? r.tokens / secs : 0.0, engine::peak_rss_bytes() / 1048576.0);
@@ -93,7 +115,7 @@ int run_eval(const EvalArgs& a) {
                         {"tokens", r.tokens},
                         {"mean_nll", r.mean_nll()},
                         {"perplexity", r.perplexity()},
-                        {"timings", {{"load_s", lm->load_seconds()}, {"eval_s", secs}}}};
+                        {"timings", {{"load_s", lm.load_seconds()}, {"eval_s", secs}}}};
     std::printf("%s\n", j.dump().c_str());
   } else {
     std::printf("sequences: %lld\ntokens: %lld\nmean_nll: %.6f\nperplexity: %.4f\n",
@@ -116,6 +138,7 @@ CommandRegistration reg("eval", "Teacher-forced perplexity of token-id sequences
                  "Also write every position's logits, one JSON line per sequence: {\"sequence\", \"ids\", "
                  "\"vocab\", \"logits\": [[vocab floats] per position]}");
   add_engine_flags(sub, a->flags);
+  add_pipeline_flag(sub, a->flags);
   return [a]() { return run_eval(*a); };
 });
 

@@ -7,6 +7,7 @@
 #include <functional>
 #include <vector>
 
+#include "engine/step_model.h"
 #include "model/causal_lm.h"
 
 namespace fp4lm::engine {
@@ -30,7 +31,13 @@ struct EvalResult {
 };
 
 // Scores one sequence (index `seq` in callbacks); sequences of fewer than 2 tokens score nothing.
-// Error when it is longer than the model's max_model_len.
+// Error when it is longer than the model's max_model_len. Through a StepModel, so a pipeline of
+// MPI ranks (dist::PipelineStepModel) scores exactly as one process does.
+EvalResult score_sequence(StepModel& model, const std::vector<int32_t>& ids, int64_t seq = 0,
+                          const PositionCallback& on_position = {});
+EvalResult evaluate(StepModel& model, const std::vector<std::vector<int32_t>>& sequences,
+                    const PositionCallback& on_position = {});
+// The same on one process's model (through a CausalLmStepModel).
 EvalResult score_sequence(const model::CausalLM& lm, const std::vector<int32_t>& ids, int64_t seq = 0,
                           const PositionCallback& on_position = {});
 EvalResult evaluate(const model::CausalLM& lm, const std::vector<std::vector<int32_t>>& sequences,

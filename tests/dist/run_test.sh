@@ -2,7 +2,8 @@
 # Pipeline parallelism through mpirun on this one machine (ctest: pipeline_mpi). For a dense
 # Llama, a Qwen3-MoE and the Qwen3.5 hybrid (tiny synthetic NVFP4 checkpoints), `mpirun -np 2`
 # and `-np 3` of `fp4lm generate --pipeline-parallel-size N` give the single process's tokens and
-# logprobs bit for bit (a 300-token prompt: several forward steps), speculative decoding too
+# logprobs bit for bit (a 300-token prompt: several forward steps), `fp4lm eval` its NLL to the
+# last digit (-np 2), speculative decoding too
 # (rewinds mirrored to every stage); and the refusals: no mpirun, a wrong process count, more
 # stages than layers, a rank whose files differ from rank 0's (named with host and file); and
 # faults: a rank killed or hung while `fp4lm serve` streams ends the job with the reason, in time.
@@ -43,6 +44,28 @@ for arch in LlamaForCausalLM Qwen3MoeForCausalLM Qwen3_5ForCausalLM; do
     fi
   done
 done
+
+# eval: teacher-forced NLL through the stages (every position's logits, chunks of 64) equals one
+# process's to the last digit.
+python3 -c "
+for n in (150, 7):
+    print('[' + ','.join(str((i * 13) % 250 + 1) for i in range(n)) + ']')" > "$T/ids.jsonl"
+nll() { python3 -c 'import json,sys; o=json.load(open(sys.argv[1])); print(o["tokens"], repr(o["mean_nll"]))' "$1"; }
+EVAL=(eval --ids "$T/ids.jsonl" --json --threads 1 --log-level warn)
+for arch in LlamaForCausalLM Qwen3MoeForCausalLM Qwen3_5ForCausalLM; do
+  "$BIN" "${EVAL[@]}" --model "$T/$arch" > "$T/$arch.eval1.json" 2> "$T/err" || { bad "$arch eval single"; cat "$T/err"; }
+  if timeout 120 "${MPIRUN[@]}" -np 2 "$BIN" "${EVAL[@]}" --model "$T/$arch" --pipeline-parallel-size 2 \
+      > "$T/$arch.eval2.json" 2> "$T/err"; then
+    a=$(nll "$T/$arch.eval1.json") b=$(nll "$T/$arch.eval2.json")
+    [ "$a" = "$b" ] && echo "ok: eval $arch, 2 ranks ($a)" || bad "eval $arch: 2 ranks give $b, one process $a"
+  else
+    bad "eval $arch: mpirun -np 2 failed"; tail -5 "$T/err"
+  fi
+done
+"$BIN" eval --model "$T/LlamaForCausalLM" --ids "$T/ids.jsonl" --dump-logits "$T/d.jsonl" --pipeline-parallel-size 2 >/dev/null 2> "$T/err"
+rc=$?
+[ $rc -eq 2 ] && grep -q "run in one process" "$T/err" && echo "ok: eval --dump-logits with a pipeline: exit 2" ||
+  { bad "eval --dump-logits with a pipeline: exit $rc"; cat "$T/err"; }
 
 # Speculative decoding: its verify steps ask every position's logits and rewind the stages.
 SPEC=(--speculative-config '{"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 2}')
