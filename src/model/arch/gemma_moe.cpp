@@ -23,13 +23,9 @@ GemmaMoeNames gemma_moe_names(int64_t layer) {
 }
 
 void plan_gemma_moe(const ModelConfig& c, int64_t i, std::vector<LayerSpec>& out) {
-  const GemmaMoeNames n = gemma_moe_names(i);
-  LayerSpec router = plan_linear(n.router, i, {n.router}, {c.moe.num_experts}, c.hidden_size);
-  router.router = true;
-  out.push_back(router);
-  LayerSpec experts = plan_experts(c, i, n.experts, {"gate_proj", "up_proj", "down_proj"});
-  experts.expert_activation.gate = kernels::ExpertActivation::Gate::gelu_tanh;
-  out.push_back(experts);
+  // Router model.layers.<i>.router.proj, experts model.layers.<i>.experts (no `mlp.` level).
+  plan_sparse_moe(c, i, fmt::format("model.layers.{}", i), {"gate_proj", "up_proj", "down_proj"}, out, "router.proj");
+  out.back().expert_activation.gate = kernels::ExpertActivation::Gate::gelu_tanh;
 }
 
 GemmaMoeBlock::GemmaMoeBlock(ModelLoader& l, int64_t layer) : act_(l.dtype()) {
