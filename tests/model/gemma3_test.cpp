@@ -202,12 +202,7 @@ TEST(Gemma3Published, Nvfp4MlpsAsTwelveBRunAsStoredAndUnderTheOverride) {
     EngineOptions o = f32();
     if (override_a16) o.override_activation_dtype = DType::BF16;
     std::string log;
-    std::unique_ptr<CausalLM> lm;
-    {
-      test::LogCapture cap(spdlog::level::info);
-      lm = CausalLM::load(dir.path().string(), o);
-      log = cap.text();
-    }
+    const std::unique_ptr<CausalLM> lm = load_logged(dir.path().string(), o, log);
     EXPECT_NE(log.find("Detected ModelOpt NVFP4 checkpoint"), std::string::npos) << log;
     EXPECT_NE(log.find("vision tower and multi-modal projector are skipped"), std::string::npos) << log;
     EXPECT_EQ(log.find("NVFP4 W4A16 override active") != std::string::npos, override_a16) << log;

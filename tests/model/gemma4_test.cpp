@@ -182,12 +182,7 @@ TEST(Gemma4Published, Nvfp4MlpsAsThirtyOneBRunAsStoredAndUnderTheOverride) {
     EngineOptions o = f32();
     if (override_a16) o.override_activation_dtype = DType::BF16;
     std::string log;
-    std::unique_ptr<CausalLM> lm;
-    {
-      test::LogCapture cap(spdlog::level::info);
-      lm = CausalLM::load(dir.path().string(), o);
-      log = cap.text();
-    }
+    const std::unique_ptr<CausalLM> lm = load_logged(dir.path().string(), o, log);
     EXPECT_NE(log.find("Detected ModelOpt NVFP4 checkpoint"), std::string::npos) << log;
     {
       ModelLoader l(io::Checkpoint::open(dir.path().string()), o);

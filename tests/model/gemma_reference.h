@@ -22,6 +22,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "common/log_capture.h"
 #include "io/safetensors.h"
 #include "model/hybrid_reference.h"
 #include "model/logits_check.h"
@@ -112,16 +113,9 @@ inline Gemma make_gemma3(uint64_t seed = 5) {
               {"bos_token_id", 2},
               {"eos_token_id", 1},
               {"torch_dtype", "float32"}};
-  std::mt19937_64 rng(seed);
-  auto add = [&](const std::string& name, Shape shape, float sd) {
-    std::normal_distribution<float> d(0.0f, sd);
-    T t{shape, std::vector<float>(static_cast<size_t>(shape_numel(shape)))};
-    for (float& x : t.v) x = d(rng);
-    m.w[name] = std::move(t);
-  };
-  auto lin = [&](const std::string& name, int64_t n, int64_t k) {
-    add(name + ".weight", {n, k}, 1.0f / std::sqrt(static_cast<float>(k)));
-  };
+  hybrid_ref::RandomWeights rw{m.w, std::mt19937_64(seed)};
+  auto add = [&](const std::string& name, Shape shape, float sd, float mean = 0.0f) { rw.add(name, shape, sd, mean); };
+  auto lin = [&](const std::string& name, int64_t n, int64_t k) { rw.lin(name, n, k); };
   add("model.embed_tokens.weight", {m.vocab, m.hidden}, 0.2f);
   add("model.norm.weight", {m.hidden}, 0.1f);
   for (int64_t l = 0; l < m.layers; ++l) {
@@ -189,16 +183,9 @@ inline Gemma make_gemma4(uint64_t seed = 6, const std::function<void(Gemma&)>& s
               {"bos_token_id", 2},
               {"eos_token_id", 1},
               {"torch_dtype", "float32"}};
-  std::mt19937_64 rng(seed);
-  auto add = [&](const std::string& name, Shape shape, float sd, float mean = 0.0f) {
-    std::normal_distribution<float> d(mean, sd);
-    T t{shape, std::vector<float>(static_cast<size_t>(shape_numel(shape)))};
-    for (float& x : t.v) x = d(rng);
-    m.w[name] = std::move(t);
-  };
-  auto lin = [&](const std::string& name, int64_t n, int64_t k) {
-    add(name + ".weight", {n, k}, 1.0f / std::sqrt(static_cast<float>(k)));
-  };
+  hybrid_ref::RandomWeights rw{m.w, std::mt19937_64(seed)};
+  auto add = [&](const std::string& name, Shape shape, float sd, float mean = 0.0f) { rw.add(name, shape, sd, mean); };
+  auto lin = [&](const std::string& name, int64_t n, int64_t k) { rw.lin(name, n, k); };
   add("model.embed_tokens.weight", {m.vocab, m.hidden}, 0.2f);
   add("model.norm.weight", {m.hidden}, 0.1f, 1.0f);
   for (int64_t l = 0; l < m.layers; ++l) {
@@ -237,16 +224,9 @@ inline Gemma make_gemma4_moe(uint64_t seed = 7, int64_t experts = 6, int64_t top
   m.config["num_experts"] = experts;
   m.config["top_k_experts"] = top_k;
   m.config["moe_intermediate_size"] = moe_inter;
-  std::mt19937_64 rng(seed + 100);
-  auto add = [&](const std::string& name, Shape shape, float sd, float mean = 0.0f) {
-    std::normal_distribution<float> d(mean, sd);
-    T t{shape, std::vector<float>(static_cast<size_t>(shape_numel(shape)))};
-    for (float& x : t.v) x = d(rng);
-    m.w[name] = std::move(t);
-  };
-  auto lin = [&](const std::string& name, int64_t n, int64_t k) {
-    add(name + ".weight", {n, k}, 1.0f / std::sqrt(static_cast<float>(k)));
-  };
+  hybrid_ref::RandomWeights rw{m.w, std::mt19937_64(seed + 100)};
+  auto add = [&](const std::string& name, Shape shape, float sd, float mean = 0.0f) { rw.add(name, shape, sd, mean); };
+  auto lin = [&](const std::string& name, int64_t n, int64_t k) { rw.lin(name, n, k); };
   for (int64_t l = 0; l < m.layers; ++l) {
     const std::string p = fmt::format("model.layers.{}", l);
     for (const char* n : {"post_feedforward_layernorm_1", "pre_feedforward_layernorm_2", "post_feedforward_layernorm_2"})
@@ -280,16 +260,9 @@ inline Gemma make_gemma4_small(uint64_t seed = 8) {
   m.config["use_double_wide_mlp"] = true;
   m.config["hidden_size_per_layer_input"] = m.ple;
   m.config["vocab_size_per_layer_input"] = m.vocab;
-  std::mt19937_64 rng(seed + 200);
-  auto add = [&](const std::string& name, Shape shape, float sd, float mean = 0.0f) {
-    std::normal_distribution<float> d(mean, sd);
-    T t{shape, std::vector<float>(static_cast<size_t>(shape_numel(shape)))};
-    for (float& x : t.v) x = d(rng);
-    m.w[name] = std::move(t);
-  };
-  auto lin = [&](const std::string& name, int64_t n, int64_t k) {
-    add(name + ".weight", {n, k}, 1.0f / std::sqrt(static_cast<float>(k)));
-  };
+  hybrid_ref::RandomWeights rw{m.w, std::mt19937_64(seed + 200)};
+  auto add = [&](const std::string& name, Shape shape, float sd, float mean = 0.0f) { rw.add(name, shape, sd, mean); };
+  auto lin = [&](const std::string& name, int64_t n, int64_t k) { rw.lin(name, n, k); };
   add("model.embed_tokens_per_layer.weight", {m.vocab, m.layers * m.ple}, 0.2f);
   lin("model.per_layer_model_projection", m.layers * m.ple, m.hidden);
   add("model.per_layer_projection_norm.weight", {m.ple}, 0.1f, 1.0f);
@@ -572,6 +545,14 @@ inline double expect_bf16_positions_close(const std::vector<float>& got, const s
   }
   EXPECT_LE(far, flips) << "positions beyond " << tol << ":" << where;
   return worst;
+}
+
+// The model in `dir`, and the INFO lines its load logged (the oracle's choices, what was skipped).
+inline std::unique_ptr<CausalLM> load_logged(const std::string& dir, const EngineOptions& o, std::string& log) {
+  test::LogCapture cap(spdlog::level::info);
+  std::unique_ptr<CausalLM> lm = CausalLM::load(dir, o);
+  log = cap.text();
+  return lm;
 }
 
 // Greedy generation of `steps` tokens after the first 5 of kTokens, token by token: at every

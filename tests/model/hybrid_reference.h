@@ -64,6 +64,22 @@ struct Hybrid {
   std::map<std::string, float> nvfp4_input_scale;
 };
 
+// Random weights of the test models, drawn in the order asked from one generator: a tensor
+// ~ N(mean, sd²), a Linear's [n, k] weight ~ N(0, 1/k).
+struct RandomWeights {
+  std::map<std::string, T>& w;
+  std::mt19937_64 rng;
+  void add(const std::string& name, Shape shape, float sd, float mean = 0.0f) {
+    std::normal_distribution<float> d(mean, sd);
+    T t{shape, std::vector<float>(static_cast<size_t>(shape_numel(shape)))};
+    for (float& x : t.v) x = d(rng);
+    w[name] = std::move(t);
+  }
+  void lin(const std::string& name, int64_t n, int64_t k) {
+    add(name + ".weight", {n, k}, 1.0f / std::sqrt(static_cast<float>(k)));
+  }
+};
+
 // Stores `module` as NVFP4 (its m.w entry becomes the dequantized weight the reference uses),
 // quantized by the library's reference quantizer; input_scale 0: W4A16 (none written). For any
 // test model with the maps w / nvfp4 / nvfp4_input_scale (Hybrid, gemma_ref::Gemma).
@@ -158,16 +174,9 @@ inline Hybrid make_hybrid(int64_t ratio, uint64_t seed = 11, Family family = Fam
     m.config["model_type"] = "qwen3_5_text";
     m.config["intermediate_size"] = m.dense_inter;
   }
-  std::mt19937_64 rng(seed);
-  auto add = [&](const std::string& name, Shape shape, float sd, float mean = 0) {
-    std::normal_distribution<float> d(mean, sd);
-    T t{shape, std::vector<float>(static_cast<size_t>(shape_numel(shape)))};
-    for (float& x : t.v) x = d(rng);
-    m.w[name] = std::move(t);
-  };
-  auto lin = [&](const std::string& name, int64_t n, int64_t k) {
-    add(name + ".weight", {n, k}, 1.0f / std::sqrt(static_cast<float>(k)));
-  };
+  RandomWeights rw{m.w, std::mt19937_64(seed)};
+  auto add = [&](const std::string& name, Shape shape, float sd, float mean = 0.0f) { rw.add(name, shape, sd, mean); };
+  auto lin = [&](const std::string& name, int64_t n, int64_t k) { rw.lin(name, n, k); };
   add("model.embed_tokens.weight", {m.vocab, m.hidden}, 1.0f);
   add("model.norm.weight", {m.hidden}, 0.1f);  // zero-centered: the scale is 1 + w
   lin("lm_head", m.vocab, m.hidden);
