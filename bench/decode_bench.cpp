@@ -14,14 +14,18 @@
 // head dims 192/64/256; 64 experts, top-4, moe_intermediate 1536, one shared expert, layer 0 a dense
 // MLP of 10240, vocab 154880; quantized as NVIDIA's newer DeepSeek exports: the four MLA
 // projections bf16, o_proj, MLPs and experts NVFP4), or DeepSeek-V3's shapes the same way
-// (deepseek-v3: 128 heads, 256 experts in 8 groups; about 8.7 GB per MoE layer) — with --layers
-// decoder layers. Codes and block scales are random bytes written directly (the
+// (deepseek-v3: 128 heads, 256 experts in 8 groups; about 8.7 GB per MoE layer), or Gemma 4 as
+// NVIDIA publishes it (NVFP4 MLPs and experts, BF16 attention, routers and the tied embedding /
+// lm_head): gemma4-31b (hidden 5376, 32 heads, sliding layers 16 KV heads of 256 with a window of
+// 1024, every 6th layer and the last full with 4 KV heads of 512 and keys as values, MLP 21504,
+// vocab 262144) or gemma4-26b-a4b (hidden 2816, 16 heads, sliding 8 KV heads of 256, full 2 of 512,
+// a dense MLP of 2112 beside 128 experts of 704, top-8) — with --layers decoder layers. Codes and block scales are random bytes written directly (the
 // reference quantizer over GBs of floats would take minutes); scales are chosen so activations
 // stay O(1). Then: load, prefill a short prompt, decode --tokens tokens at M=1, and compare with
 // the roofline = (weight + KV bytes one decode step must read) / (read bandwidth measured in
 // the same process at the same thread count).
 //
-//   decode_bench --arch moe|dense|hybrid|hybrid-dense|mla|deepseek-v3 [--layers N] [--threads T] [--tokens N] [--prompt N] [--dir PATH]
+//   decode_bench --arch moe|dense|hybrid|hybrid-dense|mla|deepseek-v3|gemma4-31b|gemma4-26b-a4b [--layers N] [--threads T] [--tokens N] [--prompt N] [--dir PATH]
 //                [--override-activation-dtype bfloat16] [--bf16-lm-head] [--fp8]
 //                [--linear-backend NAME] [--moe-backend NAME] [--gdn-prefill chunked|recurrent|both]
 // hybrid: the gated delta-nets' mixer timer (model/gated_delta_rule.h) gives the share of the
@@ -72,6 +76,11 @@ struct Shapes {
   int64_t n_group = 1, topk_group = 1;
   double routed_scaling = 1.8;
   bool yarn = false;  // DeepSeek-V3's rope_scaling (factor 40 over 4096 positions)
+  // Gemma 4: sliding window of the sliding layers; the full layers' head_dim / KV heads (keys as
+  // values); the dense MLP beside the experts (MoE). Layer i is full iff (i+1) % 6 == 0 or last.
+  int64_t window = 0, full_head_dim = 0, full_kv_heads = 0, dense_mlp = 0;
+  bool gemma() const { return window > 0; }
+  bool gemma_full(int64_t i, int64_t layers) const { return (i + 1) % 6 == 0 || i == layers - 1; }
   bool hybrid() const { return nk > 0; }
   bool mla() const { return kv_lora > 0; }
   bool attention(int64_t i) const { return !hybrid() || (i + 1) % 4 == 0; }
@@ -111,6 +120,18 @@ Shapes deepseek_v3() {
   Shapes s{"DeepseekV3ForCausalLM", 7168, 128, 128, 64, 129280, 2048, 256, 8};
   s.shared = 2048, s.q_lora = 1536, s.kv_lora = 512, s.nope = 128, s.rope = 64, s.vdim = 128, s.dense_inter = 18432;
   s.n_group = 8, s.topk_group = 4, s.routed_scaling = 2.5, s.yarn = true;
+  return s;
+}
+
+// Gemma-4-31B-IT and Gemma-4-26B-A4B (their config.json text_config).
+Shapes gemma4_31b() {
+  Shapes s{"Gemma4ForCausalLM", 5376, 32, 16, 256, 262144, 21504};
+  s.window = 1024, s.full_head_dim = 512, s.full_kv_heads = 4;
+  return s;
+}
+Shapes gemma4_26b_a4b() {
+  Shapes s{"Gemma4ForCausalLM", 2816, 16, 8, 256, 262144, 704, 128, 8};
+  s.window = 1024, s.full_head_dim = 512, s.full_kv_heads = 2, s.dense_mlp = 2112;
   return s;
 }
 
@@ -232,10 +253,42 @@ void mla_layer(std::vector<Tensor>& t, const Shapes& s, int64_t l) {
   add_mlp(t, p + ".mlp.shared_experts", s.hidden, s.shared, add_quantized);
 }
 
+// One Gemma 4 layer as NVIDIA's NVFP4 exports: BF16 attention (full layers: no v_proj), the four
+// norms, q/k norms, layer_scalar; the NVFP4 MLP; with experts, the BF16 router (proj, scale,
+// per_expert_scale), the three MoE norms and NVFP4 experts.
+void gemma_layer(std::vector<Tensor>& t, const Shapes& s, int64_t l, int64_t layers) {
+  const std::string p = fmt::format("model.layers.{}", l), a = p + ".self_attn";
+  const bool full = s.gemma_full(l, layers);
+  const int64_t hd = full ? s.full_head_dim : s.head_dim, kvh = full ? s.full_kv_heads : s.kv_heads;
+  for (const char* n : {"input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm",
+                        "post_feedforward_layernorm"})
+    t.push_back({p + "." + n + ".weight", DType::BF16, {s.hidden}, Tensor::bf16_one});
+  t.push_back({p + ".layer_scalar", DType::BF16, {1}, Tensor::bf16_one});
+  add_bf16(t, a + ".q_proj", s.heads * hd, s.hidden);
+  add_bf16(t, a + ".k_proj", kvh * hd, s.hidden);
+  if (!full) add_bf16(t, a + ".v_proj", kvh * hd, s.hidden);
+  add_bf16(t, a + ".o_proj", s.hidden, s.heads * hd);
+  t.push_back({a + ".q_norm.weight", DType::BF16, {hd}, Tensor::bf16_one});
+  t.push_back({a + ".k_norm.weight", DType::BF16, {hd}, Tensor::bf16_one});
+  add_mlp(t, p + ".mlp", s.hidden, s.experts ? s.dense_mlp : s.inter, add_quantized);
+  if (s.experts == 0) return;
+  for (const char* n : {"post_feedforward_layernorm_1", "pre_feedforward_layernorm_2", "post_feedforward_layernorm_2"})
+    t.push_back({p + "." + n + ".weight", DType::BF16, {s.hidden}, Tensor::bf16_one});
+  add_bf16(t, p + ".router.proj", s.experts, s.hidden);
+  t.push_back({p + ".router.scale", DType::BF16, {s.hidden}, Tensor::bf16_one});
+  t.push_back({p + ".router.per_expert_scale", DType::BF16, {s.experts}, Tensor::bf16_one});
+  for (int64_t e = 0; e < s.experts; ++e)
+    add_mlp(t, fmt::format("{}.experts.{}", p, e), s.hidden, s.inter, add_quantized);
+}
+
 std::vector<Tensor> layout(const Shapes& s, int64_t layers, bool bf16_head) {
   std::vector<Tensor> t;
   t.push_back({"model.embed_tokens.weight", DType::BF16, {s.vocab, s.hidden}, Tensor::bf16_small});
   t.push_back({"model.norm.weight", DType::BF16, {s.hidden}, Tensor::bf16_one});
+  if (s.gemma()) {  // lm_head tied to the BF16 embedding
+    for (int64_t l = 0; l < layers; ++l) gemma_layer(t, s, l, layers);
+    return t;
+  }
   if (bf16_head) t.push_back({"lm_head.weight", DType::BF16, {s.vocab, s.hidden}, Tensor::bf16_small});
   else if (s.hybrid()) add_w4a16(t, "lm_head", s.vocab, s.hidden);
   else add_quantized(t, "lm_head", s.vocab, s.hidden);
@@ -299,7 +352,52 @@ void fill(const Tensor& t, std::vector<uint8_t>& buf) {
   }
 }
 
+json gemma_config(const Shapes& s, int64_t layers) {
+  json types = json::array();
+  for (int64_t i = 0; i < layers; ++i) types.push_back(s.gemma_full(i, layers) ? "full_attention" : "sliding_attention");
+  json c = {{"architectures", {s.arch}},
+            {"model_type", "gemma4_text"},
+            {"vocab_size", s.vocab},
+            {"hidden_size", s.hidden},
+            {"num_hidden_layers", layers},
+            {"num_attention_heads", s.heads},
+            {"num_key_value_heads", s.kv_heads},
+            {"head_dim", s.head_dim},
+            {"global_head_dim", s.full_head_dim},
+            {"num_global_key_value_heads", s.full_kv_heads},
+            {"attention_k_eq_v", true},
+            {"intermediate_size", s.experts ? s.dense_mlp : s.inter},
+            {"hidden_activation", "gelu_pytorch_tanh"},
+            {"sliding_window", s.window},
+            {"layer_types", types},
+            {"rope_parameters",
+             {{"sliding_attention", {{"rope_type", "default"}, {"rope_theta", 10000.0}}},
+              {"full_attention", {{"rope_type", "proportional"}, {"partial_rotary_factor", 0.25}, {"rope_theta", 1e6}}}}},
+            {"final_logit_softcapping", 30.0},
+            {"hidden_size_per_layer_input", 0},
+            {"num_kv_shared_layers", 0},
+            {"use_bidirectional_attention", "vision"},
+            {"enable_moe_block", s.experts > 0},
+            {"max_position_embeddings", 262144},
+            {"rms_norm_eps", 1e-6},
+            {"tie_word_embeddings", true},
+            {"bos_token_id", 2},
+            {"eos_token_id", 1},
+            {"torch_dtype", "bfloat16"}};
+  if (s.experts) {
+    c["num_experts"] = s.experts;
+    c["top_k_experts"] = s.top_k;
+    c["moe_intermediate_size"] = s.inter;
+  }
+  c["quantization_config"] = {{"quant_method", "modelopt"},
+                              {"quant_algo", g_fp8 ? "FP8" : "NVFP4"},
+                              {"ignore", {"lm_head", "model.layers.*.self_attn*", "model.layers.*.router*"}}};
+  if (!g_fp8) c["quantization_config"]["group_size"] = 16;
+  return c;
+}
+
 json config_json(const Shapes& s, int64_t layers, bool bf16_head) {
+  if (s.gemma()) return gemma_config(s, layers);
   json c = {{"architectures", {s.arch}},
             {"vocab_size", s.vocab},
             {"hidden_size", s.hidden},
@@ -407,6 +505,20 @@ void write_checkpoint(const std::string& dir, const Shapes& s, int64_t layers, b
 // the embedding row, and the KV cache up to `ctx` positions.
 double bytes_per_token(const Shapes& s, int64_t layers, bool bf16_head, int64_t ctx) {
   auto nvfp4 = [](int64_t n, int64_t k) { return static_cast<double>(n) * k * (g_fp8 ? 1.0 : 0.5 + 1.0 / 16); };
+  if (s.gemma()) {  // BF16 attention and K/V (a sliding layer reads at most its window), the tied BF16 head
+    double total = 2.0 * s.vocab * s.hidden + 2.0 * s.hidden;
+    for (int64_t i = 0; i < layers; ++i) {
+      const bool full = s.gemma_full(i, layers);
+      const int64_t hd = full ? s.full_head_dim : s.head_dim, kvh = full ? s.full_kv_heads : s.kv_heads;
+      total += 2.0 * ((2 * s.heads + (full ? 1 : 2) * kvh) * hd) * s.hidden;
+      total += 2.0 * 2 * kvh * hd * static_cast<double>(full ? ctx : std::min(ctx, s.window));
+      const int64_t mlp = s.experts ? s.dense_mlp : s.inter;
+      total += nvfp4(2 * mlp, s.hidden) + nvfp4(s.hidden, mlp);
+      if (s.experts)
+        total += 2.0 * s.experts * s.hidden + s.top_k * (nvfp4(2 * s.inter, s.hidden) + nvfp4(s.hidden, s.inter));
+    }
+    return total;
+  }
   double per_layer = nvfp4((s.heads + 2 * s.kv_heads) * s.head_dim, s.hidden) + nvfp4(s.hidden, s.heads * s.head_dim);
   if (s.experts) per_layer += 2.0 * s.experts * s.hidden + s.top_k * (nvfp4(2 * s.inter, s.hidden) + nvfp4(s.hidden, s.inter));
   else per_layer += nvfp4(2 * s.inter, s.hidden) + nvfp4(s.hidden, s.inter);
@@ -511,7 +623,7 @@ int main(int argc, char** argv) {
     else if (a == "--moe-backend") moe_backend = val();
     else if (a == "--gdn-prefill") gdn_prefill = val();
     else {
-      std::fprintf(stderr, "usage: decode_bench --arch moe|dense|hybrid|hybrid-dense|mla|deepseek-v3 [--layers N] [--threads T] [--tokens N] [--prompt N] "
+      std::fprintf(stderr, "usage: decode_bench --arch moe|dense|hybrid|hybrid-dense|mla|deepseek-v3|gemma4-31b|gemma4-26b-a4b [--layers N] [--threads T] [--tokens N] [--prompt N] "
                            "[--dir PATH] [--override-activation-dtype bfloat16] [--bf16-lm-head] [--fp8] [--linear-backend NAME] "
                            "[--moe-backend NAME] [--gdn-prefill chunked|recurrent|both]\n");
       return 2;
@@ -526,8 +638,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (arch != "moe" && arch != "dense" && arch != "hybrid" && arch != "hybrid-dense" && arch != "mla" &&
-      arch != "deepseek-v3") {
-    std::fprintf(stderr, "--arch must be moe, dense, hybrid, hybrid-dense, mla or deepseek-v3\n");
+      arch != "deepseek-v3" && arch != "gemma4-31b" && arch != "gemma4-26b-a4b") {
+    std::fprintf(stderr, "--arch must be moe, dense, hybrid, hybrid-dense, mla, deepseek-v3, gemma4-31b or gemma4-26b-a4b\n");
     return 2;
   }
   if (arch.starts_with("hybrid") && g_fp8) {
@@ -539,6 +651,8 @@ int main(int argc, char** argv) {
                    : arch == "hybrid" ? qwen3_6_35b_a3b()
                    : arch == "mla"    ? glm_4_7_flash()
                    : arch == "deepseek-v3" ? deepseek_v3()
+                   : arch == "gemma4-31b" ? gemma4_31b()
+                   : arch == "gemma4-26b-a4b" ? gemma4_26b_a4b()
                                       : qwen3_5_27b();
   const bool own_dir = dir.empty();
   if (own_dir) dir = (fs::temp_directory_path() / fmt::format("fp4lm-decode-bench-{}-{}", arch, ::getpid())).string();
@@ -630,7 +744,7 @@ int main(int argc, char** argv) {
     const size_t kv_bytes = cache->bytes_per_position() * static_cast<size_t>(prompt_len + tokens) +
                             (cache->reserved_bytes() - cache->kv().bytes());  // + the recurrent state
     std::printf("threads %d, activations bfloat16, override %s, lm_head %s\n", threads, override_dtype.c_str(),
-                bf16_head ? "bf16" : s.hybrid() ? "w4a16 nvfp4" : g_fp8 ? "fp8" : "nvfp4");
+                s.gemma() ? "bf16 (tied)" : bf16_head ? "bf16" : s.hybrid() ? "w4a16 nvfp4" : g_fp8 ? "fp8" : "nvfp4");
     {  // Which backends ran: the oracle's choice for this checkpoint's schemes (or the forced names).
       const kernels::QuantKey key = g_fp8 || s.hybrid()          ? kernels::kFp8
                                     : o.override_activation_dtype ? kernels::kNvfp4W4A16

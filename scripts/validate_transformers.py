@@ -28,6 +28,7 @@ import argparse
 import copy
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -103,6 +104,18 @@ def arch_configs():
         # keys as values (attention_k_eq_v), proportional RoPE (partial_rotary_factor 0.25),
         # layer scalars != 1, soft-capped logits.
         ("Gemma4", "Gemma4TextConfig", dict(GEMMA4), "Gemma4ForCausalLM"),
+        # Gemma 4 MoE as the 26B-A4B: the dense MLP and the MoE block side by side (router with
+        # scale / per_expert_scale, 8 GELU-tanh experts, top-2), experts as transformers stores
+        # them (fused 3-D gate_up_proj / down_proj).
+        ("Gemma4 MoE", "Gemma4TextConfig", dict(GEMMA4, enable_moe_block=True, num_experts=8, top_k_experts=2,
+                                                moe_intermediate_size=32), "Gemma4ForCausalLM"),
+        # Gemma 4 as its small models (E2B / E4B): per-layer input embeddings, the last two layers reading
+        # the K/V of layers 2 and 1 (num_kv_shared_layers) with double-wide MLPs.
+        ("Gemma4 PLE+KV-sharing", "Gemma4TextConfig",
+         dict(GEMMA4, num_hidden_layers=5, hidden_size_per_layer_input=16, vocab_size_per_layer_input=256,
+              num_kv_shared_layers=2, use_double_wide_mlp=True,
+              layer_types=["sliding_attention", "full_attention", "sliding_attention", "sliding_attention",
+                           "full_attention"]), "Gemma4ForCausalLM"),
         # The DeepSeek-style MoE families: sigmoid routing with a (randomized) e_score_correction_bias.
         ("DeepSeek-V3", "DeepseekV3Config", dict(COMMON, **DS_MOE, **MLA, n_group=4, topk_group=2,
                                                  routed_scaling_factor=2.5, rope_interleave=True,
@@ -193,6 +206,9 @@ def randomize(model, seed):
     for name, p in model.named_parameters():  # gpt-oss's attention sinks: comparable to the scores
         if name.endswith(".sinks"):
             p.copy_((torch.randn(p.shape, generator=g)).to(torch.bfloat16).to(torch.float32))
+    for name, p in model.named_parameters():  # Gemma 4's router: logits spread as a trained one's, no near ties
+        if name.endswith("router.proj.weight"):
+            p.mul_(8.0)
     for name, b in model.named_buffers():  # Gemma 4's per-layer output scale (a saved buffer)
         if name.endswith("layer_scalar"):
             b.copy_((0.5 + torch.rand(b.shape, generator=g)).to(torch.bfloat16).to(torch.float32))
@@ -272,10 +288,32 @@ def dequantized_checkpoint(qdir, src_dir, out_dir):
             out[k] = dequantize_nvfp4(t, tensors[base + ".weight_scale"], tensors[base + ".weight_scale_2"])
         else:
             out[k] = t.to(torch.float32)
+    with open(os.path.join(src_dir, "config.json")) as f:
+        if json.load(f).get("model_type", "").startswith("gemma4"):
+            out = fuse_experts(out)
     os.makedirs(out_dir, exist_ok=True)
     save_file(out, os.path.join(out_dir, "model.safetensors"), metadata={"format": "pt"})
     shutil.copy(os.path.join(src_dir, "config.json"), os.path.join(out_dir, "config.json"))
     return sum(1 for k in tensors if k.endswith(".weight_scale"))
+
+
+def fuse_experts(tensors):
+    """Per-expert `<box>.<e>.{gate,up,down}_proj.weight` (ModelOpt's and fp4lm's export) back into the 3-D
+    parameters transformers' Gemma 4 loads without a conversion: `<box>.gate_up_proj` [E, 2I, D] (gate rows
+    first) and `<box>.down_proj` [E, D, I]."""
+    pat = re.compile(r"^(.*\.experts)\.(\d+)\.(gate|up|down)_proj\.weight$")
+    boxes, out = {}, {}
+    for k, t in tensors.items():
+        m = pat.match(k)
+        if m:
+            boxes.setdefault(m.group(1), {})[(int(m.group(2)), m.group(3))] = t
+        else:
+            out[k] = t
+    for box, parts in boxes.items():
+        n = 1 + max(e for e, _ in parts)
+        out[box + ".gate_up_proj"] = torch.stack([torch.cat([parts[(e, "gate")], parts[(e, "up")]]) for e in range(n)])
+        out[box + ".down_proj"] = torch.stack([parts[(e, "down")] for e in range(n)])
+    return out
 
 
 def quantize_mxfp4(w):

@@ -121,6 +121,9 @@ Attention::Attention(const LayerBuild& b, int64_t layer, const AttentionLayout& 
     fail("layer {}: {} attention heads do not group over {} KV heads", layer, num_heads_, num_kv_heads_);
   k_eq_v_ = layout.k_eq_v;
   v_norm_ = layout.v_norm;
+  q_only_ = layout.q_only;
+  if (q_only_ && (layout.reads_kv_of < 0 || k_eq_v_ || v_norm_))
+    fail("layer {}: an attention with queries only must read another layer's K/V", layer);
   if (v_norm_) v_rms_ = RmsNorm(std::vector<float>(static_cast<size_t>(head_dim_), 1.0f), c.rms_norm_eps, c.norm_rounds_once);
   act_ = loader.dtype();
   const std::string p = fmt::format("model.layers.{}.{}", layer, layout.module);
@@ -136,7 +139,7 @@ Attention::Attention(const LayerBuild& b, int64_t layer, const AttentionLayout& 
     const int64_t qn = c.qk_norm_full_width ? num_heads_ * head_dim_ : head_dim_;
     const int64_t kn = c.qk_norm_full_width ? num_kv_heads_ * head_dim_ : head_dim_;
     q_norm_ = load_rms_norm(loader, p + ".q_norm.weight", qn);
-    k_norm_ = load_rms_norm(loader, p + ".k_norm.weight", kn);
+    if (!q_only_) k_norm_ = load_rms_norm(loader, p + ".k_norm.weight", kn);
   }
   if (layout.reads_kv_of >= 0) {
     kv_slot_ = b.state.kv_slot_of_layer(layout.reads_kv_of);
@@ -165,7 +168,7 @@ void Attention::forward(const float* x, std::span<const SequenceSpan> spans, flo
 
 void Attention::forward(const float* x, std::span<const AttentionSpan> spans, float* y) const {
   const int64_t qd = num_heads_ * head_dim_, kvd = num_kv_heads_ * head_dim_;
-  const int64_t qw = gated_ ? 2 * qd : qd, width = qw + (k_eq_v_ ? 1 : 2) * kvd;
+  const int64_t qw = gated_ ? 2 * qd : qd, width = qw + (q_only_ ? 0 : k_eq_v_ ? 1 : 2) * kvd;
   int64_t m = 0;
   for (const AttentionSpan& s : spans) {
     if (s.row0 != m) fail("attention: batch spans must cover the rows in order");
@@ -184,7 +187,7 @@ void Attention::forward(const float* x, std::span<const AttentionSpan> spans, fl
     for (int64_t j = 0; j < s.n; ++j) {
       const int64_t i = s.row0 + j, pos = s.pos0 + j;
       float* row = qkv.data() + i * width;
-      float *qi = row, *ki = row + qw, *vi = row + qw + kvd;
+      float *qi = row, *ki = q_only_ ? nullptr : row + qw, *vi = q_only_ ? nullptr : row + qw + kvd;
       if (gated_) {  // per head: query rows, then gate rows
         for (int64_t h = 0; h < num_heads_; ++h) {
           std::copy_n(row + 2 * h * head_dim_, head_dim_, qrow.data() + h * head_dim_);
@@ -199,15 +202,15 @@ void Attention::forward(const float* x, std::span<const AttentionSpan> spans, fl
       if (v_norm_) v_rms_.forward(vi, num_kv_heads_, vi, act_);
       if (qk_norm_) {
         q_norm_.forward(qi, num_heads_ * head_dim_ / q_norm_.dim(), qi, act_);
-        k_norm_.forward(ki, num_kv_heads_ * head_dim_ / k_norm_.dim(), ki, act_);
+        if (!q_only_) k_norm_.forward(ki, num_kv_heads_ * head_dim_ / k_norm_.dim(), ki, act_);
       }
       if (rope_enabled_) {
         rope_.cos_sin(pos, cos.data(), sin.data());
         rope_.rotate(qi, num_heads_, cos.data(), sin.data(), head_dim_);
-        rope_.rotate(ki, num_kv_heads_, cos.data(), sin.data(), head_dim_);
+        if (!q_only_) rope_.rotate(ki, num_kv_heads_, cos.data(), sin.data(), head_dim_);
       }
       round_to_dtype(qi, static_cast<size_t>(qd), act_);
-      round_to_dtype(ki, static_cast<size_t>(kvd), act_);
+      if (!q_only_) round_to_dtype(ki, static_cast<size_t>(kvd), act_);
       if (stores_kv_) s.cache->store(kv_slot_, pos, ki, vi);
       std::copy(qi, qi + qd, q.data() + i * qd);
       if (q_mult_ != 1.0f)

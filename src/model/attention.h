@@ -60,6 +60,9 @@ struct AttentionLayout {
   bool k_eq_v = false;  // no v_proj: the values are the key projection's output (before k_norm / RoPE)
   bool v_norm = false;  // values RMS-normalized per head, without a weight (Gemma 4)
   bool sinks = false;   // a learned logit per head in the softmax denominator, `self_attn.sinks` (gpt-oss)
+  // With reads_kv_of: the layer has no key / value projections nor k_norm (qkv_proj is q_proj
+  // alone; Gemma 4's KV-sharing layers).
+  bool q_only = false;
 };
 
 class Attention final : public Mixer {
@@ -96,7 +99,7 @@ class Attention final : public Mixer {
   DType act_;
   const Rope& rope_;
   std::unique_ptr<Linear> qkv_, o_;
-  bool qk_norm_ = false, k_eq_v_ = false, v_norm_ = false;
+  bool qk_norm_ = false, k_eq_v_ = false, v_norm_ = false, q_only_ = false;
   RmsNorm q_norm_, k_norm_, v_rms_;
   std::vector<float> sinks_;  // [num_heads] or empty
 };

@@ -103,6 +103,16 @@ struct GemmaConfig {
   // RMS-normalized per head without a weight, each layer's output × its stored layer_scalar.
   std::vector<int64_t> head_dims, kv_heads;
   bool full_k_eq_v = false, v_norm = false, layer_scalar = false;
+  // Gemma 4 MoE (enable_moe_block): every layer has a router + experts (c.moe's sizes) beside its
+  // dense MLP (arch/gemma_moe.h).
+  bool moe = false;
+  // Gemma 4 KV sharing (num_kv_shared_layers): per layer, the earlier layer whose K/V it reads
+  // (-1: its own); use_double_wide_mlp: those layers' MLPs are 2 × intermediate_size.
+  std::vector<int64_t> kv_source;
+  bool double_wide_mlp = false;
+  // Gemma 4 per-layer input embeddings (arch/gemma_ple.h): hidden_size_per_layer_input (0 =
+  // none) and vocab_size_per_layer_input.
+  int64_t ple_dim = 0, ple_vocab = 0;
   bool enabled() const { return !sliding.empty(); }
 };
 

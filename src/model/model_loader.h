@@ -68,6 +68,16 @@ class ModelLoader {
   // One INFO line per distinct message and load (the kernel choices every layer repeats).
   void log_once(const std::string& msg);
 
+  // What the layers of one model share, made by the first layer that asks for `key` (`make`
+  // returns a std::shared_ptr<T>): e.g. Gemma 4's per-layer input embeddings, computed once per
+  // step for every layer.
+  template <class T, class Make>
+  std::shared_ptr<T> shared(const std::string& key, Make make) {
+    std::shared_ptr<void>& p = shared_[key];
+    if (!p) p = make();
+    return std::static_pointer_cast<T>(p);
+  }
+
  private:
   void log_selection(const LayerReport& r);
   TensorLookup tensor_lookup() const;
@@ -82,6 +92,7 @@ class ModelLoader {
   DType dtype_ = DType::F32;
   std::vector<LayerSpec> layers_;
   std::map<std::string, bool> logged_;
+  std::map<std::string, std::shared_ptr<void>> shared_;
   size_t loaded_bytes_ = 0;
 };
 

@@ -192,20 +192,6 @@ void write_12b_layout(const Gemma& m, const std::filesystem::path& dir) {
   std::ofstream(dir / "config.json") << c.dump(2);
 }
 
-// Greedy generation: each next token is the argmax of the last logits; the reference's argmax
-// over the same growing sequence must agree at every step.
-std::vector<int32_t> generate(const CausalLM& lm, std::vector<int32_t> toks, int steps) {
-  SequenceState s = lm.new_sequence();
-  std::vector<float> last(static_cast<size_t>(lm.vocab_size()));
-  lm.forward(s, toks.data(), static_cast<int64_t>(toks.size()), LogitsMode::last, last.data());
-  for (int i = 0; i < steps; ++i) {
-    const int32_t next = static_cast<int32_t>(std::max_element(last.begin(), last.end()) - last.begin());
-    toks.push_back(next);
-    if (i + 1 < steps) lm.forward(s, &toks.back(), 1, LogitsMode::last, last.data());
-  }
-  return toks;
-}
-
 TEST(Gemma3Published, Nvfp4MlpsAsTwelveBRunAsStoredAndUnderTheOverride) {
   Gemma m = make_gemma3(21);
   quantize_mlps(m, /*input_scale=*/6.0f / 2688);
@@ -216,12 +202,7 @@ TEST(Gemma3Published, Nvfp4MlpsAsTwelveBRunAsStoredAndUnderTheOverride) {
     EngineOptions o = f32();
     if (override_a16) o.override_activation_dtype = DType::BF16;
     std::string log;
-    std::unique_ptr<CausalLM> lm;
-    {
-      test::LogCapture cap(spdlog::level::info);
-      lm = CausalLM::load(dir.path().string(), o);
-      log = cap.text();
-    }
+    const std::unique_ptr<CausalLM> lm = load_logged(dir.path().string(), o, log);
     EXPECT_NE(log.find("Detected ModelOpt NVFP4 checkpoint"), std::string::npos) << log;
     EXPECT_NE(log.find("vision tower and multi-modal projector are skipped"), std::string::npos) << log;
     EXPECT_EQ(log.find("NVFP4 W4A16 override active") != std::string::npos, override_a16) << log;
@@ -243,14 +224,7 @@ TEST(Gemma3Published, Nvfp4MlpsAsTwelveBRunAsStoredAndUnderTheOverride) {
     // every activation at bfloat16, not only the MLPs' inputs.
     EXPECT_LT(e, override_a16 ? 4e-2 : 2e-5);
     RecordProperty(override_a16 ? "override_bf16_max_rel_diff" : "w4a4_max_rel_diff", fmt::format("{:.2e}", e));
-    if (!override_a16) {
-      const std::vector<int32_t> prompt(kTokens.begin(), kTokens.begin() + 5);
-      const std::vector<int32_t> out = generate(*lm, prompt, 6);
-      for (size_t t = prompt.size(); t < out.size(); ++t) {
-        const auto r = reference(ref, std::vector<int32_t>(out.begin(), out.begin() + static_cast<long>(t)));
-        EXPECT_EQ(out[t], std::max_element(r.back().begin(), r.back().end()) - r.back().begin()) << t;
-      }
-    }
+    if (!override_a16) expect_greedy_generation_matches_reference(*lm, ref);
   }
 }
 

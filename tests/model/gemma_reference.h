@@ -12,6 +12,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <numbers>
 #include <random>
@@ -21,6 +22,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "common/log_capture.h"
 #include "io/safetensors.h"
 #include "model/hybrid_reference.h"
 #include "model/logits_check.h"
@@ -50,6 +52,13 @@ struct Gemma {
   int64_t full_hd = 16, full_kvh = 2;
   double prf = 1.0;
   std::vector<double> layer_scalar;
+  // Gemma 4 MoE (enable_moe_block): every layer's router + experts beside the dense MLP.
+  bool moe = false;
+  int64_t experts = 0, top_k = 0, moe_inter = 0;
+  // Gemma 4's small models: per layer the earlier layer whose K/V it reads (-1: its own; empty:
+  // all their own), and per-layer input embeddings of `ple` values per layer (0: none).
+  std::vector<int64_t> kv_src;
+  int64_t ple = 0;
   int64_t layer_hd(int64_t l) const { return g4 && !sliding[static_cast<size_t>(l)] ? full_hd : hd; }
   int64_t layer_kvh(int64_t l) const { return g4 && !sliding[static_cast<size_t>(l)] ? full_kvh : kvh; }
   // How modules stored as NVFP4 see their inputs (nvfp4: with their input_scale).
@@ -58,11 +67,19 @@ struct Gemma {
   std::map<std::string, float> nvfp4_input_scale;
 };
 
-// Every MLP projection of every layer as NVFP4 (NVIDIA's Gemma recipe: attention stays BF16).
-inline void quantize_mlps(Gemma& m, float input_scale = 0.0f) {
+// Every MLP projection of every layer as NVFP4 (NVIDIA's Gemma recipe: attention stays BF16),
+// and every expert's (routers stay BF16): gate / up with `input_scale`, down with `down_scale`
+// (0: input_scale).
+inline void quantize_mlps(Gemma& m, float input_scale = 0.0f, float down_scale = 0.0f) {
+  if (down_scale == 0.0f) down_scale = input_scale;
+  auto one = [&](const std::string& mod, const char* proj) {
+    quantize_module(m, mod + "." + proj, std::string(proj) == "down_proj" ? down_scale : input_scale);
+  };
   for (int64_t l = 0; l < m.layers; ++l)
-    for (const char* proj : {"gate_proj", "up_proj", "down_proj"})
-      quantize_module(m, fmt::format("model.layers.{}.mlp.{}", l, proj), input_scale);
+    for (const char* proj : {"gate_proj", "up_proj", "down_proj"}) {
+      one(fmt::format("model.layers.{}.mlp", l), proj);
+      for (int64_t e = 0; m.moe && e < m.experts; ++e) one(fmt::format("model.layers.{}.experts.{}", l, e), proj);
+    }
 }
 
 // Layers sliding, full, sliding, full (layer_types given), window 4, head_dim 16 with
@@ -96,16 +113,9 @@ inline Gemma make_gemma3(uint64_t seed = 5) {
               {"bos_token_id", 2},
               {"eos_token_id", 1},
               {"torch_dtype", "float32"}};
-  std::mt19937_64 rng(seed);
-  auto add = [&](const std::string& name, Shape shape, float sd) {
-    std::normal_distribution<float> d(0.0f, sd);
-    T t{shape, std::vector<float>(static_cast<size_t>(shape_numel(shape)))};
-    for (float& x : t.v) x = d(rng);
-    m.w[name] = std::move(t);
-  };
-  auto lin = [&](const std::string& name, int64_t n, int64_t k) {
-    add(name + ".weight", {n, k}, 1.0f / std::sqrt(static_cast<float>(k)));
-  };
+  hybrid_ref::RandomWeights rw{m.w, std::mt19937_64(seed)};
+  auto add = [&](const std::string& name, Shape shape, float sd, float mean = 0.0f) { rw.add(name, shape, sd, mean); };
+  auto lin = [&](const std::string& name, int64_t n, int64_t k) { rw.lin(name, n, k); };
   add("model.embed_tokens.weight", {m.vocab, m.hidden}, 0.2f);
   add("model.norm.weight", {m.hidden}, 0.1f);
   for (int64_t l = 0; l < m.layers; ++l) {
@@ -129,7 +139,9 @@ inline Gemma make_gemma3(uint64_t seed = 5) {
 // Gemma 4 dense as the 31B: sliding, full, sliding, full; the full layers head_dim 32 with one KV
 // head and attention_k_eq_v, proportional RoPE (partial_rotary_factor 0.25) with theta 1000;
 // sliding layers head_dim 16, 2 KV heads, window 4, theta 50; layer scalars ≠ 1; soft-capping.
-inline Gemma make_gemma4(uint64_t seed = 6) {
+// `shape` may change the dimensions (layers and their types, heads, head dims, window) before
+// the config and weights are made.
+inline Gemma make_gemma4(uint64_t seed = 6, const std::function<void(Gemma&)>& shape = {}) {
   Gemma m;
   m.g4 = true;
   m.k_eq_v = true;
@@ -139,6 +151,7 @@ inline Gemma make_gemma4(uint64_t seed = 6) {
   m.qpas = 1.0;
   m.rope_factor = 1.0;
   m.softcap = 3.0;
+  if (shape) shape(m);
   json types = json::array();
   for (bool sl : m.sliding) types.push_back(sl ? "sliding_attention" : "full_attention");
   m.config = {{"architectures", {"Gemma4ForCausalLM"}},
@@ -170,16 +183,9 @@ inline Gemma make_gemma4(uint64_t seed = 6) {
               {"bos_token_id", 2},
               {"eos_token_id", 1},
               {"torch_dtype", "float32"}};
-  std::mt19937_64 rng(seed);
-  auto add = [&](const std::string& name, Shape shape, float sd, float mean = 0.0f) {
-    std::normal_distribution<float> d(mean, sd);
-    T t{shape, std::vector<float>(static_cast<size_t>(shape_numel(shape)))};
-    for (float& x : t.v) x = d(rng);
-    m.w[name] = std::move(t);
-  };
-  auto lin = [&](const std::string& name, int64_t n, int64_t k) {
-    add(name + ".weight", {n, k}, 1.0f / std::sqrt(static_cast<float>(k)));
-  };
+  hybrid_ref::RandomWeights rw{m.w, std::mt19937_64(seed)};
+  auto add = [&](const std::string& name, Shape shape, float sd, float mean = 0.0f) { rw.add(name, shape, sd, mean); };
+  auto lin = [&](const std::string& name, int64_t n, int64_t k) { rw.lin(name, n, k); };
   add("model.embed_tokens.weight", {m.vocab, m.hidden}, 0.2f);
   add("model.norm.weight", {m.hidden}, 0.1f, 1.0f);
   for (int64_t l = 0; l < m.layers; ++l) {
@@ -204,6 +210,77 @@ inline Gemma make_gemma4(uint64_t seed = 6) {
   return m;
 }
 
+// Gemma 4 MoE as the 26B-A4B: make_gemma4's model plus, in every layer, a router (proj, scale,
+// per_expert_scale ≠ 1), `experts` experts of moe_inter with top_k chosen, and the three extra
+// norms.
+inline Gemma make_gemma4_moe(uint64_t seed = 7, int64_t experts = 6, int64_t top_k = 2, int64_t moe_inter = 32,
+                             const std::function<void(Gemma&)>& shape = {}) {
+  Gemma m = make_gemma4(seed, shape);
+  m.moe = true;
+  m.experts = experts;
+  m.top_k = top_k;
+  m.moe_inter = moe_inter;
+  m.config["enable_moe_block"] = true;
+  m.config["num_experts"] = experts;
+  m.config["top_k_experts"] = top_k;
+  m.config["moe_intermediate_size"] = moe_inter;
+  hybrid_ref::RandomWeights rw{m.w, std::mt19937_64(seed + 100)};
+  auto add = [&](const std::string& name, Shape shape, float sd, float mean = 0.0f) { rw.add(name, shape, sd, mean); };
+  auto lin = [&](const std::string& name, int64_t n, int64_t k) { rw.lin(name, n, k); };
+  for (int64_t l = 0; l < m.layers; ++l) {
+    const std::string p = fmt::format("model.layers.{}", l);
+    for (const char* n : {"post_feedforward_layernorm_1", "pre_feedforward_layernorm_2", "post_feedforward_layernorm_2"})
+      add(p + "." + n + ".weight", {m.hidden}, 0.1f, 1.0f);
+    // Router logits spread enough that the top-k are not near ties.
+    add(p + ".router.proj.weight", {experts, m.hidden}, 3.0f / std::sqrt(static_cast<float>(m.hidden)));
+    add(p + ".router.scale", {m.hidden}, 0.2f, 1.0f);
+    add(p + ".router.per_expert_scale", {experts}, 0.3f, 1.0f);
+    for (int64_t e = 0; e < experts; ++e) {
+      const std::string ep = fmt::format("{}.experts.{}", p, e);
+      lin(ep + ".gate_proj", moe_inter, m.hidden);
+      lin(ep + ".up_proj", moe_inter, m.hidden);
+      lin(ep + ".down_proj", m.hidden, moe_inter);
+    }
+  }
+  return m;
+}
+
+// Gemma 4 as its small models (E2B / E4B) are built, which NVIDIA does not publish in NVFP4:
+// layers sliding, full, sliding, sliding, full; the last two read the K/V of layers 2 and 1
+// (num_kv_shared_layers 2: no k_proj / v_proj / k_norm of their own) and have MLPs twice as wide
+// (use_double_wide_mlp); per-layer input embeddings of 16 values per layer.
+inline Gemma make_gemma4_small(uint64_t seed = 8) {
+  Gemma m = make_gemma4(seed, [](Gemma& g) {
+    g.layers = 5;
+    g.sliding = {true, false, true, true, false};
+  });
+  m.kv_src = {-1, -1, -1, 2, 1};
+  m.ple = 16;
+  m.config["num_kv_shared_layers"] = 2;
+  m.config["use_double_wide_mlp"] = true;
+  m.config["hidden_size_per_layer_input"] = m.ple;
+  m.config["vocab_size_per_layer_input"] = m.vocab;
+  hybrid_ref::RandomWeights rw{m.w, std::mt19937_64(seed + 200)};
+  auto add = [&](const std::string& name, Shape shape, float sd, float mean = 0.0f) { rw.add(name, shape, sd, mean); };
+  auto lin = [&](const std::string& name, int64_t n, int64_t k) { rw.lin(name, n, k); };
+  add("model.embed_tokens_per_layer.weight", {m.vocab, m.layers * m.ple}, 0.2f);
+  lin("model.per_layer_model_projection", m.layers * m.ple, m.hidden);
+  add("model.per_layer_projection_norm.weight", {m.ple}, 0.1f, 1.0f);
+  for (int64_t l = 0; l < m.layers; ++l) {
+    const std::string p = fmt::format("model.layers.{}", l);
+    lin(p + ".per_layer_input_gate", m.ple, m.hidden);
+    lin(p + ".per_layer_projection", m.hidden, m.ple);
+    add(p + ".post_per_layer_input_norm.weight", {m.hidden}, 0.1f, 1.0f);
+    if (m.kv_src[static_cast<size_t>(l)] < 0) continue;
+    for (const char* t : {".self_attn.k_proj.weight", ".self_attn.v_proj.weight", ".self_attn.k_norm.weight"})
+      m.w.erase(p + t);
+    lin(p + ".mlp.gate_proj", 2 * m.inter, m.hidden);
+    lin(p + ".mlp.up_proj", 2 * m.inter, m.hidden);
+    lin(p + ".mlp.down_proj", m.hidden, 2 * m.inter);
+  }
+  return m;
+}
+
 // Sets tie_word_embeddings false and adds a random lm_head.
 inline void untie(Gemma& m, uint64_t seed = 3) {
   m.tied = false;
@@ -217,10 +294,17 @@ inline void untie(Gemma& m, uint64_t seed = 3) {
 
 // Flat layout, or the VL one (Gemma3ForConditionalGeneration: keys under text_config, tensors
 // under model.language_model., plus vision tower / projector tensors that must be ignored).
-inline void write_gemma(const Gemma& m, const std::filesystem::path& dir, bool vl = false) {
+// fused_experts: the MoE experts as transformers and Google store them (experts.gate_up_proj
+// [E, 2I, D], experts.down_proj [E, D, I]); else per expert, as NVIDIA's NVFP4 export.
+inline void write_gemma(const Gemma& m, const std::filesystem::path& dir, bool vl = false, bool fused_experts = false) {
   std::filesystem::create_directories(dir);
   io::SafetensorsWriter st;
+  const std::string lm = vl ? "model.language_model." : "model.";
+  for (int64_t l = 0; fused_experts && l < m.layers; ++l)
+    hybrid_ref::write_fused_experts(m.w, fmt::format("model.layers.{}.experts", l),
+                                    fmt::format("{}layers.{}.experts", lm, l), m.experts, m.moe_inter, m.hidden, st);
   for (const auto& [name, t] : m.w) {
+    if (fused_experts && name.find(".experts.") != std::string::npos) continue;
     std::string n = name;
     if (vl && n.rfind("model.", 0) == 0) n = "model.language_model." + n.substr(6);
     const std::string mod = name.substr(0, name.size() - 7);  // without ".weight"
@@ -276,6 +360,43 @@ inline double gelu_tanh(double x) {
   return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / std::numbers::pi) * (x + 0.044715 * x * x * x)));
 }
 
+// Gemma 4's MoE branch of layer l on the residual stream h (transformers' Gemma4TextRouter and
+// Gemma4TextExperts): router on rms(h) · scale / sqrt(hidden), softmax, top-k (ties: lower id),
+// renormalized, × per_expert_scale; GELU-tanh experts on pre_feedforward_layernorm_2(h);
+// post_feedforward_layernorm_2 of their weighted sum.
+inline Vec moe_branch(const Gemma& m, int64_t l, const Vec& h) {
+  const std::string p = fmt::format("model.layers.{}", l);
+  Vec r = h;
+  gemma_rms(r.data(), m.hidden, {}, true);
+  const std::vector<float>& scale = m.w.at(p + ".router.scale").v;
+  for (int64_t i = 0; i < m.hidden; ++i) r[i] *= scale[i] / std::sqrt(static_cast<double>(m.hidden));
+  Vec prob = matvec(m, p + ".router.proj", r);
+  const double mx = *std::max_element(prob.begin(), prob.end());
+  double sum = 0;
+  for (double& z : prob) sum += z = std::exp(z - mx);
+  for (double& z : prob) z /= sum;
+  std::vector<int64_t> order(prob.size());
+  for (size_t e = 0; e < order.size(); ++e) order[e] = static_cast<int64_t>(e);
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return prob[a] > prob[b]; });
+  double chosen = 0;
+  for (int64_t j = 0; j < m.top_k; ++j) chosen += prob[order[j]];
+  Vec x = h;
+  gemma_rms(x.data(), m.hidden, m.w.at(p + ".pre_feedforward_layernorm_2.weight").v, true);
+  Vec out(static_cast<size_t>(m.hidden), 0.0);
+  for (int64_t j = 0; j < m.top_k; ++j) {
+    const int64_t e = order[j];
+    const double w = prob[e] / chosen * m.w.at(p + ".router.per_expert_scale").v[e];
+    const std::string ep = fmt::format("{}.experts.{}", p, e);
+    const Vec g = matvec(m, ep + ".gate_proj", x), u = matvec(m, ep + ".up_proj", x);
+    Vec gu(g.size());
+    for (size_t i = 0; i < g.size(); ++i) gu[i] = gelu_tanh(g[i]) * u[i];
+    const Vec d = matvec(m, ep + ".down_proj", gu);
+    for (int64_t i = 0; i < m.hidden; ++i) out[i] += w * d[i];
+  }
+  gemma_rms(out.data(), m.hidden, m.w.at(p + ".post_feedforward_layernorm_2.weight").v, true);
+  return out;
+}
+
 // Logits [n, vocab] of the token sequence, every position.
 inline std::vector<Vec> reference(const Gemma& m, const std::vector<int32_t>& tok) {
   const size_t n = tok.size();
@@ -285,7 +406,24 @@ inline std::vector<Vec> reference(const Gemma& m, const std::vector<int32_t>& to
     h[t] = Vec(emb.begin() + tok[t] * m.hidden, emb.begin() + (tok[t] + 1) * m.hidden);
     for (double& v : h[t]) v *= std::sqrt(static_cast<double>(m.hidden));
   }
+  // Per-layer inputs [L·P] per token (transformers' get_per_layer_inputs + project_per_layer_inputs).
+  std::vector<Vec> ple_in(n);
+  for (size_t t = 0; m.ple > 0 && t < n; ++t) {
+    const int64_t w = m.layers * m.ple;
+    const std::vector<float>& tab = m.w.at("model.embed_tokens_per_layer.weight").v;
+    Vec proj = matvec(m, "model.per_layer_model_projection", h[t]);
+    for (int64_t l = 0; l < m.layers; ++l) {
+      double* pl = proj.data() + l * m.ple;
+      for (int64_t i = 0; i < m.ple; ++i) pl[i] /= std::sqrt(static_cast<double>(m.hidden));
+      gemma_rms(pl, m.ple, m.w.at("model.per_layer_projection_norm.weight").v, true);
+    }
+    ple_in[t].resize(static_cast<size_t>(w));
+    for (int64_t i = 0; i < w; ++i)
+      ple_in[t][i] = (proj[i] + tab[tok[t] * w + i] * std::sqrt(static_cast<double>(m.ple))) * std::sqrt(0.5);
+  }
+  std::vector<std::vector<Vec>> layer_k(static_cast<size_t>(m.layers)), layer_v(layer_k.size());
   for (int64_t l = 0; l < m.layers; ++l) {
+    const int64_t src = m.kv_src.empty() ? -1 : m.kv_src[static_cast<size_t>(l)];
     const std::string p = fmt::format("model.layers.{}", l), a = p + ".self_attn";
     const bool sliding = m.sliding[static_cast<size_t>(l)];
     const double theta = sliding ? m.theta_local : m.theta_full, factor = sliding ? 1.0 : m.rope_factor;
@@ -298,10 +436,12 @@ inline std::vector<Vec> reference(const Gemma& m, const std::vector<int32_t>& to
       Vec x = h[t];
       gemma_rms(x.data(), m.hidden, m.w.at(p + ".input_layernorm.weight").v, g4);
       q[t] = matvec(m, a + ".q_proj", x);
-      k[t] = matvec(m, a + ".k_proj", x);
-      v[t] = m.w.count(a + ".v_proj.weight") ? matvec(m, a + ".v_proj", x) : k[t];
-      if (g4)
-        for (int64_t hh = 0; hh < kvh; ++hh) gemma_rms(v[t].data() + hh * hd, hd, {});
+      if (src < 0) {
+        k[t] = matvec(m, a + ".k_proj", x);
+        v[t] = m.w.count(a + ".v_proj.weight") ? matvec(m, a + ".v_proj", x) : k[t];
+        if (g4)
+          for (int64_t hh = 0; hh < kvh; ++hh) gemma_rms(v[t].data() + hh * hd, hd, {});
+      }
       auto norm_rope = [&](Vec& z, int64_t nh, const std::string& nw) {
         for (int64_t hh = 0; hh < nh; ++hh) {
           double* hv = z.data() + hh * hd;
@@ -316,8 +456,14 @@ inline std::vector<Vec> reference(const Gemma& m, const std::vector<int32_t>& to
         }
       };
       norm_rope(q[t], m.heads, a + ".q_norm.weight");
-      norm_rope(k[t], kvh, a + ".k_norm.weight");
+      if (src < 0) norm_rope(k[t], kvh, a + ".k_norm.weight");
     }
+    if (src >= 0) {  // K/V shared: the earlier layer's, as it stored them
+      k = layer_k[static_cast<size_t>(src)];
+      v = layer_v[static_cast<size_t>(src)];
+    }
+    layer_k[static_cast<size_t>(l)] = k;
+    layer_v[static_cast<size_t>(l)] = v;
     for (size_t t = 0; t < n; ++t) {
       const size_t lo = sliding && t + 1 > static_cast<size_t>(m.window) ? t + 1 - static_cast<size_t>(m.window) : 0;
       Vec o(static_cast<size_t>(m.heads * hd), 0.0);
@@ -346,8 +492,20 @@ inline std::vector<Vec> reference(const Gemma& m, const std::vector<int32_t>& to
       Vec gu(g.size());
       for (size_t i = 0; i < g.size(); ++i) gu[i] = gelu_tanh(g[i]) * u[i];
       Vec y = matvec(m, p + ".mlp.down_proj", gu);
+      if (m.moe) {
+        gemma_rms(y.data(), m.hidden, m.w.at(p + ".post_feedforward_layernorm_1.weight").v, true);
+        const Vec e = moe_branch(m, l, h[t]);
+        for (int64_t i = 0; i < m.hidden; ++i) y[i] += e[i];
+      }
       gemma_rms(y.data(), m.hidden, m.w.at(p + ".post_feedforward_layernorm.weight").v, g4);
       for (int64_t i = 0; i < m.hidden; ++i) h[t][i] += y[i];
+      if (m.ple > 0) {  // the per-layer input's residual term
+        Vec g = matvec(m, p + ".per_layer_input_gate", h[t]);
+        for (int64_t i = 0; i < m.ple; ++i) g[i] = gelu_tanh(g[i]) * ple_in[t][l * m.ple + i];
+        Vec z = matvec(m, p + ".per_layer_projection", g);
+        gemma_rms(z.data(), m.hidden, m.w.at(p + ".post_per_layer_input_norm.weight").v, true);
+        for (int64_t i = 0; i < m.hidden; ++i) h[t][i] += z[i];
+      }
       if (g4)
         for (double& z : h[t]) z *= m.layer_scalar[static_cast<size_t>(l)];
     }
@@ -368,5 +526,51 @@ inline std::vector<Vec> reference(const Gemma& m, const std::vector<int32_t>& to
 }
 
 inline const std::vector<int32_t> kTokens = {2, 17, 5, 96, 40, 40, 3, 62, 11, 80, 29, 7, 50};
+
+// Bfloat16 activations against the float64 reference, position by position: every position within
+// `tol` of the logit range except at most `flips` (where bf16's rounding changed a router's top-k
+// choice: a discrete jump, as in tests/model/qwen3_5_moe_test.cpp). Returns the worst close one.
+inline double expect_bf16_positions_close(const std::vector<float>& got, const std::vector<Vec>& want, int64_t vocab,
+                                          double tol, int flips = 0) {
+  int far = 0;
+  double worst = 0;
+  std::string where;
+  for (size_t t = 0; t < want.size(); ++t) {
+    const std::vector<float> row(got.begin() + static_cast<long>(t) * vocab,
+                                 got.begin() + static_cast<long>(t + 1) * vocab);
+    const double d = max_rel_diff(row, {want[t]});
+    EXPECT_GT(d, 1e-5) << "position " << t;  // bf16 is in effect
+    if (d < tol) worst = std::max(worst, d);
+    else ++far, where += fmt::format(" {}:{:.3f}", t, d);
+  }
+  EXPECT_LE(far, flips) << "positions beyond " << tol << ":" << where;
+  return worst;
+}
+
+// The model in `dir`, and the INFO lines its load logged (the oracle's choices, what was skipped).
+inline std::unique_ptr<CausalLM> load_logged(const std::string& dir, const EngineOptions& o, std::string& log) {
+  test::LogCapture cap(spdlog::level::info);
+  std::unique_ptr<CausalLM> lm = CausalLM::load(dir, o);
+  log = cap.text();
+  return lm;
+}
+
+// Greedy generation of `steps` tokens after the first 5 of kTokens, token by token: at every
+// step the engine's choice is the reference's argmax over the same growing sequence.
+inline void expect_greedy_generation_matches_reference(const CausalLM& lm, const Gemma& ref, int steps = 6) {
+  std::vector<int32_t> toks(kTokens.begin(), kTokens.begin() + 5);
+  const size_t prompt = toks.size();
+  SequenceState s = lm.new_sequence();
+  std::vector<float> last(static_cast<size_t>(lm.vocab_size()));
+  lm.forward(s, toks.data(), static_cast<int64_t>(toks.size()), LogitsMode::last, last.data());
+  for (int i = 0; i < steps; ++i) {
+    toks.push_back(static_cast<int32_t>(std::max_element(last.begin(), last.end()) - last.begin()));
+    if (i + 1 < steps) lm.forward(s, &toks.back(), 1, LogitsMode::last, last.data());
+  }
+  for (size_t t = prompt; t < toks.size(); ++t) {
+    const auto r = reference(ref, std::vector<int32_t>(toks.begin(), toks.begin() + static_cast<long>(t)));
+    EXPECT_EQ(toks[t], std::max_element(r.back().begin(), r.back().end()) - r.back().begin()) << t;
+  }
+}
 
 }  // namespace fp4lm::model::gemma_ref

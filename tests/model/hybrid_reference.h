@@ -64,6 +64,22 @@ struct Hybrid {
   std::map<std::string, float> nvfp4_input_scale;
 };
 
+// Random weights of the test models, drawn in the order asked from one generator: a tensor
+// ~ N(mean, sd²), a Linear's [n, k] weight ~ N(0, 1/k).
+struct RandomWeights {
+  std::map<std::string, T>& w;
+  std::mt19937_64 rng;
+  void add(const std::string& name, Shape shape, float sd, float mean = 0.0f) {
+    std::normal_distribution<float> d(mean, sd);
+    T t{shape, std::vector<float>(static_cast<size_t>(shape_numel(shape)))};
+    for (float& x : t.v) x = d(rng);
+    w[name] = std::move(t);
+  }
+  void lin(const std::string& name, int64_t n, int64_t k) {
+    add(name + ".weight", {n, k}, 1.0f / std::sqrt(static_cast<float>(k)));
+  }
+};
+
 // Stores `module` as NVFP4 (its m.w entry becomes the dequantized weight the reference uses),
 // quantized by the library's reference quantizer; input_scale 0: W4A16 (none written). For any
 // test model with the maps w / nvfp4 / nvfp4_input_scale (Hybrid, gemma_ref::Gemma).
@@ -158,16 +174,9 @@ inline Hybrid make_hybrid(int64_t ratio, uint64_t seed = 11, Family family = Fam
     m.config["model_type"] = "qwen3_5_text";
     m.config["intermediate_size"] = m.dense_inter;
   }
-  std::mt19937_64 rng(seed);
-  auto add = [&](const std::string& name, Shape shape, float sd, float mean = 0) {
-    std::normal_distribution<float> d(mean, sd);
-    T t{shape, std::vector<float>(static_cast<size_t>(shape_numel(shape)))};
-    for (float& x : t.v) x = d(rng);
-    m.w[name] = std::move(t);
-  };
-  auto lin = [&](const std::string& name, int64_t n, int64_t k) {
-    add(name + ".weight", {n, k}, 1.0f / std::sqrt(static_cast<float>(k)));
-  };
+  RandomWeights rw{m.w, std::mt19937_64(seed)};
+  auto add = [&](const std::string& name, Shape shape, float sd, float mean = 0.0f) { rw.add(name, shape, sd, mean); };
+  auto lin = [&](const std::string& name, int64_t n, int64_t k) { rw.lin(name, n, k); };
   add("model.embed_tokens.weight", {m.vocab, m.hidden}, 1.0f);
   add("model.norm.weight", {m.hidden}, 0.1f);  // zero-centered: the scale is 1 + w
   lin("lm_head", m.vocab, m.hidden);
@@ -241,6 +250,24 @@ inline void pack_qwen3_next(const Hybrid& m, const std::string& a, io::Safetenso
   st.add(a + ".in_proj_ba.weight", DType::F32, {2 * m.nv, D}, ba);
 }
 
+// The per-expert weights <src>.<e>.{gate,up,down}_proj.weight of `w` as the two 3-D tensors of
+// the original bf16 checkpoints: <box>.gate_up_proj [E, 2I, D] (gate rows first), <box>.down_proj [E, D, I].
+inline void write_fused_experts(const std::map<std::string, T>& w, const std::string& src, const std::string& box,
+                                int64_t experts, int64_t inter, int64_t hidden, io::SafetensorsWriter& st) {
+  std::vector<float> gate_up, down;
+  for (int64_t e = 0; e < experts; ++e) {
+    const std::string ep = fmt::format("{}.{}", src, e);
+    for (const char* proj : {".gate_proj.weight", ".up_proj.weight"}) {
+      const auto& v = w.at(ep + proj).v;
+      gate_up.insert(gate_up.end(), v.begin(), v.end());
+    }
+    const auto& v = w.at(ep + ".down_proj.weight").v;
+    down.insert(down.end(), v.begin(), v.end());
+  }
+  st.add(box + ".gate_up_proj", DType::F32, {experts, 2 * inter, hidden}, gate_up);
+  st.add(box + ".down_proj", DType::F32, {experts, hidden, inter}, down);
+}
+
 // Flat layout, or the VL one: keys under text_config, tensors under model.language_model.,
 // plus mtp.* and model.visual.* tensors that must be ignored. fused_experts: each MoE layer's
 // experts as the two 3-D tensors of the original bf16 checkpoints.
@@ -268,19 +295,9 @@ inline void write_hybrid(const Hybrid& m, const std::filesystem::path& dir, bool
     const std::string p = fmt::format("model.layers.{}", l);
     if (m.next && !m.full[l]) pack_qwen3_next(m, p + ".linear_attn", st);
     if (!fused_experts || m.is_dense(l)) continue;
-    std::vector<float> gate_up, down;
-    for (int64_t e = 0; e < m.experts; ++e) {
-      const std::string ep = fmt::format("{}.mlp.experts.{}", p, e);
-      for (const char* proj : {".gate_proj.weight", ".up_proj.weight"}) {
-        const auto& v = m.w.at(ep + proj).v;
-        gate_up.insert(gate_up.end(), v.begin(), v.end());
-      }
-      const auto& v = m.w.at(ep + ".down_proj.weight").v;
-      down.insert(down.end(), v.begin(), v.end());
-    }
-    const std::string box = (vl ? fmt::format("model.language_model.layers.{}", l) : p) + ".mlp.experts";
-    st.add(box + ".gate_up_proj", DType::F32, {m.experts, 2 * m.inter, m.hidden}, gate_up);
-    st.add(box + ".down_proj", DType::F32, {m.experts, m.hidden, m.inter}, down);
+    write_fused_experts(m.w, p + ".mlp.experts",
+                        (vl ? fmt::format("model.language_model.layers.{}", l) : p) + ".mlp.experts", m.experts,
+                        m.inter, m.hidden, st);
   }
   json c = m.config;
   if (vl) {

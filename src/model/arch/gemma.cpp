@@ -14,14 +14,17 @@ GemmaNormNames gemma_norm_names(int64_t layer) {
 }
 
 void GemmaLayer::forward(const LayerStep& s) const {
+  if (ple_) ple_->begin(s);
   add_residual(s, input_, [&](const float* x, float* y) {
     attention_->forward(x, s.spans, y);
     post_attention_.forward(y, s.m, y, s.act);
   });
   add_residual(s, pre_feedforward_, [&](const float* x, float* y) {
     mlp_->forward(x, s.m, y);
+    if (moe_) moe_->forward(s.h, s.m, y);  // s.h: still the residual stream before this half
     post_feedforward_.forward(y, s.m, y, s.act);
   });
+  if (ple_) ple_->forward(s);
   if (layer_scalar_ != 1.0f) {
     const size_t size = static_cast<size_t>(s.m) * static_cast<size_t>(input_.dim());
     for (size_t i = 0; i < size; ++i) s.h[i] *= layer_scalar_;
@@ -32,7 +35,8 @@ void GemmaLayer::forward(const LayerStep& s) const {
 size_t GemmaLayer::own_param_bytes() const {
   return static_cast<size_t>(input_.dim() + post_attention_.dim() + pre_feedforward_.dim() + post_feedforward_.dim()) *
              sizeof(float) +
-         attention_->own_param_bytes();
+         attention_->own_param_bytes() + (moe_ ? moe_->own_param_bytes() : 0) +
+         (ple_ ? ple_->own_param_bytes() : 0);
 }
 
 void read_gemma_layer_types(const ConfigReader& r, ModelConfig& c, int64_t pattern) {

@@ -1,8 +1,9 @@
 #pragma once
 // What Gemma 3 and Gemma 4 share (arch/gemma3.cpp, arch/gemma4.cpp): the decoder layer with four
 // norms — h += post_attention_norm(attention(input_norm(h))); h += post_feedforward_norm(
-// mlp(pre_feedforward_norm(h))) (Gemma 4: then h ×= layer_scalar) — whose attention uses the RoPE of its layer type (sliding or
-// full), the names of those norms, and the parsing of the per-type keys (layer_types,
+// mlp(pre_feedforward_norm(h))) (Gemma 4: then h ×= layer_scalar; with the MoE block, the MLP's
+// output joined by the experts', arch/gemma_moe.h) — whose attention uses the RoPE of its layer
+// type (sliding or full), the names of those norms, and the parsing of the per-type keys (layer_types,
 // sliding_window, RoPE per type in either config form). Norms are Gemma's: computed in float32,
 // rounded once (ModelConfig::norm_rounds_once).
 #include <cstdint>
@@ -11,6 +12,8 @@
 #include <vector>
 
 #include "model/arch/arch.h"
+#include "model/arch/gemma_moe.h"
+#include "model/arch/gemma_ple.h"
 #include "model/decoder_layer.h"
 #include "model/rope.h"
 
@@ -25,10 +28,12 @@ class GemmaLayer final : public DecoderLayer {
  public:
   GemmaLayer(std::unique_ptr<Rope> rope, RmsNorm input, std::unique_ptr<Mixer> attention, RmsNorm post_attention,
              RmsNorm pre_feedforward, std::unique_ptr<FeedForward> mlp, RmsNorm post_feedforward,
-             float layer_scalar = 1.0f)
+             float layer_scalar = 1.0f, std::unique_ptr<GemmaMoeBlock> moe = nullptr,
+             std::unique_ptr<GemmaPleBlock> ple = nullptr)
       : rope_(std::move(rope)), input_(std::move(input)), post_attention_(std::move(post_attention)),
         pre_feedforward_(std::move(pre_feedforward)), post_feedforward_(std::move(post_feedforward)),
-        attention_(std::move(attention)), mlp_(std::move(mlp)), layer_scalar_(layer_scalar) {}
+        attention_(std::move(attention)), mlp_(std::move(mlp)), moe_(std::move(moe)), ple_(std::move(ple)),
+        layer_scalar_(layer_scalar) {}
   void forward(const LayerStep& s) const override;
   size_t own_param_bytes() const override;
 
@@ -37,6 +42,8 @@ class GemmaLayer final : public DecoderLayer {
   RmsNorm input_, post_attention_, pre_feedforward_, post_feedforward_;
   std::unique_ptr<Mixer> attention_;
   std::unique_ptr<FeedForward> mlp_;
+  std::unique_ptr<GemmaMoeBlock> moe_;  // Gemma 4 MoE: beside the MLP; null for dense layers
+  std::unique_ptr<GemmaPleBlock> ple_;  // Gemma 4 per-layer inputs; null without them
   float layer_scalar_;  // Gemma 4: the layer's output h × layer_scalar (rounded); 1 = none
 };
 

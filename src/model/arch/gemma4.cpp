@@ -13,11 +13,17 @@
 // - four norms per layer (arch/gemma.h), Gemma 4's RMSNorm x/rms·w in float32 (not 1 + w);
 //   each layer's output × its layer_scalar;
 // - embeddings × sqrt(hidden_size), gelu_pytorch_tanh GeGLU, final_logit_softcapping, tied
-//   embeddings.
-// Not supported yet (an error naming the field): per-layer input embeddings
-// (hidden_size_per_layer_input > 0, the E2B/E4B models), num_kv_shared_layers > 0, the MoE
-// block (enable_moe_block, 26B-A4B), bidirectional attention.
+//   embeddings;
+// - the MoE block of the 26B-A4B (enable_moe_block: num_experts, top_k_experts,
+//   moe_intermediate_size): router and GELU-tanh experts beside the dense MLP (arch/gemma_moe.h).
+// - the small models' features (E2B / E4B; in no NVIDIA-published config): per-layer input
+//   embeddings (hidden_size_per_layer_input > 0, arch/gemma_ple.h), the last
+//   num_kv_shared_layers layers reading the K/V of the last earlier layer of their type (no
+//   k_proj / v_proj / k_norm of their own), use_double_wide_mlp (those layers' MLPs 2 × wide).
+// Not supported (an error naming the field): use_bidirectional_attention "all".
+#include <algorithm>
 #include <cmath>
+#include <map>
 
 #include <fmt/format.h>
 
@@ -60,15 +66,30 @@ class Gemma4 final : public ArchDef {
     c.hidden_act = r.opt<std::string>("hidden_activation", "gelu_pytorch_tanh");
     if (c.hidden_act != "gelu_pytorch_tanh")
       fail("{}: unsupported hidden_activation '{}' (supported: gelu_pytorch_tanh)", r.path, c.hidden_act);
-    if (r.has("use_bidirectional_attention"))
-      fail("{}: use_bidirectional_attention is not supported (causal language models only)", r.path);
-    if (r.opt<int64_t>("hidden_size_per_layer_input", 0) != 0)
-      fail("{}: per-layer input embeddings (hidden_size_per_layer_input = {}) are not supported yet", r.path,
-           r.get<int64_t>("hidden_size_per_layer_input"));
-    if (r.opt<int64_t>("num_kv_shared_layers", 0) != 0)
-      fail("{}: num_kv_shared_layers > 0 (K/V shared between layers) is not supported yet", r.path);
-    if (r.opt<bool>("enable_moe_block", false))
-      fail("{}: enable_moe_block (the Gemma 4 MoE) is not supported yet", r.path);
+    // "vision" (the 26B-A4B / 31B configs) makes image tokens attend to each other: text-only
+    // input stays causal, so it runs as is. "all" is the bidirectional (embedding) variant.
+    if (r.has("use_bidirectional_attention") && r.get<std::string>("use_bidirectional_attention") != "vision")
+      fail("{}: use_bidirectional_attention = '{}' is not supported (causal text generation only; \"vision\" "
+           "is accepted, since text-only input is causal under it)",
+           r.path, r.get<std::string>("use_bidirectional_attention"));
+    c.gemma.ple_dim = r.opt<int64_t>("hidden_size_per_layer_input", 0);
+    if (c.gemma.ple_dim < 0) fail("{}: field 'hidden_size_per_layer_input' must be >= 0", r.path);
+    if (c.gemma.ple_dim > 0) {
+      c.gemma.ple_vocab = r.opt<int64_t>("vocab_size_per_layer_input", 262144);
+      r.positive("vocab_size_per_layer_input", c.gemma.ple_vocab);
+    }
+    c.gemma.double_wide_mlp = r.opt<bool>("use_double_wide_mlp", false);
+    if (r.opt<bool>("enable_moe_block", false)) {
+      c.gemma.moe = true;
+      c.moe.num_experts = r.req<int64_t>("num_experts");
+      r.positive("num_experts", c.moe.num_experts);
+      c.moe.top_k = r.req<int64_t>("top_k_experts");
+      if (c.moe.top_k <= 0 || c.moe.top_k > c.moe.num_experts)
+        fail("{}: top_k_experts = {} must be in [1, num_experts = {}]", r.path, c.moe.top_k, c.moe.num_experts);
+      c.moe.moe_intermediate_size = r.req<int64_t>("moe_intermediate_size");
+      r.positive("moe_intermediate_size", c.moe.moe_intermediate_size);
+      c.moe.norm_topk_prob = true;  // Gemma4TextRouter always renormalizes the top-k weights
+    }
     c.qk_norm = true;
     c.norm_rounds_once = true;
     c.scale_embeddings = true;
@@ -79,23 +100,35 @@ class Gemma4 final : public ArchDef {
     c.final_logit_softcapping = r.opt<double>("final_logit_softcapping", 0.0);
     if (c.final_logit_softcapping < 0) fail("{}: field 'final_logit_softcapping' must be > 0 or null", r.path);
     // The full layers' head_dim and KV heads: transformers 5.24 saves them per layer
-    // (per_layer_config {"<i>": {head_dim, num_key_value_heads}}), earlier configs as
-    // global_head_dim and (with attention_k_eq_v) num_global_key_value_heads.
+    // (per_layer_config {"<i>": {head_dim, num_key_value_heads}}, the indices zero-padded to the
+    // widest one's digits: "05" of 30 layers), earlier configs as global_head_dim and (with
+    // attention_k_eq_v) num_global_key_value_heads.
     c.gemma.full_k_eq_v = r.opt<bool>("attention_k_eq_v", false);
     const bool per_layer = r.has("per_layer_config");
-    if (per_layer && !r.j["per_layer_config"].is_object())
-      fail("{}: field 'per_layer_config' must be an object of layer index -> overrides", r.path);
+    std::map<int64_t, const nlohmann::json*> overrides;
+    if (per_layer) {
+      if (!r.j["per_layer_config"].is_object())
+        fail("{}: field 'per_layer_config' must be an object of layer index -> overrides", r.path);
+      for (const auto& [key, e] : r.j["per_layer_config"].items()) {
+        const bool digits = !key.empty() && key.size() < 10 &&
+                            std::all_of(key.begin(), key.end(), [](char ch) { return ch >= '0' && ch <= '9'; });
+        const int64_t idx = digits ? std::stoll(key) : -1;
+        if (idx < 0 || idx >= c.num_layers)
+          fail("{}: field 'per_layer_config' has key '{}', expected a layer index in [0, {})", r.path, key,
+               c.num_layers);
+        if (!e.is_object()) fail("{}: field 'per_layer_config.{}' must be an object", r.path, key);
+        if (!overrides.emplace(idx, &e).second)
+          fail("{}: field 'per_layer_config' names layer {} twice", r.path, idx);
+      }
+    }
     const int64_t global_hd = r.opt<int64_t>("global_head_dim", 512);
     const int64_t global_kvh = c.gemma.full_k_eq_v ? r.opt<int64_t>("num_global_key_value_heads", c.num_kv_heads)
                                                    : c.num_kv_heads;
     for (int64_t i = 0; i < c.num_layers; ++i) {
       int64_t hd = c.head_dim, kvh = c.num_kv_heads;
       if (per_layer) {
-        const std::string key = std::to_string(i);
-        if (r.j["per_layer_config"].contains(key)) {
-          const nlohmann::json& e = r.j["per_layer_config"][key];
-          if (!e.is_object()) fail("{}: field 'per_layer_config.{}' must be an object", r.path, key);
-          ConfigReader er{e, r.path};
+        if (auto it = overrides.find(i); it != overrides.end()) {
+          ConfigReader er{*it->second, r.path};
           hd = er.opt<int64_t>("head_dim", hd);
           kvh = er.opt<int64_t>("num_key_value_heads", kvh);
         }
@@ -112,6 +145,32 @@ class Gemma4 final : public ArchDef {
     }
     c.gemma.v_norm = true;
     c.gemma.layer_scalar = true;
+    read_kv_sharing(r, c);
+  }
+
+  // num_kv_shared_layers as transformers' Gemma4TextConfig.kv_sharing_modes: the last n layers
+  // read the K/V of the last earlier (unshared) layer of their own type.
+  static void read_kv_sharing(const ConfigReader& r, ModelConfig& c) {
+    const int64_t shared = r.opt<int64_t>("num_kv_shared_layers", 0);
+    if (shared < 0 || shared >= c.num_layers)
+      fail("{}: num_kv_shared_layers = {} must be in [0, num_hidden_layers = {}): the shared layers read the K/V "
+           "of earlier ones",
+           r.path, shared, c.num_layers);
+    c.gemma.kv_source.assign(static_cast<size_t>(c.num_layers), -1);
+    const int64_t first = c.num_layers - shared;
+    for (int64_t i = first; i < c.num_layers; ++i) {
+      const bool sliding = c.gemma.sliding[static_cast<size_t>(i)];
+      int64_t j = first - 1;
+      while (j >= 0 && c.gemma.sliding[static_cast<size_t>(j)] != sliding) --j;
+      if (j < 0)
+        fail("{}: num_kv_shared_layers = {}: layer {} ({}) has no earlier {} layer to read K/V from", r.path, shared,
+             i, sliding ? "sliding" : "full", sliding ? "sliding" : "full");
+      const auto ui = static_cast<size_t>(i), uj = static_cast<size_t>(j);
+      if (c.gemma.head_dims[ui] != c.gemma.head_dims[uj] || c.gemma.kv_heads[ui] != c.gemma.kv_heads[uj])
+        fail("{}: num_kv_shared_layers: layer {} reads the K/V of layer {}, whose head_dim / KV heads differ", r.path,
+             i, j);
+      c.gemma.kv_source[ui] = j;
+    }
   }
 
   // Layer i's attention shape: head_dim, KV heads, keys doubling as values.
@@ -123,28 +182,52 @@ class Gemma4 final : public ArchDef {
     const auto li = static_cast<size_t>(i);
     return {c.gemma.head_dims[li], c.gemma.kv_heads[li], c.gemma.full_k_eq_v && !c.gemma.sliding[li]};
   }
+  static int64_t kv_source(const ModelConfig& c, int64_t i) { return c.gemma.kv_source[static_cast<size_t>(i)]; }
+  static int64_t mlp_inter(const ModelConfig& c, int64_t i) {
+    return c.intermediate_size * (c.gemma.double_wide_mlp && kv_source(c, i) >= 0 ? 2 : 1);
+  }
 
   void plan_layer(const ModelConfig& c, int64_t i, std::vector<LayerSpec>& out) const override {
     const Shape s = shape(c, i);
     const int64_t q = c.num_heads * s.head_dim, kv = s.kv_heads * s.head_dim;
     const std::string p = fmt::format("model.layers.{}.self_attn", i);
-    if (s.k_eq_v)
+    if (kv_source(c, i) >= 0)  // reads an earlier layer's K/V: no k_proj / v_proj
+      out.push_back(plan_linear(p + ".qkv_proj", i, {p + ".q_proj"}, {q}, c.hidden_size));
+    else if (s.k_eq_v)
       out.push_back(plan_linear(p + ".qkv_proj", i, {p + ".q_proj", p + ".k_proj"}, {q, kv}, c.hidden_size));
     else
       out.push_back(plan_linear(p + ".qkv_proj", i, {p + ".q_proj", p + ".k_proj", p + ".v_proj"}, {q, kv, kv},
                                 c.hidden_size));
     out.push_back(plan_linear(p + ".o_proj", i, {p + ".o_proj"}, {c.hidden_size}, q));
-    plan_dense_mlp(c, i, fmt::format("model.layers.{}.mlp", i), c.intermediate_size, out);
+    plan_dense_mlp(c, i, fmt::format("model.layers.{}.mlp", i), mlp_inter(c, i), out);
+    if (c.gemma.moe) plan_gemma_moe(c, i, out);
+    if (c.gemma.ple_dim > 0) plan_gemma_ple(c, i, out);
   }
 
   std::vector<LayerParam> layer_params(const ModelConfig& c, int64_t i) const override {
     const GemmaNormNames n = gemma_norm_names(i);
     const std::string p = fmt::format("model.layers.{}.", i);
     const int64_t hd = shape(c, i).head_dim;
-    return {{n.input, {c.hidden_size}},           {n.post_attention, {c.hidden_size}},
-            {n.pre_feedforward, {c.hidden_size}}, {n.post_feedforward, {c.hidden_size}},
-            {p + "self_attn.q_norm.weight", {hd}}, {p + "self_attn.k_norm.weight", {hd}},
-            {p + "layer_scalar", {1}}};
+    std::vector<LayerParam> out = {{n.input, {c.hidden_size}},           {n.post_attention, {c.hidden_size}},
+                                   {n.pre_feedforward, {c.hidden_size}}, {n.post_feedforward, {c.hidden_size}},
+                                   {p + "self_attn.q_norm.weight", {hd}}, {p + "layer_scalar", {1}}};
+    if (kv_source(c, i) < 0) out.push_back({p + "self_attn.k_norm.weight", {hd}});
+    if (c.gemma.ple_dim > 0) {
+      const GemmaPleNames pn = gemma_ple_names(i);
+      out.push_back({pn.post_norm, {c.hidden_size}});
+      if (i == 0) {  // the model's own PLE tensors, loaded with layer 0
+        out.push_back({pn.table, {c.gemma.ple_vocab, c.num_layers * c.gemma.ple_dim}});
+        out.push_back({pn.projection_norm, {c.gemma.ple_dim}});
+      }
+    }
+    if (c.gemma.moe) {
+      const GemmaMoeNames mn = gemma_moe_names(i);
+      for (const std::string& norm : {mn.post_feedforward_1, mn.pre_feedforward_2, mn.post_feedforward_2})
+        out.push_back({norm, {c.hidden_size}});
+      out.push_back({mn.router_scale, {c.hidden_size}});
+      out.push_back({mn.per_expert_scale, {c.moe.num_experts}});
+    }
+    return out;
   }
 
   std::unique_ptr<DecoderLayer> make_layer(const LayerBuild& b, int64_t i) const override {
@@ -160,21 +243,26 @@ class Gemma4 final : public ArchDef {
     const bool sliding = c.gemma.sliding[static_cast<size_t>(i)];
     const LayerBuild lb{l, *rope, b.state, b.kv_dtype};
     RmsNorm input = load_rms_norm(l, n.input, c.hidden_size);
+    const int64_t source = kv_source(c, i);
     auto attention = std::make_unique<Attention>(lb, i,
                                                  AttentionLayout{.window = sliding ? c.gemma.sliding_window : 0,
+                                                                 .reads_kv_of = source,
                                                                  .scaling = 1.0,
                                                                  .head_dim = s.head_dim,
                                                                  .kv_heads = s.kv_heads,
-                                                                 .k_eq_v = s.k_eq_v,
-                                                                 .v_norm = true});
+                                                                 .k_eq_v = source < 0 && s.k_eq_v,
+                                                                 .v_norm = source < 0,
+                                                                 .q_only = source >= 0});
     RmsNorm post_attention = load_rms_norm(l, n.post_attention, c.hidden_size);
     RmsNorm pre_feedforward = load_rms_norm(l, n.pre_feedforward, c.hidden_size);
     std::unique_ptr<FeedForward> mlp = make_ffn(l, i);
     RmsNorm post_feedforward = load_rms_norm(l, n.post_feedforward, c.hidden_size);
+    std::unique_ptr<GemmaMoeBlock> moe = c.gemma.moe ? std::make_unique<GemmaMoeBlock>(l, i) : nullptr;
+    std::unique_ptr<GemmaPleBlock> ple = c.gemma.ple_dim > 0 ? std::make_unique<GemmaPleBlock>(l, i) : nullptr;
     const float scalar = l.tensor_f32(fmt::format("model.layers.{}.layer_scalar", i), {1})[0];
     return std::make_unique<GemmaLayer>(std::move(rope), std::move(input), std::move(attention),
                                         std::move(post_attention), std::move(pre_feedforward), std::move(mlp),
-                                        std::move(post_feedforward), scalar);
+                                        std::move(post_feedforward), scalar, std::move(moe), std::move(ple));
   }
 
   std::unique_ptr<FeedForward> make_ffn(ModelLoader& l, int64_t i) const override {

@@ -1,0 +1,106 @@
+#include "model/arch/gemma_ple.h"
+
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "model/activation.h"
+#include "model/layer_plan.h"
+#include "model/model_loader.h"
+
+namespace fp4lm::model {
+
+GemmaPleNames gemma_ple_names(int64_t layer) {
+  const std::string p = fmt::format("model.layers.{}.", layer);
+  return {"model.embed_tokens_per_layer.weight", "model.per_layer_model_projection",
+          "model.per_layer_projection_norm.weight", p + "per_layer_input_gate", p + "per_layer_projection",
+          p + "post_per_layer_input_norm.weight"};
+}
+
+void plan_gemma_ple(const ModelConfig& c, int64_t i, std::vector<LayerSpec>& out) {
+  const GemmaPleNames n = gemma_ple_names(i);
+  const int64_t p = c.gemma.ple_dim;
+  if (i == 0) out.push_back(plan_linear(n.model_projection, 0, {n.model_projection}, {c.num_layers * p}, c.hidden_size));
+  out.push_back(plan_linear(n.gate, i, {n.gate}, {p}, c.hidden_size));
+  out.push_back(plan_linear(n.projection, i, {n.projection}, {c.hidden_size}, p));
+}
+
+GemmaPleInputs::GemmaPleInputs(ModelLoader& l) : act_(l.dtype()) {
+  const ModelConfig& c = l.config();
+  const GemmaPleNames n = gemma_ple_names(0);
+  layers_ = c.num_layers;
+  dim_ = c.gemma.ple_dim;
+  hidden_ = c.hidden_size;
+  const TensorView& t = l.tensor(n.table, {c.gemma.ple_vocab, layers_ * dim_});
+  table_ = Embedding(t);
+  table_bytes_ = t.nbytes;
+  projection_ = l.load_linear(n.model_projection);
+  norm_ = load_rms_norm(l, n.projection_norm, dim_);
+}
+
+size_t GemmaPleInputs::own_param_bytes() const { return table_bytes_ + static_cast<size_t>(dim_) * sizeof(float); }
+
+void GemmaPleInputs::compute(const LayerStep& s) const {
+  const size_t size = static_cast<size_t>(s.m * layers_ * dim_);
+  std::vector<float> tok(size);
+  table_.lookup(s.tokens, s.m, tok.data());
+  round_to_dtype(tok.data(), size, act_);
+  // × sqrt(P), the factor in the activation dtype (transformers casts it to the table's dtype).
+  float scale = std::sqrt(static_cast<float>(dim_));
+  round_to_dtype(&scale, 1, act_);
+  for (float& v : tok) v *= scale;
+  round_to_dtype(tok.data(), size, act_);
+  buf_.resize(size);
+  projection_->forward(s.h, s.m, buf_.data());
+  const float inv_root = static_cast<float>(std::pow(static_cast<double>(hidden_), -0.5));
+  for (float& v : buf_) v *= inv_root;
+  round_to_dtype(buf_.data(), size, act_);
+  norm_.forward(buf_.data(), s.m * layers_, buf_.data(), act_);
+  for (size_t i = 0; i < size; ++i) buf_[i] += tok[i];
+  round_to_dtype(buf_.data(), size, act_);
+  const float half_root = static_cast<float>(std::sqrt(0.5));
+  for (float& v : buf_) v *= half_root;
+  round_to_dtype(buf_.data(), size, act_);
+}
+
+GemmaPleBlock::GemmaPleBlock(ModelLoader& l, int64_t layer) : layer_(layer), act_(l.dtype()) {
+  const ModelConfig& c = l.config();
+  const GemmaPleNames n = gemma_ple_names(layer);
+  dim_ = c.gemma.ple_dim;
+  hidden_ = c.hidden_size;
+  inputs_ = l.shared<GemmaPleInputs>("gemma4.per_layer_inputs", [&] {
+    if (layer != 0)
+      fail("{}: per-layer input embeddings (hidden_size_per_layer_input) are computed from the token embeddings "
+           "by layer 0: a pipeline stage must start at layer 0, this one starts at layer {}",
+           l.checkpoint().dir(), layer);
+    return std::make_shared<GemmaPleInputs>(l);
+  });
+  gate_ = l.load_linear(n.gate);
+  projection_ = l.load_linear(n.projection);
+  post_ = load_rms_norm(l, n.post_norm, hidden_);
+}
+
+size_t GemmaPleBlock::own_param_bytes() const {
+  return static_cast<size_t>(hidden_) * sizeof(float) + (layer_ == 0 ? inputs_->own_param_bytes() : 0);
+}
+
+void GemmaPleBlock::forward(const LayerStep& s) const {
+  std::vector<float> g(static_cast<size_t>(s.m * dim_));
+  gate_->forward(s.h, s.m, g.data());
+  for (int64_t r = 0; r < s.m; ++r) {
+    float* gr = g.data() + r * dim_;
+    for (int64_t c = 0; c < dim_; ++c) gr[c] = gelu_tanh(gr[c]);
+    round_to_dtype(gr, static_cast<size_t>(dim_), act_);
+    const float* in = inputs_->of(layer_, r);
+    for (int64_t c = 0; c < dim_; ++c) gr[c] *= in[c];
+  }
+  round_to_dtype(g.data(), g.size(), act_);
+  projection_->forward(g.data(), s.m, s.y);
+  post_.forward(s.y, s.m, s.y, act_);
+  const size_t size = static_cast<size_t>(s.m * hidden_);
+  for (size_t i = 0; i < size; ++i) s.h[i] += s.y[i];
+  round_to_dtype(s.h, size, act_);
+}
+
+}  // namespace fp4lm::model
