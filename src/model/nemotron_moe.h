@@ -1,7 +1,9 @@
 #pragma once
 // The MoE block of Nemotron-H's 'E' layers (Nemotron 3: Nano-30B-A3B, Super-120B-A12B, Ultra),
 // as transformers' NemotronHMoE computes it:
-//   y = Σ_j w_j · expert_{e_j}(x) + shared_experts(x)
+//   y = fc2(Σ_j w_j · expert_{e_j}(fc1(x))) + shared_experts(x)
+// fc1 / fc2 the latent MoE's fc1_latent_proj / fc2_latent_proj (moe_latent_size: Super, Ultra),
+// identities otherwise; the router and the shared expert read x itself.
 // - the DeepSeek-style sigmoid router (model/sigmoid_moe.h SigmoidRouter: float32 logits,
 //   e_score_correction_bias for the choice, n_group / topk_group, norm_topk_prob,
 //   routed_scaling_factor; the weights stay float32);
@@ -37,7 +39,8 @@ class NemotronMoe final : public FeedForward {
   SigmoidRouter router_;
   std::vector<std::unique_ptr<Relu2Mlp>> experts_;
   std::unique_ptr<Relu2Mlp> shared_;
-  int64_t hidden_;
+  std::unique_ptr<Linear> fc1_, fc2_;  // the latent projections; null without moe_latent_size
+  int64_t hidden_, width_;             // width_: the experts' input and output (latent or hidden)
   DType act_;
 };
 

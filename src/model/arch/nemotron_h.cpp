@@ -3,7 +3,7 @@
 // layer is one mixer behind one RMSNorm, h += mixer(norm(h)), the mixer chosen by the layer's
 // letter in hybrid_override_pattern (or layers_block_type):
 //   'M' Mamba-2 (model/mamba2_mixer.h)        '*' attention: GQA, no position encoding
-//   '-' MLP: down_proj(relu(up_proj(h))²)      'E' MoE (model/nemotron_moe.h; not its latent form)
+//   '-' MLP: down_proj(relu(up_proj(h))²)      'E' MoE (model/nemotron_moe.h, latent or not)
 // Tensors live under backbone. (read as model.): embeddings, layers.<i>.{norm, mixer.*}, norm_f;
 // lm_head at the top. The MTP layers (num_nextn_predict_layers, tensors mtp.*) are not read.
 #include <algorithm>
@@ -200,11 +200,12 @@ class NemotronH final : public ArchDef {
     if (moe.top_k > moe.sigmoid.topk_group * per)
       fail("{}: num_experts_per_tok ({}) exceeds the experts of topk_group={} groups ({})", r.path, moe.top_k,
            moe.sigmoid.topk_group, moe.sigmoid.topk_group * per);
-    // moe_latent_size (Super / Ultra's latent MoE: fc1/fc2_latent_proj around the experts):
-    // null or absent = none.
-    if (r.has("moe_latent_size") && !r.j["moe_latent_size"].is_null())
-      fail("{}: field 'moe_latent_size' = {}: the latent MoE (Nemotron 3 Super / Ultra) is not supported yet",
-           r.path, r.j["moe_latent_size"].dump());
+    // moe_latent_size (Super / Ultra's latent MoE: fc1/fc2_latent_proj around the routed
+    // experts): null or absent = none.
+    if (r.has("moe_latent_size") && !r.j["moe_latent_size"].is_null()) {
+      c.mamba.moe_latent_size = r.get<int64_t>("moe_latent_size");
+      r.positive("moe_latent_size", c.mamba.moe_latent_size);
+    }
   }
 
   void plan_layer(const ModelConfig& c, int64_t i, std::vector<LayerSpec>& out) const override {
@@ -220,16 +221,23 @@ class NemotronH final : public ArchDef {
                                 c.hidden_size, c.attention_bias));
       out.push_back(plan_linear(p + ".o_proj", i, {p + ".o_proj"}, {c.hidden_size}, q, c.attention_bias));
     } else if (m.layer_is(i, 'E')) {
-      const int64_t inter = c.moe.moe_intermediate_size;
+      const int64_t inter = c.moe.moe_intermediate_size, latent = m.moe_latent_size;
+      const int64_t width = latent > 0 ? latent : c.hidden_size;  // the routed experts' input and output
       LayerSpec gate = plan_linear(p + ".gate", i, {p + ".gate"}, {c.moe.num_experts}, c.hidden_size);
       gate.router = true;
       gate.f32_act = true;  // transformers computes the router logits in float32
       out.push_back(gate);
+      if (latent > 0)
+        out.push_back(plan_linear(p + ".fc1_latent_proj", i, {p + ".fc1_latent_proj"}, {latent}, c.hidden_size,
+                                  m.mlp_bias));
       for (int64_t e = 0; e < c.moe.num_experts; ++e) {
         const std::string x = fmt::format("{}.experts.{}", p, e);
-        out.push_back(plan_linear(x + ".up_proj", i, {x + ".up_proj"}, {inter}, c.hidden_size));
-        out.push_back(plan_linear(x + ".down_proj", i, {x + ".down_proj"}, {c.hidden_size}, inter));
+        out.push_back(plan_linear(x + ".up_proj", i, {x + ".up_proj"}, {inter}, width));
+        out.push_back(plan_linear(x + ".down_proj", i, {x + ".down_proj"}, {width}, inter));
       }
+      if (latent > 0)
+        out.push_back(
+            plan_linear(p + ".fc2_latent_proj", i, {p + ".fc2_latent_proj"}, {c.hidden_size}, latent, m.mlp_bias));
       const std::string x = p + ".shared_experts";
       const int64_t si = c.moe.shared_expert_intermediate_size;
       out.push_back(plan_linear(x + ".up_proj", i, {x + ".up_proj"}, {si}, c.hidden_size, m.mlp_bias));
@@ -316,6 +324,7 @@ class NemotronH final : public ArchDef {
       c["topk_group"] = 1;
       c["norm_topk_prob"] = true;
       c["routed_scaling_factor"] = 2.5;
+      if (o.moe_latent > 0) c["moe_latent_size"] = o.moe_latent;
     }
   }
 };
