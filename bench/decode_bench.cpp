@@ -75,7 +75,7 @@ struct Shapes {
   bool yarn = false;  // DeepSeek-V3's rope_scaling (factor 40 over 4096 positions)
   // Nemotron-H: the release's layer pattern (the first --layers letters are built) and the
   // Mamba-2 heads, head_dim, state size and groups (conv kernel: `conv`).
-  std::string pattern;
+  std::string pattern = {};
   int64_t mh = 0, mp = 0, ns = 0, mg = 0;
   bool nemotron() const { return !pattern.empty(); }
   int64_t mamba_conv_dim() const { return mh * mp + 2 * mg * ns; }
