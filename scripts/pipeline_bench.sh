@@ -11,24 +11,12 @@
 #   bash scripts/pipeline_bench.sh     # after `make build` and one `make test` (the venv, httpx)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-build=${BUILD:-build}
-py=${PYTHON:-$build/pyvenv/bin/python}
-tokens=${TOKENS:-32}
 rounds=${ROUNDS:-2}
 levels=${LEVELS:-1 8}
-[ -x "$py" ] || { echo "pipeline_bench: no Python with httpx at $py (run make test, or set PYTHON)" >&2; exit 2; }
+BENCH_NAME=pipeline_bench stop_signal=KILL
+source scripts/serve_bench_lib.sh
 command -v mpirun >/dev/null || { echo "pipeline_bench: no mpirun (bash scripts/setup.sh)" >&2; exit 2; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-work=$(mktemp -d /tmp/fp4lm-pipeline-bench.XXXXXX)
-pid=""
-cleanup() { [ -n "$pid" ] && kill -KILL "$pid" 2>/dev/null; rm -rf "$work"; }
-trap cleanup EXIT
-free_port() { "$py" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-wait_health() {
-  for _ in $(seq 1 1500); do curl -sf "http://127.0.0.1:$1/health" >/dev/null && return 0; sleep 0.2; done
-  echo "pipeline_bench: nothing answers on port $1" >&2
-  exit 1
-}
 
 "$build/bench/decode_bench" --arch dense --layers 4 --tokens 8 --threads 1 --dir "$work/dense" >/dev/null
 serve=(serve --model "$work/dense" --max-num-seqs 16 --max-model-len 128 --threads 1 --log-level info)
@@ -45,15 +33,11 @@ for n in 1 2 3; do
       2>"$work/serve-$n.log" &
   fi
   pid=$!
-  wait_health "$port"
+  wait_health "$port" 1500
   for c in $levels; do
-    out=$("$py" scripts/loadtest.py --url "http://127.0.0.1:$port" --concurrency "$c" --rounds "$rounds" \
-          --max-tokens "$tokens" --prompt-len 16 --timeout 1800 --json)
-    read -r tps t50 i50 lost < <("$py" -c 'import json,sys; o=json.loads(sys.argv[1]);
-print(o["aggregate_tok_s"], o["ttft_p50_ms"], o["itl_p50_ms"], o["lost"])' "$out")
+    read -r tps t50 _ i50 _ lost < <(load_row "$port" "$c" "$rounds")
     [ -n "${base[$c]:-}" ] || base[$c]=$tps
-    printf '%-7s %-5s %-10s %-9s %-10s %-10s %s\n' "$n" "$c" "$tps" \
-      "$("$py" -c "print(f'{$tps / ${base[$c]}:.2f}')")" "${t50}ms" "${i50}ms" "$lost"
+    printf '%-7s %-5s %-10s %-9s %-10s %-10s %s\n' "$n" "$c" "$tps" "$(ratio "$tps" "${base[$c]}")" "${t50}ms" "${i50}ms" "$lost"
   done
   # Each rank's peak RSS; the ranks are mpirun's children (or the one serve process).
   ranks=$pid

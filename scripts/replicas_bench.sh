@@ -13,24 +13,12 @@
 #   THREADS=2 TOKENS=32 ROUNDS=2 bash scripts/replicas_bench.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
-build=${BUILD:-build}
-py=${PYTHON:-$build/pyvenv/bin/python}
 threads=${THREADS:-2}
-tokens=${TOKENS:-32}
 rounds=${ROUNDS:-2}
 levels=${LEVELS:-1 8}
-[ -x "$py" ] || { echo "replicas_bench: no Python with httpx at $py (run make test, or set PYTHON)" >&2; exit 2; }
+BENCH_NAME=replicas_bench
+source scripts/serve_bench_lib.sh
 half=$((threads / 2 > 0 ? threads / 2 : 1))
-work=$(mktemp -d /tmp/fp4lm-replicas-bench.XXXXXX)
-pid=""
-cleanup() { [ -n "$pid" ] && kill -TERM "$pid" 2>/dev/null && wait "$pid" 2>/dev/null; rm -rf "$work"; }
-trap cleanup EXIT
-free_port() { "$py" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-wait_health() {
-  for _ in $(seq 1 900); do curl -sf "http://127.0.0.1:$1/health" >/dev/null && return 0; sleep 0.2; done
-  echo "replicas_bench: nothing answers on port $1" >&2
-  exit 1
-}
 stop() { kill -TERM "$pid"; wait "$pid" || true; pid=""; }
 
 "$build/bench/decode_bench" --arch dense --layers 4 --tokens 8 --threads "$threads" --dir "$work/dense" >/dev/null
@@ -40,15 +28,12 @@ echo "uptime before: $(uptime)"
 printf '%-10s %-5s %-10s %-9s %-10s %-10s %-10s %s\n' setup conc "tok/s" "x direct" "TTFT p50" "ITL p50" "ITL p99" lost
 declare -A base
 row() {  # row NAME PORT
-  local c out tps t50 i50 i99 lost
+  local c tps t50 i50 i99 lost
   for c in $levels; do
-    out=$("$py" scripts/loadtest.py --url "http://127.0.0.1:$2" --concurrency "$c" --rounds "$rounds" \
-          --max-tokens "$tokens" --prompt-len 16 --timeout 1800 --json)
-    read -r tps t50 i50 i99 lost < <("$py" -c 'import json,sys; o=json.loads(sys.argv[1]);
-print(o["aggregate_tok_s"], o["ttft_p50_ms"], o["itl_p50_ms"], o["itl_p99_ms"], o["lost"])' "$out")
+    read -r tps t50 _ i50 i99 lost < <(load_row "$2" "$c" "$rounds")
     [ -n "${base[$c]:-}" ] || base[$c]=$tps
-    printf '%-10s %-5s %-10s %-9s %-10s %-10s %-10s %s\n' "$1" "$c" "$tps" \
-      "$("$py" -c "print(f'{$tps / ${base[$c]}:.2f}')")" "${t50}ms" "${i50}ms" "${i99}ms" "$lost"
+    printf '%-10s %-5s %-10s %-9s %-10s %-10s %-10s %s\n' "$1" "$c" "$tps" "$(ratio "$tps" "${base[$c]}")" \
+      "${t50}ms" "${i50}ms" "${i99}ms" "$lost"
   done
 }
 

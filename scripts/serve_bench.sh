@@ -10,17 +10,11 @@
 #   ARCHS=dense LEVELS="1 8" THREADS=2 TOKENS=32 bash scripts/serve_bench.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
-build=${BUILD:-build}
-py=${PYTHON:-$build/pyvenv/bin/python}
 threads=${THREADS:-2}
-tokens=${TOKENS:-32}
 levels=${LEVELS:-1 4 8 16}
 archs=${ARCHS:-dense moe}
-[ -x "$py" ] || { echo "serve_bench: no Python with httpx at $py (run make test, or set PYTHON)" >&2; exit 2; }
-work=$(mktemp -d /tmp/fp4lm-serve-bench.XXXXXX)
-pid=""
-cleanup() { [ -n "$pid" ] && kill -TERM "$pid" 2>/dev/null && wait "$pid" 2>/dev/null; rm -rf "$work"; }
-trap cleanup EXIT
+BENCH_NAME=serve_bench
+source scripts/serve_bench_lib.sh
 
 echo "uptime: $(uptime)"
 printf '%-6s %-5s %-12s %-7s %-10s %-10s %-10s %-10s %s\n' model conc "tok/s" "x c=1" "TTFT p50" "TTFT p99" \
@@ -28,24 +22,17 @@ printf '%-6s %-5s %-12s %-7s %-10s %-10s %-10s %-10s %s\n' model conc "tok/s" "x
 for arch in $archs; do
   step=$("$build/bench/decode_bench" --arch "$arch" --layers 4 --tokens 24 --threads "$threads" --dir "$work/$arch" |
          sed -n 's/.*steps; \([0-9.]*\) ms\/step.*/\1/p')
-  port=$("$py" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  port=$(free_port)
   "$build/fp4lm" serve --model "$work/$arch" --port "$port" --max-num-seqs 16 --max-model-len 128 \
     --threads "$threads" --log-level warn &
   pid=$!
-  for _ in $(seq 1 600); do
-    curl -sf "http://127.0.0.1:$port/health" >/dev/null && break
-    sleep 0.2
-  done
+  wait_health "$port" 600
   base=""
   for c in $levels; do
-    out=$("$py" scripts/loadtest.py --url "http://127.0.0.1:$port" --concurrency "$c" --rounds 1 \
-          --max-tokens "$tokens" --prompt-len 16 --timeout 1800 --json)
-    read -r tps t50 t99 i50 i99 lost < <("$py" -c 'import json,sys; o=json.loads(sys.argv[1]);
-print(o["aggregate_tok_s"], o["ttft_p50_ms"], o["ttft_p99_ms"], o["itl_p50_ms"], o["itl_p99_ms"], o["lost"])' "$out")
+    read -r tps t50 t99 i50 i99 lost < <(load_row "$port" "$c" 1)
     [ -z "$base" ] && base=$tps
-    ratio=$("$py" -c "print(f'{$tps / $base:.2f}')")
-    printf '%-6s %-5s %-12s %-7s %-10s %-10s %-10s %-10s %s\n' "$arch" "$c" "$tps" "$ratio" "${t50}ms" "${t99}ms" \
-      "${i50}ms" "${i99}ms" "$lost"
+    printf '%-6s %-5s %-12s %-7s %-10s %-10s %-10s %-10s %s\n' "$arch" "$c" "$tps" "$(ratio "$tps" "$base")" "${t50}ms" \
+      "${t99}ms" "${i50}ms" "${i99}ms" "$lost"
   done
   echo "$arch: decode_bench single sequence ${step} ms/step (same machine, same threads)"
   kill -TERM "$pid"

@@ -1,6 +1,6 @@
 // `fp4lm backends`: every kernel family's registered variants, in the order they are tried: the
-// oracle's Linear and MoE backends (GEMM: NVFP4, FP8, dense), then the attention and delta-rule
-// variants. Each says which instruction set it was built for, the CPU features it uses, and
+// oracle's Linear and MoE backends (GEMM: NVFP4, FP8, dense), then the attention, delta-rule and
+// SSM-scan (Mamba-2) variants. Each says which instruction set it was built for, the CPU features it uses, and
 // whether it can run here (the one ISA decision, kernels/isa.h; FP4LM_DISABLE_ISA included).
 #include <cstdio>
 #include <string>
@@ -14,6 +14,7 @@
 #include "kernels/attention.h"
 #include "kernels/delta_rule.h"
 #include "kernels/registry.h"
+#include "kernels/ssm_scan.h"
 
 namespace fp4lm::cli {
 namespace {
@@ -56,6 +57,13 @@ nlohmann::json describe(const kernels::DeltaRuleKernel& k, bool selected) {
   return j;
 }
 
+nlohmann::json describe(const kernels::SsmScanKernel& k, bool selected) {
+  nlohmann::json j = {{"name", k.name}, {"kind", "ssm_scan"}, {"device", "cpu"}, {"forms", {"recurrent"}}};
+  j.update(isa_fields(k.isa, k.unavailable_reason()));
+  j["selected"] = selected;
+  return j;
+}
+
 std::string status(const nlohmann::json& b) {
   std::string s = b["available"].get<bool>() ? "available" : "unavailable: " + b["unavailable_reason"].get<std::string>();
   if (b.contains("selected") && b["selected"].get<bool>()) s += " (selected)";
@@ -72,12 +80,14 @@ CommandRegistration reg("backends", "List every kernel family's backends, in the
   return [as_json]() -> int {
     nlohmann::json all = nlohmann::json::array();
     for (const kernels::Backend* b : kernels::all_backends()) all.push_back(describe(*b));
-    // The attention and delta-rule families: the first available variant runs ("selected";
-    // FP4LM_ATTENTION_KERNEL forces another attention variant).
+    // The attention, delta-rule and SSM-scan families: the first available variant runs
+    // ("selected"; FP4LM_ATTENTION_KERNEL forces another attention variant).
     const kernels::AttentionKernel& attention = kernels::attention_kernel();
     for (const kernels::AttentionKernel* k : kernels::attention_kernels()) all.push_back(describe(*k, k == &attention));
     const kernels::DeltaRuleKernel& rule = kernels::delta_rule_kernel();
     for (const kernels::DeltaRuleKernel* k : kernels::delta_rule_kernels()) all.push_back(describe(*k, k == &rule));
+    const kernels::SsmScanKernel& scan = kernels::ssm_scan_kernel();
+    for (const kernels::SsmScanKernel* k : kernels::ssm_scan_kernels()) all.push_back(describe(*k, k == &scan));
     if (*as_json) {
       std::printf("%s\n", all.dump(2).c_str());
       return 0;
@@ -87,7 +97,7 @@ CommandRegistration reg("backends", "List every kernel family's backends, in the
       const std::string kind = b["kind"].get<std::string>();
       std::string what;
       if (kind == "attention") what = "kv_cache_dtypes=[" + joined(b["kv_cache_dtypes"]) + "]";
-      else if (kind == "delta_rule") what = "forms=[" + joined(b["forms"]) + "]";
+      else if (kind == "delta_rule" || kind == "ssm_scan") what = "forms=[" + joined(b["forms"]) + "]";
       else
         what = fmt::format("schemes=[{}] ({}) dtypes=[{}]", joined(b["schemes"]), b["match"].get<std::string>(),
                            joined(b["activation_dtypes"]));

@@ -53,7 +53,7 @@ inline float e2m1_to_f32(uint8_t code) {
   float v = kE2M1Values[code & 7];
   return (code & 8) ? -v : v;
 }
-// ModelOpt's thresholds on |y| (DESIGN.md §3): <=0.25->0, <0.75->0.5, <=1.25->1, <1.75->1.5,
+// ModelOpt's thresholds on |y| (docs/FORMAT.md): <=0.25->0, <0.75->0.5, <=1.25->1, <1.75->1.5,
 // <=2.5->2, <3.5->3, <=5->4, else 6. Sign bit set when y < 0 (so -0.1 encodes as 0x8).
 inline uint8_t f32_to_e2m1(float y) {
   float a = y < 0 ? -y : y;

@@ -1,5 +1,5 @@
 #pragma once
-// One exception hierarchy for the whole engine (DESIGN.md §4). Messages carry their context:
+// One exception hierarchy for the whole engine (docs/ARCHITECTURE.md, "The layers"). Messages carry their context:
 // the file, the tensor, and what was expected versus found.
 #include <stdexcept>
 #include <string>

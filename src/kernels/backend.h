@@ -68,8 +68,9 @@ struct Backend {
   LayerKind kind = LayerKind::linear;
   std::string device = "cpu";
   std::vector<QuantKey> schemes;  // the (weight, activation) pairs it runs
-  // W4A16 backends match on the weight key alone (DESIGN.md §2): a layer whose activation key
-  // is none (W4A16 on disk, or NVFP4 under --override-activation-dtype) finds them that way.
+  // W4A16 backends match on the weight key alone (docs/ARCHITECTURE.md, "Loading a model"): a layer
+  // whose activation key is none (W4A16 on disk, or NVFP4 under --override-activation-dtype) finds
+  // them that way.
   bool weight_key_only = false;
   std::vector<DType> act_dtypes;
   // The instruction set its kernels were built for and the CPU features they use (kernels/isa.h).

@@ -1,5 +1,5 @@
 #pragma once
-// How a layer's weights and activations are quantized (DESIGN.md §2): the pair the oracle
+// How a layer's weights and activations are quantized (docs/ARCHITECTURE.md, "Loading a model"): the pair the oracle
 // matches backends on. NVFP4 W4A4 = (nvfp4_static, nvfp4_dynamic); W4A16 = (nvfp4_static, none);
 // FP8 W8A8 = (fp8_static, fp8_static); FP8 weight-only W8A16 = (fp8_static, none); block-wise
 // FP8 (DeepSeek / Qwen `weight_block_size`) W8A8 = (fp8_block, fp8_group_dynamic: activations

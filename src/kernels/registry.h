@@ -1,5 +1,5 @@
 #pragma once
-// The kernel-backend oracle (DESIGN.md §2.4): an ordered table of backends per layer kind and
+// The kernel-backend oracle (docs/ARCHITECTURE.md, "Loading a model"): an ordered table of backends per layer kind and
 // the selection rule.
 #include <optional>
 #include <string>

@@ -2,7 +2,7 @@
 // The weights a backend receives for one layer, as the checkpoint stores them (views into the
 // mmapped files). A fused engine layer (qkv, gate_up, MoE w13) keeps its HF shards separate:
 // each shard has its own rows and its own global scale, which becomes a per-output-row scale
-// (DESIGN.md §3, exact; no block scale is touched). Backends repack into whatever layout they
+// (docs/FORMAT.md, exact; no block scale is touched). Backends repack into whatever layout they
 // like in make_linear/make_moe.
 //
 // Each weight format has its own view type; a shard holds exactly one of them. A new format is a

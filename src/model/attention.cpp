@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "kernels/attention.h"
 #include "model/activation.h"
+#include "model/kv_cache_scale.h"
 #include "model/model_loader.h"
 #include "model/sequence_state.h"
 #include "model/state_layout.h"
@@ -102,27 +103,6 @@ void causal_attention(const KvCache& cache, int64_t layer, const float* q, int64
   causal_attention(std::span<const AttentionSpan>(&span, 1), layer, q, num_heads, out, pool, kernel);
 }
 
-namespace {
-// FP8 KV cache: the layer's k_scale / v_scale (ModelOpt writes self_attn.{k_proj.k_scale,
-// v_proj.v_scale}, newer exporters self_attn.{k,v}_scale); 1.0 when absent (counted in `missing`).
-float kv_scale(const io::Checkpoint& ckpt, const std::string& attn, const char* proj, const char* name,
-               int64_t& missing) {
-  for (const std::string& n : {fmt::format("{}.{}.{}", attn, proj, name), fmt::format("{}.{}", attn, name)}) {
-    const TensorView* t = ckpt.find(n);
-    if (!t) continue;
-    if (t->numel() != 1 || (t->dtype != DType::F32 && t->dtype != DType::BF16 && t->dtype != DType::F16))
-      fail("{}: tensor '{}' must be one float32/bfloat16/float16 value, found {} {}", ckpt.dir(), n,
-           dtype_name(t->dtype), shape_str(t->shape));
-    float v = 0;
-    to_f32_n(t->data, t->dtype, &v, 1);
-    if (!(v > 0) || !std::isfinite(v)) fail("{}: tensor '{}' = {} is not a positive finite scale", ckpt.dir(), n, v);
-    return v;
-  }
-  ++missing;
-  return 1.0f;
-}
-}  // namespace
-
 Attention::Attention(const LayerBuild& b, int64_t layer, const AttentionLayout& layout)
     : layer_(layer), rope_(b.rope) {
   ModelLoader& loader = b.loader;
@@ -168,8 +148,9 @@ Attention::Attention(const LayerBuild& b, int64_t layer, const AttentionLayout& 
   KvSlotShape shape{num_kv_heads_, head_dim_, layout.window};
   if (b.kv_dtype == DType::F8_E4M3) {
     int64_t missing = 0;
-    shape.k_scale = kv_scale(loader.checkpoint(), p, "k_proj", "k_scale", missing);
-    shape.v_scale = kv_scale(loader.checkpoint(), p, "v_proj", "v_scale", missing);
+    // ModelOpt writes self_attn.{k_proj.k_scale, v_proj.v_scale}, newer exporters self_attn.{k,v}_scale.
+    shape.k_scale = read_kv_cache_scale(loader.checkpoint(), {p + ".k_proj.k_scale", p + ".k_scale"}, missing);
+    shape.v_scale = read_kv_cache_scale(loader.checkpoint(), {p + ".v_proj.v_scale", p + ".v_scale"}, missing);
     b.state.note_missing_kv_scales(missing);
   }
   kv_slot_ = b.state.add_kv(layer, shape);

@@ -251,8 +251,8 @@ void CausalLM::forward_step(std::span<const SequenceChunk> batch, const std::vec
       embed_.lookup(tokens.data(), m, h.data());
       round_to_dtype(h.data(), size, dtype_);
       if (config().scale_embeddings) {
-        // Gemma: × sqrt(hidden_size), the factor itself in the activation dtype (as transformers
-        // casts it to the embedding's dtype).
+        // × sqrt(hidden_size), the factor itself in the activation dtype (as transformers casts it
+        // to the embedding's dtype).
         float scale = std::sqrt(static_cast<float>(hid));
         round_to_dtype(&scale, 1, dtype_);
         for (float& v : h) v *= scale;
@@ -301,7 +301,7 @@ void CausalLM::forward_step(std::span<const SequenceChunk> batch, const std::vec
   std::vector<float> logits(static_cast<size_t>(r * vocab));
   try {
     lm_head_->forward(x.data(), r, logits.data());
-    if (const double cap = config().gemma.final_logit_softcapping; cap > 0) {
+    if (const double cap = config().final_logit_softcapping; cap > 0) {
       const float c = static_cast<float>(cap);
       for (float& v : logits) v = c * std::tanh(v / c);
       round_to_dtype(logits.data(), logits.size(), dtype_);

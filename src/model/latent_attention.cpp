@@ -11,6 +11,7 @@
 #include "core/thread_pool.h"
 #include "kernels/cpu/reference/math.h"
 #include "model/activation.h"
+#include "model/kv_cache_scale.h"
 #include "model/model_loader.h"
 #include "model/sequence_state.h"
 #include "model/state_layout.h"
@@ -25,24 +26,6 @@ MlaForm mla_form_from_env() {
 }
 
 namespace {
-
-// FP8 cache: the latent's scale, one for the whole latent as vLLM's MLA uses it (self_attn.k_scale,
-// or ModelOpt's k_proj.k_scale / kv_a_proj_with_mqa.k_scale); 1.0 when absent.
-float latent_scale(const io::Checkpoint& ckpt, const std::string& attn, int64_t& missing) {
-  for (const std::string& n : {attn + ".k_scale", attn + ".k_proj.k_scale", attn + ".kv_a_proj_with_mqa.k_scale"}) {
-    const TensorView* t = ckpt.find(n);
-    if (!t) continue;
-    if (t->numel() != 1 || (t->dtype != DType::F32 && t->dtype != DType::BF16 && t->dtype != DType::F16))
-      fail("{}: tensor '{}' must be one float32/bfloat16/float16 value, found {} {}", ckpt.dir(), n,
-           dtype_name(t->dtype), shape_str(t->shape));
-    float v = 0;
-    to_f32_n(t->data, t->dtype, &v, 1);
-    if (!(v > 0) || !std::isfinite(v)) fail("{}: tensor '{}' = {} is not a positive finite scale", ckpt.dir(), n, v);
-    return v;
-  }
-  ++missing;
-  return 1.0f;
-}
 
 // Interleaved pairs (x0, x1), (x2, x3), ... -> [x0, x2, ... | x1, x3, ...]: HF's
 // apply_rotary_pos_emb_interleave is rotate-half RoPE on this order (q and k alike).
@@ -113,7 +96,9 @@ LatentAttention::LatentAttention(const LayerBuild& b, int64_t layer, MlaForm for
   KvSlotShape shape{.kv_heads = 1, .head_dim = kv_lora_ + dr_, .window = 0, .key_only = true};
   if (b.kv_dtype == DType::F8_E4M3) {
     int64_t missing = 0;
-    shape.k_scale = latent_scale(loader.checkpoint(), p, missing);
+    // One scale for the whole latent, as vLLM's MLA uses it.
+    shape.k_scale = read_kv_cache_scale(
+        loader.checkpoint(), {p + ".k_scale", p + ".k_proj.k_scale", p + ".kv_a_proj_with_mqa.k_scale"}, missing);
     b.state.note_missing_kv_scales(missing);
   }
   kv_slot_ = b.state.add_kv(layer, shape);

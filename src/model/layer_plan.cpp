@@ -28,13 +28,13 @@ LayerSpec plan_linear(std::string name, int64_t layer, std::vector<std::string> 
   return s;
 }
 
-void plan_attention(const ModelConfig& c, int64_t i, std::vector<LayerSpec>& out) {
+void plan_attention(const ModelConfig& c, int64_t i, std::vector<LayerSpec>& out, bool o_proj_bias) {
   const int64_t q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim;
   const std::string p = fmt::format("model.layers.{}.self_attn", i);
   // A gated attention's q_proj holds, per head, head_dim query rows then head_dim gate rows.
   out.push_back(plan_linear(p + ".qkv_proj", i, {p + ".q_proj", p + ".k_proj", p + ".v_proj"},
                             {c.attn_output_gate ? 2 * q : q, kv, kv}, c.hidden_size, c.attention_bias));
-  out.push_back(plan_linear(p + ".o_proj", i, {p + ".o_proj"}, {c.hidden_size}, q));
+  out.push_back(plan_linear(p + ".o_proj", i, {p + ".o_proj"}, {c.hidden_size}, q, o_proj_bias));
 }
 
 void plan_dense_mlp(const ModelConfig& c, int64_t i, const std::string& prefix, int64_t inter,
@@ -45,10 +45,12 @@ void plan_dense_mlp(const ModelConfig& c, int64_t i, const std::string& prefix, 
 }
 
 void plan_sparse_moe(const ModelConfig& c, int64_t i, const std::string& block,
-                     const std::array<std::string, 3>& proj, std::vector<LayerSpec>& out) {
-  LayerSpec router = plan_linear(block + ".gate", i, {block + ".gate"}, {c.moe.num_experts}, c.hidden_size);
-  router.router = true;
-  out.push_back(router);
+                     const std::array<std::string, 3>& proj, std::vector<LayerSpec>& out,
+                     const std::string& router, bool router_bias) {
+  const std::string r = block + "." + router;
+  LayerSpec gate = plan_linear(r, i, {r}, {c.moe.num_experts}, c.hidden_size, router_bias);
+  gate.router = true;
+  out.push_back(gate);
   LayerSpec moe;
   moe.name = block + ".experts";
   moe.kind = kernels::LayerKind::moe;

@@ -50,14 +50,16 @@ std::vector<LayerSpec> plan_layers(const ModelConfig& c);
 LayerSpec plan_linear(std::string name, int64_t layer, std::vector<std::string> shards, std::vector<int64_t> rows,
                       int64_t in, bool bias = false);
 // Self-attention "model.layers.<i>.self_attn": q/k/v fused into qkv_proj (bias per
-// c.attention_bias), o_proj.
-void plan_attention(const ModelConfig& c, int64_t i, std::vector<LayerSpec>& out);
+// c.attention_bias), o_proj (with a bias only where the architecture has one: gpt-oss).
+void plan_attention(const ModelConfig& c, int64_t i, std::vector<LayerSpec>& out, bool o_proj_bias = false);
 // A dense SwiGLU MLP at `prefix`: gate/up fused into gate_up_proj, down_proj.
 void plan_dense_mlp(const ModelConfig& c, int64_t i, const std::string& prefix, int64_t inter,
                     std::vector<LayerSpec>& out);
-// A sparse MoE block at `block`: the router `<block>.gate` (never quantized) and the experts
-// `<block>.experts.<e>.<proj>` with proj = {gate, up, down} in the checkpoint's spelling.
+// A sparse MoE block at `block`: the router `<block>.<router>` (never quantized) and the experts
+// `<block>.experts.<e>.<proj>` with proj = {gate, up, down} in the checkpoint's spelling. The
+// experts' layer is last in `out`, for an architecture to set its layout and activation.
 void plan_sparse_moe(const ModelConfig& c, int64_t i, const std::string& block,
-                     const std::array<std::string, 3>& proj, std::vector<LayerSpec>& out);
+                     const std::array<std::string, 3>& proj, std::vector<LayerSpec>& out,
+                     const std::string& router = "gate", bool router_bias = false);
 
 }  // namespace fp4lm::model

@@ -1,7 +1,7 @@
 #pragma once
 // From (quant config, engine layer, engine options) to the layer's scheme: what is on disk
 // (family and scheme), which (weight, activation) key runs it, and in which activation dtype
-// (DESIGN.md §2.2). The config answers per module; the family's quant methods
+// (docs/ARCHITECTURE.md, "Loading a model"). The config answers per module; the family's quant methods
 // (model/quant_method/) recognize tensors and choose the key.
 #include <functional>
 #include <optional>

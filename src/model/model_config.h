@@ -101,7 +101,6 @@ struct GemmaConfig {
   RopeScaling local_rope_scaling;
   // Softmax scale of q·k: query_pre_attn_scalar^-0.5 (Gemma 3); 0 = 1/sqrt(head_dim).
   double attention_scaling = 0.0;
-  double final_logit_softcapping = 0.0;  // 0 = none; else logits = cap * tanh(logits / cap)
   // Gemma 4: each layer's head_dim and KV heads (the full layers' differ; empty: the config's),
   // the full layers' keys doubling as values (attention_k_eq_v: no v_proj), values
   // RMS-normalized per head without a weight, each layer's output × its stored layer_scalar.
@@ -151,6 +150,8 @@ struct ModelConfig {
   std::string hidden_act = "silu";
   // The token embeddings are multiplied by sqrt(hidden_size), rounded to the activation dtype (Gemma).
   bool scale_embeddings = false;
+  // Soft-capped logits (Gemma): 0 = none; else logits = cap * tanh(logits / cap).
+  double final_logit_softcapping = 0.0;
   GemmaConfig gemma;  // Gemma 3 / Gemma 4 (arch/gemma.h)
   GptOssConfig gpt_oss;  // gpt-oss (arch/gpt_oss.cpp)
   // Tensors under this prefix stand for `model.` (VL checkpoints: "model.language_model.").

@@ -1,6 +1,6 @@
 #pragma once
 // ModelOpt quantization configs, in both forms and in every shape the exporters write
-// (DESIGN.md §2.1, docs/FORMAT.md §7):
+// (docs/ARCHITECTURE.md, "Loading a model", docs/FORMAT.md §7):
 //  - hf_quant_config.json: {"producer": .., "quantization": {quant_algo[, kv_cache_quant_algo,
 //    group_size, exclude_modules, quantized_layers]}}; only quant_algo is required (FP8,
 //    MIXED_PRECISION and Nemotron-style files omit the rest; NVFP4 then means group_size 16).

@@ -1,5 +1,5 @@
 #pragma once
-// Scalar reference NVFP4 math: the oracle every kernel is tested against. Follows DESIGN.md §3
+// Scalar reference NVFP4 math: the oracle every kernel is tested against. Follows docs/FORMAT.md
 // bit for bit (float32 throughout, operations in the stated order, true divisions); the rules and
 // the tests that prove them are listed in docs/FORMAT.md. Slow on purpose: obviously correct.
 #include <cstddef>

@@ -1,5 +1,5 @@
 // `fp4lm backends` under the one ISA decision (kernels/isa.h): FP4LM_DISABLE_ISA means the same for
-// every kernel family (GEMM/MoE backends of every format, attention, delta rule), and a model still
+// every kernel family (GEMM/MoE backends of every format, attention, delta rule, SSM scan), and a model still
 // runs on the portable kernels when every vector kernel is switched off.
 #include <gtest/gtest.h>
 
@@ -48,10 +48,10 @@ TEST(BackendsCli, DisableAvx2LeavesOnlyThePortableKernelsOfEveryFamily) {
     if (b.contains("schemes"))
       for (const json& s : b["schemes"]) schemes.insert(s.get<std::string>() + "/" + isa);
   }
-  EXPECT_EQ(portable, 4);  // reference Linear, MoE, attention, delta rule
-  // Every family's vector variants are listed: GEMM (Linear), MoE, attention, delta rule...
+  EXPECT_EQ(portable, 5);  // reference Linear, MoE, attention, delta rule, SSM scan
+  // Every family's vector variants are listed: GEMM (Linear), MoE, attention, delta rule, SSM scan...
   for (const char* k : {"linear/avx2", "linear/avx512", "moe/avx2", "moe/avx512", "attention/avx2", "attention/avx512",
-                        "delta_rule/avx2"})
+                        "delta_rule/avx2", "ssm_scan/avx2", "ssm_scan/avx512"})
     EXPECT_TRUE(vector_kinds.count(k)) << k;
   // ... and the GEMM/MoE backends of every weight format: NVFP4, FP8, dense.
   for (const char* s : {"nvfp4_w4a4/avx2", "nvfp4_w4a16/avx512", "fp8_w8a16/avx2", "fp8_w8a16/avx512",

@@ -16,9 +16,7 @@
 #include "common/checkpoint_edit.h"
 #include "common/log_capture.h"
 #include "common/paths.h"
-#include "engine/causal_lm_step_model.h"
 #include "engine/generator.h"
-#include "engine/scheduler.h"
 #include "io/json_file.h"
 #include "io/checkpoint.h"
 #include "kernels/quant_key.h"
@@ -26,6 +24,7 @@
 #include "model/model_loader.h"
 #include "model/nemotron_h_reference.h"
 #include "model/synthetic_checkpoint.h"
+#include "streams_check.h"
 
 namespace fp4lm::engine {
 namespace {
@@ -43,35 +42,14 @@ TEST(NemotronHEngine, EightConcurrentStreamsEqualEachAlone) {
 
   const std::vector<std::vector<int32_t>> prompts = {{1, 5, 9}, {3}, {7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 2, 4}, {11, 12},
                                                      {6, 1, 8, 3, 5}, {40, 41, 42, 43, 44, 45, 46}, {90}, {2, 96, 50, 3}};
-  std::vector<std::vector<int32_t>> alone;
-  for (const auto& p : prompts) {
-    RequestParams gp;
-    gp.prompt = p;
-    gp.max_tokens = 10;
-    gp.ignore_eos = true;
-    alone.push_back(generate(*lm, nullptr, gp).output_ids);
-  }
-  CausalLmStepModel sm(*lm);
   SchedulerConfig cfg;
   cfg.max_num_seqs = 8;
   cfg.max_num_batched_tokens = 12;  // prompts split across steps and mixed with decodes
-  Scheduler s(sm, nullptr, cfg);
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    RequestParams p;
-    p.prompt = prompts[i];
-    p.max_tokens = 10;
-    p.ignore_eos = true;
-    s.add(static_cast<int64_t>(i), p);
-  }
-  std::map<int64_t, std::vector<int32_t>> got;
-  size_t widest = 0;
-  for (int step = 0; step < 300 && s.has_work(); ++step) {
-    for (auto& [id, out] : s.step()) got[id].insert(got[id].end(), out.token_ids.begin(), out.token_ids.end());
-    widest = std::max(widest, s.last_batch().size());
-  }
-  ASSERT_FALSE(s.has_work());
-  EXPECT_EQ(widest, 8u) << "all eight streams shared a forward";
-  for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(got[static_cast<int64_t>(i)], alone[i]) << "stream " << i;
+  const test::StreamsRun r = test::run_streams_alone_and_together(*lm, prompts, cfg);
+  ASSERT_TRUE(r.drained);
+  EXPECT_EQ(r.widest, 8u) << "all eight streams shared a forward";
+  for (size_t i = 0; i < prompts.size(); ++i)
+    EXPECT_EQ(r.together.at(static_cast<int64_t>(i)), r.alone[i]) << "stream " << i;
 }
 
 // Nemotron-Nano-9B-v2's layer pattern shrunk to 14 layers (M-M-M-MM-M-M-M*-... in the release).

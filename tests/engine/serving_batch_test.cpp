@@ -5,9 +5,7 @@
 
 #include "../model/tiny_models.h"
 #include "common/paths.h"
-#include "engine/causal_lm_step_model.h"
-#include "engine/generator.h"
-#include "engine/scheduler.h"
+#include "streams_check.h"
 
 namespace fp4lm::engine {
 namespace {
@@ -24,36 +22,15 @@ TEST_P(ServingBatch, GreedyTokensEqualGenerateAloneWhateverTheBatch) {
   auto lm = model::CausalLM::load(dir.path().string(), o, lo);
 
   std::vector<std::vector<int32_t>> prompts = {{1, 5, 9}, {3}, {7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 2, 4}, {11, 12}, {6, 1, 8, 3, 5}};
-  std::vector<std::vector<int32_t>> alone;
-  for (const auto& p : prompts) {
-    RequestParams gp;
-    gp.prompt = p;
-    gp.max_tokens = 10;
-    gp.ignore_eos = true;
-    alone.push_back(generate(*lm, nullptr, gp).output_ids);
-  }
-  CausalLmStepModel sm(*lm);
   SchedulerConfig cfg;
   cfg.max_num_seqs = 4;
   cfg.max_num_batched_tokens = 6;  // prompts are split across steps and mixed with decodes
-  Scheduler s(sm, nullptr, cfg);
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    RequestParams p;
-    p.prompt = prompts[i];
-    p.max_tokens = 10;
-    p.ignore_eos = true;
-    s.add(static_cast<int64_t>(i), p);
-  }
-  std::map<int64_t, std::vector<int32_t>> got;
-  size_t widest = 0;
-  for (int step = 0; step < 200 && s.has_work(); ++step) {
-    for (auto& [id, out] : s.step()) got[id].insert(got[id].end(), out.token_ids.begin(), out.token_ids.end());
-    widest = std::max(widest, s.last_batch().size());
-  }
-  ASSERT_FALSE(s.has_work());
-  EXPECT_GE(widest, 3u) << "several sequences shared a forward";
-  for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(got[static_cast<int64_t>(i)], alone[i]) << "request " << i;
-  EXPECT_EQ(s.kv_reserved_bytes(), 0u);
+  const test::StreamsRun r = test::run_streams_alone_and_together(*lm, prompts, cfg, 10, 200);
+  ASSERT_TRUE(r.drained);
+  EXPECT_GE(r.widest, 3u) << "several sequences shared a forward";
+  for (size_t i = 0; i < prompts.size(); ++i)
+    EXPECT_EQ(r.together.at(static_cast<int64_t>(i)), r.alone[i]) << "request " << i;
+  EXPECT_EQ(r.kv_reserved_after, 0u);
 }
 
 INSTANTIATE_TEST_SUITE_P(Architectures, ServingBatch,

@@ -20,6 +20,7 @@
 #include "model/causal_lm.h"
 #include "model/logits_check.h"
 #include "model/synthetic_checkpoint.h"
+#include "model/tiny_models.h"
 #include "quant/mxfp4.h"
 
 namespace fp4lm::model {
@@ -31,10 +32,7 @@ using Vec = std::vector<double>;
 
 const std::vector<int32_t> kTokens = {1, 17, 5, 96, 40, 40, 3, 62, 11, 80, 29};
 
-struct F32Tensor {
-  Shape shape;
-  std::vector<float> v;
-};
+using F32Tensor = test::TinyTensor;
 
 // A tiny gpt-oss: 3 layers (sliding, full, sliding; window 4), hidden 64, 4 heads of 16 over 2
 // KV heads, 4 experts of 32 (top 2). Weights are kept as float (for the reference: MXFP4
@@ -158,25 +156,9 @@ void write_tiny(const TinyGptOss& m, const std::filesystem::path& dir, DType den
 
 // ---- the float64 forward (modeling_gpt_oss) ----
 
-Vec matvec(const F32Tensor& w, const Vec& x, const F32Tensor* b) {
-  const int64_t n = w.shape[0], k = w.shape[1];
-  Vec y(static_cast<size_t>(n));
-  for (int64_t r = 0; r < n; ++r) {
-    double acc = b ? b->v[r] : 0.0;
-    for (int64_t j = 0; j < k; ++j) acc += static_cast<double>(w.v[r * k + j]) * x[j];
-    y[r] = acc;
-  }
-  return y;
-}
+using test::naive::matvec;
 
-Vec rms(const Vec& x, const F32Tensor& w) {
-  double ss = 0;
-  for (double v : x) ss += v * v;
-  const double inv = 1.0 / std::sqrt(ss / static_cast<double>(x.size()) + 1e-5);
-  Vec y(x.size());
-  for (size_t i = 0; i < x.size(); ++i) y[i] = x[i] * inv * w.v[i];
-  return y;
-}
+Vec rms(const Vec& x, const F32Tensor& w) { return test::naive::rms_norm(x, w.v.data(), 0, x.size(), 1e-5); }
 
 // HF _compute_yarn_parameters with truncate = false: the ramp between the unrounded correction
 // dims; attention_factor 0.1 ln(factor) + 1 multiplies cos and sin.

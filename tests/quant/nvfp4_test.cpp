@@ -1,5 +1,5 @@
 // The NVFP4 reference (quant/nvfp4.h) on hand-worked vectors: every value below is worked out
-// from DESIGN.md §3 by hand (mostly with weight_scale_2 = 1, so y = x / block scale), plus a few
+// from docs/FORMAT.md by hand (mostly with weight_scale_2 = 1, so y = x / block scale), plus a few
 // "order-sensitive" vectors where evaluating §3's float32 expressions in any other order gives a
 // different byte. docs/FORMAT.md points at these tests.
 #include "quant/nvfp4.h"
@@ -50,7 +50,7 @@ void expect_error(F f, const std::string& needle) {
   }
 }
 
-// Threshold t, the code at t, just below t and just above t (DESIGN.md §3 thresholds).
+// Threshold t, the code at t, just below t and just above t (docs/FORMAT.md thresholds).
 struct Threshold { float t; uint8_t at, below, above; };
 constexpr Threshold kThresholds[] = {{0.25f, 0, 0, 1}, {0.75f, 2, 1, 2}, {1.25f, 2, 2, 3},
                                      {1.75f, 4, 3, 4}, {2.5f, 4, 4, 5},  {3.5f, 6, 5, 6},

@@ -1,6 +1,6 @@
 #pragma once
 // `fp4lm quantize`: a bf16/fp16/fp32 Hugging Face checkpoint in, a ModelOpt-layout NVFP4 or
-// W4A16_NVFP4 checkpoint out (DESIGN.md §3 bit for bit; export plan in engine/quantize/export_plan.h,
+// W4A16_NVFP4 checkpoint out (docs/FORMAT.md bit for bit; export plan in engine/quantize/export_plan.h,
 // calibration in engine/quantize/calibration.h, file formats in quant/export_format.h).
 //
 // The output is written into a temporary directory beside OUT and renamed to OUT at the very

@@ -63,8 +63,8 @@ class Gemma3 final : public ArchDef {
     const double qpas = r.req<double>("query_pre_attn_scalar");
     if (!(qpas > 0)) fail("{}: field 'query_pre_attn_scalar' must be > 0, found {}", r.path, qpas);
     c.gemma.attention_scaling = 1.0 / std::sqrt(qpas);
-    c.gemma.final_logit_softcapping = r.opt<double>("final_logit_softcapping", 0.0);
-    if (c.gemma.final_logit_softcapping < 0)
+    c.final_logit_softcapping = r.opt<double>("final_logit_softcapping", 0.0);
+    if (c.final_logit_softcapping < 0)
       fail("{}: field 'final_logit_softcapping' must be > 0 or null", r.path);
   }
 

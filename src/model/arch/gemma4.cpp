@@ -76,8 +76,8 @@ class Gemma4 final : public ArchDef {
     c.gemma.sliding.back() = false;  // transformers forces the last layer to full attention
     read_gemma_rope(r, c, "rope_local_base_freq", 10000.0);
     c.gemma.attention_scaling = 1.0;
-    c.gemma.final_logit_softcapping = r.opt<double>("final_logit_softcapping", 0.0);
-    if (c.gemma.final_logit_softcapping < 0) fail("{}: field 'final_logit_softcapping' must be > 0 or null", r.path);
+    c.final_logit_softcapping = r.opt<double>("final_logit_softcapping", 0.0);
+    if (c.final_logit_softcapping < 0) fail("{}: field 'final_logit_softcapping' must be > 0 or null", r.path);
     // The full layers' head_dim and KV heads: transformers 5.24 saves them per layer
     // (per_layer_config {"<i>": {head_dim, num_key_value_heads}}), earlier configs as
     // global_head_dim and (with attention_k_eq_v) num_global_key_value_heads.

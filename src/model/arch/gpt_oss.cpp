@@ -87,30 +87,14 @@ class GptOss final : public ArchDef {
   }
 
   void plan_layer(const ModelConfig& c, int64_t i, std::vector<LayerSpec>& out) const override {
-    const int64_t q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim;
-    const std::string a = fmt::format("model.layers.{}.self_attn", i);
-    out.push_back(plan_linear(a + ".qkv_proj", i, {a + ".q_proj", a + ".k_proj", a + ".v_proj"}, {q, kv, kv},
-                              c.hidden_size, c.attention_bias));
-    out.push_back(plan_linear(a + ".o_proj", i, {a + ".o_proj"}, {c.hidden_size}, q, c.attention_bias));
-    const std::string m = fmt::format("model.layers.{}.mlp", i);
-    LayerSpec router = plan_linear(m + ".router", i, {m + ".router"}, {c.moe.num_experts}, c.hidden_size, true);
-    router.router = true;
-    out.push_back(router);
-    LayerSpec moe;
-    moe.name = m + ".experts";
-    moe.kind = kernels::LayerKind::moe;
-    moe.layer_index = i;
-    moe.shards = {moe.name};
-    moe.num_experts = c.moe.num_experts;
-    moe.hidden = c.hidden_size;
-    moe.inter = c.moe.moe_intermediate_size;
-    moe.in_features = c.hidden_size;
-    moe.out_features = c.hidden_size;
-    moe.expert_proj = {"gate_up_proj", "gate_up_proj", "down_proj"};
+    plan_attention(c, i, out, /*o_proj_bias=*/c.attention_bias);
+    // The experts are two fused parameters, gate and up interleaved (the expert_proj names).
+    plan_sparse_moe(c, i, fmt::format("model.layers.{}.mlp", i), {"gate_up_proj", "gate_up_proj", "down_proj"}, out,
+                    "router", /*router_bias=*/true);
+    LayerSpec& moe = out.back();
     moe.expert_layout = LayerSpec::ExpertLayout::gpt_oss;
     moe.expert_activation = {kernels::ExpertActivation::Gate::clamped_swiglu, /*interleaved=*/true,
                              static_cast<float>(c.gpt_oss.swiglu_alpha), static_cast<float>(c.gpt_oss.swiglu_limit)};
-    out.push_back(moe);
   }
 
   std::vector<LayerParam> layer_params(const ModelConfig& c, int64_t i) const override {

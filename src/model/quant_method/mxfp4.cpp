@@ -44,23 +44,12 @@ class Mxfp4Method final : public QuantMethod {
                    &p.require(box + "." + name + "_scales", {DType::U8}, {e_n, rows, k / 32}), rows, k};
     };
     const Param gu = param("gate_up_proj", 2 * inter, hidden), dn = param("down_proj", hidden, inter);
-    kernels::MoeWeights mw;
-    mw.key = scheme.key;
-    mw.num_experts = e_n;
-    mw.hidden = hidden;
-    mw.inter = inter;
-    mw.keepalive = p.keepalive();
+    kernels::MoeWeights mw = moe_without_experts(spec, scheme, p.keepalive());
     auto expert = [&](const Param& t, const std::string& name, int64_t e) {
-      kernels::LinearWeights w;
-      w.key = scheme.key;
-      w.n = t.rows;
-      w.k = t.k;
-      w.keepalive = mw.keepalive;
       kernels::Mxfp4View v;
       v.codes = t.blocks->data + static_cast<size_t>(e * t.rows * (t.k / 2));
       v.scales = t.scales->data + static_cast<size_t>(e * t.rows * (t.k / 32));
-      w.shards.push_back({fmt::format("{}.{}[{}]", box, name, e), t.rows, v});
-      return w;
+      return expert_projection(mw, fmt::format("{}.{}[{}]", box, name, e), t.rows, t.k, v);
     };
     for (int64_t e = 0; e < e_n; ++e) {
       mw.w13.push_back(expert(gu, "gate_up_proj", e));

@@ -93,16 +93,33 @@ std::pair<LayerSpec, LayerSpec> QuantMethod::expert_specs(const LayerSpec& spec,
   return {std::move(w13), std::move(w2)};
 }
 
-kernels::MoeWeights QuantMethod::moe(const ParamReader& p, const LayerSpec& spec, const LayerScheme& scheme) const {
-  if (spec.expert_layout == LayerSpec::ExpertLayout::gpt_oss)
-    fail("{}: {}: gpt-oss's fused experts are read unquantized or MXFP4, not as {} {}", p.checkpoint().dir(), spec.name,
-         quant::family_name(scheme.on_disk.family), quant::scheme_name(scheme.on_disk.scheme));
+kernels::MoeWeights QuantMethod::moe_without_experts(const LayerSpec& spec, const LayerScheme& scheme,
+                                                     std::shared_ptr<const void> keepalive) {
   kernels::MoeWeights mw;
   mw.key = scheme.key;
   mw.num_experts = spec.num_experts;
   mw.hidden = spec.hidden;
   mw.inter = spec.inter;
-  mw.keepalive = p.keepalive();
+  mw.keepalive = std::move(keepalive);
+  return mw;
+}
+
+kernels::LinearWeights QuantMethod::expert_projection(const kernels::MoeWeights& mw, std::string name, int64_t rows,
+                                                      int64_t k, kernels::ShardView view) {
+  kernels::LinearWeights w;
+  w.key = mw.key;
+  w.n = rows;
+  w.k = k;
+  w.keepalive = mw.keepalive;
+  w.shards.push_back({std::move(name), rows, std::move(view)});
+  return w;
+}
+
+kernels::MoeWeights QuantMethod::moe(const ParamReader& p, const LayerSpec& spec, const LayerScheme& scheme) const {
+  if (spec.expert_layout == LayerSpec::ExpertLayout::gpt_oss)
+    fail("{}: {}: gpt-oss's fused experts are read unquantized or MXFP4, not as {} {}", p.checkpoint().dir(), spec.name,
+         quant::family_name(scheme.on_disk.family), quant::scheme_name(scheme.on_disk.scheme));
+  kernels::MoeWeights mw = moe_without_experts(spec, scheme, p.keepalive());
   for (int64_t e = 0; e < spec.num_experts; ++e) {
     auto [w13, w2] = expert_specs(spec, e);
     mw.w13.push_back(linear(p, w13, scheme));

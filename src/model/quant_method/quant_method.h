@@ -45,6 +45,12 @@ class QuantMethod {
   static void add_gpt_oss_expert_biases(const ParamReader& p, const LayerSpec& spec, kernels::MoeWeights& mw);
   // Expert e of a MoE layer as its two Linear specs {w13, w2}.
   static std::pair<LayerSpec, LayerSpec> expert_specs(const LayerSpec& moe, int64_t e);
+  // A MoE layer's weights with no expert yet (key, sizes, what keeps the data alive).
+  static kernels::MoeWeights moe_without_experts(const LayerSpec& spec, const LayerScheme& scheme,
+                                                 std::shared_ptr<const void> keepalive);
+  // One expert projection of `mw` held as a single view of `rows` x `k` (fused stores).
+  static kernels::LinearWeights expert_projection(const kernels::MoeWeights& mw, std::string name, int64_t rows,
+                                                  int64_t k, kernels::ShardView view);
 };
 
 // The method that reads a format.

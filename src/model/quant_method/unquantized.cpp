@@ -43,31 +43,20 @@ class UnquantizedMethod final : public QuantMethod {
         p.require(box + ".gate_up_proj", {DType::F32, DType::BF16, DType::F16}, {e_n, 2 * inter, hidden});
     const TensorView& dn = p.require(box + ".down_proj", {DType::F32, DType::BF16, DType::F16}, {e_n, hidden, inter});
     const size_t gu_es = dtype_size(gu.dtype), dn_es = dtype_size(dn.dtype);
-    kernels::MoeWeights mw;
-    mw.key = scheme.key;
-    mw.num_experts = e_n;
-    mw.hidden = hidden;
-    mw.inter = inter;
-    mw.keepalive = p.keepalive();
+    kernels::MoeWeights mw = moe_without_experts(spec, scheme, p.keepalive());
     for (int64_t e = 0; e < e_n; ++e) {
       const uint8_t* g = gu.data + static_cast<size_t>(e * 2 * inter * hidden) * gu_es;
-      kernels::LinearWeights w13;
-      w13.key = scheme.key;
+      kernels::LinearWeights w13 =
+          expert_projection(mw, fmt::format("{}.gate_up_proj[{}] (gate)", box, e), inter, hidden,
+                            kernels::DenseView{gu.dtype, g});
+      // Gate rows then up rows: two shards of one stored expert.
       w13.n = 2 * inter;
-      w13.k = hidden;
-      w13.keepalive = mw.keepalive;
-      w13.shards.push_back({fmt::format("{}.gate_up_proj[{}] (gate)", box, e), inter, kernels::DenseView{gu.dtype, g}});
       w13.shards.push_back({fmt::format("{}.gate_up_proj[{}] (up)", box, e), inter,
                             kernels::DenseView{gu.dtype, g + static_cast<size_t>(inter * hidden) * gu_es}});
-      kernels::LinearWeights w2;
-      w2.key = scheme.key;
-      w2.n = hidden;
-      w2.k = inter;
-      w2.keepalive = mw.keepalive;
-      w2.shards.push_back({fmt::format("{}.down_proj[{}]", box, e), hidden,
-                           kernels::DenseView{dn.dtype, dn.data + static_cast<size_t>(e * hidden * inter) * dn_es}});
       mw.w13.push_back(std::move(w13));
-      mw.w2.push_back(std::move(w2));
+      mw.w2.push_back(expert_projection(
+          mw, fmt::format("{}.down_proj[{}]", box, e), hidden, inter,
+          kernels::DenseView{dn.dtype, dn.data + static_cast<size_t>(e * hidden * inter) * dn_es}));
     }
     return mw;
   }
@@ -95,29 +84,14 @@ class UnquantizedMethod final : public QuantMethod {
     uint8_t* dn_t = owned->data() + gu_bytes;
     transpose(gu.data, gu_t, e_n, hidden, 2 * inter, gu_es);
     transpose(dn.data, dn_t, e_n, inter, hidden, dn_es);
-    kernels::MoeWeights mw;
-    mw.key = scheme.key;
-    mw.num_experts = e_n;
-    mw.hidden = hidden;
-    mw.inter = inter;
-    mw.keepalive = owned;
+    kernels::MoeWeights mw = moe_without_experts(spec, scheme, owned);
     for (int64_t e = 0; e < e_n; ++e) {
-      kernels::LinearWeights w13;
-      w13.key = scheme.key;
-      w13.n = 2 * inter;
-      w13.k = hidden;
-      w13.keepalive = owned;
-      w13.shards.push_back({fmt::format("{}.gate_up_proj[{}]", box, e), 2 * inter,
-                            kernels::DenseView{gu.dtype, gu_t + static_cast<size_t>(e * 2 * inter * hidden) * gu_es}});
-      kernels::LinearWeights w2;
-      w2.key = scheme.key;
-      w2.n = hidden;
-      w2.k = inter;
-      w2.keepalive = owned;
-      w2.shards.push_back({fmt::format("{}.down_proj[{}]", box, e), hidden,
-                           kernels::DenseView{dn.dtype, dn_t + static_cast<size_t>(e * hidden * inter) * dn_es}});
-      mw.w13.push_back(std::move(w13));
-      mw.w2.push_back(std::move(w2));
+      mw.w13.push_back(expert_projection(
+          mw, fmt::format("{}.gate_up_proj[{}]", box, e), 2 * inter, hidden,
+          kernels::DenseView{gu.dtype, gu_t + static_cast<size_t>(e * 2 * inter * hidden) * gu_es}));
+      mw.w2.push_back(expert_projection(
+          mw, fmt::format("{}.down_proj[{}]", box, e), hidden, inter,
+          kernels::DenseView{dn.dtype, dn_t + static_cast<size_t>(e * hidden * inter) * dn_es}));
     }
     add_gpt_oss_expert_biases(p, spec, mw);
     return mw;

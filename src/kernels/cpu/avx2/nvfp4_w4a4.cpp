@@ -1,4 +1,4 @@
-// NVFP4 W4A4 on AVX2: x is quantized at run time by the W4A4 rule (DESIGN.md §3), then every
+// NVFP4 W4A4 on AVX2: x is quantized at run time by the W4A4 rule (docs/FORMAT.md), then every
 // 16-element block dot product is computed exactly in integer SIMD (docs/KERNELS.md).
 //
 // Doubled E2M1 values are the integers {0,1,2,3,4,6,8,12}: weights decode by pshufb to signed
