@@ -31,9 +31,14 @@ namespace {
 
 using nlohmann::json;
 
-TEST(NemotronHEngine, EightConcurrentStreamsEqualEachAlone) {
+// Dense (M, *, -) and Nemotron 3 MoE (M, E, *, -: the experts run on each step's routed rows).
+class NemotronHStreams : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(NemotronHStreams, EightConcurrentStreamsEqualEachAlone) {
   fp4lm::test::TempDir dir;
-  test::write_tiny_model(test::nemotron::make_model({}), dir.path());
+  test::nemotron::Dims d;
+  d.pattern = GetParam();
+  test::write_tiny_model(test::nemotron::make_model(d), dir.path());
   model::EngineOptions o;
   o.dtype = "float32";
   model::LoadOptions lo;
@@ -51,6 +56,9 @@ TEST(NemotronHEngine, EightConcurrentStreamsEqualEachAlone) {
   for (size_t i = 0; i < prompts.size(); ++i)
     EXPECT_EQ(r.together.at(static_cast<int64_t>(i)), r.alone[i]) << "stream " << i;
 }
+
+INSTANTIATE_TEST_SUITE_P(Patterns, NemotronHStreams, ::testing::Values("M*-M-M*", "ME*EM-"),
+                         [](const auto& info) { return std::string(info.param == "M*-M-M*" ? "Dense" : "MoE"); });
 
 // Nemotron-Nano-9B-v2's layer pattern shrunk to 14 layers (M-M-M-MM-M-M-M*-... in the release).
 constexpr const char* kNano9bPattern = "M-M-M*-M-MM*-M";
