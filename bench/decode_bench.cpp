@@ -25,7 +25,8 @@
 // the roofline = (weight + KV bytes one decode step must read) / (read bandwidth measured in
 // the same process at the same thread count).
 //
-//   decode_bench --arch moe|dense|hybrid|hybrid-dense|mla|deepseek-v3|gemma4-31b|gemma4-26b-a4b [--layers N] [--threads T] [--tokens N] [--prompt N] [--dir PATH]
+//   decode_bench --arch moe|dense|hybrid|hybrid-dense|mla|deepseek-v3|gemma4-31b|gemma4-26b-a4b|nemotron-dense|nemotron-moe
+//                [--layers N] [--threads T] [--tokens N] [--prompt N] [--dir PATH]
 //                [--override-activation-dtype bfloat16] [--bf16-lm-head] [--fp8]
 //                [--linear-backend NAME] [--moe-backend NAME] [--gdn-prefill chunked|recurrent|both]
 // hybrid: the gated delta-nets' mixer timer (model/gated_delta_rule.h) gives the share of the
@@ -58,6 +59,7 @@
 #include "kernels/registry.h"
 #include "model/causal_lm.h"
 #include "model/gated_delta_rule.h"
+#include "model/mamba_timing.h"
 
 namespace {
 
@@ -81,6 +83,12 @@ struct Shapes {
   int64_t window = 0, full_head_dim = 0, full_kv_heads = 0, dense_mlp = 0;
   bool gemma() const { return window > 0; }
   bool gemma_full(int64_t i, int64_t layers) const { return (i + 1) % 6 == 0 || i == layers - 1; }
+  // Nemotron-H: the release's layer pattern (the first --layers letters are built) and the
+  // Mamba-2 heads, head_dim, state size and groups (conv kernel: `conv`).
+  std::string pattern = {};
+  int64_t mh = 0, mp = 0, ns = 0, mg = 0;
+  bool nemotron() const { return !pattern.empty(); }
+  int64_t mamba_conv_dim() const { return mh * mp + 2 * mg * ns; }
   bool hybrid() const { return nk > 0; }
   bool mla() const { return kv_lora > 0; }
   bool attention(int64_t i) const { return !hybrid() || (i + 1) % 4 == 0; }
@@ -132,6 +140,24 @@ Shapes gemma4_31b() {
 Shapes gemma4_26b_a4b() {
   Shapes s{"Gemma4ForCausalLM", 2816, 16, 8, 256, 262144, 704, 128, 8};
   s.window = 1024, s.full_head_dim = 512, s.full_kv_heads = 2, s.dense_mlp = 2112;
+  return s;
+}
+// NVIDIA-Nemotron-Nano-9B-v2 (its config.json: hidden 4480, 56 layers M-M-M-MM-M-M-M*-..., 40 heads
+// / 8 KV heads of 128, relu² MLP 15680, Mamba-2 128 heads of 80, state 128, 8 groups, vocab 131072).
+Shapes nemotron_nano_9b_v2() {
+  Shapes s{"NemotronHForCausalLM", 4480, 40, 8, 128, 131072, 15680};
+  s.pattern = "M-M-M-MM-M-M-M*-M-M-M*-M-M-M-M*-M-M-M-M*-M-MM-M-M-M-M-M-";
+  s.mh = 128, s.mp = 80, s.ns = 128, s.mg = 8, s.conv = 4;
+  return s;
+}
+// NVIDIA-Nemotron-3-Nano-30B-A3B (hidden 2688, 52 layers MEMEM*EMEMEM*..., 32 heads / 2 KV heads of
+// 128, 128 relu² experts of 1856, top-6, one shared expert of 3712, Mamba-2 64 heads of 64, state
+// 128, 8 groups, vocab 131072).
+Shapes nemotron_3_nano_30b_a3b() {
+  Shapes s{"NemotronHForCausalLM", 2688, 32, 2, 128, 131072, 1856, 128, 6};
+  s.shared = 3712, s.routed_scaling = 2.5;
+  s.pattern = "MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EMEMEMEME";
+  s.mh = 64, s.mp = 64, s.ns = 128, s.mg = 8, s.conv = 4;
   return s;
 }
 
@@ -281,7 +307,60 @@ void gemma_layer(std::vector<Tensor>& t, const Shapes& s, int64_t l, int64_t lay
     add_mlp(t, fmt::format("{}.experts.{}", p, e), s.hidden, s.inter, add_quantized);
 }
 
+// Nemotron-H layer l quantized as NVIDIA publishes it: NVFP4 Mamba / MLP / expert projections;
+// the attention layers and the Mamba layers that feed them (Nemotron 3), conv1d, routers and
+// norms bf16 (nemotron_bf16_layer).
+bool nemotron_bf16_layer(const Shapes& s, int64_t l) {
+  const char here = s.pattern[static_cast<size_t>(l)];
+  const char next = static_cast<size_t>(l + 1) < s.pattern.size() ? s.pattern[static_cast<size_t>(l + 1)] : 0;
+  return here == '*' || (s.experts > 0 && here == 'M' && next == '*');
+}
+
+void nemotron_layer(std::vector<Tensor>& t, const Shapes& s, int64_t l) {
+  const std::string p = fmt::format("backbone.layers.{}", l), x = p + ".mixer";
+  const AddLinear add = nemotron_bf16_layer(s, l) ? add_bf16 : add_nvfp4;
+  t.push_back({p + ".norm.weight", DType::BF16, {s.hidden}, Tensor::bf16_one});
+  switch (s.pattern[static_cast<size_t>(l)]) {
+    case 'M': {
+      const int64_t inter = s.mh * s.mp;
+      add(t, x + ".in_proj", inter + s.mamba_conv_dim() + s.mh, s.hidden);
+      add(t, x + ".out_proj", s.hidden, inter);
+      t.push_back({x + ".conv1d.weight", DType::BF16, {s.mamba_conv_dim(), 1, s.conv}, Tensor::bf16_small});
+      t.push_back({x + ".conv1d.bias", DType::BF16, {s.mamba_conv_dim()}, Tensor::bf16_small});
+      t.push_back({x + ".A_log", DType::F32, {s.mh}, Tensor::f32_value, 0.0f});  // A = -1
+      t.push_back({x + ".D", DType::F32, {s.mh}, Tensor::f32_value, 1.0f});
+      t.push_back({x + ".dt_bias", DType::F32, {s.mh}, Tensor::f32_value, -2.0f});
+      t.push_back({x + ".norm.weight", DType::BF16, {inter}, Tensor::bf16_one});
+      break;
+    }
+    case '*':
+      add_attention(t, x, s, s.heads * s.head_dim, add);
+      break;
+    case 'E':
+      t.push_back({x + ".gate.weight", DType::BF16, {s.experts, s.hidden}, Tensor::bf16_small});
+      t.push_back({x + ".gate.e_score_correction_bias", DType::F32, {s.experts}, Tensor::f32_value, 0.0f});
+      for (int64_t e = 0; e < s.experts; ++e) {
+        add(t, fmt::format("{}.experts.{}.up_proj", x, e), s.inter, s.hidden);
+        add(t, fmt::format("{}.experts.{}.down_proj", x, e), s.hidden, s.inter);
+      }
+      add(t, x + ".shared_experts.up_proj", s.shared, s.hidden);
+      add(t, x + ".shared_experts.down_proj", s.hidden, s.shared);
+      break;
+    default:
+      add(t, x + ".up_proj", s.inter, s.hidden);
+      add(t, x + ".down_proj", s.hidden, s.inter);
+  }
+}
+
 std::vector<Tensor> layout(const Shapes& s, int64_t layers, bool bf16_head) {
+  if (s.nemotron()) {  // lm_head bf16 as published
+    std::vector<Tensor> t;
+    t.push_back({"backbone.embeddings.weight", DType::BF16, {s.vocab, s.hidden}, Tensor::bf16_small});
+    t.push_back({"backbone.norm_f.weight", DType::BF16, {s.hidden}, Tensor::bf16_one});
+    t.push_back({"lm_head.weight", DType::BF16, {s.vocab, s.hidden}, Tensor::bf16_small});
+    for (int64_t l = 0; l < layers; ++l) nemotron_layer(t, s, l);
+    return t;
+  }
   std::vector<Tensor> t;
   t.push_back({"model.embed_tokens.weight", DType::BF16, {s.vocab, s.hidden}, Tensor::bf16_small});
   t.push_back({"model.norm.weight", DType::BF16, {s.hidden}, Tensor::bf16_one});
@@ -396,8 +475,67 @@ json gemma_config(const Shapes& s, int64_t layers) {
   return c;
 }
 
+json nemotron_config_json(const Shapes& s, int64_t layers) {
+  json c = {{"architectures", {s.arch}},
+            {"model_type", "nemotron_h"},
+            {"vocab_size", s.vocab},
+            {"hidden_size", s.hidden},
+            {"num_hidden_layers", layers},
+            {"hybrid_override_pattern", s.pattern.substr(0, static_cast<size_t>(layers))},
+            {"num_attention_heads", s.heads},
+            {"num_key_value_heads", s.kv_heads},
+            {"head_dim", s.head_dim},
+            {"intermediate_size", s.inter},
+            {"mlp_hidden_act", "relu2"},
+            {"mamba_num_heads", s.mh},
+            {"mamba_head_dim", s.mp},
+            {"ssm_state_size", s.ns},
+            {"n_groups", s.mg},
+            {"conv_kernel", s.conv},
+            {"layer_norm_epsilon", 1e-5},
+            {"max_position_embeddings", 40960},
+            {"tie_word_embeddings", false},
+            {"bos_token_id", 1},
+            {"eos_token_id", 2},
+            {"torch_dtype", "bfloat16"}};
+  if (s.experts) {
+    c["n_routed_experts"] = s.experts;
+    c["num_experts_per_tok"] = s.top_k;
+    c["moe_intermediate_size"] = s.inter;
+    c["moe_shared_expert_intermediate_size"] = s.shared;
+    c["n_group"] = 1, c["topk_group"] = 1;
+    c["norm_topk_prob"] = true;
+    c["routed_scaling_factor"] = s.routed_scaling;
+  }
+  json exclude = {"lm_head", "backbone.layers.*.mixer.conv1d", "backbone.layers.*.mixer.gate"};
+  for (int64_t l = 0; l < layers; ++l)
+    if (nemotron_bf16_layer(s, l)) exclude.push_back(fmt::format("backbone.layers.{}.mixer*", l));
+  c["quantization_config"] = {{"quant_method", "modelopt"}, {"quant_algo", "NVFP4"}, {"group_size", 16}, {"ignore", exclude}};
+  return c;
+}
+
+// Nemotron-H: the bytes of every tensor a decode step reads (the chosen experts' share of the
+// routed experts, one embedding row), the bf16 K/V up to `ctx`, and each Mamba layer's float32
+// state read and written (`state`: that part).
+double nemotron_bytes_per_token(const Shapes& s, int64_t layers, int64_t ctx, double* state) {
+  double total = 2.0 * s.hidden;
+  for (const Tensor& t : layout(s, layers, true)) {
+    if (t.name == "backbone.embeddings.weight") continue;
+    const double b = static_cast<double>(shape_numel(t.shape)) * static_cast<double>(dtype_size(t.dtype));
+    total += t.name.find(".experts.") != std::string::npos ? b * s.top_k / s.experts : b;
+  }
+  *state = 0;
+  for (int64_t l = 0; l < layers; ++l) {
+    const char k = s.pattern[static_cast<size_t>(l)];
+    if (k == '*') total += 2.0 * s.kv_heads * s.head_dim * ctx * 2;
+    if (k == 'M') *state += 2 * 4.0 * ((s.conv - 1) * s.mamba_conv_dim() + s.mh * s.mp * s.ns);
+  }
+  return total + *state;
+}
+
 json config_json(const Shapes& s, int64_t layers, bool bf16_head) {
   if (s.gemma()) return gemma_config(s, layers);
+  if (s.nemotron()) return nemotron_config_json(s, layers);
   json c = {{"architectures", {s.arch}},
             {"vocab_size", s.vocab},
             {"hidden_size", s.hidden},
@@ -623,7 +761,7 @@ int main(int argc, char** argv) {
     else if (a == "--moe-backend") moe_backend = val();
     else if (a == "--gdn-prefill") gdn_prefill = val();
     else {
-      std::fprintf(stderr, "usage: decode_bench --arch moe|dense|hybrid|hybrid-dense|mla|deepseek-v3|gemma4-31b|gemma4-26b-a4b [--layers N] [--threads T] [--tokens N] [--prompt N] "
+      std::fprintf(stderr, "usage: decode_bench --arch moe|dense|hybrid|hybrid-dense|mla|deepseek-v3|gemma4-31b|gemma4-26b-a4b|nemotron-dense|nemotron-moe [--layers N] [--threads T] [--tokens N] [--prompt N] "
                            "[--dir PATH] [--override-activation-dtype bfloat16] [--bf16-lm-head] [--fp8] [--linear-backend NAME] "
                            "[--moe-backend NAME] [--gdn-prefill chunked|recurrent|both]\n");
       return 2;
@@ -638,8 +776,14 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (arch != "moe" && arch != "dense" && arch != "hybrid" && arch != "hybrid-dense" && arch != "mla" &&
-      arch != "deepseek-v3" && arch != "gemma4-31b" && arch != "gemma4-26b-a4b") {
-    std::fprintf(stderr, "--arch must be moe, dense, hybrid, hybrid-dense, mla, deepseek-v3, gemma4-31b or gemma4-26b-a4b\n");
+      arch != "deepseek-v3" && arch != "gemma4-31b" && arch != "gemma4-26b-a4b" && arch != "nemotron-dense" &&
+      arch != "nemotron-moe") {
+    std::fprintf(stderr, "--arch must be moe, dense, hybrid, hybrid-dense, mla, deepseek-v3, gemma4-31b, gemma4-26b-a4b, "
+                         "nemotron-dense or nemotron-moe\n");
+    return 2;
+  }
+  if (arch.starts_with("nemotron") && (g_fp8 || bf16_head)) {
+    std::fprintf(stderr, "--fp8 and --bf16-lm-head do not apply to --arch nemotron-* (quantized as published: NVFP4, lm_head bf16)\n");
     return 2;
   }
   if (arch.starts_with("hybrid") && g_fp8) {
@@ -653,7 +797,13 @@ int main(int argc, char** argv) {
                    : arch == "deepseek-v3" ? deepseek_v3()
                    : arch == "gemma4-31b" ? gemma4_31b()
                    : arch == "gemma4-26b-a4b" ? gemma4_26b_a4b()
+                   : arch == "nemotron-dense" ? nemotron_nano_9b_v2()
+                   : arch == "nemotron-moe"   ? nemotron_3_nano_30b_a3b()
                                       : qwen3_5_27b();
+  if (s.nemotron() && (layers < 1 || static_cast<size_t>(layers) > s.pattern.size())) {
+    std::fprintf(stderr, "--layers must be 1 to %zu for --arch %s\n", s.pattern.size(), arch.c_str());
+    return 2;
+  }
   const bool own_dir = dir.empty();
   if (own_dir) dir = (fs::temp_directory_path() / fmt::format("fp4lm-decode-bench-{}-{}", arch, ::getpid())).string();
   try {
@@ -698,6 +848,7 @@ int main(int argc, char** argv) {
     std::optional<model::SequenceState> cache;
     double prefill_s = 0;
     model::gdn::enable_timing(s.hybrid());
+    model::mamba::enable_timing(s.nemotron());
     for (const std::string& form : forms) {
       model::gdn::set_prefill_form(form == "recurrent" ? model::gdn::PrefillForm::recurrent
                                                        : model::gdn::PrefillForm::chunked);
@@ -722,7 +873,10 @@ int main(int argc, char** argv) {
     const int64_t warmup = std::min<int64_t>(4, tokens / 4);
     double decode_total_s = 0;
     for (int64_t i = 0; i < tokens; ++i) {
-      if (i == warmup) model::gdn::reset_times();
+      if (i == warmup) {
+        model::gdn::reset_times();
+        model::mamba::reset_times();
+      }
       auto ts = std::chrono::steady_clock::now();
       lm->forward(*cache, &tok, 1, model::LogitsMode::last, logits.data());
       steps.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - ts).count());
@@ -730,21 +884,25 @@ int main(int argc, char** argv) {
       tok = engine::argmax(logits.data(), s.vocab);
     }
     const model::gdn::MixerTimes decode_times = model::gdn::times();
+    const model::mamba::MixerTimes mamba_times = model::mamba::times();
     model::gdn::enable_timing(false);
+    model::mamba::enable_timing(false);
     const size_t peak_rss = engine::peak_rss_bytes();
     std::vector<double> sorted(steps.begin() + warmup, steps.end());
     std::sort(sorted.begin(), sorted.end());
     const double median = sorted[sorted.size() / 2];
     const int64_t ctx = prompt_len + tokens / 2;
     double gdn_state_bytes = 0;
-    const double bytes = s.hybrid() ? hybrid_bytes_per_token(s, layers, bf16_head, ctx, &gdn_state_bytes)
-                                    : bytes_per_token(s, layers, bf16_head, ctx);
+    double mamba_state_bytes = 0;
+    const double bytes = s.hybrid()     ? hybrid_bytes_per_token(s, layers, bf16_head, ctx, &gdn_state_bytes)
+                         : s.nemotron() ? nemotron_bytes_per_token(s, layers, ctx, &mamba_state_bytes)
+                                        : bytes_per_token(s, layers, bf16_head, ctx);
     const double bw = read_bandwidth(ThreadPool::global());
     const double roofline_tok_s = bw / bytes;
     const size_t kv_bytes = cache->bytes_per_position() * static_cast<size_t>(prompt_len + tokens) +
                             (cache->reserved_bytes() - cache->kv().bytes());  // + the recurrent state
     std::printf("threads %d, activations bfloat16, override %s, lm_head %s\n", threads, override_dtype.c_str(),
-                s.gemma() ? "bf16 (tied)" : bf16_head ? "bf16" : s.hybrid() ? "w4a16 nvfp4" : g_fp8 ? "fp8" : "nvfp4");
+                s.gemma() ? "bf16 (tied)" : bf16_head || s.nemotron() ? "bf16" : s.hybrid() ? "w4a16 nvfp4" : g_fp8 ? "fp8" : "nvfp4");
     {  // Which backends ran: the oracle's choice for this checkpoint's schemes (or the forced names).
       const kernels::QuantKey key = g_fp8 || s.hybrid()          ? kernels::kFp8
                                     : o.override_activation_dtype ? kernels::kNvfp4W4A16
@@ -759,11 +917,12 @@ int main(int argc, char** argv) {
         const auto mlp = kernels::select_linear({kernels::kNvfp4W4A16, act, s.inter, s.hidden, {}}, "bench", linear_backend);
         std::printf(", W4A16 NVFP4 Linear %s", mlp.backend->name.c_str());
       }
-      if (s.experts > 0) {
+      if (s.experts > 0 && !s.nemotron()) {  // Nemotron-H's relu² experts run as per-expert Linears
         const auto moe = kernels::select_moe({moe_key, act, s.experts, s.top_k, s.hidden, s.inter, {}}, "bench", moe_backend);
         std::printf(", %s MoE %s", s.hybrid() ? "W4A16 NVFP4" : format, moe.backend->name.c_str());
       }
-      std::printf(", unquantized (router%s) %s\n", bf16_head ? ", lm_head" : "", dense.backend->name.c_str());
+      std::printf(", unquantized (router%s) %s\n", bf16_head || s.nemotron() ? ", lm_head" : "",
+                  dense.backend->name.c_str());
     }
     if (s.hybrid())
       for (const std::string& l : prefill_lines) std::printf("%s\n", l.c_str());
@@ -771,6 +930,13 @@ int main(int argc, char** argv) {
       std::printf("prefill: %lld tokens at %.1f tok/s\n", static_cast<long long>(prompt_len), prompt_len / prefill_s);
     std::printf("decode: %.2f tok/s (median of %zu steps; %.1f ms/step; mean %.1f ms)\n", 1.0 / median, sorted.size(),
                 median * 1e3, decode_total_s / static_cast<double>(sorted.size()) * 1e3);
+    if (s.nemotron()) {
+      const double n = static_cast<double>(sorted.size());
+      std::printf("decode step shares (Mamba timer, same %zu steps): state update (conv window + selective scan) %.2f%% "
+                  "(%.3f ms/step), Mamba mixers %.1f%% (%.1f ms/step)\n",
+                  sorted.size(), 100 * mamba_times.state_s / decode_total_s, mamba_times.state_s / n * 1e3,
+                  100 * mamba_times.mixer_s / decode_total_s, mamba_times.mixer_s / n * 1e3);
+    }
     if (s.hybrid()) {
       const double n = static_cast<double>(sorted.size());
       std::printf("decode step shares (mixer timer, same %zu steps): delta rule %.2f%% (%.3f ms/step), GDN mixers %.1f%% (%.1f ms/step)\n",
@@ -779,7 +945,9 @@ int main(int argc, char** argv) {
     }
     std::printf("bytes/token %.1f MB%s, read bandwidth %.2f GB/s -> roofline %.2f tok/s; ratio to roofline %.2f\n",
                 bytes / 1e6,
-                s.hybrid() ? fmt::format(" (GDN state read + written {:.1f} MB)", gdn_state_bytes / 1e6).c_str() : "",
+                s.hybrid()     ? fmt::format(" (GDN state read + written {:.1f} MB)", gdn_state_bytes / 1e6).c_str()
+                : s.nemotron() ? fmt::format(" (Mamba state read + written {:.1f} MB)", mamba_state_bytes / 1e6).c_str()
+                               : "",
                 bw / 1e9, roofline_tok_s, (1.0 / median) / roofline_tok_s);
     if (s.mla())  // what the cache holds per token per layer, measured, against the K/V it stands for
       std::printf("KV cache per token per layer: %zu bytes (latent %lld + rope key %lld, bf16) vs %lld bytes for "

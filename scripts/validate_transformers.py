@@ -52,6 +52,9 @@ HYBRID = dict(linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_
 NEMOTRON_H = dict(vocab_size=256, hidden_size=64, intermediate_size=96, num_attention_heads=4, num_key_value_heads=2,
                   head_dim=32, max_position_embeddings=512, layer_norm_epsilon=1e-5, tie_word_embeddings=False,
                   mamba_num_heads=8, mamba_head_dim=8, ssm_state_size=16, n_groups=2, conv_kernel=4, chunk_size=16)
+NEMOTRON_MOE = dict(n_routed_experts=8, num_experts_per_tok=2, moe_intermediate_size=32,
+                    moe_shared_expert_intermediate_size=48, n_group=2, topk_group=1, routed_scaling_factor=2.5,
+                    norm_topk_prob=True)
 DS_MOE = dict(n_routed_experts=8, num_experts_per_tok=2, moe_intermediate_size=32, n_shared_experts=1,
               first_k_dense_replace=1, norm_topk_prob=True, num_nextn_predict_layers=0)
 MLA = dict(q_lora_rank=32, kv_lora_rank=32, qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=16,
@@ -95,6 +98,14 @@ def arch_configs():
         # Mamba-2 / attention without RoPE / relu² MLP, one mixer per layer; a prompt longer than
         # the SSD chunk (transformers' prefill runs the chunked form, fp4lm the recurrence).
         ("Nemotron-H dense", "NemotronHConfig", dict(NEMOTRON_H, hybrid_override_pattern="M*-M-"),
+         "NemotronHForCausalLM"),
+        # Nemotron 3's MoE layers: sigmoid routing with a (randomized) correction bias, two groups
+        # of which one is chosen, routed_scaling_factor, relu² experts without a gate, the shared
+        # expert; and the latent MoE of Super / Ultra (experts between fc1/fc2_latent_proj).
+        ("Nemotron-H MoE", "NemotronHConfig", dict(NEMOTRON_H, **NEMOTRON_MOE, hybrid_override_pattern="ME*EM-"),
+         "NemotronHForCausalLM"),
+        ("Nemotron-H latent MoE", "NemotronHConfig",
+         dict(NEMOTRON_H, **NEMOTRON_MOE, moe_latent_size=32, hybrid_override_pattern="ME*EM-"),
          "NemotronHForCausalLM"),
         # Gemma 3: sliding 2:1 with a window (16) well inside the prompt, query_pre_attn_scalar !=
         # head_dim, linear RoPE on the full layers, soft-capped logits, tied embeddings.

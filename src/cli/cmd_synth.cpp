@@ -31,6 +31,14 @@ CommandRegistration reg("synth", "Write a small random-weight checkpoint (HF/Mod
   sub.add_option("--hidden", a->o.hidden, "Hidden size")->capture_default_str();
   sub.add_option("--vocab", a->o.vocab, "Vocabulary size")->capture_default_str();
   sub.add_option("--experts", a->o.experts, "Experts per MoE layer")->capture_default_str();
+  sub.add_option("--hybrid-pattern", a->o.hybrid_pattern,
+                 "NemotronHForCausalLM: the layer letters (M Mamba-2, * attention, - MLP, E MoE), extended with "
+                 "M-M* to --layers")
+      ->capture_default_str();
+  sub.add_option("--moe-latent-size", a->o.moe_latent,
+                 "NemotronHForCausalLM: moe_latent_size of the E layers (0: no latent projections)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   sub.add_option("--seed", a->o.seed, "Random seed")->capture_default_str()->check(CLI::Validator(
       [](std::string& v) { return v.rfind('-', 0) == 0 ? "must be from 0 to 2^64-1, got " + v : std::string(); }, "SEED"));
   sub.add_flag("--quantize-lm-head", a->o.quantize_lm_head, "Quantize lm_head too");
@@ -57,6 +65,8 @@ CommandRegistration reg("synth", "Write a small random-weight checkpoint (HF/Mod
     if (a->o.mxfp4_experts && a->o.algo != quant::QuantAlgo::None)
       usage_fail("--mxfp4-experts writes the MXFP4 experts of an otherwise unquantized model: use --algo none");
     if (a->o.hidden % 16 != 0 || a->o.hidden <= 0) usage_fail("--hidden must be a positive multiple of 16");
+    if (a->o.hybrid_pattern.empty() || a->o.hybrid_pattern.find_first_not_of("M*-E") != std::string::npos)
+      usage_fail("--hybrid-pattern must be a non-empty string of M, *, - and E (got '{}')", a->o.hybrid_pattern);
     if (a->o.layers <= 0 || a->o.vocab <= 0 || a->o.experts < a->o.top_k)
       usage_fail("--layers and --vocab must be positive and --experts at least {}", a->o.top_k);
     using L = model::ModelLimits;

@@ -1,6 +1,7 @@
 #include "model/mamba2_mixer.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -11,6 +12,7 @@
 #include "core/thread_pool.h"
 #include "kernels/ssm_scan.h"
 #include "model/activation.h"
+#include "model/mamba_timing.h"
 #include "model/model_loader.h"
 #include "model/state_layout.h"
 
@@ -71,9 +73,12 @@ void Mamba2Mixer::forward(const float* x, std::span<const SequenceSpan> spans, f
     if (s.row0 != m) fail("mamba2 mixer: batch spans must cover the rows in order");
     m += s.n;
   }
+  const bool timed = mamba::timing_enabled();
+  const auto t_start = timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
   const int64_t width = inter_ + conv_dim_ + heads_, hist = kernel_ - 1;
   std::vector<float> proj(static_cast<size_t>(m * width));
   in_->forward(x, m, proj.data());
+  const auto t_state = timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
 
   // The causal conv over each span's rows (its window first), SiLU; dt per row and head.
   std::vector<float> xbc(static_cast<size_t>(m * conv_dim_)), dt(static_cast<size_t>(m * heads_));
@@ -126,6 +131,8 @@ void Mamba2Mixer::forward(const float* x, std::span<const SequenceSpan> spans, f
     }
   });
 
+  const auto t_scanned = timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+
   // Gated RMSNorm per group: rms(y·silu(z))·w.
   const int64_t gs = inter_ / groups_;
   for (int64_t r = 0; r < m; ++r) {
@@ -142,6 +149,10 @@ void Mamba2Mixer::forward(const float* x, std::span<const SequenceSpan> spans, f
   }
   round_to_dtype(core.data(), core.size(), act_);
   out_->forward(core.data(), m, y);
+  if (timed) {
+    using secs = std::chrono::duration<double>;
+    mamba::add_times(secs(t_scanned - t_state).count(), secs(std::chrono::steady_clock::now() - t_start).count());
+  }
 }
 
 }  // namespace fp4lm::model

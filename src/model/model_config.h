@@ -69,6 +69,9 @@ struct MambaConfig {
   bool conv_bias = true, proj_bias = false, mlp_bias = false;
   double dt_min = 0.0, dt_max = 0.0;  // time_step_limit: dt clamped to [dt_min, dt_max]
   std::string ssm_cache_dtype = "float32";  // mamba_ssm_cache_dtype: float32, bfloat16, float16
+  // The 'E' layers' latent MoE (moe_latent_size; Nemotron 3 Super / Ultra): the routed experts run
+  // on fc1_latent_proj(x) of this width and their sum goes back through fc2_latent_proj. 0: none.
+  int64_t moe_latent_size = 0;
   int64_t intermediate() const { return num_heads * head_dim; }
   int64_t conv_dim() const { return intermediate() + 2 * n_groups * state_size; }
   bool layer_is(int64_t i, char kind) const {

@@ -30,6 +30,7 @@ void check_model_limits(const ModelConfig& c, const std::string& path) {
   at_most(path, "moe_intermediate_size", c.moe.moe_intermediate_size, L::intermediate_size);
   at_most(path, "shared_expert_intermediate_size", c.moe.shared_expert_intermediate_size, L::intermediate_size);
   at_most(path, "num_experts", c.moe.num_experts, L::num_experts);
+  at_most(path, "moe_latent_size", c.mamba.moe_latent_size, L::hidden_size);  // a width like hidden_size
   at_most(path, "decoder_sparse_step", c.moe.decoder_sparse_step, L::num_hidden_layers);
   // Gated delta-net dims (the per-sequence state is sized by them): heads like attention heads.
   at_most(path, "linear_num_key_heads", c.gdn.linear_num_key_heads, L::num_attention_heads);

@@ -27,6 +27,7 @@ struct SyntheticOptions {
   // `layers`) and the Mamba-2 dims (conv_kernel above).
   std::string hybrid_pattern = "M*M-";
   int64_t mamba_heads = 4, mamba_head_dim = 8, ssm_state = 16, mamba_groups = 2;
+  int64_t moe_latent = 0;  // moe_latent_size of the 'E' layers (0: none)
   bool tie_word_embeddings = false;
   bool quantize_lm_head = false;
   std::vector<std::string> exclude;  // extra exclude_modules patterns (kept unquantized)

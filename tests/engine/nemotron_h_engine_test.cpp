@@ -4,11 +4,16 @@
 // Nemotron-Nano-9B-v2-NVFP4 (shrunk: the published config.json keys, "time_step_limit":
 // [0.0, Infinity] as Python writes it, backbone.* names, NVFP4 W4A4 Mamba / MLP projections,
 // conv1d, the attention layers and lm_head left in bfloat16) loads with the oracle's lines,
-// generates, and generates under --override-activation-dtype bfloat16 on the W4A16 path.
+// generates, and generates under --override-activation-dtype bfloat16 on the W4A16 path. The same
+// for the Nemotron 3 MoE layouts: Nano-30B-A3B NVFP4 (BF16 sensitivity layers, FP8 KV scales),
+// Super-120B-A12B NVFP4 (latent MoE, an MTP layer) and Ultra's MIXED_PRECISION (routed experts
+// NVFP4, shared experts and Mamba projections FP8, attention and the latent projections BF16).
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <fstream>
 
+#include "common/checkpoint_edit.h"
 #include "common/log_capture.h"
 #include "common/paths.h"
 #include "engine/generator.h"
@@ -26,9 +31,14 @@ namespace {
 
 using nlohmann::json;
 
-TEST(NemotronHEngine, EightConcurrentStreamsEqualEachAlone) {
+// Dense (M, *, -) and Nemotron 3 MoE (M, E, *, -: the experts run on each step's routed rows).
+class NemotronHStreams : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(NemotronHStreams, EightConcurrentStreamsEqualEachAlone) {
   fp4lm::test::TempDir dir;
-  test::write_tiny_model(test::nemotron::make_model({}), dir.path());
+  test::nemotron::Dims d;
+  d.pattern = GetParam();
+  test::write_tiny_model(test::nemotron::make_model(d), dir.path());
   model::EngineOptions o;
   o.dtype = "float32";
   model::LoadOptions lo;
@@ -46,6 +56,9 @@ TEST(NemotronHEngine, EightConcurrentStreamsEqualEachAlone) {
   for (size_t i = 0; i < prompts.size(); ++i)
     EXPECT_EQ(r.together.at(static_cast<int64_t>(i)), r.alone[i]) << "stream " << i;
 }
+
+INSTANTIATE_TEST_SUITE_P(Patterns, NemotronHStreams, ::testing::Values("M*-M-M*", "ME*EM-"),
+                         [](const auto& info) { return std::string(info.param == "M*-M-M*" ? "Dense" : "MoE"); });
 
 // Nemotron-Nano-9B-v2's layer pattern shrunk to 14 layers (M-M-M-MM-M-M-M*-... in the release).
 constexpr const char* kNano9bPattern = "M-M-M*-M-MM*-M";
@@ -127,6 +140,177 @@ TEST(NemotronHEngine, Nano9bV2Nvfp4LayoutLoadsAndGeneratesWithAndWithoutTheOverr
   EXPECT_NE(log.find("NVFP4 W4A16 override active"), std::string::npos) << log;
   EXPECT_EQ(generate(*lm16, nullptr, gp).output_ids.size(), 8u);
 }
+
+// The Nemotron 3 MoE releases, shrunk to 16 layers with their layer kinds in the published order
+// (Nano-30B-A3B: 52 layers MEMEM*EMEMEM*EMEMEM*..., 128 experts, 6 per token, routed_scaling_factor
+// 2.5; Super-120B-A12B: 88 layers MEMEMEM*..., 512 experts, 22 per token, moe_latent_size 1024,
+// routed_scaling_factor 5.0, one MTP layer; Ultra the Super layout at 550B). Random weights.
+enum class Nemotron3 { nano_30b, super_120b, ultra };
+
+struct Nemotron3Layout {
+  std::string pattern;
+  int64_t layers = 16;
+};
+
+Nemotron3Layout write_nemotron3_layout(const std::string& dir, Nemotron3 kind) {
+  const std::string pattern = kind == Nemotron3::nano_30b ? "MEMEM*EMEMEM*EME" : "MEMEMEM*EMEMEM*E";
+  model::SyntheticOptions s;
+  s.architecture = "NemotronHForCausalLM";
+  s.layers = static_cast<int64_t>(pattern.size());
+  s.hybrid_pattern = pattern;
+  s.hidden = 64, s.heads = 4, s.kv_heads = 2, s.head_dim = 16, s.intermediate = 32;
+  s.mamba_heads = 8, s.mamba_head_dim = 8, s.ssm_state = 16, s.mamba_groups = 2;
+  s.experts = 16, s.top_k = kind == Nemotron3::nano_30b ? 6 : 8, s.moe_intermediate = 32;
+  s.shared_expert_intermediate = 64;
+  if (kind != Nemotron3::nano_30b) s.moe_latent = 32;
+  s.extra_tensors = kind != Nemotron3::nano_30b;  // the MTP layer's mtp.* tensors
+  if (kind == Nemotron3::ultra) {
+    // MIXED_PRECISION: routed experts NVFP4, shared experts and Mamba projections FP8; attention,
+    // the latent projections, conv1d, routers and lm_head unlisted (bfloat16).
+    s.algo = quant::QuantAlgo::MIXED_PRECISION;
+    for (int64_t i = 0; i < s.layers; ++i) {
+      const std::string p = fmt::format("model.layers.{}.mixer.", i);
+      if (pattern[i] == 'M')
+        for (const char* m : {"in_proj", "out_proj"}) s.mixed[p + m] = quant::QuantAlgo::FP8;
+      if (pattern[i] != 'E') continue;
+      for (const char* m : {"shared_experts.up_proj", "shared_experts.down_proj"}) s.mixed[p + m] = quant::QuantAlgo::FP8;
+      for (int64_t e = 0; e < s.experts; ++e)
+        for (const char* m : {"up_proj", "down_proj"})
+          s.mixed[fmt::format("{}experts.{}.{}", p, e, m)] = quant::QuantAlgo::NVFP4;
+    }
+  } else {
+    // NVFP4 with the Nano recipe's BF16 layers: the attention layers, the Mamba layers that feed
+    // them, every conv1d (routers and lm_head are never quantized); for Super also the latent
+    // projections.
+    s.algo = quant::QuantAlgo::NVFP4;
+    for (int64_t i = 0; i < s.layers; ++i) {
+      const char here = pattern[i], next = i + 1 < s.layers ? pattern[i + 1] : 0;
+      const std::string p = fmt::format("model.layers.{}.mixer", i);
+      if (here == 'M') s.exclude.push_back(p + ".conv1d");
+      if (here == '*' || (here == 'M' && next == '*')) s.exclude.push_back(p + "*");
+      if (here == 'E' && s.moe_latent > 0)
+        for (const char* m : {".fc1_latent_proj", ".fc2_latent_proj"}) s.exclude.push_back(p + m);
+    }
+  }
+  model::write_synthetic_checkpoint(dir, s);
+  // The FP8 KV cache: kv_cache_quant_algo and a k_scale / v_scale per attention layer.
+  std::vector<test::EditedTensor> scales;
+  for (int64_t i = 0; i < s.layers; ++i) {
+    if (pattern[i] != '*') continue;
+    for (auto [n, v] : {std::pair{"k_proj.k_scale", 0.05f + 0.01f * static_cast<float>(i)}, {"v_proj.v_scale", 0.03f}}) {
+      test::EditedTensor t{fmt::format("backbone.layers.{}.mixer.{}", i, n), DType::F32, {}, std::vector<uint8_t>(4)};
+      std::memcpy(t.bytes.data(), &v, 4);
+      scales.push_back(std::move(t));
+    }
+  }
+  test::edit_tensors(dir, [](test::EditedTensor&) { return true; }, std::move(scales));
+  json q = io::read_json_file(dir + "/hf_quant_config.json");
+  q["quantization"]["kv_cache_quant_algo"] = "FP8";
+  std::ofstream(dir + "/hf_quant_config.json") << q.dump(2);
+  // The release's config.json keys.
+  const std::string path = dir + "/config.json";
+  json c = io::read_json_file(path);
+  c["quantization_config"]["kv_cache_quant_algo"] = "FP8";
+  c["n_shared_experts"] = 1;
+  c["n_group"] = 1, c["topk_group"] = 1;
+  c["norm_eps"] = 1e-5;
+  c["rope_theta"] = 10000;
+  c["partial_rotary_factor"] = 1.0;
+  c["rescale_prenorm_residual"] = true;
+  c["mamba_proj_bias"] = false;
+  c["time_step_min"] = 0.001, c["time_step_max"] = 0.1, c["time_step_floor"] = 1e-4;
+  c["num_logits_to_keep"] = 1;
+  c["use_mamba_kernels"] = true;
+  c["sliding_window"] = nullptr;
+  c["expand"] = 2;
+  c.erase("time_step_limit");
+  if (kind != Nemotron3::nano_30b) {
+    c["routed_scaling_factor"] = 5.0;
+    c["num_nextn_predict_layers"] = 1;
+    c["mtp_hybrid_override_pattern"] = "*E";
+  }
+  std::ofstream(path) << c.dump(2);
+  return {pattern, s.layers};
+}
+
+class Nemotron3Published : public ::testing::TestWithParam<Nemotron3> {};
+
+TEST_P(Nemotron3Published, LoadsWithTheOracleLinesAndGeneratesWithAndWithoutTheOverride) {
+  const Nemotron3 kind = GetParam();
+  fp4lm::test::TempDir tmp;
+  const std::string dir = (tmp.path() / "nemotron3").string();
+  const Nemotron3Layout layout = write_nemotron3_layout(dir, kind);
+  std::unique_ptr<model::CausalLM> lm;
+  std::string log;
+  model::EngineOptions fp8;
+  fp8.kv_cache_dtype = "fp8";
+  {
+    test::LogCapture cap(spdlog::level::info);
+    lm = model::CausalLM::load(dir, fp8);
+    log = cap.text();
+  }
+  EXPECT_NE(log.find(kind == Nemotron3::ultra ? "Detected ModelOpt MIXED_PRECISION checkpoint"
+                                              : "Detected ModelOpt NVFP4 checkpoint"),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find("NVFP4 Linear backend out of potential backends"), std::string::npos) << log;
+  if (kind == Nemotron3::ultra) {
+    EXPECT_NE(log.find("FP8 Linear backend out of potential backends"), std::string::npos) << log;
+  }
+  EXPECT_NE(log.find("Loaded NemotronHForCausalLM (16 layers"), std::string::npos) << log;
+  EXPECT_EQ(log.find("k_scale/v_scale tensors are absent"), std::string::npos) << log;
+  const size_t mtp = log.find("Skipping the multi-token-prediction layers");
+  EXPECT_EQ(mtp == std::string::npos, kind == Nemotron3::nano_30b) << log;
+  EXPECT_EQ(lm->config().moe.num_experts, 16);
+  EXPECT_DOUBLE_EQ(lm->config().moe.sigmoid.routed_scaling_factor, kind == Nemotron3::nano_30b ? 2.5 : 5.0);
+  EXPECT_EQ(lm->config().mamba.moe_latent_size, kind == Nemotron3::nano_30b ? 0 : 32);
+
+  // Each module's scheme as published.
+  model::ModelLoader l(io::Checkpoint::open(dir), {});
+  auto key = [&](const std::string& layer) { return l.describe(l.layer(layer)).scheme.key; };
+  const int64_t attn = static_cast<int64_t>(layout.pattern.find('*'));
+  const bool ultra = kind == Nemotron3::ultra;
+  EXPECT_EQ(key("model.layers.0.mixer.in_proj"), ultra ? kernels::kFp8 : kernels::kNvfp4W4A4);
+  EXPECT_EQ(key("model.layers.1.mixer.experts.0.up_proj"), kernels::kNvfp4W4A4);
+  EXPECT_EQ(key("model.layers.1.mixer.experts.15.down_proj"), kernels::kNvfp4W4A4);
+  EXPECT_EQ(key("model.layers.1.mixer.shared_experts.up_proj"), ultra ? kernels::kFp8 : kernels::kNvfp4W4A4);
+  EXPECT_EQ(key("model.layers.1.mixer.gate"), kernels::kUnquantized);
+  EXPECT_EQ(key(fmt::format("model.layers.{}.mixer.in_proj", attn - 1)),
+            ultra ? kernels::kFp8 : kernels::kUnquantized);  // feeds the attention layer
+  EXPECT_EQ(key(fmt::format("model.layers.{}.mixer.qkv_proj", attn)), kernels::kUnquantized);
+  if (kind != Nemotron3::nano_30b) {
+    EXPECT_EQ(key("model.layers.1.mixer.fc1_latent_proj"), kernels::kUnquantized);
+  }
+  EXPECT_EQ(key("lm_head"), kernels::kUnquantized);
+
+  RequestParams gp;
+  gp.prompt = {1, 17, 5, 96, 200, 31, 7};
+  gp.max_tokens = 8;
+  gp.ignore_eos = true;
+  const GenerationResult r = generate(*lm, nullptr, gp);
+  ASSERT_EQ(r.output_ids.size(), 8u);
+  for (int32_t id : r.output_ids) EXPECT_TRUE(id >= 0 && id < lm->vocab_size());
+  EXPECT_EQ(generate(*lm, nullptr, gp).output_ids, r.output_ids);  // greedy is deterministic
+
+  model::EngineOptions over = fp8;
+  over.override_activation_dtype = DType::BF16;
+  std::unique_ptr<model::CausalLM> lm16;
+  {
+    test::LogCapture cap(spdlog::level::info);
+    lm16 = model::CausalLM::load(dir, over);
+    log = cap.text();
+  }
+  EXPECT_NE(log.find("NVFP4 W4A16 override active"), std::string::npos) << log;
+  EXPECT_EQ(generate(*lm16, nullptr, gp).output_ids.size(), 8u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, Nemotron3Published,
+                         ::testing::Values(Nemotron3::nano_30b, Nemotron3::super_120b, Nemotron3::ultra),
+                         [](const auto& info) {
+                           return info.param == Nemotron3::nano_30b   ? "Nano30bA3bNvfp4"
+                                  : info.param == Nemotron3::super_120b ? "Super120bA12bNvfp4"
+                                                                        : "UltraMixedPrecision";
+                         });
 
 }  // namespace
 }  // namespace fp4lm::engine

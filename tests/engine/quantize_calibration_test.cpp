@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <set>
 
 #include "common/error_of.h"
 #include "common/paths.h"
@@ -331,4 +332,52 @@ TEST(QuantizeCalibration, HybridsKeepModelOptsDefaultExclusionsAndRunAsW4A4) {
     }
     ASSERT_NO_FATAL_FAILURE(expect_runs_with_finite_logits(c.out, arch));
   }
+}
+
+// Nemotron-H with Nemotron 3's (latent) MoE layers: ModelOpt's default exclusions (every Mamba
+// conv1d, the routers, the mtp tensors, lm_head) stay unquantized and are listed; the relu²
+// experts (per-expert Linears) share one input_scale per projection over the block, the max over
+// every routed token as for fused experts, so experts no calibration token chose get it too;
+// everything else (Mamba in/out_proj, attention, latent projections, shared expert) is W4A4.
+TEST(QuantizeCalibration, NemotronHMoeQuantizesAsModelOptAndRunsAsW4A4) {
+  SyntheticOptions o = source("NemotronHForCausalLM");
+  o.layers = 6;
+  o.hybrid_pattern = "ME*EM-";
+  o.experts = 8;
+  o.top_k = 1;
+  o.moe_latent = 32;
+  o.extra_tensors = true;
+  Case c(o);
+  QuantizeOptions q = c.options();
+  q.calibration = {{1, 5, 9}};  // three tokens, top-1: at most 3 of 8 experts per layer see input
+  engine::QuantizeSummary sum = engine::quantize_checkpoint(q);
+  auto listed = [&](const std::string& m) {
+    return std::find(sum.exclude_modules.begin(), sum.exclude_modules.end(), m) != sum.exclude_modules.end();
+  };
+  for (const std::string m : {"backbone.layers.0.mixer.conv1d", "backbone.layers.4.mixer.conv1d",
+                              "backbone.layers.1.mixer.gate", "backbone.layers.3.mixer.gate", "mtp*", "lm_head"})
+    EXPECT_TRUE(listed(m)) << m;
+  auto out = io::Checkpoint::open(c.out);
+  EXPECT_EQ(out->get("backbone.layers.0.mixer.conv1d.weight").dtype, DType::F32);
+  for (const char* m : {"0.mixer.in_proj", "1.mixer.fc1_latent_proj", "1.mixer.shared_experts.down_proj",
+                        "2.mixer.q_proj", "5.mixer.up_proj"})
+    EXPECT_EQ(out->get(std::string("backbone.layers.") + m + ".weight").dtype, DType::U8) << m;
+  for (int l : {1, 3}) {
+    const std::string box = "backbone.layers." + std::to_string(l) + ".mixer.experts.";
+    std::set<float> up, down;
+    for (int e = 0; e < 8; ++e) {
+      up.insert(scalar(*out, box + std::to_string(e) + ".up_proj.input_scale"));
+      down.insert(scalar(*out, box + std::to_string(e) + ".down_proj.input_scale"));
+    }
+    ASSERT_EQ(up.size(), 1u) << box;
+    ASSERT_EQ(down.size(), 1u) << box;
+    EXPECT_GT(*up.begin(), 0.0f);
+    EXPECT_GT(*down.begin(), 0.0f);
+  }
+  model::ModelLoader l(io::Checkpoint::open(c.out), {});
+  for (const model::LayerSpec& s : l.layers()) {
+    const std::string scheme(kernels::scheme_name(l.describe(s).scheme.key));
+    EXPECT_EQ(scheme, s.router || s.name == "lm_head" ? "unquantized" : "nvfp4_w4a4") << s.name;
+  }
+  ASSERT_NO_FATAL_FAILURE(expect_runs_with_finite_logits(c.out, "NemotronHForCausalLM"));
 }

@@ -161,6 +161,11 @@ TEST_P(BatchedForwardTest, MixedBatchesAreBitIdenticalToEachSequenceAlone) {
   for (QuantAlgo algo : {QuantAlgo::None, QuantAlgo::W4A16_NVFP4, QuantAlgo::NVFP4}) {
     SyntheticOptions s;
     s.architecture = GetParam();
+    if (GetParam() == "NemotronHLatentMoE") {  // Nemotron 3 Super's layers: Mamba-2, latent MoE, attention
+      s.architecture = "NemotronHForCausalLM";
+      s.hybrid_pattern = "ME*E";
+      s.moe_latent = 32;
+    }
     s.algo = algo;
     s.quantize_lm_head = algo != QuantAlgo::None;
     s.seed = 3;
@@ -206,8 +211,8 @@ INSTANTIATE_TEST_SUITE_P(Every, BatchedForwardTest,
                          ::testing::Values("LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM",
                                            "Qwen3MoeForCausalLM", "MixtralForCausalLM", "Qwen2MoeForCausalLM",
                                            "MistralForCausalLM", "Qwen3_5ForCausalLM", "Qwen3_5MoeForCausalLM",
-                                           "NemotronHForCausalLM", "Glm4MoeForCausalLM", "DeepseekV3ForCausalLM",
-                                           "MiniMaxM2ForCausalLM"),
+                                           "NemotronHForCausalLM", "NemotronHLatentMoE", "Glm4MoeForCausalLM",
+                                           "DeepseekV3ForCausalLM", "MiniMaxM2ForCausalLM"),
                          [](const auto& info) { return info.param; });
 
 std::unique_ptr<CausalLM> small_model(TempDir& dir, QuantAlgo algo, EngineOptions o = {}, LoadOptions lo = {}) {

@@ -24,6 +24,11 @@ struct Dims {
   int64_t hidden = 32, heads = 4, kvh = 2, hd = 8, inter = 40, vocab = 97;
   int64_t mh = 4, mp = 6, ns = 12, groups = 2, kconv = 4;  // Mamba heads, head_dim, state, groups
   double dt_lo = 0.05, dt_hi = 2.0, eps = 1e-5;
+  // 'E' layers: experts, top-k, the experts' and shared expert's sizes, latent width (0: none),
+  // routing groups, scaling.
+  int64_t experts = 8, top_k = 2, moe_inter = 16, shared_inter = 24, latent = 0, n_group = 2, topk_group = 1;
+  double scaling = 2.5;
+  bool norm_topk = true;
   int64_t mi() const { return mh * mp; }
   int64_t conv_dim() const { return mi() + 2 * groups * ns; }
 };
@@ -69,6 +74,19 @@ inline TinyModel make_model(const Dims& d, uint64_t seed = 11) {
   auto lin = [&](const std::string& name, int64_t n, int64_t k) {
     add(name + ".weight", {n, k}, 1.0f / std::sqrt(static_cast<float>(k)));
   };
+  if (d.pattern.find('E') != std::string::npos) {
+    c["n_routed_experts"] = d.experts;
+    c["num_experts_per_tok"] = d.top_k;
+    c["moe_intermediate_size"] = d.moe_inter;
+    c["moe_shared_expert_intermediate_size"] = d.shared_inter;
+    c["n_shared_experts"] = 1;
+    c["n_group"] = d.n_group;
+    c["topk_group"] = d.topk_group;
+    c["routed_scaling_factor"] = d.scaling;
+    c["norm_topk_prob"] = d.norm_topk;
+    if (d.latent > 0) c["moe_latent_size"] = d.latent;
+    m.config = c;
+  }
   add("backbone.embeddings.weight", {d.vocab, d.hidden}, 1.0f);
   add("backbone.norm_f.weight", {d.hidden}, 0.1f, 1.0f);
   lin("lm_head", d.vocab, d.hidden);
@@ -93,6 +111,22 @@ inline TinyModel make_model(const Dims& d, uint64_t seed = 11) {
         lin(x + "v_proj", d.kvh * d.hd, d.hidden);
         lin(x + "o_proj", d.hidden, d.heads * d.hd);
         break;
+      case 'E': {
+        const int64_t width = d.latent > 0 ? d.latent : d.hidden;
+        lin(x + "gate", d.experts, d.hidden);
+        add(x + "gate.e_score_correction_bias", {d.experts}, 0.5f);
+        for (int64_t e = 0; e < d.experts; ++e) {
+          lin(fmt::format("{}experts.{}.up_proj", x, e), d.moe_inter, width);
+          lin(fmt::format("{}experts.{}.down_proj", x, e), width, d.moe_inter);
+        }
+        lin(x + "shared_experts.up_proj", d.shared_inter, d.hidden);
+        lin(x + "shared_experts.down_proj", d.hidden, d.shared_inter);
+        if (d.latent > 0) {
+          lin(x + "fc1_latent_proj", d.latent, d.hidden);
+          lin(x + "fc2_latent_proj", d.hidden, d.latent);
+        }
+        break;
+      }
       default:
         lin(x + "up_proj", d.inter, d.hidden);
         lin(x + "down_proj", d.hidden, d.inter);
@@ -186,6 +220,50 @@ inline std::vector<Vec> reference(const TinyModel& m, const Dims& d, const std::
             for (int64_t i = 0; i < d.hd; ++i) attn[hh * d.hd + i] += s[u] / sum * v[u][g * d.hd + i];
         }
         out[t] = nv::matvec(w.at(x + "o_proj.weight"), attn);
+      }
+    } else if (d.pattern[l] == 'E') {
+      auto relu2 = [&](const std::string& pre, const Vec& v) {
+        Vec u = nv::matvec(w.at(pre + ".up_proj.weight"), v);
+        for (double& e : u) e = e > 0 ? e * e : 0.0;
+        return nv::matvec(w.at(pre + ".down_proj.weight"), u);
+      };
+      const float* bias = wp(x + "gate.e_score_correction_bias");
+      const int64_t per_group = d.experts / d.n_group;
+      for (size_t t = 0; t < n; ++t) {
+        // Router: sigmoid scores; choice on score + bias within the topk_group groups whose two
+        // best biased scores sum highest; weights the unbiased scores, normalized, scaled.
+        const Vec logits = nv::matvec(w.at(x + "gate.weight"), in[t]);
+        Vec score(logits.size()), biased(logits.size());
+        for (size_t e = 0; e < logits.size(); ++e) {
+          score[e] = 1.0 / (1.0 + std::exp(-logits[e]));
+          biased[e] = score[e] + bias[e];
+        }
+        std::vector<std::pair<double, int64_t>> groups;
+        for (int64_t g = 0; g < d.n_group; ++g) {
+          std::vector<double> v(biased.begin() + g * per_group, biased.begin() + (g + 1) * per_group);
+          std::sort(v.rbegin(), v.rend());
+          groups.push_back({-(v[0] + v[1]), g});
+        }
+        std::sort(groups.begin(), groups.end());
+        std::vector<std::pair<double, int64_t>> cand;
+        for (int64_t gi = 0; gi < d.topk_group; ++gi)
+          for (int64_t e = groups[gi].second * per_group; e < (groups[gi].second + 1) * per_group; ++e)
+            cand.push_back({-biased[e], e});
+        std::sort(cand.begin(), cand.end());
+        double sum = 0;
+        for (int64_t j = 0; j < d.top_k; ++j) sum += score[cand[j].second];
+        Vec xin = in[t];
+        if (d.latent > 0) xin = nv::matvec(w.at(x + "fc1_latent_proj.weight"), in[t]);
+        Vec acc(xin.size(), 0.0);
+        for (int64_t j = 0; j < d.top_k; ++j) {
+          const int64_t e = cand[j].second;
+          const double wt = score[e] / (d.norm_topk ? sum + 1e-20 : 1.0) * d.scaling;
+          const Vec o = relu2(fmt::format("{}experts.{}", x, e), xin);
+          for (size_t i = 0; i < acc.size(); ++i) acc[i] += wt * o[i];
+        }
+        out[t] = d.latent > 0 ? nv::matvec(w.at(x + "fc2_latent_proj.weight"), acc) : acc;
+        const Vec sh = relu2(x + "shared_experts", in[t]);
+        for (int64_t i = 0; i < d.hidden; ++i) out[t][i] += sh[i];
       }
     } else {
       for (size_t t = 0; t < n; ++t) {

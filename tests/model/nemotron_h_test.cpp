@@ -63,6 +63,53 @@ TEST(NemotronH, MatchesFloat64Forward) {
   EXPECT_LT(max_rel_diff(got, want), 2e-5);
 }
 
+// Nemotron 3's MoE layers ('E'): sigmoid routing with the correction bias, two groups of which
+// one is chosen, normalized and scaled weights, relu² experts, the shared expert; and the latent
+// MoE of Super / Ultra (the routed experts between fc1_latent_proj and fc2_latent_proj).
+TEST(NemotronH, MoeAndLatentMoeMatchFloat64Forward) {
+  for (int64_t latent : {int64_t{0}, int64_t{12}}) {
+    Dims d;
+    d.pattern = "ME*EM-";
+    d.latent = latent;
+    test::TempDir dir;
+    const TinyModel m = make_model(d);
+    test::write_tiny_model(m, dir.path());
+    const std::vector<int32_t> tokens = prompt(15);
+    const auto want = reference(m, d, tokens);
+    auto lm = load(dir);
+    EXPECT_LT(max_rel_diff(all_logits(*lm, tokens), want), 2e-5) << "latent " << latent;
+    EXPECT_LT(max_rel_diff(all_logits(*load(dir, 4), tokens), want), 2e-5) << "latent " << latent;
+    // Prefill then decode: the experts run on one row at a time.
+    const int64_t vocab = lm->vocab_size();
+    SequenceState s = lm->new_sequence(64);
+    std::vector<float> got(tokens.size() * static_cast<size_t>(vocab));
+    lm->forward(s, tokens.data(), 6, LogitsMode::all, got.data());
+    for (size_t t = 6; t < tokens.size(); ++t)
+      lm->forward(s, &tokens[t], 1, LogitsMode::last, got.data() + t * static_cast<size_t>(vocab));
+    EXPECT_LT(max_rel_diff(got, want), 2e-5) << "latent " << latent;
+  }
+}
+
+// Routing matters: without the correction bias, or without routed_scaling_factor, the logits
+// differ from the reference's (which applies both).
+TEST(NemotronH, MoeRoutingUsesTheBiasAndTheScaling) {
+  Dims d;
+  d.pattern = "ME*EM-";
+  const TinyModel m = make_model(d);
+  const std::vector<int32_t> tokens = prompt(10);
+  const auto want = reference(m, d, tokens);
+  TinyModel unscaled = m;
+  unscaled.config["routed_scaling_factor"] = 1.0;
+  TinyModel unbiased = m;
+  for (auto& [name, t] : unbiased.w)
+    if (name.find("e_score_correction_bias") != std::string::npos) std::fill(t.v.begin(), t.v.end(), 0.0f);
+  for (const TinyModel* variant : {&unscaled, &unbiased}) {
+    test::TempDir dir;
+    test::write_tiny_model(*variant, dir.path());
+    EXPECT_GT(max_rel_diff(all_logits(*load(dir), tokens), want), 1e-3);
+  }
+}
+
 // The time_step_limit clamp matters: with limits no step reaches, the logits differ.
 TEST(NemotronH, TimeStepLimitClampsTheStep) {
   Dims d;
@@ -148,7 +195,15 @@ TEST(NemotronH, ConfigErrorsNameTheField) {
   expect_config_error(c, "has 7 layers but num_hidden_layers is 5");
   c = base_config();
   c["hybrid_override_pattern"] = "M*-E-M*";
-  expect_config_error(c, "MoE layers ('E' in the layer pattern) are not supported yet");
+  expect_config_error(c, "missing required field 'n_routed_experts'");
+  c["n_routed_experts"] = 6, c["num_experts_per_tok"] = 2, c["moe_intermediate_size"] = 8, c["n_group"] = 4;
+  expect_config_error(c, "n_group (4) must split the 6 experts into equal groups of at least 2");
+  c["n_group"] = 3, c["topk_group"] = 1, c["num_experts_per_tok"] = 3;
+  expect_config_error(c, "num_experts_per_tok (3) exceeds the experts of topk_group=1 groups (2)");
+  c["num_experts_per_tok"] = 2, c["moe_latent_size"] = 0;
+  expect_config_error(c, "field 'moe_latent_size' must be positive, found 0");
+  c["moe_latent_size"] = 100000;
+  expect_config_error(c, "field 'moe_latent_size' is 100000, more than the supported maximum 65536");
   c = base_config();
   c["mamba_ssm_cache_dtype"] = "float8";
   expect_config_error(c, "unsupported mamba_ssm_cache_dtype 'float8'");

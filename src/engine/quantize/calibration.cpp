@@ -6,7 +6,9 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <optional>
 #include <set>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -19,9 +21,41 @@
 
 namespace fp4lm::engine {
 
+namespace {
+
+// "<prefix>.experts.<digits>.<proj>" -> {prefix + ".experts.", "." + proj}; nullopt otherwise.
+std::optional<std::pair<std::string, std::string>> per_expert_name(const std::string& layer) {
+  const size_t at = layer.rfind(".experts.");
+  if (at == std::string::npos) return std::nullopt;
+  const size_t digits = at + 9, end = layer.find('.', digits);
+  if (end == std::string::npos || end == digits) return std::nullopt;
+  for (size_t i = digits; i < end; ++i)
+    if (layer[i] < '0' || layer[i] > '9') return std::nullopt;
+  return std::pair{layer.substr(0, digits), layer.substr(end)};
+}
+
+}  // namespace
+
 float ActivationAmax::of(const QuantGroup& g) const {
   const std::map<std::string, float>& m =
       g.input == GroupInput::linear ? linear : (g.input == GroupInput::experts_w13 ? experts_w13 : experts_w2);
+  // Experts planned as per-expert Linears (Nemotron-H's relu² experts): one amax per projection
+  // over every expert of the block, the max over all routed tokens, as the fused experts'
+  // experts_w13 / experts_w2 are, so an expert no calibration token chose gets a scale too.
+  if (const auto pe = g.input == GroupInput::linear ? per_expert_name(g.layer) : std::nullopt) {
+    float amax = -1.0f;
+    for (auto it = m.lower_bound(pe->first); it != m.end() && it->first.compare(0, pe->first.size(), pe->first) == 0;
+         ++it) {
+      const auto other = per_expert_name(it->first);
+      if (other && other->second == pe->second) amax = std::max(amax, it->second);
+    }
+    if (amax < 0.0f) fail("calibration never observed the input of any expert's {} in {}", pe->second.substr(1), pe->first);
+    if (!(amax > 0.0f) || !std::isfinite(amax))
+      fail("calibration saw max |x| = {} for the input of layer {}: no input_scale can be derived (calibrate on more "
+           "or other data)",
+           amax, g.layer);
+    return amax;
+  }
   auto it = m.find(g.layer);
   const char* what = g.input == GroupInput::linear ? "input"
                      : g.input == GroupInput::experts_w13 ? "expert gate/up input"

@@ -3,7 +3,7 @@
 // layer is one mixer behind one RMSNorm, h += mixer(norm(h)), the mixer chosen by the layer's
 // letter in hybrid_override_pattern (or layers_block_type):
 //   'M' Mamba-2 (model/mamba2_mixer.h)        '*' attention: GQA, no position encoding
-//   '-' MLP: down_proj(relu(up_proj(h))²)      'E' MoE (not supported yet: an error naming it)
+//   '-' MLP: down_proj(relu(up_proj(h))²)      'E' MoE (model/nemotron_moe.h, latent or not)
 // Tensors live under backbone. (read as model.): embeddings, layers.<i>.{norm, mixer.*}, norm_f;
 // lm_head at the top. The MTP layers (num_nextn_predict_layers, tensors mtp.*) are not read.
 #include <algorithm>
@@ -16,6 +16,8 @@
 #include "model/attention.h"
 #include "model/mamba2_mixer.h"
 #include "model/model_loader.h"
+#include "model/nemotron_moe.h"
+#include "model/relu2_mlp.h"
 #include "model/synthetic_checkpoint.h"
 
 namespace fp4lm::model {
@@ -24,27 +26,6 @@ namespace {
 
 std::string mixer_prefix(int64_t i) { return fmt::format("model.layers.{}.mixer", i); }
 std::string norm_name(int64_t i) { return fmt::format("model.layers.{}.norm.weight", i); }
-
-// The non-gated MLP: down_proj(relu(up_proj(x))²).
-class Relu2Mlp final : public FeedForward {
- public:
-  Relu2Mlp(ModelLoader& loader, const std::string& prefix) : act_(loader.dtype()) {
-    up_ = loader.load_linear(prefix + ".up_proj");
-    down_ = loader.load_linear(prefix + ".down_proj");
-  }
-  void forward(const float* x, int64_t m, float* y) const override {
-    std::vector<float> h(static_cast<size_t>(m * up_->out_features()));
-    up_->forward(x, m, h.data());
-    for (float& v : h) v = v > 0.0f ? v * v : 0.0f;
-    round_to_dtype(h.data(), h.size(), act_);
-    down_->forward(h.data(), m, y);
-  }
-  size_t weight_bytes() const override { return up_->weight_bytes() + down_->weight_bytes(); }
-
- private:
-  std::unique_ptr<Linear> up_, down_;
-  DType act_;
-};
 
 // h += mixer(norm(h)), the mixer a token mixer (Mamba-2, attention) or a feed-forward block.
 class SingleMixerLayer final : public DecoderLayer {
@@ -114,8 +95,7 @@ class NemotronH final : public ArchDef {
     if (static_cast<int64_t>(m.pattern.size()) != c.num_layers)
       fail("{}: the layer pattern '{}' has {} layers but num_hidden_layers is {}", path, m.pattern, m.pattern.size(),
            c.num_layers);
-    if (m.pattern.find('E') != std::string::npos)
-      fail("{}: Nemotron-H MoE layers ('E' in the layer pattern) are not supported yet", path);
+    if (m.pattern.find('E') != std::string::npos) read_moe_keys(r, c);
     c.rms_norm_eps = r.opt<double>("layer_norm_epsilon", 1e-5);
     // Attention: head_dim (or the older attention_head_dim); no RoPE, so no rotary keys.
     if (r.has("attention_head_dim") && !r.has("head_dim")) c.head_dim = r.get<int64_t>("attention_head_dim");
@@ -191,6 +171,43 @@ class NemotronH final : public ArchDef {
                         {"model.norm.weight", "backbone.norm_f.weight"}};
   }
 
+  // The 'E' layers' keys (transformers' NemotronHConfig names and defaults). transformers builds
+  // one shared expert of moe_shared_expert_intermediate_size whatever n_shared_experts says.
+  static void read_moe_keys(const ConfigReader& r, ModelConfig& c) {
+    MoeConfig& moe = c.moe;
+    const char* experts_key = r.has("n_routed_experts") || !r.has("num_local_experts") ? "n_routed_experts"
+                                                                                        : "num_local_experts";
+    moe.num_experts = r.req<int64_t>(experts_key);
+    moe.top_k = r.req<int64_t>("num_experts_per_tok");
+    moe.moe_intermediate_size = r.req<int64_t>("moe_intermediate_size");
+    moe.shared_expert_intermediate_size = r.opt<int64_t>("moe_shared_expert_intermediate_size", 7688);
+    moe.norm_topk_prob = r.opt<bool>("norm_topk_prob", true);
+    moe.sigmoid.enabled = true;
+    moe.sigmoid.n_group = r.opt<int64_t>("n_group", 1);
+    moe.sigmoid.topk_group = r.opt<int64_t>("topk_group", 1);
+    moe.sigmoid.routed_scaling_factor = r.opt<double>("routed_scaling_factor", 1.0);
+    for (auto [k, v] : {std::pair{experts_key, moe.num_experts}, {"num_experts_per_tok", moe.top_k},
+                        {"moe_intermediate_size", moe.moe_intermediate_size},
+                        {"moe_shared_expert_intermediate_size", moe.shared_expert_intermediate_size},
+                        {"n_group", moe.sigmoid.n_group}, {"topk_group", moe.sigmoid.topk_group}})
+      r.positive(k, v);
+    const int64_t groups = moe.sigmoid.n_group, per = moe.num_experts / groups;
+    if (moe.num_experts % groups != 0 || (groups > 1 && per < 2))
+      fail("{}: n_group ({}) must split the {} experts into equal groups of at least 2", r.path, groups,
+           moe.num_experts);
+    if (moe.sigmoid.topk_group > groups)
+      fail("{}: topk_group ({}) exceeds n_group ({})", r.path, moe.sigmoid.topk_group, groups);
+    if (moe.top_k > moe.sigmoid.topk_group * per)
+      fail("{}: num_experts_per_tok ({}) exceeds the experts of topk_group={} groups ({})", r.path, moe.top_k,
+           moe.sigmoid.topk_group, moe.sigmoid.topk_group * per);
+    // moe_latent_size (Super / Ultra's latent MoE: fc1/fc2_latent_proj around the routed
+    // experts): null or absent = none.
+    if (r.has("moe_latent_size") && !r.j["moe_latent_size"].is_null()) {
+      c.mamba.moe_latent_size = r.get<int64_t>("moe_latent_size");
+      r.positive("moe_latent_size", c.mamba.moe_latent_size);
+    }
+  }
+
   void plan_layer(const ModelConfig& c, int64_t i, std::vector<LayerSpec>& out) const override {
     const MambaConfig& m = c.mamba;
     const std::string p = mixer_prefix(i);
@@ -203,6 +220,28 @@ class NemotronH final : public ArchDef {
       out.push_back(plan_linear(p + ".qkv_proj", i, {p + ".q_proj", p + ".k_proj", p + ".v_proj"}, {q, kv, kv},
                                 c.hidden_size, c.attention_bias));
       out.push_back(plan_linear(p + ".o_proj", i, {p + ".o_proj"}, {c.hidden_size}, q, c.attention_bias));
+    } else if (m.layer_is(i, 'E')) {
+      const int64_t inter = c.moe.moe_intermediate_size, latent = m.moe_latent_size;
+      const int64_t width = latent > 0 ? latent : c.hidden_size;  // the routed experts' input and output
+      LayerSpec gate = plan_linear(p + ".gate", i, {p + ".gate"}, {c.moe.num_experts}, c.hidden_size);
+      gate.router = true;
+      gate.f32_act = true;  // transformers computes the router logits in float32
+      out.push_back(gate);
+      if (latent > 0)
+        out.push_back(plan_linear(p + ".fc1_latent_proj", i, {p + ".fc1_latent_proj"}, {latent}, c.hidden_size,
+                                  m.mlp_bias));
+      for (int64_t e = 0; e < c.moe.num_experts; ++e) {
+        const std::string x = fmt::format("{}.experts.{}", p, e);
+        out.push_back(plan_linear(x + ".up_proj", i, {x + ".up_proj"}, {inter}, width));
+        out.push_back(plan_linear(x + ".down_proj", i, {x + ".down_proj"}, {width}, inter));
+      }
+      if (latent > 0)
+        out.push_back(
+            plan_linear(p + ".fc2_latent_proj", i, {p + ".fc2_latent_proj"}, {c.hidden_size}, latent, m.mlp_bias));
+      const std::string x = p + ".shared_experts";
+      const int64_t si = c.moe.shared_expert_intermediate_size;
+      out.push_back(plan_linear(x + ".up_proj", i, {x + ".up_proj"}, {si}, c.hidden_size, m.mlp_bias));
+      out.push_back(plan_linear(x + ".down_proj", i, {x + ".down_proj"}, {c.hidden_size}, si, m.mlp_bias));
     } else {
       out.push_back(plan_linear(p + ".up_proj", i, {p + ".up_proj"}, {c.intermediate_size}, c.hidden_size, m.mlp_bias));
       out.push_back(
@@ -213,6 +252,7 @@ class NemotronH final : public ArchDef {
   std::vector<LayerParam> layer_params(const ModelConfig& c, int64_t i) const override {
     std::vector<LayerParam> out = {{norm_name(i), {c.hidden_size}}};
     const MambaConfig& m = c.mamba;
+    if (m.layer_is(i, 'E')) out.push_back({mixer_prefix(i) + ".gate.e_score_correction_bias", {c.moe.num_experts}});
     if (!m.layer_is(i, 'M')) return out;
     const std::string p = mixer_prefix(i) + ".";
     out.push_back({p + "conv1d.weight", {m.conv_dim(), 1, m.conv_kernel}});
@@ -239,6 +279,7 @@ class NemotronH final : public ArchDef {
   }
 
   std::unique_ptr<FeedForward> make_ffn(ModelLoader& l, int64_t i) const override {
+    if (l.config().mamba.layer_is(i, 'E')) return std::make_unique<NemotronMoe>(l, mixer_prefix(i));
     return std::make_unique<Relu2Mlp>(l, mixer_prefix(i));
   }
 
@@ -274,6 +315,17 @@ class NemotronH final : public ArchDef {
     c["time_step_limit"] = {0.0, nullptr};
     c["mamba_ssm_cache_dtype"] = "float32";
     c["residual_in_fp32"] = false;
+    if (pattern.find('E') != std::string::npos) {
+      c["n_routed_experts"] = o.experts;
+      c["num_experts_per_tok"] = o.top_k;
+      c["moe_intermediate_size"] = o.moe_intermediate;
+      c["moe_shared_expert_intermediate_size"] = o.shared_expert_intermediate;
+      c["n_group"] = 1;
+      c["topk_group"] = 1;
+      c["norm_topk_prob"] = true;
+      c["routed_scaling_factor"] = 2.5;
+      if (o.moe_latent > 0) c["moe_latent_size"] = o.moe_latent;
+    }
   }
 };
 
