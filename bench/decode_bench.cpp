@@ -847,22 +847,22 @@ int main(int argc, char** argv) {
     std::vector<std::string> prefill_lines;
     std::optional<model::SequenceState> cache;
     double prefill_s = 0;
-    model::gdn::enable_timing(s.hybrid());
-    model::mamba::enable_timing(s.nemotron());
+    model::gdn::timer().enable(s.hybrid());
+    model::mamba::timer().enable(s.nemotron());
     for (const std::string& form : forms) {
       model::gdn::set_prefill_form(form == "recurrent" ? model::gdn::PrefillForm::recurrent
                                                        : model::gdn::PrefillForm::chunked);
       cache.reset();
       cache.emplace(lm->new_sequence());
-      model::gdn::reset_times();
+      model::gdn::timer().reset();
       t0 = std::chrono::steady_clock::now();
       lm->forward(*cache, prompt.data(), prompt_len, model::LogitsMode::last, logits.data());
       prefill_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       if (s.hybrid()) {
-        const model::gdn::MixerTimes mt = model::gdn::times();
+        const model::MixerTimes mt = model::gdn::timer().times();
         prefill_lines.push_back(fmt::format(
             "prefill ({} GDN form): {} tokens at {:.1f} tok/s; delta rule {:.1f} ms ({:.1f}%), GDN mixers {:.1f} ms ({:.1f}%)",
-            form, prompt_len, prompt_len / prefill_s, mt.rule_s * 1e3, 100 * mt.rule_s / prefill_s, mt.mixer_s * 1e3,
+            form, prompt_len, prompt_len / prefill_s, mt.state_s * 1e3, 100 * mt.state_s / prefill_s, mt.mixer_s * 1e3,
             100 * mt.mixer_s / prefill_s));
       }
     }
@@ -874,8 +874,8 @@ int main(int argc, char** argv) {
     double decode_total_s = 0;
     for (int64_t i = 0; i < tokens; ++i) {
       if (i == warmup) {
-        model::gdn::reset_times();
-        model::mamba::reset_times();
+        model::gdn::timer().reset();
+        model::mamba::timer().reset();
       }
       auto ts = std::chrono::steady_clock::now();
       lm->forward(*cache, &tok, 1, model::LogitsMode::last, logits.data());
@@ -883,10 +883,10 @@ int main(int argc, char** argv) {
       if (i >= warmup) decode_total_s += steps.back();
       tok = engine::argmax(logits.data(), s.vocab);
     }
-    const model::gdn::MixerTimes decode_times = model::gdn::times();
-    const model::mamba::MixerTimes mamba_times = model::mamba::times();
-    model::gdn::enable_timing(false);
-    model::mamba::enable_timing(false);
+    const model::MixerTimes decode_times = model::gdn::timer().times();
+    const model::MixerTimes mamba_times = model::mamba::timer().times();
+    model::gdn::timer().enable(false);
+    model::mamba::timer().enable(false);
     const size_t peak_rss = engine::peak_rss_bytes();
     std::vector<double> sorted(steps.begin() + warmup, steps.end());
     std::sort(sorted.begin(), sorted.end());
@@ -940,7 +940,7 @@ int main(int argc, char** argv) {
     if (s.hybrid()) {
       const double n = static_cast<double>(sorted.size());
       std::printf("decode step shares (mixer timer, same %zu steps): delta rule %.2f%% (%.3f ms/step), GDN mixers %.1f%% (%.1f ms/step)\n",
-                  sorted.size(), 100 * decode_times.rule_s / decode_total_s, decode_times.rule_s / n * 1e3,
+                  sorted.size(), 100 * decode_times.state_s / decode_total_s, decode_times.state_s / n * 1e3,
                   100 * decode_times.mixer_s / decode_total_s, decode_times.mixer_s / n * 1e3);
     }
     std::printf("bytes/token %.1f MB%s, read bandwidth %.2f GB/s -> roofline %.2f tok/s; ratio to roofline %.2f\n",

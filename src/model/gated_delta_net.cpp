@@ -91,7 +91,7 @@ void GatedDeltaNet::project(const float* x, int64_t m, float* qkv, float* z, flo
 }
 
 void GatedDeltaNet::forward(const float* x, std::span<const SequenceSpan> spans, float* y) const {
-  const bool timed = gdn::timing_enabled();
+  const bool timed = gdn::timer().enabled();
   const auto t0 = timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
   int64_t m = 0;
   for (const SequenceSpan& s : spans) {
@@ -181,7 +181,7 @@ void GatedDeltaNet::forward(const float* x, std::span<const SequenceSpan> spans,
     }
   round_to_dtype(core.data(), core.size(), act_);
   out_->forward(core.data(), m, y);
-  if (timed) gdn::add_times(rule_s, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  if (timed) gdn::timer().add(rule_s, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
 }
 
 }  // namespace fp4lm::model

@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "kernels/delta_rule.h"
+#include "model/mixer_timer.h"
 
 namespace fp4lm::model::gdn {
 
@@ -16,16 +17,8 @@ enum class PrefillForm { chunked, recurrent };
 void set_prefill_form(PrefillForm f);
 PrefillForm prefill_form();
 
-// A cheap per-part timer of the gated delta-net mixers (off by default; decode_bench turns it
-// on): wall seconds spent in the delta rule (state read, update and write, and the outputs) and
-// in the whole mixer, summed over every GDN layer and call since the last reset.
-struct MixerTimes {
-  double rule_s = 0, mixer_s = 0;
-};
-void enable_timing(bool on);
-bool timing_enabled();
-void add_times(double rule_s, double mixer_s);
-MixerTimes times();
-void reset_times();
+// The gated delta-net mixers' timer (model/mixer_timer.h): state = the delta rule (state read,
+// update and write, and the outputs); mixer = the whole mixer.
+MixerTimer& timer();
 
 }  // namespace fp4lm::model::gdn

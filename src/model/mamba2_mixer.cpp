@@ -73,7 +73,7 @@ void Mamba2Mixer::forward(const float* x, std::span<const SequenceSpan> spans, f
     if (s.row0 != m) fail("mamba2 mixer: batch spans must cover the rows in order");
     m += s.n;
   }
-  const bool timed = mamba::timing_enabled();
+  const bool timed = mamba::timer().enabled();
   const auto t_start = timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
   const int64_t width = inter_ + conv_dim_ + heads_, hist = kernel_ - 1;
   std::vector<float> proj(static_cast<size_t>(m * width));
@@ -151,7 +151,7 @@ void Mamba2Mixer::forward(const float* x, std::span<const SequenceSpan> spans, f
   out_->forward(core.data(), m, y);
   if (timed) {
     using secs = std::chrono::duration<double>;
-    mamba::add_times(secs(t_scanned - t_state).count(), secs(std::chrono::steady_clock::now() - t_start).count());
+    mamba::timer().add(secs(t_scanned - t_state).count(), secs(std::chrono::steady_clock::now() - t_start).count());
   }
 }
 

@@ -327,14 +327,9 @@ TEST(Fp8BlockCpuKernels, GroupedMoeMatchesReferenceMoeAndIsBatchInvariant) {
     keep.push_back(make_block_layer({hidden, inter, {hidden}, 32, 64, false, kFp8BlockW8A16, seed++}));
     mw.w2.push_back(weights_of(keep.back()));
   }
-  std::vector<int32_t> ids;
-  std::vector<float> wts;
-  for (int64_t i = 0; i < m; ++i) {
-    ids.push_back(static_cast<int32_t>(i % experts));
-    ids.push_back(static_cast<int32_t>((i * 3 + 1) % experts));
-    wts.push_back(0.6f);
-    wts.push_back(0.4f);
-  }
+  const testing::Top2Routing routing = testing::top2_routing(m, experts, 0.6f, 0.4f);
+  const std::vector<int32_t>& ids = routing.ids;
+  const std::vector<float>& wts = routing.weights;
   const std::vector<uint8_t> xa = testing::to_act(testing::make_activations(m, hidden, 9, 0.5f), DType::BF16);
   auto run_moe = [&](const std::string& name, ThreadPool& pool, int64_t t0, int64_t count) {
     const Backend* b = find_backend(name, LayerKind::moe);

@@ -271,14 +271,9 @@ void check_grouped_moe(int64_t m) {
     keep.push_back(w13);
     keep.push_back(w2);
   }
-  std::vector<int32_t> ids;
-  std::vector<float> wts;
-  for (int64_t i = 0; i < m; ++i) {
-    ids.push_back(static_cast<int32_t>(i % experts));
-    ids.push_back(static_cast<int32_t>((i * 3 + 1) % experts));
-    wts.push_back(0.7f);
-    wts.push_back(0.3f);
-  }
+  const testing::Top2Routing routing = testing::top2_routing(m, experts);
+  const std::vector<int32_t>& ids = routing.ids;
+  const std::vector<float>& wts = routing.weights;
   const std::vector<uint8_t> xa = testing::to_act(testing::make_activations(m, hidden, 9, 0.5f), DType::BF16);
   // Tokens [t0, t0 + count) of the call alone.
   auto run_moe = [&](const std::string& name, ThreadPool& pool, int64_t t0 = 0, int64_t count = -1) {

@@ -152,6 +152,23 @@ inline std::vector<float> make_activations(int64_t m, int64_t k, uint32_t seed, 
   return x;
 }
 
+// Top-2 routing of m tokens over `experts`: token i to experts i % E (weight w0) and (3i + 1) % E
+// (weight w1), so every expert sees tokens and most tokens two distinct experts.
+struct Top2Routing {
+  std::vector<int32_t> ids;
+  std::vector<float> weights;
+};
+inline Top2Routing top2_routing(int64_t m, int64_t experts, float w0 = 0.7f, float w1 = 0.3f) {
+  Top2Routing r;
+  for (int64_t i = 0; i < m; ++i) {
+    r.ids.push_back(static_cast<int32_t>(i % experts));
+    r.ids.push_back(static_cast<int32_t>((i * 3 + 1) % experts));
+    r.weights.push_back(w0);
+    r.weights.push_back(w1);
+  }
+  return r;
+}
+
 // x rounded to the activation dtype (what the kernels actually see), in float and as bytes.
 inline std::vector<uint8_t> to_act(const std::vector<float>& x, DType t) {
   std::vector<uint8_t> out(x.size() * dtype_size(t));

@@ -168,14 +168,9 @@ TEST_P(GptOssExpertsBackend, BiasesAndClampedSwigluMatchFloat64) {
   std::normal_distribution<float> d(0.0f, 1.5f);
   std::vector<float> in(static_cast<size_t>(m * hidden)), y(in.size());
   for (float& v : in) v = d(rng);
-  std::vector<int32_t> ids;
-  std::vector<float> wts;
-  for (int64_t i = 0; i < m; ++i) {
-    ids.push_back(static_cast<int32_t>(i % experts));
-    ids.push_back(static_cast<int32_t>((i * 3 + 1) % experts));
-    wts.push_back(0.7f);
-    wts.push_back(0.3f);
-  }
+  const testing::Top2Routing routing = testing::top2_routing(m, experts);
+  const std::vector<int32_t>& ids = routing.ids;
+  const std::vector<float>& wts = routing.weights;
   kernel->forward(in.data(), m, ids.data(), wts.data(), top_k, y.data(), ThreadPool::global());
   const std::vector<double> want = f64_moe(x, act, in, m, ids, wts, top_k);
   double scale = 0;
