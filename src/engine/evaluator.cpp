@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <exception>
 
 #include "core/error.h"
 #include "engine/causal_lm_step_model.h"
@@ -35,10 +36,15 @@ EvalResult score_sequence(StepModel& model, const std::vector<int32_t>& ids, int
   const int64_t inputs = n - 1;
   constexpr int64_t kChunk = 64;  // bounds the logits buffer at 64 x vocab floats
   const int64_t id = model.allocate(inputs);
-  struct Release {
+  struct Release {  // on every exit; a failing release (a lost pipeline) must not end the process
     StepModel& m;
     int64_t id;
-    ~Release() { m.release(id); }
+    ~Release() {
+      try {
+        m.release(id);
+      } catch (const std::exception&) {
+      }
+    }
   } release{model, id};
   std::vector<float> logits(static_cast<size_t>(std::min(kChunk, inputs) * vocab)), lp;
   if (on_position) lp.resize(static_cast<size_t>(vocab));
