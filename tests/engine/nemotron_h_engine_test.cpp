@@ -60,6 +60,31 @@ TEST_P(NemotronHStreams, EightConcurrentStreamsEqualEachAlone) {
 INSTANTIATE_TEST_SUITE_P(Patterns, NemotronHStreams, ::testing::Values("M*-M-M*", "ME*EM-"),
                          [](const auto& info) { return std::string(info.param == "M*-M-M*" ? "Dense" : "MoE"); });
 
+// As stored: 8 greedy tokens in the vocabulary, the same twice; then loaded again with
+// --override-activation-dtype bfloat16 (options `opts` otherwise), the W4A16 path says so and generates.
+void expect_generates_as_stored_and_under_the_override(const model::CausalLM& lm, const std::string& dir,
+                                                       const std::vector<int32_t>& prompt, model::EngineOptions opts) {
+  RequestParams gp;
+  gp.prompt = prompt;
+  gp.max_tokens = 8;
+  gp.ignore_eos = true;
+  const GenerationResult r = generate(lm, nullptr, gp);
+  ASSERT_EQ(r.output_ids.size(), 8u);
+  for (int32_t id : r.output_ids) EXPECT_TRUE(id >= 0 && id < lm.vocab_size());
+  EXPECT_EQ(generate(lm, nullptr, gp).output_ids, r.output_ids);  // greedy is deterministic
+
+  opts.override_activation_dtype = DType::BF16;
+  std::unique_ptr<model::CausalLM> lm16;
+  std::string log;
+  {
+    test::LogCapture cap(spdlog::level::info);
+    lm16 = model::CausalLM::load(dir, opts);
+    log = cap.text();
+  }
+  EXPECT_NE(log.find("NVFP4 W4A16 override active"), std::string::npos) << log;
+  EXPECT_EQ(generate(*lm16, nullptr, gp).output_ids.size(), 8u);
+}
+
 // Nemotron-Nano-9B-v2's layer pattern shrunk to 14 layers (M-M-M-MM-M-M-M*-... in the release).
 constexpr const char* kNano9bPattern = "M-M-M*-M-MM*-M";
 
@@ -120,25 +145,7 @@ TEST(NemotronHEngine, Nano9bV2Nvfp4LayoutLoadsAndGeneratesWithAndWithoutTheOverr
   ASSERT_NE(l.checkpoint().find("backbone.layers.0.mixer.conv1d.weight"), nullptr);
   EXPECT_EQ(l.checkpoint().find("backbone.layers.0.mixer.conv1d.weight")->dtype, DType::BF16);
 
-  RequestParams gp;
-  gp.prompt = {1, 17, 5, 96, 200};
-  gp.max_tokens = 8;
-  gp.ignore_eos = true;
-  const GenerationResult r = generate(*lm, nullptr, gp);
-  ASSERT_EQ(r.output_ids.size(), 8u);
-  for (int32_t id : r.output_ids) EXPECT_TRUE(id >= 0 && id < lm->vocab_size());
-  EXPECT_EQ(generate(*lm, nullptr, gp).output_ids, r.output_ids);  // greedy is deterministic
-
-  model::EngineOptions over;
-  over.override_activation_dtype = DType::BF16;
-  std::unique_ptr<model::CausalLM> lm16;
-  {
-    test::LogCapture cap(spdlog::level::info);
-    lm16 = model::CausalLM::load(dir, over);
-    log = cap.text();
-  }
-  EXPECT_NE(log.find("NVFP4 W4A16 override active"), std::string::npos) << log;
-  EXPECT_EQ(generate(*lm16, nullptr, gp).output_ids.size(), 8u);
+  expect_generates_as_stored_and_under_the_override(*lm, dir, {1, 17, 5, 96, 200}, {});
 }
 
 // The Nemotron 3 MoE releases, shrunk to 16 layers with their layer kinds in the published order
@@ -283,25 +290,7 @@ TEST_P(Nemotron3Published, LoadsWithTheOracleLinesAndGeneratesWithAndWithoutTheO
   }
   EXPECT_EQ(key("lm_head"), kernels::kUnquantized);
 
-  RequestParams gp;
-  gp.prompt = {1, 17, 5, 96, 200, 31, 7};
-  gp.max_tokens = 8;
-  gp.ignore_eos = true;
-  const GenerationResult r = generate(*lm, nullptr, gp);
-  ASSERT_EQ(r.output_ids.size(), 8u);
-  for (int32_t id : r.output_ids) EXPECT_TRUE(id >= 0 && id < lm->vocab_size());
-  EXPECT_EQ(generate(*lm, nullptr, gp).output_ids, r.output_ids);  // greedy is deterministic
-
-  model::EngineOptions over = fp8;
-  over.override_activation_dtype = DType::BF16;
-  std::unique_ptr<model::CausalLM> lm16;
-  {
-    test::LogCapture cap(spdlog::level::info);
-    lm16 = model::CausalLM::load(dir, over);
-    log = cap.text();
-  }
-  EXPECT_NE(log.find("NVFP4 W4A16 override active"), std::string::npos) << log;
-  EXPECT_EQ(generate(*lm16, nullptr, gp).output_ids.size(), 8u);
+  expect_generates_as_stored_and_under_the_override(*lm, dir, {1, 17, 5, 96, 200, 31, 7}, fp8);
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, Nemotron3Published,
