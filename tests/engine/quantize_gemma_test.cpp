@@ -7,12 +7,16 @@
 // projector's bare parameter not listed. Models from tests/model/gemma_reference.h.
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include <nlohmann/json.hpp>
 
 #include "common/paths.h"
 #include "engine/quantize/quantizer.h"
 #include "model/gemma_reference.h"
+#include "model/causal_lm.h"
 #include "model/model_loader.h"
+#include "model/linear.h"
 
 namespace fp4lm::engine {
 namespace {
@@ -39,7 +43,9 @@ std::string scheme(const model::ModelLoader& l, const std::string& layer) {
 float f32_scalar(const io::Checkpoint& c, const std::string& name) {
   const TensorView& t = c.get(name);
   EXPECT_EQ(t.dtype, DType::F32) << name;
-  return *static_cast<const float*>(t.data);
+  float v = 0.0f;
+  std::memcpy(&v, t.data, sizeof v);
+  return v;
 }
 
 TEST(QuantizeGemma, Gemma4MoeVlWritesModelOptsLayoutAndExclusions) {
@@ -49,7 +55,8 @@ TEST(QuantizeGemma, Gemma4MoeVlWritesModelOptsLayoutAndExclusions) {
   const QuantizeOptions q = options(tmp, QuantAlgo::W4A16_NVFP4);
   const QuantizeSummary s = quantize_checkpoint(q);
 
-  std::vector<std::string> want = {"model.language_model.embed_tokens"};
+  // No embed_tokens: Gemma's scaled embedding is not an nn.Embedding to ModelOpt, which lists none.
+  std::vector<std::string> want;
   for (int64_t l = 0; l < m.layers; ++l) want.push_back(fmt::format("model.language_model.layers.{}.router*", l));
   for (const char* e : {"lm_head", "model.audio_tower*", "model.embed_audio*", "model.embed_vision*", "model.vision_tower*"})
     want.push_back(e);
@@ -104,12 +111,57 @@ TEST(QuantizeGemma, Gemma4MoeCalibratesEveryLinearAndSharesTheExpertsInputScale)
   }
 }
 
+// The experts' down projections see gelu_tanh(gate) · up in Gemma 4 (not silu(gate) · up): the
+// calibrated amax equals a float64 recomputation over the (token, expert) pairs the engine routed.
+TEST(QuantizeGemma, Gemma4ExpertsDownInputIsCalibratedThroughGeluTanh) {
+  TempDir tmp;
+  const Gemma m = model::gemma_ref::make_gemma4_moe();
+  model::gemma_ref::write_gemma(m, tmp / "in");
+  const std::vector<std::vector<int32_t>> seqs = {{2, 17, 5, 96, 40, 40, 3, 62, 11, 80}, {7, 50, 29, 2, 9, 1}};
+  auto ck = io::Checkpoint::open((tmp / "in").string());
+  const ExportPlan plan = make_export_plan(*ck, {QuantAlgo::NVFP4, {}, false});
+  const ActivationAmax got = calibrate(ck, plan, seqs, {false});
+
+  const std::string layer = "model.layers.0.experts";
+  double want = 0.0, want_silu = 0.0;
+  model::EngineOptions eo;
+  eo.on_moe_built = [&](model::FusedMoe& f) {
+    if (f.spec().name != layer) return;
+    f.set_input_observer([&](const float* x, int64_t rows, const int32_t* ids, int64_t top_k) {
+      for (int64_t t = 0; t < rows; ++t)
+        for (int64_t j = 0; j < top_k; ++j) {
+          const int64_t e = ids[t * top_k + j];
+          const std::string p = fmt::format("model.layers.0.experts.{}.", e);
+          const auto& wg = m.w.at(p + "gate_proj.weight").v;
+          const auto& wu = m.w.at(p + "up_proj.weight").v;
+          for (int64_t r = 0; r < m.moe_inter; ++r) {
+            double g = 0, u = 0;
+            for (int64_t c = 0; c < m.hidden; ++c) {
+              g += static_cast<double>(x[t * m.hidden + c]) * wg[static_cast<size_t>(r * m.hidden + c)];
+              u += static_cast<double>(x[t * m.hidden + c]) * wu[static_cast<size_t>(r * m.hidden + c)];
+            }
+            want = std::max(want, std::fabs(model::gemma_ref::gelu_tanh(g) * u));
+            want_silu = std::max(want_silu, std::fabs(g / (1 + std::exp(-g)) * u));
+          }
+        }
+    });
+  };
+  auto lm = model::CausalLM::load(io::Checkpoint::open((tmp / "in").string()), eo);
+  for (const auto& s : seqs) {
+    model::SequenceState st = lm->new_sequence(static_cast<int64_t>(s.size()));
+    lm->forward(st, s.data(), static_cast<int64_t>(s.size()), model::LogitsMode::none, nullptr);
+  }
+  ASSERT_GT(want, 0.0);
+  EXPECT_NEAR(got.experts_w2.at(layer), want, 1e-4 * want);
+  EXPECT_GT(std::fabs(want_silu - want), 1e-3 * want);  // the two rules differ on this model
+}
+
 TEST(QuantizeGemma, Gemma3VlListsTheVisionTowerButNotTheProjectorsParameter) {
   TempDir tmp;
   model::gemma_ref::write_gemma(model::gemma_ref::make_gemma3(), tmp / "in", /*vl=*/true);
   const QuantizeSummary s = quantize_checkpoint(options(tmp, QuantAlgo::W4A16_NVFP4));
   EXPECT_EQ(s.exclude_modules,
-            (std::vector<std::string>{"model.language_model.embed_tokens", "lm_head", "model.vision_tower*"}));
+            (std::vector<std::string>{"lm_head", "model.vision_tower*"}));
   auto out = io::Checkpoint::open((tmp / "out").string());
   EXPECT_EQ(out->get("model.multi_modal_projector.mm_input_projection_weight").dtype, DType::F32);
   EXPECT_EQ(out->get("model.language_model.layers.0.self_attn.k_proj.weight").dtype, DType::U8);
