@@ -22,6 +22,17 @@ Cases:
   llama-f32    the same weights stored as float32: both calibrate in float32, so input_scale
                differences from 16-bit forward rounding disappear.
   qwen3-moe    bfloat16 Qwen3-MoE, NVFP4 (W4A4) with calibration.
+  gemma3       bfloat16 Gemma3ForCausalLM (sliding/full layers, tied embeddings), NVFP4 with calibration.
+  gemma3-vl    bfloat16 Gemma3ForConditionalGeneration (the text model above + a SigLIP tower and the
+               multi-modal projector, which ModelOpt's default config leaves unquantized), NVFP4.
+  gemma4       bfloat16 Gemma 4 dense as the 31B (full layers with keys doubling as values: q_proj and
+               k_proj only), NVFP4 with calibration.
+  gemma4-moe   bfloat16 Gemma 4 MoE as the 26B-A4B (router beside the dense MLP and 8 fused experts,
+               which ModelOpt exports per expert), NVFP4 with calibration.
+  gemma4-moe-f32  the same weights stored as float32 (input_scale differences from 16-bit rounding
+               disappear, as for llama-f32).
+  gemma4-ple   bfloat16 Gemma 4 as its small models (per-layer input embeddings, K/V shared by the
+               last layers, double-wide MLPs there), NVFP4 with calibration.
 
 Then fp4lm loads ModelOpt's export and its logits (`eval --dump-logits`, float32 activations)
 are compared with transformers (float32) on the weights dequantized by ModelOpt's NVFP4QTensor,
@@ -141,10 +152,14 @@ def reference_logits(mo_dir, src, model_cls, prompt):
                                                          experts_implementation="eager").eval()
     hooked = set()
     for name, mod in m.named_modules():
-        if isinstance(mod, torch.nn.Linear) and name + ".input_scale" in t:
-            s = t[name + ".input_scale"].float()
+        # A VL model's modules (model.language_model.*) as its checkpoint names them
+        # (transformers 5.24 saves Gemma 3's as language_model.model.*).
+        stored = next((n for n in (name, name.replace("model.language_model.", "language_model.model.", 1))
+                       if n + ".input_scale" in t), None)
+        if isinstance(mod, torch.nn.Linear) and stored is not None:
+            s = t[stored + ".input_scale"].float()
             mod.register_forward_pre_hook(lambda _m, a, s=s: (modelopt_fake_quant(a[0], s),))
-            hooked.add(name)
+            hooked.add(stored)
     if any(k.endswith(".input_scale") and k[: -len(".input_scale")] not in hooked for k in t):
         return None
     with torch.no_grad():
@@ -245,7 +260,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--fp4lm", default=os.path.join(os.path.dirname(__file__), "..", "build", "fp4lm"))
     ap.add_argument("--work", help="keep checkpoints here (default: a temporary directory)")
-    ap.add_argument("--only", nargs="*", help="cases to run: adversarial llama qwen3-moe")
+    ap.add_argument("--only", nargs="*",
+                    help="cases to run: adversarial llama llama-f32 qwen3-moe gemma3 gemma3-vl gemma4 gemma4-moe "
+                         "gemma4-moe-f32 gemma4-ple")
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--calib-samples", type=int, default=8)
     ap.add_argument("--calib-len", type=int, default=32)
@@ -268,7 +285,13 @@ def main():
     cases = [("adversarial", "Llama", "W4A16_NVFP4", torch.float32),
              ("llama", "Llama", "NVFP4", torch.bfloat16),
              ("llama-f32", "Llama", "NVFP4", torch.float32),
-             ("qwen3-moe", "Qwen3-MoE", "NVFP4", torch.bfloat16)]
+             ("qwen3-moe", "Qwen3-MoE", "NVFP4", torch.bfloat16),
+             ("gemma3", "Gemma3", "NVFP4", torch.bfloat16),
+             ("gemma3-vl", "Gemma3 VL", "NVFP4", torch.bfloat16),
+             ("gemma4", "Gemma4", "NVFP4", torch.bfloat16),
+             ("gemma4-moe", "Gemma4 MoE", "NVFP4", torch.bfloat16),
+             ("gemma4-moe-f32", "Gemma4 MoE", "NVFP4", torch.float32),
+             ("gemma4-ple", "Gemma4 PLE+KV-sharing", "NVFP4", torch.bfloat16)]
     failed = False
     report = []
     for case, arch, algo, dtype in cases:
@@ -305,7 +328,8 @@ def main():
         try:
             ref = reference_logits(mo_dir, src, model_cls, prompt)
             if ref is None:
-                logits = "not compared: the MoE experts are not nn.Linear in transformers 5 (no hook point)"
+                logits = ("not compared: an exported input_scale has no nn.Linear to hook in transformers "
+                          "(transformers 5's fused MoE experts)")
             else:
                 got = vt.fp4lm_logits(fp4lm, mo_dir, prompt, d)
                 max_abs, rel, agree, _ = vt.compare(ref, got, 1.0)

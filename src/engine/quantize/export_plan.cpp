@@ -101,9 +101,10 @@ ExportPlan make_export_plan(const io::Checkpoint& ck, const ExportOptions& opts)
   ExportPlan plan;
   plan.config = model::parse_model_config(ck.config(), ck.dir() + "/config.json");
   check_unquantized_input(ck, ck.config());
-  // ModelOpt's export lists the embedding among the unquantized modules (nvidia-modelopt 0.47,
-  // scripts/validate_modelopt.py); so does fp4lm, so the two exports' lists agree.
-  plan.exclude_modules.push_back("model.embed_tokens");
+  // ModelOpt's export lists the embedding among the unquantized modules when it is a plain
+  // nn.Embedding (nvidia-modelopt 0.47, scripts/validate_modelopt.py); so does fp4lm, so the two
+  // exports' lists agree.
+  if (plan.config.arch->lists_embedding_as_excluded()) plan.exclude_modules.push_back("model.embed_tokens");
   plan.layers = model::plan_layers(plan.config);
 
   auto keep = [&](const LayerSpec& spec, const std::vector<std::string>& listed, const std::string& reason) {

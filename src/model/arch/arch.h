@@ -67,6 +67,10 @@ class ArchDef {
   // Modules the architecture leaves unquantized by default when fp4lm quantizes it (as
   // ModelOpt's quantizer config does; `quantize` adds them to the exclusions). Default: none.
   virtual std::vector<std::string> default_exclusions(const ModelConfig&) const { return {}; }
+  // Whether `quantize` lists model.embed_tokens among the unquantized modules, as ModelOpt's export
+  // does for a plain nn.Embedding (a class its quantizer registry knows). Default: true; Gemma's
+  // scaled embedding module is another class, which ModelOpt does not list.
+  virtual bool lists_embedding_as_excluded() const { return true; }
   // Adds this architecture's own keys to a synthetic config.json.
   virtual void synthetic_config(const SyntheticOptions& o, nlohmann::json& c) const = 0;
 };
