@@ -57,6 +57,7 @@
 #include "engine/sampler.h"
 #include "io/safetensors.h"
 #include "kernels/registry.h"
+#include "model/bytes_read_per_token.h"
 #include "model/causal_lm.h"
 #include "model/gated_delta_rule.h"
 #include "model/mamba_timing.h"
@@ -520,7 +521,7 @@ double nemotron_bytes_per_token(const Shapes& s, int64_t layers, int64_t ctx, do
   for (const Tensor& t : layout(s, layers, true)) {
     if (t.name == "backbone.embeddings.weight") continue;
     const double b = static_cast<double>(shape_numel(t.shape)) * static_cast<double>(dtype_size(t.dtype));
-    total += t.name.find(".experts.") != std::string::npos ? b * s.top_k / s.experts : b;
+    total += model::bytes_read_per_token(t.name, b, s.experts, s.top_k);
   }
   *state = 0;
   for (int64_t l = 0; l < layers; ++l) {

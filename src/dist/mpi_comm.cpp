@@ -15,6 +15,13 @@ namespace fp4lm::dist {
 
 bool mpi_built() { return true; }
 
+struct MpiComm::Posted {
+  std::vector<uint8_t> bytes;
+  MPI_Request req = MPI_REQUEST_NULL;
+};
+
+MpiComm::MpiComm() = default;
+
 namespace {
 void check(int rc, const char* what) {
   if (rc == MPI_SUCCESS) return;
@@ -45,6 +52,33 @@ std::unique_ptr<MpiComm> MpiComm::init() {
 }
 
 MpiComm::~MpiComm() { MPI_Finalize(); }
+
+void MpiComm::post(int dest, int tag, std::vector<uint8_t> bytes) {
+  reap();
+  if (bytes.size() > static_cast<size_t>(INT32_MAX)) fail("MPI: a message of {} bytes is too long", bytes.size());
+  auto p = std::make_unique<Posted>();
+  p->bytes = std::move(bytes);
+  check(MPI_Isend(p->bytes.data(), static_cast<int>(p->bytes.size()), MPI_BYTE, dest, tag, MPI_COMM_WORLD, &p->req),
+        "MPI_Isend");
+  posted_.push_back(std::move(p));
+}
+
+void MpiComm::reap() {
+  std::erase_if(posted_, [](const std::unique_ptr<Posted>& p) {
+    int done = 0;
+    check(MPI_Test(&p->req, &done, MPI_STATUS_IGNORE), "MPI_Test");
+    return done != 0;
+  });
+}
+
+void MpiComm::flush_posted() {
+  for (int polls = 0; !posted_.empty(); ++polls) {
+    reap();
+    if (posted_.empty()) return;
+    if (polls < 200) std::this_thread::yield();
+    else std::this_thread::sleep_for(std::chrono::microseconds(polls < 2000 ? 20 : 500));
+  }
+}
 
 void MpiComm::send(int dest, int tag, std::span<const uint8_t> bytes, const std::function<std::string()>& abandon) {
   if (bytes.size() > static_cast<size_t>(INT32_MAX)) fail("MPI: a message of {} bytes is too long", bytes.size());
@@ -100,12 +134,18 @@ void MpiComm::abort(int code) {
 
 bool mpi_built() { return false; }
 
+struct MpiComm::Posted {};
+MpiComm::MpiComm() = default;
+
 std::unique_ptr<MpiComm> MpiComm::init() {
   usage_fail("--pipeline-parallel-size > 1 needs MPI, and this build of fp4lm has none (install openmpi-bin and "
              "libopenmpi-dev, scripts/setup.sh, and rebuild)");
 }
 MpiComm::~MpiComm() = default;
 void MpiComm::send(int, int, std::span<const uint8_t>, const std::function<std::string()>&) { fail("MPI: not built"); }
+void MpiComm::post(int, int, std::vector<uint8_t>) { fail("MPI: not built"); }
+void MpiComm::reap() {}
+void MpiComm::flush_posted() {}
 std::optional<std::vector<uint8_t>> MpiComm::recv_until(int, int, std::chrono::steady_clock::time_point) {
   fail("MPI: not built");
 }

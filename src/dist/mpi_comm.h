@@ -35,6 +35,11 @@ class MpiComm {
   // waits, a non-empty `abandon()` ends the wait with Error(that reason): a peer that will never
   // receive (a hung rank) cannot hold the sender.
   void send(int dest, int tag, std::span<const uint8_t> bytes, const std::function<std::string()>& abandon = {});
+  // Starts sending `bytes` and returns at once; the message keeps them until the receiver takes
+  // it. For a rank that must never wait on its receiver (the last stage answering rank 0 while
+  // rank 0 sends it the next micro-batch). Each call also lets go of the messages already taken.
+  void post(int dest, int tag, std::vector<uint8_t> bytes);
+  void flush_posted();  // waits until every posted message was taken
   // The next message from `src` with `tag`; std::nullopt when none arrived by `deadline`.
   std::optional<std::vector<uint8_t>> recv_until(int src, int tag, std::chrono::steady_clock::time_point deadline);
   std::vector<uint8_t> recv(int src, int tag);  // waits as long as it takes
@@ -42,9 +47,12 @@ class MpiComm {
   [[noreturn]] void abort(int code);
 
  private:
-  MpiComm() = default;
+  MpiComm();
+  struct Posted;  // a posted message: its bytes and request
+  void reap();    // lets go of the posted messages already taken
   int rank_ = 0, size_ = 1;
   std::string host_;
+  std::vector<std::unique_ptr<Posted>> posted_;
 };
 
 }  // namespace fp4lm::dist

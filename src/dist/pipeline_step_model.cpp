@@ -77,6 +77,12 @@ void PipelineStepModel::rewind(int64_t seq, int64_t length) {
 }
 
 void PipelineStepModel::forward(std::span<const engine::StepChunk> chunks) {
+  if (!in_flight_.empty()) fail("pipeline: forward() while {} submitted forwards are not collected", in_flight_.size());
+  submit(chunks);
+  collect();
+}
+
+void PipelineStepModel::submit(std::span<const engine::StepChunk> chunks) {
   // Check what rank 0 can before any rank starts: a sequence rank 0 does not know fails here.
   std::vector<model::SequenceChunk> batch;
   for (const engine::StepChunk& c : chunks) batch.push_back({&store_.get(c.seq), c.tokens, c.n, model::LogitsMode::none, nullptr});
@@ -96,18 +102,25 @@ void PipelineStepModel::forward(std::span<const engine::StepChunk> chunks) {
     own = std::current_exception();
   }
   link_.finish(error);
+  in_flight_.push_back({std::vector<engine::StepChunk>(chunks.begin(), chunks.end()), own});
+}
+
+void PipelineStepModel::collect() {
+  if (in_flight_.empty()) fail("pipeline: collect() without a forward in flight");
+  const InFlight f = std::move(in_flight_.front());
+  in_flight_.pop_front();
   // The last stage's answer: its logits, or the first error of any stage. (After an error the
   // stages' states may disagree; the engine fails and releases every sequence of the batch.)
   const std::vector<uint8_t> result = wait(comm_.size() - 1, kResult);
   WireReader r(result);
   if (!r.get<uint8_t>()) {
     const std::string why = r.get_string();
-    if (own) std::rethrow_exception(own);  // rank 0's own error, with its type
+    if (f.own) std::rethrow_exception(f.own);  // rank 0's own error, with its type
     throw Error(why);
   }
-  if (own) std::rethrow_exception(own);
+  if (f.own) std::rethrow_exception(f.own);
   const size_t vocab = static_cast<size_t>(lm_.vocab_size());
-  for (const engine::StepChunk& c : chunks)
+  for (const engine::StepChunk& c : f.chunks)
     if (c.logits) r.get_into(c.logits, (c.all_logits ? static_cast<size_t>(c.n) : 1) * vocab);
 }
 
@@ -129,6 +142,12 @@ void PipelineStepModel::load_positions(int64_t, std::span<const std::vector<uint
 void PipelineStepModel::shutdown() {
   if (shut_) return;
   shut_ = true;
+  // The last stage waits until its answers are taken (a failed forward's too).
+  while (!in_flight_.empty()) try {
+      collect();
+    } catch (const std::exception&) {
+      check_alive();
+    }
   WireWriter w;
   w.put(Op::shutdown);
   to_all(w.bytes());

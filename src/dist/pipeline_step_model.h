@@ -1,8 +1,14 @@
 #pragma once
 // Rank 0's view of a pipeline as the engine's StepModel: its own stage (the first) runs in this
 // process; each call is mirrored to the other ranks as a command (dist/protocol.h) and a
-// forward's logits come back from the last stage. Prefix caching is off (each stage keeps its
-// own K/V); speculative decoding works (verify logits and rewinds are mirrored too).
+// forward's logits come back from the last stage. Forwards pipeline: submit() runs stage 0 and
+// returns while the later stages work, so up to N (the number of stages) micro-batches are in
+// flight; collect() takes the oldest one's logits. Every rank handles the commands in the order
+// rank 0 sent them, so a release or rewind sent after a submit reaches each stage after that
+// forward. Prefix caching is off (each stage keeps its own K/V); speculative decoding works
+// (verify logits and rewinds are mirrored too).
+#include <deque>
+#include <exception>
 #include <cstdint>
 #include <map>
 #include <vector>
@@ -26,7 +32,10 @@ class PipelineStepModel final : public engine::StepModel {
   size_t bytes_for(int64_t capacity) const override;  // the largest stage's
   int64_t allocate(int64_t capacity) override;
   void release(int64_t seq) override;
-  void forward(std::span<const engine::StepChunk> chunks) override;
+  void forward(std::span<const engine::StepChunk> chunks) override;  // submit + collect, nothing in flight
+  int64_t max_in_flight() const override { return comm_.size(); }
+  void submit(std::span<const engine::StepChunk> chunks) override;
+  void collect() override;
   bool can_rewind() const override { return !any_recurrent_; }
   void rewind(int64_t seq, int64_t length) override;
   engine::PrefixSupport prefix_support(int64_t block_size) const override;
@@ -34,7 +43,7 @@ class PipelineStepModel final : public engine::StepModel {
                       std::vector<uint8_t>* state) override;
   void load_positions(int64_t seq, std::span<const std::vector<uint8_t>* const> blocks, int64_t block_size,
                       const std::vector<uint8_t>* state) override;
-  void shutdown();  // tells every other rank to end (once)
+  void shutdown();  // collects the forwards in flight, then tells every other rank to end (once)
   // Rank 0's waits end with the monitor's reason once it declares the pipeline lost.
   void set_monitor(const HeartbeatMonitor* m);
 
@@ -50,6 +59,13 @@ class PipelineStepModel final : public engine::StepModel {
   MpiStageLink link_;
   mutable std::map<int64_t, size_t> bytes_for_;  // capacity -> bytes, asked once
   bool shut_ = false;
+  // Submitted forwards not yet collected, oldest first: where their logits go, and rank 0's own
+  // stage's error (thrown at collect, after the last stage's answer is taken).
+  struct InFlight {
+    std::vector<engine::StepChunk> chunks;
+    std::exception_ptr own;
+  };
+  std::deque<InFlight> in_flight_;
   const HeartbeatMonitor* monitor_ = nullptr;
 };
 

@@ -1,10 +1,12 @@
 #include "dist/stage_plan.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <limits>
 
 #include "core/error.h"
+#include "model/bytes_read_per_token.h"
 #include "model/model_config.h"
 #include "model/model_loader.h"
 
@@ -22,11 +24,12 @@ struct Naming {
   std::string prefix;  // the text model's tensors, "model." or a VL checkpoint's
   int64_t num_layers = 0;
   bool tied = false;
+  int64_t num_experts = 0, top_k = 0;  // routed experts (0: none)
 };
 
 Naming naming_of(const io::Checkpoint& ckpt) {
   const model::ModelConfig c = model::parse_model_config(ckpt.config(), ckpt.dir() + "/config.json");
-  return {model::text_tensor_prefix(c, ckpt), c.num_layers, c.tie_word_embeddings};
+  return {model::text_tensor_prefix(c, ckpt), c.num_layers, c.tie_word_embeddings, c.moe.num_experts, c.moe.top_k};
 }
 
 Owner owner_of(const std::string& name, const Naming& n) {
@@ -58,13 +61,19 @@ constexpr uint64_t kFnvBasis = 14695981039346656037ull;
 LayerBytes layer_bytes(const io::Checkpoint& ckpt) {
   const Naming n = naming_of(ckpt);
   LayerBytes b;
-  b.layer.assign(static_cast<size_t>(n.num_layers), 0);
+  // A layer's routed experts count with the share a token reads (model/bytes_read_per_token.h):
+  // an MoE layer holds far more than it reads.
+  std::vector<double> read(static_cast<size_t>(n.num_layers), 0.0);
   for (const std::string& name : ckpt.tensor_names()) {
     const Owner o = owner_of(name, n);
     const uint64_t bytes = ckpt.get(name).nbytes;
-    if (o.layer >= 0 && o.layer < n.num_layers) b.layer[static_cast<size_t>(o.layer)] += bytes;
-    else if (name.rfind("lm_head.", 0) == 0 || (n.tied && o.embedding)) b.head += bytes;
+    if (o.layer >= 0 && o.layer < n.num_layers)
+      read[static_cast<size_t>(o.layer)] +=
+          model::bytes_read_per_token(name, static_cast<double>(bytes), n.num_experts, n.top_k);
+    else if (name.rfind("lm_head.", 0) == 0 || (n.tied && o.embedding))
+      b.head += bytes;
   }
+  for (double r : read) b.layer.push_back(static_cast<uint64_t>(std::llround(r)));
   return b;
 }
 

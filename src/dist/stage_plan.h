@@ -1,7 +1,8 @@
 #pragma once
 // How a pipeline splits a model: contiguous ranges of decoder layers, one per rank, balanced by
-// the bytes each stage reads per token (its layers' tensors; the last stage also lm_head, the
-// first only one embedding row per token), taken from the safetensors headers alone. And the
+// the bytes each stage reads per token (its layers' tensors, of routed experts the top_k /
+// num_experts share a token reads; the last stage also lm_head, the first only one embedding row
+// per token), taken from config.json and the safetensors headers alone. And the
 // fingerprint of a stage's files that every rank compares with rank 0's before it loads.
 #include <cstdint>
 #include <map>
@@ -17,8 +18,9 @@ struct Stage {
   uint64_t bytes = 0;          // what it reads per token
 };
 
-// The bytes each decoder layer's tensors hold (index = layer), and lm_head's (the embedding's
-// when tied): the costs the split balances.
+// The bytes each decoder layer reads per token (index = layer): its tensors, a routed-experts
+// tensor counted with top_k / num_experts of its bytes (model/bytes_read_per_token.h), dense
+// ones whole; and lm_head's (the embedding's when tied): the costs the split balances.
 struct LayerBytes {
   std::vector<uint64_t> layer;
   uint64_t head = 0;

@@ -103,7 +103,9 @@ class StageWorker {
     else
       for (uint64_t i = 0; i < count; ++i)
         if (modes[i]) w.put_array(std::span<const float>(logits[i]));
-    comm_.send(0, kResult, w.bytes());
+    // Posted, not sent: rank 0 may be sending this rank the next micro-batch meanwhile
+    // (pipelined batches), and takes this answer only when it collects that forward.
+    comm_.post(0, kResult, w.bytes());
   }
 
   MpiComm& comm_;
@@ -120,6 +122,7 @@ int serve_stage(MpiComm& comm, const model::CausalLM& lm) {
   try {
     while (w.run_one()) {
     }
+    comm.flush_posted();  // rank 0 collected every forward before it ended the job
   } catch (const std::exception& e) {
     log().error("pipeline stage {} (rank {} on {}): {}; ending the job", comm.rank(), comm.rank(), comm.host(),
                 e.what());

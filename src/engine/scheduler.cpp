@@ -41,6 +41,7 @@ struct Scheduler::Sequence {
   Clock::time_point arrival, scheduled, first_token, last_token;
   bool was_scheduled = false;
   bool finished = false;
+  bool in_flight = false;  // in a submitted forward not yet collected
   std::vector<double> itl;
 
   Sequence(int64_t id_, RequestParams params, const tokenizer::Tokenizer* tok, const std::vector<int64_t>& eos)
@@ -71,6 +72,10 @@ void check_config(const SchedulerConfig& cfg) {
 Scheduler::Scheduler(StepModel& model, const tokenizer::Tokenizer* tok, SchedulerConfig cfg, SchedulerObserver obs)
     : model_(model), tok_(tok), cfg_(cfg), obs_(std::move(obs)), eos_(model.eos_ids()) {
   check_config(cfg_);
+  depth_ = std::max<int64_t>(1, model_.max_in_flight());
+  if (depth_ > 1)
+    log().info("pipelined batches: up to {} forwards in flight, the running sequences in up to {} groups", depth_,
+               depth_);
   if (cfg_.speculative.enabled()) {
     spec_on_ = model_.can_rewind();
     if (spec_on_)
@@ -103,7 +108,20 @@ Scheduler::Scheduler(StepModel& model, const tokenizer::Tokenizer* tok, Schedule
 }
 
 Scheduler::~Scheduler() {
+  drain();
   for (auto& s : running_) model_.release(s->kv);
+}
+
+void Scheduler::drain() {
+  while (!in_flight_.empty()) {
+    try {
+      model_.collect();
+    } catch (const std::exception& e) {  // its requests are being failed or dropped anyway
+      log().warn("a forward in flight failed: {}", e.what());
+    }
+    for (const Planned& p : in_flight_.front().plan) p.s->in_flight = false;
+    in_flight_.pop_front();
+  }
 }
 
 structured::GrammarCompiler& Scheduler::grammars() const {
@@ -247,9 +265,13 @@ void Scheduler::fail(Sequence& s, const std::string& why, Outputs& outs, std::ex
 
 void Scheduler::drop_cancelled(Outputs& outs) {
   if (cancelled_.empty()) return;
+  std::unordered_set<int64_t> later;  // in a forward in flight: dropped once it is collected
   auto drop = [&](auto& list) {
     for (auto it = list.begin(); it != list.end();) {
-      if (cancelled_.count((*it)->id)) {
+      if (cancelled_.count((*it)->id) && (*it)->in_flight) {
+        later.insert((*it)->id);
+        ++it;
+      } else if (cancelled_.count((*it)->id)) {
         RequestOutput out;
         out.text = (*it)->text.take();
         finish(**it, out, "abort");
@@ -262,15 +284,18 @@ void Scheduler::drop_cancelled(Outputs& outs) {
   };
   drop(waiting_);
   drop(running_);
-  cancelled_.clear();
+  cancelled_ = std::move(later);
 }
 
-int64_t Scheduler::plan_running(std::vector<Planned>& plan) {
+int64_t Scheduler::plan_running(std::vector<Planned>& plan, size_t cap) {
   int64_t budget = cfg_.max_num_batched_tokens;
+  // Pipelined: a sequence in a forward in flight (or failed this step) waits for its logits.
+  auto ready = [](const std::unique_ptr<Sequence>& s) { return !s->in_flight && s->kv >= 0; };
   int64_t decoders = 0;
-  for (auto& s : running_) decoders += s->decoding();
+  for (auto& s : running_) decoders += ready(s) && s->decoding();
+  if (cap < SIZE_MAX) decoders = std::min(decoders, static_cast<int64_t>(cap));
   for (auto& s : running_)
-    if (s->decoding()) {
+    if (ready(s) && s->decoding() && plan.size() < cap) {
       // Drafts only from what the budget has left after one token for every decoding sequence.
       const int64_t drafts = spec_on_ ? propose(*s, budget - decoders) : 0;
       plan.push_back({s.get(), 1 + drafts, true, drafts});
@@ -278,7 +303,7 @@ int64_t Scheduler::plan_running(std::vector<Planned>& plan) {
       --decoders;
     }
   for (auto& s : running_) {
-    if (s->decoding() || budget <= 0) continue;
+    if (!ready(s) || s->decoding() || budget <= 0 || plan.size() >= cap) continue;
     const int64_t n = prefill_take(*s, budget);
     plan.push_back({s.get(), n, s->prefilled + n == s->prompt_len()});
     budget -= n;
@@ -286,9 +311,10 @@ int64_t Scheduler::plan_running(std::vector<Planned>& plan) {
   return budget;
 }
 
-void Scheduler::admit_waiting(std::vector<Planned>& plan, int64_t budget, Outputs& outs) {
+void Scheduler::admit_waiting(std::vector<Planned>& plan, int64_t budget, Outputs& outs, size_t cap) {
   const auto now = Clock::now();
-  while (!waiting_.empty() && budget > 0 && static_cast<int64_t>(running_.size()) < cfg_.max_num_seqs) {
+  while (!waiting_.empty() && budget > 0 && static_cast<int64_t>(running_.size()) < cfg_.max_num_seqs &&
+         plan.size() < cap) {
     std::unique_ptr<Sequence> s = std::move(waiting_.front());
     const size_t bytes = model_.bytes_for(s->capacity());
     if (cfg_.kv_cache_bytes > 0 && reserved_ + bytes > cfg_.kv_cache_bytes) {  // FCFS: the head waits
@@ -324,11 +350,12 @@ void Scheduler::admit_waiting(std::vector<Planned>& plan, int64_t budget, Output
   }
 }
 
-std::vector<StepChunk> Scheduler::chunks_of(const std::vector<Planned>& plan, StepStats& st) {
+std::vector<StepChunk> Scheduler::chunks_of(const std::vector<Planned>& plan, StepStats& st,
+                                            std::vector<float>& logits) {
   const int64_t vocab = model_.vocab_size();
   size_t rows = 0;
   for (const auto& p : plan) rows += static_cast<size_t>(logit_rows(p));
-  logits_.resize(rows * static_cast<size_t>(vocab));
+  logits.resize(rows * static_cast<size_t>(vocab));
   std::vector<StepChunk> chunks;
   size_t row = 0;
   for (const auto& p : plan) {
@@ -344,7 +371,7 @@ std::vector<StepChunk> Scheduler::chunks_of(const std::vector<Planned>& plan, St
       st.prompt_tokens += p.n;
     }
     if (logit_rows(p) > 0) {
-      c.logits = logits_.data() + row * static_cast<size_t>(vocab);
+      c.logits = logits.data() + row * static_cast<size_t>(vocab);
       row += static_cast<size_t>(logit_rows(p));
     }
     chunks.push_back(c);
@@ -418,28 +445,65 @@ void Scheduler::sample_planned(const std::vector<Planned>& plan, const std::vect
 Scheduler::Outputs Scheduler::step() {
   Outputs outs;
   last_batch_.clear();
-  step_queries_ = step_hits_ = 0;
   drop_cancelled(outs);  // first: their slots and memory are free for this very step
-  std::vector<Planned> plan;
-  const int64_t budget = plan_running(plan);
-  admit_waiting(plan, budget, outs);
-  if (!plan.empty()) {
-    StepStats st;
-    const std::vector<StepChunk> chunks = chunks_of(plan, st);
-    try {
-      model_.forward(chunks);
-      sample_planned(plan, chunks, outs, st);
-      if (obs_.on_step) obs_.on_step(st);
-    } catch (const std::exception& e) {
-      // A model failure fails every sequence of the batch; the engine stays usable.
-      for (const auto& p : plan) fail(*p.s, e.what(), outs, std::current_exception());
-    }
+  while (static_cast<int64_t>(in_flight_.size()) < depth_ && submit_group(outs)) {
   }
+  if (!in_flight_.empty()) collect_group(outs);
+  // (A sequence in flight is never finished: only collecting its group can end it.)
   std::erase_if(running_, [](const auto& s) { return s->kv < 0; });
   return outs;
 }
 
+size_t Scheduler::group_cap() const {
+  if (depth_ <= 1) return SIZE_MAX;
+  // About an equal share of the sequences that will run, so that N groups fill the pipeline.
+  int64_t live = static_cast<int64_t>(waiting_.size());
+  for (const auto& s : running_) live += s->kv >= 0;
+  live = std::min(live, cfg_.max_num_seqs);
+  return static_cast<size_t>(std::max<int64_t>(1, (live + depth_ - 1) / depth_));
+}
+
+bool Scheduler::submit_group(Outputs& outs) {
+  step_queries_ = step_hits_ = 0;
+  const size_t cap = group_cap();
+  Group g;
+  const int64_t budget = plan_running(g.plan, cap);
+  admit_waiting(g.plan, budget, outs, cap);
+  if (g.plan.empty()) return false;
+  if (!spare_logits_.empty()) {
+    g.logits = std::move(spare_logits_.back());
+    spare_logits_.pop_back();
+  }
+  g.chunks = chunks_of(g.plan, g.st, g.logits);
+  try {
+    model_.submit(g.chunks);
+  } catch (const std::exception& e) {
+    // A model failure fails every sequence of the batch; the engine stays usable.
+    for (const auto& p : g.plan) fail(*p.s, e.what(), outs, std::current_exception());
+    spare_logits_.push_back(std::move(g.logits));
+    return false;
+  }
+  for (const Planned& p : g.plan) p.s->in_flight = true;
+  in_flight_.push_back(std::move(g));
+  return true;
+}
+
+void Scheduler::collect_group(Outputs& outs) {
+  Group& g = in_flight_.front();
+  for (const Planned& p : g.plan) p.s->in_flight = false;
+  try {
+    model_.collect();
+    sample_planned(g.plan, g.chunks, outs, g.st);
+    if (obs_.on_step) obs_.on_step(g.st);
+  } catch (const std::exception& e) {
+    for (const auto& p : g.plan) fail(*p.s, e.what(), outs, std::current_exception());
+  }
+  spare_logits_.push_back(std::move(g.logits));
+  in_flight_.pop_front();
+}
+
 Scheduler::Outputs Scheduler::fail_all(const std::string& why) {
+  drain();  // the model's forwards in flight end before their requests do
   // The failed step's outputs never reached anyone, so every request still listed gets this one
   // (even one the step had just finished).
   Outputs outs;

@@ -7,8 +7,12 @@
 // only when its whole KV reservation (prompt + max_tokens positions) fits the memory budget, so
 // the engine never runs out of memory mid-generation; until then it waits, and the queue head
 // blocks later requests (strict FCFS). A request that could never fit is refused by check().
-// Finished and cancelled sequences release their state at once. Not thread-safe: one thread
-// (engine/engine.h) owns it.
+// Finished and cancelled sequences release their state at once. Pipelined (a StepModel with
+// max_in_flight() = N > 1, dist/pipeline_step_model.h): the running sequences go in up to N
+// groups of about running / N each; step() submits a forward per ready group until N are in
+// flight, then collects and samples the oldest, so every stage works on some group at once. A
+// sequence is in one group at a time and its logits depend on nothing else in the batch, so its
+// tokens are the same in any grouping. Not thread-safe: one thread (engine/engine.h) owns it.
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -95,7 +99,8 @@ class Scheduler {
 
   using Outputs = std::vector<std::pair<int64_t, RequestOutput>>;
   bool has_work() const { return !waiting_.empty() || !running_.empty() || !cancelled_.empty(); }
-  // One forward over the scheduled chunks; returns each affected request's output. Never
+  // One forward over the scheduled chunks (pipelined: submits forwards until N are in flight and
+  // collects the oldest); returns each affected request's output. Never
   // throws for a request's sake: a failure while admitting or sampling a request finishes that
   // request with finish_reason "error" (and the cause in `error`); a failing forward finishes
   // the requests of that forward; everything else goes on.
@@ -126,12 +131,26 @@ class Scheduler {
     bool logits;  // the chunk ends the prompt (or decodes): sample after it
     int64_t drafts = 0;  // speculative draft tokens after a decoding sequence's last token
   };
+  // A forward submitted and not yet collected, with the buffer its logits come back into.
+  struct Group {
+    std::vector<Planned> plan;
+    std::vector<StepChunk> chunks;
+    std::vector<float> logits;
+    StepStats st;
+  };
   // The phases of step(): cancellations, the running sequences' chunks (decode first), newly
-  // admitted requests, the forward's chunks, and sampling.
+  // admitted requests (at most `cap` sequences in all), the forward's chunks, and sampling.
   void drop_cancelled(Outputs& outs);
-  int64_t plan_running(std::vector<Planned>& plan);  // returns the token budget left
-  void admit_waiting(std::vector<Planned>& plan, int64_t budget, Outputs& outs);
-  std::vector<StepChunk> chunks_of(const std::vector<Planned>& plan, StepStats& st);
+  int64_t plan_running(std::vector<Planned>& plan, size_t cap);  // returns the token budget left
+  void admit_waiting(std::vector<Planned>& plan, int64_t budget, Outputs& outs, size_t cap);
+  std::vector<StepChunk> chunks_of(const std::vector<Planned>& plan, StepStats& st, std::vector<float>& logits);
+  // Pipelining: the most sequences a group takes, planning and submitting one (false: nothing to
+  // run, or its submit failed and failed its requests), collecting the oldest, collecting all
+  // (before requests are failed or the scheduler ends: the model writes into the groups' buffers).
+  size_t group_cap() const;
+  bool submit_group(Outputs& outs);
+  void collect_group(Outputs& outs);
+  void drain();
   void sample_planned(const std::vector<Planned>& plan, const std::vector<StepChunk>& chunks, Outputs& outs,
                       StepStats& st);
   void finish(Sequence& s, RequestOutput& out, const std::string& reason);
@@ -172,7 +191,10 @@ class Scheduler {
   bool spec_on_ = false;
   PrefixSupport support_;
   int64_t prefix_queries_ = 0, prefix_hits_ = 0, step_queries_ = 0, step_hits_ = 0;
-  std::vector<float> logits_, raw_;
+  std::vector<float> raw_;
+  int64_t depth_ = 1;  // model_.max_in_flight()
+  std::deque<Group> in_flight_;  // oldest first
+  std::vector<std::vector<float>> spare_logits_;  // collected groups' buffers, reused
   std::vector<std::pair<int64_t, int64_t>> last_batch_;
 };
 

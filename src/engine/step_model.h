@@ -1,8 +1,9 @@
 #pragma once
 // What the serving scheduler needs from a model: sequence state it can allocate and release by
 // id, the bytes a sequence of a given capacity reserves (admission control), and one forward
-// over a batch of chunks of different sequences. Kept this small so the scheduler is tested
-// against a fake model; engine/causal_lm_step_model.h binds it to model::CausalLM.
+// over a batch of chunks of different sequences (pipelined: several such forwards in flight).
+// Kept this small so the scheduler is tested against a fake model; engine/causal_lm_step_model.h
+// binds it to model::CausalLM.
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -48,6 +49,16 @@ class StepModel {
   // Runs every chunk (each sequence at most once per call); a sequence's logits must not depend
   // on the other chunks of the call.
   virtual void forward(std::span<const StepChunk> chunks) = 0;
+
+  // ---- pipelining (dist/pipeline_step_model.h): forwards that overlap across stages ----
+  // How many forwards may be submitted before the oldest is collected (1: none overlap).
+  virtual int64_t max_in_flight() const { return 1; }
+  // Starts a forward over `chunks`, with forward()'s contract; no sequence may be in two forwards
+  // in flight, and the chunks' logits buffers must stay valid until the forward is collected.
+  // Forwards complete in submission order. A model without pipelining runs it at once.
+  virtual void submit(std::span<const StepChunk> chunks) { forward(chunks); }
+  // Waits for the oldest submitted forward: its logits are written, or its error is thrown.
+  virtual void collect() {}
 
   // Speculative decoding: whether a sequence can be cut back (rewind) after a verify step whose
   // last drafts were rejected; a recurrent state cannot.

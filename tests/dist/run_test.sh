@@ -2,7 +2,8 @@
 # Pipeline parallelism through mpirun on this one machine (ctest: pipeline_mpi). For a dense
 # Llama, a Qwen3-MoE and the Qwen3.5 hybrid (tiny synthetic NVFP4 checkpoints), `mpirun -np 2`
 # and `-np 3` of `fp4lm generate --pipeline-parallel-size N` give the single process's tokens and
-# logprobs bit for bit (a 300-token prompt: several forward steps), and at 2 ranks DeepSeek-V3 (MLA),
+# logprobs bit for bit (a 300-token prompt: several forward steps), 6 concurrent streams under
+# `fp4lm serve` (pipelined batches) at 2 and 3 ranks too, and at 2 ranks DeepSeek-V3 (MLA),
 # gpt-oss (MXFP4), Nemotron-H, Gemma 4, MiniMax-M2 and FP8 / W4A16 Llamas too; `fp4lm eval` its NLL to the
 # last digit (-np 2), speculative decoding too
 # (rewinds mirrored to every stage); and the refusals: no mpirun, a wrong process count, more
@@ -95,6 +96,58 @@ L="$T/LlamaForCausalLM"
 timeout 120 "${MPIRUN[@]}" -np 2 "$BIN" "${SGEN[@]}" --model "$L" "${SPEC[@]}" --pipeline-parallel-size 2 \
   > "$T/spec.2.json" 2> "$T/err" || { bad "speculative: mpirun failed"; tail -5 "$T/err"; }
 same "$T/spec.1.json" "$T/spec.2.json" && echo "ok: speculative decoding, 2 ranks" || bad "speculative differs"
+
+# Several streams at once (pipelined batches: up to N micro-batches in flight, the running
+# sequences in up to N groups): `fp4lm serve` under mpirun -np 2 and 3 gives each of 6 concurrent
+# requests (prompts of 5..40 tokens, greedy and seeded sampling) the token ids and logprobs one
+# process gives it.
+streams() {  # PORT -> one JSON line per request, in request order
+  python3 - "$1" <<'PY'
+import json, sys, threading, urllib.request
+port = sys.argv[1]
+def body(i):
+    b = {"prompt": [(i * 17 + k * 5) % 250 + 1 for k in range(5 + 7 * i)], "max_tokens": 8, "ignore_eos": True,
+         "logprobs": 2, "return_token_ids": True, "temperature": 0}
+    if i % 2:
+        b.update(temperature=0.9, seed=100 + i)
+    return b
+out = [None] * 6
+def run(i):
+    req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/completions", json.dumps(body(i)).encode(),
+                                 {"Content-Type": "application/json"})
+    c = json.load(urllib.request.urlopen(req, timeout=120))["choices"][0]
+    out[i] = {"ids": c["token_ids"], "logprobs": c["logprobs"]["token_logprobs"], "finish": c["finish_reason"]}
+threads = [threading.Thread(target=run, args=(i,)) for i in range(6)]
+for t in threads: t.start()
+for t in threads: t.join()
+for o in out: print(json.dumps(o))
+PY
+}
+for arch in LlamaForCausalLM Qwen3MoeForCausalLM; do
+  for n in 1 2 3; do
+    port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    if [ $n = 1 ]; then
+      "$BIN" serve --model "$T/$arch" --port "$port" --threads 1 --max-num-seqs 8 --log-level info > /dev/null 2> "$T/serve.err" &
+    else
+      "${MPIRUN[@]}" -np $n "$BIN" serve --model "$T/$arch" --port "$port" --threads 1 --max-num-seqs 8 \
+        --log-level info --pipeline-parallel-size $n > /dev/null 2> "$T/serve.err" &
+    fi
+    spid=$!
+    for _ in $(seq 1 300); do curl -sf "localhost:$port/health" >/dev/null && break; sleep 0.2; done
+    streams "$port" > "$T/streams.$n.jsonl" 2> "$T/err" ||
+      { bad "$arch streams, $n ranks: requests failed"; tail -3 "$T/err"; }
+    if [ $n = 1 ]; then kill -TERM "$spid"; else kill -TERM "$(pgrep -P "$spid" | head -1)"; fi
+    wait "$spid" 2>/dev/null
+    if [ $n -gt 1 ]; then
+      grep -q "pipelined batches: up to $n forwards in flight" "$T/serve.err" || bad "$arch: $n ranks did not pipeline"
+      if [ "$(wc -l < "$T/streams.$n.jsonl")" -eq 6 ] && cmp -s "$T/streams.1.jsonl" "$T/streams.$n.jsonl"; then
+        echo "ok: $arch, 6 concurrent streams, $n ranks: tokens and logprobs as one process"
+      else
+        bad "$arch: 6 concurrent streams at $n ranks differ from one process"; diff "$T/streams.1.jsonl" "$T/streams.$n.jsonl" | head -4
+      fi
+    fi
+  done
+done
 
 # Refusals.
 "$BIN" "${GEN[@]}" --model "$L" --pipeline-parallel-size 2 > /dev/null 2> "$T/err"

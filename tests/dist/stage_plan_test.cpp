@@ -1,5 +1,5 @@
-// The stage split (balanced by bytes, contiguous, every stage non-empty), the files' fingerprint
-// each rank compares with rank 0's, and the message encoding's bounds checks.
+// The stage split (balanced by the bytes read per token, contiguous, every stage non-empty), the
+// files' fingerprint each rank compares with rank 0's, and the message encoding's bounds checks.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -83,6 +83,45 @@ TEST(StagePlan, LayerBytesAndFingerprintsFromTheHeaders) {
   cfg["rope_theta"] = 12345.0;
   std::ofstream(third.path() / "config.json") << cfg.dump();
   EXPECT_NE(fingerprint(*io::Checkpoint::open(third.path().string()), {0, 1, 0}, 3).config, f0.config);
+}
+
+// An MoE layer weighs what a token reads of it: its attention / router / shared expert whole,
+// its routed experts top_k / num_experts of their bytes; a dense layer all it holds. The split
+// follows: here by the bytes held it would cut after the two MoE layers, by the bytes read after
+// three layers (the two MoE layers read little; the last stage carries the bf16 lm_head).
+TEST(StagePlan, MoeLayersWeighTheBytesATokenReads) {
+  test::TempDir dir;
+  model::SyntheticOptions so;
+  so.architecture = "NemotronHForCausalLM";
+  so.hybrid_pattern = "EE--";  // two MoE layers, then two dense (relu² MLP) layers
+  so.layers = 4;
+  so.experts = 8;
+  so.top_k = 1;
+  model::write_synthetic_checkpoint(dir.path().string(), so);
+  auto ckpt = io::Checkpoint::open(dir.path().string());
+  const LayerBytes b = layer_bytes(*ckpt);
+  ASSERT_EQ(b.layer.size(), 4u);
+  std::vector<uint64_t> held(4, 0), experts(4, 0);
+  for (const std::string& name : ckpt->tensor_names()) {
+    for (size_t l = 0; l < 4; ++l) {
+      if (name.rfind("backbone.layers." + std::to_string(l) + ".", 0) != 0) continue;
+      held[l] += ckpt->get(name).nbytes;
+      if (name.find(".mixer.experts.") != std::string::npos) experts[l] += ckpt->get(name).nbytes;
+    }
+  }
+  for (size_t l = 0; l < 2; ++l) {
+    ASSERT_GT(experts[l], 0u) << "layer " << l;
+    EXPECT_EQ(b.layer[l], held[l] - experts[l] + experts[l] / 8) << "layer " << l;  // 1 of 8 experts read
+  }
+  for (size_t l = 2; l < 4; ++l) {
+    EXPECT_EQ(experts[l], 0u);
+    EXPECT_EQ(b.layer[l], held[l]) << "layer " << l;
+  }
+  const std::vector<Stage> by_read = plan_stages(b, 2), by_held = plan_stages({held, b.head}, 2);
+  EXPECT_EQ(by_held[0].end, 2);  // the old rule's split
+  EXPECT_EQ(by_read[0].end, 3);
+  EXPECT_EQ(by_read[0].bytes, b.layer[0] + b.layer[1] + b.layer[2]);
+  EXPECT_EQ(by_read[1].bytes, b.layer[3] + b.head);
 }
 
 TEST(Wire, RoundTripsAndRefusesTruncatedMessages) {

@@ -1,8 +1,12 @@
 #pragma once
 // A StepModel with no weights, for scheduler tests: each sequence's next-token logits depend
 // only on its own history (the argmax is (last * 3 + 1) mod vocab), every forward call is
-// recorded, and memory is counted in "bytes" of 100 per position.
+// recorded, and memory is counted in "bytes" of 100 per position. With depth > 1 it pipelines
+// (StepModel::submit / collect): a submitted forward runs only when collected.
+#include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <deque>
 #include <map>
 #include <span>
 #include <stdexcept>
@@ -105,6 +109,32 @@ class FakeStepModel : public StepModel {
       throw std::runtime_error("a recurrent model resumed without its state");
     }
     loaded += static_cast<int64_t>(h.size());
+  }
+  // Pipelining: up to `depth` forwards in flight. submit() writes NaN where the logits go (a
+  // scheduler that samples before collect() fails), refuses a sequence already in flight or
+  // more than `depth` forwards; collect() runs the oldest. in_flight_max: the most at once.
+  int64_t depth = 1;
+  std::deque<std::vector<StepChunk>> pending;
+  size_t in_flight_max = 0;
+  int64_t max_in_flight() const override { return depth; }
+  void submit(std::span<const StepChunk> chunks) override {
+    if (depth <= 1) return forward(chunks);
+    for (const auto& p : pending)
+      for (const StepChunk& c : p)
+        for (const StepChunk& d : chunks)
+          if (c.seq == d.seq) throw std::runtime_error("a sequence in two forwards in flight");
+    if (static_cast<int64_t>(pending.size()) >= depth) throw std::runtime_error("more forwards in flight than depth");
+    for (const StepChunk& c : chunks)
+      if (c.logits) std::fill_n(c.logits, (c.all_logits ? c.n : 1) * vocab, std::nanf(""));
+    pending.emplace_back(chunks.begin(), chunks.end());
+    in_flight_max = std::max(in_flight_max, pending.size());
+  }
+  void collect() override {
+    if (depth <= 1) return;
+    if (pending.empty()) throw std::runtime_error("collect without a forward in flight");
+    const std::vector<StepChunk> c = std::move(pending.front());
+    pending.pop_front();
+    forward(c);
   }
   void forward(std::span<const StepChunk> chunks) override {
     if (fail_next) {

@@ -282,6 +282,72 @@ TEST(Scheduler, ARequestsTokensDoNotDependOnTheRestOfTheBatch) {
   for (int64_t id = 1; id <= 6; ++id) EXPECT_EQ(r.tokens[id], chain(9, static_cast<int>(3 + id)));
 }
 
+// Pipelined batches (a model with 3 forwards in flight): the running sequences go in groups of
+// about a third, three forwards are in flight at once, and every request gets the tokens it gets
+// alone; a single stream has one forward in flight, one pass per token.
+TEST(Scheduler, PipelinedGroupsGiveEachRequestItsTokensAlone) {
+  RequestParams sampled = greedy({3, 4, 5}, 12);
+  sampled.sampling.temperature = 1.0;
+  sampled.sampling.seed = 1234;
+  auto alone = [&] {
+    FakeStepModel m;
+    Scheduler s(m, nullptr, {});
+    s.add(1, sampled);
+    return drain(s).tokens[1];
+  }();
+  FakeStepModel m;
+  m.depth = 3;
+  SchedulerConfig cfg;
+  cfg.max_num_batched_tokens = 9;
+  Scheduler s(m, nullptr, cfg);
+  for (int64_t id = 1; id <= 8; ++id) s.add(id, greedy({static_cast<int32_t>(id), 9, 9, 9}, 3 + id));
+  s.add(42, sampled);
+  Drained r = drain(s);
+  EXPECT_EQ(r.tokens[42], alone);
+  for (int64_t id = 1; id <= 8; ++id) EXPECT_EQ(r.tokens[id], chain(9, static_cast<int>(3 + id)));
+  EXPECT_EQ(m.in_flight_max, 3u);
+  for (const auto& call : m.calls) EXPECT_LE(call.size(), 3u);  // 9 sequences in 3 groups
+  EXPECT_TRUE(m.history.empty());
+  EXPECT_TRUE(m.pending.empty());
+
+  FakeStepModel one;
+  one.depth = 3;
+  Scheduler s1(one, nullptr, {});
+  s1.add(1, greedy({1, 2}, 5));
+  Drained r1 = drain(s1);
+  EXPECT_EQ(r1.tokens[1], chain(2, 5));
+  EXPECT_EQ(one.in_flight_max, 1u);
+  EXPECT_EQ(r1.steps, 5);
+}
+
+// Pipelined: a failing forward fails its group's requests only; the group in flight beside it
+// finishes; a request cancelled while its forward is in flight ends at the next step.
+TEST(Scheduler, PipelinedFailureAndCancelTouchOnlyTheirGroup) {
+  FakeStepModel m;
+  m.depth = 2;
+  Scheduler s(m, nullptr, {});
+  for (int64_t id = 1; id <= 4; ++id) s.add(id, greedy({static_cast<int32_t>(id)}, 4));
+  m.fail_next = true;  // the first forward collected: requests 1 and 2
+  Outputs outs = s.step();
+  ASSERT_EQ(outs.size(), 2u);
+  for (const auto& [id, out] : outs) {
+    EXPECT_TRUE(id == 1 || id == 2) << id;
+    EXPECT_EQ(out.finish_reason, "error");
+  }
+  EXPECT_EQ(m.pending.size(), 1u);  // requests 3 and 4 still in flight
+  s.cancel(4);
+  outs = s.step();  // collects 3 and 4 (4 is in flight: not dropped before)
+  ASSERT_EQ(outs.size(), 2u);
+  Drained r = drain(s);
+  EXPECT_EQ(r.last[4].finish_reason, "abort");
+  EXPECT_EQ(r.last[3].finish_reason, "length");
+  std::vector<int32_t> three = {outs[0].first == 3 ? outs[0].second.token_ids[0] : outs[1].second.token_ids[0]};
+  three.insert(three.end(), r.tokens[3].begin(), r.tokens[3].end());
+  EXPECT_EQ(three, chain(3, 4));
+  EXPECT_TRUE(m.history.empty());
+  EXPECT_TRUE(m.pending.empty());
+}
+
 TEST(Scheduler, AModelFailureFailsItsBatchAndTheSchedulerGoesOn) {
   FakeStepModel m;
   std::vector<RequestStats> finished;
