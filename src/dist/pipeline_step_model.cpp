@@ -9,7 +9,22 @@
 namespace fp4lm::dist {
 
 PipelineStepModel::PipelineStepModel(MpiComm& comm, const model::CausalLM& lm, bool any_recurrent)
-    : comm_(comm), lm_(lm), any_recurrent_(any_recurrent), store_(lm), link_(comm, -1, comm.size() > 1 ? 1 : -1) {}
+    : comm_(comm), lm_(lm), any_recurrent_(any_recurrent), store_(lm), link_(comm, -1, comm.size() > 1 ? 1 : -1) {
+  const int64_t most = lm_.max_model_len();
+  WireWriter w;
+  w.put(Op::bytes_for).put<int64_t>(most);
+  to_all(w.bytes());
+  bytes_for_.resize(static_cast<size_t>(most));
+  for (int64_t c = 1; c <= most; ++c) bytes_for_[static_cast<size_t>(c - 1)] = lm_.sequence_bytes(c);
+  for (int r = 1; r < comm_.size(); ++r) {
+    const std::vector<uint8_t> reply = wait(r, kReply);
+    WireReader rd(reply);
+    const std::vector<uint64_t> theirs = rd.get_array<uint64_t>();
+    if (theirs.size() != bytes_for_.size())
+      fail("pipeline: rank {} sized {} capacities, rank 0 {}", r, theirs.size(), bytes_for_.size());
+    for (size_t i = 0; i < theirs.size(); ++i) bytes_for_[i] = std::max<size_t>(bytes_for_[i], theirs[i]);
+  }
+}
 
 void PipelineStepModel::set_monitor(const HeartbeatMonitor* m) {
   monitor_ = m;
@@ -37,19 +52,9 @@ void PipelineStepModel::to_all(const std::vector<uint8_t>& cmd) const {
 }
 
 size_t PipelineStepModel::bytes_for(int64_t capacity) const {
-  if (auto it = bytes_for_.find(capacity); it != bytes_for_.end()) return it->second;
-  WireWriter w;
-  w.put(Op::bytes_for).put<int64_t>(capacity);
-  to_all(w.bytes());
-  size_t most = lm_.sequence_bytes(capacity);
-  for (int r = 1; r < comm_.size(); ++r) {
-    const std::vector<uint8_t> reply = wait(r, kReply);
-    WireReader rd(reply);
-    most = std::max<size_t>(most, rd.get<uint64_t>());
-  }
-  if (bytes_for_.size() > 4096) bytes_for_.clear();
-  bytes_for_[capacity] = most;
-  return most;
+  if (capacity < 1 || capacity > static_cast<int64_t>(bytes_for_.size()))
+    fail("pipeline: a sequence of capacity {} (expected 1..max_model_len {})", capacity, bytes_for_.size());
+  return bytes_for_[static_cast<size_t>(capacity - 1)];
 }
 
 int64_t PipelineStepModel::allocate(int64_t capacity) {

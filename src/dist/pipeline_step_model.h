@@ -57,7 +57,11 @@ class PipelineStepModel final : public engine::StepModel {
   bool any_recurrent_;
   model::SequenceStore store_;
   MpiStageLink link_;
-  mutable std::map<int64_t, size_t> bytes_for_;  // capacity -> bytes, asked once
+  // [c - 1]: the bytes a sequence of capacity c reserves on the largest stage, for c up to
+  // max_model_len; asked of every rank once, at construction, so that bytes_for (which the server
+  // calls from its request threads to check a request) never sends an MPI message beside the
+  // engine thread's.
+  std::vector<size_t> bytes_for_;
   bool shut_ = false;
   // Submitted forwards not yet collected, oldest first: where their logits go, and rank 0's own
   // stage's error (thrown at collect, after the last stage's answer is taken).

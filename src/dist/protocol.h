@@ -16,7 +16,7 @@ enum class Op : uint8_t {
   release,       // i64 seq
   rewind,        // i64 seq, i64 length
   forward,       // u64 chunks; per chunk i64 seq, i64 n, u8 logits (0 none, 1 last, 2 all); tokens
-  bytes_for,     // i64 capacity -> kReply: u64 bytes a sequence reserves on that rank
+  bytes_for,     // i64 L -> kReply: u64[L], the bytes a sequence of capacity 1..L reserves on that rank
   shutdown,
 };
 

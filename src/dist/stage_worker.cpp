@@ -1,9 +1,13 @@
 #include "dist/stage_worker.h"
 
+#include <algorithm>
+#include <map>
+#include <span>
+#include <vector>
+
 #include <fmt/format.h>
 
 #include "core/log.h"
-#include <map>
 
 #include "dist/mpi_stage_link.h"
 #include "dist/protocol.h"
@@ -42,8 +46,11 @@ class StageWorker {
         return true;
       }
       case Op::bytes_for: {
+        const int64_t most = r.get<int64_t>();
+        std::vector<uint64_t> table(static_cast<size_t>(std::max<int64_t>(most, 0)));
+        for (int64_t c = 1; c <= most; ++c) table[static_cast<size_t>(c - 1)] = lm_.sequence_bytes(c);
         WireWriter w;
-        w.put<uint64_t>(lm_.sequence_bytes(r.get<int64_t>()));
+        w.put_array(std::span<const uint64_t>(table));
         comm_.send(0, kReply, w.bytes());
         return true;
       }
