@@ -22,6 +22,10 @@ Cases:
   llama-f32    the same weights stored as float32: both calibrate in float32, so input_scale
                differences from 16-bit forward rounding disappear.
   qwen3-moe    bfloat16 Qwen3-MoE, NVFP4 (W4A4) with calibration.
+  nemotron-h   bfloat16 Nemotron-H, Mamba-2 / attention / relu² MLP layers (M*-M-), NVFP4 (W4A4)
+               with calibration: ModelOpt's default exclusions leave every Mamba conv1d unquantized.
+  nemotron-h-moe  bfloat16 Nemotron-H with Nemotron 3's MoE layers (ME*EM-): per-expert relu²
+               experts, the (non-Linear) router kept in its dtype.
 
 Then fp4lm loads ModelOpt's export and its logits (`eval --dump-logits`, float32 activations)
 are compared with transformers (float32) on the weights dequantized by ModelOpt's NVFP4QTensor,
@@ -245,7 +249,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--fp4lm", default=os.path.join(os.path.dirname(__file__), "..", "build", "fp4lm"))
     ap.add_argument("--work", help="keep checkpoints here (default: a temporary directory)")
-    ap.add_argument("--only", nargs="*", help="cases to run: adversarial llama qwen3-moe")
+    ap.add_argument("--only", nargs="*", help="cases to run: adversarial llama llama-f32 qwen3-moe nemotron-h "
+                                              "nemotron-h-moe")
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--calib-samples", type=int, default=8)
     ap.add_argument("--calib-len", type=int, default=32)
@@ -268,7 +273,9 @@ def main():
     cases = [("adversarial", "Llama", "W4A16_NVFP4", torch.float32),
              ("llama", "Llama", "NVFP4", torch.bfloat16),
              ("llama-f32", "Llama", "NVFP4", torch.float32),
-             ("qwen3-moe", "Qwen3-MoE", "NVFP4", torch.bfloat16)]
+             ("qwen3-moe", "Qwen3-MoE", "NVFP4", torch.bfloat16),
+             ("nemotron-h", "Nemotron-H dense", "NVFP4", torch.bfloat16),
+             ("nemotron-h-moe", "Nemotron-H MoE", "NVFP4", torch.bfloat16)]
     failed = False
     report = []
     for case, arch, algo, dtype in cases:

@@ -20,13 +20,14 @@ struct Owner {
 
 struct Naming {
   std::string prefix;  // the text model's tensors, "model." or a VL checkpoint's
+  std::string wrapper;  // ModelConfig::wrapper_prefix
   int64_t num_layers = 0;
   bool tied = false;
 };
 
 Naming naming_of(const io::Checkpoint& ckpt) {
   const model::ModelConfig c = model::parse_model_config(ckpt.config(), ckpt.dir() + "/config.json");
-  return {model::text_tensor_prefix(c, ckpt), c.num_layers, c.tie_word_embeddings};
+  return {c.wrapper_prefix + model::text_tensor_prefix(c, ckpt), c.wrapper_prefix, c.num_layers, c.tie_word_embeddings};
 }
 
 Owner owner_of(const std::string& name, const Naming& n) {
@@ -63,7 +64,7 @@ LayerBytes layer_bytes(const io::Checkpoint& ckpt) {
     const Owner o = owner_of(name, n);
     const uint64_t bytes = ckpt.get(name).nbytes;
     if (o.layer >= 0 && o.layer < n.num_layers) b.layer[static_cast<size_t>(o.layer)] += bytes;
-    else if (name.rfind("lm_head.", 0) == 0 || (n.tied && o.embedding)) b.head += bytes;
+    else if (name.rfind(n.wrapper + "lm_head.", 0) == 0 || (n.tied && o.embedding)) b.head += bytes;
   }
   return b;
 }

@@ -214,10 +214,14 @@ void check_request(const QuantizeOptions& o, const fs::path& in, const fs::path&
 }
 
 // A VL checkpoint's text model (model.language_model.*) is planned as "model.*"; what is written
-// keeps the stored names.
+// keeps the stored names, including the modules an architecture stores under names of its own
+// (ModelConfig::tensor_renames: Nemotron-H's model.embed_tokens is backbone.embeddings).
 struct NameMap {
   std::string prefix;
+  std::vector<std::pair<std::string, std::string>> renames;  // {engine module, stored module}
   std::string to_disk(const std::string& m) const {
+    for (const auto& [engine, disk] : renames)
+      if (m == engine) return disk;
     return prefix != "model." && m.starts_with("model.") && !m.starts_with("model.visual") ? prefix + m.substr(6) : m;
   }
   std::string to_plan(const std::string& n) const {
@@ -448,8 +452,11 @@ QuantizeSummary quantize_checkpoint(const QuantizeOptions& o) {
 
   // Phase 2: the plan, and for W4A4 the calibrated activation ranges.
   auto ck = io::Checkpoint::open(o.model_dir);
-  const NameMap names{
-      model::text_tensor_prefix(model::parse_model_config(ck->config(), ck->dir() + "/config.json"), *ck)};
+  const model::ModelConfig mc = model::parse_model_config(ck->config(), ck->dir() + "/config.json");
+  NameMap names{model::text_tensor_prefix(mc, *ck), {}};
+  for (const auto& [engine, disk] : mc.tensor_renames)
+    if (engine.ends_with(".weight") && disk.ends_with(".weight"))
+      names.renames.emplace_back(engine.substr(0, engine.size() - 7), disk.substr(0, disk.size() - 7));
   if (names.prefix != "model.") ck->alias_prefix(names.prefix, "model.");
   expose_fused_experts(*ck);
   const ExportPlan plan = make_export_plan(*ck, o.exp);
