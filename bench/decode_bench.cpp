@@ -434,17 +434,23 @@ void fill(const Tensor& t, std::vector<uint8_t>& buf) {
   }
 }
 
+// The keys every architecture's config.json shares (each writer adds its own).
+json shared_config_keys(const Shapes& s, int64_t layers) {
+  return {{"architectures", {s.arch}},
+          {"vocab_size", s.vocab},
+          {"hidden_size", s.hidden},
+          {"num_hidden_layers", layers},
+          {"num_attention_heads", s.heads},
+          {"num_key_value_heads", s.kv_heads},
+          {"head_dim", s.head_dim},
+          {"torch_dtype", "bfloat16"}};
+}
+
 json gemma_config(const Shapes& s, int64_t layers) {
   json types = json::array();
   for (int64_t i = 0; i < layers; ++i) types.push_back(s.gemma_full(i, layers) ? "full_attention" : "sliding_attention");
-  json c = {{"architectures", {s.arch}},
-            {"model_type", "gemma4_text"},
-            {"vocab_size", s.vocab},
-            {"hidden_size", s.hidden},
-            {"num_hidden_layers", layers},
-            {"num_attention_heads", s.heads},
-            {"num_key_value_heads", s.kv_heads},
-            {"head_dim", s.head_dim},
+  json c = shared_config_keys(s, layers);
+  c.update(json{{"model_type", "gemma4_text"},
             {"global_head_dim", s.full_head_dim},
             {"num_global_key_value_heads", s.full_kv_heads},
             {"attention_k_eq_v", true},
@@ -464,8 +470,7 @@ json gemma_config(const Shapes& s, int64_t layers) {
             {"rms_norm_eps", 1e-6},
             {"tie_word_embeddings", true},
             {"bos_token_id", 2},
-            {"eos_token_id", 1},
-            {"torch_dtype", "bfloat16"}};
+            {"eos_token_id", 1}});
   if (s.experts) {
     c["num_experts"] = s.experts;
     c["top_k_experts"] = s.top_k;
@@ -479,15 +484,9 @@ json gemma_config(const Shapes& s, int64_t layers) {
 }
 
 json nemotron_config_json(const Shapes& s, int64_t layers) {
-  json c = {{"architectures", {s.arch}},
-            {"model_type", "nemotron_h"},
-            {"vocab_size", s.vocab},
-            {"hidden_size", s.hidden},
-            {"num_hidden_layers", layers},
+  json c = shared_config_keys(s, layers);
+  c.update(json{{"model_type", "nemotron_h"},
             {"hybrid_override_pattern", s.pattern.substr(0, static_cast<size_t>(layers))},
-            {"num_attention_heads", s.heads},
-            {"num_key_value_heads", s.kv_heads},
-            {"head_dim", s.head_dim},
             {"intermediate_size", s.inter},
             {"mlp_hidden_act", "relu2"},
             {"mamba_num_heads", s.mh},
@@ -499,8 +498,7 @@ json nemotron_config_json(const Shapes& s, int64_t layers) {
             {"max_position_embeddings", 40960},
             {"tie_word_embeddings", false},
             {"bos_token_id", 1},
-            {"eos_token_id", 2},
-            {"torch_dtype", "bfloat16"}};
+            {"eos_token_id", 2}});
   if (s.experts) {
     c["n_routed_experts"] = s.experts;
     c["num_experts_per_tok"] = s.top_k;
@@ -539,22 +537,15 @@ double nemotron_bytes_per_token(const Shapes& s, int64_t layers, int64_t ctx, do
 json config_json(const Shapes& s, int64_t layers, bool bf16_head) {
   if (s.gemma()) return gemma_config(s, layers);
   if (s.nemotron()) return nemotron_config_json(s, layers);
-  json c = {{"architectures", {s.arch}},
-            {"vocab_size", s.vocab},
-            {"hidden_size", s.hidden},
-            {"num_hidden_layers", layers},
-            {"num_attention_heads", s.heads},
-            {"num_key_value_heads", s.kv_heads},
-            {"head_dim", s.head_dim},
-            {"intermediate_size", s.experts ? 6144 : s.inter},
+  json c = shared_config_keys(s, layers);
+  c.update(json{{"intermediate_size", s.experts ? 6144 : s.inter},
             {"max_position_embeddings", 40960},
             {"rms_norm_eps", 1e-6},
             {"rope_theta", s.experts ? 1000000.0 : 500000.0},
             {"hidden_act", "silu"},
             {"tie_word_embeddings", false},
             {"bos_token_id", 1},
-            {"eos_token_id", 2},
-            {"torch_dtype", "bfloat16"}};
+            {"eos_token_id", 2}});
   if (s.experts) {
     c["num_experts"] = s.experts;
     c["num_experts_per_tok"] = s.top_k;

@@ -67,14 +67,7 @@ TEST(Gemma4Moe, TokenByTokenChunkedAndBatchedEqualOneForward) {
 // most 3 of the 13 positions within 0.1 (measured on AVX-512: 2 beyond, 0.37 and 0.23; with top-2,
 // 3 beyond). A wrong bf16 path would move every position.
 TEST(Gemma4Moe, Bfloat16ActivationsStayCloseToTheReference) {
-  Gemma m = make_gemma4_moe(7, /*experts=*/4, /*top_k=*/4);
-  TempDir dir;
-  write_gemma(m, dir.path());
-  EngineOptions o;
-  o.dtype = "bfloat16";
-  const double d = expect_bf16_positions_close(all_logits(*CausalLM::load(dir.path().string(), o), kTokens),
-                                               reference(m, kTokens), m.vocab, 0.1, /*flips=*/3);
-  RecordProperty("bf16_worst_close_position", fmt::format("{:.2e}", d));
+  expect_bf16_load_close_to_reference(make_gemma4_moe(7, /*experts=*/4, /*top_k=*/4), /*flips=*/3);
 }
 
 TEST(Gemma4Moe, BadConfigsAndMissingTensorsAreErrorsNamingThem) {
@@ -243,12 +236,7 @@ TEST(Gemma4Published, Nvfp4MlpsAndExpertsAs26BA4BRunAsStoredAndUnderTheOverride)
             << s.name;
       }
     }
-    Gemma ref = m;
-    ref.linear_input = override_a16 ? ExpertInput::bf16 : ExpertInput::nvfp4;
-    const double e = max_rel_diff(all_logits(*lm, kTokens), reference(ref, kTokens));
-    EXPECT_LT(e, override_a16 ? 4e-2 : 2e-5);
-    RecordProperty(override_a16 ? "override_bf16_max_rel_diff" : "w4a4_max_rel_diff", fmt::format("{:.2e}", e));
-    if (!override_a16) expect_greedy_generation_matches_reference(*lm, ref);
+    expect_replica_matches_reference(*lm, m, override_a16);
   }
 }
 

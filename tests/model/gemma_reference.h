@@ -23,6 +23,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/log_capture.h"
+#include "common/paths.h"
 #include "io/safetensors.h"
 #include "model/hybrid_reference.h"
 #include "model/logits_check.h"
@@ -571,6 +572,34 @@ inline void expect_greedy_generation_matches_reference(const CausalLM& lm, const
     const auto r = reference(ref, std::vector<int32_t>(toks.begin(), toks.begin() + static_cast<long>(t)));
     EXPECT_EQ(toks[t], std::max_element(r.back().begin(), r.back().end()) - r.back().begin()) << t;
   }
+}
+
+
+// A published-layout replica (MLPs / experts NVFP4) loaded as stored or under
+// `--override-activation-dtype bfloat16`, against the float64 reference with the matching
+// activations: as stored the engine computes the NVFP4 math exactly (float32 rounding); the
+// override runs every activation at bfloat16, not only the MLPs' inputs. As stored, greedy
+// generation follows the reference too.
+inline void expect_replica_matches_reference(const CausalLM& lm, const Gemma& m, bool override_a16) {
+  Gemma ref = m;
+  ref.linear_input = override_a16 ? ExpertInput::bf16 : ExpertInput::nvfp4;
+  const double e = max_rel_diff(all_logits(lm, kTokens), reference(ref, kTokens));
+  EXPECT_LT(e, override_a16 ? 4e-2 : 2e-5);
+  ::testing::Test::RecordProperty(override_a16 ? "override_bf16_max_rel_diff" : "w4a4_max_rel_diff",
+                                  fmt::format("{:.2e}", e));
+  if (!override_a16) expect_greedy_generation_matches_reference(lm, ref);
+}
+
+// The model loaded with bfloat16 activations, position by position against the float64
+// reference (expect_bf16_positions_close); records the worst close position.
+inline void expect_bf16_load_close_to_reference(const Gemma& m, int flips) {
+  test::TempDir dir;
+  write_gemma(m, dir.path());
+  EngineOptions o;
+  o.dtype = "bfloat16";
+  const double d = expect_bf16_positions_close(all_logits(*CausalLM::load(dir.path().string(), o), kTokens),
+                                               reference(m, kTokens), m.vocab, 0.1, flips);
+  ::testing::Test::RecordProperty("bf16_worst_close_position", fmt::format("{:.2e}", d));
 }
 
 }  // namespace fp4lm::model::gemma_ref

@@ -21,6 +21,7 @@
 #include "core/thread_pool.h"
 #include "io/safetensors.h"
 #include "model/model_loader.h"
+#include "quant/compressed_tensors_scale.h"
 #include "quant/export_format.h"
 #include "quant/nvfp4.h"
 
@@ -375,14 +376,6 @@ class ShardStream {
 
 // Phase 5: copies and quantizes every job's tensors into the shards; returns how many modules
 // were quantized.
-// A global scale as compressed-tensors stores it, from the amax: 2688 / amax, as its generate_gparam
-// computes it (448 · 6 divided by the amax in float32 — not 1 / (amax / 2688), which can be one ulp
-// away), a non-finite one (an all-zero group) replaced by 1.0 as compressed-tensors does.
-float ct_global_scale(float amax) {
-  const float g = quant::kNvfp4GlobalDivisor / amax;
-  return std::isfinite(g) ? g : 1.0f;
-}
-
 size_t stream_tensors(const io::Checkpoint& ck, const OutputLayout& L, const ActivationAmax& amax, QuantAlgo algo,
                       const Nvfp4Names& nn, ShardStream& out, Progress& bar) {
   size_t quantized_modules = 0;
@@ -402,13 +395,14 @@ size_t stream_tensors(const io::Checkpoint& ck, const OutputLayout& L, const Act
                  g.modules[0]);
     std::optional<float> input_scale;
     if (algo == QuantAlgo::NVFP4)
-      input_scale = nn.reciprocal ? ct_global_scale(amax.of(g)) : amax.of(g) / quant::kNvfp4GlobalDivisor;
+      input_scale = nn.reciprocal ? quant::compressed_tensors_global_scale(amax.of(g))
+                                  : amax.of(g) / quant::kNvfp4GlobalDivisor;
     size_t k = 0;
     for (size_t i = 0; i < g.modules.size(); ++i) {
       quant::Nvfp4Weight q = quantize_member(ck, g.modules[i], g.rows[i], g.in_features, gamax);
       out.emit(L.job_outs[j][k++], q.codes.data(), q.codes.size());
       out.emit(L.job_outs[j][k++], q.scales.data(), q.scales.size());
-      const float global = nn.reciprocal ? ct_global_scale(gamax) : q.weight_scale_2;
+      const float global = nn.reciprocal ? quant::compressed_tensors_global_scale(gamax) : q.weight_scale_2;
       out.emit(L.job_outs[j][k++], &global, sizeof(float));
       if (input_scale) out.emit(L.job_outs[j][k++], &*input_scale, sizeof(float));
       const TensorView& t = weight_view(ck, g.modules[i]);

@@ -41,13 +41,14 @@ void nvfp4_w4a16_rows_avx2(const Nvfp4Matrix& w, const W4a16Input& in, int64_t r
 
 // ---- W4A4: x quantized at run time by the W4A4 rule (w.input_scale); block dot products in
 // integer SIMD, exact; fp32 accumulation of block partial × (scale_a × scale_w).
-// Per token and 64-element chunk c: mag/sgn bytes [64c, 64c+32) are the chunk's even elements,
+// Per token and 64-element chunk c: q bytes [64c, 64c+32) are the chunk's even elements,
 // [64c+32, 64c+64) its odd ones (matching the low and high nibbles of 32 weight code bytes); sa
-// holds 8 floats per chunk, lane l = the E4M3 scale of block 4c + l/2. Padding is zero.
+// holds 4 floats per chunk, the E4M3 scales of blocks 4c..4c+3. Padding is zero. One byte per
+// element and one float per block keep a 14336-wide token (14 KiB + 3.5 KiB) inside L1 while
+// the weights stream past it.
 struct W4a4Input {
   int64_t m = 0, k64 = 0;
-  std::vector<uint8_t> mag;  // |2a|
-  std::vector<int8_t> sgn;   // 2a (only its sign is used)
+  std::vector<int8_t> q;  // 2a: the doubled E2M1 value, signed (|2a| <= 12)
   std::vector<float> sa;
   std::vector<float> token_scale;  // [m] the input_scale each token was quantized with
 };

@@ -2,8 +2,8 @@
 // 16-element block dot product is computed exactly in integer SIMD (docs/KERNELS.md).
 //
 // Doubled E2M1 values are the integers {0,1,2,3,4,6,8,12}: weights decode by pshufb to signed
-// int8, activations are kept as |2a| (u8) and sign(a) (i8), so vpmaddubsw(|a|, sign(a)·w) forms
-// pair sums ≤ 288 (no saturation); vpmaddwd with ones makes int32 partials of 8 products, each
+// int8 w, activations are kept as signed int8 2a, so vpmaddubsw(|w|, sign(w)·2a) forms pair
+// sums ≤ 288 (no saturation); vpmaddwd with ones makes int32 partials of 8 products, each
 // lane inside one block. Lane partial × (scale_a × scale_w) is exact in fp32 (11 × 8 significant
 // bits), so the only roundings are the fp32 accumulations.
 #include <immintrin.h>
@@ -35,8 +35,8 @@ using QuantizedActivations = W4a4Input;
 // Quantizes one token row exactly as quant::quantize_activation (same float operations: the
 // block amax, quant::activation_block_scale, q = (1/input_scale)/sf, y = x·q, thresholds).
 // Writes the kernel layout, and the standard packed codes/scales when given.
-void quantize_row(const float* x, int64_t k, float input_scale, int64_t token, uint8_t* mag,
-                  int8_t* sgn, float* sa, uint8_t* codes, uint8_t* scales) {
+void quantize_row(const float* x, int64_t k, float input_scale, int64_t token, int8_t* sgn, float* sa,
+                  uint8_t* codes, uint8_t* scales) {
   const float g = 1.0f / input_scale;
   const __m256 sign_mask = _mm256_set1_ps(-0.0f);
   const __m256 fmax = _mm256_set1_ps(3.4028234663852886e38f);
@@ -63,13 +63,12 @@ void quantize_row(const float* x, int64_t k, float input_scale, int64_t token, u
     const uint8_t sb = quant::activation_block_scale(_mm_cvtss_f32(m4), input_scale);
     const float sf = e4m3_to_f32(sb);
     const int64_t c = b / 4, pos = b % 4;
-    sa[c * 8 + 2 * pos] = sa[c * 8 + 2 * pos + 1] = sf;
+    sa[c * 4 + pos] = sf;
     if (scales) scales[b] = sb;
     if (sf == 0.0f) {
       if (codes) std::memset(codes + b * 8, 0, 8);
       for (int e = 0; e < 16; ++e) {  // all codes 0
         const int pe = static_cast<int>(pos) * 16 + e;
-        mag[c * 64 + (pe & 1) * 32 + (pe >> 1)] = 0;
         sgn[c * 64 + (pe & 1) * 32 + (pe >> 1)] = 0;
       }
       continue;
@@ -92,13 +91,11 @@ void quantize_row(const float* x, int64_t k, float input_scale, int64_t token, u
     };
     classify(v0, idx, neg);
     classify(v1, idx + 8, neg + 8);
-    uint8_t* cm = mag + c * 64;
     int8_t* cs = sgn + c * 64;
     for (int e = 0; e < 16; ++e) {
       const int pe = static_cast<int>(pos) * 16 + e;
       const int at = (pe & 1) * 32 + (pe >> 1);
       const uint8_t val = kDoubled[idx[e]];
-      cm[at] = val;
       cs[at] = static_cast<int8_t>(neg[e] ? -val : val);
     }
     if (codes) {
@@ -125,9 +122,8 @@ W4a4Input nvfp4_w4a4_input_avx2(const void* x, DType act, int64_t m, int64_t k, 
   QuantizedActivations qa;
   qa.m = m;
   qa.k64 = round_up(k, 64);
-  qa.mag.assign(static_cast<size_t>(m * qa.k64), 0);
-  qa.sgn.assign(static_cast<size_t>(m * qa.k64), 0);
-  qa.sa.assign(static_cast<size_t>(m * (qa.k64 / 64) * 8), 0.0f);
+  qa.q.assign(static_cast<size_t>(m * qa.k64), 0);
+  qa.sa.assign(static_cast<size_t>(m * (qa.k64 / 64) * 4), 0.0f);
   qa.token_scale.assign(static_cast<size_t>(m), input_scale.value_or(0.0f));
   const size_t esize = dtype_size(act);
   pool.parallel_for(m, [&](int64_t t0, int64_t t1, int) {
@@ -135,9 +131,8 @@ W4a4Input nvfp4_w4a4_input_avx2(const void* x, DType act, int64_t m, int64_t k, 
     for (int64_t t = t0; t < t1; ++t) {
       to_f32_n(static_cast<const uint8_t*>(x) + t * k * esize, act, row.data(), row.size());
       if (!input_scale) qa.token_scale[static_cast<size_t>(t)] = quant::dynamic_activation_scale(row.data(), k);
-      quantize_row(row.data(), k, qa.token_scale[static_cast<size_t>(t)], t, qa.mag.data() + t * qa.k64,
-                   qa.sgn.data() + t * qa.k64,
-                   qa.sa.data() + t * (qa.k64 / 64) * 8, nullptr, nullptr);
+      quantize_row(row.data(), k, qa.token_scale[static_cast<size_t>(t)], t, qa.q.data() + t * qa.k64,
+                   qa.sa.data() + t * (qa.k64 / 64) * 4, nullptr, nullptr);
     }
   });
   return qa;
@@ -154,6 +149,7 @@ struct Decoder {
   __m256i ones = _mm256_set1_epi16(1);
   __m256i m7f = _mm256_set1_epi32(0x7f), m80 = _mm256_set1_epi32(0x80);
   __m256 two120 = _mm256_set1_ps(0x1p120f);
+  __m256i pairs = _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3);  // 4 block scales -> the lanes' pairs
 
   // 4 E4M3 bytes -> lanes [s0, s0, s1, s1, s2, s2, s3, s3] as fp32. Shifting the 7 magnitude
   // bits to fp32's exponent/mantissa position and multiplying by 2^120 rebases the exponent
@@ -188,17 +184,17 @@ void dot_row(const Decoder& d, const uint8_t* codes, const uint8_t* sc, int64_t 
     }
     const __m256i wlo = _mm256_shuffle_epi8(d.lut, _mm256_and_si256(cv, d.low4));
     const __m256i whi = _mm256_shuffle_epi8(d.lut, _mm256_and_si256(_mm256_srli_epi16(cv, 4), d.low4));
+    const __m256i ulo = _mm256_abs_epi8(wlo), uhi = _mm256_abs_epi8(whi);
     const __m256 sw = d.scales(sbytes);
     for (int t = 0; t < T; ++t) {
       const size_t base = static_cast<size_t>((t0 + t) * k64 + c * 64);
-      const __m256i alo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qa.mag.data() + base));
-      const __m256i ahi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qa.mag.data() + base + 32));
-      const __m256i slo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qa.sgn.data() + base));
-      const __m256i shi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qa.sgn.data() + base + 32));
-      const __m256i p16 = _mm256_add_epi16(_mm256_maddubs_epi16(alo, _mm256_sign_epi8(wlo, slo)),
-                                           _mm256_maddubs_epi16(ahi, _mm256_sign_epi8(whi, shi)));
+      const __m256i alo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qa.q.data() + base));
+      const __m256i ahi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qa.q.data() + base + 32));
+      const __m256i p16 = _mm256_add_epi16(_mm256_maddubs_epi16(ulo, _mm256_sign_epi8(alo, wlo)),
+                                           _mm256_maddubs_epi16(uhi, _mm256_sign_epi8(ahi, whi)));
       const __m256i p32 = _mm256_madd_epi16(p16, d.ones);
-      const __m256 s = _mm256_mul_ps(sw, _mm256_loadu_ps(qa.sa.data() + ((t0 + t) * chunks + c) * 8));
+      const __m128 sa4 = _mm_loadu_ps(qa.sa.data() + ((t0 + t) * chunks + c) * 4);
+      const __m256 s = _mm256_mul_ps(sw, _mm256_permutevar8x32_ps(_mm256_castps128_ps256(sa4), d.pairs));
       acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p32), s, acc[t]);
     }
   }
@@ -215,11 +211,10 @@ void quantize_activation_nvfp4_avx2(const float* x, int64_t m, int64_t k, float 
                                     uint8_t* codes, uint8_t* scales) {
   check_quant_args(k, input_scale);
   const int64_t k64 = round_up(k, 64);
-  std::vector<uint8_t> mag(static_cast<size_t>(k64));
   std::vector<int8_t> sgn(static_cast<size_t>(k64));
-  std::vector<float> sa(static_cast<size_t>(k64 / 64 * 8));
+  std::vector<float> sa(static_cast<size_t>(k64 / 64 * 4));
   for (int64_t t = 0; t < m; ++t)
-    quantize_row(x + t * k, k, input_scale, t, mag.data(), sgn.data(), sa.data(), codes + t * (k / 2),
+    quantize_row(x + t * k, k, input_scale, t, sgn.data(), sa.data(), codes + t * (k / 2),
                  scales + t * (k / 16));
 }
 
