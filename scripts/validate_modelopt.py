@@ -145,10 +145,12 @@ def reference_logits(mo_dir, src, model_cls, prompt):
                                                          experts_implementation="eager").eval()
     hooked = set()
     for name, mod in m.named_modules():
-        if isinstance(mod, torch.nn.Linear) and name + ".input_scale" in t:
-            s = t[name + ".input_scale"].float()
+        # transformers 5 names Nemotron-H's backbone.* modules model.*.
+        stored = name if name + ".input_scale" in t or not name.startswith("model.") else "backbone." + name[6:]
+        if isinstance(mod, torch.nn.Linear) and stored + ".input_scale" in t:
+            s = t[stored + ".input_scale"].float()
             mod.register_forward_pre_hook(lambda _m, a, s=s: (modelopt_fake_quant(a[0], s),))
-            hooked.add(name)
+            hooked.add(stored)
     if any(k.endswith(".input_scale") and k[: -len(".input_scale")] not in hooked for k in t):
         return None
     with torch.no_grad():
@@ -233,6 +235,22 @@ def json_diff(a, b, path=""):
     return out
 
 
+# nvidia-modelopt 0.47 maps module names back to the hub's (Nemotron-H: model. -> backbone.) by
+# appending the sentinel ".\x00modelopt_name_sentinel" before its rename rules and stripping it
+# after; NemotronH's rule (an unescaped "model." pattern) also rewrites the "modelo" inside the
+# sentinel, so every exclusion ends in ".\x00backbone.pt_name_sentinel" and matches no module
+# (quant_aware_conversion.py, build_reverse_name_mapper). Compared with that tail cut off.
+def strip_name_sentinel(v, seen):
+    if isinstance(v, dict):
+        return {k: strip_name_sentinel(x, seen) for k, x in v.items()}
+    if isinstance(v, list):
+        return [strip_name_sentinel(x, seen) for x in v]
+    if isinstance(v, str) and ".\x00" in v:
+        seen.append(v)
+        return v[: v.index(".\x00")]
+    return v
+
+
 def compare_json(mo_dir, fp_dir):
     out = []
     for fn, key in (("hf_quant_config.json", None), ("config.json", "quantization_config")):
@@ -240,8 +258,14 @@ def compare_json(mo_dir, fp_dir):
         b = json.load(open(os.path.join(fp_dir, fn)))
         if key:
             a, b = a.get(key, {}), b.get(key, {})
+        seen = []
+        a = strip_name_sentinel(a, seen)
         diffs = [d for d in json_diff(a, b) if "producer" not in d]
-        out += [f"{fn}{':' + key if key else ''}: {d}" for d in diffs]
+        where = f"{fn}{':' + key if key else ''}"
+        out += [f"{where}: {d}" for d in diffs]
+        if seen:
+            out.append(f"{where}: note: ModelOpt wrote {len(seen)} module names with its name-mapper's sentinel "
+                       f"left in (e.g. {seen[0]!r}); compared with it cut off")
     return out
 
 
@@ -306,7 +330,8 @@ def main():
         problems += compare_json(mo_dir, fp_dir)
         weights_ok = all(same == n for what, n, same, _ in table if what != "input_scale")
         # Key sets and values must agree; the order of the exclusion lists does not matter.
-        failed = failed or not weights_ok or any(".json" in p and "different order" not in p for p in problems)
+        failed = failed or not weights_ok or any(".json" in p and "different order" not in p and ": note: " not in p
+                                                 for p in problems)
         # ModelOpt's export in fp4lm vs transformers on ModelOpt's dequantized weights (and, for
         # W4A4, its static NVFP4 activation quantization), both float32.
         try:

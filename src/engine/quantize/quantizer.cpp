@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <set>
 #include <variant>
 
 #include <fmt/format.h>
@@ -20,6 +21,7 @@
 #include "core/log.h"
 #include "core/thread_pool.h"
 #include "io/safetensors.h"
+#include "model/arch/arch.h"
 #include "model/model_loader.h"
 #include "quant/compressed_tensors_scale.h"
 #include "quant/export_format.h"
@@ -107,6 +109,7 @@ struct Job {
   std::optional<std::string> copy;  // input tensor name
   const QuantGroup* group = nullptr;
   uint64_t input_bytes = 0;        // for progress
+  bool to_f32 = false;             // copy a 16-bit tensor as float32 (ArchDef::float32_tensors)
 };
 
 class Progress {
@@ -254,6 +257,8 @@ Nvfp4Names nvfp4_names(quant::Family f) {
 OutputLayout plan_outputs(const io::Checkpoint& ck, const ExportPlan& plan, const NameMap& names, QuantAlgo algo,
                           const Nvfp4Names& nn) {
   OutputLayout L;
+  std::set<std::string> f32;  // stored names
+  for (const std::string& t : plan.config.arch->float32_tensors(plan.config)) f32.insert(names.to_disk(t));
   std::vector<bool> emitted(plan.groups.size(), false);
   auto emit_group = [&](const QuantGroup* g) {
     const size_t gi = static_cast<size_t>(g - plan.groups.data());
@@ -296,6 +301,12 @@ OutputLayout plan_outputs(const io::Checkpoint& ck, const ExportPlan& plan, cons
     }
     for (const QuantGroup* g : experts) emit_group(g);
     if (!experts.empty()) continue;
+    if (f32.count(name) && (t.dtype == DType::BF16 || t.dtype == DType::F16)) {
+      L.jobs.push_back({name, nullptr, t.nbytes, true});
+      L.job_outs.push_back({L.outs.size()});
+      L.outs.push_back({name, DType::F32, t.shape, static_cast<size_t>(shape_numel(t.shape)) * sizeof(float)});
+      continue;
+    }
     L.jobs.push_back({name, nullptr, t.nbytes});
     L.job_outs.push_back({L.outs.size()});
     L.outs.push_back({name, t.dtype, t.shape, t.nbytes});
@@ -381,6 +392,14 @@ size_t stream_tensors(const io::Checkpoint& ck, const OutputLayout& L, const Act
   size_t quantized_modules = 0;
   for (size_t j = 0; j < L.jobs.size(); ++j) {
     const Job& job = L.jobs[j];
+    if (job.copy && job.to_f32) {
+      const TensorView& t = ck.get(*job.copy);
+      std::vector<float> v(static_cast<size_t>(shape_numel(t.shape)));
+      to_f32_n(t.data, t.dtype, v.data(), v.size());
+      out.emit(L.job_outs[j][0], v.data(), v.size() * sizeof(float));
+      bar.advance(job.input_bytes);
+      continue;
+    }
     if (job.copy) {
       const TensorView& t = ck.get(*job.copy);
       out.emit(L.job_outs[j][0], t.data, t.nbytes);

@@ -77,6 +77,10 @@ class ArchDef {
   // Modules the architecture leaves unquantized by default when fp4lm quantizes it (as
   // ModelOpt's quantizer config does; `quantize` adds them to the exclusions). Default: none.
   virtual std::vector<std::string> default_exclusions(const ModelConfig&) const { return {}; }
+  // Tensors ("model.*" names) that transformers keeps in float32 whatever the checkpoint's dtype
+  // (its _keep_in_fp32_modules_strict), which ModelOpt's export therefore writes as float32;
+  // `quantize` writes a 16-bit one as float32 too. Default: none.
+  virtual std::vector<std::string> float32_tensors(const ModelConfig&) const { return {}; }
   // Adds this architecture's own keys to a synthetic config.json.
   virtual void synthetic_config(const SyntheticOptions& o, nlohmann::json& c) const = 0;
 };

@@ -311,6 +311,16 @@ class NemotronH final : public ArchDef {
     return out;
   }
 
+  // transformers' NemotronHForCausalLM: _keep_in_fp32_modules_strict = the router's weight and
+  // its e_score_correction_bias.
+  std::vector<std::string> float32_tensors(const ModelConfig& c) const override {
+    std::vector<std::string> out;
+    for (int64_t i = 0; i < c.num_layers; ++i)
+      if (c.mamba.layer_is(i, 'E'))
+        for (const char* t : {".gate.weight", ".gate.e_score_correction_bias"}) out.push_back(mixer_prefix(i) + t);
+    return out;
+  }
+
   void synthetic_config(const SyntheticOptions& o, nlohmann::json& c) const override {
     if (wrapped_) fail("synthetic checkpoints of {} are not written (write NemotronHForCausalLM and wrap it)", name_);
     c["model_type"] = "nemotron_h";
