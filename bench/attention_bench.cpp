@@ -12,12 +12,21 @@
 //                   [--rows 1] [--reps 7] [--variants avx512,avx2,reference]
 // Defaults: the Qwen3-30B-A3B attention shape (32 query heads, 4 KV heads, head_dim 128, 48
 // layers), bf16 cache. --rows R > 1 times a prefill chunk of R rows ending at each position.
+//
+//   attention_bench --gemma4 31b|26b-a4b [--positions 4096,32768] [--dtype ...] [--threads T] [--reps 7]
+// Gemma 4's attention per decoded token as the model lays it out (model::KvCache slots of
+// two shapes): the sliding layers (window 1024, their K/V in a ring of window - 1 + 256 rows,
+// the prefill chunk) and the full layers (their own head_dim 512 and KV heads, every position),
+// the default kernel, each rep one more decoded position. Baseline in the same run: a sliding
+// layer's shape attending to every position (no window), on as many layers as fit 2 GiB, scaled
+// to all the sliding layers — the ratio is what the window saves.
 #include <time.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <random>
+#include <span>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -49,8 +58,115 @@ int usage() {
   std::fprintf(stderr,
                "usage: attention_bench [--heads N] [--kv-heads N] [--head-dim N] [--layers N] [--positions P,P]\n"
                "                       [--dtype bfloat16|float16|float32|fp8] [--threads T] [--rows R] [--reps N]\n"
-               "                       [--variants a,b]\n");
+               "                       [--variants a,b]\n"
+               "       attention_bench --gemma4 31b|26b-a4b [--positions P,P] [--dtype D] [--threads T] [--reps N]\n");
   return 2;
+}
+
+// Gemma 4's attention shapes (config.json text_config of Gemma-4-31B-IT / Gemma-4-26B-A4B):
+// every 6th layer full (keys doubling as values, own head_dim / KV heads), the others sliding.
+struct GemmaShape {
+  const char* name;
+  int64_t layers, heads, sliding_kv_heads, sliding_head_dim, full_kv_heads, full_head_dim, window;
+  bool full(int64_t i) const { return (i + 1) % 6 == 0 || i == layers - 1; }
+};
+
+constexpr int64_t kPrefillChunk = 256;  // model::CausalLmOptions::prefill_chunk: the ring's extra rows
+
+// Fills positions [lo, hi) of `layer` with rows cycled from a small random pool (values do not
+// change the time; drawing gigabytes of normals would).
+void fill(model::KvCache& cache, int64_t layer, int64_t lo, int64_t hi, std::mt19937& rng) {
+  const size_t width = static_cast<size_t>(cache.num_kv_heads(layer) * cache.head_dim(layer));
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<std::vector<float>> pool(16, std::vector<float>(width));
+  for (auto& row : pool)
+    for (float& x : row) x = normal(rng);
+  for (int64_t t = lo; t < hi; ++t)
+    cache.store(layer, t, pool[static_cast<size_t>(t) % 16].data(), pool[static_cast<size_t>(t + 7) % 16].data());
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+int gemma_main(const GemmaShape& g, const std::vector<int64_t>& positions, DType dt, const std::string& dtype,
+               int64_t reps) {
+  ThreadPool& pool = ThreadPool::global();
+  const kernels::AttentionKernel& kern = kernels::attention_kernel();
+  int64_t n_full = 0;
+  for (int64_t i = 0; i < g.layers; ++i) n_full += g.full(i) ? 1 : 0;
+  const int64_t n_sliding = g.layers - n_full;
+  std::printf("%s attention per decoded token: %lld layers = %lld sliding (window %lld, %lld KV heads x %lld, ring of "
+              "%lld rows) + %lld full (%lld KV heads x %lld), %lld query heads, %s cache, '%s' kernel, %d threads, "
+              "median of %lld consecutive positions\n",
+              g.name, static_cast<long long>(g.layers), static_cast<long long>(n_sliding),
+              static_cast<long long>(g.window), static_cast<long long>(g.sliding_kv_heads),
+              static_cast<long long>(g.sliding_head_dim), static_cast<long long>(g.window - 1 + kPrefillChunk),
+              static_cast<long long>(n_full), static_cast<long long>(g.full_kv_heads),
+              static_cast<long long>(g.full_head_dim), static_cast<long long>(g.heads), dtype.c_str(), kern.name,
+              pool.size(), static_cast<long long>(reps));
+  std::mt19937 rng(1);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (int64_t P : positions) {
+    const int64_t capacity = P + reps + 1;  // rep r decodes position P - 1 + r
+    const model::KvSlotShape sliding{g.sliding_kv_heads, g.sliding_head_dim, g.window};
+    const model::KvSlotShape full{g.full_kv_heads, g.full_head_dim, 0};
+    const model::KvSlotShape unwindowed{g.sliding_kv_heads, g.sliding_head_dim, 0};
+    const double unwindowed_bytes =
+        static_cast<double>(capacity * g.sliding_kv_heads * g.sliding_head_dim * 2) * static_cast<double>(dtype_size(dt));
+    const int64_t n_base = std::clamp<int64_t>(static_cast<int64_t>(2.0 * 1073741824.0 / unwindowed_bytes), 1, n_sliding);
+    std::vector<model::KvSlotShape> slots;
+    for (int64_t i = 0; i < g.layers; ++i) slots.push_back(g.full(i) ? full : sliding);
+    for (int64_t i = 0; i < n_base; ++i) slots.push_back(unwindowed);
+    model::KvCache cache(slots, capacity, kPrefillChunk, dt);
+    for (int64_t l = 0; l < static_cast<int64_t>(slots.size()); ++l) {
+      // A ring only keeps its last rows: fill those (the rest would be overwritten).
+      const int64_t lo = slots[static_cast<size_t>(l)].window > 0 ? std::max<int64_t>(0, capacity - cache.rows(l)) : 0;
+      fill(cache, l, lo, capacity, rng);
+    }
+    cache.set_length(capacity);
+    std::vector<float> q_s(static_cast<size_t>(g.heads * g.sliding_head_dim)), q_f(static_cast<size_t>(g.heads * g.full_head_dim));
+    for (float& x : q_s) x = normal(rng);
+    for (float& x : q_f) x = normal(rng);
+    std::vector<float> out(std::max(q_s.size(), q_f.size()));
+    auto run = [&](int64_t l, int64_t pos, const std::vector<float>& q) {
+      const model::AttentionSpan span{&cache, 0, 1, pos};
+      model::causal_attention(std::span<const model::AttentionSpan>(&span, 1), l, q.data(), g.heads, out.data(), pool,
+                              &kern);
+    };
+    std::vector<double> t_sliding, t_full, t_base;
+    for (int64_t r = 0; r <= reps; ++r) {
+      const int64_t pos = P - 1 + r;
+      double ms[3] = {0, 0, 0};
+      for (int part = 0; part < 3; ++part) {
+        const auto t0 = std::chrono::steady_clock::now();
+        if (part == 2) {
+          for (int64_t l = g.layers; l < g.layers + n_base; ++l) run(l, pos, q_s);
+        } else {
+          for (int64_t l = 0; l < g.layers; ++l)
+            if (g.full(l) == (part == 1)) run(l, pos, part == 1 ? q_f : q_s);
+        }
+        ms[part] = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      }
+      if (r > 0) {
+        t_sliding.push_back(ms[0]);
+        t_full.push_back(ms[1]);
+        t_base.push_back(ms[2] / static_cast<double>(n_base));
+      }
+    }
+    const double s = median(t_sliding), f = median(t_full), b = median(t_base);
+    const double total = s + f, unwindowed_total = b * static_cast<double>(n_sliding) + f;
+    std::printf("positions %6lld  sliding %8.3f ms (%7.4f ms/layer)  full %8.3f ms (%7.4f ms/layer)  total %8.3f "
+                "ms/token\n",
+                static_cast<long long>(P), s, s / static_cast<double>(n_sliding), f, f / static_cast<double>(n_full),
+                total);
+    std::printf("                  same-run baseline: a sliding layer without its window %7.4f ms/layer (%lld layers "
+                "measured) = %.2fx its windowed time; all %lld layers unwindowed %8.3f ms/token = %.2fx the total\n",
+                b, static_cast<long long>(n_base), b / (s / static_cast<double>(n_sliding)),
+                static_cast<long long>(g.layers), unwindowed_total, unwindowed_total / total);
+  }
+  return 0;
 }
 
 }  // namespace
@@ -60,6 +176,8 @@ int main(int argc, char** argv) {
   std::vector<int64_t> positions = {500, 2000};
   std::string dtype = "bfloat16";
   std::vector<std::string> names;
+  std::string gemma;
+  bool positions_given = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (i + 1 >= argc) return usage();
@@ -74,7 +192,9 @@ int main(int argc, char** argv) {
       else if (a == "--threads") threads = std::stoll(v);
       else if (a == "--dtype") dtype = v;
       else if (a == "--variants") names = split(v);
+      else if (a == "--gemma4") gemma = v;
       else if (a == "--positions") {
+        positions_given = true;
         positions.clear();
         for (const auto& s : split(v)) positions.push_back(std::stoll(s));
       } else {
@@ -102,6 +222,16 @@ int main(int argc, char** argv) {
       return 2;
     }
   if (threads > 0) ThreadPool::set_global_threads(static_cast<int>(threads));
+  if (!gemma.empty()) {
+    static const GemmaShape k31b{"Gemma-4-31B", 60, 32, 16, 256, 4, 512, 1024};
+    static const GemmaShape k26b{"Gemma-4-26B-A4B", 30, 16, 8, 256, 2, 512, 1024};
+    if (gemma != "31b" && gemma != "26b-a4b") {
+      std::fprintf(stderr, "--gemma4 must be 31b or 26b-a4b, got %s\n", gemma.c_str());
+      return 2;
+    }
+    if (!positions_given) positions = {4096, 32768};
+    return gemma_main(gemma == "31b" ? k31b : k26b, positions, dt, dtype, reps);
+  }
   ThreadPool& pool = ThreadPool::global();
   if (names.empty()) {
     for (const kernels::AttentionKernel* k : kernels::attention_kernels())

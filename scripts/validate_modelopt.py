@@ -26,6 +26,15 @@ Cases:
                with calibration: ModelOpt's default exclusions leave every Mamba conv1d unquantized.
   nemotron-h-moe  bfloat16 Nemotron-H with Nemotron 3's MoE layers (ME*EM-): per-expert relu²
                experts, the (non-Linear) router kept in its dtype.
+  gemma3       bfloat16 Gemma3ForCausalLM (sliding/full layers, tied embeddings), NVFP4 with calibration.
+  gemma3-vl    bfloat16 Gemma3ForConditionalGeneration (the text model above + a SigLIP tower and the
+               multi-modal projector, which ModelOpt's default config leaves unquantized), NVFP4.
+  gemma4       bfloat16 Gemma 4 dense as the 31B (full layers with keys doubling as values: q_proj and
+               k_proj only), NVFP4 with calibration.
+  gemma4-moe   bfloat16 Gemma 4 MoE as the 26B-A4B (router beside the dense MLP and 8 fused experts,
+               which ModelOpt exports per expert), NVFP4 with calibration.
+  gemma4-moe-f32  the same weights stored as float32 (input_scale differences from 16-bit rounding
+               disappear, as for llama-f32).
 
 Then fp4lm loads ModelOpt's export and its logits (`eval --dump-logits`, float32 activations)
 are compared with transformers (float32) on the weights dequantized by ModelOpt's NVFP4QTensor,
@@ -145,9 +154,13 @@ def reference_logits(mo_dir, src, model_cls, prompt):
                                                          experts_implementation="eager").eval()
     hooked = set()
     for name, mod in m.named_modules():
-        # transformers 5 names Nemotron-H's backbone.* modules model.*.
-        stored = name if name + ".input_scale" in t or not name.startswith("model.") else "backbone." + name[6:]
-        if isinstance(mod, torch.nn.Linear) and stored + ".input_scale" in t:
+        # A VL model's modules (model.language_model.*) and Nemotron-H's (model.*: transformers 5's name
+        # for backbone.*) as the checkpoint names them (transformers 5.24 saves Gemma 3's as
+        # language_model.model.*).
+        stored = next((n for n in (name, name.replace("model.language_model.", "language_model.model.", 1),
+                                   "backbone." + name[len("model."):] if name.startswith("model.") else name)
+                       if n + ".input_scale" in t), None)
+        if isinstance(mod, torch.nn.Linear) and stored is not None:
             s = t[stored + ".input_scale"].float()
             mod.register_forward_pre_hook(lambda _m, a, s=s: (modelopt_fake_quant(a[0], s),))
             hooked.add(stored)
@@ -284,8 +297,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--fp4lm", default=os.path.join(os.path.dirname(__file__), "..", "build", "fp4lm"))
     ap.add_argument("--work", help="keep checkpoints here (default: a temporary directory)")
-    ap.add_argument("--only", nargs="*", help="cases to run: adversarial llama llama-f32 qwen3-moe nemotron-h "
-                                              "nemotron-h-moe")
+    ap.add_argument("--only", nargs="*",
+                    help="cases to run: adversarial llama llama-f32 qwen3-moe gemma3 gemma3-vl gemma4 gemma4-moe "
+                         "gemma4-moe-f32 nemotron-h nemotron-h-moe")
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--calib-samples", type=int, default=8)
     ap.add_argument("--calib-len", type=int, default=32)
@@ -309,6 +323,11 @@ def main():
              ("llama", "Llama", "NVFP4", torch.bfloat16),
              ("llama-f32", "Llama", "NVFP4", torch.float32),
              ("qwen3-moe", "Qwen3-MoE", "NVFP4", torch.bfloat16),
+             ("gemma3", "Gemma3", "NVFP4", torch.bfloat16),
+             ("gemma3-vl", "Gemma3 VL", "NVFP4", torch.bfloat16),
+             ("gemma4", "Gemma4", "NVFP4", torch.bfloat16),
+             ("gemma4-moe", "Gemma4 MoE", "NVFP4", torch.bfloat16),
+             ("gemma4-moe-f32", "Gemma4 MoE", "NVFP4", torch.float32),
              ("nemotron-h", "Nemotron-H dense", "NVFP4", torch.bfloat16),
              ("nemotron-h-moe", "Nemotron-H MoE", "NVFP4", torch.bfloat16)]
     failed = False
@@ -348,7 +367,8 @@ def main():
         try:
             ref = reference_logits(mo_dir, src, model_cls, prompt)
             if ref is None:
-                logits = "not compared: the MoE experts are not nn.Linear in transformers 5 (no hook point)"
+                logits = ("not compared: an exported input_scale has no nn.Linear to hook in transformers "
+                          "(transformers 5's fused MoE experts)")
             else:
                 repaired = repair_name_sentinel(mo_dir)
                 got = vt.fp4lm_logits(fp4lm, mo_dir, prompt, d)

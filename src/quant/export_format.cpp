@@ -1,6 +1,8 @@
 #include "quant/export_format.h"
 
 #include <cctype>
+#include <set>
+#include <unordered_set>
 
 #include <fmt/format.h>
 
@@ -46,6 +48,34 @@ json quantization_config_json(QuantAlgo algo, const std::vector<std::string>& ex
           {"config_groups", {{"group_0", group}}},
           {"ignore", exclude_modules},
           {"producer", producer_json(producer_version)}};
+}
+
+std::vector<std::string> summarize_exclusions(const std::vector<std::string>& unquantized,
+                                              const std::vector<std::string>& quantized) {
+  const std::set<std::string> q(quantized.begin(), quantized.end());
+  auto some_quantized_starts_with = [&](const std::string& p) {
+    auto it = q.lower_bound(p);
+    return it != q.end() && it->compare(0, p.size(), p) == 0;
+  };
+  std::vector<std::string> out;
+  std::unordered_set<std::string> seen;
+  for (const std::string& u : unquantized) {
+    std::string entry = u;
+    for (size_t i = 0; u.find('*') == std::string::npos && i < u.size(); ++i) {
+      if (u[i] != '.') continue;
+      const std::string p = u.substr(0, i);
+      if (!some_quantized_starts_with(p)) {
+        entry = p + "*";
+        break;
+      }
+      if (!q.contains(p) && !some_quantized_starts_with(p + ".")) {
+        entry = p + ".*";
+        break;
+      }
+    }
+    if (seen.insert(entry).second) out.push_back(entry);
+  }
+  return out;
 }
 
 json compressed_tensors_config_json(QuantAlgo algo, const std::vector<std::string>& ignore) {

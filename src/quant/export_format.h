@@ -23,12 +23,21 @@ nlohmann::json hf_quant_config_json(QuantAlgo algo, const std::vector<std::strin
 nlohmann::json quantization_config_json(QuantAlgo algo, const std::vector<std::string>& exclude_modules,
                                         const std::string& producer_version);
 
-// "5GB" (10^9), "500MB", "2GiB" (2^30), "64KiB", "1000" (bytes), case-insensitive, optional
-// "B"; UsageError naming `flag` on anything else or on zero.
+// exclude_modules in ModelOpt's form (nvidia-modelopt 0.47 summarizes its unquantized modules so):
+// each unquantized module becomes the shortest prefix at a dot, as "prefix*", that no quantized
+// module starts with — or "prefix.*" when only "prefix." is free (a quantized sibling such as
+// "layers.10" beside "layers.1") — else its own name; e.g. a router "model.layers.3.router.proj"
+// becomes "model.layers.3.router*", a vision tower's modules "model.vision_tower*". Entries that
+// already hold a '*' are kept; duplicates dropped; first-occurrence order.
+std::vector<std::string> summarize_exclusions(const std::vector<std::string>& unquantized,
+                                              const std::vector<std::string>& quantized);
+
 // config.json's quantization_config as llm-compressor writes it for NVFP4 (nvfp4-pack-quantized:
 // one group targeting Linear, 4-bit float tensor_group-16 weights, and for W4A4 activations).
 nlohmann::json compressed_tensors_config_json(QuantAlgo algo, const std::vector<std::string>& ignore);
 
+// "5GB" (10^9), "500MB", "2GiB" (2^30), "64KiB", "1000" (bytes), case-insensitive, optional
+// "B"; UsageError naming `flag` on anything else or on zero.
 uint64_t parse_byte_size(const std::string& text, const std::string& flag);
 
 // Tensors (their byte sizes, in write order) split into consecutive shards of at most

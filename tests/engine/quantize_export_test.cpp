@@ -254,10 +254,14 @@ TEST(QuantizeExport, ExcludePatternsKeepWholeFusedGroupsAndMoeLayers) {
   // One expert matched: the whole experts layer stays unquantized, listed by its container.
   EXPECT_EQ(scheme_of(l, "model.layers.1.mlp.experts"), "unquantized");
   EXPECT_EQ(scheme_of(l, "model.layers.0.mlp.experts"), "nvfp4_w4a16");
+  // In ModelOpt's summarized form: q/k/v by name (o_proj is quantized), and layer 1's whole MLP
+  // (router and experts, nothing of it quantized) as "model.layers.1.mlp*".
   const auto& ex = quant::as_modelopt(l.quant_config()).exclude_modules;
   for (const char* m : {"model.layers.1.self_attn.q_proj", "model.layers.1.self_attn.k_proj",
-                        "model.layers.1.self_attn.v_proj", "model.layers.1.mlp.experts"})
+                        "model.layers.1.self_attn.v_proj", "model.layers.1.mlp*"})
     EXPECT_NE(std::find(ex.begin(), ex.end(), m), ex.end()) << m;
+  EXPECT_TRUE(quant::is_excluded(ex, "model.layers.1.mlp.experts.0.gate_proj"));
+  EXPECT_FALSE(quant::is_excluded(ex, "model.layers.0.mlp.experts.0.gate_proj"));
 }
 
 TEST(QuantizeExport, LmHeadIsQuantizedOnlyWhenAskedAndNeverWhenTied) {

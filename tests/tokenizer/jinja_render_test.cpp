@@ -610,6 +610,18 @@ const Case kCases[] = {
     {"{{ ['b','A','c']|sort }}",
      "{}",
      "['A', 'b', 'c']"},
+    {"{{ {'b': 1, 'a': 2, 'C': 0}|dictsort }}",
+     "{}",
+     "[('a', 2), ('b', 1), ('C', 0)]"},
+    {"{{ {'b': 1, 'a': 2, 'C': 0}|dictsort(true) }}",
+     "{}",
+     "[('C', 0), ('a', 2), ('b', 1)]"},
+    {"{{ {'b': 1, 'a': 2, 'C': 0}|dictsort(by='value', reverse=true) }}",
+     "{}",
+     "[('a', 2), ('b', 1), ('C', 0)]"},
+    {"{% for k, v in {'y': 1, 'X': 2}|dictsort %}{{ k }}={{ v }};{% endfor %}",
+     "{}",
+     "X=2;y=1;"},
     {"{{ [1,2,1,3]|unique|list }}",
      "{}",
      "[1, 2, 3]"},
@@ -970,6 +982,8 @@ const ErrorCase kErrorCases[] = {
     {"{{ (0 - 1e308 * 10)|int }}", "{}"},
     // Jinja2 runs out of memory building " " * width.
     {"{{ 'x'|indent(1000000000000) }}", "{}"},
+    {"{{ {'a': 1}|dictsort(by='x') }}", "{}"},
+    {"{{ [1]|dictsort }}", "{}"},
 };
 
 TEST(JinjaRender, MatchesPythonJinja2OnEveryConstruct) {

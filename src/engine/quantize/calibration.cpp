@@ -15,6 +15,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/thread_pool.h"
+#include "kernels/expert_activation.h"
 #include "model/causal_lm.h"
 #include "model/linear.h"
 #include "quant/nvfp4.h"
@@ -76,8 +77,10 @@ struct ExpertWeights {
   std::vector<const TensorView*> w1, w3;  // per expert: gate [inter, hidden], up [inter, hidden]
 };
 
-// max |silu(x·w1ᵀ) · (x·w3ᵀ)| over the tokens routed to each expert: the inputs the experts' down
-// projections see. Computed from the unquantized weights, one expert per task.
+// max |act(x·w1ᵀ, x·w3ᵀ)| over the tokens routed to each expert, act the layer's expert activation
+// (silu(gate) · up for most, gelu_tanh(gate) · up for Gemma 4; kernels/expert_activation.h, the
+// function the MoE kernels run): the inputs the experts' down projections see. Computed from the
+// unquantized weights, one expert per task.
 float w2_input_amax(const ExpertWeights& ew, const float* x, int64_t m, const int32_t* ids, int64_t top_k,
                     std::vector<int64_t>& routed) {
   const int64_t E = ew.spec->num_experts, H = ew.spec->hidden, I = ew.spec->inter;
@@ -111,7 +114,9 @@ float w2_input_amax(const ExpertWeights& ew, const float* x, int64_t m, const in
             g += xt[c] * g_row[static_cast<size_t>(c)];
             u += xt[c] * u_row[static_cast<size_t>(c)];
           }
-          const float h = g / (1.0f + std::exp(-g)) * u;
+          const float h13[2] = {g, u};  // one column: its gate, then its up value
+          float h = 0.0f;
+          kernels::apply_expert_activation(ew.spec->expert_activation, h13, 1, &h);
           mx = std::max(mx, std::fabs(h));
         }
       }

@@ -16,7 +16,7 @@ namespace fp4lm::engine {
 struct ActivationAmax {
   std::map<std::string, float> linear;       // engine Linear layer (qkv_proj, gate_up_proj, lm_head, ...)
   std::map<std::string, float> experts_w13;  // experts layer -> max |MoE block input| over routed tokens
-  std::map<std::string, float> experts_w2;   // experts layer -> max |silu(gate)·up| over every routed expert
+  std::map<std::string, float> experts_w2;   // experts layer -> max |act(gate, up)| (its expert activation) over every routed expert
   int64_t sequences = 0, tokens = 0;
 
   // The amax of a group's input (Error naming the layer when calibration never saw it).

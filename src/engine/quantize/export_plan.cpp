@@ -105,9 +105,10 @@ ExportPlan make_export_plan(const io::Checkpoint& ck, const ExportOptions& opts)
     fail("{}: fp4lm quantize does not export {} (a multi-modal wrapper, its language model under {}*); quantize "
          "the language model alone",
          ck.dir(), plan.config.architecture, plan.config.wrapper_prefix);
-  // ModelOpt's export lists the embedding among the unquantized modules (nvidia-modelopt 0.47,
-  // scripts/validate_modelopt.py); so does fp4lm, so the two exports' lists agree.
-  plan.exclude_modules.push_back("model.embed_tokens");
+  // ModelOpt's export lists the embedding among the unquantized modules when it is a plain
+  // nn.Embedding (nvidia-modelopt 0.47, scripts/validate_modelopt.py); so does fp4lm, so the two
+  // exports' lists agree.
+  if (plan.config.arch->lists_embedding_as_excluded()) plan.exclude_modules.push_back("model.embed_tokens");
   plan.layers = model::plan_layers(plan.config);
 
   auto keep = [&](const LayerSpec& spec, const std::vector<std::string>& listed, const std::string& reason) {

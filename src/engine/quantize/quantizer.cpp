@@ -233,6 +233,29 @@ struct NameMap {
   }
 };
 
+// exclude_modules as written. ModelOpt's form: the plan's unquantized modules and, in a VL
+// checkpoint, the modules of its other towers (every weight matrix outside the text model and
+// lm_head: vision encoders, their embedders), summarized into prefix wildcards as ModelOpt does
+// (quant::summarize_exclusions: a MoE router becomes "model.layers.<i>.router*", a vision tower
+// "model.vision_tower*"). compressed-tensors: the plan's list as it is.
+std::vector<std::string> exclusions_on_disk(const io::Checkpoint& ck, const ExportPlan& plan, const NameMap& names,
+                                            quant::Family format) {
+  std::vector<std::string> unquantized, quantized;
+  for (const std::string& m : plan.exclude_modules) unquantized.push_back(names.to_disk(m));
+  if (format == quant::Family::compressed_tensors) return unquantized;
+  if (names.prefix != "model.") {
+    for (const std::string& t : ck.tensor_names()) {
+      const TensorView& v = ck.get(t);
+      if (t.starts_with(names.prefix) || t.starts_with("lm_head.") || !t.ends_with(".weight") || v.shape.size() < 2)
+        continue;
+      unquantized.push_back(t.substr(0, t.size() - 7));
+    }
+  }
+  for (const QuantGroup& g : plan.groups)
+    for (const std::string& m : g.modules) quantized.push_back(names.to_disk(m));
+  return quant::summarize_exclusions(unquantized, quantized);
+}
+
 // Phase 3: the output tensors, in write order — input tensors sorted by name; a quantized group
 // emitted whole where its first member appears — and the work that produces them.
 struct OutputLayout {
@@ -473,8 +496,7 @@ QuantizeSummary quantize_checkpoint(const QuantizeOptions& o) {
   if (names.prefix != "model.") ck->alias_prefix(names.prefix, "model.");
   expose_fused_experts(*ck);
   const ExportPlan plan = make_export_plan(*ck, o.exp);
-  std::vector<std::string> exclude_on_disk;
-  for (const std::string& m : plan.exclude_modules) exclude_on_disk.push_back(names.to_disk(m));
+  std::vector<std::string> exclude_on_disk = exclusions_on_disk(*ck, plan, names, o.format);
   for (const std::string& note : plan.notes) log().info("{}", note);
   ActivationAmax amax;
   if (algo == QuantAlgo::NVFP4) {

@@ -81,6 +81,10 @@ class ArchDef {
   // (its _keep_in_fp32_modules_strict), which ModelOpt's export therefore writes as float32;
   // `quantize` writes a 16-bit one as float32 too. Default: none.
   virtual std::vector<std::string> float32_tensors(const ModelConfig&) const { return {}; }
+  // Whether `quantize` lists model.embed_tokens among the unquantized modules, as ModelOpt's export
+  // does for a plain nn.Embedding (a class its quantizer registry knows). Default: true; Gemma's
+  // scaled embedding module is another class, which ModelOpt does not list.
+  virtual bool lists_embedding_as_excluded() const { return true; }
   // Adds this architecture's own keys to a synthetic config.json.
   virtual void synthetic_config(const SyntheticOptions& o, nlohmann::json& c) const = 0;
 };

@@ -269,6 +269,10 @@ class Gemma4 final : public ArchDef {
     return std::make_unique<DenseMlp>(l, fmt::format("model.layers.{}.mlp", i));
   }
 
+  // Gemma's embedding (transformers' Gemma{3,4}TextScaledWordEmbedding) is not an nn.Embedding to
+  // ModelOpt, whose export leaves it out of exclude_modules (scripts/validate_modelopt.py).
+  bool lists_embedding_as_excluded() const override { return false; }
+
   void synthetic_config(const SyntheticOptions& o, nlohmann::json& c) const override {
     c["model_type"] = "gemma4_text";
     c.erase("hidden_act");

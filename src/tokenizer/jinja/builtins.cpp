@@ -633,6 +633,34 @@ const std::map<std::string, FilterFn>& filters() {
       for (const auto& [k, e] : v.as_dict().items) out.push_back(Value::tuple({Value(k), e}));
       return Value::list(std::move(out));
     };
+    // Jinja2's do_dictsort: (key, value) pairs sorted by key (or by="value"), strings compared
+    // lowercased unless case_sensitive; a stable sort, as Python's sorted (Gemma 4's template
+    // orders tool parameters and call arguments with it).
+    t["dictsort"] = [](const Value& v, const CallArgs& a) {
+      if (!v.is_dict()) value_fail("dictsort expects a mapping, found {}", v.type_name());
+      const bool case_sensitive = a.get(0, "case_sensitive").truthy();
+      const Value by = a.get(1, "by");
+      const std::string by_name = by.is_undefined() ? "key" : need_string(by, "dictsort");
+      if (by_name != "key" && by_name != "value") value_fail("dictsort: you can only sort by either \"key\" or \"value\"");
+      const size_t pos = by_name == "key" ? 0 : 1;
+      const bool reverse = a.get(2, "reverse").truthy();
+      std::vector<Value> items;
+      std::vector<Value> keys;
+      for (const auto& [k, e] : v.as_dict().items) {
+        Value sort_key = pos == 0 ? Value(k) : e;
+        if (!case_sensitive && sort_key.is_string()) sort_key = Value(change_case(sort_key.as_string(), Case::Lower));
+        items.push_back(Value::tuple({Value(k), e}));
+        keys.push_back(std::move(sort_key));
+      }
+      std::vector<size_t> order(items.size());
+      for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+      std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) {
+        return reverse ? compare(keys[y], keys[x], "<") < 0 : compare(keys[x], keys[y], "<") < 0;
+      });
+      std::vector<Value> out;
+      for (size_t i : order) out.push_back(items[i]);
+      return Value::list(std::move(out));
+    };
     t["list"] = [](const Value& v, const CallArgs&) { return Value::list(iterate(v)); };
     t["replace"] = [](const Value& v, const CallArgs& a) {
       Value count = a.get(2, "count");
