@@ -5,7 +5,7 @@
   python3 -m venv .venv-tok && .venv-tok/bin/pip install -r scripts/requirements-tokenizer-goldens.txt
   .venv-tok/bin/python scripts/make_gemma_tokenizer_goldens.py
 
-Files written (the two chat templates beside them are Google's, see README there):
+Files written (the three chat templates beside them are Google's, see README there):
   tokenizer.json         a small BPE trained here by `tokenizers` on a fixed text, laid out as
                          Gemma 3 / Gemma 4 ship theirs: byte fallback (<0x00>..<0xFF> in the
                          vocabulary), fuse_unk, no pre-tokenizer (merges may cross spaces), a
@@ -186,6 +186,32 @@ GEMMA4_CASES = [
     ("training turn", [{"role": "user", "content": "Say hi"}, {"role": "assistant", "content": "Hi!"}], {}, False),
 ]
 
+# The revised Gemma 4 template: OpenAI-style tool messages folded into the model turn (matched by
+# tool_call_id), reasoning kept before tool calls after the last user turn, consecutive assistant
+# messages continuing one model turn, a pending tool call left open for its response.
+GEMMA4_REVISED_CASES = GEMMA4_CASES + [
+    ("openai tool messages", [
+        {"role": "system", "content": "Use tools."},
+        {"role": "user", "content": "Weather in Oslo and Rome?"},
+        {"role": "assistant", "reasoning_content": "Two calls.", "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": {"location": "Oslo"}}},
+            {"id": "c2", "type": "function", "function": {"name": "get_weather", "arguments": {"location": "Rome"}}}]},
+        {"role": "tool", "tool_call_id": "c2", "content": "21 C"},
+        {"role": "tool", "tool_call_id": "c1", "content": [{"type": "text", "text": "-3 "}, {"type": "text", "text": "C"}]},
+        {"role": "assistant", "content": "Oslo -3 C, Rome 21 C."},
+        {"role": "user", "content": "Thanks"}], {"tools": [WEATHER]}, True),
+    ("pending tool call", [
+        {"role": "user", "content": "Time?"},
+        {"role": "assistant", "tool_calls": [{"type": "function", "function": {"name": "get_time", "arguments": {}}}]}],
+     {"tools": [CLOCK], "enable_thinking": True}, True),
+    ("tool response then generation", [
+        {"role": "user", "content": "Time?"},
+        {"role": "assistant", "tool_calls": [{"id": "t", "type": "function", "function": {"name": "get_time",
+                                                                                       "arguments": {}}}]},
+        {"role": "tool", "tool_call_id": "t", "content": "12:00"}], {"tools": [CLOCK]}, True),
+    ("thinking generation prompt", [{"role": "user", "content": "Hi"}], {"enable_thinking": True}, True),
+]
+
 
 def main():
     os.makedirs(HERE, exist_ok=True)
@@ -217,7 +243,8 @@ def main():
         render_jinja_template = None
     checked = 0
     with open(os.path.join(HERE, "golden_chat.jsonl"), "w", encoding="utf-8") as f:
-        for name, cases in (("gemma3_chat_template.jinja", GEMMA3_CASES), ("gemma4_chat_template.jinja", GEMMA4_CASES)):
+        for name, cases in (("gemma3_chat_template.jinja", GEMMA3_CASES), ("gemma4_chat_template.jinja", GEMMA4_CASES),
+                            ("gemma4_revised_chat_template.jinja", GEMMA4_REVISED_CASES)):
             with open(os.path.join(HERE, name), encoding="utf-8") as tf:
                 source = tf.read()
             template = env.from_string(source)

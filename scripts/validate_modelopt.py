@@ -26,6 +26,8 @@ Cases:
                with calibration: ModelOpt's default exclusions leave every Mamba conv1d unquantized.
   nemotron-h-moe  bfloat16 Nemotron-H with Nemotron 3's MoE layers (ME*EM-): per-expert relu²
                experts, the (non-Linear) router kept in its dtype.
+  nemotron-h-moe-f32  the same weights stored as float32 (input_scale differences from 16-bit
+               rounding disappear).
   gemma3       bfloat16 Gemma3ForCausalLM (sliding/full layers, tied embeddings), NVFP4 with calibration.
   gemma3-vl    bfloat16 Gemma3ForConditionalGeneration (the text model above + a SigLIP tower and the
                multi-modal projector, which ModelOpt's default config leaves unquantized), NVFP4.
@@ -35,6 +37,8 @@ Cases:
                which ModelOpt exports per expert), NVFP4 with calibration.
   gemma4-moe-f32  the same weights stored as float32 (input_scale differences from 16-bit rounding
                disappear, as for llama-f32).
+  gemma4-ple   bfloat16 Gemma 4 as its small models (per-layer input embeddings, K/V shared by the
+               last layers, double-wide MLPs there), NVFP4 with calibration.
 
 Then fp4lm loads ModelOpt's export and its logits (`eval --dump-logits`, float32 activations)
 are compared with transformers (float32) on the weights dequantized by ModelOpt's NVFP4QTensor,
@@ -299,7 +303,7 @@ def main():
     ap.add_argument("--work", help="keep checkpoints here (default: a temporary directory)")
     ap.add_argument("--only", nargs="*",
                     help="cases to run: adversarial llama llama-f32 qwen3-moe gemma3 gemma3-vl gemma4 gemma4-moe "
-                         "gemma4-moe-f32 nemotron-h nemotron-h-moe")
+                         "gemma4-moe-f32 gemma4-ple nemotron-h nemotron-h-moe nemotron-h-moe-f32")
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--calib-samples", type=int, default=8)
     ap.add_argument("--calib-len", type=int, default=32)
@@ -328,8 +332,10 @@ def main():
              ("gemma4", "Gemma4", "NVFP4", torch.bfloat16),
              ("gemma4-moe", "Gemma4 MoE", "NVFP4", torch.bfloat16),
              ("gemma4-moe-f32", "Gemma4 MoE", "NVFP4", torch.float32),
+             ("gemma4-ple", "Gemma4 PLE+KV-sharing", "NVFP4", torch.bfloat16),
              ("nemotron-h", "Nemotron-H dense", "NVFP4", torch.bfloat16),
-             ("nemotron-h-moe", "Nemotron-H MoE", "NVFP4", torch.bfloat16)]
+             ("nemotron-h-moe", "Nemotron-H MoE", "NVFP4", torch.bfloat16),
+             ("nemotron-h-moe-f32", "Nemotron-H MoE", "NVFP4", torch.float32)]
     failed = False
     report = []
     for case, arch, algo, dtype in cases:

@@ -87,6 +87,27 @@ TEST(QuantizeGemma, Gemma4MoeVlWritesModelOptsLayoutAndExclusions) {
   EXPECT_EQ(scheme(l, "lm_head"), "unquantized");
 }
 
+// NVIDIA's Gemma-4-31B recipe (attention kept BF16) through --exclude: the list takes the published
+// form, every layer's "model.language_model.layers.<i>.self_attn*" (nvidia/Gemma-4-31B-IT-NVFP4's
+// config.json as a public transcription shows it: "lm_head", "model.embed_vision*", those, and
+// "model.vision_tower*"; this replica also carries an audio tower and embedder).
+TEST(QuantizeGemma, Gemma4DenseVlWithAttentionExcludedListsItAsNvidiasReleaseDoes) {
+  TempDir tmp;
+  const Gemma m = model::gemma_ref::make_gemma4();
+  model::gemma_ref::write_gemma(m, tmp / "in", /*vl=*/true);
+  QuantizeOptions q = options(tmp, QuantAlgo::NVFP4);
+  q.exp.exclude = {"*self_attn*"};
+  const QuantizeSummary s = quantize_checkpoint(q);
+  std::vector<std::string> want;
+  for (int64_t l = 0; l < m.layers; ++l) want.push_back(fmt::format("model.language_model.layers.{}.self_attn*", l));
+  for (const char* e : {"lm_head", "model.audio_tower*", "model.embed_audio*", "model.embed_vision*", "model.vision_tower*"})
+    want.push_back(e);
+  EXPECT_EQ(s.exclude_modules, want);
+  model::ModelLoader l(io::Checkpoint::open(q.out_dir), {});
+  EXPECT_EQ(scheme(l, "model.layers.1.self_attn.qkv_proj"), "unquantized");
+  EXPECT_EQ(scheme(l, "model.layers.1.mlp.gate_up_proj"), "nvfp4_w4a4");
+}
+
 TEST(QuantizeGemma, Gemma4MoeCalibratesEveryLinearAndSharesTheExpertsInputScale) {
   TempDir tmp;
   const Gemma m = model::gemma_ref::make_gemma4_moe();

@@ -3,9 +3,10 @@
 // (tokenizers 0.23.3, Jinja2 3.1.6; its prompts also equal transformers 5.24's renderer): a small
 // BPE laid out as Gemma 3 / Gemma 4 ship theirs (byte fallback, no pre-tokenizer, the " " -> "▁"
 // normalizer, Replace + ByteFallback + Fuse decoder, "<bos> $A", Gemma's special tokens), with
-// golden encodes / decodes, and Google's Gemma 3 and Gemma 4 chat templates (README there) rendered
-// and encoded for conversations with system / developer turns, content parts, tools, tool calls
-// and responses, thinking, and the roles-must-alternate error.
+// golden encodes / decodes, and Google's Gemma 3 and Gemma 4 chat templates (Gemma 4's first form
+// and its revision; README there) rendered and encoded for conversations with system / developer
+// turns, content parts, tools, tool calls and responses (Gemma's own and OpenAI-style `tool`
+// messages), thinking, and the roles-must-alternate error.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -100,6 +101,7 @@ TEST(GemmaChatTemplateGolden, GemmaThreeAndFourRenderAndEncodeAsJinja2AndTokeniz
   }
   EXPECT_EQ(rendered["gemma3_chat_template.jinja"], 5);
   EXPECT_EQ(rendered["gemma4_chat_template.jinja"], 9);
+  EXPECT_EQ(rendered["gemma4_revised_chat_template.jinja"], 13);
   EXPECT_EQ(errors, 1);
 }
 
