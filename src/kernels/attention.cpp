@@ -83,6 +83,10 @@ void run_attention(const AttentionKernel& k, const AttentionCall& c) {
       c.kv_dtype != DType::F8_E4M3)
     fail("attention: KV dtype {} (expected F32, BF16, F16 or F8_E4M3)", dtype_name(c.kv_dtype));
   if (!c.q || !c.out || !c.keys || !c.values) fail("attention: null q, out, keys or values");
+  if (c.ring_rows < 0 || (c.ring_rows > 0 && (c.ring_first < 0 || c.ring_first >= c.ring_rows ||
+                                              c.pos0 + c.rows > c.ring_rows)))
+    fail("attention: ring of {} rows from row {} cannot hold positions [0, {})", c.ring_rows, c.ring_first,
+         c.pos0 + c.rows);
   if (c.q_stride < c.group * c.head_dim || c.out_stride < c.group * c.head_dim)
     fail("attention: q stride {} / out stride {} below group × head_dim = {}", c.q_stride, c.out_stride,
          c.group * c.head_dim);

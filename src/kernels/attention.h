@@ -41,6 +41,10 @@ struct AttentionCall {
   DType kv_dtype = DType::F32;
   const uint8_t* keys = nullptr;
   const uint8_t* values = nullptr;
+  // ring_rows > 0: keys / values are a sliding window's ring of ring_rows rows, and position t's
+  // row is (ring_first + t) mod ring_rows (pos0 + rows <= ring_rows) — read in place, in position
+  // order, so a window that wraps gives the bits a contiguous copy of it gives. 0: row t.
+  int64_t ring_first = 0, ring_rows = 0;
   float k_scale = 1.0f, v_scale = 1.0f;
   // Attention sinks (gpt-oss): per group head j a learned logit sinks[j] that joins the softmax's
   // denominator and nothing else: max over the scores and the sink, Σ_t w_t + exp(sink − max). nullptr: none.

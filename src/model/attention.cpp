@@ -45,9 +45,7 @@ void causal_attention(std::span<const AttentionSpan> spans, int64_t layer, const
   // each one KV head over consecutive rows of one sequence. Each (row, query head) is computed
   // the same way whatever the split (kernels/attention.h), so results do not depend on it.
   const bool windowed = spans[0].cache->window(layer) > 0;
-  const size_t esize = dtype_size(spans[0].cache->dtype());
   pool.parallel_for(m * kvh, [&](int64_t begin, int64_t end, int) {
-    std::vector<uint8_t> ring_keys, ring_values;  // a window that wraps around its ring, in order
     for (int64_t task = begin; task < end;) {
       const int64_t g = task / m, i = task % m;
       const size_t si = static_cast<size_t>(row_span[static_cast<size_t>(i)]);
@@ -70,25 +68,11 @@ void causal_attention(std::span<const AttentionSpan> spans, int64_t layer, const
       c.v_scale = cache.v_scale(layer);
       if (sinks) c.sinks = sinks + g * group;
       if (windowed) {
-        // One row: its window [lo, pos] as positions 0 .. pos - lo of a contiguous view of the ring.
-        const int64_t pos = c.pos0, lo = std::max<int64_t>(0, pos - cache.window(layer) + 1), n = pos - lo + 1;
-        const int64_t first = cache.row_of(layer, lo), ring = cache.rows(layer);
-        const size_t row_bytes = static_cast<size_t>(hd) * esize;
-        if (first + n <= ring) {
-          c.keys += static_cast<size_t>(first) * row_bytes;
-          c.values += static_cast<size_t>(first) * row_bytes;
-        } else {
-          const size_t head = static_cast<size_t>(ring - first) * row_bytes, all = static_cast<size_t>(n) * row_bytes;
-          ring_keys.resize(all);
-          ring_values.resize(all);
-          for (auto [dst, src] : {std::pair{ring_keys.data(), c.keys}, std::pair{ring_values.data(), c.values}}) {
-            std::copy_n(src + static_cast<size_t>(first) * row_bytes, head, dst);
-            std::copy_n(src, all - head, dst + head);
-          }
-          c.keys = ring_keys.data();
-          c.values = ring_values.data();
-        }
-        c.pos0 = n - 1;
+        // One row: its window [lo, pos] as positions 0 .. pos - lo, read in place on the ring.
+        const int64_t pos = c.pos0, lo = std::max<int64_t>(0, pos - cache.window(layer) + 1);
+        c.ring_first = cache.row_of(layer, lo);
+        c.ring_rows = cache.rows(layer);
+        c.pos0 = pos - lo;
       }
       kernels::run_attention(kern, c);
       task += rows;

@@ -4,7 +4,8 @@
 // 1..700 across the 16-position padding and the reference's 64-row blocks, every KV dtype (FP8 with
 // scales), decode (one row) and prefill (rows with causal masking), score ranges of hundreds
 // (softmax stability); bit-identical results however rows and heads are split over calls; an FP8
-// cache equal bit for bit to a float32 cache of its dequantized values; argument errors.
+// cache equal bit for bit to a float32 cache of its dequantized values; a sliding window's ring
+// read in place equal bit for bit to the window copied out; argument errors.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -246,6 +247,39 @@ TEST_P(AttentionKernelTest, SplittingRowsAndHeadsChangesNoBit) {
   }
 }
 
+// A sliding window's ring read in place (ring_first / ring_rows) gives the bits of the same
+// positions copied out contiguously: windows that wrap at every offset, in prefill (several rows)
+// and decode, across the reference's 64-row blocks and the 64-position value blocks.
+TEST_P(AttentionKernelTest, RingViewEqualsTheContiguousWindow) {
+  const DType dt = std::get<1>(GetParam());
+  const size_t es = dtype_size(dt);
+  for (const Case& c : {Case{128, 8, 90, 1, 1.0f}, Case{40, 4, 20, 6, 1.0f}, Case{13, 2, 150, 3, 1.0f}}) {
+    const Problem p = make_problem(dt, c.hd, c.group, c.pos0, c.rows, c.q_sigma, 31);
+    const std::vector<float> want = run(kernel(), p);
+    const int64_t len = p.len(), row_bytes = p.hd * static_cast<int64_t>(es);
+    for (int64_t ring : {len, len + 1, len + 37}) {
+      for (int64_t first : {int64_t{0}, int64_t{1}, len / 2, ring - 1}) {
+        // Position t at ring row (first + t) mod ring; other rows hold garbage.
+        std::vector<uint8_t> keys(static_cast<size_t>(ring * row_bytes), 0x7b), values(keys.size(), 0x3c);
+        for (int64_t t = 0; t < len; ++t) {
+          const int64_t r = (first + t) % ring;
+          std::memcpy(keys.data() + r * row_bytes, p.keys.data() + t * row_bytes, static_cast<size_t>(row_bytes));
+          std::memcpy(values.data() + r * row_bytes, p.values.data() + t * row_bytes, static_cast<size_t>(row_bytes));
+        }
+        std::vector<float> got(want.size(), NAN);
+        AttentionCall call = p.call(got.data());
+        call.keys = keys.data();
+        call.values = values.data();
+        call.ring_first = first;
+        call.ring_rows = ring;
+        run_attention(kernel(), call);
+        EXPECT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * sizeof(float)))
+            << "hd " << c.hd << " len " << len << " ring " << ring << " first " << first;
+      }
+    }
+  }
+}
+
 std::vector<std::string> variant_names() {
   std::vector<std::string> names;
   for (const AttentionKernel* k : attention_kernels()) names.emplace_back(k->name);
@@ -319,6 +353,12 @@ TEST(AttentionKernels, RejectsBadCalls) {
   c = p.call(out.data());
   c.q_stride = 16;
   EXPECT_NE(fp4lm::test::error_of([&] { run_attention(ref, c); }).find("q stride 16"), std::string::npos);
+  c = p.call(out.data());
+  c.ring_rows = 3;  // positions [0, 4) do not fit a ring of 3 rows
+  EXPECT_NE(fp4lm::test::error_of([&] { run_attention(ref, c); }).find("ring of 3 rows from row 0"), std::string::npos);
+  c.ring_rows = 8;
+  c.ring_first = 8;
+  EXPECT_NE(fp4lm::test::error_of([&] { run_attention(ref, c); }).find("ring of 8 rows from row 8"), std::string::npos);
 }
 
 }  // namespace

@@ -56,6 +56,16 @@ inline float element(const uint8_t* row, int64_t d, float scale) {
   else return e4m3_to_f32(row[d]) * scale;
 }
 
+// Position t's cached row in `plane` (row t, or its row on a sliding window's ring).
+inline const uint8_t* kv_row(const uint8_t* plane, const AttentionCall& c, int64_t t, int64_t rb) {
+  int64_t r = t;
+  if (c.ring_rows > 0) {
+    r += c.ring_first;
+    if (r >= c.ring_rows) r -= c.ring_rows;
+  }
+  return plane + r * rb;
+}
+
 template <DType DT>
 constexpr int64_t element_bytes() {
   return DT == DType::F32 ? 4 : DT == DType::F8_E4M3 ? 1 : 2;
@@ -70,9 +80,10 @@ void scores(const AttentionCall& c, const float* q, int64_t len, float ck, float
   const int64_t hd = c.head_dim, full = hd / W * W, rb = hd * element_bytes<DT>();
   for (int j = 0; j < NH; ++j) mx[j] = -INFINITY;
   for (int64_t t = 0; t < len; ++t) {
-    const uint8_t* k = c.keys + t * rb;
+    const uint8_t* k = kv_row(c.keys, c, t, rb);
     // The V row of this position into L2 now, so pass 3 finds it there.
-    for (int64_t b = 0; b < rb; b += 64) Isa::prefetch_l2(c.values + t * rb + b);
+    const uint8_t* v = kv_row(c.values, c, t, rb);
+    for (int64_t b = 0; b < rb; b += 64) Isa::prefetch_l2(v + b);
     V acc[8];  // heads past NH stay 0 (hsum8 reduces 8; every slot by the same tree)
     for (int j = 0; j < 8; ++j) acc[j] = Isa::zero();
     for (int64_t d = 0; d < full; d += W) {
@@ -116,7 +127,7 @@ void values(const AttentionCall& c, const float* w, int64_t ld, int64_t len, con
         a1[j] = b0 == 0 ? Isa::zero() : Isa::loadu(o + j * o_head_stride + d + W);
       }
       for (int64_t t = b0; t < b1; ++t) {
-        const uint8_t* v = c.values + t * rb;
+        const uint8_t* v = kv_row(c.values, c, t, rb);
         const V v0 = Isa::template load<DT>(v, d, scale256), v1 = Isa::template load<DT>(v, d + W, scale256);
         for (int j = 0; j < NH; ++j) {
           const V wt = Isa::set1(w[j * ld + t]);
@@ -133,7 +144,7 @@ void values(const AttentionCall& c, const float* w, int64_t ld, int64_t len, con
       V a0[NH];
       for (int j = 0; j < NH; ++j) a0[j] = b0 == 0 ? Isa::zero() : Isa::loadu(o + j * o_head_stride + d);
       for (int64_t t = b0; t < b1; ++t) {
-        const V v0 = Isa::template load<DT>(c.values + t * rb, d, scale256);
+        const V v0 = Isa::template load<DT>(kv_row(c.values, c, t, rb), d, scale256);
         for (int j = 0; j < NH; ++j) a0[j] = Isa::fmadd(Isa::set1(w[j * ld + t]), v0, a0[j]);
       }
       for (int j = 0; j < NH; ++j) Isa::storeu(o + j * o_head_stride + d, a0[j]);
@@ -146,7 +157,7 @@ void values(const AttentionCall& c, const float* w, int64_t ld, int64_t len, con
   for (int64_t d = full; d < hd; ++d)
     for (int j = 0; j < NH; ++j) {
       float acc = 0.0f;
-      for (int64_t t = 0; t < len; ++t) acc = __builtin_fmaf(w[j * ld + t], element<DT>(c.values + t * rb, d, c.v_scale), acc);
+      for (int64_t t = 0; t < len; ++t) acc = __builtin_fmaf(w[j * ld + t], element<DT>(kv_row(c.values, c, t, rb), d, c.v_scale), acc);
       o[j * o_head_stride + d] = acc * r[j];
     }
 }

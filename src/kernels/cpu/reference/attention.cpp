@@ -53,6 +53,24 @@ const float* rows_f32(const uint8_t* plane, DType dt, int64_t hd, int64_t t0, in
   return buf.data();
 }
 
+// Positions [t0, t0 + n) of the call's plane: rows_f32 of their rows, or, where they wrap around a
+// sliding window's ring, both pieces converted (or copied) into `buf` in position order.
+const float* ring_rows_f32(const AttentionCall& c, const uint8_t* plane, int64_t t0, int64_t n, std::vector<float>& buf,
+                           float scale) {
+  const int64_t hd = c.head_dim;
+  if (c.ring_rows == 0) return rows_f32(plane, c.kv_dtype, hd, t0, n, buf, scale);
+  const int64_t r0 = (c.ring_first + t0) % c.ring_rows, head = std::min(n, c.ring_rows - r0);
+  if (head == n) return rows_f32(plane, c.kv_dtype, hd, r0, n, buf, scale);
+  std::vector<float> piece;
+  std::vector<float> out(static_cast<size_t>(n * hd));
+  const float* a = rows_f32(plane, c.kv_dtype, hd, r0, head, piece, scale);
+  std::copy_n(a, head * hd, out.begin());
+  const float* b = rows_f32(plane, c.kv_dtype, hd, 0, n - head, piece, scale);
+  std::copy_n(b, (n - head) * hd, out.begin() + head * hd);
+  buf = std::move(out);
+  return buf.data();
+}
+
 }  // namespace
 
 void attention_reference(const AttentionCall& c, float* /*scratch*/) {
@@ -67,7 +85,7 @@ void attention_reference(const AttentionCall& c, float* /*scratch*/) {
       float mx = -INFINITY;
       for (int64_t t0 = 0; t0 < len; t0 += kBlock) {
         const int64_t n = std::min(kBlock, len - t0);
-        const float* k = rows_f32(c.keys, c.kv_dtype, hd, t0, n, kbuf, c.k_scale);
+        const float* k = ring_rows_f32(c, c.keys, t0, n, kbuf, c.k_scale);
         for (int64_t t = 0; t < n; ++t) {
           w[t0 + t] = dot(q, k + t * hd, hd) * ck;
           mx = std::max(mx, w[t0 + t]);
@@ -83,7 +101,7 @@ void attention_reference(const AttentionCall& c, float* /*scratch*/) {
       std::fill(acc.begin(), acc.end(), 0.0f);
       for (int64_t t0 = 0; t0 < len; t0 += kBlock) {
         const int64_t n = std::min(kBlock, len - t0);
-        const float* v = rows_f32(c.values, c.kv_dtype, hd, t0, n, vbuf, c.v_scale);
+        const float* v = ring_rows_f32(c, c.values, t0, n, vbuf, c.v_scale);
         for (int64_t t = 0; t < n; ++t)
           for (int64_t d = 0; d < hd; ++d) acc[d] += w[t0 + t] * v[t * hd + d];
       }
