@@ -29,9 +29,12 @@
 //                [--layers N] [--threads T] [--tokens N] [--prompt N] [--dir PATH]
 //                [--override-activation-dtype bfloat16] [--bf16-lm-head] [--fp8]
 //                [--linear-backend NAME] [--moe-backend NAME] [--gdn-prefill chunked|recurrent|both]
+//                [--mamba-prefill chunked|recurrent|both]
 // hybrid: the gated delta-nets' mixer timer (model/gated_delta_rule.h) gives the share of the
 // decode step spent in the delta rule (state read, update, write) and in the whole GDN mixer;
-// --gdn-prefill times the prompt with the chunked form, the recurrent form, or both (default).
+// --gdn-prefill times the prompt with the chunked form, the recurrent form, or both (default);
+// --mamba-prefill likewise for nemotron-*: the Mamba-2 scan's chunked SSD form or its recurrence
+// (model/mamba_timing.h), each line with the Mamba timer's share of the prefill.
 // To compare with the AVX2 kernels end to end: FP4LM_DISABLE_ISA=avx512 decode_bench ...
 // --fp8: every quantized layer FP8 E4M3 (per-tensor weight_scale and input_scale, as ModelOpt's
 // FP8 exports) instead of NVFP4; it runs on the cpu_fp8_w8a16_* backends.
@@ -727,7 +730,8 @@ size_t dir_bytes(const std::string& dir) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string arch = "moe", dir, override_dtype = "auto", linear_backend, moe_backend, gdn_prefill = "both";
+  std::string arch = "moe", dir, override_dtype = "auto", linear_backend, moe_backend, gdn_prefill = "both",
+              mamba_prefill = "both";
   int64_t layers = 4, tokens = 32, prompt_len = 16;
   int threads = 2;
   bool bf16_head = false;
@@ -752,15 +756,20 @@ int main(int argc, char** argv) {
     else if (a == "--linear-backend") linear_backend = val();
     else if (a == "--moe-backend") moe_backend = val();
     else if (a == "--gdn-prefill") gdn_prefill = val();
+    else if (a == "--mamba-prefill") mamba_prefill = val();
     else {
       std::fprintf(stderr, "usage: decode_bench --arch moe|dense|hybrid|hybrid-dense|mla|deepseek-v3|gemma4-31b|gemma4-26b-a4b|nemotron-dense|nemotron-moe [--layers N] [--threads T] [--tokens N] [--prompt N] "
                            "[--dir PATH] [--override-activation-dtype bfloat16] [--bf16-lm-head] [--fp8] [--linear-backend NAME] "
-                           "[--moe-backend NAME] [--gdn-prefill chunked|recurrent|both]\n");
+                           "[--moe-backend NAME] [--gdn-prefill chunked|recurrent|both] [--mamba-prefill chunked|recurrent|both]\n");
       return 2;
     }
   }
   if (gdn_prefill != "chunked" && gdn_prefill != "recurrent" && gdn_prefill != "both") {
     std::fprintf(stderr, "--gdn-prefill must be chunked, recurrent or both\n");
+    return 2;
+  }
+  if (mamba_prefill != "chunked" && mamba_prefill != "recurrent" && mamba_prefill != "both") {
+    std::fprintf(stderr, "--mamba-prefill must be chunked, recurrent or both\n");
     return 2;
   }
   if (prompt_len < 1 || tokens < 1) {
@@ -836,6 +845,9 @@ int main(int argc, char** argv) {
     std::vector<std::string> forms = {"chunked"};
     if (s.hybrid()) forms = gdn_prefill == "both" ? std::vector<std::string>{"recurrent", "chunked"}
                                                   : std::vector<std::string>{gdn_prefill};
+    if (s.nemotron()) forms = mamba_prefill == "both" ? std::vector<std::string>{"recurrent", "chunked"}
+                                                      : std::vector<std::string>{mamba_prefill};
+    const model::mamba::PrefillForm mamba_default = model::mamba::prefill_form();
     std::vector<std::string> prefill_lines;
     std::optional<model::SequenceState> cache;
     double prefill_s = 0;
@@ -844,9 +856,13 @@ int main(int argc, char** argv) {
     for (const std::string& form : forms) {
       model::gdn::set_prefill_form(form == "recurrent" ? model::gdn::PrefillForm::recurrent
                                                        : model::gdn::PrefillForm::chunked);
+      if (s.nemotron())
+        model::mamba::set_prefill_form(form == "recurrent" ? model::mamba::PrefillForm::recurrent
+                                                           : model::mamba::PrefillForm::chunked);
       cache.reset();
       cache.emplace(lm->new_sequence());
       model::gdn::timer().reset();
+      model::mamba::timer().reset();
       t0 = std::chrono::steady_clock::now();
       lm->forward(*cache, prompt.data(), prompt_len, model::LogitsMode::last, logits.data());
       prefill_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -857,8 +873,17 @@ int main(int argc, char** argv) {
             form, prompt_len, prompt_len / prefill_s, mt.state_s * 1e3, 100 * mt.state_s / prefill_s, mt.mixer_s * 1e3,
             100 * mt.mixer_s / prefill_s));
       }
+      if (s.nemotron()) {
+        const model::MixerTimes mt = model::mamba::timer().times();
+        prefill_lines.push_back(fmt::format(
+            "prefill ({} Mamba form): {} tokens at {:.1f} tok/s; conv + scan {:.1f} ms ({:.1f}%), Mamba mixers {:.1f} ms "
+            "({:.1f}%)",
+            form, prompt_len, prompt_len / prefill_s, mt.state_s * 1e3, 100 * mt.state_s / prefill_s, mt.mixer_s * 1e3,
+            100 * mt.mixer_s / prefill_s));
+      }
     }
     model::gdn::set_prefill_form(model::gdn::PrefillForm::chunked);
+    model::mamba::set_prefill_form(mamba_default);
     std::vector<double> steps;
     int32_t tok = engine::argmax(logits.data(), s.vocab);
     // The first steps warm the caches: the median and the mixer shares are over the rest.
@@ -916,7 +941,7 @@ int main(int argc, char** argv) {
       std::printf(", unquantized (router%s) %s\n", bf16_head || s.nemotron() ? ", lm_head" : "",
                   dense.backend->name.c_str());
     }
-    if (s.hybrid())
+    if (s.hybrid() || s.nemotron())
       for (const std::string& l : prefill_lines) std::printf("%s\n", l.c_str());
     else
       std::printf("prefill: %lld tokens at %.1f tok/s\n", static_cast<long long>(prompt_len), prompt_len / prefill_s);

@@ -22,6 +22,12 @@ Cases:
   llama-f32    the same weights stored as float32: both calibrate in float32, so input_scale
                differences from 16-bit forward rounding disappear.
   qwen3-moe    bfloat16 Qwen3-MoE, NVFP4 (W4A4) with calibration.
+  nemotron-h   bfloat16 Nemotron-H, Mamba-2 / attention / relu² MLP layers (M*-M-), NVFP4 (W4A4)
+               with calibration: ModelOpt's default exclusions leave every Mamba conv1d unquantized.
+  nemotron-h-moe  bfloat16 Nemotron-H with Nemotron 3's MoE layers (ME*EM-): per-expert relu²
+               experts, the (non-Linear) router kept in its dtype.
+  nemotron-h-moe-f32  the same weights stored as float32 (input_scale differences from 16-bit
+               rounding disappear).
   gemma3       bfloat16 Gemma3ForCausalLM (sliding/full layers, tied embeddings), NVFP4 with calibration.
   gemma3-vl    bfloat16 Gemma3ForConditionalGeneration (the text model above + a SigLIP tower and the
                multi-modal projector, which ModelOpt's default config leaves unquantized), NVFP4.
@@ -152,9 +158,11 @@ def reference_logits(mo_dir, src, model_cls, prompt):
                                                          experts_implementation="eager").eval()
     hooked = set()
     for name, mod in m.named_modules():
-        # A VL model's modules (model.language_model.*) as its checkpoint names them
-        # (transformers 5.24 saves Gemma 3's as language_model.model.*).
-        stored = next((n for n in (name, name.replace("model.language_model.", "language_model.model.", 1))
+        # A VL model's modules (model.language_model.*) and Nemotron-H's (model.*: transformers 5's name
+        # for backbone.*) as the checkpoint names them (transformers 5.24 saves Gemma 3's as
+        # language_model.model.*).
+        stored = next((n for n in (name, name.replace("model.language_model.", "language_model.model.", 1),
+                                   "backbone." + name[len("model."):] if name.startswith("model.") else name)
                        if n + ".input_scale" in t), None)
         if isinstance(mod, torch.nn.Linear) and stored is not None:
             s = t[stored + ".input_scale"].float()
@@ -244,6 +252,33 @@ def json_diff(a, b, path=""):
     return out
 
 
+# nvidia-modelopt 0.47 maps module names back to the hub's (Nemotron-H: model. -> backbone.) by
+# appending the sentinel ".\x00modelopt_name_sentinel" before its rename rules and stripping it
+# after; NemotronH's rule (an unescaped "model." pattern) also rewrites the "modelo" inside the
+# sentinel, so every exclusion ends in ".\x00backbone.pt_name_sentinel" and matches no module
+# (quant_aware_conversion.py, build_reverse_name_mapper). Compared with that tail cut off.
+def strip_name_sentinel(v, seen):
+    if isinstance(v, dict):
+        return {k: strip_name_sentinel(x, seen) for k, x in v.items()}
+    if isinstance(v, list):
+        return [strip_name_sentinel(x, seen) for x in v]
+    if isinstance(v, str) and ".\x00" in v:
+        seen.append(v)
+        return v[: v.index(".\x00")]
+    return v
+
+
+def repair_name_sentinel(d):
+    """Rewrites ModelOpt's two JSON files in d with the sentinel tails cut off; True if any."""
+    seen = []
+    for fn in ("hf_quant_config.json", "config.json"):
+        path = os.path.join(d, fn)
+        j = strip_name_sentinel(json.load(open(path)), seen)
+        with open(path, "w") as f:
+            json.dump(j, f, indent=2)
+    return bool(seen)
+
+
 def compare_json(mo_dir, fp_dir):
     out = []
     for fn, key in (("hf_quant_config.json", None), ("config.json", "quantization_config")):
@@ -251,8 +286,14 @@ def compare_json(mo_dir, fp_dir):
         b = json.load(open(os.path.join(fp_dir, fn)))
         if key:
             a, b = a.get(key, {}), b.get(key, {})
+        seen = []
+        a = strip_name_sentinel(a, seen)
         diffs = [d for d in json_diff(a, b) if "producer" not in d]
-        out += [f"{fn}{':' + key if key else ''}: {d}" for d in diffs]
+        where = f"{fn}{':' + key if key else ''}"
+        out += [f"{where}: {d}" for d in diffs]
+        if seen:
+            out.append(f"{where}: note: ModelOpt wrote {len(seen)} module names with its name-mapper's sentinel "
+                       f"left in (e.g. {seen[0]!r}); compared with it cut off")
     return out
 
 
@@ -262,7 +303,7 @@ def main():
     ap.add_argument("--work", help="keep checkpoints here (default: a temporary directory)")
     ap.add_argument("--only", nargs="*",
                     help="cases to run: adversarial llama llama-f32 qwen3-moe gemma3 gemma3-vl gemma4 gemma4-moe "
-                         "gemma4-moe-f32 gemma4-ple")
+                         "gemma4-moe-f32 gemma4-ple nemotron-h nemotron-h-moe nemotron-h-moe-f32")
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--calib-samples", type=int, default=8)
     ap.add_argument("--calib-len", type=int, default=32)
@@ -291,7 +332,10 @@ def main():
              ("gemma4", "Gemma4", "NVFP4", torch.bfloat16),
              ("gemma4-moe", "Gemma4 MoE", "NVFP4", torch.bfloat16),
              ("gemma4-moe-f32", "Gemma4 MoE", "NVFP4", torch.float32),
-             ("gemma4-ple", "Gemma4 PLE+KV-sharing", "NVFP4", torch.bfloat16)]
+             ("gemma4-ple", "Gemma4 PLE+KV-sharing", "NVFP4", torch.bfloat16),
+             ("nemotron-h", "Nemotron-H dense", "NVFP4", torch.bfloat16),
+             ("nemotron-h-moe", "Nemotron-H MoE", "NVFP4", torch.bfloat16),
+             ("nemotron-h-moe-f32", "Nemotron-H MoE", "NVFP4", torch.float32)]
     failed = False
     report = []
     for case, arch, algo, dtype in cases:
@@ -322,7 +366,8 @@ def main():
         problems += compare_json(mo_dir, fp_dir)
         weights_ok = all(same == n for what, n, same, _ in table if what != "input_scale")
         # Key sets and values must agree; the order of the exclusion lists does not matter.
-        failed = failed or not weights_ok or any(".json" in p and "different order" not in p for p in problems)
+        failed = failed or not weights_ok or any(".json" in p and "different order" not in p and ": note: " not in p
+                                                 for p in problems)
         # ModelOpt's export in fp4lm vs transformers on ModelOpt's dequantized weights (and, for
         # W4A4, its static NVFP4 activation quantization), both float32.
         try:
@@ -331,9 +376,12 @@ def main():
                 logits = ("not compared: an exported input_scale has no nn.Linear to hook in transformers "
                           "(transformers 5's fused MoE experts)")
             else:
+                repaired = repair_name_sentinel(mo_dir)
                 got = vt.fp4lm_logits(fp4lm, mo_dir, prompt, d)
                 max_abs, rel, agree, _ = vt.compare(ref, got, 1.0)
                 logits = f"max |diff| {max_abs:.3g} (relative {rel:.3g}), argmax agree {agree * 100:.1f}%"
+                if repaired:
+                    logits += " (ModelOpt's exclusion names cut at its sentinel first: as written they match no module)"
         except Exception as e:
             logits = f"ERROR: {e}"
         report.append((case, algo, table, problems, logits))

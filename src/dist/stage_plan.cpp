@@ -22,6 +22,7 @@ struct Owner {
 
 struct Naming {
   std::string prefix;  // the text model's tensors, "model." or a VL checkpoint's
+  std::string wrapper;  // ModelConfig::wrapper_prefix
   int64_t num_layers = 0;
   bool tied = false;
   int64_t num_experts = 0, top_k = 0;  // routed experts (0: none)
@@ -29,7 +30,8 @@ struct Naming {
 
 Naming naming_of(const io::Checkpoint& ckpt) {
   const model::ModelConfig c = model::parse_model_config(ckpt.config(), ckpt.dir() + "/config.json");
-  return {model::text_tensor_prefix(c, ckpt), c.num_layers, c.tie_word_embeddings, c.moe.num_experts, c.moe.top_k};
+  return {c.wrapper_prefix + model::text_tensor_prefix(c, ckpt), c.wrapper_prefix, c.num_layers, c.tie_word_embeddings,
+          c.moe.num_experts, c.moe.top_k};
 }
 
 Owner owner_of(const std::string& name, const Naming& n) {
@@ -70,7 +72,7 @@ LayerBytes layer_bytes(const io::Checkpoint& ckpt) {
     if (o.layer >= 0 && o.layer < n.num_layers)
       read[static_cast<size_t>(o.layer)] +=
           model::bytes_read_per_token(name, static_cast<double>(bytes), n.num_experts, n.top_k);
-    else if (name.rfind("lm_head.", 0) == 0 || (n.tied && o.embedding))
+    else if (name.rfind(n.wrapper + "lm_head.", 0) == 0 || (n.tied && o.embedding))
       b.head += bytes;
   }
   for (double r : read) b.layer.push_back(static_cast<uint64_t>(std::llround(r)));

@@ -7,15 +7,18 @@ namespace fp4lm::kernels {
 namespace cpu {
 namespace baseline {
 void ssm_scan(const SsmScanRows& r, float* S);
+void ssm_scan_chunked(const SsdRows& r, float* S);
 }  // namespace baseline
 #ifdef FP4LM_HAVE_AVX2_KERNELS
 namespace avx2 {
 void ssm_scan(const SsmScanRows& r, float* S);
+void ssm_scan_chunked(const SsdRows& r, float* S);
 }  // namespace avx2
 #endif
 #ifdef FP4LM_HAVE_AVX512_KERNELS
 namespace avx512 {
 void ssm_scan(const SsmScanRows& r, float* S);
+void ssm_scan_chunked(const SsdRows& r, float* S);
 }  // namespace avx512
 #endif
 }  // namespace cpu
@@ -27,16 +30,17 @@ namespace {
 constexpr IsaNeeds kAvx2Needs{Isa::avx2, {CpuFeature::avx2, CpuFeature::fma}};
 constexpr IsaNeeds kAvx512Needs{Isa::avx512, kAvx512Features};
 #ifdef FP4LM_HAVE_AVX512_KERNELS
-constexpr SsmScanKernel kAvx512{"avx512", kAvx512Needs, cpu::avx512::ssm_scan};
+constexpr SsmScanKernel kAvx512{"avx512", kAvx512Needs, cpu::avx512::ssm_scan, cpu::avx512::ssm_scan_chunked};
 #else
-constexpr SsmScanKernel kAvx512{"avx512", kAvx512Needs, nullptr};
+constexpr SsmScanKernel kAvx512{"avx512", kAvx512Needs, nullptr, nullptr};
 #endif
 #ifdef FP4LM_HAVE_AVX2_KERNELS
-constexpr SsmScanKernel kAvx2{"avx2", kAvx2Needs, cpu::avx2::ssm_scan};
+constexpr SsmScanKernel kAvx2{"avx2", kAvx2Needs, cpu::avx2::ssm_scan, cpu::avx2::ssm_scan_chunked};
 #else
-constexpr SsmScanKernel kAvx2{"avx2", kAvx2Needs, nullptr};
+constexpr SsmScanKernel kAvx2{"avx2", kAvx2Needs, nullptr, nullptr};
 #endif
-constexpr SsmScanKernel kReference{"reference", {Isa::portable, {}}, cpu::baseline::ssm_scan};
+constexpr SsmScanKernel kReference{"reference", {Isa::portable, {}}, cpu::baseline::ssm_scan,
+                                   cpu::baseline::ssm_scan_chunked};
 
 const SsmScanKernel& choose() {
   for (const SsmScanKernel* k : ssm_scan_kernels())
@@ -54,5 +58,6 @@ const SsmScanKernel& ssm_scan_kernel() {
 }
 
 void ssm_scan(const SsmScanRows& r, float* S) { ssm_scan_kernel().scan(r, S); }
+void ssm_scan_chunked(const SsdRows& r, float* S) { ssm_scan_kernel().chunked(r, S); }
 
 }  // namespace fp4lm::kernels

@@ -57,7 +57,7 @@ std::unique_ptr<CausalLM> CausalLM::load(std::shared_ptr<io::Checkpoint> ckpt, c
   // A pipeline stage counts its own layers (and the embedding / final norm / lm_head when it is
   // the first or the last stage).
   check_weights_fit(ckpt->dir(),
-                    stage_weight_bytes(*ckpt, c.tensor_prefix, lo.first_layer, end,
+                    stage_weight_bytes(*ckpt, c.wrapper_prefix + c.tensor_prefix, lo.first_layer, end,
                                        lo.first_layer == 0 || end == c.num_layers),
                     lo.ram_bytes > 0 ? lo.ram_bytes : physical_ram_bytes());
 

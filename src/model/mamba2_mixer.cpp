@@ -32,6 +32,7 @@ Mamba2Mixer::Mamba2Mixer(const LayerBuild& b, int64_t layer) {
   state_ = mc.state_size;
   groups_ = mc.n_groups;
   kernel_ = mc.conv_kernel;
+  chunk_ = mc.chunk_size;
   inter_ = mc.intermediate();
   conv_dim_ = mc.conv_dim();
   // A bound past float's range (time_step_limit's Infinity, read as the largest double) is none.
@@ -109,14 +110,33 @@ void Mamba2Mixer::forward(const float* x, std::span<const SequenceSpan> spans, f
     }
   }
 
-  // The scan: every (span, head) is independent.
+  // The scan: every (span, head) is independent. A span of one row (decode) runs the recurrent
+  // form; longer ones the chunked SSD form when mamba::prefill_form() says so, one unit per
+  // (span, group) — the first head's index — as its heads share C·Bᵀ.
   std::vector<float> core(static_cast<size_t>(m * inter_));
   const int64_t per_group = heads_ / groups_;
+  const bool chunked = mamba::prefill_form() == mamba::PrefillForm::chunked;
   ThreadPool::global().parallel_for(static_cast<int64_t>(spans.size()) * heads_, [&](int64_t i0, int64_t i1, int) {
     for (int64_t i = i0; i < i1; ++i) {
       const SequenceSpan& s = spans[static_cast<size_t>(i / heads_)];
       const int64_t j = i % heads_, g = j / per_group;
       const float* row = xbc.data() + s.row0 * conv_dim_;
+      if (chunked && s.n > 1) {
+        if (j % per_group != 0) continue;
+        kernels::SsdRows r;
+        r.n = s.n, r.pos0 = s.pos0, r.chunk = chunk_;
+        r.heads = per_group, r.head_dim = head_dim_, r.state = state_;
+        r.x = row + j * head_dim_, r.x_stride = conv_dim_;
+        r.b = row + inter_ + g * state_, r.c = row + inter_ + groups_ * state_ + g * state_, r.bc_stride = conv_dim_;
+        r.dt = dt.data() + s.row0 * heads_ + j, r.dt_stride = heads_;
+        r.a = a_.data() + j, r.d = d_.data() + j;
+        r.y = core.data() + s.row0 * inter_ + j * head_dim_, r.y_stride = inter_;
+        float* S = s.state->recurrent_out(slot_) + hist * conv_dim_ + j * head_dim_ * state_;
+        kernels::ssm_scan_chunked(r, S);
+        if (ssm_dtype_ != DType::F32)
+          round_to_dtype(S, static_cast<size_t>(per_group * head_dim_ * state_), ssm_dtype_);
+        continue;
+      }
       kernels::SsmScanRows r;
       r.n = s.n;
       r.head_dim = head_dim_, r.state = state_;

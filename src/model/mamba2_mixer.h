@@ -45,7 +45,7 @@ class Mamba2Mixer final : public Mixer {
   size_t state_floats() const { return state_floats_; }
 
  private:
-  int64_t slot_, heads_, head_dim_, state_, groups_, kernel_, inter_, conv_dim_;
+  int64_t slot_, heads_, head_dim_, state_, groups_, kernel_, chunk_, inter_, conv_dim_;
   size_t state_floats_;
   float dt_min_, dt_max_;
   double eps_;

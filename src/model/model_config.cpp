@@ -49,8 +49,23 @@ ModelConfig parse_model_config(const json& top, const std::string& path) {
     for (const char* k : {"torch_dtype", "dtype", "eos_token_id", "bos_token_id", "tie_word_embeddings"})
       if (!text.contains(k) && top.contains(k)) text[k] = top[k];
     c.tensor_prefix = "model.language_model.";
+  } else if (const auto w = c.arch->wrapper()) {
+    // A wrapper of its own layout (Nemotron-H's VL / Omni: llm_config, language_model.*).
+    for (const std::string& k : w->config_keys)
+      if (top.contains(k) && top[k].is_object()) {
+        text = top[k];
+        break;
+      }
+    if (text.is_null()) {
+      std::string keys;
+      for (const std::string& k : w->config_keys) keys += (keys.empty() ? "'" : " or '") + k + "'";
+      fail("{}: {} needs an object {} (the language model's config)", path, c.architecture, keys);
+    }
+    for (const char* k : {"torch_dtype", "dtype", "eos_token_id", "bos_token_id", "tie_word_embeddings"})
+      if (!text.contains(k) && top.contains(k)) text[k] = top[k];
+    c.wrapper_prefix = w->tensor_prefix;
   }
-  if (!vl) text = top;
+  if (text.is_null()) text = top;
   // Keys the architecture's transformers config class defaults (Gemma 3's published configs
   // omit vocab_size, head_dim, ...): filled in before anything is read.
   c.arch->fill_config_defaults(text);

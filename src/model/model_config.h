@@ -72,6 +72,7 @@ struct MambaConfig {
   // The 'E' layers' latent MoE (moe_latent_size; Nemotron 3 Super / Ultra): the routed experts run
   // on fc1_latent_proj(x) of this width and their sum goes back through fc2_latent_proj. 0: none.
   int64_t moe_latent_size = 0;
+  int64_t mtp_layers = 0;  // num_nextn_predict_layers: never loaded (one INFO line says so)
   int64_t intermediate() const { return num_heads * head_dim; }
   int64_t conv_dim() const { return intermediate() + 2 * n_groups * state_size; }
   bool layer_is(int64_t i, char kind) const {
@@ -166,6 +167,10 @@ struct ModelConfig {
   GptOssConfig gpt_oss;  // gpt-oss (arch/gpt_oss.cpp)
   // Tensors under this prefix stand for `model.` (VL checkpoints: "model.language_model.").
   std::string tensor_prefix = "model.";
+  // A multi-modal wrapper that stores its whole language model (tensors and quantization entries)
+  // under a prefix of its own, read as if it were absent (Nemotron-H's VL / Omni wrappers:
+  // "language_model."); "" = none. Applied before tensor_prefix and tensor_renames.
+  std::string wrapper_prefix;
   // Whole tensors an architecture stores under another name than the engine reads: {engine name,
   // checkpoint name} (Nemotron-H: model.embed_tokens.weight is backbone.embeddings.weight).
   std::vector<std::pair<std::string, std::string>> tensor_renames;

@@ -22,6 +22,11 @@ ModelLoader::ModelLoader(std::shared_ptr<io::Checkpoint> ckpt, EngineOptions opt
     : ckpt_(std::move(ckpt)), opts_(std::move(opts)) {
   config_ = parse_model_config(ckpt_->config(), ckpt_->dir() + "/config.json");
   quant_ = quant::parse_quant_config(ckpt_->hf_quant_config(), ckpt_->config(), ckpt_->dir());
+  if (!config_.wrapper_prefix.empty()) {
+    // The wrapper's language model: its tensors and quantization entries as if unwrapped.
+    ckpt_->alias_prefix(config_.wrapper_prefix, "");
+    quant_ = quant_->with_prefix(config_.wrapper_prefix, "");
+  }
   config_.tensor_prefix = text_tensor_prefix(config_, *ckpt_);
   if (config_.tensor_prefix != "model.") {
     // A VL checkpoint: its text model's tensors and quantization entries are read as "model.*".

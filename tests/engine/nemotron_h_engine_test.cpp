@@ -7,7 +7,9 @@
 // generates, and generates under --override-activation-dtype bfloat16 on the W4A16 path. The same
 // for the Nemotron 3 MoE layouts: Nano-30B-A3B NVFP4 (BF16 sensitivity layers, FP8 KV scales),
 // Super-120B-A12B NVFP4 (latent MoE, an MTP layer) and Ultra's MIXED_PRECISION (routed experts
-// NVFP4, shared experts and Mamba projections FP8, attention and the latent projections BF16).
+// NVFP4, shared experts and Mamba projections FP8, attention and the latent projections BF16). And
+// the VL / Omni wrappers (Nemotron-Nano-12B-v2-VL's layout) run their language model exactly as the
+// bare model.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -16,11 +18,13 @@
 #include "common/checkpoint_edit.h"
 #include "common/log_capture.h"
 #include "common/paths.h"
+#include "core/error.h"
 #include "engine/generator.h"
 #include "io/json_file.h"
 #include "io/checkpoint.h"
 #include "kernels/quant_key.h"
 #include "model/causal_lm.h"
+#include "model/model_config.h"
 #include "model/model_loader.h"
 #include "model/nemotron_h_reference.h"
 #include "model/synthetic_checkpoint.h"
@@ -146,6 +150,116 @@ TEST(NemotronHEngine, Nano9bV2Nvfp4LayoutLoadsAndGeneratesWithAndWithoutTheOverr
   EXPECT_EQ(l.checkpoint().find("backbone.layers.0.mixer.conv1d.weight")->dtype, DType::BF16);
 
   expect_generates_as_stored_and_under_the_override(*lm, dir, {1, 17, 5, 96, 200}, {});
+}
+
+// NVIDIA-Nemotron-Nano-12B-v2-VL's layout (NemotronH_Nano_VL_V2; the Omni wrapper
+// NemotronH_Nano_Omni_Reasoning_V3 is the same plus a sound encoder): the language model's
+// config under llm_config, its tensors under language_model. (language_model.backbone.*,
+// language_model.lm_head.weight) and its quantization entries too, beside the RADIO vision tower
+// (vision_model.radio_model.*), the projector (mlp1.*) and the sound encoder (sound_encoder.*) —
+// as vLLM's nano_nemotron_vl.py load_weights and llama.cpp's NemotronNanoV2VLModel read them. Made
+// here from the Nano-9B-v2 replica (the 12B's language model has the same layer kinds), so the
+// wrapper and the bare model hold the same weights.
+void wrap_as_vl(const std::string& bare, const std::string& dir, const std::string& arch) {
+  test::copy_dir(bare, dir);
+  std::vector<test::EditedTensor> towers;
+  for (const char* n : {"vision_model.radio_model.model.blocks.0.attn.qkv.weight", "mlp1.1.weight",
+                        "sound_encoder.encoder.layers.0.conv.pointwise_conv1.weight"})
+    towers.push_back({n, DType::BF16, {16, 32}, std::vector<uint8_t>(16 * 32 * 2, 0x3c)});
+  test::edit_tensors(
+      dir,
+      [](test::EditedTensor& t) {
+        t.name = "language_model." + t.name;
+        return true;
+      },
+      std::move(towers));
+  auto prefixed = [](json& list) {
+    for (json& m : list) m = "language_model." + m.get<std::string>();
+    for (const char* t : {"vision_model*", "mlp1*", "sound_encoder*"}) list.push_back(t);
+  };
+  json q = io::read_json_file(dir + "/hf_quant_config.json");
+  prefixed(q["quantization"]["exclude_modules"]);
+  std::ofstream(dir + "/hf_quant_config.json") << q.dump(2);
+  json llm = io::read_json_file(dir + "/config.json");
+  json qc = llm["quantization_config"];
+  prefixed(qc["ignore"]);
+  llm.erase("quantization_config");
+  const json top = {{"architectures", {arch}},
+                    {"model_type", arch},
+                    {"auto_map", {{"AutoConfig", "configuration.NemotronH_Nano_VL_V2_Config"},
+                                  {"AutoModel", "modeling.NemotronH_Nano_VL_V2"},
+                                  {"AutoModelForCausalLM", "modeling.NemotronH_Nano_VL_V2"}}},
+                    {"llm_config", llm},
+                    {"vision_config", {{"model_type", "radio"}, {"patch_size", 16}, {"args", {{"model", "vit_huge_patch16_224"}}}}},
+                    {"force_image_size", 512},
+                    {"downsample_ratio", 0.5},
+                    {"patch_size", 16},
+                    {"ps_version", "v2"},
+                    {"template", "nemotron_h"},
+                    {"img_context_token_id", 18},
+                    {"projector_hidden_size", 64},
+                    {"vit_hidden_size", 32},
+                    {"torch_dtype", "bfloat16"},
+                    {"quantization_config", qc}};
+  std::ofstream(dir + "/config.json") << top.dump(2);
+}
+
+// The wrapper loads its language model only (one INFO line says the towers are skipped), with the
+// same schemes as the bare model, and generates exactly the bare model's tokens and logits.
+TEST(NemotronHEngine, VlAndOmniWrappersRunTheirLanguageModelAsTheBareModel) {
+  fp4lm::test::TempDir tmp;
+  const std::string bare = (tmp.path() / "nano").string();
+  write_nano_9b_v2_layout(bare);
+  auto base = model::CausalLM::load(bare, {});
+  RequestParams gp;
+  gp.prompt = {1, 17, 5, 96, 200, 3, 3, 41};
+  gp.max_tokens = 8;
+  gp.ignore_eos = true;
+  const GenerationResult want = generate(*base, nullptr, gp);
+  ASSERT_EQ(want.output_ids.size(), 8u);
+  std::vector<float> want_logits(static_cast<size_t>(gp.prompt.size() * base->vocab_size()));
+  {
+    model::SequenceState s = base->new_sequence(64);
+    base->forward(s, gp.prompt.data(), static_cast<int64_t>(gp.prompt.size()), model::LogitsMode::all,
+                  want_logits.data());
+  }
+  for (const char* arch : {"NemotronH_Nano_VL_V2", "NemotronH_Nano_Omni_Reasoning_V3"}) {
+    const std::string dir = (tmp.path() / arch).string();
+    wrap_as_vl(bare, dir, arch);
+    std::unique_ptr<model::CausalLM> lm;
+    std::string log;
+    {
+      test::LogCapture cap(spdlog::level::info);
+      lm = model::CausalLM::load(dir, {});
+      log = cap.text();
+    }
+    EXPECT_NE(log.find(std::string(arch) + ": loading the language model only"), std::string::npos) << log;
+    EXPECT_NE(log.find("Detected ModelOpt NVFP4 checkpoint"), std::string::npos) << log;
+    EXPECT_EQ(lm->config().architecture, arch);
+    EXPECT_EQ(lm->config().mamba.pattern, kNano9bPattern);
+    model::ModelLoader l(io::Checkpoint::open(dir), {});
+    auto key = [&](const std::string& layer) { return l.describe(l.layer(layer)).scheme.key; };
+    EXPECT_EQ(key("model.layers.0.mixer.in_proj"), kernels::kNvfp4W4A4);
+    EXPECT_EQ(key("model.layers.5.mixer.qkv_proj"), kernels::kUnquantized);
+    EXPECT_EQ(key("lm_head"), kernels::kUnquantized);
+    EXPECT_EQ(generate(*lm, nullptr, gp).output_ids, want.output_ids) << arch;
+    std::vector<float> got(want_logits.size());
+    model::SequenceState s = lm->new_sequence(64);
+    lm->forward(s, gp.prompt.data(), static_cast<int64_t>(gp.prompt.size()), model::LogitsMode::all, got.data());
+    EXPECT_EQ(std::memcmp(got.data(), want_logits.data(), got.size() * sizeof(float)), 0) << arch;
+  }
+  // Without its language model's config the wrapper names the key it needs.
+  json c = io::read_json_file((tmp.path() / "NemotronH_Nano_VL_V2").string() + "/config.json");
+  c.erase("llm_config");
+  try {
+    model::parse_model_config(c, "vl/config.json");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("vl/config.json: NemotronH_Nano_VL_V2 needs an object 'llm_config' or "
+                                         "'text_config'"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 // The Nemotron 3 MoE releases, shrunk to 16 layers with their layer kinds in the published order

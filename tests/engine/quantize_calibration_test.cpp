@@ -338,7 +338,8 @@ TEST(QuantizeCalibration, HybridsKeepModelOptsDefaultExclusionsAndRunAsW4A4) {
 // conv1d, the routers, the mtp tensors, lm_head) stay unquantized and are listed; the relu²
 // experts (per-expert Linears) share one input_scale per projection over the block, the max over
 // every routed token as for fused experts, so experts no calibration token chose get it too;
-// everything else (Mamba in/out_proj, attention, latent projections, shared expert) is W4A4.
+// everything else (Mamba in/out_proj, attention, latent projections, shared expert) is W4A4;
+// the embedding is listed by its stored name and the router written in float32, as ModelOpt does.
 TEST(QuantizeCalibration, NemotronHMoeQuantizesAsModelOptAndRunsAsW4A4) {
   SyntheticOptions o = source("NemotronHForCausalLM");
   o.layers = 6;
@@ -347,6 +348,7 @@ TEST(QuantizeCalibration, NemotronHMoeQuantizesAsModelOptAndRunsAsW4A4) {
   o.top_k = 1;
   o.moe_latent = 32;
   o.extra_tensors = true;
+  o.dense_dtype = DType::BF16;  // as published: the router too, which the export widens to float32
   Case c(o);
   QuantizeOptions q = c.options();
   q.calibration = {{1, 5, 9}};  // three tokens, top-1: at most 3 of 8 experts per layer see input
@@ -354,11 +356,21 @@ TEST(QuantizeCalibration, NemotronHMoeQuantizesAsModelOptAndRunsAsW4A4) {
   auto listed = [&](const std::string& m) {
     return std::find(sum.exclude_modules.begin(), sum.exclude_modules.end(), m) != sum.exclude_modules.end();
   };
-  for (const std::string m : {"backbone.layers.0.mixer.conv1d", "backbone.layers.4.mixer.conv1d",
+  for (const std::string m : {"backbone.embeddings", "backbone.layers.0.mixer.conv1d", "backbone.layers.4.mixer.conv1d",
                               "backbone.layers.1.mixer.gate", "backbone.layers.3.mixer.gate", "mtp*", "lm_head"})
     EXPECT_TRUE(listed(m)) << m;
+  EXPECT_FALSE(listed("backbone.embed_tokens"));
   auto out = io::Checkpoint::open(c.out);
-  EXPECT_EQ(out->get("backbone.layers.0.mixer.conv1d.weight").dtype, DType::F32);
+  EXPECT_EQ(out->get("backbone.layers.0.mixer.conv1d.weight").dtype, DType::BF16);  // as stored
+  // The router as transformers keeps it and ModelOpt writes it: float32 (the source's bfloat16
+  // values, exactly).
+  auto src = io::Checkpoint::open(c.in);
+  ASSERT_EQ(src->get("backbone.layers.1.mixer.gate.weight").dtype, DType::BF16);
+  const TensorView& g = out->get("backbone.layers.1.mixer.gate.weight");
+  ASSERT_EQ(g.dtype, DType::F32);
+  const TensorView& gs = src->get("backbone.layers.1.mixer.gate.weight");
+  for (int64_t k = 0; k < g.numel(); ++k)
+    ASSERT_EQ(reinterpret_cast<const float*>(g.data)[k], bf16_to_f32(reinterpret_cast<const uint16_t*>(gs.data)[k]));
   for (const char* m : {"0.mixer.in_proj", "1.mixer.fc1_latent_proj", "1.mixer.shared_experts.down_proj",
                         "2.mixer.q_proj", "5.mixer.up_proj"})
     EXPECT_EQ(out->get(std::string("backbone.layers.") + m + ".weight").dtype, DType::U8) << m;

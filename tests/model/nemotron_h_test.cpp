@@ -4,7 +4,8 @@
 // attention without RoPE recomputed per position; the relu² MLP), on a tiny random float32
 // checkpoint in the published layout (backbone.*, hybrid_override_pattern). Also: prefill in
 // steps and decode give the same logits; a Mamba layer's state is a fixed number of bytes per
-// sequence whatever its length; config errors name the field.
+// sequence whatever its length; config errors name the field; the chunked SSD prefill form
+// against the same float64 forward.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -15,6 +16,7 @@
 #include "model/causal_lm.h"
 #include "model/logits_check.h"
 #include "model/mamba2_mixer.h"
+#include "model/mamba_timing.h"
 #include "model/model_config.h"
 #include "nemotron_h_reference.h"
 
@@ -61,6 +63,38 @@ TEST(NemotronH, MatchesFloat64Forward) {
   for (size_t t = 9; t < tokens.size(); ++t)
     lm->forward(s, &tokens[t], 1, LogitsMode::last, got.data() + t * static_cast<size_t>(vocab));
   EXPECT_LT(max_rel_diff(got, want), 2e-5);
+}
+
+// The chunked SSD prefill (chunk_size 8 here, so 21 tokens cross two block boundaries) against
+// the same float64 forward, in one prefill, in 3-row and 8-row steps and as prefill + decode;
+// steps cut at multiples of chunk_size equal the one prefill bit for bit, and the state bytes
+// stay those of the recurrent form.
+TEST(NemotronH, ChunkedSsdPrefillMatchesFloat64Forward) {
+  struct Form {
+    explicit Form(mamba::PrefillForm f) : was(mamba::prefill_form()) { mamba::set_prefill_form(f); }
+    ~Form() { mamba::set_prefill_form(was); }
+    mamba::PrefillForm was;
+  } chunked(mamba::PrefillForm::chunked);
+  const Dims d;
+  test::TempDir dir;
+  const TinyModel m = make_model(d);
+  test::write_tiny_model(m, dir.path());
+  const std::vector<int32_t> tokens = prompt(21);
+  const auto want = reference(m, d, tokens);
+  auto lm = load(dir);
+  const std::vector<float> one = all_logits(*lm, tokens);
+  EXPECT_LT(max_rel_diff(one, want), 2e-5);
+  EXPECT_LT(max_rel_diff(all_logits(*load(dir, 3), tokens), want), 2e-5);
+  EXPECT_EQ(all_logits(*load(dir, 8), tokens), one) << "steps cut at multiples of chunk_size";
+  const int64_t vocab = lm->vocab_size();
+  SequenceState s = lm->new_sequence(64);
+  std::vector<float> got(tokens.size() * static_cast<size_t>(vocab));
+  lm->forward(s, tokens.data(), 9, LogitsMode::all, got.data());
+  for (size_t t = 9; t < tokens.size(); ++t)
+    lm->forward(s, &tokens[t], 1, LogitsMode::last, got.data() + t * static_cast<size_t>(vocab));
+  EXPECT_LT(max_rel_diff(got, want), 2e-5);
+  const size_t floats = static_cast<size_t>((d.kconv - 1) * d.conv_dim() + d.mh * d.mp * d.ns);
+  for (size_t f : lm->state_layout().recurrent_slots()) EXPECT_EQ(f, floats);
 }
 
 // Nemotron 3's MoE layers ('E'): sigmoid routing with the correction bias, two groups of which

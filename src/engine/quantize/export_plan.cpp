@@ -101,6 +101,10 @@ ExportPlan make_export_plan(const io::Checkpoint& ck, const ExportOptions& opts)
   ExportPlan plan;
   plan.config = model::parse_model_config(ck.config(), ck.dir() + "/config.json");
   check_unquantized_input(ck, ck.config());
+  if (!plan.config.wrapper_prefix.empty())
+    fail("{}: fp4lm quantize does not export {} (a multi-modal wrapper, its language model under {}*); quantize "
+         "the language model alone",
+         ck.dir(), plan.config.architecture, plan.config.wrapper_prefix);
   // ModelOpt's export lists the embedding among the unquantized modules when it is a plain
   // nn.Embedding (nvidia-modelopt 0.47, scripts/validate_modelopt.py); so does fp4lm, so the two
   // exports' lists agree.

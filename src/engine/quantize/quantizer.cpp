@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <set>
 #include <variant>
 
 #include <fmt/format.h>
@@ -20,6 +21,7 @@
 #include "core/log.h"
 #include "core/thread_pool.h"
 #include "io/safetensors.h"
+#include "model/arch/arch.h"
 #include "model/model_loader.h"
 #include "quant/compressed_tensors_scale.h"
 #include "quant/export_format.h"
@@ -107,6 +109,7 @@ struct Job {
   std::optional<std::string> copy;  // input tensor name
   const QuantGroup* group = nullptr;
   uint64_t input_bytes = 0;        // for progress
+  bool to_f32 = false;             // copy a 16-bit tensor as float32 (ArchDef::float32_tensors)
 };
 
 class Progress {
@@ -215,10 +218,14 @@ void check_request(const QuantizeOptions& o, const fs::path& in, const fs::path&
 }
 
 // A VL checkpoint's text model (model.language_model.*) is planned as "model.*"; what is written
-// keeps the stored names.
+// keeps the stored names, including the modules an architecture stores under names of its own
+// (ModelConfig::tensor_renames: Nemotron-H's model.embed_tokens is backbone.embeddings).
 struct NameMap {
   std::string prefix;
+  std::vector<std::pair<std::string, std::string>> renames;  // {engine module, stored module}
   std::string to_disk(const std::string& m) const {
+    for (const auto& [engine, disk] : renames)
+      if (m == engine) return disk;
     return prefix != "model." && m.starts_with("model.") && !m.starts_with("model.visual") ? prefix + m.substr(6) : m;
   }
   std::string to_plan(const std::string& n) const {
@@ -273,6 +280,8 @@ Nvfp4Names nvfp4_names(quant::Family f) {
 OutputLayout plan_outputs(const io::Checkpoint& ck, const ExportPlan& plan, const NameMap& names, QuantAlgo algo,
                           const Nvfp4Names& nn) {
   OutputLayout L;
+  std::set<std::string> f32;  // stored names
+  for (const std::string& t : plan.config.arch->float32_tensors(plan.config)) f32.insert(names.to_disk(t));
   std::vector<bool> emitted(plan.groups.size(), false);
   auto emit_group = [&](const QuantGroup* g) {
     const size_t gi = static_cast<size_t>(g - plan.groups.data());
@@ -315,6 +324,12 @@ OutputLayout plan_outputs(const io::Checkpoint& ck, const ExportPlan& plan, cons
     }
     for (const QuantGroup* g : experts) emit_group(g);
     if (!experts.empty()) continue;
+    if (f32.count(name) && (t.dtype == DType::BF16 || t.dtype == DType::F16)) {
+      L.jobs.push_back({name, nullptr, t.nbytes, true});
+      L.job_outs.push_back({L.outs.size()});
+      L.outs.push_back({name, DType::F32, t.shape, static_cast<size_t>(shape_numel(t.shape)) * sizeof(float)});
+      continue;
+    }
     L.jobs.push_back({name, nullptr, t.nbytes});
     L.job_outs.push_back({L.outs.size()});
     L.outs.push_back({name, t.dtype, t.shape, t.nbytes});
@@ -400,6 +415,14 @@ size_t stream_tensors(const io::Checkpoint& ck, const OutputLayout& L, const Act
   size_t quantized_modules = 0;
   for (size_t j = 0; j < L.jobs.size(); ++j) {
     const Job& job = L.jobs[j];
+    if (job.copy && job.to_f32) {
+      const TensorView& t = ck.get(*job.copy);
+      std::vector<float> v(static_cast<size_t>(shape_numel(t.shape)));
+      to_f32_n(t.data, t.dtype, v.data(), v.size());
+      out.emit(L.job_outs[j][0], v.data(), v.size() * sizeof(float));
+      bar.advance(job.input_bytes);
+      continue;
+    }
     if (job.copy) {
       const TensorView& t = ck.get(*job.copy);
       out.emit(L.job_outs[j][0], t.data, t.nbytes);
@@ -465,8 +488,11 @@ QuantizeSummary quantize_checkpoint(const QuantizeOptions& o) {
 
   // Phase 2: the plan, and for W4A4 the calibrated activation ranges.
   auto ck = io::Checkpoint::open(o.model_dir);
-  const NameMap names{
-      model::text_tensor_prefix(model::parse_model_config(ck->config(), ck->dir() + "/config.json"), *ck)};
+  const model::ModelConfig mc = model::parse_model_config(ck->config(), ck->dir() + "/config.json");
+  NameMap names{model::text_tensor_prefix(mc, *ck), {}};
+  for (const auto& [engine, disk] : mc.tensor_renames)
+    if (engine.ends_with(".weight") && disk.ends_with(".weight"))
+      names.renames.emplace_back(engine.substr(0, engine.size() - 7), disk.substr(0, disk.size() - 7));
   if (names.prefix != "model.") ck->alias_prefix(names.prefix, "model.");
   expose_fused_experts(*ck);
   const ExportPlan plan = make_export_plan(*ck, o.exp);

@@ -9,6 +9,7 @@
 // is the pre-norm block x += mixer(norm(x)); x += ffn(norm(x)).
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -44,6 +45,15 @@ class ArchDef {
   // Sets the keys absent from config.json (its text model's part) to the defaults of
   // transformers' config class, where published configs rely on them. Default: nothing.
   virtual void fill_config_defaults(nlohmann::json&) const {}
+  // A multi-modal wrapper around this architecture's text model whose config.json holds the text
+  // model's keys under one of `config_keys` (the first present) and whose tensors all sit under
+  // `tensor_prefix` (ModelConfig::wrapper_prefix). nullopt (the default): not a wrapper, or the
+  // generic …ForConditionalGeneration form (text_config, model.language_model.).
+  struct Wrapper {
+    std::vector<std::string> config_keys;
+    std::string tensor_prefix;
+  };
+  virtual std::optional<Wrapper> wrapper() const { return std::nullopt; }
   // Reads the keys only this architecture has into c (the shared keys are already there).
   // Error naming config.json and the field on a bad value.
   virtual void parse_config(const ConfigReader& r, ModelConfig& c) const = 0;
@@ -67,6 +77,10 @@ class ArchDef {
   // Modules the architecture leaves unquantized by default when fp4lm quantizes it (as
   // ModelOpt's quantizer config does; `quantize` adds them to the exclusions). Default: none.
   virtual std::vector<std::string> default_exclusions(const ModelConfig&) const { return {}; }
+  // Tensors ("model.*" names) that transformers keeps in float32 whatever the checkpoint's dtype
+  // (its _keep_in_fp32_modules_strict), which ModelOpt's export therefore writes as float32;
+  // `quantize` writes a 16-bit one as float32 too. Default: none.
+  virtual std::vector<std::string> float32_tensors(const ModelConfig&) const { return {}; }
   // Whether `quantize` lists model.embed_tokens among the unquantized modules, as ModelOpt's export
   // does for a plain nn.Embedding (a class its quantizer registry knows). Default: true; Gemma's
   // scaled embedding module is another class, which ModelOpt does not list.

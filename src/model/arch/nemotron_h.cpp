@@ -6,6 +6,12 @@
 //   '-' MLP: down_proj(relu(up_proj(h))²)      'E' MoE (model/nemotron_moe.h, latent or not)
 // Tensors live under backbone. (read as model.): embeddings, layers.<i>.{norm, mixer.*}, norm_f;
 // lm_head at the top. The MTP layers (num_nextn_predict_layers, tensors mtp.*) are not read.
+// The VL / Omni wrappers (NemotronH_Nano_VL_V2: Nemotron-Nano-12B-v2-VL; NemotronH_Nano_Omni_Reasoning_V3)
+// keep this model's config under llm_config and every tensor of it under language_model.
+// (language_model.backbone.*, language_model.lm_head.weight), beside the RADIO vision tower
+// (vision_model.radio_model.*), its projector (mlp1.*) and, for Omni, the sound encoder
+// (sound_encoder.*, sound_projection.*) — the layout vLLM's nano_nemotron_vl.py load_weights and
+// llama.cpp's NemotronNanoV2VLModel converter read. Only the language model is loaded.
 #include <algorithm>
 #include <limits>
 
@@ -59,7 +65,13 @@ char letter_of(const std::string& type) {
 
 class NemotronH final : public ArchDef {
  public:
-  std::string_view hf_name() const override { return "NemotronHForCausalLM"; }
+  explicit NemotronH(const char* name, bool wrapped = false) : name_(name), wrapped_(wrapped) {}
+  std::string_view hf_name() const override { return name_; }
+
+  std::optional<Wrapper> wrapper() const override {
+    if (!wrapped_) return std::nullopt;
+    return Wrapper{{"llm_config", "text_config"}, "language_model."};
+  }
 
   // transformers 5 derives num_hidden_layers from the layer list and does not save it.
   void fill_config_defaults(nlohmann::json& j) const override {
@@ -161,6 +173,9 @@ class NemotronH final : public ArchDef {
     m.dt_min = std::max(m.dt_min, ts_min);
     if (!(m.dt_max > m.dt_min))
       fail("{}: time_step_min {} is not below time_step_limit's upper bound {}", path, m.dt_min, m.dt_max);
+    m.mtp_layers = r.has("num_nextn_predict_layers") && r.j["num_nextn_predict_layers"].is_number_integer()
+                       ? r.j["num_nextn_predict_layers"].get<int64_t>()
+                       : 0;
     m.ssm_cache_dtype = r.opt<std::string>("mamba_ssm_cache_dtype", "float32");
     if (m.ssm_cache_dtype != "float32" && m.ssm_cache_dtype != "bfloat16" && m.ssm_cache_dtype != "float16")
       fail("{}: unsupported mamba_ssm_cache_dtype '{}' (supported: float32, bfloat16, float16)", path,
@@ -266,7 +281,12 @@ class NemotronH final : public ArchDef {
 
   std::unique_ptr<DecoderLayer> make_layer(const LayerBuild& b, int64_t i) const override {
     const ModelConfig& c = b.loader.config();
-    if (i == 0 && b.loader.checkpoint().config().value("num_nextn_predict_layers", 0) > 0)
+    if (i == 0 && wrapped_)
+      b.loader.log_once(fmt::format("{}: loading the language model only (language_model.*); the vision tower "
+                                    "(vision_model.*), its projector (mlp1.*) and any sound encoder are skipped "
+                                    "(text input only)",
+                                    c.architecture));
+    if (i == 0 && c.mamba.mtp_layers > 0)
       b.loader.log_once("Skipping the multi-token-prediction layers (num_nextn_predict_layers): not used for decoding");
     RmsNorm norm = load_rms_norm(b.loader, norm_name(i), c.hidden_size);
     if (c.mamba.layer_is(i, 'M'))
@@ -291,7 +311,18 @@ class NemotronH final : public ArchDef {
     return out;
   }
 
+  // transformers' NemotronHForCausalLM: _keep_in_fp32_modules_strict = the router's weight and
+  // its e_score_correction_bias.
+  std::vector<std::string> float32_tensors(const ModelConfig& c) const override {
+    std::vector<std::string> out;
+    for (int64_t i = 0; i < c.num_layers; ++i)
+      if (c.mamba.layer_is(i, 'E'))
+        for (const char* t : {".gate.weight", ".gate.e_score_correction_bias"}) out.push_back(mixer_prefix(i) + t);
+    return out;
+  }
+
   void synthetic_config(const SyntheticOptions& o, nlohmann::json& c) const override {
+    if (wrapped_) fail("synthetic checkpoints of {} are not written (write NemotronHForCausalLM and wrap it)", name_);
     c["model_type"] = "nemotron_h";
     std::string pattern = o.hybrid_pattern;
     pattern.resize(static_cast<size_t>(o.layers), '-');
@@ -327,12 +358,24 @@ class NemotronH final : public ArchDef {
       if (o.moe_latent > 0) c["moe_latent_size"] = o.moe_latent;
     }
   }
+
+ private:
+  const char* name_;
+  bool wrapped_;
 };
 
 }  // namespace
 
 const ArchDef& nemotron_h_arch() {
-  static const NemotronH d;
+  static const NemotronH d("NemotronHForCausalLM");
+  return d;
+}
+const ArchDef& nemotron_h_vl_arch() {
+  static const NemotronH d("NemotronH_Nano_VL_V2", true);
+  return d;
+}
+const ArchDef& nemotron_h_omni_arch() {
+  static const NemotronH d("NemotronH_Nano_Omni_Reasoning_V3", true);
   return d;
 }
 
