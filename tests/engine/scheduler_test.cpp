@@ -46,6 +46,14 @@ Drained drain(Scheduler& s, int max_steps = 1000) {
   return r;
 }
 
+// The tokens a request gets alone in a scheduler (of a fake model) of its own.
+std::vector<int32_t> tokens_alone(const RequestParams& p) {
+  FakeStepModel m;
+  Scheduler s(m, nullptr, {});
+  s.add(1, p);
+  return drain(s).tokens[1];
+}
+
 std::vector<int32_t> chain(int32_t last, int n, int64_t vocab = 32) {
   std::vector<int32_t> out;
   for (int i = 0; i < n; ++i) out.push_back(last = FakeStepModel::successor(last, vocab));
@@ -265,12 +273,7 @@ TEST(Scheduler, ARequestsTokensDoNotDependOnTheRestOfTheBatch) {
   RequestParams sampled = greedy({3, 4, 5}, 12);
   sampled.sampling.temperature = 1.0;
   sampled.sampling.seed = 1234;
-  auto alone = [&] {
-    FakeStepModel m;
-    Scheduler s(m, nullptr, {});
-    s.add(1, sampled);
-    return drain(s).tokens[1];
-  }();
+  const std::vector<int32_t> alone = tokens_alone(sampled);
   FakeStepModel m;
   SchedulerConfig cfg;
   cfg.max_num_batched_tokens = 9;
@@ -289,12 +292,7 @@ TEST(Scheduler, PipelinedGroupsGiveEachRequestItsTokensAlone) {
   RequestParams sampled = greedy({3, 4, 5}, 12);
   sampled.sampling.temperature = 1.0;
   sampled.sampling.seed = 1234;
-  auto alone = [&] {
-    FakeStepModel m;
-    Scheduler s(m, nullptr, {});
-    s.add(1, sampled);
-    return drain(s).tokens[1];
-  }();
+  const std::vector<int32_t> alone = tokens_alone(sampled);
   FakeStepModel m;
   m.depth = 3;
   SchedulerConfig cfg;
