@@ -29,6 +29,69 @@ constexpr int64_t kMaxChoices = 128;
 // memory is handed back at once instead of staying in the heap (engine/process_stats.h).
 constexpr size_t kLargePromptBytes = size_t{1} << 20;
 
+// logit_bias: token id (an object key) -> bias, each clamped to [-100, 100] as vLLM does.
+void parse_logit_bias(const json& b, const ServingModel& m, engine::RequestParams& p) {
+  if (!present(b, "logit_bias")) return;
+  const json& lb = b["logit_bias"];
+  if (!lb.is_object()) throw bad_request("'logit_bias' must be an object mapping token ids to biases", "logit_bias");
+  for (const auto& [k, v] : lb.items()) {
+    const std::string field = "logit_bias." + k;
+    int64_t id = -1;
+    const auto [end, ec] = std::from_chars(k.data(), k.data() + k.size(), id);
+    if (ec != std::errc() || end != k.data() + k.size())
+      throw bad_request(fmt::format("'logit_bias' keys must be token ids, got '{}'", k), "logit_bias");
+    if (id < 0 || id >= m.vocab_size)
+      throw bad_request(fmt::format("logit_bias token id {} is outside the vocabulary [0, {})", id, m.vocab_size),
+                        "logit_bias");
+    if (!v.is_number()) throw bad_request(fmt::format("'{}' must be a number", field), field);
+    // vLLM clamps each bias to [-100, 100].
+    const double bias = std::clamp(v.get<double>(), -100.0, 100.0);
+    p.logit_bias.emplace_back(static_cast<int32_t>(id), static_cast<float>(bias));
+  }
+}
+
+// The sampling parameters and penalties, the model's generation_config defaults under them.
+void parse_sampling(const json& b, const SamplingDefaults& d, uint64_t random_seed, engine::RequestParams& p) {
+  p.sampling.temperature = opt_num(b, "temperature").value_or(d.temperature.value_or(1.0));
+  if (!(p.sampling.temperature >= 0))
+    throw bad_request(fmt::format("'temperature' must be >= 0, got {}", p.sampling.temperature), "temperature");
+  if (p.sampling.temperature < 1e-5) p.sampling.temperature = 0;  // vLLM: greedy
+  p.sampling.top_p = opt_num(b, "top_p").value_or(d.top_p.value_or(1.0));
+  const int64_t top_k = opt_int(b, "top_k", -1).value_or(d.top_k.value_or(0));
+  p.sampling.top_k = top_k < 0 ? 0 : top_k;
+  p.sampling.min_p = opt_num(b, "min_p").value_or(d.min_p.value_or(0.0));
+  // vLLM takes any 64-bit signed seed; its bits seed the generator.
+  const std::optional<int64_t> seed = opt_int(b, "seed");
+  p.sampling.seed = seed ? static_cast<uint64_t>(*seed) : random_seed;
+  p.presence_penalty = opt_num(b, "presence_penalty").value_or(0.0);
+  p.frequency_penalty = opt_num(b, "frequency_penalty").value_or(0.0);
+  p.repetition_penalty = opt_num(b, "repetition_penalty").value_or(d.repetition_penalty.value_or(1.0));
+  p.ignore_eos = opt_bool(b, "ignore_eos").value_or(false);
+  p.min_tokens = opt_int(b, "min_tokens", 0).value_or(0);
+  p.skip_special_tokens = opt_bool(b, "skip_special_tokens").value_or(true);
+}
+
+// stop (a string or a list of strings; they need the tokenizer) and stop_token_ids.
+void parse_stop(const json& b, const ServingModel& m, engine::RequestParams& p) {
+  if (present(b, "stop")) {
+    const json& s = b["stop"];
+    if (s.is_string()) {
+      p.stop.push_back(s.get<std::string>());
+    } else if (s.is_array()) {
+      for (const json& x : s) {
+        if (!x.is_string()) throw bad_request("'stop' must be a string or a list of strings", "stop");
+        p.stop.push_back(x.get<std::string>());
+      }
+    } else {
+      throw bad_request("'stop' must be a string or a list of strings", "stop");
+    }
+    std::erase(p.stop, std::string());
+    if (!p.stop.empty() && !m.tok)
+      throw bad_request("'stop' strings need a tokenizer, and this model has none; use stop_token_ids", "stop");
+  }
+  if (present(b, "stop_token_ids")) p.stop_token_ids = token_ids(b["stop_token_ids"], "stop_token_ids", m.vocab_size);
+}
+
 // The fields both endpoints share. `max_tokens_default` < 0: the rest of the context.
 void parse_common(const json& b, const ServingModel& m, uint64_t random_seed, ApiRequest& r) {
   engine::RequestParams& p = r.params;
@@ -61,62 +124,13 @@ void parse_common(const json& b, const ServingModel& m, uint64_t random_seed, Ap
     r.include_usage = opt_bool(so, "include_usage", "stream_options.include_usage").value_or(false);
     r.continuous_usage = opt_bool(so, "continuous_usage_stats", "stream_options.continuous_usage_stats").value_or(false);
   }
-  if (present(b, "logit_bias")) {
-    const json& lb = b["logit_bias"];
-    if (!lb.is_object()) throw bad_request("'logit_bias' must be an object mapping token ids to biases", "logit_bias");
-    for (const auto& [k, v] : lb.items()) {
-      const std::string field = "logit_bias." + k;
-      int64_t id = -1;
-      const auto [end, ec] = std::from_chars(k.data(), k.data() + k.size(), id);
-      if (ec != std::errc() || end != k.data() + k.size())
-        throw bad_request(fmt::format("'logit_bias' keys must be token ids, got '{}'", k), "logit_bias");
-      if (id < 0 || id >= m.vocab_size)
-        throw bad_request(fmt::format("logit_bias token id {} is outside the vocabulary [0, {})", id, m.vocab_size),
-                          "logit_bias");
-      if (!v.is_number()) throw bad_request(fmt::format("'{}' must be a number", field), field);
-      // vLLM clamps each bias to [-100, 100].
-      const double bias = std::clamp(v.get<double>(), -100.0, 100.0);
-      p.logit_bias.emplace_back(static_cast<int32_t>(id), static_cast<float>(bias));
-    }
-  }
+  parse_logit_bias(b, m, p);
   p.structured = parse_structured_outputs(b);  // response_format, structured_outputs, guided_*
 
-  p.sampling.temperature = opt_num(b, "temperature").value_or(d.temperature.value_or(1.0));
-  if (!(p.sampling.temperature >= 0))
-    throw bad_request(fmt::format("'temperature' must be >= 0, got {}", p.sampling.temperature), "temperature");
-  if (p.sampling.temperature < 1e-5) p.sampling.temperature = 0;  // vLLM: greedy
-  p.sampling.top_p = opt_num(b, "top_p").value_or(d.top_p.value_or(1.0));
-  const int64_t top_k = opt_int(b, "top_k", -1).value_or(d.top_k.value_or(0));
-  p.sampling.top_k = top_k < 0 ? 0 : top_k;
-  p.sampling.min_p = opt_num(b, "min_p").value_or(d.min_p.value_or(0.0));
-  // vLLM takes any 64-bit signed seed; its bits seed the generator.
-  const std::optional<int64_t> seed = opt_int(b, "seed");
-  p.sampling.seed = seed ? static_cast<uint64_t>(*seed) : random_seed;
-  p.presence_penalty = opt_num(b, "presence_penalty").value_or(0.0);
-  p.frequency_penalty = opt_num(b, "frequency_penalty").value_or(0.0);
-  p.repetition_penalty = opt_num(b, "repetition_penalty").value_or(d.repetition_penalty.value_or(1.0));
-  p.ignore_eos = opt_bool(b, "ignore_eos").value_or(false);
-  p.min_tokens = opt_int(b, "min_tokens", 0).value_or(0);
-  p.skip_special_tokens = opt_bool(b, "skip_special_tokens").value_or(true);
+  parse_sampling(b, d, random_seed, p);
   r.return_token_ids = opt_bool(b, "return_token_ids").value_or(false);
 
-  if (present(b, "stop")) {
-    const json& s = b["stop"];
-    if (s.is_string()) {
-      p.stop.push_back(s.get<std::string>());
-    } else if (s.is_array()) {
-      for (const json& x : s) {
-        if (!x.is_string()) throw bad_request("'stop' must be a string or a list of strings", "stop");
-        p.stop.push_back(x.get<std::string>());
-      }
-    } else {
-      throw bad_request("'stop' must be a string or a list of strings", "stop");
-    }
-    std::erase(p.stop, std::string());
-    if (!p.stop.empty() && !m.tok)
-      throw bad_request("'stop' strings need a tokenizer, and this model has none; use stop_token_ids", "stop");
-  }
-  if (present(b, "stop_token_ids")) p.stop_token_ids = token_ids(b["stop_token_ids"], "stop_token_ids", m.vocab_size);
+  parse_stop(b, m, p);
 }
 
 // The most prompt ids a request may have: one generated token must still fit the context.

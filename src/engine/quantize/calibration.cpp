@@ -126,75 +126,78 @@ float w2_input_amax(const ExpertWeights& ew, const float* x, int64_t m, const in
   return *std::max_element(part.begin(), part.end());
 }
 
-}  // namespace
-
-ActivationAmax calibrate(std::shared_ptr<io::Checkpoint> ckpt, const ExportPlan& plan,
-                         const std::vector<std::vector<int32_t>>& sequences, const CalibrationOptions& opts) {
-  if (sequences.empty()) fail("calibration: no sequences");
-  ActivationAmax r;
-  std::set<std::string> linear_layers, moe_layers;
-  for (const QuantGroup& g : plan.groups) (g.input == GroupInput::linear ? linear_layers : moe_layers).insert(g.layer);
-
-  std::map<std::string, ExpertWeights> experts;
-  std::map<std::string, std::vector<int64_t>> routed;
+// Every MoE layer's expert weights (w1, w3 per expert) for w2_input_amax, and a zero routing count
+// per expert.
+void collect_expert_weights(const io::Checkpoint& ck, const ExportPlan& plan, const std::set<std::string>& moe_layers,
+                            std::map<std::string, ExpertWeights>& experts,
+                            std::map<std::string, std::vector<int64_t>>& routed) {
   for (const model::LayerSpec& spec : plan.layers) {
     if (!moe_layers.count(spec.name)) continue;
     ExpertWeights& ew = experts[spec.name];
     ew.spec = &spec;
     for (int64_t e = 0; e < spec.num_experts; ++e) {
       const std::string b = fmt::format("{}.{}.", spec.shards[0], e);
-      ew.w1.push_back(&ckpt->get(b + spec.expert_proj[0] + ".weight"));
-      ew.w3.push_back(&ckpt->get(b + spec.expert_proj[1] + ".weight"));
+      ew.w1.push_back(&ck.get(b + spec.expert_proj[0] + ".weight"));
+      ew.w3.push_back(&ck.get(b + spec.expert_proj[1] + ".weight"));
     }
     routed[spec.name].assign(static_cast<size_t>(spec.num_experts), 0);
   }
+}
 
-  model::EngineOptions eo;  // unquantized checkpoint: every layer runs its weights as they are
-  eo.on_linear_built = [&](model::Linear& l) {
+// Engine options whose build hooks observe the calibrated layers' inputs: each Linear's amax, each
+// MoE layer's input amax and its experts' down-projection input amax (counting the routing). The
+// hooks and observers keep pointers to the arguments, which must outlive the model.
+model::EngineOptions observing_options(const std::set<std::string>& linear_layers, const std::set<std::string>& moe_layers,
+                                       const std::map<std::string, ExpertWeights>& experts,
+                                       std::map<std::string, std::vector<int64_t>>& routed, ActivationAmax& r) {
+  ActivationAmax* res = &r;
+  model::EngineOptions eo;
+  eo.on_linear_built = [lin = &linear_layers, res](model::Linear& l) {
     const std::string name = l.spec().name;
-    if (!linear_layers.count(name)) return;
+    if (!lin->count(name)) return;
     const int64_t in = l.in_features();
-    l.set_input_observer([&r, name, in](const float* x, int64_t m) {
-      float& a = r.linear[name];
+    l.set_input_observer([res, name, in](const float* x, int64_t m) {
+      float& a = res->linear[name];
       a = std::max(a, quant::amax(x, static_cast<size_t>(m * in)));
     });
   };
-  eo.on_moe_built = [&](model::FusedMoe& f) {
+  eo.on_moe_built = [moe = &moe_layers, ex = &experts, rt = &routed, res](model::FusedMoe& f) {
     const std::string name = f.spec().name;
-    if (!moe_layers.count(name)) return;
-    const ExpertWeights* ew = &experts.at(name);
-    std::vector<int64_t>* counts = &routed.at(name);
+    if (!moe->count(name)) return;
+    const ExpertWeights* ew = &ex->at(name);
+    std::vector<int64_t>* counts = &rt->at(name);
     const int64_t hidden = f.spec().hidden;
-    f.set_input_observer([&r, name, ew, counts, hidden](const float* x, int64_t m, const int32_t* ids, int64_t top_k) {
-      float& a13 = r.experts_w13[name];
+    f.set_input_observer([res, name, ew, counts, hidden](const float* x, int64_t m, const int32_t* ids, int64_t top_k) {
+      float& a13 = res->experts_w13[name];
       a13 = std::max(a13, quant::amax(x, static_cast<size_t>(m * hidden)));
-      float& a2 = r.experts_w2[name];
+      float& a2 = res->experts_w2[name];
       a2 = std::max(a2, w2_input_amax(*ew, x, m, ids, top_k, *counts));
     });
   };
-  model::LoadOptions lo;
-  lo.progress = opts.progress;
-  auto lm = model::CausalLM::load(ckpt, eo, lo);
+  return eo;
+}
 
-  // lm_head only runs when logits are asked for; ask only when it is calibrated.
-  const model::LogitsMode mode = plan.lm_head_quantized ? model::LogitsMode::all : model::LogitsMode::none;
-  const int64_t vocab = lm->vocab_size(), chunk = 64;
+// Runs every sequence through the model in 64-token chunks (their ids checked), counting them in
+// r, with a progress line on a terminal.
+void run_sequences(model::CausalLM& lm, const std::vector<std::vector<int32_t>>& sequences, model::LogitsMode mode,
+                   bool progress, ActivationAmax& r) {
+  const int64_t vocab = lm.vocab_size(), chunk = 64;
   std::vector<float> logits;
   if (mode == model::LogitsMode::all) logits.resize(static_cast<size_t>(chunk * vocab));
-  const bool bar = opts.progress && ::isatty(STDERR_FILENO);
+  const bool bar = progress && ::isatty(STDERR_FILENO);
   const auto t0 = std::chrono::steady_clock::now();
   for (size_t s = 0; s < sequences.size(); ++s) {
     const std::vector<int32_t>& ids = sequences[s];
-    const int64_t n = std::min<int64_t>(static_cast<int64_t>(ids.size()), lm->max_model_len());
+    const int64_t n = std::min<int64_t>(static_cast<int64_t>(ids.size()), lm.max_model_len());
     if (n == 0) continue;
     for (int64_t i = 0; i < n; ++i)
       if (ids[static_cast<size_t>(i)] < 0 || ids[static_cast<size_t>(i)] >= vocab)
         fail("calibration sequence {}: token id {} at position {} is outside the vocabulary [0, {})", s,
              ids[static_cast<size_t>(i)], i, vocab);
-    model::SequenceState cache = lm->new_sequence(n);
+    model::SequenceState cache = lm.new_sequence(n);
     for (int64_t p = 0; p < n; p += chunk) {
       const int64_t c = std::min(chunk, n - p);
-      lm->forward(cache, ids.data() + p, c, mode, logits.empty() ? nullptr : logits.data());
+      lm.forward(cache, ids.data() + p, c, mode, logits.empty() ? nullptr : logits.data());
     }
     r.sequences += 1;
     r.tokens += n;
@@ -207,7 +210,10 @@ ActivationAmax calibrate(std::shared_ptr<io::Checkpoint> ckpt, const ExportPlan&
     }
   }
   if (bar) std::fprintf(stderr, "\r\033[K");
-  if (r.tokens == 0) fail("calibration: every sequence is empty");
+}
+
+// One INFO line per MoE layer with experts calibration never routed to.
+void log_never_routed(const std::map<std::string, std::vector<int64_t>>& routed) {
   for (const auto& [name, counts] : routed) {
     const auto never = std::count(counts.begin(), counts.end(), 0);
     if (never > 0)
@@ -215,6 +221,29 @@ ActivationAmax calibrate(std::shared_ptr<io::Checkpoint> ckpt, const ExportPlan&
                  "take the layer's shared input_scale (the max over the others)",
                  name, never, counts.size());
   }
+}
+
+}  // namespace
+
+ActivationAmax calibrate(std::shared_ptr<io::Checkpoint> ckpt, const ExportPlan& plan,
+                         const std::vector<std::vector<int32_t>>& sequences, const CalibrationOptions& opts) {
+  if (sequences.empty()) fail("calibration: no sequences");
+  ActivationAmax r;
+  std::set<std::string> linear_layers, moe_layers;
+  for (const QuantGroup& g : plan.groups) (g.input == GroupInput::linear ? linear_layers : moe_layers).insert(g.layer);
+  std::map<std::string, ExpertWeights> experts;
+  std::map<std::string, std::vector<int64_t>> routed;
+  collect_expert_weights(*ckpt, plan, moe_layers, experts, routed);
+  // Unquantized checkpoint: every layer runs its weights as they are.
+  const model::EngineOptions eo = observing_options(linear_layers, moe_layers, experts, routed, r);
+  model::LoadOptions lo;
+  lo.progress = opts.progress;
+  auto lm = model::CausalLM::load(ckpt, eo, lo);
+  // lm_head only runs when logits are asked for; ask only when it is calibrated.
+  run_sequences(*lm, sequences, plan.lm_head_quantized ? model::LogitsMode::all : model::LogitsMode::none,
+                opts.progress, r);
+  if (r.tokens == 0) fail("calibration: every sequence is empty");
+  log_never_routed(routed);
   return r;
 }
 

@@ -95,6 +95,96 @@ void expose_fused_experts(io::Checkpoint& ck) {
   }
 }
 
+namespace {
+
+// A layer left unquantized: `listed` join the exclusions, the reason the notes.
+void keep_unquantized(ExportPlan& plan, const LayerSpec& spec, const std::vector<std::string>& listed,
+                      const std::string& reason) {
+  plan.exclude_modules.insert(plan.exclude_modules.end(), listed.begin(), listed.end());
+  plan.notes.push_back(fmt::format("{}: not quantized ({})", spec.name, reason));
+}
+
+// A Linear layer (its fused shards together): one quantization group, or kept with the reason.
+void plan_linear(const io::Checkpoint& ck, const ExportOptions& opts, const LayerSpec& spec, ExportPlan& plan) {
+  if (spec.tied_embedding) {
+    // lm_head reads model.embed_tokens.weight: quantizing it would quantize the embedding too.
+    keep_unquantized(plan, spec, {"lm_head"}, "tied to model.embed_tokens, which stays unquantized");
+    return;
+  }
+  for (size_t i = 0; i < spec.shards.size(); ++i)
+    check_weight(ck, spec.shards[i], spec.shard_rows[i], spec.in_features);
+  std::vector<std::string> names = spec.shards;
+  names.push_back(spec.name);
+  std::string reason;
+  if (spec.name == "lm_head" && !opts.quantize_lm_head) reason = "lm_head; --quantize-lm-head quantizes it";
+  else if (std::string p = matching_pattern(opts.exclude, names); !p.empty())
+    reason = matching_pattern(opts.exclude, {spec.name}).empty() &&
+                     std::any_of(spec.shards.begin(), spec.shards.end(),
+                                 [&](const std::string& m) { return !quant::is_excluded(opts.exclude, m); })
+                 ? fmt::format("--exclude '{}' matches part of this fused group, which cannot mix formats", p)
+                 : fmt::format("--exclude '{}'", p);
+  else if (spec.in_features % quant::kNvfp4BlockSize != 0)
+    reason = fmt::format("in_features {} is not a multiple of 16", spec.in_features);
+  if (!reason.empty()) {
+    keep_unquantized(plan, spec, spec.shards, reason);
+    return;
+  }
+  plan.groups.push_back({spec.name, GroupInput::linear, spec.shards, spec.shard_rows, spec.in_features});
+}
+
+// A MoE experts layer: all experts share one format (the engine runs them as one kernel); two
+// groups per expert (w1/w3 together, w2), or the layer kept with the reason.
+void plan_experts(const io::Checkpoint& ck, const ExportOptions& opts, const LayerSpec& spec, ExportPlan& plan) {
+  if (spec.expert_layout == LayerSpec::ExpertLayout::gpt_oss) refuse_gpt_oss(ck);
+  const std::string& box = spec.shards[0];
+  if (ck.find(box + ".gate_up_proj")) plan.fused_experts.push_back(box);
+  std::vector<std::string> modules = spec.modules();
+  for (int64_t e = 0; e < spec.num_experts; ++e) {
+    const std::string b = fmt::format("{}.{}.", box, e);
+    check_weight(ck, b + spec.expert_proj[0], spec.inter, spec.hidden);
+    check_weight(ck, b + spec.expert_proj[1], spec.inter, spec.hidden);
+    check_weight(ck, b + spec.expert_proj[2], spec.hidden, spec.inter);
+  }
+  std::vector<std::string> names = modules;
+  names.push_back(box);
+  std::string reason;
+  if (std::string p = matching_pattern(opts.exclude, names); !p.empty())
+    reason = fmt::format("--exclude '{}' matches its experts", p);
+  else if (spec.hidden % quant::kNvfp4BlockSize != 0 || spec.inter % quant::kNvfp4BlockSize != 0)
+    reason = fmt::format("hidden {} / moe_intermediate {}: not both multiples of 16", spec.hidden, spec.inter);
+  if (!reason.empty()) {
+    keep_unquantized(plan, spec, {box}, reason);
+    return;
+  }
+  for (int64_t e = 0; e < spec.num_experts; ++e) {
+    const std::string b = fmt::format("{}.{}.", box, e);
+    plan.groups.push_back({spec.name, GroupInput::experts_w13, {b + spec.expert_proj[0], b + spec.expert_proj[1]},
+                           {spec.inter, spec.inter}, spec.hidden});
+  }
+  for (int64_t e = 0; e < spec.num_experts; ++e) {
+    const std::string b = fmt::format("{}.{}.", box, e);
+    plan.groups.push_back({spec.name, GroupInput::experts_w2, {b + spec.expert_proj[2]}, {spec.hidden}, spec.inter});
+  }
+}
+
+// The architecture's default exclusions and the tensors fp4lm copies unchanged.
+void add_default_exclusions(const io::Checkpoint& ck, ExportPlan& plan) {
+  // The architecture's default exclusions (ModelOpt's quantizer config disables, e.g., the
+  // hybrids' *linear_attn.conv1d*; its routers and gates are planned as such), and, as hf_ptq
+  // leaves mtp and the vision tower unquantized, the multi-token-prediction and vision tensors,
+  // which fp4lm copies unchanged, by pattern.
+  for (std::string& m : plan.config.arch->default_exclusions(plan.config)) plan.exclude_modules.push_back(std::move(m));
+  bool mtp = false, visual = false;
+  for (const std::string& name : ck.tensor_names()) {
+    mtp |= name.rfind("mtp.", 0) == 0;
+    visual |= name.rfind("model.visual.", 0) == 0;
+  }
+  if (mtp) plan.exclude_modules.push_back("mtp*");
+  if (visual) plan.exclude_modules.push_back("model.visual*");
+}
+
+}  // namespace
+
 ExportPlan make_export_plan(const io::Checkpoint& ck, const ExportOptions& opts) {
   if (opts.algo != QuantAlgo::NVFP4 && opts.algo != QuantAlgo::W4A16_NVFP4)
     fail("fp4lm quantize writes NVFP4 or W4A16_NVFP4, not {}", quant::algo_name(opts.algo));
@@ -111,90 +201,19 @@ ExportPlan make_export_plan(const io::Checkpoint& ck, const ExportOptions& opts)
   if (plan.config.arch->lists_embedding_as_excluded()) plan.exclude_modules.push_back("model.embed_tokens");
   plan.layers = model::plan_layers(plan.config);
 
-  auto keep = [&](const LayerSpec& spec, const std::vector<std::string>& listed, const std::string& reason) {
-    plan.exclude_modules.insert(plan.exclude_modules.end(), listed.begin(), listed.end());
-    plan.notes.push_back(fmt::format("{}: not quantized ({})", spec.name, reason));
-  };
-
   for (const LayerSpec& spec : plan.layers) {
     if (spec.router) {  // routers (and the GDN's in_proj_b / in_proj_a) stay in their dtype
       for (size_t i = 0; i < spec.shards.size(); ++i) {
         check_weight(ck, spec.shards[i], spec.shard_rows[i], spec.in_features);
         plan.exclude_modules.push_back(spec.shards[i]);
       }
-      continue;
-    }
-    if (spec.kind == kernels::LayerKind::linear) {
-      if (spec.tied_embedding) {
-        // lm_head reads model.embed_tokens.weight: quantizing it would quantize the embedding too.
-        keep(spec, {"lm_head"}, "tied to model.embed_tokens, which stays unquantized");
-        continue;
-      }
-      for (size_t i = 0; i < spec.shards.size(); ++i)
-        check_weight(ck, spec.shards[i], spec.shard_rows[i], spec.in_features);
-      std::vector<std::string> names = spec.shards;
-      names.push_back(spec.name);
-      std::string reason;
-      if (spec.name == "lm_head" && !opts.quantize_lm_head) reason = "lm_head; --quantize-lm-head quantizes it";
-      else if (std::string p = matching_pattern(opts.exclude, names); !p.empty())
-        reason = matching_pattern(opts.exclude, {spec.name}).empty() &&
-                         std::any_of(spec.shards.begin(), spec.shards.end(),
-                                     [&](const std::string& m) { return !quant::is_excluded(opts.exclude, m); })
-                     ? fmt::format("--exclude '{}' matches part of this fused group, which cannot mix formats", p)
-                     : fmt::format("--exclude '{}'", p);
-      else if (spec.in_features % quant::kNvfp4BlockSize != 0)
-        reason = fmt::format("in_features {} is not a multiple of 16", spec.in_features);
-      if (!reason.empty()) {
-        keep(spec, spec.shards, reason);
-        continue;
-      }
-      plan.groups.push_back({spec.name, GroupInput::linear, spec.shards, spec.shard_rows, spec.in_features});
-      continue;
-    }
-    // A MoE experts layer: all experts share one format (the engine runs them as one kernel).
-    if (spec.expert_layout == LayerSpec::ExpertLayout::gpt_oss) refuse_gpt_oss(ck);
-    const std::string& box = spec.shards[0];
-    if (ck.find(box + ".gate_up_proj")) plan.fused_experts.push_back(box);
-    std::vector<std::string> modules = spec.modules();
-    for (int64_t e = 0; e < spec.num_experts; ++e) {
-      const std::string b = fmt::format("{}.{}.", box, e);
-      check_weight(ck, b + spec.expert_proj[0], spec.inter, spec.hidden);
-      check_weight(ck, b + spec.expert_proj[1], spec.inter, spec.hidden);
-      check_weight(ck, b + spec.expert_proj[2], spec.hidden, spec.inter);
-    }
-    std::vector<std::string> names = modules;
-    names.push_back(box);
-    std::string reason;
-    if (std::string p = matching_pattern(opts.exclude, names); !p.empty())
-      reason = fmt::format("--exclude '{}' matches its experts", p);
-    else if (spec.hidden % quant::kNvfp4BlockSize != 0 || spec.inter % quant::kNvfp4BlockSize != 0)
-      reason = fmt::format("hidden {} / moe_intermediate {}: not both multiples of 16", spec.hidden, spec.inter);
-    if (!reason.empty()) {
-      keep(spec, {box}, reason);
-      continue;
-    }
-    for (int64_t e = 0; e < spec.num_experts; ++e) {
-      const std::string b = fmt::format("{}.{}.", box, e);
-      plan.groups.push_back({spec.name, GroupInput::experts_w13, {b + spec.expert_proj[0], b + spec.expert_proj[1]},
-                             {spec.inter, spec.inter}, spec.hidden});
-    }
-    for (int64_t e = 0; e < spec.num_experts; ++e) {
-      const std::string b = fmt::format("{}.{}.", box, e);
-      plan.groups.push_back({spec.name, GroupInput::experts_w2, {b + spec.expert_proj[2]}, {spec.hidden}, spec.inter});
+    } else if (spec.kind == kernels::LayerKind::linear) {
+      plan_linear(ck, opts, spec, plan);
+    } else {
+      plan_experts(ck, opts, spec, plan);
     }
   }
-  // The architecture's default exclusions (ModelOpt's quantizer config disables, e.g., the
-  // hybrids' *linear_attn.conv1d*; its routers and gates are planned as such), and, as hf_ptq
-  // leaves mtp and the vision tower unquantized, the multi-token-prediction and vision tensors,
-  // which fp4lm copies unchanged, by pattern.
-  for (std::string& m : plan.config.arch->default_exclusions(plan.config)) plan.exclude_modules.push_back(std::move(m));
-  bool mtp = false, visual = false;
-  for (const std::string& name : ck.tensor_names()) {
-    mtp |= name.rfind("mtp.", 0) == 0;
-    visual |= name.rfind("model.visual.", 0) == 0;
-  }
-  if (mtp) plan.exclude_modules.push_back("mtp*");
-  if (visual) plan.exclude_modules.push_back("model.visual*");
+  add_default_exclusions(ck, plan);
   for (size_t i = 0; i < plan.groups.size(); ++i) {
     plan.lm_head_quantized |= plan.groups[i].layer == "lm_head";
     for (const std::string& m : plan.groups[i].modules) plan.group_index[m] = i;
