@@ -35,7 +35,7 @@ using QuantizedActivations = W4a4Input;
 // Quantizes one token row exactly as quant::quantize_activation (same float operations: the
 // block amax, quant::activation_block_scale, q = (1/input_scale)/sf, y = x·q, thresholds).
 // Writes the kernel layout, and the standard packed codes/scales when given.
-void quantize_row(const float* x, int64_t k, float input_scale, int64_t token, int8_t* sgn, float* sa,
+void quantize_row(const float* x, int64_t k, float input_scale, int64_t token, int8_t* a2, float* sa,
                   uint8_t* codes, uint8_t* scales) {
   const float g = 1.0f / input_scale;
   const __m256 sign_mask = _mm256_set1_ps(-0.0f);
@@ -69,7 +69,7 @@ void quantize_row(const float* x, int64_t k, float input_scale, int64_t token, i
       if (codes) std::memset(codes + b * 8, 0, 8);
       for (int e = 0; e < 16; ++e) {  // all codes 0
         const int pe = static_cast<int>(pos) * 16 + e;
-        sgn[c * 64 + (pe & 1) * 32 + (pe >> 1)] = 0;
+        a2[c * 64 + (pe & 1) * 32 + (pe >> 1)] = 0;
       }
       continue;
     }
@@ -91,7 +91,7 @@ void quantize_row(const float* x, int64_t k, float input_scale, int64_t token, i
     };
     classify(v0, idx, neg);
     classify(v1, idx + 8, neg + 8);
-    int8_t* cs = sgn + c * 64;
+    int8_t* cs = a2 + c * 64;
     for (int e = 0; e < 16; ++e) {
       const int pe = static_cast<int>(pos) * 16 + e;
       const int at = (pe & 1) * 32 + (pe >> 1);
@@ -211,10 +211,10 @@ void quantize_activation_nvfp4_avx2(const float* x, int64_t m, int64_t k, float 
                                     uint8_t* codes, uint8_t* scales) {
   check_quant_args(k, input_scale);
   const int64_t k64 = round_up(k, 64);
-  std::vector<int8_t> sgn(static_cast<size_t>(k64));
+  std::vector<int8_t> a2(static_cast<size_t>(k64));
   std::vector<float> sa(static_cast<size_t>(k64 / 64 * 4));
   for (int64_t t = 0; t < m; ++t)
-    quantize_row(x + t * k, k, input_scale, t, sgn.data(), sa.data(), codes + t * (k / 2),
+    quantize_row(x + t * k, k, input_scale, t, a2.data(), sa.data(), codes + t * (k / 2),
                  scales + t * (k / 16));
 }
 
