@@ -39,7 +39,9 @@ OfflineEngine::OfflineEngine(const OfflineOptions& o) : dir_(o.model) {
       chat_error_ = e.what();
     }
   }
-  lm_ = model::CausalLM::load(dir_, opts, engine::load_options(o.engine));
+  model::LoadOptions lo = engine::load_options(o.engine);
+  lo.mtp = sc.speculative.method == "mtp";
+  lm_ = model::CausalLM::load(dir_, opts, lo);
   step_model_ = std::make_unique<engine::CausalLmStepModel>(*lm_);
   engine_ = std::make_unique<engine::Engine>(*step_model_, tok_.get(), sc);
 }

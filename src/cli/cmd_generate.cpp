@@ -138,10 +138,13 @@ int run_generate(const GenerateArgs& a) {
   std::unique_ptr<model::CausalLM> whole;
   std::unique_ptr<engine::CausalLmStepModel> whole_step;
   engine::StepModel* step_model = nullptr;
+  model::LoadOptions lo = engine::load_options(a.flags.args);
+  lo.mtp = spec.method == "mtp";
   if (pipeline) {
-    step_model = &pipeline->load(a.model, opts, engine::load_options(a.flags.args));
+    if (lo.mtp) usage_fail("--speculative-config: method mtp does not run with --pipeline-parallel-size > 1");
+    step_model = &pipeline->load(a.model, opts, lo);
   } else {
-    whole = model::CausalLM::load(a.model, opts, engine::load_options(a.flags.args));
+    whole = model::CausalLM::load(a.model, opts, lo);
     whole_step = std::make_unique<engine::CausalLmStepModel>(*whole);
     step_model = whole_step.get();
   }

@@ -179,6 +179,9 @@ int run_serve(const ServeArgs& a) {
   if (!std::filesystem::is_directory(a.model)) fail("{}: not a checkpoint directory", a.model);
   model::LoadOptions lo;
   lo.max_model_len = a.max_model_len;
+  lo.mtp = sc.speculative.method == "mtp";
+  if (lo.mtp && a.flags.pipeline_parallel_size > 1)
+    usage_fail("--speculative-config: method mtp does not run with --pipeline-parallel-size > 1");
   // Under mpirun every rank runs this command: ranks > 0 only load and run their stage; rank 0
   // serves HTTP and drives the pipeline.
   std::unique_ptr<dist::Pipeline> pipeline;

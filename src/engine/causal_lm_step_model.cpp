@@ -18,13 +18,49 @@ void CausalLmStepModel::forward(std::span<const StepChunk> chunks) {
     s.n = c.n;
     s.logits = !c.logits ? model::LogitsMode::none : c.all_logits ? model::LogitsMode::all : model::LogitsMode::last;
     s.out = c.logits;
+    if (mtp_) s.hidden = mtp_->hidden_rows(c.seq, s.state->length(), c.n);
     batch_.push_back(s);
   }
-  lm_.forward(batch_);  // every sequence of the step in one pass over the weights
+  try {
+    lm_.forward(batch_);  // every sequence of the step in one pass over the weights
+  } catch (...) {
+    if (mtp_)  // the states are as before the call; so are the head's unread rows
+      for (size_t i = 0; i < chunks.size(); ++i) mtp_->rewind(chunks[i].seq, batch_[i].state->length());
+    throw;
+  }
+}
+
+int64_t CausalLmStepModel::allocate(int64_t capacity) {
+  const int64_t seq = store_.allocate(capacity);
+  try {
+    if (mtp_) mtp_->allocate(seq, capacity);
+  } catch (...) {
+    store_.release(seq);
+    throw;
+  }
+  return seq;
+}
+
+void CausalLmStepModel::release(int64_t seq) {
+  if (mtp_) mtp_->release(seq);
+  store_.release(seq);
+}
+
+void CausalLmStepModel::rewind(int64_t seq, int64_t length) {
+  store_.get(seq).truncate(length);
+  if (mtp_) mtp_->rewind(seq, length);
+}
+
+std::vector<int32_t> CausalLmStepModel::draft(int64_t seq, std::span<const int32_t> history, int64_t k) {
+  return mtp_ ? mtp_->draft(seq, history, k) : std::vector<int32_t>{};
 }
 
 PrefixSupport CausalLmStepModel::prefix_support(int64_t block_size) const {
   PrefixSupport s;
+  if (mtp_) {  // the head reads the target's hidden state of every position, which is not cached
+    s.unsupported = "speculative method 'mtp' keeps the MTP head's own K/V, which is not cached";
+    return s;
+  }
   const model::StateLayout& layout = lm_.state_layout();
   s.block_bytes = model::KvCache::reserved_bytes(layout.kv_slots(), block_size, block_size, lm_.kv_dtype());
   if (!layout.recurrent_slots().empty()) {

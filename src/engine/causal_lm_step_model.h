@@ -3,8 +3,10 @@
 // reserved for its capacity, touched only as it fills, returned to the OS on release), and one
 // batched CausalLM::forward per engine step.
 #include <cstdint>
+#include <memory>
 #include <vector>
 
+#include "engine/mtp_drafter.h"
 #include "engine/step_model.h"
 #include "model/causal_lm.h"
 #include "model/sequence_store.h"
@@ -13,16 +15,19 @@ namespace fp4lm::engine {
 
 class CausalLmStepModel : public StepModel {
  public:
-  explicit CausalLmStepModel(const model::CausalLM& lm) : lm_(lm), store_(lm) {}
+  explicit CausalLmStepModel(const model::CausalLM& lm)
+      : lm_(lm), store_(lm), mtp_(lm.has_mtp() ? std::make_unique<MtpDrafter>(lm) : nullptr) {}
   int64_t vocab_size() const override { return lm_.vocab_size(); }
   int64_t max_model_len() const override { return lm_.max_model_len(); }
   std::vector<int64_t> eos_ids() const override { return lm_.eos_ids(); }
   size_t bytes_for(int64_t capacity) const override { return lm_.sequence_bytes(capacity); }
-  int64_t allocate(int64_t capacity) override { return store_.allocate(capacity); }
-  void release(int64_t seq) override { store_.release(seq); }
+  int64_t allocate(int64_t capacity) override;
+  void release(int64_t seq) override;
   void forward(std::span<const StepChunk> chunks) override;
   bool can_rewind() const override { return lm_.state_layout().recurrent_slots().empty(); }
-  void rewind(int64_t seq, int64_t length) override { store_.get(seq).truncate(length); }
+  void rewind(int64_t seq, int64_t length) override;
+  bool can_draft() const override { return mtp_ != nullptr; }
+  std::vector<int32_t> draft(int64_t seq, std::span<const int32_t> history, int64_t k) override;
   PrefixSupport prefix_support(int64_t block_size) const override;
   void save_positions(int64_t seq, int64_t pos0, int64_t n, std::vector<uint8_t>& kv,
                       std::vector<uint8_t>* state) override;
@@ -33,6 +38,7 @@ class CausalLmStepModel : public StepModel {
   const model::CausalLM& lm_;
   model::SequenceStore store_;
   std::vector<model::SequenceChunk> batch_;
+  std::unique_ptr<MtpDrafter> mtp_;  // the model's MTP head drafts (LoadOptions::mtp)
 };
 
 }  // namespace fp4lm::engine

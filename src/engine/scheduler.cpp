@@ -77,8 +77,15 @@ Scheduler::Scheduler(StepModel& model, const tokenizer::Tokenizer* tok, Schedule
     log().info("pipelined batches: up to {} forwards in flight, the running sequences in up to {} groups", depth_,
                depth_);
   if (cfg_.speculative.enabled()) {
+    const bool mtp = cfg_.speculative.method == "mtp";
+    if (mtp && !model_.can_draft())
+      throw RequestError("speculative_config: method mtp needs the model loaded with its MTP head",
+                         "speculative_config");
     spec_on_ = model_.can_rewind();
-    if (spec_on_)
+    if (spec_on_ && mtp)
+      log().info("speculative decoding: up to {} drafts per step from the model's MTP head",
+                 cfg_.speculative.num_speculative_tokens);
+    else if (spec_on_)
       log().info("speculative decoding: {} drafts of up to {} tokens (n-grams of {}..{})", cfg_.speculative.method,
                  cfg_.speculative.num_speculative_tokens, cfg_.speculative.prompt_lookup_min,
                  cfg_.speculative.prompt_lookup_max);
@@ -631,7 +638,8 @@ int64_t Scheduler::propose(Sequence& s, int64_t most) {
   if (k <= 0 || s.grammar) return 0;
   std::vector<int32_t> history(s.p.prompt.begin(), s.p.prompt.end());
   history.insert(history.end(), s.output.begin(), s.output.end());
-  const std::vector<int32_t> d = propose_ngram(history, cfg_.speculative, k);
+  const std::vector<int32_t> d = cfg_.speculative.method == "mtp" ? model_.draft(s.kv, history, k)
+                                                                   : propose_ngram(history, cfg_.speculative, k);
   if (d.empty()) return 0;
   s.verify.assign(1, s.output.back());
   s.verify.insert(s.verify.end(), d.begin(), d.end());

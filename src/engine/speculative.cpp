@@ -37,11 +37,18 @@ SpeculativeConfig parse_speculative_config(const std::string& text) {
       bad(fmt::format("unknown field '{}' (known: method, num_speculative_tokens, prompt_lookup_max, "
                       "prompt_lookup_min)",
                       key));
-  if (!j.contains("method") || !j["method"].is_string()) bad("method must be given as a string (\"ngram\")");
+  if (!j.contains("method") || !j["method"].is_string())
+    bad("method must be given as a string (\"ngram\" or \"mtp\")");
   c.method = j["method"].get<std::string>();
-  if (c.method != "ngram")
-    bad(fmt::format("method '{}' is not supported (supported: ngram; qwen3_next_mtp is not implemented yet)",
+  // vLLM's model-specific MTP names for the heads fp4lm runs are the same method.
+  if (c.method == "qwen3_next_mtp" || c.method == "qwen3_5_mtp") c.method = "mtp";
+  if (c.method != "ngram" && c.method != "mtp")
+    bad(fmt::format("method '{}' is not supported (supported: ngram; mtp, also spelled qwen3_next_mtp or "
+                    "qwen3_5_mtp: the MTP head of Qwen3.5 / Qwen3.6 / Qwen3-Next checkpoints)",
                     c.method));
+  if (c.method == "mtp")
+    for (const char* key : {"prompt_lookup_max", "prompt_lookup_min"})
+      if (j.contains(key)) bad(fmt::format("{} applies to method ngram only", key));
   if (!j.contains("num_speculative_tokens")) bad("num_speculative_tokens must be given");
   c.num_speculative_tokens = int_field(j, "num_speculative_tokens", 1, 16);
   const bool has_min = j.contains("prompt_lookup_min"), has_max = j.contains("prompt_lookup_max");

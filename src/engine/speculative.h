@@ -8,6 +8,9 @@
 // (Sampler::verify), which is exact rejection sampling for a deterministic draft: the output is
 // distributed as without speculation.
 //
+// method "mtp" (vLLM also spells it qwen3_next_mtp): the checkpoint's own MTP head drafts
+// (engine/mtp_drafter.h); the model must be loaded with it (model::LoadOptions::mtp).
+//
 // method "ngram" (prompt lookup): the longest n-gram of prompt_lookup_min..prompt_lookup_max
 // tokens that ends the sequence and occurred earlier in it; the draft is what followed its most
 // recent earlier occurrence.
@@ -19,13 +22,13 @@
 namespace fp4lm::engine {
 
 struct SpeculativeConfig {
-  std::string method;  // "" = off, "ngram"
+  std::string method;  // "" = off, "ngram", "mtp" (engine/mtp_drafter.h)
   int64_t num_speculative_tokens = 0;
   int64_t prompt_lookup_min = 1, prompt_lookup_max = 4;
   bool enabled() const { return !method.empty(); }
 };
 
-// The JSON of --speculative-config / speculative_config: {"method": "ngram",
+// The JSON of --speculative-config / speculative_config: {"method": "ngram" | "mtp",
 // "num_speculative_tokens": k (1..16), "prompt_lookup_max": n (default 4; or prompt_lookup_min
 // when only that is given), "prompt_lookup_min": n (default 1)}. RequestError naming
 // speculative_config and the field when anything is wrong (an unknown method or key included).

@@ -69,6 +69,17 @@ class StepModel {
     (void)length;
   }
 
+  // Speculative method "mtp": whether the model drafts with its own MTP head, and up to k drafts
+  // for `seq`, whose tokens so far are `history` (prompt + output; its state holds all but the
+  // last); empty when it has none.
+  virtual bool can_draft() const { return false; }
+  virtual std::vector<int32_t> draft(int64_t seq, std::span<const int32_t> history, int64_t k) {
+    (void)seq;
+    (void)history;
+    (void)k;
+    return {};
+  }
+
   // ---- prefix caching: the state of positions as opaque bytes (engine/prefix_cache.h) ----
   virtual PrefixSupport prefix_support(int64_t block_size) const {
     (void)block_size;

@@ -92,6 +92,13 @@ std::unique_ptr<CausalLM> CausalLM::load(std::shared_ptr<io::Checkpoint> ckpt, c
     lm->final_norm_ = load_rms_norm(l, "model.norm.weight", c.hidden_size);
     lm->lm_head_ = l.load_linear("lm_head");
   }
+  if (lo.mtp) {
+    if (lo.first_layer != 0 || end != c.num_layers)
+      fail("speculative method 'mtp': the MTP head runs only in a whole model, not in a pipeline stage");
+    lm->mtp_ = std::make_unique<MtpHead>(l, lm->rope_, lm->kv_dtype_);
+    log().info("Loaded the MTP head ({} of {} MTP layer(s); the draft model of speculative decoding)", 1,
+               c.num_nextn_predict_layers);
+  }
   lm->load_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   log().info("Loaded {} ({} layers, {} activations, {} KV cache) from {} in {:.2f} s; resident weight bytes {} ({:.1f} MiB)",
              c.architecture, c.num_layers, dtype_torch_name(lm->dtype_),
@@ -106,6 +113,7 @@ size_t CausalLM::weight_bytes() const {
   // Norms are copied to float32; the embedding table stays mapped in its own dtype.
   b += static_cast<size_t>(final_norm_.dim()) * sizeof(float);
   for (const auto& layer : layers_) b += layer->own_param_bytes();
+  if (mtp_) b += mtp_->own_param_bytes();
   // (A tied table is lm_head's, already counted when this object holds lm_head.)
   if (has_embedding() && (!c.tie_word_embeddings || !has_lm_head()))
     b += loader_->checkpoint().get("model.embed_tokens.weight").nbytes;
@@ -120,7 +128,51 @@ SequenceState CausalLM::new_sequence(int64_t capacity, int64_t id) const {
 }
 
 size_t CausalLM::sequence_bytes(int64_t capacity) const {
-  return state_.sequence_bytes(capacity > 0 ? capacity : max_model_len_, prefill_chunk_, kv_dtype_);
+  return state_.sequence_bytes(capacity > 0 ? capacity : max_model_len_, prefill_chunk_, kv_dtype_) +
+         (mtp_ ? mtp_sequence_bytes(capacity) : 0);
+}
+
+SequenceState CausalLM::new_mtp_sequence(int64_t capacity, int64_t id) const {
+  if (!mtp_) fail("the model was loaded without its MTP head");
+  if (capacity < 0 || capacity > max_model_len_)
+    fail("sequence capacity {} outside [1, {}] (max_model_len)", capacity, max_model_len_);
+  const StateLayout& s = mtp_->state_layout();
+  return SequenceState(s.new_kv_cache(capacity > 0 ? capacity : max_model_len_, prefill_chunk_, kv_dtype_), id);
+}
+
+size_t CausalLM::mtp_sequence_bytes(int64_t capacity) const {
+  if (!mtp_) return 0;
+  return mtp_->state_layout().sequence_bytes(capacity > 0 ? capacity : max_model_len_, prefill_chunk_, kv_dtype_);
+}
+
+void CausalLM::mtp_forward(SequenceState& st, const int32_t* tokens, const float* hidden, int64_t n, float* logits,
+                           float* out_hidden) const {
+  if (!mtp_) fail("the model was loaded without its MTP head");
+  if (n <= 0) fail("mtp_forward: no rows");
+  if (st.length() + n > st.capacity())
+    fail("MTP head: sequence of {} positions exceeds its capacity {}", st.length() + n, st.capacity());
+  const int64_t hid = config().hidden_size, len0 = st.length();
+  std::vector<float> e, g(static_cast<size_t>(prefill_chunk_ * hid));
+  try {
+    for (int64_t r0 = 0; r0 < n; r0 += prefill_chunk_) {
+      const int64_t m = std::min(prefill_chunk_, n - r0);
+      e.resize(static_cast<size_t>(m * hid));
+      embed_.lookup(tokens + r0, m, e.data());
+      round_to_dtype(e.data(), e.size(), dtype_);
+      const SequenceSpan span{&st, 0, m, st.length()};
+      mtp_->forward(e.data(), hidden + r0 * hid, m, std::span<const SequenceSpan>(&span, 1), tokens + r0, g.data());
+      check_finite(g.data(), m, hid, "the MTP head's output");
+      st.kv().set_length(span.pos0 + m);
+      if (out_hidden) std::copy_n(g.data(), m * hid, out_hidden + r0 * hid);
+      if (r0 + m == n) {
+        lm_head_->forward(g.data() + (m - 1) * hid, 1, logits);
+        check_finite(logits, 1, vocab_size(), "the MTP head's logits");
+      }
+    }
+  } catch (...) {
+    st.abandon_forward(len0);
+    throw;
+  }
 }
 
 // Rows [offset, offset + n) of batch chunk `chunk`, at positions pos0.. of its state, are rows
@@ -277,6 +329,9 @@ void CausalLM::forward_step(std::span<const SequenceChunk> batch, const std::vec
     link->send(h.data(), m, hid);  // the next stage continues; the last one computes the logits
     return;
   }
+  for (const Piece& p : pieces)  // the MTP head's input: every row, normed as lm_head sees it
+    if (float* out = batch[p.chunk].hidden)
+      final_norm_.forward(h.data() + p.row0 * hid, p.n, out + p.offset * hid, dtype_);
 
   // Logits only for the rows asked: every row of an `all` chunk, the last row of a `last` chunk.
   std::vector<int64_t> rows;  // step rows

@@ -21,6 +21,7 @@
 #include "model/kv_cache.h"
 #include "model/linear.h"
 #include "model/model_config.h"
+#include "model/mtp_head.h"
 #include "model/rms_norm.h"
 #include "model/rope.h"
 #include "model/sequence_chunk.h"
@@ -43,6 +44,9 @@ struct LoadOptions {
   int64_t first_layer = 0, end_layer = -1;
   // The RAM the weights must fit in (model/memory_fit.h); 0 = this machine's MemTotal.
   size_t ram_bytes = 0;
+  // Also load the MTP head (model/mtp_head.h), the draft model of speculative method "mtp";
+  // whole models only (not a pipeline stage).
+  bool mtp = false;
 };
 
 // A pipeline stage's neighbours: a stage without the embedding receives each forward step's
@@ -111,6 +115,19 @@ class CausalLM {
   // One sequence: a batch of one.
   void forward(SequenceState& state, const int32_t* tokens, int64_t n, LogitsMode mode, float* logits) const;
 
+  // ---- the MTP head (LoadOptions::mtp) ----
+  bool has_mtp() const { return mtp_ != nullptr; }
+  // A sequence's state for the head's own layer (its K/V only), and its bytes.
+  SequenceState new_mtp_sequence(int64_t capacity = 0, int64_t id = -1) const;
+  size_t mtp_sequence_bytes(int64_t capacity = 0) const;
+  // Rows i = 0..n-1 at positions state.length() + i of the head's state: tokens[i] is the token
+  // after that position, hidden[i] the target's final normed hidden state there (or the head's
+  // own output of the row before, for a second draft). Writes the logits of the last row
+  // [vocab] and, when out_hidden is given, the head's normed output of every row [n, hidden].
+  // Steps of at most prefill_chunk rows; on error the state is left as it was.
+  void mtp_forward(SequenceState& state, const int32_t* tokens, const float* hidden, int64_t n, float* logits,
+                   float* out_hidden = nullptr) const;
+
  private:
   CausalLM() = default;
   struct Piece;  // rows of one chunk inside one forward step
@@ -128,6 +145,7 @@ class CausalLM {
   std::vector<std::unique_ptr<DecoderLayer>> layers_;
   RmsNorm final_norm_;
   std::unique_ptr<Linear> lm_head_;
+  std::unique_ptr<MtpHead> mtp_;
 };
 
 }  // namespace fp4lm::model

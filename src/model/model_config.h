@@ -152,7 +152,8 @@ struct ModelConfig {
   int64_t rotary_dim = 0;         // RoPE over the first rotary_dim dims of a head (= head_dim unless partial)
   bool zero_centered_norm = false;  // RMSNorms scale by (1 + weight)
   // Multi-token-prediction layers stored after the last decoder layer (DeepSeek-V3, GLM-4.x:
-  // model.layers.<num_layers + j>.*); the engine never reads them.
+  // model.layers.<num_layers + j>.*; never read), or as mtp.layers.<j>.* (Qwen3.5 / Qwen3-Next:
+  // read by model/mtp_head.h for speculative decoding).
   int64_t num_nextn_predict_layers = 0;
   // RMSNorms multiply the weight in float32 and round once (Gemma: (x/rms · w) rounded), instead
   // of rounding x/rms to the activation dtype before the multiply (Llama, Qwen).

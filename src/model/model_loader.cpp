@@ -1,9 +1,12 @@
 #include "model/model_loader.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "core/error.h"
 #include "core/log.h"
+#include "model/arch/arch.h"
 #include "model/param_reader.h"
 #include "model/quant_method/quant_method.h"
 
@@ -67,10 +70,55 @@ const LayerSpec& ModelLoader::layer(const std::string& name) const {
   fail("{}: the model has no layer '{}'", ckpt_->dir(), name);
 }
 
+int64_t ModelLoader::plan_mtp_head() {
+  const int64_t n = config_.num_layers;
+  if (config_.num_nextn_predict_layers <= 0)
+    fail("{}/config.json: the model has no MTP layers (mtp_num_hidden_layers / num_nextn_predict_layers is 0 or "
+         "absent), so speculative method 'mtp' cannot draft",
+         ckpt_->dir());
+  if (!mtp_engine_prefix_.empty()) return n;
+  if (!ckpt_->find("mtp.fc.weight"))
+    fail("{}: config.json declares {} MTP layer(s) but the checkpoint has no tensor 'mtp.fc.weight'", ckpt_->dir(),
+         config_.num_nextn_predict_layers);
+  unquantized_ = quant::parse_quant_config(std::nullopt, nlohmann::json::object(), ckpt_->dir());
+  mtp_engine_prefix_ = fmt::format("model.layers.{}.", n);
+  ckpt_->alias_prefix("mtp.layers.0.", mtp_engine_prefix_);
+  if (!config_.gdn.full_attention.empty()) config_.gdn.full_attention.push_back(true);
+  config_.arch->plan_layer(config_, n, layers_);
+  layers_.push_back(plan_linear("mtp.fc", n, {"mtp.fc"}, {config_.hidden_size}, 2 * config_.hidden_size));
+  return n;
+}
+
+namespace {
+// `spec` with the names the checkpoint's files use: the MTP layer's engine prefix back to mtp.layers.0.
+LayerSpec on_disk_names(const LayerSpec& spec, const std::string& engine_prefix) {
+  LayerSpec s = spec;
+  auto undo = [&](std::string& name) {
+    if (name.compare(0, engine_prefix.size(), engine_prefix) == 0) name = "mtp.layers.0." + name.substr(engine_prefix.size());
+  };
+  undo(s.name);
+  for (std::string& shard : s.shards) undo(shard);
+  return s;
+}
+}  // namespace
+
 LayerReport ModelLoader::describe(const LayerSpec& spec) const {
   LayerReport r;
   r.spec = &spec;
-  r.scheme = resolve_scheme(*quant_, spec, opts_, dtype_, tensor_lookup());
+  if (!mtp_engine_prefix_.empty() && (spec.name.rfind(mtp_engine_prefix_, 0) == 0 || spec.name.rfind("mtp.", 0) == 0)) {
+    const LayerSpec disk = on_disk_names(spec, mtp_engine_prefix_);
+    const auto quantized = [&](const std::string& m) {
+      const TensorView* t = ckpt_->find(m + ".weight");
+      return (t && t->dtype != DType::BF16 && t->dtype != DType::F16 && t->dtype != DType::F32) ||
+             ckpt_->find(m + ".weight_scale") || ckpt_->find(m + ".weight_scale_inv") ||
+             ckpt_->find(m + ".weight_packed");
+    };
+    const std::vector<std::string> mods = disk.modules();
+    const bool unquantized = std::none_of(mods.begin(), mods.end(), quantized);
+    r.scheme = resolve_scheme(unquantized ? *unquantized_ : *quant_, disk, opts_, dtype_, tensor_lookup());
+  } else {
+    r.scheme = resolve_scheme(*quant_, spec, opts_, dtype_, tensor_lookup());
+  }
   if (spec.kind == kernels::LayerKind::linear) {
     kernels::LinearProblem p{r.scheme.key, r.scheme.act_dtype, spec.out_features, spec.in_features,
                              {opts_.a16_max_tokens}};

@@ -46,6 +46,12 @@ class ModelLoader {
   DType dtype() const { return dtype_; }  // activation / KV dtype
   const std::vector<LayerSpec>& layers() const { return layers_; }
   const LayerSpec& layer(const std::string& name) const;  // Error if not planned
+  // Plans the MTP head (model/mtp_head.h) of a checkpoint that has one (Error naming config.json
+  // otherwise): mtp.layers.0.* is read as decoder layer num_layers (a full-attention layer),
+  // mtp.fc as a Linear; returns that layer's index. The quantization config is asked about the
+  // names on disk, and a module stored in a float dtype without scales is unquantized whatever it
+  // says (NVIDIA's NVFP4 files keep mtp.* in bf16, their exclusion globs missing mtp.fc).
+  int64_t plan_mtp_head();
 
   // Scheme and backend choice, touching no weights.
   LayerReport describe(const LayerSpec& spec) const;
@@ -91,6 +97,8 @@ class ModelLoader {
   std::shared_ptr<const quant::QuantConfig> quant_;
   DType dtype_ = DType::F32;
   std::vector<LayerSpec> layers_;
+  std::string mtp_engine_prefix_;
+  std::shared_ptr<const quant::QuantConfig> unquantized_;  // the MTP head's float modules  // "model.layers.<num_layers>." once plan_mtp_head ran
   std::map<std::string, bool> logged_;
   std::map<std::string, std::shared_ptr<void>> shared_;
   size_t loaded_bytes_ = 0;

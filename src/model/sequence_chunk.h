@@ -15,6 +15,9 @@ struct SequenceChunk {
   int64_t n = 0;
   LogitsMode logits = LogitsMode::none;  // none | last -> out [vocab] | all -> out [n, vocab]
   float* out = nullptr;                  // float32, rounded to the activation dtype
+  // When set: [n, hidden] the final normed hidden state of every row (what lm_head reads; the
+  // MTP head's input, model/mtp_head.h).
+  float* hidden = nullptr;
 };
 
 }  // namespace fp4lm::model

@@ -62,6 +62,9 @@ struct Hybrid {
   // with the input_scale written for each (0: none, W4A16).
   std::map<std::string, quant::Nvfp4Weight> nvfp4;
   std::map<std::string, float> nvfp4_input_scale;
+  // The MTP head (add_mtp): its layer's weights live in `w` as decoder layer `layers`
+  // (model.layers.<layers>.*) and are written as mtp.layers.0.*.
+  bool mtp = false;
 };
 
 // Random weights of the test models, drawn in the order asked from one generator: a tensor
@@ -104,6 +107,53 @@ inline void quantize_experts(Hybrid& m, bool w4a4, float s13 = 5.0f / 2688, floa
         quantize_module(m, mod, w4a4 ? (std::string(proj) == "down_proj" ? s2 : s13) : 0.0f);
       }
   }
+}
+
+// The weights of decoder layer l (model.layers.<l>.*): full attention or GDN as m.full[l] says,
+// a dense MLP or the MoE as m.is_dense(l) says.
+inline void add_layer_weights(Hybrid& m, RandomWeights& rw, int64_t l) {
+  auto add = [&](const std::string& name, Shape shape, float sd, float mean = 0.0f) { rw.add(name, shape, sd, mean); };
+  auto lin = [&](const std::string& name, int64_t n, int64_t k) { rw.lin(name, n, k); };
+  const std::string p = fmt::format("model.layers.{}", l);
+  add(p + ".input_layernorm.weight", {m.hidden}, 0.1f);
+  add(p + ".post_attention_layernorm.weight", {m.hidden}, 0.1f);
+  if (m.full[l]) {
+    lin(p + ".self_attn.q_proj", 2 * m.heads * m.hd, m.hidden);
+    lin(p + ".self_attn.k_proj", m.kvh * m.hd, m.hidden);
+    lin(p + ".self_attn.v_proj", m.kvh * m.hd, m.hidden);
+    lin(p + ".self_attn.o_proj", m.hidden, m.heads * m.hd);
+    add(p + ".self_attn.q_norm.weight", {m.hd}, 0.1f);
+    add(p + ".self_attn.k_norm.weight", {m.hd}, 0.1f);
+  } else {
+    const std::string a = p + ".linear_attn";
+    lin(a + ".in_proj_qkv", 2 * m.nk * m.dk + m.nv * m.dv, m.hidden);
+    lin(a + ".in_proj_z", m.nv * m.dv, m.hidden);
+    lin(a + ".in_proj_b", m.nv, m.hidden);
+    lin(a + ".in_proj_a", m.nv, m.hidden);
+    lin(a + ".out_proj", m.hidden, m.nv * m.dv);
+    add(a + ".conv1d.weight", {2 * m.nk * m.dk + m.nv * m.dv, 1, m.kconv}, 0.4f);
+    add(a + ".A_log", {m.nv}, 0.5f);
+    add(a + ".dt_bias", {m.nv}, 0.5f);
+    add(a + ".norm.weight", {m.dv}, 0.1f, 1.0f);  // a plain weight
+  }
+  const std::string b = p + ".mlp";
+  if (m.is_dense(l)) {
+    lin(b + ".gate_proj", m.dense_inter, m.hidden);
+    lin(b + ".up_proj", m.dense_inter, m.hidden);
+    lin(b + ".down_proj", m.hidden, m.dense_inter);
+    return;
+  }
+  lin(b + ".gate", m.experts, m.hidden);
+  for (int64_t e = 0; e < m.experts; ++e) {
+    const std::string ep = fmt::format("{}.experts.{}", b, e);
+    lin(ep + ".gate_proj", m.inter, m.hidden);
+    lin(ep + ".up_proj", m.inter, m.hidden);
+    lin(ep + ".down_proj", m.hidden, m.inter);
+  }
+  lin(b + ".shared_expert.gate_proj", m.shared, m.hidden);
+  lin(b + ".shared_expert.up_proj", m.shared, m.hidden);
+  lin(b + ".shared_expert.down_proj", m.hidden, m.shared);
+  lin(b + ".shared_expert_gate", 1, m.hidden);
 }
 
 // Layers: linear, full, linear, full (layer_types given); NV = nk * ratio. qwen3_next: its
@@ -180,49 +230,24 @@ inline Hybrid make_hybrid(int64_t ratio, uint64_t seed = 11, Family family = Fam
   add("model.embed_tokens.weight", {m.vocab, m.hidden}, 1.0f);
   add("model.norm.weight", {m.hidden}, 0.1f);  // zero-centered: the scale is 1 + w
   lin("lm_head", m.vocab, m.hidden);
-  for (int64_t l = 0; l < m.layers; ++l) {
-    const std::string p = fmt::format("model.layers.{}", l);
-    add(p + ".input_layernorm.weight", {m.hidden}, 0.1f);
-    add(p + ".post_attention_layernorm.weight", {m.hidden}, 0.1f);
-    if (m.full[l]) {
-      lin(p + ".self_attn.q_proj", 2 * m.heads * m.hd, m.hidden);
-      lin(p + ".self_attn.k_proj", m.kvh * m.hd, m.hidden);
-      lin(p + ".self_attn.v_proj", m.kvh * m.hd, m.hidden);
-      lin(p + ".self_attn.o_proj", m.hidden, m.heads * m.hd);
-      add(p + ".self_attn.q_norm.weight", {m.hd}, 0.1f);
-      add(p + ".self_attn.k_norm.weight", {m.hd}, 0.1f);
-    } else {
-      const std::string a = p + ".linear_attn";
-      lin(a + ".in_proj_qkv", 2 * m.nk * m.dk + m.nv * m.dv, m.hidden);
-      lin(a + ".in_proj_z", m.nv * m.dv, m.hidden);
-      lin(a + ".in_proj_b", m.nv, m.hidden);
-      lin(a + ".in_proj_a", m.nv, m.hidden);
-      lin(a + ".out_proj", m.hidden, m.nv * m.dv);
-      add(a + ".conv1d.weight", {2 * m.nk * m.dk + m.nv * m.dv, 1, m.kconv}, 0.4f);
-      add(a + ".A_log", {m.nv}, 0.5f);
-      add(a + ".dt_bias", {m.nv}, 0.5f);
-      add(a + ".norm.weight", {m.dv}, 0.1f, 1.0f);  // a plain weight
-    }
-    const std::string b = p + ".mlp";
-    if (m.is_dense(l)) {
-      lin(b + ".gate_proj", m.dense_inter, m.hidden);
-      lin(b + ".up_proj", m.dense_inter, m.hidden);
-      lin(b + ".down_proj", m.hidden, m.dense_inter);
-      continue;
-    }
-    lin(b + ".gate", m.experts, m.hidden);
-    for (int64_t e = 0; e < m.experts; ++e) {
-      const std::string ep = fmt::format("{}.experts.{}", b, e);
-      lin(ep + ".gate_proj", m.inter, m.hidden);
-      lin(ep + ".up_proj", m.inter, m.hidden);
-      lin(ep + ".down_proj", m.hidden, m.inter);
-    }
-    lin(b + ".shared_expert.gate_proj", m.shared, m.hidden);
-    lin(b + ".shared_expert.up_proj", m.shared, m.hidden);
-    lin(b + ".shared_expert.down_proj", m.hidden, m.shared);
-    lin(b + ".shared_expert_gate", 1, m.hidden);
-  }
+  for (int64_t l = 0; l < m.layers; ++l) add_layer_weights(m, rw, l);
   return m;
+}
+
+// Adds the MTP head of Qwen3.5 / Qwen3-Next (mtp_num_hidden_layers 1, or Qwen3-Next's
+// num_nextn_predict_layers): pre_fc_norm_embedding / pre_fc_norm_hidden, fc [hidden, 2·hidden],
+// one full-attention layer (MoE, or a dense MLP in dense Qwen3.5), norm.
+inline void add_mtp(Hybrid& m, uint64_t seed = 5) {
+  RandomWeights rw{m.w, std::mt19937_64(seed)};
+  m.mtp = true;
+  m.full.push_back(true);
+  if (!m.dense.empty()) m.dense.push_back(m.family == Family::qwen3_5);
+  add_layer_weights(m, rw, m.layers);
+  rw.add("mtp.pre_fc_norm_embedding.weight", {m.hidden}, 0.1f);
+  rw.add("mtp.pre_fc_norm_hidden.weight", {m.hidden}, 0.1f);
+  rw.add("mtp.norm.weight", {m.hidden}, 0.1f);
+  rw.lin("mtp.fc", m.hidden, 2 * m.hidden);
+  m.config[m.next ? "num_nextn_predict_layers" : "mtp_num_hidden_layers"] = 1;
 }
 
 // Packs the per-module GDN weights of a Qwen3-Next model into HF's fused tensors: per key head
@@ -279,6 +304,8 @@ inline void write_hybrid(const Hybrid& m, const std::filesystem::path& dir, bool
     if (m.next && has(name, ".linear_attn.in_proj_")) continue;  // packed below
     if (fused_experts && has(name, ".mlp.experts.")) continue;    // stacked below
     std::string n = name;
+    if (const std::string l = fmt::format("model.layers.{}.", m.layers); m.mtp && n.rfind(l, 0) == 0)
+      n = "mtp.layers.0." + n.substr(l.size());
     if (vl && n.rfind("model.", 0) == 0) n = "model.language_model." + n.substr(6);
     const std::string mod = name.substr(0, name.size() - 7);  // without ".weight"
     if (auto q = m.nvfp4.find(mod); q != m.nvfp4.end()) {
@@ -302,8 +329,10 @@ inline void write_hybrid(const Hybrid& m, const std::filesystem::path& dir, bool
   json c = m.config;
   if (vl) {
     std::vector<float> junk(16, 1.0f);
-    st.add("mtp.layers.0.mlp.gate.weight", DType::F32, {4, 4}, junk);
-    st.add("mtp.fc.weight", DType::F32, {4, 4}, junk);
+    if (!m.mtp) {  // to be ignored when the head is not asked for
+      st.add("mtp.layers.0.mlp.gate.weight", DType::F32, {4, 4}, junk);
+      st.add("mtp.fc.weight", DType::F32, {4, 4}, junk);
+    }
     st.add("model.visual.blocks.0.attn.qkv.weight", DType::F32, {4, 4}, junk);
     json text = c;
     text.erase("architectures");
@@ -382,15 +411,11 @@ inline Vec routed_expert(const Hybrid& m, int64_t l, int64_t e, const Vec& y) {
   return matvec(m, p + ".down_proj", expert_input(m, l, 1, g));
 }
 
-inline std::vector<Vec> reference(const Hybrid& m, const std::vector<int32_t>& tok) {
-  const size_t n = tok.size();
+// Decoder layer l (weights model.layers.<l>.*) over the residual stream h of positions 0..n-1.
+inline void reference_layer(const Hybrid& m, int64_t l, std::vector<Vec>& h) {
+  const size_t n = h.size();
   const double eps = 1e-6;
-  std::vector<Vec> h(n);
-  for (size_t t = 0; t < n; ++t) {
-    const float* e = m.w.at("model.embed_tokens.weight").v.data() + tok[t] * m.hidden;
-    h[t] = Vec(e, e + m.hidden);
-  }
-  for (int64_t l = 0; l < m.layers; ++l) {
+  {
     const std::string p = fmt::format("model.layers.{}", l);
     std::vector<Vec> x(n);
     for (size_t t = 0; t < n; ++t) {
@@ -533,12 +558,23 @@ inline std::vector<Vec> reference(const Hybrid& m, const std::vector<int32_t>& t
       for (int64_t i = 0; i < m.hidden; ++i) h[t][i] += out[i] + sg * so[i];
     }
   }
-  std::vector<Vec> logits(n);
-  for (size_t t = 0; t < n; ++t) {
-    Vec y = h[t];
-    rms_inplace(y.data(), m.hidden, m.w.at("model.norm.weight").v, eps, true);
-    logits[t] = matvec(m, "lm_head", y);
+}
+
+// The final normed hidden state of every position (what lm_head reads).
+inline std::vector<Vec> reference_hidden(const Hybrid& m, const std::vector<int32_t>& tok) {
+  std::vector<Vec> h(tok.size());
+  for (size_t t = 0; t < tok.size(); ++t) {
+    const float* e = m.w.at("model.embed_tokens.weight").v.data() + tok[t] * m.hidden;
+    h[t] = Vec(e, e + m.hidden);
   }
+  for (int64_t l = 0; l < m.layers; ++l) reference_layer(m, l, h);
+  for (Vec& y : h) rms_inplace(y.data(), m.hidden, m.w.at("model.norm.weight").v, 1e-6, true);
+  return h;
+}
+
+inline std::vector<Vec> reference(const Hybrid& m, const std::vector<int32_t>& tok) {
+  std::vector<Vec> logits;
+  for (const Vec& y : reference_hidden(m, tok)) logits.push_back(matvec(m, "lm_head", y));
   return logits;
 }
 

@@ -62,6 +62,11 @@ void read_gated_hybrid_keys(const ConfigReader& r, ModelConfig& c) {
   if (c.rotary_dim <= 0 || c.rotary_dim > c.head_dim || c.rotary_dim % 2 != 0)
     fail("{}: partial_rotary_factor {} gives rotary dims {} (must be even, in (0, head_dim {}])", path, factor,
          c.rotary_dim, c.head_dim);
+  // The MTP head after the decoder layers (mtp.*): Qwen3.5 names its depth mtp_num_hidden_layers,
+  // Qwen3-Next num_nextn_predict_layers. Read only for speculative decoding (model/mtp_head.h).
+  c.num_nextn_predict_layers = r.opt<int64_t>("mtp_num_hidden_layers", r.opt<int64_t>("num_nextn_predict_layers", 0));
+  if (c.num_nextn_predict_layers < 0)
+    fail("{}: field 'mtp_num_hidden_layers' must be >= 0, found {}", path, c.num_nextn_predict_layers);
   const std::string ssm = r.opt<std::string>("mamba_ssm_dtype", "float32");
   if (ssm != "float32") fail("{}: unsupported mamba_ssm_dtype '{}' (supported: float32)", path, ssm);
 }
