@@ -29,12 +29,15 @@
 //                [--layers N] [--threads T] [--tokens N] [--prompt N] [--dir PATH]
 //                [--override-activation-dtype bfloat16] [--bf16-lm-head] [--fp8]
 //                [--linear-backend NAME] [--moe-backend NAME] [--gdn-prefill chunked|recurrent|both]
-//                [--mamba-prefill chunked|recurrent|both]
+//                [--mamba-prefill chunked|recurrent|both] [--mtp K [--full-layers N]]
 // hybrid: the gated delta-nets' mixer timer (model/gated_delta_rule.h) gives the share of the
 // decode step spent in the delta rule (state read, update, write) and in the whole GDN mixer;
 // --gdn-prefill times the prompt with the chunked form, the recurrent form, or both (default);
 // --mamba-prefill likewise for nemotron-*: the Mamba-2 scan's chunked SSD form or its recurrence
 // (model/mamba_timing.h), each line with the Mamba timer's share of the prefill.
+// --mtp K (hybrids): also writes the MTP head (bf16, as NVIDIA keeps mtp.*), times a draft token
+// and a verify of K + 1 tokens, and projects the single-stream speedup of the whole model
+// (--full-layers, default 40) at vLLM's published acceptance (time_mtp, print_mtp).
 // To compare with the AVX2 kernels end to end: FP4LM_DISABLE_ISA=avx512 decode_bench ...
 // --fp8: every quantized layer FP8 E4M3 (per-tensor weight_scale and input_scale, as ModelOpt's
 // FP8 exports) instead of NVFP4; it runs on the cpu_fp8_w8a16_* backends.
@@ -262,6 +265,26 @@ void add_bf16(std::vector<Tensor>& t, const std::string& m, int64_t n, int64_t k
   t.push_back({m + ".weight", DType::BF16, {n, k}, Tensor::bf16_small});
 }
 
+int64_t g_mtp = 0;  // --mtp K: the hybrid's MTP head, and K drafts per verify step
+
+// The hybrid's MTP head as NVIDIA's files keep it: all of mtp.* bf16 (fc, three norms, one
+// full-attention layer with its MoE or MLP).
+void mtp_head(std::vector<Tensor>& t, const Shapes& s) {
+  const std::string p = "mtp.layers.0";
+  add_bf16(t, "mtp.fc", s.hidden, 2 * s.hidden);
+  for (const char* n : {"mtp.pre_fc_norm_embedding.weight", "mtp.pre_fc_norm_hidden.weight", "mtp.norm.weight",
+                        "mtp.layers.0.input_layernorm.weight", "mtp.layers.0.post_attention_layernorm.weight"})
+    t.push_back({n, DType::BF16, {s.hidden}, Tensor::bf16_small});
+  add_attention(t, p + ".self_attn", s, 2 * s.heads * s.head_dim, add_bf16);
+  t.push_back({p + ".self_attn.q_norm.weight", DType::BF16, {s.head_dim}, Tensor::bf16_small});
+  t.push_back({p + ".self_attn.k_norm.weight", DType::BF16, {s.head_dim}, Tensor::bf16_small});
+  if (s.experts == 0) return add_mlp(t, p + ".mlp", s.hidden, s.inter, add_bf16);
+  t.push_back({p + ".mlp.gate.weight", DType::BF16, {s.experts, s.hidden}, Tensor::bf16_small});
+  for (int64_t e = 0; e < s.experts; ++e) add_mlp(t, fmt::format("{}.mlp.experts.{}", p, e), s.hidden, s.inter, add_bf16);
+  add_mlp(t, p + ".mlp.shared_expert", s.hidden, s.shared, add_bf16);
+  t.push_back({p + ".mlp.shared_expert_gate.weight", DType::BF16, {1, s.hidden}, Tensor::bf16_small});
+}
+
 // One DeepSeek-style layer: latent attention (bf16 projections, NVFP4 o_proj), then layer 0's
 // dense MLP or the sigmoid-routed experts with their shared expert (NVFP4).
 void mla_layer(std::vector<Tensor>& t, const Shapes& s, int64_t l) {
@@ -375,6 +398,7 @@ std::vector<Tensor> layout(const Shapes& s, int64_t layers, bool bf16_head) {
   if (bf16_head) t.push_back({"lm_head.weight", DType::BF16, {s.vocab, s.hidden}, Tensor::bf16_small});
   else if (s.hybrid()) add_w4a16(t, "lm_head", s.vocab, s.hidden);
   else add_quantized(t, "lm_head", s.vocab, s.hidden);
+  if (s.hybrid() && g_mtp > 0) mtp_head(t, s);
   for (int64_t l = 0; l < layers; ++l) {
     if (s.hybrid()) {
       hybrid_layer(t, s, l);
@@ -595,6 +619,7 @@ json config_json(const Shapes& s, int64_t layers, bool bf16_head) {
     c["attn_output_gate"] = true;
     if (s.experts) c["shared_expert_intermediate_size"] = s.shared;
     c["mamba_ssm_dtype"] = "float32";
+    if (g_mtp > 0) c["mtp_num_hidden_layers"] = 1;
     c.erase("rope_theta");
     c["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 10000000.0}, {"partial_rotary_factor", 0.25}};
     // MIXED_PRECISION as NVIDIA's 35B-A3B export lists it (modules not listed stay bf16).
@@ -727,12 +752,76 @@ size_t dir_bytes(const std::string& dir) {
   return b;
 }
 
+// --mtp K: what a speculative step costs beside a decode step. A draft token is one row through
+// the MTP head (fc, its layer, lm_head; the values fed in do not change the work), timed in steady
+// state: the head's state is cut back after each round of K, as the drafter does. A verify step
+// is K + 1 tokens through the target with every position's logits, on the decoded state.
+struct MtpCost {
+  double draft_s = 0, verify_s = 0;
+};
+
+double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+MtpCost time_mtp(const model::CausalLM& lm, model::SequenceState& target, int64_t k, int64_t prompt_len, int32_t tok) {
+  const int64_t hid = lm.config().hidden_size, vocab = lm.vocab_size();
+  model::SequenceState ms = lm.new_mtp_sequence();
+  std::vector<float> hidden(static_cast<size_t>(prompt_len * hid), 0.5f), logits(static_cast<size_t>(vocab)),
+      g(static_cast<size_t>(hid));
+  const std::vector<int32_t> toks(static_cast<size_t>(prompt_len), tok);
+  lm.mtp_forward(ms, toks.data(), hidden.data(), prompt_len, logits.data());  // the head reads the prompt
+  std::vector<double> draft, verify;
+  for (int rep = 0; rep < 6; ++rep) {
+    for (int64_t j = 0; j < k; ++j) {
+      const auto t0 = std::chrono::steady_clock::now();
+      lm.mtp_forward(ms, &tok, hidden.data(), 1, logits.data(), g.data());
+      draft.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+    ms.truncate(prompt_len);
+  }
+  std::vector<float> all(static_cast<size_t>((k + 1) * vocab));
+  const std::vector<int32_t> v(static_cast<size_t>(k + 1), tok);
+  for (int rep = 0; rep < 4; ++rep) {
+    const auto t0 = std::chrono::steady_clock::now();
+    lm.forward(target, v.data(), k + 1, model::LogitsMode::all, all.data());
+    verify.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return {median_of(draft), median_of(verify)};
+}
+
+// Acceptance per draft position of the Qwen3-Next-style MTP head as vLLM reports it (share of
+// drafts whose first j + 1 tokens were all accepted): vLLM PR #48892, gsm8k, temperature 0 —
+// one draft 83.4%; eight drafts 76.2, 61.6, 51.3, 42.4, 36.4, 30.9, 27.2, 23.7%.
+double published_acceptance(int64_t k, int64_t j) {
+  static const double eight[] = {0.762, 0.616, 0.513, 0.424, 0.364, 0.309, 0.272, 0.237};
+  if (k == 1) return 0.834;
+  return j < 8 ? eight[j] : 0.2;
+}
+
+void print_mtp(const MtpCost& c, int64_t k, double step_s, double full_over_measured) {
+  std::printf("MTP (%lld drafts): a draft token %.2f ms (%.3f of this decode step); a verify of %lld tokens %.1f ms "
+              "(%.2fx a decode step)\n",
+              static_cast<long long>(k), c.draft_s * 1e3, c.draft_s / step_s, static_cast<long long>(k + 1),
+              c.verify_s * 1e3, c.verify_s / step_s);
+  // The whole model: the decoder layers' share of a step and of a verify scales with the bytes
+  // they read (x full_over_measured); the head's cost does not.
+  double tokens = 1;
+  for (int64_t j = 0; j < k; ++j) tokens += published_acceptance(k, j);
+  const double full_step = step_s * full_over_measured, full_verify = c.verify_s * full_over_measured;
+  std::printf("MTP projection for the whole model (decoder layers x%.1f by bytes): %.2f tokens per verify at vLLM's "
+              "published acceptance; step %.1f ms, verify %.1f ms + %lld drafts %.1f ms -> %.2fx single-stream decode\n",
+              full_over_measured, tokens, full_step * 1e3, full_verify * 1e3, static_cast<long long>(k),
+              k * c.draft_s * 1e3, tokens * full_step / (full_verify + k * c.draft_s));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string arch = "moe", dir, override_dtype = "auto", linear_backend, moe_backend, gdn_prefill = "both",
               mamba_prefill = "both";
-  int64_t layers = 4, tokens = 32, prompt_len = 16;
+  int64_t layers = 4, tokens = 32, prompt_len = 16, full_layers = 40;
   int threads = 2;
   bool bf16_head = false;
   for (int i = 1; i < argc; ++i) {
@@ -757,10 +846,13 @@ int main(int argc, char** argv) {
     else if (a == "--moe-backend") moe_backend = val();
     else if (a == "--gdn-prefill") gdn_prefill = val();
     else if (a == "--mamba-prefill") mamba_prefill = val();
+    else if (a == "--mtp") g_mtp = std::stoll(val());
+    else if (a == "--full-layers") full_layers = std::stoll(val());
     else {
       std::fprintf(stderr, "usage: decode_bench --arch moe|dense|hybrid|hybrid-dense|mla|deepseek-v3|gemma4-31b|gemma4-26b-a4b|nemotron-dense|nemotron-moe [--layers N] [--threads T] [--tokens N] [--prompt N] "
                            "[--dir PATH] [--override-activation-dtype bfloat16] [--bf16-lm-head] [--fp8] [--linear-backend NAME] "
-                           "[--moe-backend NAME] [--gdn-prefill chunked|recurrent|both] [--mamba-prefill chunked|recurrent|both]\n");
+                           "[--moe-backend NAME] [--gdn-prefill chunked|recurrent|both] [--mamba-prefill chunked|recurrent|both] "
+                           "[--mtp K [--full-layers N]]\n");
       return 2;
     }
   }
@@ -801,6 +893,10 @@ int main(int argc, char** argv) {
                    : arch == "nemotron-dense" ? nemotron_nano_9b_v2()
                    : arch == "nemotron-moe"   ? nemotron_3_nano_30b_a3b()
                                       : qwen3_5_27b();
+  if (g_mtp < 0 || g_mtp > 8 || (g_mtp > 0 && !s.hybrid())) {
+    std::fprintf(stderr, "--mtp K (1..8) applies to --arch hybrid|hybrid-dense\n");
+    return 2;
+  }
   if (s.nemotron() && (layers < 1 || static_cast<size_t>(layers) > s.pattern.size())) {
     std::fprintf(stderr, "--layers must be 1 to %zu for --arch %s\n", s.pattern.size(), arch.c_str());
     return 2;
@@ -834,7 +930,8 @@ int main(int argc, char** argv) {
     o.linear_backend = linear_backend;
     o.moe_backend = moe_backend;
     model::LoadOptions lo;
-    lo.max_model_len = prompt_len + tokens + 1;
+    lo.max_model_len = prompt_len + tokens + 1 + 4 * (g_mtp + 1);
+    lo.mtp = g_mtp > 0;
     lo.progress = false;
     auto lm = model::CausalLM::load(dir, o, lo);
 
@@ -977,6 +1074,14 @@ int main(int argc, char** argv) {
                       static_cast<double>(cache->bytes_per_position() / static_cast<size_t>(layers)));
     std::printf("peak RSS %.2f GB vs checkpoint %.2f GB + KV %.4f GB: ratio %.2f\n", peak_rss / 1e9, ckpt_bytes / 1e9,
                 kv_bytes / 1e9, static_cast<double>(peak_rss) / static_cast<double>(ckpt_bytes + kv_bytes));
+    if (g_mtp > 0) {
+      double unused = 0;
+      const double head = hybrid_bytes_per_token(s, 0, bf16_head, ctx, &unused);
+      const double scale = (hybrid_bytes_per_token(s, full_layers, bf16_head, ctx, &unused) - head) / (bytes - head);
+      // Only the layers scale: x = (layers_full + head) / (layers + head) in bytes.
+      print_mtp(time_mtp(*lm, *cache, g_mtp, prompt_len, tok), g_mtp, median,
+                (scale * (bytes - head) + head) / bytes);
+    }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "decode_bench: %s\n", e.what());
     if (own_dir) fs::remove_all(dir);

@@ -8,6 +8,8 @@
 #include <cmath>
 #include <map>
 
+#include <fmt/format.h>
+
 #include "engine/sampler.h"
 #include "engine/scheduler.h"
 #include "engine/speculative.h"
@@ -36,6 +38,16 @@ TEST(SpeculativeConfig, ParsesVllmsFieldsAndNamesWhatIsWrong) {
     }
     return std::string("no error");
   };
+  for (const char* name : {"mtp", "qwen3_next_mtp", "qwen3_5_mtp"}) {  // vLLM's spellings of one method
+    c = parse_speculative_config(fmt::format(R"({{"method": "{}", "num_speculative_tokens": 2}})", name));
+    EXPECT_EQ(c.method, "mtp");
+    EXPECT_EQ(c.num_speculative_tokens, 2);
+  }
+  EXPECT_NE(err(R"({"method": "mtp", "num_speculative_tokens": 2, "prompt_lookup_max": 3})")
+                .find("prompt_lookup_max applies to method ngram only"),
+            std::string::npos);
+  EXPECT_NE(err(R"({"method": "deepseek_mtp", "num_speculative_tokens": 1})").find("'deepseek_mtp' is not supported"),
+            std::string::npos);
   EXPECT_NE(err("{").find("not JSON"), std::string::npos);
   EXPECT_NE(err(R"({"method": "eagle", "num_speculative_tokens": 2})").find("method 'eagle' is not supported"),
             std::string::npos);
