@@ -86,6 +86,11 @@ TEST(GenerateCli, SpeculativeDecodingKeepsTheReferenceGreedyTokens) {
   auto bad = fp4lm("generate --model " + stories() + " --prompt-ids 1 --speculative-config '{\"method\": \"x\"}'");
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_NE(bad.err.find("--speculative-config: method 'x' is not supported"), std::string::npos) << bad.err;
+  // A Llama has no MTP head: a runtime error naming the config, exit 1.
+  auto no_head = fp4lm("generate --model " + stories() +
+                       " --prompt-ids 1 --speculative-config '{\"method\": \"qwen3_next_mtp\", \"num_speculative_tokens\": 2}'");
+  EXPECT_EQ(no_head.exit_code, 1);
+  EXPECT_NE(no_head.err.find("config.json: the model has no MTP layers"), std::string::npos) << no_head.err;
 }
 
 TEST(GenerateCli, StreamsIdsWhenTheCheckpointHasNoTokenizer) {

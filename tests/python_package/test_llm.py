@@ -123,6 +123,9 @@ def test_ngram_speculation_changes_no_greedy_token(moe_w4a4):
         [o.outputs[0].token_ids for o in plain.generate(prompts, params)]
     with pytest.raises(ValueError, match="speculative_config: method 'eagle' is not supported"):
         LLM(model=str(moe_w4a4), speculative_config={"method": "eagle", "num_speculative_tokens": 2})
+    # Qwen3-MoE ships no MTP head: method mtp (vLLM's qwen3_next_mtp) names what is missing.
+    with pytest.raises(RuntimeError, match="the model has no MTP layers"):
+        LLM(model=str(moe_w4a4), speculative_config={"method": "qwen3_next_mtp", "num_speculative_tokens": 2})
 
 
 def test_outputs_shape_n_seed_and_logprobs(moe_w4a4):
