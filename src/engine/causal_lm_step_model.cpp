@@ -51,8 +51,9 @@ void CausalLmStepModel::rewind(int64_t seq, int64_t length) {
   if (mtp_) mtp_->rewind(seq, length);
 }
 
-std::vector<int32_t> CausalLmStepModel::draft(int64_t seq, std::span<const int32_t> history, int64_t k) {
-  return mtp_ ? mtp_->draft(seq, history, k) : std::vector<int32_t>{};
+std::vector<std::vector<int32_t>> CausalLmStepModel::draft(std::span<const DraftAsk> asks) {
+  if (!mtp_) return std::vector<std::vector<int32_t>>(asks.size());
+  return mtp_->draft(asks);
 }
 
 PrefixSupport CausalLmStepModel::prefix_support(int64_t block_size) const {

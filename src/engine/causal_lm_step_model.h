@@ -27,7 +27,7 @@ class CausalLmStepModel : public StepModel {
   bool can_rewind() const override { return lm_.state_layout().recurrent_slots().empty(); }
   void rewind(int64_t seq, int64_t length) override;
   bool can_draft() const override { return mtp_ != nullptr; }
-  std::vector<int32_t> draft(int64_t seq, std::span<const int32_t> history, int64_t k) override;
+  std::vector<std::vector<int32_t>> draft(std::span<const DraftAsk> asks) override;
   PrefixSupport prefix_support(int64_t block_size) const override;
   void save_positions(int64_t seq, int64_t pos0, int64_t n, std::vector<uint8_t>& kv,
                       std::vector<uint8_t>* state) override;

@@ -45,25 +45,57 @@ void MtpDrafter::rewind(int64_t seq, int64_t length) {
   s.rows.resize(std::min(s.rows.size(), static_cast<size_t>(length - s.read) * hid));
 }
 
-std::vector<int32_t> MtpDrafter::draft(int64_t seq, std::span<const int32_t> history, int64_t k) {
-  Seq& s = get(seq);
-  const int64_t hid = lm_.config().hidden_size;
-  const int64_t target = static_cast<int64_t>(history.size()) - 1;  // positions the target computed
-  const int64_t n = target - s.read;
-  if (k <= 0 || n <= 0 || s.read + static_cast<int64_t>(s.rows.size()) / hid != target) return {};
-  s.state.truncate(s.read);  // the previous call's further drafts
-  std::vector<float> logits(static_cast<size_t>(lm_.vocab_size())), out(static_cast<size_t>(n * hid));
-  lm_.mtp_forward(s.state, history.data() + s.read + 1, s.rows.data(), n, logits.data(), out.data());
-  s.read = target;
-  s.rows.clear();
-  std::vector<int32_t> d{argmax(logits)};
-  std::vector<float> g(out.end() - hid, out.end()), next(static_cast<size_t>(hid));
-  for (int64_t j = 1; j < k && s.state.length() < s.state.capacity(); ++j) {
-    lm_.mtp_forward(s.state, &d.back(), g.data(), 1, logits.data(), next.data());
-    d.push_back(argmax(logits));
-    g.swap(next);
+std::vector<std::vector<int32_t>> MtpDrafter::draft(std::span<const StepModel::DraftAsk> asks) {
+  const int64_t hid = lm_.config().hidden_size, vocab = lm_.vocab_size();
+  std::vector<std::vector<int32_t>> drafts(asks.size());
+  // Draft 1: each sequence's head catches up over the positions the target computed since.
+  struct Live {
+    size_t ask;
+    Seq* s;
+    std::vector<float> logits, g;
+  };
+  std::vector<Live> live;
+  std::vector<model::CausalLM::MtpRows> rows;
+  for (size_t i = 0; i < asks.size(); ++i) {
+    Seq& s = get(asks[i].seq);
+    const int64_t target = static_cast<int64_t>(asks[i].history.size()) - 1;  // positions the target computed
+    const int64_t n = target - s.read;
+    if (asks[i].k <= 0 || n <= 0 || s.read + static_cast<int64_t>(s.rows.size()) / hid != target) continue;
+    s.state.truncate(s.read);  // the previous call's further drafts
+    live.push_back({i, &s, std::vector<float>(static_cast<size_t>(vocab)), std::vector<float>(static_cast<size_t>(n * hid))});
   }
-  return d;
+  for (Live& l : live) {
+    const int64_t n = static_cast<int64_t>(l.g.size()) / hid;
+    rows.push_back({&l.s->state, asks[l.ask].history.data() + l.s->read + 1, l.s->rows.data(), n, l.logits.data(),
+                    l.g.data()});
+  }
+  if (rows.empty()) return drafts;
+  lm_.mtp_forward(rows);
+  for (Live& l : live) {
+    l.s->read += static_cast<int64_t>(l.g.size()) / hid;
+    l.s->rows.clear();
+    l.g.erase(l.g.begin(), l.g.end() - hid);  // the last row's output feeds the next draft
+    drafts[l.ask].push_back(argmax(l.logits));
+  }
+  // Drafts 2..k: one row each for the sequences that want more, fed the head's own output.
+  std::vector<std::vector<float>> next(live.size(), std::vector<float>(static_cast<size_t>(hid)));
+  for (int64_t j = 1;; ++j) {
+    rows.clear();
+    std::vector<size_t> in;
+    for (size_t i = 0; i < live.size(); ++i) {
+      Live& l = live[i];
+      if (asks[l.ask].k <= j || l.s->state.length() >= l.s->state.capacity()) continue;
+      rows.push_back({&l.s->state, &drafts[l.ask].back(), l.g.data(), 1, l.logits.data(), next[i].data()});
+      in.push_back(i);
+    }
+    if (rows.empty()) break;
+    lm_.mtp_forward(rows);
+    for (size_t i : in) {
+      live[i].g.swap(next[i]);
+      drafts[live[i].ask].push_back(argmax(live[i].logits));
+    }
+  }
+  return drafts;
 }
 
 }  // namespace fp4lm::engine

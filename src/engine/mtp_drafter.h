@@ -12,6 +12,7 @@
 #include <span>
 #include <vector>
 
+#include "engine/step_model.h"
 #include "model/causal_lm.h"
 #include "model/sequence_state.h"
 
@@ -28,8 +29,9 @@ class MtpDrafter {
   float* hidden_rows(int64_t seq, int64_t pos0, int64_t n);
   // The target was cut back to `length` positions (speculative verify): unread rows past it go.
   void rewind(int64_t seq, int64_t length);
-  // Up to k drafts after `history` (prompt + output; the target holds all but its last token).
-  std::vector<int32_t> draft(int64_t seq, std::span<const int32_t> history, int64_t k);
+  // Up to ask.k drafts after ask.history (prompt + output; the target holds all but its last
+  // token) for each ask: one batched pass of the head per draft position.
+  std::vector<std::vector<int32_t>> draft(std::span<const StepModel::DraftAsk> asks);
 
  private:
   struct Seq {

@@ -298,17 +298,15 @@ int64_t Scheduler::plan_running(std::vector<Planned>& plan, size_t cap) {
   int64_t budget = cfg_.max_num_batched_tokens;
   // Pipelined: a sequence in a forward in flight (or failed this step) waits for its logits.
   auto ready = [](const std::unique_ptr<Sequence>& s) { return !s->in_flight && s->kv >= 0; };
-  int64_t decoders = 0;
-  for (auto& s : running_) decoders += ready(s) && s->decoding();
-  if (cap < SIZE_MAX) decoders = std::min(decoders, static_cast<int64_t>(cap));
+  std::vector<Sequence*> decoding;
   for (auto& s : running_)
-    if (ready(s) && s->decoding() && plan.size() < cap) {
-      // Drafts only from what the budget has left after one token for every decoding sequence.
-      const int64_t drafts = spec_on_ ? propose(*s, budget - decoders) : 0;
-      plan.push_back({s.get(), 1 + drafts, true, drafts});
-      budget -= 1 + drafts;
-      --decoders;
-    }
+    if (ready(s) && s->decoding() && plan.size() + decoding.size() < cap) decoding.push_back(s.get());
+  const std::vector<int64_t> drafts =
+      spec_on_ ? propose(decoding, budget) : std::vector<int64_t>(decoding.size(), 0);
+  for (size_t i = 0; i < decoding.size(); ++i) {
+    plan.push_back({decoding[i], 1 + drafts[i], true, drafts[i]});
+    budget -= 1 + drafts[i];
+  }
   for (auto& s : running_) {
     if (!ready(s) || s->decoding() || budget <= 0 || plan.size() >= cap) continue;
     const int64_t n = prefill_take(*s, budget);
@@ -630,16 +628,42 @@ void Scheduler::cache_computed_blocks(Sequence& s) {
   }
 }
 
-int64_t Scheduler::propose(Sequence& s, int64_t most) {
-  // Not for structured outputs (the grammar would have to be rewound with the drafts). The
-  // drafts and the token after them must fit the request's max_tokens (and so its state).
-  const int64_t left = s.p.max_tokens - static_cast<int64_t>(s.output.size()) - 1;
-  const int64_t k = std::min({cfg_.speculative.num_speculative_tokens, most, left});
-  if (k <= 0 || s.grammar) return 0;
-  std::vector<int32_t> history(s.p.prompt.begin(), s.p.prompt.end());
-  history.insert(history.end(), s.output.begin(), s.output.end());
-  const std::vector<int32_t> d = cfg_.speculative.method == "mtp" ? model_.draft(s.kv, history, k)
-                                                                   : propose_ngram(history, cfg_.speculative, k);
+std::vector<int64_t> Scheduler::propose(const std::vector<Sequence*>& seqs, int64_t budget) {
+  std::vector<int64_t> n(seqs.size(), 0);
+  // Drafts only from what the budget has left after one token for every decoding sequence.
+  int64_t spare = budget - static_cast<int64_t>(seqs.size());
+  std::vector<std::vector<int32_t>> histories;
+  histories.reserve(seqs.size());  // the asks' spans point into it
+  std::vector<StepModel::DraftAsk> asks;
+  std::vector<size_t> who;
+  const bool mtp = cfg_.speculative.method == "mtp";
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    Sequence& s = *seqs[i];
+    // Not for structured outputs (the grammar would have to be rewound with the drafts). The
+    // drafts and the token after them must fit the request's max_tokens (and so its state).
+    const int64_t left = s.p.max_tokens - static_cast<int64_t>(s.output.size()) - 1;
+    const int64_t k = std::min({cfg_.speculative.num_speculative_tokens, spare, left});
+    if (k <= 0 || s.grammar) continue;
+    std::vector<int32_t>& history = histories.emplace_back(s.p.prompt.begin(), s.p.prompt.end());
+    history.insert(history.end(), s.output.begin(), s.output.end());
+    if (mtp) {  // drafted below, all sequences in one pass of the head per position
+      asks.push_back({s.kv, history, k});
+      who.push_back(i);
+      spare -= k;
+      continue;
+    }
+    const std::vector<int32_t> d = propose_ngram(history, cfg_.speculative, k);
+    n[i] = set_drafts(s, d);
+    spare -= n[i];
+  }
+  if (!asks.empty()) {
+    const std::vector<std::vector<int32_t>> d = model_.draft(asks);
+    for (size_t a = 0; a < asks.size(); ++a) n[who[a]] = set_drafts(*seqs[who[a]], d[a]);
+  }
+  return n;
+}
+
+int64_t Scheduler::set_drafts(Sequence& s, const std::vector<int32_t>& d) {
   if (d.empty()) return 0;
   s.verify.assign(1, s.output.back());
   s.verify.insert(s.verify.end(), d.begin(), d.end());

@@ -158,8 +158,11 @@ class Scheduler {
   void fail(Sequence& s, const std::string& why, Outputs& outs, std::exception_ptr cause = nullptr);
   // `draft`: verify that proposed token instead of sampling freely (Sampler::verify).
   void sample_next(Sequence& s, float* logits, RequestOutput& out, const int32_t* draft = nullptr);
-  // Speculative decoding: the drafts of a decoding sequence (at most `most`), into s.verify.
-  int64_t propose(Sequence& s, int64_t most);
+  // Speculative decoding: the drafts of the decoding sequences of a step (into each s.verify),
+  // from what `budget` leaves after one token each; returns each one's number of drafts.
+  std::vector<int64_t> propose(const std::vector<Sequence*>& seqs, int64_t budget);
+  // s.verify = [last token, drafts...]; returns the number of drafts.
+  static int64_t set_drafts(Sequence& s, const std::vector<int32_t>& d);
   // Prefix caching: the prompt tokens of the next chunk (within `budget`), the cached prefix a
   // newly admitted sequence starts from, the blocks its last chunk completed, memory for them.
   int64_t prefill_take(const Sequence& s, int64_t budget) const;

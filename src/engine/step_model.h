@@ -69,15 +69,17 @@ class StepModel {
     (void)length;
   }
 
-  // Speculative method "mtp": whether the model drafts with its own MTP head, and up to k drafts
-  // for `seq`, whose tokens so far are `history` (prompt + output; its state holds all but the
-  // last); empty when it has none.
+  // Speculative method "mtp": whether the model drafts with its own MTP head, and the drafts of
+  // several sequences at once (one batched pass of the head per draft position): up to `k` for
+  // `seq`, whose tokens so far are `history` (prompt + output; its state holds all but the last).
+  struct DraftAsk {
+    int64_t seq = -1;
+    std::span<const int32_t> history;
+    int64_t k = 0;
+  };
   virtual bool can_draft() const { return false; }
-  virtual std::vector<int32_t> draft(int64_t seq, std::span<const int32_t> history, int64_t k) {
-    (void)seq;
-    (void)history;
-    (void)k;
-    return {};
+  virtual std::vector<std::vector<int32_t>> draft(std::span<const DraftAsk> asks) {
+    return std::vector<std::vector<int32_t>>(asks.size());
   }
 
   // ---- prefix caching: the state of positions as opaque bytes (engine/prefix_cache.h) ----

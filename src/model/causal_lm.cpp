@@ -147,32 +147,77 @@ size_t CausalLM::mtp_sequence_bytes(int64_t capacity) const {
 
 void CausalLM::mtp_forward(SequenceState& st, const int32_t* tokens, const float* hidden, int64_t n, float* logits,
                            float* out_hidden) const {
+  const MtpRows r{&st, tokens, hidden, n, logits, out_hidden};
+  mtp_forward(std::span<const MtpRows>(&r, 1));
+}
+
+void CausalLM::mtp_forward(std::span<const MtpRows> batch) const {
   if (!mtp_) fail("the model was loaded without its MTP head");
-  if (n <= 0) fail("mtp_forward: no rows");
-  if (st.length() + n > st.capacity())
-    fail("MTP head: sequence of {} positions exceeds its capacity {}", st.length() + n, st.capacity());
-  const int64_t hid = config().hidden_size, len0 = st.length();
-  std::vector<float> e, g(static_cast<size_t>(prefill_chunk_ * hid));
+  std::vector<int64_t> lengths;
+  for (const MtpRows& r : batch) {
+    if (r.n <= 0 || !r.state || !r.tokens || !r.hidden || !r.logits) fail("mtp_forward: an entry without rows");
+    if (r.state->length() + r.n > r.state->capacity())
+      fail("MTP head: sequence of {} positions exceeds its capacity {}", r.state->length() + r.n, r.state->capacity());
+    lengths.push_back(r.state->length());
+  }
   try {
-    for (int64_t r0 = 0; r0 < n; r0 += prefill_chunk_) {
-      const int64_t m = std::min(prefill_chunk_, n - r0);
-      e.resize(static_cast<size_t>(m * hid));
-      embed_.lookup(tokens + r0, m, e.data());
-      round_to_dtype(e.data(), e.size(), dtype_);
-      const SequenceSpan span{&st, 0, m, st.length()};
-      mtp_->forward(e.data(), hidden + r0 * hid, m, std::span<const SequenceSpan>(&span, 1), tokens + r0, g.data());
-      check_finite(g.data(), m, hid, "the MTP head's output");
-      st.kv().set_length(span.pos0 + m);
-      if (out_hidden) std::copy_n(g.data(), m * hid, out_hidden + r0 * hid);
-      if (r0 + m == n) {
-        lm_head_->forward(g.data() + (m - 1) * hid, 1, logits);
-        check_finite(logits, 1, vocab_size(), "the MTP head's logits");
+    // Groups of whole entries within prefill_chunk rows; a longer entry alone, in pieces.
+    size_t b = 0;
+    while (b < batch.size()) {
+      if (batch[b].n > prefill_chunk_) {
+        for (int64_t r0 = 0; r0 < batch[b].n; r0 += prefill_chunk_)
+          mtp_step(batch.subspan(b, 1), r0, std::min(prefill_chunk_, batch[b].n - r0));
+        ++b;
+        continue;
       }
+      size_t e = b;
+      for (int64_t rows = 0; e < batch.size() && batch[e].n <= prefill_chunk_ - rows; ++e) rows += batch[e].n;
+      mtp_step(batch.subspan(b, e - b), 0, -1);
+      b = e;
     }
   } catch (...) {
-    st.abandon_forward(len0);
+    for (size_t i = 0; i < batch.size(); ++i) batch[i].state->abandon_forward(lengths[i]);
     throw;
   }
+}
+
+void CausalLM::mtp_step(std::span<const MtpRows> batch, int64_t r0, int64_t m_one) const {
+  const int64_t hid = config().hidden_size;
+  std::vector<SequenceSpan> spans;
+  std::vector<int32_t> tokens;
+  std::vector<float> h;
+  int64_t m = 0;
+  for (const MtpRows& r : batch) {
+    const int64_t take = m_one < 0 ? r.n : m_one, from = m_one < 0 ? 0 : r0;
+    spans.push_back({r.state, m, take, r.state->length()});
+    tokens.insert(tokens.end(), r.tokens + from, r.tokens + from + take);
+    h.insert(h.end(), r.hidden + from * hid, r.hidden + (from + take) * hid);
+    m += take;
+  }
+  const size_t size = static_cast<size_t>(m * hid);
+  std::vector<float> e(size), g(size);
+  embed_.lookup(tokens.data(), m, e.data());
+  round_to_dtype(e.data(), size, dtype_);
+  mtp_->forward(e.data(), h.data(), m, spans, tokens.data(), g.data());
+  check_finite(g.data(), m, hid, "the MTP head's output");
+  // Logits of each entry's last row (when this step holds it), in one lm_head call.
+  std::vector<float> last;
+  std::vector<float*> outs;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const MtpRows& r = batch[i];
+    const SequenceSpan& sp = spans[i];
+    sp.state->kv().set_length(sp.pos0 + sp.n);
+    if (r.out_hidden) std::copy_n(g.data() + sp.row0 * hid, sp.n * hid, r.out_hidden + (m_one < 0 ? 0 : r0) * hid);
+    if (m_one >= 0 && r0 + m_one < r.n) continue;
+    last.insert(last.end(), g.data() + (sp.row0 + sp.n - 1) * hid, g.data() + (sp.row0 + sp.n) * hid);
+    outs.push_back(r.logits);
+  }
+  if (outs.empty()) return;
+  const int64_t rows = static_cast<int64_t>(outs.size()), vocab = vocab_size();
+  std::vector<float> logits(static_cast<size_t>(rows * vocab));
+  lm_head_->forward(last.data(), rows, logits.data());
+  check_finite(logits.data(), rows, vocab, "the MTP head's logits");
+  for (int64_t i = 0; i < rows; ++i) std::copy_n(logits.data() + i * vocab, vocab, outs[static_cast<size_t>(i)]);
 }
 
 // Rows [offset, offset + n) of batch chunk `chunk`, at positions pos0.. of its state, are rows

@@ -124,7 +124,17 @@ class CausalLM {
   // after that position, hidden[i] the target's final normed hidden state there (or the head's
   // own output of the row before, for a second draft). Writes the logits of the last row
   // [vocab] and, when out_hidden is given, the head's normed output of every row [n, hidden].
-  // Steps of at most prefill_chunk rows; on error the state is left as it was.
+  struct MtpRows {
+    SequenceState* state = nullptr;
+    const int32_t* tokens = nullptr;
+    const float* hidden = nullptr;
+    int64_t n = 0;
+    float* logits = nullptr;
+    float* out_hidden = nullptr;
+  };
+  // Several sequences' rows go through the head together, in steps of at most prefill_chunk
+  // rows (a sequence with more rows runs alone); on error every state is left as it was.
+  void mtp_forward(std::span<const MtpRows> batch) const;
   void mtp_forward(SequenceState& state, const int32_t* tokens, const float* hidden, int64_t n, float* logits,
                    float* out_hidden = nullptr) const;
 
@@ -132,6 +142,9 @@ class CausalLM {
   CausalLM() = default;
   struct Piece;  // rows of one chunk inside one forward step
   void forward_step(std::span<const SequenceChunk> batch, const std::vector<Piece>& pieces, StageLink* link) const;
+  // One step of the MTP head over whole entries of `batch` (rows within prefill_chunk), or rows
+  // [r0, r0 + m) of a single entry.
+  void mtp_step(std::span<const MtpRows> batch, int64_t r0, int64_t m) const;
 
   std::shared_ptr<io::Checkpoint> ckpt_;
   std::unique_ptr<ModelLoader> loader_;

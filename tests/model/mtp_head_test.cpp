@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
@@ -115,6 +116,41 @@ TEST(MtpHead, RowsSplitOverCallsAndCutBackGiveTheSameDraft) {
   b.truncate(5);
   lm->mtp_forward(b, kTokens.data() + 6, hidden.data() + 5 * hid, n - 6, split.data());
   EXPECT_EQ(once, split);
+}
+
+TEST(MtpHead, SequencesBatchedTogetherGiveWhatEachGivesAlone) {
+  Hybrid m = make_hybrid(2);
+  add_mtp(m);
+  TempDir dir;
+  write_hybrid(m, dir.path());
+  LoadOptions lo = with_mtp();
+  lo.prefill_chunk = 8;  // the 12-row entry runs alone in two steps, the others share one
+  auto lm = CausalLM::load(dir.path().string(), f32(), lo);
+  const int64_t hid = m.hidden, vocab = m.vocab;
+  const std::vector<int64_t> ns = {12, 3, 1, 4};
+  std::vector<std::vector<float>> hidden, alone_logits, alone_g;
+  for (size_t i = 0; i < ns.size(); ++i) {
+    hidden.emplace_back(static_cast<size_t>(ns[i] * hid));
+    for (size_t j = 0; j < hidden[i].size(); ++j) hidden[i][j] = std::sin(0.37f * static_cast<float>(j + 11 * i));
+    SequenceState st = lm->new_mtp_sequence();
+    alone_logits.emplace_back(static_cast<size_t>(vocab));
+    alone_g.emplace_back(hidden[i].size());
+    lm->mtp_forward(st, kTokens.data() + i, hidden[i].data(), ns[i], alone_logits[i].data(), alone_g[i].data());
+  }
+  std::vector<SequenceState> states;
+  for (size_t i = 0; i < ns.size(); ++i) states.push_back(lm->new_mtp_sequence());
+  std::vector<std::vector<float>> logits(ns.size(), std::vector<float>(static_cast<size_t>(vocab))), g;
+  std::vector<CausalLM::MtpRows> batch;
+  for (size_t i = 0; i < ns.size(); ++i) {
+    g.emplace_back(hidden[i].size());
+    batch.push_back({&states[i], kTokens.data() + i, hidden[i].data(), ns[i], logits[i].data(), g[i].data()});
+  }
+  lm->mtp_forward(batch);
+  for (size_t i = 0; i < ns.size(); ++i) {
+    EXPECT_EQ(logits[i], alone_logits[i]) << "sequence " << i;
+    EXPECT_EQ(g[i], alone_g[i]) << "sequence " << i;
+    EXPECT_EQ(states[i].length(), ns[i]);
+  }
 }
 
 TEST(MtpHead, ACheckpointWithoutAHeadIsAClearError) {
