@@ -50,6 +50,9 @@ CommandRegistration reg("synth", "Write a small random-weight checkpoint (HF/Mod
                "gpt-oss: experts as MXFP4 *_blocks / *_scales with quant_method mxfp4 (use with --algo none)");
   sub.add_flag("--extra-tensors", a->o.extra_tensors,
                "Add mtp.* (and, for VL architectures, model.visual.*) tensors the loader ignores");
+  sub.add_flag("--mtp-head", a->o.mtp_head,
+               "Qwen3.5 / Qwen3-Next hybrids: a real MTP head (unquantized), the draft model of "
+               "--speculative-config '{\"method\": \"mtp\", ...}'");
   return [a]() -> int {
     a->o.architecture = a->arch;
     if (a->algo == "none" || a->algo == "NONE") a->o.algo = quant::QuantAlgo::None;

@@ -66,9 +66,13 @@ struct Writer {
 
   std::vector<std::pair<std::string, std::string>> renames = {};  // ModelConfig::tensor_renames
 
+  std::string mtp_layer = {};  // "model.layers.<num_layers>.": the MTP head's layer, written as mtp.layers.0.
+
   std::string on_disk(const std::string& name) const {
     for (const auto& [engine, disk] : renames)
       if (name == engine) return disk;
+    if (!mtp_layer.empty() && name.compare(0, mtp_layer.size(), mtp_layer) == 0)
+      return "mtp.layers.0." + name.substr(mtp_layer.size());
     return name.compare(0, 6, "model.") == 0 ? prefix + name.substr(6) : name;
   }
 
@@ -157,8 +161,66 @@ struct Writer {
 
 }  // namespace
 
+namespace {
+// A decoder layer's parameters that are not Linears: norm weights ones (zero-centered norms,
+// which scale by 1 + w, store zeros), a gated delta-net's conv1d / A_log / dt_bias random.
+void write_layer_params(Writer& w, const ModelConfig& mc, int64_t i) {
+  auto ends = [](const std::string& s, const std::string& t) {
+    return s.size() >= t.size() && s.compare(s.size() - t.size(), t.size(), t) == 0;
+  };
+  for (const LayerParam& p : mc.arch->layer_params(mc, i)) {
+    const int64_t n = shape_numel(p.shape);
+    if (ends(p.name, ".conv1d.weight")) w.dense(p.name, p.shape, w.randn(n, 0.4f));
+    else if (ends(p.name, ".A_log") || ends(p.name, ".dt_bias")) w.dense(p.name, p.shape, w.randn(n, 0.5f));
+    else if (ends(p.name, ".sinks")) w.dense(p.name, p.shape, w.randn(n, 1.0f));
+    else if (ends(p.name, ".conv1d.bias")) w.dense(p.name, p.shape, w.randn(n, 0.1f));
+    // A router's selection bias, stored in float32 as DeepSeek-style checkpoints do.
+    else if (ends(p.name, ".e_score_correction_bias")) {
+      const std::vector<float> b = w.randn(n, 0.2f);
+      w.st.add(w.on_disk(p.name), DType::F32, p.shape, b.data(), b.size() * sizeof(float));
+    }
+    else {
+      const bool zc = mc.zero_centered_norm && !ends(p.name, "linear_attn.norm.weight");
+      w.dense(p.name, p.shape, std::vector<float>(static_cast<size_t>(n), zc ? 0.0f : 1.0f));
+    }
+  }
+}
+
+// The MTP head of a gated hybrid (SyntheticOptions::mtp_head), unquantized: decoder layer
+// num_layers's plan as a full-attention layer, written as mtp.layers.0.*, then fc and the norms.
+void write_mtp_head(Writer& w, const ModelConfig& mc) {
+  if (mc.gdn.full_attention.empty()) fail("synthetic checkpoint: an MTP head is written for the Qwen3.5 / Qwen3-Next hybrids only");
+  ModelConfig c = mc;
+  c.gdn.full_attention.push_back(true);
+  const int64_t n = mc.num_layers, h = mc.hidden_size;
+  w.mtp_layer = fmt::format("model.layers.{}.", n);
+  std::vector<LayerSpec> specs;
+  mc.arch->plan_layer(c, n, specs);
+  for (const LayerSpec& spec : specs) {
+    if (spec.kind == kernels::LayerKind::linear) {
+      w.linear_group(spec.shards, spec.shard_rows, spec.in_features, QuantAlgo::None, spec.bias, 1.0f);
+      continue;
+    }
+    for (int64_t e = 0; e < spec.num_experts; ++e) {
+      const std::string b = fmt::format("{}.{}.", spec.shards[0], e);
+      w.linear_group({b + spec.expert_proj[0], b + spec.expert_proj[1]}, {spec.inter, spec.inter}, spec.hidden,
+                     QuantAlgo::None, false, 1.0f);
+      w.linear_group({b + spec.expert_proj[2]}, {spec.hidden}, spec.inter, QuantAlgo::None, false, 1.0f);
+    }
+  }
+  write_layer_params(w, c, n);
+  w.dense("mtp.fc.weight", {h, 2 * h}, w.randn(2 * h * h, 1.0f / std::sqrt(static_cast<float>(2 * h))));
+  for (const char* norm : {"mtp.pre_fc_norm_embedding.weight", "mtp.pre_fc_norm_hidden.weight", "mtp.norm.weight"})
+    w.dense(norm, {h}, std::vector<float>(static_cast<size_t>(h), 0.0f));  // zero-centered
+}
+}  // namespace
+
 void write_synthetic_checkpoint(const std::string& dir, const SyntheticOptions& o) {
   json config = synthetic_config_json(o);
+  if (o.mtp_head) {
+    if (o.extra_tensors) fail("synthetic checkpoint: mtp_head and extra_tensors both write mtp.*; choose one");
+    (is_vl(o) ? config["text_config"] : config)["mtp_num_hidden_layers"] = 1;
+  }
   ModelConfig mc = parse_model_config(config, "synthetic config.json");
   quant::ModeloptConfig qc;
   qc.algo = o.algo;
@@ -169,6 +231,7 @@ void write_synthetic_checkpoint(const std::string& dir, const SyntheticOptions& 
   if (o.algo != QuantAlgo::None && o.algo != QuantAlgo::MIXED_PRECISION) {
     if (!o.quantize_lm_head) exclude.push_back("lm_head");
   }
+  if (o.mtp_head && o.algo != QuantAlgo::None) exclude.push_back("*mtp*");  // as ModelOpt's Qwen3.5 recipes
   qc.exclude_modules = exclude;
 
   Writer w{o, {}, std::mt19937_64(o.seed)};
@@ -214,28 +277,9 @@ void write_synthetic_checkpoint(const std::string& dir, const SyntheticOptions& 
       w.linear_group({b + spec.expert_proj[2]}, {spec.hidden}, spec.inter, algo, false, input_amax * 0.5f);
     }
   }
-  // The other parameters of each decoder layer: norm weights are ones (zero-centered norms, which
-  // scale by 1 + w, store zeros), a gated delta-net's conv1d / A_log / dt_bias are random.
-  auto ends = [](const std::string& s, const std::string& t) {
-    return s.size() >= t.size() && s.compare(s.size() - t.size(), t.size(), t) == 0;
-  };
-  for (int64_t i = 0; i < mc.num_layers; ++i)
-    for (const LayerParam& p : mc.arch->layer_params(mc, i)) {
-      const int64_t n = shape_numel(p.shape);
-      if (ends(p.name, ".conv1d.weight")) w.dense(p.name, p.shape, w.randn(n, 0.4f));
-      else if (ends(p.name, ".A_log") || ends(p.name, ".dt_bias")) w.dense(p.name, p.shape, w.randn(n, 0.5f));
-      else if (ends(p.name, ".sinks")) w.dense(p.name, p.shape, w.randn(n, 1.0f));
-      else if (ends(p.name, ".conv1d.bias")) w.dense(p.name, p.shape, w.randn(n, 0.1f));
-      // A router's selection bias, stored in float32 as DeepSeek-style checkpoints do.
-      else if (ends(p.name, ".e_score_correction_bias")) {
-        const std::vector<float> b = w.randn(n, 0.2f);
-        w.st.add(w.on_disk(p.name), DType::F32, p.shape, b.data(), b.size() * sizeof(float));
-      }
-      else {
-        const bool zc = mc.zero_centered_norm && !ends(p.name, "linear_attn.norm.weight");
-        w.dense(p.name, p.shape, std::vector<float>(static_cast<size_t>(n), zc ? 0.0f : 1.0f));
-      }
-    }
+  // The other parameters of each decoder layer (write_layer_params).
+  for (int64_t i = 0; i < mc.num_layers; ++i) write_layer_params(w, mc, i);
+  if (o.mtp_head) write_mtp_head(w, mc);
 
   if (o.extra_tensors) {
     // Never read by the loader: a multi-token-prediction layer and, for VL, a vision block.

@@ -54,6 +54,10 @@ struct SyntheticOptions {
   // vision tensors (`model.visual.*`), as published checkpoints carry them; the loader ignores
   // them and a quantized checkpoint excludes them ("mtp*", "model.visual*").
   bool extra_tensors = false;
+  // Qwen3.5 / Qwen3-Next hybrids: a real MTP head (mtp_num_hidden_layers 1; mtp.fc, its norms and
+  // one full-attention layer, unquantized as NVIDIA's files keep it; quantized configs exclude
+  // "*mtp*"), the draft model of speculative method "mtp". Not with extra_tensors.
+  bool mtp_head = false;
   uint64_t seed = 1;
 };
 

@@ -93,6 +93,29 @@ TEST(GenerateCli, SpeculativeDecodingKeepsTheReferenceGreedyTokens) {
   EXPECT_NE(no_head.err.find("config.json: the model has no MTP layers"), std::string::npos) << no_head.err;
 }
 
+// `fp4lm synth --mtp-head` writes a hybrid with a real MTP head; speculating with it (both of
+// vLLM's spellings) keeps the greedy tokens, at bfloat16 and float32, NVFP4 and unquantized.
+TEST(GenerateCli, MtpSpeculationKeepsTheGreedyTokens) {
+  TempDir dir;
+  for (const char* algo : {"NVFP4", "none"}) {
+    const std::string model = (dir.path() / algo).string();
+    auto w = fp4lm(std::string("synth --out ") + model + " --arch Qwen3_5MoeForCausalLM --mtp-head --algo " + algo);
+    ASSERT_EQ(w.exit_code, 0) << w.err;
+    for (const char* dtype : {"bfloat16", "float32"}) {
+      const std::string base = "generate --model " + model + " --prompt-ids 1,2,3,4,5 --max-tokens 24 --json --dtype " + dtype;
+      auto plain = fp4lm(base);
+      ASSERT_EQ(plain.exit_code, 0) << plain.err;
+      for (const char* method : {"mtp", "qwen3_next_mtp"}) {
+        auto spec = fp4lm(base + " --speculative-config '{\"method\": \"" + method + "\", \"num_speculative_tokens\": 2}'");
+        ASSERT_EQ(spec.exit_code, 0) << spec.err;
+        EXPECT_EQ(json::parse(spec.out)["output_ids"], json::parse(plain.out)["output_ids"]) << algo << " " << dtype;
+        EXPECT_NE(spec.err.find("drafts per step from the model's MTP head"), std::string::npos) << spec.err;
+        EXPECT_NE(spec.err.find(" draft tokens accepted"), std::string::npos) << spec.err;
+      }
+    }
+  }
+}
+
 TEST(GenerateCli, StreamsIdsWhenTheCheckpointHasNoTokenizer) {
   FP4LM_REQUIRE_SHARED("models/stories260k");
   auto r = fp4lm("generate --model " + stories() + " --prompt-ids 1 --max-tokens 5 --dtype float32");
