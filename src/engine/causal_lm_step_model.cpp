@@ -18,6 +18,7 @@ void CausalLmStepModel::forward(std::span<const StepChunk> chunks) {
     s.n = c.n;
     s.logits = !c.logits ? model::LogitsMode::none : c.all_logits ? model::LogitsMode::all : model::LogitsMode::last;
     s.out = c.logits;
+    s.rewindable = c.rewindable;
     batch_.push_back(s);
   }
   lm_.forward(batch_);  // every sequence of the step in one pass over the weights

@@ -21,7 +21,9 @@ class CausalLmStepModel : public StepModel {
   int64_t allocate(int64_t capacity) override { return store_.allocate(capacity); }
   void release(int64_t seq) override { store_.release(seq); }
   void forward(std::span<const StepChunk> chunks) override;
-  bool can_rewind() const override { return lm_.state_layout().recurrent_slots().empty(); }
+  // A recurrent state is cut back by replaying the kept rows of a verify chunk
+  // (model/sequence_state.h): every recurrent slot must have a replayer.
+  bool can_rewind() const override { return lm_.state_layout().can_rewind(); }
   void rewind(int64_t seq, int64_t length) override { store_.get(seq).truncate(length); }
   PrefixSupport prefix_support(int64_t block_size) const override;
   void save_positions(int64_t seq, int64_t pos0, int64_t n, std::vector<uint8_t>& kv,

@@ -15,6 +15,10 @@ struct SequenceChunk {
   int64_t n = 0;
   LogitsMode logits = LogitsMode::none;  // none | last -> out [vocab] | all -> out [n, vocab]
   float* out = nullptr;                  // float32, rounded to the activation dtype
+  // The state may be cut back inside this chunk afterwards (SequenceState::truncate; a speculative
+  // verify chunk): recurrent mixers run its rows one at a time, exactly as decoding them would,
+  // and log what replaying them needs.
+  bool rewindable = false;
 };
 
 }  // namespace fp4lm::model
