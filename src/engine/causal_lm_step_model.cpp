@@ -19,6 +19,7 @@ void CausalLmStepModel::forward(std::span<const StepChunk> chunks) {
     s.logits = !c.logits ? model::LogitsMode::none : c.all_logits ? model::LogitsMode::all : model::LogitsMode::last;
     s.out = c.logits;
     if (mtp_) s.hidden = mtp_->hidden_rows(c.seq, s.state->length(), c.n);
+    s.rewindable = c.rewindable;
     batch_.push_back(s);
   }
   try {

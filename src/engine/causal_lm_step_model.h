@@ -24,7 +24,9 @@ class CausalLmStepModel : public StepModel {
   int64_t allocate(int64_t capacity) override;
   void release(int64_t seq) override;
   void forward(std::span<const StepChunk> chunks) override;
-  bool can_rewind() const override { return lm_.state_layout().recurrent_slots().empty(); }
+  // A recurrent state is cut back by replaying the kept rows of a verify chunk
+  // (model/sequence_state.h): every recurrent slot must have a replayer.
+  bool can_rewind() const override { return lm_.state_layout().can_rewind(); }
   void rewind(int64_t seq, int64_t length) override;
   bool can_draft() const override { return mtp_ != nullptr; }
   std::vector<std::vector<int32_t>> draft(std::span<const DraftAsk> asks) override;

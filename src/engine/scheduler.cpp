@@ -370,6 +370,7 @@ std::vector<StepChunk> Scheduler::chunks_of(const std::vector<Planned>& plan, St
     if (p.s->decoding()) {
       c.tokens = p.drafts > 0 ? p.s->verify.data() : &p.s->output.back();
       c.all_logits = p.drafts > 0;
+      c.rewindable = p.drafts > 0;
     } else {
       c.tokens = p.s->p.prompt.data() + p.s->prefilled;
       c.all_logits = p.s->prompt_logits();

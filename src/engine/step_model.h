@@ -18,6 +18,7 @@ struct StepChunk {
   int64_t n = 0;
   float* logits = nullptr;          // nullptr: none; else [vocab] logits of the chunk's last token
   bool all_logits = false;          // logits is [n, vocab]: every token's (speculative verify)
+  bool rewindable = false;          // rewind() may cut the sequence back inside this chunk (verify)
 };
 
 // What prefix caching (engine/prefix_cache.h) needs to know about a model's state.
@@ -61,9 +62,10 @@ class StepModel {
   virtual void collect() {}
 
   // Speculative decoding: whether a sequence can be cut back (rewind) after a verify step whose
-  // last drafts were rejected; a recurrent state cannot.
+  // last drafts were rejected.
   virtual bool can_rewind() const { return false; }
-  // Drops positions from `length` on (length <= the sequence's length).
+  // Drops positions from `length` on (length <= the sequence's length). A model with a recurrent
+  // state can cut it back only inside the sequence's last chunk, when that was rewindable.
   virtual void rewind(int64_t seq, int64_t length) {
     (void)seq;
     (void)length;

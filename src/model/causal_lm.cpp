@@ -124,7 +124,7 @@ SequenceState CausalLM::new_sequence(int64_t capacity, int64_t id) const {
   if (capacity < 0 || capacity > max_model_len_)
     fail("sequence capacity {} outside [1, {}] (max_model_len)", capacity, max_model_len_);
   return SequenceState(state_.new_kv_cache(capacity > 0 ? capacity : max_model_len_, prefill_chunk_, kv_dtype_), id,
-                       state_.recurrent_slots());
+                       state_.recurrent_slots(), state_.recurrent_replays());
 }
 
 size_t CausalLM::sequence_bytes(int64_t capacity) const {
@@ -258,7 +258,10 @@ void CausalLM::forward(std::span<const SequenceChunk> batch, StageLink* link) co
       if (batch[o].state == c.state) fail("forward: batch entries {} and {} are the same sequence", o, b);
   }
   std::vector<int64_t> lengths;
-  for (const SequenceChunk& c : batch) lengths.push_back(c.state->length());
+  for (const SequenceChunk& c : batch) {
+    lengths.push_back(c.state->length());
+    c.state->begin_forward(c.rewindable);
+  }
   try {
     // Steps of at most prefill_chunk rows; a long chunk continues in the next one. When a mixer
     // runs a sequence's rows in blocks aligned to positions (StateLayout::align_rows, e.g. the
@@ -326,7 +329,7 @@ void CausalLM::forward_step(std::span<const SequenceChunk> batch, const std::vec
   for (Piece& p : pieces) {
     const SequenceChunk& c = batch[p.chunk];
     p.pos0 = c.state->length();
-    spans.push_back({c.state, p.row0, p.n, p.pos0});
+    spans.push_back({c.state, p.row0, p.n, p.pos0, c.rewindable});
     tokens.insert(tokens.end(), c.tokens + p.offset, c.tokens + p.offset + p.n);
   }
   const int64_t m = static_cast<int64_t>(tokens.size());

@@ -6,7 +6,8 @@
 //   g = -exp(A_log)·softplus(a + dt_bias), β = sigmoid(b) with [b a] = in_proj_ba(h);
 //   per value head j (reading key head j / (NV/NK)), S [DK, DV] float32:
 //     S ← e^g·S;  S ← S + k ⊗ β(v − Sᵀk);  o = Sᵀq
-//   (decode rows recurrent, longer spans in the chunked form: model/gated_delta_rule.h);
+//   (decode rows recurrent, longer spans in the chunked form: model/gated_delta_rule.h; a
+//   rewindable span, a speculative verify chunk, recurrent and logged for replay());
 //   y = out_proj(rms(o)·w·silu(z)) with z = in_proj_z(h), the norm per value head.
 // Qwen3-Next stores in_proj_qkv + in_proj_z as one in_proj_qkvz and in_proj_b + in_proj_a as one
 // in_proj_ba, both interleaved per key head (arch/qwen3_next.cpp); their outputs are rearranged
@@ -21,6 +22,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "kernels/delta_rule.h"
 #include "model/layer_build.h"
 #include "model/linear.h"
 #include "model/mixer.h"
@@ -31,14 +33,21 @@ namespace fp4lm::model {
 
 class ModelLoader;
 
-class GatedDeltaNet final : public Mixer {
+class GatedDeltaNet final : public Mixer, public RecurrentReplay {
  public:
   // Loads model.layers.<layer>.linear_attn.* and declares its recurrent slot in b.state.
   GatedDeltaNet(const LayerBuild& b, int64_t layer);
+  GatedDeltaNet(const GatedDeltaNet&) = delete;  // its slot's replayer is `this`
+  GatedDeltaNet& operator=(const GatedDeltaNet&) = delete;
 
   // x [m, hidden] (the normed rows of every span, in order) -> y [m, hidden]; advances each
   // span's state by its rows (writing through SequenceState::recurrent_out).
   void forward(const float* x, std::span<const SequenceSpan> spans, float* y) const override;
+
+  // Speculative decoding's rewind (SequenceState::truncate): the first `rows` rows a rewindable
+  // forward logged (per row: its conv input and [b a], conv_dim + 2·NV floats), from the state
+  // before that forward, exactly as forward ran them.
+  void replay(SequenceState& state, int64_t rows) const override;
 
   size_t weight_bytes() const override;
   size_t own_param_bytes() const override;
@@ -51,6 +60,13 @@ class GatedDeltaNet final : public Mixer {
   // Project the normed rows x [m, hidden] into qkv [m, conv_dim] (q, k, v in head order),
   // z [m, NV·DV] and ba [m, 2·NV] (b then a, by value head), whichever layout is on disk.
   void project(const float* x, int64_t m, float* qkv, float* z, float* ba) const;
+  // One row from its conv input xt and [b a] bt: the conv over window (the previous K-1 pre-conv
+  // rows, then shifted to include xt), SiLU, q/k normalized into mt [conv_dim]; g and β per value
+  // head. Forward and replay share it, so a replayed row is the same arithmetic.
+  void prepare_row(float* window, const float* xt, const float* bt, float* mt, float* g, float* beta) const;
+  // Key head kh's delta-rule rows over n rows of mixed [n, conv_dim], g and β [n, NV], o [n, NV·DV].
+  kernels::DeltaRuleRows rule_rows(const float* mixed, const float* g, const float* beta, float* o, int64_t n,
+                                   int64_t pos0, int64_t kh) const;
 
   std::unique_ptr<Linear> in_qkv_, in_z_, in_ba_, out_;
   std::unique_ptr<Linear> in_qkvz_;  // Qwen3-Next's fused layout (then in_qkv_ and in_z_ are null)

@@ -47,7 +47,7 @@ Mamba2Mixer::Mamba2Mixer(const LayerBuild& b, int64_t layer) {
                : mc.ssm_cache_dtype == "float16" ? DType::F16
                                                  : DType::F32;
   state_floats_ = static_cast<size_t>((kernel_ - 1) * conv_dim_ + heads_ * head_dim_ * state_);
-  slot_ = b.state.add_recurrent(state_floats_);
+  slot_ = b.state.add_recurrent(state_floats_, this);
   const std::string p = fmt::format("model.layers.{}.mixer", layer);
   in_ = loader.load_linear(p + ".in_proj");
   out_ = loader.load_linear(p + ".out_proj");
@@ -68,6 +68,73 @@ size_t Mamba2Mixer::own_param_bytes() const {
          sizeof(float);
 }
 
+void Mamba2Mixer::prepare_row(float* window, const float* pre, const float* dr, float* out, float* dt) const {
+  const int64_t hist = kernel_ - 1;
+  for (int64_t ch = 0; ch < conv_dim_; ++ch) {
+    const float* w = conv_w_.data() + ch * kernel_;
+    float acc = conv_b_[ch];
+    for (int64_t j = 0; j < hist; ++j) acc += w[j] * window[j * conv_dim_ + ch];
+    acc += w[hist] * pre[ch];
+    out[ch] = silu(acc);
+  }
+  if (hist > 0) {
+    std::memmove(window, window + conv_dim_, static_cast<size_t>((hist - 1) * conv_dim_) * sizeof(float));
+    std::copy_n(pre, conv_dim_, window + (hist - 1) * conv_dim_);
+  }
+  round_to_dtype(out, static_cast<size_t>(conv_dim_), act_);
+  for (int64_t j = 0; j < heads_; ++j) dt[j] = std::clamp(softplus(dr[j] + dt_bias_[j]), dt_min_, dt_max_);
+}
+
+kernels::SsmScanRows Mamba2Mixer::scan_rows(const float* xbc, const float* dt, float* y, int64_t n, int64_t j) const {
+  const int64_t g = j / (heads_ / groups_);
+  kernels::SsmScanRows r;
+  r.n = n;
+  r.head_dim = head_dim_, r.state = state_;
+  r.x = xbc + j * head_dim_, r.x_stride = conv_dim_;
+  r.b = xbc + inter_ + g * state_, r.c = xbc + inter_ + groups_ * state_ + g * state_, r.bc_stride = conv_dim_;
+  r.dt = dt + j, r.dt_stride = heads_;
+  r.a = a_[j], r.d = d_[j];
+  r.y = y + j * head_dim_, r.y_stride = inter_;
+  return r;
+}
+
+void Mamba2Mixer::scan_head(const kernels::SsmScanRows& r, float* S, bool as_decode) const {
+  const size_t floats = static_cast<size_t>(head_dim_ * state_);
+  if (ssm_dtype_ == DType::F32 || !as_decode) {
+    kernels::ssm_scan(r, S);
+    if (ssm_dtype_ != DType::F32) round_to_dtype(S, floats, ssm_dtype_);
+    return;
+  }
+  // Decode rounds S to the cache dtype after every row: so does a row-by-row scan.
+  for (int64_t t = 0; t < r.n; ++t) {
+    kernels::SsmScanRows one = r;
+    one.n = 1;
+    one.x += t * r.x_stride, one.b += t * r.bc_stride, one.c += t * r.bc_stride;
+    one.dt += t * r.dt_stride, one.y += t * r.y_stride;
+    kernels::ssm_scan(one, S);
+    round_to_dtype(S, floats, ssm_dtype_);
+  }
+}
+
+void Mamba2Mixer::replay(SequenceState& state, int64_t rows) const {
+  const float* in = state.recurrent_in(slot_);
+  float* st = state.recurrent_out(slot_);
+  if (in != st) std::memcpy(st, in, state_floats_ * sizeof(float));
+  const float* log = state.replay_log(slot_);
+  const size_t log_row = static_cast<size_t>(conv_dim_ + heads_);
+  std::vector<float> xbc(static_cast<size_t>(rows * conv_dim_)), dt(static_cast<size_t>(rows * heads_)),
+      y(static_cast<size_t>(rows * inter_));
+  for (int64_t t = 0; t < rows; ++t) {
+    const float* row = log + static_cast<size_t>(t) * log_row;
+    prepare_row(st, row, row + conv_dim_, xbc.data() + t * conv_dim_, dt.data() + t * heads_);
+  }
+  float* S0 = st + (kernel_ - 1) * conv_dim_;
+  ThreadPool::global().parallel_for(heads_, [&](int64_t j0, int64_t j1, int) {
+    for (int64_t j = j0; j < j1; ++j)
+      scan_head(scan_rows(xbc.data(), dt.data(), y.data(), rows, j), S0 + j * head_dim_ * state_, true);
+  });
+}
+
 void Mamba2Mixer::forward(const float* x, std::span<const SequenceSpan> spans, float* y) const {
   int64_t m = 0;
   for (const SequenceSpan& s : spans) {
@@ -81,38 +148,26 @@ void Mamba2Mixer::forward(const float* x, std::span<const SequenceSpan> spans, f
   in_->forward(x, m, proj.data());
   const auto t_state = timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
 
-  // The causal conv over each span's rows (its window first), SiLU; dt per row and head.
+  // The causal conv over each span's rows (its window first), SiLU; dt per row and head. A
+  // rewindable span logs each row's conv input and raw dt first (what replay() needs).
   std::vector<float> xbc(static_cast<size_t>(m * conv_dim_)), dt(static_cast<size_t>(m * heads_));
+  const size_t log_row = static_cast<size_t>(conv_dim_ + heads_);
   for (const SequenceSpan& s : spans) {
     const float* in = s.state->recurrent_in(slot_);
     float* st = s.state->recurrent_out(slot_);
     if (in != st) std::memcpy(st, in, state_floats_ * sizeof(float));
-    float* window = st;  // [hist, conv_dim]: the previous pre-conv rows, oldest first
+    float* log = s.rewindable ? s.state->replay_log(slot_, s.pos0, s.n, log_row) : nullptr;
     for (int64_t t = 0; t < s.n; ++t) {
       const int64_t r = s.row0 + t;
-      const float* pre = proj.data() + r * width + inter_;
-      float* out = xbc.data() + r * conv_dim_;
-      for (int64_t ch = 0; ch < conv_dim_; ++ch) {
-        const float* w = conv_w_.data() + ch * kernel_;
-        float acc = conv_b_[ch];
-        for (int64_t j = 0; j < hist; ++j) acc += w[j] * window[j * conv_dim_ + ch];
-        acc += w[hist] * pre[ch];
-        out[ch] = silu(acc);
-      }
-      if (hist > 0) {
-        std::memmove(window, window + conv_dim_, static_cast<size_t>((hist - 1) * conv_dim_) * sizeof(float));
-        std::copy_n(pre, conv_dim_, window + (hist - 1) * conv_dim_);
-      }
-      round_to_dtype(out, static_cast<size_t>(conv_dim_), act_);
-      const float* dr = proj.data() + r * width + inter_ + conv_dim_;
-      for (int64_t j = 0; j < heads_; ++j)
-        dt[r * heads_ + j] = std::clamp(softplus(dr[j] + dt_bias_[j]), dt_min_, dt_max_);
+      const float* pre = proj.data() + r * width + inter_;  // xBC, then dt
+      if (log) std::copy_n(pre, conv_dim_ + heads_, log + static_cast<size_t>(t) * log_row);
+      prepare_row(st, pre, pre + conv_dim_, xbc.data() + r * conv_dim_, dt.data() + r * heads_);
     }
   }
 
   // The scan: every (span, head) is independent. A span of one row (decode) runs the recurrent
-  // form; longer ones the chunked SSD form when mamba::prefill_form() says so, one unit per
-  // (span, group) — the first head's index — as its heads share C·Bᵀ.
+  // form; longer ones the chunked SSD form when mamba::prefill_form() says so (not a rewindable
+  // one), one unit per (span, group) — the first head's index — as its heads share C·Bᵀ.
   std::vector<float> core(static_cast<size_t>(m * inter_));
   const int64_t per_group = heads_ / groups_;
   const bool chunked = mamba::prefill_form() == mamba::PrefillForm::chunked;
@@ -121,7 +176,8 @@ void Mamba2Mixer::forward(const float* x, std::span<const SequenceSpan> spans, f
       const SequenceSpan& s = spans[static_cast<size_t>(i / heads_)];
       const int64_t j = i % heads_, g = j / per_group;
       const float* row = xbc.data() + s.row0 * conv_dim_;
-      if (chunked && s.n > 1) {
+      float* S = s.state->recurrent_out(slot_) + hist * conv_dim_ + j * head_dim_ * state_;
+      if (chunked && s.n > 1 && !s.rewindable) {
         if (j % per_group != 0) continue;
         kernels::SsdRows r;
         r.n = s.n, r.pos0 = s.pos0, r.chunk = chunk_;
@@ -131,23 +187,13 @@ void Mamba2Mixer::forward(const float* x, std::span<const SequenceSpan> spans, f
         r.dt = dt.data() + s.row0 * heads_ + j, r.dt_stride = heads_;
         r.a = a_.data() + j, r.d = d_.data() + j;
         r.y = core.data() + s.row0 * inter_ + j * head_dim_, r.y_stride = inter_;
-        float* S = s.state->recurrent_out(slot_) + hist * conv_dim_ + j * head_dim_ * state_;
         kernels::ssm_scan_chunked(r, S);
         if (ssm_dtype_ != DType::F32)
           round_to_dtype(S, static_cast<size_t>(per_group * head_dim_ * state_), ssm_dtype_);
         continue;
       }
-      kernels::SsmScanRows r;
-      r.n = s.n;
-      r.head_dim = head_dim_, r.state = state_;
-      r.x = row + j * head_dim_, r.x_stride = conv_dim_;
-      r.b = row + inter_ + g * state_, r.c = row + inter_ + groups_ * state_ + g * state_, r.bc_stride = conv_dim_;
-      r.dt = dt.data() + s.row0 * heads_ + j, r.dt_stride = heads_;
-      r.a = a_[j], r.d = d_[j];
-      r.y = core.data() + s.row0 * inter_ + j * head_dim_, r.y_stride = inter_;
-      float* S = s.state->recurrent_out(slot_) + hist * conv_dim_ + j * head_dim_ * state_;
-      kernels::ssm_scan(r, S);
-      if (ssm_dtype_ != DType::F32) round_to_dtype(S, static_cast<size_t>(head_dim_ * state_), ssm_dtype_);
+      scan_head(scan_rows(row, dt.data() + s.row0 * heads_, core.data() + s.row0 * inter_, s.n, j), S,
+                s.rewindable);
     }
   });
 

@@ -18,10 +18,13 @@ namespace fp4lm::model {
 class SequenceState;
 
 // The rows of one sequence inside a batched call: rows [row0, row0 + n) are its positions
-// pos0 .. pos0 + n - 1.
+// pos0 .. pos0 + n - 1. `rewindable`: its chunk may be cut back afterwards
+// (SequenceChunk::rewindable): a recurrent mixer runs these rows in the recurrent form, one at a
+// time as decode would, and logs each row for its RecurrentReplay (SequenceState::replay_log).
 struct SequenceSpan {
   SequenceState* state = nullptr;
   int64_t row0 = 0, n = 0, pos0 = 0;
+  bool rewindable = false;
 };
 
 class Mixer {

@@ -18,6 +18,10 @@ struct SequenceChunk {
   // When set: [n, hidden] the final normed hidden state of every row (what lm_head reads; the
   // MTP head's input, model/mtp_head.h).
   float* hidden = nullptr;
+  // The state may be cut back inside this chunk afterwards (SequenceState::truncate; a speculative
+  // verify chunk): recurrent mixers run its rows one at a time, exactly as decoding them would,
+  // and log what replaying them needs.
+  bool rewindable = false;
 };
 
 }  // namespace fp4lm::model

@@ -7,6 +7,11 @@
 // The recurrent state is double-buffered so that a failed forward leaves it as it was: the first
 // step of a forward call reads the committed copy and writes the other one, later steps of the
 // same call update that one in place, and commit_recurrent() makes it the committed copy.
+// So after a call the other buffer still holds the state from before it, until the next call:
+// truncate() cuts a recurrent state back inside the last call from there, when that call was
+// rewindable (SequenceChunk::rewindable: a speculative verify chunk). Its recurrent mixers then
+// logged each row's inputs (replay_log), and truncate restores the state before the call and has
+// each slot's owner (a RecurrentReplay, declared with the slot) replay the rows kept.
 // Made by CausalLM::new_sequence() or a SequenceStore; not copyable (it owns a reservation).
 #include <cstddef>
 #include <cstdint>
@@ -16,11 +21,26 @@
 
 namespace fp4lm::model {
 
+class SequenceState;
+
+// Whoever owns a recurrent slot and can replay the rows a rewindable forward call logged for it
+// (the gated delta-net, the Mamba-2 mixer): StateLayout::add_recurrent takes it with the slot.
+class RecurrentReplay {
+ public:
+  virtual ~RecurrentReplay() = default;
+  // Advances `state`'s slot by the first `rows` rows its last forward call logged, on top of the
+  // state before that call: reads recurrent_in, writes recurrent_out, exactly as forward() does
+  // for those rows decoded one at a time (bit-identical state).
+  virtual void replay(SequenceState& state, int64_t rows) const = 0;
+};
+
 class SequenceState {
  public:
   // `recurrent_floats`: the float32 size of each recurrent slot (StateLayout::recurrent_slots;
-  // none for a model of attention layers only).
-  explicit SequenceState(KvCache kv, int64_t id = -1, const std::vector<size_t>& recurrent_floats = {});
+  // none for a model of attention layers only); `replays`: each slot's replayer (null: the slot
+  // cannot be cut back; empty: none can).
+  explicit SequenceState(KvCache kv, int64_t id = -1, const std::vector<size_t>& recurrent_floats = {},
+                         std::vector<const RecurrentReplay*> replays = {});
 
   int64_t length() const { return kv_.length(); }      // positions filled
   int64_t capacity() const { return kv_.capacity(); }  // positions reserved
@@ -32,9 +52,10 @@ class SequenceState {
   // Back to length 0 (recurrent state zeroed); the filled memory goes back to the OS, the
   // reservation stays.
   void clear();
-  // Drops positions [n, length()) (n <= length()): e.g. to undo a failed forward. A recurrent
-  // state cannot be rewound: with one, only n == length() or n == 0 are possible (Error otherwise);
-  // a sliding-window ring only as far as it still holds the window before n (Error otherwise).
+  // Drops positions [n, length()) (n <= length()): e.g. rejected speculative drafts. With a
+  // recurrent state, n must be length(), 0, or inside the last forward call when that call was
+  // rewindable (n >= its first position; the kept rows are replayed, see above); Error otherwise.
+  // A sliding-window ring only as far as it still holds the window before n (Error otherwise).
   void truncate(int64_t n);
   // A failed forward wrote past what a sliding-window ring could undo: the state is unusable
   // until clear() (forward fails naming the sequence).
@@ -55,6 +76,18 @@ class SequenceState {
   // The forward call failed: length back to n and the recurrent state back to the committed one.
   void abandon_forward(int64_t n);
 
+  // ---- rewinding inside the last forward call (speculative verify chunks) ----
+  // CausalLM::forward, per chunk, before it runs: whether this call may be cut back later.
+  void begin_forward(bool rewindable);
+  // The rows a rewindable call's recurrent mixers log: slot `slot`'s rows for positions
+  // [pos, pos + n) of this call, `row_floats` floats each (the log grows as the call's steps
+  // come; kept between calls, so a verify step allocates nothing once warm).
+  float* replay_log(int64_t slot, int64_t pos, int64_t n, size_t row_floats);
+  // Slot `slot`'s logged rows, from the call's first position on.
+  const float* replay_log(int64_t slot) const { return logs_[static_cast<size_t>(slot)].data(); }
+  // Bytes the replay logs hold (the longest rewindable call's rows so far).
+  size_t replay_log_bytes() const;
+
   // ---- prefix caching (engine/prefix_cache.h) ----
   // Floats of one copy of the recurrent state (all slots).
   size_t recurrent_floats() const { return half_; }
@@ -68,6 +101,8 @@ class SequenceState {
  private:
   float* buffer(int which) { return recurrent_.data() + static_cast<size_t>(which) * half_; }
   const float* buffer(int which) const { return recurrent_.data() + static_cast<size_t>(which) * half_; }
+  // truncate(n) back inside the last (rewindable) call: the state before it, plus rows replayed.
+  void rewind_recurrent(int64_t n);
 
   KvCache kv_;
   int64_t id_;
@@ -77,6 +112,10 @@ class SequenceState {
   int cur_ = 0;                   // the committed buffer
   bool staged_ = false;           // this forward call already wrote buffer 1 - cur_
   bool lost_ = false;
+  std::vector<const RecurrentReplay*> replays_;  // per slot, or empty
+  std::vector<std::vector<float>> logs_;         // per slot: the rewindable call's logged rows
+  bool rewindable_ = false;                      // the last forward call can be cut back
+  int64_t length0_ = 0;                          // length() before that call
 };
 
 }  // namespace fp4lm::model

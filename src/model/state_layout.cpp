@@ -22,9 +22,14 @@ int64_t StateLayout::kv_slot_of_layer(int64_t layer) const {
   fail("decoder layer {} stored no K/V (no earlier layer declared a KV slot for it) to share", layer);
 }
 
-int64_t StateLayout::add_recurrent(size_t floats) {
+int64_t StateLayout::add_recurrent(size_t floats, const RecurrentReplay* replay) {
   recurrent_.push_back(floats);
+  replays_.push_back(replay);
   return static_cast<int64_t>(recurrent_.size()) - 1;
+}
+
+bool StateLayout::can_rewind() const {
+  return std::all_of(replays_.begin(), replays_.end(), [](const RecurrentReplay* r) { return r != nullptr; });
 }
 
 void StateLayout::align_rows(int64_t rows) {

@@ -14,6 +14,7 @@
 
 #include "core/dtype.h"
 #include "model/kv_cache.h"
+#include "model/sequence_state.h"
 
 namespace fp4lm::model {
 
@@ -26,8 +27,10 @@ class StateLayout {
   // Error when it declared none.
   int64_t kv_slot_of_layer(int64_t layer) const;
   // A recurrent slot of `floats` float32 values per sequence; returns its number
-  // (SequenceState::recurrent_in/out).
-  int64_t add_recurrent(size_t floats);
+  // (SequenceState::recurrent_in/out). `replay`: who replays the slot's logged rows when a
+  // sequence is cut back inside a rewindable call (null: it cannot be; it must outlive the model's
+  // sequences).
+  int64_t add_recurrent(size_t floats, const RecurrentReplay* replay = nullptr);
   // Steps cut a sequence's rows only at positions that are multiples of `rows` (when a step has
   // room for at least that many): the mixer's blocks, and so its results, do not depend on what
   // else shares a step.
@@ -37,6 +40,9 @@ class StateLayout {
 
   const std::vector<KvSlotShape>& kv_slots() const { return kv_; }
   const std::vector<size_t>& recurrent_slots() const { return recurrent_; }
+  const std::vector<const RecurrentReplay*>& recurrent_replays() const { return replays_; }
+  // Whether every recurrent slot can be cut back inside a rewindable call (speculative decoding).
+  bool can_rewind() const;
   int64_t row_alignment() const { return align_; }
   int64_t missing_kv_scales() const { return missing_kv_scales_; }
 
@@ -50,6 +56,7 @@ class StateLayout {
   std::vector<KvSlotShape> kv_;
   std::vector<int64_t> kv_owner_;  // per KV slot: the decoder layer that declared it
   std::vector<size_t> recurrent_;
+  std::vector<const RecurrentReplay*> replays_;  // per recurrent slot
   int64_t align_ = 1;
   int64_t missing_kv_scales_ = 0;
 };

@@ -219,7 +219,7 @@ TEST(Hybrid, FailedForwardLeavesTheRecurrentStateAsItWas) {
   const auto want = reference(m, kTokens);
   std::vector<Vec> tail(want.begin() + 4, want.end());
   EXPECT_LT(max_rel_diff(rest, tail), 2e-5);
-  EXPECT_THROW(s.truncate(2), Error);  // a recurrent state cannot be rewound
+  EXPECT_THROW(s.truncate(2), Error);  // the last call was not rewindable
   s.truncate(0);
   EXPECT_EQ(s.length(), 0);
 }
