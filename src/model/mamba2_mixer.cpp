@@ -98,6 +98,20 @@ kernels::SsmScanRows Mamba2Mixer::scan_rows(const float* xbc, const float* dt, f
   return r;
 }
 
+kernels::SsdRows Mamba2Mixer::ssd_rows(const float* xbc, const float* dt, float* y, int64_t n, int64_t pos0,
+                                       int64_t j) const {
+  const int64_t g = j / (heads_ / groups_);
+  kernels::SsdRows r;
+  r.n = n, r.pos0 = pos0, r.chunk = chunk_;
+  r.heads = heads_ / groups_, r.head_dim = head_dim_, r.state = state_;
+  r.x = xbc + j * head_dim_, r.x_stride = conv_dim_;
+  r.b = xbc + inter_ + g * state_, r.c = xbc + inter_ + groups_ * state_ + g * state_, r.bc_stride = conv_dim_;
+  r.dt = dt + j, r.dt_stride = heads_;
+  r.a = a_.data() + j, r.d = d_.data() + j;
+  r.y = y + j * head_dim_, r.y_stride = inter_;
+  return r;
+}
+
 void Mamba2Mixer::scan_head(const kernels::SsmScanRows& r, float* S, bool as_decode) const {
   const size_t floats = static_cast<size_t>(head_dim_ * state_);
   if (ssm_dtype_ == DType::F32 || !as_decode) {
@@ -174,26 +188,19 @@ void Mamba2Mixer::forward(const float* x, std::span<const SequenceSpan> spans, f
   ThreadPool::global().parallel_for(static_cast<int64_t>(spans.size()) * heads_, [&](int64_t i0, int64_t i1, int) {
     for (int64_t i = i0; i < i1; ++i) {
       const SequenceSpan& s = spans[static_cast<size_t>(i / heads_)];
-      const int64_t j = i % heads_, g = j / per_group;
+      const int64_t j = i % heads_;
       const float* row = xbc.data() + s.row0 * conv_dim_;
       float* S = s.state->recurrent_out(slot_) + hist * conv_dim_ + j * head_dim_ * state_;
+      const float* dts = dt.data() + s.row0 * heads_;
+      float* ys = core.data() + s.row0 * inter_;
       if (chunked && s.n > 1 && !s.rewindable) {
         if (j % per_group != 0) continue;
-        kernels::SsdRows r;
-        r.n = s.n, r.pos0 = s.pos0, r.chunk = chunk_;
-        r.heads = per_group, r.head_dim = head_dim_, r.state = state_;
-        r.x = row + j * head_dim_, r.x_stride = conv_dim_;
-        r.b = row + inter_ + g * state_, r.c = row + inter_ + groups_ * state_ + g * state_, r.bc_stride = conv_dim_;
-        r.dt = dt.data() + s.row0 * heads_ + j, r.dt_stride = heads_;
-        r.a = a_.data() + j, r.d = d_.data() + j;
-        r.y = core.data() + s.row0 * inter_ + j * head_dim_, r.y_stride = inter_;
-        kernels::ssm_scan_chunked(r, S);
+        kernels::ssm_scan_chunked(ssd_rows(row, dts, ys, s.n, s.pos0, j), S);
         if (ssm_dtype_ != DType::F32)
           round_to_dtype(S, static_cast<size_t>(per_group * head_dim_ * state_), ssm_dtype_);
         continue;
       }
-      scan_head(scan_rows(row, dt.data() + s.row0 * heads_, core.data() + s.row0 * inter_, s.n, j), S,
-                s.rewindable);
+      scan_head(scan_rows(row, dts, ys, s.n, j), S, s.rewindable);
     }
   });
 

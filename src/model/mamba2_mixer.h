@@ -65,6 +65,8 @@ class Mamba2Mixer final : public Mixer, public RecurrentReplay {
   void prepare_row(float* window, const float* pre, const float* dr, float* out, float* dt) const;
   // Head j's scan rows over n rows of xbc [n, conv_dim], dt [n, H], y [n, I].
   kernels::SsmScanRows scan_rows(const float* xbc, const float* dt, float* y, int64_t n, int64_t j) const;
+  // The chunked SSD form's rows for the group whose first head is j (same layouts, from pos0).
+  kernels::SsdRows ssd_rows(const float* xbc, const float* dt, float* y, int64_t n, int64_t pos0, int64_t j) const;
   // The recurrent scan of one head; `as_decode`: a state kept at the cache dtype is rounded after
   // every row, as decoding the rows one at a time does (else once, at the end).
   void scan_head(const kernels::SsmScanRows& r, float* S, bool as_decode) const;
