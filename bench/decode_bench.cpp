@@ -231,15 +231,19 @@ void add_mlp(std::vector<Tensor>& t, const std::string& p, int64_t hidden, int64
   add(t, p + ".down_proj", hidden, inter);
 }
 
-// One Qwen3.5 hybrid layer as NVIDIA's MIXED_PRECISION exports: FP8 attention / GDN projections;
-// W4A16 NVFP4 experts and shared expert (MoE) or MLP (dense); routers, in_proj_a/b, conv and
-// norms bf16.
-void hybrid_layer(std::vector<Tensor>& t, const Shapes& s, int64_t l) {
-  const std::string p = fmt::format("model.layers.{}", l);
+void add_bf16(std::vector<Tensor>& t, const std::string& m, int64_t n, int64_t k) {
+  t.push_back({m + ".weight", DType::BF16, {n, k}, Tensor::bf16_small});
+}
+
+// One Qwen3.5 hybrid layer under `p` as NVIDIA's MIXED_PRECISION exports: FP8 attention / GDN
+// projections (`proj`); W4A16 NVFP4 experts and shared expert (MoE) or MLP (dense) (`mlp`);
+// routers, in_proj_a/b, conv and norms bf16. The MTP head's layer: full attention, all bf16.
+void hybrid_layer(std::vector<Tensor>& t, const Shapes& s, const std::string& p, bool attention,
+                  AddLinear proj = add_fp8, AddLinear mlp = add_w4a16) {
   t.push_back({p + ".input_layernorm.weight", DType::BF16, {s.hidden}, Tensor::bf16_small});  // (1 + w)
   t.push_back({p + ".post_attention_layernorm.weight", DType::BF16, {s.hidden}, Tensor::bf16_small});
-  if (s.attention(l)) {
-    add_attention(t, p + ".self_attn", s, 2 * s.heads * s.head_dim, add_fp8);  // query and gate rows
+  if (attention) {
+    add_attention(t, p + ".self_attn", s, 2 * s.heads * s.head_dim, proj);  // query and gate rows
     t.push_back({p + ".self_attn.q_norm.weight", DType::BF16, {s.head_dim}, Tensor::bf16_small});
     t.push_back({p + ".self_attn.k_norm.weight", DType::BF16, {s.head_dim}, Tensor::bf16_small});
   } else {
@@ -254,15 +258,11 @@ void hybrid_layer(std::vector<Tensor>& t, const Shapes& s, int64_t l) {
     t.push_back({a + ".dt_bias", DType::F32, {s.nv}, Tensor::f32_value, 0.0f});
     t.push_back({a + ".norm.weight", DType::BF16, {s.dv}, Tensor::bf16_one});
   }
-  if (s.experts == 0) return add_mlp(t, p + ".mlp", s.hidden, s.inter, add_w4a16);
+  if (s.experts == 0) return add_mlp(t, p + ".mlp", s.hidden, s.inter, mlp);
   t.push_back({p + ".mlp.gate.weight", DType::BF16, {s.experts, s.hidden}, Tensor::bf16_small});
-  for (int64_t e = 0; e < s.experts; ++e) add_mlp(t, fmt::format("{}.mlp.experts.{}", p, e), s.hidden, s.inter, add_w4a16);
-  add_mlp(t, p + ".mlp.shared_expert", s.hidden, s.shared, add_w4a16);
+  for (int64_t e = 0; e < s.experts; ++e) add_mlp(t, fmt::format("{}.mlp.experts.{}", p, e), s.hidden, s.inter, mlp);
+  add_mlp(t, p + ".mlp.shared_expert", s.hidden, s.shared, mlp);
   t.push_back({p + ".mlp.shared_expert_gate.weight", DType::BF16, {1, s.hidden}, Tensor::bf16_small});
-}
-
-void add_bf16(std::vector<Tensor>& t, const std::string& m, int64_t n, int64_t k) {
-  t.push_back({m + ".weight", DType::BF16, {n, k}, Tensor::bf16_small});
 }
 
 int64_t g_mtp = 0;  // --mtp K: the hybrid's MTP head, and K drafts per verify step
@@ -270,19 +270,10 @@ int64_t g_mtp = 0;  // --mtp K: the hybrid's MTP head, and K drafts per verify s
 // The hybrid's MTP head as NVIDIA's files keep it: all of mtp.* bf16 (fc, three norms, one
 // full-attention layer with its MoE or MLP).
 void mtp_head(std::vector<Tensor>& t, const Shapes& s) {
-  const std::string p = "mtp.layers.0";
   add_bf16(t, "mtp.fc", s.hidden, 2 * s.hidden);
-  for (const char* n : {"mtp.pre_fc_norm_embedding.weight", "mtp.pre_fc_norm_hidden.weight", "mtp.norm.weight",
-                        "mtp.layers.0.input_layernorm.weight", "mtp.layers.0.post_attention_layernorm.weight"})
+  for (const char* n : {"mtp.pre_fc_norm_embedding.weight", "mtp.pre_fc_norm_hidden.weight", "mtp.norm.weight"})
     t.push_back({n, DType::BF16, {s.hidden}, Tensor::bf16_small});
-  add_attention(t, p + ".self_attn", s, 2 * s.heads * s.head_dim, add_bf16);
-  t.push_back({p + ".self_attn.q_norm.weight", DType::BF16, {s.head_dim}, Tensor::bf16_small});
-  t.push_back({p + ".self_attn.k_norm.weight", DType::BF16, {s.head_dim}, Tensor::bf16_small});
-  if (s.experts == 0) return add_mlp(t, p + ".mlp", s.hidden, s.inter, add_bf16);
-  t.push_back({p + ".mlp.gate.weight", DType::BF16, {s.experts, s.hidden}, Tensor::bf16_small});
-  for (int64_t e = 0; e < s.experts; ++e) add_mlp(t, fmt::format("{}.mlp.experts.{}", p, e), s.hidden, s.inter, add_bf16);
-  add_mlp(t, p + ".mlp.shared_expert", s.hidden, s.shared, add_bf16);
-  t.push_back({p + ".mlp.shared_expert_gate.weight", DType::BF16, {1, s.hidden}, Tensor::bf16_small});
+  hybrid_layer(t, s, "mtp.layers.0", true, add_bf16, add_bf16);
 }
 
 // One DeepSeek-style layer: latent attention (bf16 projections, NVFP4 o_proj), then layer 0's
@@ -401,7 +392,7 @@ std::vector<Tensor> layout(const Shapes& s, int64_t layers, bool bf16_head) {
   if (s.hybrid() && g_mtp > 0) mtp_head(t, s);
   for (int64_t l = 0; l < layers; ++l) {
     if (s.hybrid()) {
-      hybrid_layer(t, s, l);
+      hybrid_layer(t, s, fmt::format("model.layers.{}", l), s.attention(l));
       continue;
     }
     if (s.mla()) {

@@ -9,8 +9,7 @@
 
 #include "../model/tiny_models.h"
 #include "common/paths.h"
-#include "engine/causal_lm_step_model.h"
-#include "engine/scheduler.h"
+#include "engine/speculative_run.h"
 #include "model/causal_lm.h"
 #include "model/hybrid_reference.h"
 #include "model/nemotron_h_reference.h"
@@ -23,15 +22,9 @@ struct SpecCase {
   int64_t window = 0, prefill_chunk = 256;
 };
 
-struct Out {
-  std::map<int64_t, std::vector<int32_t>> tokens;
-  std::map<int64_t, std::vector<TokenLogprob>> logprobs;
-  int64_t drafts = 0, accepted = 0;
-  int steps = 0;
-};
+using spec_test::SpecOut;
 
-Out run(model::CausalLM& lm, bool speculate, const std::vector<std::vector<int32_t>>& prompts) {
-  CausalLmStepModel sm(lm);
+SpecOut run(model::CausalLM& lm, bool speculate, const std::vector<std::vector<int32_t>>& prompts) {
   SchedulerConfig c;
   c.max_num_seqs = 4;
   c.max_num_batched_tokens = 24;
@@ -40,30 +33,7 @@ Out run(model::CausalLM& lm, bool speculate, const std::vector<std::vector<int32
     c.speculative.num_speculative_tokens = 3;
     c.speculative.prompt_lookup_max = 3;
   }
-  Out o;
-  SchedulerObserver obs;
-  obs.on_step = [&](const StepStats& st) {
-    o.drafts += st.spec_draft_tokens;
-    o.accepted += st.spec_accepted_tokens;
-  };
-  Scheduler s(sm, nullptr, c, obs);
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    RequestParams p;
-    p.prompt = prompts[i];
-    p.max_tokens = 24;
-    p.ignore_eos = true;
-    p.logprobs = 2;
-    s.add(static_cast<int64_t>(i), p);
-  }
-  while (s.has_work() && o.steps < 500) {
-    for (auto& [id, out] : s.step()) {
-      EXPECT_NE(out.finish_reason, "error") << out.error;
-      o.tokens[id].insert(o.tokens[id].end(), out.token_ids.begin(), out.token_ids.end());
-      o.logprobs[id].insert(o.logprobs[id].end(), out.logprobs.begin(), out.logprobs.end());
-    }
-    ++o.steps;
-  }
-  return o;
+  return spec_test::run_requests(lm, c, prompts, 24);
 }
 
 class SpeculativeModels : public ::testing::TestWithParam<SpecCase> {};
@@ -90,15 +60,9 @@ TEST_P(SpeculativeModels, GreedyTokensAndLogprobsEqualThoseWithoutSpeculation) {
   // Repetitive prompts, so the n-gram proposer has something to draft from.
   const std::vector<std::vector<int32_t>> prompts = {
       {5, 6, 7, 8, 5, 6, 7, 8, 5, 6}, {11, 12, 11, 12, 11}, {3, 9, 27, 3, 9, 27, 3, 9}, {40, 41, 42, 43, 44, 40, 41}};
-  const Out plain = run(*lm, false, prompts);
-  const Out spec = run(*lm, true, prompts);
-  EXPECT_EQ(spec.tokens, plain.tokens);
-  for (const auto& [id, lps] : plain.logprobs) {
-    const auto& got = spec.logprobs.at(id);
-    ASSERT_EQ(got.size(), lps.size());
-    for (size_t t = 0; t < lps.size(); ++t)
-      EXPECT_EQ(std::memcmp(&got[t].logprob, &lps[t].logprob, sizeof(float)), 0) << "request " << id << " token " << t;
-  }
+  const SpecOut plain = run(*lm, false, prompts);
+  const SpecOut spec = run(*lm, true, prompts);
+  spec_test::expect_same_greedy_run(spec, plain, c.name);
   EXPECT_GT(spec.drafts, 0);
   EXPECT_GT(spec.accepted, 0) << "greedy tiny models repeat themselves";
   if (c.arch == "hybrid" || c.arch == "nemotron_h") {
