@@ -21,7 +21,7 @@ namespace {
 using nlohmann::json;
 using test::TempDir;
 
-test::CommandResult fp4lm(const std::string& args) { return test::run_command(test::fp4lm_bin() + " " + args); }
+test::CommandResult fp4lm(const std::string& args) { return test::run_fp4lm(args); }
 
 std::string ids_arg(const json& ids) {
   std::string s;

@@ -26,7 +26,7 @@ using nlohmann::json;
 using test::TempDir;
 namespace fs = std::filesystem;
 
-test::CommandResult fp4lm(const std::string& args) { return test::run_command(test::fp4lm_bin() + " " + args); }
+test::CommandResult fp4lm(const std::string& args) { return test::run_fp4lm(args); }
 
 // Runs `args`, expects exit status `code` and `needle` in stderr, and no "internal error".
 void expect_exit(const std::string& args, int code, const std::string& needle) {

@@ -18,7 +18,7 @@ using nlohmann::json;
 using test::TempDir;
 namespace fs = std::filesystem;
 
-test::CommandResult fp4lm(const std::string& args) { return test::run_command(test::fp4lm_bin() + " " + args); }
+test::CommandResult fp4lm(const std::string& args) { return test::run_fp4lm(args); }
 
 std::string stories() { return (test::shared_dir() / "models/stories260k").string(); }
 std::string stories_ref() { return stories() + "/reference_greedy.jsonl"; }

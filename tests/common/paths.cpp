@@ -52,6 +52,13 @@ void write_file(const std::filesystem::path& p, const std::string& content) {
   if (!out) throw std::runtime_error("cannot write " + p.string());
 }
 
+CommandResult run_fp4lm(const std::string& args) {
+  std::string cmd = fp4lm_bin();  // appended, not operator+: GCC 12 -O3 warns falsely (-Warray-bounds) on that
+  cmd += ' ';
+  cmd += args;
+  return run_command(cmd);
+}
+
 CommandResult run_command(const std::string& cmd) {
   TempDir tmp;
   auto out = tmp / "out", err = tmp / "err";

@@ -31,6 +31,8 @@ struct CommandResult {
   std::string err;
 };
 CommandResult run_command(const std::string& cmd);
+// run_command of the fp4lm executable with `args` (a shell-quoted argument string).
+CommandResult run_fp4lm(const std::string& args);
 
 std::string read_file(const std::filesystem::path& p);
 void write_file(const std::filesystem::path& p, const std::string& content);

@@ -13,5 +13,8 @@ venv="${1:-$repo/build/pyvenv-api}"
 if [ -z "${CMAKE_CXX_COMPILER_LAUNCHER:-}" ] && command -v ccache >/dev/null; then
   export CMAKE_CXX_COMPILER_LAUNCHER=ccache
 fi
+# Warnings are errors here as in the test build; so the package's library files are compiled with
+# exactly the test build's flags, and ccache (when the test build used it: .ci/run) has them all.
+export CMAKE_ARGS="${CMAKE_ARGS:+$CMAKE_ARGS }-DFP4LM_WERROR=ON"
 cd "$repo"
 exec timeout 3000 "$venv/bin/pip" install --quiet --disable-pip-version-check --force-reinstall --no-deps .

@@ -29,7 +29,7 @@ std::string repeat(const std::string& s, size_t n) {
 // normalizer shrinks most (KELVIN SIGN, Hangul jamo, MATHEMATICAL BOLD CAPITAL A, full-width).
 std::vector<std::string> dense_texts() {
   return {repeat(" ", 128 * 40) + "x",
-          repeat("//" + std::string(112, '-'), 30),
+          repeat(std::string("//").append(112, '-'), 30),
           repeat("\xE2\x84\xAA", 500),                              // U+212A KELVIN SIGN
           repeat("\xE1\x84\x80\xE1\x85\xA1\xE1\x86\xA8", 300),      // U+1100 U+1161 U+11A8 -> one syllable
           repeat("\xF0\x9D\x90\x80", 400),                          // U+1D400

@@ -198,7 +198,7 @@ ExportPlan make_export_plan(const io::Checkpoint& ck, const ExportOptions& opts)
   // ModelOpt's export lists the embedding among the unquantized modules when it is a plain
   // nn.Embedding (nvidia-modelopt 0.47, scripts/validate_modelopt.py); so does fp4lm, so the two
   // exports' lists agree.
-  if (plan.config.arch->lists_embedding_as_excluded()) plan.exclude_modules.push_back("model.embed_tokens");
+  if (plan.config.arch->lists_embedding_as_excluded()) plan.exclude_modules.emplace_back("model.embed_tokens");
   plan.layers = model::plan_layers(plan.config);
 
   for (const LayerSpec& spec : plan.layers) {
