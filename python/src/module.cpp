@@ -76,9 +76,7 @@ PYBIND11_MODULE(_core, m) {
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
-    } catch (const UsageError& e) {
-      PyErr_SetString(PyExc_ValueError, e.what());
-    } catch (const engine::RequestError& e) {
+    } catch (const UsageError& e) {  // RequestError (a bad request parameter) included
       PyErr_SetString(PyExc_ValueError, e.what());
     } catch (const Error& e) {
       PyErr_SetString(PyExc_RuntimeError, e.what());

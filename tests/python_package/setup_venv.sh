@@ -9,12 +9,14 @@ set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
 venv="${1:-$repo/build/pyvenv-api}"
+cxx="${2:-}"  # the test build's C++ compiler (ctest passes it)
 "$here/../python_helpers/make_venv.sh" "$venv" "$here/requirements.txt" || exit $?
 if [ -z "${CMAKE_CXX_COMPILER_LAUNCHER:-}" ] && command -v ccache >/dev/null; then
   export CMAKE_CXX_COMPILER_LAUNCHER=ccache
 fi
-# Warnings are errors here as in the test build; so the package's library files are compiled with
-# exactly the test build's flags, and ccache (when the test build used it: .ci/run) has them all.
-export CMAKE_ARGS="${CMAKE_ARGS:+$CMAKE_ARGS }-DFP4LM_WERROR=ON"
+# Warnings are errors here as in the test build, and the compiler is the test build's; so the
+# package's library files are compiled with exactly the test build's command lines, and ccache
+# (when the test build used it: .ci/run) has them all.
+export CMAKE_ARGS="${CMAKE_ARGS:+$CMAKE_ARGS }-DFP4LM_WERROR=ON${cxx:+ -DCMAKE_CXX_COMPILER=$cxx}"
 cd "$repo"
 exec timeout 3000 "$venv/bin/pip" install --quiet --disable-pip-version-check --force-reinstall --no-deps .
