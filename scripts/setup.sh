@@ -3,12 +3,13 @@
 # (`pip install .`: python3-venv, python3-dev) need, and nginx for the replicas example
 # (examples/nginx, scripts/replicas.sh, tests/replicas), which runs it with its own config, and
 # Open MPI for pipeline parallelism (src/dist, tests/dist; without it that part is left out) and
-# iproute2 for its two-namespace test.
+# iproute2 for its two-namespace test, and ccache (.ci/run: the test build and the package's
+# `pip install .` share one).
 # (The Python test packages come from PyPI, pinned in tests/server_http*/requirements.txt, into
 # venvs the tests make.)
 # Idempotent: does nothing when they are all present. Needs root (or sudo) only to install.
 set -euo pipefail
-PKGS=(g++ cmake ninja-build pkg-config make
+PKGS=(g++ cmake ninja-build pkg-config make ccache
       nlohmann-json3-dev libfmt-dev libspdlog-dev libcli11-dev
       libgtest-dev libgmock-dev libbenchmark-dev
       libopenblas-dev libpcre2-dev libutf8proc-dev libboost-dev
