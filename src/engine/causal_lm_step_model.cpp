@@ -52,6 +52,10 @@ void CausalLmStepModel::rewind(int64_t seq, int64_t length) {
   if (mtp_) mtp_->rewind(seq, length);
 }
 
+size_t CausalLmStepModel::speculation_bytes(int64_t k) const {
+  return lm_.state_layout().replay_log_bytes(k + 1);
+}
+
 std::vector<std::vector<int32_t>> CausalLmStepModel::draft(std::span<const DraftAsk> asks) {
   if (!mtp_) return std::vector<std::vector<int32_t>>(asks.size());
   return mtp_->draft(asks);
