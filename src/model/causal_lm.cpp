@@ -155,7 +155,7 @@ void CausalLM::mtp_forward(std::span<const MtpRows> batch) const {
   if (!mtp_) fail("the model was loaded without its MTP head");
   std::vector<int64_t> lengths;
   for (const MtpRows& r : batch) {
-    if (r.n <= 0 || !r.state || !r.tokens || !r.hidden || !r.logits) fail("mtp_forward: an entry without rows");
+    if (r.n <= 0 || !r.state || !r.tokens || !r.hidden) fail("mtp_forward: an entry without rows");
     if (r.state->length() + r.n > r.state->capacity())
       fail("MTP head: sequence of {} positions exceeds its capacity {}", r.state->length() + r.n, r.state->capacity());
     lengths.push_back(r.state->length());
@@ -208,7 +208,7 @@ void CausalLM::mtp_step(std::span<const MtpRows> batch, int64_t r0, int64_t m_on
     const SequenceSpan& sp = spans[i];
     sp.state->kv().set_length(sp.pos0 + sp.n);
     if (r.out_hidden) std::copy_n(g.data() + sp.row0 * hid, sp.n * hid, r.out_hidden + (m_one < 0 ? 0 : r0) * hid);
-    if (m_one >= 0 && r0 + m_one < r.n) continue;
+    if (!r.logits || (m_one >= 0 && r0 + m_one < r.n)) continue;
     last.insert(last.end(), g.data() + (sp.row0 + sp.n - 1) * hid, g.data() + (sp.row0 + sp.n) * hid);
     outs.push_back(r.logits);
   }

@@ -123,7 +123,8 @@ class CausalLM {
   // Rows i = 0..n-1 at positions state.length() + i of the head's state: tokens[i] is the token
   // after that position, hidden[i] the target's final normed hidden state there (or the head's
   // own output of the row before, for a second draft). Writes the logits of the last row
-  // [vocab] and, when out_hidden is given, the head's normed output of every row [n, hidden].
+  // [vocab] (unless logits is null: the head only reads the rows, its K/V grows) and, when
+  // out_hidden is given, the head's normed output of every row [n, hidden].
   struct MtpRows {
     SequenceState* state = nullptr;
     const int32_t* tokens = nullptr;
