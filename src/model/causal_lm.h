@@ -11,6 +11,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "core/dtype.h"
@@ -143,6 +144,13 @@ class CausalLM {
   CausalLM() = default;
   struct Piece;  // rows of one chunk inside one forward step
   void forward_step(std::span<const SequenceChunk> batch, const std::vector<Piece>& pieces, StageLink* link) const;
+  // The end of a step on the last stage: the MTP head's input rows (final-normed) and the logits
+  // asked for, from the step's residual stream h [rows, hidden] (x: scratch of the same size).
+  void step_logits(std::span<const SequenceChunk> batch, const std::vector<Piece>& pieces, const float* h,
+                   float* x) const;
+  // Step row -> (batch entry, position, sequence id), for error messages.
+  static std::tuple<int64_t, int64_t, int64_t> locate_row(std::span<const SequenceChunk> batch,
+                                                          const std::vector<Piece>& pieces, int64_t row);
   // One step of the MTP head over whole entries of `batch` (rows within prefill_chunk), or rows
   // [r0, r0 + m) of a single entry.
   void mtp_step(std::span<const MtpRows> batch, int64_t r0, int64_t m) const;
