@@ -241,7 +241,7 @@ int run_serve(const ServeArgs& a) {
   log().info("serve: ready: model '{}' (max_model_len {}, max_num_seqs {}, max_num_batched_tokens {}, KV budget "
              "{:.1f} MiB = {} sequences of max_model_len)",
              sm.name, sm.max_model_len, sc.max_num_seqs, sc.max_num_batched_tokens, sc.kv_cache_bytes / 1048576.0,
-             sc.kv_cache_bytes / std::max<size_t>(1, step_model->bytes_for(sm.max_model_len)));
+             sc.kv_cache_bytes / std::max<size_t>(1, eng.sequence_bytes(sm.max_model_len)));
 
   unsigned char sig = 0;
   while (read(g_signal_pipe[0], &sig, 1) != 1) {

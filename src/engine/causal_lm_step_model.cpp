@@ -18,7 +18,7 @@ void CausalLmStepModel::forward(std::span<const StepChunk> chunks) {
     s.n = c.n;
     s.logits = !c.logits ? model::LogitsMode::none : c.all_logits ? model::LogitsMode::all : model::LogitsMode::last;
     s.out = c.logits;
-    if (mtp_) s.hidden = mtp_->hidden_rows(c.seq, s.state->length(), c.n);
+    if (mtp_) s.hidden = mtp_->hidden_rows(c.seq, s.state->length(), c.n, c.tokens);
     s.rewindable = c.rewindable;
     batch_.push_back(s);
   }
@@ -29,6 +29,7 @@ void CausalLmStepModel::forward(std::span<const StepChunk> chunks) {
       for (size_t i = 0; i < chunks.size(); ++i) mtp_->rewind(chunks[i].seq, batch_[i].state->length());
     throw;
   }
+  if (mtp_) mtp_->settle(chunks);  // sequences not drafting: the head reads their rows (bounded)
 }
 
 int64_t CausalLmStepModel::allocate(int64_t capacity) {
@@ -50,6 +51,10 @@ void CausalLmStepModel::release(int64_t seq) {
 void CausalLmStepModel::rewind(int64_t seq, int64_t length) {
   store_.get(seq).truncate(length);
   if (mtp_) mtp_->rewind(seq, length);
+}
+
+size_t CausalLmStepModel::speculation_bytes(int64_t k) const {
+  return lm_.state_layout().replay_log_bytes(k + 1) + (mtp_ ? mtp_->held_bytes(k) : 0);
 }
 
 std::vector<std::vector<int32_t>> CausalLmStepModel::draft(std::span<const DraftAsk> asks) {

@@ -28,7 +28,14 @@ class CausalLmStepModel : public StepModel {
   // (model/sequence_state.h): every recurrent slot must have a replayer.
   bool can_rewind() const override { return lm_.state_layout().can_rewind(); }
   void rewind(int64_t seq, int64_t length) override;
+  // The replay log of a (k + 1)-row verify chunk, computed from the layout (what the recurrent
+  // mixers log per row), not measured; with the MTP head, the target's hidden rows the drafter
+  // holds (MtpDrafter::held_bytes).
+  size_t speculation_bytes(int64_t k) const override;
+  // What sequence `seq`'s replay log holds now (tests: never more than speculation_bytes).
+  size_t replay_log_bytes(int64_t seq) const { return store_.get(seq).replay_log_bytes(); }
   bool can_draft() const override { return mtp_ != nullptr; }
+  const MtpDrafter* drafter() const { return mtp_.get(); }  // null without the MTP head
   std::vector<std::vector<int32_t>> draft(std::span<const DraftAsk> asks) override;
   PrefixSupport prefix_support(int64_t block_size) const override;
   void save_positions(int64_t seq, int64_t pos0, int64_t n, std::vector<uint8_t>& kv,

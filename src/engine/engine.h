@@ -71,6 +71,9 @@ class Engine {
   EngineLoad load() const;
   int64_t max_model_len() const { return max_model_len_; }
   int64_t vocab_size() const { return vocab_; }
+  // What admission reserves for a sequence of `capacity` positions (Scheduler::sequence_bytes;
+  // const, fixed at construction).
+  size_t sequence_bytes(int64_t capacity) const { return sched_.sequence_bytes(capacity); }
 
  private:
   void loop();

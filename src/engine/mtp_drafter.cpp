@@ -1,6 +1,7 @@
 #include "engine/mtp_drafter.h"
 
 #include <algorithm>
+#include <cstddef>
 
 #include "core/error.h"
 
@@ -14,23 +15,61 @@ int32_t argmax(const std::vector<float>& v) {
 
 void MtpDrafter::allocate(int64_t seq, int64_t capacity) {
   seqs_.erase(seq);
-  seqs_.emplace(seq, Seq{lm_.new_mtp_sequence(capacity, seq), 0, {}});
+  seqs_.emplace(seq, Seq{lm_.new_mtp_sequence(capacity, seq), 0, {}, {}});
 }
 
-MtpDrafter::Seq& MtpDrafter::get(int64_t seq) {
+const MtpDrafter::Seq& MtpDrafter::get(int64_t seq) const {
   auto it = seqs_.find(seq);
   if (it == seqs_.end()) fail("MTP drafter: no sequence {}", seq);
   return it->second;
 }
 
-float* MtpDrafter::hidden_rows(int64_t seq, int64_t pos0, int64_t n) {
+float* MtpDrafter::hidden_rows(int64_t seq, int64_t pos0, int64_t n, const int32_t* tokens) {
   Seq& s = get(seq);
   const size_t hid = static_cast<size_t>(lm_.config().hidden_size);
-  const int64_t end = s.read + static_cast<int64_t>(s.rows.size() / hid);
+  const int64_t end = s.read + static_cast<int64_t>(s.tokens.size());
   if (pos0 != end)
     fail("MTP drafter: sequence {} computes positions from {}, but the head has rows up to {}", seq, pos0, end);
+  s.tokens.insert(s.tokens.end(), tokens, tokens + n);
   s.rows.resize(s.rows.size() + static_cast<size_t>(n) * hid);
   return s.rows.data() + s.rows.size() - static_cast<size_t>(n) * hid;
+}
+
+void MtpDrafter::settle(std::span<const StepChunk> chunks) {
+  const size_t hid = static_cast<size_t>(lm_.config().hidden_size);
+  std::vector<model::CausalLM::MtpRows> rows;
+  std::vector<Seq*> read;
+  for (const StepChunk& c : chunks) {
+    Seq& s = get(c.seq);
+    const int64_t held = static_cast<int64_t>(s.tokens.size());
+    if (c.rewindable || held <= kMaxUnreadRows) continue;  // (a verify chunk may still be cut back)
+    s.state.truncate(s.read);  // the last draft call's further drafts
+    // Position q needs the token at q + 1: every row but the last, no logits.
+    rows.push_back({&s.state, s.tokens.data() + 1, s.rows.data(), held - 1, nullptr, nullptr});
+    read.push_back(&s);
+  }
+  if (rows.empty()) return;
+  lm_.mtp_forward(rows);
+  for (Seq* s : read) {
+    const size_t n = s->tokens.size() - 1;
+    s->read += static_cast<int64_t>(n);
+    s->tokens.erase(s->tokens.begin(), s->tokens.begin() + static_cast<std::ptrdiff_t>(n));
+    s->rows.erase(s->rows.begin(), s->rows.begin() + static_cast<std::ptrdiff_t>(n * hid));
+    release_spare(*s);
+  }
+}
+
+void MtpDrafter::release_spare(Seq& s) const {
+  // A long chunk left room for its rows: give it back once the head has read them.
+  const size_t most = static_cast<size_t>(2 * kMaxUnreadRows);
+  if (s.tokens.capacity() <= most) return;
+  s.rows.shrink_to_fit();
+  s.tokens.shrink_to_fit();
+}
+
+size_t MtpDrafter::held_bytes(int64_t k) const {
+  const size_t rows = static_cast<size_t>(std::max(kMaxUnreadRows, k + 1));
+  return rows * (static_cast<size_t>(lm_.config().hidden_size) * sizeof(float) + sizeof(int32_t));
 }
 
 void MtpDrafter::rewind(int64_t seq, int64_t length) {
@@ -40,9 +79,12 @@ void MtpDrafter::rewind(int64_t seq, int64_t length) {
     s.state.truncate(std::min(length, s.state.length()));
     s.read = s.state.length();
     s.rows.clear();
+    s.tokens.clear();
     return;
   }
-  s.rows.resize(std::min(s.rows.size(), static_cast<size_t>(length - s.read) * hid));
+  const size_t keep = std::min(s.tokens.size(), static_cast<size_t>(length - s.read));
+  s.tokens.resize(keep);
+  s.rows.resize(keep * hid);
 }
 
 std::vector<std::vector<int32_t>> MtpDrafter::draft(std::span<const StepModel::DraftAsk> asks) {
@@ -74,6 +116,8 @@ std::vector<std::vector<int32_t>> MtpDrafter::draft(std::span<const StepModel::D
   for (Live& l : live) {
     l.s->read += static_cast<int64_t>(l.g.size()) / hid;
     l.s->rows.clear();
+    l.s->tokens.clear();
+    release_spare(*l.s);
     l.g.erase(l.g.begin(), l.g.end() - hid);  // the last row's output feeds the next draft
     drafts[l.ask].push_back(argmax(l.logits));
   }

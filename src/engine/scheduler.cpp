@@ -82,6 +82,11 @@ Scheduler::Scheduler(StepModel& model, const tokenizer::Tokenizer* tok, Schedule
       throw RequestError("speculative_config: method mtp needs the model loaded with its MTP head",
                          "speculative_config");
     spec_on_ = model_.can_rewind();
+    if (spec_on_) spec_bytes_ = model_.speculation_bytes(cfg_.speculative.num_speculative_tokens);
+    if (spec_bytes_ > 0)
+      log().info("speculative decoding: {} more bytes reserved per sequence (what verify chunks of up to {} rows "
+                 "keep: the recurrent layers' replay log, the MTP drafter's rows)",
+                 spec_bytes_, cfg_.speculative.num_speculative_tokens + 1);
     if (spec_on_ && mtp)
       log().info("speculative decoding: up to {} drafts per step from the model's MTP head",
                  cfg_.speculative.num_speculative_tokens);
@@ -152,11 +157,14 @@ void Scheduler::check(const RequestParams& p) const {
   }
   // validate() bounds prompt + max_tokens by max_model_len, so this sum cannot overflow.
   const int64_t prompt = static_cast<int64_t>(p.prompt.size());
-  const size_t need = model_.bytes_for(prompt + p.max_tokens);
+  const size_t need = sequence_bytes(prompt + p.max_tokens);
   if (cfg_.kv_cache_bytes > 0 && need > cfg_.kv_cache_bytes)
-    throw RequestError(fmt::format("this request needs {} bytes of KV cache ({} prompt + {} completion tokens), "
+    throw RequestError(fmt::format("this request needs {} bytes of KV cache ({} prompt + {} completion tokens{}), "
                                    "more than the whole budget of {} bytes (kv_cache_memory)",
-                                   need, prompt, p.max_tokens, cfg_.kv_cache_bytes),
+                                   need, prompt, p.max_tokens,
+                                   spec_bytes_ > 0 ? fmt::format(", {} of them for speculative decoding", spec_bytes_)
+                                                   : std::string(),
+                                   cfg_.kv_cache_bytes),
                        "max_tokens");
 }
 
@@ -321,7 +329,7 @@ void Scheduler::admit_waiting(std::vector<Planned>& plan, int64_t budget, Output
   while (!waiting_.empty() && budget > 0 && static_cast<int64_t>(running_.size()) < cfg_.max_num_seqs &&
          plan.size() < cap) {
     std::unique_ptr<Sequence> s = std::move(waiting_.front());
-    const size_t bytes = model_.bytes_for(s->capacity());
+    const size_t bytes = sequence_bytes(s->capacity());
     if (cfg_.kv_cache_bytes > 0 && reserved_ + bytes > cfg_.kv_cache_bytes) {  // FCFS: the head waits
       waiting_.front() = std::move(s);
       break;

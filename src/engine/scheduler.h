@@ -110,6 +110,10 @@ class Scheduler {
 
   // Speculative decoding in effect (configured, and the model can rewind).
   bool speculating() const { return spec_on_; }
+  // What admission reserves for a sequence of `capacity` positions: the model's bytes_for, plus,
+  // while speculating, what its verify chunks need besides (StepModel::speculation_bytes: the
+  // replay log of a hybrid's recurrent layers).
+  size_t sequence_bytes(int64_t capacity) const { return model_.bytes_for(capacity) + spec_bytes_; }
   int64_t num_running() const { return static_cast<int64_t>(running_.size()); }
   int64_t num_waiting() const { return static_cast<int64_t>(waiting_.size()); }
   size_t kv_reserved_bytes() const { return reserved_; }
@@ -192,6 +196,7 @@ class Scheduler {
   size_t reserved_ = 0;
   std::unique_ptr<PrefixCache> cache_;
   bool spec_on_ = false;
+  size_t spec_bytes_ = 0;  // model_.speculation_bytes(k) while speculating
   PrefixSupport support_;
   int64_t prefix_queries_ = 0, prefix_hits_ = 0, step_queries_ = 0, step_hits_ = 0;
   std::vector<float> raw_;

@@ -64,6 +64,13 @@ class StepModel {
   // Speculative decoding: whether a sequence can be cut back (rewind) after a verify step whose
   // last drafts were rejected.
   virtual bool can_rewind() const { return false; }
+  // Bytes a sequence holds besides bytes_for() while speculation runs verify chunks of up to
+  // k + 1 rows: the replay log of its recurrent layers (model/sequence_state.h) and what a
+  // drafter keeps for it. The scheduler reserves them with the sequence.
+  virtual size_t speculation_bytes(int64_t k) const {
+    (void)k;
+    return 0;
+  }
   // Drops positions from `length` on (length <= the sequence's length). A model with a recurrent
   // state can cut it back only inside the sequence's last chunk, when that was rewindable.
   virtual void rewind(int64_t seq, int64_t length) {

@@ -155,7 +155,7 @@ void CausalLM::mtp_forward(std::span<const MtpRows> batch) const {
   if (!mtp_) fail("the model was loaded without its MTP head");
   std::vector<int64_t> lengths;
   for (const MtpRows& r : batch) {
-    if (r.n <= 0 || !r.state || !r.tokens || !r.hidden || !r.logits) fail("mtp_forward: an entry without rows");
+    if (r.n <= 0 || !r.state || !r.tokens || !r.hidden) fail("mtp_forward: an entry without rows");
     if (r.state->length() + r.n > r.state->capacity())
       fail("MTP head: sequence of {} positions exceeds its capacity {}", r.state->length() + r.n, r.state->capacity());
     lengths.push_back(r.state->length());
@@ -208,7 +208,7 @@ void CausalLM::mtp_step(std::span<const MtpRows> batch, int64_t r0, int64_t m_on
     const SequenceSpan& sp = spans[i];
     sp.state->kv().set_length(sp.pos0 + sp.n);
     if (r.out_hidden) std::copy_n(g.data() + sp.row0 * hid, sp.n * hid, r.out_hidden + (m_one < 0 ? 0 : r0) * hid);
-    if (m_one >= 0 && r0 + m_one < r.n) continue;
+    if (!r.logits || (m_one >= 0 && r0 + m_one < r.n)) continue;
     last.insert(last.end(), g.data() + (sp.row0 + sp.n - 1) * hid, g.data() + (sp.row0 + sp.n) * hid);
     outs.push_back(r.logits);
   }
@@ -322,7 +322,7 @@ void CausalLM::forward(std::span<const SequenceChunk> batch, StageLink* link) co
 
 void CausalLM::forward_step(std::span<const SequenceChunk> batch, const std::vector<Piece>& in,
                             StageLink* link) const {
-  const int64_t hid = config().hidden_size, vocab = vocab_size();
+  const int64_t hid = config().hidden_size;
   std::vector<Piece> pieces = in;
   std::vector<SequenceSpan> spans;
   std::vector<int32_t> tokens;
@@ -333,13 +333,7 @@ void CausalLM::forward_step(std::span<const SequenceChunk> batch, const std::vec
     tokens.insert(tokens.end(), c.tokens + p.offset, c.tokens + p.offset + p.n);
   }
   const int64_t m = static_cast<int64_t>(tokens.size());
-  // Step row -> (batch entry, position, sequence id), for error messages.
-  auto locate = [&](int64_t row) {
-    for (const Piece& p : pieces)
-      if (row >= p.row0 && row < p.row0 + p.n)
-        return std::tuple<int64_t, int64_t, int64_t>{p.chunk, p.pos0 + row - p.row0, batch[p.chunk].state->id()};
-    return std::tuple<int64_t, int64_t, int64_t>{-1, -1, -1};
-  };
+  auto locate = [&](int64_t row) { return locate_row(batch, pieces, row); };
 
   const size_t size = static_cast<size_t>(m * hid);
   std::vector<float> h(size), x(size), y(size);
@@ -377,33 +371,51 @@ void CausalLM::forward_step(std::span<const SequenceChunk> batch, const std::vec
     link->send(h.data(), m, hid);  // the next stage continues; the last one computes the logits
     return;
   }
+  step_logits(batch, pieces, h.data(), x.data());
+}
+
+std::tuple<int64_t, int64_t, int64_t> CausalLM::locate_row(std::span<const SequenceChunk> batch,
+                                                          const std::vector<Piece>& pieces, int64_t row) {
+  for (const Piece& p : pieces)
+    if (row >= p.row0 && row < p.row0 + p.n)
+      return {p.chunk, p.pos0 + row - p.row0, batch[p.chunk].state->id()};
+  return {-1, -1, -1};
+}
+
+void CausalLM::step_logits(std::span<const SequenceChunk> batch, const std::vector<Piece>& pieces, const float* h,
+                           float* x) const {
+  const int64_t hid = config().hidden_size, vocab = vocab_size();
   for (const Piece& p : pieces)  // the MTP head's input: every row, normed as lm_head sees it
     if (float* out = batch[p.chunk].hidden)
-      final_norm_.forward(h.data() + p.row0 * hid, p.n, out + p.offset * hid, dtype_);
+      final_norm_.forward(h + p.row0 * hid, p.n, out + p.offset * hid, dtype_);
 
   // Logits only for the rows asked: every row of an `all` chunk, the last row of a `last` chunk.
+  // A row the MTP head's input already holds normed is copied, not normed again (the norm is per
+  // row: the same bits).
   std::vector<int64_t> rows;  // step rows
   std::vector<float*> outs;
+  std::vector<const float*> normed;
   for (const Piece& p : pieces) {
     const SequenceChunk& c = batch[p.chunk];
-    if (c.logits == LogitsMode::all)
-      for (int64_t i = 0; i < p.n; ++i) {
-        rows.push_back(p.row0 + i);
-        outs.push_back(c.out + (p.offset + i) * vocab);
-      }
-    else if (c.logits == LogitsMode::last && p.offset + p.n == c.n) {
-      rows.push_back(p.row0 + p.n - 1);
-      outs.push_back(c.out);
+    const float* done = c.hidden ? c.hidden + p.offset * hid : nullptr;
+    int64_t first = p.n;  // none (no logits, or a `last` chunk whose last row is in a later step)
+    if (c.logits == LogitsMode::all) first = 0;
+    else if (c.logits == LogitsMode::last && p.offset + p.n == c.n) first = p.n - 1;
+    for (int64_t i = first; i < p.n; ++i) {
+      rows.push_back(p.row0 + i);
+      outs.push_back(c.out + (c.logits == LogitsMode::all ? (p.offset + i) * vocab : 0));
+      normed.push_back(done ? done + i * hid : nullptr);
     }
   }
   if (rows.empty()) return;
   const int64_t r = static_cast<int64_t>(rows.size());
-  for (int64_t i = 0; i < r; ++i)
-    std::copy_n(h.data() + rows[i] * hid, hid, x.data() + i * hid);
-  final_norm_.forward(x.data(), r, x.data(), dtype_);
+  for (int64_t i = 0; i < r; ++i) {
+    if (normed[i]) std::copy_n(normed[i], hid, x + i * hid);
+    else final_norm_.forward(h + rows[i] * hid, 1, x + i * hid, dtype_);
+  }
   std::vector<float> logits(static_cast<size_t>(r * vocab));
   try {
-    lm_head_->forward(x.data(), r, logits.data());
+    lm_head_->forward(x, r, logits.data());
     if (const double cap = config().final_logit_softcapping; cap > 0) {
       const float c = static_cast<float>(cap);
       for (float& v : logits) v = c * std::tanh(v / c);
@@ -411,7 +423,7 @@ void CausalLM::forward_step(std::span<const SequenceChunk> batch, const std::vec
     }
     check_finite(logits.data(), r, vocab, "the logits");
   } catch (const NonFiniteError& e) {
-    rethrow_located(e, rows[e.row()], locate);
+    rethrow_located(e, rows[e.row()], [&](int64_t row) { return locate_row(batch, pieces, row); });
   }
   for (int64_t i = 0; i < r; ++i) std::copy_n(logits.data() + i * vocab, vocab, outs[i]);
 }

@@ -11,6 +11,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "core/dtype.h"
@@ -123,7 +124,8 @@ class CausalLM {
   // Rows i = 0..n-1 at positions state.length() + i of the head's state: tokens[i] is the token
   // after that position, hidden[i] the target's final normed hidden state there (or the head's
   // own output of the row before, for a second draft). Writes the logits of the last row
-  // [vocab] and, when out_hidden is given, the head's normed output of every row [n, hidden].
+  // [vocab] (unless logits is null: the head only reads the rows, its K/V grows) and, when
+  // out_hidden is given, the head's normed output of every row [n, hidden].
   struct MtpRows {
     SequenceState* state = nullptr;
     const int32_t* tokens = nullptr;
@@ -142,6 +144,13 @@ class CausalLM {
   CausalLM() = default;
   struct Piece;  // rows of one chunk inside one forward step
   void forward_step(std::span<const SequenceChunk> batch, const std::vector<Piece>& pieces, StageLink* link) const;
+  // The end of a step on the last stage: the MTP head's input rows (final-normed) and the logits
+  // asked for, from the step's residual stream h [rows, hidden] (x: scratch of the same size).
+  void step_logits(std::span<const SequenceChunk> batch, const std::vector<Piece>& pieces, const float* h,
+                   float* x) const;
+  // Step row -> (batch entry, position, sequence id), for error messages.
+  static std::tuple<int64_t, int64_t, int64_t> locate_row(std::span<const SequenceChunk> batch,
+                                                          const std::vector<Piece>& pieces, int64_t row);
   // One step of the MTP head over whole entries of `batch` (rows within prefill_chunk), or rows
   // [r0, r0 + m) of a single entry.
   void mtp_step(std::span<const MtpRows> batch, int64_t r0, int64_t m) const;

@@ -138,7 +138,7 @@ void GatedDeltaNet::replay(SequenceState& state, int64_t rows) const {
   float* st = state.recurrent_out(slot_);
   if (in != st) std::memcpy(st, in, state_floats_ * sizeof(float));
   const float* log = state.replay_log(slot_);
-  const size_t log_row = static_cast<size_t>(conv_dim_ + 2 * nv_);
+  const size_t log_row = log_row_floats();
   std::vector<float> mixed(static_cast<size_t>(rows * conv_dim_)), g(static_cast<size_t>(rows * nv_)),
       beta(g.size()), o(static_cast<size_t>(rows * nv_ * dv_));
   for (int64_t t = 0; t < rows; ++t) {
@@ -170,7 +170,7 @@ void GatedDeltaNet::forward(const float* x, std::span<const SequenceSpan> spans,
   // rewindable span logs each row's conv input and [b a] first (what replay() needs).
   std::vector<float> mixed(static_cast<size_t>(m * conv_dim_)), log_decay(static_cast<size_t>(m * nv_)),
       beta(log_decay.size()), core(static_cast<size_t>(m * vd));
-  const size_t log_row = static_cast<size_t>(conv_dim_ + 2 * nv_);
+  const size_t log_row = log_row_floats();
   for (const SequenceSpan& s : spans) {
     const float* in = s.state->recurrent_in(slot_);
     float* st = s.state->recurrent_out(slot_);

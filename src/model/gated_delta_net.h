@@ -48,6 +48,7 @@ class GatedDeltaNet final : public Mixer, public RecurrentReplay {
   // forward logged (per row: its conv input and [b a], conv_dim + 2·NV floats), from the state
   // before that forward, exactly as forward ran them.
   void replay(SequenceState& state, int64_t rows) const override;
+  size_t log_row_floats() const override { return static_cast<size_t>(conv_dim_ + 2 * nv_); }
 
   size_t weight_bytes() const override;
   size_t own_param_bytes() const override;

@@ -135,7 +135,7 @@ void Mamba2Mixer::replay(SequenceState& state, int64_t rows) const {
   float* st = state.recurrent_out(slot_);
   if (in != st) std::memcpy(st, in, state_floats_ * sizeof(float));
   const float* log = state.replay_log(slot_);
-  const size_t log_row = static_cast<size_t>(conv_dim_ + heads_);
+  const size_t log_row = log_row_floats();
   std::vector<float> xbc(static_cast<size_t>(rows * conv_dim_)), dt(static_cast<size_t>(rows * heads_)),
       y(static_cast<size_t>(rows * inter_));
   for (int64_t t = 0; t < rows; ++t) {
@@ -165,7 +165,7 @@ void Mamba2Mixer::forward(const float* x, std::span<const SequenceSpan> spans, f
   // The causal conv over each span's rows (its window first), SiLU; dt per row and head. A
   // rewindable span logs each row's conv input and raw dt first (what replay() needs).
   std::vector<float> xbc(static_cast<size_t>(m * conv_dim_)), dt(static_cast<size_t>(m * heads_));
-  const size_t log_row = static_cast<size_t>(conv_dim_ + heads_);
+  const size_t log_row = log_row_floats();
   for (const SequenceSpan& s : spans) {
     const float* in = s.state->recurrent_in(slot_);
     float* st = s.state->recurrent_out(slot_);

@@ -47,6 +47,7 @@ class Mamba2Mixer final : public Mixer, public RecurrentReplay {
   // forward logged (per row: its conv input and raw dt, conv_dim + H floats), from the state
   // before that forward, exactly as forward ran them (row by row, as decode).
   void replay(SequenceState& state, int64_t rows) const override;
+  size_t log_row_floats() const override { return static_cast<size_t>(conv_dim_ + heads_); }
 
   size_t weight_bytes() const override;
   size_t own_param_bytes() const override;

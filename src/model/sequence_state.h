@@ -32,6 +32,9 @@ class RecurrentReplay {
   // state before that call: reads recurrent_in, writes recurrent_out, exactly as forward() does
   // for those rows decoded one at a time (bit-identical state).
   virtual void replay(SequenceState& state, int64_t rows) const = 0;
+  // Floats of one row it logs (replay_log's row_floats for its slot): a rewindable call of n rows
+  // logs n of them, which lets admission control reserve the log before any call runs.
+  virtual size_t log_row_floats() const = 0;
 };
 
 class SequenceState {
@@ -85,7 +88,8 @@ class SequenceState {
   float* replay_log(int64_t slot, int64_t pos, int64_t n, size_t row_floats);
   // Slot `slot`'s logged rows, from the call's first position on.
   const float* replay_log(int64_t slot) const { return logs_[static_cast<size_t>(slot)].data(); }
-  // Bytes the replay logs hold (the longest rewindable call's rows so far).
+  // Bytes the replay logs hold (the longest rewindable call's rows so far): at most
+  // StateLayout::replay_log_bytes(rows) after calls of at most `rows` rows.
   size_t replay_log_bytes() const;
 
   // ---- prefix caching (engine/prefix_cache.h) ----

@@ -1,5 +1,7 @@
 #include "model/sequence_store.h"
 
+#include <utility>
+
 #include "core/error.h"
 #include "model/causal_lm.h"
 
@@ -15,6 +17,10 @@ int64_t SequenceStore::allocate(int64_t capacity) {
 }
 
 SequenceState& SequenceStore::get(int64_t id) {
+  return const_cast<SequenceState&>(std::as_const(*this).get(id));
+}
+
+const SequenceState& SequenceStore::get(int64_t id) const {
   auto it = states_.find(id);
   if (it == states_.end()) fail("sequence store: no sequence with id {}", id);
   return *it->second;

@@ -21,6 +21,7 @@ class SequenceStore {
   // (ids are never reused). Error when capacity exceeds max_model_len.
   int64_t allocate(int64_t capacity = 0);
   SequenceState& get(int64_t id);  // Error for an unknown id
+  const SequenceState& get(int64_t id) const;
   bool contains(int64_t id) const { return states_.count(id) != 0; }
   void release(int64_t id);        // Error for an unknown id
   size_t size() const { return states_.size(); }

@@ -47,4 +47,11 @@ size_t StateLayout::sequence_bytes(int64_t capacity, int64_t max_step_rows, DTyp
   return b;
 }
 
+size_t StateLayout::replay_log_bytes(int64_t rows) const {
+  size_t floats = 0;
+  for (const RecurrentReplay* r : replays_)
+    if (r) floats += r->log_row_floats();
+  return floats * static_cast<size_t>(std::max<int64_t>(rows, 0)) * sizeof(float);
+}
+
 }  // namespace fp4lm::model

@@ -51,6 +51,9 @@ class StateLayout {
   // Bytes one sequence of `capacity` positions reserves: its K/V and its recurrent slots (two
   // buffers each, see SequenceState).
   size_t sequence_bytes(int64_t capacity, int64_t max_step_rows, DType kv_dtype) const;
+  // Bytes one sequence's replay logs hold after rewindable calls of at most `rows` rows (a
+  // speculative verify chunk: k + 1): rows × each replayer's log_row_floats() (0 without any).
+  size_t replay_log_bytes(int64_t rows) const;
 
  private:
   std::vector<KvSlotShape> kv_;

@@ -118,6 +118,40 @@ TEST(MtpHead, RowsSplitOverCallsAndCutBackGiveTheSameDraft) {
   EXPECT_EQ(once, split);
 }
 
+// The rows lm_head reads are normed once: a chunk that also hands the head its input copies them
+// from there. Asking for that input changes no logit bit: all rows or the last, a chunk in one
+// step or in steps of 3 rows, next to a chunk that does not ask, at float32 and bfloat16.
+TEST(MtpHead, AskingForTheHeadsInputChangesNoLogit) {
+  Hybrid m = make_hybrid(2);
+  add_mtp(m);
+  TempDir dir;
+  write_hybrid(m, dir.path());
+  const int64_t n = static_cast<int64_t>(kTokens.size()), hid = m.hidden, vocab = m.vocab;
+  for (const char* dtype : {"float32", "bfloat16"})
+    for (int64_t chunk : {256, 3}) {
+      EngineOptions o;
+      o.dtype = dtype;
+      LoadOptions lo = with_mtp();
+      lo.prefill_chunk = chunk;
+      auto lm = CausalLM::load(dir.path().string(), o, lo);
+      for (LogitsMode mode : {LogitsMode::all, LogitsMode::last}) {
+        SCOPED_TRACE(std::string(dtype) + ", steps of " + std::to_string(chunk) +
+                     (mode == LogitsMode::all ? ", all rows" : ", last row"));
+        const size_t size = static_cast<size_t>((mode == LogitsMode::all ? n : 1) * vocab);
+        // Alone without the head's input, then batched: first without it, second with it.
+        std::vector<float> want(size), first(size), second(size), hidden(static_cast<size_t>(n * hid));
+        SequenceState a = lm->new_sequence(), b = lm->new_sequence(), c = lm->new_sequence();
+        lm->forward(a, kTokens.data(), n, mode, want.data());
+        const SequenceChunk batch[] = {{&b, kTokens.data(), n, mode, first.data()},
+                                       {&c, kTokens.data(), n, mode, second.data(), hidden.data()}};
+        lm->forward(batch);
+        EXPECT_EQ(first, want);
+        EXPECT_EQ(second, want);
+        EXPECT_NE(hidden, std::vector<float>(hidden.size()));
+      }
+    }
+}
+
 TEST(MtpHead, SequencesBatchedTogetherGiveWhatEachGivesAlone) {
   Hybrid m = make_hybrid(2);
   add_mtp(m);
