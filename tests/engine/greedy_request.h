@@ -7,7 +7,7 @@
 
 #include "engine/request.h"
 
-namespace fp4lm::engine::test {
+namespace fp4lm::engine {  // (not engine::test: that would hide fp4lm::test in the files using it)
 
 inline RequestParams greedy_request(std::vector<int32_t> prompt, int64_t max_tokens) {
   RequestParams p;
@@ -17,4 +17,4 @@ inline RequestParams greedy_request(std::vector<int32_t> prompt, int64_t max_tok
   return p;
 }
 
-}  // namespace fp4lm::engine::test
+}  // namespace fp4lm::engine

@@ -148,10 +148,10 @@ TEST(PrefixCacheScheduler, AHitSkipsTheCachedBlocksAndGivesTheSameTokens) {
   std::vector<int32_t> a = system, b = system;
   a.insert(a.end(), {20, 21, 22});
   b.insert(b.end(), {25, 26});
-  const Finished ra = run_one(s, 1, test::greedy_request(a, 3));
+  const Finished ra = run_one(s, 1, greedy_request(a, 3));
   EXPECT_EQ(ra.last.cached_tokens, 0);
   EXPECT_EQ(s.prefix_cache()->size(), 3u) << "13 prompt tokens: 3 full blocks, the last held back";
-  const Finished rb = run_one(s, 2, test::greedy_request(b, 3));
+  const Finished rb = run_one(s, 2, greedy_request(b, 3));
   EXPECT_EQ(rb.last.cached_tokens, 8);
   EXPECT_EQ(rb.batches[0], (std::vector<std::pair<int64_t, int64_t>>{{2, 4}})) << "only 12 - 8 tokens computed";
   EXPECT_EQ(m.loaded, 8);
@@ -160,9 +160,9 @@ TEST(PrefixCacheScheduler, AHitSkipsTheCachedBlocksAndGivesTheSameTokens) {
   // Same tokens as with the cache off.
   FakeStepModel cold_model;
   Scheduler cold(cold_model, nullptr, SchedulerConfig{});
-  EXPECT_EQ(run_one(cold, 2, test::greedy_request(b, 3)).tokens, rb.tokens);
+  EXPECT_EQ(run_one(cold, 2, greedy_request(b, 3)).tokens, rb.tokens);
   // A prompt that is entirely cached still computes its last token.
-  const Finished rc = run_one(s, 3, test::greedy_request(std::vector<int32_t>(a.begin(), a.begin() + 12), 2));
+  const Finished rc = run_one(s, 3, greedy_request(std::vector<int32_t>(a.begin(), a.begin() + 12), 2));
   EXPECT_EQ(rc.last.cached_tokens, 8) << "12 tokens cached, but the 12th must run: 8";
   EXPECT_EQ(rc.batches[0], (std::vector<std::pair<int64_t, int64_t>>{{3, 4}}));
 }
@@ -171,13 +171,13 @@ TEST(PrefixCacheScheduler, RunningSequencesHoldReferencesUntilTheyFinish) {
   FakeStepModel m;
   Scheduler s(m, nullptr, caching(4));
   const std::vector<int32_t> p = iota(9, 1);
-  s.add(1, test::greedy_request(p, 5));
+  s.add(1, greedy_request(p, 5));
   s.step();  // prefill: blocks cached and referenced
   ASSERT_EQ(s.prefix_cache()->size(), 2u);
   const auto chain = s.prefix_cache()->match(p, 8);
   ASSERT_EQ(chain.size(), 2u);
   EXPECT_EQ(s.prefix_cache()->get(chain[0])->refs, 1);
-  s.add(2, test::greedy_request(p, 5));
+  s.add(2, greedy_request(p, 5));
   s.step();  // the second hits and references them too
   EXPECT_EQ(s.prefix_cache()->get(chain[0])->refs, 2);
   EXPECT_EQ(s.prefix_cache()->get(chain[1])->refs, 2);
@@ -196,7 +196,7 @@ TEST(PrefixCacheScheduler, SequencesAndBlocksShareTheBudgetAndAdmissionEvicts) {
   std::vector<std::vector<int32_t>> prompts;
   for (int r = 0; r < 4; ++r) prompts.push_back(iota(17, 100 * r));  // 4 blocks each, all different
   for (int r = 0; r < 4; ++r) {
-    const Finished run = run_one(s, r, test::greedy_request(prompts[static_cast<size_t>(r)], 3));
+    const Finished run = run_one(s, r, greedy_request(prompts[static_cast<size_t>(r)], 3));
     EXPECT_EQ(run.tokens.size(), 3u);
     EXPECT_LE(s.prefix_cache_bytes(), 128u);
   }
@@ -206,7 +206,7 @@ TEST(PrefixCacheScheduler, SequencesAndBlocksShareTheBudgetAndAdmissionEvicts) {
   EXPECT_EQ(s.prefix_cache()->match(prompts[3], 16).size(), 4u);
   // A sequence of 21 positions (2100 bytes) fits only if the pool gives way: it is admitted,
   // and of its own blocks only the first finds room (the next would need a block it uses).
-  const Finished big = run_one(s, 9, test::greedy_request(iota(17, 5000), 4));
+  const Finished big = run_one(s, 9, greedy_request(iota(17, 5000), 4));
   EXPECT_EQ(big.tokens.size(), 4u);
   EXPECT_EQ(big.batches[0], (std::vector<std::pair<int64_t, int64_t>>{{9, 17}})) << "admitted at once";
   EXPECT_EQ(s.prefix_cache_bytes(), 16u);
@@ -217,7 +217,7 @@ TEST(PrefixCacheScheduler, InsertsNeverEvictBlocksInUse) {
   FakeStepModel m;
   // One 13-position sequence (1300 bytes) + 2 blocks of 4 tokens.
   Scheduler s(m, nullptr, caching(4, 1300 + 32));
-  s.add(1, test::greedy_request(iota(12, 1), 1));  // 3 blocks would fit only if one were evicted: none is free
+  s.add(1, greedy_request(iota(12, 1), 1));  // 3 blocks would fit only if one were evicted: none is free
   while (s.has_work()) s.step();
   EXPECT_EQ(s.prefix_cache()->size(), 2u) << "the third block found no room";
   EXPECT_LE(s.prefix_cache_bytes() + s.kv_reserved_bytes(), 1332u);
@@ -230,7 +230,7 @@ TEST(PrefixCacheScheduler, ARecurrentModelCutsItsPromptAtTheSnapshotPointAndResu
   m.prefix.snapshot_grid = 8;  // as lcm(block 4, the model's row alignment 8)
   Scheduler s(m, nullptr, caching(4));
   const std::vector<int32_t> a = iota(21, 1);  // snapshot point: the last multiple of 8 below 21 -> 16
-  const Finished ra = run_one(s, 1, test::greedy_request(a, 2));
+  const Finished ra = run_one(s, 1, greedy_request(a, 2));
   EXPECT_EQ(ra.batches[0], (std::vector<std::pair<int64_t, int64_t>>{{1, 16}}));
   EXPECT_EQ(ra.batches[1], (std::vector<std::pair<int64_t, int64_t>>{{1, 5}}));
   EXPECT_EQ(s.prefix_cache()->size(), 4u) << "blocks up to the snapshot point only";
@@ -241,24 +241,24 @@ TEST(PrefixCacheScheduler, ARecurrentModelCutsItsPromptAtTheSnapshotPointAndResu
   // Sharing 14 tokens: blocks 0..2 match but carry no state, so nothing resumes.
   std::vector<int32_t> b(a.begin(), a.begin() + 14);
   b.insert(b.end(), {90, 91, 92, 93, 94});
-  EXPECT_EQ(run_one(s, 2, test::greedy_request(b, 2)).last.cached_tokens, 0);
+  EXPECT_EQ(run_one(s, 2, greedy_request(b, 2)).last.cached_tokens, 0);
   // Sharing 18: resumes at 16 with the saved state (the fake checks it was saved at 16).
   std::vector<int32_t> c(a.begin(), a.begin() + 18);
   c.insert(c.end(), {90, 91, 92});
-  const Finished rc = run_one(s, 3, test::greedy_request(c, 2));
+  const Finished rc = run_one(s, 3, greedy_request(c, 2));
   EXPECT_EQ(rc.last.cached_tokens, 16);
   EXPECT_EQ(rc.batches[0], (std::vector<std::pair<int64_t, int64_t>>{{3, 5}}));
   FakeStepModel cold_model;
   cold_model.vocab = 100;
   Scheduler cold(cold_model, nullptr, SchedulerConfig{});
-  EXPECT_EQ(run_one(cold, 3, test::greedy_request(c, 2)).tokens, rc.tokens);
+  EXPECT_EQ(run_one(cold, 3, greedy_request(c, 2)).tokens, rc.tokens);
 }
 
 TEST(PrefixCacheScheduler, ASlidingWindowModelPrefillsInChunksItsRingHolds) {
   FakeStepModel m;
   m.prefix.max_chunk = 5;
   Scheduler s(m, nullptr, caching(4));
-  const Finished r = run_one(s, 1, test::greedy_request(iota(12, 1), 1));
+  const Finished r = run_one(s, 1, greedy_request(iota(12, 1), 1));
   EXPECT_EQ(r.batches[0], (std::vector<std::pair<int64_t, int64_t>>{{1, 5}}));
   EXPECT_EQ(r.batches[1], (std::vector<std::pair<int64_t, int64_t>>{{1, 5}}));
   EXPECT_EQ(r.batches[2], (std::vector<std::pair<int64_t, int64_t>>{{1, 2}}));

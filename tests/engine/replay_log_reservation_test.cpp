@@ -118,7 +118,7 @@ TEST_P(ReplayLogReservation, EachSequenceReservesTheLogOfAFullVerifyChunk) {
   ASSERT_TRUE(on.speculating());
   EXPECT_EQ(off.sequence_bytes(20), sm.bytes_for(20));
   EXPECT_EQ(on.sequence_bytes(20), sm.bytes_for(20) + log);
-  on.add(0, test::greedy_request({5, 6, 7, 8, 5, 6, 7, 8, 5, 6}, 10));
+  on.add(0, greedy_request({5, 6, 7, 8, 5, 6, 7, 8, 5, 6}, 10));
   on.step();
   EXPECT_EQ(on.kv_reserved_bytes(), sm.bytes_for(20) + log);
 }
@@ -135,7 +135,7 @@ TEST_P(ReplayLogReservation, ABudgetFitsFewerSequencesAndTheRestWait) {
   for (bool speculate : {false, true}) {
     SCOPED_TRACE(speculate ? "speculating" : "not speculating");
     Scheduler s(sm, nullptr, config(speculate, budget));
-    for (int64_t i = 0; i < 3; ++i) s.add(i, test::greedy_request({5, 6, 7, 8, 5, 6, 7, 8, 5, 6}, 10));
+    for (int64_t i = 0; i < 3; ++i) s.add(i, greedy_request({5, 6, 7, 8, 5, 6, 7, 8, 5, 6}, 10));
     s.step();
     EXPECT_EQ(s.num_running(), speculate ? 2 : 3);
     EXPECT_EQ(s.num_waiting(), speculate ? 1 : 0);
@@ -161,7 +161,7 @@ TEST_P(ReplayLogReservation, TheLogsNeverHoldMoreThanReserved) {
   Scheduler s(w, nullptr, config(true));
   const std::vector<std::vector<int32_t>> prompts = {
       {5, 6, 7, 8, 5, 6, 7, 8, 5, 6}, {11, 12, 11, 12, 11}, {3, 9, 27, 3, 9, 27, 3, 9}, {40, 41, 42, 43, 44, 40, 41}};
-  for (size_t i = 0; i < prompts.size(); ++i) s.add(static_cast<int64_t>(i), test::greedy_request(prompts[i], 24));
+  for (size_t i = 0; i < prompts.size(); ++i) s.add(static_cast<int64_t>(i), greedy_request(prompts[i], 24));
   int steps = 0;
   while (s.has_work() && ++steps < 500)
     for (auto& [id, out] : s.step()) EXPECT_NE(out.finish_reason, "error") << out.error;

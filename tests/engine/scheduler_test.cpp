@@ -57,7 +57,7 @@ std::vector<int32_t> chain(int32_t last, int n, int64_t vocab = 32) {
 TEST(Scheduler, GreedyTokensFollowTheModelAndStopAtMaxTokens) {
   FakeStepModel m;
   Scheduler s(m, nullptr, {});
-  s.add(1, test::greedy_request({1, 2}, 4));
+  s.add(1, greedy_request({1, 2}, 4));
   Drained r = drain(s);
   EXPECT_EQ(r.tokens[1], chain(2, 4));
   EXPECT_TRUE(r.last[1].finished);
@@ -72,10 +72,10 @@ TEST(Scheduler, GreedyTokensFollowTheModelAndStopAtMaxTokens) {
 TEST(Scheduler, LogitBiasIsAppliedBeforeSampling) {
   FakeStepModel m;
   Scheduler s(m, nullptr, {});
-  RequestParams p = test::greedy_request({1, 2}, 3);
+  RequestParams p = greedy_request({1, 2}, 3);
   p.logit_bias = {{7, 100.0f}};
   s.add(1, p);
-  RequestParams q = test::greedy_request({1, 2}, 1);
+  RequestParams q = greedy_request({1, 2}, 1);
   q.logit_bias = {{chain(2, 1)[0], -100.0f}};
   s.add(2, q);
   Drained r = drain(s);
@@ -90,11 +90,11 @@ TEST(Scheduler, DecodesFirstThenPrefillsInChunksWithinTheTokenBudget) {
   cfg.max_num_seqs = 4;
   cfg.max_num_batched_tokens = 8;
   Scheduler s(m, nullptr, cfg);
-  s.add(1, test::greedy_request({1, 2, 3}, 10));
+  s.add(1, greedy_request({1, 2, 3}, 10));
   s.step();
   EXPECT_EQ(s.last_batch(), (std::vector<std::pair<int64_t, int64_t>>{{1, 3}}));
   std::vector<int32_t> long_prompt(20, 5);
-  s.add(2, test::greedy_request(long_prompt, 3));
+  s.add(2, greedy_request(long_prompt, 3));
   s.step();
   EXPECT_EQ(s.last_batch(), (std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {2, 7}}));
   s.step();
@@ -117,9 +117,9 @@ TEST(Scheduler, RunsAtMostMaxNumSeqsAndAdmitsInArrivalOrder) {
   SchedulerConfig cfg;
   cfg.max_num_seqs = 2;
   Scheduler s(m, nullptr, cfg);
-  s.add(1, test::greedy_request({1}, 3));
-  s.add(2, test::greedy_request({2}, 5));
-  s.add(3, test::greedy_request({3}, 2));
+  s.add(1, greedy_request({1}, 3));
+  s.add(2, greedy_request({2}, 5));
+  s.add(3, greedy_request({3}, 2));
   std::map<int64_t, std::vector<int32_t>> tokens;
   for (auto& [id, out] : s.step()) tokens[id] = out.token_ids;
   EXPECT_EQ(s.num_running(), 2);
@@ -138,7 +138,7 @@ TEST(Scheduler, AdmitsByKvMemoryAndNeverExceedsTheBudget) {
   SchedulerConfig cfg;
   cfg.kv_cache_bytes = 1300;  // room for two reservations of 6 positions (600 bytes each)
   Scheduler s(m, nullptr, cfg);
-  for (int64_t id = 1; id <= 3; ++id) s.add(id, test::greedy_request({static_cast<int32_t>(id), 1}, 4));
+  for (int64_t id = 1; id <= 3; ++id) s.add(id, greedy_request({static_cast<int32_t>(id), 1}, 4));
   s.step();
   EXPECT_EQ(s.num_running(), 2);
   EXPECT_EQ(s.num_waiting(), 1) << "the third waits for memory";
@@ -158,17 +158,17 @@ TEST(Scheduler, RefusesUpFrontWhatCanNeverRun) {
   cfg.kv_cache_bytes = 1000;  // 10 positions
   Scheduler s(m, nullptr, cfg);
   try {
-    s.check(test::greedy_request({1, 2, 3}, 8));
+    s.check(greedy_request({1, 2, 3}, 8));
     FAIL() << "a reservation above the whole budget must be refused";
   } catch (const RequestError& e) {
     EXPECT_NE(std::string(e.what()).find("(kv_cache_memory)"), std::string::npos) << e.what();
     EXPECT_EQ(e.param, "max_tokens");
   }
-  EXPECT_THROW(s.check(test::greedy_request(std::vector<int32_t>(60, 1), 5)), RequestError);  // 65 > max_model_len 64
-  EXPECT_THROW(s.check(test::greedy_request(std::vector<int32_t>(64, 1), 1)), RequestError);  // no room left
-  EXPECT_THROW(s.check(test::greedy_request({}, 1)), RequestError);
-  EXPECT_THROW(s.check(test::greedy_request({40}, 1)), RequestError);  // id outside the vocabulary
-  EXPECT_THROW(s.add(9, test::greedy_request({1}, 0)), RequestError);
+  EXPECT_THROW(s.check(greedy_request(std::vector<int32_t>(60, 1), 5)), RequestError);  // 65 > max_model_len 64
+  EXPECT_THROW(s.check(greedy_request(std::vector<int32_t>(64, 1), 1)), RequestError);  // no room left
+  EXPECT_THROW(s.check(greedy_request({}, 1)), RequestError);
+  EXPECT_THROW(s.check(greedy_request({40}, 1)), RequestError);  // id outside the vocabulary
+  EXPECT_THROW(s.add(9, greedy_request({1}, 0)), RequestError);
   EXPECT_FALSE(s.has_work());
 }
 
@@ -177,9 +177,9 @@ TEST(Scheduler, StrictFcfsTheQueueHeadBlocksLaterRequests) {
   SchedulerConfig cfg;
   cfg.kv_cache_bytes = 2000;
   Scheduler s(m, nullptr, cfg);
-  s.add(1, test::greedy_request({1}, 9));   // 1000 bytes
-  s.add(2, test::greedy_request({2}, 14));  // 1500: must wait for 1
-  s.add(3, test::greedy_request({3}, 1));   // 200: would fit, but arrives after 2
+  s.add(1, greedy_request({1}, 9));   // 1000 bytes
+  s.add(2, greedy_request({2}, 14));  // 1500: must wait for 1
+  s.add(3, greedy_request({3}, 1));   // 200: would fit, but arrives after 2
   s.step();
   EXPECT_EQ(s.num_running(), 1);
   EXPECT_EQ(s.num_waiting(), 2);
@@ -202,8 +202,8 @@ TEST(Scheduler, CancellationFreesTheSlotAtTheNextStep) {
   SchedulerConfig cfg;
   cfg.max_num_seqs = 1;
   Scheduler s(m, nullptr, cfg);
-  s.add(1, test::greedy_request({1}, 50));
-  s.add(2, test::greedy_request({2}, 2));
+  s.add(1, greedy_request({1}, 50));
+  s.add(2, greedy_request({2}, 2));
   s.step();
   s.step();
   EXPECT_EQ(m.history.size(), 1u);
@@ -226,8 +226,8 @@ TEST(Scheduler, CancellingAWaitingRequestNeverAllocates) {
   SchedulerConfig cfg;
   cfg.max_num_seqs = 1;
   Scheduler s(m, nullptr, cfg);
-  s.add(1, test::greedy_request({1}, 5));
-  s.add(2, test::greedy_request({2}, 5));
+  s.add(1, greedy_request({1}, 5));
+  s.add(2, greedy_request({2}, 5));
   s.step();
   s.cancel(2);
   auto outs = s.step();
@@ -243,12 +243,12 @@ TEST(Scheduler, StopsAtEosAndStopTokenIdsButNotBeforeMinTokens) {
   FakeStepModel m;
   m.eos = {7};  // successor(2) = 7
   Scheduler s(m, nullptr, {});
-  RequestParams p = test::greedy_request({2}, 5);
+  RequestParams p = greedy_request({2}, 5);
   p.ignore_eos = false;
   s.add(1, p);
   p.min_tokens = 2;
   s.add(2, p);
-  RequestParams q = test::greedy_request({1}, 5);  // 1 -> 4 -> 13
+  RequestParams q = greedy_request({1}, 5);  // 1 -> 4 -> 13
   q.stop_token_ids = {13};
   s.add(3, q);
   Drained r = drain(s);
@@ -264,7 +264,7 @@ TEST(Scheduler, StopsAtEosAndStopTokenIdsButNotBeforeMinTokens) {
 }
 
 TEST(Scheduler, ARequestsTokensDoNotDependOnTheRestOfTheBatch) {
-  RequestParams sampled = test::greedy_request({3, 4, 5}, 12);
+  RequestParams sampled = greedy_request({3, 4, 5}, 12);
   sampled.sampling.temperature = 1.0;
   sampled.sampling.seed = 1234;
   const std::vector<int32_t> alone = tokens_alone(sampled);
@@ -272,7 +272,7 @@ TEST(Scheduler, ARequestsTokensDoNotDependOnTheRestOfTheBatch) {
   SchedulerConfig cfg;
   cfg.max_num_batched_tokens = 9;
   Scheduler s(m, nullptr, cfg);
-  for (int64_t id = 1; id <= 6; ++id) s.add(id, test::greedy_request({static_cast<int32_t>(id), 9, 9, 9}, 3 + id));
+  for (int64_t id = 1; id <= 6; ++id) s.add(id, greedy_request({static_cast<int32_t>(id), 9, 9, 9}, 3 + id));
   s.add(42, sampled);
   Drained r = drain(s);
   EXPECT_EQ(r.tokens[42], alone);
@@ -283,7 +283,7 @@ TEST(Scheduler, ARequestsTokensDoNotDependOnTheRestOfTheBatch) {
 // about a third, three forwards are in flight at once, and every request gets the tokens it gets
 // alone; a single stream has one forward in flight, one pass per token.
 TEST(Scheduler, PipelinedGroupsGiveEachRequestItsTokensAlone) {
-  RequestParams sampled = test::greedy_request({3, 4, 5}, 12);
+  RequestParams sampled = greedy_request({3, 4, 5}, 12);
   sampled.sampling.temperature = 1.0;
   sampled.sampling.seed = 1234;
   const std::vector<int32_t> alone = tokens_alone(sampled);
@@ -292,7 +292,7 @@ TEST(Scheduler, PipelinedGroupsGiveEachRequestItsTokensAlone) {
   SchedulerConfig cfg;
   cfg.max_num_batched_tokens = 9;
   Scheduler s(m, nullptr, cfg);
-  for (int64_t id = 1; id <= 8; ++id) s.add(id, test::greedy_request({static_cast<int32_t>(id), 9, 9, 9}, 3 + id));
+  for (int64_t id = 1; id <= 8; ++id) s.add(id, greedy_request({static_cast<int32_t>(id), 9, 9, 9}, 3 + id));
   s.add(42, sampled);
   Drained r = drain(s);
   EXPECT_EQ(r.tokens[42], alone);
@@ -305,7 +305,7 @@ TEST(Scheduler, PipelinedGroupsGiveEachRequestItsTokensAlone) {
   FakeStepModel one;
   one.depth = 3;
   Scheduler s1(one, nullptr, {});
-  s1.add(1, test::greedy_request({1, 2}, 5));
+  s1.add(1, greedy_request({1, 2}, 5));
   Drained r1 = drain(s1);
   EXPECT_EQ(r1.tokens[1], chain(2, 5));
   EXPECT_EQ(one.in_flight_max, 1u);
@@ -318,7 +318,7 @@ TEST(Scheduler, PipelinedFailureAndCancelTouchOnlyTheirGroup) {
   FakeStepModel m;
   m.depth = 2;
   Scheduler s(m, nullptr, {});
-  for (int64_t id = 1; id <= 4; ++id) s.add(id, test::greedy_request({static_cast<int32_t>(id)}, 4));
+  for (int64_t id = 1; id <= 4; ++id) s.add(id, greedy_request({static_cast<int32_t>(id)}, 4));
   m.fail_next = true;  // the first forward collected: requests 1 and 2
   Outputs outs = s.step();
   ASSERT_EQ(outs.size(), 2u);
@@ -346,14 +346,14 @@ TEST(Scheduler, AModelFailureFailsItsBatchAndTheSchedulerGoesOn) {
   SchedulerObserver obs;
   obs.on_finished = [&](const RequestStats& st) { finished.push_back(st); };
   Scheduler s(m, nullptr, {}, obs);
-  s.add(1, test::greedy_request({1}, 3));
+  s.add(1, greedy_request({1}, 3));
   m.fail_next = true;
   auto outs = s.step();
   ASSERT_EQ(outs.size(), 1u);
   EXPECT_EQ(outs[0].second.finish_reason, "error");
   EXPECT_EQ(outs[0].second.error, "fake model failure");
   EXPECT_TRUE(m.history.empty());
-  s.add(2, test::greedy_request({1}, 3));
+  s.add(2, greedy_request({1}, 3));
   Drained r = drain(s);
   EXPECT_EQ(r.tokens[2], chain(1, 3));
   ASSERT_EQ(finished.size(), 2u);
@@ -370,7 +370,7 @@ TEST(Scheduler, HugeSizesAreRefusedWithoutOverflow) {
   constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
   for (int64_t mt : {kMax, kMax - 1, int64_t{64}, int64_t{1} << 62}) {
     try {
-      s.check(test::greedy_request({1, 2}, mt));
+      s.check(greedy_request({1, 2}, mt));
       ADD_FAILURE() << mt;
     } catch (const RequestError& e) {
       EXPECT_EQ(e.param, "max_tokens") << mt;
@@ -379,18 +379,18 @@ TEST(Scheduler, HugeSizesAreRefusedWithoutOverflow) {
           << e.what();
     }
   }
-  RequestParams p = test::greedy_request({1}, 3);
+  RequestParams p = greedy_request({1}, 3);
   p.min_tokens = kMax;
   EXPECT_THROW(s.check(p), RequestError);
-  p = test::greedy_request({1}, 3);
+  p = greedy_request({1}, 3);
   p.logprobs = kMax;
   EXPECT_THROW(s.check(p), RequestError);
   p.logprobs = std::numeric_limits<int64_t>::min();
   EXPECT_THROW(s.check(p), RequestError);
-  EXPECT_THROW(s.add(1, test::greedy_request({1}, kMax)), RequestError);
+  EXPECT_THROW(s.add(1, greedy_request({1}, kMax)), RequestError);
   EXPECT_FALSE(s.has_work());
   EXPECT_TRUE(m.capacity.empty());
-  s.check(test::greedy_request({1}, 63));  // exactly the context: fine
+  s.check(greedy_request({1}, 63));  // exactly the context: fine
 }
 
 // An exception while admitting a request (the sequence state cannot be allocated) fails that
@@ -398,8 +398,8 @@ TEST(Scheduler, HugeSizesAreRefusedWithoutOverflow) {
 TEST(Scheduler, AFailingAllocationFailsOnlyThatRequest) {
   FakeStepModel m;
   Scheduler s(m, nullptr, {});
-  s.add(1, test::greedy_request({1}, 3));
-  s.add(2, test::greedy_request({2}, 3));
+  s.add(1, greedy_request({1}, 3));
+  s.add(2, greedy_request({2}, 3));
   m.fail_allocate = true;
   Drained r = drain(s);
   EXPECT_EQ(r.last[1].finish_reason, "error");
@@ -414,7 +414,7 @@ TEST(Scheduler, AFailingAllocationFailsOnlyThatRequest) {
 TEST(Scheduler, LogprobsComeFromTheRawLogits) {
   FakeStepModel m;
   Scheduler s(m, nullptr, {});
-  RequestParams p = test::greedy_request({2}, 1);
+  RequestParams p = greedy_request({2}, 1);
   p.logprobs = 2;
   p.repetition_penalty = 2.0;  // changes the row sampled from, not the reported logprobs
   s.add(1, p);
@@ -436,7 +436,7 @@ TEST(Engine, StreamsOutputsAndCancelsFromAnotherThread) {
   SchedulerConfig cfg;
   cfg.max_num_seqs = 2;
   Engine e(m, nullptr, cfg);
-  auto h = e.submit(test::greedy_request({1, 2}, 5));
+  auto h = e.submit(greedy_request({1, 2}, 5));
   std::vector<int32_t> got;
   bool done = false;
   for (int i = 0; i < 200 && !done; ++i)
@@ -446,8 +446,8 @@ TEST(Engine, StreamsOutputsAndCancelsFromAnotherThread) {
     }
   EXPECT_TRUE(done);
   EXPECT_EQ(got, chain(2, 5));
-  EXPECT_THROW(e.submit(test::greedy_request({1}, 100)), RequestError);
-  auto long_one = e.submit(test::greedy_request({1}, 60));
+  EXPECT_THROW(e.submit(greedy_request({1}, 100)), RequestError);
+  auto long_one = e.submit(greedy_request({1}, 60));
   long_one->cancel();
   std::string reason;
   for (int i = 0; i < 200 && reason.empty(); ++i)
@@ -472,11 +472,11 @@ TEST(Engine, AnExceptionInAStepFailsItsRequestsAndTheEngineGoesOn) {
     return std::make_pair(last, tokens);
   };
   m.fail_allocate = true;
-  auto [a, a_tokens] = finish_of(e.submit(test::greedy_request({1}, 3)));
+  auto [a, a_tokens] = finish_of(e.submit(greedy_request({1}, 3)));
   EXPECT_EQ(a.finish_reason, "error");
   EXPECT_EQ(a.error, "cannot allocate the sequence state: fake allocation failure");
   m.fail_next = true;
-  auto [b, b_tokens] = finish_of(e.submit(test::greedy_request({1}, 3)));
+  auto [b, b_tokens] = finish_of(e.submit(greedy_request({1}, 3)));
   EXPECT_EQ(b.finish_reason, "error");
   EXPECT_EQ(b.error, "fake model failure");
   // A failure outside the model and the sampler: releasing the state of a request as it ends.
@@ -484,7 +484,7 @@ TEST(Engine, AnExceptionInAStepFailsItsRequestsAndTheEngineGoesOn) {
   // engine's last resort fails it); under load it may reach its length first (then the sampling
   // step fails it). Either way it is answered with the cause, never left waiting.
   m.fail_release = true;
-  auto c = e.submit(test::greedy_request({1}, 60));
+  auto c = e.submit(greedy_request({1}, 60));
   RequestOutput c_out;  // admitted (it has state to release) before the cancel
   for (int i = 0; i < 200 && c_out.token_ids.empty() && !c_out.finished; ++i)
     for (auto& out : c->wait(std::chrono::milliseconds(50))) c_out = out;
@@ -492,7 +492,7 @@ TEST(Engine, AnExceptionInAStepFailsItsRequestsAndTheEngineGoesOn) {
   if (!c_out.finished) c_out = finish_of(c).first;
   EXPECT_EQ(c_out.finish_reason, "error");
   EXPECT_NE(c_out.error.find("fake release failure"), std::string::npos) << c_out.error;
-  auto [d, d_tokens] = finish_of(e.submit(test::greedy_request({5}, 4)));
+  auto [d, d_tokens] = finish_of(e.submit(greedy_request({5}, 4)));
   EXPECT_EQ(d.finish_reason, "length");
   EXPECT_EQ(d_tokens, chain(5, 4));
 }
@@ -503,7 +503,7 @@ TEST(Engine, AFailingFinishObserverFailsNoRequest) {
   obs.on_finished = [](const RequestStats&) { throw std::runtime_error("observer failure"); };
   Engine e(m, nullptr, {}, obs);
   for (int k = 0; k < 2; ++k) {
-    auto h = e.submit(test::greedy_request({5}, 4));
+    auto h = e.submit(greedy_request({5}, 4));
     RequestOutput last;
     std::vector<int32_t> tokens;
     for (int i = 0; i < 200 && !last.finished; ++i)

@@ -153,7 +153,7 @@ TEST(SpeculativeScheduler, GreedyTokensEqualThoseWithoutSpeculationInFewerSteps)
                                                      {3, 10, 31, 30, 27, 18, 23, 6, 19, 26, 15, 14, 11, 2, 7, 22}};
   FakeStepModel plain_model;
   Scheduler plain(plain_model, nullptr, SchedulerConfig{});
-  for (size_t i = 0; i < prompts.size(); ++i) plain.add(static_cast<int64_t>(i), test::greedy_request(prompts[i], 40));
+  for (size_t i = 0; i < prompts.size(); ++i) plain.add(static_cast<int64_t>(i), greedy_request(prompts[i], 40));
   const Totals want = run_all(plain);
 
   FakeStepModel m;
@@ -171,7 +171,7 @@ TEST(SpeculativeScheduler, GreedyTokensEqualThoseWithoutSpeculationInFewerSteps)
   };
   Scheduler spec(m, nullptr, spec_config(4), obs);
   EXPECT_TRUE(spec.speculating());
-  for (size_t i = 0; i < prompts.size(); ++i) spec.add(static_cast<int64_t>(i), test::greedy_request(prompts[i], 40));
+  for (size_t i = 0; i < prompts.size(); ++i) spec.add(static_cast<int64_t>(i), greedy_request(prompts[i], 40));
   const Totals got = run_all(spec);
   EXPECT_EQ(got.tokens, want.tokens);
   for (const auto& [id, t] : got.tokens) EXPECT_EQ(t.size(), 40u);
@@ -195,7 +195,7 @@ TEST(SpeculativeScheduler, RejectedDraftsAreRewoundAndTheBudgetAndMaxTokensHold)
   c.max_num_seqs = 1;
   Scheduler s(m, nullptr, c);
   // "4 13" was followed by 7 in the prompt: the draft [7, 4, 13] is wrong after the first token.
-  s.add(1, test::greedy_request({4, 13, 7, 4}, 6));
+  s.add(1, greedy_request({4, 13, 7, 4}, 6));
   s.step();  // prefill; samples 13 -> history ... 4 | 13
   std::vector<int32_t> out;
   while (s.has_work()) {
@@ -245,7 +245,7 @@ TEST(SpeculativeScheduler, SampledSequencesAreDistributedAsWithoutSpeculation) {
     };
     Scheduler s(m, nullptr, cfg, obs);
     for (int64_t i = 0; i < n; ++i) {
-      RequestParams p = test::greedy_request(prompt, 3);
+      RequestParams p = greedy_request(prompt, 3);
       p.sampling.temperature = 1.0;
       p.sampling.seed = static_cast<uint64_t>(1000 + i);
       s.add(i, p);
@@ -271,7 +271,7 @@ TEST(SpeculativeScheduler, OffForAModelThatCannotRewind) {
   m.rewindable = false;
   Scheduler s(m, nullptr, spec_config(4));
   EXPECT_FALSE(s.speculating());
-  s.add(1, test::greedy_request({4, 13, 8, 25, 4, 13}, 8));
+  s.add(1, greedy_request({4, 13, 8, 25, 4, 13}, 8));
   const Totals t = run_all(s);
   EXPECT_EQ(t.tokens.at(1).size(), 8u);
   EXPECT_EQ(t.steps, 8);
