@@ -203,6 +203,12 @@ TEST_P(Nvfp4Backend, TokenResultsIndependentOfBatch) {
       }
       kern->forward(xa.data() + 5 * k * es, 3, three.data(), pool);
       EXPECT_EQ(0, std::memcmp(three.data(), all.data() + 5 * 64 * es, 3 * 64 * es)) << backend << " tokens 5-7";
+      // Register tiles of 5-8 tokens on one decode (k = 272) or of 4 (k = 4096), and 8 + 4.
+      for (int64_t mm : {6, 8, 12}) {
+        std::vector<uint8_t> part(mm * 64 * es);
+        kern->forward(xa.data() + 2 * k * es, mm, part.data(), pool);
+        EXPECT_EQ(0, std::memcmp(part.data(), all.data() + 2 * 64 * es, part.size())) << backend << " m=" << mm;
+      }
     }
   }
 }

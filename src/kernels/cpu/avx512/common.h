@@ -159,11 +159,23 @@ constexpr int kRowBlock = 24;  // rows per unit of work in the register schedule
 constexpr int kTokTile = 4;    // tokens sharing one decoded super-chunk in registers
 constexpr int kPanelR = 3, kPanelT = 4;
 
-// Rows per register tile: one row at a time at M = 1 (one stream per thread: 1.4-1.5x faster than 4
-// rows side by side on 4096-wide rows, measured with fp4lm bench kernels), two for 2-4 tokens.
+// The NVFP4 register tiles take up to 8 tokens on one decode when the 8 tokens' activations fit
+// in 32 KiB (L1 holds them while the row streams past): a decode costs about as many ops as 2
+// tokens' products (W4A16: 16 vs 9 per super-chunk), so one 8-token tile does M = 8 in 88 ops
+// per row and super-chunk instead of 2 × 52. With longer rows the 8 tokens' activations come
+// from L2 for every row and two 4-token tiles (2 rows each) are faster; K-panels that keep them
+// in L1 broke the rows' sequential stream and were slower still (docs/KERNELS.md, "Small batches").
+constexpr int kWideTokTile = 8;
+constexpr int64_t kWideTileActivationBytes = 32 << 10;
+
+// Rows per register tile of T tokens: one row at a time at M = 1 (one stream per thread: 1.4-1.5x
+// faster than 4 rows side by side on 4096-wide rows, measured with fp4lm bench kernels), two for
+// 2-4 tokens, one again from 5 (2 rows × 8 tokens' accumulators and their two decoded
+// super-chunks would not fit in the 32 vector registers).
 template <int T>
-constexpr int kRowsFor = T == 1 ? 1 : 2;
-constexpr int kRowsForTokens[kTokTile + 1] = {0, kRowsFor<1>, kRowsFor<2>, kRowsFor<3>, kRowsFor<4>};
+constexpr int kRowsFor = T >= 2 && T <= 4 ? 2 : 1;
+constexpr int kRowsForTokens[kWideTokTile + 1] = {0,           kRowsFor<1>, kRowsFor<2>, kRowsFor<3>, kRowsFor<4>,
+                                                  kRowsFor<5>, kRowsFor<6>, kRowsFor<7>, kRowsFor<8>};
 
 // Rows per decoded panel: about 512 KiB (half of Zen 4/5's L2), a multiple of 12, in [12, 96].
 template <class Dec>
@@ -173,16 +185,21 @@ int64_t panel_rows(int64_t k) {
   return fit < 12 ? 12 : fit > 96 ? 96 : fit / 12 * 12;
 }
 
-// The register schedule over rows [r0, r1) and m tokens: 24-row blocks, 4-token tiles.
-// tile(r, rr, t0, tt, out) computes rows [r, r + rr) × tokens [t0, t0 + tt) into out[rr][tt];
-// epilogue(r, t, v) stores one result.
+// Tokens per register tile for activations of `token_bytes` each (see kWideTokTile).
+inline int register_token_tile(int64_t token_bytes) {
+  return kWideTokTile * token_bytes <= kWideTileActivationBytes ? kWideTokTile : kTokTile;
+}
+
+// The register schedule over rows [r0, r1) and m tokens: 24-row blocks, tiles of `tok_tile`
+// tokens (4 or 8). tile(r, rr, t0, tt, out) computes rows [r, r + rr) × tokens [t0, t0 + tt) into
+// out[rr][tt]; epilogue(r, t, v) stores one result.
 template <class Tile, class Epilogue>
-inline void register_schedule(int64_t m, int64_t r0, int64_t r1, Tile&& tile, Epilogue&& epilogue) {
-  float out[4 * kTokTile];
+inline void register_schedule(int64_t m, int64_t r0, int64_t r1, int tok_tile, Tile&& tile, Epilogue&& epilogue) {
+  float out[2 * kWideTokTile];
   for (int64_t b0 = r0; b0 < r1; b0 += kRowBlock) {
     const int64_t b1 = b0 + kRowBlock < r1 ? b0 + kRowBlock : r1;
-    for (int64_t t0 = 0; t0 < m; t0 += kTokTile) {
-      const int tt = static_cast<int>(m - t0 < kTokTile ? m - t0 : kTokTile);
+    for (int64_t t0 = 0; t0 < m; t0 += tok_tile) {
+      const int tt = static_cast<int>(m - t0 < tok_tile ? m - t0 : tok_tile);
       for (int64_t r = b0; r < b1;) {
         const int rr = r + kRowsForTokens[tt] <= b1 ? kRowsForTokens[tt] : 1;
         tile(r, rr, t0, tt, out);

@@ -33,8 +33,9 @@ void* thread_scratch(size_t bytes);
 int64_t w4a16_token_words(int64_t k, int pieces);
 // One token: fp32 x [k] -> `out` [w4a16_token_words(k, pieces)], 64-byte aligned.
 void w4a16_pack_token(const float* x, int64_t k, int pieces, uint16_t* out);
-// Calls with at least this many tokens decode each row group once into a panel. Below, 4-token
-// register tiles re-decode each super-chunk (2 rows × 4 tokens share one decode); measured per
+// Calls with at least this many tokens decode each row group once into a panel. Below, register
+// tiles re-decode each super-chunk (2 rows × 4 tokens, or 1 row × 8 tokens for rows up to 2048
+// wide, share one decode: common.h, kWideTokTile); measured per
 // core at 4096², register vs panel: m = 8 99 vs 66, m = 12 90 vs 78, m = 16 ~90 both, m = 24
 // 93 vs 103 G multiply-adds/s (kernel_core_bench, loaded machine).
 inline constexpr int64_t kW4a16PanelMinTokens = 16;

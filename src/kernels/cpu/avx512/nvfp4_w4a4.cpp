@@ -61,7 +61,7 @@ void dot_rows(const Decoder& dec, const uint8_t* const* codes, const uint8_t* co
   for (int r = 0; r < R; ++r)
     for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
   each_decoded_super_chunk<R>(dec, codes, scales, k, [&](int r, int64_t c, const __m512i* z, __m512 sw) {
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int t = 0; t < T; ++t) acc[r][t] = accumulate(z, sw, xp + t * tstride + c * kTokenVectors, acc[r][t]);
   });
   for (int r = 0; r < R; ++r)
@@ -121,13 +121,18 @@ void register_rows(const Rows& w, const float* token_scale, const __m512i* xp, i
                    DType act) {
   using Fn = void (*)(const Decoder&, const uint8_t* const*, const uint8_t* const*, int64_t, const __m512i*,
                       int64_t, float*);
-  static constexpr Fn wide[kTokTile + 1] = {nullptr, dot_rows<kRowsFor<1>, 1>, dot_rows<kRowsFor<2>, 2>,
-                                            dot_rows<kRowsFor<3>, 3>, dot_rows<kRowsFor<4>, 4>};
-  static constexpr Fn one[kTokTile + 1] = {nullptr, dot_rows<1, 1>, dot_rows<1, 2>, dot_rows<1, 3>, dot_rows<1, 4>};
+  // [tokens]: kRowsFor<T> rows (wide) or 1 row (one) × T tokens.
+  static constexpr Fn wide[kWideTokTile + 1] = {
+      nullptr, dot_rows<kRowsFor<1>, 1>, dot_rows<kRowsFor<2>, 2>,
+      dot_rows<kRowsFor<3>, 3>, dot_rows<kRowsFor<4>, 4>, dot_rows<kRowsFor<5>, 5>,
+      dot_rows<kRowsFor<6>, 6>, dot_rows<kRowsFor<7>, 7>, dot_rows<kRowsFor<8>, 8>};
+  static constexpr Fn one[kWideTokTile + 1] = {
+      nullptr, dot_rows<1, 1>, dot_rows<1, 2>, dot_rows<1, 3>, dot_rows<1, 4>,
+      dot_rows<1, 5>, dot_rows<1, 6>, dot_rows<1, 7>, dot_rows<1, 8>};
   const Decoder dec(kWeightU8);
   const int64_t tstride = super_chunks(w.k) * kTokenVectors;
   register_schedule(
-      m, r0, r1,
+      m, r0, r1, register_token_tile(tstride * 64),
       [&](int64_t r, int rr, int64_t t0, int tt, float* out) {
         (rr > 1 ? wide[tt] : one[tt])(dec, w.codes + r, w.scales + r, w.k, xp + t0 * tstride, tstride, out);
       },
