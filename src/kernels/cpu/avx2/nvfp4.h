@@ -35,9 +35,29 @@ inline constexpr int kW4a16ExpMin = -75;
 W4a16Input nvfp4_w4a16_input_avx2(const void* x, DType act, int64_t m, int64_t k, ThreadPool& pool);
 // Rows per unit of parallel work for a call of m tokens.
 int64_t nvfp4_w4a16_row_block_avx2(int64_t m, int64_t k);
+// The row loop's operands as raw pointers into a Nvfp4Matrix and a W4a16Input (the loop is
+// compiled for several instruction sets, avx2/nvfp4_w4a16_rows.h, and must not touch
+// std::vector there).
+struct W4a16Rows {
+  const uint8_t* const* codes;   // [n]
+  const uint8_t* const* scales;  // [n]
+  const float* global;           // [n]
+  const float* bias;             // [n] or nullptr
+  int64_t n, k;
+  const int16_t* q;  // W4a16Input::q
+  const float* sa;   // W4a16Input::sa
+  int64_t m, k64;
+  int pieces;
+};
+W4a16Rows w4a16_rows_of(const Nvfp4Matrix& w, const W4a16Input& in);
 // y[t, r] = x_t · W_rᵀ (+ bias) for rows [r0, r1), on the calling thread; y [m, n] in `act`.
-void nvfp4_w4a16_rows_avx2(const Nvfp4Matrix& w, const W4a16Input& in, int64_t r0, int64_t r1,
-                           void* y, DType act);
+void nvfp4_w4a16_rows_avx2(const W4a16Rows& a, int64_t r0, int64_t r1, void* y, DType act);
+// The same bits with AVX-VNNI's vpdpwssd (avxvnni/nvfp4_w4a16.cpp): call only when the CPU has
+// avx-vnni. nvfp4_w4a16_rows_vnni_twin: the same source with EVEX vpdpwssd (AVX512-VNNI + VL;
+// avx512/nvfp4_w4a16_vnni_twin.cpp), so that the loop runs in tests on AVX-512 CPUs without
+// AVX-VNNI; built with the AVX-512 kernels only (FP4LM_HAVE_AVX512_KERNELS).
+void nvfp4_w4a16_rows_avxvnni(const W4a16Rows& a, int64_t r0, int64_t r1, void* y, DType act);
+void nvfp4_w4a16_rows_vnni_twin(const W4a16Rows& a, int64_t r0, int64_t r1, void* y, DType act);
 
 // ---- W4A4: x quantized at run time by the W4A4 rule (w.input_scale); block dot products in
 // integer SIMD, exact; fp32 accumulation of block partial × (scale_a × scale_w).

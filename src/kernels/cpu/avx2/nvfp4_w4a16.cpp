@@ -17,18 +17,14 @@
 #include "core/error.h"
 #include "kernels/cpu/avx2/common.h"
 #include "kernels/cpu/avx2/nvfp4.h"
+#define FP4LM_W4A16_DOT 0
+#include "kernels/cpu/avx2/nvfp4_w4a16_rows.h"
 
 namespace fp4lm::kernels::cpu {
 
 namespace {
 
-using avx2::hsum;
 using avx2::round_up;
-using avx2::store_act;
-
-constexpr int64_t kChunk = 64;                 // elements per step: 32 code bytes, 4 blocks
-constexpr int64_t kRowBlock = kNvfp4RowBlock;  // rows whose codes stay in L1/L2 while all token tiles pass
-constexpr int kTokTile = 4;                    // tokens sharing one decoded chunk in registers
 
 // Word position of element e (0..63) of a chunk in the kernel's activation layout: vector
 // v = 0..3 of 16 words holds elements 4i + {0, 2, 1, 3}[v] (what the weight decoder pairs with).
@@ -103,126 +99,6 @@ void quantize_token(const float* x, int64_t k, int64_t k64, int pieces, int16_t*
   }
 }
 
-// Per 64-element chunk of a row: 4 vectors of 16 int16 weights (2 × E2M1 × 256), vector v word
-// i = element 4i + {0, 2, 1, 3}[v], and the block scales lane d = E4M3 scale of block d/2 × 2^-8.
-struct Decoder {
-  __m256i low4 = _mm256_set1_epi8(0x0f);
-  __m256i high8 = _mm256_set1_epi16(static_cast<short>(0xFF00));
-  // 2 × E2M1 as int8, indexed by the 4-bit code (bit 3 = sign).
-  __m256i lut = _mm256_broadcastsi128_si256(_mm_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12));
-  // 4 scale bytes -> words [b0, b0, b1, b1, b2, b2, b3, b3].
-  __m128i dup = _mm_setr_epi8(0, -1, 0, -1, 1, -1, 1, -1, 2, -1, 2, -1, 3, -1, 3, -1);
-  __m128i bit14 = _mm_set1_epi16(0x4000);
-
-  // 32 code bytes (element 2j in byte j's low nibble) -> w[0..3]. Byte j of `lo` is element 2j,
-  // of `hi` element 2j + 1; shifting a word left by 8 keeps its even byte, masking keeps its odd
-  // one, each as a signed value × 256 (exact products; int32 sums of 8 stay below 2^30).
-  inline void weights(const uint8_t* p, __m256i w[4]) const {
-    const __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-    const __m256i lo = _mm256_shuffle_epi8(lut, _mm256_and_si256(c, low4));
-    const __m256i hi = _mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_srli_epi16(c, 4), low4));
-    w[0] = _mm256_slli_epi16(lo, 8);
-    w[1] = _mm256_and_si256(lo, high8);
-    w[2] = _mm256_slli_epi16(hi, 8);
-    w[3] = _mm256_and_si256(hi, high8);
-  }
-  // 4 E4M3 bytes -> 8 fp32 lanes, lane d = scale of block d/2 × 2^-8, exactly: shifted left by 7
-  // (sign moved from bit 14 to 15) an E4M3 byte is the binary16 of scale × 2^-8 (same exponent
-  // field, bias 7 vs 15; subnormals too), and vcvtph2ps is exact. NaN bytes are rejected at load.
-  inline __m256 scales(uint32_t bytes) const {
-    const __m128i wv = _mm_slli_epi16(_mm_shuffle_epi8(_mm_cvtsi32_si128(static_cast<int>(bytes)), dup), 7);
-    return _mm256_cvtph_ps(_mm_add_epi16(wv, _mm_and_si128(wv, bit14)));
-  }
-  // The same for two chunks (8 bytes): s0 for bytes 0-3, s1 for bytes 4-7 (8 ops instead of 12).
-  inline void scales2(const uint8_t* p, __m256& s0, __m256& s1) const {
-    const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
-    const __m256i w = _mm256_slli_epi16(_mm256_cvtepu8_epi16(_mm_unpacklo_epi8(b, b)), 7);
-    const __m256i h = _mm256_add_epi16(w, _mm256_and_si256(w, _mm256_set1_epi16(0x4000)));
-    s0 = _mm256_cvtph_ps(_mm256_castsi256_si128(h));
-    s1 = _mm256_cvtph_ps(_mm256_extracti128_si256(h, 1));
-  }
-};
-
-// The exact int32 sums of one (row, token) chunk: lane d = Σ over elements 8d..8d+7 of
-// (2 × E2M1 × 256) × q, then acc += float(sum) × (sw × sa). float(sum) is exact (a multiple of
-// 256 below 2^30), sw × sa is exact (4 significant bits × a power of two, normal), so the FMA is
-// the only rounding. Two pieces (float32 x): the second piece's sum joins the first as
-// float(sum0) + float(sum1) × 2^-15 (one more rounding) before the same FMA.
-inline __m256i piece_sum(const __m256i w[4], const int16_t* q) {
-  const __m256i* x = reinterpret_cast<const __m256i*>(q);
-  __m256i s = _mm256_madd_epi16(w[0], _mm256_loadu_si256(x));
-  s = _mm256_add_epi32(s, _mm256_madd_epi16(w[1], _mm256_loadu_si256(x + 1)));
-  s = _mm256_add_epi32(s, _mm256_madd_epi16(w[2], _mm256_loadu_si256(x + 2)));
-  return _mm256_add_epi32(s, _mm256_madd_epi16(w[3], _mm256_loadu_si256(x + 3)));
-}
-template <int P>
-inline __m256 chunk_step(const __m256i w[4], __m256 sw, const int16_t* q, const float* sa, __m256 acc) {
-  __m256 f = _mm256_cvtepi32_ps(piece_sum(w, q));
-  if constexpr (P == 2) f = _mm256_fmadd_ps(_mm256_cvtepi32_ps(piece_sum(w, q + kChunk)), _mm256_set1_ps(0x1p-15f), f);
-  return _mm256_fmadd_ps(f, _mm256_mul_ps(sw, _mm256_loadu_ps(sa)), acc);
-}
-
-// Software prefetch of a row's codes 2 KiB ahead (into the next rows once a row ends: a shard's
-// rows are contiguous; past the end it never faults), into L2: the hardware prefetcher ramps
-// up slowly on short row streams (as in the AVX-512 kernels, docs/KERNELS.md).
-constexpr int64_t kPrefetchChunks = 64;
-inline void prefetch(const uint8_t* codes, const uint8_t* scales, int64_t c) {
-  _mm_prefetch(reinterpret_cast<const char*>(codes + (c + kPrefetchChunks) * 32), _MM_HINT_T1);
-  if ((c & 15) == 0) _mm_prefetch(reinterpret_cast<const char*>(scales + (c + kPrefetchChunks) * 4), _MM_HINT_T1);
-}
-
-// out[t] for one row and T tokens (token t's q at q0 + t * P * k64, factors at sa0 + t * k64 / 8):
-// each chunk of the row is decoded once and used by the T tokens. One row at a time (measured
-// per core at 4096², M = 1: 34 G weights/s against 31 for 2 rows side by side and 24 for 4;
-// 2-4 tokens: 1 row as fast or faster than 2), so each thread streams one row.
-template <int T, int P>
-void dot_row(const Decoder& dec, const uint8_t* codes, const uint8_t* scales, int64_t k, const int16_t* q0,
-             const float* sa0, int64_t k64, float* out /* [T] */) {
-  __m256 acc[T];
-  for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
-  const int64_t full = k / kChunk, chunks = k64 / kChunk;
-  auto step = [&](int64_t c, const __m256i* w, __m256 sw) {
-#pragma GCC unroll 4
-    for (int t = 0; t < T; ++t)
-      acc[t] = chunk_step<P>(w, sw, q0 + (t * k64 + c * kChunk) * P, sa0 + (t * k64 + c * kChunk) / 8, acc[t]);
-  };
-  int64_t c = 0;
-  for (; c + 2 <= full; c += 2) {  // two chunks per iteration: their 8 scale bytes converted at once
-    prefetch(codes, scales, c);
-    prefetch(codes, scales, c + 1);
-    __m256i w[4];
-    __m256 s0, s1;
-    dec.scales2(scales + c * 4, s0, s1);
-    dec.weights(codes + c * 32, w);
-    step(c, w, s0);
-    dec.weights(codes + (c + 1) * 32, w);
-    step(c + 1, w, s1);
-  }
-  for (; c < chunks; ++c) {
-    __m256i w[4];
-    uint32_t sbytes = 0;
-    if (c < full) {
-      dec.weights(codes + c * 32, w);
-      std::memcpy(&sbytes, scales + c * 4, 4);
-    } else {  // 16, 32 or 48 elements left: codes and scales zero-padded (q and sa are too)
-      alignas(32) uint8_t tail[32] = {};
-      const int64_t rem = k - c * kChunk;
-      std::memcpy(tail, codes + c * 32, static_cast<size_t>(rem / 2));
-      std::memcpy(&sbytes, scales + c * 4, static_cast<size_t>(rem / 16));
-      dec.weights(tail, w);
-    }
-    step(c, w, dec.scales(sbytes));
-  }
-  for (int t = 0; t < T; ++t) out[t] = hsum(acc[t]);
-}
-
-using DotFn = void (*)(const Decoder&, const uint8_t*, const uint8_t*, int64_t, const int16_t*, const float*,
-                       int64_t, float*);
-// [pieces - 1][tokens]. Token tiles of 4 (4 accumulators, 4 weight vectors, the scales): 8 tokens
-// in one tile spilled registers and measured slower (46 vs 58 G multiply-adds/s per core at m = 8).
-constexpr DotFn kDot[2][kTokTile + 1] = {{nullptr, dot_row<1, 1>, dot_row<2, 1>, dot_row<3, 1>, dot_row<4, 1>},
-                                         {nullptr, dot_row<1, 2>, dot_row<2, 2>, dot_row<3, 2>, dot_row<4, 2>}};
-
 }  // namespace
 
 W4a16Input nvfp4_w4a16_input_avx2(const void* x, DType act, int64_t m, int64_t k, ThreadPool& pool) {
@@ -246,23 +122,8 @@ W4a16Input nvfp4_w4a16_input_avx2(const void* x, DType act, int64_t m, int64_t k
 
 int64_t nvfp4_w4a16_row_block_avx2(int64_t, int64_t) { return kNvfp4RowBlock; }
 
-void nvfp4_w4a16_rows_avx2(const Nvfp4Matrix& w, const W4a16Input& in, int64_t r0, int64_t r1, void* y,
-                           DType act) {
-  const int64_t n = w.n, k = w.k, k64 = in.k64, m = in.m;
-  const Decoder dec;
-  float out[kTokTile];
-  for (int64_t b0 = r0; b0 < r1; b0 += kRowBlock) {
-    const int64_t b1 = std::min(r1, b0 + kRowBlock);
-    for (int64_t t0 = 0; t0 < m; t0 += kTokTile) {
-      const int tt = static_cast<int>(std::min<int64_t>(kTokTile, m - t0));
-      for (int64_t r = b0; r < b1; ++r) {
-        kDot[in.pieces - 1][tt](dec, w.row_codes[r], w.row_scales[r], k, in.q.data() + t0 * k64 * in.pieces,
-                                in.sa.data() + t0 * k64 / 8, k64, out);
-        const float g = w.row_global[r], bias = w.bias.empty() ? 0.0f : w.bias[r];
-        for (int t = 0; t < tt; ++t) store_act(y, act, (t0 + t) * n + r, out[t] * g + bias);
-      }
-    }
-  }
+void nvfp4_w4a16_rows_avx2(const W4a16Rows& a, int64_t r0, int64_t r1, void* y, DType act) {
+  w4a16_rows(a, r0, r1, y, act);
 }
 
 }  // namespace fp4lm::kernels::cpu
