@@ -76,8 +76,24 @@ struct W4a4Input {
 // non-finite x.
 W4a4Input nvfp4_w4a4_input_avx2(const void* x, DType act, int64_t m, int64_t k, std::optional<float> input_scale,
                                 ThreadPool& pool);
-void nvfp4_w4a4_rows_avx2(const Nvfp4Matrix& w, const W4a4Input& in, int64_t r0, int64_t r1, void* y,
-                          DType act);
+// The W4A4 row loop's operands as raw pointers (see W4a16Rows; avx2/nvfp4_w4a4_rows.h).
+struct W4a4Rows {
+  const uint8_t* const* codes;   // [n]
+  const uint8_t* const* scales;  // [n]
+  const float* global;           // [n]
+  const float* bias;             // [n] or nullptr
+  int64_t n, k;
+  const int8_t* q;            // W4a4Input::q
+  const float* sa;            // W4a4Input::sa
+  const float* token_scale;   // W4a4Input::token_scale
+  int64_t m, k64;
+};
+W4a4Rows w4a4_rows_of(const Nvfp4Matrix& w, const W4a4Input& in);
+void nvfp4_w4a4_rows_avx2(const W4a4Rows& a, int64_t r0, int64_t r1, void* y, DType act);
+// The same bits with vpdpbusd: AVX-VNNI (call only when the CPU has avx-vnni) and its EVEX test
+// twin (AVX512-VNNI + VL; built with the AVX-512 kernels only), as for W4A16 above.
+void nvfp4_w4a4_rows_avxvnni(const W4a4Rows& a, int64_t r0, int64_t r1, void* y, DType act);
+void nvfp4_w4a4_rows_vnni_twin(const W4a4Rows& a, int64_t r0, int64_t r1, void* y, DType act);
 
 // The W4A4 kernel's activation quantizer, writing the standard layout (codes U8 [m, k/2],
 // element 2j low nibble; E4M3 scales [m, k/16]); bit-identical to quant::quantize_activation.

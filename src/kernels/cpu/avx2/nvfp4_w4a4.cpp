@@ -17,17 +17,14 @@
 #include "kernels/cpu/avx2/nvfp4.h"
 #include "kernels/cpu/avx2/common.h"
 #include "quant/nvfp4.h"
+#define FP4LM_W4A4_DOT 0
+#include "kernels/cpu/avx2/nvfp4_w4a4_rows.h"
 
 namespace fp4lm::kernels::cpu {
 
 namespace {
 
-using avx2::hsum;
 using avx2::round_up;
-using avx2::store_act;
-
-constexpr int64_t kRowBlock = kNvfp4RowBlock;
-constexpr int kTokTile = 4;
 constexpr uint8_t kDoubled[8] = {0, 1, 2, 3, 4, 6, 8, 12};  // 2 × E2M1 magnitudes
 
 using QuantizedActivations = W4a4Input;
@@ -138,75 +135,6 @@ W4a4Input nvfp4_w4a4_input_avx2(const void* x, DType act, int64_t m, int64_t k, 
   return qa;
 }
 
-namespace {
-
-struct Decoder {
-  __m256i low4 = _mm256_set1_epi8(0x0f);
-  // 2 × E2M1 as int8, indexed by the 4-bit code (bit 3 = sign).
-  __m256i lut = _mm256_broadcastsi128_si256(
-      _mm_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12));
-  __m128i dup = _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, -1, -1, -1, -1, -1, -1, -1, -1);
-  __m256i ones = _mm256_set1_epi16(1);
-  __m256i m7f = _mm256_set1_epi32(0x7f), m80 = _mm256_set1_epi32(0x80);
-  __m256 two120 = _mm256_set1_ps(0x1p120f);
-  __m256i pairs = _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3);  // 4 block scales -> the lanes' pairs
-
-  // 4 E4M3 bytes -> lanes [s0, s0, s1, s1, s2, s2, s3, s3] as fp32. Shifting the 7 magnitude
-  // bits to fp32's exponent/mantissa position and multiplying by 2^120 rebases the exponent
-  // bias 7 -> 127, exactly, subnormals included. (NaN bytes are rejected at load.)
-  inline __m256 scales(uint32_t bytes) const {
-    const __m256i v = _mm256_cvtepu8_epi32(_mm_shuffle_epi8(_mm_cvtsi32_si128(static_cast<int>(bytes)), dup));
-    const __m256i bits = _mm256_or_si256(_mm256_slli_epi32(_mm256_and_si256(v, m7f), 20),
-                                         _mm256_slli_epi32(_mm256_and_si256(v, m80), 24));
-    return _mm256_mul_ps(_mm256_castsi256_ps(bits), two120);
-  }
-};
-
-// out[t] = Σ over blocks of (integer block dot) × scale_a × scale_w, for T tokens.
-template <int T>
-void dot_row(const Decoder& d, const uint8_t* codes, const uint8_t* sc, int64_t k,
-             const QuantizedActivations& qa, int64_t t0, float* out) {
-  const int64_t k64 = qa.k64, chunks = k64 / 64, full = k / 64;
-  __m256 acc[T];
-  for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
-  for (int64_t c = 0; c < chunks; ++c) {
-    __m256i cv;
-    uint32_t sbytes = 0;
-    if (c < full) {
-      cv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + c * 32));
-      std::memcpy(&sbytes, sc + c * 4, 4);
-    } else {  // 16, 32 or 48 elements left: zero-pad codes and scales (activations are padded)
-      alignas(32) uint8_t tail[32] = {};
-      const int64_t rem = k - c * 64;
-      std::memcpy(tail, codes + c * 32, rem / 2);
-      std::memcpy(&sbytes, sc + c * 4, rem / 16);
-      cv = _mm256_load_si256(reinterpret_cast<const __m256i*>(tail));
-    }
-    const __m256i wlo = _mm256_shuffle_epi8(d.lut, _mm256_and_si256(cv, d.low4));
-    const __m256i whi = _mm256_shuffle_epi8(d.lut, _mm256_and_si256(_mm256_srli_epi16(cv, 4), d.low4));
-    const __m256i ulo = _mm256_abs_epi8(wlo), uhi = _mm256_abs_epi8(whi);
-    const __m256 sw = d.scales(sbytes);
-    for (int t = 0; t < T; ++t) {
-      const size_t base = static_cast<size_t>((t0 + t) * k64 + c * 64);
-      const __m256i alo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qa.q.data() + base));
-      const __m256i ahi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qa.q.data() + base + 32));
-      const __m256i p16 = _mm256_add_epi16(_mm256_maddubs_epi16(ulo, _mm256_sign_epi8(alo, wlo)),
-                                           _mm256_maddubs_epi16(uhi, _mm256_sign_epi8(ahi, whi)));
-      const __m256i p32 = _mm256_madd_epi16(p16, d.ones);
-      const __m128 sa4 = _mm_loadu_ps(qa.sa.data() + ((t0 + t) * chunks + c) * 4);
-      const __m256 s = _mm256_mul_ps(sw, _mm256_permutevar8x32_ps(_mm256_castps128_ps256(sa4), d.pairs));
-      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p32), s, acc[t]);
-    }
-  }
-  for (int t = 0; t < T; ++t) out[t] = hsum(acc[t]);
-}
-
-using DotFn = void (*)(const Decoder&, const uint8_t*, const uint8_t*, int64_t,
-                       const QuantizedActivations&, int64_t, float*);
-constexpr DotFn kDot[kTokTile + 1] = {nullptr, dot_row<1>, dot_row<2>, dot_row<3>, dot_row<4>};
-
-}  // namespace
-
 void quantize_activation_nvfp4_avx2(const float* x, int64_t m, int64_t k, float input_scale,
                                     uint8_t* codes, uint8_t* scales) {
   check_quant_args(k, input_scale);
@@ -218,27 +146,8 @@ void quantize_activation_nvfp4_avx2(const float* x, int64_t m, int64_t k, float 
                  scales + t * (k / 16));
 }
 
-void nvfp4_w4a4_rows_avx2(const Nvfp4Matrix& w, const W4a4Input& qa, int64_t r0, int64_t r1, void* y,
-                          DType act) {
-  const int64_t n = w.n, k = w.k, m = qa.m;
-  const Decoder dec;
-  float out[kTokTile];
-  for (int64_t b0 = r0; b0 < r1; b0 += kRowBlock) {
-    const int64_t b1 = std::min(r1, b0 + kRowBlock);
-    for (int64_t t0 = 0; t0 < m; t0 += kTokTile) {
-      const int tt = static_cast<int>(std::min<int64_t>(kTokTile, m - t0));
-      for (int64_t r = b0; r < b1; ++r) {
-        kDot[tt](dec, w.row_codes[r], w.row_scales[r], k, qa, t0, out);
-        // 0.25: both operands were doubled. alpha = the token's input_scale × the row's
-        // weight_scale_2 (the same product for every token under a static scale).
-        const float bias = w.bias.empty() ? 0.0f : w.bias[r];
-        for (int t = 0; t < tt; ++t) {
-          const float alpha = qa.token_scale[static_cast<size_t>(t0 + t)] * w.row_global[r] * 0.25f;
-          store_act(y, act, (t0 + t) * n + r, out[t] * alpha + bias);
-        }
-      }
-    }
-  }
+void nvfp4_w4a4_rows_avx2(const W4a4Rows& a, int64_t r0, int64_t r1, void* y, DType act) {
+  w4a4_rows(a, r0, r1, y, act);
 }
 
 }  // namespace fp4lm::kernels::cpu
