@@ -16,6 +16,7 @@
 
 #include "core/dtype.h"
 #include "kernels/cpu/avx2/nvfp4.h"
+#include "kernels/cpu/avx2/rows_local.h"
 
 #ifndef FP4LM_W4A16_DOT
 #error "define FP4LM_W4A16_DOT (0, 1 or 2) before including nvfp4_w4a16_rows.h"
@@ -32,37 +33,6 @@ namespace {
 constexpr int64_t kChunk = 64;                 // elements per step: 32 code bytes, 4 blocks
 constexpr int64_t kRowBlock = kNvfp4RowBlock;  // rows whose codes stay in L1/L2 while all token tiles pass
 constexpr int kTokTile = 4;                    // tokens sharing one decoded chunk in registers
-
-// Horizontal sum of 8 lanes in a fixed order (so results never depend on anything but data).
-inline float rows_hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
-// One output element in the activation dtype (bf16: round to nearest even, as f32_to_bf16).
-inline void rows_store(void* y, DType t, int64_t i, float v) {
-  switch (t) {
-    case DType::F32:
-      static_cast<float*>(y)[i] = v;
-      return;
-    case DType::BF16: {
-      uint32_t u;
-      std::memcpy(&u, &v, 4);
-      if ((u & 0x7fffffffu) > 0x7f800000u) {
-        static_cast<uint16_t*>(y)[i] = static_cast<uint16_t>((u >> 16) | 0x40);
-        return;
-      }
-      u += 0x7fffu + ((u >> 16) & 1u);
-      static_cast<uint16_t*>(y)[i] = static_cast<uint16_t>(u >> 16);
-      return;
-    }
-    default:
-      static_cast<uint16_t*>(y)[i] = static_cast<uint16_t>(_cvtss_sh(v, _MM_FROUND_TO_NEAREST_INT));
-      return;
-  }
-}
 
 // Per 64-element chunk of a row: 4 vectors of 16 int16 weights (2 × E2M1 × 256), vector v word
 // i = element 4i + {0, 2, 1, 3}[v], and the block scales lane d = E4M3 scale of block d/2 × 2^-8.

@@ -15,6 +15,7 @@
 
 #include "core/dtype.h"
 #include "kernels/cpu/avx2/nvfp4.h"
+#include "kernels/cpu/avx2/rows_local.h"
 
 #ifndef FP4LM_W4A4_DOT
 #error "define FP4LM_W4A4_DOT (0, 1 or 2) before including nvfp4_w4a4_rows.h"
@@ -31,37 +32,6 @@ namespace {
 
 constexpr int64_t kRowBlock = kNvfp4RowBlock;
 constexpr int kTokTile = 4;
-
-// Horizontal sum of 8 lanes in a fixed order.
-inline float rows_hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
-// One output element in the activation dtype (bf16: round to nearest even, as f32_to_bf16).
-inline void rows_store(void* y, DType t, int64_t i, float v) {
-  switch (t) {
-    case DType::F32:
-      static_cast<float*>(y)[i] = v;
-      return;
-    case DType::BF16: {
-      uint32_t u;
-      std::memcpy(&u, &v, 4);
-      if ((u & 0x7fffffffu) > 0x7f800000u) {
-        static_cast<uint16_t*>(y)[i] = static_cast<uint16_t>((u >> 16) | 0x40);
-        return;
-      }
-      u += 0x7fffu + ((u >> 16) & 1u);
-      static_cast<uint16_t*>(y)[i] = static_cast<uint16_t>(u >> 16);
-      return;
-    }
-    default:
-      static_cast<uint16_t*>(y)[i] = static_cast<uint16_t>(_cvtss_sh(v, _MM_FROUND_TO_NEAREST_INT));
-      return;
-  }
-}
 
 struct Decoder {
   __m256i low4 = _mm256_set1_epi8(0x0f);

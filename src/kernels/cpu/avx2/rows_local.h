@@ -1,0 +1,49 @@
+#pragma once
+// Helpers for the AVX2 row loops that are compiled once per instruction set
+// (avx2/nvfp4_w4a16_rows.h, avx2/nvfp4_w4a4_rows.h): internal linkage only, and no call to an
+// inline function of another header, so that no copy built with AVX-VNNI or AVX-512 flags is
+// ever the one the linker keeps for the whole program (hence not avx2/common.h's hsum and
+// store_act, nor core/dtype.h's f32_to_bf16, whose rounding rows_store repeats).
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "core/dtype.h"
+
+namespace fp4lm::kernels::cpu {
+namespace {
+
+// Horizontal sum of 8 lanes in a fixed order (so results never depend on anything but data).
+inline float rows_hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+// One output element in the activation dtype (bf16: round to nearest even, as f32_to_bf16).
+inline void rows_store(void* y, DType t, int64_t i, float v) {
+  switch (t) {
+    case DType::F32:
+      static_cast<float*>(y)[i] = v;
+      return;
+    case DType::BF16: {
+      uint32_t u;
+      std::memcpy(&u, &v, 4);
+      if ((u & 0x7fffffffu) > 0x7f800000u) {
+        static_cast<uint16_t*>(y)[i] = static_cast<uint16_t>((u >> 16) | 0x40);
+        return;
+      }
+      u += 0x7fffu + ((u >> 16) & 1u);
+      static_cast<uint16_t*>(y)[i] = static_cast<uint16_t>(u >> 16);
+      return;
+    }
+    default:
+      static_cast<uint16_t*>(y)[i] = static_cast<uint16_t>(_cvtss_sh(v, _MM_FROUND_TO_NEAREST_INT));
+      return;
+  }
+}
+
+}  // namespace
+}  // namespace fp4lm::kernels::cpu
