@@ -98,15 +98,6 @@ inline __m256 chunk_step(const __m256i w[4], __m256 sw, const int16_t* q, const 
   return _mm256_fmadd_ps(f, _mm256_mul_ps(sw, _mm256_loadu_ps(sa)), acc);
 }
 
-// Software prefetch of a row's codes 2 KiB ahead (into the next rows once a row ends: a shard's
-// rows are contiguous; past the end it never faults), into L2: the hardware prefetcher ramps
-// up slowly on short row streams (as in the AVX-512 kernels, docs/KERNELS.md).
-constexpr int64_t kPrefetchChunks = 64;
-inline void prefetch(const uint8_t* codes, const uint8_t* scales, int64_t c) {
-  _mm_prefetch(reinterpret_cast<const char*>(codes + (c + kPrefetchChunks) * 32), _MM_HINT_T1);
-  if ((c & 15) == 0) _mm_prefetch(reinterpret_cast<const char*>(scales + (c + kPrefetchChunks) * 4), _MM_HINT_T1);
-}
-
 // out[t] for one row and T tokens (token t's q at q0 + t * P * k64, factors at sa0 + t * k64 / 8):
 // each chunk of the row is decoded once and used by the T tokens. One row at a time (measured
 // per core at 4096², M = 1: 34 G weights/s against 31 for 2 rows side by side and 24 for 4;
@@ -117,15 +108,19 @@ void dot_row(const Decoder& dec, const uint8_t* codes, const uint8_t* scales, in
   __m256 acc[T];
   for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
   const int64_t full = k / kChunk, chunks = k64 / kChunk;
+  // Token t's chunk c: q at q0 + t * qt + c * kChunk * P, factors at sa0 + t * st + c * 8
+  // (unsigned strides: a signed (t * k64 + c * 64) / 8 cost a cmov and two shifts per token).
+  const size_t qt = static_cast<size_t>(k64) * P, st = static_cast<size_t>(k64) / 8;
   auto step = [&](int64_t c, const __m256i* w, __m256 sw) {
+    const int16_t* qc = q0 + static_cast<size_t>(c) * (kChunk * P);
+    const float* sc = sa0 + static_cast<size_t>(c) * (kChunk / 8);
 #pragma GCC unroll 4
-    for (int t = 0; t < T; ++t)
-      acc[t] = chunk_step<P>(w, sw, q0 + (t * k64 + c * kChunk) * P, sa0 + (t * k64 + c * kChunk) / 8, acc[t]);
+    for (int t = 0; t < T; ++t) acc[t] = chunk_step<P>(w, sw, qc + t * qt, sc + t * st, acc[t]);
   };
   int64_t c = 0;
   for (; c + 2 <= full; c += 2) {  // two chunks per iteration: their 8 scale bytes converted at once
-    prefetch(codes, scales, c);
-    prefetch(codes, scales, c + 1);
+    rows_prefetch(codes, scales, c);
+    rows_prefetch(codes, scales, c + 1);
     __m256i w[4];
     __m256 s0, s1;
     dec.scales2(scales + c * 4, s0, s1);

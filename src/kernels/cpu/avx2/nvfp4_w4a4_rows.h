@@ -66,6 +66,7 @@ void dot_row(const Decoder& d, const uint8_t* codes, const uint8_t* sc, int64_t 
     __m256i cv;
     uint32_t sbytes = 0;
     if (c < full) {
+      rows_prefetch(codes, sc, c);
       cv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + c * 32));
       std::memcpy(&sbytes, sc + c * 4, 4);
     } else {  // 16, 32 or 48 elements left: zero-pad codes and scales (activations are padded)

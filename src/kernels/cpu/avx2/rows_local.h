@@ -45,5 +45,15 @@ inline void rows_store(void* y, DType t, int64_t i, float v) {
   }
 }
 
+// Software prefetch of a row's chunk c + 64 (2 KiB of codes ahead, into the next rows once a row
+// ends: a shard's rows are contiguous; past the end it never faults) into L2: the hardware
+// prefetcher ramps up slowly on short row streams (as in the AVX-512 kernels, docs/KERNELS.md).
+// Chunks are 64 elements: 32 code bytes, 4 scale bytes (one 64-byte line every 16 chunks).
+inline void rows_prefetch(const uint8_t* codes, const uint8_t* scales, int64_t c) {
+  constexpr int64_t kAhead = 64;
+  _mm_prefetch(reinterpret_cast<const char*>(codes + (c + kAhead) * 32), _MM_HINT_T1);
+  if ((c & 15) == 0) _mm_prefetch(reinterpret_cast<const char*>(scales + (c + kAhead) * 4), _MM_HINT_T1);
+}
+
 }  // namespace
 }  // namespace fp4lm::kernels::cpu
