@@ -19,7 +19,7 @@
 
 extern char** environ;
 
-namespace fp4lm {
+namespace fp4lm::hostile_input_cli_test {
 namespace {
 
 using nlohmann::json;
@@ -194,4 +194,4 @@ TEST(HostileInputCli, SigintDuringQuantizeRemovesTheTemporaryDirectory) {
 }
 
 }  // namespace
-}  // namespace fp4lm
+}  // namespace fp4lm::hostile_input_cli_test

@@ -11,7 +11,7 @@
 #include "common/paths.h"
 #include "io/safetensors.h"
 
-namespace fp4lm {
+namespace fp4lm::quantize_cli_test {
 namespace {
 
 using nlohmann::json;
@@ -208,4 +208,4 @@ TEST(QuantizeCli, AnInterruptedRunLeavesNoOut) {
 }
 
 }  // namespace
-}  // namespace fp4lm
+}  // namespace fp4lm::quantize_cli_test

@@ -25,6 +25,7 @@ using model::SyntheticOptions;
 using quant::QuantAlgo;
 namespace fs = std::filesystem;
 
+namespace quantize_calibration_test {
 namespace {
 
 using fp4lm::test::error_of;
@@ -393,3 +394,5 @@ TEST(QuantizeCalibration, NemotronHMoeQuantizesAsModelOptAndRunsAsW4A4) {
   }
   ASSERT_NO_FATAL_FAILURE(expect_runs_with_finite_logits(c.out, "NemotronHForCausalLM"));
 }
+
+}  // namespace quantize_calibration_test

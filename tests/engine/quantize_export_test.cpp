@@ -25,6 +25,7 @@ using quant::QuantAlgo;
 namespace fs = std::filesystem;
 using nlohmann::json;
 
+namespace quantize_export_test {
 namespace {
 
 using fp4lm::test::error_of;
@@ -412,3 +413,5 @@ TEST(QuantizeExport, ByteSizesAndShardAssignment) {
   EXPECT_EQ(l.files.back(), "model-00004-of-00004.safetensors");
   EXPECT_EQ(quant::assign_shards({40, 40}, 100).files, std::vector<std::string>{"model.safetensors"});
 }
+
+}  // namespace quantize_export_test

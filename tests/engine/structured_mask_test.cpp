@@ -11,7 +11,7 @@
 #include "engine/structured/matcher.h"
 #include "tokenizer/tokenizer.h"
 
-namespace fp4lm::engine::structured {
+namespace fp4lm::engine::structured::structured_mask_test {
 namespace {
 
 bool allowed(const TokenMask& m, int64_t id) { return (m[static_cast<size_t>(id) >> 6] >> (id & 63)) & 1; }
@@ -82,7 +82,7 @@ TEST(StructuredMask, ApplyKeepsAllowedLogitsAndEndsOnlyWhenComplete) {
 }
 
 std::unique_ptr<tokenizer::Tokenizer> qwen3() {
-  for (const auto& dir : {test::shared_dir() / "tokenizers/qwen3", std::filesystem::path("/work/shared/tokenizers/qwen3")})
+  for (const auto& dir : {fp4lm::test::shared_dir() / "tokenizers/qwen3", std::filesystem::path("/work/shared/tokenizers/qwen3")})
     if (std::filesystem::exists(dir / "tokenizer.json")) return tokenizer::Tokenizer::from_dir(dir.string());
   return nullptr;
 }
@@ -109,4 +109,4 @@ TEST(StructuredMask, TrieWalkEqualsBruteForceWithTheQwen3Tokenizer) {
 }
 
 }  // namespace
-}  // namespace fp4lm::engine::structured
+}  // namespace fp4lm::engine::structured::structured_mask_test

@@ -18,7 +18,7 @@
 
 #include "kernels/delta_rule.h"
 
-namespace fp4lm::kernels {
+namespace fp4lm::kernels::delta_rule_test {
 namespace {
 
 // Rows of one key head and nv value heads laid out as the mixer does: per row q | k | v heads.
@@ -232,4 +232,4 @@ INSTANTIATE_TEST_SUITE_P(Variants, DeltaRuleVariant, ::testing::ValuesIn(variant
                          [](const auto& info) { return info.param; });
 
 }  // namespace
-}  // namespace fp4lm::kernels
+}  // namespace fp4lm::kernels::delta_rule_test

@@ -14,7 +14,7 @@
 #include "kernels/registry.h"
 #include "kernel_test_support.h"
 
-namespace fp4lm::kernels {
+namespace fp4lm::kernels::dense_cpu_kernels_test {
 namespace {
 
 
@@ -302,4 +302,4 @@ TEST_P(DenseBackend, GroupedMoeEqualsNaiveLoop) {
 }
 
 }  // namespace
-}  // namespace fp4lm::kernels
+}  // namespace fp4lm::kernels::dense_cpu_kernels_test

@@ -17,7 +17,7 @@
 #include "kernels/registry.h"
 #include "kernel_test_support.h"
 
-namespace fp4lm::kernels {
+namespace fp4lm::kernels::fp8_block_cpu_kernels_test {
 namespace {
 
 using testing::Expected;
@@ -359,4 +359,4 @@ TEST(Fp8BlockCpuKernels, GroupedMoeMatchesReferenceMoeAndIsBatchInvariant) {
 }
 
 }  // namespace
-}  // namespace fp4lm::kernels
+}  // namespace fp4lm::kernels::fp8_block_cpu_kernels_test

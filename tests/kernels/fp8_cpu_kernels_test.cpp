@@ -13,7 +13,7 @@
 #include "kernels/registry.h"
 #include "kernel_test_support.h"
 
-namespace fp4lm::kernels {
+namespace fp4lm::kernels::fp8_cpu_kernels_test {
 namespace {
 
 using testing::Expected;
@@ -315,4 +315,4 @@ TEST(Fp8CpuKernels, GroupedMoeMatchesReferenceMoeAndIsThreadAndBatchInvariant) {
 }
 
 }  // namespace
-}  // namespace fp4lm::kernels
+}  // namespace fp4lm::kernels::fp8_cpu_kernels_test

@@ -14,7 +14,7 @@
 #include "kernels/registry.h"
 #include "kernel_test_support.h"
 
-namespace fp4lm::kernels {
+namespace fp4lm::kernels::nvfp4_cpu_moe_test {
 namespace {
 
 
@@ -250,4 +250,4 @@ TEST_P(W4a16MoeBackend, BadExpertIdsAndShapesAreErrors) {
 }
 
 }  // namespace
-}  // namespace fp4lm::kernels
+}  // namespace fp4lm::kernels::nvfp4_cpu_moe_test

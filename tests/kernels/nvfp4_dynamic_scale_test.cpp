@@ -13,7 +13,7 @@
 #include "kernels/registry.h"
 #include "quant/nvfp4.h"
 
-namespace fp4lm::kernels {
+namespace fp4lm::kernels::nvfp4_dynamic_scale_test {
 namespace {
 
 class W4a4DynamicBackend : public ::testing::TestWithParam<std::string> {
@@ -123,4 +123,4 @@ TEST_P(W4a4DynamicBackend, StaticScaleEqualsDynamicWhereEveryTokensOwnScaleIsIt)
 }
 
 }  // namespace
-}  // namespace fp4lm::kernels
+}  // namespace fp4lm::kernels::nvfp4_dynamic_scale_test

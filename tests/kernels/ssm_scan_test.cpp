@@ -17,7 +17,7 @@
 
 #include "kernels/ssm_scan.h"
 
-namespace fp4lm::kernels {
+namespace fp4lm::kernels::ssm_scan_test {
 namespace {
 
 struct Shape {
@@ -293,4 +293,4 @@ TEST(SsmScanChoice, FirstAvailableVariantRuns) {
 }
 
 }  // namespace
-}  // namespace fp4lm::kernels
+}  // namespace fp4lm::kernels::ssm_scan_test

@@ -20,7 +20,7 @@
 #include "model/model_loader.h"
 #include "model/synthetic_checkpoint.h"
 
-namespace fp4lm::model {
+namespace fp4lm::model::compressed_tensors_test {
 namespace {
 
 using nlohmann::json;
@@ -278,4 +278,4 @@ TEST(CompressedTensorsBad, UnsupportedSchemesNameTheGroupAndModule) {
 }
 
 }  // namespace
-}  // namespace fp4lm::model
+}  // namespace fp4lm::model::compressed_tensors_test

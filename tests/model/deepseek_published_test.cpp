@@ -15,7 +15,7 @@
 #include "model/model_loader.h"
 #include "model/synthetic_checkpoint.h"
 
-namespace fp4lm::model {
+namespace fp4lm::model::deepseek_published_test {
 namespace {
 
 using quant::QuantAlgo;
@@ -108,4 +108,4 @@ TEST(DeepseekPublished, LayoutsLoadWithTheirSchemesAndGenerateWithAndWithoutTheO
 }
 
 }  // namespace
-}  // namespace fp4lm::model
+}  // namespace fp4lm::model::deepseek_published_test

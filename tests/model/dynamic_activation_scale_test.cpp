@@ -16,7 +16,7 @@
 #include "model/model_loader.h"
 #include "model/synthetic_checkpoint.h"
 
-namespace fp4lm::model {
+namespace fp4lm::model::dynamic_activation_scale_test {
 namespace {
 
 using quant::QuantAlgo;
@@ -108,4 +108,4 @@ INSTANTIATE_TEST_SUITE_P(Archs, DynamicActivationScale,
                          });
 
 }  // namespace
-}  // namespace fp4lm::model
+}  // namespace fp4lm::model::dynamic_activation_scale_test

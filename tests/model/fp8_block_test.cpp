@@ -27,7 +27,7 @@
 #include "model/model_loader.h"
 #include "model/synthetic_checkpoint.h"
 
-namespace fp4lm::model {
+namespace fp4lm::model::fp8_block_test {
 namespace {
 
 using nlohmann::json;
@@ -309,4 +309,4 @@ TEST(BlockFp8Bad, ConfigsAndTensorsNameWhatIsWrong) {
 }
 
 }  // namespace
-}  // namespace fp4lm::model
+}  // namespace fp4lm::model::fp8_block_test

@@ -13,7 +13,7 @@
 #include "model/synthetic_checkpoint.h"
 #include "common/error_norms.h"
 
-namespace fp4lm::model {
+namespace fp4lm::model::kv_cache_dtype_test {
 namespace {
 
 using quant::QuantAlgo;
@@ -120,4 +120,4 @@ TEST(KvCacheDtype, BadScaleTensorsAreNamed) {
 }
 
 }  // namespace
-}  // namespace fp4lm::model
+}  // namespace fp4lm::model::kv_cache_dtype_test

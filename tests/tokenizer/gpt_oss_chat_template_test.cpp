@@ -16,7 +16,7 @@
 #include "common/error_of.h"
 #include "tokenizer/chat_template.h"
 
-namespace fp4lm::tokenizer {
+namespace fp4lm::tokenizer::gpt_oss_chat_template_test {
 namespace {
 
 const std::string kDir = std::string(FP4LM_SOURCE_DIR) + "/tests/tokenizer/fixtures/gpt_oss/";
@@ -73,4 +73,4 @@ TEST(GptOssChatTemplate, RaiseExceptionMessagesReachTheCaller) {
 }
 
 }  // namespace
-}  // namespace fp4lm::tokenizer
+}  // namespace fp4lm::tokenizer::gpt_oss_chat_template_test

@@ -9,7 +9,7 @@
 #include "tokenizer/tokenizer.h"
 #include "tokenizer_fixtures.h"
 
-namespace fp4lm::tokenizer {
+namespace fp4lm::tokenizer::tokenizer_length_bound_test {
 namespace {
 
 using Ids = std::vector<int32_t>;
@@ -115,4 +115,4 @@ TEST(TokenizerLengthBound, UnicodeNormalizersShrinkNoMoreThanTheyDeclare) {
 }
 
 }  // namespace
-}  // namespace fp4lm::tokenizer
+}  // namespace fp4lm::tokenizer::tokenizer_length_bound_test

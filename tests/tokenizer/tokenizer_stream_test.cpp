@@ -5,7 +5,7 @@
 #include "tokenizer/utf8.h"
 #include "tokenizer_fixtures.h"
 
-namespace fp4lm::tokenizer {
+namespace fp4lm::tokenizer::tokenizer_stream_test {
 namespace {
 
 namespace fx = fixtures;
@@ -92,4 +92,4 @@ TEST(TokenizerStream, PiecesAreValidAndAddUpToDecode) {
 }
 
 }  // namespace
-}  // namespace fp4lm::tokenizer
+}  // namespace fp4lm::tokenizer::tokenizer_stream_test
