@@ -58,6 +58,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/log.h"
+#include "core/read_bandwidth.h"
 #include "core/thread_pool.h"
 #include "engine/process_stats.h"
 #include "engine/sampler.h"
@@ -713,29 +714,6 @@ double hybrid_bytes_per_token(const Shapes& s, int64_t layers, bool bf16_head, i
   return total + head + 2.0 * s.hidden;
 }
 
-// Sustained read bandwidth (bytes/s) of `pool`'s threads over a buffer far larger than the caches.
-double read_bandwidth(ThreadPool& pool) {
-  const size_t words = (size_t{1} << 30) / 8;  // 1 GiB
-  std::vector<uint64_t> buf(words);
-  for (size_t i = 0; i < words; ++i) buf[i] = i * 0x9e3779b97f4a7c15ull;
-  double best = 0;
-  volatile uint64_t sink = 0;
-  for (int rep = 0; rep < 5; ++rep) {
-    std::vector<uint64_t> part(static_cast<size_t>(pool.size()) + 1, 0);
-    auto t0 = std::chrono::steady_clock::now();
-    pool.parallel_for(static_cast<int64_t>(words / 8), [&](int64_t b, int64_t e, int t) {
-      uint64_t acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-      for (int64_t i = b; i < e; ++i)
-        for (int j = 0; j < 8; ++j) acc[j] ^= buf[i * 8 + j];
-      part[t] = acc[0] ^ acc[1] ^ acc[2] ^ acc[3] ^ acc[4] ^ acc[5] ^ acc[6] ^ acc[7];
-    });
-    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    for (uint64_t p : part) sink = sink ^ p;
-    best = std::max(best, static_cast<double>(words * 8) / secs);
-  }
-  return best;
-}
-
 size_t dir_bytes(const std::string& dir) {
   size_t b = 0;
   for (const auto& e : fs::directory_iterator(dir))
@@ -1002,7 +980,7 @@ int main(int argc, char** argv) {
     const double bytes = s.hybrid()     ? hybrid_bytes_per_token(s, layers, bf16_head, ctx, &gdn_state_bytes)
                          : s.nemotron() ? nemotron_bytes_per_token(s, layers, ctx, &mamba_state_bytes)
                                         : bytes_per_token(s, layers, bf16_head, ctx);
-    const double bw = read_bandwidth(ThreadPool::global());
+    const double bw = read_bandwidth(size_t{1} << 30, 5, ThreadPool::global());
     const double roofline_tok_s = bw / bytes;
     const size_t kv_bytes = cache->bytes_per_position() * static_cast<size_t>(prompt_len + tokens) +
                             (cache->reserved_bytes() - cache->kv().bytes());  // + the recurrent state

@@ -26,6 +26,7 @@
 #include "core/cpu_features.h"
 #include "core/error.h"
 #include "core/mapped_file.h"
+#include "core/read_bandwidth.h"
 #include "core/thread_pool.h"
 #include "kernels/registry.h"
 
@@ -54,36 +55,6 @@ double best_time(Fn&& fn, int reps, double min_total = 0.3) {
     if (r > 200) break;
   }
   return best;
-}
-
-// Sum of n 64-bit words, 4 at a time. Built for AVX2 too (GCC picks the clone at load time):
-// with 32-byte loads a Zen 3 reads 13.5-16 GB/s on 2 threads where 8-byte loads (the -O1 CLI's
-// scalar loop) read 11-13, which understated the bandwidth and overstated every xBW by ~20%.
-using Words4 = uint64_t __attribute__((vector_size(32)));
-__attribute__((target_clones("avx2", "default"))) uint64_t sum_words(const uint64_t* p, size_t n) {
-  Words4 a = {}, b = {};
-  for (size_t i = 0; i + 8 <= n; i += 8) {
-    Words4 x, y;
-    std::memcpy(&x, p + i, sizeof x);
-    std::memcpy(&y, p + i + 4, sizeof y);
-    a += x;
-    b += y;
-  }
-  a += b;
-  return a[0] + a[1] + a[2] + a[3];
-}
-
-// Sustained read bandwidth (bytes/s) over `bytes` with the pool's threads.
-double read_bandwidth(size_t bytes, ThreadPool& pool) {
-  std::vector<uint64_t> buf(bytes / 8);
-  for (size_t i = 0; i < buf.size(); ++i) buf[i] = i * 0x9E3779B97F4A7C15ull;
-  std::vector<uint64_t> sink(pool.size() * 8);
-  const double t = best_time([&] {
-    pool.parallel_for(static_cast<int64_t>(buf.size() / 4096), [&](int64_t b, int64_t e, int th) {
-      sink[th * 8] += sum_words(buf.data() + b * 4096, static_cast<size_t>(e - b) * 4096);
-    });
-  }, 3, 0.0);
-  return static_cast<double>(buf.size() * 8) / t;
 }
 
 // Random NVFP4 layer data: codes uniform, block scales in a realistic E4M3 range.
@@ -213,7 +184,7 @@ BenchShapes bench_shapes(const Options& o) {
 // Starts one thread count's section of a table: the pool's read bandwidth (bytes/s), printed.
 double begin_threads_section(int threads, ThreadPool& pool) {
   openblas_set_num_threads(threads);
-  const double bw = read_bandwidth(size_t{1} << 30, pool);
+  const double bw = read_bandwidth(size_t{1} << 30, 3, pool);
   fmt::print("\n== threads {}: read bandwidth {:.1f} GB/s (1 GiB buffer)\n", threads, bw / 1e9);
   return bw;
 }

@@ -120,7 +120,6 @@ void dot_row(const Decoder& dec, const uint8_t* codes, const uint8_t* scales, in
   int64_t c = 0;
   for (; c + 2 <= full; c += 2) {  // two chunks per iteration: their 8 scale bytes converted at once
     rows_prefetch(codes, scales, c);
-    rows_prefetch(codes, scales, c + 1);
     __m256i w[4];
     __m256 s0, s1;
     dec.scales2(scales + c * 4, s0, s1);
@@ -158,18 +157,12 @@ constexpr DotFn kDot[2][kTokTile + 1] = {{nullptr, dot_row<1, 1>, dot_row<2, 1>,
 void w4a16_rows(const W4a16Rows& a, int64_t r0, int64_t r1, void* y, DType act) {
   const Decoder dec;
   float out[kTokTile];
-  for (int64_t b0 = r0; b0 < r1; b0 += kRowBlock) {
-    const int64_t b1 = b0 + kRowBlock < r1 ? b0 + kRowBlock : r1;
-    for (int64_t t0 = 0; t0 < a.m; t0 += kTokTile) {
-      const int tt = static_cast<int>(a.m - t0 < kTokTile ? a.m - t0 : kTokTile);
-      for (int64_t r = b0; r < b1; ++r) {
-        kDot[a.pieces - 1][tt](dec, a.codes[r], a.scales[r], a.k, a.q + t0 * a.k64 * a.pieces,
-                               a.sa + t0 * a.k64 / 8, a.k64, out);
-        const float g = a.global[r], bias = a.bias ? a.bias[r] : 0.0f;
-        for (int t = 0; t < tt; ++t) rows_store(y, act, (t0 + t) * a.n + r, out[t] * g + bias);
-      }
-    }
-  }
+  rows_by_tiles<kRowBlock, kTokTile>(r0, r1, a.m, [&](int64_t r, int64_t t0, int tt) {
+    kDot[a.pieces - 1][tt](dec, a.codes[r], a.scales[r], a.k, a.q + t0 * a.k64 * a.pieces, a.sa + t0 * a.k64 / 8,
+                           a.k64, out);
+    const float g = a.global[r], bias = a.bias ? a.bias[r] : 0.0f;
+    for (int t = 0; t < tt; ++t) rows_store(y, act, (t0 + t) * a.n + r, out[t] * g + bias);
+  });
 }
 
 }  // namespace

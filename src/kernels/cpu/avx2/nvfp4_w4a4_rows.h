@@ -39,7 +39,9 @@ struct Decoder {
   __m256i lut = _mm256_broadcastsi128_si256(
       _mm_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12));
   __m128i dup = _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, -1, -1, -1, -1, -1, -1, -1, -1);
-  __m256i ones = _mm256_set1_epi16(1);
+#if FP4LM_W4A4_DOT == 0
+  __m256i ones = _mm256_set1_epi16(1);  // vpmaddwd's pair sums of the 16-bit products
+#endif
   __m256i m7f = _mm256_set1_epi32(0x7f), m80 = _mm256_set1_epi32(0x80);
   __m256 two120 = _mm256_set1_ps(0x1p120f);
   __m256i pairs = _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3);  // 4 block scales -> the lanes' pairs
@@ -114,22 +116,16 @@ void w4a4_rows(const W4a4Rows& a, int64_t r0, int64_t r1, void* y, DType act) {
   using namespace w4a4_rows_impl;
   const Decoder dec;
   float out[kTokTile];
-  for (int64_t b0 = r0; b0 < r1; b0 += kRowBlock) {
-    const int64_t b1 = b0 + kRowBlock < r1 ? b0 + kRowBlock : r1;
-    for (int64_t t0 = 0; t0 < a.m; t0 += kTokTile) {
-      const int tt = static_cast<int>(a.m - t0 < kTokTile ? a.m - t0 : kTokTile);
-      for (int64_t r = b0; r < b1; ++r) {
-        kDot[tt](dec, a.codes[r], a.scales[r], a.k, a, t0, out);
-        // 0.25: both operands were doubled. alpha = the token's input_scale × the row's
-        // weight_scale_2 (the same product for every token under a static scale).
-        const float bias = a.bias ? a.bias[r] : 0.0f;
-        for (int t = 0; t < tt; ++t) {
-          const float alpha = a.token_scale[t0 + t] * a.global[r] * 0.25f;
-          rows_store(y, act, (t0 + t) * a.n + r, out[t] * alpha + bias);
-        }
-      }
+  rows_by_tiles<kRowBlock, kTokTile>(r0, r1, a.m, [&](int64_t r, int64_t t0, int tt) {
+    kDot[tt](dec, a.codes[r], a.scales[r], a.k, a, t0, out);
+    // 0.25: both operands were doubled. alpha = the token's input_scale × the row's
+    // weight_scale_2 (the same product for every token under a static scale).
+    const float bias = a.bias ? a.bias[r] : 0.0f;
+    for (int t = 0; t < tt; ++t) {
+      const float alpha = a.token_scale[t0 + t] * a.global[r] * 0.25f;
+      rows_store(y, act, (t0 + t) * a.n + r, out[t] * alpha + bias);
     }
-  }
+  });
 }
 
 }  // namespace
