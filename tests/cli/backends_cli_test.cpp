@@ -10,6 +10,8 @@
 
 #include "common/paths.h"
 
+
+namespace backends_cli_test {
 namespace {
 
 using fp4lm::test::fp4lm_bin;
@@ -102,3 +104,5 @@ TEST(BackendsCli, AModelRunsOnThePortableKernelsWhenAvx2IsDisabled) {
 }
 
 }  // namespace
+
+}  // namespace backends_cli_test

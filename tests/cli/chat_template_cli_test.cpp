@@ -10,7 +10,7 @@
 
 #include "common/paths.h"
 
-namespace fp4lm {
+namespace fp4lm::chat_template_cli_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -107,4 +107,4 @@ TEST(ChatTemplateCli, TemplateErrorsExit1WithOneLine) {
 }
 
 }  // namespace
-}  // namespace fp4lm
+}  // namespace fp4lm::chat_template_cli_test

@@ -15,7 +15,7 @@
 #include "../tokenizer/tokenizer_fixtures.h"
 #include "common/paths.h"
 
-namespace fp4lm {
+namespace fp4lm::generate_cli_test {
 namespace {
 
 using nlohmann::json;
@@ -370,4 +370,4 @@ TEST(EvalCli, DumpLogitsWritesEveryPositionAndAgreesWithTheNll) {
 }
 
 }  // namespace
-}  // namespace fp4lm
+}  // namespace fp4lm::generate_cli_test

@@ -8,7 +8,7 @@
 #include "common/paths.h"
 #include "io/safetensors.h"
 
-namespace fp4lm {
+namespace fp4lm::inspect_cli_test {
 namespace {
 
 using nlohmann::json;
@@ -225,9 +225,9 @@ TEST(InspectCliBad, MissingDirectoryAndMissingFlag) {
 }
 
 }  // namespace
-}  // namespace fp4lm
+}  // namespace fp4lm::inspect_cli_test
 
-namespace fp4lm {
+namespace fp4lm::inspect_cli_test {
 namespace {
 
 // The RAM a run needs, before loading: the layers' weights and the KV cache per token. A
@@ -272,4 +272,4 @@ TEST(InspectCli, GptOssMxfp4Experts) {
 }
 
 }  // namespace
-}  // namespace fp4lm
+}  // namespace fp4lm::inspect_cli_test

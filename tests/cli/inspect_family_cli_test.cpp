@@ -14,6 +14,8 @@ using fp4lm::test::fp4lm_bin;
 using fp4lm::test::run_command;
 using nlohmann::json;
 
+
+namespace inspect_family_cli_test {
 namespace {
 
 json inspect_json(const std::string& dir) {
@@ -72,3 +74,5 @@ TEST(InspectCli, UnsupportedCompressedTensorsSchemeNamesSchemeAndModule) {
   EXPECT_NE(r.err.find("INT4/INT8 pack-quantized"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("(module model.layers.0.self_attn.q_proj)"), std::string::npos) << r.err;
 }
+
+}  // namespace inspect_family_cli_test

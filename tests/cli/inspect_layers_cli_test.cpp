@@ -14,6 +14,8 @@ using fp4lm::test::fp4lm_bin;
 using fp4lm::test::run_command;
 using nlohmann::json;
 
+
+namespace inspect_layers_cli_test {
 namespace {
 
 std::string dir_bytes(const std::filesystem::path& dir) {
@@ -270,3 +272,5 @@ TEST(InspectLayersCli, DisagreeingConfigFilesAreReported) {
   ASSERT_EQ(human.exit_code, 0) << human.err;
   EXPECT_NE(human.out.find("  files disagree      " + d), std::string::npos) << human.out;
 }
+
+}  // namespace inspect_layers_cli_test

@@ -6,6 +6,9 @@
 
 #include "common/paths.h"
 
+namespace quantize_format_cli_test {
+
+
 using fp4lm::test::fp4lm_bin;
 using fp4lm::test::run_command;
 using nlohmann::json;
@@ -31,3 +34,5 @@ TEST(QuantizeFormatCli, CompressedTensorsOutputInspectsAsThatFamily) {
   EXPECT_NE(bad.err.find("--format: 'gptq' is not supported (use modelopt or compressed-tensors)"), std::string::npos)
       << bad.err;
 }
+
+}  // namespace quantize_format_cli_test

@@ -4,7 +4,7 @@
 #include "common/paths.h"
 #include "tokenizer/tokenizer_fixtures.h"
 
-namespace fp4lm::test {
+namespace fp4lm::test::tokenize_cli_test {
 namespace {
 
 std::string quote(const std::string& s) {
@@ -80,4 +80,4 @@ TEST(TokenizeCli, Errors) {
 }
 
 }  // namespace
-}  // namespace fp4lm::test
+}  // namespace fp4lm::test::tokenize_cli_test

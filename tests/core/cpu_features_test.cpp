@@ -8,7 +8,7 @@
 #include <string>
 #include <utility>
 
-namespace fp4lm {
+namespace fp4lm::cpu_features_test {
 namespace {
 
 bool mentions(const std::string& desc, const std::string& word) {
@@ -93,4 +93,4 @@ TEST(CpuFeatures, AgreesWithCompileTimeTarget) {
 }
 
 }  // namespace
-}  // namespace fp4lm
+}  // namespace fp4lm::cpu_features_test

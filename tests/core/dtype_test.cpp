@@ -16,7 +16,7 @@
 
 #include "core/cpu_features.h"
 
-namespace fp4lm {
+namespace fp4lm::dtype_test {
 namespace {
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
@@ -465,4 +465,4 @@ TEST(FP16, BulkPathEqualsScalarForRandomFloats) {
 }
 
 }  // namespace
-}  // namespace fp4lm
+}  // namespace fp4lm::dtype_test

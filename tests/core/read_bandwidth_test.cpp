@@ -7,7 +7,7 @@
 
 #include <cmath>
 
-namespace fp4lm {
+namespace fp4lm::read_bandwidth_test {
 namespace {
 
 TEST(ReadBandwidth, PositiveAndFiniteForEveryBufferSizeAndThreadCount) {
@@ -22,4 +22,4 @@ TEST(ReadBandwidth, PositiveAndFiniteForEveryBufferSizeAndThreadCount) {
 }
 
 }  // namespace
-}  // namespace fp4lm
+}  // namespace fp4lm::read_bandwidth_test

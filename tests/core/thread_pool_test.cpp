@@ -15,7 +15,7 @@
 #include "common/error_of.h"
 #include "core/error.h"
 
-namespace fp4lm {
+namespace fp4lm::thread_pool_test {
 namespace {
 
 // Runs one job of n items and returns, per chunk, whether it ran on a thread other than the caller.
@@ -134,4 +134,4 @@ TEST(ThreadPool, ThreadCountIsBounded) {
 }
 
 }  // namespace
-}  // namespace fp4lm
+}  // namespace fp4lm::thread_pool_test

@@ -13,7 +13,7 @@
 #include "io/checkpoint.h"
 #include "model/synthetic_checkpoint.h"
 
-namespace fp4lm::dist {
+namespace fp4lm::dist::stage_plan_test {
 namespace {
 
 TEST(StagePlan, SplitsMinimizeTheLargestStage) {
@@ -151,4 +151,4 @@ TEST(Wire, RoundTripsAndRefusesTruncatedMessages) {
 }
 
 }  // namespace
-}  // namespace fp4lm::dist
+}  // namespace fp4lm::dist::stage_plan_test

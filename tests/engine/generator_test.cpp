@@ -20,7 +20,7 @@
 #include "model/finite_check.h"
 #include "model/synthetic_checkpoint.h"
 
-namespace fp4lm::engine {
+namespace fp4lm::engine::generator_test {
 namespace {
 
 using test::TempDir;
@@ -288,4 +288,4 @@ TEST(IdFile, ErrorsNameFileAndLine) {
 }
 
 }  // namespace
-}  // namespace fp4lm::engine
+}  // namespace fp4lm::engine::generator_test

@@ -26,6 +26,8 @@ using namespace fp4lm;
 using nlohmann::json;
 using quant::QuantAlgo;
 
+
+namespace hybrid_generate_test {
 namespace {
 
 void write_json(const std::filesystem::path& p, const json& j) { std::ofstream(p) << j.dump(2); }
@@ -181,3 +183,5 @@ TEST(HybridEngine, EvaluationMatchesTheFloat64ReferenceAcrossChunks) {
     EXPECT_NEAR(got.mean_nll(), nll, 1e-4 * nll) << static_cast<int>(family);
   }
 }
+
+}  // namespace hybrid_generate_test

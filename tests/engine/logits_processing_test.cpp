@@ -5,7 +5,7 @@
 
 #include "engine/logits_processing.h"
 
-namespace fp4lm::engine {
+namespace fp4lm::engine::logits_processing_test {
 namespace {
 
 TEST(LogitsProcessing, RepetitionFrequencyAndPresencePenalties) {
@@ -57,4 +57,4 @@ TEST(LogitsProcessing, LogitBiasAddsAndIsValidated) {
 }
 
 }  // namespace
-}  // namespace fp4lm::engine
+}  // namespace fp4lm::engine::logits_processing_test

@@ -17,7 +17,7 @@
 #include "model/causal_lm.h"
 #include "model/hybrid_reference.h"
 
-namespace fp4lm::engine {
+namespace fp4lm::engine::mtp_held_rows_test {
 namespace {
 
 using namespace model::hybrid_ref;
@@ -145,4 +145,4 @@ INSTANTIATE_TEST_SUITE_P(Dtypes, MtpHeldRows, ::testing::Values("float32", "bflo
                          [](const auto& info) { return info.param; });
 
 }  // namespace
-}  // namespace fp4lm::engine
+}  // namespace fp4lm::engine::mtp_held_rows_test

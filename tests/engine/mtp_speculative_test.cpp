@@ -13,7 +13,7 @@
 #include "model/causal_lm.h"
 #include "model/hybrid_reference.h"
 
-namespace fp4lm::engine {
+namespace fp4lm::engine::mtp_speculative_test {
 namespace {
 
 using namespace model::hybrid_ref;
@@ -86,4 +86,4 @@ TEST(MtpSpeculation, PrefixCachingIsOffWithAHeadAndTheMethodNeedsOne) {
 }
 
 }  // namespace
-}  // namespace fp4lm::engine
+}  // namespace fp4lm::engine::mtp_speculative_test

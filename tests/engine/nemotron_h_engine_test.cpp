@@ -30,7 +30,7 @@
 #include "model/synthetic_checkpoint.h"
 #include "streams_check.h"
 
-namespace fp4lm::engine {
+namespace fp4lm::engine::nemotron_h_engine_test {
 namespace {
 
 using nlohmann::json;
@@ -416,4 +416,4 @@ INSTANTIATE_TEST_SUITE_P(Layouts, Nemotron3Published,
                          });
 
 }  // namespace
-}  // namespace fp4lm::engine
+}  // namespace fp4lm::engine::nemotron_h_engine_test

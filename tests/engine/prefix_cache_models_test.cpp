@@ -14,7 +14,7 @@
 #include "model/causal_lm.h"
 #include "model/hybrid_reference.h"
 
-namespace fp4lm::engine {
+namespace fp4lm::engine::prefix_cache_models_test {
 namespace {
 
 struct Case {
@@ -192,4 +192,4 @@ INSTANTIATE_TEST_SUITE_P(
     [](const auto& info) { return info.param.name; });
 
 }  // namespace
-}  // namespace fp4lm::engine
+}  // namespace fp4lm::engine::prefix_cache_models_test

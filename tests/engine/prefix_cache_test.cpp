@@ -11,7 +11,7 @@
 #include "engine/scheduler.h"
 #include "fake_step_model.h"
 
-namespace fp4lm::engine {
+namespace fp4lm::engine::prefix_cache_test {
 namespace {
 
 using test::FakeStepModel;
@@ -274,4 +274,4 @@ TEST(PrefixCacheScheduler, OffByDefaultAndBlockSizeChecked) {
 }
 
 }  // namespace
-}  // namespace fp4lm::engine
+}  // namespace fp4lm::engine::prefix_cache_test

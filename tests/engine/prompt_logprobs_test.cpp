@@ -15,7 +15,7 @@
 #include "model/causal_lm.h"
 #include "model/hybrid_reference.h"
 
-namespace fp4lm::engine {
+namespace fp4lm::engine::prompt_logprobs_test {
 namespace {
 
 struct Result {
@@ -142,4 +142,4 @@ TEST(PromptLogprobsParams, AreBoundedLikeLogprobs) {
 }
 
 }  // namespace
-}  // namespace fp4lm::engine
+}  // namespace fp4lm::engine::prompt_logprobs_test

@@ -16,7 +16,7 @@
 #include "model/model_loader.h"
 #include "model/synthetic_checkpoint.h"
 
-namespace fp4lm {
+namespace fp4lm::quantize_format_test {
 namespace {
 
 using quant::QuantAlgo;
@@ -107,4 +107,4 @@ TEST(QuantizeFormat, CompressedTensorsHoldsTheSameQuantizationUnderItsNames) {
 }
 
 }  // namespace
-}  // namespace fp4lm
+}  // namespace fp4lm::quantize_format_test

@@ -18,7 +18,7 @@
 #include "model/model_loader.h"
 #include "model/linear.h"
 
-namespace fp4lm::engine {
+namespace fp4lm::engine::quantize_gemma_test {
 namespace {
 
 using model::gemma_ref::Gemma;
@@ -189,4 +189,4 @@ TEST(QuantizeGemma, Gemma3VlListsTheVisionTowerButNotTheProjectorsParameter) {
 }
 
 }  // namespace
-}  // namespace fp4lm::engine
+}  // namespace fp4lm::engine::quantize_gemma_test

@@ -19,7 +19,7 @@
 #include "model/hybrid_reference.h"
 #include "model/nemotron_h_reference.h"
 
-namespace fp4lm::engine {
+namespace fp4lm::engine::replay_log_reservation_test {
 namespace {
 
 constexpr int64_t kDrafts = 3;
@@ -174,4 +174,4 @@ INSTANTIATE_TEST_SUITE_P(Hybrids, ReplayLogReservation, ::testing::Values("hybri
                          [](const auto& info) { return info.param == "hybrid" ? "Qwen35MoeHybrid" : "NemotronH"; });
 
 }  // namespace
-}  // namespace fp4lm::engine
+}  // namespace fp4lm::engine::replay_log_reservation_test

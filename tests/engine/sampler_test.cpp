@@ -7,7 +7,7 @@
 #include "core/error.h"
 #include "engine/sampler.h"
 
-namespace fp4lm::engine {
+namespace fp4lm::engine::sampler_test {
 namespace {
 
 TEST(Sampler, GreedyTakesTheFirstMaximumAndSkipsNaN) {
@@ -120,4 +120,4 @@ TEST(Sampler, RejectsOutOfRangeParameters) {
 }
 
 }  // namespace
-}  // namespace fp4lm::engine
+}  // namespace fp4lm::engine::sampler_test

@@ -13,7 +13,7 @@
 #include "engine/scheduler.h"
 #include "fake_step_model.h"
 
-namespace fp4lm::engine {
+namespace fp4lm::engine::scheduler_test {
 namespace {
 
 using test::FakeStepModel;
@@ -517,4 +517,4 @@ TEST(Engine, AFailingFinishObserverFailsNoRequest) {
 }
 
 }  // namespace
-}  // namespace fp4lm::engine
+}  // namespace fp4lm::engine::scheduler_test

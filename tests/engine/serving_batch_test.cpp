@@ -7,7 +7,7 @@
 #include "common/paths.h"
 #include "streams_check.h"
 
-namespace fp4lm::engine {
+namespace fp4lm::engine::serving_batch_test {
 namespace {
 
 class ServingBatch : public ::testing::TestWithParam<std::string> {};
@@ -37,4 +37,4 @@ INSTANTIATE_TEST_SUITE_P(Architectures, ServingBatch,
                          ::testing::Values("LlamaForCausalLM", "Qwen3MoeForCausalLM"));
 
 }  // namespace
-}  // namespace fp4lm::engine
+}  // namespace fp4lm::engine::serving_batch_test

@@ -9,7 +9,7 @@
 #include "engine/id_file.h"
 #include "model/causal_lm.h"
 
-namespace fp4lm::engine {
+namespace fp4lm::engine::shared_models_test {
 namespace {
 
 std::unique_ptr<model::CausalLM> load_f32(const std::string& name) {
@@ -70,4 +70,4 @@ TEST(SharedModels, Stories260kBfloat16StaysNearFloat32) {
 }
 
 }  // namespace
-}  // namespace fp4lm::engine
+}  // namespace fp4lm::engine::shared_models_test

@@ -14,7 +14,7 @@
 #include "model/hybrid_reference.h"
 #include "model/nemotron_h_reference.h"
 
-namespace fp4lm::engine {
+namespace fp4lm::engine::speculative_models_test {
 namespace {
 
 struct SpecCase {
@@ -85,4 +85,4 @@ INSTANTIATE_TEST_SUITE_P(Architectures, SpeculativeModels,
                          [](const auto& info) { return info.param.name; });
 
 }  // namespace
-}  // namespace fp4lm::engine
+}  // namespace fp4lm::engine::speculative_models_test

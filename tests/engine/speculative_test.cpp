@@ -16,7 +16,7 @@
 #include "engine/speculative.h"
 #include "fake_step_model.h"
 
-namespace fp4lm::engine {
+namespace fp4lm::engine::speculative_test {
 namespace {
 
 using test::FakeStepModel;
@@ -278,4 +278,4 @@ TEST(SpeculativeScheduler, OffForAModelThatCannotRewind) {
 }
 
 }  // namespace
-}  // namespace fp4lm::engine
+}  // namespace fp4lm::engine::speculative_test

@@ -13,7 +13,7 @@
 #include "engine/structured/regex_syntax.h"
 #include "engine/structured/spec.h"
 
-namespace fp4lm::engine::structured {
+namespace fp4lm::engine::structured::structured_grammar_test {
 namespace {
 
 // Whether the whole of `text` is a sentence of the grammar (and, if not, whether it is a prefix).
@@ -214,4 +214,4 @@ TEST(StructuredAutomaton, AmbiguousGrammarsKeepEveryParse) {
 }
 
 }  // namespace
-}  // namespace fp4lm::engine::structured
+}  // namespace fp4lm::engine::structured::structured_grammar_test

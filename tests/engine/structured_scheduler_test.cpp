@@ -17,7 +17,7 @@
 #include "engine/scheduler.h"
 #include "fake_step_model.h"
 
-namespace fp4lm::engine {
+namespace fp4lm::engine::structured_scheduler_test {
 namespace {
 
 std::unique_ptr<tokenizer::Tokenizer> qwen3() {
@@ -111,4 +111,4 @@ TEST(StructuredScheduler, ChoiceAndRegexAndErrors) {
 }
 
 }  // namespace
-}  // namespace fp4lm::engine
+}  // namespace fp4lm::engine::structured_scheduler_test

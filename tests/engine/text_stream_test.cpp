@@ -5,7 +5,7 @@
 #include "../tokenizer/tokenizer_fixtures.h"
 #include "engine/text_stream.h"
 
-namespace fp4lm::engine {
+namespace fp4lm::engine::text_stream_test {
 namespace {
 
 std::unique_ptr<tokenizer::Tokenizer> byte_tokenizer() {
@@ -84,4 +84,4 @@ TEST(TextStream, WithoutATokenizerThereIsNoText) {
 }
 
 }  // namespace
-}  // namespace fp4lm::engine
+}  // namespace fp4lm::engine::text_stream_test

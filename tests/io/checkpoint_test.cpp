@@ -10,7 +10,7 @@
 #include "core/error.h"
 #include "io/raw_safetensors.h"
 
-namespace fp4lm::io {
+namespace fp4lm::io::checkpoint_test {
 namespace {
 
 using nlohmann::json;
@@ -258,4 +258,4 @@ TEST(CheckpointBad, CorruptShardNamesTheShard) {
 }
 
 }  // namespace
-}  // namespace fp4lm::io
+}  // namespace fp4lm::io::checkpoint_test

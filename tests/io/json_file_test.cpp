@@ -5,7 +5,7 @@
 #include "common/paths.h"
 #include "core/error.h"
 
-namespace fp4lm::io {
+namespace fp4lm::io::json_file_test {
 namespace {
 
 using test::TempDir;
@@ -86,4 +86,4 @@ TEST(JsonFile, TypeNames) {
 }
 
 }  // namespace
-}  // namespace fp4lm::io
+}  // namespace fp4lm::io::json_file_test

@@ -10,7 +10,7 @@
 #include "io/raw_safetensors.h"
 #include "io/safetensors.h"
 
-namespace fp4lm::io {
+namespace fp4lm::io::safetensors_reader_test {
 namespace {
 
 using test::raw_safetensors;
@@ -269,4 +269,4 @@ TEST(SafetensorsReader, MissingFileNamesThePath) {
 }
 
 }  // namespace
-}  // namespace fp4lm::io
+}  // namespace fp4lm::io::safetensors_reader_test

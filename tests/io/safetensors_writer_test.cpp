@@ -14,7 +14,7 @@
 #include "core/error.h"
 #include "io/safetensors.h"
 
-namespace fp4lm::io {
+namespace fp4lm::io::safetensors_writer_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -245,4 +245,4 @@ TEST(SafetensorsStreamWriter, MisuseIsReportedAndNothingIsLeft) {
 }
 
 }  // namespace
-}  // namespace fp4lm::io
+}  // namespace fp4lm::io::safetensors_writer_test

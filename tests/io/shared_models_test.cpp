@@ -8,7 +8,7 @@
 #include "common/paths.h"
 #include "io/checkpoint.h"
 
-namespace fp4lm::io {
+namespace fp4lm::io::shared_models_test {
 namespace {
 
 std::map<DType, size_t> count_by_dtype(const Checkpoint& ck) {
@@ -50,4 +50,4 @@ TEST(SharedModels, TinyQwen3Moe) {
 }
 
 }  // namespace
-}  // namespace fp4lm::io
+}  // namespace fp4lm::io::shared_models_test

@@ -19,7 +19,7 @@
 #include "core/error.h"
 #include "kernels/attention.h"
 
-namespace fp4lm::kernels {
+namespace fp4lm::kernels::attention_kernel_test {
 namespace {
 
 constexpr double kU = 0x1p-24;  // float32 unit roundoff
@@ -362,4 +362,4 @@ TEST(AttentionKernels, RejectsBadCalls) {
 }
 
 }  // namespace
-}  // namespace fp4lm::kernels
+}  // namespace fp4lm::kernels::attention_kernel_test

@@ -14,7 +14,7 @@
 #include "kernel_test_support.h"
 #include "quant/mxfp4.h"
 
-namespace fp4lm::kernels {
+namespace fp4lm::kernels::moe_activation_test {
 namespace {
 
 using Gate = ExpertActivation::Gate;
@@ -261,4 +261,4 @@ TEST(AttentionSinks, EveryVariantMatchesFloat64AndSplitsChangeNoBit) {
 }
 
 }  // namespace
-}  // namespace fp4lm::kernels
+}  // namespace fp4lm::kernels::moe_activation_test

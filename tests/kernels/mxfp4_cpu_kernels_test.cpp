@@ -15,7 +15,7 @@
 #include "kernel_test_support.h"
 #include "quant/mxfp4.h"
 
-namespace fp4lm::kernels {
+namespace fp4lm::kernels::mxfp4_cpu_kernels_test {
 namespace {
 
 struct Mx {
@@ -196,4 +196,4 @@ TEST(Mxfp4CpuKernels, ScalesBeyondWhatTheNvfp4FormHoldsAreLoadErrorsAndTheOracle
 }
 
 }  // namespace
-}  // namespace fp4lm::kernels
+}  // namespace fp4lm::kernels::mxfp4_cpu_kernels_test

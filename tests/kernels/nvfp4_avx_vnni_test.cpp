@@ -20,7 +20,7 @@
 #include "kernels/cpu/nvfp4_matrix.h"
 #include "kernels/isa.h"
 
-namespace fp4lm::kernels {
+namespace fp4lm::kernels::nvfp4_avx_vnni_test {
 namespace {
 
 // Which VNNI loops can run here: the AVX-VNNI ones (VEX) and their EVEX twins; `why` collects the
@@ -143,4 +143,4 @@ TEST(Nvfp4W4a4Vnni, SameBitsAsTheAvx2RowLoop) {
 }
 
 }  // namespace
-}  // namespace fp4lm::kernels
+}  // namespace fp4lm::kernels::nvfp4_avx_vnni_test

@@ -18,7 +18,7 @@
 #include "kernels/registry.h"
 #include "kernel_test_support.h"
 
-namespace fp4lm::kernels {
+namespace fp4lm::kernels::nvfp4_cpu_kernels_test {
 namespace {
 
 using testing::Expected;
@@ -521,4 +521,4 @@ TEST(Nvfp4CpuKernels, AvailabilityFollowsCpuFeatures) {
 }
 
 }  // namespace
-}  // namespace fp4lm::kernels
+}  // namespace fp4lm::kernels::nvfp4_cpu_kernels_test

@@ -14,7 +14,7 @@
 #include "model/logits_check.h"
 #include "tiny_models.h"
 
-namespace fp4lm::model {
+namespace fp4lm::model::architectures_test {
 namespace {
 
 using test::TempDir;
@@ -165,9 +165,9 @@ TEST(Architecture, EosIdsComeFromConfigAndGenerationConfig) {
 }
 
 }  // namespace
-}  // namespace fp4lm::model
+}  // namespace fp4lm::model::architectures_test
 
-namespace fp4lm::model {
+namespace fp4lm::model::architectures_test {
 namespace {
 
 // Mistral's sliding window (HF: 4096 when the key is absent, off when null): a window below
@@ -273,4 +273,4 @@ TEST(Architecture, ReferenceComparisonDetectsMissingQuirks) {
 }
 
 }  // namespace
-}  // namespace fp4lm::model
+}  // namespace fp4lm::model::architectures_test

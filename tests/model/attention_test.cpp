@@ -10,7 +10,7 @@
 #include "model/attention.h"
 #include "model/kv_cache.h"
 
-namespace fp4lm::model {
+namespace fp4lm::model::attention_test {
 namespace {
 
 std::vector<float> randn(size_t n, std::mt19937& rng) {
@@ -130,4 +130,4 @@ TEST(KvCache, RejectsBadShapesDtypesAndPositions) {
 }
 
 }  // namespace
-}  // namespace fp4lm::model
+}  // namespace fp4lm::model::attention_test

@@ -19,7 +19,7 @@
 #include "model/sequence_store.h"
 #include "model/synthetic_checkpoint.h"
 
-namespace fp4lm::model {
+namespace fp4lm::model::batched_forward_test {
 namespace {
 
 using quant::QuantAlgo;
@@ -322,4 +322,4 @@ TEST(BatchedForward, A16MaxTokensIsDecidedPerSequenceChunk) {
 }
 
 }  // namespace
-}  // namespace fp4lm::model
+}  // namespace fp4lm::model::batched_forward_test

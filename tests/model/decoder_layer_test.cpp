@@ -18,7 +18,7 @@
 #include "model/model_loader.h"
 #include "tiny_models.h"
 
-namespace fp4lm::model {
+namespace fp4lm::model::decoder_layer_test {
 namespace {
 
 constexpr const char* kArch = "SeamTestForCausalLM";
@@ -225,4 +225,4 @@ TEST(DecoderLayerSeam, SharingKvOfALayerWithoutOneFails) {
 }
 
 }  // namespace
-}  // namespace fp4lm::model
+}  // namespace fp4lm::model::decoder_layer_test

@@ -17,7 +17,7 @@
 #include "model/gemma_reference.h"
 #include "model/model_loader.h"
 
-namespace fp4lm::model {
+namespace fp4lm::model::gemma3_test {
 namespace {
 
 using namespace gemma_ref;
@@ -221,4 +221,4 @@ TEST(Gemma3Published, Nvfp4MlpsAsTwelveBRunAsStoredAndUnderTheOverride) {
 }
 
 }  // namespace
-}  // namespace fp4lm::model
+}  // namespace fp4lm::model::gemma3_test

@@ -20,7 +20,7 @@
 #include "model/gemma_reference.h"
 #include "model/model_loader.h"
 
-namespace fp4lm::model {
+namespace fp4lm::model::gemma4_moe_test {
 namespace {
 
 using namespace gemma_ref;
@@ -241,4 +241,4 @@ TEST(Gemma4Published, Nvfp4MlpsAndExpertsAs26BA4BRunAsStoredAndUnderTheOverride)
 }
 
 }  // namespace
-}  // namespace fp4lm::model
+}  // namespace fp4lm::model::gemma4_moe_test

@@ -10,7 +10,7 @@
 #include "model/causal_lm.h"
 #include "model/gemma_reference.h"
 
-namespace fp4lm::model {
+namespace fp4lm::model::gemma4_small_test {
 namespace {
 
 using namespace gemma_ref;
@@ -99,4 +99,4 @@ TEST(Gemma4Small, BadConfigsAndMissingTensorsAreErrorsNamingThem) {
 }
 
 }  // namespace
-}  // namespace fp4lm::model
+}  // namespace fp4lm::model::gemma4_small_test

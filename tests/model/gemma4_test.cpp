@@ -22,7 +22,7 @@
 #include "model/gemma_reference.h"
 #include "model/model_loader.h"
 
-namespace fp4lm::model {
+namespace fp4lm::model::gemma4_test {
 namespace {
 
 using namespace gemma_ref;
@@ -249,4 +249,4 @@ TEST(Gemma4Published, ThirtyOneBRunsWithItsFp8KvCacheScales) {
 }
 
 }  // namespace
-}  // namespace fp4lm::model
+}  // namespace fp4lm::model::gemma4_test

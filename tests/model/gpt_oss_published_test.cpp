@@ -19,7 +19,7 @@
 #include "model/model_loader.h"
 #include "model/synthetic_checkpoint.h"
 
-namespace fp4lm::model {
+namespace fp4lm::model::gpt_oss_published_test {
 namespace {
 
 using nlohmann::json;
@@ -146,4 +146,4 @@ TEST(GptOssPublished, ReplicasLoadWithMxfp4ExpertsAndGenerate) {
 }
 
 }  // namespace
-}  // namespace fp4lm::model
+}  // namespace fp4lm::model::gpt_oss_published_test

@@ -23,7 +23,7 @@
 #include "model/tiny_models.h"
 #include "quant/mxfp4.h"
 
-namespace fp4lm::model {
+namespace fp4lm::model::gpt_oss_test {
 namespace {
 
 using test::TempDir;
@@ -427,4 +427,4 @@ TEST(GptOss, SyntheticCheckpointsLoadInBothLayouts) {
 }
 
 }  // namespace
-}  // namespace fp4lm::model
+}  // namespace fp4lm::model::gpt_oss_test

@@ -18,7 +18,7 @@
 #include "model/model_loader.h"
 #include "common/error_norms.h"
 
-namespace fp4lm::model {
+namespace fp4lm::model::hybrid_published_test {
 namespace {
 
 using namespace hybrid_ref;
@@ -129,4 +129,4 @@ TEST(HybridPublished, Nvfp4ExpertsAs122BRunOnW4A4BackendsAndW4A16UnderTheOverrid
 }
 
 }  // namespace
-}  // namespace fp4lm::model
+}  // namespace fp4lm::model::hybrid_published_test

@@ -16,7 +16,7 @@
 #include "model/logits_check.h"
 #include "tiny_models.h"
 
-namespace fp4lm::model {
+namespace fp4lm::model::latent_attention_test {
 namespace {
 
 using test::TempDir;
@@ -135,4 +135,4 @@ TEST(LatentAttention, BadFormIsAnError) {
 }
 
 }  // namespace
-}  // namespace fp4lm::model
+}  // namespace fp4lm::model::latent_attention_test

@@ -448,7 +448,7 @@ TEST(FusedScales, FusedLayerDequantizesToEachShardsOwnWeightsExactly) {
   }
 }
 
-namespace fp4lm::model {
+namespace fp4lm::model::layer_scheme_test {
 namespace {
 
 // Every (family, scheme) has a method, and the key that method chooses is for the weights its
@@ -486,4 +486,4 @@ TEST(QuantMethods, DetectionReadsEachFamilysNames) {
 }
 
 }  // namespace
-}  // namespace fp4lm::model
+}  // namespace fp4lm::model::layer_scheme_test

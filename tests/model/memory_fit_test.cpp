@@ -14,7 +14,7 @@
 #include "model/memory_fit.h"
 #include "model/tiny_models.h"
 
-namespace fp4lm::model {
+namespace fp4lm::model::memory_fit_test {
 namespace {
 
 using test::TempDir;
@@ -77,4 +77,4 @@ TEST(MemoryFit, ALoadThatCannotFitFailsWithTheFiguresOrWarnsUnderAllowPaging) {
 }
 
 }  // namespace
-}  // namespace fp4lm::model
+}  // namespace fp4lm::model::memory_fit_test

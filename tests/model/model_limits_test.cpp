@@ -13,7 +13,7 @@
 #include "model/model_limits.h"
 #include "model/synthetic_checkpoint.h"
 
-namespace fp4lm::model {
+namespace fp4lm::model::model_limits_test {
 namespace {
 
 using nlohmann::json;
@@ -97,4 +97,4 @@ TEST(ModelLimits, TorchDtypeMustBeAFloatDtype) {
 }
 
 }  // namespace
-}  // namespace fp4lm::model
+}  // namespace fp4lm::model::model_limits_test

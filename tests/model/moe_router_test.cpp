@@ -9,7 +9,7 @@
 #include "core/error.h"
 #include "model/moe_router.h"
 
-namespace fp4lm::model {
+namespace fp4lm::model::moe_router_test {
 namespace {
 
 TEST(MoeRouter, SoftmaxTopKInDescendingOrder) {
@@ -66,13 +66,13 @@ TEST(MoeRouter, RejectsTopKOutOfRange) {
 }
 
 }  // namespace
-}  // namespace fp4lm::model
+}  // namespace fp4lm::model::moe_router_test
 
 // DeepSeek-style routing against a float64 reference written from HF's DeepseekV3TopkRouter:
 // group scores = sum of each group's two best biased scores, the topk_group best groups kept
 // (others -inf), top_k of the biased scores, weights = unbiased scores (renormalized with
 // +1e-20) × routed_scaling_factor.
-namespace fp4lm::model {
+namespace fp4lm::model::moe_router_test {
 namespace {
 
 struct RefRoute {
@@ -202,4 +202,4 @@ TEST(SigmoidRouter, RejectsGroupsThatDoNotFit) {
 }
 
 }  // namespace
-}  // namespace fp4lm::model
+}  // namespace fp4lm::model::moe_router_test

@@ -14,7 +14,7 @@
 #include "model/causal_lm.h"
 #include "model/hybrid_reference.h"
 
-namespace fp4lm::model {
+namespace fp4lm::model::mtp_head_test {
 namespace {
 
 using test::TempDir;
@@ -210,4 +210,4 @@ TEST(MtpHead, ACheckpointWithoutAHeadIsAClearError) {
 }
 
 }  // namespace
-}  // namespace fp4lm::model
+}  // namespace fp4lm::model::mtp_head_test

@@ -20,7 +20,7 @@
 #include "model/model_config.h"
 #include "nemotron_h_reference.h"
 
-namespace fp4lm::model {
+namespace fp4lm::model::nemotron_h_test {
 namespace {
 
 using test::TinyModel;
@@ -273,4 +273,4 @@ TEST(NemotronH, ConfigErrorsNameTheField) {
 }
 
 }  // namespace
-}  // namespace fp4lm::model
+}  // namespace fp4lm::model::nemotron_h_test

@@ -18,7 +18,7 @@
 #include "model/sequence_store.h"
 #include "model/synthetic_checkpoint.h"
 
-namespace fp4lm::model {
+namespace fp4lm::model::non_finite_test {
 namespace {
 
 using quant::QuantAlgo;
@@ -183,4 +183,4 @@ INSTANTIATE_TEST_SUITE_P(Quantizations, NonFiniteTest,
                          [](const auto& info) { return std::string(quant::algo_name(info.param)); });
 
 }  // namespace
-}  // namespace fp4lm::model
+}  // namespace fp4lm::model::non_finite_test

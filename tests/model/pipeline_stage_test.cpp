@@ -15,7 +15,7 @@
 #include "model/causal_lm.h"
 #include "model/synthetic_checkpoint.h"
 
-namespace fp4lm::model {
+namespace fp4lm::model::pipeline_stage_test {
 namespace {
 
 using test::TempDir;
@@ -160,4 +160,4 @@ TEST(PipelineStage, StageReadsOnlyItsOwnTensors) {
 }
 
 }  // namespace
-}  // namespace fp4lm::model
+}  // namespace fp4lm::model::pipeline_stage_test

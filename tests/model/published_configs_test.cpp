@@ -22,6 +22,8 @@ using kernels::LayerKind;
 using nlohmann::json;
 using quant::QuantAlgo;
 
+
+namespace published_configs_test {
 namespace {
 
 void write_json(const std::filesystem::path& p, const json& j) {
@@ -228,3 +230,5 @@ TEST(PublishedCheckpoints, MixedFp8AndW4A16AsQwen36IsPublishedWithDisagreeingFil
   EXPECT_EQ(l.describe(l.layer("lm_head")).scheme.key, kernels::kNvfp4W4A16);
   load_all(l);
 }
+
+}  // namespace published_configs_test

@@ -11,7 +11,7 @@
 #include "model/synthetic_checkpoint.h"
 #include "common/error_norms.h"
 
-namespace fp4lm::model {
+namespace fp4lm::model::quantized_models_test {
 namespace {
 
 using quant::QuantAlgo;
@@ -94,4 +94,4 @@ INSTANTIATE_TEST_SUITE_P(AllArchitectures, QuantizedModelTest,
                          [](const auto& info) { return info.param; });
 
 }  // namespace
-}  // namespace fp4lm::model
+}  // namespace fp4lm::model::quantized_models_test

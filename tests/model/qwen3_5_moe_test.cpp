@@ -19,7 +19,7 @@
 #include "model/gated_delta_rule.h"
 #include "model/hybrid_reference.h"
 
-namespace fp4lm::model {
+namespace fp4lm::model::qwen3_5_moe_test {
 namespace {
 
 using test::TempDir;
@@ -415,4 +415,4 @@ TEST(Hybrid, LongPromptsBatchedEqualEachAloneAtAnyThreadCount) {
 }
 
 }  // namespace
-}  // namespace fp4lm::model
+}  // namespace fp4lm::model::qwen3_5_moe_test

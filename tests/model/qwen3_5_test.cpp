@@ -17,7 +17,7 @@
 #include "model/hybrid_reference.h"
 #include "model/model_loader.h"
 
-namespace fp4lm::model {
+namespace fp4lm::model::qwen3_5_test {
 namespace {
 
 using test::TempDir;
@@ -143,4 +143,4 @@ TEST(DenseHybrid, InProjBAndAStoredInDifferentFormatsIsAnErrorNamingThem) {
 }
 
 }  // namespace
-}  // namespace fp4lm::model
+}  // namespace fp4lm::model::qwen3_5_test

@@ -17,7 +17,7 @@
 #include "model/mamba_timing.h"
 #include "nemotron_h_reference.h"
 
-namespace fp4lm::model {
+namespace fp4lm::model::recurrent_rewind_test {
 namespace {
 
 const std::vector<int32_t> kPrefix = {1, 17, 5, 96, 40, 40, 3};
@@ -189,4 +189,4 @@ TEST(RecurrentRewind, TruncateOutsideARewindableCallFails) {
 }
 
 }  // namespace
-}  // namespace fp4lm::model
+}  // namespace fp4lm::model::recurrent_rewind_test

@@ -9,7 +9,7 @@
 #include "core/error.h"
 #include "model/rope.h"
 
-namespace fp4lm::model {
+namespace fp4lm::model::rope_test {
 namespace {
 
 TEST(Rope, InverseFrequenciesFollowTheFormula) {
@@ -125,4 +125,4 @@ TEST(Rope, YarnMatchesTheFloat64Formula) {
 }
 
 }  // namespace
-}  // namespace fp4lm::model
+}  // namespace fp4lm::model::rope_test

@@ -10,7 +10,7 @@
 #include "common/error_of.h"
 #include "model/model_config.h"
 
-namespace fp4lm::model {
+namespace fp4lm::model::transformers5_config_test {
 namespace {
 
 using nlohmann::json;
@@ -87,4 +87,4 @@ TEST(Transformers5Config, Qwen3MoeNumLocalExperts) {
 }
 
 }  // namespace
-}  // namespace fp4lm::model
+}  // namespace fp4lm::model::transformers5_config_test

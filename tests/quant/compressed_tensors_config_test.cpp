@@ -8,7 +8,7 @@
 #include "quant/compressed_tensors_config.h"
 #include "quant/quant_config.h"
 
-namespace fp4lm::quant {
+namespace fp4lm::quant::compressed_tensors_config_test {
 namespace {
 
 using nlohmann::json;
@@ -135,4 +135,4 @@ TEST(CompressedTensorsConfigBad, ClearErrors) {
 }
 
 }  // namespace
-}  // namespace fp4lm::quant
+}  // namespace fp4lm::quant::compressed_tensors_config_test

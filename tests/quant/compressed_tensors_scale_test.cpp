@@ -6,7 +6,7 @@
 
 #include <random>
 
-namespace fp4lm::quant {
+namespace fp4lm::quant::compressed_tensors_scale_test {
 namespace {
 
 TEST(CompressedTensorsGlobalScale, IsTorchsReciprocalTimes2688) {
@@ -34,4 +34,4 @@ TEST(CompressedTensorsGlobalScale, ZeroAmaxGivesThePlaceholder) {
 }
 
 }  // namespace
-}  // namespace fp4lm::quant
+}  // namespace fp4lm::quant::compressed_tensors_scale_test

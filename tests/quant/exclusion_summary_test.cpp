@@ -5,7 +5,7 @@
 
 #include "quant/export_format.h"
 
-namespace fp4lm::quant {
+namespace fp4lm::quant::exclusion_summary_test {
 namespace {
 
 using Names = std::vector<std::string>;
@@ -48,4 +48,4 @@ TEST(ExclusionSummary, PatternsStayDuplicatesGoAndNothingQuantizedIsOneWildcard)
 }
 
 }  // namespace
-}  // namespace fp4lm::quant
+}  // namespace fp4lm::quant::exclusion_summary_test

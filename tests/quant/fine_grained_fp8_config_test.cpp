@@ -6,7 +6,7 @@
 #include "common/error_of.h"
 #include "quant/fine_grained_fp8_config.h"
 
-namespace fp4lm::quant {
+namespace fp4lm::quant::fine_grained_fp8_config_test {
 namespace {
 
 using nlohmann::json;
@@ -61,4 +61,4 @@ TEST(FineGrainedFp8Config, MalformedConfigsAreErrorsNamingTheKey) {
 }
 
 }  // namespace
-}  // namespace fp4lm::quant
+}  // namespace fp4lm::quant::fine_grained_fp8_config_test

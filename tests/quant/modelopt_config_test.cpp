@@ -10,6 +10,8 @@ using namespace fp4lm;
 using namespace fp4lm::quant;
 using nlohmann::json;
 
+
+namespace modelopt_config_test {
 namespace {
 
 using fp4lm::test::error_of;
@@ -355,3 +357,5 @@ TEST(ModeloptConfig, UnknownKvCacheAlgoRejected) {
   std::string e = error_of([&] { parse_modelopt_config(j, json::object(), "/c"); });
   EXPECT_NE(e.find("/c/hf_quant_config.json: unsupported kv_cache_quant_algo 'FP9'"), std::string::npos) << e;
 }
+
+}  // namespace modelopt_config_test

@@ -6,7 +6,7 @@
 #include "common/error_of.h"
 #include "quant/mxfp4_config.h"
 
-namespace fp4lm::quant {
+namespace fp4lm::quant::mxfp4_config_test {
 namespace {
 
 using nlohmann::json;
@@ -64,4 +64,4 @@ TEST(Mxfp4Config, ErrorsNameTheField) {
 }
 
 }  // namespace
-}  // namespace fp4lm::quant
+}  // namespace fp4lm::quant::mxfp4_config_test

@@ -11,7 +11,7 @@
 #include "quant/mxfp4.h"
 #include "quant/nvfp4.h"
 
-namespace fp4lm::quant {
+namespace fp4lm::quant::mxfp4_test {
 namespace {
 
 TEST(Mxfp4, E8M0IsABiasedPowerOfTwoAnd0xFFIsNaN) {
@@ -74,4 +74,4 @@ TEST(Mxfp4, AsNvfp4IsExactWithinSeventeenBinadesAndAnErrorBeyond) {
 }
 
 }  // namespace
-}  // namespace fp4lm::quant
+}  // namespace fp4lm::quant::mxfp4_test

@@ -11,7 +11,7 @@
 #include "core/error.h"
 #include "quant/nvfp4.h"
 
-namespace fp4lm::quant {
+namespace fp4lm::quant::nvfp4_dynamic_scale_test {
 namespace {
 
 uint8_t code_at(const Nvfp4Activation& a, int64_t t, int64_t j) {
@@ -104,4 +104,4 @@ TEST(Nvfp4DynamicActivationScale, PerTokenQdqIsIndependentOfBatchMates) {
 }
 
 }  // namespace
-}  // namespace fp4lm::quant
+}  // namespace fp4lm::quant::nvfp4_dynamic_scale_test

@@ -16,7 +16,7 @@
 #include "core/dtype.h"
 #include "core/error.h"
 
-namespace fp4lm::quant {
+namespace fp4lm::quant::nvfp4_test {
 namespace {
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
@@ -514,4 +514,4 @@ TEST(Nvfp4Amax, MaxAbs) {
 }
 
 }  // namespace
-}  // namespace fp4lm::quant
+}  // namespace fp4lm::quant::nvfp4_test

@@ -8,7 +8,7 @@
 #include "server/chat_output_parser.h"
 #include "server/tool_call_parser.h"
 
-namespace fp4lm::server {
+namespace fp4lm::server::harmony_parser_test {
 namespace {
 
 struct Out {
@@ -123,4 +123,4 @@ TEST(HarmonyParser, NamesAreKnown) {
 }
 
 }  // namespace
-}  // namespace fp4lm::server
+}  // namespace fp4lm::server::harmony_parser_test

@@ -7,7 +7,7 @@
 #include "server/cors.h"
 #include "server/http_message.h"
 
-namespace fp4lm::server {
+namespace fp4lm::server::http_message_test {
 namespace {
 
 HttpRequest head(HeaderFields fields, int version = 11, std::string target = "/v1/models") {
@@ -158,4 +158,4 @@ TEST(Cors, ListsRestrictOriginsMethodsAndHeaders) {
 }
 
 }  // namespace
-}  // namespace fp4lm::server
+}  // namespace fp4lm::server::http_message_test

@@ -19,7 +19,7 @@
 
 #include "server/http_transport.h"
 
-namespace fp4lm::server {
+namespace fp4lm::server::http_transport_test {
 namespace {
 
 using namespace std::chrono_literals;
@@ -207,4 +207,4 @@ TEST(HttpTransport, BusyConnectionsAreNeverEvictedAndANewOneGets503) {
 }
 
 }  // namespace
-}  // namespace fp4lm::server
+}  // namespace fp4lm::server::http_transport_test

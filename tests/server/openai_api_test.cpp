@@ -10,7 +10,7 @@
 #include "server/openai_response.h"
 #include "server/sse.h"
 
-namespace fp4lm::server {
+namespace fp4lm::server::openai_api_test {
 namespace {
 
 using nlohmann::json;
@@ -623,4 +623,4 @@ TEST(ServingMetricsText, PrefixCacheQueriesAndHitsInTokens) {
 }
 
 }  // namespace
-}  // namespace fp4lm::server
+}  // namespace fp4lm::server::openai_api_test

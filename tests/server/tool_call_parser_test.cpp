@@ -7,7 +7,7 @@
 #include "server/chat_output_parser.h"
 #include "server/tool_call_parser.h"
 
-namespace fp4lm::server {
+namespace fp4lm::server::tool_call_parser_test {
 namespace {
 
 using nlohmann::json;
@@ -197,4 +197,4 @@ TEST(ToolCallParser, PythonJsonDumpsAndMarkerSuffix) {
 }
 
 }  // namespace
-}  // namespace fp4lm::server
+}  // namespace fp4lm::server::tool_call_parser_test

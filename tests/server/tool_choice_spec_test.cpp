@@ -6,7 +6,7 @@
 #include "server/api_error.h"
 #include "server/tool_choice_spec.h"
 
-namespace fp4lm::server {
+namespace fp4lm::server::tool_choice_spec_test {
 namespace {
 
 using nlohmann::json;
@@ -56,4 +56,4 @@ TEST(ToolChoiceSpec, RequiredIsAListOfCallsToTheGivenTools) {
 }
 
 }  // namespace
-}  // namespace fp4lm::server
+}  // namespace fp4lm::server::tool_choice_spec_test

@@ -5,7 +5,7 @@
 #include "core/error.h"
 #include "tokenizer/bpe.h"
 
-namespace fp4lm::tokenizer {
+namespace fp4lm::tokenizer::bpe_model_test {
 namespace {
 
 using Ids = std::vector<int32_t>;
@@ -132,4 +132,4 @@ TEST(BpeModel, ConcurrentEncodeIsConsistent) {
 }
 
 }  // namespace
-}  // namespace fp4lm::tokenizer
+}  // namespace fp4lm::tokenizer::bpe_model_test

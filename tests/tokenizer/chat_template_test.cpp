@@ -12,7 +12,7 @@
 #include "core/error.h"
 #include "tokenizer/chat_template.h"
 
-namespace fp4lm::tokenizer {
+namespace fp4lm::tokenizer::chat_template_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -579,4 +579,4 @@ TEST(ChatTemplateFromDir, RenderErrorsNameTheTemplateFile) {
 }
 
 }  // namespace
-}  // namespace fp4lm::tokenizer
+}  // namespace fp4lm::tokenizer::chat_template_test

@@ -18,7 +18,7 @@
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
-namespace fp4lm::tokenizer {
+namespace fp4lm::tokenizer::gemma_golden_test {
 namespace {
 
 const std::string kDir = std::string(FP4LM_SOURCE_DIR) + "/tests/tokenizer/fixtures/gemma/";
@@ -106,4 +106,4 @@ TEST(GemmaChatTemplateGolden, GemmaThreeAndFourRenderAndEncodeAsJinja2AndTokeniz
 }
 
 }  // namespace
-}  // namespace fp4lm::tokenizer
+}  // namespace fp4lm::tokenizer::gemma_golden_test

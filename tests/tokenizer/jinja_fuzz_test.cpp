@@ -11,7 +11,7 @@
 #include "core/error.h"
 #include "tokenizer/chat_template.h"
 
-namespace fp4lm::tokenizer {
+namespace fp4lm::tokenizer::jinja_fuzz_test {
 namespace {
 
 // A compact template touching most constructs, so the test has material without ../shared.
@@ -123,4 +123,4 @@ TEST(JinjaFuzz, OddMessageContentsRenderOrFailCleanly) {
 }
 
 }  // namespace
-}  // namespace fp4lm::tokenizer
+}  // namespace fp4lm::tokenizer::jinja_fuzz_test

@@ -7,7 +7,7 @@
 #include "tokenizer/jinja/lexer.h"
 #include "tokenizer/jinja/parser.h"
 
-namespace fp4lm::tokenizer::jinja {
+namespace fp4lm::tokenizer::jinja::jinja_lexer_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -132,4 +132,4 @@ TEST(JinjaLexer, ErrorsCarryLineAndColumn) {
 }
 
 }  // namespace
-}  // namespace fp4lm::tokenizer::jinja
+}  // namespace fp4lm::tokenizer::jinja::jinja_lexer_test

@@ -6,7 +6,7 @@
 #include "tokenizer/jinja/interpreter.h"
 #include "tokenizer/jinja/parser.h"
 
-namespace fp4lm::tokenizer::jinja {
+namespace fp4lm::tokenizer::jinja::jinja_parser_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -93,4 +93,4 @@ TEST(JinjaParser, DeepNestingIsAnErrorNotAStackOverflow) {
 }
 
 }  // namespace
-}  // namespace fp4lm::tokenizer::jinja
+}  // namespace fp4lm::tokenizer::jinja::jinja_parser_test

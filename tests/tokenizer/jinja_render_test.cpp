@@ -11,7 +11,7 @@
 #include "tokenizer/jinja/interpreter.h"
 #include "tokenizer/jinja/parser.h"
 
-namespace fp4lm::tokenizer::jinja {
+namespace fp4lm::tokenizer::jinja::jinja_render_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -1178,4 +1178,4 @@ TEST(JinjaRender, StrftimeNowFormatsTheCurrentTime) {
 }
 
 }  // namespace
-}  // namespace fp4lm::tokenizer::jinja
+}  // namespace fp4lm::tokenizer::jinja::jinja_render_test

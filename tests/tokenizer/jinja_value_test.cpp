@@ -9,7 +9,7 @@
 
 #include "tokenizer/jinja/value.h"
 
-namespace fp4lm::tokenizer::jinja {
+namespace fp4lm::tokenizer::jinja::jinja_value_test {
 namespace {
 
 TEST(JinjaValue, FloatReprMatchesPython) {
@@ -97,4 +97,4 @@ TEST(JinjaValue, Utf8Helpers) {
 }
 
 }  // namespace
-}  // namespace fp4lm::tokenizer::jinja
+}  // namespace fp4lm::tokenizer::jinja::jinja_value_test

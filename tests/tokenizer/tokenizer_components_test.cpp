@@ -6,7 +6,7 @@
 #include "tokenizer/normalizers.h"
 #include "tokenizer/pre_tokenizers.h"
 
-namespace fp4lm::tokenizer {
+namespace fp4lm::tokenizer::tokenizer_components_test {
 namespace {
 
 using Strings = std::vector<std::string>;
@@ -178,4 +178,4 @@ TEST(TokenizerAddedTokens, NormalizedTokensMatchNormalizedText) {
 }
 
 }  // namespace
-}  // namespace fp4lm::tokenizer
+}  // namespace fp4lm::tokenizer::tokenizer_components_test

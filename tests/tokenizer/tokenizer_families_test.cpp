@@ -6,7 +6,7 @@
 #include "tokenizer/tokenizer.h"
 #include "tokenizer_fixtures.h"
 
-namespace fp4lm::tokenizer {
+namespace fp4lm::tokenizer::tokenizer_families_test {
 namespace {
 
 using Ids = std::vector<int32_t>;
@@ -128,4 +128,4 @@ TEST(TokenizerConfig, CleanUpTokenizationSpaces) {
 }
 
 }  // namespace
-}  // namespace fp4lm::tokenizer
+}  // namespace fp4lm::tokenizer::tokenizer_families_test

@@ -9,7 +9,7 @@
 #include "tokenizer/tokenizer.h"
 #include "tokenizer_fixtures.h"
 
-namespace fp4lm::tokenizer {
+namespace fp4lm::tokenizer::tokenizer_malformed_test {
 namespace {
 
 namespace fx = fixtures;
@@ -247,4 +247,4 @@ TEST(TokenizerMalformed, MissingFilesNameThePath) {
 }
 
 }  // namespace
-}  // namespace fp4lm::tokenizer
+}  // namespace fp4lm::tokenizer::tokenizer_malformed_test

@@ -9,7 +9,7 @@
 #include "core/error.h"
 #include "tokenizer/tokenizer.h"
 
-namespace fp4lm::tokenizer {
+namespace fp4lm::tokenizer::tokenizer_qwen3_test {
 namespace {
 
 const Tokenizer& qwen3() {
@@ -91,4 +91,4 @@ TEST(TokenizerQwen3, StreamingDecodeMatchesFullDecode) {
 }
 
 }  // namespace
-}  // namespace fp4lm::tokenizer
+}  // namespace fp4lm::tokenizer::tokenizer_qwen3_test

@@ -3,7 +3,7 @@
 #include "tokenizer/byte_level.h"
 #include "tokenizer/utf8.h"
 
-namespace fp4lm::tokenizer {
+namespace fp4lm::tokenizer::tokenizer_utf8_test {
 namespace {
 
 const std::string kFffd = "\xEF\xBF\xBD";
@@ -78,4 +78,4 @@ TEST(TokenizerByteLevel, MappingIsAReversibleBijection) {
 }
 
 }  // namespace
-}  // namespace fp4lm::tokenizer
+}  // namespace fp4lm::tokenizer::tokenizer_utf8_test
