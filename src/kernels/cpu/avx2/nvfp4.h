@@ -63,9 +63,10 @@ void nvfp4_w4a16_rows_vnni_twin(const W4a16Rows& a, int64_t r0, int64_t r1, void
 // integer SIMD, exact; fp32 accumulation of block partial × (scale_a × scale_w).
 // Per token and 64-element chunk c: q bytes [64c, 64c+32) are the chunk's even elements,
 // [64c+32, 64c+64) its odd ones (matching the low and high nibbles of 32 weight code bytes); sa
-// holds 4 floats per chunk, the E4M3 scales of blocks 4c..4c+3. Padding is zero. One byte per
-// element and one float per block keep a 14336-wide token (14 KiB + 3.5 KiB) inside L1 while
-// the weights stream past it.
+// holds 8 floats per chunk, lane 2b and 2b + 1 the E4M3 scale of block 4c + b (the lanes of the
+// loop's block sums, so it loads them as they are). Padding is zero. One byte per element and two
+// floats per block keep a 14336-wide token (14 KiB + 7 KiB) inside L1 while the weights stream
+// past it.
 struct W4a4Input {
   int64_t m = 0, k64 = 0;
   std::vector<int8_t> q;  // 2a: the doubled E2M1 value, signed (|2a| <= 12)

@@ -60,7 +60,7 @@ void quantize_row(const float* x, int64_t k, float input_scale, int64_t token, i
     const uint8_t sb = quant::activation_block_scale(_mm_cvtss_f32(m4), input_scale);
     const float sf = e4m3_to_f32(sb);
     const int64_t c = b / 4, pos = b % 4;
-    sa[c * 4 + pos] = sf;
+    sa[c * 8 + pos * 2] = sa[c * 8 + pos * 2 + 1] = sf;  // the lane pair of block pos
     if (scales) scales[b] = sb;
     if (sf == 0.0f) {
       if (codes) std::memset(codes + b * 8, 0, 8);
@@ -120,7 +120,7 @@ W4a4Input nvfp4_w4a4_input_avx2(const void* x, DType act, int64_t m, int64_t k, 
   qa.m = m;
   qa.k64 = round_up(k, 64);
   qa.q.assign(static_cast<size_t>(m * qa.k64), 0);
-  qa.sa.assign(static_cast<size_t>(m * (qa.k64 / 64) * 4), 0.0f);
+  qa.sa.assign(static_cast<size_t>(m * (qa.k64 / 64) * 8), 0.0f);
   qa.token_scale.assign(static_cast<size_t>(m), input_scale.value_or(0.0f));
   const size_t esize = dtype_size(act);
   pool.parallel_for(m, [&](int64_t t0, int64_t t1, int) {
@@ -129,7 +129,7 @@ W4a4Input nvfp4_w4a4_input_avx2(const void* x, DType act, int64_t m, int64_t k, 
       to_f32_n(static_cast<const uint8_t*>(x) + t * k * esize, act, row.data(), row.size());
       if (!input_scale) qa.token_scale[static_cast<size_t>(t)] = quant::dynamic_activation_scale(row.data(), k);
       quantize_row(row.data(), k, qa.token_scale[static_cast<size_t>(t)], t, qa.q.data() + t * qa.k64,
-                   qa.sa.data() + t * (qa.k64 / 64) * 4, nullptr, nullptr);
+                   qa.sa.data() + t * (qa.k64 / 64) * 8, nullptr, nullptr);
     }
   });
   return qa;
@@ -140,7 +140,7 @@ void quantize_activation_nvfp4_avx2(const float* x, int64_t m, int64_t k, float 
   check_quant_args(k, input_scale);
   const int64_t k64 = round_up(k, 64);
   std::vector<int8_t> a2(static_cast<size_t>(k64));
-  std::vector<float> sa(static_cast<size_t>(k64 / 64 * 4));
+  std::vector<float> sa(static_cast<size_t>(k64 / 64 * 8));
   for (int64_t t = 0; t < m; ++t)
     quantize_row(x + t * k, k, input_scale, t, a2.data(), sa.data(), codes + t * (k / 2),
                  scales + t * (k / 16));

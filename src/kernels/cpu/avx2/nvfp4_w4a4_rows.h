@@ -44,7 +44,6 @@ struct Decoder {
 #endif
   __m256i m7f = _mm256_set1_epi32(0x7f), m80 = _mm256_set1_epi32(0x80);
   __m256 two120 = _mm256_set1_ps(0x1p120f);
-  __m256i pairs = _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3);  // 4 block scales -> the lanes' pairs
 
   // 4 E4M3 bytes -> lanes [s0, s0, s1, s1, s2, s2, s3, s3] as fp32. Shifting the 7 magnitude
   // bits to fp32's exponent/mantissa position and multiplying by 2^120 rebases the exponent
@@ -94,8 +93,7 @@ void dot_row(const Decoder& d, const uint8_t* codes, const uint8_t* sc, int64_t 
       const __m256i p32 = FP4LM_DPBUSD(FP4LM_DPBUSD(_mm256_setzero_si256(), ulo, _mm256_sign_epi8(alo, wlo)), uhi,
                                        _mm256_sign_epi8(ahi, whi));
 #endif
-      const __m128 sa4 = _mm_loadu_ps(qa.sa + ((t0 + t) * chunks + c) * 4);
-      const __m256 s = _mm256_mul_ps(sw, _mm256_permutevar8x32_ps(_mm256_castps128_ps256(sa4), d.pairs));
+      const __m256 s = _mm256_mul_ps(sw, _mm256_loadu_ps(qa.sa + ((t0 + t) * chunks + c) * 8));
       acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p32), s, acc[t]);
     }
   }
