@@ -5,7 +5,6 @@
 //  2. the loop itself (avx2/nvfp4_w4a16_rows.h) on L1/L2-resident rows for 1-12 tokens.
 //   avx2_loop_bench [--ghz 3.2] [--k 2048] [--rows 24]
 // Built with the AVX2 kernels' flags; it says so and exits on a CPU without AVX2, FMA and F16C.
-#include <time.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -17,16 +16,11 @@
 
 #define FP4LM_W4A16_DOT 0
 #include "kernels/cpu/avx2/nvfp4_w4a16_rows.h"
+#include "thread_cpu_seconds.h"
 
 namespace {
 
 using namespace fp4lm::kernels::cpu;
-
-double cpu_seconds() {
-  timespec t;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
-}
 
 // One asm body per row: its name and the cycles per iteration (best of 3). Registers 2-15 are
 // destinations; each FMA/`vmulps` writes its own register, so the 8-chain FMA rows are
@@ -37,14 +31,14 @@ double cpu_seconds() {
 #define CVT(r) "vcvtdq2ps %%ymm0, %%ymm" #r "\n\t"
 #define ADD(r) "vpaddd %%ymm0, %%ymm1, %%ymm" #r "\n\t"
 #define CLOBBER "rax", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15"
-#define MIX(name, body)                                                         \
-  {                                                                             \
-    double best = 1e30;                                                         \
-    for (int rep = 0; rep < 3; ++rep) {                                         \
-      const double t0 = cpu_seconds();                                          \
-      for (long i = 0; i < kIters; ++i) __asm__ volatile(body ::: CLOBBER);     \
-      best = std::min(best, cpu_seconds() - t0);                                \
-    }                                                                           \
+#define MIX(name, body)                                                     \
+  {                                                                         \
+    double best = 1e30;                                                     \
+    for (int rep = 0; rep < 3; ++rep) {                                     \
+      const double t0 = thread_cpu_seconds();                               \
+      for (long i = 0; i < kIters; ++i) __asm__ volatile(body ::: CLOBBER); \
+      best = std::min(best, thread_cpu_seconds() - t0);                     \
+    }                                                                       \
     std::printf("  %-52s %5.2f cycles\n", name, best * ghz * 1e9 / kIters); \
   }
 
@@ -93,12 +87,12 @@ void row_loop(double ghz, int64_t k, int64_t rows) {
     const int64_t reps = std::max<int64_t>(1, 40000000 / (k * rows * m / 64));
     double best = 1e30;
     for (int rep = 0; rep < 3; ++rep) {
-      const double t0 = cpu_seconds();
+      const double t0 = thread_cpu_seconds();
       for (int64_t i = 0; i < reps; ++i) {
         w4a16_rows(a, 0, rows, y.data(), fp4lm::DType::F32);
         sink += y[0];
       }
-      best = std::min(best, cpu_seconds() - t0);
+      best = std::min(best, thread_cpu_seconds() - t0);
     }
     const double chunk_tokens = static_cast<double>(reps) * rows * (k / 64) * m;
     std::printf("  m = %2d: %5.2f cycles per (row, token, 64-weight chunk), %5.1f G multiply-adds/s\n", m,

@@ -8,7 +8,6 @@
 //   kernel_core_bench [--n 2048] [--k 2048] [--m 1,4,16,256] [--backends NAME,NAME]
 // Prints G multiply-adds per second per core (GMAC/s) and the ratio to sgemm.
 #include <cblas.h>
-#include <time.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -20,6 +19,7 @@
 #include "core/dtype.h"
 #include "core/thread_pool.h"
 #include "kernels/registry.h"
+#include "thread_cpu_seconds.h"
 
 extern "C" void openblas_set_num_threads(int);
 extern "C" char* openblas_get_corename(void);
@@ -27,12 +27,6 @@ extern "C" char* openblas_get_corename(void);
 namespace {
 
 using namespace fp4lm;
-
-double thread_cpu_seconds() {
-  timespec t;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
-}
 
 // Best of 7 rounds of calls, each round about 20 M multiply-adds or more.
 template <typename Fn>
