@@ -64,13 +64,14 @@ void nvfp4_w4a16_rows_vnni_twin(const W4a16Rows& a, int64_t r0, int64_t r1, void
 // Per token and 64-element chunk c: q bytes [64c, 64c+32) are the chunk's even elements,
 // [64c+32, 64c+64) its odd ones (matching the low and high nibbles of 32 weight code bytes); sa
 // holds 8 floats per chunk, lane 2b and 2b + 1 the E4M3 scale of block 4c + b (the lanes of the
-// loop's block sums, so it loads them as they are). Padding is zero. One byte per element and two
-// floats per block keep a 14336-wide token (14 KiB + 7 KiB) inside L1 while the weights stream
-// past it.
+// loop's block sums, so it loads them as they are), and corr 8 int16 per chunk, lane d = -12 ×
+// Σ 2a over the chunk's elements 8d..8d+7 (the loop's weights are 2w + 12, unsigned, so that
+// vpmaddubsw takes them as they are; corr takes the 12 × Σ 2a back off). Padding is zero.
 struct W4a4Input {
   int64_t m = 0, k64 = 0;
   std::vector<int8_t> q;  // 2a: the doubled E2M1 value, signed (|2a| <= 12)
   std::vector<float> sa;
+  std::vector<int16_t> corr;
   std::vector<float> token_scale;  // [m] the input_scale each token was quantized with
 };
 // input_scale nullopt: each token with its own quant::dynamic_activation_scale. Throws Error on
@@ -86,6 +87,7 @@ struct W4a4Rows {
   int64_t n, k;
   const int8_t* q;            // W4a4Input::q
   const float* sa;            // W4a4Input::sa
+  const int16_t* corr;        // W4a4Input::corr
   const float* token_scale;   // W4a4Input::token_scale
   int64_t m, k64;
 };

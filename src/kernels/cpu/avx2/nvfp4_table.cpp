@@ -22,7 +22,7 @@ std::unique_ptr<PreparedInput> a16_input(const void* x, DType act, int64_t m, in
 }
 
 // AVX-VNNI when the CPU has it (Intel client CPUs from Alder Lake): the same bits, 3 ops fewer
-// per chunk and token (avx2/nvfp4_w4a16_rows.h; W4A4: 2, avx2/nvfp4_w4a4_rows.h).
+// per chunk and token (avx2/nvfp4_w4a16_rows.h; W4A4: 3, avx2/nvfp4_w4a4_rows.h).
 void a16_rows(const Nvfp4Matrix& w, const PreparedInput& in, int64_t r0, int64_t r1, void* y, DType act) {
   const W4a16Rows a = w4a16_rows_of(w, static_cast<const A16Input&>(in).in);
 #ifdef FP4LM_HAVE_AVXVNNI_KERNELS
@@ -63,7 +63,7 @@ W4a16Rows w4a16_rows_of(const Nvfp4Matrix& w, const W4a16Input& in) {
 
 W4a4Rows w4a4_rows_of(const Nvfp4Matrix& w, const W4a4Input& in) {
   return {w.row_codes.data(), w.row_scales.data(), w.row_global.data(), w.bias.empty() ? nullptr : w.bias.data(),
-          w.n, w.k, in.q.data(), in.sa.data(), in.token_scale.data(), in.m, in.k64};
+          w.n, w.k, in.q.data(), in.sa.data(), in.corr.data(), in.token_scale.data(), in.m, in.k64};
 }
 
 const Nvfp4Kernels& nvfp4_kernels_avx2() { return kTable; }

@@ -1,11 +1,12 @@
 // NVFP4 W4A4 on AVX2: x is quantized at run time by the W4A4 rule (docs/FORMAT.md), then every
 // 16-element block dot product is computed exactly in integer SIMD (docs/KERNELS.md).
 //
-// Doubled E2M1 values are the integers {0,1,2,3,4,6,8,12}: weights decode by pshufb to signed
-// int8 w, activations are kept as signed int8 2a, so vpmaddubsw(|w|, sign(w)·2a) forms pair
-// sums ≤ 288 (no saturation); vpmaddwd with ones makes int32 partials of 8 products, each
-// lane inside one block. Lane partial × (scale_a × scale_w) is exact in fp32 (11 × 8 significant
-// bits), so the only roundings are the fp32 accumulations.
+// Doubled E2M1 values are the integers {0,1,2,3,4,6,8,12}: weights decode by pshufb to the
+// unsigned 2w + 12 (0..24), activations are kept as signed int8 2a, so vpmaddubsw(2w + 12, 2a)
+// forms pair sums ≤ 576 (no saturation); vpmaddwd with ones makes int32 partials of 8 products,
+// each lane inside one block, and the stored -12 × Σ 2a of the lane leaves Σ 2w × 2a, exactly.
+// Lane partial × (scale_a × scale_w) is exact in fp32 (11 × 8 significant bits), so the only
+// roundings are the fp32 accumulations.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -104,6 +105,17 @@ void quantize_row(const float* x, int64_t k, float input_scale, int64_t token, i
   }
 }
 
+// The loop's correction for one token (nvfp4.h, W4a4Input::corr): lane d of chunk c = -12 × Σ of
+// 2a over the chunk's elements 8d..8d+7 (element e of a chunk is byte (e & 1) × 32 + e / 2).
+void correction_row(const int8_t* a2, int64_t k64, int16_t* corr) {
+  for (int64_t c = 0; c < k64 / 64; ++c)
+    for (int d = 0; d < 8; ++d) {
+      int32_t s = 0;
+      for (int e = 8 * d; e < 8 * d + 8; ++e) s += a2[c * 64 + (e & 1) * 32 + (e >> 1)];
+      corr[c * 8 + d] = static_cast<int16_t>(-12 * s);
+    }
+}
+
 void check_quant_args(int64_t k, float input_scale) {
   if (k % 16 != 0) fail("NVFP4 W4A4 activation quantization: k = {} is not a multiple of 16", k);
   if (!(std::isfinite(input_scale) && input_scale > 0.0f) || !std::isfinite(1.0f / input_scale))
@@ -121,6 +133,7 @@ W4a4Input nvfp4_w4a4_input_avx2(const void* x, DType act, int64_t m, int64_t k, 
   qa.k64 = round_up(k, 64);
   qa.q.assign(static_cast<size_t>(m * qa.k64), 0);
   qa.sa.assign(static_cast<size_t>(m * (qa.k64 / 64) * 8), 0.0f);
+  qa.corr.assign(static_cast<size_t>(m * (qa.k64 / 64) * 8), 0);
   qa.token_scale.assign(static_cast<size_t>(m), input_scale.value_or(0.0f));
   const size_t esize = dtype_size(act);
   pool.parallel_for(m, [&](int64_t t0, int64_t t1, int) {
@@ -130,6 +143,7 @@ W4a4Input nvfp4_w4a4_input_avx2(const void* x, DType act, int64_t m, int64_t k, 
       if (!input_scale) qa.token_scale[static_cast<size_t>(t)] = quant::dynamic_activation_scale(row.data(), k);
       quantize_row(row.data(), k, qa.token_scale[static_cast<size_t>(t)], t, qa.q.data() + t * qa.k64,
                    qa.sa.data() + t * (qa.k64 / 64) * 8, nullptr, nullptr);
+      correction_row(qa.q.data() + t * qa.k64, qa.k64, qa.corr.data() + t * (qa.k64 / 64) * 8);
     }
   });
   return qa;

@@ -1,5 +1,5 @@
 // The AVX2 W4A4 row loop with AVX-VNNI: two vpdpbusd per chunk and token in place of two
-// vpmaddubsw, a vpaddw and a vpmaddwd; exact integers either way, so the same bits as
+// vpmaddubsw, a vpaddw, a vpmaddwd and the correction's vpaddd; exact integers either way, so the same bits as
 // nvfp4_w4a4_rows_avx2. Called by avx2/nvfp4_table.cpp only when the CPU has avx-vnni.
 #define FP4LM_W4A4_DOT 1
 #include "kernels/cpu/avx2/nvfp4_w4a4_rows.h"
