@@ -1,7 +1,8 @@
 // What bounds the AVX2 W4A16 row loop on this CPU (docs/KERNELS.md, "Known gaps"), in thread CPU
 // time and in cycles at --ghz (the CPU's clock while busy; measure it with the first line):
 //  1. instruction mixes in inline asm: `vpmaddwd`, FMAs and `vmulps` alone and together, and the
-//     loop's per (row, token, 64-element chunk) mix without its loads and decode;
+//     loop's per (row, token, 64-element chunk) mix without its loads and decode (and the W4A4
+//     loop's, avx2/nvfp4_w4a4_rows.h);
 //  2. the loop itself (avx2/nvfp4_w4a16_rows.h) on L1/L2-resident rows for 1-12 tokens.
 //   avx2_loop_bench [--ghz 3.2] [--k 2048] [--rows 24]
 // Built with the AVX2 kernels' flags; it says so and exits on a CPU without AVX2, FMA and F16C.
@@ -30,6 +31,12 @@ using namespace fp4lm::kernels::cpu;
 #define MUL(r) "vmulps %%ymm0, %%ymm1, %%ymm" #r "\n\t"
 #define CVT(r) "vcvtdq2ps %%ymm0, %%ymm" #r "\n\t"
 #define ADD(r) "vpaddd %%ymm0, %%ymm1, %%ymm" #r "\n\t"
+// W4A4's per (row, token, chunk) arithmetic (avx2/nvfp4_w4a4_rows.h): 2 vpmaddubsw, vpaddw,
+// vpmaddwd, the correction's vpmovsxwd and vpaddd, the conversion, the scale product, the FMA.
+#define W4A4(r)                                                                                        \
+  "vpmaddubsw %%ymm0, %%ymm1, %%ymm2\n\tvpmaddubsw %%ymm0, %%ymm1, %%ymm3\n\tvpaddw %%ymm2, %%ymm3, %%ymm2\n\t" \
+  "vpmaddwd %%ymm0, %%ymm2, %%ymm2\n\tvpmovsxwd %%xmm1, %%ymm4\n\tvpaddd %%ymm4, %%ymm2, %%ymm2\n\t"             \
+  "vcvtdq2ps %%ymm2, %%ymm2\n\tvmulps %%ymm0, %%ymm1, %%ymm5\n\tvfmadd231ps %%ymm2, %%ymm5, %%ymm" #r "\n\t"
 #define CLOBBER "rax", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15"
 #define MIX(name, body)                                                     \
   {                                                                         \
@@ -58,6 +65,8 @@ void instruction_mixes(double ghz) {
           MADD(3) MADD(4) MADD(5) FMA(8) FMA(9) FMA(10) FMA(11) MUL(6) MUL(7) MUL(12) MUL(13) CVT(14) CVT(15)
               CVT(14) CVT(15) ADD(6) ADD(7) ADD(12) ADD(13) ADD(6) ADD(7) ADD(12) ADD(13) ADD(6) ADD(7) ADD(12)
                   ADD(13))
+  MIX("W4A4's 4 chunk-tokens: 8 maddubs 4 addw 4 madd 4 movsx 4 add 4 cvt 4 mul 4 fma",
+      W4A4(8) W4A4(9) W4A4(10) W4A4(11))
 }
 
 // The row loop (w4a16_rows: row blocks, token tiles of 4) over `rows` rows of k weights (random
