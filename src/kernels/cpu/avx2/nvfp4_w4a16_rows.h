@@ -103,7 +103,7 @@ inline __m256 chunk_step(const __m256i w[4], __m256 sw, const int16_t* q, const 
 // per core at 4096², M = 1: 34 G weights/s against 31 for 2 rows side by side and 24 for 4;
 // 2-4 tokens: 1 row as fast or faster than 2), so each thread streams one row.
 template <int T, int P>
-void dot_row(const Decoder& dec, const uint8_t* codes, const uint8_t* scales, int64_t k, const int16_t* q0,
+[[gnu::always_inline]] inline void dot_row(const Decoder& dec, const uint8_t* codes, const uint8_t* scales, int64_t k, const int16_t* q0,
              const float* sa0, int64_t k64, float* out /* [T] */) {
   __m256 acc[T];
   for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
@@ -146,22 +146,33 @@ void dot_row(const Decoder& dec, const uint8_t* codes, const uint8_t* scales, in
   for (int t = 0; t < T; ++t) out[t] = rows_hsum(acc[t]);
 }
 
-using DotFn = void (*)(const Decoder&, const uint8_t*, const uint8_t*, int64_t, const int16_t*, const float*,
-                       int64_t, float*);
+// y[t, r] for rows [b0, b1) and the T tokens from t0: the rows loop here, so that a row costs
+// no call and its epilogue overlaps the next row's loop (at k = 2048 a row is only 16 iterations).
+template <int T, int P>
+void dot_rows(const Decoder& dec, const W4a16Rows& a, int64_t b0, int64_t b1, int64_t t0, void* y, DType act) {
+  const int16_t* q = a.q + t0 * a.k64 * P;
+  const float* sa = a.sa + t0 * a.k64 / 8;
+  for (int64_t r = b0; r < b1; ++r) {
+    float out[T];
+    dot_row<T, P>(dec, a.codes[r], a.scales[r], a.k, q, sa, a.k64, out);
+    const float g = a.global[r], bias = a.bias ? a.bias[r] : 0.0f;
+    for (int t = 0; t < T; ++t) rows_store(y, act, (t0 + t) * a.n + r, out[t] * g + bias);
+  }
+}
+
+using RowsFn = void (*)(const Decoder&, const W4a16Rows&, int64_t, int64_t, int64_t, void*, DType);
 // [pieces - 1][tokens]. Token tiles of 4 (4 accumulators, 4 weight vectors, the scales): 8 tokens
-// in one tile spilled registers and measured slower (46 vs 58 G multiply-adds/s per core at m = 8).
-constexpr DotFn kDot[2][kTokTile + 1] = {{nullptr, dot_row<1, 1>, dot_row<2, 1>, dot_row<3, 1>, dot_row<4, 1>},
-                                         {nullptr, dot_row<1, 2>, dot_row<2, 2>, dot_row<3, 2>, dot_row<4, 2>}};
+// in one tile spilled registers and measured slower (46 vs 58 G multiply-adds/s per core at m = 8;
+// and on a Zen 3, docs/KERNELS.md "Known gaps").
+constexpr RowsFn kRows[2][kTokTile + 1] = {
+    {nullptr, dot_rows<1, 1>, dot_rows<2, 1>, dot_rows<3, 1>, dot_rows<4, 1>},
+    {nullptr, dot_rows<1, 2>, dot_rows<2, 2>, dot_rows<3, 2>, dot_rows<4, 2>}};
 
 // y[t, r] for rows [r0, r1) and every token of `a`, on the calling thread.
 void w4a16_rows(const W4a16Rows& a, int64_t r0, int64_t r1, void* y, DType act) {
   const Decoder dec;
-  float out[kTokTile];
-  rows_by_tiles<kRowBlock, kTokTile>(r0, r1, a.m, [&](int64_t r, int64_t t0, int tt) {
-    kDot[a.pieces - 1][tt](dec, a.codes[r], a.scales[r], a.k, a.q + t0 * a.k64 * a.pieces, a.sa + t0 * a.k64 / 8,
-                           a.k64, out);
-    const float g = a.global[r], bias = a.bias ? a.bias[r] : 0.0f;
-    for (int t = 0; t < tt; ++t) rows_store(y, act, (t0 + t) * a.n + r, out[t] * g + bias);
+  rows_by_tiles<kRowBlock, kTokTile>(r0, r1, a.m, [&](int64_t b0, int64_t b1, int64_t t0, int tt) {
+    kRows[a.pieces - 1][tt](dec, a, b0, b1, t0, y, act);
   });
 }
 

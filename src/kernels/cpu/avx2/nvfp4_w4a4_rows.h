@@ -77,7 +77,7 @@ inline __m256i chunk_sum(const Decoder& d, __m256i ulo, __m256i uhi, const int8_
 // out[t] = Σ over blocks of (integer block dot) × scale_a × scale_w × 2^-8, for T tokens; two
 // chunks per iteration (their 8 scale bytes converted at once), each decoded once for the T.
 template <int T>
-void dot_row(const Decoder& d, const uint8_t* codes, const uint8_t* sc, int64_t k,
+[[gnu::always_inline]] inline void dot_row(const Decoder& d, const uint8_t* codes, const uint8_t* sc, int64_t k,
              const W4a4Rows& qa, int64_t t0, float* out) {
   const int64_t k64 = qa.k64, chunks = k64 / 64, full = k / 64;
   __m256 acc[T];
@@ -119,9 +119,26 @@ void dot_row(const Decoder& d, const uint8_t* codes, const uint8_t* sc, int64_t 
   for (int t = 0; t < T; ++t) out[t] = rows_hsum(acc[t]);
 }
 
-using DotFn = void (*)(const Decoder&, const uint8_t*, const uint8_t*, int64_t,
-                       const W4a4Rows&, int64_t, float*);
-constexpr DotFn kDot[kTokTile + 1] = {nullptr, dot_row<1>, dot_row<2>, dot_row<3>, dot_row<4>};
+// y[t, r] for rows [b0, b1) and the T tokens from t0: the rows loop here, so that a row costs
+// no call and its epilogue overlaps the next row's loop (at k = 2048 a row is only 16 iterations).
+template <int T>
+void dot_rows(const Decoder& d, const W4a4Rows& a, int64_t b0, int64_t b1, int64_t t0, void* y, DType act) {
+  for (int64_t r = b0; r < b1; ++r) {
+    float out[T];
+    dot_row<T>(d, a.codes[r], a.scales[r], a.k, a, t0, out);
+    // 64 = 2^8 (the decoded weight scales' 2^-8) / 4 (both operands were doubled). alpha = the
+    // token's input_scale × the row's weight_scale_2 (the same product for every token under a
+    // static scale).
+    const float bias = a.bias ? a.bias[r] : 0.0f;
+    for (int t = 0; t < T; ++t) {
+      const float alpha = a.token_scale[t0 + t] * a.global[r] * 64.0f;
+      rows_store(y, act, (t0 + t) * a.n + r, out[t] * alpha + bias);
+    }
+  }
+}
+
+using RowsFn = void (*)(const Decoder&, const W4a4Rows&, int64_t, int64_t, int64_t, void*, DType);
+constexpr RowsFn kRows[kTokTile + 1] = {nullptr, dot_rows<1>, dot_rows<2>, dot_rows<3>, dot_rows<4>};
 
 }  // namespace
 }  // namespace w4a4_rows_impl
@@ -132,17 +149,8 @@ namespace {
 void w4a4_rows(const W4a4Rows& a, int64_t r0, int64_t r1, void* y, DType act) {
   using namespace w4a4_rows_impl;
   const Decoder dec;
-  float out[kTokTile];
-  rows_by_tiles<kRowBlock, kTokTile>(r0, r1, a.m, [&](int64_t r, int64_t t0, int tt) {
-    kDot[tt](dec, a.codes[r], a.scales[r], a.k, a, t0, out);
-    // 64 = 2^8 (the decoded weight scales' 2^-8) / 4 (both operands were doubled). alpha = the
-    // token's input_scale × the row's weight_scale_2 (the same product for every token under a
-    // static scale).
-    const float bias = a.bias ? a.bias[r] : 0.0f;
-    for (int t = 0; t < tt; ++t) {
-      const float alpha = a.token_scale[t0 + t] * a.global[r] * 64.0f;
-      rows_store(y, act, (t0 + t) * a.n + r, out[t] * alpha + bias);
-    }
+  rows_by_tiles<kRowBlock, kTokTile>(r0, r1, a.m, [&](int64_t b0, int64_t b1, int64_t t0, int tt) {
+    kRows[tt](dec, a, b0, b1, t0, y, act);
   });
 }
 

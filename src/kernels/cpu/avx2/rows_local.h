@@ -58,18 +58,16 @@ inline void rows_prefetch(const uint8_t* codes, const uint8_t* scales, int64_t c
   if ((c & 15) == 0) _mm_prefetch(reinterpret_cast<const char*>(scales + (c + kAhead) * 4), _MM_HINT_T1);
 }
 
-// f(r, t0, tt) for every row of [r0, r1) and every tile of up to kTile tokens (t0 its first
-// token, tt its size): blocks of kRowBlock rows, and in each block the tiles in turn, each over
+// f(b0, b1, t0, tt) for every block [b0, b1) of kRowBlock rows of [r0, r1) and every tile of up
+// to kTile tokens (t0 its first token, tt its size): in each block the tiles in turn, each over
 // the block's rows, so that the block's codes stay in L2 while the tiles pass. (Orders tried on a
-// Zen 3, docs/KERNELS.md: every tile per row, and k-panels across the block, were slower.)
+// Zen 3, docs/KERNELS.md: every tile per row, and k-panels across the block, were slower.) f runs
+// the block's rows itself: one call per block and tile, not per row.
 template <int64_t kRowBlock, int kTile, class F>
 inline void rows_by_tiles(int64_t r0, int64_t r1, int64_t m, F&& f) {
   for (int64_t b0 = r0; b0 < r1; b0 += kRowBlock) {
     const int64_t b1 = b0 + kRowBlock < r1 ? b0 + kRowBlock : r1;
-    for (int64_t t0 = 0; t0 < m; t0 += kTile) {
-      const int tt = static_cast<int>(m - t0 < kTile ? m - t0 : kTile);
-      for (int64_t r = b0; r < b1; ++r) f(r, t0, tt);
-    }
+    for (int64_t t0 = 0; t0 < m; t0 += kTile) f(b0, b1, t0, static_cast<int>(m - t0 < kTile ? m - t0 : kTile));
   }
 }
 
