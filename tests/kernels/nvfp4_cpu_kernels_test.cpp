@@ -43,6 +43,9 @@ const std::vector<Case> kCases = {
     {64, 48, 130, DType::F32, true, {40, 24}},   {300, 16, 3, DType::BF16, false, {299, 1}},
     {7, 272, 8, DType::F32, false, {7}},         {64, 4096, 33, DType::F16, true, {8, 8, 48}},
     {1, 48, 130, DType::BF16, true, {1}},        {300, 4096, 1, DType::F16, false, {256, 32, 12}},
+    // An odd count of whole 64-element chunks (the AVX2 loops take two per iteration), with and
+    // without a partial one after it.
+    {33, 192, 5, DType::BF16, false, {33}},      {9, 208, 6, DType::F32, true, {4, 5}},
 };
 
 std::string describe(const Case& c) {

@@ -103,8 +103,9 @@ inline __m256 chunk_step(const __m256i w[4], __m256 sw, const int16_t* q, const 
 // per core at 4096², M = 1: 34 G weights/s against 31 for 2 rows side by side and 24 for 4;
 // 2-4 tokens: 1 row as fast or faster than 2), so each thread streams one row.
 template <int T, int P>
-[[gnu::always_inline]] inline void dot_row(const Decoder& dec, const uint8_t* codes, const uint8_t* scales, int64_t k, const int16_t* q0,
-             const float* sa0, int64_t k64, float* out /* [T] */) {
+[[gnu::always_inline]] inline void dot_row(const Decoder& dec, const uint8_t* codes, const uint8_t* scales,
+                                           int64_t k, const int16_t* q0, const float* sa0, int64_t k64,
+                                           float* out /* [T] */) {
   __m256 acc[T];
   for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
   const int64_t full = k / kChunk, chunks = k64 / kChunk;

@@ -77,8 +77,8 @@ inline __m256i chunk_sum(const Decoder& d, __m256i ulo, __m256i uhi, const int8_
 // out[t] = Σ over blocks of (integer block dot) × scale_a × scale_w × 2^-8, for T tokens; two
 // chunks per iteration (their 8 scale bytes converted at once), each decoded once for the T.
 template <int T>
-[[gnu::always_inline]] inline void dot_row(const Decoder& d, const uint8_t* codes, const uint8_t* sc, int64_t k,
-             const W4a4Rows& qa, int64_t t0, float* out) {
+[[gnu::always_inline]] inline void dot_row(const Decoder& d, const uint8_t* codes, const uint8_t* sc,
+                                           int64_t k, const W4a4Rows& qa, int64_t t0, float* out) {
   const int64_t k64 = qa.k64, chunks = k64 / 64, full = k / 64;
   __m256 acc[T];
   for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
