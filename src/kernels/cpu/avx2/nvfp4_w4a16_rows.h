@@ -64,14 +64,7 @@ struct Decoder {
     const __m128i wv = _mm_slli_epi16(_mm_shuffle_epi8(_mm_cvtsi32_si128(static_cast<int>(bytes)), dup), 7);
     return _mm256_cvtph_ps(_mm_add_epi16(wv, _mm_and_si128(wv, bit14)));
   }
-  // The same for two chunks (8 bytes): s0 for bytes 0-3, s1 for bytes 4-7 (8 ops instead of 12).
-  inline void scales2(const uint8_t* p, __m256& s0, __m256& s1) const {
-    const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
-    const __m256i w = _mm256_slli_epi16(_mm256_cvtepu8_epi16(_mm_unpacklo_epi8(b, b)), 7);
-    const __m256i h = _mm256_add_epi16(w, _mm256_and_si256(w, _mm256_set1_epi16(0x4000)));
-    s0 = _mm256_cvtph_ps(_mm256_castsi256_si128(h));
-    s1 = _mm256_cvtph_ps(_mm256_extracti128_si256(h, 1));
-  }
+  // (Two chunks' 8 bytes at once: rows_scales2, avx2/rows_local.h, 8 ops instead of 12.)
 };
 
 // The exact int32 sums of one (row, token) chunk: lane d = Σ over elements 8d..8d+7 of
@@ -123,7 +116,7 @@ template <int T, int P>
     rows_prefetch(codes, scales, c);
     __m256i w[4];
     __m256 s0, s1;
-    dec.scales2(scales + c * 4, s0, s1);
+    rows_scales2(scales + c * 4, s0, s1);
     dec.weights(codes + c * 32, w);
     step(c, w, s0);
     dec.weights(codes + (c + 1) * 32, w);

@@ -43,19 +43,6 @@ struct Decoder {
 #if FP4LM_W4A4_DOT == 0
   __m256i ones = _mm256_set1_epi16(1);  // vpmaddwd's pair sums of the 16-bit products
 #endif
-  __m256i bit14 = _mm256_set1_epi16(0x4000);
-
-  // 8 E4M3 bytes (two chunks) -> s0, s1: lanes [b0, b0, b1, b1, b2, b2, b3, b3] as fp32, each the
-  // scale × 2^-8, exactly: shifted left by 7 (sign moved from bit 14 to 15) an E4M3 byte is the
-  // binary16 of scale × 2^-8 (same exponent field, bias 7 vs 15; subnormals too), and vcvtph2ps
-  // is exact. (The epilogue multiplies by 2^8 back.) NaN bytes are rejected at load.
-  inline void scales2(const uint8_t* p, __m256& s0, __m256& s1) const {
-    const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
-    const __m256i w = _mm256_slli_epi16(_mm256_cvtepu8_epi16(_mm_unpacklo_epi8(b, b)), 7);
-    const __m256i h = _mm256_add_epi16(w, _mm256_and_si256(w, bit14));
-    s0 = _mm256_cvtph_ps(_mm256_castsi256_si128(h));
-    s1 = _mm256_cvtph_ps(_mm256_extracti128_si256(h, 1));
-  }
 };
 
 // Token t's chunk: 8 int32 lanes, lane d = Σ over elements 8d..8d+7 of (2w + 12) × 2a, minus
@@ -102,7 +89,7 @@ template <int T>
   for (; c + 2 <= full; c += 2) {
     rows_prefetch(codes, sc, c);
     __m256 s0, s1;
-    d.scales2(sc + c * 4, s0, s1);
+    rows_scales2(sc + c * 4, s0, s1);  // scale × 2^-8: the epilogue multiplies by 2^8 back
     step(c, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + c * 32)), s0);
     step(c + 1, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + (c + 1) * 32)), s1);
   }
@@ -113,7 +100,7 @@ template <int T>
     std::memcpy(tail, codes + c * 32, static_cast<size_t>(rem / 2));
     std::memcpy(sbytes, sc + c * 4, static_cast<size_t>(rem / 16));
     __m256 s0, s1;
-    d.scales2(sbytes, s0, s1);
+    rows_scales2(sbytes, s0, s1);
     step(c, _mm256_load_si256(reinterpret_cast<const __m256i*>(tail)), s0);
   }
   for (int t = 0; t < T; ++t) out[t] = rows_hsum(acc[t]);

@@ -45,6 +45,19 @@ inline void rows_store(void* y, DType t, int64_t i, float v) {
   }
 }
 
+// 8 E4M3 block-scale bytes (two 64-element chunks) -> s0 (bytes 0-3), s1 (bytes 4-7): lanes
+// [b0, b0, b1, b1, b2, b2, b3, b3], the lane pairs of the loops' block sums, each the scale × 2^-8
+// in fp32, exactly: shifted left by 7 (sign moved from bit 14 to 15) an E4M3 byte is the binary16
+// of scale × 2^-8 (same exponent field, bias 7 vs 15; subnormals too), and vcvtph2ps is exact.
+// NaN bytes are rejected at load.
+inline void rows_scales2(const uint8_t* p, __m256& s0, __m256& s1) {
+  const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
+  const __m256i w = _mm256_slli_epi16(_mm256_cvtepu8_epi16(_mm_unpacklo_epi8(b, b)), 7);
+  const __m256i h = _mm256_add_epi16(w, _mm256_and_si256(w, _mm256_set1_epi16(0x4000)));
+  s0 = _mm256_cvtph_ps(_mm256_castsi256_si128(h));
+  s1 = _mm256_cvtph_ps(_mm256_extracti128_si256(h, 1));
+}
+
 // Software prefetch of a row's chunk c + 64 (2 KiB of codes ahead, into the next rows once a row
 // ends: a shard's rows are contiguous; past the end it never faults) into L2: the hardware
 // prefetcher ramps up slowly on short row streams (as in the AVX-512 kernels, docs/KERNELS.md).
