@@ -4,7 +4,8 @@
 # (examples/nginx, scripts/replicas.sh, tests/replicas), which runs it with its own config, and
 # Open MPI for pipeline parallelism (src/dist, tests/dist; without it that part is left out) and
 # iproute2 for its two-namespace test, and ccache (.ci/run: the test build and the package's
-# `pip install .` share one).
+# `pip install .` share one), and chromium with its WebDriver for the chat page's browser test
+# (tests/webui).
 # (The Python test packages come from PyPI, pinned in tests/server_http*/requirements.txt, into
 # venvs the tests make.)
 # Idempotent: does nothing when they are all present. Needs root (or sudo) only to install.
@@ -16,7 +17,8 @@ PKGS=(g++ cmake ninja-build pkg-config make ccache
       python3 python3-venv python3-dev
       clang libclang-rt-14-dev
       nginx
-      openmpi-bin libopenmpi-dev iproute2)
+      openmpi-bin libopenmpi-dev iproute2
+      chromium chromium-driver)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -39,6 +39,7 @@ struct ServeArgs {
   std::optional<std::string> api_key;
   std::string api_key_file;
   bool open_metrics = false;
+  bool no_webui = false;
   int port = 8000;
   int64_t max_num_seqs = 8, max_num_batched_tokens = 512, max_model_len = 0;
   double shutdown_grace = 5;
@@ -92,6 +93,7 @@ server::ServerOptions server_options(const ServeArgs& a) {
   so.port = a.port;
   so.api_key = server::resolve_api_key(a.api_key, a.api_key_file, std::getenv("FP4LM_API_KEY")).value_or("");
   so.open_metrics = a.open_metrics;
+  so.web_ui = !a.no_webui;
   so.shutdown_grace_s = a.shutdown_grace;
   so.version = FP4LM_VERSION;
   auto& l = so.limits;
@@ -275,6 +277,9 @@ CommandRegistration reg("serve", "OpenAI-compatible HTTP server with continuous 
                  "--api-key-file or the environment variable FP4LM_API_KEY, which keep it out of `ps`)");
   sub.add_option("--api-key-file", a->api_key_file, "Read the API key from the first line of this file");
   sub.add_flag("--open-metrics", a->open_metrics, "Serve /metrics without the API key");
+  sub.add_flag("--no-webui,--disable-web-ui", a->no_webui,
+               "No chat page at / (llama.cpp's flag; without it / serves the page, which needs no API key while its "
+               "API calls do)");
   sub.add_option("--header-timeout", a->header_timeout, "Seconds a request head may take, from its first byte")
       ->capture_default_str();
   sub.add_option("--keep-alive-timeout", a->keep_alive_timeout, "Seconds an idle connection waits for a request")

@@ -142,6 +142,8 @@ std::optional<HttpResponse> HttpServer::on_head(const HttpRequest& head) {
     access_log(head, r.status, 0, 0, 0);
     return r;
   }
+  // The chat page and its files: public (the page sends the key on its API calls), also while loading.
+  if (web_asset(head)) return std::nullopt;
   const Route* route = find_route(route_table(), head.path);
   const bool open = route && (route->open || (route->simple == &HttpServer::metrics && opts_.open_metrics));
   if (!open && !authorized(head.header("Authorization"), opts_.api_key))
@@ -158,7 +160,13 @@ std::optional<HttpResponse> HttpServer::on_head(const HttpRequest& head) {
 
 void HttpServer::on_request(const std::shared_ptr<Exchange>& ex) {
   const Route* route = find_route(route_table(), ex->request().path);
-  if (!route) return ex->respond(error_response(ApiError(404, "Not Found")));
+  if (!route) {
+    if (const EmbeddedFile* f = web_asset(ex->request())) {
+      access_log(ex->request(), 200, 0, 0, 0);
+      return ex->respond(web_asset_response(*f));
+    }
+    return ex->respond(error_response(ApiError(404, "Not Found")));
+  }
   if (!route->simple) {
     const bool chat = route->chat;
     return workers_->submit([this, ex, chat] { generate(ex, chat); });
@@ -196,6 +204,41 @@ HttpResponse HttpServer::version(const HttpRequest&, int64_t&) {
 
 HttpResponse HttpServer::metrics(const HttpRequest&, int64_t&) {
   return HttpResponse{200, "text/plain; version=0.0.4; charset=utf-8", {}, metrics_->render(engine_.load()->load())};
+}
+
+const EmbeddedFile* HttpServer::web_asset(const HttpRequest& req) const {
+  if (!opts_.web_ui || (req.method != "GET" && req.method != "HEAD")) return nullptr;
+  return find_web_asset(req.path);
+}
+
+// What a client (the chat page) needs to know about the served model, in llama.cpp's /props
+// shape: the sampling defaults (generation_config.json's values under vLLM's), the context, and
+// the input modalities (vision: the page offers image attachments only then).
+HttpResponse HttpServer::props(const HttpRequest&, int64_t&) {
+  const SamplingDefaults& d = model_->defaults;
+  const auto or_null = [](const auto& v) { return v ? json(*v) : json(nullptr); };
+  const json from_file = {{"temperature", or_null(d.temperature)}, {"top_p", or_null(d.top_p)},
+                          {"top_k", or_null(d.top_k)},             {"min_p", or_null(d.min_p)},
+                          {"repetition_penalty", or_null(d.repetition_penalty)},
+                          {"max_tokens", or_null(d.max_tokens)}};
+  // What a request without the field gets (openai_request.cpp); max_tokens null: up to the context.
+  const json params = {{"temperature", d.temperature.value_or(1.0)}, {"top_p", d.top_p.value_or(1.0)},
+                       {"top_k", d.top_k.value_or(-1)},             {"min_p", d.min_p.value_or(0.0)},
+                       {"repetition_penalty", d.repetition_penalty.value_or(1.0)},
+                       {"max_tokens", or_null(d.max_tokens)}};
+  const json out = {{"model", model_->name},
+                    {"model_path", model_->path},
+                    {"max_model_len", model_->max_model_len},
+                    {"default_generation_settings", {{"params", params}, {"n_ctx", model_->max_model_len}}},
+                    {"generation_config", from_file},
+                    {"modalities", {{"vision", model_->vision}, {"audio", false}}},
+                    {"chat_template", model_->chat != nullptr},
+                    {"reasoning", model_->reasoning != ReasoningKind::none},
+                    {"tool_calls", model_->tool_parser != nullptr},
+                    {"api_key_required", !opts_.api_key.empty()},
+                    {"webui", opts_.web_ui},
+                    {"build_info", opts_.version}};
+  return HttpResponse{200, "application/json", {}, dump(out)};
 }
 
 HttpResponse HttpServer::models(const HttpRequest&, int64_t&) {
@@ -280,6 +323,7 @@ const std::vector<HttpServer::Route>& HttpServer::route_table() {
       {"GET", "/version", true, false, &HttpServer::version, false},
       {"GET", "/metrics", false, false, &HttpServer::metrics, false},
       {"GET", "/v1/models", false, false, &HttpServer::models, false},
+      {"GET", "/props", false, false, &HttpServer::props, false},
       {"POST", "/tokenize", false, true, &HttpServer::tokenize, false},
       {"POST", "/detokenize", false, true, &HttpServer::detokenize, false},
       {"POST", "/v1/completions", false, true, nullptr, false},

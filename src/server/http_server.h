@@ -20,6 +20,7 @@
 #include "server/http_transport.h"
 #include "server/metrics.h"
 #include "server/serving_model.h"
+#include "server/web_assets.h"
 #include "server/worker_pool.h"
 
 namespace fp4lm::server {
@@ -34,6 +35,7 @@ struct ServerOptions {
   std::string version = "0";
   TransportLimits limits;
   CorsOptions cors;
+  bool web_ui = true;  // the chat page at / (server/web_assets.h); --no-webui turns it off
 };
 
 class HttpServer {
@@ -61,9 +63,11 @@ class HttpServer {
   HttpResponse version(const HttpRequest& req, int64_t& prompt_tokens);
   HttpResponse models(const HttpRequest& req, int64_t& prompt_tokens);
   HttpResponse metrics(const HttpRequest& req, int64_t& prompt_tokens);
+  HttpResponse props(const HttpRequest& req, int64_t& prompt_tokens);
   HttpResponse tokenize(const HttpRequest& req, int64_t& prompt_tokens);
   HttpResponse detokenize(const HttpRequest& req, int64_t& prompt_tokens);
   void generate(const std::shared_ptr<Exchange>& ex, bool chat);
+  const EmbeddedFile* web_asset(const HttpRequest& req) const;
   uint64_t random_u64();
   std::string request_id(const char* prefix);
 

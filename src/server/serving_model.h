@@ -32,6 +32,7 @@ struct ServingModel {
   // --enable-auto-tool-choice --tool-call-parser NAME: tool_choice "auto" parses calls with it.
   const ToolCallParser* tool_parser = nullptr;
   ReasoningKind reasoning = ReasoningKind::none;  // --reasoning-parser
+  bool vision = false;  // takes image parts (/props "modalities"; the chat page's attach button)
 };
 
 }  // namespace fp4lm::server
