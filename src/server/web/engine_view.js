@@ -65,6 +65,7 @@ const EngineView = (() => {
 
     function format(s, v) {
       if (s.integer) return String(Math.round(v));
+      if (v > 0 && v < 0.01) return v.toPrecision(1);
       if (v >= 100) return v.toFixed(0);
       if (v >= 10) return v.toFixed(1);
       return v.toFixed(2);
@@ -138,7 +139,11 @@ const EngineView = (() => {
         g.fillText(format(s, top), 2, 0);
         if (pts.length < 1) continue;
         g.beginPath();
-        pts.forEach((p, i) => (i ? g.lineTo(x(p.t), y(p.v)) : g.moveTo(x(p.t), y(p.v))));
+        pts.forEach((p, i) => {
+          if (!i) return g.moveTo(x(p.t), y(p.v));
+          if (s.integer) g.lineTo(x(p.t), y(pts[i - 1].v));  // counts change in steps
+          g.lineTo(x(p.t), y(p.v));
+        });
         g.strokeStyle = line;
         g.lineWidth = 1.5;
         g.stroke();
