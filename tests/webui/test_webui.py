@@ -195,9 +195,10 @@ class Page:
         sizes = self.js("""return {doc: document.documentElement.scrollWidth, body: document.body.scrollWidth,
             msgs: document.getElementById('messages').scrollWidth, msgsClient: document.getElementById('messages').clientWidth,
             inner: window.innerWidth,
-            widest: Math.max(...[...document.querySelectorAll('.msg-body')].map(e => e.getBoundingClientRect().right))}""")
+            widest: Math.max(...[...document.querySelectorAll('.msg-body')].map(e => e.getBoundingClientRect().right)),
+            overflowing: [...document.querySelectorAll('.msg-body, .md, .plain')].filter(e => e.scrollWidth > e.clientWidth + 1).length}""")
         check(sizes["doc"] <= sizes["inner"] and sizes["body"] <= sizes["inner"] and
-              sizes["msgs"] <= sizes["msgsClient"] and sizes["widest"] <= sizes["inner"],
+              sizes["msgs"] <= sizes["msgsClient"] and sizes["widest"] <= sizes["inner"] and sizes["overflowing"] == 0,
               f"no horizontal scrolling at {width} px, long unbroken text wraps ({sizes})")
 
 
@@ -276,7 +277,7 @@ def run(p, srv, keyed, artifacts):
               const m = document.querySelector('.msg.assistant.streaming .msg-body');
               if (m) window.__lengths.push(m.textContent.length);
             }).observe(document.getElementById('messages'), {subtree: true, childList: true, characterData: true});""")
-    p.set_settings(max_tokens=32)
+    p.set_settings(max_tokens=64)
     p.type_and_enter("Hello there")
     first = p.wait_reply_done(2)
     lengths = sorted(set(l for l in p.js("return window.__lengths") if l > 0))
@@ -285,7 +286,7 @@ def run(p, srv, keyed, artifacts):
     posts = p.chat_posts()
     body = json.loads(posts[-1][3])
     check(body["stream"] is True and body["messages"] == [{"role": "user", "content": "Hello there"}]
-          and body["max_tokens"] == 32 and body["model"] == "tiny",
+          and body["max_tokens"] == 64 and body["model"] == "tiny",
           "the request is a same-origin streaming POST with the message and the settings")
 
     # ---- a second turn carries the history -----------------------------------------------------
@@ -296,6 +297,23 @@ def run(p, srv, keyed, artifacts):
                                {"role": "assistant", "content": first["content"]},
                                {"role": "user", "content": "And a second question"}],
           "the second turn sends the whole history")
+
+    # ---- regenerate and edit-and-resend ---------------------------------------------------------
+    history = body["messages"]
+    p.js("[...document.querySelectorAll('.msg.assistant .msg-action')].find(b => b.textContent === 'Regenerate').click()")
+    wait_for("the regenerated request", lambda: len(p.chat_posts()) == 3, 10)
+    p.wait_reply_done(4)
+    check(json.loads(p.chat_posts()[-1][3])["messages"] == history,
+          "Regenerate sends the same history again and replaces the last reply")
+    p.js("document.querySelector('.msg.user .msg-action').click()")
+    area = p.one(".edit-area")
+    area.clear()
+    area.send_keys("Hello, edited")
+    p.one('[aria-label="Send edited message"]').click()
+    wait_for("the edited request", lambda: len(p.chat_posts()) == 4, 10)
+    p.wait_reply_done(2)
+    check(json.loads(p.chat_posts()[-1][3])["messages"] == [{"role": "user", "content": "Hello, edited"}],
+          "Edit cuts the conversation after the message and sends it again")
 
     # ---- stop cancels: the running gauge drops -------------------------------------------------
     p.one("#new-chat").click()
@@ -353,8 +371,9 @@ def run(p, srv, keyed, artifacts):
     code = md.find_elements("css selector", "p code")
     items = md.find_elements("css selector", "ul > li")
     check(strong and strong[0].text == "bold text", "Markdown: **bold** is <strong>")
-    check(code and "mono" in code[0].value_of_css_property("font-family").lower() or
-          "courier" in code[0].value_of_css_property("font-family").lower(), "Markdown: `code` is monospace")
+    font = code[0].value_of_css_property("font-family").lower() if code else ""
+    check(code and code[0].text == "inline_code()" and ("mono" in font or "consolas" in font),
+          f"Markdown: `code` is monospace ({font})")
     check([i.text for i in items] == ["first item", "second item", "third item"], "Markdown: list items")
     check(md.find_elements("css selector", "pre code")[0].text == "def add(a, b):\n    return a < b",
           "Markdown: a fenced code block, its < escaped")
@@ -385,6 +404,7 @@ def run(p, srv, keyed, artifacts):
     wait_for("the 401 error", lambda: p.one("#error").is_displayed(), 10)
     err = p.one("#error").text
     check("401" in err and "API key" in err, f"without the key the page says so: {err!r}")
+    p.d.save_screenshot(str(artifacts / "webui-401.png"))
     p.set_settings(**{"api-key": "wrong-key"})
     wait_for("the refusal of a wrong key", lambda: "refused" in p.one("#error").text, 10)
     check(p.one("#set-api-key").get_attribute("type") == "password", "the key goes in a password input")

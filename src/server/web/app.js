@@ -83,6 +83,7 @@
     }
     if (!r.ok) {
       setStatus(r.status === 401 ? "API key needed" : "error", "error");
+      $("model-name").textContent = "";
       showError(await responseError(r));
       return;
     }
