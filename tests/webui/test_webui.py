@@ -30,6 +30,20 @@ MARKDOWN = ("Here is **bold text**, *italics* and `inline_code()`.\n\n"
             "```python\ndef add(a, b):\n    return a < b\n```\n\n"
             "<img src=x onerror=\"document.body.dataset.pwned=1\"> stays text, and so does [a link](http://example.com).")
 LONG_WORD = "x" * 600
+# The renderer's rules (src/server/web/markdown.js), source -> HTML: escaped first, then the subset.
+MARKDOWN_CASES = [
+    ("**a** _b_ `c<d>`", "<p><strong>a</strong> <em>b</em> <code>c&lt;d&gt;</code></p>"),
+    ("text <b>x</b> & \"q\"", "<p>text &lt;b&gt;x&lt;/b&gt; &amp; &quot;q&quot;</p>"),
+    ("1. a\n2. b", "<ol><li>a</li><li>b</li></ol>"),
+    ("- a\n  - b\n- c", "<ul><li>a<ul><li>b</li></ul></li><li>c</li></ul>"),
+    ("[x](javascript:alert(1))", '<p>x <span class="md-url">(javascript:alert(1)</span>)</p>'),
+    ("a\nb", "<p>a<br>b</p>"),
+    ("# Title", "<h3>Title</h3>"),
+    ("snake_case_word and 2 * 3 * 4", "<p>snake_case_word and 2 * 3 * 4</p>"),
+    ("> quote **b**", "<blockquote><p>quote <strong>b</strong></p></blockquote>"),
+    ("```py\nx = 1 < 2", '<div class="md-code"><div class="md-code-bar"><span>py</span><button type="button" '
+     'class="md-copy" title="Copy code">Copy</button></div><pre><code>x = 1 &lt; 2</code></pre></div>'),
+]
 
 
 def log(msg):
@@ -355,6 +369,9 @@ def run(p, srv, keyed, artifacts):
     check(m["vllm:prefix_cache_hits_total"] > 0, "the second turn hit the prefix cache (the history was reused)")
 
     # ---- Markdown, escaped -----------------------------------------------------------------------
+    for src, html in MARKDOWN_CASES:
+        got = p.js("return fp4lm.render(arguments[0])", src)
+        check(got == html, f"Markdown.render({src!r}) == {html!r}" + ("" if got == html else f" (got {got!r})"))
     conv = {"id": "md", "title": "Markdown", "created": 0, "messages": [
         {"role": "user", "content": "Show me Markdown. " + LONG_WORD},
         {"role": "assistant", "content": MARKDOWN, "reasoning": "Thinking about *lists*.", "meta": "stored",
