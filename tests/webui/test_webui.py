@@ -434,9 +434,34 @@ def run(p, srv, keyed, artifacts):
     post = p.chat_posts()[-1]
     auth = {k.lower(): v for k, v in post[2].items()}.get("authorization")
     check(auth == f"Bearer {KEY}", "the key is sent as Authorization: Bearer")
+
+    # ---- images: the attach path behind /props' vision flag -------------------------------------
+    # No served model takes images yet: the page is told it does, attaches a PNG as a data: URL
+    # part, and shows the server's 400 (text parts only) as an error.
+    png = Path(artifacts) / "pixel.png"
+    png.write_bytes(bytes.fromhex("89504e470d0a1a0a0000000d4948445200000001000000010806000000"
+                                  "1f15c4890000000d4944415478da63f8cfc0f01f0005000201a3c4f5e0"
+                                  "0000000049454e44ae426082"))
+    p.js("fp4lm.applyVision(true)")
+    check(p.one("#attach").is_displayed(), "the attach button shows for a vision model")
+    p.one("#attach-input").send_keys(str(png))
+    wait_for("the attachment preview", lambda: p.css("#attachments img"), 5)
+    n_posts = len(p.chat_posts())
+    p.type_and_enter("What is in this image?")
+    wait_for("the image request", lambda: len(p.chat_posts()) == n_posts + 1, 10)
+    content = json.loads(p.chat_posts()[-1][3])["messages"][-1]["content"]
+    check(content[0] == {"type": "text", "text": "What is in this image?"} and content[1]["type"] == "image_url"
+          and content[1]["image_url"]["url"].startswith("data:image/png;base64,iVBORw0KGgo"),
+          "an attached image is sent as an image_url part with a data: URL")
+    wait_for("the server's refusal shown", lambda: p.one("#error").is_displayed(), 10)
+    check("400" in p.one("#error").text and "text parts" in p.one("#error").text,
+          f"the server's 400 is shown: {p.one('#error').text!r}")
+    png.unlink()
+
     p.drain_logs()
-    unexpected = [e for e in p.console if e["level"] == "SEVERE" and "401" not in e["message"]]
-    check(not unexpected, f"no console errors besides the expected 401s ({unexpected})")
+    unexpected = [e for e in p.console if e["level"] == "SEVERE" and " 401 " not in e["message"]
+                  and " 400 " not in e["message"]]
+    check(not unexpected, f"no console errors besides the expected 401s and 400 ({unexpected})")
     foreign = [r[0] for r in p.requests if not (r[0].startswith((srv.url + "/", keyed.url + "/", "data:", "blob:")))]
     check(not foreign, "no request to another origin with the key either")
     p.d.save_screenshot(str(artifacts / "webui-api-key.png"))

@@ -351,6 +351,7 @@
     const messages = [];
     if (state.settings.system.trim()) messages.push({ role: "system", content: state.settings.system });
     for (const m of c.messages) {
+      if (m.role === "assistant" && m.error && !textOf(m.content)) continue;  // a failed turn says nothing
       if (m.role === "user" || m.role === "assistant") messages.push({ role: m.role, content: m.content });
     }
     const body = { model: state.settings.model, messages, stream: true, stream_options: { include_usage: true } };
@@ -628,9 +629,19 @@
     }
   }
 
+  // A reply that was streaming when the page closed stays as far as it got.
+  for (const c of state.convs) {
+    for (const m of c.messages) {
+      if (m.pending) {
+        delete m.pending;
+        m.meta = "interrupted";
+      }
+    }
+  }
   wire();
   renderAll();
   connect();
-  // For tests and the curious: the state and the renderer.
-  window.fp4lm = { state, render: Markdown.render };
+  // For tests and the curious: the state, the renderer, and the vision switch (set from /props;
+  // the browser test turns it on to exercise image attachments before a vision model exists).
+  window.fp4lm = { state, render: Markdown.render, applyVision };
 })();
