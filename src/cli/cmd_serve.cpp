@@ -244,6 +244,7 @@ int run_serve(const ServeArgs& a) {
              "{:.1f} MiB = {} sequences of max_model_len)",
              sm.name, sm.max_model_len, sc.max_num_seqs, sc.max_num_batched_tokens, sc.kv_cache_bytes / 1048576.0,
              sc.kv_cache_bytes / std::max<size_t>(1, eng.sequence_bytes(sm.max_model_len)));
+  if (so.web_ui) log().info("serve: chat page at http://{}:{}/ (--no-webui turns it off)", a.host, port);
 
   unsigned char sig = 0;
   while (read(g_signal_pipe[0], &sig, 1) != 1) {
