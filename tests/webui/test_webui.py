@@ -408,6 +408,17 @@ def run(p, srv, keyed, artifacts):
     p.d.save_screenshot(str(artifacts / "webui-390-engine.png"))
     p.d.set_window_size(1440, 900)
 
+    # ---- conversations: export as JSON, delete ------------------------------------------------------
+    p.js("""window.__exported = []; const make = URL.createObjectURL;
+            URL.createObjectURL = (blob) => { blob.text().then(t => window.__exported.push(t)); return make(blob); };""")
+    p.one("#export-chat").click()
+    exported = wait_for("the exported JSON", lambda: p.js("return window.__exported[0]"), 5)
+    check(json.loads(exported)["messages"][1]["content"] == MARKDOWN, "Export chat downloads the conversation as JSON")
+    before = len(p.css("#conv-list li"))
+    p.js("document.querySelector('#conv-list li.active .conv-del').click()")
+    stored = p.js("return JSON.parse(localStorage.getItem('fp4lm.conversations')).map(c => c.id)")
+    check(len(p.css("#conv-list li")) == before - 1 and "md" not in stored, "a deleted conversation leaves the list and the storage")
+
     # ---- no console errors and no foreign request on the open server ---------------------------
     p.drain_logs()
     errors = [e for e in p.console if e["level"] == "SEVERE"]
