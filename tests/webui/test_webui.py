@@ -253,16 +253,18 @@ def main():
         open_srv = Server(fp4lm, model, artifacts)
         keyed = Server(fp4lm, model, artifacts, key=KEY)
         off = Server(fp4lm, model, artifacts, "--no-webui")
-        servers = [open_srv, keyed, off]
+        off_alias = Server(fp4lm, model, artifacts, "--disable-web-ui")
+        servers = [open_srv, keyed, off, off_alias]
         driver = start_browser()
         log("browser started")
         for s in servers:
             s.wait_ready()
-        try:
-            http_get(off.url + "/")
-            fail("--no-webui still serves /")
-        except urllib.error.HTTPError as e:
-            check(e.code == 404, "--no-webui: / is a 404")
+        for s, flag in ((off, "--no-webui"), (off_alias, "--disable-web-ui")):
+            try:
+                http_get(s.url + "/")
+                fail(f"{flag} still serves /")
+            except urllib.error.HTTPError as e:
+                check(e.code == 404, f"{flag}: / is a 404")
         run(Page(driver), open_srv, keyed, artifacts)
     finally:
         if driver:
