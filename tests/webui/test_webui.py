@@ -94,6 +94,8 @@ def metrics(server):
 
 
 class Server:
+    """`fp4lm serve` on 127.0.0.1:<free port>, its log under the artifacts; stopped with SIGTERM."""
+
     def __init__(self, fp4lm, model, logs, *args, key=None):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -269,11 +271,15 @@ def main():
     finally:
         if driver:
             driver.quit()
+        bad = 0
         for s in servers:
             rc = s.stop()
             if rc != 0:
-                print(f"fp4lm serve exited {rc}:\n{s.log_path.read_text()}")
+                print(f"FAIL: fp4lm serve exited {rc} on SIGTERM:\n{s.log_path.read_text()}")
+                bad += 1
         shutil.rmtree(tmp, ignore_errors=True)
+        if bad:
+            sys.exit(1)
     log("all checks passed")
     return 0
 
