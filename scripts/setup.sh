@@ -16,7 +16,8 @@ PKGS=(g++ cmake ninja-build pkg-config make ccache
       python3 python3-venv python3-dev
       clang libclang-rt-14-dev
       nginx
-      openmpi-bin libopenmpi-dev iproute2)
+      openmpi-bin libopenmpi-dev iproute2
+      libcurl4-openssl-dev libssl-dev)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
