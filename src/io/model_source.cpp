@@ -43,16 +43,10 @@ bool hub_offline() {
   return s == "1" || s == "true" || s == "yes" || s == "on";
 }
 
-ModelSource resolve_model_source(const std::string& model, const ModelSourceOptions& o) {
+namespace {
+
+ModelSource resolve_hub(const std::string& model, const ModelSourceOptions& o) {
   ModelSource s;
-  std::error_code ec;
-  if (fs::exists(model, ec) || !hub::is_repo_id(model)) {
-    if (!o.revision.empty() && fs::exists(model, ec))
-      usage_fail("--revision {}: {} is a local directory, not a Hub id", o.revision, model);
-    s.dir = model;
-    s.origin = fmt::format("directory {}", fs::absolute(model, ec).string());
-    return s;
-  }
   s.repo_id = model;
   s.revision = o.revision.empty() ? "main" : o.revision;
   const hub::RepoCache cache(hub::cache_root(o.download_dir), model);
@@ -109,6 +103,22 @@ ModelSource resolve_model_source(const std::string& model, const ModelSourceOpti
                                endpoint)
                  : fmt::format("Hub cache {} ({} @ {}, {} files ({}) downloaded from {})", s.dir, model, s.commit,
                                st.files, hub::human_bytes(st.bytes), endpoint);
+  return s;
+}
+
+}  // namespace
+
+ModelSource resolve_model_source(const std::string& model, const ModelSourceOptions& o) {
+  std::error_code ec;
+  if (fs::exists(model, ec) || !hub::is_repo_id(model)) {
+    if (!o.revision.empty() && fs::exists(model, ec))
+      usage_fail("--revision {}: {} is a local directory, not a Hub id", o.revision, model);
+    ModelSource s;
+    s.dir = model;
+    s.origin = fmt::format("directory {}", fs::absolute(model, ec).string());
+    return s;
+  }
+  ModelSource s = resolve_hub(model, o);
   log().info("hub: {}", s.origin);
   return s;
 }
