@@ -11,12 +11,13 @@ file_download.py / hf_api.py send and read):
 - errors with X-Error-Code / X-Error-Message: RepoNotFound (401), RevisionNotFound (404),
   EntryNotFound (404), GatedRepo (401 without a token, 403 with one that has no access)
 
-Faults for tests: `cut[path] = n` sends n bytes of the next CDN answer for that file, then drops the
+Faults for tests: `slow[path] = s` delays the CDN's answer; `cut[path] = n` sends n bytes of the next CDN answer for that file, then drops the
 connection; `tamper.add(path)` serves that file with one byte changed. Every request is logged
 (method, origin "hub"/"cdn", path, headers)."""
 import hashlib
 import json
 import threading
+import time
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -58,6 +59,7 @@ class MockHub:
         self.tamper = set()
         self.page_size = None
         self.fake_size = {}               # path -> the size the API claims (a disk that cannot hold it)
+        self.slow = {}                    # path -> seconds the CDN waits before answering
         self.siblings_without_blobs = False  # the revision API leaves sizes and hashes out: the tree has them
         self.log = []
         self.lock = threading.Lock()
@@ -206,6 +208,8 @@ class MockHub:
                 entry = hub.blobs.get(parts[-1]) if len(parts) == 3 and parts[1] == "blobs" else None
                 if entry is None:
                     return self._send(404, body=b"no such blob", head=head)
+                if entry[1] in hub.slow:
+                    time.sleep(hub.slow[entry[1]])
                 self._ranged(entry[2], entry[1], {"ETag": f'"{parts[-1]}"'}, head)
 
             def _ranged(self, data, path, headers, head):

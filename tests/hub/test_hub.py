@@ -105,6 +105,19 @@ def test_incomplete_file_of_an_earlier_run_is_resumed(hub, env, tiny_dir):
     assert (blobs / sha).read_bytes() == data and not (blobs / (sha + ".incomplete")).exists()
 
 
+def test_two_processes_download_each_blob_once(hub, env):
+    for s in SHARDS:
+        hub.slow[s] = 1.0
+    procs = [subprocess.Popen([FP4LM, "download", "org/tiny"], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert all(p.returncode == 0 for p in procs), outs
+    assert outs[0][0] == outs[1][0]  # the same snapshot
+    fetched = [r["path"] for r in hub.requests("cdn")] + resolved_files(hub)
+    assert sorted(fetched) == sorted(set(fetched)) and len(hub.requests("cdn")) == len(SHARDS)
+    assert any("another process is downloading it" in err for _, err in outs)
+
+
 def test_tampered_file_is_refused_and_nothing_looks_complete(hub, env, tiny_dir):
     hub.tamper.add(SHARDS[1])
     r = fp4lm(env, "generate", "--model", "org/tiny", *GEN)
@@ -231,3 +244,17 @@ def test_serve_names_the_model_by_its_id(hub, env):
     finally:
         p.terminate()
         p.wait(timeout=30)
+
+
+def test_tokenizer_commands_fetch_only_tokenizer_files(hub, env, tiny_dir):
+    r = ok(fp4lm(env, "tokenize", "--model", "org/tiny", "--text", "hi"))
+    assert r.stdout.strip() == "104,105"
+    assert set(resolved_files(hub)) == {"tokenizer.json", "tokenizer_config.json"}
+    # generate --tokenizer ID: the tokenizer from another repo (tokenizer files only).
+    hub.add_repo("org/tok", {f: (tiny_dir / f).read_bytes() for f in ("tokenizer.json", "tokenizer_config.json")})
+    hub.clear_log()
+    r = ok(fp4lm(env, "generate", "--model", str(tiny_dir), "--tokenizer", "org/tok", "--prompt", "hi",
+                 "--max-tokens", "2", "--json"))
+    assert json.loads(r.stdout)["prompt_ids"] == [104, 105]
+    assert set(resolved_files(hub)) == {"tokenizer.json", "tokenizer_config.json"}
+    assert all("/org/tiny/" not in q["path"] for q in hub.requests("hub"))  # --model is a directory
