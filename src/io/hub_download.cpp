@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <filesystem>
 #include <mutex>
+#include <set>
 #include <sys/file.h>
 #include <sys/statvfs.h>
 #include <thread>
@@ -264,18 +265,21 @@ RepoRevision fetch_revision(HubHttp& http, const std::string& repo, const std::s
 
 DownloadStats download_files(const RepoCache& cache, const RepoRevision& rev, const std::vector<std::string>& files,
                              const std::string& endpoint, const std::string& token, int workers) {
-  std::vector<const HubFile*> todo;
+  std::vector<const HubFile*> wanted, todo;  // todo: one file per blob (files with equal bytes share one)
+  std::set<std::string> etags;
   uint64_t need = 0;
   for (const std::string& name : files) {
     const HubFile* f = rev.find(name);
     if (!f) fail("{}: no file '{}' at revision {}", rev.repo, name, rev.revision);
     if (cache.has_file(rev.commit, name)) continue;
+    wanted.push_back(f);
+    if (!etags.insert(f->etag()).second) continue;
     todo.push_back(f);
     const fs::path blob = cache.blob(f->etag());
     if (!fs::exists(blob)) need += f->size - std::min(f->size, file_size_or_0(blob.string() + ".incomplete"));
   }
   DownloadStats stats;
-  if (todo.empty()) return stats;
+  if (wanted.empty()) return stats;
   const fs::path blobs = cache.repo_dir() / "blobs";
   fs::create_directories(blobs);
   if (const uint64_t free = free_bytes(blobs); need > free)
@@ -297,7 +301,6 @@ DownloadStats download_files(const RepoCache& cache, const RepoRevision& rev, co
         const uint64_t n = BlobJob{cache, rev, f, http, progress, stop}.run();
         if (n > 0 || f.size == 0) ++fetched;
         bytes += n;
-        cache.link(rev.commit, f.path, f.etag());
       }
     } catch (...) {
       std::lock_guard<std::mutex> lk(err_mu);
@@ -311,6 +314,7 @@ DownloadStats download_files(const RepoCache& cache, const RepoRevision& rev, co
   worker();
   for (auto& t : threads) t.join();
   if (first_error) std::rethrow_exception(first_error);
+  for (const HubFile* f : wanted) cache.link(rev.commit, f->path, f->etag());  // every blob is published now
   stats.files = fetched;
   stats.bytes = bytes;
   return stats;
