@@ -1,6 +1,7 @@
 #include "io/hub_progress.h"
 
 #include <cstdio>
+#include <cstdlib>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -18,7 +19,9 @@ std::string human_bytes(uint64_t n) {
 }
 
 DownloadProgress::DownloadProgress(std::string repo, int tty)
-    : repo_(std::move(repo)), tty_(tty < 0 ? ::isatty(2) == 1 : tty > 0) {}
+    : repo_(std::move(repo)),
+      // huggingface_hub's switch for its bars is honoured too.
+      tty_(tty < 0 ? ::isatty(2) == 1 && !std::getenv("HF_HUB_DISABLE_PROGRESS_BARS") : tty > 0) {}
 
 DownloadProgress::~DownloadProgress() {
   std::lock_guard<std::mutex> lk(mu_);

@@ -86,6 +86,16 @@ ModelSource resolve_hub(const std::string& model, const ModelSourceOptions& o) {
          o.include.empty() ? "" : " matching --include");
   if (o.include.empty() && o.need == hub::Need::model && !rev.find("config.json"))
     fail("{}: no config.json at revision {}: not a transformers model repo", model, s.revision);
+  if (o.include.empty() && o.need == hub::Need::model && !rev.find("model.safetensors") &&
+      !rev.find("model.safetensors.index.json")) {
+    std::string other;  // what the repo has instead (*.bin, *.gguf, *.pth: formats fp4lm does not read)
+    for (const std::string& n : names)
+      if (n.ends_with(".bin") || n.ends_with(".gguf") || n.ends_with(".pth") || n.ends_with(".safetensors"))
+        other += (other.empty() ? "" : ", ") + n;
+    fail("{}: no model.safetensors or model.safetensors.index.json at revision {} (fp4lm reads safetensors "
+         "checkpoints; the repo has {})",
+         model, s.revision, other.empty() ? "no weights" : other);
+  }
   hub::DownloadStats st = hub::download_files(cache, rev, files, endpoint, token);
   // The weights the index names, once the index is here.
   if (o.include.empty() && std::find(files.begin(), files.end(), "model.safetensors.index.json") != files.end()) {

@@ -173,6 +173,10 @@ def test_revision_branch_and_commit(hub, env, tiny_dir):
 def test_missing_repo_offline_uncached_and_unreachable(hub, env):
     r = fp4lm(env, "generate", "--model", "org/nothing", *GEN)
     assert r.returncode == 1 and "org/nothing: no such model repo" in r.stderr
+    hub.add_repo("org/binonly", {"config.json": b"{}", "pytorch_model.bin": b"x", "m.gguf": b"y"})
+    r = fp4lm(env, "generate", "--model", "org/binonly", *GEN)
+    assert r.returncode == 1 and "org/binonly: no model.safetensors or model.safetensors.index.json" in r.stderr
+    assert "m.gguf, pytorch_model.bin" in r.stderr and not resolved_files(hub)
     hub.clear_log()
     r = fp4lm(dict(env, HF_HUB_OFFLINE="1"), "generate", "--model", "org/tiny", *GEN)
     assert r.returncode == 1 and "org/tiny" in r.stderr and "offline" in r.stderr and hub.log == []
