@@ -269,7 +269,7 @@ int run_serve(ServeArgs& a) {
 
 CommandRegistration reg("serve", "OpenAI-compatible HTTP server with continuous batching", [](CLI::App& sub) {
   auto a = std::make_shared<ServeArgs>();
-  add_model_flags(sub, a->model, a->hub, "Checkpoint directory", /*with_tokenizer=*/true);
+  add_model_flags(sub, a->model, a->hub, "Checkpoint directory", /*with_tokenizer=*/true, /*positional=*/true);
   sub.add_option("--host", a->host, "Address to listen on")->capture_default_str();
   sub.add_option("--port", a->port, "Port (0 = any free port; the log names it)")->capture_default_str();
   sub.add_option("--served-model-name", a->served_model_name, "Model name in the API (default: --model)");

@@ -35,9 +35,13 @@ void add_pipeline_flag(CLI::App& sub, EngineFlags& f) {
       ->capture_default_str();
 }
 
-void add_model_flags(CLI::App& sub, std::string& model, ModelFlags& f, const std::string& help, bool with_tokenizer) {
-  sub.add_option("--model", model, help + ", or a Hugging Face model id ORG/NAME (downloaded into the Hub cache)")
-      ->required();
+void add_model_flags(CLI::App& sub, std::string& model, ModelFlags& f, const std::string& help, bool with_tokenizer,
+                     bool positional) {
+  auto* opt = sub.add_option("--model", model, help + ", or a Hugging Face model id ORG/NAME (downloaded into the Hub cache)");
+  if (positional)
+    sub.add_option("model_tag", f.positional, "The model as the first argument, as `vllm serve MODEL` (or --model)");
+  else
+    opt->required();
   sub.add_option("--revision", f.revision, "Hub id: the branch, tag or commit (default main)");
   sub.add_option("--download-dir", f.download_dir,
                  "Hub id: the cache directory (default $HF_HUB_CACHE, else $HF_HOME/hub, else "
@@ -48,6 +52,12 @@ void add_model_flags(CLI::App& sub, std::string& model, ModelFlags& f, const std
 }
 
 void ModelFlags::resolve(std::string& model, io::hub::Need need) {
+  if (!positional.empty()) {
+    if (!model.empty() && model != positional)
+      usage_fail("the model is given twice: '{}' and --model '{}'", positional, model);
+    model = positional;
+  }
+  if (model.empty()) usage_fail("--model is required (a directory or a Hub id ORG/NAME)");
   io::ModelSourceOptions o;
   o.revision = revision;
   o.download_dir = download_dir;

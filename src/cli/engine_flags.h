@@ -25,6 +25,7 @@ struct EngineFlags {
 // --revision, --download-dir and, where a tokenizer is read, --tokenizer (io/model_source.h).
 struct ModelFlags {
   std::string revision, download_dir, tokenizer;
+  std::string positional;     // `fp4lm serve MODEL`, as `vllm serve MODEL` (with positional flags)
   std::string named;          // --model as given (after resolve)
   io::ModelSource source;     // after resolve
   std::string tokenizer_dir;  // after resolve: --tokenizer's directory, else the model's
@@ -34,9 +35,10 @@ struct ModelFlags {
 };
 
 // --model (required; `help` says what it is), --revision, --download-dir, and --tokenizer when
-// `with_tokenizer`.
+// `with_tokenizer`; with `positional`, the model may also come first without --model (vLLM's
+// `serve MODEL`).
 void add_model_flags(CLI::App& sub, std::string& model, ModelFlags& flags, const std::string& help,
-                     bool with_tokenizer = false);
+                     bool with_tokenizer = false, bool positional = false);
 
 // `with_dtype`: whether --dtype applies (inspect has no use for it).
 void add_engine_flags(CLI::App& sub, EngineFlags& flags, bool with_dtype = true);

@@ -228,12 +228,15 @@ def test_inspect_says_where_files_came_from(hub, env):
     assert any(l.startswith("source") and "org/tiny" in l and "nothing downloaded" in l for l in r.stdout.splitlines())
 
 
-def test_serve_names_the_model_by_its_id(hub, env):
+@pytest.mark.parametrize("model_args", [["--model", "org/tiny"], ["org/tiny"]])
+def test_serve_names_the_model_by_its_id(hub, env, model_args, tmp_path):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    p = subprocess.Popen([FP4LM, "serve", "--model", "org/tiny", "--port", str(port)], env=env,
-                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    # `fp4lm serve --model ID`, or `fp4lm serve ID` as `vllm serve ID`.
+    log = open(tmp_path / "serve.log", "w")
+    p = subprocess.Popen([FP4LM, "serve", *model_args, "--port", str(port)], env=env,
+                         stdout=log, stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + 60
         while True:
@@ -248,6 +251,15 @@ def test_serve_names_the_model_by_its_id(hub, env):
     finally:
         p.terminate()
         p.wait(timeout=30)
+    log.close()
+    assert p.returncode == 0, (tmp_path / "serve.log").read_text()
+
+
+def test_serve_model_given_twice_or_not_at_all(env):
+    r = fp4lm(env, "serve", "org/a", "--model", "org/b")
+    assert r.returncode == 2 and "the model is given twice: 'org/a' and --model 'org/b'" in r.stderr
+    r = fp4lm(env, "serve")
+    assert r.returncode == 2 and "--model is required" in r.stderr
 
 
 def test_tokenizer_commands_fetch_only_tokenizer_files(hub, env, tiny_dir):
