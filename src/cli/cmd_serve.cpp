@@ -177,7 +177,18 @@ int run_serve(ServeArgs& a) {
     usage_fail("--max-num-batched-tokens ({}) must be >= --max-num-seqs ({})", sc.max_num_batched_tokens,
                sc.max_num_seqs);
   model::EngineOptions opts = a.flags.resolve();
-  a.hub.resolve(a.model);
+  {
+    // A Hub download may take long: until it ends, Ctrl-C / SIGTERM end the process at once, as
+    // they end any command (its .incomplete files are resumed by the next run).
+    struct sigaction dfl {}, old_int {}, old_term {};
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    sigaction(SIGINT, &dfl, &old_int);
+    sigaction(SIGTERM, &dfl, &old_term);
+    a.hub.resolve(a.model);
+    sigaction(SIGINT, &old_int, nullptr);
+    sigaction(SIGTERM, &old_term, nullptr);
+  }
   if (!std::filesystem::is_directory(a.model)) fail("{}: not a checkpoint directory", a.model);
   model::LoadOptions lo;
   lo.max_model_len = a.max_model_len;

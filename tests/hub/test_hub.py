@@ -274,3 +274,17 @@ def test_tokenizer_commands_fetch_only_tokenizer_files(hub, env, tiny_dir):
     assert json.loads(r.stdout)["prompt_ids"] == [104, 105]
     assert set(resolved_files(hub)) == {"tokenizer.json", "tokenizer_config.json"}
     assert all("/org/tiny/" not in q["path"] for q in hub.requests("hub"))  # --model is a directory
+
+
+def test_serve_stops_at_once_during_a_download(hub, env):
+    hub.slow[SHARDS[0]] = hub.slow[SHARDS[1]] = 20
+    p = subprocess.Popen([FP4LM, "serve", "org/tiny", "--port", "0"], env=env,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 30
+    while not hub.requests("cdn"):
+        assert p.poll() is None and time.monotonic() < deadline
+        time.sleep(0.05)
+    t0 = time.monotonic()
+    p.terminate()
+    p.wait(timeout=10)
+    assert p.returncode == -15 and time.monotonic() - t0 < 5
