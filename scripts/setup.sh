@@ -18,7 +18,8 @@ PKGS=(g++ cmake ninja-build pkg-config make ccache
       clang libclang-rt-14-dev
       nginx
       openmpi-bin libopenmpi-dev iproute2
-      chromium chromium-driver)
+      chromium chromium-driver
+      libcurl4-openssl-dev libssl-dev)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

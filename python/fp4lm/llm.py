@@ -16,7 +16,11 @@ PromptType = Union[str, Dict]
 class LLM:
     """Loads a checkpoint once and generates from batches of prompts.
 
-    model: the checkpoint directory. dtype: activation/KV dtype ("auto" = the checkpoint's
+    model: the checkpoint directory, or a Hugging Face Hub id ("org/name"): found in the shared Hub
+    cache (HF_HUB_CACHE, HF_HOME/hub, ~/.cache/huggingface/hub) or downloaded there from HF_ENDPOINT
+    (docs/HUB.md). revision: the Hub branch, tag or commit (None = main). download_dir: the Hub
+    cache directory to use instead. tokenizer: a directory or Hub id to read the tokenizer and chat
+    template from instead of the model's. dtype: activation/KV dtype ("auto" = the checkpoint's
     torch_dtype, "float32", "bfloat16", "float16"). override_activation_dtype: "bfloat16" or
     "float16" runs NVFP4 W4A4 layers through the W4A16 path at that dtype ("auto" = as the
     checkpoint says; the files are never changed). activation_scale: "static" (the default: NVFP4 W4A4
@@ -41,8 +45,14 @@ class LLM:
                  max_num_seqs: int = 32, max_num_batched_tokens: int = 512,
                  kv_cache_memory_bytes: Optional[int] = None, enable_prefix_caching: bool = True,
                  block_size: int = 16, speculative_config: Optional[dict] = None,
-                 activation_scale: str = "static"):
+                 activation_scale: str = "static", revision: Optional[str] = None,
+                 download_dir: Optional[str] = None, tokenizer: Optional[str] = None):
         model = os.fspath(model)
+        self.model_id = model
+        model, self.model_source = _core.resolve_model(model, revision or "", os.fspath(download_dir or ""))
+        tokenizer_dir = ""
+        if tokenizer is not None:
+            tokenizer_dir, _ = _core.resolve_model(os.fspath(tokenizer), "", os.fspath(download_dir or ""), True)
         if not os.path.isdir(model):
             raise FileNotFoundError(f"{model}: not a checkpoint directory")
         for name, v in (("max_model_len", max_model_len), ("threads", threads),
@@ -64,7 +74,7 @@ class LLM:
                                     max_num_seqs, max_num_batched_tokens, kv_cache_memory_bytes or 0,
                                     enable_prefix_caching, block_size,
                                     json.dumps(speculative_config) if speculative_config else "",
-                                    activation_scale)
+                                    activation_scale, tokenizer_dir)
         self._rng = random.Random(seed)
         self._next_request_id = 0
         self._tokenizer = Tokenizer(self._engine) if self._engine.has_tokenizer else None

@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "engine/request.h"
+#include "io/model_source.h"
 #include "offline_engine.h"
 #include "python_log_sink.h"
 
@@ -84,15 +85,33 @@ PYBIND11_MODULE(_core, m) {
   });
   python::install_python_log_sink();
 
+  // LLM(model=...): a directory, or a Hugging Face Hub id found in (or downloaded into) the shared
+  // Hub cache (io/model_source.h). Returns (directory, where the files came from). Without the GIL:
+  // the download threads log through Python.
+  m.def(
+      "resolve_model",
+      [](const std::string& model, const std::string& revision, const std::string& download_dir, bool tokenizer_only) {
+        io::ModelSourceOptions o;
+        o.revision = revision;
+        o.download_dir = download_dir;
+        if (tokenizer_only) o.need = io::hub::Need::tokenizer_only;
+        const io::ModelSource s = io::resolve_model_source(model, o);
+        return std::make_pair(s.dir, s.origin);
+      },
+      py::arg("model"), py::arg("revision") = "", py::arg("download_dir") = "", py::arg("tokenizer_only") = false,
+      py::call_guard<py::gil_scoped_release>());
+
   py::class_<python::OfflineEngine>(m, "Engine")
       .def(py::init([](const std::string& model, const std::string& dtype, const std::string& override_dtype,
                        const std::string& kv_cache_dtype,
                        int64_t max_model_len, const std::string& linear_backend, const std::string& moe_backend,
                        int64_t a16_max_tokens, int threads, int64_t max_num_seqs, int64_t max_num_batched_tokens,
                        size_t kv_cache_memory_bytes, bool enable_prefix_caching, int64_t block_size,
-                       const std::string& speculative_config, const std::string& activation_scale) {
+                       const std::string& speculative_config, const std::string& activation_scale,
+                       const std::string& tokenizer) {
              python::OfflineOptions o;
              o.model = model;
+             o.tokenizer = tokenizer;
              o.engine.dtype = dtype;
              o.engine.override_activation_dtype = override_dtype;
              o.engine.activation_scale = activation_scale;
@@ -114,7 +133,7 @@ PYBIND11_MODULE(_core, m) {
            py::arg("linear_backend"), py::arg("moe_backend"), py::arg("a16_max_tokens"), py::arg("threads"),
            py::arg("max_num_seqs"), py::arg("max_num_batched_tokens"), py::arg("kv_cache_memory_bytes"),
            py::arg("enable_prefix_caching"), py::arg("block_size"), py::arg("speculative_config"),
-           py::arg("activation_scale") = "static")
+           py::arg("activation_scale") = "static", py::arg("tokenizer") = "")
       .def("generate",
            [](python::OfflineEngine& e, const py::list& requests, py::object on_progress) {
              std::vector<engine::RequestParams> reqs;

@@ -31,10 +31,11 @@ OfflineEngine::OfflineEngine(const OfflineOptions& o) : dir_(o.model) {
   const model::EngineOptions opts = engine::resolve(o.engine);
 
   py::gil_scoped_release nogil;
-  if (std::filesystem::exists(std::filesystem::path(dir_) / "tokenizer.json")) {
-    tok_ = tokenizer::Tokenizer::from_dir(dir_);
+  const std::string tok_dir = o.tokenizer.empty() ? dir_ : o.tokenizer;
+  if (std::filesystem::exists(std::filesystem::path(tok_dir) / "tokenizer.json")) {
+    tok_ = tokenizer::Tokenizer::from_dir(tok_dir);
     try {
-      chat_.emplace(tokenizer::ChatTemplate::from_dir(dir_));
+      chat_.emplace(tokenizer::ChatTemplate::from_dir(tok_dir));
     } catch (const Error& e) {
       chat_error_ = e.what();
     }

@@ -22,6 +22,7 @@ namespace fp4lm::python {
 
 struct OfflineOptions {
   std::string model;
+  std::string tokenizer;  // the tokenizer's directory; "" = the model's
   engine::EngineArgs engine;  // resolved by engine/engine_args.h, as the CLI's flags are
   int64_t max_num_seqs = 16;
   int64_t max_num_batched_tokens = 512;

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/command.h"
+#include "cli/engine_flags.h"
 #include "core/error.h"
 #include "io/json_file.h"
 #include "tokenizer/chat_template.h"
@@ -17,9 +18,10 @@ struct ChatTemplateArgs {
   std::string messages;
   bool add_generation_prompt = false;
   std::string enable_thinking;
+  ModelFlags hub;
 };
 
-int run(const ChatTemplateArgs& a) {
+int run(ChatTemplateArgs& a) {
   tokenizer::ChatOptions opts;
   opts.add_generation_prompt = a.add_generation_prompt;
   if (!a.enable_thinking.empty()) {
@@ -40,6 +42,7 @@ int run(const ChatTemplateArgs& a) {
          doc.type_name());
   }
   if (!messages.is_array()) fail("{}: \"messages\" must be an array", a.messages);
+  a.hub.resolve(a.model, io::hub::Need::tokenizer_only);
   auto tmpl = tokenizer::ChatTemplate::from_dir(a.model);
   std::string prompt = tmpl.render_ordered(messages, tools, opts);
   std::fwrite(prompt.data(), 1, prompt.size(), stdout);
@@ -50,8 +53,7 @@ int run(const ChatTemplateArgs& a) {
 CommandRegistration reg("chat-template", "Render a conversation with the model's chat template",
                         [](CLI::App& sub) {
                           auto a = std::make_shared<ChatTemplateArgs>();
-                          sub.add_option("--model", a->model, "Model directory (needs tokenizer_config.json)")
-                              ->required();
+                          add_model_flags(sub, a->model, a->hub, "Model directory (needs tokenizer_config.json)");
                           sub.add_option("--messages", a->messages,
                                          "JSON file: an array of {role, content} messages, or "
                                          "{\"messages\": [...], \"tools\": [...]}")

@@ -32,6 +32,7 @@ struct EvalArgs {
   int64_t max_model_len = 0;
   bool json = false;
   EngineFlags flags;
+  ModelFlags hub;
 };
 
 // --reference: the same sequences through a reference model (same --dtype, default backends, no
@@ -73,8 +74,14 @@ int run_eval_reference(const EvalArgs& a, const model::CausalLM& lm, const std::
   return 0;
 }
 
-int run_eval(const EvalArgs& a) {
+int run_eval(EvalArgs& a) {
   model::EngineOptions opts = a.flags.resolve();
+  a.hub.resolve(a.model);
+  if (!a.reference.empty()) {  // a directory or Hub id too, from the same cache
+    io::ModelSourceOptions ro;
+    ro.download_dir = a.hub.download_dir;
+    a.reference = io::resolve_model_source(a.reference, ro).dir;
+  }
   model::LoadOptions lo;
   lo.max_model_len = a.max_model_len;
   // Under mpirun every rank runs this command: ranks > 0 only load and run their stage (they need
@@ -127,7 +134,7 @@ int run_eval(const EvalArgs& a) {
 
 CommandRegistration reg("eval", "Teacher-forced perplexity of token-id sequences", [](CLI::App& sub) {
   auto a = std::make_shared<EvalArgs>();
-  sub.add_option("--model", a->model, "Checkpoint directory")->required();
+  add_model_flags(sub, a->model, a->hub, "Checkpoint directory");
   sub.add_option("--ids", a->ids,
                  "JSON Lines file: per line {\"ids\": [...]}, {\"prompt_ids\", \"greedy_continuation\"} or a bare list")
       ->required();

@@ -37,6 +37,7 @@ struct GenerateArgs {
   uint64_t seed = 0;
   bool ignore_eos = false, skip_special_tokens = true, json = false;
   EngineFlags flags;
+  ModelFlags hub;
 };
 
 std::vector<int32_t> parse_id_list(const std::string& s, const char* flag) {
@@ -86,7 +87,7 @@ engine::RequestParams request_of(const GenerateArgs& a, std::vector<int32_t> pro
 std::vector<int32_t> prompt_of(const GenerateArgs& a, const tokenizer::Tokenizer* tok) {
   if (!a.prompt_ids.empty()) return parse_id_list(a.prompt_ids, "--prompt-ids");
   if (!a.prompt.empty()) return tok->encode(a.prompt, /*add_special_tokens=*/true);
-  auto tmpl = tokenizer::ChatTemplate::from_dir(a.model);
+  auto tmpl = tokenizer::ChatTemplate::from_dir(a.hub.tokenizer_dir);
   nlohmann::json messages = nlohmann::json::array({{{"role", "user"}, {"content", a.chat}}});
   tokenizer::ChatOptions co;
   co.add_generation_prompt = true;
@@ -109,13 +110,14 @@ nlohmann::json result_json(const engine::GenerationResult& r, const model::Causa
   return j;
 }
 
-int run_generate(const GenerateArgs& a) {
+int run_generate(GenerateArgs& a) {
   const int sources = !a.prompt.empty() + !a.prompt_ids.empty() + !a.chat.empty();
   if (sources != 1) usage_fail("give exactly one of --prompt, --prompt-ids, --chat");
   const model::EngineOptions opts = a.flags.resolve();
   // Parameter errors before the (slow) load: the same validator runs again with the model's
   // vocabulary and context.
   with_flag_errors([&] { engine::validate(request_of(a, {}).sampling); });
+  a.hub.resolve(a.model);
   // Under mpirun every rank runs this command: ranks > 0 only load and run their stage.
   std::unique_ptr<dist::Pipeline> pipeline;
   if (a.flags.pipeline_parallel_size > 1) {
@@ -125,11 +127,12 @@ int run_generate(const GenerateArgs& a) {
 
   // The tokenizer is optional when the prompt is given as ids.
   std::unique_ptr<tokenizer::Tokenizer> tok;
-  const bool have_tok = std::filesystem::exists(std::filesystem::path(a.model) / "tokenizer.json");
-  if (have_tok) tok = tokenizer::Tokenizer::from_dir(a.model);
+  const std::string& tok_dir = a.hub.tokenizer_dir;
+  const bool have_tok = std::filesystem::exists(std::filesystem::path(tok_dir) / "tokenizer.json");
+  if (have_tok) tok = tokenizer::Tokenizer::from_dir(tok_dir);
   else if (a.prompt_ids.empty())
-    fail("{}: no tokenizer.json, so --prompt/--chat cannot be encoded; give --prompt-ids", a.model);
-  if (!a.stop.empty() && !tok) usage_fail("--stop needs a tokenizer, and {} has none; use --stop-token-ids", a.model);
+    fail("{}: no tokenizer.json, so --prompt/--chat cannot be encoded; give --prompt-ids", tok_dir);
+  if (!a.stop.empty() && !tok) usage_fail("--stop needs a tokenizer, and {} has none; use --stop-token-ids", tok_dir);
   engine::RequestParams params = request_of(a, prompt_of(a, tok.get()));
   engine::SpeculativeConfig spec;
   if (!a.speculative_config.empty())
@@ -187,7 +190,7 @@ int run_generate(const GenerateArgs& a) {
 
 CommandRegistration reg("generate", "Generate text from a prompt", [](CLI::App& sub) {
   auto a = std::make_shared<GenerateArgs>();
-  sub.add_option("--model", a->model, "Checkpoint directory")->required();
+  add_model_flags(sub, a->model, a->hub, "Checkpoint directory", /*with_tokenizer=*/true);
   sub.add_option("--prompt", a->prompt, "Prompt text (encoded with the checkpoint's tokenizer)");
   sub.add_option("--prompt-ids", a->prompt_ids, "Prompt as comma-separated token ids");
   sub.add_option("--chat", a->chat, "A user message, rendered with the checkpoint's chat template");

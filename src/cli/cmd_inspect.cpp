@@ -265,6 +265,7 @@ void print_human(const json& f, std::FILE* out) {
     if (!v.is_null()) line(label, plain(v));
   };
   line("model", plain(f["model"]));
+  if (f.contains("source")) line("source", plain(f["source"]["origin"]));
   line("architecture", plain(f["architecture"]));
   line("layers", plain(f["num_layers"]));
   line("hidden size", plain(f["hidden_size"]));
@@ -341,16 +342,22 @@ CommandRegistration reg(
         std::string model;
         bool json = false;
         EngineFlags engine;
+        ModelFlags hub;
       };
       auto o = std::make_shared<Opts>();
       add_engine_flags(sub, o->engine);
-      sub.add_option("--model", o->model, "checkpoint directory (config.json + safetensors)")
-          ->required();
+      add_model_flags(sub, o->model, o->hub, "Checkpoint directory (config.json + safetensors)");
       sub.add_flag("--json", o->json, "print the facts as one JSON object");
       return [o]() -> int {
         model::EngineOptions opts = o->engine.resolve();
+        o->hub.resolve(o->model);
         auto ck = io::Checkpoint::open(o->model);
         json facts = inspect_facts(ck, opts);
+        const io::ModelSource& src = o->hub.source;  // where the files came from
+        facts["source"] = {{"kind", src.is_hub() ? "hub" : "directory"}, {"origin", src.origin}};
+        if (src.is_hub())
+          facts["source"].update({{"repo_id", src.repo_id}, {"revision", src.revision}, {"commit", src.commit},
+                                  {"downloaded_files", src.downloaded_files}, {"downloaded_bytes", src.downloaded_bytes}});
         add_layers(facts, ck, opts);
         if (o->json)
           fmt::print("{}\n", facts.dump(2));

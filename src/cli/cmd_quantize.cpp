@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "cli/command.h"
+#include "cli/engine_flags.h"
 #include "core/error.h"
 #include "core/interrupt_cleanup.h"
 #include "core/log.h"
@@ -23,6 +24,7 @@ struct QuantizeArgs {
   int64_t calib_samples = 128, calib_seq_len = 512;
   std::vector<std::string> exclude;
   bool quantize_lm_head = false, force = false;
+  ModelFlags hub;
   int threads = 0;
 };
 
@@ -42,7 +44,7 @@ std::function<void(const std::string&)> test_abort_hook() {
   };
 }
 
-int run_quantize(const QuantizeArgs& a) {
+int run_quantize(QuantizeArgs& a) {
   install_interrupt_cleanup();  // Ctrl-C removes the hidden temporary directory, as an error does
   if (a.threads < 0) usage_fail("--threads must be >= 1 (got {})", a.threads);
   if (a.threads > 0) ThreadPool::set_global_threads(a.threads);
@@ -69,6 +71,8 @@ int run_quantize(const QuantizeArgs& a) {
   if (!a.calib_ids.empty() && !a.calib_text.empty()) usage_fail("give --calib-ids or --calib-text, not both");
   if (a.calib_samples <= 0) usage_fail("--calib-samples must be positive (got {})", a.calib_samples);
   if (a.calib_seq_len <= 1) usage_fail("--calib-seq-len must be at least 2 (got {})", a.calib_seq_len);
+  a.hub.resolve(a.model);
+  o.model_dir = a.model;
   const bool have_calib = !a.calib_ids.empty() || !a.calib_text.empty();
   if (o.exp.algo == quant::QuantAlgo::NVFP4) {
     if (!have_calib)
@@ -91,7 +95,7 @@ int run_quantize(const QuantizeArgs& a) {
 CommandRegistration reg("quantize", "Quantize a bf16/fp16/fp32 checkpoint to NVFP4 or W4A16_NVFP4 (ModelOpt layout)",
                         [](CLI::App& sub) {
   auto a = std::make_shared<QuantizeArgs>();
-  sub.add_option("--model", a->model, "Input checkpoint directory (bf16, fp16 or fp32)")->required();
+  add_model_flags(sub, a->model, a->hub, "Input checkpoint directory (bf16, fp16 or fp32)");
   sub.add_option("--out", a->out, "Output directory (must not exist unless --force)")->required();
   sub.add_option("--algo", a->algo, "NVFP4 (W4A4, needs calibration) or W4A16_NVFP4")->required();
   sub.add_option("--format", a->format,

@@ -36,6 +36,7 @@ namespace {
 
 struct ServeArgs {
   std::string model, host = "127.0.0.1", served_model_name, kv_cache_memory;
+  ModelFlags hub;
   std::optional<std::string> api_key;
   std::string api_key_file;
   bool open_metrics = false;
@@ -144,7 +145,7 @@ size_t quarter_of_ram() {
   return pages > 0 && page > 0 ? static_cast<size_t>(pages) * static_cast<size_t>(page) / 4 : (size_t{4} << 30);
 }
 
-int run_serve(const ServeArgs& a) {
+int run_serve(ServeArgs& a) {
   // SIGINT/SIGTERM only write their number to a pipe the main thread reads (any thread may take
   // a signal: some libraries start threads before main), so the stop is always the graceful one.
   if (pipe(g_signal_pipe) != 0) fail("serve: cannot create the signal pipe");
@@ -178,6 +179,18 @@ int run_serve(const ServeArgs& a) {
     usage_fail("--max-num-batched-tokens ({}) must be >= --max-num-seqs ({})", sc.max_num_batched_tokens,
                sc.max_num_seqs);
   model::EngineOptions opts = a.flags.resolve();
+  {
+    // A Hub download may take long: until it ends, Ctrl-C / SIGTERM end the process at once, as
+    // they end any command (its .incomplete files are resumed by the next run).
+    struct sigaction dfl {}, old_int {}, old_term {};
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    sigaction(SIGINT, &dfl, &old_int);
+    sigaction(SIGTERM, &dfl, &old_term);
+    a.hub.resolve(a.model);
+    sigaction(SIGINT, &old_int, nullptr);
+    sigaction(SIGTERM, &old_term, nullptr);
+  }
   if (!std::filesystem::is_directory(a.model)) fail("{}: not a checkpoint directory", a.model);
   model::LoadOptions lo;
   lo.max_model_len = a.max_model_len;
@@ -199,15 +212,16 @@ int run_serve(const ServeArgs& a) {
 
   std::unique_ptr<tokenizer::Tokenizer> tok;
   std::optional<tokenizer::ChatTemplate> chat;
-  if (std::filesystem::exists(std::filesystem::path(a.model) / "tokenizer.json")) {
-    tok = tokenizer::Tokenizer::from_dir(a.model);
+  const std::string& tok_dir = a.hub.tokenizer_dir;
+  if (std::filesystem::exists(std::filesystem::path(tok_dir) / "tokenizer.json")) {
+    tok = tokenizer::Tokenizer::from_dir(tok_dir);
     try {
-      chat.emplace(tokenizer::ChatTemplate::from_dir(a.model));
+      chat.emplace(tokenizer::ChatTemplate::from_dir(tok_dir));
     } catch (const Error& e) {
       log().warn("serve: no chat template ({}); /v1/chat/completions will answer 400", e.what());
     }
   } else {
-    log().warn("serve: {} has no tokenizer.json: prompts must be token ids and outputs carry no text", a.model);
+    log().warn("serve: {} has no tokenizer.json: prompts must be token ids and outputs carry no text", tok_dir);
   }
   std::unique_ptr<model::CausalLM> whole;
   std::unique_ptr<engine::CausalLmStepModel> whole_step;
@@ -227,7 +241,7 @@ int run_serve(const ServeArgs& a) {
   const model::CausalLM* lm = pipeline ? &pipeline->stage_model() : whole.get();
 
   server::ServingModel sm;
-  sm.name = a.served_model_name.empty() ? a.model : a.served_model_name;
+  sm.name = a.served_model_name.empty() ? a.hub.named : a.served_model_name;  // the id or path as given
   sm.path = a.model;
   sm.tok = tok.get();
   sm.chat = chat ? &*chat : nullptr;
@@ -269,7 +283,7 @@ int run_serve(const ServeArgs& a) {
 
 CommandRegistration reg("serve", "OpenAI-compatible HTTP server with continuous batching", [](CLI::App& sub) {
   auto a = std::make_shared<ServeArgs>();
-  sub.add_option("--model", a->model, "Checkpoint directory")->required();
+  add_model_flags(sub, a->model, a->hub, "Checkpoint directory", /*with_tokenizer=*/true, /*positional=*/true);
   sub.add_option("--host", a->host, "Address to listen on")->capture_default_str();
   sub.add_option("--port", a->port, "Port (0 = any free port; the log names it)")->capture_default_str();
   sub.add_option("--served-model-name", a->served_model_name, "Model name in the API (default: --model)");

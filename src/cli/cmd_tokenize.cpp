@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/command.h"
+#include "cli/engine_flags.h"
 #include "core/error.h"
 #include "tokenizer/tokenizer.h"
 
@@ -44,13 +45,15 @@ CommandRegistration tokenize_reg(
       struct Opts {
         std::string model, text;
         bool json = false, add_special = false;
+        ModelFlags hub;
       };
       auto o = std::make_shared<Opts>();
-      sub.add_option("--model", o->model, "Model directory (only the tokenizer files are read)")->required();
+      add_model_flags(sub, o->model, o->hub, "Model directory (only the tokenizer files are read)");
       sub.add_option("--text", o->text, "Text to encode")->required();
       sub.add_flag("--json", o->json, "Print {\"ids\": [...]} instead of comma-separated ids");
       sub.add_flag("--add-special-tokens", o->add_special, "Run the post-processor (e.g. insert BOS)");
       return [o]() -> int {
+        o->hub.resolve(o->model, io::hub::Need::tokenizer_only);
         auto tok = tokenizer::Tokenizer::from_dir(o->model);
         auto ids = tok->encode(o->text, o->add_special);
         if (o->json) {
@@ -72,14 +75,16 @@ CommandRegistration detokenize_reg(
       struct Opts {
         std::string model, ids;
         bool json = false, skip_special = false;
+        ModelFlags hub;
       };
       auto o = std::make_shared<Opts>();
-      sub.add_option("--model", o->model, "Model directory (only the tokenizer files are read)")->required();
+      add_model_flags(sub, o->model, o->hub, "Model directory (only the tokenizer files are read)");
       sub.add_option("--ids", o->ids, "Comma-separated token ids, e.g. 9707,11,1879")->required();
       sub.add_flag("--skip-special-tokens", o->skip_special, "Leave special tokens out of the text");
       sub.add_flag("--json", o->json, "Print {\"text\": \"...\"} (exact, escaped) instead of the text");
       return [o]() -> int {
         auto ids = parse_ids(o->ids);  // usage errors before touching the files
+        o->hub.resolve(o->model, io::hub::Need::tokenizer_only);
         auto tok = tokenizer::Tokenizer::from_dir(o->model);
         for (int32_t id : ids)
           if (!tok->id_to_token(id))

@@ -35,6 +35,44 @@ void add_pipeline_flag(CLI::App& sub, EngineFlags& f) {
       ->capture_default_str();
 }
 
+void add_model_flags(CLI::App& sub, std::string& model, ModelFlags& f, const std::string& help, bool with_tokenizer,
+                     bool positional) {
+  auto* opt = sub.add_option("--model", model, help + ", or a Hugging Face model id ORG/NAME (downloaded into the Hub cache)");
+  if (positional)
+    sub.add_option("model_tag", f.positional, "The model as the first argument, as `vllm serve MODEL` (or --model)");
+  else
+    opt->required();
+  sub.add_option("--revision", f.revision, "Hub id: the branch, tag or commit (default main)");
+  sub.add_option("--download-dir", f.download_dir,
+                 "Hub id: the cache directory (default $HF_HUB_CACHE, else $HF_HOME/hub, else "
+                 "~/.cache/huggingface/hub)");
+  if (with_tokenizer)
+    sub.add_option("--tokenizer", f.tokenizer,
+                   "Read the tokenizer and chat template from this directory or Hub id instead of --model's");
+}
+
+void ModelFlags::resolve(std::string& model, io::hub::Need need) {
+  if (!positional.empty()) {
+    if (!model.empty() && model != positional)
+      usage_fail("the model is given twice: '{}' and --model '{}'", positional, model);
+    model = positional;
+  }
+  if (model.empty()) usage_fail("--model is required (a directory or a Hub id ORG/NAME)");
+  io::ModelSourceOptions o;
+  o.revision = revision;
+  o.download_dir = download_dir;
+  o.need = need;
+  named = model;
+  source = io::resolve_model_source(model, o);
+  model = source.dir;
+  tokenizer_dir = model;
+  if (!tokenizer.empty()) {
+    o.need = io::hub::Need::tokenizer_only;
+    o.revision.clear();  // --revision names the model's revision
+    tokenizer_dir = io::resolve_model_source(tokenizer, o).dir;
+  }
+}
+
 std::chrono::milliseconds pipeline_heartbeat_timeout(const EngineFlags& f) {
   const double s = f.pipeline_heartbeat_timeout;
   if (!(s > 0) || s > 3600) usage_fail("--pipeline-heartbeat-timeout must be in (0, 3600] seconds (got {})", s);

@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 
 #include "engine/engine_args.h"
+#include "io/model_source.h"
 #include "model/engine_options.h"
 
 namespace fp4lm::cli {
@@ -19,6 +20,25 @@ struct EngineFlags {
   // thread pool size when --threads is given.
   model::EngineOptions resolve() const;
 };
+
+// Where the model comes from: --model (a directory or a Hugging Face Hub id, ORG/NAME),
+// --revision, --download-dir and, where a tokenizer is read, --tokenizer (io/model_source.h).
+struct ModelFlags {
+  std::string revision, download_dir, tokenizer;
+  std::string positional;     // `fp4lm serve MODEL`, as `vllm serve MODEL` (with positional flags)
+  std::string named;          // --model as given (after resolve)
+  io::ModelSource source;     // after resolve
+  std::string tokenizer_dir;  // after resolve: --tokenizer's directory, else the model's
+
+  // Resolves `model` (the --model value) in place, once: it becomes the directory to load.
+  void resolve(std::string& model, io::hub::Need need = io::hub::Need::model);
+};
+
+// --model (required; `help` says what it is), --revision, --download-dir, and --tokenizer when
+// `with_tokenizer`; with `positional`, the model may also come first without --model (vLLM's
+// `serve MODEL`).
+void add_model_flags(CLI::App& sub, std::string& model, ModelFlags& flags, const std::string& help,
+                     bool with_tokenizer = false, bool positional = false);
 
 // `with_dtype`: whether --dtype applies (inspect has no use for it).
 void add_engine_flags(CLI::App& sub, EngineFlags& flags, bool with_dtype = true);
