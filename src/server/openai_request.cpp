@@ -122,7 +122,10 @@ void parse_common(const json& b, const ServingModel& m, uint64_t random_seed, Ap
     const json& so = b["stream_options"];
     if (!so.is_object()) throw bad_request("'stream_options' must be an object", "stream_options");
     r.include_usage = opt_bool(so, "include_usage", "stream_options.include_usage").value_or(false);
-    r.continuous_usage = opt_bool(so, "continuous_usage_stats", "stream_options.continuous_usage_stats").value_or(false);
+    // vLLM's should_include_usage: continuous usage only together with include_usage.
+    r.continuous_usage =
+        opt_bool(so, "continuous_usage_stats", "stream_options.continuous_usage_stats").value_or(false) &&
+        r.include_usage;
   }
   parse_logit_bias(b, m, p);
   p.structured = parse_structured_outputs(b);  // response_format, structured_outputs, guided_*

@@ -425,7 +425,8 @@ TEST_F(OpenAiApi, ChatStreamChunksAndWholeResponse) {
   ASSERT_EQ(c1.size(), 2u);
   EXPECT_EQ(c1[0]["choices"][0]["delta"], json::parse(R"({"role": "assistant", "content": ""})"));
   EXPECT_EQ(c1[0]["object"], "chat.completion.chunk");
-  EXPECT_TRUE(c1[0]["usage"].is_null());
+  EXPECT_FALSE(c1[0].contains("usage")) << "vLLM's chunks carry usage only where it is set";
+  EXPECT_TRUE(c1[0]["prompt_token_ids"].is_null() && c1[0]["prompt_text"].is_null());
   EXPECT_EQ(c1[1]["choices"][0]["delta"]["content"], "h");
   EXPECT_TRUE(c1[1]["choices"][0]["finish_reason"].is_null());
   EXPECT_TRUE(rb.stream_chunks(output({105}, "", 2)).empty()) << "nothing to show: no chunk";
@@ -449,9 +450,25 @@ TEST_F(OpenAiApi, ChatStreamChunksAndWholeResponse) {
   const json resp = wb.response();
   EXPECT_EQ(resp["object"], "chat.completion");
   EXPECT_EQ(resp["model"], "tiny");
-  EXPECT_EQ(resp["choices"][0]["message"], (json{{"role", "assistant"}, {"content", "hi"}}));
+  EXPECT_EQ(resp["choices"][0]["message"], json::parse(R"({"role": "assistant", "content": "hi", "refusal": null,
+      "annotations": null, "audio": null, "function_call": null, "reasoning": null})"))
+      << "vLLM's ChatMessage, every key";
+  for (const char* key : {"service_tier", "system_fingerprint", "kv_transfer_params", "ec_transfer_params", "metrics",
+                          "prompt_logprobs", "prompt_token_ids", "prompt_text"})
+    EXPECT_TRUE(resp.contains(key) && resp[key].is_null()) << key;
+  for (const char* key : {"stop_reason", "token_ids", "routed_experts"})
+    EXPECT_TRUE(resp["choices"][0].contains(key) && resp["choices"][0][key].is_null()) << key;
   EXPECT_EQ(resp["choices"][0]["finish_reason"], "length");
   EXPECT_EQ(resp["usage"]["completion_tokens"], 3);
+}
+
+// stream_options.continuous_usage_stats counts only with include_usage (vLLM's should_include_usage).
+TEST_F(OpenAiApi, ContinuousUsageNeedsIncludeUsage) {
+  const std::string base = R"({"prompt": "x", "stream": true, "stream_options": )";
+  EXPECT_FALSE(completion(base + R"({"continuous_usage_stats": true}})").continuous_usage);
+  EXPECT_FALSE(completion(base + R"({"include_usage": false, "continuous_usage_stats": true}})").continuous_usage);
+  const ApiRequest r = completion(base + R"({"include_usage": true, "continuous_usage_stats": true}})");
+  EXPECT_TRUE(r.continuous_usage && r.include_usage);
 }
 
 TEST_F(OpenAiApi, CompletionEchoAndLogprobs) {
@@ -496,7 +513,9 @@ TEST_F(OpenAiApi, PromptLogprobsEchoAndBestOf) {
   eb.add(o);
   const json resp = eb.response();
   EXPECT_EQ(resp["choices"][0]["text"], "abc");
-  EXPECT_FALSE(resp["choices"][0].contains("prompt_logprobs"));
+  // vLLM returns the prompt logprobs echo computed (logprobs=0: the token alone).
+  EXPECT_EQ(resp["choices"][0]["prompt_logprobs"],
+            json::parse(R"([null, {"98": {"logprob": -2.0, "rank": 3, "decoded_token": "b"}}])"));
   const json lp = resp["choices"][0]["logprobs"];
   EXPECT_EQ(lp["tokens"], (json{"a", "b", "c"}));
   EXPECT_EQ(lp["token_logprobs"], json::parse("[null, -2.0, -0.25]"));
