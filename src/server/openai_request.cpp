@@ -12,6 +12,7 @@
 #include "io/json_file.h"
 #include "server/chat_schema.h"
 #include "server/request_fields.h"
+#include "server/request_json.h"
 #include "server/structured_output_request.h"
 #include "server/tool_choice_spec.h"
 #include "server/unsupported_fields.h"
@@ -127,6 +128,9 @@ void parse_common(const json& b, const ServingModel& m, uint64_t random_seed, Ap
         opt_bool(so, "continuous_usage_stats", "stream_options.continuous_usage_stats").value_or(false) &&
         r.include_usage;
   }
+  // Fields with no effect here are still typed as vLLM types them (a 400 names the field).
+  opt_int(b, "routed_experts_prompt_start", 0);
+  opt_int(b, "stream_interval", 1);
   parse_logit_bias(b, m, p);
   p.structured = parse_structured_outputs(b);  // response_format, structured_outputs, guided_*
 
@@ -264,12 +268,8 @@ engine::RequestParams choice_params(const ApiRequest& r, size_t c) {
 }
 
 json parse_body(const std::string& body) {
-  json b;
-  try {
-    b = io::parse_json(body, "the request body");  // nesting bounded, as every JSON we read
-  } catch (const Error& e) {
-    throw bad_request(e.what());
-  }
+  // Integers exact (request_json.h), nesting bounded as every JSON we read.
+  const json b = parse_request_json(body);
   if (!b.is_object()) throw bad_request(fmt::format("the request body must be a JSON object, got {}", io::json_type_name(b)));
   return b;
 }

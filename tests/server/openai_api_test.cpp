@@ -177,6 +177,14 @@ TEST_F(OpenAiApi, EveryInvalidFieldIsA400NamingIt) {
       {R"({"prompt": "x", "logprobs": 9223372036854775807})", "logprobs"},
       {R"({"prompt": "x", "top_k": -9223372036854775808})", "top_k"},
       {R"({"prompt": "x", "top_k": 1e19})", "top_k"},
+      // Integer literals outside 64 bits stay outside (no double rounding them onto -2^63).
+      {R"({"prompt": "x", "seed": -9223372036854775809})", "seed"},
+      {R"({"prompt": "x", "seed": -9223372036854776000})", "seed"},
+      {R"({"prompt": "x", "seed": 18446744073709551616})", "seed"},
+      {R"({"prompt": "x", "n": -9223372036854775809})", "n"},
+      {R"({"prompt": "x", "stop_token_ids": [-9223372036854775809]})", "stop_token_ids"},
+      {R"({"prompt": "x", "routed_experts_prompt_start": -1})", "routed_experts_prompt_start"},
+      {R"({"prompt": "x", "stream_interval": 0})", "stream_interval"},
       {R"({"prompt": [1, 18446744073709551615]})", "prompt"},
       {R"({"prompt": [1, 2.5]})", "prompt"},
       {R"({"prompt": "x", "stop_token_ids": [4294967297]})", "stop_token_ids"},
@@ -639,6 +647,29 @@ TEST(ServingMetricsText, PrefixCacheQueriesAndHitsInTokens) {
        std::vector<std::string>{"# TYPE vllm:prefix_cache_queries counter", "vllm:prefix_cache_queries_total{" + l + "} 80.0",
                                 "# TYPE vllm:prefix_cache_hits counter", "vllm:prefix_cache_hits_total{" + l + "} 64.0"})
     EXPECT_NE(t.find(line + "\n"), std::string::npos) << line;
+}
+
+// The ends of the int64 range are seeds; a literal past them is refused with the field's range,
+// not rounded onto it.
+TEST_F(OpenAiApi, IntegersAreReadExactly) {
+  EXPECT_EQ(completion(R"({"prompt": "x", "seed": -9223372036854775808})").params.sampling.seed, uint64_t{1} << 63);
+  EXPECT_EQ(completion(R"({"prompt": "x", "seed": 9223372036854775807})").params.sampling.seed, (uint64_t{1} << 63) - 1);
+  const json b = parse_body(R"({"a": -9223372036854775809, "b": -9223372036854775808, "c": 2.5, "d": [1, {"e": 3}]})");
+  EXPECT_TRUE(b["a"].is_number_float());
+  EXPECT_LT(b["a"].get<double>(), -0x1p63);
+  EXPECT_EQ(b["b"].get<int64_t>(), std::numeric_limits<int64_t>::min());
+  EXPECT_EQ(b["c"].get<double>(), 2.5);
+  EXPECT_EQ(b["d"][1]["e"], 3);
+  EXPECT_EQ(parse_body(R"({"a": -9223372036854775810.0})")["a"].get<double>(), -0x1p63)
+      << "a number literal reads as Python's float() reads it";
+  for (const char* bad : {"{", R"({"a": 1e400})", "[1]x"}) {
+    try {
+      parse_body(bad);
+      ADD_FAILURE() << bad;
+    } catch (const ApiError& e) {
+      EXPECT_EQ(e.status, 400) << bad;
+    }
+  }
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 of vLLM's entrypoints/openai/*/protocol.py): every field is documented in docs/SERVER.md, every
 field fp4lm does not implement is a 400 naming it when set to a value that would matter, and
 every ignored field leaves the output unchanged."""
+import json
 import re
 from pathlib import Path
 
@@ -105,3 +106,41 @@ def test_reasoning_effort_and_documents_reach_the_template(server):
     assert post(server, "/v1/chat/completions", {**CHAT, "documents": [{"title": "t", "text": "x"}]}).status_code == 200
     r = post(server, "/v1/chat/completions", {**CHAT, "documents": "x"})
     assert r.status_code == 400 and r.json()["error"]["param"] == "documents"
+
+
+# Every integer field vLLM types: a literal just outside 64 bits (read exactly, never through a
+# double that rounds it into range) and a value under the field's lower bound are 400s naming it.
+INT64_BELOW, INT64_ABOVE = "-9223372036854775809", "9223372036854775808"
+INT_FIELDS = {  # field: a value under its lower bound (None: the whole int64 range is valid)
+    "seed": None, "n": 0, "max_tokens": 0, "top_k": -2, "min_tokens": -1, "truncate_prompt_tokens": -2,
+    "prompt_logprobs": -2, "priority": None, "routed_experts_prompt_start": -1, "stream_interval": 0,
+}
+COMPLETION_INT_FIELDS = {"logprobs": -1, "best_of": 0}
+CHAT_INT_FIELDS = {"top_logprobs": -1, "max_completion_tokens": 0}
+
+
+def raw_post(server, path, text):
+    return httpx.post(server.url + path, content=text, headers={"Content-Type": "application/json"}, timeout=60)
+
+
+@pytest.mark.parametrize("path,base,fields", [
+    ("/v1/completions", COMPLETION, {**INT_FIELDS, **COMPLETION_INT_FIELDS}),
+    ("/v1/chat/completions", CHAT, {**INT_FIELDS, **CHAT_INT_FIELDS}),
+])
+def test_integer_fields_are_read_exactly_and_range_checked(server, path, base, fields):
+    extra = {"logprobs": True} if "messages" in base else {}  # top_logprobs needs it
+    for field, under in fields.items():
+        for literal in (INT64_BELOW, INT64_ABOVE, "1e400", "1.5") + ((str(under),) if under is not None else ()):
+            text = json.dumps({**base, **extra})[:-1] + f', "{field}": {literal}}}'
+            r = raw_post(server, path, text)
+            assert r.status_code == 400, (field, literal, r.text)
+            if literal != "1e400":  # a number no double holds is a JSON error of the whole body
+                assert r.json()["error"]["param"] == field, (field, literal, r.text)
+    # The ends of the int64 range are seeds.
+    for literal in ("-9223372036854775808", "9223372036854775807"):
+        assert raw_post(server, path, json.dumps(base)[:-1] + f', "seed": {literal}}}').status_code == 200
+    # A list of token ids and logit_bias keys too.
+    r = raw_post(server, path, json.dumps(base)[:-1] + f', "stop_token_ids": [{INT64_BELOW}]}}')
+    assert r.status_code == 400 and r.json()["error"]["param"] == "stop_token_ids", r.text
+    r = post(server, path, {**base, "logit_bias": {INT64_BELOW: 1}})
+    assert r.status_code == 400 and r.json()["error"]["param"] == "logit_bias", r.text
