@@ -186,8 +186,13 @@ size_t user_text_bytes(const json& b) {
   return n;
 }
 
-// truncate_prompt_tokens: keep the prompt's last N tokens (-1: the context length), as vLLM.
+// truncate_prompt_tokens: keep N of the prompt's tokens (-1: the context length), as vLLM: the
+// last N (truncation_side "left", the default) or the first N ("right").
 void truncate_prompt(const json& b, const ServingModel& m, std::vector<int32_t>& ids) {
+  const std::optional<std::string> side = opt_string(b, "truncation_side");
+  if (side && *side != "left" && *side != "right")
+    throw bad_request(fmt::format("'truncation_side' must be \"left\" or \"right\", got \"{}\"", *side),
+                      "truncation_side");
   const std::optional<int64_t> t = opt_int(b, "truncate_prompt_tokens", -1);
   if (!t) return;
   const int64_t keep = *t == -1 ? m.max_model_len : *t;
@@ -195,7 +200,9 @@ void truncate_prompt(const json& b, const ServingModel& m, std::vector<int32_t>&
     throw bad_request(fmt::format("truncate_prompt_tokens ({}) must be less than the context length ({})", keep,
                                   m.max_model_len),
                       "truncate_prompt_tokens");
-  if (static_cast<int64_t>(ids.size()) > keep) ids.erase(ids.begin(), ids.end() - keep);
+  if (static_cast<int64_t>(ids.size()) <= keep) return;
+  if (side == "right") ids.resize(static_cast<size_t>(keep));
+  else ids.erase(ids.begin(), ids.end() - keep);
 }
 
 // max_tokens once the prompt is known: explicit values are checked against the context by the

@@ -33,7 +33,6 @@ const std::vector<Unsupported>& table() {
       {"thinking_token_budget", nullptr, "thinking_token_budget is not supported"},
       {"repetition_detection", nullptr, "repetition_detection is not supported"},
       {"priority", 0, "priority scheduling is not supported (requests run first come, first served)"},
-      {"truncation_side", nullptr, "truncation_side is not supported (truncate_prompt_tokens keeps the last tokens)"},
       {"chat_template", nullptr,
        "a chat template in the request is not accepted (vLLM refuses it without --trust-request-chat-template)", true,
        false},

@@ -146,6 +146,8 @@ TEST_F(OpenAiApi, EveryInvalidFieldIsA400NamingIt) {
       {R"({"prompt": "x", "logit_bias": {"1": "a"}})", "logit_bias.1"},
       {R"({"prompt": "x", "logit_bias": [1]})", "logit_bias"},
       {R"({"prompt": "x", "stream": "yes"})", "stream"},
+      {R"({"prompt": "x", "truncation_side": "middle"})", "truncation_side"},
+      {R"({"prompt": "x", "truncation_side": 1})", "truncation_side"},
       {R"({"prompt": "x", "stream_options": {"include_usage": true}})", "stream_options"},
       {R"({"prompt": "x", "stream": false, "stream_options": {"include_usage": true}})", "stream_options"},
       {R"({"prompt": "x", "echo": "no"})", "echo"},
@@ -412,6 +414,16 @@ TEST_F(OpenAiApi, SseFraming) {
   EXPECT_EQ(sse_event(json{{"a", "x\ny"}}), "data: {\"a\":\"x\\ny\"}\n\n");
   EXPECT_EQ(sse_done(), "data: [DONE]\n\n");
   EXPECT_EQ(sse_comment("keep-alive"), ": keep-alive\n\n");
+}
+
+// truncate_prompt_tokens keeps the last N ("left", the default) or the first N ("right").
+TEST_F(OpenAiApi, TruncationSide) {
+  const std::string base = R"({"prompt": [10, 11, 12, 13, 14, 15], "truncate_prompt_tokens": 2)";
+  EXPECT_EQ(completion(base + "}").prompts[0].ids, (std::vector<int32_t>{14, 15}));
+  EXPECT_EQ(completion(base + R"(, "truncation_side": "left"})").prompts[0].ids, (std::vector<int32_t>{14, 15}));
+  EXPECT_EQ(completion(base + R"(, "truncation_side": "right"})").prompts[0].ids, (std::vector<int32_t>{10, 11}));
+  EXPECT_EQ(completion(R"({"prompt": [10, 11], "truncation_side": "right"})").prompts[0].ids,
+            (std::vector<int32_t>{10, 11}));
 }
 
 engine::RequestOutput output(std::vector<int32_t> ids, std::string text, int64_t completion, bool finished = false,

@@ -31,7 +31,7 @@ UNSUPPORTED = {
     "use_beam_search": (True, False), "length_penalty": (0.5, 1.0), "include_stop_str_in_output": (True, False),
     "spaces_between_special_tokens": (False, True), "allowed_token_ids": ([1, 2], None), "bad_words": (["x"], []),
     "logprob_token_ids": ([1], None), "watermarking": (True, False), "thinking_token_budget": (10, None),
-    "repetition_detection": ({"max_pattern_size": 2}, None), "priority": (1, 0), "truncation_side": ("right", None),
+    "repetition_detection": ({"max_pattern_size": 2}, None), "priority": (1, 0),
 }
 COMPLETION_UNSUPPORTED = {"suffix": ("x", None), "prompt_embeds": ("AAAA", None)}
 CHAT_UNSUPPORTED = {"chat_template": ("{{ 'x' }}", None)}
@@ -88,6 +88,29 @@ def test_truncate_prompt_tokens_keeps_the_last_tokens(server):
     assert r["usage"]["prompt_tokens"] == 5
     assert r["choices"][0]["prompt_token_ids"] == ids[-5:]
     assert post(server, "/v1/completions", {**COMPLETION, "truncate_prompt_tokens": -2}).status_code == 400
+
+
+@pytest.mark.parametrize("path,base", [("/v1/completions", COMPLETION), ("/v1/chat/completions", CHAT)])
+def test_truncation_side_left_keeps_the_last_tokens_and_right_the_first(server, path, base):
+    ids = list(range(40, 60))
+    body = {**base, "return_token_ids": True, "truncate_prompt_tokens": 5}
+    if "prompt" in base:
+        body["prompt"] = ids
+    r = {side: post(server, path, {**body, "truncation_side": side}).json() for side in ("left", "right")}
+    default = post(server, path, body).json()
+
+    def prompt_ids(resp):
+        return resp["choices"][0]["prompt_token_ids"] if "prompt" in base else resp["prompt_token_ids"]
+
+    if "prompt" in base:
+        assert prompt_ids(r["left"]) == ids[-5:] and prompt_ids(r["right"]) == ids[:5]
+    else:  # the rendered chat prompt: its last and its first 5 tokens
+        whole = post(server, path, {**base, "return_token_ids": True}).json()["prompt_token_ids"]
+        assert prompt_ids(r["left"]) == whole[-5:] and prompt_ids(r["right"]) == whole[:5]
+    assert prompt_ids(default) == prompt_ids(r["left"]), "vLLM's default side is left"
+    assert all(x["usage"]["prompt_tokens"] == 5 for x in r.values())
+    bad = post(server, path, {**body, "truncation_side": "middle"})
+    assert bad.status_code == 400 and bad.json()["error"]["param"] == "truncation_side"
 
 
 def test_return_tokens_as_token_ids_and_prompt_text(server):
