@@ -140,6 +140,37 @@ void parse_common(const json& b, const ServingModel& m, uint64_t random_seed, Ap
   parse_stop(b, m, p);
 }
 
+// use_beam_search (vLLM's BeamSearchParams: width n, or best_of on /v1/completions where given;
+// length_penalty; early_stopping as Hugging Face's). Beam search runs greedy one-token steps and
+// keeps no stop strings, penalties, biases or constraints, so a request that sets them with it is
+// refused rather than having them ignored; length_penalty / early_stopping without it change
+// nothing, as in vLLM.
+void parse_beam_search(const json& b, ApiRequest& r) {
+  const std::optional<double> lp = opt_num(b, "length_penalty");
+  const std::optional<bool> early = opt_bool(b, "early_stopping");
+  if (!opt_bool(b, "use_beam_search").value_or(false)) return;
+  r.beam = true;
+  r.beam_params.beam_width = r.samples();
+  r.beam_params.length_penalty = lp.value_or(1.0);
+  r.beam_params.early_stopping = early.value_or(false);
+  r.beam_params.ignore_eos = r.params.ignore_eos;
+  r.best_of = r.n;  // the beams come ranked: the first n of them are the choices
+  if (r.stream) throw bad_request("Streaming is not currently supported with beam search", "stream");
+  const engine::RequestParams& p = r.params;
+  auto refuse = [](bool set, const char* field) {
+    if (set) throw bad_request(fmt::format("'{}' cannot be combined with use_beam_search", field), field);
+  };
+  refuse(p.structured.active(), p.structured.param.empty() ? "structured_outputs" : p.structured.param.c_str());
+  refuse(!p.stop.empty(), "stop");
+  refuse(!p.stop_token_ids.empty(), "stop_token_ids");
+  refuse(!p.logit_bias.empty(), "logit_bias");
+  refuse(p.min_tokens > 0, "min_tokens");
+  refuse(p.prompt_logprobs >= 0, "prompt_logprobs");
+  refuse(p.presence_penalty != 0, "presence_penalty");
+  refuse(p.frequency_penalty != 0, "frequency_penalty");
+  refuse(p.repetition_penalty != 1, "repetition_penalty");
+}
+
 // The most prompt ids a request may have: one generated token must still fit the context.
 size_t prompt_id_limit(const ServingModel& m) { return static_cast<size_t>(std::max<int64_t>(m.max_model_len - 1, 0)); }
 
@@ -236,6 +267,11 @@ void check_engine_params(const json& b, ApiRequest& r, const ServingModel& m) {
       p.prompt = r.prompts[i].ids;
       p.max_tokens = r.prompts[i].max_tokens;
       engine::validate(p, engine::RequestLimits{m.vocab_size, m.max_model_len});
+      if (r.beam) {
+        engine::BeamSearchParams bp = r.beam_params;
+        bp.max_tokens = p.max_tokens;
+        engine::validate_beam_search(bp, engine::RequestLimits{m.vocab_size, m.max_model_len}, p.prompt.size());
+      }
     } catch (const engine::RequestError& e) {
       const bool renamed = e.param == "max_tokens" && present(b, "max_completion_tokens");
       const std::string param = renamed ? "max_completion_tokens" : e.param;
@@ -333,6 +369,7 @@ ApiRequest parse_completion_request(const json& b, const ServingModel& m, uint64
   }
   // echo with logprobs: the prompt's tokens come first in the logprobs (OpenAI), from prompt logprobs.
   if (r.echo && r.logprobs) r.params.prompt_logprobs = std::max(r.params.prompt_logprobs, r.top_logprobs);
+  parse_beam_search(b, r);
   check_engine_params(b, r, m);
   return r;
 }
@@ -439,6 +476,10 @@ ApiRequest parse_chat_request(const json& b, const ServingModel& m, uint64_t ran
     r.top_logprobs = *k;
   }
   if (r.logprobs) r.params.logprobs = r.top_logprobs;
+  if (r.tool_choice == ApiRequest::ToolChoice::auto_calls && present(b, "use_beam_search") &&
+      b["use_beam_search"] == true)
+    throw bad_request("tool calls cannot be combined with use_beam_search", "tool_choice");
+  parse_beam_search(b, r);
   check_engine_params(b, r, m);
   return r;
 }

@@ -28,7 +28,7 @@ CHAT_ONLY = ["messages", "top_logprobs", "max_completion_tokens", "tools", "tool
 
 # Fields refused with a value that would change the output (their no-op defaults are accepted).
 UNSUPPORTED = {
-    "use_beam_search": (True, False), "length_penalty": (0.5, 1.0), "include_stop_str_in_output": (True, False),
+    "include_stop_str_in_output": (True, False),
     "spaces_between_special_tokens": (False, True), "allowed_token_ids": ([1, 2], None), "bad_words": (["x"], []),
     "logprob_token_ids": ([1], None), "watermarking": (True, False), "thinking_token_budget": (10, None),
     "repetition_detection": ({"max_pattern_size": 2}, None), "priority": (1, 0),
@@ -120,6 +120,61 @@ def test_return_tokens_as_token_ids_and_prompt_text(server):
     assert ch["logprobs"]["tokens"] == [f"token_id:{t}" for t in ch["token_ids"]]
     c = post(server, "/v1/chat/completions", {**CHAT, "return_prompt_text": True}).json()
     assert c["prompt_text"] == "<|user|>hi\n<|assistant|>"
+
+
+def reference_beam_search(server, prompt, width, max_tokens, penalty, eos):
+    """vLLM's beam search written here, over the server's next-token logprobs (one greedy
+    one-token completion per beam, its top 2 * width as token ids)."""
+    live, done = [([], 0.0)], []
+
+    def score(tokens, cum):
+        return cum / (len(prompt) + len(tokens) - (1 if tokens and tokens[-1] in eos else 0)) ** penalty
+
+    for _ in range(max_tokens):
+        if not live:
+            break
+        cands = []
+        for tokens, cum in live:
+            r = post(server, "/v1/completions", {"model": "tiny", "prompt": prompt + tokens, "max_tokens": 1,
+                                                 "temperature": 0, "logprobs": 2 * width, "ignore_eos": True,
+                                                 "return_tokens_as_token_ids": True}).json()
+            top = r["choices"][0]["logprobs"]["top_logprobs"][0]
+            ranked = sorted(((int(k.split(":")[1]), v) for k, v in top.items()), key=lambda kv: -kv[1])[:2 * width]
+            for t, lp in ranked:
+                (done if t in eos else cands).append((tokens + [t], cum + lp))
+        cands.sort(key=lambda b: -score(*b))
+        live = cands[:width]
+    done += live
+    done.sort(key=lambda b: -score(*b))
+    return done[:width]
+
+
+@pytest.mark.parametrize("width,penalty", [(1, 1.0), (3, 1.0), (3, 0.5)])
+def test_use_beam_search_equals_a_beam_search_over_the_models_logprobs(server, tiny_model, width, penalty):
+    cfg = json.loads((Path(tiny_model) / "config.json").read_text())
+    eos = cfg.get("eos_token_id")
+    eos = set(eos if isinstance(eos, list) else [eos] if eos is not None else [])
+    prompt = [72, 101, 108, 108, 111]
+    want = reference_beam_search(server, prompt, width, 5, penalty, eos)
+    r = post(server, "/v1/completions", {"model": "tiny", "prompt": prompt, "max_tokens": 5, "n": width,
+                                         "use_beam_search": True, "length_penalty": penalty,
+                                         "return_token_ids": True})
+    assert r.status_code == 200, r.text
+    got = r.json()["choices"]
+    assert [c["token_ids"] for c in got] == [t for t, _ in want]
+    assert [c["finish_reason"] for c in got] == ["stop" if t[-1] in eos else "length" for t, _ in want]
+    # Chat: the same search over the rendered prompt, n choices best first.
+    chat = post(server, "/v1/chat/completions", {**CHAT, "n": 2, "use_beam_search": True, "return_token_ids": True})
+    assert chat.status_code == 200 and len(chat.json()["choices"]) == 2, chat.text
+
+
+@pytest.mark.parametrize("extra,param", [({"stream": True}, "stream"), ({"stop": ["x"]}, "stop"),
+                                         ({"n": 11}, "n"), ({"logit_bias": {"5": 1}}, "logit_bias"),
+                                         ({"use_beam_search": "yes"}, "use_beam_search"),
+                                         ({"length_penalty": "x"}, "length_penalty")])
+def test_beam_search_refuses_what_it_would_ignore(server, extra, param):
+    r = post(server, "/v1/completions", {**COMPLETION, "use_beam_search": True, **extra})
+    assert r.status_code == 400 and r.json()["error"]["param"] == param, r.text
 
 
 def test_reasoning_effort_and_documents_reach_the_template(server):
