@@ -8,10 +8,10 @@
 from . import _logging
 from ._core import __version__
 from .llm import LLM
-from .outputs import CompletionOutput, Logprob, RequestOutput
-from .sampling_params import SamplingParams, StructuredOutputsParams
+from .outputs import BeamSearchOutput, BeamSearchSequence, CompletionOutput, Logprob, RequestOutput
+from .sampling_params import BeamSearchParams, SamplingParams, StructuredOutputsParams
 from .tokenizer import Tokenizer
 
 _logging.configure()
 
-__all__ = ["LLM", "SamplingParams", "StructuredOutputsParams", "RequestOutput", "CompletionOutput", "Logprob", "Tokenizer", "__version__"]
+__all__ = ["LLM", "SamplingParams", "BeamSearchParams", "BeamSearchOutput", "BeamSearchSequence", "StructuredOutputsParams", "RequestOutput", "CompletionOutput", "Logprob", "Tokenizer", "__version__"]

@@ -6,8 +6,8 @@ import sys
 from typing import Dict, List, Optional, Sequence, Union
 
 from . import _core
-from .outputs import CompletionOutput, Logprob, RequestOutput
-from .sampling_params import SamplingParams
+from .outputs import BeamSearchOutput, BeamSearchSequence, CompletionOutput, Logprob, RequestOutput
+from .sampling_params import BeamSearchParams, SamplingParams
 from .tokenizer import Tokenizer
 
 PromptType = Union[str, Dict]
@@ -126,6 +126,37 @@ class LLM:
                                            continue_final_message=continue_final_message)
             parsed.append((text, tok.encode(text, add_special_tokens=False)))
         return self._run(parsed, sampling_params, use_tqdm)
+
+    def beam_search(self, prompts: Sequence[PromptType], params: BeamSearchParams,
+                    use_tqdm: bool = False) -> List[BeamSearchOutput]:
+        """vLLM's LLM.beam_search: the params.beam_width best beams of each prompt, best first.
+
+        prompts: strings or {"prompt_token_ids"} / {"prompt"} dicts. Each step runs every live
+        beam through the engine as a one-token request for the top 2 * beam_width logprobs
+        (engine/beam_search.h); a beam ending in EOS completes; the score is the cumulative logprob
+        / length ** length_penalty, the length counting the prompt.
+        """
+        if not isinstance(params, BeamSearchParams):
+            raise ValueError("params must be a BeamSearchParams")
+        if isinstance(prompts, (str, dict)):
+            prompts = [prompts]
+        parsed = [self._parse_prompt(p) for p in prompts]
+        results = self._engine.beam_search([list(ids) for _, ids in parsed], params.beam_width, params.max_tokens,
+                                           float(params.length_penalty), bool(params.ignore_eos),
+                                           bool(params.early_stopping))
+        outputs = []
+        for (_, ids), beams in zip(parsed, results):
+            seqs = []
+            for b in beams:
+                logprobs = []
+                for _, _, top in b["logprobs"]:
+                    logprobs.append({t: Logprob(lp, j + 1, self._decode_one(t)) for j, (t, lp) in enumerate(top)})
+                text = (self._engine.decode(b["token_ids"], True) if self._engine.has_tokenizer else None)
+                seqs.append(BeamSearchSequence(tokens=list(ids) + list(b["token_ids"]), logprobs=logprobs,
+                                               cum_logprob=b["cum_logprob"], text=text,
+                                               finish_reason="stop" if b["eos"] else "length"))
+            outputs.append(BeamSearchOutput(sequences=seqs))
+        return outputs
 
     # -- internals ----------------------------------------------------------------------------
 

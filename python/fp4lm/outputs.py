@@ -46,3 +46,24 @@ class RequestOutput:
     outputs: List[CompletionOutput]
     finished: bool = True
     prompt_logprobs: Optional[List[Optional[Dict[int, Logprob]]]] = None
+
+
+@dataclass
+class BeamSearchSequence:
+    """One beam, as vLLM's: tokens are the prompt's followed by the generated ones; logprobs one
+    {token_id: Logprob} per generated token (the step's top 2 * beam_width); text the generated
+    tokens decoded; finish_reason "stop" (EOS) or "length"."""
+
+    tokens: List[int]
+    logprobs: List[Dict[int, Logprob]]
+    cum_logprob: float = 0.0
+    text: Optional[str] = None
+    finish_reason: Optional[str] = None
+    stop_reason: Union[int, str, None] = None
+
+
+@dataclass
+class BeamSearchOutput:
+    """The best beams of one prompt, best first."""
+
+    sequences: List[BeamSearchSequence]

@@ -168,3 +168,31 @@ class SamplingParams:
     @property
     def sampling_type_greedy(self):
         return self.temperature < _SAMPLING_EPS
+
+
+@dataclass
+class BeamSearchParams:
+    """vLLM's BeamSearchParams for LLM.beam_search: beam_width beams, at most max_tokens new
+    tokens each; a beam's score is its cumulative logprob / length ** length_penalty (length
+    counting the prompt, not a final EOS). ignore_eos: EOS is an ordinary token. temperature is
+    accepted as vLLM's is (the steps here are greedy: the candidates are the top 2 * beam_width).
+    early_stopping: stop once beam_width beams have ended in EOS (Hugging Face's True).
+    """
+
+    beam_width: int
+    max_tokens: int
+    ignore_eos: bool = False
+    temperature: float = 0.0
+    length_penalty: float = 1.0
+    include_stop_str_in_output: bool = False
+    early_stopping: bool = False
+
+    def __post_init__(self):
+        for name in ("beam_width", "max_tokens"):
+            v = getattr(self, name)
+            if not _is_int(v) or v < 1:
+                raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
+        if not _is_number(self.length_penalty):
+            raise ValueError(f"length_penalty must be a number, got {self.length_penalty!r}")
+        if self.include_stop_str_in_output:
+            raise ValueError("include_stop_str_in_output is not supported (beam search has no stop strings here)")

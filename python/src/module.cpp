@@ -142,6 +142,32 @@ PYBIND11_MODULE(_core, m) {
              for (const auto& r : e.generate(std::move(reqs), std::move(on_progress))) out.append(result_to_dict(r));
              return out;
            })
+      .def("beam_search",
+           [](python::OfflineEngine& e, const std::vector<std::vector<int32_t>>& prompts, int64_t beam_width,
+              int64_t max_tokens, double length_penalty, bool ignore_eos, bool early_stopping) {
+             engine::BeamSearchParams p;
+             p.beam_width = beam_width;
+             p.max_tokens = max_tokens;
+             p.length_penalty = length_penalty;
+             p.ignore_eos = ignore_eos;
+             p.early_stopping = early_stopping;
+             py::list out;
+             for (const auto& beams : e.beam_search(prompts, p)) {
+               py::list seqs;
+               for (const auto& b : beams) {
+                 py::dict d;
+                 d["token_ids"] = b.tokens;
+                 d["cum_logprob"] = b.cumulative_logprob;
+                 d["eos"] = b.eos;
+                 py::list lps;
+                 for (const auto& lp : b.logprobs) lps.append(py::make_tuple(lp.id, lp.logprob, lp.top));
+                 d["logprobs"] = lps;
+                 seqs.append(d);
+               }
+               out.append(seqs);
+             }
+             return out;
+           })
       .def_property_readonly("has_tokenizer", &python::OfflineEngine::has_tokenizer)
       .def("encode",
            [](const python::OfflineEngine& e, const std::string& text, bool add_special_tokens) {

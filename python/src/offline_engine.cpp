@@ -74,6 +74,31 @@ std::string OfflineEngine::apply_chat_template(const std::string& messages_json,
                                io::parse_ordered_json(tools_json, "tools"), co);
 }
 
+std::vector<std::vector<engine::BeamSequence>> OfflineEngine::beam_search(
+    const std::vector<std::vector<int32_t>>& prompts, const engine::BeamSearchParams& p) {
+  const engine::RequestLimits limits{lm_->vocab_size(), lm_->max_model_len()};
+  for (const auto& prompt : prompts) {
+    if (prompt.empty()) throw engine::RequestError("a prompt is empty", "prompts");
+    engine::validate_beam_search(p, limits, prompt.size());
+  }
+  const engine::SubmitFn submit = [this](engine::RequestParams r) { return engine_->submit(std::move(r)); };
+  bool interrupted = false;
+  auto cancelled = [&interrupted] {
+    py::gil_scoped_acquire gil;
+    if (PyErr_CheckSignals() != 0) interrupted = true;
+    return interrupted;
+  };
+  std::vector<std::vector<engine::BeamSequence>> out;
+  try {
+    py::gil_scoped_release nogil;
+    for (const auto& prompt : prompts) out.push_back(engine::beam_search(submit, prompt, p, lm_->eos_ids(), cancelled));
+  } catch (const Error&) {
+    if (interrupted) throw py::error_already_set();  // the KeyboardInterrupt PyErr_CheckSignals set
+    throw;
+  }
+  return out;
+}
+
 std::vector<OfflineResult> OfflineEngine::generate(std::vector<engine::RequestParams> requests,
                                                    py::object on_progress) {
   const size_t n = requests.size();

@@ -11,6 +11,7 @@
 
 #include <pybind11/pybind11.h>
 
+#include "engine/beam_search.h"
 #include "engine/causal_lm_step_model.h"
 #include "engine/engine.h"
 #include "engine/engine_args.h"
@@ -52,6 +53,11 @@ class OfflineEngine {
   // Runs every request through the engine at once; results in input order. `on_progress(k)`
   // (may be None) is called with the GIL held each time the number of finished requests grows.
   std::vector<OfflineResult> generate(std::vector<engine::RequestParams> requests, pybind11::object on_progress);
+
+  // engine::beam_search of each prompt, its steps through the engine (GIL released; Ctrl-C
+  // aborts it and raises KeyboardInterrupt). RequestError for impossible parameters.
+  std::vector<std::vector<engine::BeamSequence>> beam_search(const std::vector<std::vector<int32_t>>& prompts,
+                                                             const engine::BeamSearchParams& p);
 
   bool has_tokenizer() const { return tok_ != nullptr; }
   const tokenizer::Tokenizer& tokenizer() const;  // Error when the checkpoint has none

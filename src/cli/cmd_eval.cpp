@@ -88,8 +88,7 @@ int run_eval(EvalArgs& a) {
   // the checkpoint, not the ids file).
   std::unique_ptr<dist::Pipeline> pipeline;
   if (a.flags.pipeline_parallel_size > 1) {
-    if (!a.reference.empty() || !a.dump_logits.empty())
-      usage_fail("--reference and --dump-logits run in one process; drop --pipeline-parallel-size");
+    if (!a.reference.empty()) usage_fail("--reference runs in one process; drop --pipeline-parallel-size");
     pipeline = dist::Pipeline::join(a.flags.pipeline_parallel_size, pipeline_heartbeat_timeout(a.flags));
     if (!pipeline->is_driver()) return pipeline->run_worker(a.model, opts, lo);
   }
@@ -109,7 +108,7 @@ int run_eval(EvalArgs& a) {
   }
   const model::CausalLM& lm = pipeline ? pipeline->stage_model() : *whole;
   if (!a.dump_logits.empty()) {
-    engine::write_logits_jsonl(lm, seqs, a.dump_logits);
+    engine::write_logits_jsonl(*step_model, seqs, a.dump_logits);  // through the stages under a pipeline
     log().info("wrote the logits of every position of {} sequences to {}", seqs.size(), a.dump_logits);
   }
   if (!a.reference.empty()) return run_eval_reference(a, lm, seqs, opts, lo);

@@ -45,7 +45,7 @@ struct ServeArgs {
   int64_t max_num_seqs = 8, max_num_batched_tokens = 512, max_model_len = 0;
   double shutdown_grace = 5;
   // HTTP limits (README "Limits"); defaults are TransportLimits'.
-  double header_timeout = 10, keep_alive_timeout = 5, body_timeout = 60;
+  double header_timeout = 10, keep_alive_timeout = 5, body_timeout = 60, body_silence_timeout = 10;
   int64_t max_connections = 1024, max_connections_per_ip = 256, max_header_bytes = 16384,
           max_body_bytes = int64_t{64} << 20;
   std::string allowed_origins = "*", allowed_methods = "*", allowed_headers = "*";
@@ -101,6 +101,7 @@ server::ServerOptions server_options(const ServeArgs& a) {
   l.header_timeout = seconds_flag(a.header_timeout, "--header-timeout");
   l.keep_alive_timeout = seconds_flag(a.keep_alive_timeout, "--keep-alive-timeout");
   l.body_timeout = seconds_flag(a.body_timeout, "--body-timeout");
+  l.body_silence_timeout = seconds_flag(a.body_silence_timeout, "--body-silence-timeout");
   l.max_connections = open_file_budget(count_flag(a.max_connections, 1, "--max-connections"));
   l.max_connections_per_ip = count_flag(a.max_connections_per_ip, 1, "--max-connections-per-ip");
   l.max_header_bytes = count_flag(a.max_header_bytes, 1024, "--max-header-bytes");
@@ -247,6 +248,7 @@ int run_serve(ServeArgs& a) {
   sm.chat = chat ? &*chat : nullptr;
   sm.max_model_len = lm->max_model_len();
   sm.vocab_size = lm->vocab_size();
+  sm.eos_ids = lm->eos_ids();
   sm.defaults = server::read_sampling_defaults(a.model);
   sm.tool_parser = a.enable_auto_tool_choice ? tool_parser.get() : nullptr;
   sm.reasoning = reasoning;
@@ -300,6 +302,9 @@ CommandRegistration reg("serve", "OpenAI-compatible HTTP server with continuous 
   sub.add_option("--keep-alive-timeout", a->keep_alive_timeout, "Seconds an idle connection waits for a request")
       ->capture_default_str();
   sub.add_option("--body-timeout", a->body_timeout, "Seconds a request body may take")->capture_default_str();
+  sub.add_option("--body-silence-timeout", a->body_silence_timeout,
+                 "Seconds a request body may pause before its end (then 408 and close)")
+      ->capture_default_str();
   sub.add_option("--max-connections", a->max_connections, "Open connections at most (then the longest-idle closes)")
       ->capture_default_str();
   sub.add_option("--max-connections-per-ip", a->max_connections_per_ip, "Open connections per client address at most")

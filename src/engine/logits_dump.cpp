@@ -10,26 +10,50 @@
 #include <fmt/ranges.h>
 
 #include "core/error.h"
+#include "engine/causal_lm_step_model.h"
 
 namespace fp4lm::engine {
 
 std::vector<float> sequence_logits(const model::CausalLM& lm, const std::vector<int32_t>& ids) {
-  const int64_t n = static_cast<int64_t>(ids.size()), vocab = lm.vocab_size();
+  CausalLmStepModel model(lm);
+  return sequence_logits(model, ids);
+}
+
+std::vector<float> sequence_logits(StepModel& model, const std::vector<int32_t>& ids) {
+  const int64_t n = static_cast<int64_t>(ids.size()), vocab = model.vocab_size();
   if (n == 0) fail("cannot compute logits of an empty sequence");
-  if (n > lm.max_model_len())
-    fail("sequence of {} tokens exceeds the maximum model length {} (max_model_len)", n, lm.max_model_len());
-  model::SequenceState state = lm.new_sequence(n);
+  if (n > model.max_model_len())
+    fail("sequence of {} tokens exceeds the maximum model length {} (max_model_len)", n, model.max_model_len());
+  for (int32_t id : ids)
+    if (id < 0 || id >= vocab) fail("token id {} is outside the vocabulary [0, {})", id, vocab);
+  const int64_t seq = model.allocate(n);
+  struct Release {  // on every exit; a failing release (a lost pipeline) must not hide the error
+    StepModel& m;
+    int64_t id;
+    ~Release() {
+      try {
+        m.release(id);
+      } catch (const std::exception&) {
+      }
+    }
+  } release{model, seq};
   std::vector<float> out(static_cast<size_t>(n * vocab));
   constexpr int64_t kChunk = 64;  // the same forward chunks `eval` scores with
   for (int64_t s = 0; s < n; s += kChunk) {
     const int64_t m = std::min(kChunk, n - s);
-    lm.forward(state, ids.data() + s, m, model::LogitsMode::all, out.data() + s * vocab);
+    const StepChunk chunk{seq, ids.data() + s, m, out.data() + s * vocab, /*all_logits=*/true};
+    model.forward(std::span<const StepChunk>(&chunk, 1));
   }
   return out;
 }
 
 void write_logits_jsonl(const model::CausalLM& lm, const std::vector<std::vector<int32_t>>& sequences,
                         const std::string& path) {
+  CausalLmStepModel model(lm);
+  write_logits_jsonl(model, sequences, path);
+}
+
+void write_logits_jsonl(StepModel& lm, const std::vector<std::vector<int32_t>>& sequences, const std::string& path) {
   std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "w"), &std::fclose);
   if (!f) fail("{}: cannot open for writing: {}", path, std::strerror(errno));
   const int64_t vocab = lm.vocab_size();

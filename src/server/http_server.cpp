@@ -10,6 +10,7 @@
 #include "engine/process_stats.h"
 #include "io/json_file.h"
 #include "server/api_error.h"
+#include "server/beam_search_response.h"
 #include "server/api_key.h"
 #include "server/generation_response.h"
 #include "server/openai_request.h"
@@ -284,6 +285,17 @@ void HttpServer::generate(const std::shared_ptr<Exchange>& ex, bool chat) {
     // Chat templates see messages and tools in the request's key order (a second, ordered parse).
     const nlohmann::ordered_json ordered = chat ? io::parse_ordered_json(req.body, "the request body") : nullptr;
     ApiRequest ar = chat ? parse_chat_request(b, *model_, seed, &ordered) : parse_completion_request(b, *model_, seed);
+    if (ar.beam) {
+      // Beam search: its steps run through the engine while this worker waits (never streamed).
+      const json resp = beam_search_response(ar, *model_, *engine_.load(), request_id(chat ? "chatcmpl-" : "cmpl-"),
+                                             unix_now(), [this] { return shutting_down_.load(); });
+      HttpResponse r{200, "application/json", {}, dump(resp)};
+      append(r.headers, cors_.response_fields(req));
+      access_log(req, 200, resp["usage"]["prompt_tokens"].get<int64_t>(), resp["usage"]["completion_tokens"].get<int64_t>(),
+                 ms_since(t0));
+      ex->respond(std::move(r));
+      return;
+    }
     // One engine request per sample (best_of, by default n, of each prompt); a refusal cancels those
     // queued.
     std::vector<std::shared_ptr<engine::RequestHandle>> handles;

@@ -103,6 +103,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void on_head(error_code ec);
   HttpRequest head_of_parser() const;
   void read_body(HttpRequest head);
+  void read_body_some();
+  void on_body_timer() { body_timed_out_ = true, sock_.cancel(); }
   void on_body(error_code ec, HttpRequest head);
   void dispatch(HttpRequest req);
   void watch_hangup();
@@ -132,6 +134,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool keep_alive_ = false;
   std::array<char, 4096> discard_{};
   size_t discarded_ = 0;
+  // Reading a body: its head, when the whole body is due, whether a timer cut the read.
+  HttpRequest body_head_;
+  Clock::time_point body_deadline_{};
+  bool body_timed_out_ = false;
 };
 
 
@@ -277,17 +283,40 @@ void Connection::on_head(error_code ec) {
   read_body(std::move(head));
 }
 
+// The body is read piece by piece: the client has body_timeout for all of it and at most
+// body_silence_timeout between two pieces (a body that stops short of its Content-Length is
+// answered 408 then, not held until the whole deadline).
 void Connection::read_body(HttpRequest head) {
   set_phase(Phase::body);
-  arm(timer_, t_.limits.body_timeout, &Connection::on_deadline);
-  bhttp::async_read(sock_, buf_, *parser_, [self = shared_from_this(), h = std::move(head)](error_code ec, size_t) mutable {
-    self->on_body(ec, std::move(h));
+  body_head_ = std::move(head);
+  body_deadline_ = Clock::now() + t_.limits.body_timeout;
+  body_timed_out_ = false;
+  read_body_some();
+}
+
+void Connection::read_body_some() {
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(body_deadline_ - Clock::now());
+  arm(timer_, std::max(std::chrono::milliseconds(0), std::min(left, t_.limits.body_silence_timeout)),
+      &Connection::on_body_timer);
+  bhttp::async_read_some(sock_, buf_, *parser_, [self = shared_from_this()](error_code ec, size_t) {
+    self->timer_.cancel();
+    if (!self->open_) return;
+    if (!ec && !self->body_timed_out_ && !self->parser_->is_done()) return self->read_body_some();
+    self->on_body(ec, std::move(self->body_head_));
   });
 }
 
 void Connection::on_body(error_code ec, HttpRequest head) {
   timer_.cancel();
   if (!open_) return;
+  if (body_timed_out_) {
+    const bool silent = Clock::now() < body_deadline_;
+    return refuse(&head, 408,
+                  silent ? fmt::format("request body: no byte for {} ms before its end (Content-Length or chunks "
+                                       "promised more)",
+                                       t_.limits.body_silence_timeout.count())
+                         : fmt::format("request body not complete within {} ms", t_.limits.body_timeout.count()));
+  }
   if (ec == bhttp::error::body_limit)
     return refuse(&head, 413, fmt::format("request body larger than {} bytes", t_.limits.max_body_bytes));
   if (ec == bhttp::error::end_of_stream || ec == asio::error::eof || ec == asio::error::operation_aborted ||

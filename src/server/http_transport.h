@@ -20,6 +20,7 @@ struct TransportLimits {
   std::chrono::milliseconds keep_alive_timeout{5000};  // idle before a request's first byte
   std::chrono::milliseconds header_timeout{10000};     // whole head, from its first byte
   std::chrono::milliseconds body_timeout{60000};       // whole body, from the end of the head
+  std::chrono::milliseconds body_silence_timeout{10000};  // longest pause inside a body (then 408)
   std::chrono::milliseconds write_timeout{60000};      // each response write to complete
   size_t max_connections = 1024;
   size_t max_connections_per_ip = 256;

@@ -12,6 +12,7 @@
 #include "io/json_file.h"
 #include "server/chat_schema.h"
 #include "server/request_fields.h"
+#include "server/request_json.h"
 #include "server/structured_output_request.h"
 #include "server/tool_choice_spec.h"
 #include "server/unsupported_fields.h"
@@ -122,8 +123,14 @@ void parse_common(const json& b, const ServingModel& m, uint64_t random_seed, Ap
     const json& so = b["stream_options"];
     if (!so.is_object()) throw bad_request("'stream_options' must be an object", "stream_options");
     r.include_usage = opt_bool(so, "include_usage", "stream_options.include_usage").value_or(false);
-    r.continuous_usage = opt_bool(so, "continuous_usage_stats", "stream_options.continuous_usage_stats").value_or(false);
+    // vLLM's should_include_usage: continuous usage only together with include_usage.
+    r.continuous_usage =
+        opt_bool(so, "continuous_usage_stats", "stream_options.continuous_usage_stats").value_or(false) &&
+        r.include_usage;
   }
+  // Fields with no effect here are still typed as vLLM types them (a 400 names the field).
+  opt_int(b, "routed_experts_prompt_start", 0);
+  opt_int(b, "stream_interval", 1);
   parse_logit_bias(b, m, p);
   p.structured = parse_structured_outputs(b);  // response_format, structured_outputs, guided_*
 
@@ -131,6 +138,37 @@ void parse_common(const json& b, const ServingModel& m, uint64_t random_seed, Ap
   r.return_token_ids = opt_bool(b, "return_token_ids").value_or(false);
 
   parse_stop(b, m, p);
+}
+
+// use_beam_search (vLLM's BeamSearchParams: width n, or best_of on /v1/completions where given;
+// length_penalty; early_stopping as Hugging Face's). Beam search runs greedy one-token steps and
+// keeps no stop strings, penalties, biases or constraints, so a request that sets them with it is
+// refused rather than having them ignored; length_penalty / early_stopping without it change
+// nothing, as in vLLM.
+void parse_beam_search(const json& b, ApiRequest& r) {
+  const std::optional<double> lp = opt_num(b, "length_penalty");
+  const std::optional<bool> early = opt_bool(b, "early_stopping");
+  if (!opt_bool(b, "use_beam_search").value_or(false)) return;
+  r.beam = true;
+  r.beam_params.beam_width = r.samples();
+  r.beam_params.length_penalty = lp.value_or(1.0);
+  r.beam_params.early_stopping = early.value_or(false);
+  r.beam_params.ignore_eos = r.params.ignore_eos;
+  r.best_of = r.n;  // the beams come ranked: the first n of them are the choices
+  if (r.stream) throw bad_request("Streaming is not currently supported with beam search", "stream");
+  const engine::RequestParams& p = r.params;
+  auto refuse = [](bool set, const char* field) {
+    if (set) throw bad_request(fmt::format("'{}' cannot be combined with use_beam_search", field), field);
+  };
+  refuse(p.structured.active(), p.structured.param.empty() ? "structured_outputs" : p.structured.param.c_str());
+  refuse(!p.stop.empty(), "stop");
+  refuse(!p.stop_token_ids.empty(), "stop_token_ids");
+  refuse(!p.logit_bias.empty(), "logit_bias");
+  refuse(p.min_tokens > 0, "min_tokens");
+  refuse(p.prompt_logprobs >= 0, "prompt_logprobs");
+  refuse(p.presence_penalty != 0, "presence_penalty");
+  refuse(p.frequency_penalty != 0, "frequency_penalty");
+  refuse(p.repetition_penalty != 1, "repetition_penalty");
 }
 
 // The most prompt ids a request may have: one generated token must still fit the context.
@@ -179,8 +217,13 @@ size_t user_text_bytes(const json& b) {
   return n;
 }
 
-// truncate_prompt_tokens: keep the prompt's last N tokens (-1: the context length), as vLLM.
+// truncate_prompt_tokens: keep N of the prompt's tokens (-1: the context length), as vLLM: the
+// last N (truncation_side "left", the default) or the first N ("right").
 void truncate_prompt(const json& b, const ServingModel& m, std::vector<int32_t>& ids) {
+  const std::optional<std::string> side = opt_string(b, "truncation_side");
+  if (side && *side != "left" && *side != "right")
+    throw bad_request(fmt::format("'truncation_side' must be \"left\" or \"right\", got \"{}\"", *side),
+                      "truncation_side");
   const std::optional<int64_t> t = opt_int(b, "truncate_prompt_tokens", -1);
   if (!t) return;
   const int64_t keep = *t == -1 ? m.max_model_len : *t;
@@ -188,7 +231,9 @@ void truncate_prompt(const json& b, const ServingModel& m, std::vector<int32_t>&
     throw bad_request(fmt::format("truncate_prompt_tokens ({}) must be less than the context length ({})", keep,
                                   m.max_model_len),
                       "truncate_prompt_tokens");
-  if (static_cast<int64_t>(ids.size()) > keep) ids.erase(ids.begin(), ids.end() - keep);
+  if (static_cast<int64_t>(ids.size()) <= keep) return;
+  if (side == "right") ids.resize(static_cast<size_t>(keep));
+  else ids.erase(ids.begin(), ids.end() - keep);
 }
 
 // max_tokens once the prompt is known: explicit values are checked against the context by the
@@ -222,6 +267,11 @@ void check_engine_params(const json& b, ApiRequest& r, const ServingModel& m) {
       p.prompt = r.prompts[i].ids;
       p.max_tokens = r.prompts[i].max_tokens;
       engine::validate(p, engine::RequestLimits{m.vocab_size, m.max_model_len});
+      if (r.beam) {
+        engine::BeamSearchParams bp = r.beam_params;
+        bp.max_tokens = p.max_tokens;
+        engine::validate_beam_search(bp, engine::RequestLimits{m.vocab_size, m.max_model_len}, p.prompt.size());
+      }
     } catch (const engine::RequestError& e) {
       const bool renamed = e.param == "max_tokens" && present(b, "max_completion_tokens");
       const std::string param = renamed ? "max_completion_tokens" : e.param;
@@ -261,12 +311,8 @@ engine::RequestParams choice_params(const ApiRequest& r, size_t c) {
 }
 
 json parse_body(const std::string& body) {
-  json b;
-  try {
-    b = io::parse_json(body, "the request body");  // nesting bounded, as every JSON we read
-  } catch (const Error& e) {
-    throw bad_request(e.what());
-  }
+  // Integers exact (request_json.h), nesting bounded as every JSON we read.
+  const json b = parse_request_json(body);
   if (!b.is_object()) throw bad_request(fmt::format("the request body must be a JSON object, got {}", io::json_type_name(b)));
   return b;
 }
@@ -323,6 +369,7 @@ ApiRequest parse_completion_request(const json& b, const ServingModel& m, uint64
   }
   // echo with logprobs: the prompt's tokens come first in the logprobs (OpenAI), from prompt logprobs.
   if (r.echo && r.logprobs) r.params.prompt_logprobs = std::max(r.params.prompt_logprobs, r.top_logprobs);
+  parse_beam_search(b, r);
   check_engine_params(b, r, m);
   return r;
 }
@@ -429,6 +476,10 @@ ApiRequest parse_chat_request(const json& b, const ServingModel& m, uint64_t ran
     r.top_logprobs = *k;
   }
   if (r.logprobs) r.params.logprobs = r.top_logprobs;
+  if (r.tool_choice == ApiRequest::ToolChoice::auto_calls && present(b, "use_beam_search") &&
+      b["use_beam_search"] == true)
+    throw bad_request("tool calls cannot be combined with use_beam_search", "tool_choice");
+  parse_beam_search(b, r);
   check_engine_params(b, r, m);
   return r;
 }

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/beam_search.h"
 #include "engine/request.h"
 #include "server/api_error.h"
 #include "server/serving_model.h"
@@ -51,6 +52,10 @@ struct ApiRequest {
   bool include_reasoning = true;   // false: the reasoning parser's reasoning is dropped
   bool return_tokens_as_token_ids = false;  // logprob tokens as "token_id:N"
   std::optional<std::string> prompt_text_out;  // chat return_prompt_text: the rendered prompt
+  // use_beam_search: each prompt's n best beams (width: best_of when given, else n, as vLLM maps
+  // them) instead of samples; best_of is then n (the beams come ranked).
+  bool beam = false;
+  engine::BeamSearchParams beam_params;
 };
 
 // The engine request of candidate `c` (prompt c / best_of, sample c % best_of: a seed is offset

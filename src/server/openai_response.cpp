@@ -183,7 +183,7 @@ json ResponseBuilder::prompt_logprobs_json(const Choice& ch) const {
       d[std::to_string(id)] = {{"logprob", std::max(v, -9999.0f)}, {"rank", rank}, {"decoded_token", token_text(id)}};
     };
     entry(lp.id, lp.logprob, lp.rank);
-    const size_t k = std::min(lp.top.size(), static_cast<size_t>(std::max<int64_t>(0, req_.prompt_logprobs)));
+    const size_t k = std::min(lp.top.size(), static_cast<size_t>(std::max<int64_t>(0, req_.params.prompt_logprobs)));
     for (size_t i = 0; i < k; ++i) entry(lp.top[i].first, lp.top[i].second, static_cast<int64_t>(i) + 1);
     list.push_back(std::move(d));
   }
@@ -195,7 +195,8 @@ json ResponseBuilder::chunk_base() const {
             {"object", req_.endpoint == Endpoint::chat ? "chat.completion.chunk" : "text_completion"},
             {"created", created_},
             {"model", m_.name}};
-  if (req_.include_usage || req_.continuous_usage) c["usage"] = nullptr;
+  // vLLM writes chunks with exclude_unset: `usage` only where it is set (continuous usage, the
+  // final usage chunk), never as null.
   return c;
 }
 
@@ -305,8 +306,9 @@ std::vector<json> ResponseBuilder::stream_chunks(size_t c, const engine::Request
       json delta = {{"role", "assistant"}, {"content", req_.echo ? prompt_of(ch).text : std::string()}};
       first["choices"] = json::array(
           {{{"index", ch.index}, {"delta", delta}, {"logprobs", nullptr}, {"finish_reason", nullptr}}});
-      if (req_.return_token_ids) first["prompt_token_ids"] = prompt_of(ch).ids;
-      if (req_.prompt_text_out) first["prompt_text"] = *req_.prompt_text_out;
+      // vLLM sets both on the first chunk, null unless asked for.
+      first["prompt_token_ids"] = req_.return_token_ids ? json(prompt_of(ch).ids) : json(nullptr);
+      first["prompt_text"] = req_.prompt_text_out ? json(*req_.prompt_text_out) : json(nullptr);
       if (req_.continuous_usage) first["usage"] = choice_usage(ch);
       chunks.push_back(std::move(first));
     } else if (req_.echo) {
@@ -342,15 +344,20 @@ std::vector<json> ResponseBuilder::stream_chunks(size_t c, const engine::Request
     const bool finishing = out.finished && final_chunk;
     choice["finish_reason"] =
         finishing ? json(chat ? chat_finish_reason(ch, out.finish_reason) : out.finish_reason) : json(nullptr);
+    // vLLM's stream choices: completions set stop_reason, prompt_token_ids and token_ids on every
+    // chunk (null when finishing / asked for does not hold), chat token_ids on every chunk and
+    // stop_reason on the finishing one.
     if (finishing) {
       choice["stop_reason"] = out.stop_reason ? json(*out.stop_reason)
                               : out.stop_token ? json(*out.stop_token)
                                                : json(nullptr);
+    } else if (!chat) {
+      choice["stop_reason"] = nullptr;
     }
-    if (req_.return_token_ids) {
-      choice["token_ids"] = first ? json(out.token_ids) : json::array();
-      if (!chat && first && first_text_chunk) choice["prompt_token_ids"] = prompt_of(ch).ids;
-    }
+    if (!chat)
+      choice["prompt_token_ids"] =
+          req_.return_token_ids && first && first_text_chunk ? json(prompt_of(ch).ids) : json(nullptr);
+    choice["token_ids"] = !req_.return_token_ids ? json(nullptr) : first ? json(out.token_ids) : json::array();
     json chunk = chunk_base();
     chunk["choices"] = json::array({choice});
     if (req_.continuous_usage) chunk["usage"] = choice_usage(ch);
@@ -386,7 +393,9 @@ void ResponseBuilder::add(size_t c, const engine::RequestOutput& out) {
 // The whole chat message: the same parsers over the whole text, so it equals the streamed deltas.
 json ResponseBuilder::chat_message(const Choice& ch, std::string& finish_reason) const {
   const std::string echo = req_.echo ? prompt_of(ch).text : std::string();
-  json msg = {{"role", "assistant"}, {"content", echo + ch.text}};
+  // vLLM's ChatMessage, every key (tool_calls only when there are calls, as vLLM serializes it).
+  json msg = {{"role", "assistant"}, {"content", echo + ch.text}, {"refusal", nullptr}, {"annotations", nullptr},
+              {"audio", nullptr},    {"function_call", nullptr},   {"reasoning", nullptr}};
   if (req_.tool_choice == TC::none && m_.reasoning == ReasoningKind::none) return msg;
   Choice whole;
   whole.parser = make_parser();
@@ -424,13 +433,16 @@ json ResponseBuilder::response() const {
     if (chat) choice["message"] = chat_message(ch, finish_reason);
     else choice["text"] = (echo ? prompt_of(ch).text : std::string()) + ch.text;
     choice["logprobs"] = req_.logprobs ? logprobs_json(ch.logprobs, 0, echo ? &ch : nullptr) : json(nullptr);
-    if (!chat && req_.prompt_logprobs >= 0) choice["prompt_logprobs"] = prompt_logprobs_json(ch);
     choice["finish_reason"] = finish_reason;
     choice["stop_reason"] = ch.stop_reason;
-    if (req_.return_token_ids) {
-      choice["token_ids"] = ch.ids;
-      if (!chat) choice["prompt_token_ids"] = prompt_of(ch).ids;
+    // vLLM's choice keys, null when not asked for (its responses are model_dump()s: every field).
+    choice["token_ids"] = req_.return_token_ids ? json(ch.ids) : json(nullptr);
+    if (!chat) {
+      // vLLM returns the prompt logprobs whenever they were computed (echo with logprobs too).
+      choice["prompt_logprobs"] = req_.params.prompt_logprobs >= 0 ? prompt_logprobs_json(ch) : json(nullptr);
+      choice["prompt_token_ids"] = req_.return_token_ids ? json(prompt_of(ch).ids) : json(nullptr);
     }
+    choice["routed_experts"] = nullptr;
     choices.push_back(std::move(choice));
   }
   json r = {{"id", id_},
@@ -438,11 +450,18 @@ json ResponseBuilder::response() const {
             {"created", created_},
             {"model", m_.name},
             {"choices", choices},
-            {"usage", usage()}};
-  if (chat && req_.return_token_ids && !req_.prompts.empty()) r["prompt_token_ids"] = req_.prompts[0].ids;
-  // Chat: one prompt, its prompt_logprobs on the response (vLLM's place for them).
-  if (chat && req_.prompt_logprobs >= 0 && !ret.empty()) r["prompt_logprobs"] = prompt_logprobs_json(*ret[0]);
-  if (req_.prompt_text_out) r["prompt_text"] = *req_.prompt_text_out;
+            {"service_tier", nullptr},
+            {"system_fingerprint", nullptr},
+            {"usage", usage()},
+            {"kv_transfer_params", nullptr},
+            {"ec_transfer_params", nullptr},
+            {"metrics", nullptr}};
+  if (chat) {
+    // Chat: one prompt; its ids and prompt_logprobs on the response (vLLM's place for them).
+    r["prompt_token_ids"] = req_.return_token_ids && !req_.prompts.empty() ? json(req_.prompts[0].ids) : json(nullptr);
+    r["prompt_logprobs"] = req_.params.prompt_logprobs >= 0 && !ret.empty() ? prompt_logprobs_json(*ret[0]) : json(nullptr);
+    r["prompt_text"] = req_.prompt_text_out ? json(*req_.prompt_text_out) : json(nullptr);
+  }
   return r;
 }
 

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "server/chat_output_parser.h"
 #include "server/tool_call_parser.h"
@@ -28,6 +29,7 @@ struct ServingModel {
   const tokenizer::Tokenizer* tok = nullptr;
   const tokenizer::ChatTemplate* chat = nullptr;
   int64_t max_model_len = 0, vocab_size = 0;
+  std::vector<int64_t> eos_ids;  // what ends a beam (use_beam_search)
   SamplingDefaults defaults;
   // --enable-auto-tool-choice --tool-call-parser NAME: tool_choice "auto" parses calls with it.
   const ToolCallParser* tool_parser = nullptr;

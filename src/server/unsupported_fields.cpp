@@ -22,8 +22,6 @@ struct Unsupported {
 
 const std::vector<Unsupported>& table() {
   static const std::vector<Unsupported> t = {
-      {"use_beam_search", false, "beam search is not supported"},
-      {"length_penalty", 1.0, "length_penalty only applies to beam search, which is not supported"},
       {"include_stop_str_in_output", false, "stop strings are never part of the output"},
       {"spaces_between_special_tokens", true, "special tokens are always decoded without added spaces"},
       {"allowed_token_ids", nullptr, "allowed_token_ids is not supported; use structured_outputs.choice or regex"},
@@ -33,7 +31,6 @@ const std::vector<Unsupported>& table() {
       {"thinking_token_budget", nullptr, "thinking_token_budget is not supported"},
       {"repetition_detection", nullptr, "repetition_detection is not supported"},
       {"priority", 0, "priority scheduling is not supported (requests run first come, first served)"},
-      {"truncation_side", nullptr, "truncation_side is not supported (truncate_prompt_tokens keeps the last tokens)"},
       {"chat_template", nullptr,
        "a chat template in the request is not accepted (vLLM refuses it without --trust-request-chat-template)", true,
        false},

@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/checkpoint_edit.h"
 #include "common/paths.h"
 
 extern char** environ;
@@ -109,6 +110,50 @@ TEST(HostileInputCli, InspectSaysWhenTheLoaderRefusesTheCheckpoint) {
     EXPECT_NE(r.err.find("fp4lm cannot load it"), std::string::npos) << r.err;
     EXPECT_NE(r.out.find("GPTNeoXForCausalLM"), std::string::npos) << r.out;  // still described
   }
+}
+
+// inspect refuses exactly what generate refuses (issue 41): it loads the model as generate does.
+TEST(HostileInputCli, InspectValidatesWhatGenerateValidates) {
+  TempDir dir;
+  // No final norm.
+  const std::string a = synth_model(dir, "no-norm");
+  test::edit_tensors(a, [](test::EditedTensor& t) { return t.name != "model.norm.weight"; });
+  // An NVFP4 weight_scale byte that is the E4M3 NaN (0x7F).
+  const std::string b = (dir / "nan-scale").string();
+  ASSERT_EQ(fp4lm("synth --out " + b + " --arch LlamaForCausalLM --algo NVFP4").exit_code, 0);
+  test::edit_tensors(b, [](test::EditedTensor& t) {
+    if (t.name == "model.layers.0.mlp.down_proj.weight_scale") t.bytes.at(3) = 0x7F;
+    return true;
+  });
+  for (const auto& [m, needle] : {std::pair<std::string, std::string>{a, "model.norm.weight"},
+                                  {b, "model.layers.0.mlp.down_proj"}}) {
+    for (const std::string& cmd : {"generate --model " + m + " --prompt-ids 1,2", "inspect --model " + m,
+                                   "inspect --json --model " + m}) {
+      auto r = fp4lm(cmd);
+      EXPECT_EQ(r.exit_code, 1) << cmd << "\n" << r.err;
+      EXPECT_NE(r.err.find(needle), std::string::npos) << cmd << "\n" << r.err;
+      EXPECT_EQ(r.err.find("internal error"), std::string::npos) << cmd << "\n" << r.err;
+    }
+  }
+  // A good checkpoint still inspects with exit 0.
+  EXPECT_EQ(fp4lm("inspect --model " + synth_model(dir, "good")).exit_code, 0);
+}
+
+// `fp4lm version`: the version line and one CPU line.
+TEST(HostileInputCli, VersionPrintsTheCpuLineOnce) {
+  auto r = fp4lm("version");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  size_t cpu_lines = 0, lines = 0;
+  for (size_t at = 0; at < r.out.size();) {
+    const size_t end = r.out.find('\n', at);
+    const std::string line = r.out.substr(at, end == std::string::npos ? std::string::npos : end - at);
+    lines += !line.empty();
+    cpu_lines += line.rfind("cpu: ", 0) == 0;
+    at = end == std::string::npos ? r.out.size() : end + 1;
+  }
+  EXPECT_EQ(cpu_lines, 1u) << r.out;
+  EXPECT_EQ(lines, 2u) << r.out;
+  EXPECT_EQ(r.err.find("cpu: "), std::string::npos) << r.err;
 }
 
 TEST(HostileInputCli, FlagsOutOfRangeAreUsageErrors) {

@@ -5,7 +5,7 @@
 # logprobs bit for bit (a 300-token prompt: several forward steps), 6 concurrent streams under
 # `fp4lm serve` (pipelined batches) at 2 and 3 ranks too, and at 2 ranks DeepSeek-V3 (MLA),
 # gpt-oss (MXFP4), Nemotron-H, Gemma 4, MiniMax-M2 and FP8 / W4A16 Llamas too; `fp4lm eval` its NLL to the
-# last digit (-np 2), speculative decoding too
+# last digit and its --dump-logits file byte for byte (-np 2 and 3), speculative decoding too
 # (rewinds mirrored to every stage); and the refusals: no mpirun, a wrong process count, more
 # stages than layers, a rank whose files differ from rank 0's (named with host and file); and
 # faults: a rank killed or hung while `fp4lm serve` streams ends the job with the reason, in time.
@@ -72,20 +72,26 @@ for n in (150, 7):
     print('[' + ','.join(str((i * 13) % 250 + 1) for i in range(n)) + ']')" > "$T/ids.jsonl"
 nll() { python3 -c 'import json,sys; o=json.load(open(sys.argv[1])); print(o["tokens"], repr(o["mean_nll"]))' "$1"; }
 EVAL=(eval --ids "$T/ids.jsonl" --json --threads 1 --log-level warn)
+# --dump-logits too: every position's logits through the stages, the file byte for byte one process's.
 for arch in LlamaForCausalLM Qwen3MoeForCausalLM Qwen3_5ForCausalLM; do
-  "$BIN" "${EVAL[@]}" --model "$T/$arch" > "$T/$arch.eval1.json" 2> "$T/err" || { bad "$arch eval single"; cat "$T/err"; }
-  if timeout 120 "${MPIRUN[@]}" -np 2 "$BIN" "${EVAL[@]}" --model "$T/$arch" --pipeline-parallel-size 2 \
-      > "$T/$arch.eval2.json" 2> "$T/err"; then
-    a=$(nll "$T/$arch.eval1.json") b=$(nll "$T/$arch.eval2.json")
-    [ "$a" = "$b" ] && echo "ok: eval $arch, 2 ranks ($a)" || bad "eval $arch: 2 ranks give $b, one process $a"
-  else
-    bad "eval $arch: mpirun -np 2 failed"; tail -5 "$T/err"
-  fi
+  "$BIN" "${EVAL[@]}" --model "$T/$arch" --dump-logits "$T/$arch.d1.jsonl" > "$T/$arch.eval1.json" 2> "$T/err" ||
+    { bad "$arch eval single"; cat "$T/err"; }
+  for n in 2 3; do
+    if timeout 120 "${MPIRUN[@]}" -np $n "$BIN" "${EVAL[@]}" --model "$T/$arch" --pipeline-parallel-size $n \
+        --dump-logits "$T/$arch.d$n.jsonl" > "$T/$arch.eval$n.json" 2> "$T/err"; then
+      a=$(nll "$T/$arch.eval1.json") b=$(nll "$T/$arch.eval$n.json")
+      [ "$a" = "$b" ] && echo "ok: eval $arch, $n ranks ($a)" || bad "eval $arch: $n ranks give $b, one process $a"
+      cmp -s "$T/$arch.d1.jsonl" "$T/$arch.d$n.jsonl" && echo "ok: eval --dump-logits $arch, $n ranks" ||
+        bad "eval --dump-logits $arch: $n ranks differ from one process"
+    else
+      bad "eval $arch: mpirun -np $n failed"; tail -5 "$T/err"
+    fi
+  done
 done
-"$BIN" eval --model "$T/LlamaForCausalLM" --ids "$T/ids.jsonl" --dump-logits "$T/d.jsonl" --pipeline-parallel-size 2 >/dev/null 2> "$T/err"
+"$BIN" eval --model "$T/LlamaForCausalLM" --ids "$T/ids.jsonl" --reference "$T/LlamaForCausalLM" --pipeline-parallel-size 2 >/dev/null 2> "$T/err"
 rc=$?
-[ $rc -eq 2 ] && grep -q "run in one process" "$T/err" && echo "ok: eval --dump-logits with a pipeline: exit 2" ||
-  { bad "eval --dump-logits with a pipeline: exit $rc"; cat "$T/err"; }
+[ $rc -eq 2 ] && grep -q "runs in one process" "$T/err" && echo "ok: eval --reference with a pipeline: exit 2" ||
+  { bad "eval --reference with a pipeline: exit $rc"; cat "$T/err"; }
 
 # Speculative decoding: its verify steps ask every position's logits and rewind the stages.
 SPEC=(--speculative-config '{"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 2}')

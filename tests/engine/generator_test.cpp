@@ -23,7 +23,7 @@
 namespace fp4lm::engine::generator_test {
 namespace {
 
-using test::TempDir;
+using fp4lm::test::TempDir;
 
 RequestParams request(std::vector<int32_t> prompt, int64_t max_tokens, bool ignore_eos = true) {
   RequestParams p;
@@ -36,7 +36,7 @@ RequestParams request(std::vector<int32_t> prompt, int64_t max_tokens, bool igno
 class GeneratorTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    test::write_tiny_model(test::make_tiny_model("Qwen3MoeForCausalLM"), dir_.path());
+    fp4lm::test::write_tiny_model(fp4lm::test::make_tiny_model("Qwen3MoeForCausalLM"), dir_.path());
     model::EngineOptions o;
     o.dtype = "float32";
     model::LoadOptions lo;
@@ -192,7 +192,7 @@ TEST(NonFinite, GenerateAndEvalStopWithTheErrorOnW4a16AndW4a4) {
     s.algo = algo;
     model::write_synthetic_checkpoint(dir.path().string(), s);
     const float nan = std::nanf("");
-    test::edit_tensors(dir.path(), [&](test::EditedTensor& t) {
+    fp4lm::test::edit_tensors(dir.path(), [&](fp4lm::test::EditedTensor& t) {
       if (t.name == "model.embed_tokens.weight") from_f32_n(&nan, t.dtype, t.bytes.data() + 7 * s.hidden * dtype_size(t.dtype), 1);
       return true;
     });
@@ -220,15 +220,15 @@ TEST(KvCacheDtype, GeneratesWithBothCachesOnAnFp8CheckpointWithScales) {
   s.architecture = "Qwen3ForCausalLM";
   s.algo = quant::QuantAlgo::FP8;
   model::write_synthetic_checkpoint(dir.path().string(), s);
-  std::vector<test::EditedTensor> scales;
+  std::vector<fp4lm::test::EditedTensor> scales;
   for (int64_t l = 0; l < s.layers; ++l)
     for (const char* n : {"k_proj.k_scale", "v_proj.v_scale"}) {
       const float v = 0.02f;
-      test::EditedTensor t{fmt::format("model.layers.{}.self_attn.{}", l, n), DType::F32, {}, std::vector<uint8_t>(4)};
+      fp4lm::test::EditedTensor t{fmt::format("model.layers.{}.self_attn.{}", l, n), DType::F32, {}, std::vector<uint8_t>(4)};
       std::memcpy(t.bytes.data(), &v, 4);
       scales.push_back(std::move(t));
     }
-  test::edit_tensors(dir.path(), [](test::EditedTensor&) { return true; }, std::move(scales));
+  fp4lm::test::edit_tensors(dir.path(), [](fp4lm::test::EditedTensor&) { return true; }, std::move(scales));
   const RequestParams p = request({1, 40, 7, 99, 3}, 8);
   for (const char* kv : {"bfloat16", "fp8"}) {
     model::EngineOptions o;
@@ -244,7 +244,7 @@ TEST(KvCacheDtype, GeneratesWithBothCachesOnAnFp8CheckpointWithScales) {
 
 TEST(IdFile, ReadsAllThreeLineForms) {
   TempDir dir;
-  test::write_file(dir / "ids.jsonl",
+  fp4lm::test::write_file(dir / "ids.jsonl",
                    "{\"ids\": [1, 2, 3]}\n\n[4, 5]\n{\"prompt_ids\": [1], \"greedy_continuation\": [7, 8]}\n"
                    "{\"prompt_ids\": [1, 9], \"greedy_ids\": [6]}\n");
   auto recs = read_id_records((dir / "ids.jsonl").string());
@@ -259,7 +259,7 @@ TEST(IdFile, ReadsAllThreeLineForms) {
 TEST(IdFile, ErrorsNameFileAndLine) {
   TempDir dir;
   auto expect_error = [&](const std::string& content, const std::string& needle) {
-    test::write_file(dir / "bad.jsonl", content);
+    fp4lm::test::write_file(dir / "bad.jsonl", content);
     try {
       read_id_records((dir / "bad.jsonl").string());
       FAIL() << "expected an error for " << content;

@@ -92,7 +92,7 @@ void mixed_as_published_loads_with_one_warning_and_generates(bool moe) {
       o.mixed[p + (moe ? "mlp.shared_expert." : "mlp.") + proj] = QuantAlgo::W4A16_NVFP4;
   }
   o.mixed["lm_head"] = QuantAlgo::W4A16_NVFP4;
-  test::TempDir tmp;
+  fp4lm::test::TempDir tmp;
   const std::string dir = (tmp / "qwen36").string();
   model::write_synthetic_checkpoint(dir, o);
   publish_as_35b(dir, o.mixed);
@@ -109,7 +109,7 @@ void mixed_as_published_loads_with_one_warning_and_generates(bool moe) {
   std::unique_ptr<model::CausalLM> lm;
   std::string warnings;
   {
-    test::LogCapture cap(spdlog::level::warn);
+    fp4lm::test::LogCapture cap(spdlog::level::warn);
     lm = model::CausalLM::load(dir, {});
     warnings = cap.text();
   }
@@ -163,7 +163,7 @@ TEST(HybridEngine, EvaluationMatchesTheFloat64ReferenceAcrossChunks) {
   using namespace model::hybrid_ref;
   for (Family family : {Family::qwen3_5_moe, Family::qwen3_next, Family::qwen3_5}) {
     Hybrid m = make_hybrid(2, 29, family);
-    test::TempDir tmp;
+    fp4lm::test::TempDir tmp;
     write_hybrid(m, tmp.path(), /*vl=*/false, /*fused_experts=*/true);
     std::vector<int32_t> ids;
     for (int i = 0; i < 70; ++i) ids.push_back(static_cast<int32_t>((i * 37 + 11) % m.vocab));  // > one 64-token chunk

@@ -40,9 +40,9 @@ class NemotronHStreams : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(NemotronHStreams, EightConcurrentStreamsEqualEachAlone) {
   fp4lm::test::TempDir dir;
-  test::nemotron::Dims d;
+  fp4lm::test::nemotron::Dims d;
   d.pattern = GetParam();
-  test::write_tiny_model(test::nemotron::make_model(d), dir.path());
+  fp4lm::test::write_tiny_model(fp4lm::test::nemotron::make_model(d), dir.path());
   model::EngineOptions o;
   o.dtype = "float32";
   model::LoadOptions lo;
@@ -54,7 +54,7 @@ TEST_P(NemotronHStreams, EightConcurrentStreamsEqualEachAlone) {
   SchedulerConfig cfg;
   cfg.max_num_seqs = 8;
   cfg.max_num_batched_tokens = 12;  // prompts split across steps and mixed with decodes
-  const test::StreamsRun r = test::run_streams_alone_and_together(*lm, prompts, cfg);
+  const fp4lm::test::StreamsRun r = fp4lm::test::run_streams_alone_and_together(*lm, prompts, cfg);
   ASSERT_TRUE(r.drained);
   EXPECT_EQ(r.widest, 8u) << "all eight streams shared a forward";
   for (size_t i = 0; i < prompts.size(); ++i)
@@ -81,7 +81,7 @@ void expect_generates_as_stored_and_under_the_override(const model::CausalLM& lm
   std::unique_ptr<model::CausalLM> lm16;
   std::string log;
   {
-    test::LogCapture cap(spdlog::level::info);
+    fp4lm::test::LogCapture cap(spdlog::level::info);
     lm16 = model::CausalLM::load(dir, opts);
     log = cap.text();
   }
@@ -130,7 +130,7 @@ TEST(NemotronHEngine, Nano9bV2Nvfp4LayoutLoadsAndGeneratesWithAndWithoutTheOverr
   std::unique_ptr<model::CausalLM> lm;
   std::string log;
   {
-    test::LogCapture cap(spdlog::level::info);
+    fp4lm::test::LogCapture cap(spdlog::level::info);
     lm = model::CausalLM::load(dir, {});
     log = cap.text();
   }
@@ -161,14 +161,14 @@ TEST(NemotronHEngine, Nano9bV2Nvfp4LayoutLoadsAndGeneratesWithAndWithoutTheOverr
 // here from the Nano-9B-v2 replica (the 12B's language model has the same layer kinds), so the
 // wrapper and the bare model hold the same weights.
 void wrap_as_vl(const std::string& bare, const std::string& dir, const std::string& arch) {
-  test::copy_dir(bare, dir);
-  std::vector<test::EditedTensor> towers;
+  fp4lm::test::copy_dir(bare, dir);
+  std::vector<fp4lm::test::EditedTensor> towers;
   for (const char* n : {"vision_model.radio_model.model.blocks.0.attn.qkv.weight", "mlp1.1.weight",
                         "sound_encoder.encoder.layers.0.conv.pointwise_conv1.weight"})
     towers.push_back({n, DType::BF16, {16, 32}, std::vector<uint8_t>(16 * 32 * 2, 0x3c)});
-  test::edit_tensors(
+  fp4lm::test::edit_tensors(
       dir,
-      [](test::EditedTensor& t) {
+      [](fp4lm::test::EditedTensor& t) {
         t.name = "language_model." + t.name;
         return true;
       },
@@ -229,7 +229,7 @@ TEST(NemotronHEngine, VlAndOmniWrappersRunTheirLanguageModelAsTheBareModel) {
     std::unique_ptr<model::CausalLM> lm;
     std::string log;
     {
-      test::LogCapture cap(spdlog::level::info);
+      fp4lm::test::LogCapture cap(spdlog::level::info);
       lm = model::CausalLM::load(dir, {});
       log = cap.text();
     }
@@ -315,16 +315,16 @@ Nemotron3Layout write_nemotron3_layout(const std::string& dir, Nemotron3 kind) {
   }
   model::write_synthetic_checkpoint(dir, s);
   // The FP8 KV cache: kv_cache_quant_algo and a k_scale / v_scale per attention layer.
-  std::vector<test::EditedTensor> scales;
+  std::vector<fp4lm::test::EditedTensor> scales;
   for (int64_t i = 0; i < s.layers; ++i) {
     if (pattern[i] != '*') continue;
     for (auto [n, v] : {std::pair{"k_proj.k_scale", 0.05f + 0.01f * static_cast<float>(i)}, {"v_proj.v_scale", 0.03f}}) {
-      test::EditedTensor t{fmt::format("backbone.layers.{}.mixer.{}", i, n), DType::F32, {}, std::vector<uint8_t>(4)};
+      fp4lm::test::EditedTensor t{fmt::format("backbone.layers.{}.mixer.{}", i, n), DType::F32, {}, std::vector<uint8_t>(4)};
       std::memcpy(t.bytes.data(), &v, 4);
       scales.push_back(std::move(t));
     }
   }
-  test::edit_tensors(dir, [](test::EditedTensor&) { return true; }, std::move(scales));
+  fp4lm::test::edit_tensors(dir, [](fp4lm::test::EditedTensor&) { return true; }, std::move(scales));
   json q = io::read_json_file(dir + "/hf_quant_config.json");
   q["quantization"]["kv_cache_quant_algo"] = "FP8";
   std::ofstream(dir + "/hf_quant_config.json") << q.dump(2);
@@ -366,7 +366,7 @@ TEST_P(Nemotron3Published, LoadsWithTheOracleLinesAndGeneratesWithAndWithoutTheO
   model::EngineOptions fp8;
   fp8.kv_cache_dtype = "fp8";
   {
-    test::LogCapture cap(spdlog::level::info);
+    fp4lm::test::LogCapture cap(spdlog::level::info);
     lm = model::CausalLM::load(dir, fp8);
     log = cap.text();
   }

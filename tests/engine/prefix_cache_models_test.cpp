@@ -32,9 +32,9 @@ std::unique_ptr<model::CausalLM> load(const Case& c, const fp4lm::test::TempDir&
   if (c.arch == "hybrid") {
     model::hybrid_ref::write_hybrid(model::hybrid_ref::make_hybrid(2), dir.path());
   } else {
-    test::TinyModel m = test::make_tiny_model(c.arch);
+    fp4lm::test::TinyModel m = fp4lm::test::make_tiny_model(c.arch);
     if (c.window > 0) m.config["sliding_window"] = c.window;
-    test::write_tiny_model(m, dir.path());
+    fp4lm::test::write_tiny_model(m, dir.path());
   }
   model::EngineOptions o;
   o.dtype = c.dtype;

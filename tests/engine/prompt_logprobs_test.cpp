@@ -34,7 +34,7 @@ TEST_P(PromptLogprobs, EqualALogSoftmaxOfTheWholePromptsLogitsWithChunkedPrefill
   const Case& c = GetParam();
   fp4lm::test::TempDir dir;
   if (c.arch == "hybrid") model::hybrid_ref::write_hybrid(model::hybrid_ref::make_hybrid(2), dir.path());
-  else test::write_tiny_model(test::make_tiny_model(c.arch), dir.path());
+  else fp4lm::test::write_tiny_model(fp4lm::test::make_tiny_model(c.arch), dir.path());
   model::EngineOptions o;
   o.dtype = "float32";
   model::LoadOptions lo;

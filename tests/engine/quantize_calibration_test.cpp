@@ -42,7 +42,7 @@ SyntheticOptions source(const std::string& arch) {
 }
 
 struct Case {
-  test::TempDir tmp;
+  fp4lm::test::TempDir tmp;
   std::string in, out;
   explicit Case(const SyntheticOptions& o) : in((tmp / "in").string()), out((tmp / "out").string()) {
     model::write_synthetic_checkpoint(in, o);

@@ -40,7 +40,7 @@ SyntheticOptions source(const std::string& arch, DType dtype = DType::BF16) {
 }
 
 struct Case {
-  test::TempDir tmp;
+  fp4lm::test::TempDir tmp;
   std::string in, out;
   explicit Case(const SyntheticOptions& o) : in((tmp / "in").string()), out((tmp / "out").string()) {
     model::write_synthetic_checkpoint(in, o);
@@ -214,7 +214,7 @@ TEST(QuantizeExport, ConfigFilesFollowTheModelOptLayout) {
                       {"config_groups", {{"group_0", {{"weights", fp4}, {"targets", {"Linear"}}}}}},
                       {"ignore", excl},
                       {"producer", {{"name", "fp4lm"}, {"version", "9.8.7"}}}}));
-  EXPECT_EQ(test::read_file(c.out + "/generation_config.json"), test::read_file(c.in + "/generation_config.json"));
+  EXPECT_EQ(fp4lm::test::read_file(c.out + "/generation_config.json"), fp4lm::test::read_file(c.in + "/generation_config.json"));
 
   // NVFP4 adds input_activations; checked on the config builder (calibration is tested apart).
   json n = quant::quantization_config_json(QuantAlgo::NVFP4, excl, "1");
@@ -314,7 +314,7 @@ TEST(QuantizeExport, ShardsAboveTheLimitWithAnIndexHoldTheSameTensors) {
 TEST(QuantizeExport, ExistingOutNeedsForceAndTheInputIsNeverTheOutput) {
   Case c(source("LlamaForCausalLM"));
   fs::create_directories(c.out);
-  test::write_file(c.out + "/keep.txt", "x");
+  fp4lm::test::write_file(c.out + "/keep.txt", "x");
   EXPECT_NE(error_of([&] { engine::quantize_checkpoint(c.options(QuantAlgo::W4A16_NVFP4)); }).find("already exists"),
             std::string::npos);
   EXPECT_TRUE(fs::exists(c.out + "/keep.txt"));
@@ -345,11 +345,11 @@ TEST(QuantizeExport, AnInterruptedRunLeavesNoOutAndNoTemporaryFiles) {
 
   // With --force over an existing OUT, an interruption leaves the old OUT as it was.
   fs::create_directories(c.out);
-  test::write_file(c.out + "/old.txt", "old");
+  fp4lm::test::write_file(c.out + "/old.txt", "old");
   n = 0;
   q.force = true;
   EXPECT_EQ(error_of([&] { engine::quantize_checkpoint(q); }), "simulated interruption");
-  EXPECT_EQ(test::read_file(c.out + "/old.txt"), "old");
+  EXPECT_EQ(fp4lm::test::read_file(c.out + "/old.txt"), "old");
 }
 
 TEST(QuantizeExport, BadInputsGiveClearErrors) {
@@ -367,9 +367,9 @@ TEST(QuantizeExport, BadInputsGiveClearErrors) {
   // Unknown architecture.
   json cfg = io::read_json_file(c.in + "/config.json");
   cfg["architectures"] = {"GPTBigCodeForCausalLM"};
-  test::TempDir t2;
+  fp4lm::test::TempDir t2;
   model::write_synthetic_checkpoint((t2 / "m").string(), source("LlamaForCausalLM"));
-  test::write_file(t2 / "m" / "config.json", cfg.dump());
+  fp4lm::test::write_file(t2 / "m" / "config.json", cfg.dump());
   q = c.options(QuantAlgo::W4A16_NVFP4);
   q.model_dir = (t2 / "m").string();
   EXPECT_NE(error_of([&] { engine::quantize_checkpoint(q); }).find("GPTBigCodeForCausalLM"), std::string::npos);
@@ -384,7 +384,7 @@ TEST(QuantizeExport, BadInputsGiveClearErrors) {
 
   // A missing weight names the tensor.
   q.model_dir = c.in;
-  test::TempDir t3;
+  fp4lm::test::TempDir t3;
   fs::copy(c.in, t3 / "m", fs::copy_options::recursive);
   {
     io::SafetensorsWriter w;

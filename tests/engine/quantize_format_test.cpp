@@ -49,7 +49,7 @@ std::vector<float> logits_of(const std::string& dir) {
 
 TEST(QuantizeFormat, CompressedTensorsHoldsTheSameQuantizationUnderItsNames) {
   for (QuantAlgo algo : {QuantAlgo::W4A16_NVFP4, QuantAlgo::NVFP4}) {
-    test::TempDir tmp;
+    fp4lm::test::TempDir tmp;
     model::SyntheticOptions s;
     s.architecture = "Qwen3MoeForCausalLM";
     s.algo = QuantAlgo::None;

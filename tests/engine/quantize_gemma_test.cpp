@@ -24,7 +24,7 @@ namespace {
 using model::gemma_ref::Gemma;
 using nlohmann::json;
 using quant::QuantAlgo;
-using test::TempDir;
+using fp4lm::test::TempDir;
 
 QuantizeOptions options(const TempDir& tmp, QuantAlgo algo) {
   QuantizeOptions q;
@@ -61,9 +61,9 @@ TEST(QuantizeGemma, Gemma4MoeVlWritesModelOptsLayoutAndExclusions) {
   for (const char* e : {"lm_head", "model.audio_tower*", "model.embed_audio*", "model.embed_vision*", "model.vision_tower*"})
     want.push_back(e);
   EXPECT_EQ(s.exclude_modules, want);
-  const json h = json::parse(test::read_file(tmp / "out" / "hf_quant_config.json"));
+  const json h = json::parse(fp4lm::test::read_file(tmp / "out" / "hf_quant_config.json"));
   EXPECT_EQ(h["quantization"]["exclude_modules"], json(want));
-  EXPECT_EQ(json::parse(test::read_file(tmp / "out" / "config.json"))["quantization_config"]["ignore"], json(want));
+  EXPECT_EQ(json::parse(fp4lm::test::read_file(tmp / "out" / "config.json"))["quantization_config"]["ignore"], json(want));
 
   auto out = io::Checkpoint::open(q.out_dir);
   const std::string p = "model.language_model.layers.";

@@ -42,8 +42,8 @@ Loaded load(const std::string& arch, const fp4lm::test::TempDir& dir) {
     l.row_floats = per * static_cast<size_t>(std::count(m.full.begin(), m.full.end(), false));
     EXPECT_EQ(per, 88u);
   } else {
-    const test::nemotron::Dims d;
-    test::write_tiny_model(test::nemotron::make_model(d), dir.path());
+    const fp4lm::test::nemotron::Dims d;
+    fp4lm::test::write_tiny_model(fp4lm::test::nemotron::make_model(d), dir.path());
     const size_t per = static_cast<size_t>(d.mh * d.mp + 2 * d.groups * d.ns + d.mh);
     l.row_floats = per * static_cast<size_t>(std::count(d.pattern.begin(), d.pattern.end(), 'M'));
     EXPECT_EQ(per, 76u);

@@ -14,7 +14,7 @@ class ServingBatch : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(ServingBatch, GreedyTokensEqualGenerateAloneWhateverTheBatch) {
   fp4lm::test::TempDir dir;
-  test::write_tiny_model(test::make_tiny_model(GetParam()), dir.path());
+  fp4lm::test::write_tiny_model(fp4lm::test::make_tiny_model(GetParam()), dir.path());
   model::EngineOptions o;
   o.dtype = "float32";
   model::LoadOptions lo;
@@ -25,7 +25,7 @@ TEST_P(ServingBatch, GreedyTokensEqualGenerateAloneWhateverTheBatch) {
   SchedulerConfig cfg;
   cfg.max_num_seqs = 4;
   cfg.max_num_batched_tokens = 6;  // prompts are split across steps and mixed with decodes
-  const test::StreamsRun r = test::run_streams_alone_and_together(*lm, prompts, cfg, 10, 200);
+  const fp4lm::test::StreamsRun r = fp4lm::test::run_streams_alone_and_together(*lm, prompts, cfg, 10, 200);
   ASSERT_TRUE(r.drained);
   EXPECT_GE(r.widest, 3u) << "several sequences shared a forward";
   for (size_t i = 0; i < prompts.size(); ++i)

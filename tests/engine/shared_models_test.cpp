@@ -15,12 +15,12 @@ namespace {
 std::unique_ptr<model::CausalLM> load_f32(const std::string& name) {
   model::EngineOptions o;
   o.dtype = "float32";
-  return model::CausalLM::load((test::shared_dir() / "models" / name).string(), o);
+  return model::CausalLM::load((fp4lm::test::shared_dir() / "models" / name).string(), o);
 }
 
 void expect_greedy_reference(const std::string& name) {
   auto lm = load_f32(name);
-  auto records = read_id_records((test::shared_dir() / "models" / name / "reference_greedy.jsonl").string());
+  auto records = read_id_records((fp4lm::test::shared_dir() / "models" / name / "reference_greedy.jsonl").string());
   ASSERT_FALSE(records.empty());
   for (size_t i = 0; i < records.size(); ++i) {
     RequestParams p;
@@ -45,7 +45,7 @@ TEST(SharedModels, TinyQwen3MoeReproducesReferenceGreedy) {
 TEST(SharedModels, TinyQwen3MoeHeldOutPerplexity) {
   FP4LM_REQUIRE_SHARED("models/tiny-qwen3-moe/heldout.jsonl");
   auto lm = load_f32("tiny-qwen3-moe");
-  auto seqs = read_id_sequences((test::shared_dir() / "models/tiny-qwen3-moe/heldout.jsonl").string());
+  auto seqs = read_id_sequences((fp4lm::test::shared_dir() / "models/tiny-qwen3-moe/heldout.jsonl").string());
   ASSERT_EQ(seqs.size(), 64u);
   EvalResult r = evaluate(*lm, seqs);
   EXPECT_EQ(r.sequences, 64);
@@ -57,10 +57,10 @@ TEST(SharedModels, TinyQwen3MoeHeldOutPerplexity) {
 
 TEST(SharedModels, Stories260kBfloat16StaysNearFloat32) {
   FP4LM_REQUIRE_SHARED("models/stories260k/reference_greedy.jsonl");
-  auto records = read_id_records((test::shared_dir() / "models/stories260k/reference_greedy.jsonl").string());
+  auto records = read_id_records((fp4lm::test::shared_dir() / "models/stories260k/reference_greedy.jsonl").string());
   model::EngineOptions o;
   o.dtype = "bfloat16";
-  auto lm = model::CausalLM::load((test::shared_dir() / "models/stories260k").string(), o);
+  auto lm = model::CausalLM::load((fp4lm::test::shared_dir() / "models/stories260k").string(), o);
   auto f32 = load_f32("stories260k");
   // Teacher-forced on the reference sequence, the bf16 engine's NLL is within 2% of float32's.
   const std::vector<int32_t> seq = records[0].all();

@@ -44,11 +44,11 @@ TEST_P(SpeculativeModels, GreedyTokensAndLogprobsEqualThoseWithoutSpeculation) {
   if (c.arch == "hybrid") {
     model::hybrid_ref::write_hybrid(model::hybrid_ref::make_hybrid(2), dir.path());
   } else if (c.arch == "nemotron_h") {
-    test::write_tiny_model(test::nemotron::make_model(test::nemotron::Dims{}), dir.path());
+    fp4lm::test::write_tiny_model(fp4lm::test::nemotron::make_model(fp4lm::test::nemotron::Dims{}), dir.path());
   } else {
-    test::TinyModel m = test::make_tiny_model(c.arch);
+    fp4lm::test::TinyModel m = fp4lm::test::make_tiny_model(c.arch);
     if (c.window > 0) m.config["sliding_window"] = c.window;
-    test::write_tiny_model(m, dir.path());
+    fp4lm::test::write_tiny_model(m, dir.path());
   }
   model::EngineOptions o;
   o.dtype = "float32";

@@ -267,3 +267,41 @@ def test_kv_cache_dtype_matches_cli(moe_w4a4, kv):
     assert out.outputs[0].token_ids == ref["output_ids"]
     with pytest.raises(ValueError, match="kv-cache-dtype|kv_cache_dtype"):
         LLM(model=str(moe_w4a4), kv_cache_dtype="int3")
+
+
+def test_beam_search_as_vllms(moe_w4a4):
+    """LLM.beam_search: width 1 with EOS ignored is greedy decoding; wider searches return
+    beam_width beams, best first by vLLM's score, each extending the prompt, and the same beams
+    however the prompts are grouped."""
+    from fp4lm import BeamSearchParams
+    llm = LLM(str(moe_w4a4), max_model_len=64)
+    prompts = [{"prompt_token_ids": [5, 6, 7, 8]}, {"prompt_token_ids": [40, 2, 9]}]
+    greedy = llm.generate(prompts, SamplingParams(temperature=0, max_tokens=6, ignore_eos=True), use_tqdm=False)
+    one = llm.beam_search(prompts, BeamSearchParams(beam_width=1, max_tokens=6, ignore_eos=True))
+    for g, b in zip(greedy, one):
+        (seq,) = b.sequences
+        assert seq.tokens == g.prompt_token_ids + g.outputs[0].token_ids
+        assert seq.finish_reason == "length"
+    for penalty in (1.0, 0.5):
+        p = BeamSearchParams(beam_width=3, max_tokens=5, length_penalty=penalty)
+        both = llm.beam_search(prompts, p)
+        alone = [llm.beam_search([q], p)[0] for q in prompts]
+        for out, solo, q in zip(both, alone, prompts):
+            assert len(out.sequences) == 3
+            assert [s.tokens for s in out.sequences] == [s.tokens for s in solo.sequences]
+            n = len(q["prompt_token_ids"])
+
+            def score(s):
+                length = len(s.tokens) - (1 if s.finish_reason == "stop" else 0)
+                return s.cum_logprob / length ** penalty
+            scores = [score(s) for s in out.sequences]
+            assert scores == sorted(scores, reverse=True)
+            for s in out.sequences:
+                assert s.tokens[:n] == q["prompt_token_ids"] and 0 < len(s.tokens) - n <= 5
+                assert len(s.logprobs) == len(s.tokens) - n and all(len(d) == 6 for d in s.logprobs)
+                chosen = [d[t].logprob for d, t in zip(s.logprobs, s.tokens[n:])]
+                assert abs(sum(chosen) - s.cum_logprob) < 1e-4
+    with pytest.raises(ValueError):
+        BeamSearchParams(beam_width=0, max_tokens=4)
+    with pytest.raises(ValueError):
+        llm.beam_search(prompts, BeamSearchParams(beam_width=11, max_tokens=4))

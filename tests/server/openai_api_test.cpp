@@ -146,6 +146,8 @@ TEST_F(OpenAiApi, EveryInvalidFieldIsA400NamingIt) {
       {R"({"prompt": "x", "logit_bias": {"1": "a"}})", "logit_bias.1"},
       {R"({"prompt": "x", "logit_bias": [1]})", "logit_bias"},
       {R"({"prompt": "x", "stream": "yes"})", "stream"},
+      {R"({"prompt": "x", "truncation_side": "middle"})", "truncation_side"},
+      {R"({"prompt": "x", "truncation_side": 1})", "truncation_side"},
       {R"({"prompt": "x", "stream_options": {"include_usage": true}})", "stream_options"},
       {R"({"prompt": "x", "stream": false, "stream_options": {"include_usage": true}})", "stream_options"},
       {R"({"prompt": "x", "echo": "no"})", "echo"},
@@ -177,6 +179,14 @@ TEST_F(OpenAiApi, EveryInvalidFieldIsA400NamingIt) {
       {R"({"prompt": "x", "logprobs": 9223372036854775807})", "logprobs"},
       {R"({"prompt": "x", "top_k": -9223372036854775808})", "top_k"},
       {R"({"prompt": "x", "top_k": 1e19})", "top_k"},
+      // Integer literals outside 64 bits stay outside (no double rounding them onto -2^63).
+      {R"({"prompt": "x", "seed": -9223372036854775809})", "seed"},
+      {R"({"prompt": "x", "seed": -9223372036854776000})", "seed"},
+      {R"({"prompt": "x", "seed": 18446744073709551616})", "seed"},
+      {R"({"prompt": "x", "n": -9223372036854775809})", "n"},
+      {R"({"prompt": "x", "stop_token_ids": [-9223372036854775809]})", "stop_token_ids"},
+      {R"({"prompt": "x", "routed_experts_prompt_start": -1})", "routed_experts_prompt_start"},
+      {R"({"prompt": "x", "stream_interval": 0})", "stream_interval"},
       {R"({"prompt": [1, 18446744073709551615]})", "prompt"},
       {R"({"prompt": [1, 2.5]})", "prompt"},
       {R"({"prompt": "x", "stop_token_ids": [4294967297]})", "stop_token_ids"},
@@ -406,6 +416,16 @@ TEST_F(OpenAiApi, SseFraming) {
   EXPECT_EQ(sse_comment("keep-alive"), ": keep-alive\n\n");
 }
 
+// truncate_prompt_tokens keeps the last N ("left", the default) or the first N ("right").
+TEST_F(OpenAiApi, TruncationSide) {
+  const std::string base = R"({"prompt": [10, 11, 12, 13, 14, 15], "truncate_prompt_tokens": 2)";
+  EXPECT_EQ(completion(base + "}").prompts[0].ids, (std::vector<int32_t>{14, 15}));
+  EXPECT_EQ(completion(base + R"(, "truncation_side": "left"})").prompts[0].ids, (std::vector<int32_t>{14, 15}));
+  EXPECT_EQ(completion(base + R"(, "truncation_side": "right"})").prompts[0].ids, (std::vector<int32_t>{10, 11}));
+  EXPECT_EQ(completion(R"({"prompt": [10, 11], "truncation_side": "right"})").prompts[0].ids,
+            (std::vector<int32_t>{10, 11}));
+}
+
 engine::RequestOutput output(std::vector<int32_t> ids, std::string text, int64_t completion, bool finished = false,
                              std::string reason = "") {
   engine::RequestOutput o;
@@ -425,7 +445,8 @@ TEST_F(OpenAiApi, ChatStreamChunksAndWholeResponse) {
   ASSERT_EQ(c1.size(), 2u);
   EXPECT_EQ(c1[0]["choices"][0]["delta"], json::parse(R"({"role": "assistant", "content": ""})"));
   EXPECT_EQ(c1[0]["object"], "chat.completion.chunk");
-  EXPECT_TRUE(c1[0]["usage"].is_null());
+  EXPECT_FALSE(c1[0].contains("usage")) << "vLLM's chunks carry usage only where it is set";
+  EXPECT_TRUE(c1[0]["prompt_token_ids"].is_null() && c1[0]["prompt_text"].is_null());
   EXPECT_EQ(c1[1]["choices"][0]["delta"]["content"], "h");
   EXPECT_TRUE(c1[1]["choices"][0]["finish_reason"].is_null());
   EXPECT_TRUE(rb.stream_chunks(output({105}, "", 2)).empty()) << "nothing to show: no chunk";
@@ -449,9 +470,25 @@ TEST_F(OpenAiApi, ChatStreamChunksAndWholeResponse) {
   const json resp = wb.response();
   EXPECT_EQ(resp["object"], "chat.completion");
   EXPECT_EQ(resp["model"], "tiny");
-  EXPECT_EQ(resp["choices"][0]["message"], (json{{"role", "assistant"}, {"content", "hi"}}));
+  EXPECT_EQ(resp["choices"][0]["message"], json::parse(R"({"role": "assistant", "content": "hi", "refusal": null,
+      "annotations": null, "audio": null, "function_call": null, "reasoning": null})"))
+      << "vLLM's ChatMessage, every key";
+  for (const char* key : {"service_tier", "system_fingerprint", "kv_transfer_params", "ec_transfer_params", "metrics",
+                          "prompt_logprobs", "prompt_token_ids", "prompt_text"})
+    EXPECT_TRUE(resp.contains(key) && resp[key].is_null()) << key;
+  for (const char* key : {"stop_reason", "token_ids", "routed_experts"})
+    EXPECT_TRUE(resp["choices"][0].contains(key) && resp["choices"][0][key].is_null()) << key;
   EXPECT_EQ(resp["choices"][0]["finish_reason"], "length");
   EXPECT_EQ(resp["usage"]["completion_tokens"], 3);
+}
+
+// stream_options.continuous_usage_stats counts only with include_usage (vLLM's should_include_usage).
+TEST_F(OpenAiApi, ContinuousUsageNeedsIncludeUsage) {
+  const std::string base = R"({"prompt": "x", "stream": true, "stream_options": )";
+  EXPECT_FALSE(completion(base + R"({"continuous_usage_stats": true}})").continuous_usage);
+  EXPECT_FALSE(completion(base + R"({"include_usage": false, "continuous_usage_stats": true}})").continuous_usage);
+  const ApiRequest r = completion(base + R"({"include_usage": true, "continuous_usage_stats": true}})");
+  EXPECT_TRUE(r.continuous_usage && r.include_usage);
 }
 
 TEST_F(OpenAiApi, CompletionEchoAndLogprobs) {
@@ -496,7 +533,9 @@ TEST_F(OpenAiApi, PromptLogprobsEchoAndBestOf) {
   eb.add(o);
   const json resp = eb.response();
   EXPECT_EQ(resp["choices"][0]["text"], "abc");
-  EXPECT_FALSE(resp["choices"][0].contains("prompt_logprobs"));
+  // vLLM returns the prompt logprobs echo computed (logprobs=0: the token alone).
+  EXPECT_EQ(resp["choices"][0]["prompt_logprobs"],
+            json::parse(R"([null, {"98": {"logprob": -2.0, "rank": 3, "decoded_token": "b"}}])"));
   const json lp = resp["choices"][0]["logprobs"];
   EXPECT_EQ(lp["tokens"], (json{"a", "b", "c"}));
   EXPECT_EQ(lp["token_logprobs"], json::parse("[null, -2.0, -0.25]"));
@@ -620,6 +659,29 @@ TEST(ServingMetricsText, PrefixCacheQueriesAndHitsInTokens) {
        std::vector<std::string>{"# TYPE vllm:prefix_cache_queries counter", "vllm:prefix_cache_queries_total{" + l + "} 80.0",
                                 "# TYPE vllm:prefix_cache_hits counter", "vllm:prefix_cache_hits_total{" + l + "} 64.0"})
     EXPECT_NE(t.find(line + "\n"), std::string::npos) << line;
+}
+
+// The ends of the int64 range are seeds; a literal past them is refused with the field's range,
+// not rounded onto it.
+TEST_F(OpenAiApi, IntegersAreReadExactly) {
+  EXPECT_EQ(completion(R"({"prompt": "x", "seed": -9223372036854775808})").params.sampling.seed, uint64_t{1} << 63);
+  EXPECT_EQ(completion(R"({"prompt": "x", "seed": 9223372036854775807})").params.sampling.seed, (uint64_t{1} << 63) - 1);
+  const json b = parse_body(R"({"a": -9223372036854775809, "b": -9223372036854775808, "c": 2.5, "d": [1, {"e": 3}]})");
+  EXPECT_TRUE(b["a"].is_number_float());
+  EXPECT_LT(b["a"].get<double>(), -0x1p63);
+  EXPECT_EQ(b["b"].get<int64_t>(), std::numeric_limits<int64_t>::min());
+  EXPECT_EQ(b["c"].get<double>(), 2.5);
+  EXPECT_EQ(b["d"][1]["e"], 3);
+  EXPECT_EQ(parse_body(R"({"a": -9223372036854775810.0})")["a"].get<double>(), -0x1p63)
+      << "a number literal reads as Python's float() reads it";
+  for (const char* bad : {"{", R"({"a": 1e400})", "[1]x"}) {
+    try {
+      parse_body(bad);
+      ADD_FAILURE() << bad;
+    } catch (const ApiError& e) {
+      EXPECT_EQ(e.status, 400) << bad;
+    }
+  }
 }
 
 }  // namespace

@@ -16,7 +16,7 @@ import pytest
 from conftest import FP4LM, Server
 
 KEY = "rt%41key"  # percent signs: a server that percent-decodes the header would accept rt%2541key
-LIMITS = ["--header-timeout", "2", "--keep-alive-timeout", "2", "--max-body-bytes", "65536"]
+LIMITS = ["--header-timeout", "2", "--keep-alive-timeout", "2", "--max-body-bytes", "65536", "--body-silence-timeout", "1"]
 
 
 @pytest.fixture(scope="module")
@@ -146,6 +146,37 @@ def test_slowloris_connections_are_cut_at_the_header_deadline_and_block_nobody(s
         assert Reader(c).closed()
         c.close()
     assert time.monotonic() - t0 < 6
+
+
+def test_a_body_that_stops_short_of_its_length_is_a_408_after_the_silence_timeout(srv):
+    """Issue 41: a body that stops before its Content-Length (or its last chunk) is answered 408
+    and closed once the client has been silent for --body-silence-timeout (1 s here), not held
+    for the whole --body-timeout; a body that keeps coming, slowly, is read."""
+    for head, part in [(b"Content-Length: 100\r\n", b'{"prompt": "x"'),
+                       (b"Transfer-Encoding: chunked\r\n", b"5\r\n{\"pro\r\n")]:
+        c = connect(srv)
+        c.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n" + head + b"\r\n"
+                  + part)
+        t0 = time.monotonic()
+        c.settimeout(10)
+        status, headers, body = Reader(c).response()
+        waited = time.monotonic() - t0
+        assert status == 408, body
+        assert 0.8 < waited < 4, waited
+        assert b"request body" in body
+        assert Reader(c).closed()
+        c.close()
+    # Pauses shorter than the silence timeout: the request is served.
+    data = json.dumps({"prompt": "x", "max_tokens": 1}).encode()
+    c = connect(srv)
+    c.sendall(b"POST /tokenize HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(data))
+    for i in range(0, len(data), 8):
+        time.sleep(0.3)
+        c.sendall(data[i:i + 8])
+    c.settimeout(10)
+    status, _, _ = Reader(c).response()
+    assert status == 200
+    c.close()
 
 
 def test_idle_flood_gives_way_to_new_clients(tiny_model, logs):

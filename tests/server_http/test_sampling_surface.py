@@ -125,7 +125,7 @@ def test_chat_echo_and_continue_final_message(client):
     ({"prompt_logprobs": -1}, "prompt_logprobs"),
     ({"best_of": 3, "stream": True}, "best_of"),
     ({"n": 0}, "n"),
-    ({"use_beam_search": True}, "use_beam_search"),
+    ({"use_beam_search": True, "stream": True}, "stream"),
     ({"logit_bias": {"x": 1}}, "logit_bias"),
 ])
 def test_unsupported_or_invalid_fields_are_400s(server, extra, param):
