@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 
+#include "engine/structured/spec.h"
 #include "server/chat_output_parser.h"
 #include "server/tool_call_parser.h"
 #include "tokenizer/chat_template.h"
@@ -32,6 +33,8 @@ struct ServingModel {
   // --enable-auto-tool-choice --tool-call-parser NAME: tool_choice "auto" parses calls with it.
   const ToolCallParser* tool_parser = nullptr;
   ReasoningKind reasoning = ReasoningKind::none;  // --reasoning-parser
+  // --structured-outputs-config.disable_any_whitespace, --structured-outputs-max-whitespace
+  engine::structured::JsonWhitespace json_whitespace;
 };
 
 }  // namespace fp4lm::server
