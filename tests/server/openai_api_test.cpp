@@ -627,7 +627,7 @@ TEST(ServingMetricsText, PrefixCacheQueriesAndHitsInTokens) {
 // and the request.
 TEST_F(OpenAiApi, CutRequiredToolOutputIsContentAndWhitespaceOption) {
   const std::string body = R"({"messages": [{"role": "user", "content": "hi"}], "tool_choice": "required",
-      "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}])";
+      "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]})";
   ApiRequest r = chat(body);
   EXPECT_FALSE(r.params.structured.whitespace.compact);
   ResponseBuilder wb(r, m_, "chatcmpl-1", 1);
