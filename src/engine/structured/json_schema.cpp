@@ -453,6 +453,9 @@ class SchemaCompiler {
                const std::optional<Expr>& extra, int64_t min_p, int64_t max_p, const std::string& path) {
     const int64_t n = static_cast<int64_t>(props.size());
     const int64_t cap = std::max<int64_t>(1, max_p >= 0 ? max_p : min_p);
+    // One rule per (property, count): keep hostile schemas from building millions of them.
+    if (n * (std::min(n, cap) + 1) > 200000)
+      fail(path, fmt::format("'minProperties' / 'maxProperties' over {} properties: too many combinations", n));
     std::vector<int64_t> required_from(static_cast<size_t>(n) + 1, 0);
     for (int64_t i = n; i-- > 0;)
       required_from[static_cast<size_t>(i)] =
