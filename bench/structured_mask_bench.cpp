@@ -4,7 +4,10 @@
 // and then warm (the same schema again: masks come from the per-state cache). The decode step it
 // is compared with comes from decode_bench in the same run (--baseline-ms).
 //
-//   structured_mask_bench --tokenizer DIR [--baseline-ms MS] [--repeats N]
+//   structured_mask_bench --tokenizer DIR [--baseline-ms MS] [--repeats N] [--schema city|bounded]
+//
+// "bounded" is a schema with numeric bounds (digit-range automata), item and property counts, a
+// prefix and string formats.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -35,13 +38,28 @@ const char* kOutput = R"({"city": "Amsterdam", "country": "The Netherlands", "po
                       R"({"name": "Nieuw-West", "kind": "suburban"}, {"name": "Noord", "kind": "rural"}], )"
                       R"("founded": "1275-10-27"})";
 
+const char* kBoundedSchema = R"({"type":"object","properties":{
+  "age":{"type":"integer","minimum":0,"maximum":120},"score":{"type":"number","minimum":-2,"exclusiveMaximum":1.5},
+  "population":{"type":"integer","minimum":1000,"maximum":40000000},
+  "ids":{"type":"array","items":{"type":"integer","exclusiveMinimum":0,"maximum":999},"maxItems":5},
+  "pair":{"type":"array","prefixItems":[{"type":"string","format":"ipv4"},{"type":"boolean"}]},
+  "contact":{"type":"string","format":"email"},
+  "meta":{"type":"object","patternProperties":{"^k[0-9]$":{"type":"integer"}},"maxProperties":3}},
+  "required":["age","score","population","ids","pair","contact","meta"]})";
+
+const char* kBoundedOutput = R"({"age": 37, "score": 1.25, "population": 921402, "ids": [3, 17, 999, 250], )"
+                             R"("pair": ["192.168.10.1", true], "contact": "jo.doe@example.com", )"
+                             R"("meta": {"k1": 5, "k2": -3}})";
+
+const char* schema_ = kSchema;
+
 struct Pass {
   double mean_ms = 0, max_ms = 0, total_ms = 0;
   int steps = 0;
 };
 
 Pass run(GrammarCompiler& c, const std::vector<int32_t>& ids, int64_t vocab, int32_t eos) {
-  GrammarMatcher m(c.compile({StructuredSpec::Kind::JsonSchema, kSchema, {}, "bench"}));
+  GrammarMatcher m(c.compile({StructuredSpec::Kind::JsonSchema, schema_, {}, "bench"}));
   std::vector<float> row(static_cast<size_t>(vocab), 0.5f);
   Pass p;
   for (size_t i = 0; i <= ids.size(); ++i) {
@@ -71,24 +89,28 @@ int main(int argc, char** argv) {
   std::string dir;
   double baseline_ms = 0;
   int repeats = 3;
+  bool bounded = false;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
     if (a == "--tokenizer") dir = argv[i + 1];
     else if (a == "--baseline-ms") baseline_ms = std::stod(argv[i + 1]);
     else if (a == "--repeats") repeats = std::stoi(argv[i + 1]);
+    else if (a == "--schema" && (std::string(argv[i + 1]) == "city" || std::string(argv[i + 1]) == "bounded"))
+      bounded = std::string(argv[i + 1]) == "bounded";
     else {
       fmt::print(stderr, "unknown flag {}\n", a);
       return 2;
     }
   }
   if (dir.empty()) {
-    fmt::print(stderr, "usage: structured_mask_bench --tokenizer DIR [--baseline-ms MS] [--repeats N]\n");
+    fmt::print(stderr, "usage: structured_mask_bench --tokenizer DIR [--baseline-ms MS] [--repeats N] [--schema city|bounded]\n");
     return 2;
   }
   auto tok = tokenizer::Tokenizer::from_dir(dir);
   const int64_t vocab = 151936;
   const int32_t eos = *tok->token_to_id("<|im_end|>");
-  const auto ids = tok->encode(kOutput);
+  if (bounded) schema_ = kBoundedSchema;
+  const auto ids = tok->encode(bounded ? kBoundedOutput : kOutput);
   auto t0 = Clock::now();
   auto v = std::make_shared<TokenVocabulary>(*tok, vocab);
   const double vocab_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
@@ -98,7 +120,7 @@ int main(int argc, char** argv) {
   for (int r = 0; r < repeats; ++r) {
     GrammarCompiler c(v);
     t0 = Clock::now();
-    c.compile({StructuredSpec::Kind::JsonSchema, kSchema, {}, "bench"});
+    c.compile({StructuredSpec::Kind::JsonSchema, schema_, {}, "bench"});
     const double compile_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
     const Pass cold = run(c, ids, vocab, eos);
     const Pass warm = run(c, ids, vocab, eos);

@@ -55,6 +55,8 @@ struct ServeArgs {
   std::string speculative_config;
   bool enable_auto_tool_choice = false;
   std::string tool_call_parser, reasoning_parser;
+  bool disable_any_whitespace = false;  // constrained JSON: docs/STRUCTURED_OUTPUTS.md
+  int max_whitespace = 20;
   EngineFlags flags;
 };
 
@@ -252,6 +254,9 @@ int run_serve(ServeArgs& a) {
   sm.defaults = server::read_sampling_defaults(a.model);
   sm.tool_parser = a.enable_auto_tool_choice ? tool_parser.get() : nullptr;
   sm.reasoning = reasoning;
+  if (a.max_whitespace < 0 || a.max_whitespace > 1000)
+    usage_fail("--structured-outputs-max-whitespace must be in [0, 1000] (got {})", a.max_whitespace);
+  sm.json_whitespace = {a.disable_any_whitespace, a.max_whitespace};
 
   server::ServingMetrics metrics(sm.name, sm.max_model_len);
   engine::Engine eng(*step_model, tok.get(), sc, metrics.observer());
@@ -337,6 +342,12 @@ CommandRegistration reg("serve", "OpenAI-compatible HTTP server with continuous 
   sub.add_option("--max-model-len", a->max_model_len,
                  "Context length per sequence (default min(max_position_embeddings, 8192))");
   sub.add_option("--shutdown-grace", a->shutdown_grace, "Seconds in-flight requests get on SIGTERM/SIGINT")
+      ->capture_default_str();
+  sub.add_flag("--structured-outputs-config.disable_any_whitespace", a->disable_any_whitespace,
+               "Constrained JSON without free whitespace (\", \" and \": \" only; vLLM's option; a request's "
+               "structured_outputs.disable_any_whitespace overrides it)");
+  sub.add_option("--structured-outputs-max-whitespace", a->max_whitespace,
+                 "Constrained JSON: blanks after a newline between tokens, at most")
       ->capture_default_str();
   add_engine_flags(sub, a->flags);
   add_pipeline_flag(sub, a->flags);

@@ -133,6 +133,7 @@ void parse_common(const json& b, const ServingModel& m, uint64_t random_seed, Ap
   opt_int(b, "stream_interval", 1);
   parse_logit_bias(b, m, p);
   p.structured = parse_structured_outputs(b);  // response_format, structured_outputs, guided_*
+  p.structured.whitespace = json_whitespace(b, m.json_whitespace);
 
   parse_sampling(b, d, random_seed, p);
   r.return_token_ids = opt_bool(b, "return_token_ids").value_or(false);
@@ -438,6 +439,7 @@ void parse_tool_choice(const json& b, const ServingModel& m, ApiRequest& r) {
                                     r.params.structured.param),
                         "tool_choice");
     r.params.structured = tool_choice_spec(b);
+    r.params.structured.whitespace = json_whitespace(b, m.json_whitespace);
   }
 }
 

@@ -208,7 +208,7 @@ bool ResponseBuilder::parses_output() const {
 }
 
 // tool_choice "required": the output is a JSON list of {"name", "parameters"} (the constraint
-// makes it so unless the length limit cut it; then there are no calls).
+// makes it so unless the length limit cut it; then there are no calls, and the text is content).
 std::vector<ToolCallDelta> ResponseBuilder::required_calls(const std::string& text) const {
   std::vector<ToolCallDelta> calls;
   const auto v = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
@@ -235,7 +235,11 @@ ChatDelta ResponseBuilder::chat_delta(Choice& ch, const std::string& text, bool 
     }
   } else if (req_.tool_choice == TC::required) {
     ch.tool_text += text;
-    if (last) d.tool_calls = required_calls(ch.tool_text);
+    if (last) {
+      d.tool_calls = required_calls(ch.tool_text);
+      // Cut by max_tokens (not a complete list): what was generated comes back as content.
+      if (d.tool_calls.empty()) d.content = ch.tool_text;
+    }
   } else if (ch.parser) {
     d = ch.parser->feed(text);
     if (last) {
@@ -288,7 +292,7 @@ std::vector<json> ResponseBuilder::chat_stream_deltas(const ChatDelta& d, bool l
 
 std::string ResponseBuilder::chat_finish_reason(const Choice& ch, const std::string& engine_reason) const {
   if (ch.tool_calls > 0 && req_.tool_choice == TC::auto_calls) return "tool_calls";
-  if (req_.tool_choice == TC::required && engine_reason == "stop") return "tool_calls";
+  if (req_.tool_choice == TC::required && engine_reason == "stop" && ch.tool_calls > 0) return "tool_calls";
   return engine_reason;
 }
 

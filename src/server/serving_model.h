@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/structured/spec.h"
 #include "server/chat_output_parser.h"
 #include "server/tool_call_parser.h"
 #include "tokenizer/chat_template.h"
@@ -35,6 +36,8 @@ struct ServingModel {
   const ToolCallParser* tool_parser = nullptr;
   ReasoningKind reasoning = ReasoningKind::none;  // --reasoning-parser
   bool vision = false;  // takes image parts (/props "modalities"; the chat page's attach button)
+  // --structured-outputs-config.disable_any_whitespace, --structured-outputs-max-whitespace
+  engine::structured::JsonWhitespace json_whitespace;
 };
 
 }  // namespace fp4lm::server

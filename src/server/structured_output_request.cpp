@@ -91,12 +91,21 @@ StructuredSpec from_structured_outputs(const json& so) {
     } else if (key == "grammar") {
       s.kind = StructuredSpec::Kind::Grammar;
       s.text = string_field(v, field);
+    } else if (key == "disable_any_whitespace" || key == "disable_additional_properties" ||
+               key == "disable_fallback") {
+      if (!v.is_boolean()) throw bad_request(fmt::format("'{}' must be a boolean", field), field);
+      continue;  // options, not constraints (json_whitespace reads the first)
+    } else if (key == "whitespace_pattern") {
+      throw bad_request("'structured_outputs.whitespace_pattern' is not supported; use disable_any_whitespace", field);
     } else if (key == "json_object") {
       if (!v.is_boolean()) throw bad_request(fmt::format("'{}' must be a boolean", field), field);
       if (!v.get<bool>()) continue;
       s.kind = StructuredSpec::Kind::JsonObject;
     } else {
-      throw bad_request(fmt::format("'{}' is not supported (json, regex, choice, grammar or json_object)", field), field);
+      throw bad_request(fmt::format("'{}' is not supported (json, regex, choice, grammar or json_object; options "
+                                    "disable_any_whitespace, disable_additional_properties, disable_fallback)",
+                                    field),
+                        field);
     }
     s.param = field;
     ++kinds;
@@ -127,6 +136,20 @@ StructuredSpec parse_structured_outputs(const json& b) {
                                   specs[0].param, specs[1].param),
                       specs[1].param);
   return specs.empty() ? StructuredSpec{} : specs[0];
+}
+
+engine::structured::JsonWhitespace json_whitespace(const json& b, const engine::structured::JsonWhitespace& server_default) {
+  engine::structured::JsonWhitespace w = server_default;
+  if (present(b, "structured_outputs") && b["structured_outputs"].is_object()) {
+    const json& so = b["structured_outputs"];
+    if (present(so, "disable_any_whitespace")) {
+      if (!so["disable_any_whitespace"].is_boolean())
+        throw bad_request("'structured_outputs.disable_any_whitespace' must be a boolean",
+                          "structured_outputs.disable_any_whitespace");
+      w.compact = so["disable_any_whitespace"].get<bool>();
+    }
+  }
+  return w;
 }
 
 }  // namespace fp4lm::server

@@ -14,4 +14,12 @@ namespace fp4lm::server {
 
 engine::structured::StructuredSpec parse_structured_outputs(const nlohmann::json& body);
 
+// The whitespace JSON constraints allow: the server's default (--structured-outputs-config.
+// disable_any_whitespace, --structured-outputs-max-whitespace) unless the request's
+// structured_outputs.disable_any_whitespace says otherwise. structured_outputs.whitespace_pattern
+// is a 400 (no arbitrary whitespace regexes); disable_additional_properties is accepted (an absent
+// additionalProperties already means false).
+engine::structured::JsonWhitespace json_whitespace(const nlohmann::json& body,
+                                                   const engine::structured::JsonWhitespace& server_default);
+
 }  // namespace fp4lm::server

@@ -172,8 +172,8 @@ TEST(StructuredJsonSchema, AdditionalPropertiesAndAnyValue) {
 }
 
 TEST(StructuredJsonSchema, UnsupportedKeywordsAreNamed) {
-  EXPECT_NE(error_of([] { compile_json_schema(R"({"type":"object","minProperties":1})"); })
-                .find("unsupported keyword 'minProperties' at #"),
+  EXPECT_NE(error_of([] { compile_json_schema(R"({"type":"integer","multipleOf":3})"); })
+                .find("unsupported keyword 'multipleOf' at #"),
             std::string::npos);
   EXPECT_NE(error_of([] { compile_json_schema(R"({"properties":{"a":{"type":"string","contentEncoding":"x"}}})"); })
                 .find("unsupported keyword 'contentEncoding' at #/properties/a"),
@@ -182,14 +182,160 @@ TEST(StructuredJsonSchema, UnsupportedKeywordsAreNamed) {
   EXPECT_NE(error_of([] { compile_json_schema(R"({"$ref":"#/$defs/none"})"); }).find("points to nothing"),
             std::string::npos);
   EXPECT_NE(error_of([] { compile_json_schema(R"({"type":)"); }).find("not valid JSON"), std::string::npos);
-  EXPECT_NE(error_of([] { compile_json_schema(R"({"type":"string","format":"email"})"); })
-                .find("unsupported string format '\"email\"'"),
+  EXPECT_NE(error_of([] { compile_json_schema(R"({"type":"string","format":"idn-email"})"); })
+                .find("unsupported string format \"idn-email\" (supported: date, date-time, email, hostname, ipv4, ipv6, time, uri, uuid)"),
             std::string::npos);
-  EXPECT_NE(error_of([] { compile_json_schema(R"({"type":"integer","maximum":5})"); }).find("'maximum'"),
+  EXPECT_NE(error_of([] { compile_json_schema(R"({"type":"integer","minimum":5,"exclusiveMaximum":5})"); })
+                .find("no integer satisfies minimum 5 and exclusiveMaximum 5 at #"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { compile_json_schema(R"({"properties":{"a":{"type":"number","maximum":"3"}}})"); })
+                .find("'maximum' must be a number at #/properties/a"),
             std::string::npos);
   EXPECT_NE(error_of([] { compile_json_schema(R"({"type":"object","properties":{},"required":["x"]})"); })
                 .find("required property 'x'"),
             std::string::npos);
+  EXPECT_NE(error_of([] { compile_json_schema(R"({"type":"object","properties":{"a":{}},"minProperties":2})"); })
+                .find("no object satisfies 'minProperties' / 'maxProperties'"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { compile_json_schema(R"({"prefixItems":[{}],"minItems":2})"); })
+                .find("'minItems' 2 needs more items than the 1 the array allows"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { compile_json_schema(R"({"patternProperties":{"^a":{}},"additionalProperties":true})"); })
+                .find("together with 'patternProperties'"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { compile_json_schema(R"({"type":"array","uniqueItems":true})"); })
+                .find("unsupported keyword 'uniqueItems' (true)"),
+            std::string::npos);
+}
+
+TEST(StructuredJsonSchema, NumericBounds) {
+  auto a = schema(R"({"type":"object","properties":{"age":{"type":"integer","minimum":0,"maximum":120},
+                      "t":{"type":"number","exclusiveMinimum":-1.5,"exclusiveMaximum":1e2},
+                      "old":{"type":"integer","maximum":10,"exclusiveMaximum":true}},"required":["age","t"]})");
+  for (int age = -5; age <= 130; ++age)
+    EXPECT_EQ(run(a, R"({"age":)" + std::to_string(age) + R"(,"t":0})").complete, age >= 0 && age <= 120) << age;
+  for (const char* t : {"-1.4", "-1", "0", "99.99", "99", "0.001", "-1.49999"})
+    EXPECT_TRUE(run(a, std::string(R"({"age":1,"t":)") + t + "}").complete) << t;
+  for (const char* t : {"-1.5", "-1.50", "-2", "100", "100.0", "1e1", "99.999999999999999"})
+    EXPECT_FALSE(run(a, std::string(R"({"age":1,"t":)") + t + "}").complete) << t;
+  EXPECT_TRUE(run(a, R"({"age":1,"t":0,"old":9})").complete);
+  EXPECT_FALSE(run(a, R"({"age":1,"t":0,"old":10})").complete);  // draft 4: exclusiveMaximum true
+  // Huge bounds, exactly; a bound given twice takes the tighter.
+  auto b = schema(R"({"type":"integer","minimum":-9223372036854775808,"maximum":18446744073709551615,
+                      "exclusiveMaximum":9223372036854775000})");
+  EXPECT_TRUE(run(b, "9223372036854774999").complete);
+  EXPECT_FALSE(run(b, "9223372036854775000").complete);
+  EXPECT_TRUE(run(b, "-9223372036854775808").complete);
+  EXPECT_FALSE(run(b, "-9223372036854775809").complete);
+  auto big = schema(R"({"type":"integer","exclusiveMinimum":1e30})");  // a double bound: its exact value
+  EXPECT_FALSE(run(big, "1000000000000000019884624838656").complete);
+  EXPECT_TRUE(run(big, "1000000000000000019884624838657").complete);
+  // minimum 0 alone keeps every non-negative JSON number.
+  auto c = schema(R"({"type":"number","minimum":0})");
+  EXPECT_TRUE(run(c, "2.5e3").complete);
+  EXPECT_FALSE(run(c, "-1").prefix);
+}
+
+TEST(StructuredJsonSchema, PropertyCountsAndPatternProperties) {
+  auto a = schema(R"({"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"integer"},"c":{"type":"integer"}},
+                      "minProperties":1,"maxProperties":2})");
+  EXPECT_FALSE(run(a, "{}").complete);
+  EXPECT_TRUE(run(a, R"({"b":1})").complete);
+  EXPECT_TRUE(run(a, R"({"a":1,"c":2})").complete);
+  EXPECT_FALSE(run(a, R"({"a":1,"b":2,"c":3})").complete);
+  auto b = schema(R"({"type":"object","properties":{"id":{"type":"integer"}},"required":["id"],
+                      "additionalProperties":{"type":"string"},"minProperties":2,"maxProperties":3})");
+  EXPECT_FALSE(run(b, R"({"id":1})").complete);
+  EXPECT_TRUE(run(b, R"({"id":1,"x":"a"})").complete);
+  EXPECT_TRUE(run(b, R"({"id":1,"x":"a","y":"b"})").complete);
+  EXPECT_FALSE(run(b, R"({"id":1,"x":"a","y":"b","z":"c"})").complete);
+  auto c = schema(R"({"type":"object","patternProperties":{"^S_[a-z]+$":{"type":"string"},"^I_[0-9]+$":{"type":"integer"}},
+                      "maxProperties":2})");
+  EXPECT_TRUE(run(c, R"({})").complete);
+  EXPECT_TRUE(run(c, R"({"S_ab":"x","I_7":3})").complete);
+  EXPECT_FALSE(run(c, R"({"S_ab":3})").complete);
+  EXPECT_FALSE(run(c, R"({"X":"x"})").prefix);
+  EXPECT_FALSE(run(c, R"({"S_a":"x","I_1":1,"I_2":2})").complete);
+}
+
+TEST(StructuredJsonSchema, PrefixItemsAndItemCounts) {
+  auto a = schema(R"({"type":"array","prefixItems":[{"type":"integer"},{"type":"string"}],"items":{"type":"boolean"},
+                      "minItems":1,"maxItems":4})");
+  EXPECT_FALSE(run(a, "[]").complete);
+  EXPECT_TRUE(run(a, "[1]").complete);
+  EXPECT_TRUE(run(a, R"([1,"a"])").complete);
+  EXPECT_TRUE(run(a, R"([1,"a",true,false])").complete);
+  EXPECT_FALSE(run(a, R"([1,"a",true,false,true])").complete);
+  EXPECT_FALSE(run(a, R"(["a"])").prefix);
+  EXPECT_FALSE(run(a, R"([1,"a",3])").prefix);
+  auto b = schema(R"({"prefixItems":[{"const":1},{"const":2}]})");  // strict: nothing after the prefix
+  EXPECT_TRUE(run(b, "[1, 2]").complete);
+  EXPECT_FALSE(run(b, "[1, 2, 3").prefix);
+  auto c = schema(R"({"items":[{"type":"null"}],"additionalItems":{"type":"integer"},"minItems":3})");  // draft 4
+  EXPECT_TRUE(run(c, "[null,1,2]").complete);
+  EXPECT_FALSE(run(c, "[null,1]").complete);
+  auto d = schema(R"({"type":"array","items":{"type":"integer"},"minItems":2,"maxItems":3})");
+  EXPECT_FALSE(run(d, "[1]").complete);
+  EXPECT_TRUE(run(d, "[1,2]").complete);
+  EXPECT_TRUE(run(d, "[1,2,3]").complete);
+  EXPECT_FALSE(run(d, "[1,2,3,4]").complete);
+}
+
+TEST(StructuredJsonSchema, StringFormats) {
+  auto fmt_of = [](const std::string& f) { return schema(R"({"type":"string","format":")" + f + R"("})"); };
+  auto ok = [](Automaton& a, const std::string& v) { return run(a, "\"" + v + "\"").complete; };
+  auto ipv4 = fmt_of("ipv4");
+  EXPECT_TRUE(ok(ipv4, "192.168.0.1"));
+  EXPECT_TRUE(ok(ipv4, "255.255.255.255"));
+  EXPECT_FALSE(ok(ipv4, "256.1.1.1"));
+  EXPECT_FALSE(ok(ipv4, "01.1.1.1"));
+  EXPECT_FALSE(ok(ipv4, "1.1.1"));
+  auto ipv6 = fmt_of("ipv6");
+  for (const char* v : {"::", "::1", "fe80::1", "2001:db8:85a3:0:0:8a2e:370:7334", "2001:db8::8a2e:370:7334", "1::"})
+    EXPECT_TRUE(ok(ipv6, v)) << v;
+  for (const char* v : {":::", "1:2:3:4:5:6:7:8:9", "12345::", "1::2::3", "g::1"}) EXPECT_FALSE(ok(ipv6, v)) << v;
+  auto host = fmt_of("hostname");
+  EXPECT_TRUE(ok(host, "example.com"));
+  EXPECT_TRUE(ok(host, "a-b.c1"));
+  EXPECT_FALSE(ok(host, "-a.com"));
+  EXPECT_FALSE(ok(host, "a..com"));
+  EXPECT_FALSE(ok(host, "a_b.com"));
+  auto email = fmt_of("email");
+  EXPECT_TRUE(ok(email, "jo.doe+tag@example.com"));
+  EXPECT_TRUE(ok(email, "x@[10.0.0.1]"));
+  EXPECT_FALSE(ok(email, "jo..doe@example.com"));
+  EXPECT_FALSE(ok(email, "jo doe@example.com"));
+  EXPECT_FALSE(ok(email, "@example.com"));
+  auto uri = fmt_of("uri");
+  EXPECT_TRUE(ok(uri, "https://example.com/a/b?q=1&r=%20#frag"));
+  EXPECT_TRUE(ok(uri, "urn:isbn:0451450523"));
+  EXPECT_FALSE(ok(uri, "/relative/path"));
+  EXPECT_FALSE(ok(uri, "https://exa mple.com"));
+  EXPECT_FALSE(ok(uri, "a:b#c#d"));
+}
+
+TEST(StructuredJsonSchema, WhitespaceIsBoundedOrCompact) {
+  const std::string s = R"({"type":"object","properties":{"a":{"type":"array","items":{"type":"integer"}},"b":{"type":"string"}}})";
+  auto loose = Automaton(lower(compile_json_schema(s)));
+  EXPECT_TRUE(run(loose, "{\n  \"a\": [ 1 ,\n    2 ],\n  \"b\": \"x\"\n}").complete);
+  EXPECT_FALSE(run(loose, "{" + std::string(2, ' ')).prefix);  // one space at most without a newline
+  EXPECT_TRUE(run(loose, "{\n" + std::string(20, ' ')).prefix);
+  EXPECT_FALSE(run(loose, "{\n" + std::string(21, ' ')).prefix);
+  auto narrow = Automaton(lower(compile_json_schema(s, {false, 2})));
+  EXPECT_TRUE(run(narrow, "{\n  \"a\": []}").complete);
+  EXPECT_FALSE(run(narrow, "{\n   ").prefix);
+  auto compact = Automaton(lower(compile_json_schema(s, {true, 20})));
+  EXPECT_TRUE(run(compact, R"({"a": [1, 2], "b": "x"})").complete);
+  EXPECT_FALSE(run(compact, R"({"a":[1,2]})").prefix);
+  EXPECT_FALSE(run(compact, R"({ "a")").prefix);
+  EXPECT_FALSE(run(compact, "{\"a\": [1,\n").prefix);
+  Automaton any(lower(any_json_object({true, 20})));
+  EXPECT_TRUE(run(any, R"({"k": {"x": [true, null]}})").complete);
+  EXPECT_FALSE(run(any, R"({"k" : 1})").prefix);
+  // The compile cache tells the two apart.
+  StructuredSpec x{StructuredSpec::Kind::JsonSchema, s, {}, "p"}, y = x;
+  y.whitespace.compact = true;
+  EXPECT_NE(x.key(), y.key());
 }
 
 TEST(StructuredSpec, ChoiceAndRegexSpecs) {

@@ -684,5 +684,41 @@ TEST_F(OpenAiApi, IntegersAreReadExactly) {
   }
 }
 
+// Structured outputs: a "required" tool-call output cut by max_tokens comes back as content with
+// finish_reason "length" (whole and streamed); disable_any_whitespace from the server's default
+// and the request.
+TEST_F(OpenAiApi, CutRequiredToolOutputIsContentAndWhitespaceOption) {
+  const std::string body = R"({"messages": [{"role": "user", "content": "hi"}], "tool_choice": "required",
+      "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]})";
+  ApiRequest r = chat(body);
+  EXPECT_FALSE(r.params.structured.whitespace.compact);
+  ResponseBuilder wb(r, m_, "chatcmpl-1", 1);
+  wb.add(output({91, 123}, "[{\"na", 5, true, "length"));
+  const json resp = wb.response();
+  EXPECT_EQ(resp["choices"][0]["message"]["content"], "[{\"na");
+  EXPECT_FALSE(resp["choices"][0]["message"].contains("tool_calls"));
+  EXPECT_EQ(resp["choices"][0]["finish_reason"], "length");
+  ResponseBuilder sb(r, m_, "chatcmpl-2", 1);
+  std::string streamed;
+  json finish;
+  for (const auto& o : {output({91}, "[{", 2), output({123}, "\"na", 5, true, "length")})
+    for (const json& c : sb.stream_chunks(o)) {
+      const json& ch = c["choices"][0];
+      if (ch["delta"].contains("content")) streamed += ch["delta"]["content"].get<std::string>();
+      EXPECT_FALSE(ch["delta"].contains("tool_calls"));
+      if (!ch["finish_reason"].is_null()) finish = ch["finish_reason"];
+    }
+  EXPECT_EQ(streamed, "[{\"na");
+  EXPECT_EQ(finish, "length");
+
+  m_.json_whitespace.compact = true;  // --structured-outputs-config.disable_any_whitespace
+  EXPECT_TRUE(chat(body).params.structured.whitespace.compact);
+  ApiRequest c = completion(R"({"prompt": "x", "structured_outputs": {"json_object": true, "disable_any_whitespace": false}})");
+  EXPECT_FALSE(c.params.structured.whitespace.compact);
+  EXPECT_EQ(c.params.structured.kind, engine::structured::StructuredSpec::Kind::JsonObject);
+  EXPECT_EQ(error_of(R"({"prompt": "x", "structured_outputs": {"json": {}, "whitespace_pattern": " "}})"),
+            (std::pair<int, std::string>{400, "structured_outputs.whitespace_pattern"}));
+}
+
 }  // namespace
 }  // namespace fp4lm::server::openai_api_test

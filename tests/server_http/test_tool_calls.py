@@ -225,3 +225,15 @@ def test_harmony_channels_and_tool_calls_whole_and_streamed(harmony):
     text = "<|channel|>analysis<|message|>Easy.<|end|><|start|>assistant<|channel|>final<|message|>Sunny."
     m = harmony.chat.completions.create(**{**kw, "extra_body": forced(text)}).choices[0].message
     assert (m.reasoning_content, m.content, m.tool_calls) == ("Easy.", "Sunny.", None)
+
+
+def test_required_cut_by_max_tokens_returns_the_text_as_content(tc):
+    """A tool_choice "required" output cut by max_tokens is no list of calls: what was generated
+    comes back as content, with finish_reason "length" (not lost as content "")."""
+    kw = dict(model="tiny", messages=MSGS, tools=TOOLS, tool_choice="required", max_tokens=8, temperature=1.0, seed=3)
+    ch = tc.chat.completions.create(**kw).choices[0]
+    assert ch.finish_reason == "length"
+    assert not ch.message.tool_calls
+    assert ch.message.content.startswith("[") and len(ch.message.content) >= 8, ch.message.content  # byte tokens
+    content, _, calls, finish = assemble(tc.chat.completions.create(stream=True, **kw))
+    assert (content, calls, finish) == (ch.message.content, [], "length")

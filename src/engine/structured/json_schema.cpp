@@ -3,10 +3,12 @@
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
+#include <functional>
 #include <set>
 
 #include "engine/structured/grammar_error.h"
 #include "engine/structured/json_string_chars.h"
+#include "engine/structured/numeric_range.h"
 #include "engine/structured/regex_syntax.h"
 
 namespace fp4lm::engine::structured {
@@ -20,9 +22,19 @@ Expr rule(const std::string& s) { return Expr::ref(s); }
 Expr opt(Expr e) { return Expr::repeat(std::move(e), 0, 1); }
 Expr star(Expr e) { return Expr::repeat(std::move(e), 0, -1); }
 
-// Rules every JSON grammar shares.
-void define_json_basics(ExprGrammar& g) {
-  g.define("ws", opt(Expr::alt({lit(" "), Expr::seq({lit("\n"), Expr::repeat(Expr::chars({{' ', ' '}, {'\t', '\t'}}), 0, 20)})})));
+// Rules every JSON grammar shares. `ws` is a gap inside brackets and before ',' and ':';
+// `ws_item` follows ',' and `ws_key` follows ':' (they differ only in compact mode).
+void define_json_basics(ExprGrammar& g, const JsonWhitespace& w) {
+  if (w.compact) {
+    g.define("ws", Expr::empty());
+    g.define("ws_item", lit(" "));
+    g.define("ws_key", lit(" "));
+  } else {
+    g.define("ws", opt(Expr::alt({lit(" "), Expr::seq({lit("\n"), Expr::repeat(Expr::chars({{' ', ' '}, {'\t', '\t'}}), 0,
+                                                                                   std::max(0, w.max_indent))})})));
+    g.define("ws_item", rule("ws"));
+    g.define("ws_key", rule("ws"));
+  }
   g.define("json_char", json_string_char());
   g.define("json_string", Expr::seq({lit("\""), star(rule("json_char")), lit("\"")}));
   const Expr digit = Expr::chars({{'0', '9'}});
@@ -35,25 +47,65 @@ void define_json_basics(ExprGrammar& g) {
   g.define("json_number", Expr::seq({rule("json_integer"), rule("json_fraction_exp")}));
   g.define("json_value", Expr::alt({rule("json_object"), rule("json_array"), rule("json_string"), rule("json_number"),
                                     lit("true"), lit("false"), lit("null")}));
-  const Expr member = Expr::seq({rule("json_string"), rule("ws"), lit(":"), rule("ws"), rule("json_value"), rule("ws")});
-  g.define("json_object",
-           Expr::seq({lit("{"), rule("ws"), opt(Expr::seq({member, star(Expr::seq({lit(","), rule("ws"), member}))})), lit("}")}));
+  const Expr member = Expr::seq({rule("json_string"), rule("ws"), lit(":"), rule("ws_key"), rule("json_value"), rule("ws")});
+  g.define("json_object", Expr::seq({lit("{"), rule("ws"),
+                                     opt(Expr::seq({member, star(Expr::seq({lit(","), rule("ws_item"), member}))})), lit("}")}));
   const Expr element = Expr::seq({rule("json_value"), rule("ws")});
-  g.define("json_array",
-           Expr::seq({lit("["), rule("ws"), opt(Expr::seq({element, star(Expr::seq({lit(","), rule("ws"), element}))})), lit("]")}));
+  g.define("json_array", Expr::seq({lit("["), rule("ws"),
+                                    opt(Expr::seq({element, star(Expr::seq({lit(","), rule("ws_item"), element}))})), lit("]")}));
+}
+
+// String formats (the ones xgrammar and llguidance enforce), as regexes over the string's text.
+const std::map<std::string, std::string>& string_formats() {
+  static const std::string octet = "(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])";
+  static const std::string ipv4 = octet + "(\\." + octet + "){3}";
+  static const std::string h = "[0-9a-fA-F]{1,4}";
+  static const std::string ipv6 = "(" + h + ":){7}" + h + "|(" + h + ":){1,7}:|(" + h + ":){1,6}:" + h + "|(" + h +
+                                  ":){1,5}(:" + h + "){1,2}|(" + h + ":){1,4}(:" + h + "){1,3}|(" + h + ":){1,3}(:" + h +
+                                  "){1,4}|(" + h + ":){1,2}(:" + h + "){1,5}|" + h + ":(:" + h + "){1,6}|:((:" + h +
+                                  "){1,7}|:)";
+  static const std::string label = "[a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?";
+  static const std::string hostname = label + "(\\." + label + ")*";
+  // RFC 3986: scheme ":" then path, query and fragment characters (unreserved, %XX, sub-delims,
+  // ":" "@" "/" "?"); one "#" at most.
+  static const std::string uchar = "([a-zA-Z0-9._~!$&'()*+,;=:@/?-]|%[0-9a-fA-F]{2})";
+  static const std::map<std::string, std::string> formats = {
+      {"date", R"([0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01]))"},
+      {"time", R"(([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9]+)?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])?)"},
+      {"date-time", R"([0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9]+)?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9]))"},
+      {"uuid", R"([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})"},
+      {"ipv4", ipv4},
+      {"ipv6", ipv6},
+      {"hostname", hostname},
+      // Local part: dot-separated runs of anything but blanks, '@' and '.'; domain: a hostname
+      // or an IPv4 literal in brackets.
+      {"email", "[^\\s@.]+(\\.[^\\s@.]+)*@(" + hostname + "|\\[" + ipv4 + "\\])"},
+      {"uri", "[a-zA-Z][a-zA-Z0-9+.-]*:" + uchar + "*(#" + uchar + "*)?"},
+  };
+  return formats;
 }
 
 const std::set<std::string> kIgnored = {"title", "description", "default", "examples", "$schema", "$id", "$comment",
                                         "deprecated", "readOnly", "writeOnly", "$defs", "definitions", "strict",
                                         "name", "discriminator"};
-const std::set<std::string> kHandled = {"type", "properties", "required", "additionalProperties", "items", "minItems",
-                                        "maxItems", "enum", "const", "anyOf", "oneOf", "allOf", "$ref", "minLength",
-                                        "maxLength", "pattern", "format", "minimum", "exclusiveMinimum",
-                                        "uniqueItems"};
+const std::set<std::string> kHandled = {
+    "type",          "properties",    "required",         "additionalProperties", "patternProperties",
+    "minProperties", "maxProperties", "items",            "prefixItems",          "additionalItems",
+    "minItems",      "maxItems",      "enum",             "const",                "anyOf",
+    "oneOf",         "allOf",         "$ref",             "minLength",            "maxLength",
+    "pattern",       "format",        "minimum",          "maximum",              "exclusiveMinimum",
+    "exclusiveMaximum", "uniqueItems"};
+
+// A JSON pointer's reference token for `key` (RFC 6901: ~ and / escaped), for error locations.
+std::string pointer_token(const std::string& key) {
+  std::string out;
+  for (char c : key) out += c == '~' ? std::string("~0") : c == '/' ? std::string("~1") : std::string(1, c);
+  return out;
+}
 
 class SchemaCompiler {
  public:
-  explicit SchemaCompiler(const json& root) : root_(root) { define_json_basics(g_); }
+  SchemaCompiler(const json& root, const JsonWhitespace& w) : root_(root) { define_json_basics(g_, w); }
 
   ExprGrammar run() {
     g_.define("root", compile(root_, "#"));
@@ -115,11 +167,15 @@ class SchemaCompiler {
       }
       return Expr::alt(std::move(alts));
     }
-    if (s.contains("properties") || s.contains("additionalProperties") || s.contains("required"))
-      return compile_type("object", s, path);
-    if (s.contains("items") || s.contains("minItems") || s.contains("maxItems")) return compile_type("array", s, path);
-    if (s.contains("pattern") || s.contains("minLength") || s.contains("maxLength") || s.contains("format"))
-      return compile_type("string", s, path);
+    for (const char* k : {"properties", "additionalProperties", "required", "patternProperties", "minProperties",
+                          "maxProperties"})
+      if (s.contains(k)) return compile_type("object", s, path);
+    for (const char* k : {"items", "prefixItems", "additionalItems", "minItems", "maxItems"})
+      if (s.contains(k)) return compile_type("array", s, path);
+    for (const char* k : {"pattern", "minLength", "maxLength", "format"})
+      if (s.contains(k)) return compile_type("string", s, path);
+    for (const char* k : {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"})
+      if (s.contains(k)) return compile_type("number", s, path);
     return rule("json_value");
   }
 
@@ -153,19 +209,69 @@ class SchemaCompiler {
     fail(path, fmt::format("unknown type '{}'", type));
   }
 
-  Expr compile_number(bool integer, const json& s, const std::string& path) {
-    bool non_negative = false;
-    if (s.contains("minimum")) {
-      const json& m = s.at("minimum");
-      if (!m.is_number() || m.get<double>() < 0)
-        fail(path, "keyword 'minimum' is supported only as a non-negative bound (it drops the sign)");
-      if (m.get<double>() > 0) fail(path, "keyword 'minimum' above 0 is not supported (only minimum 0)");
-      non_negative = true;
+  // A bound as the value it has in the schema (exact) and as the shortest decimal that reads back
+  // as the same double (what a validator that parses doubles compares against).
+  struct Bound {
+    NumberBound exact, shortest;
+    std::string text;  // for messages
+  };
+  static Bound bound_of(const json& v, const char* key, bool exclusive, const std::string& path) {
+    if (!v.is_number()) fail(path, fmt::format("'{}' must be a number", key));
+    Bound b;
+    b.text = fmt::format("{} {}", key, v.dump());
+    try {
+      if (v.is_number_float()) {
+        b.exact = {Decimal::exact(v.get<double>()), exclusive};
+        b.shortest = {Decimal::shortest(v.get<double>()), exclusive};
+      } else {
+        b.exact = b.shortest = {Decimal::parse(v.dump()), exclusive};
+      }
+    } catch (const GrammarError& e) {
+      fail(path, fmt::format("'{}': {}", key, e.what()));
     }
-    if (s.contains("exclusiveMinimum")) fail(path, "unsupported keyword 'exclusiveMinimum'");
-    const Expr uint = rule("json_uint");
-    if (integer) return non_negative ? uint : rule("json_integer");
-    return non_negative ? Expr::seq({uint, rule("json_fraction_exp")}) : rule("json_number");
+    return b;
+  }
+
+  // The tighter of `minimum` / `exclusiveMinimum` (or of the maxima); draft 4's boolean
+  // exclusiveMinimum / exclusiveMaximum turn the plain bound exclusive.
+  static std::optional<Bound> bound(const json& s, const char* plain, const char* excl, bool lower,
+                                    const std::string& path) {
+    std::optional<Bound> out;
+    bool draft4_exclusive = false;
+    if (s.contains(excl) && s.at(excl).is_boolean()) {
+      draft4_exclusive = s.at(excl).get<bool>();
+      if (draft4_exclusive && !s.contains(plain)) fail(path, fmt::format("'{}': true needs '{}'", excl, plain));
+    } else if (s.contains(excl)) {
+      out = bound_of(s.at(excl), excl, true, path);
+    }
+    if (s.contains(plain)) {
+      Bound b = bound_of(s.at(plain), plain, draft4_exclusive, path);
+      const int c = out ? compare(b.exact.value, out->exact.value) : 0;
+      // Equal values: the exclusive one is tighter and is already `out`.
+      if (!out || (lower ? c > 0 : c < 0)) out = std::move(b);
+    }
+    return out;
+  }
+
+  Expr compile_number(bool integer, const json& s, const std::string& path) {
+    const auto lo = bound(s, "minimum", "exclusiveMinimum", true, path);
+    const auto hi = bound(s, "maximum", "exclusiveMaximum", false, path);
+    if (!lo && !hi) return rule(integer ? "json_integer" : "json_number");
+    // minimum 0 alone: every non-negative JSON number (exponents included) is exact.
+    if (lo && !hi && !lo->exact.exclusive && lo->exact.value.int_digits == "0" && lo->exact.value.frac_digits.empty())
+      return integer ? rule("json_uint") : Expr::seq({rule("json_uint"), rule("json_fraction_exp")});
+    const auto exact = [](const std::optional<Bound>& b) { return b ? std::optional(b->exact) : std::nullopt; };
+    const auto shortest = [](const std::optional<Bound>& b) { return b ? std::optional(b->shortest) : std::nullopt; };
+    std::vector<Expr> alts;
+    if (auto e = integer_range(exact(lo), exact(hi))) alts.push_back(std::move(*e));
+    if (!integer)
+      if (auto e = fraction_range(shortest(lo), shortest(hi))) alts.push_back(std::move(*e));
+    if (alts.empty()) {
+      std::string range = lo ? lo->text : "";
+      if (hi) range += (range.empty() ? "" : " and ") + hi->text;
+      fail(path, fmt::format("no {} satisfies {}", integer ? "integer" : "number", range));
+    }
+    return Expr::alt(std::move(alts));
   }
 
   Expr compile_string(const json& s, const std::string& path) {
@@ -183,14 +289,12 @@ class SchemaCompiler {
     if (s.contains("format")) {
       if (lengths) fail(path, "'format' together with 'minLength'/'maxLength' is not supported");
       const std::string f = s.at("format").is_string() ? s.at("format").get<std::string>() : "";
-      static const std::map<std::string, std::string> kFormats = {
-          {"date", R"([0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01]))"},
-          {"time", R"(([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9]+)?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])?)"},
-          {"date-time", R"([0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9]+)?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9]))"},
-          {"uuid", R"([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})"},
-      };
-      auto it = kFormats.find(f);
-      if (it == kFormats.end()) fail(path, fmt::format("unsupported string format '{}' (supported: date, time, date-time, uuid)", s.at("format").dump()));
+      auto it = string_formats().find(f);
+      if (it == string_formats().end()) {
+        std::string names;
+        for (const auto& [name, re] : string_formats()) names += (names.empty() ? "" : ", ") + name;
+        fail(path, fmt::format("unsupported string format {} (supported: {})", s.at("format").dump(), names));
+      }
       return Expr::seq({lit("\""), parse_regex(it->second, true), lit("\"")});
     }
     const int64_t lo = s.contains("minLength") ? count_of(s, "minLength", path) : 0;
@@ -200,19 +304,81 @@ class SchemaCompiler {
     return Expr::seq({lit("\""), Expr::repeat(rule("json_char"), lo, hi), lit("\"")});
   }
 
+  // prefixItems (or draft 4's `items` as a list) in order, then `items` (or `additionalItems`)
+  // for the rest; minItems / maxItems count them all. A prefix may stop early (JSON Schema does
+  // not require the prefix to be complete).
   Expr compile_array(const json& s, const std::string& path) {
-    const Expr item = s.contains("items") ? compile(s.at("items"), path + "/items") : rule("json_value");
+    std::vector<Expr> prefix;
+    std::optional<Expr> rest = rule("json_value");  // nullopt: no further items
+    const char* rest_key = "items";
+    auto rest_schema = [&](const char* key) {
+      const json& r = s.at(key);
+      if (r.is_boolean() && !r.get<bool>()) rest.reset();
+      else rest = compile(r, path + "/" + key);
+    };
+    auto prefix_list = [&](const char* key) {
+      const json& list = s.at(key);
+      if (!list.is_array()) fail(path, fmt::format("'{}' must be an array of schemas", key));
+      for (size_t i = 0; i < list.size(); ++i) prefix.push_back(compile(list[i], fmt::format("{}/{}/{}", path, key, i)));
+    };
+    if (s.contains("prefixItems")) {
+      prefix_list("prefixItems");
+      if (s.contains("additionalItems")) fail(path, "'additionalItems' goes with a list 'items'; with 'prefixItems' use 'items'");
+    } else if (s.contains("items") && s.at("items").is_array()) {
+      prefix_list("items");
+      rest_key = "additionalItems";
+    } else if (s.contains("additionalItems")) {
+      fail(path, "'additionalItems' needs 'items' as a list of schemas");
+    }
+    // Strict, as with additionalProperties: after a prefix, no further items unless allowed.
+    if (!prefix.empty()) rest.reset();
+    if (s.contains(rest_key) && !(rest_key == std::string("items") && s.at("items").is_array())) rest_schema(rest_key);
     const int64_t lo = s.contains("minItems") ? count_of(s, "minItems", path) : 0;
-    const int64_t hi = s.contains("maxItems") ? count_of(s, "maxItems", path) : -1;
+    int64_t hi = s.contains("maxItems") ? count_of(s, "maxItems", path) : -1;
     if (hi >= 0 && hi < lo) fail(path, "'maxItems' is less than 'minItems'");
-    if (hi == 0) return Expr::seq({lit("["), rule("ws"), lit("]")});
-    const std::string item_rule = fresh("item");
-    g_.define(item_rule, Expr::seq({item, rule("ws")}));
-    Expr rest = Expr::repeat(Expr::seq({lit(","), rule("ws"), rule(item_rule)}), std::max<int64_t>(lo - 1, 0),
-                             hi < 0 ? -1 : hi - 1);
-    Expr body = Expr::seq({rule(item_rule), std::move(rest)});
-    if (lo == 0) body = opt(std::move(body));
-    return Expr::seq({lit("["), rule("ws"), std::move(body), lit("]")});
+    const int64_t k = static_cast<int64_t>(prefix.size());
+    if (!rest) {
+      if (lo > k) fail(path, fmt::format("'minItems' {} needs more items than the {} the array allows", lo, k));
+      hi = hi < 0 ? k : std::min(hi, k);
+    }
+    // after[i]: what may follow once i items are written (i >= 1), built from the back.
+    const Expr comma = Expr::seq({lit(","), rule("ws_item")});
+    auto item = [&](const Expr& e) { return Expr::seq({e, rule("ws")}); };
+    std::optional<Expr> tail;  // after k items: the rest
+    if (rest && (hi < 0 || hi > k)) {
+      const std::string r = fresh("item");
+      g_.define(r, item(*rest));
+      tail = Expr::repeat(Expr::seq({comma, rule(r)}), std::max<int64_t>(lo - std::max<int64_t>(k, 1), 0),
+                          hi < 0 ? -1 : hi - std::max<int64_t>(k, 1));
+    }
+    // Without a prefix: the first item is a `rest` item.
+    if (k == 0) {
+      if (hi == 0 || !rest) return Expr::seq({lit("["), rule("ws"), lit("]")});
+      const std::string r = fresh("item");
+      g_.define(r, item(*rest));
+      Expr body = Expr::seq({rule(r), tail ? *tail : Expr::empty()});
+      if (lo == 0) body = opt(std::move(body));
+      return Expr::seq({lit("["), rule("ws"), std::move(body), lit("]")});
+    }
+    std::optional<Expr> after = tail;  // after[k]
+    if (!after && lo <= k) after = Expr::empty();
+    for (int64_t i = k - 1; i >= 1; --i) {
+      // after[i]: stop (if i >= minItems) or write prefix item i then after[i+1].
+      std::vector<Expr> alts;
+      if (i >= lo) alts.push_back(Expr::empty());
+      if ((hi < 0 || i + 1 <= hi) && after) {
+        const std::string r = fresh("after_items");
+        g_.define(r, *after);
+        alts.push_back(Expr::seq({comma, item(prefix[static_cast<size_t>(i)]), rule(r)}));
+      }
+      if (alts.empty()) after.reset();
+      else after = Expr::alt(std::move(alts));
+    }
+    std::vector<Expr> alts;
+    if (lo == 0) alts.push_back(Expr::empty());
+    if (hi != 0 && after) alts.push_back(Expr::seq({item(prefix[0]), *after}));
+    if (alts.empty()) fail(path, "no array satisfies 'minItems' / 'maxItems' with these items");
+    return Expr::seq({lit("["), rule("ws"), Expr::alt(std::move(alts)), lit("]")});
   }
 
   Expr compile_object(const json& s, const std::string& path) {
@@ -230,8 +396,8 @@ class SchemaCompiler {
       if (!p.is_object()) fail(path, "'properties' must be an object");
       for (const auto& [k, v] : p.items()) {
         const std::string member = fresh("member");
-        g_.define(member, Expr::seq({lit(json(k).dump()), rule("ws"), lit(":"), rule("ws"),
-                                     compile(v, path + "/properties/" + k), rule("ws")}));
+        g_.define(member, Expr::seq({lit(json(k).dump()), rule("ws"), lit(":"), rule("ws_key"),
+                                     compile(v, path + "/properties/" + pointer_token(k)), rule("ws")}));
         props.emplace_back(k, rule(member));
       }
     }
@@ -240,40 +406,101 @@ class SchemaCompiler {
       for (const auto& [k, e] : props) found = found || k == r;
       if (!found) fail(path, fmt::format("required property '{}' is not in 'properties'", r));
     }
-    // Additional members (keys outside `properties` are not checked against them).
+    // Additional members (keys outside `properties` are not checked against them): those of
+    // patternProperties (the key matches the pattern), else those of additionalProperties.
     std::optional<Expr> extra;
-    if (s.contains("additionalProperties")) {
+    if (s.contains("patternProperties")) {
+      const json& pp = s.at("patternProperties");
+      if (!pp.is_object()) fail(path, "'patternProperties' must be an object");
+      if (s.contains("additionalProperties") && s.at("additionalProperties") != false)
+        fail(path, "'additionalProperties' other than false together with 'patternProperties' is not supported");
+      std::vector<Expr> alts;
+      for (const auto& [pattern, v] : pp.items()) {
+        const std::string where = path + "/patternProperties/" + pointer_token(pattern);
+        Expr key;
+        try {
+          key = parse_regex(pattern, true);
+        } catch (const GrammarError& e) {
+          fail(where, e.what());
+        }
+        alts.push_back(Expr::seq({lit("\""), std::move(key), lit("\""), rule("ws"), lit(":"), rule("ws_key"),
+                                  compile(v, where), rule("ws")}));
+      }
+      if (!alts.empty()) {
+        const std::string member = fresh("pattern_member");
+        g_.define(member, Expr::alt(std::move(alts)));
+        extra = rule(member);
+      }
+    } else if (s.contains("additionalProperties")) {
       const json& a = s.at("additionalProperties");
       if (!(a.is_boolean() && !a.get<bool>())) {
         const std::string member = fresh("extra_member");
-        g_.define(member, Expr::seq({rule("json_string"), rule("ws"), lit(":"), rule("ws"),
+        g_.define(member, Expr::seq({rule("json_string"), rule("ws"), lit(":"), rule("ws_key"),
                                      compile(a, path + "/additionalProperties"), rule("ws")}));
         extra = rule(member);
       }
     }
-    // A_i: members i.. with none written yet; B_i: members i.. after at least one (each needs ",").
-    const size_t n = props.size();
-    std::vector<std::string> a(n + 1), b(n + 1);
-    for (size_t i = 0; i <= n; ++i) a[i] = fresh("members"), b[i] = fresh("more_members");
-    const Expr comma = Expr::seq({lit(","), rule("ws")});
-    if (extra) {
-      g_.define(b[n], star(Expr::seq({comma, *extra})));
-      g_.define(a[n], opt(Expr::seq({*extra, rule(b[n])})));
-    } else {
-      g_.define(b[n], Expr::empty());
-      g_.define(a[n], Expr::empty());
-    }
-    for (size_t i = n; i-- > 0;) {
-      const Expr& item = props[i].second;
-      if (required.count(props[i].first)) {
-        g_.define(b[i], Expr::seq({comma, item, rule(b[i + 1])}));
-        g_.define(a[i], Expr::seq({item, rule(b[i + 1])}));
+    const int64_t min_p = s.contains("minProperties") ? count_of(s, "minProperties", path) : 0;
+    const int64_t max_p = s.contains("maxProperties") ? count_of(s, "maxProperties", path) : -1;
+    if (max_p >= 0 && max_p < min_p) fail(path, "'maxProperties' is less than 'minProperties'");
+    return Expr::seq({lit("{"), rule("ws"), members(props, required, extra, min_p, max_p, path), lit("}")});
+  }
+
+  // The members, declared ones in schema order (optional ones may be left out), then the extra
+  // ones; rule (i, c) is "members i.. when c have been written", c counted up to
+  // max(1, maxProperties or minProperties) (c > 0: a ',' comes first).
+  Expr members(const std::vector<std::pair<std::string, Expr>>& props, const std::set<std::string>& required,
+               const std::optional<Expr>& extra, int64_t min_p, int64_t max_p, const std::string& path) {
+    const int64_t n = static_cast<int64_t>(props.size());
+    const int64_t cap = std::max<int64_t>(1, max_p >= 0 ? max_p : min_p);
+    // One rule per (property, count): keep hostile schemas from building millions of them.
+    if (n * (std::min(n, cap) + 1) > 200000)
+      fail(path, fmt::format("'minProperties' / 'maxProperties' over {} properties: too many combinations", n));
+    std::vector<int64_t> required_from(static_cast<size_t>(n) + 1, 0);
+    for (int64_t i = n; i-- > 0;)
+      required_from[static_cast<size_t>(i)] =
+          required_from[static_cast<size_t>(i) + 1] + (required.count(props[static_cast<size_t>(i)].first) ? 1 : 0);
+    // Whether the members from i on can be completed when c were written.
+    auto feasible = [&](int64_t i, int64_t c) {
+      const bool enough = extra || c + (n - i) >= min_p;
+      const bool not_too_many = max_p < 0 || c + required_from[static_cast<size_t>(i)] <= max_p;
+      return enough && not_too_many;
+    };
+    if (!feasible(0, 0))
+      fail(path, "no object satisfies 'minProperties' / 'maxProperties' with these properties");
+    const Expr comma = Expr::seq({lit(","), rule("ws_item")});
+    std::map<std::pair<int64_t, int64_t>, std::string> names;
+    std::function<Expr(int64_t, int64_t)> at = [&](int64_t i, int64_t c) -> Expr {
+      auto key = std::make_pair(i, c);
+      if (auto it = names.find(key); it != names.end()) return rule(it->second);
+      const std::string name = fresh(c == 0 ? "members" : "more_members");
+      names[key] = name;
+      std::vector<Expr> alts;
+      if (i == n) {
+        // e extra members, min_p - c <= e <= max_p - c.
+        const int64_t e_lo = std::max<int64_t>(0, min_p - c), e_hi = max_p < 0 ? -1 : max_p - c;
+        if (e_lo == 0) alts.push_back(Expr::empty());
+        if (extra && e_hi != 0) {
+          if (c > 0) {
+            alts.push_back(Expr::repeat(Expr::seq({comma, *extra}), std::max<int64_t>(e_lo, 1), e_hi));
+          } else {
+            alts.push_back(Expr::seq({*extra, Expr::repeat(Expr::seq({comma, *extra}), std::max<int64_t>(e_lo - 1, 0),
+                                                           e_hi < 0 ? -1 : e_hi - 1)}));
+          }
+        }
       } else {
-        g_.define(b[i], Expr::seq({opt(Expr::seq({comma, item})), rule(b[i + 1])}));
-        g_.define(a[i], Expr::alt({Expr::seq({item, rule(b[i + 1])}), rule(a[i + 1])}));
+        const Expr& item = props[static_cast<size_t>(i)].second;
+        const int64_t c1 = std::min(c + 1, cap);
+        if ((max_p < 0 || c + 1 <= max_p) && feasible(i + 1, c1)) {
+          Expr next = at(i + 1, c1);
+          alts.push_back(c > 0 ? Expr::seq({comma, item, std::move(next)}) : Expr::seq({item, std::move(next)}));
+        }
+        if (!required.count(props[static_cast<size_t>(i)].first) && feasible(i + 1, c)) alts.push_back(at(i + 1, c));
       }
-    }
-    return Expr::seq({lit("{"), rule("ws"), rule(a[0]), lit("}")});
+      g_.define(name, Expr::alt(std::move(alts)));
+      return rule(name);
+    };
+    return at(0, 0);
   }
 
   const json& root_;
@@ -284,19 +511,19 @@ class SchemaCompiler {
 
 }  // namespace
 
-ExprGrammar compile_json_schema(const std::string& schema_json) {
+ExprGrammar compile_json_schema(const std::string& schema_json, const JsonWhitespace& whitespace) {
   json schema;
   try {
     schema = json::parse(schema_json);
   } catch (const json::parse_error& e) {
     throw GrammarError(fmt::format("JSON schema: not valid JSON: {}", e.what()));
   }
-  return SchemaCompiler(schema).run();
+  return SchemaCompiler(schema, whitespace).run();
 }
 
-ExprGrammar any_json_object() {
+ExprGrammar any_json_object(const JsonWhitespace& whitespace) {
   ExprGrammar g;
-  define_json_basics(g);
+  define_json_basics(g, whitespace);
   g.define("root", rule("json_object"));
   return g;
 }

@@ -10,6 +10,8 @@ namespace fp4lm::engine::structured {
 std::string StructuredSpec::key() const {
   std::string k(1, static_cast<char>('0' + static_cast<int>(kind)));
   k += text;
+  if (kind == Kind::JsonSchema || kind == Kind::JsonObject)
+    k += whitespace.compact ? "\x01c" : "\x01w" + std::to_string(whitespace.max_indent);
   for (const auto& c : choices) {
     k += '\0';
     k += c;
@@ -20,8 +22,8 @@ std::string StructuredSpec::key() const {
 ExprGrammar to_grammar(const StructuredSpec& spec) {
   switch (spec.kind) {
     case StructuredSpec::Kind::None: throw GrammarError("no structured output requested");
-    case StructuredSpec::Kind::JsonSchema: return compile_json_schema(spec.text);
-    case StructuredSpec::Kind::JsonObject: return any_json_object();
+    case StructuredSpec::Kind::JsonSchema: return compile_json_schema(spec.text, spec.whitespace);
+    case StructuredSpec::Kind::JsonObject: return any_json_object(spec.whitespace);
     case StructuredSpec::Kind::Grammar: return parse_gbnf(spec.text);
     case StructuredSpec::Kind::Regex: {
       ExprGrammar g;
