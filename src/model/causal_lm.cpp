@@ -110,7 +110,7 @@ std::unique_ptr<CausalLM> CausalLM::load(std::shared_ptr<io::Checkpoint> ckpt, c
       log().warn("{}: declares AWQ pre_quant_scale ({}), but no Linear layer stores a pre_quant_scale tensor (each "
                  "was folded into the layer before it at export, or the tensors are missing)",
                  mo->source_path, mo->algo == quant::QuantAlgo::NVFP4_AWQ ? "quant_algo NVFP4_AWQ" : "pre_quant_scale: true");
-    lm->tensor_usage_ = tensor_usage(*ckpt, c, lm->kv_dtype_ == DType::F8_E4M3, lm->mtp_ != nullptr);
+    lm->tensor_usage_ = model::tensor_usage(*ckpt, c, lm->kv_dtype_ == DType::F8_E4M3, lm->mtp_ != nullptr);
     if (lo.enforce_tensor_usage) enforce_tensor_usage(*ckpt, lm->tensor_usage_);
   }
   lm->load_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -13,7 +13,7 @@ std::string upper(std::string s) {
   for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   return s;
 }
-const char* kv_name(DType t) { return t == DType::F8_E4M3 ? "fp8 (E4M3, per-layer k/v scales)" : dtype_torch_name(t); }
+std::string_view kv_name(DType t) { return t == DType::F8_E4M3 ? "fp8 (E4M3, per-layer k/v scales)" : dtype_torch_name(t); }
 }  // namespace
 
 DType resolve_kv_cache_format(const std::optional<std::string>& declared, const std::string& option, DType act,

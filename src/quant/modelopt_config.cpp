@@ -401,6 +401,8 @@ ModeloptConfig parse_modelopt_config(const std::optional<json>& hf_quant_config,
                          modelopt_beside);
   }
   if (a && b) {
+    // ModelOpt's config.json form drops pre_quant_scale (convert_hf_config.py): either file says it.
+    b->pre_quant_scale |= a->pre_quant_scale;
     // vLLM reads config.json's quantization_config first; so do we.
     if (std::string d = describe_disagreement(*b, *a); !d.empty()) {
       b->disagreement = d;

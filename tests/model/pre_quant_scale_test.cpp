@@ -18,6 +18,7 @@
 #include "io/safetensors.h"
 #include "model/causal_lm.h"
 #include "model/logits_check.h"
+#include "model/model_loader.h"
 #include "model/synthetic_checkpoint.h"
 #include "quant/nvfp4.h"
 
@@ -111,7 +112,7 @@ TEST_P(PreQuantScale, W4A16PathGivesTheDenseLogitsOfDequantizedWeightsTimesTheSc
   ASSERT_EQ(got.size(), want.size());
   const double d = rel_to_range(got, want);
   EXPECT_LT(d, 1e-4);
-  RecordProperty("w4a16_rel_to_range", std::to_string(d));
+  RecordProperty("w4a16_rel_to_range", fmt::format("{:.2e}", d));
   // The scale matters: the same weights without it are far off (what ignoring it computed).
   const auto unscaled = checkpoint_logits(write_dense_reference(q, dir.path() / "unscaled", false), kTokens);
   EXPECT_GT(rel_to_range(unscaled, want), 0.05);
@@ -124,7 +125,7 @@ TEST_P(PreQuantScale, AsStoredW4A4TracksTheReference) {
   const auto w4a4 = checkpoint_logits(q, kTokens, f32(false));
   const auto unscaled = checkpoint_logits(write_dense_reference(q, dir.path() / "unscaled", false), kTokens);
   const double e = test::rel_rms(w4a4, want), e_unscaled = test::rel_rms(unscaled, want);
-  RecordProperty("w4a4_rel_rms", std::to_string(e));
+  RecordProperty("w4a4_rel_rms", fmt::format("{:.3f} (unscaled weights: {:.3f})", e, e_unscaled));
   // 4-bit activations add error (quantized_models_test.cpp bounds NVFP4 W4A4 at 0.4), but far
   // less than ignoring the scale.
   EXPECT_LT(e, 0.4);
