@@ -403,6 +403,8 @@ ModeloptConfig parse_modelopt_config(const std::optional<json>& hf_quant_config,
   if (a && b) {
     // ModelOpt's config.json form drops pre_quant_scale (convert_hf_config.py): either file says it.
     b->pre_quant_scale |= a->pre_quant_scale;
+    // A KV format only hf_quant_config.json declares is still declared (never dropped silently).
+    if (!b->kv_cache_quant_algo) b->kv_cache_quant_algo = a->kv_cache_quant_algo;
     // vLLM reads config.json's quantization_config first; so do we.
     if (std::string d = describe_disagreement(*b, *a); !d.empty()) {
       b->disagreement = d;
