@@ -1,6 +1,7 @@
 // `fp4lm inspect --model DIR [--json]`: what a checkpoint is (architecture, main dimensions, dtype,
 // quantization summary) and what it holds (tensors and bytes per dtype). The facts are gathered
 // into one JSON object (inspect_facts) that --json prints as is and the human form lays out.
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -11,6 +12,7 @@
 
 #include "cli/command.h"
 #include "core/error.h"
+#include "core/log.h"
 #include "io/checkpoint.h"
 #include "cli/engine_flags.h"
 #include "io/json_file.h"
@@ -29,6 +31,13 @@ namespace fp4lm::cli {
 namespace {
 
 using nlohmann::json;
+
+// Inspect reports its facts on stdout; the loads it runs to find them log nothing below WARN.
+struct QuietLog {
+  spdlog::level::level_enum old = log().level();
+  QuietLog() { log().set_level(std::max(old, spdlog::level::warn)); }
+  ~QuietLog() { log().set_level(old); }
+};
 
 // A config value as written (any JSON type), or null when absent. The model layer owns the real
 // config parsing; inspect reports what the file says.
@@ -200,6 +209,7 @@ json memory_estimate(const model::ModelLoader& loader, const model::EngineOption
   std::string kv_refused;
   DType kv_dtype = loader.dtype();
   try {
+    QuietLog quiet;
     kv_dtype = model::resolve_kv_cache_format(loader.quant_config().kv_cache_scheme(), opts.kv_cache_dtype,
                                               loader.dtype(), loader.quant_config().source());
   } catch (const Error& e) {
@@ -235,6 +245,7 @@ void add_tensor_usage(json& facts, const std::shared_ptr<io::Checkpoint>& ck, co
   lo.progress = false;
   lo.enforce_tensor_usage = false;
   try {
+    QuietLog quiet;
     const auto lm = model::CausalLM::load(ck, opts, lo);
     const model::TensorUsage& u = lm->tensor_usage();
     json ignored = json::object();
