@@ -1,6 +1,7 @@
 // `fp4lm inspect --model DIR [--json]`: what a checkpoint is (architecture, main dimensions, dtype,
 // quantization summary) and what it holds (tensors and bytes per dtype). The facts are gathered
 // into one JSON object (inspect_facts) that --json prints as is and the human form lays out.
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -18,6 +19,7 @@
 #include "kernels/cpu/reference/math.h"
 #include "model/causal_lm.h"
 #include "model/engine_options.h"
+#include "model/kv_cache_format.h"
 #include "model/memory_fit.h"
 #include "model/model_loader.h"
 #include "quant/compressed_tensors_config.h"
@@ -29,6 +31,13 @@ namespace fp4lm::cli {
 namespace {
 
 using nlohmann::json;
+
+// Inspect reports its facts on stdout; the loads it runs to find them log nothing below WARN.
+struct QuietLog {
+  spdlog::level::level_enum old = log().level();
+  QuietLog() { log().set_level(std::max(old, spdlog::level::warn)); }
+  ~QuietLog() { log().set_level(old); }
+};
 
 // A config value as written (any JSON type), or null when absent. The model layer owns the real
 // config parsing; inspect reports what the file says.
@@ -51,6 +60,7 @@ json first_of(const json& obj, std::initializer_list<const char*> keys) {
 json modelopt_summary(const quant::ModeloptConfig& q) {
   json s = {{"quant_algo", std::string(quant::algo_name(q.algo))},
             {"group_size", q.group_size ? json(*q.group_size) : json(nullptr)},
+            {"pre_quant_scale", q.pre_quant_scale},
             {"kv_cache_quant_algo", q.kv_cache_quant_algo ? json(*q.kv_cache_quant_algo) : json(nullptr)},
             {"exclude_modules", q.exclude_modules},
             {"source", q.source_path.size() >= 20 && q.source_path.ends_with("hf_quant_config.json")
@@ -194,7 +204,17 @@ json memory_estimate(const model::ModelLoader& loader, const model::EngineOption
   size_t weights = layer_weights, floats = static_cast<size_t>(c.hidden_size);
   if (!c.tie_word_embeddings) weights += loader.tensor("model.embed_tokens.weight", {c.vocab_size, c.hidden_size}).nbytes;
   size_t kv = 0;
-  const DType kv_dtype = model::parse_kv_cache_dtype(opts.kv_cache_dtype).value_or(loader.dtype());
+  // The KV format as the load resolves it (model/kv_cache_format.h); a declared format fp4lm does
+  // not run under "auto" is shown with the refusal and counted at the activation dtype.
+  std::string kv_refused;
+  DType kv_dtype = loader.dtype();
+  try {
+    QuietLog quiet;
+    kv_dtype = model::resolve_kv_cache_format(loader.quant_config().kv_cache_scheme(), opts.kv_cache_dtype,
+                                              loader.dtype(), loader.quant_config().source());
+  } catch (const Error& e) {
+    kv_refused = e.what();
+  }
   for (int64_t i = 0; i < c.num_layers; ++i) {
     floats += 2 * static_cast<size_t>(c.hidden_size);
     if (c.mla.enabled()) {
@@ -208,10 +228,34 @@ json memory_estimate(const model::ModelLoader& loader, const model::EngineOption
   const int64_t ctx = std::min<int64_t>(c.max_position_embeddings, 8192);
   return {{"weights_bytes", weights},
           {"kv_bytes_per_token", kv},
-          {"kv_dtype", std::string(dtype_torch_name(kv_dtype))},
+          {"kv_dtype", kv_dtype == DType::F8_E4M3 ? std::string("fp8") : std::string(dtype_torch_name(kv_dtype))},
+          {"kv_declared", loader.quant_config().kv_cache_scheme() ? json(*loader.quant_config().kv_cache_scheme())
+                                                                  : json(nullptr)},
+          {"kv_refused", kv_refused.empty() ? json(nullptr) : json(kv_refused)},
           {"default_context", ctx},
           {"total_at_default_context_bytes", weights + kv * static_cast<size_t>(ctx)},
           {"machine_ram_bytes", model::physical_ram_bytes()}};
+}
+
+// The load rule's lists (model/tensor_usage.h) from a load of the whole model that reports
+// instead of enforcing: what no layer consumed, sorted into the documented ignore list, unused
+// quantization tensors (the load's error) and unused model tensors (its WARN line).
+void add_tensor_usage(json& facts, const std::shared_ptr<io::Checkpoint>& ck, const model::EngineOptions& opts) {
+  model::LoadOptions lo;
+  lo.progress = false;
+  lo.enforce_tensor_usage = false;
+  try {
+    QuietLog quiet;
+    const auto lm = model::CausalLM::load(ck, opts, lo);
+    const model::TensorUsage& u = lm->tensor_usage();
+    json ignored = json::object();
+    for (const auto& [why, names] : u.ignored) ignored[why] = names;
+    facts["tensor_usage"] = {{"ignored", ignored},
+                             {"unused_quantization", u.unused_quantization},
+                             {"unused_model", u.unused_model}};
+  } catch (const Error& e) {
+    facts["tensor_usage"] = {{"unavailable", e.what()}};
+  }
 }
 
 // The per-layer report needs a supported, complete architecture; inspect still describes other
@@ -237,6 +281,7 @@ void add_layers(json& facts, const std::shared_ptr<io::Checkpoint>& ck, const mo
   facts["memory"] = memory_estimate(loader, opts, weights);
   if (std::string d = loader.config_disagreement(); !d.empty() && facts["quantization"].is_object())
     facts["quantization"]["config_disagreement"] = d;
+  add_tensor_usage(facts, ck, opts);
 }
 
 // A JSON value for a human: strings bare, lists comma-separated, null as "-".
@@ -329,6 +374,21 @@ void print_human(const json& f, std::FILE* out) {
                                    human_bytes(m["kv_bytes_per_token"].get<size_t>()), plain(m["kv_dtype"]),
                                    human_bytes(m["total_at_default_context_bytes"].get<size_t>()),
                                    plain(m["default_context"]), human_bytes(m["machine_ram_bytes"].get<size_t>())));
+  }
+  if (f.contains("memory") && !f["memory"]["kv_declared"].is_null())
+    line("  kv cache format", fmt::format("declared {}; {}", plain(f["memory"]["kv_declared"]),
+                                          f["memory"]["kv_refused"].is_null() ? "runs as " + plain(f["memory"]["kv_dtype"])
+                                                                              : plain(f["memory"]["kv_refused"])));
+  if (f.contains("tensor_usage")) {
+    const json& u = f["tensor_usage"];
+    if (u.contains("unavailable")) {
+      line("tensor usage", "unavailable: " + plain(u["unavailable"]));
+    } else {
+      line("unused quant tensors", u["unused_quantization"].empty() ? "none" : plain(u["unused_quantization"]) + " (the load refuses them)");
+      line("unused model tensors", u["unused_model"].empty() ? "none" : plain(u["unused_model"]) + " (the load warns)");
+      for (const auto& [why, names] : u["ignored"].items())
+        line("ignored", fmt::format("{} tensor(s): {}", names.size(), why));
+    }
   }
   fmt::print(out, "\n{:<44} {:<12} {:<12} {:<9} {}\n", "layer", "on disk", "scheme", "act", "backend");
   for (const json& l : f["layers"])

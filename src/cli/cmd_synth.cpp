@@ -26,7 +26,7 @@ CommandRegistration reg("synth", "Write a small random-weight checkpoint (HF/Mod
   for (const model::ArchDef* d : model::architectures())
     archs += (archs.empty() ? "" : ", ") + std::string(d->hf_name());
   sub.add_option("--arch", a->arch, archs)->capture_default_str();
-  sub.add_option("--algo", a->algo, "NVFP4, W4A16_NVFP4, FP8 or none")->capture_default_str();
+  sub.add_option("--algo", a->algo, "NVFP4, NVFP4_AWQ, W4A16_NVFP4, FP8 or none")->capture_default_str();
   sub.add_option("--layers", a->o.layers, "Decoder layers")->capture_default_str();
   sub.add_option("--hidden", a->o.hidden, "Hidden size")->capture_default_str();
   sub.add_option("--vocab", a->o.vocab, "Vocabulary size")->capture_default_str();
@@ -42,6 +42,9 @@ CommandRegistration reg("synth", "Write a small random-weight checkpoint (HF/Mod
   sub.add_option("--seed", a->o.seed, "Random seed")->capture_default_str()->check(CLI::Validator(
       [](std::string& v) { return v.rfind('-', 0) == 0 ? "must be from 0 to 2^64-1, got " + v : std::string(); }, "SEED"));
   sub.add_flag("--quantize-lm-head", a->o.quantize_lm_head, "Quantize lm_head too");
+  sub.add_flag("--pre-quant-scale", a->o.pre_quant_scale,
+               "AWQ: a pre_quant_scale on every quantized Linear (weights quantized divided by it), as ModelOpt's "
+               "NVFP4_AWQ exports");
   sub.add_flag("--distinct-shard-scales", a->o.distinct_shard_scales,
                "Give fused shards (q/k/v, gate/up) different weight_scale_2");
   sub.add_flag("--fused-experts", a->o.fused_experts,

@@ -80,7 +80,7 @@ std::shared_ptr<Checkpoint> Checkpoint::open(const std::string& dir) {
 
 void Checkpoint::load_single(const std::string& file) {
   shards_.push_back(SafetensorsFile::open(file));
-  for (const auto& e : shards_[0]->tensors()) tensors_.emplace(e.name, Where{0, &e.view});
+  for (const auto& e : shards_[0]->tensors()) tensors_.emplace(e.name, Where{0, &e.view, false, &e.view});
 }
 
 void Checkpoint::load_index(const std::string& index_path) {
@@ -118,7 +118,7 @@ void Checkpoint::load_index(const std::string& index_path) {
   // Every stored tensor exactly once across the shards.
   for (size_t s = 0; s < shards_.size(); ++s) {
     for (const auto& e : shards_[s]->tensors()) {
-      auto [it, inserted] = tensors_.emplace(e.name, Where{s, &e.view});
+      auto [it, inserted] = tensors_.emplace(e.name, Where{s, &e.view, false, &e.view});
       if (!inserted)
         fail("{}: tensor '{}' is stored in two shards, {} and {}; expected exactly one", dir_,
              e.name, shards_[it->second.shard]->path(), shards_[s]->path());
@@ -149,7 +149,7 @@ void Checkpoint::load_index(const std::string& index_path) {
 void Checkpoint::alias_prefix(const std::string& from, const std::string& to) {
   std::vector<std::pair<std::string, Where>> add;
   for (const auto& [name, where] : tensors_)
-    if (name.compare(0, from.size(), from) == 0) add.emplace_back(to + name.substr(from.size()), Where{where.shard, where.view, true});
+    if (name.compare(0, from.size(), from) == 0) add.emplace_back(to + name.substr(from.size()), Where{where.shard, where.view, true, where.stored});
   for (auto& [name, where] : add) tensors_.emplace(name, where);
 }
 
@@ -167,7 +167,7 @@ void Checkpoint::alias_slice(const std::string& name, const std::string& base, i
   const size_t row_bytes = static_cast<size_t>(b.shape[2]) * dtype_size(b.dtype);
   v->data = b.data + (static_cast<size_t>(index * b.shape[1] + row0)) * row_bytes;
   v->nbytes = static_cast<size_t>(rows) * row_bytes;
-  tensors_.insert_or_assign(name, Where{it->second.shard, v.get(), true});
+  tensors_.insert_or_assign(name, Where{it->second.shard, v.get(), true, it->second.stored});
   slices_.push_back(std::move(v));
 }
 
@@ -179,6 +179,17 @@ const TensorView* Checkpoint::find(const std::string& name) const {
 const TensorView& Checkpoint::get(const std::string& name) const {
   if (const TensorView* v = find(name)) return *v;
   fail("{}: tensor '{}' not found", dir_, name);
+}
+
+void Checkpoint::mark_used(const std::string& name) const {
+  if (auto it = tensors_.find(name); it != tensors_.end()) used_.insert(it->second.stored);
+}
+
+std::vector<std::string> Checkpoint::unused_tensor_names() const {
+  std::vector<std::string> names;
+  for (const auto& [name, where] : tensors_)
+    if (!where.alias && !used_.count(where.stored)) names.push_back(name);
+  return names;
 }
 
 std::vector<std::string> Checkpoint::tensor_names() const {

@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,12 @@ class Checkpoint {
   void alias_slice(const std::string& name, const std::string& base, int64_t index, int64_t row0, int64_t rows);
 
   const TensorView* find(const std::string& name) const;  // nullptr if absent
+  // Records that the model consumed `name` (the stored tensor behind an alias_prefix name or an
+  // alias_slice view): the load rule (model/tensor_usage.h) lists what no layer consumed. find()
+  // alone records nothing: probing a name to decide a format is not using it. No-op if absent.
+  void mark_used(const std::string& name) const;
+  // Stored tensors (tensor_names()) that no mark_used reached, sorted.
+  std::vector<std::string> unused_tensor_names() const;
   const TensorView& get(const std::string& name) const;  // Error "<dir>: tensor '<name>' not found"
   std::vector<std::string> tensor_names() const;         // sorted; as stored (no alias_prefix names)
   std::string file_of(const std::string& name) const;    // path of the shard holding it
@@ -55,6 +62,7 @@ class Checkpoint {
     size_t shard;
     const TensorView* view;
     bool alias = false;  // added by alias_prefix
+    const TensorView* stored = nullptr;  // the stored tensor it reads (itself unless a slice)
   };
   std::string dir_;
   nlohmann::json config_;
@@ -63,6 +71,7 @@ class Checkpoint {
   std::vector<std::shared_ptr<SafetensorsFile>> shards_;
   std::map<std::string, Where> tensors_;
   std::vector<std::unique_ptr<TensorView>> slices_;  // the views alias_slice made
+  mutable std::set<const TensorView*> used_;          // stored views mark_used reached
 };
 
 }  // namespace fp4lm::io

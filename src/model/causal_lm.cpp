@@ -16,8 +16,10 @@
 #include "kernels/a16_scope.h"
 #include "model/arch/arch.h"
 #include "model/finite_check.h"
+#include "model/kv_cache_format.h"
 #include "model/memory_fit.h"
 #include "model/model_loader.h"
+#include "quant/modelopt_config.h"
 
 namespace fp4lm::model {
 
@@ -40,7 +42,8 @@ std::unique_ptr<CausalLM> CausalLM::load(std::shared_ptr<io::Checkpoint> ckpt, c
   const std::string cfg_path = ckpt->dir() + "/config.json";
   lm->dtype_ = l.dtype();
   lm->a16_max_tokens_ = opts.a16_max_tokens;
-  lm->kv_dtype_ = parse_kv_cache_dtype(opts.kv_cache_dtype).value_or(lm->dtype_);
+  lm->kv_dtype_ = resolve_kv_cache_format(l.quant_config().kv_cache_scheme(), opts.kv_cache_dtype, lm->dtype_,
+                                          l.quant_config().source());
   if (lo.prefill_chunk <= 0) fail("prefill chunk must be positive, got {}", lo.prefill_chunk);
   lm->prefill_chunk_ = lo.prefill_chunk;
   if (lo.max_model_len < 0) usage_fail("max_model_len must be positive (got {})", lo.max_model_len);
@@ -98,6 +101,17 @@ std::unique_ptr<CausalLM> CausalLM::load(std::shared_ptr<io::Checkpoint> ckpt, c
     lm->mtp_ = std::make_unique<MtpHead>(l, lm->rope_, lm->kv_dtype_);
     log().info("Loaded the MTP head ({} of {} MTP layer(s); the draft model of speculative decoding)", 1,
                c.num_nextn_predict_layers);
+  }
+  if (lo.first_layer == 0 && end == c.num_layers) {
+    const auto* mo = dynamic_cast<const quant::ModeloptConfig*>(&l.quant_config());
+    if (l.pre_quant_scaled_layers() > 0)
+      log().info("AWQ pre_quant_scale applied on {} Linear layer(s)", l.pre_quant_scaled_layers());
+    else if (mo && (mo->pre_quant_scale || mo->algo == quant::QuantAlgo::NVFP4_AWQ))
+      log().warn("{}: declares AWQ pre_quant_scale ({}), but no Linear layer stores a pre_quant_scale tensor (each "
+                 "was folded into the layer before it at export, or the tensors are missing)",
+                 mo->source_path, mo->algo == quant::QuantAlgo::NVFP4_AWQ ? "quant_algo NVFP4_AWQ" : "pre_quant_scale: true");
+    lm->tensor_usage_ = model::tensor_usage(*ckpt, c, lm->kv_dtype_ == DType::F8_E4M3, lm->mtp_ != nullptr);
+    if (lo.enforce_tensor_usage) enforce_tensor_usage(*ckpt, lm->tensor_usage_);
   }
   lm->load_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   log().info("Loaded {} ({} layers, {} activations, {} KV cache) from {} in {:.2f} s; resident weight bytes {} ({:.1f} MiB)",

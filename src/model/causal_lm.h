@@ -23,6 +23,7 @@
 #include "model/linear.h"
 #include "model/model_config.h"
 #include "model/mtp_head.h"
+#include "model/tensor_usage.h"
 #include "model/rms_norm.h"
 #include "model/rope.h"
 #include "model/sequence_chunk.h"
@@ -48,6 +49,10 @@ struct LoadOptions {
   // Also load the MTP head (model/mtp_head.h), the draft model of speculative method "mtp";
   // whole models only (not a pipeline stage).
   bool mtp = false;
+  // The load rule (model/tensor_usage.h) on a whole model: Error on an unconsumed quantization
+  // tensor, one WARN line for unconsumed model tensors. `fp4lm inspect` turns it off and shows
+  // tensor_usage() instead. Pipeline stages read part of the files and do not check.
+  bool enforce_tensor_usage = true;
 };
 
 // A pipeline stage's neighbours: a stage without the embedding receives each forward step's
@@ -118,6 +123,8 @@ class CausalLM {
 
   // ---- the MTP head (LoadOptions::mtp) ----
   bool has_mtp() const { return mtp_ != nullptr; }
+  // What the load did not consume (model/tensor_usage.h); empty for a pipeline stage.
+  const TensorUsage& tensor_usage() const { return tensor_usage_; }
   // A sequence's state for the head's own layer (its K/V only), and its bytes.
   SequenceState new_mtp_sequence(int64_t capacity = 0, int64_t id = -1) const;
   size_t mtp_sequence_bytes(int64_t capacity = 0) const;
@@ -168,6 +175,7 @@ class CausalLM {
   RmsNorm final_norm_;
   std::unique_ptr<Linear> lm_head_;
   std::unique_ptr<MtpHead> mtp_;
+  TensorUsage tensor_usage_;
 };
 
 }  // namespace fp4lm::model

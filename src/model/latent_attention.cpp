@@ -92,6 +92,10 @@ LatentAttention::LatentAttention(const LayerBuild& b, int64_t layer, MlaForm for
   const kernels::LinearWeights w = loader.linear_weights(kvb, loader.describe(kvb).scheme);
   kv_b_.resize(static_cast<size_t>(w.n * w.k));
   for (int64_t r = 0; r < w.n; ++r) kernels::reference_weight_row(w, r, kv_b_.data() + r * w.k);
+  // An AWQ pre_quant_scale scales kv_b_proj's input per channel: exact folded into the float32 columns.
+  if (const std::vector<float> s = loader.pre_quant_scale(kvb); !s.empty())
+    for (int64_t r = 0; r < w.n; ++r)
+      for (int64_t j = 0; j < w.k; ++j) kv_b_[static_cast<size_t>(r * w.k + j)] *= s[static_cast<size_t>(j)];
 
   KvSlotShape shape{.kv_heads = 1, .head_dim = kv_lora_ + dr_, .window = 0, .key_only = true};
   if (b.kv_dtype == DType::F8_E4M3) {

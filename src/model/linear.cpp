@@ -2,6 +2,7 @@
 
 #include <vector>
 
+#include "core/error.h"
 #include "model/finite_check.h"
 
 namespace fp4lm::model {
@@ -17,7 +18,22 @@ void with_act_dtype(DType t, const float* x, size_t nx, float* y, size_t ny, Cal
   call(static_cast<const void*>(xb.data()), static_cast<void*>(yb.data()));
   to_f32_n(yb.data(), t, y, ny);
 }
+
+// v rounded to the activation dtype t (F32: itself).
+float round_to(DType t, float v) {
+  switch (t) {
+    case DType::BF16: return bf16_to_f32(f32_to_bf16(v));
+    case DType::F16: return f16_to_f32(f32_to_f16(v));
+    default: return v;
+  }
+}
 }  // namespace
+
+void Linear::set_pre_quant_scale(std::vector<float> s) {
+  if (static_cast<int64_t>(s.size()) != spec_.in_features)
+    fail("{}: pre_quant_scale has {} values, the layer {} inputs", spec_.name, s.size(), spec_.in_features);
+  pre_quant_scale_ = std::move(s);
+}
 
 Linear::Linear(LayerSpec spec, LayerScheme scheme, std::string backend, std::unique_ptr<kernels::LinearKernel> kernel)
     : spec_(std::move(spec)), scheme_(scheme), backend_(std::move(backend)), kernel_(std::move(kernel)) {}
@@ -27,6 +43,19 @@ void Linear::forward(const float* x, int64_t m, float* y, ThreadPool& pool) cons
   // quantizer would throw its own error, possibly on a worker thread).
   check_finite(x, m, spec_.in_features, "the input of ", spec_.name);
   if (observer_) observer_(x, m);
+  std::vector<float> scaled;
+  if (!pre_quant_scale_.empty()) {
+    // One pass over the activation copy; the weight read that follows dominates (docs/BENCHMARKS.md).
+    const int64_t k = spec_.in_features;
+    scaled.resize(static_cast<size_t>(m * k));
+    const DType t = scheme_.act_dtype;
+    for (int64_t i = 0; i < m; ++i) {
+      const float* xr = x + i * k;
+      float* sr = scaled.data() + i * k;
+      for (int64_t j = 0; j < k; ++j) sr[j] = round_to(t, round_to(t, xr[j]) * pre_quant_scale_[j]);
+    }
+    x = scaled.data();
+  }
   with_act_dtype(scheme_.act_dtype, x, static_cast<size_t>(m * spec_.in_features), y,
                  static_cast<size_t>(m * spec_.out_features),
                  [&](const void* xb, void* yb) { kernel_->forward(xb, m, yb, pool); });

@@ -5,6 +5,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/thread_pool.h"
 #include "kernels/backend.h"
@@ -25,6 +26,11 @@ class Linear {
   int64_t in_features() const { return spec_.in_features; }
   int64_t out_features() const { return spec_.out_features; }
   size_t weight_bytes() const { return kernel_->weight_bytes(); }
+  // AWQ's pre_quant_scale [in] (kernels::LinearWeights::pre_quant_scale): forward() multiplies the
+  // input by it, as ModelOpt's input quantizer does before quantizing — in the activation dtype:
+  // x rounded to it, times the scale, rounded again (exact in float32).
+  void set_pre_quant_scale(std::vector<float> s);
+  const std::vector<float>& pre_quant_scale() const { return pre_quant_scale_; }
 
   // Calibration hook: sees every input x[m, in] (float32, before dtype rounding).
   using InputObserver = std::function<void(const float* x, int64_t m)>;
@@ -36,6 +42,7 @@ class Linear {
   std::string backend_;
   std::unique_ptr<kernels::LinearKernel> kernel_;
   InputObserver observer_;
+  std::vector<float> pre_quant_scale_;
 };
 
 // The experts of one sparse MoE block (routing is the architecture's job).

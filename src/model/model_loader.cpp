@@ -137,7 +137,23 @@ LinearWeights ModelLoader::linear_weights(const LayerSpec& spec, const LayerSche
 }
 
 kernels::MoeWeights ModelLoader::moe_weights(const LayerSpec& spec, const LayerScheme& scheme) const {
-  return quant_method(scheme.on_disk).moe(ParamReader(ckpt_), spec, scheme);
+  kernels::MoeWeights mw = quant_method(scheme.on_disk).moe(ParamReader(ckpt_), spec, scheme);
+  // The grouped MoE kernels scale no expert's input: an expert's pre_quant_scale is refused by name
+  // rather than run without it.
+  if (spec.expert_layout != LayerSpec::ExpertLayout::gpt_oss)
+    for (int64_t e = 0; e < spec.num_experts; ++e)
+      for (const std::string& proj : spec.expert_proj) {
+        const std::string name = fmt::format("{}.{}.{}.pre_quant_scale", spec.shards[0], e, proj);
+        if (ckpt_->find(name))
+          fail("{}: tensor '{}': AWQ pre_quant_scale on MoE experts ({}) is not supported; fp4lm applies it on "
+               "Linear layers only (docs/FORMAT.md, 'AWQ pre_quant_scale')",
+               ckpt_->dir(), name, spec.name);
+      }
+  return mw;
+}
+
+std::vector<float> ModelLoader::pre_quant_scale(const LayerSpec& spec) const {
+  return read_pre_quant_scale(ParamReader(ckpt_), spec);
 }
 
 void ModelLoader::log_once(const std::string& msg) {
@@ -158,9 +174,16 @@ std::unique_ptr<Linear> ModelLoader::load_linear(const std::string& name) {
   log_selection(r);
   kernels::LinearProblem p{r.scheme.key, r.scheme.act_dtype, spec.out_features, spec.in_features,
                            {opts_.a16_max_tokens}};
+  std::vector<float> pre_quant_scale = this->pre_quant_scale(spec);
   auto kernel = r.selection.backend->make_linear(linear_weights(spec, r.scheme), p);
   loaded_bytes_ += kernel->weight_bytes();
   auto linear = std::make_unique<Linear>(spec, r.scheme, r.selection.backend->name, std::move(kernel));
+  if (!pre_quant_scale.empty()) {
+    log_once("AWQ pre_quant_scale: the layers that store one multiply their input by it (per input channel, in "
+             "the activation dtype) before it is quantized, as ModelOpt's input quantizer does");
+    ++pre_quant_scaled_;
+    linear->set_pre_quant_scale(std::move(pre_quant_scale));
+  }
   if (opts_.on_linear_built) opts_.on_linear_built(*linear);
   return linear;
 }

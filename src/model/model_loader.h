@@ -58,6 +58,9 @@ class ModelLoader {
   // Validated views of the layer's parameters (Error naming the tensor on any defect).
   kernels::LinearWeights linear_weights(const LayerSpec& spec, const LayerScheme& scheme) const;
   kernels::MoeWeights moe_weights(const LayerSpec& spec, const LayerScheme& scheme) const;
+  // A Linear layer's AWQ pre_quant_scale [in_features], empty when it stores none
+  // (read_pre_quant_scale, model/quant_method/quant_method.h); load_linear applies it.
+  std::vector<float> pre_quant_scale(const LayerSpec& spec) const;
 
   // Build the kernels. Logs the oracle's choice once per (kind, scheme) at INFO.
   std::unique_ptr<Linear> load_linear(const std::string& name);
@@ -70,6 +73,8 @@ class ModelLoader {
 
   // Weight bytes of everything loaded so far (kernels' resident weights).
   size_t loaded_weight_bytes() const { return loaded_bytes_; }
+  // Linear layers loaded so far that apply an AWQ pre_quant_scale.
+  int64_t pre_quant_scaled_layers() const { return pre_quant_scaled_; }
 
   // One INFO line per distinct message and load (the kernel choices every layer repeats).
   void log_once(const std::string& msg);
@@ -102,6 +107,7 @@ class ModelLoader {
   std::map<std::string, bool> logged_;
   std::map<std::string, std::shared_ptr<void>> shared_;
   size_t loaded_bytes_ = 0;
+  int64_t pre_quant_scaled_ = 0;
 };
 
 }  // namespace fp4lm::model

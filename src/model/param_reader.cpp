@@ -19,13 +19,17 @@ const TensorView& ParamReader::require(const std::string& name, std::initializer
   const TensorView* t = ckpt_->find(name);
   if (!t) fail("{}: missing tensor '{}' (expected shape {})", ckpt_->dir(), name, shape_str(shape));
   check(name, *t, dtypes, shape);
+  ckpt_->mark_used(name);
   return *t;
 }
 
 const TensorView* ParamReader::optional(const std::string& name, std::initializer_list<DType> dtypes,
                                         const Shape& shape) const {
   const TensorView* t = ckpt_->find(name);
-  if (t) check(name, *t, dtypes, shape);
+  if (t) {
+    check(name, *t, dtypes, shape);
+    ckpt_->mark_used(name);
+  }
   return t;
 }
 
@@ -41,12 +45,15 @@ void ParamReader::check(const std::string& name, const TensorView& t, std::initi
   if (t.shape != shape) fail("{}: expected shape {}, found {}", where(name), shape_str(shape), shape_str(t.shape));
 }
 
+void ParamReader::acknowledge(const std::string& name) const { ckpt_->mark_used(name); }
+
 std::optional<float> ParamReader::raw_scale(const std::string& name) const {
   const TensorView* t = ckpt_->find(name);
   if (!t) return std::nullopt;
   if (t->dtype != DType::F32) fail("{}: expected dtype F32, found {}", where(name), dtype_name(t->dtype));
   if (!(t->shape.empty() || t->shape == Shape{1}))
     fail("{}: expected a scalar (shape [] or [1]), found {}", where(name), shape_str(t->shape));
+  ckpt_->mark_used(name);
   float v;
   std::memcpy(&v, t->data, sizeof v);
   return v;

@@ -1,6 +1,7 @@
 #pragma once
 // Checked access to a checkpoint's parameters: every defect is an Error naming the file, the
-// tensor, what was expected and what was found. The quant methods and the loader read through it.
+// tensor, what was expected and what was found. The quant methods and the loader read through it,
+// and every tensor it returns counts as consumed (io::Checkpoint::mark_used).
 #include <initializer_list>
 #include <memory>
 #include <optional>
@@ -32,6 +33,10 @@ class ParamReader {
   // A scalar scale as stored (F32, 0-d or [1]), whatever its value (NaN, inf, zero); nullopt
   // when absent. For readers that give such values a meaning.
   std::optional<float> raw_scale(const std::string& name) const;
+  // A tensor the layer's scheme reads no value from by design and says so where it decides it
+  // (e.g. NVFP4's input_scale under the W4A16 override): counted as consumed by the load rule
+  // (model/tensor_usage.h). The methods above record what they return themselves.
+  void acknowledge(const std::string& name) const;
 
  private:
   std::shared_ptr<const io::Checkpoint> ckpt_;

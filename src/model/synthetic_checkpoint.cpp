@@ -118,11 +118,23 @@ struct Writer {
 
   // One fused group of HF modules sharing an input, quantized as `algo`.
   void linear_group(const std::vector<std::string>& modules, const std::vector<int64_t>& rows, int64_t k,
-                    QuantAlgo algo, bool bias, float input_amax) {
+                    QuantAlgo algo, bool bias, float input_amax, bool awq = false) {
     std::vector<std::vector<float>> ws;
+    std::vector<float> pqs;
+    if (awq && algo != QuantAlgo::None && algo != QuantAlgo::MIXED_PRECISION) {
+      std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+      pqs.resize(static_cast<size_t>(k));
+      for (float& x : pqs) x = std::exp2(u(rng));
+      std::vector<uint8_t> b(pqs.size() * dtype_size(o.dense_dtype));  // as stored: the dense dtype
+      from_f32_n(pqs.data(), o.dense_dtype, b.data(), pqs.size());
+      to_f32_n(b.data(), o.dense_dtype, pqs.data(), pqs.size());
+    }
     float group_amax = 0;
     for (int64_t r : rows) {
       ws.push_back(randn(r * k, 1.0f / std::sqrt(static_cast<float>(k))));
+      if (!pqs.empty())
+        for (int64_t i = 0; i < r; ++i)
+          for (int64_t j = 0; j < k; ++j) ws.back()[static_cast<size_t>(i * k + j)] /= pqs[static_cast<size_t>(j)];
       group_amax = std::max(group_amax, quant::amax(ws.back().data(), ws.back().size()));
     }
     for (size_t i = 0; i < modules.size(); ++i) {
@@ -134,13 +146,14 @@ struct Writer {
         case QuantAlgo::None:
         case QuantAlgo::MIXED_PRECISION: dense(m + ".weight", {n, k}, ws[i]); break;
         case QuantAlgo::NVFP4:
+        case QuantAlgo::NVFP4_AWQ:
         case QuantAlgo::W4A16_NVFP4: {
           auto q = o.distinct_shard_scales ? quant::quantize_weight(ws[i].data(), n, k)
                                            : quant::quantize_weight(ws[i].data(), n, k, group_amax);
           st.add(on_disk(m + ".weight"), DType::U8, {n, k / 2}, q.codes);
           st.add(on_disk(m + ".weight_scale"), DType::F8_E4M3, {n, k / 16}, q.scales);
           scalar(m + ".weight_scale_2", q.weight_scale_2);
-          if (algo == QuantAlgo::NVFP4) scalar(m + ".input_scale", input_amax / quant::kNvfp4GlobalDivisor);
+          if (algo != QuantAlgo::W4A16_NVFP4) scalar(m + ".input_scale", input_amax / quant::kNvfp4GlobalDivisor);
           break;
         }
         case QuantAlgo::FP8: {
@@ -155,6 +168,7 @@ struct Writer {
         }
       }
       if (bias) dense(m + ".bias", {n}, randn(n, 0.02f));
+      if (!pqs.empty()) dense(m + ".pre_quant_scale", {k}, pqs);
     }
   }
 };
@@ -255,7 +269,7 @@ void write_synthetic_checkpoint(const std::string& dir, const SyntheticOptions& 
     QuantAlgo algo = spec.router ? mixed_router() : quant::algo_of(layer_on_disk_scheme(qc, spec));
     float input_amax = 3.0f + static_cast<float>(w.rng() % 1000) / 1000.0f;
     if (spec.kind == kernels::LayerKind::linear) {
-      w.linear_group(spec.shards, spec.shard_rows, spec.in_features, algo, spec.bias, input_amax);
+      w.linear_group(spec.shards, spec.shard_rows, spec.in_features, algo, spec.bias, input_amax, o.pre_quant_scale);
       continue;
     }
     if (spec.expert_layout == LayerSpec::ExpertLayout::gpt_oss) {
@@ -318,6 +332,7 @@ void write_synthetic_checkpoint(const std::string& dir, const SyntheticOptions& 
           layers[w.on_disk(m)] = {{"quant_algo", std::string(quant::algo_name(a))}, {"group_size", 16}};
         q["quantized_layers"] = layers;
       }
+      if (o.pre_quant_scale) q["pre_quant_scale"] = true, q["has_zero_point"] = false;
       write_json("hf_quant_config.json", {{"producer", producer}, {"quantization", q}});
     }
     if (o.write_config_quantization) {

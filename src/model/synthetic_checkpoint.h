@@ -36,6 +36,11 @@ struct SyntheticOptions {
   // Quantize each shard of a fused group with its own amax, so q/k/v (gate/up, w1/w3) get
   // different weight_scale_2 values (ModelOpt shares one; some exporters don't).
   bool distinct_shard_scales = false;
+  // AWQ as ModelOpt exports it: every quantized Linear group (not MoE experts) stores one
+  // `pre_quant_scale` [k] (the dense dtype, values 2^u, u uniform in [-1, 1]) shared by its
+  // shards, and its weights are quantized divided by it per input channel; the quant configs say
+  // "pre_quant_scale": true, "has_zero_point": false.
+  bool pre_quant_scale = false;
   // Where the quant config goes: hf_quant_config.json (legacy form), config.json's
   // quantization_config, or both.
   bool write_hf_quant_config = true;

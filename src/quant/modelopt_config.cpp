@@ -15,7 +15,7 @@ using nlohmann::json;
 
 namespace {
 
-constexpr const char* kSupported = "NVFP4, W4A16_NVFP4, FP8, MIXED_PRECISION";
+constexpr const char* kSupported = "NVFP4, W4A16_NVFP4, FP8, MIXED_PRECISION, NVFP4_AWQ";
 
 std::string upper(std::string s) {
   for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
@@ -39,6 +39,40 @@ std::vector<std::string> parse_string_list(const json& v, const std::string& whe
   return out;
 }
 
+// Every key of a quantization object has an effect or is refused by name (docs/FORMAT.md).
+void check_keys(const json& obj, std::initializer_list<const char*> known, const std::string& where) {
+  for (const auto& [key, value] : obj.items()) {
+    bool ok = false;
+    std::string names;
+    for (const char* k : known) {
+      ok |= key == k;
+      names += (names.empty() ? "" : ", ") + std::string(k);
+    }
+    if (!ok)
+      fail("{}: unknown quantization key '{}' (value {}); fp4lm reads {}, and a key it does not know may change what "
+           "the tensors mean, so it is not ignored",
+           where, key, value.dump(), names);
+  }
+}
+
+// has_zero_point: ModelOpt's AWQ / NVFP4 exports write false; true (asymmetric weights with zero
+// points) is no format fp4lm runs.
+void check_zero_point(const json& obj, const std::string& where) {
+  if (!obj.contains("has_zero_point") || obj["has_zero_point"].is_null()) return;
+  if (!obj["has_zero_point"].is_boolean()) fail("{}: has_zero_point must be a boolean, found {}", where, obj["has_zero_point"].dump());
+  if (obj["has_zero_point"].get<bool>())
+    fail("{}: has_zero_point true (asymmetric weights with zero points) is not supported; fp4lm runs symmetric "
+         "NVFP4 / FP8 weights",
+         where);
+}
+
+bool parse_pre_quant_scale(const json& obj, const std::string& where) {
+  if (!obj.contains("pre_quant_scale") || obj["pre_quant_scale"].is_null()) return false;
+  if (!obj["pre_quant_scale"].is_boolean())
+    fail("{}: pre_quant_scale must be a boolean, found {}", where, obj["pre_quant_scale"].dump());
+  return obj["pre_quant_scale"].get<bool>();
+}
+
 std::map<std::string, LayerQuant> parse_quantized_layers(const json& v, const std::string& where) {
   std::map<std::string, LayerQuant> out;
   if (!v.is_object()) fail("{}: quantized_layers must be an object of module -> {{quant_algo, group_size}}", where);
@@ -46,6 +80,8 @@ std::map<std::string, LayerQuant> parse_quantized_layers(const json& v, const st
     std::string w = where + ": quantized_layers['" + module + "']";
     if (!entry.is_object() || !entry.contains("quant_algo") || !entry["quant_algo"].is_string())
       fail("{}: expected an object with a string quant_algo, found {}", w, entry.dump());
+    check_keys(entry, {"quant_algo", "group_size", "has_zero_point", "pre_quant_scale"}, w);
+    check_zero_point(entry, w);
     LayerQuant lq;
     lq.algo = parse_algo(entry["quant_algo"].get<std::string>(), w);
     if (lq.algo == QuantAlgo::MIXED_PRECISION) fail("{}: MIXED_PRECISION cannot be nested", w);
@@ -57,11 +93,11 @@ std::map<std::string, LayerQuant> parse_quantized_layers(const json& v, const st
 
 // NVFP4 formats fix the block at 16 elements; other sizes are not NVFP4.
 void check_group_size(QuantAlgo algo, std::optional<int> gs, const std::string& where) {
-  if ((algo == QuantAlgo::NVFP4 || algo == QuantAlgo::W4A16_NVFP4) && gs && *gs != 16)
+  if ((algo == QuantAlgo::NVFP4 || algo == QuantAlgo::W4A16_NVFP4 || algo == QuantAlgo::NVFP4_AWQ) && gs && *gs != 16)
     fail("{}: group_size must be 16 for {} (found {})", where, algo_name(algo), *gs);
 }
 
-bool is_nvfp4(QuantAlgo a) { return a == QuantAlgo::NVFP4 || a == QuantAlgo::W4A16_NVFP4; }
+bool is_nvfp4(QuantAlgo a) { return a == QuantAlgo::NVFP4 || a == QuantAlgo::W4A16_NVFP4 || a == QuantAlgo::NVFP4_AWQ; }
 
 // ModelOpt's KV-cache algorithms. fp4lm keeps its KV cache in the activation dtype whatever the
 // checkpoint says, but a name outside this list is a typo or a format nobody can honour.
@@ -114,6 +150,10 @@ ModeloptConfig from_hf_quant_config(const json& j, const std::string& path) {
   if (!j.contains("quantization") || !j["quantization"].is_object())
     fail("{}: missing the 'quantization' object", path);
   const json& q = j["quantization"];
+  check_keys(q, {"quant_algo", "kv_cache_quant_algo", "group_size", "exclude_modules", "quantized_layers",
+                 "has_zero_point", "pre_quant_scale"},
+             path + ": quantization");
+  check_zero_point(q, path);
   // group_size, exclude_modules and kv_cache_quant_algo are optional: FP8 and MIXED_PRECISION
   // exports omit group_size, Nemotron-style files carry only quant_algo and kv_cache_quant_algo.
   if (!q.contains("quant_algo"))
@@ -131,6 +171,9 @@ ModeloptConfig from_hf_quant_config(const json& j, const std::string& path) {
   c.exclusions_listed = q.contains("exclude_modules");
   if (q.contains("quantized_layers") && !q["quantized_layers"].is_null())
     c.quantized_layers = parse_quantized_layers(q["quantized_layers"], path);
+  c.pre_quant_scale = parse_pre_quant_scale(q, path);
+  if (q.contains("quantized_layers") && q["quantized_layers"].is_object())
+    for (const auto& [m, entry] : q["quantized_layers"].items()) c.pre_quant_scale |= parse_pre_quant_scale(entry, path);
   validate(c, path);
   return c;
 }
@@ -201,6 +244,11 @@ std::string parse_kv_cache_scheme(const json& kv, const std::string& where) {
 
 ModeloptConfig from_config_json(const json& qc, const std::string& where, bool modelopt_beside) {
   if (!qc.is_object()) fail("{}: expected an object, found {}", where, qc.type_name());
+  check_keys(qc, {"quant_method", "quant_algo", "producer", "config_groups", "ignore", "exclude_modules",
+                  "kv_cache_scheme", "kv_cache_quant_algo", "group_size", "quantized_layers", "has_zero_point",
+                  "pre_quant_scale"},
+             where);
+  check_zero_point(qc, where);
   const std::string method = string_member(qc, "quant_method", where);
   ModeloptConfig c;
   c.source_path = where;
@@ -243,6 +291,7 @@ ModeloptConfig from_config_json(const json& qc, const std::string& where, bool m
     if (!groups.unsupported.empty()) fail("{}", groups.unsupported);
     c.quantized_layers = groups.targets;
   }
+  c.pre_quant_scale = parse_pre_quant_scale(qc, where);
   validate(c, where);
   return c;
 }
@@ -301,8 +350,30 @@ std::string_view algo_name(QuantAlgo a) {
     case QuantAlgo::W4A16_NVFP4: return "W4A16_NVFP4";
     case QuantAlgo::FP8: return "FP8";
     case QuantAlgo::MIXED_PRECISION: return "MIXED_PRECISION";
+    case QuantAlgo::NVFP4_AWQ: return "NVFP4_AWQ";
   }
   return "?";
+}
+
+std::string_view unsupported_modelopt_algo(const std::string& u) {
+  // Every quant_algo ModelOpt's unified HF export writes (modelopt/torch/export/quant_utils.py,
+  // process_layer_quant_config; get_quantization_format's raw names), and the ones issue #44 names.
+  static const std::map<std::string, std::string_view> known = {
+      {"W4A16_AWQ", "int4 weights in groups with AWQ pre_quant_scale, 16-bit activations"},
+      {"W4A8_AWQ", "int4 weights in groups with AWQ pre_quant_scale and FP8 activations"},
+      {"W8A16", "int8 weights per channel, 16-bit activations"},
+      {"W8A8_SQ_PER_CHANNEL", "SmoothQuant int8 weights per channel and int8 activations"},
+      {"FP8_PER_CHANNEL_PER_TOKEN", "FP8 weights per channel with dynamic per-token FP8 activations"},
+      {"FP8_PB_WO", "block-wise FP8 weights, weight-only"},
+      {"FP8_PB_REAL", "block-wise FP8 weights with FP8 activations"},
+      {"W4A8_NVFP4_FP8", "NVFP4 weights with dynamic E4M3 weight block scales and FP8 activations"},
+      {"W4A8_MXFP4_FP8", "MXFP4 weights with FP8 activations"},
+      {"MXFP4", "MXFP4 weights (E2M1 with E8M0 scales per 32) and activations"},
+      {"MXFP8", "MXFP8 weights and activations (E4M3 with E8M0 scales per 32)"},
+      {"NVFP4_SVD", "NVFP4 with SVDQuant's 16-bit low-rank branch (svdquant_lora_a / _b)"},
+  };
+  auto it = known.find(u);
+  return it == known.end() ? std::string_view() : it->second;
 }
 
 QuantAlgo parse_algo(const std::string& name, const std::string& where) {
@@ -311,6 +382,11 @@ QuantAlgo parse_algo(const std::string& name, const std::string& where) {
   if (u == "W4A16_NVFP4") return QuantAlgo::W4A16_NVFP4;
   if (u == "FP8") return QuantAlgo::FP8;
   if (u == "MIXED_PRECISION") return QuantAlgo::MIXED_PRECISION;
+  if (u == "NVFP4_AWQ") return QuantAlgo::NVFP4_AWQ;
+  if (std::string_view what = unsupported_modelopt_algo(u); !what.empty())
+    fail("{}: quant_algo '{}' (ModelOpt's {}) is not supported by fp4lm (supported: {}; docs/FORMAT.md lists each "
+         "ModelOpt algorithm)",
+         where, name, what, kSupported);
   fail("{}: unknown quant_algo '{}' (supported: {})", where, name, kSupported);
 }
 
@@ -325,6 +401,10 @@ ModeloptConfig parse_modelopt_config(const std::optional<json>& hf_quant_config,
                          modelopt_beside);
   }
   if (a && b) {
+    // ModelOpt's config.json form drops pre_quant_scale (convert_hf_config.py): either file says it.
+    b->pre_quant_scale |= a->pre_quant_scale;
+    // A KV format only hf_quant_config.json declares is still declared (never dropped silently).
+    if (!b->kv_cache_quant_algo) b->kv_cache_quant_algo = a->kv_cache_quant_algo;
     // vLLM reads config.json's quantization_config first; so do we.
     if (std::string d = describe_disagreement(*b, *a); !d.empty()) {
       b->disagreement = d;
@@ -374,7 +454,8 @@ QuantAlgo module_algo(const ModeloptConfig& q, const std::string& module) {
 
 Scheme scheme_of(QuantAlgo a) {
   switch (a) {
-    case QuantAlgo::NVFP4: return Scheme::nvfp4;
+    case QuantAlgo::NVFP4:
+    case QuantAlgo::NVFP4_AWQ: return Scheme::nvfp4;
     case QuantAlgo::W4A16_NVFP4: return Scheme::nvfp4_a16;
     case QuantAlgo::FP8: return Scheme::fp8;
     case QuantAlgo::None: return Scheme::unquantized;

@@ -20,11 +20,17 @@
 
 namespace fp4lm::quant {
 
-enum class QuantAlgo { None, NVFP4, W4A16_NVFP4, FP8, MIXED_PRECISION };
+// NVFP4_AWQ: NVFP4 W4A4 whose modules may store AWQ's `pre_quant_scale` (an NVFP4 module may too:
+// the tensor decides, model/quant_method/quant_method.cpp; the algorithm names the export).
+enum class QuantAlgo { None, NVFP4, W4A16_NVFP4, FP8, MIXED_PRECISION, NVFP4_AWQ };
 
 std::string_view algo_name(QuantAlgo a);  // "NVFP4", ...; None -> "UNQUANTIZED"
-// Case-insensitive; throws Error listing the supported algorithms (`where` names the source).
+// Case-insensitive; throws Error listing the supported algorithms (`where` names the source). An
+// algorithm ModelOpt writes that fp4lm does not run is refused by name, saying what it is.
 QuantAlgo parse_algo(const std::string& name, const std::string& where);
+// What ModelOpt's export means by a quant_algo it writes and fp4lm does not run (e.g. "W8A16":
+// "int8 weights per channel, 16-bit activations"); "" for the ones fp4lm runs or unknown names.
+std::string_view unsupported_modelopt_algo(const std::string& upper_name);
 
 struct LayerQuant {
   QuantAlgo algo = QuantAlgo::None;
@@ -37,6 +43,10 @@ struct ModeloptConfig final : QuantConfig {
   QuantAlgo algo = QuantAlgo::None;  // None: an unquantized checkpoint
   std::optional<int> group_size;
   std::optional<std::string> kv_cache_quant_algo;
+  // "pre_quant_scale": true (AWQ exports; DeepSeek-R1-0528-NVFP4 with NVFP4): the modules that
+  // store a `pre_quant_scale` apply it (they do whatever this says); the loader warns when the
+  // config says so and no module stores one. "has_zero_point": only false is accepted.
+  bool pre_quant_scale = false;
   std::vector<std::string> exclude_modules;
   // False when the file lists no exclusions at all (no exclude_modules / ignore key, as in
   // Nemotron-style minimal files): modules stored unquantized are then taken as excluded.

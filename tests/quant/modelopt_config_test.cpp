@@ -2,6 +2,8 @@
 // module resolution (issue 3).
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
 #include "common/error_of.h"
 #include "core/error.h"
 #include "quant/modelopt_config.h"
@@ -257,7 +259,7 @@ TEST(PublishedConfigs, UnknownAlgorithmsAndMalformedValuesStayErrors) {
   EXPECT_NE(error_of([&] { parse_modelopt_config(hf, json::object(), "/c"); }).find("kv_cache_quant_algo must be a string"),
             std::string::npos);
   json cfg = {{"quantization_config", {{"quant_method", "modelopt"}, {"quant_algo", "W4A8_AWQ"}}}};
-  EXPECT_NE(error_of([&] { parse_modelopt_config(std::nullopt, cfg, "/c"); }).find("unknown quant_algo 'W4A8_AWQ'"),
+  EXPECT_NE(error_of([&] { parse_modelopt_config(std::nullopt, cfg, "/c"); }).find("quant_algo 'W4A8_AWQ' (ModelOpt's int4"),
             std::string::npos);
 }
 
@@ -356,6 +358,77 @@ TEST(ModeloptConfig, UnknownKvCacheAlgoRejected) {
   j["quantization"]["kv_cache_quant_algo"] = "FP9";
   std::string e = error_of([&] { parse_modelopt_config(j, json::object(), "/c"); });
   EXPECT_NE(e.find("/c/hf_quant_config.json: unsupported kv_cache_quant_algo 'FP9'"), std::string::npos) << e;
+}
+
+// Issue 44: every quant_algo ModelOpt's unified HF export writes is run or refused by name.
+TEST(ModeloptAlgorithms, EveryAlgorithmModeloptWritesIsRunOrRefusedByName) {
+  for (const char* runs : {"NVFP4", "NVFP4_AWQ", "W4A16_NVFP4", "FP8", "MIXED_PRECISION"})
+    EXPECT_NO_THROW(parse_algo(runs, "/c")) << runs;
+  for (const char* refused : {"W4A16_AWQ", "W4A8_AWQ", "W8A16", "W8A8_SQ_PER_CHANNEL", "FP8_PER_CHANNEL_PER_TOKEN",
+                              "FP8_PB_WO", "fp8_pb_real", "W4A8_NVFP4_FP8", "W4A8_MXFP4_FP8", "mxfp4", "MXFP8",
+                              "NVFP4_SVD"}) {
+    json j = legacy({{"quant_algo", refused}});
+    const std::string e = error_of([&] { parse_modelopt_config(j, json::object(), "/c"); });
+    EXPECT_NE(e.find(fmt::format("quant_algo '{}' (ModelOpt's ", refused)), std::string::npos) << e;
+    EXPECT_NE(e.find("is not supported by fp4lm"), std::string::npos) << e;
+    // The same in a MIXED_PRECISION entry.
+    j = legacy({{"quant_algo", "MIXED_PRECISION"}, {"quantized_layers", {{"model.layers.0.mlp", {{"quant_algo", refused}}}}}});
+    EXPECT_NE(error_of([&] { parse_modelopt_config(j, json::object(), "/c"); }).find(refused), std::string::npos);
+  }
+}
+
+TEST(ModeloptAlgorithms, Nvfp4AwqIsNvfp4WithPreQuantScale) {
+  const ModeloptConfig q = parse_modelopt_config(
+      legacy({{"quant_algo", "NVFP4_AWQ"}, {"group_size", 16}, {"has_zero_point", false}, {"pre_quant_scale", true},
+              {"exclude_modules", {"lm_head"}}}),
+      json::object(), "/c");
+  EXPECT_EQ(q.algo, QuantAlgo::NVFP4_AWQ);
+  EXPECT_TRUE(q.pre_quant_scale);
+  EXPECT_EQ(q.module_scheme("model.layers.0.mlp.down_proj", {}), Scheme::nvfp4);
+  EXPECT_TRUE(q.declares(Scheme::nvfp4));
+  EXPECT_NE(error_of([&] { parse_modelopt_config(legacy({{"quant_algo", "NVFP4_AWQ"}, {"group_size", 128}}),
+                                                 json::object(), "/c"); })
+                .find("group_size must be 16"),
+            std::string::npos);
+}
+
+// nvidia/DeepSeek-R1-0528-NVFP4's hf_quant_config.json as issue 44 quotes it: quant_algo NVFP4 with
+// pre_quant_scale true (exclusions abridged).
+TEST(ModeloptAlgorithms, DeepSeekR1Nvfp4ReplicaDeclaresPreQuantScale) {
+  const json j = {{"producer", {{"name", "modelopt"}, {"version", "0.31.0"}}},
+                  {"quantization",
+                   {{"quant_algo", "NVFP4"},
+                    {"kv_cache_quant_algo", nullptr},
+                    {"group_size", 16},
+                    {"exclude_modules", {"lm_head", "model.layers.0.self_attn*", "model.layers.61*"}},
+                    {"pre_quant_scale", true}}}};
+  const ModeloptConfig q = parse_modelopt_config(j, json::object(), "/c");
+  EXPECT_EQ(q.algo, QuantAlgo::NVFP4);
+  EXPECT_TRUE(q.pre_quant_scale);
+}
+
+TEST(ModeloptAlgorithms, EveryQuantizationKeyHasAnEffectOrIsRefusedByName) {
+  json j = nvfp4_legacy();
+  j["quantization"]["awq_block_size"] = 16;
+  std::string e = error_of([&] { parse_modelopt_config(j, json::object(), "/c"); });
+  EXPECT_NE(e.find("/c/hf_quant_config.json: quantization: unknown quantization key 'awq_block_size'"), std::string::npos)
+      << e;
+  j = nvfp4_legacy();
+  j["quantization"]["has_zero_point"] = true;
+  e = error_of([&] { parse_modelopt_config(j, json::object(), "/c"); });
+  EXPECT_NE(e.find("has_zero_point true"), std::string::npos) << e;
+  j["quantization"]["has_zero_point"] = false;
+  EXPECT_NO_THROW(parse_modelopt_config(j, json::object(), "/c"));
+  j["quantization"]["pre_quant_scale"] = "yes";
+  EXPECT_NE(error_of([&] { parse_modelopt_config(j, json::object(), "/c"); }).find("pre_quant_scale must be a boolean"),
+            std::string::npos);
+  json cfg = {{"quantization_config", {{"quant_method", "modelopt"}, {"quant_algo", "NVFP4"}, {"lora_rank", 32}}}};
+  e = error_of([&] { parse_modelopt_config(std::nullopt, cfg, "/c"); });
+  EXPECT_NE(e.find("unknown quantization key 'lora_rank'"), std::string::npos) << e;
+  j = legacy({{"quant_algo", "MIXED_PRECISION"},
+              {"quantized_layers", {{"a", {{"quant_algo", "NVFP4"}, {"svd_rank", 8}}}}}});
+  EXPECT_NE(error_of([&] { parse_modelopt_config(j, json::object(), "/c"); }).find("unknown quantization key 'svd_rank'"),
+            std::string::npos);
 }
 
 }  // namespace modelopt_config_test

@@ -64,6 +64,7 @@ class Fp8Method final : public QuantMethod {
       fail("{}: expected a scalar or a per-channel scale of shape [{}] or [{}, 1], found {}", p.where(name), rows,
            rows, shape_str(t.shape));
     p.check(name, t, {DType::F32, DType::BF16, DType::F16}, t.shape);
+    p.acknowledge(name);
     std::vector<float> v(static_cast<size_t>(rows));
     to_f32_n(t.data, t.dtype, v.data(), v.size());
     for (int64_t r = 0; r < rows; ++r)

@@ -136,6 +136,9 @@ class Nvfp4Method final : public QuantMethod {
              "the layer W4A16)",
              p.checkpoint().dir(), name, spec.name);
       v.input_scale = global(p, name);
+    } else {
+      // W4A16 (on disk or by the override) and per-token scales use none: read by design.
+      p.acknowledge(module + "." + n_.input_scale);
     }
     return v;
   }

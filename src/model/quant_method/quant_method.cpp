@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "core/error.h"
 
@@ -40,6 +41,40 @@ quant::Scheme detect_scheme(quant::Family family, const TensorLookup& tensors, c
   for (const QuantMethod* m : {&fp8_method(), &nvfp4})
     if (std::optional<quant::Scheme> s = m->detect(tensors, module)) return *s;
   return quant::Scheme::unquantized;
+}
+
+// AWQ's `<module>.pre_quant_scale` [k] (F32/BF16/F16, each finite and > 0) of every shard: the
+// shards of a fused layer share one input, so they must all store the same scale or none
+// (ModelOpt's export resmooths fused shards to one). Empty when none stores one.
+std::vector<float> read_pre_quant_scale(const ParamReader& p, const LayerSpec& spec) {
+  std::vector<float> out;
+  std::string with, without;
+  for (const std::string& m : spec.shards) {
+    const std::string name = m + ".pre_quant_scale";
+    const TensorView* t = p.optional(name, {DType::F32, DType::BF16, DType::F16}, {spec.in_features});
+    if (!t) {
+      if (without.empty()) without = m;
+      continue;
+    }
+    std::vector<float> v(static_cast<size_t>(spec.in_features));
+    to_f32_n(t->data, t->dtype, v.data(), v.size());
+    for (size_t j = 0; j < v.size(); ++j)
+      if (!std::isfinite(v[j]) || v[j] <= 0)
+        fail("{}: channel {} of the pre_quant_scale must be finite and positive, found {}", p.where(name), j, v[j]);
+    if (with.empty()) {
+      with = m;
+      out = std::move(v);
+    } else if (v != out) {
+      fail("{}: the shards of fused layer {} hold different pre_quant_scale values ({} and {}); they share one "
+           "input, so one scale must serve them all (ModelOpt's export resmooths fused shards to one)",
+           p.checkpoint().dir(), spec.name, with, m);
+    }
+  }
+  if (!with.empty() && !without.empty())
+    fail("{}: fused layer {}: {} stores a pre_quant_scale and {} does not; they share one input, so they must both "
+         "store the same one",
+         p.checkpoint().dir(), spec.name, with, without);
+  return out;
 }
 
 kernels::LinearWeights QuantMethod::linear(const ParamReader& p, const LayerSpec& spec,

@@ -53,6 +53,13 @@ class QuantMethod {
                                                   int64_t k, kernels::ShardView view);
 };
 
+// AWQ's per-input-channel activation scale of a Linear layer (`<module>.pre_quant_scale` [k],
+// F32/BF16/F16, each value finite and > 0, as float32; empty when no shard stores one): x is
+// multiplied by it before it is quantized (model::Linear applies it; docs/FORMAT.md, "AWQ
+// pre_quant_scale"). Read the same way whatever the weight format. The shards of a fused layer
+// share one input, so they must all store the same scale or none (Error naming them).
+std::vector<float> read_pre_quant_scale(const ParamReader& p, const LayerSpec& spec);
+
 // The method that reads a format.
 const QuantMethod& quant_method(const quant::DiskFormat& f);
 // What `module`'s tensors hold, recognized by the family's methods; unquantized when none
