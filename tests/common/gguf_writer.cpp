@@ -51,6 +51,12 @@ void GgufBuilder::tensor(const std::string& name, std::vector<uint64_t> dims, ui
   tensors_.push_back({name, std::move(dims), type, std::move(data)});
 }
 
+GgufBuilder GgufBuilder::without(const std::string& key) const {
+  GgufBuilder g = *this;
+  std::erase_if(g.kvs_, [&](const Kv& kv) { return kv.key == key; });
+  return g;
+}
+
 std::vector<uint8_t> GgufBuilder::build() const {
   std::vector<uint8_t> b = {'G', 'G', 'U', 'F'};
   put<uint32_t>(b, version);

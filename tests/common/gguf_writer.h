@@ -28,6 +28,9 @@ class GgufBuilder {
   // dims in ggml order (dims[0] = row length); `data` the tensor's bytes.
   void tensor(const std::string& name, std::vector<uint64_t> dims, uint32_t type, std::vector<uint8_t> data);
 
+  // A copy without metadata key `key`.
+  GgufBuilder without(const std::string& key) const;
+
   std::vector<uint8_t> build() const;
   void write(const std::filesystem::path& p) const;
 
