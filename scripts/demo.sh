@@ -14,6 +14,9 @@ trap 'rm -rf "$DIR"' EXIT
 HF="$DIR/smollm2-135m-instruct"
 Q="$DIR/smollm2-135m-instruct-nvfp4"
 QUESTION="What is the capital of France?"
+# Of generate's log, the oracle's lines (which backend runs each layer kind) and the timing line;
+# everything else it prints is the model's answer.
+oracle_and_text() { awk '!/^[IWE] [0-9][0-9]:[0-9][0-9]:/ || /backend out of|prompt:/'; }
 CALIB=/usr/share/common-licenses/GPL-3  # Debian's base-files: always there
 
 echo "== fp4lm convert: the GGUF (Q4_1 weights, llama.cpp's q/k order, its tokenizer) -> a Hugging Face checkpoint"
@@ -26,10 +29,19 @@ echo "== fp4lm quantize --algo NVFP4 (W4A4; input scales calibrated on $CALIB)"
 sum_before=$(cat "$Q"/* | sha256sum)
 echo
 echo "== fp4lm generate --chat \"$QUESTION\" (as stored: NVFP4 W4A4; the oracle's choices below)"
-"$FP4LM" generate --model "$Q" --chat "$QUESTION" --max-tokens 32 2> >(grep -m 4 "backend" >&2)
+"$FP4LM" generate --model "$Q" --chat "$QUESTION" --max-tokens 32 2>&1 | oracle_and_text
 echo
 echo "== the same with --override-activation-dtype bfloat16 (W4A16 path, same files)"
-"$FP4LM" generate --model "$Q" --chat "$QUESTION" --max-tokens 32 --override-activation-dtype bfloat16 \
-  2> >(grep -m 4 "backend" >&2)
+"$FP4LM" generate --model "$Q" --chat "$QUESTION" --max-tokens 32 --override-activation-dtype bfloat16 2>&1 |
+  oracle_and_text
 sum_after=$(cat "$Q"/* | sha256sum)
 [ "$sum_before" = "$sum_after" ] && echo && echo "checkpoint files unchanged by the override: yes"
+
+# What the dense model does not show: a mixture-of-experts layer. A small random-weight NVFP4
+# Qwen3-MoE checkpoint written by the library's own writer and reference quantizer; its token
+# ids are not text.
+MOE="$DIR/tiny-qwen3-moe-nvfp4"
+echo
+echo "== fp4lm synth + generate: a random-weight NVFP4 Qwen3-MoE (the grouped MoE backends)"
+"$FP4LM" --log-level warn synth --out "$MOE" --arch Qwen3MoeForCausalLM --algo NVFP4 --layers 2 --hidden 128 --experts 8
+"$FP4LM" generate --model "$MOE" --prompt-ids 1,17,42 --max-tokens 8 2>&1 | oracle_and_text
