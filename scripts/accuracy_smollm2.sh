@@ -13,14 +13,14 @@ FP4LM=${1:-build/fp4lm}
 HERE=$(cd "$(dirname "$0")" && pwd)
 CACHE=${FP4LM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/fp4lm}
 GGUF=$(bash "$HERE/fetch_smollm2.sh")
-W=$(mktemp -d)
-trap 'rm -rf "$W"' EXIT
+# ACCURACY_WORK=DIR keeps the work (checkpoints, ids, logits) there and reuses what is present.
+if [ -n "${ACCURACY_WORK:-}" ]; then W=$ACCURACY_WORK; mkdir -p "$W"; else W=$(mktemp -d); trap 'rm -rf "$W"' EXIT; fi
 LIC=/usr/share/common-licenses
 CALIB=$LIC/GPL-3
 EVAL=("$LIC/Apache-2.0" "$LIC/MPL-2.0")
 SEQ=512
 
-"$FP4LM" --log-level warn convert --gguf "$GGUF" --out "$W/bf16" >/dev/null
+[ -d "$W/bf16" ] || "$FP4LM" --log-level warn convert --gguf "$GGUF" --out "$W/bf16" >/dev/null
 for f in "${EVAL[@]}"; do "$FP4LM" tokenize --model "$W/bf16" --text "$(cat "$f")" --json; done |
   /usr/bin/python3 -c '
 import json, sys
@@ -34,8 +34,8 @@ for line in sys.stdin:
 ' "$SEQ" > "$W/ids.jsonl"
 predicted=$(/usr/bin/python3 -c 'import json,sys; print(sum(len(json.loads(l)["ids"]) - 1 for l in open(sys.argv[1])))' "$W/ids.jsonl")
 
-"$FP4LM" --log-level warn quantize --model "$W/bf16" --out "$W/w4a16" --algo W4A16_NVFP4
-"$FP4LM" --log-level warn quantize --model "$W/bf16" --out "$W/nvfp4" --algo NVFP4 --calib-text "$CALIB" \
+[ -d "$W/w4a16" ] || "$FP4LM" --log-level warn quantize --model "$W/bf16" --out "$W/w4a16" --algo W4A16_NVFP4
+[ -d "$W/nvfp4" ] || "$FP4LM" --log-level warn quantize --model "$W/bf16" --out "$W/nvfp4" --algo NVFP4 --calib-text "$CALIB" \
   --calib-samples 64 --calib-seq-len "$SEQ"
 
 mib() { du -sm --apparent-size "$1" | cut -f1; }
@@ -62,5 +62,6 @@ if ! "$VENV/bin/python" -c 'import llama_cpp, numpy' 2>/dev/null; then
   CMAKE_ARGS="-DGGML_NATIVE=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_CURL=OFF" \
     "$VENV/bin/pip" install --quiet -r "$HERE/accuracy_llamacpp.requirements.txt" >&2
 fi
-"$FP4LM" --log-level warn eval --model "$W/bf16" --ids "$W/ids.jsonl" --dump-logits "$W/bf16.jsonl" >/dev/null
+[ -f "$W/bf16.jsonl" ] ||
+  "$FP4LM" --log-level warn eval --model "$W/bf16" --ids "$W/ids.jsonl" --dump-logits "$W/bf16.jsonl" >/dev/null
 "$VENV/bin/python" "$HERE/accuracy_llamacpp.py" "$GGUF" "$W" "$W/ids.jsonl" "$W/bf16.jsonl"
