@@ -1,13 +1,11 @@
 // GGUF -> Hugging Face checkpoint (engine/convert/gguf_convert.h).
 #include "engine/convert/gguf_convert.h"
 
-#include <unistd.h>
 
 #include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
-#include <optional>
 #include <set>
 #include <tuple>
 
@@ -16,11 +14,11 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
-#include "core/interrupt_cleanup.h"
 #include "engine/convert/gguf_tokenizer.h"
 #include "engine/convert/llama_qk_rows.h"
 #include "io/gguf.h"
 #include "io/safetensors.h"
+#include "io/staged_output_dir.h"
 #include "quant/ggml_dequant.h"
 
 namespace fp4lm::engine {
@@ -103,37 +101,6 @@ void write_json(const fs::path& p, const json& j) {
   out << j.dump(2) << "\n";
   out.close();
   if (!out) fail("{}: cannot write", p.string());
-}
-
-struct TempDir {
-  fs::path path;
-  bool keep = false;
-  std::optional<RemoveOnInterrupt> on_interrupt;
-  ~TempDir() {
-    if (keep || path.empty()) return;
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
-
-void publish(TempDir& tmp, const fs::path& out, const std::string& out_dir) {
-  std::error_code ec;
-  if (fs::exists(out, ec)) {
-    const fs::path old = out.parent_path() / fmt::format(".{}.fp4lm-old-{}", out.filename().string(), ::getpid());
-    fs::rename(out, old, ec);
-    if (ec) fail("{}: cannot move the existing directory aside: {}", out_dir, ec.message());
-    fs::rename(tmp.path, out, ec);
-    if (ec) {
-      std::error_code ec2;
-      fs::rename(old, out, ec2);
-      fail("{}: cannot rename {} into place: {}", out_dir, tmp.path.string(), ec.message());
-    }
-    fs::remove_all(old, ec);
-  } else {
-    fs::rename(tmp.path, out, ec);
-    if (ec) fail("{}: cannot rename {} into place: {}", out_dir, tmp.path.string(), ec.message());
-  }
-  tmp.keep = true;
 }
 
 }  // namespace
@@ -265,17 +232,11 @@ ConvertSummary convert_gguf(const ConvertOptions& o) {
   }
 
   // Write everything into a temporary directory beside OUT.
-  fs::create_directories(out.parent_path(), ec);
-  TempDir tmp;
-  tmp.path = out.parent_path() / fmt::format(".{}.fp4lm-tmp-{}", out.filename().string(), ::getpid());
-  fs::remove_all(tmp.path, ec);
-  tmp.on_interrupt.emplace(tmp.path.string(), [&] {
-    if (!fs::create_directory(tmp.path, ec) || ec) fail("{}: cannot create directory: {}", tmp.path.string(), ec.message());
-  });
+  io::StagedOutputDir tmp(out, o.out_dir);
   io::SafetensorsStreamWriter::Layout layout;
   for (const Mapped& m : tensors) layout.emplace_back(m.hf_name, o.dtype, m.hf_shape);
   {
-    io::SafetensorsStreamWriter w((tmp.path / "model.safetensors").string(), layout, st_meta);
+    io::SafetensorsStreamWriter w((tmp.path() / "model.safetensors").string(), layout, st_meta);
     std::vector<float> f32, hf;
     std::vector<uint8_t> bytes;
     for (const Mapped& m : tensors) {
@@ -299,12 +260,12 @@ ConvertSummary convert_gguf(const ConvertOptions& o) {
     }
     w.finish();
   }
-  write_json(tmp.path / "config.json", config);
+  write_json(tmp.path() / "config.json", config);
   json gen = tok.generation_ids;
-  write_json(tmp.path / "generation_config.json", gen);
-  write_json(tmp.path / "tokenizer.json", tok.tokenizer);
-  write_json(tmp.path / "tokenizer_config.json", tok.tokenizer_config);
-  publish(tmp, out, o.out_dir);
+  write_json(tmp.path() / "generation_config.json", gen);
+  write_json(tmp.path() / "tokenizer.json", tok.tokenizer);
+  write_json(tmp.path() / "tokenizer_config.json", tok.tokenizer_config);
+  tmp.publish();
   s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return s;
 }

@@ -17,10 +17,10 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
-#include "core/interrupt_cleanup.h"
 #include "core/log.h"
 #include "core/thread_pool.h"
 #include "io/safetensors.h"
+#include "io/staged_output_dir.h"
 #include "model/arch/arch.h"
 #include "model/model_loader.h"
 #include "quant/compressed_tensors_scale.h"
@@ -142,19 +142,6 @@ class Progress {
   std::chrono::steady_clock::time_point t0_;
   double last_ = -1;
   bool drawn_ = false;
-};
-
-// Removes the temporary output directory unless the run completed, on an error as on SIGINT /
-// SIGTERM (core/interrupt_cleanup.h).
-struct TempDirGuard {
-  fs::path path;
-  bool keep = false;
-  std::optional<RemoveOnInterrupt> on_interrupt;
-  ~TempDirGuard() {
-    if (keep || path.empty()) return;
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
 };
 
 void write_json_file(const fs::path& p, const json& j) {
@@ -457,27 +444,6 @@ size_t stream_tensors(const io::Checkpoint& ck, const OutputLayout& L, const Act
   return quantized_modules;
 }
 
-// Phase 6, the only step that touches OUT: the finished temporary directory replaces it.
-void publish(TempDirGuard& tmp, const fs::path& out, const std::string& out_dir) {
-  std::error_code ec;
-  if (fs::exists(out, ec)) {
-    const fs::path old = out.parent_path() / fmt::format(".{}.fp4lm-old-{}", out.filename().string(), ::getpid());
-    fs::rename(out, old, ec);
-    if (ec) fail("{}: cannot move the existing directory aside: {}", out_dir, ec.message());
-    fs::rename(tmp.path, out, ec);
-    if (ec) {
-      std::error_code ec2;
-      fs::rename(old, out, ec2);
-      fail("{}: cannot rename {} into place: {}", out_dir, tmp.path.string(), ec.message());
-    }
-    fs::remove_all(old, ec);
-  } else {
-    fs::rename(tmp.path, out, ec);
-    if (ec) fail("{}: cannot rename {} into place: {}", out_dir, tmp.path.string(), ec.message());
-  }
-  tmp.keep = true;
-}
-
 }  // namespace
 
 QuantizeSummary quantize_checkpoint(const QuantizeOptions& o) {
@@ -512,21 +478,14 @@ QuantizeSummary quantize_checkpoint(const QuantizeOptions& o) {
   const quant::ShardLayout shards = quant::assign_shards(sizes, o.max_shard_bytes);
 
   // Everything goes into a temporary directory beside OUT, renamed at the end.
-  std::error_code ec;
-  TempDirGuard tmp;
-  tmp.path = out.parent_path() / fmt::format(".{}.fp4lm-tmp-{}", out.filename().string(), ::getpid());
-  fs::remove_all(tmp.path, ec);
-  tmp.on_interrupt.emplace(tmp.path.string(), [&] {
-    if (!fs::create_directory(tmp.path, ec) || ec)
-      fail("{}: cannot create directory: {}", tmp.path.string(), ec.message());
-  });
-  write_side_files(tmp.path, in, *ck, o, exclude_on_disk, L, shards);
+  io::StagedOutputDir tmp(out, o.out_dir);
+  write_side_files(tmp.path(), in, *ck, o, exclude_on_disk, L, shards);
 
   Progress bar(o.progress, "quantizing", L.input_total);
-  ShardStream stream(tmp.path, L, shards, o);
+  ShardStream stream(tmp.path(), L, shards, o);
   const size_t quantized_modules = stream_tensors(*ck, L, amax, algo, nn, stream, bar);
   if (L.outs.empty()) fail("{}: the checkpoint has no tensors", o.model_dir);
-  publish(tmp, out, o.out_dir);
+  tmp.publish();  // phase 6, the only step that touches OUT
 
   QuantizeSummary s;
   s.exclude_modules = exclude_on_disk;
