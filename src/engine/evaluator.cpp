@@ -35,17 +35,8 @@ EvalResult score_sequence(StepModel& model, const std::vector<int32_t>& ids, int
   // The last token is only a target, never an input.
   const int64_t inputs = n - 1;
   constexpr int64_t kChunk = 64;  // bounds the logits buffer at 64 x vocab floats
-  const int64_t id = model.allocate(inputs);
-  struct Release {  // on every exit; a failing release (a lost pipeline) must not end the process
-    StepModel& m;
-    int64_t id;
-    ~Release() {
-      try {
-        m.release(id);
-      } catch (const std::exception&) {
-      }
-    }
-  } release{model, id};
+  const ScopedSequence scoped(model, inputs);  // released on every exit
+  const int64_t id = scoped.id();
   std::vector<float> logits(static_cast<size_t>(std::min(kChunk, inputs) * vocab)), lp;
   if (on_position) lp.resize(static_cast<size_t>(vocab));
   for (int64_t s = 0; s < inputs; s += kChunk) {

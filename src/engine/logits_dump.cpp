@@ -26,17 +26,8 @@ std::vector<float> sequence_logits(StepModel& model, const std::vector<int32_t>&
     fail("sequence of {} tokens exceeds the maximum model length {} (max_model_len)", n, model.max_model_len());
   for (int32_t id : ids)
     if (id < 0 || id >= vocab) fail("token id {} is outside the vocabulary [0, {})", id, vocab);
-  const int64_t seq = model.allocate(n);
-  struct Release {  // on every exit; a failing release (a lost pipeline) must not hide the error
-    StepModel& m;
-    int64_t id;
-    ~Release() {
-      try {
-        m.release(id);
-      } catch (const std::exception&) {
-      }
-    }
-  } release{model, seq};
+  const ScopedSequence scoped(model, n);
+  const int64_t seq = scoped.id();
   std::vector<float> out(static_cast<size_t>(n * vocab));
   constexpr int64_t kChunk = 64;  // the same forward chunks `eval` scores with
   for (int64_t s = 0; s < n; s += kChunk) {

@@ -6,6 +6,7 @@
 // binds it to model::CausalLM.
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <span>
 #include <string>
 #include <vector>
@@ -104,6 +105,26 @@ class StepModel {
   // `state`: the recurrent state at their end, null for a model without one).
   virtual void load_positions(int64_t seq, std::span<const std::vector<uint8_t>* const> blocks, int64_t block_size,
                               const std::vector<uint8_t>* state) = 0;
+};
+
+// A sequence allocated for one scope (teacher-forced scoring, logit dumps) and released on every
+// exit; a failing release (a lost pipeline) is swallowed so it cannot hide the error in flight.
+class ScopedSequence {
+ public:
+  ScopedSequence(StepModel& model, int64_t capacity) : model_(model), id_(model.allocate(capacity)) {}
+  ~ScopedSequence() {
+    try {
+      model_.release(id_);
+    } catch (const std::exception&) {
+    }
+  }
+  ScopedSequence(const ScopedSequence&) = delete;
+  ScopedSequence& operator=(const ScopedSequence&) = delete;
+  int64_t id() const { return id_; }
+
+ private:
+  StepModel& model_;
+  int64_t id_;
 };
 
 }  // namespace fp4lm::engine
