@@ -15,7 +15,8 @@ enum class Op : uint8_t {
   allocate = 1,  // i64 seq (rank 0's id), i64 capacity
   release,       // i64 seq
   rewind,        // i64 seq, i64 length
-  forward,       // u64 chunks; per chunk i64 seq, i64 n, u8 logits (0 none, 1 last, 2 all); tokens
+  forward,       // u64 chunks; per chunk i64 seq, i64 n, u8 logits (0 none, 1 last, 2 all), u8 rewindable
+                 // (a speculative verify chunk: a rewind may cut back inside it); tokens
   bytes_for,     // i64 L -> kReply: u64[L], the bytes a sequence of capacity 1..L reserves on that rank
   shutdown,
 };
