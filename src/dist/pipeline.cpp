@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "core/error.h"
 #include "core/log.h"
@@ -15,6 +16,7 @@
 #include "dist/stage_worker.h"
 #include "dist/wire.h"
 #include "engine/process_stats.h"
+#include "model/arch/arch.h"
 
 namespace fp4lm::dist {
 
@@ -283,6 +285,11 @@ void Pipeline::load_stage(const std::shared_ptr<io::Checkpoint>& ckpt, const Sta
   if (!error.empty()) throw Error(error);
   lm_->align_rows(align);
   for (const Report& rep : all) hosts_.push_back(rep.host);
+  for (size_t k = 1; k < plan.size(); ++k)  // shared K/V that crosses a cut (model/stage_kv.h)
+    if (const std::vector<int64_t> kv = model::kv_read_across(lm_->config(), plan[k].first); !kv.empty())
+      log().info("pipeline: stage {} receives the K/V of decoder layer(s) {} with the residual stream from stage {} "
+                 "(layers it or later stages hold attend to them)",
+                 k, fmt::join(kv, ", "), k - 1);
   for (size_t k = 0; k < all.size(); ++k)
     log().info("pipeline stage {}: {} on host {} (pid {}): {} bytes read per token ({:.1f} MiB), resident weight "
                "bytes {}, peak RSS after load {:.1f} MiB",
