@@ -89,7 +89,7 @@ void check_stages(const std::string& arch, std::vector<std::pair<int64_t, int64_
       {{1, {9}, LogitsMode::last}, {2, ramp(33, 11), LogitsMode::last}, {0, {4}, LogitsMode::all}},
       {{0, {17, 18}, LogitsMode::all}, {2, {5}, LogitsMode::last}, {1, {200}, LogitsMode::last}},
   };
-  std::vector<SequenceState> ws, ss[3];
+  std::vector<SequenceState> ws, ss[4];
   for (int q = 0; q < 3; ++q) ws.push_back(whole->new_sequence());
   for (size_t k = 0; k < stages.size(); ++k)
     for (int q = 0; q < 3; ++q) ss[k].push_back(stages[k]->new_sequence());
