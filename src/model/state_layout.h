@@ -5,7 +5,8 @@
 // delta-rule matrices, a Mamba layer's conv and SSM state) declares its float32 size; a mixer
 // whose prefill results depend on how a sequence's rows are cut into steps declares the
 // position grid it needs (align_rows). A layer that reads K/V another layer stored declares
-// nothing and keeps that layer's slot number. CausalLM and SequenceStore only add these up: a
+// nothing and keeps that layer's slot number (on a pipeline stage after that layer's, its first
+// reader declares a copy that the stage before fills). CausalLM and SequenceStore only add these up: a
 // new sequence is a KvCache of the declared slots plus the recurrent slots
 // (model/sequence_state.h), and its bytes are their sum.
 #include <cstddef>
