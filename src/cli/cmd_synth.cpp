@@ -39,6 +39,10 @@ CommandRegistration reg("synth", "Write a small random-weight checkpoint (HF/Mod
                  "NemotronHForCausalLM: moe_latent_size of the E layers (0: no latent projections)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  sub.add_option("--kv-shared-layers", a->o.kv_shared_layers,
+                 "Gemma4ForCausalLM: num_kv_shared_layers (the last layers read an earlier layer's K/V)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   sub.add_option("--seed", a->o.seed, "Random seed")->capture_default_str()->check(CLI::Validator(
       [](std::string& v) { return v.rfind('-', 0) == 0 ? "must be from 0 to 2^64-1, got " + v : std::string(); }, "SEED"));
   sub.add_flag("--quantize-lm-head", a->o.quantize_lm_head, "Quantize lm_head too");

@@ -2,10 +2,12 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <numeric>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "core/error.h"
 #include "core/log.h"
@@ -14,6 +16,7 @@
 #include "dist/stage_worker.h"
 #include "dist/wire.h"
 #include "engine/process_stats.h"
+#include "model/arch/arch.h"
 
 namespace fp4lm::dist {
 
@@ -158,7 +161,7 @@ engine::StepModel& Pipeline::load(const std::string& dir, const model::EngineOpt
   tell_all(c, error);
   if (!error.empty()) throw Error(error);
   load_stage(ckpt, plan[0], opts, lo, plan);
-  driver_ = std::make_unique<PipelineStepModel>(c, *lm_, has_recurrent_);
+  driver_ = std::make_unique<PipelineStepModel>(c, *lm_, rewind_);
   auto lost = on_lost_ ? on_lost_ : [this](const std::string& why) {
     log().error("pipeline: ending the job: {}", why);
     comm_->abort(1);
@@ -227,15 +230,19 @@ void Pipeline::load_stage(const std::shared_ptr<io::Checkpoint>& ckpt, const Sta
     std::string error, host;
     int64_t align = 1;
     uint8_t recurrent = 0;
+    uint8_t rewind = 1;           // its recurrent slots can be cut back (speculative decoding)
+    uint64_t replay_row = 0;      // its replay log bytes per verify row
     uint64_t weights = 0, rss = 0;
     int64_t pid = 0;
   };
   Report mine{error, c.host(), lm_ ? lm_->state_layout().row_alignment() : 1,
               static_cast<uint8_t>(lm_ && !lm_->state_layout().recurrent_slots().empty()),
-              lm_ ? lm_->weight_bytes() : 0, engine::peak_rss_bytes(), static_cast<int64_t>(::getpid())};
+              static_cast<uint8_t>(!lm_ || lm_->state_layout().can_rewind()),
+              lm_ ? lm_->state_layout().replay_log_bytes(1) : 0, lm_ ? lm_->weight_bytes() : 0, engine::peak_rss_bytes(), static_cast<int64_t>(::getpid())};
   if (c.rank() != 0) {
     WireWriter w;
     w.put_string(mine.error).put_string(mine.host).put<int64_t>(mine.align).put<uint8_t>(mine.recurrent);
+    w.put<uint8_t>(mine.rewind).put<uint64_t>(mine.replay_row);
     w.put<uint64_t>(mine.weights).put<uint64_t>(mine.rss).put<int64_t>(mine.pid);
     c.send(0, kHandshake, w.bytes());
     const std::vector<uint8_t> msg = c.recv(0, kHandshake);
@@ -257,6 +264,8 @@ void Pipeline::load_stage(const std::shared_ptr<io::Checkpoint>& ckpt, const Sta
     rep.host = rd.get_string();
     rep.align = rd.get<int64_t>();
     rep.recurrent = rd.get<uint8_t>();
+    rep.rewind = rd.get<uint8_t>();
+    rep.replay_row = rd.get<uint64_t>();
     rep.weights = rd.get<uint64_t>();
     rep.rss = rd.get<uint64_t>();
     rep.pid = rd.get<int64_t>();
@@ -267,6 +276,8 @@ void Pipeline::load_stage(const std::shared_ptr<io::Checkpoint>& ckpt, const Sta
     if (error.empty()) error = rep.error;
     align = std::lcm(align, rep.align);
     has_recurrent_ = has_recurrent_ || rep.recurrent;
+    rewind_.can = rewind_.can && rep.rewind;
+    rewind_.replay_row_bytes = std::max<size_t>(rewind_.replay_row_bytes, rep.replay_row);
   }
   WireWriter w;
   w.put<uint8_t>(error.empty() ? 1 : 0).put_string(error).put<int64_t>(align).put<uint8_t>(has_recurrent_);
@@ -274,12 +285,23 @@ void Pipeline::load_stage(const std::shared_ptr<io::Checkpoint>& ckpt, const Sta
   if (!error.empty()) throw Error(error);
   lm_->align_rows(align);
   for (const Report& rep : all) hosts_.push_back(rep.host);
+  for (size_t k = 1; k < plan.size(); ++k)  // shared K/V that crosses a cut (model/stage_kv.h)
+    if (const std::vector<int64_t> kv = model::kv_read_across(lm_->config(), plan[k].first); !kv.empty())
+      log().info("pipeline: stage {} receives the K/V of decoder layer(s) {} with the residual stream from stage {} "
+                 "(layers it or later stages hold attend to them)",
+                 k, fmt::join(kv, ", "), k - 1);
   for (size_t k = 0; k < all.size(); ++k)
     log().info("pipeline stage {}: {} on host {} (pid {}): {} bytes read per token ({:.1f} MiB), resident weight "
                "bytes {}, peak RSS after load {:.1f} MiB",
                k, describe(plan[k], plan.back().end), all[k].host, all[k].pid, plan[k].bytes,
                plan[k].bytes / 1048576.0, all[k].weights, all[k].rss / 1048576.0);
-  if (has_recurrent_) log().info("pipeline: a stage keeps a recurrent state, so speculative decoding cannot rewind");
+  if (has_recurrent_ && rewind_.can)
+    log().info("pipeline: speculative decoding rewinds the recurrent stages by replaying each verify chunk's "
+               "accepted rows ({} replay log bytes per verify row on the largest stage)",
+               rewind_.replay_row_bytes);
+  else if (has_recurrent_)
+    log().info("pipeline: a stage keeps a recurrent state that cannot be replayed, so speculative decoding cannot "
+               "rewind");
   log().info("pipeline: prefix caching is off (each stage keeps its own K/V)");
 }
 

@@ -12,13 +12,12 @@
 
 #include "dist/heartbeat.h"
 #include "dist/mpi_comm.h"
+#include "dist/pipeline_step_model.h"
 #include "dist/stage_plan.h"
 #include "engine/step_model.h"
 #include "model/causal_lm.h"
 
 namespace fp4lm::dist {
-
-class PipelineStepModel;
 
 class Pipeline {
  public:
@@ -65,6 +64,7 @@ class Pipeline {
   std::chrono::milliseconds heartbeat_timeout_{10000};
   std::vector<std::string> hosts_;  // per rank
   bool has_recurrent_ = false;  // any stage
+  PipelineStepModel::Rewind rewind_;  // rank 0: what every stage allows speculative decoding
   bool loading_ = false;        // rank 0 began load(): from there on every rank hears each outcome
 };
 

@@ -8,8 +8,8 @@
 
 namespace fp4lm::dist {
 
-PipelineStepModel::PipelineStepModel(MpiComm& comm, const model::CausalLM& lm, bool any_recurrent)
-    : comm_(comm), lm_(lm), any_recurrent_(any_recurrent), store_(lm), link_(comm, -1, comm.size() > 1 ? 1 : -1) {
+PipelineStepModel::PipelineStepModel(MpiComm& comm, const model::CausalLM& lm, Rewind rewind)
+    : comm_(comm), lm_(lm), rewind_(rewind), store_(lm), link_(comm, -1, comm.size() > 1 ? 1 : -1) {
   const int64_t most = lm_.max_model_len();
   WireWriter w;
   w.put(Op::bytes_for).put<int64_t>(most);
@@ -90,11 +90,15 @@ void PipelineStepModel::forward(std::span<const engine::StepChunk> chunks) {
 void PipelineStepModel::submit(std::span<const engine::StepChunk> chunks) {
   // Check what rank 0 can before any rank starts: a sequence rank 0 does not know fails here.
   std::vector<model::SequenceChunk> batch;
-  for (const engine::StepChunk& c : chunks) batch.push_back({&store_.get(c.seq), c.tokens, c.n, model::LogitsMode::none, nullptr});
+  for (const engine::StepChunk& c : chunks) {
+    model::SequenceChunk s{&store_.get(c.seq), c.tokens, c.n, model::LogitsMode::none, nullptr};
+    s.rewindable = c.rewindable;
+    batch.push_back(s);
+  }
   WireWriter w;
   w.put(Op::forward).put<uint64_t>(chunks.size());
   for (const engine::StepChunk& c : chunks)
-    w.put<int64_t>(c.seq).put<int64_t>(c.n).put<uint8_t>(!c.logits ? 0 : c.all_logits ? 2 : 1);
+    w.put<int64_t>(c.seq).put<int64_t>(c.n).put<uint8_t>(!c.logits ? 0 : c.all_logits ? 2 : 1).put<uint8_t>(c.rewindable);
   for (const engine::StepChunk& c : chunks) w.put_array(std::span<const int32_t>(c.tokens, static_cast<size_t>(c.n)));
   to_all(w.bytes());
 

@@ -6,7 +6,9 @@
 // flight; collect() takes the oldest one's logits. Every rank handles the commands in the order
 // rank 0 sent them, so a release or rewind sent after a submit reaches each stage after that
 // forward. Prefix caching is off (each stage keeps its own K/V); speculative decoding works
-// (verify logits and rewinds are mirrored too).
+// (verify logits, the verify chunks' rewindable mark and rewinds are mirrored too), with
+// recurrent stages as well: each stage cuts its own recurrent slots back by replaying the rows
+// of the verify chunk it logged (model/sequence_state.h), as one process does.
 #include <deque>
 #include <exception>
 #include <cstdint>
@@ -24,8 +26,13 @@ namespace fp4lm::dist {
 
 class PipelineStepModel final : public engine::StepModel {
  public:
-  // `lm`: stage 0; `any_recurrent`: whether some stage keeps a recurrent state (no rewind then).
-  PipelineStepModel(MpiComm& comm, const model::CausalLM& lm, bool any_recurrent);
+  // What every stage's state allows speculative decoding, gathered at load (dist/pipeline.h).
+  struct Rewind {
+    bool can = true;              // every stage's recurrent slots can be cut back (StateLayout::can_rewind)
+    size_t replay_row_bytes = 0;  // the largest stage's replay log bytes per verify row
+  };
+  // `lm`: stage 0.
+  PipelineStepModel(MpiComm& comm, const model::CausalLM& lm, Rewind rewind);
   int64_t vocab_size() const override { return lm_.vocab_size(); }
   int64_t max_model_len() const override { return lm_.max_model_len(); }
   std::vector<int64_t> eos_ids() const override { return lm_.eos_ids(); }
@@ -36,8 +43,11 @@ class PipelineStepModel final : public engine::StepModel {
   int64_t max_in_flight() const override { return comm_.size(); }
   void submit(std::span<const engine::StepChunk> chunks) override;
   void collect() override;
-  bool can_rewind() const override { return !any_recurrent_; }
+  bool can_rewind() const override { return rewind_.can; }
   void rewind(int64_t seq, int64_t length) override;
+  // The largest stage's replay log for verify chunks of k + 1 rows (no MPI message: the engine's
+  // scheduler asks it while it starts).
+  size_t speculation_bytes(int64_t k) const override { return rewind_.replay_row_bytes * static_cast<size_t>(k + 1); }
   engine::PrefixSupport prefix_support(int64_t block_size) const override;
   void save_positions(int64_t seq, int64_t pos0, int64_t n, std::vector<uint8_t>& kv,
                       std::vector<uint8_t>* state) override;
@@ -54,7 +64,7 @@ class PipelineStepModel final : public engine::StepModel {
 
   MpiComm& comm_;
   const model::CausalLM& lm_;
-  bool any_recurrent_;
+  Rewind rewind_;
   model::SequenceStore store_;
   MpiStageLink link_;
   // [c - 1]: the bytes a sequence of capacity c reserves on the largest stage, for c up to

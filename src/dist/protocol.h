@@ -1,7 +1,8 @@
 #pragma once
 // The messages between the ranks of a pipeline (dist/pipeline.h). Rank 0 drives: it sends each
 // command to every other rank (tag kCommand) and runs the first stage itself. During a forward,
-// stage k sends each step's residual stream to stage k + 1 (tag kHidden), and ends that stream
+// stage k sends each step's residual stream to stage k + 1 (tag kHidden; with the K/V rows that
+// later stages' layers read, model/stage_kv.h, as a byte array after it), and ends that stream
 // with kEnd, or kFail carrying the error when it or a stage before it failed; so every receiver
 // knows when a forward is over, whatever failed where. The last stage answers rank 0 (tag
 // kResult): ok and the logits asked for, or the error.
@@ -15,7 +16,8 @@ enum class Op : uint8_t {
   allocate = 1,  // i64 seq (rank 0's id), i64 capacity
   release,       // i64 seq
   rewind,        // i64 seq, i64 length
-  forward,       // u64 chunks; per chunk i64 seq, i64 n, u8 logits (0 none, 1 last, 2 all); tokens
+  forward,       // u64 chunks; per chunk i64 seq, i64 n, u8 logits (0 none, 1 last, 2 all), u8 rewindable
+                 // (a speculative verify chunk: a rewind may cut back inside it); tokens
   bytes_for,     // i64 L -> kReply: u64[L], the bytes a sequence of capacity 1..L reserves on that rank
   shutdown,
 };

@@ -78,6 +78,7 @@ class StageWorker {
       batch[i].state = &store_.get(local(r.get<int64_t>()));
       batch[i].n = r.get<int64_t>();
       modes[i] = r.get<uint8_t>();
+      batch[i].rewindable = r.get<uint8_t>() != 0;
     }
     std::vector<std::vector<int32_t>> tokens(count);
     const bool last = lm_.has_lm_head();

@@ -125,6 +125,22 @@ Attention::Attention(const LayerBuild& b, int64_t layer, const AttentionLayout& 
     q_norm_ = load_rms_norm(loader, p + ".q_norm.weight", qn);
     if (!q_only_) k_norm_ = load_rms_norm(loader, p + ".k_norm.weight", kn);
   }
+  KvSlotShape shape{num_kv_heads_, head_dim_, layout.window};
+  // FP8: the scales of the layer that stores the K/V (this one, or the one it reads on an
+  // earlier pipeline stage).
+  auto read_scales = [&](const std::string& owner) {
+    if (b.kv_dtype != DType::F8_E4M3) return;
+    int64_t missing = 0;
+    // ModelOpt writes self_attn.{k_proj.k_scale, v_proj.v_scale}, newer exporters self_attn.{k,v}_scale.
+    shape.k_scale = read_kv_cache_scale(loader.checkpoint(), {owner + ".k_proj.k_scale", owner + ".k_scale"}, missing);
+    shape.v_scale = read_kv_cache_scale(loader.checkpoint(), {owner + ".v_proj.v_scale", owner + ".v_scale"}, missing);
+    b.state.note_missing_kv_scales(missing);
+  };
+  if (layout.reads_kv_of >= 0 && b.state.find_kv_slot_of_layer(layout.reads_kv_of) < 0 &&
+      b.state.expects_kv_from_earlier_stage(layout.reads_kv_of)) {
+    read_scales(fmt::format("model.layers.{}.{}", layout.reads_kv_of, layout.module));
+    b.state.add_kv(layout.reads_kv_of, shape);  // filled by the stage before, step by step
+  }
   if (layout.reads_kv_of >= 0) {
     kv_slot_ = b.state.kv_slot_of_layer(layout.reads_kv_of);
     if (b.state.kv_slots()[kv_slot_].kv_heads != num_kv_heads_ || b.state.kv_slots()[kv_slot_].head_dim != head_dim_)
@@ -132,14 +148,7 @@ Attention::Attention(const LayerBuild& b, int64_t layer, const AttentionLayout& 
     stores_kv_ = false;
     return;
   }
-  KvSlotShape shape{num_kv_heads_, head_dim_, layout.window};
-  if (b.kv_dtype == DType::F8_E4M3) {
-    int64_t missing = 0;
-    // ModelOpt writes self_attn.{k_proj.k_scale, v_proj.v_scale}, newer exporters self_attn.{k,v}_scale.
-    shape.k_scale = read_kv_cache_scale(loader.checkpoint(), {p + ".k_proj.k_scale", p + ".k_scale"}, missing);
-    shape.v_scale = read_kv_cache_scale(loader.checkpoint(), {p + ".v_proj.v_scale", p + ".v_scale"}, missing);
-    b.state.note_missing_kv_scales(missing);
-  }
+  read_scales(p);
   kv_slot_ = b.state.add_kv(layer, shape);
 }
 

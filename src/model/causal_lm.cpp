@@ -81,6 +81,12 @@ std::unique_ptr<CausalLM> CausalLM::load(std::shared_ptr<io::Checkpoint> ckpt, c
     lm->embed_ = Embedding(l.tensor("model.embed_tokens.weight", {c.vocab_size, c.hidden_size}));
   const ArchDef& arch = *c.arch;
   const bool bar = lo.progress && ::isatty(STDERR_FILENO);
+  // K/V shared across the stage's cuts (Gemma 4's num_kv_shared_layers): the stage before sends
+  // what this stage's layers or later ones read; this stage sends on what later ones read.
+  lm->stage_kv_ = StageKv(kv_read_across(c, lo.first_layer), end < c.num_layers ? kv_read_across(c, end)
+                                                                                 : std::vector<int64_t>{},
+                          lo.first_layer);
+  for (const int64_t j : lm->stage_kv_.received()) lm->state_.expect_kv_from_earlier_stage(j);
   const LayerBuild build{l, lm->rope_, lm->state_, lm->kv_dtype_};
   for (int64_t i = lo.first_layer; i < end; ++i) {
     if (bar) std::fprintf(stderr, "\rloading layers %lld/%lld", static_cast<long long>(i + 1),
@@ -352,9 +358,16 @@ void CausalLM::forward_step(std::span<const SequenceChunk> batch, const std::vec
   const size_t size = static_cast<size_t>(m * hid);
   std::vector<float> h(size), x(size), y(size);
   const LayerStep step{h.data(), m, spans, tokens.data(), dtype_, x.data(), y.data()};
+  // A pipeline stage's K/V rows of this step that later stages read (model/stage_kv.h).
+  std::vector<StageKvRows> kv_rows;
+  if (!stage_kv_.received().empty() || !stage_kv_.sent().empty())
+    for (const Piece& p : pieces) kv_rows.push_back({&batch[p.chunk].state->kv(), p.pos0, p.n});
+  std::vector<uint8_t> kv_in;
+  std::vector<std::span<const uint8_t>> kv_passed;
   try {
     if (!has_embedding()) {
-      link->receive(h.data(), m, hid);  // the stage before ran the embedding and its layers
+      link->receive(h.data(), m, hid, kv_in);  // the stage before ran the embedding and its layers
+      kv_passed = stage_kv_.unpack(kv_in, state_, kv_rows);
     } else {
       embed_.lookup(tokens.data(), m, h.data());
       round_to_dtype(h.data(), size, dtype_);
@@ -382,7 +395,8 @@ void CausalLM::forward_step(std::span<const SequenceChunk> batch, const std::vec
     batch[p.chunk].state->stage_recurrent();
   }
   if (!has_lm_head()) {
-    link->send(h.data(), m, hid);  // the next stage continues; the last one computes the logits
+    // The next stage continues; the last one computes the logits.
+    link->send(h.data(), m, hid, stage_kv_.pack(state_, kv_rows, kv_passed));
     return;
   }
   step_logits(batch, pieces, h.data(), x.data());

@@ -28,6 +28,7 @@
 #include "model/rope.h"
 #include "model/sequence_chunk.h"
 #include "model/sequence_state.h"
+#include "model/stage_kv.h"
 #include "model/state_layout.h"
 
 namespace fp4lm::model {
@@ -57,12 +58,13 @@ struct LoadOptions {
 
 // A pipeline stage's neighbours: a stage without the embedding receives each forward step's
 // residual stream [rows, hidden] from the stage before it, one without lm_head sends it on
-// (dist/ binds this to MPI). Float32 both ways, so the cut changes no value.
+// (dist/ binds this to MPI). Float32 both ways, so the cut changes no value. With it, `kv`: the
+// K/V rows of the step that layers of later stages read (model/stage_kv.h; empty when none).
 class StageLink {
  public:
   virtual ~StageLink() = default;
-  virtual void receive(float* h, int64_t rows, int64_t hidden) = 0;
-  virtual void send(const float* h, int64_t rows, int64_t hidden) = 0;
+  virtual void receive(float* h, int64_t rows, int64_t hidden, std::vector<uint8_t>& kv) = 0;
+  virtual void send(const float* h, int64_t rows, int64_t hidden, std::span<const uint8_t> kv) = 0;
 };
 
 class CausalLM {
@@ -98,6 +100,9 @@ class CausalLM {
   // whether it holds the embedding / the final norm and lm_head.
   int64_t first_layer() const { return first_layer_; }
   int64_t end_layer() const { return first_layer_ + static_cast<int64_t>(layers_.size()); }
+  // The layers of earlier stages whose K/V this stage receives, and the layers whose K/V it sends
+  // on (shared K/V across the cuts, model/stage_kv.h).
+  const StageKv& stage_kv() const { return stage_kv_; }
   bool has_embedding() const { return first_layer_ == 0; }
   bool has_lm_head() const { return lm_head_ != nullptr; }
   // Forward steps cut sequences only at multiples of `rows` too: every stage of a pipeline must
@@ -171,6 +176,7 @@ class CausalLM {
   Rope rope_;
   Embedding embed_;
   StateLayout state_;
+  StageKv stage_kv_;
   std::vector<std::unique_ptr<DecoderLayer>> layers_;
   RmsNorm final_norm_;
   std::unique_ptr<Linear> lm_head_;

@@ -162,6 +162,37 @@ size_t KvCache::block_bytes(int64_t n) const {
   return b;
 }
 
+size_t KvCache::slot_block_bytes(int64_t layer, int64_t n) const {
+  const KvSlotShape& s = slots_.at(static_cast<size_t>(layer)).shape;
+  return static_cast<size_t>(s.planes() * s.kv_heads * s.head_dim * n) * esize_;
+}
+
+void KvCache::save_slot_rows(int64_t layer, int64_t pos0, int64_t n, uint8_t* dst) const {
+  if (layer < 0 || layer >= num_layers() || pos0 < 0 || n < 0 || pos0 + n > capacity_)
+    fail("KV cache: no positions [{}, {}) of slot {} to copy ({} slots of {} positions)", pos0, pos0 + n, layer,
+         num_layers(), capacity_);
+  const Slot& s = slots_[static_cast<size_t>(layer)];
+  const size_t row = static_cast<size_t>(s.shape.head_dim) * esize_;
+  for (int kv = 0; kv < static_cast<int>(s.shape.planes()); ++kv)
+    for (int64_t h = 0; h < s.shape.kv_heads; ++h) {
+      const uint8_t* src = at(layer, kv, h);
+      for (int64_t p = pos0; p < pos0 + n; ++p, dst += row) std::memcpy(dst, src + static_cast<size_t>(row_of(layer, p)) * row, row);
+    }
+}
+
+void KvCache::load_slot_rows(int64_t layer, int64_t pos0, int64_t n, const uint8_t* src) {
+  if (layer < 0 || layer >= num_layers() || pos0 < 0 || n < 0 || pos0 + n > capacity_)
+    fail("KV cache: no positions [{}, {}) of slot {} to fill ({} slots of {} positions)", pos0, pos0 + n, layer,
+         num_layers(), capacity_);
+  const Slot& s = slots_[static_cast<size_t>(layer)];
+  const size_t row = static_cast<size_t>(s.shape.head_dim) * esize_;
+  for (int kv = 0; kv < static_cast<int>(s.shape.planes()); ++kv)
+    for (int64_t h = 0; h < s.shape.kv_heads; ++h) {
+      uint8_t* dst = at(layer, kv, h);
+      for (int64_t p = pos0; p < pos0 + n; ++p, src += row) std::memcpy(dst + static_cast<size_t>(row_of(layer, p)) * row, src, row);
+    }
+}
+
 bool KvCache::holds(int64_t pos) const {
   if (pos < 0 || pos >= length_) return false;
   for (const Slot& s : slots_)

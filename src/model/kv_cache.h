@@ -94,6 +94,13 @@ class KvCache {
   // is not changed (set_length after the last block).
   void load_rows(int64_t pos0, int64_t n, const uint8_t* src, int64_t final_length);
 
+  // A pipeline stage sends the K/V rows a step just stored in slot `layer` to the stages whose
+  // layers read them (shared K/V): positions [pos0, pos0 + n) of that slot alone, as save_rows
+  // lays them out (K then V, per KV head, n rows of head_dim), held or not yet counted in length().
+  size_t slot_block_bytes(int64_t layer, int64_t n) const;
+  void save_slot_rows(int64_t layer, int64_t pos0, int64_t n, uint8_t* dst) const;
+  void load_slot_rows(int64_t layer, int64_t pos0, int64_t n, const uint8_t* src);
+
   // Raw rows of one head: [rows(layer), head_dim] elements of dtype().
   const uint8_t* keys(int64_t layer, int64_t head) const { return at(layer, 0, head); }
   const uint8_t* values(int64_t layer, int64_t head) const { return at(layer, 1, head); }

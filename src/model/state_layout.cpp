@@ -16,9 +16,18 @@ int64_t StateLayout::add_kv(int64_t layer, const KvSlotShape& shape) {
   return static_cast<int64_t>(kv_.size()) - 1;
 }
 
-int64_t StateLayout::kv_slot_of_layer(int64_t layer) const {
+int64_t StateLayout::find_kv_slot_of_layer(int64_t layer) const {
   for (size_t s = 0; s < kv_owner_.size(); ++s)
     if (kv_owner_[s] == layer) return static_cast<int64_t>(s);
+  return -1;
+}
+
+bool StateLayout::expects_kv_from_earlier_stage(int64_t layer) const {
+  return std::find(received_.begin(), received_.end(), layer) != received_.end();
+}
+
+int64_t StateLayout::kv_slot_of_layer(int64_t layer) const {
+  if (const int64_t s = find_kv_slot_of_layer(layer); s >= 0) return s;
   fail("decoder layer {} stored no K/V (no earlier layer declared a KV slot for it) to share", layer);
 }
 

@@ -5,7 +5,8 @@
 // delta-rule matrices, a Mamba layer's conv and SSM state) declares its float32 size; a mixer
 // whose prefill results depend on how a sequence's rows are cut into steps declares the
 // position grid it needs (align_rows). A layer that reads K/V another layer stored declares
-// nothing and keeps that layer's slot number. CausalLM and SequenceStore only add these up: a
+// nothing and keeps that layer's slot number (on a pipeline stage after that layer's, its first
+// reader declares a copy that the stage before fills). CausalLM and SequenceStore only add these up: a
 // new sequence is a KvCache of the declared slots plus the recurrent slots
 // (model/sequence_state.h), and its bytes are their sum.
 #include <cstddef>
@@ -26,6 +27,14 @@ class StateLayout {
   // The KV slot decoder layer `layer` declared (a later layer that shares its K/V reads it);
   // Error when it declared none.
   int64_t kv_slot_of_layer(int64_t layer) const;
+  // The KV slot decoder layer `layer` declared, or -1.
+  int64_t find_kv_slot_of_layer(int64_t layer) const;
+  // A pipeline stage: decoder layer `layer` runs on an earlier stage and stores K/V that a layer
+  // of this stage reads (ArchDef::kv_source). The first reader here declares a slot for it with
+  // add_kv(layer, ...) in its own shape (the config made it the source's), which the stage before
+  // fills with the rows of every step (CausalLM::forward).
+  void expect_kv_from_earlier_stage(int64_t layer) { received_.push_back(layer); }
+  bool expects_kv_from_earlier_stage(int64_t layer) const;
   // A recurrent slot of `floats` float32 values per sequence; returns its number
   // (SequenceState::recurrent_in/out). `replay`: who replays the slot's logged rows when a
   // sequence is cut back inside a rewindable call (null: it cannot be; it must outlive the model's
@@ -58,6 +67,7 @@ class StateLayout {
  private:
   std::vector<KvSlotShape> kv_;
   std::vector<int64_t> kv_owner_;  // per KV slot: the decoder layer that declared it
+  std::vector<int64_t> received_;  // layers whose K/V an earlier stage sends
   std::vector<size_t> recurrent_;
   std::vector<const RecurrentReplay*> replays_;  // per recurrent slot
   int64_t align_ = 1;

@@ -63,6 +63,8 @@ struct SyntheticOptions {
   // one full-attention layer, unquantized as NVIDIA's files keep it; quantized configs exclude
   // "*mtp*"), the draft model of speculative method "mtp". Not with extra_tensors.
   bool mtp_head = false;
+  // Gemma 4: num_kv_shared_layers (the last layers read the K/V of earlier ones; 0: none).
+  int64_t kv_shared_layers = 0;
   uint64_t seed = 1;
 };
 

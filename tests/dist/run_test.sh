@@ -6,7 +6,9 @@
 # `fp4lm serve` (pipelined batches) at 2 and 3 ranks too, and at 2 ranks DeepSeek-V3 (MLA),
 # gpt-oss (MXFP4), Nemotron-H, Gemma 4, MiniMax-M2 and FP8 / W4A16 Llamas too; `fp4lm eval` its NLL to the
 # last digit and its --dump-logits file byte for byte (-np 2 and 3), speculative decoding too
-# (rewinds mirrored to every stage); and the refusals: no mpirun, a wrong process count, more
+# (rewinds mirrored to every stage; with recurrent stages, the hybrid's and Nemotron-H's, token for
+# token one process without speculation, drafts accepted), Gemma 4's shared-KV layers cut from the
+# layers whose K/V they read (-np 2 and 3, --dump-logits byte for byte); and the refusals: no mpirun, a wrong process count, more
 # stages than layers, a rank whose files differ from rank 0's (named with host and file); and
 # faults: a rank killed or hung while `fp4lm serve` streams ends the job with the reason, in time.
 # Skipped (77) without mpirun (bash scripts/setup.sh installs Open MPI).
@@ -88,6 +90,29 @@ for arch in LlamaForCausalLM Qwen3MoeForCausalLM Qwen3_5ForCausalLM; do
     fi
   done
 done
+# Gemma 4 with shared K/V (num_kv_shared_layers 2 of 6: layer 4 reads layer 2's sliding ring,
+# layer 5 layer 3's full K/V): both cuts the planner picks (-np 2: [0, 4) [4, 6); -np 3: [0, 2)
+# [2, 5) [5, 6)) separate a reader from its source; the source's stage sends the rows on, and the
+# logits stay one process's byte for byte.
+G="$T/gemma4_shared_kv"
+GEVAL=(eval --ids "$T/ids.jsonl" --json --threads 1)
+"$BIN" synth --out "$G" --arch Gemma4ForCausalLM --layers 6 --kv-shared-layers 2 >/dev/null 2>&1 || bad "synth gemma4 shared kv"
+"$BIN" "${GEVAL[@]}" --log-level warn --model "$G" --dump-logits "$T/g.d1.jsonl" > /dev/null 2> "$T/err" || { bad "gemma4 shared kv single"; cat "$T/err"; }
+for n in 2 3; do
+  if timeout 120 "${MPIRUN[@]}" -np $n "$BIN" "${GEVAL[@]}" --log-level info --model "$G" --pipeline-parallel-size $n \
+      --dump-logits "$T/g.d$n.jsonl" > /dev/null 2> "$T/err"; then
+    crossing=$(grep -c "receives the K/V of decoder layer" "$T/err")
+    if ! cmp -s "$T/g.d1.jsonl" "$T/g.d$n.jsonl"; then
+      bad "eval --dump-logits gemma4 shared kv: $n ranks differ from one process"
+    elif [ "$crossing" -lt 1 ]; then
+      bad "gemma4 shared kv, $n ranks: no K/V crossed a cut (the plan changed?)"; grep "pipeline stage" "$T/err"
+    else
+      echo "ok: eval --dump-logits gemma4 shared kv across stages, $n ranks"
+    fi
+  else
+    bad "gemma4 shared kv: mpirun -np $n failed"; tail -5 "$T/err"
+  fi
+done
 "$BIN" eval --model "$T/LlamaForCausalLM" --ids "$T/ids.jsonl" --reference "$T/LlamaForCausalLM" --pipeline-parallel-size 2 >/dev/null 2> "$T/err"
 rc=$?
 [ $rc -eq 2 ] && grep -q "runs in one process" "$T/err" && echo "ok: eval --reference with a pipeline: exit 2" ||
@@ -102,6 +127,30 @@ L="$T/LlamaForCausalLM"
 timeout 120 "${MPIRUN[@]}" -np 2 "$BIN" "${SGEN[@]}" --model "$L" "${SPEC[@]}" --pipeline-parallel-size 2 \
   > "$T/spec.2.json" 2> "$T/err" || { bad "speculative: mpirun failed"; tail -5 "$T/err"; }
 same "$T/spec.1.json" "$T/spec.2.json" && echo "ok: speculative decoding, 2 ranks" || bad "speculative differs"
+# With recurrent stages (the Qwen3.5 hybrid's gated delta-nets, Nemotron-H's Mamba-2): each stage
+# cuts its recurrent slots back past rejected drafts by replaying the verify chunk's accepted rows,
+# so the pipeline's tokens and logprobs with n-gram speculation are one process's without it; the
+# log shows drafts accepted and rejected (both paths of the rewind taken).
+HGEN=(generate --prompt-ids "$REP" --max-tokens 40 --json --logprobs 1 --threads 1)
+for spec in "Qwen3_5ForCausalLM 2" "Qwen3_5ForCausalLM 3" "NemotronHForCausalLM 2"; do
+  read -r arch n <<< "$spec"
+  [ -d "$T/$arch" ] || "$BIN" synth --out "$T/$arch" --arch "$arch" --layers 4 >/dev/null 2>&1 || bad "synth $arch"
+  "$BIN" "${HGEN[@]}" --log-level warn --model "$T/$arch" > "$T/hspec.1.json" 2>/dev/null || bad "$arch single"
+  if timeout 120 "${MPIRUN[@]}" -np "$n" "$BIN" "${HGEN[@]}" --log-level info --model "$T/$arch" "${SPEC[@]}" \
+      --pipeline-parallel-size "$n" > "$T/hspec.$n.json" 2> "$T/err"; then
+    counts=$(sed -n 's/.*speculative decoding: \([0-9]*\) of \([0-9]*\) draft tokens accepted.*/\1 \2/p' "$T/err")
+    read -r acc drafts <<< "${counts:-0 0}"
+    if ! same "$T/hspec.1.json" "$T/hspec.$n.json"; then
+      bad "speculative $arch, $n ranks: differs from one process without speculation"
+    elif [ "$acc" -gt 0 ] && [ "$drafts" -gt "$acc" ]; then
+      echo "ok: speculative decoding with recurrent stages, $arch, $n ranks ($acc of $drafts drafts accepted)"
+    else
+      bad "speculative $arch, $n ranks: drafts accepted '$acc' of '$drafts' (speculation not on?)"; grep -i specul "$T/err"
+    fi
+  else
+    bad "speculative $arch: mpirun -np $n failed"; tail -5 "$T/err"
+  fi
+done
 
 # Several streams at once (pipelined batches: up to N micro-batches in flight, the running
 # sequences in up to N groups): `fp4lm serve` under mpirun -np 2 and 3 gives each of 6 concurrent

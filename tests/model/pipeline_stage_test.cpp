@@ -21,18 +21,23 @@ namespace {
 using test::TempDir;
 
 // What one stage sends, the next receives (stages run one after another in this test).
+struct Sent {
+  std::vector<float> h;
+  std::vector<uint8_t> kv;
+};
 class QueueLink final : public StageLink {
  public:
-  std::deque<std::vector<float>>* in = nullptr;
-  std::deque<std::vector<float>>* out = nullptr;
-  void receive(float* h, int64_t rows, int64_t hidden) override {
+  std::deque<Sent>* in = nullptr;
+  std::deque<Sent>* out = nullptr;
+  void receive(float* h, int64_t rows, int64_t hidden, std::vector<uint8_t>& kv) override {
     ASSERT_FALSE(in->empty());
-    ASSERT_EQ(in->front().size(), static_cast<size_t>(rows * hidden));
-    std::copy(in->front().begin(), in->front().end(), h);
+    ASSERT_EQ(in->front().h.size(), static_cast<size_t>(rows * hidden));
+    std::copy(in->front().h.begin(), in->front().h.end(), h);
+    kv = in->front().kv;
     in->pop_front();
   }
-  void send(const float* h, int64_t rows, int64_t hidden) override {
-    out->emplace_back(h, h + rows * hidden);
+  void send(const float* h, int64_t rows, int64_t hidden, std::span<const uint8_t> kv) override {
+    out->push_back({std::vector<float>(h, h + rows * hidden), std::vector<uint8_t>(kv.begin(), kv.end())});
   }
 };
 
@@ -48,11 +53,13 @@ std::vector<int32_t> ramp(int n, int mul) {
   return t;
 }
 
-void check_stages(const std::string& arch, std::vector<std::pair<int64_t, int64_t>> cuts) {
+void check_stages(const std::string& arch, std::vector<std::pair<int64_t, int64_t>> cuts, int64_t layers = 4,
+                  int64_t kv_shared_layers = 0) {
   TempDir dir;
   SyntheticOptions so;
   so.architecture = arch;
-  so.layers = 4;
+  so.layers = layers;
+  so.kv_shared_layers = kv_shared_layers;
   write_synthetic_checkpoint(dir.path().string(), so);
   LoadOptions lo;
   lo.prefill_chunk = 16;  // prompts of 40 tokens take several steps
@@ -82,7 +89,7 @@ void check_stages(const std::string& arch, std::vector<std::pair<int64_t, int64_
       {{1, {9}, LogitsMode::last}, {2, ramp(33, 11), LogitsMode::last}, {0, {4}, LogitsMode::all}},
       {{0, {17, 18}, LogitsMode::all}, {2, {5}, LogitsMode::last}, {1, {200}, LogitsMode::last}},
   };
-  std::vector<SequenceState> ws, ss[3];
+  std::vector<SequenceState> ws, ss[4];
   for (int q = 0; q < 3; ++q) ws.push_back(whole->new_sequence());
   for (size_t k = 0; k < stages.size(); ++k)
     for (int q = 0; q < 3; ++q) ss[k].push_back(stages[k]->new_sequence());
@@ -97,7 +104,7 @@ void check_stages(const std::string& arch, std::vector<std::pair<int64_t, int64_
                     static_cast<int64_t>(call[i].tokens.size()), call[i].mode, want[i].data()});
     }
     whole->forward(wb);
-    std::deque<std::vector<float>> q[4];
+    std::deque<Sent> q[5];
     for (size_t k = 0; k < stages.size(); ++k) {
       QueueLink link;
       link.in = &q[k];
@@ -129,6 +136,44 @@ TEST(PipelineStage, HybridStagesMatchTheWholeModelBitForBit) {
   // Layers 1 and 3 are full attention, 0 and 2 the gated delta-net: stage [3, 4) alone has no
   // row alignment of its own and must cut steps where the others do.
   check_stages("Qwen3_5ForCausalLM", {{0, 1}, {1, 3}, {3, 4}});
+}
+
+// Gemma 4 with num_kv_shared_layers 2 of 6 layers (sliding, full, sliding, full, sliding, full):
+// layer 4 attends to layer 2's K/V (a sliding ring), layer 5 to layer 3's. Cut between them the
+// stage that stores the K/V sends its rows on with the residual stream: [0, 3) sends layer 2's
+// to [3, 6); in four stages [1, 3) sends layer 2's, [3, 4) passes it on with its own layer 3's.
+TEST(PipelineStage, SharedKvAcrossStagesMatchesTheWholeModelBitForBit) {
+  check_stages("Gemma4ForCausalLM", {{0, 3}, {3, 6}}, 6, 2);
+  check_stages("Gemma4ForCausalLM", {{0, 1}, {1, 3}, {3, 4}, {4, 6}}, 6, 2);
+}
+
+TEST(PipelineStage, SharedKvCrossingACutIsDeclaredOnBothSides) {
+  TempDir dir;
+  SyntheticOptions so;
+  so.architecture = "Gemma4ForCausalLM";
+  so.layers = 6;
+  so.kv_shared_layers = 2;
+  write_synthetic_checkpoint(dir.path().string(), so);
+  LoadOptions lo;
+  lo.end_layer = 3;
+  const auto a = CausalLM::load(dir.path().string(), {}, lo);
+  EXPECT_EQ(a->stage_kv().received(), std::vector<int64_t>{});
+  EXPECT_EQ(a->stage_kv().sent(), std::vector<int64_t>{2});
+  lo.first_layer = 3;
+  lo.end_layer = 4;
+  const auto b = CausalLM::load(dir.path().string(), {}, lo);
+  EXPECT_EQ(b->stage_kv().received(), std::vector<int64_t>{2});
+  EXPECT_EQ(b->stage_kv().sent(), (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(b->state_layout().kv_slots().size(), 1u);  // layer 3's own; layer 2's only passes through
+  lo.first_layer = 4;
+  lo.end_layer = -1;
+  const auto c = CausalLM::load(dir.path().string(), {}, lo);
+  EXPECT_EQ(c->stage_kv().received(), (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(c->stage_kv().sent(), std::vector<int64_t>{});
+  // The readers' copies of layers 2 and 3 (a sliding ring and a full slot), nothing of its own.
+  ASSERT_EQ(c->state_layout().kv_slots().size(), 2u);
+  EXPECT_GT(c->state_layout().kv_slots()[0].window, 0);
+  EXPECT_EQ(c->state_layout().kv_slots()[1].window, 0);
 }
 
 TEST(PipelineStage, StageReadsOnlyItsOwnTensors) {

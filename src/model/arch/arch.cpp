@@ -32,6 +32,15 @@ std::unique_ptr<Mixer> ArchDef::make_mixer(const LayerBuild& b, int64_t i) const
   return std::make_unique<Attention>(b, i, AttentionLayout{.window = b.loader.config().sliding_window});
 }
 
+std::vector<int64_t> kv_read_across(const ModelConfig& c, int64_t cut) {
+  std::vector<int64_t> out;
+  for (int64_t i = std::max<int64_t>(cut, 0); i < c.num_layers; ++i)
+    if (const int64_t j = c.arch->kv_source(c, i); j >= 0 && j < cut) out.push_back(j);
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
 namespace {
 std::vector<const ArchDef*>& registered() {
   static std::vector<const ArchDef*> r;

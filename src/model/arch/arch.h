@@ -72,6 +72,10 @@ class ArchDef {
   // The mixer of decoder layer i, loaded. Default: self-attention (q/k/v bias, q_norm/k_norm,
   // sliding_window as the config says). A hybrid architecture returns a different Mixer for some layers.
   virtual std::unique_ptr<Mixer> make_mixer(const LayerBuild& b, int64_t i) const;
+  // The earlier decoder layer whose K/V decoder layer i attends to instead of its own (-1: its
+  // own; Gemma 4's num_kv_shared_layers). A pipeline stage sends such K/V on to the later stages
+  // that read it (CausalLM, kv_read_across). Default: -1.
+  virtual int64_t kv_source(const ModelConfig&, int64_t) const { return -1; }
   // The feed-forward block of decoder layer i, loaded.
   virtual std::unique_ptr<FeedForward> make_ffn(ModelLoader& l, int64_t i) const = 0;
   // Modules the architecture leaves unquantized by default when fp4lm quantizes it (as
@@ -88,6 +92,10 @@ class ArchDef {
   // Adds this architecture's own keys to a synthetic config.json.
   virtual void synthetic_config(const SyntheticOptions& o, nlohmann::json& c) const = 0;
 };
+
+// The decoder layers before `cut` whose K/V some layer at or after `cut` reads (ArchDef::kv_source),
+// ascending: what crosses a pipeline cut there beside the residual stream.
+std::vector<int64_t> kv_read_across(const ModelConfig& c, int64_t cut);
 
 // Every supported architecture, in registry order.
 const std::vector<const ArchDef*>& architectures();

@@ -182,16 +182,17 @@ class Gemma4 final : public ArchDef {
     const auto li = static_cast<size_t>(i);
     return {c.gemma.head_dims[li], c.gemma.kv_heads[li], c.gemma.full_k_eq_v && !c.gemma.sliding[li]};
   }
-  static int64_t kv_source(const ModelConfig& c, int64_t i) { return c.gemma.kv_source[static_cast<size_t>(i)]; }
+  static int64_t source_of(const ModelConfig& c, int64_t i) { return c.gemma.kv_source[static_cast<size_t>(i)]; }
+  int64_t kv_source(const ModelConfig& c, int64_t i) const override { return source_of(c, i); }
   static int64_t mlp_inter(const ModelConfig& c, int64_t i) {
-    return c.intermediate_size * (c.gemma.double_wide_mlp && kv_source(c, i) >= 0 ? 2 : 1);
+    return c.intermediate_size * (c.gemma.double_wide_mlp && source_of(c, i) >= 0 ? 2 : 1);
   }
 
   void plan_layer(const ModelConfig& c, int64_t i, std::vector<LayerSpec>& out) const override {
     const Shape s = shape(c, i);
     const int64_t q = c.num_heads * s.head_dim, kv = s.kv_heads * s.head_dim;
     const std::string p = fmt::format("model.layers.{}.self_attn", i);
-    if (kv_source(c, i) >= 0)  // reads an earlier layer's K/V: no k_proj / v_proj
+    if (source_of(c, i) >= 0)  // reads an earlier layer's K/V: no k_proj / v_proj
       out.push_back(plan_linear(p + ".qkv_proj", i, {p + ".q_proj"}, {q}, c.hidden_size));
     else if (s.k_eq_v)
       out.push_back(plan_linear(p + ".qkv_proj", i, {p + ".q_proj", p + ".k_proj"}, {q, kv}, c.hidden_size));
@@ -211,7 +212,7 @@ class Gemma4 final : public ArchDef {
     std::vector<LayerParam> out = {{n.input, {c.hidden_size}},           {n.post_attention, {c.hidden_size}},
                                    {n.pre_feedforward, {c.hidden_size}}, {n.post_feedforward, {c.hidden_size}},
                                    {p + "self_attn.q_norm.weight", {hd}}, {p + "layer_scalar", {1}}};
-    if (kv_source(c, i) < 0) out.push_back({p + "self_attn.k_norm.weight", {hd}});
+    if (source_of(c, i) < 0) out.push_back({p + "self_attn.k_norm.weight", {hd}});
     if (c.gemma.ple_dim > 0) {
       const GemmaPleNames pn = gemma_ple_names(i);
       out.push_back({pn.post_norm, {c.hidden_size}});
@@ -243,7 +244,7 @@ class Gemma4 final : public ArchDef {
     const bool sliding = c.gemma.sliding[static_cast<size_t>(i)];
     const LayerBuild lb{l, *rope, b.state, b.kv_dtype};
     RmsNorm input = load_rms_norm(l, n.input, c.hidden_size);
-    const int64_t source = kv_source(c, i);
+    const int64_t source = source_of(c, i);
     auto attention = std::make_unique<Attention>(lb, i,
                                                  AttentionLayout{.window = sliding ? c.gemma.sliding_window : 0,
                                                                  .reads_kv_of = source,
@@ -283,7 +284,7 @@ class Gemma4 final : public ArchDef {
     c["attention_k_eq_v"] = true;
     c["num_global_key_value_heads"] = 1;
     c["hidden_size_per_layer_input"] = 0;
-    c["num_kv_shared_layers"] = 0;
+    c["num_kv_shared_layers"] = o.kv_shared_layers;
     c["enable_moe_block"] = false;
     c["final_logit_softcapping"] = 30.0;
     nlohmann::json types = nlohmann::json::array();
