@@ -299,7 +299,9 @@ def run(p, srv, keyed, artifacts):
               const m = document.querySelector('.msg.assistant.streaming .msg-body');
               if (m) window.__lengths.push(m.textContent.length);
             }).observe(document.getElementById('messages'), {subtree: true, childList: true, characterData: true});""")
-    p.set_settings(max_tokens=64)
+    # Long enough to span many animation frames (the page paints once per frame) even where the
+    # model streams thousands of tokens a second.
+    p.set_settings(max_tokens=1024)
     p.type_and_enter("Hello there")
     first = p.wait_reply_done(2)
     lengths = sorted(set(l for l in p.js("return window.__lengths") if l > 0))
@@ -308,8 +310,9 @@ def run(p, srv, keyed, artifacts):
     posts = p.chat_posts()
     body = json.loads(posts[-1][3])
     check(body["stream"] is True and body["messages"] == [{"role": "user", "content": "Hello there"}]
-          and body["max_tokens"] == 64 and body["model"] == "tiny",
+          and body["max_tokens"] == 1024 and body["model"] == "tiny",
           "the request is a same-origin streaming POST with the message and the settings")
+    p.set_settings(max_tokens=64)
 
     # ---- a second turn carries the history -----------------------------------------------------
     p.type_and_enter("And a second question")
