@@ -11,7 +11,10 @@
 
 #include "common/paths.h"
 #include "core/error.h"
+#include "engine/quantize/calibration_data.h"
 #include "engine/quantize/quantizer.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
 #include "io/checkpoint.h"
 #include "model/causal_lm.h"
 #include "model/linear.h"
@@ -156,6 +159,40 @@ TEST(QuantizeWeightMethod, GptqWithoutCalibrationIsAUsageError) {
   Case c;
   EXPECT_THROW(c.quantize(WeightMethod::gptq, false, "x"), UsageError);
   EXPECT_FALSE(fs::exists(c.tmp / "x"));
+}
+
+TEST(QuantizeWeightMethod, CalibTextTakesSeveralFilesAndChatDatasets) {
+  FP4LM_REQUIRE_SHARED("tokenizers/qwen3/tokenizer.json");
+  test::TempDir tmp;
+  const std::string tok_dir = (test::shared_dir() / "tokenizers/qwen3").string();
+  test::write_file(tmp / "a.txt", "Once upon a time there was a little fox who loved to read books about the sea.\n");
+  const nlohmann::json conv = {{"messages", {{{"role", "user"}, {"content", "What is the capital of France?"}},
+                                             {{"role", "assistant"}, {"content", "Paris."}}}}};
+  test::write_file(tmp / "chat.jsonl", conv.dump() + "\n\n" + conv.dump() + "\n");
+  // The chat lines: each conversation rendered with the template and encoded, one sequence each.
+  auto tok = tokenizer::Tokenizer::from_dir(tok_dir);
+  const std::string rendered =
+      tokenizer::ChatTemplate::from_dir(tok_dir).render(conv["messages"], tokenizer::ChatOptions{});
+  const std::vector<int32_t> want = tok->encode(rendered, false);
+  ASSERT_NE(rendered.find("<|im_start|>user"), std::string::npos) << rendered;
+  const auto chat = calibration_from_chat((tmp / "chat.jsonl").string(), tok_dir, 10, 4096);
+  ASSERT_EQ(chat.size(), 2u);
+  EXPECT_EQ(chat[0], want);
+  // Several files in order, the sample limit across them.
+  const auto text = calibration_from_text((tmp / "a.txt").string(), tok_dir, 10, 8);
+  const auto both = calibration_from_files({(tmp / "a.txt").string(), (tmp / "chat.jsonl").string()}, tok_dir, 10, 8);
+  ASSERT_EQ(both.size(), text.size() + 2);
+  EXPECT_EQ(both[0], text[0]);
+  EXPECT_EQ(both.back(), std::vector<int32_t>(want.begin(), want.begin() + 8));
+  EXPECT_EQ(calibration_from_files({(tmp / "a.txt").string(), (tmp / "chat.jsonl").string()}, tok_dir, 2, 8).size(), 2u);
+  // A line that is not a conversation names the file and line.
+  test::write_file(tmp / "bad.jsonl", conv.dump() + "\n{\"text\": 1}\n");
+  try {
+    calibration_from_chat((tmp / "bad.jsonl").string(), tok_dir, 10, 64);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("bad.jsonl:2"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace fp4lm::engine::quantize_weight_method_test
