@@ -23,7 +23,7 @@ struct QuantizeArgs {
   std::vector<std::string> calib_text;
   int64_t calib_samples = 128, calib_seq_len = 512;
   std::vector<std::string> exclude;
-  bool quantize_lm_head = false, force = false;
+  bool quantize_lm_head = false, force = false, act_order = false;
   int threads = 0;
 };
 
@@ -83,6 +83,8 @@ int run_quantize(const QuantizeArgs& a) {
                "--calib-text FILE (W4A16_NVFP4 needs none)");
   if (o.weight_method == engine::WeightMethod::gptq && !have_calib)
     usage_fail("--weight-method gptq needs calibration data: pass --calib-ids FILE.jsonl or --calib-text FILE");
+  o.act_order = a.act_order;
+  if (a.act_order && o.weight_method != engine::WeightMethod::gptq) usage_fail("--act-order applies to --weight-method gptq only");
   const bool uses_calib = o.exp.algo == quant::QuantAlgo::NVFP4 || o.weight_method != engine::WeightMethod::rtn;
   if (have_calib && uses_calib)
     o.calibration = !a.calib_ids.empty()
@@ -118,6 +120,8 @@ CommandRegistration reg("quantize", "Quantize a bf16/fp16/fp32 checkpoint to NVF
                  "block scale, round to nearest), search (least-error E4M3 block scale), gptq (error feedback on X^T X)");
   sub.add_option("--calib-samples", a->calib_samples, "Calibration sequences to use (default 128)");
   sub.add_option("--calib-seq-len", a->calib_seq_len, "Tokens per calibration sequence (default 512)");
+  sub.add_flag("--act-order", a->act_order,
+               "gptq: quantize columns in decreasing input energy (block scales chosen up front from the weights)");
   sub.add_option("--exclude", a->exclude, "Keep matching modules unquantized (exact, dot-prefix or glob; repeatable)");
   sub.add_flag("--quantize-lm-head", a->quantize_lm_head, "Quantize lm_head too (kept unquantized by default)");
   sub.add_option("--max-shard-size", a->max_shard_size, "Largest output shard (default 5GB; GB=10^9, GiB=2^30)");

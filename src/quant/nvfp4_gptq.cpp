@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 
 #include "core/dtype.h"
 #include "core/error.h"
@@ -49,21 +50,26 @@ std::vector<double> upper_inverse(const std::vector<double>& v, int64_t k) {
 
 }  // namespace
 
-GptqFactor gptq_factor(const double* h, int64_t k, double rel_damp) {
+GptqFactor gptq_factor(const double* h, int64_t k, double rel_damp, bool act_order) {
   if (k <= 0) fail("gptq_factor: k = {}, expected > 0", k);
   double mean_diag = 0.0;
   for (int64_t i = 0; i < k; ++i) {
-    for (int64_t j = 0; j < k; ++j)
+    for (int64_t j = i; j < k; ++j)
       if (!std::isfinite(h[i * k + j])) fail("gptq_factor: H[{}, {}] = {}, expected a finite value", i, j, h[i * k + j]);
     mean_diag += h[i * k + i];
   }
+  std::vector<int64_t> perm(static_cast<size_t>(k));
+  std::iota(perm.begin(), perm.end(), 0);
+  if (act_order)
+    std::stable_sort(perm.begin(), perm.end(), [&](int64_t a, int64_t b) { return h[a * k + a] > h[b * k + b]; });
+  auto hs = [&](int64_t a, int64_t b) { return a <= b ? h[a * k + b] : h[b * k + a]; };
   mean_diag /= static_cast<double>(k);
   if (!(mean_diag > 0.0)) mean_diag = 1.0;  // no signal at all: U is the damping's, i.e. plain rounding
   double damp = rel_damp * mean_diag;
   for (int attempt = 0; attempt < 5; ++attempt, damp *= 10.0) {
     std::vector<double> a(static_cast<size_t>(k * k), 0.0);
     for (int64_t i = 0; i < k; ++i)
-      for (int64_t j = i; j < k; ++j) a[static_cast<size_t>(i * k + j)] = h[i * k + j];
+      for (int64_t j = i; j < k; ++j) a[static_cast<size_t>(i * k + j)] = hs(perm[static_cast<size_t>(i)], perm[static_cast<size_t>(j)]);
     for (int64_t i = 0; i < k; ++i) a[static_cast<size_t>(i * k + i)] += damp;
     if (!reverse_cholesky(a, k)) continue;
     GptqFactor f;
@@ -71,6 +77,7 @@ GptqFactor gptq_factor(const double* h, int64_t k, double rel_damp) {
     f.u = upper_inverse(a, k);
     f.uf.assign(f.u.begin(), f.u.end());
     f.damp = damp;
+    if (act_order) f.perm = std::move(perm);
     return f;
   }
   fail("gptq_factor: H ({} x {}) is not positive definite even with damping {}", k, k, damp / 10.0);
@@ -90,6 +97,35 @@ Nvfp4Weight gptq_quantize_rows(const float* w, int64_t n, int64_t k, const GptqF
   const int64_t blocks = k / kNvfp4BlockSize;
   std::vector<float> row(static_cast<size_t>(k));
   float blk[kNvfp4BlockSize];
+  if (!f.perm.empty()) {
+    if (static_cast<int64_t>(f.perm.size()) != k) fail("gptq_quantize_rows: permutation of {} columns, k = {}", f.perm.size(), k);
+    std::vector<float> den(static_cast<size_t>(blocks));
+    for (int64_t r = 0; r < n; ++r) {
+      const float* wr = w + r * k;
+      for (int64_t b = 0; b < blocks; ++b) {
+        const float* x = wr + b * kNvfp4BlockSize;
+        const uint8_t sb = opt.scale_search ? search_block_scale(x, nullptr, s2) : weight_block_scale(amax(x, kNvfp4BlockSize), s2);
+        out.scales[static_cast<size_t>(r * blocks + b)] = sb;
+        den[static_cast<size_t>(b)] = e4m3_to_f32(sb) * s2;
+        if (!(den[static_cast<size_t>(b)] > 0.0f)) fail("gptq_quantize_rows: block [{}, {}] scale underflows float32", r, b);
+      }
+      for (int64_t i = 0; i < k; ++i) row[static_cast<size_t>(i)] = wr[f.perm[static_cast<size_t>(i)]];
+      uint8_t* dst = out.codes.data() + r * (k / 2);
+      for (int64_t i = 0; i < k; ++i) {
+        const int64_t c = f.perm[static_cast<size_t>(i)];
+        const float d = den[static_cast<size_t>(c / kNvfp4BlockSize)];
+        const float x = std::clamp(row[static_cast<size_t>(i)], -3.0e38f, 3.0e38f);
+        const uint8_t code = f32_to_e2m1(x / d);
+        dst[c / 2] = static_cast<uint8_t>(c % 2 == 0 ? (dst[c / 2] & 0xf0) | (code & 0xf) : (dst[c / 2] & 0x0f) | ((code & 0xf) << 4));
+        const float q = e2m1_to_f32(code) * d;
+        const float* ui = f.uf.data() + i * k;
+        const float e = (x - q) / ui[i];
+        float* rw = row.data();
+        for (int64_t l = i + 1; l < k; ++l) rw[l] -= e * ui[l];
+      }
+    }
+    return out;
+  }
   for (int64_t r = 0; r < n; ++r) {
     for (int64_t c = 0; c < k; ++c) row[static_cast<size_t>(c)] = w[r * k + c];
     for (int64_t b = 0; b < blocks; ++b) {
@@ -126,7 +162,7 @@ Nvfp4Weight gptq_quantize_weight(const float* w, int64_t n, int64_t k, const dou
                                  const GptqOptions& opt) {
   Nvfp4Weight rtn = quantize_weight(w, n, k, group_amax);  // checks, global scale, the all-zero case
   if (rtn.weight_scale_2 == 0.0f) return rtn;
-  const GptqFactor f = gptq_factor(h, k);
+  const GptqFactor f = gptq_factor(h, k, 0.01, opt.act_order);
   return gptq_quantize_rows(w, n, k, f, rtn.weight_scale_2, opt);
 }
 

@@ -20,17 +20,24 @@ struct GptqFactor {
   std::vector<double> u;  // row-major k x k, upper triangle (the lower is zero)
   std::vector<float> uf;  // u in float32: the per-row updates run in float32, as GPTQ's reference does
   double damp = 0;        // the damping added to the diagonal in the end
+  // Act-order: the column order (perm[i] = the column quantized i-th; u is of H permuted so),
+  // empty for natural order.
+  std::vector<int64_t> perm;
 };
 
-// U for H (row-major k x k, symmetric positive semi-definite, double). The diagonal gets
+// U for H (row-major k x k, symmetric positive semi-definite, double; only the upper triangle is
+// read). act_order: columns in decreasing H[c, c] (the most active input channels first). The diagonal gets
 // rel_damp * mean(diag H) added (and a zero diagonal entry, an input channel calibration never
 // saw, becomes that damping alone); when the factorization still fails the damping grows 10x, up
 // to 5 tries, then Error. Error on k <= 0 or a non-finite H.
-GptqFactor gptq_factor(const double* h, int64_t k, double rel_damp = 0.01);
+GptqFactor gptq_factor(const double* h, int64_t k, double rel_damp = 0.01, bool act_order = false);
 
 struct GptqOptions {
   bool scale_search = true;  // pick each block's E4M3 scale with search_block_scale (else amax/6)
+  bool act_order = false;    // gptq_quantize_weight only: the factor's column order (gptq_factor)
 };
+// Under act-order (f.perm not empty) blocks are no longer reached one after another, so every
+// block's scale is chosen up front from the original weights (the "static groups" form of GPTQ).
 
 // Quantizes rows [0, n) of w (row-major, n x k) with the factor; s2 = the group's weight_scale_2
 // (group_amax / 2688, > 0). Returns codes and scales for these rows (weight_scale_2 = s2).

@@ -118,6 +118,22 @@ TEST(Nvfp4Gptq, LowerOutputErrorThanRoundToNearestOnCorrelatedInputs) {
   }
 }
 
+TEST(Nvfp4Gptq, ActOrderAlsoBeatsRoundToNearestAndKeepsTheSearchedScales) {
+  const int64_t n = 24, k = 96;
+  const Inputs in = correlated_inputs(400, k, 3);
+  const std::vector<float> w = random_weights(n, k, 4);
+  const Nvfp4Weight srch = quantize_weight_searched(w.data(), n, k, std::nullopt);
+  const double e_rtn = output_error(in, w, dequantize_weight(quantize_weight(w.data(), n, k)), n);
+  const Nvfp4Weight g = gptq_quantize_weight(w.data(), n, k, in.h.data(), std::nullopt, {.scale_search = true, .act_order = true});
+  EXPECT_EQ(g.scales, srch.scales);  // static groups: the scales come from the original weights
+  EXPECT_LT(output_error(in, w, dequantize_weight(g), n), 0.8 * e_rtn);
+  // The order is by decreasing H[c, c].
+  const GptqFactor f = gptq_factor(in.h.data(), k, 0.01, true);
+  ASSERT_EQ(f.perm.size(), static_cast<size_t>(k));
+  for (size_t i = 1; i < f.perm.size(); ++i)
+    EXPECT_GE(in.h[static_cast<size_t>(f.perm[i - 1] * k + f.perm[i - 1])], in.h[static_cast<size_t>(f.perm[i] * k + f.perm[i])]);
+}
+
 TEST(Nvfp4Gptq, RowsAreIndependent) {
   // Quantizing rows in two parts gives the whole matrix's bytes (what the quantizer's threads do).
   const int64_t n = 10, k = 48;

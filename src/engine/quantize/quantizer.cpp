@@ -442,7 +442,7 @@ class ShardStream {
 // Phase 5: copies and quantizes every job's tensors into the shards; returns how many modules
 // were quantized.
 size_t stream_tensors(const io::Checkpoint& ck, const OutputLayout& L, const ActivationAmax& amax, QuantAlgo algo,
-                      WeightMethod method, const Nvfp4Names& nn, ShardStream& out, Progress& bar) {
+                      WeightMethod method, bool act_order, const Nvfp4Names& nn, ShardStream& out, Progress& bar) {
   size_t quantized_modules = 0;
   for (size_t j = 0; j < L.jobs.size(); ++j) {
     const Job& job = L.jobs[j];
@@ -485,7 +485,7 @@ size_t stream_tensors(const io::Checkpoint& ck, const OutputLayout& L, const Act
       mm.importance = importance.data();
     }
     if (mm.method == WeightMethod::gptq && gamax > 0.0f) {
-      factor = quant::gptq_factor(st->h.data(), g.in_features);
+      factor = quant::gptq_factor(st->h.data(), g.in_features, 0.01, act_order);
       mm.factor = &*factor;
     }
     size_t k = 0;
@@ -577,7 +577,7 @@ QuantizeSummary quantize_checkpoint(const QuantizeOptions& o) {
 
   Progress bar(o.progress, "quantizing", L.input_total);
   ShardStream stream(tmp.path, L, shards, o);
-  const size_t quantized_modules = stream_tensors(*ck, L, amax, algo, o.weight_method, nn, stream, bar);
+  const size_t quantized_modules = stream_tensors(*ck, L, amax, algo, o.weight_method, o.act_order, nn, stream, bar);
   if (L.outs.empty()) fail("{}: the checkpoint has no tensors", o.model_dir);
   publish(tmp, out, o.out_dir);
 
