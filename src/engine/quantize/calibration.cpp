@@ -167,15 +167,16 @@ void accumulate_stats(InputStats& s, const float* x, int64_t m, int64_t k, bool 
   // double), then added to the double total.
   auto row = [&](int64_t i, std::vector<float>& acc) {
     std::fill(acc.begin(), acc.end(), 0.0f);
-    float* a = acc.data() - i;  // a[j] for j in [i, k)
+    float* a = acc.data();  // a[j - i] for j in [i, k)
+    const int64_t len = k - i;
     for (int64_t t = 0; t < m; ++t) {
-      const float* xt = x + t * k;
-      const float xi = xt[i];
+      const float* xt = x + t * k + i;
+      const float xi = xt[0];
       if (xi == 0.0f) continue;
-      for (int64_t j = i; j < k; ++j) a[j] += xi * xt[j];
+      for (int64_t j = 0; j < len; ++j) a[j] += xi * xt[j];
     }
-    double* hi = h + i * k;
-    for (int64_t j = i; j < k; ++j) hi[j] += a[j];
+    double* hi = h + i * k + i;
+    for (int64_t j = 0; j < len; ++j) hi[j] += a[j];
   };
   // Rows i and k-1-i together: every task gets the same share of the triangle.
   ThreadPool::global().parallel_for((k + 1) / 2, [&](int64_t p0, int64_t p1, int) {
