@@ -20,6 +20,7 @@
 #include "model/linear.h"
 #include "model/synthetic_checkpoint.h"
 #include "quant/nvfp4.h"
+#include "quant/nvfp4_gptq.h"
 #include "quant/nvfp4_scale_search.h"
 
 namespace fp4lm::engine::quantize_weight_method_test {
@@ -153,6 +154,58 @@ TEST(QuantizeWeightMethod, GptqExportLoadsRunsAndKeepsModelOptsConfigFiles) {
   EXPECT_NE(bytes(*a, "model.layers.0.mlp.down_proj.weight"), bytes(*b, "model.layers.0.mlp.down_proj.weight"));
   EXPECT_EQ(bytes(*a, "model.layers.0.mlp.down_proj.weight_scale_2"), bytes(*b, "model.layers.0.mlp.down_proj.weight_scale_2"));
   expect_runs(gptq);
+}
+
+// Per Linear layer: H = sum x x^T (upper triangle), each forward call's products summed in float
+// and then added in double, as the quantizer's calibration does.
+std::map<std::string, std::vector<double>> observe_h(const std::string& dir) {
+  std::map<std::string, std::vector<double>> r;
+  model::EngineOptions eo;
+  eo.on_linear_built = [&](model::Linear& l) {
+    const std::string n = l.spec().name;
+    const int64_t k = l.in_features();
+    l.set_input_observer([&r, n, k](const float* x, int64_t m) {
+      auto& h = r[n];
+      h.resize(static_cast<size_t>(k * k), 0.0);
+      for (int64_t i = 0; i < k; ++i)
+        for (int64_t j = i; j < k; ++j) {
+          float s = 0.0f;
+          for (int64_t t = 0; t < m; ++t)
+            if (x[t * k + i] != 0.0f) s += x[t * k + i] * x[t * k + j];
+          h[static_cast<size_t>(i * k + j)] += s;
+        }
+    });
+  };
+  auto lm = model::CausalLM::load(dir, eo);
+  for (const auto& s : kCalib) {
+    model::SequenceState c = lm->new_sequence(static_cast<int64_t>(s.size()));
+    lm->forward(c, s.data(), static_cast<int64_t>(s.size()), model::LogitsMode::none, nullptr);
+  }
+  return r;
+}
+
+TEST(QuantizeWeightMethod, GptqIsTheReferenceOnTheObservedH) {
+  Case c;
+  const std::string out = c.quantize(WeightMethod::gptq, true, "gptq");
+  auto ck = io::Checkpoint::open(out), in = io::Checkpoint::open(c.in);
+  const auto hs = observe_h(c.in);
+  const std::string p = "model.layers.1.";
+  for (const auto& [layer, members] : std::vector<std::pair<std::string, std::vector<std::string>>>{
+           {"mlp.gate_up_proj", {"mlp.gate_proj", "mlp.up_proj"}}, {"self_attn.o_proj", {"self_attn.o_proj"}}}) {
+    const std::vector<double>& h = hs.at(p + layer);
+    float gamax = 0;
+    for (const std::string& m : members) {
+      const std::vector<float> w = f32(*in, p + m + ".weight");
+      gamax = std::max(gamax, quant::amax(w.data(), w.size()));
+    }
+    for (const std::string& m : members) {
+      const std::vector<float> w = f32(*in, p + m + ".weight");
+      const auto& shape = in->get(p + m + ".weight").shape;
+      const quant::Nvfp4Weight ref = quant::gptq_quantize_weight(w.data(), shape[0], shape[1], h.data(), gamax);
+      EXPECT_EQ(bytes(*ck, p + m + ".weight"), ref.codes) << m;
+      EXPECT_EQ(bytes(*ck, p + m + ".weight_scale"), ref.scales) << m;
+    }
+  }
 }
 
 TEST(QuantizeWeightMethod, GptqWithoutCalibrationIsAUsageError) {
