@@ -23,7 +23,8 @@ struct QuantizeArgs {
   std::vector<std::string> calib_text;
   int64_t calib_samples = 128, calib_seq_len = 512;
   std::vector<std::string> exclude;
-  bool quantize_lm_head = false, force = false, act_order = false;
+  bool quantize_lm_head = false, force = false, act_order = true;
+  bool act_order_given = false;
   int threads = 0;
 };
 
@@ -84,7 +85,9 @@ int run_quantize(const QuantizeArgs& a) {
   if (o.weight_method == engine::WeightMethod::gptq && !have_calib)
     usage_fail("--weight-method gptq needs calibration data: pass --calib-ids FILE.jsonl or --calib-text FILE");
   o.act_order = a.act_order;
-  if (a.act_order && o.weight_method != engine::WeightMethod::gptq) usage_fail("--act-order applies to --weight-method gptq only");
+  if (a.act_order_given && o.weight_method != engine::WeightMethod::gptq)
+    usage_fail("--act-order / --no-act-order apply to --weight-method gptq only (the method is {})",
+               engine::weight_method_name(o.weight_method));
   const bool uses_calib = o.exp.algo == quant::QuantAlgo::NVFP4 || o.weight_method != engine::WeightMethod::rtn;
   if (have_calib && uses_calib)
     o.calibration = !a.calib_ids.empty()
@@ -120,14 +123,19 @@ CommandRegistration reg("quantize", "Quantize a bf16/fp16/fp32 checkpoint to NVF
                  "block scale, round to nearest), search (least-error E4M3 block scale), gptq (error feedback on X^T X)");
   sub.add_option("--calib-samples", a->calib_samples, "Calibration sequences to use (default 128)");
   sub.add_option("--calib-seq-len", a->calib_seq_len, "Tokens per calibration sequence (default 512)");
-  sub.add_flag("--act-order", a->act_order,
-               "gptq: quantize columns in decreasing input energy (block scales chosen up front from the weights)");
+  CLI::Option* act = sub.add_flag(
+      "--act-order,!--no-act-order", a->act_order,
+      "gptq: quantize columns in decreasing input energy, block scales chosen up front from the weights "
+      "(default on; --no-act-order: natural order, each block's scale from the error-updated weights)");
   sub.add_option("--exclude", a->exclude, "Keep matching modules unquantized (exact, dot-prefix or glob; repeatable)");
   sub.add_flag("--quantize-lm-head", a->quantize_lm_head, "Quantize lm_head too (kept unquantized by default)");
   sub.add_option("--max-shard-size", a->max_shard_size, "Largest output shard (default 5GB; GB=10^9, GiB=2^30)");
   sub.add_flag("--force", a->force, "Replace OUT if it exists");
   sub.add_option("--threads", a->threads, "Worker threads (default: physical cores)");
-  return [a]() { return run_quantize(*a); };
+  return [a, act]() {
+    a->act_order_given = act->count() > 0;
+    return run_quantize(*a);
+  };
 });
 
 }  // namespace

@@ -201,7 +201,8 @@ TEST(QuantizeWeightMethod, GptqIsTheReferenceOnTheObservedH) {
     for (const std::string& m : members) {
       const std::vector<float> w = f32(*in, p + m + ".weight");
       const auto& shape = in->get(p + m + ".weight").shape;
-      const quant::Nvfp4Weight ref = quant::gptq_quantize_weight(w.data(), shape[0], shape[1], h.data(), gamax);
+      const quant::Nvfp4Weight ref = quant::gptq_quantize_weight(w.data(), shape[0], shape[1], h.data(), gamax,
+                                                                      {.scale_search = true, .act_order = true});
       EXPECT_EQ(bytes(*ck, p + m + ".weight"), ref.codes) << m;
       EXPECT_EQ(bytes(*ck, p + m + ".weight_scale"), ref.scales) << m;
     }
