@@ -104,7 +104,8 @@ Nvfp4Weight gptq_quantize_rows(const float* w, int64_t n, int64_t k, const GptqF
       const float* wr = w + r * k;
       for (int64_t b = 0; b < blocks; ++b) {
         const float* x = wr + b * kNvfp4BlockSize;
-        const uint8_t sb = opt.scale_search ? search_block_scale(x, nullptr, s2) : weight_block_scale(amax(x, kNvfp4BlockSize), s2);
+        const float* imp = opt.importance ? opt.importance + b * kNvfp4BlockSize : nullptr;
+        const uint8_t sb = opt.scale_search ? search_block_scale(x, imp, s2) : weight_block_scale(amax(x, kNvfp4BlockSize), s2);
         out.scales[static_cast<size_t>(r * blocks + b)] = sb;
         den[static_cast<size_t>(b)] = e4m3_to_f32(sb) * s2;
         if (!(den[static_cast<size_t>(b)] > 0.0f)) fail("gptq_quantize_rows: block [{}, {}] scale underflows float32", r, b);

@@ -35,6 +35,8 @@ GptqFactor gptq_factor(const double* h, int64_t k, double rel_damp = 0.01, bool 
 struct GptqOptions {
   bool scale_search = true;  // pick each block's E4M3 scale with search_block_scale (else amax/6)
   bool act_order = false;    // gptq_quantize_weight only: the factor's column order (gptq_factor)
+  // Act-order only: per input channel [k] weights for the up-front scale search (H's diagonal), or null.
+  const float* importance = nullptr;
 };
 // Under act-order (f.perm not empty) blocks are no longer reached one after another, so every
 // block's scale is chosen up front from the original weights (the "static groups" form of GPTQ).

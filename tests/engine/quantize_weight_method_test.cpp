@@ -158,14 +158,15 @@ TEST(QuantizeWeightMethod, GptqExportLoadsRunsAndKeepsModelOptsConfigFiles) {
 
 // Per Linear layer: H = sum x x^T (upper triangle), each forward call's products summed in float
 // and then added in double, as the quantizer's calibration does.
-std::map<std::string, std::vector<double>> observe_h(const std::string& dir) {
+std::map<std::string, std::vector<double>> observe_h(const std::string& dir, std::map<std::string, int64_t>& rows) {
   std::map<std::string, std::vector<double>> r;
   model::EngineOptions eo;
   eo.on_linear_built = [&](model::Linear& l) {
     const std::string n = l.spec().name;
     const int64_t k = l.in_features();
-    l.set_input_observer([&r, n, k](const float* x, int64_t m) {
+    l.set_input_observer([&r, &rows, n, k](const float* x, int64_t m) {
       auto& h = r[n];
+      rows[n] += m;
       h.resize(static_cast<size_t>(k * k), 0.0);
       for (int64_t i = 0; i < k; ++i)
         for (int64_t j = i; j < k; ++j) {
@@ -188,11 +189,15 @@ TEST(QuantizeWeightMethod, GptqIsTheReferenceOnTheObservedH) {
   Case c;
   const std::string out = c.quantize(WeightMethod::gptq, true, "gptq");
   auto ck = io::Checkpoint::open(out), in = io::Checkpoint::open(c.in);
-  const auto hs = observe_h(c.in);
+  std::map<std::string, int64_t> rows;
+  const auto hs = observe_h(c.in, rows);
   const std::string p = "model.layers.1.";
   for (const auto& [layer, members] : std::vector<std::pair<std::string, std::vector<std::string>>>{
            {"mlp.gate_up_proj", {"mlp.gate_proj", "mlp.up_proj"}}, {"self_attn.o_proj", {"self_attn.o_proj"}}}) {
     const std::vector<double>& h = hs.at(p + layer);
+    const auto k = static_cast<size_t>(in->get(p + members[0] + ".weight").shape[1]);
+    std::vector<float> imp(k);  // the up-front scale search's channel weights: mean x^2
+    for (size_t i = 0; i < k; ++i) imp[i] = static_cast<float>(h[i * k + i] / static_cast<double>(rows.at(p + layer)));
     float gamax = 0;
     for (const std::string& m : members) {
       const std::vector<float> w = f32(*in, p + m + ".weight");
@@ -202,7 +207,7 @@ TEST(QuantizeWeightMethod, GptqIsTheReferenceOnTheObservedH) {
       const std::vector<float> w = f32(*in, p + m + ".weight");
       const auto& shape = in->get(p + m + ".weight").shape;
       const quant::Nvfp4Weight ref = quant::gptq_quantize_weight(w.data(), shape[0], shape[1], h.data(), gamax,
-                                                                      {.scale_search = true, .act_order = true});
+                                                                      {.scale_search = true, .act_order = true, .importance = imp.data()});
       EXPECT_EQ(bytes(*ck, p + m + ".weight"), ref.codes) << m;
       EXPECT_EQ(bytes(*ck, p + m + ".weight_scale"), ref.scales) << m;
     }
