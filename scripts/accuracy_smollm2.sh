@@ -7,7 +7,7 @@
 # scripts/accuracy_llamacpp.py (llama-cpp-python, pinned, in a venv under the cache), compared with
 # fp4lm's bf16 logits of the same ids in the same way.
 # Usage: scripts/accuracy_smollm2.sh [path/to/fp4lm]   (default build/fp4lm)
-# Takes about 15 minutes on 2 cores (the first run also builds llama-cpp-python: ~30 minutes).
+# Takes about 30 minutes on 2 cores (gptq's calibration: 3 minutes per checkpoint) (the first run also builds llama-cpp-python: ~30 minutes).
 set -euo pipefail
 FP4LM=${1:-build/fp4lm}
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -16,7 +16,7 @@ GGUF=$(bash "$HERE/fetch_smollm2.sh")
 # ACCURACY_WORK=DIR keeps the work (checkpoints, ids, logits) there and reuses what is present.
 if [ -n "${ACCURACY_WORK:-}" ]; then W=$ACCURACY_WORK; mkdir -p "$W"; else W=$(mktemp -d); trap 'rm -rf "$W"' EXIT; fi
 LIC=/usr/share/common-licenses
-CALIB=$LIC/GPL-3
+CALIB=("$LIC/GPL-3")
 EVAL=("$LIC/Apache-2.0" "$LIC/MPL-2.0")
 SEQ=512
 
@@ -34,9 +34,17 @@ for line in sys.stdin:
 ' "$SEQ" > "$W/ids.jsonl"
 predicted=$(/usr/bin/python3 -c 'import json,sys; print(sum(len(json.loads(l)["ids"]) - 1 for l in open(sys.argv[1])))' "$W/ids.jsonl")
 
-[ -d "$W/w4a16" ] || "$FP4LM" --log-level warn quantize --model "$W/bf16" --out "$W/w4a16" --algo W4A16_NVFP4
-[ -d "$W/nvfp4" ] || "$FP4LM" --log-level warn quantize --model "$W/bf16" --out "$W/nvfp4" --algo NVFP4 --calib-text "$CALIB" \
-  --calib-samples 64 --calib-seq-len "$SEQ"
+# One checkpoint per weight method (docs/QUANTIZE.md "Weight rounding"); gptq is the default with
+# calibration data, search without.
+q() {  # out algo [flags...]
+  [ -d "$W/$1" ] || "$FP4LM" --log-level warn quantize --model "$W/bf16" --out "$W/$1" --algo "$2" "${@:3}"
+}
+CAL=(--calib-text "${CALIB[@]}" --calib-samples 64 --calib-seq-len "$SEQ")
+q w4a16 W4A16_NVFP4 --weight-method rtn
+q w4a16_search W4A16_NVFP4
+q w4a16_gptq W4A16_NVFP4 "${CAL[@]}"
+q nvfp4 NVFP4 --weight-method rtn "${CAL[@]}"
+q nvfp4_gptq NVFP4 "${CAL[@]}"
 
 mib() { du -sm --apparent-size "$1" | cut -f1; }
 row() {  # label model [extra eval flags...]
@@ -44,15 +52,18 @@ row() {  # label model [extra eval flags...]
     /usr/bin/python3 -c "import json,sys; j=json.load(sys.stdin); r=j['reference']; print('| %s | %.4f | %.5f | %.4f |' % (sys.argv[1], j['perplexity'], r['mean_kl'], r['top1_agreement']))" "$1"
 }
 
-echo "### SmolLM2-135M-Instruct — Debian's Apache-2.0 and MPL-2.0 texts ($predicted predicted tokens, $SEQ-token sequences; calibration: GPL-3)"
+echo "### SmolLM2-135M-Instruct — Debian's Apache-2.0 and MPL-2.0 texts ($predicted predicted tokens, $SEQ-token sequences; calibration: $(basename -a "${CALIB[@]}" | paste -sd' '))"
 echo
 echo "| variant | perplexity | mean KL(bf16‖variant) | top-1 agreement with bf16 |"
 echo "|---|---|---|---|"
 row "fp4lm bf16 (converted GGUF, $(mib "$W/bf16") MiB)" "$W/bf16"
 row "fp4lm bf16 + \`--kv-cache-dtype fp8\`" "$W/bf16" --kv-cache-dtype fp8
-row "fp4lm W4A16_NVFP4 ($(mib "$W/w4a16") MiB)" "$W/w4a16"
-row "fp4lm NVFP4 W4A4 ($(mib "$W/nvfp4") MiB)" "$W/nvfp4"
-row "fp4lm NVFP4 + \`--override-activation-dtype bfloat16\`" "$W/nvfp4" --override-activation-dtype bfloat16
+row "fp4lm W4A16_NVFP4, \`rtn\` (ModelOpt's rule; $(mib "$W/w4a16") MiB)" "$W/w4a16"
+row "fp4lm W4A16_NVFP4, \`search\` (no calibration)" "$W/w4a16_search"
+row "fp4lm W4A16_NVFP4, \`gptq\` (default with calibration)" "$W/w4a16_gptq"
+row "fp4lm NVFP4 W4A4, \`rtn\` ($(mib "$W/nvfp4") MiB)" "$W/nvfp4"
+row "fp4lm NVFP4 W4A4, \`gptq\` (default)" "$W/nvfp4_gptq"
+row "fp4lm NVFP4 \`gptq\` + \`--override-activation-dtype bfloat16\`" "$W/nvfp4_gptq" --override-activation-dtype bfloat16
 
 # llama.cpp: its venv (pinned), its quantizer, the same ids, compared with fp4lm's bf16 logits.
 VENV=$CACHE/llamacpp-venv

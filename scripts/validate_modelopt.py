@@ -355,7 +355,9 @@ def main():
         cfg = mtq.W4A16_NVFP4_CFG if algo == "W4A16_NVFP4" else mtq.NVFP4_DEFAULT_CFG
         with torch.no_grad():
             modelopt_export(model, cfg, calib, mo_dir)
-        cmd = [fp4lm, "quantize", "--model", src, "--out", fp_dir, "--algo", algo, "--log-level", "warn"]
+        # rtn: ModelOpt's max calibration and amax/6 block scales, the export compared byte for byte.
+        cmd = [fp4lm, "quantize", "--model", src, "--out", fp_dir, "--algo", algo, "--weight-method", "rtn",
+               "--log-level", "warn"]
         if algo == "NVFP4":
             cmd += ["--calib-ids", calib_path, "--calib-samples", str(len(calib)), "--calib-seq-len",
                     str(args.calib_len)]

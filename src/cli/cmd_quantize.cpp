@@ -20,10 +20,12 @@ namespace fp4lm::cli {
 namespace {
 
 struct QuantizeArgs {
-  std::string model, out, algo, calib_ids, calib_text, max_shard_size = "5GB", format = "modelopt";
+  std::string model, out, algo, calib_ids, max_shard_size = "5GB", format = "modelopt", weight_method = "auto";
+  std::vector<std::string> calib_text;
   int64_t calib_samples = 128, calib_seq_len = 512;
   std::vector<std::string> exclude;
-  bool quantize_lm_head = false, force = false;
+  bool quantize_lm_head = false, force = false, act_order = true;
+  bool act_order_given = false;
   ModelFlags hub;
   int threads = 0;
 };
@@ -74,16 +76,31 @@ int run_quantize(QuantizeArgs& a) {
   a.hub.resolve(a.model);
   o.model_dir = a.model;
   const bool have_calib = !a.calib_ids.empty() || !a.calib_text.empty();
-  if (o.exp.algo == quant::QuantAlgo::NVFP4) {
-    if (!have_calib)
-      usage_fail("--algo NVFP4 (W4A4) needs calibration data for its input scales: pass --calib-ids FILE.jsonl or "
-                 "--calib-text FILE (W4A16_NVFP4 needs none)");
+  // auto: GPTQ when there is calibration data to build its H from, else the scale search
+  // (docs/QUANTIZE.md: the measurements behind the choice).
+  if (a.weight_method == "auto") o.weight_method = have_calib ? engine::WeightMethod::gptq : engine::WeightMethod::search;
+  else if (a.weight_method == "rtn") o.weight_method = engine::WeightMethod::rtn;
+  else if (a.weight_method == "search") o.weight_method = engine::WeightMethod::search;
+  else if (a.weight_method == "gptq") o.weight_method = engine::WeightMethod::gptq;
+  else usage_fail("--weight-method: '{}' is not supported (use auto, rtn, search or gptq)", a.weight_method);
+  if (o.exp.algo == quant::QuantAlgo::NVFP4 && !have_calib)
+    usage_fail("--algo NVFP4 (W4A4) needs calibration data for its input scales: pass --calib-ids FILE.jsonl or "
+               "--calib-text FILE (W4A16_NVFP4 needs none)");
+  if (o.weight_method == engine::WeightMethod::gptq && !have_calib)
+    usage_fail("--weight-method gptq needs calibration data: pass --calib-ids FILE.jsonl or --calib-text FILE");
+  o.act_order = a.act_order;
+  if (a.act_order_given && o.weight_method != engine::WeightMethod::gptq)
+    usage_fail("--act-order / --no-act-order apply to --weight-method gptq only (the method is {})",
+               engine::weight_method_name(o.weight_method));
+  const bool uses_calib = o.exp.algo == quant::QuantAlgo::NVFP4 || o.weight_method != engine::WeightMethod::rtn;
+  if (have_calib && uses_calib)
     o.calibration = !a.calib_ids.empty()
                         ? engine::calibration_from_ids(a.calib_ids, a.calib_samples, a.calib_seq_len)
-                        : engine::calibration_from_text(a.calib_text, a.model, a.calib_samples, a.calib_seq_len);
-  } else if (have_calib) {
-    log().warn("--algo W4A16_NVFP4 has no activation scales: the calibration data is not used");
-  }
+                        : engine::calibration_from_files(a.calib_text, a.model, a.calib_samples, a.calib_seq_len);
+  else if (have_calib)
+    log().warn("--algo W4A16_NVFP4 with --weight-method rtn has no use for calibration data: it is not used");
+  log().info("Weight rounding: {}{}", engine::weight_method_name(o.weight_method),
+             o.weight_method == engine::WeightMethod::search && o.calibration.empty() ? " (unweighted: no calibration data)" : "");
 
   engine::QuantizeSummary s = engine::quantize_checkpoint(o);
   log().info("Wrote {} ({}): {} quantized modules, {} tensors, {:.1f} MiB in {} file(s), {} modules excluded; {:.2f} s",
@@ -102,15 +119,27 @@ CommandRegistration reg("quantize", "Quantize a bf16/fp16/fp32 checkpoint to NVF
                  "Output layout: modelopt (default: hf_quant_config.json, weight / weight_scale_2 / input_scale) or "
                  "compressed-tensors (weight_packed, reciprocal weight_global_scale / input_global_scale)");
   sub.add_option("--calib-ids", a->calib_ids, "Calibration token ids, JSON Lines ({\"ids\": [...]} or a list per line)");
-  sub.add_option("--calib-text", a->calib_text, "Calibration text, encoded with the model's tokenizer");
+  sub.add_option("--calib-text", a->calib_text,
+                 "Calibration files (one or more, in order): plain text encoded with the model's tokenizer, or a chat "
+                 "dataset (a name ending in .jsonl: {\"messages\": [...]} per line, rendered with the model's chat template)");
+  sub.add_option("--weight-method", a->weight_method,
+                 "Weight rounding: auto (default: gptq with calibration data, else search), rtn (ModelOpt's amax/6 "
+                 "block scale, round to nearest), search (least-error E4M3 block scale), gptq (error feedback on X^T X)");
   sub.add_option("--calib-samples", a->calib_samples, "Calibration sequences to use (default 128)");
   sub.add_option("--calib-seq-len", a->calib_seq_len, "Tokens per calibration sequence (default 512)");
+  CLI::Option* act = sub.add_flag(
+      "--act-order,!--no-act-order", a->act_order,
+      "gptq: quantize columns in decreasing input energy, block scales chosen up front from the weights "
+      "(default on; --no-act-order: natural order, each block's scale from the error-updated weights)");
   sub.add_option("--exclude", a->exclude, "Keep matching modules unquantized (exact, dot-prefix or glob; repeatable)");
   sub.add_flag("--quantize-lm-head", a->quantize_lm_head, "Quantize lm_head too (kept unquantized by default)");
   sub.add_option("--max-shard-size", a->max_shard_size, "Largest output shard (default 5GB; GB=10^9, GiB=2^30)");
   sub.add_flag("--force", a->force, "Replace OUT if it exists");
   sub.add_option("--threads", a->threads, "Worker threads (default: physical cores)");
-  return [a]() { return run_quantize(*a); };
+  return [a, act]() {
+    a->act_order_given = act->count() > 0;
+    return run_quantize(*a);
+  };
 });
 
 }  // namespace

@@ -157,6 +157,9 @@ TEST(QuantizeCli, BadFlagsAndInputsGiveClearErrorsAndExitCodes) {
       {base + " --algo NVFP4 --calib-ids " + stories_ref() + " --calib-samples 0", 2, "--calib-samples"},
       {base + " --algo W4A16_NVFP4 --threads -1", 2, "--threads"},
       {base + " --algo W4A16_NVFP4 --bogus", 2, "bogus"},
+      {base + " --algo W4A16_NVFP4 --weight-method gptq", 2, "--weight-method gptq needs calibration data"},
+      {base + " --algo W4A16_NVFP4 --weight-method best", 2, "--weight-method: 'best'"},
+      {base + " --algo W4A16_NVFP4 --weight-method search --no-act-order", 2, "apply to --weight-method gptq only"},
       {"quantize --model " + (tmp / "nope").string() + " --out " + o + " --algo W4A16_NVFP4", 1, "no such checkpoint"},
       {base + " --algo NVFP4 --calib-ids " + (tmp / "missing.jsonl").string(), 1, "missing.jsonl"},
   };

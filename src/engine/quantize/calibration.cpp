@@ -147,18 +147,66 @@ void collect_expert_weights(const io::Checkpoint& ck, const ExportPlan& plan, co
 // Engine options whose build hooks observe the calibrated layers' inputs: each Linear's amax, each
 // MoE layer's input amax and its experts' down-projection input amax (counting the routing). The
 // hooks and observers keep pointers to the arguments, which must outlive the model.
+// Adds x[m, k]'s rows to the input's statistics: the channels' squares, and x^T x's upper
+// triangle (rows of H in parallel; each row of H stays in cache while the m tokens pass).
+void accumulate_stats(InputStats& s, const float* x, int64_t m, int64_t k, bool hessian) {
+  if (s.k == 0) {
+    s.k = k;
+    s.sq.assign(static_cast<size_t>(k), 0.0);
+    if (hessian) s.h.assign(static_cast<size_t>(k * k), 0.0);
+  }
+  s.rows += m;
+  for (int64_t t = 0; t < m; ++t)
+    for (int64_t c = 0; c < k; ++c) {
+      const double v = x[t * k + c];
+      s.sq[static_cast<size_t>(c)] += v * v;
+    }
+  if (!hessian) return;
+  double* h = s.h.data();
+  // One call's (at most a few dozen tokens') products summed in float32 (twice the SIMD width of
+  // double), then added to the double total.
+  auto row = [&](int64_t i, std::vector<float>& acc) {
+    std::fill(acc.begin(), acc.end(), 0.0f);
+    float* a = acc.data();  // a[j - i] for j in [i, k)
+    const int64_t len = k - i;
+    for (int64_t t = 0; t < m; ++t) {
+      const float* xt = x + t * k + i;
+      const float xi = xt[0];
+      if (xi == 0.0f) continue;
+      for (int64_t j = 0; j < len; ++j) a[j] += xi * xt[j];
+    }
+    double* hi = h + i * k + i;
+    for (int64_t j = 0; j < len; ++j) hi[j] += a[j];
+  };
+  // Rows i and k-1-i together: every task gets the same share of the triangle.
+  ThreadPool::global().parallel_for((k + 1) / 2, [&](int64_t p0, int64_t p1, int) {
+    std::vector<float> acc;
+    for (int64_t p = p0; p < p1; ++p) {
+      acc.resize(static_cast<size_t>(k - p));
+      row(p, acc);
+      if (k - 1 - p != p) {
+        acc.resize(static_cast<size_t>(p + 1));
+        row(k - 1 - p, acc);
+      }
+    }
+  });
+}
+
 model::EngineOptions observing_options(const std::set<std::string>& linear_layers, const std::set<std::string>& moe_layers,
                                        const std::map<std::string, ExpertWeights>& experts,
-                                       std::map<std::string, std::vector<int64_t>>& routed, ActivationAmax& r) {
+                                       std::map<std::string, std::vector<int64_t>>& routed, ActivationAmax& r,
+                                       const CalibrationOptions& opts) {
   ActivationAmax* res = &r;
   model::EngineOptions eo;
-  eo.on_linear_built = [lin = &linear_layers, res](model::Linear& l) {
+  const bool stats = opts.second_moments || opts.hessians, hessian = opts.hessians;
+  eo.on_linear_built = [lin = &linear_layers, res, stats, hessian](model::Linear& l) {
     const std::string name = l.spec().name;
     if (!lin->count(name)) return;
     const int64_t in = l.in_features();
-    l.set_input_observer([res, name, in](const float* x, int64_t m) {
+    l.set_input_observer([res, name, in, stats, hessian](const float* x, int64_t m) {
       float& a = res->linear[name];
       a = std::max(a, quant::amax(x, static_cast<size_t>(m * in)));
+      if (stats) accumulate_stats(res->inputs[name], x, m, in, hessian);
     });
   };
   eo.on_moe_built = [moe = &moe_layers, ex = &experts, rt = &routed, res](model::FusedMoe& f) {
@@ -235,7 +283,7 @@ ActivationAmax calibrate(std::shared_ptr<io::Checkpoint> ckpt, const ExportPlan&
   std::map<std::string, std::vector<int64_t>> routed;
   collect_expert_weights(*ckpt, plan, moe_layers, experts, routed);
   // Unquantized checkpoint: every layer runs its weights as they are.
-  const model::EngineOptions eo = observing_options(linear_layers, moe_layers, experts, routed, r);
+  const model::EngineOptions eo = observing_options(linear_layers, moe_layers, experts, routed, r, opts);
   model::LoadOptions lo;
   lo.progress = opts.progress;
   auto lm = model::CausalLM::load(ckpt, eo, lo);

@@ -13,10 +13,19 @@
 
 namespace fp4lm::engine {
 
+// What calibration saw of one Linear's input x[rows, k], for the weight methods that weigh the
+// rounding error by it (quant/nvfp4_scale_search.h, quant/nvfp4_gptq.h).
+struct InputStats {
+  int64_t k = 0, rows = 0;
+  std::vector<double> sq;  // [k]: sum over rows of x_c^2 (when CalibrationOptions::second_moments)
+  std::vector<double> h;   // [k, k] row-major, upper triangle: sum x x^T (when ::hessians), else empty
+};
+
 struct ActivationAmax {
   std::map<std::string, float> linear;       // engine Linear layer (qkv_proj, gate_up_proj, lm_head, ...)
   std::map<std::string, float> experts_w13;  // experts layer -> max |MoE block input| over routed tokens
   std::map<std::string, float> experts_w2;   // experts layer -> max |act(gate, up)| (its expert activation) over every routed expert
+  std::map<std::string, InputStats> inputs;  // engine Linear layer -> its input statistics (when asked)
   int64_t sequences = 0, tokens = 0;
 
   // The amax of a group's input (Error naming the layer when calibration never saw it).
@@ -25,6 +34,9 @@ struct ActivationAmax {
 
 struct CalibrationOptions {
   bool progress = true;  // a progress line on stderr when it is a terminal
+  // Per Linear input: the channels' sum of squares, and the k x k sum x x^T (GPTQ's H; k^2 doubles
+  // per distinct Linear input, held until the export ends).
+  bool second_moments = false, hessians = false;
 };
 
 // Loads the model from `ckpt` unquantized (activations in the checkpoint's dtype), runs each

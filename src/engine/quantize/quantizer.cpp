@@ -26,6 +26,8 @@
 #include "quant/compressed_tensors_scale.h"
 #include "quant/export_format.h"
 #include "quant/nvfp4.h"
+#include "quant/nvfp4_gptq.h"
+#include "quant/nvfp4_scale_search.h"
 
 namespace fp4lm::engine {
 
@@ -58,11 +60,19 @@ const TensorView& weight_view(const io::Checkpoint& ck, const std::string& modul
   return ck.get(module + ".weight");
 }
 
+// How one group's members are rounded: the method and what calibration gives it (the input
+// channels' mean x^2 for the search, GPTQ's factor of H).
+struct MemberMethod {
+  WeightMethod method = WeightMethod::rtn;
+  const float* importance = nullptr;          // [k] or null
+  const quant::GptqFactor* factor = nullptr;  // gptq only
+};
+
 // Quantizes one [n, k] weight with the group's amax, rows in parallel chunks. Rows are
-// independent once the global scale is fixed, so this equals quant::quantize_weight on the whole
-// matrix byte for byte.
+// independent once the global scale (and for GPTQ the factor) is fixed, so this equals the
+// method's whole-matrix function byte for byte.
 quant::Nvfp4Weight quantize_member(const io::Checkpoint& ck, const std::string& module, int64_t n, int64_t k,
-                                   float group_amax) {
+                                   float group_amax, const MemberMethod& mm) {
   const TensorView& t = weight_view(ck, module);
   const size_t es = dtype_size(t.dtype);
   const auto* src = static_cast<const uint8_t*>(t.data);
@@ -73,14 +83,24 @@ quant::Nvfp4Weight quantize_member(const io::Checkpoint& ck, const std::string& 
   out.scales.resize(static_cast<size_t>(n * k / quant::kNvfp4BlockSize));
   std::vector<std::string> errors(static_cast<size_t>(ThreadPool::global().size()) + 1);
   std::vector<float> s2(errors.size(), 0.0f);
+  // GPTQ's rows cost k^2 each: smaller chunks keep the threads evenly loaded.
+  const int64_t chunk = mm.method == WeightMethod::gptq ? 8 : kRowChunk;
   ThreadPool::global().parallel_for(n, [&](int64_t r0, int64_t r1, int tid) {
     std::vector<float> buf;
     try {
-      for (int64_t r = r0; r < r1; r += kRowChunk) {
-        const int64_t rows = std::min(kRowChunk, r1 - r);
+      for (int64_t r = r0; r < r1; r += chunk) {
+        const int64_t rows = std::min(chunk, r1 - r);
         buf.resize(static_cast<size_t>(rows * k));
         to_f32_n(src + static_cast<size_t>(r * k) * es, t.dtype, buf.data(), buf.size());
-        quant::Nvfp4Weight q = quant::quantize_weight(buf.data(), rows, k, group_amax);
+        quant::Nvfp4Weight q;
+        if (mm.method == WeightMethod::search) {
+          q = quant::quantize_weight_searched(buf.data(), rows, k, group_amax, mm.importance);
+        } else {
+          q = quant::quantize_weight(buf.data(), rows, k, group_amax);
+          if (mm.method == WeightMethod::gptq && q.weight_scale_2 > 0.0f)
+            q = quant::gptq_quantize_rows(buf.data(), rows, k, *mm.factor, q.weight_scale_2,
+                                          {.scale_search = true, .importance = mm.importance});
+        }
         std::memcpy(out.codes.data() + r * k / 2, q.codes.data(), q.codes.size());
         std::memcpy(out.scales.data() + r * k / quant::kNvfp4BlockSize, q.scales.data(), q.scales.size());
         s2[static_cast<size_t>(tid)] = q.weight_scale_2;
@@ -155,6 +175,15 @@ fs::path absolute_normal(const std::string& p) { return fs::absolute(fs::path(p)
 
 }  // namespace
 
+const char* weight_method_name(WeightMethod m) {
+  switch (m) {
+    case WeightMethod::rtn: return "rtn";
+    case WeightMethod::search: return "search";
+    case WeightMethod::gptq: return "gptq";
+  }
+  return "?";
+}
+
 float group_weight_amax(const io::Checkpoint& ck, const QuantGroup& g) {
   float result = 0.0f;
   for (size_t i = 0; i < g.modules.size(); ++i) {
@@ -186,6 +215,9 @@ void check_request(const QuantizeOptions& o, const fs::path& in, const fs::path&
   const QuantAlgo algo = o.exp.algo;
   if (algo != QuantAlgo::NVFP4 && algo != QuantAlgo::W4A16_NVFP4)
     usage_fail("--algo must be NVFP4 or W4A16_NVFP4, got {}", quant::algo_name(algo));
+  if (o.weight_method == WeightMethod::gptq && o.calibration.empty())
+    usage_fail("--weight-method gptq needs calibration data for each layer's input statistics: pass --calib-ids "
+               "FILE.jsonl or --calib-text FILE");
   if (algo == QuantAlgo::NVFP4 && o.calibration.empty())
     usage_fail("NVFP4 (W4A4) needs calibration data to set each layer's input_scale: pass --calib-ids FILE.jsonl "
                "or --calib-text FILE (W4A16_NVFP4 needs none)");
@@ -398,7 +430,7 @@ class ShardStream {
 // Phase 5: copies and quantizes every job's tensors into the shards; returns how many modules
 // were quantized.
 size_t stream_tensors(const io::Checkpoint& ck, const OutputLayout& L, const ActivationAmax& amax, QuantAlgo algo,
-                      const Nvfp4Names& nn, ShardStream& out, Progress& bar) {
+                      WeightMethod method, bool act_order, const Nvfp4Names& nn, ShardStream& out, Progress& bar) {
   size_t quantized_modules = 0;
   for (size_t j = 0; j < L.jobs.size(); ++j) {
     const Job& job = L.jobs[j];
@@ -426,9 +458,35 @@ size_t stream_tensors(const io::Checkpoint& ck, const OutputLayout& L, const Act
     if (algo == QuantAlgo::NVFP4)
       input_scale = nn.reciprocal ? quant::compressed_tensors_global_scale(amax.of(g))
                                   : amax.of(g) / quant::kNvfp4GlobalDivisor;
+    MemberMethod mm;
+    mm.method = method;
+    std::vector<float> importance;
+    std::optional<quant::GptqFactor> factor;
+    const InputStats* st = nullptr;
+    if (g.input == GroupInput::linear)
+      if (auto it = amax.inputs.find(g.layer); it != amax.inputs.end() && it->second.rows > 0) st = &it->second;
+    if (method == WeightMethod::gptq && !(st && !st->h.empty())) mm.method = WeightMethod::search;
+    if (mm.method == WeightMethod::search && st) {
+      importance.resize(st->sq.size());
+      for (size_t c = 0; c < importance.size(); ++c)
+        importance[c] = static_cast<float>(st->sq[c] / static_cast<double>(st->rows));
+      mm.importance = importance.data();
+    }
+    // Act-order's up-front scale search weighs each channel by its mean x^2 (H's diagonal):
+    // measured W4A16 1.107x -> 1.073x on SmolLM2 (docs/ACCURACY.md).
+    if (mm.method == WeightMethod::gptq && act_order) {
+      importance.resize(static_cast<size_t>(g.in_features));
+      for (size_t c = 0; c < importance.size(); ++c)
+        importance[c] = static_cast<float>(st->h[c * importance.size() + c] / static_cast<double>(st->rows));
+      mm.importance = importance.data();
+    }
+    if (mm.method == WeightMethod::gptq && gamax > 0.0f) {
+      factor = quant::gptq_factor(st->h.data(), g.in_features, 0.01, act_order);
+      mm.factor = &*factor;
+    }
     size_t k = 0;
     for (size_t i = 0; i < g.modules.size(); ++i) {
-      quant::Nvfp4Weight q = quantize_member(ck, g.modules[i], g.rows[i], g.in_features, gamax);
+      quant::Nvfp4Weight q = quantize_member(ck, g.modules[i], g.rows[i], g.in_features, gamax, mm);
       out.emit(L.job_outs[j][k++], q.codes.data(), q.codes.size());
       out.emit(L.job_outs[j][k++], q.scales.data(), q.scales.size());
       const float global = nn.reciprocal ? quant::compressed_tensors_global_scale(gamax) : q.weight_scale_2;
@@ -465,8 +523,12 @@ QuantizeSummary quantize_checkpoint(const QuantizeOptions& o) {
   std::vector<std::string> exclude_on_disk = exclusions_on_disk(*ck, plan, names, o.format);
   for (const std::string& note : plan.notes) log().info("{}", note);
   ActivationAmax amax;
-  if (algo == QuantAlgo::NVFP4) {
-    amax = calibrate(ck, plan, o.calibration, {o.progress});
+  if (algo == QuantAlgo::NVFP4 || !o.calibration.empty()) {
+    CalibrationOptions co;
+    co.progress = o.progress;
+    co.second_moments = o.weight_method == WeightMethod::search;
+    co.hessians = o.weight_method == WeightMethod::gptq;
+    amax = calibrate(ck, plan, o.calibration, co);
     log().info("Calibrated {} layers on {} sequences ({} tokens)", plan.calibrated_layers().size(), amax.sequences,
                amax.tokens);
   }
@@ -483,7 +545,7 @@ QuantizeSummary quantize_checkpoint(const QuantizeOptions& o) {
 
   Progress bar(o.progress, "quantizing", L.input_total);
   ShardStream stream(tmp.path(), L, shards, o);
-  const size_t quantized_modules = stream_tensors(*ck, L, amax, algo, nn, stream, bar);
+  const size_t quantized_modules = stream_tensors(*ck, L, amax, algo, o.weight_method, o.act_order, nn, stream, bar);
   if (L.outs.empty()) fail("{}: the checkpoint has no tensors", o.model_dir);
   tmp.publish();  // phase 6, the only step that touches OUT
 

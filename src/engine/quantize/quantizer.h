@@ -17,6 +17,14 @@
 
 namespace fp4lm::engine {
 
+// How each weight block is rounded (docs/QUANTIZE.md): ModelOpt's amax/6 block scale and
+// round-to-nearest; the E4M3 block scale searched for the least squared error (weighted by the
+// input channels' mean x^2 when calibration ran); GPTQ error feedback against the calibrated
+// H = X^T X (scale search per block). MoE experts fused into one layer have no per-expert inputs
+// recorded: under gptq they take the searched scale.
+enum class WeightMethod { rtn, search, gptq };
+const char* weight_method_name(WeightMethod m);
+
 struct QuantizeOptions {
   std::string model_dir, out_dir;
   ExportOptions exp;
@@ -25,8 +33,13 @@ struct QuantizeOptions {
   quant::Family format = quant::Family::modelopt;
   uint64_t max_shard_bytes = 5'000'000'000ull;  // --max-shard-size (5GB)
   bool force = false;                           // replace an existing OUT
-  // Calibration token sequences; required for NVFP4 (W4A4), ignored for W4A16_NVFP4.
+  // Calibration token sequences; required for NVFP4 (W4A4) and for --weight-method gptq; with
+  // W4A16_NVFP4 they serve the weight method only (no input_scale is written).
   std::vector<std::vector<int32_t>> calibration;
+  WeightMethod weight_method = WeightMethod::rtn;
+  // gptq: columns in decreasing input energy, block scales fixed up front (measured better on
+  // SmolLM2: docs/ACCURACY.md).
+  bool act_order = true;
   std::string producer_version = "0.1.0";
   bool progress = true;  // progress bar with ETA when stderr is a terminal
   // Called after each output tensor is written (name). A test seam: throwing from it
