@@ -149,11 +149,15 @@ void collect_expert_weights(const io::Checkpoint& ck, const ExportPlan& plan, co
 // hooks and observers keep pointers to the arguments, which must outlive the model.
 // Adds x[m, k]'s rows to the input's statistics: the channels' squares, and x^T x's upper
 // triangle (rows of H in parallel; each row of H stays in cache while the m tokens pass).
-void accumulate_stats(InputStats& s, const float* x, int64_t m, int64_t k, bool hessian) {
+void accumulate_stats(InputStats& s, const float* x, int64_t m, int64_t k, bool hessian, bool awq) {
   if (s.k == 0) {
     s.k = k;
     s.sq.assign(static_cast<size_t>(k), 0.0);
     if (hessian) s.h.assign(static_cast<size_t>(k * k), 0.0);
+    if (awq) {
+      s.abs_sum.assign(static_cast<size_t>(k), 0.0);
+      s.abs_max.assign(static_cast<size_t>(k), 0.0f);
+    }
   }
   s.rows += m;
   for (int64_t t = 0; t < m; ++t)
@@ -161,6 +165,13 @@ void accumulate_stats(InputStats& s, const float* x, int64_t m, int64_t k, bool 
       const double v = x[t * k + c];
       s.sq[static_cast<size_t>(c)] += v * v;
     }
+  if (awq)
+    for (int64_t t = 0; t < m; ++t)
+      for (int64_t c = 0; c < k; ++c) {
+        const float a = std::fabs(x[t * k + c]);
+        s.abs_sum[static_cast<size_t>(c)] += a;
+        s.abs_max[static_cast<size_t>(c)] = std::max(s.abs_max[static_cast<size_t>(c)], a);
+      }
   if (!hessian) return;
   double* h = s.h.data();
   // One call's (at most a few dozen tokens') products summed in float32 (twice the SIMD width of
@@ -198,15 +209,15 @@ model::EngineOptions observing_options(const std::set<std::string>& linear_layer
                                        const CalibrationOptions& opts) {
   ActivationAmax* res = &r;
   model::EngineOptions eo;
-  const bool stats = opts.second_moments || opts.hessians, hessian = opts.hessians;
-  eo.on_linear_built = [lin = &linear_layers, res, stats, hessian](model::Linear& l) {
+  const bool stats = opts.second_moments || opts.hessians || opts.awq, hessian = opts.hessians, awq = opts.awq;
+  eo.on_linear_built = [lin = &linear_layers, res, stats, hessian, awq](model::Linear& l) {
     const std::string name = l.spec().name;
     if (!lin->count(name)) return;
     const int64_t in = l.in_features();
-    l.set_input_observer([res, name, in, stats, hessian](const float* x, int64_t m) {
+    l.set_input_observer([res, name, in, stats, hessian, awq](const float* x, int64_t m) {
       float& a = res->linear[name];
       a = std::max(a, quant::amax(x, static_cast<size_t>(m * in)));
-      if (stats) accumulate_stats(res->inputs[name], x, m, in, hessian);
+      if (stats) accumulate_stats(res->inputs[name], x, m, in, hessian, awq);
     });
   };
   eo.on_moe_built = [moe = &moe_layers, ex = &experts, rt = &routed, res](model::FusedMoe& f) {

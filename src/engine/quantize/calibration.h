@@ -19,6 +19,10 @@ struct InputStats {
   int64_t k = 0, rows = 0;
   std::vector<double> sq;  // [k]: sum over rows of x_c^2 (when CalibrationOptions::second_moments)
   std::vector<double> h;   // [k, k] row-major, upper triangle: sum x x^T (when ::hessians), else empty
+  // [k] (when CalibrationOptions::awq): sum over rows of |x_c| (AWQ's mean |x|) and max |x_c|
+  // (the W4A4 input_scale of x·pre_quant_scale), else empty
+  std::vector<double> abs_sum;
+  std::vector<float> abs_max;
 };
 
 struct ActivationAmax {
@@ -37,6 +41,8 @@ struct CalibrationOptions {
   // Per Linear input: the channels' sum of squares, and the k x k sum x x^T (GPTQ's H; k^2 doubles
   // per distinct Linear input, held until the export ends).
   bool second_moments = false, hessians = false;
+  // Per Linear input: the channels' sum and max of |x| (AWQ, quant/nvfp4_awq.h).
+  bool awq = false;
 };
 
 // Loads the model from `ckpt` unquantized (activations in the checkpoint's dtype), runs each

@@ -26,6 +26,7 @@
 #include "quant/compressed_tensors_scale.h"
 #include "quant/export_format.h"
 #include "quant/nvfp4.h"
+#include "quant/nvfp4_awq.h"
 #include "quant/nvfp4_gptq.h"
 #include "quant/nvfp4_scale_search.h"
 
@@ -66,6 +67,7 @@ struct MemberMethod {
   WeightMethod method = WeightMethod::rtn;
   const float* importance = nullptr;          // [k] or null
   const quant::GptqFactor* factor = nullptr;  // gptq only
+  const float* col_scale = nullptr;           // AWQ: W[:, c] *= col_scale[c] before rounding, or null
 };
 
 // Quantizes one [n, k] weight with the group's amax, rows in parallel chunks. Rows are
@@ -92,6 +94,9 @@ quant::Nvfp4Weight quantize_member(const io::Checkpoint& ck, const std::string& 
         const int64_t rows = std::min(chunk, r1 - r);
         buf.resize(static_cast<size_t>(rows * k));
         to_f32_n(src + static_cast<size_t>(r * k) * es, t.dtype, buf.data(), buf.size());
+        if (mm.col_scale)
+          for (int64_t i = 0; i < rows; ++i)
+            for (int64_t c = 0; c < k; ++c) buf[static_cast<size_t>(i * k + c)] *= mm.col_scale[c];
         quant::Nvfp4Weight q;
         if (mm.method == WeightMethod::search) {
           q = quant::quantize_weight_searched(buf.data(), rows, k, group_amax, mm.importance);
@@ -210,6 +215,70 @@ float group_weight_amax(const io::Checkpoint& ck, const QuantGroup& g) {
 
 namespace {
 
+// AWQ's outcome for one group (quant/nvfp4_awq.h): pre_quant_scale as stored (the weight dtype)
+// and the column scale the weights are multiplied by, its exact reciprocal, so that
+// (x ⊙ pre_quant_scale) · (W · diag(scale))^T = x · W^T before rounding.
+struct AwqGroup {
+  std::vector<uint8_t> pqs_bytes;  // [k] in `dtype`
+  DType dtype = DType::BF16;
+  std::vector<float> scale;        // [k] = 1 / float(stored pre_quant_scale)
+  float weight_amax = 0;           // the group's amax of W · diag(scale)
+  float input_amax = 0;            // max_c max|x_c| · pre_quant_scale_c (W4A4's input_scale)
+};
+
+// Whether a group gets AWQ: a calibrated Linear input (not lm_head: ModelOpt removes its scale
+// too) whose statistics calibration recorded.
+const InputStats* awq_stats(const QuantGroup& g, const ActivationAmax& amax, bool awq) {
+  if (!awq || g.input != GroupInput::linear || g.layer == "lm_head") return nullptr;
+  auto it = amax.inputs.find(g.layer);
+  if (it == amax.inputs.end() || it->second.rows == 0 || it->second.abs_sum.empty() || it->second.h.empty())
+    return nullptr;
+  return &it->second;
+}
+
+AwqGroup awq_group(const io::Checkpoint& ck, const QuantGroup& g, const InputStats& st) {
+  const int64_t k = g.in_features;
+  int64_t n = 0;
+  for (int64_t r : g.rows) n += r;
+  std::vector<float> w(static_cast<size_t>(n * k));
+  int64_t at = 0;
+  for (size_t i = 0; i < g.modules.size(); ++i) {
+    const TensorView& t = weight_view(ck, g.modules[i]);
+    to_f32_n(t.data, t.dtype, w.data() + at * k, static_cast<size_t>(g.rows[i] * k));
+    at += g.rows[i];
+  }
+  std::vector<float> act(static_cast<size_t>(k));
+  for (int64_t c = 0; c < k; ++c)
+    act[static_cast<size_t>(c)] = static_cast<float>(st.abs_sum[static_cast<size_t>(c)] / static_cast<double>(st.rows));
+  const quant::AwqSearch sr = quant::awq_search(w.data(), n, k, act.data(), st.h.data());
+  AwqGroup a;
+  a.dtype = weight_view(ck, g.modules[0]).dtype;
+  std::vector<float> pqs(static_cast<size_t>(k));
+  for (int64_t c = 0; c < k; ++c) pqs[static_cast<size_t>(c)] = 1.0f / sr.scale[static_cast<size_t>(c)];
+  a.pqs_bytes.resize(static_cast<size_t>(k) * dtype_size(a.dtype));
+  from_f32_n(pqs.data(), a.dtype, a.pqs_bytes.data(), pqs.size());
+  to_f32_n(a.pqs_bytes.data(), a.dtype, pqs.data(), pqs.size());  // the stored values
+  a.scale.resize(static_cast<size_t>(k));
+  for (int64_t c = 0; c < k; ++c) {
+    const float p = pqs[static_cast<size_t>(c)];
+    if (!(p > 0.0f) || !std::isfinite(p))
+      fail("{}: AWQ's pre_quant_scale for input channel {} is {} in {}", g.layer, c, p, dtype_name(a.dtype));
+    a.scale[static_cast<size_t>(c)] = 1.0f / p;
+    a.input_amax = std::max(a.input_amax, st.abs_max[static_cast<size_t>(c)] * p);
+  }
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t c = 0; c < k; ++c)
+      a.weight_amax = std::max(a.weight_amax, std::fabs(w[static_cast<size_t>(r * k + c)] * a.scale[static_cast<size_t>(c)]));
+  const double best = sr.error[static_cast<size_t>(std::lround(sr.alpha * quant::kAwqAlphaSteps))];
+  log().info("{}: AWQ alpha {:.1f}, calibration output error {:.4g} -> {:.4g} ({:.1f}% of round-to-nearest's)", g.layer,
+             sr.alpha, sr.error_unscaled, best, sr.error_unscaled > 0 ? 100.0 * best / sr.error_unscaled : 100.0);
+  return a;
+}
+
+}  // namespace
+
+namespace {
+
 // Phase 1: the options and the output path make sense (nothing is read or written yet).
 void check_request(const QuantizeOptions& o, const fs::path& in, const fs::path& out) {
   const QuantAlgo algo = o.exp.algo;
@@ -218,6 +287,11 @@ void check_request(const QuantizeOptions& o, const fs::path& in, const fs::path&
   if (o.weight_method == WeightMethod::gptq && o.calibration.empty())
     usage_fail("--weight-method gptq needs calibration data for each layer's input statistics: pass --calib-ids "
                "FILE.jsonl or --calib-text FILE");
+  if (o.awq && o.calibration.empty())
+    usage_fail("--awq needs calibration data for each layer's input statistics: pass --calib-ids FILE.jsonl or "
+               "--calib-text FILE");
+  if (o.awq && o.format == quant::Family::compressed_tensors)
+    usage_fail("--awq writes ModelOpt's pre_quant_scale tensors, which --format compressed-tensors has no name for");
   if (algo == QuantAlgo::NVFP4 && o.calibration.empty())
     usage_fail("NVFP4 (W4A4) needs calibration data to set each layer's input_scale: pass --calib-ids FILE.jsonl "
                "or --calib-text FILE (W4A16_NVFP4 needs none)");
@@ -297,7 +371,7 @@ Nvfp4Names nvfp4_names(quant::Family f) {
 }
 
 OutputLayout plan_outputs(const io::Checkpoint& ck, const ExportPlan& plan, const NameMap& names, QuantAlgo algo,
-                          const Nvfp4Names& nn) {
+                          const Nvfp4Names& nn, const ActivationAmax& amax, bool awq) {
   OutputLayout L;
   std::set<std::string> f32;  // stored names
   for (const std::string& t : plan.config.arch->float32_tensors(plan.config)) f32.insert(names.to_disk(t));
@@ -321,6 +395,10 @@ OutputLayout plan_outputs(const io::Checkpoint& ck, const ExportPlan& plan, cons
       add(d + ".weight_scale", DType::F8_E4M3, {n, k / 16}, static_cast<size_t>(n * k / 16));
       add(d + nn.global_scale, DType::F32, nn.scalar, 4);
       if (algo == QuantAlgo::NVFP4) add(d + nn.input_scale, DType::F32, nn.scalar, 4);
+      if (awq_stats(*g, amax, awq)) {
+        const DType wd = weight_view(ck, m).dtype;
+        add(d + ".pre_quant_scale", wd, {k}, static_cast<size_t>(k) * dtype_size(wd));
+      }
     }
     L.jobs.push_back(job);
     L.job_outs.push_back(std::move(idx));
@@ -366,14 +444,16 @@ void write_side_files(const fs::path& dir, const fs::path& in, const io::Checkpo
                       const quant::ShardLayout& shards) {
   std::error_code ec;
   json config = ck.config();
+  bool pqs = false;
+  for (const OutTensor& t : L.outs) pqs = pqs || t.name.ends_with(".pre_quant_scale");
   if (o.format == quant::Family::compressed_tensors) {
     config["quantization_config"] = quant::compressed_tensors_config_json(o.exp.algo, exclude_on_disk);
     write_json_file(dir / "config.json", config);
   } else {
-    config["quantization_config"] = quant::quantization_config_json(o.exp.algo, exclude_on_disk, o.producer_version);
+    config["quantization_config"] = quant::quantization_config_json(o.exp.algo, exclude_on_disk, o.producer_version, pqs);
     write_json_file(dir / "config.json", config);
     write_json_file(dir / "hf_quant_config.json",
-                    quant::hf_quant_config_json(o.exp.algo, exclude_on_disk, o.producer_version));
+                    quant::hf_quant_config_json(o.exp.algo, exclude_on_disk, o.producer_version, pqs));
   }
   for (const char* f : kCopiedFiles) {
     const fs::path src = in / f;
@@ -430,7 +510,8 @@ class ShardStream {
 // Phase 5: copies and quantizes every job's tensors into the shards; returns how many modules
 // were quantized.
 size_t stream_tensors(const io::Checkpoint& ck, const OutputLayout& L, const ActivationAmax& amax, QuantAlgo algo,
-                      WeightMethod method, bool act_order, const Nvfp4Names& nn, ShardStream& out, Progress& bar) {
+                      WeightMethod method, bool act_order, bool awq, const Nvfp4Names& nn, ShardStream& out,
+                      Progress& bar) {
   size_t quantized_modules = 0;
   for (size_t j = 0; j < L.jobs.size(); ++j) {
     const Job& job = L.jobs[j];
@@ -450,20 +531,47 @@ size_t stream_tensors(const io::Checkpoint& ck, const OutputLayout& L, const Act
       continue;
     }
     const QuantGroup& g = *job.group;
-    const float gamax = group_weight_amax(ck, g);
+    // AWQ: the weights become W · diag(s) and the input x · diag(1/s), so the statistics the weight
+    // methods weigh by are those of the scaled input (H -> D^-1 H D^-1, x^2 -> x^2 / s^2).
+    std::optional<AwqGroup> aw;
+    InputStats scaled;
+    const InputStats* ast = awq_stats(g, amax, awq);
+    if (ast) {
+      aw = awq_group(ck, g, *ast);
+      const int64_t kk = ast->k;
+      scaled.k = kk;
+      scaled.rows = ast->rows;
+      scaled.sq.resize(ast->sq.size());
+      for (int64_t c = 0; c < kk; ++c)
+        scaled.sq[static_cast<size_t>(c)] =
+            ast->sq[static_cast<size_t>(c)] / (static_cast<double>(aw->scale[static_cast<size_t>(c)]) * aw->scale[static_cast<size_t>(c)]);
+      if (method == WeightMethod::gptq) {
+        scaled.h.resize(ast->h.size());
+        for (int64_t i = 0; i < kk; ++i)
+          for (int64_t j = 0; j < kk; ++j)
+            scaled.h[static_cast<size_t>(i * kk + j)] =
+                ast->h[static_cast<size_t>(i * kk + j)] /
+                (static_cast<double>(aw->scale[static_cast<size_t>(i)]) * aw->scale[static_cast<size_t>(j)]);
+      }
+    }
+    const float gamax = aw ? aw->weight_amax : group_weight_amax(ck, g);
     if (gamax == 0.0f)
       log().warn("{}: every weight of the group is zero; weight_scale_2 = 0 (loaders reject a zero scale)",
                  g.modules[0]);
     std::optional<float> input_scale;
-    if (algo == QuantAlgo::NVFP4)
-      input_scale = nn.reciprocal ? quant::compressed_tensors_global_scale(amax.of(g))
-                                  : amax.of(g) / quant::kNvfp4GlobalDivisor;
+    if (algo == QuantAlgo::NVFP4) {
+      const float in_amax = aw ? aw->input_amax : amax.of(g);
+      if (aw && !(in_amax > 0.0f)) amax.of(g);  // names the layer calibration saw only zeros for
+      input_scale = nn.reciprocal ? quant::compressed_tensors_global_scale(in_amax) : in_amax / quant::kNvfp4GlobalDivisor;
+    }
     MemberMethod mm;
     mm.method = method;
+    if (aw) mm.col_scale = aw->scale.data();
     std::vector<float> importance;
     std::optional<quant::GptqFactor> factor;
     const InputStats* st = nullptr;
-    if (g.input == GroupInput::linear)
+    if (aw) st = &scaled;
+    else if (g.input == GroupInput::linear)
       if (auto it = amax.inputs.find(g.layer); it != amax.inputs.end() && it->second.rows > 0) st = &it->second;
     if (method == WeightMethod::gptq && !(st && !st->h.empty())) mm.method = WeightMethod::search;
     if (mm.method == WeightMethod::search && st) {
@@ -492,6 +600,7 @@ size_t stream_tensors(const io::Checkpoint& ck, const OutputLayout& L, const Act
       const float global = nn.reciprocal ? quant::compressed_tensors_global_scale(gamax) : q.weight_scale_2;
       out.emit(L.job_outs[j][k++], &global, sizeof(float));
       if (input_scale) out.emit(L.job_outs[j][k++], &*input_scale, sizeof(float));
+      if (aw) out.emit(L.job_outs[j][k++], aw->pqs_bytes.data(), aw->pqs_bytes.size());
       const TensorView& t = weight_view(ck, g.modules[i]);
       release_pages(t.data, t.nbytes);
       ++quantized_modules;
@@ -527,14 +636,15 @@ QuantizeSummary quantize_checkpoint(const QuantizeOptions& o) {
     CalibrationOptions co;
     co.progress = o.progress;
     co.second_moments = o.weight_method == WeightMethod::search;
-    co.hessians = o.weight_method == WeightMethod::gptq;
+    co.hessians = o.weight_method == WeightMethod::gptq || o.awq;
+    co.awq = o.awq;
     amax = calibrate(ck, plan, o.calibration, co);
     log().info("Calibrated {} layers on {} sequences ({} tokens)", plan.calibrated_layers().size(), amax.sequences,
                amax.tokens);
   }
 
   const Nvfp4Names nn = nvfp4_names(o.format);
-  const OutputLayout L = plan_outputs(*ck, plan, names, algo, nn);
+  const OutputLayout L = plan_outputs(*ck, plan, names, algo, nn, amax, o.awq);
   std::vector<uint64_t> sizes;
   for (const OutTensor& t : L.outs) sizes.push_back(t.nbytes);
   const quant::ShardLayout shards = quant::assign_shards(sizes, o.max_shard_bytes);
@@ -545,7 +655,7 @@ QuantizeSummary quantize_checkpoint(const QuantizeOptions& o) {
 
   Progress bar(o.progress, "quantizing", L.input_total);
   ShardStream stream(tmp.path(), L, shards, o);
-  const size_t quantized_modules = stream_tensors(*ck, L, amax, algo, o.weight_method, o.act_order, nn, stream, bar);
+  const size_t quantized_modules = stream_tensors(*ck, L, amax, algo, o.weight_method, o.act_order, o.awq, nn, stream, bar);
   if (L.outs.empty()) fail("{}: the checkpoint has no tensors", o.model_dir);
   tmp.publish();  // phase 6, the only step that touches OUT
 
