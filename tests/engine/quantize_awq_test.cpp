@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -37,21 +38,22 @@ const std::vector<int32_t> kTokens = {1, 200, 17, 5, 255, 40, 40, 3, 129, 77};
 struct Case {
   test::TempDir tmp;
   std::string in;
-  Case() : in((tmp / "in").string()) {
+  explicit Case(const std::string& arch = "LlamaForCausalLM") : in((tmp / "in").string()) {
     model::SyntheticOptions o;
-    o.architecture = "LlamaForCausalLM";
+    o.architecture = arch;
     o.algo = QuantAlgo::None;
     o.dense_dtype = DType::F32;
     o.seed = 23;
     model::write_synthetic_checkpoint(in, o);
   }
-  std::string quantize(QuantAlgo algo, WeightMethod m, const std::string& name) {
+  std::string quantize(QuantAlgo algo, WeightMethod m, const std::string& name, bool awq = true, bool by_layer = true) {
     QuantizeOptions q;
     q.model_dir = in;
     q.out_dir = (tmp / name).string();
     q.exp.algo = algo;
     q.weight_method = m;
-    q.awq = true;
+    q.awq = awq;
+    q.calibrate_by_layer = by_layer;
     q.calibration = kCalib;
     q.progress = false;
     quantize_checkpoint(q);
@@ -189,6 +191,26 @@ TEST(QuantizeAwq, Nvfp4IsWrittenAsNvfp4AwqWithTheScaledInputsMaxAsInputScale) {
   // It loads and runs W4A4.
   const auto logits = model::checkpoint_logits(q, kTokens);
   EXPECT_TRUE(std::all_of(logits.begin(), logits.end(), [](float v) { return std::isfinite(v); }));
+}
+
+// Calibrating one decoder layer at a time (a pipeline stage per layer, fed the stored hidden
+// states; the default with gptq or awq) gives the whole-model calibration's export byte for byte.
+TEST(QuantizeAwq, CalibratingLayerByLayerGivesTheWholeModelsExport) {
+  for (const char* arch : {"LlamaForCausalLM", "Qwen3MoeForCausalLM", "Qwen3NextForCausalLM", "Gemma3ForCausalLM"})
+  for (const bool awq : {true, false}) {
+    Case c(arch);
+    const std::string tag = std::string(arch) + (awq ? " awq" : " gptq");
+    const std::string a = c.quantize(QuantAlgo::NVFP4, WeightMethod::gptq, tag + "_layers", awq, true);
+    const std::string b = c.quantize(QuantAlgo::NVFP4, WeightMethod::gptq, tag + "_whole", awq, false);
+    auto ca = io::Checkpoint::open(a);
+    auto cb = io::Checkpoint::open(b);
+    ASSERT_EQ(ca->tensor_names(), cb->tensor_names()) << tag;
+    for (const std::string& name : ca->tensor_names()) {
+      const TensorView &ta = ca->get(name), &tb = cb->get(name);
+      ASSERT_EQ(ta.nbytes, tb.nbytes) << name;
+      EXPECT_EQ(std::memcmp(ta.data, tb.data, ta.nbytes), 0) << tag << ": " << name;
+    }
+  }
 }
 
 TEST(QuantizeAwq, NeedsCalibrationAndTheModeloptFormat) {

@@ -10,6 +10,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <map>
 #include <optional>
 #include <set>
 #include <variant>
@@ -228,12 +230,9 @@ struct AwqGroup {
 
 // Whether a group gets AWQ: a calibrated Linear input (not lm_head: ModelOpt removes its scale
 // too) whose statistics calibration recorded.
-const InputStats* awq_stats(const QuantGroup& g, const ActivationAmax& amax, bool awq) {
-  if (!awq || g.input != GroupInput::linear || g.layer == "lm_head") return nullptr;
-  auto it = amax.inputs.find(g.layer);
-  if (it == amax.inputs.end() || it->second.rows == 0 || it->second.abs_sum.empty() || it->second.h.empty())
-    return nullptr;
-  return &it->second;
+bool awq_applies(const QuantGroup& g, const InputStats* st, bool awq) {
+  return awq && st && g.input == GroupInput::linear && g.layer != "lm_head" && st->rows > 0 && !st->abs_sum.empty() &&
+         !st->h.empty();
 }
 
 AwqGroup awq_group(const io::Checkpoint& ck, const QuantGroup& g, const InputStats& st) {
@@ -371,7 +370,7 @@ Nvfp4Names nvfp4_names(quant::Family f) {
 }
 
 OutputLayout plan_outputs(const io::Checkpoint& ck, const ExportPlan& plan, const NameMap& names, QuantAlgo algo,
-                          const Nvfp4Names& nn, const ActivationAmax& amax, bool awq) {
+                          const Nvfp4Names& nn, const std::function<bool(const QuantGroup&)>& has_pqs) {
   OutputLayout L;
   std::set<std::string> f32;  // stored names
   for (const std::string& t : plan.config.arch->float32_tensors(plan.config)) f32.insert(names.to_disk(t));
@@ -395,7 +394,7 @@ OutputLayout plan_outputs(const io::Checkpoint& ck, const ExportPlan& plan, cons
       add(d + ".weight_scale", DType::F8_E4M3, {n, k / 16}, static_cast<size_t>(n * k / 16));
       add(d + nn.global_scale, DType::F32, nn.scalar, 4);
       if (algo == QuantAlgo::NVFP4) add(d + nn.input_scale, DType::F32, nn.scalar, 4);
-      if (awq_stats(*g, amax, awq)) {
+      if (has_pqs(*g)) {
         const DType wd = weight_view(ck, m).dtype;
         add(d + ".pre_quant_scale", wd, {k}, static_cast<size_t>(k) * dtype_size(wd));
       }
@@ -507,10 +506,98 @@ class ShardStream {
   size_t current_ = SIZE_MAX, written_ = 0;
 };
 
-// Phase 5: copies and quantizes every job's tensors into the shards; returns how many modules
-// were quantized.
-size_t stream_tensors(const io::Checkpoint& ck, const OutputLayout& L, const ActivationAmax& amax, QuantAlgo algo,
-                      WeightMethod method, bool act_order, bool awq, const Nvfp4Names& nn, ShardStream& out,
+// How groups are rounded (the request's choices).
+struct GroupContext {
+  QuantAlgo algo;
+  WeightMethod method;
+  bool act_order, awq;
+  const Nvfp4Names* nn;
+};
+
+// One group quantized: its members' codes and scales, the shared input_scale (W4A4), AWQ's scale.
+struct GroupResult {
+  std::vector<quant::Nvfp4Weight> members;
+  float gamax = 0;
+  std::optional<float> input_scale;
+  std::optional<AwqGroup> aw;
+};
+
+// stats: the group's Linear input statistics from calibration, or null (none recorded).
+GroupResult quantize_group(const io::Checkpoint& ck, const QuantGroup& g, const ActivationAmax& amax,
+                           const InputStats* stats, const GroupContext& cx) {
+  if (stats && stats->rows == 0) stats = nullptr;
+  GroupResult res;
+  // AWQ: the weights become W · diag(s) and the input x · diag(1/s), so the statistics the weight
+  // methods weigh by are those of the scaled input (H -> D^-1 H D^-1, x^2 -> x^2 / s^2).
+  InputStats scaled;
+  if (awq_applies(g, stats, cx.awq)) {
+    res.aw = awq_group(ck, g, *stats);
+    const int64_t kk = stats->k;
+    const std::vector<float>& sc = res.aw->scale;
+    scaled.k = kk;
+    scaled.rows = stats->rows;
+    scaled.sq.resize(stats->sq.size());
+    for (int64_t c = 0; c < kk; ++c)
+      scaled.sq[static_cast<size_t>(c)] =
+          stats->sq[static_cast<size_t>(c)] / (static_cast<double>(sc[static_cast<size_t>(c)]) * sc[static_cast<size_t>(c)]);
+    if (cx.method == WeightMethod::gptq) {
+      scaled.h.resize(stats->h.size());
+      for (int64_t i = 0; i < kk; ++i)
+        for (int64_t j = 0; j < kk; ++j)
+          scaled.h[static_cast<size_t>(i * kk + j)] =
+              stats->h[static_cast<size_t>(i * kk + j)] /
+              (static_cast<double>(sc[static_cast<size_t>(i)]) * sc[static_cast<size_t>(j)]);
+    }
+    stats = &scaled;
+  }
+  const float gamax = res.aw ? res.aw->weight_amax : group_weight_amax(ck, g);
+  res.gamax = gamax;
+  if (gamax == 0.0f)
+    log().warn("{}: every weight of the group is zero; weight_scale_2 = 0 (loaders reject a zero scale)",
+               g.modules[0]);
+  if (cx.algo == QuantAlgo::NVFP4) {
+    const float in_amax = res.aw ? res.aw->input_amax : amax.of(g);
+    if (res.aw && !(in_amax > 0.0f)) amax.of(g);  // names the layer calibration saw only zeros for
+    res.input_scale =
+        cx.nn->reciprocal ? quant::compressed_tensors_global_scale(in_amax) : in_amax / quant::kNvfp4GlobalDivisor;
+  }
+  MemberMethod mm;
+  mm.method = cx.method;
+  if (res.aw) mm.col_scale = res.aw->scale.data();
+  std::vector<float> importance;
+  std::optional<quant::GptqFactor> factor;
+  const InputStats* st = g.input == GroupInput::linear ? stats : nullptr;
+  if (cx.method == WeightMethod::gptq && !(st && !st->h.empty())) mm.method = WeightMethod::search;
+  if (mm.method == WeightMethod::search && st) {
+    importance.resize(st->sq.size());
+    for (size_t c = 0; c < importance.size(); ++c)
+      importance[c] = static_cast<float>(st->sq[c] / static_cast<double>(st->rows));
+    mm.importance = importance.data();
+  }
+  // Act-order's up-front scale search weighs each channel by its mean x^2 (H's diagonal):
+  // measured W4A16 1.107x -> 1.073x on SmolLM2 (docs/ACCURACY.md).
+  if (mm.method == WeightMethod::gptq && cx.act_order) {
+    importance.resize(static_cast<size_t>(g.in_features));
+    for (size_t c = 0; c < importance.size(); ++c)
+      importance[c] = static_cast<float>(st->h[c * importance.size() + c] / static_cast<double>(st->rows));
+    mm.importance = importance.data();
+  }
+  if (mm.method == WeightMethod::gptq && gamax > 0.0f) {
+    factor = quant::gptq_factor(st->h.data(), g.in_features, 0.01, cx.act_order);
+    mm.factor = &*factor;
+  }
+  for (size_t i = 0; i < g.modules.size(); ++i) {
+    res.members.push_back(quantize_member(ck, g.modules[i], g.rows[i], g.in_features, gamax, mm));
+    const TensorView& t = weight_view(ck, g.modules[i]);
+    release_pages(t.data, t.nbytes);
+  }
+  return res;
+}
+
+// Phase 5: copies every job's tensors into the shards, quantizing the groups `done` (quantized
+// during calibration, layer by layer) does not hold; returns how many modules were quantized.
+size_t stream_tensors(const io::Checkpoint& ck, const OutputLayout& L, const ActivationAmax& amax,
+                      std::map<const QuantGroup*, GroupResult>& done, const GroupContext& cx, ShardStream& out,
                       Progress& bar) {
   size_t quantized_modules = 0;
   for (size_t j = 0; j < L.jobs.size(); ++j) {
@@ -531,78 +618,24 @@ size_t stream_tensors(const io::Checkpoint& ck, const OutputLayout& L, const Act
       continue;
     }
     const QuantGroup& g = *job.group;
-    // AWQ: the weights become W · diag(s) and the input x · diag(1/s), so the statistics the weight
-    // methods weigh by are those of the scaled input (H -> D^-1 H D^-1, x^2 -> x^2 / s^2).
-    std::optional<AwqGroup> aw;
-    InputStats scaled;
-    const InputStats* ast = awq_stats(g, amax, awq);
-    if (ast) {
-      aw = awq_group(ck, g, *ast);
-      const int64_t kk = ast->k;
-      scaled.k = kk;
-      scaled.rows = ast->rows;
-      scaled.sq.resize(ast->sq.size());
-      for (int64_t c = 0; c < kk; ++c)
-        scaled.sq[static_cast<size_t>(c)] =
-            ast->sq[static_cast<size_t>(c)] / (static_cast<double>(aw->scale[static_cast<size_t>(c)]) * aw->scale[static_cast<size_t>(c)]);
-      if (method == WeightMethod::gptq) {
-        scaled.h.resize(ast->h.size());
-        for (int64_t i = 0; i < kk; ++i)
-          for (int64_t j = 0; j < kk; ++j)
-            scaled.h[static_cast<size_t>(i * kk + j)] =
-                ast->h[static_cast<size_t>(i * kk + j)] /
-                (static_cast<double>(aw->scale[static_cast<size_t>(i)]) * aw->scale[static_cast<size_t>(j)]);
-      }
-    }
-    const float gamax = aw ? aw->weight_amax : group_weight_amax(ck, g);
-    if (gamax == 0.0f)
-      log().warn("{}: every weight of the group is zero; weight_scale_2 = 0 (loaders reject a zero scale)",
-                 g.modules[0]);
-    std::optional<float> input_scale;
-    if (algo == QuantAlgo::NVFP4) {
-      const float in_amax = aw ? aw->input_amax : amax.of(g);
-      if (aw && !(in_amax > 0.0f)) amax.of(g);  // names the layer calibration saw only zeros for
-      input_scale = nn.reciprocal ? quant::compressed_tensors_global_scale(in_amax) : in_amax / quant::kNvfp4GlobalDivisor;
-    }
-    MemberMethod mm;
-    mm.method = method;
-    if (aw) mm.col_scale = aw->scale.data();
-    std::vector<float> importance;
-    std::optional<quant::GptqFactor> factor;
-    const InputStats* st = nullptr;
-    if (aw) st = &scaled;
-    else if (g.input == GroupInput::linear)
-      if (auto it = amax.inputs.find(g.layer); it != amax.inputs.end() && it->second.rows > 0) st = &it->second;
-    if (method == WeightMethod::gptq && !(st && !st->h.empty())) mm.method = WeightMethod::search;
-    if (mm.method == WeightMethod::search && st) {
-      importance.resize(st->sq.size());
-      for (size_t c = 0; c < importance.size(); ++c)
-        importance[c] = static_cast<float>(st->sq[c] / static_cast<double>(st->rows));
-      mm.importance = importance.data();
-    }
-    // Act-order's up-front scale search weighs each channel by its mean x^2 (H's diagonal):
-    // measured W4A16 1.107x -> 1.073x on SmolLM2 (docs/ACCURACY.md).
-    if (mm.method == WeightMethod::gptq && act_order) {
-      importance.resize(static_cast<size_t>(g.in_features));
-      for (size_t c = 0; c < importance.size(); ++c)
-        importance[c] = static_cast<float>(st->h[c * importance.size() + c] / static_cast<double>(st->rows));
-      mm.importance = importance.data();
-    }
-    if (mm.method == WeightMethod::gptq && gamax > 0.0f) {
-      factor = quant::gptq_factor(st->h.data(), g.in_features, 0.01, act_order);
-      mm.factor = &*factor;
+    GroupResult res;
+    if (auto it = done.find(&g); it != done.end()) {
+      res = std::move(it->second);
+      done.erase(it);
+    } else {
+      const InputStats* st = nullptr;
+      if (auto it2 = amax.inputs.find(g.layer); it2 != amax.inputs.end()) st = &it2->second;
+      res = quantize_group(ck, g, amax, st, cx);
     }
     size_t k = 0;
     for (size_t i = 0; i < g.modules.size(); ++i) {
-      quant::Nvfp4Weight q = quantize_member(ck, g.modules[i], g.rows[i], g.in_features, gamax, mm);
+      const quant::Nvfp4Weight& q = res.members[i];
       out.emit(L.job_outs[j][k++], q.codes.data(), q.codes.size());
       out.emit(L.job_outs[j][k++], q.scales.data(), q.scales.size());
-      const float global = nn.reciprocal ? quant::compressed_tensors_global_scale(gamax) : q.weight_scale_2;
+      const float global = cx.nn->reciprocal ? quant::compressed_tensors_global_scale(res.gamax) : q.weight_scale_2;
       out.emit(L.job_outs[j][k++], &global, sizeof(float));
-      if (input_scale) out.emit(L.job_outs[j][k++], &*input_scale, sizeof(float));
-      if (aw) out.emit(L.job_outs[j][k++], aw->pqs_bytes.data(), aw->pqs_bytes.size());
-      const TensorView& t = weight_view(ck, g.modules[i]);
-      release_pages(t.data, t.nbytes);
+      if (res.input_scale) out.emit(L.job_outs[j][k++], &*res.input_scale, sizeof(float));
+      if (res.aw) out.emit(L.job_outs[j][k++], res.aw->pqs_bytes.data(), res.aw->pqs_bytes.size());
       ++quantized_modules;
     }
     bar.advance(job.input_bytes);
@@ -631,20 +664,40 @@ QuantizeSummary quantize_checkpoint(const QuantizeOptions& o) {
   const ExportPlan plan = make_export_plan(*ck, o.exp);
   std::vector<std::string> exclude_on_disk = exclusions_on_disk(*ck, plan, names, o.format);
   for (const std::string& note : plan.notes) log().info("{}", note);
+  const Nvfp4Names nn = nvfp4_names(o.format);
+  const GroupContext cx{algo, o.weight_method, o.act_order, o.awq, &nn};
   ActivationAmax amax;
+  std::map<const QuantGroup*, GroupResult> done;  // groups quantized during calibration
   if (algo == QuantAlgo::NVFP4 || !o.calibration.empty()) {
     CalibrationOptions co;
     co.progress = o.progress;
     co.second_moments = o.weight_method == WeightMethod::search;
     co.hessians = o.weight_method == WeightMethod::gptq || o.awq;
     co.awq = o.awq;
-    amax = calibrate(ck, plan, o.calibration, co);
+    if (co.hessians && o.calibrate_by_layer) {
+      // One layer's H at a time: each layer's groups are quantized as soon as every sequence has
+      // passed it, and only their (4.5-bit) results are kept until they are written.
+      amax = calibrate_by_layer(ck, plan, o.calibration, co,
+                                [&](const ActivationAmax& a, std::map<std::string, InputStats>& inputs) {
+                                  for (const QuantGroup& g : plan.groups) {
+                                    auto it = inputs.find(g.layer);
+                                    if (g.input != GroupInput::linear || it == inputs.end()) continue;
+                                    done.emplace(&g, quantize_group(*ck, g, a, &it->second, cx));
+                                    it->second = InputStats{};
+                                  }
+                                });
+    } else {
+      amax = calibrate(ck, plan, o.calibration, co);
+    }
     log().info("Calibrated {} layers on {} sequences ({} tokens)", plan.calibrated_layers().size(), amax.sequences,
                amax.tokens);
   }
 
-  const Nvfp4Names nn = nvfp4_names(o.format);
-  const OutputLayout L = plan_outputs(*ck, plan, names, algo, nn, amax, o.awq);
+  const OutputLayout L = plan_outputs(*ck, plan, names, algo, nn, [&](const QuantGroup& g) {
+    if (auto it = done.find(&g); it != done.end()) return it->second.aw.has_value();
+    auto st = amax.inputs.find(g.layer);
+    return awq_applies(g, st == amax.inputs.end() ? nullptr : &st->second, o.awq);
+  });
   std::vector<uint64_t> sizes;
   for (const OutTensor& t : L.outs) sizes.push_back(t.nbytes);
   const quant::ShardLayout shards = quant::assign_shards(sizes, o.max_shard_bytes);
@@ -655,7 +708,7 @@ QuantizeSummary quantize_checkpoint(const QuantizeOptions& o) {
 
   Progress bar(o.progress, "quantizing", L.input_total);
   ShardStream stream(tmp.path(), L, shards, o);
-  const size_t quantized_modules = stream_tensors(*ck, L, amax, algo, o.weight_method, o.act_order, o.awq, nn, stream, bar);
+  const size_t quantized_modules = stream_tensors(*ck, L, amax, done, cx, stream, bar);
   if (L.outs.empty()) fail("{}: the checkpoint has no tensors", o.model_dir);
   tmp.publish();  // phase 6, the only step that touches OUT
 
