@@ -25,7 +25,7 @@ struct QuantizeArgs {
   int64_t calib_samples = 128, calib_seq_len = 512;
   std::vector<std::string> exclude;
   bool quantize_lm_head = false, force = false, act_order = true;
-  bool act_order_given = false, awq = false;
+  bool act_order_given = false, awq = false, awq_given = false;
   ModelFlags hub;
   int threads = 0;
 };
@@ -45,6 +45,10 @@ std::function<void(const std::string&)> test_abort_hook() {
     fail("interrupted after writing tensor '{}' (FP4LM_QUANTIZE_TEST_ABORT_AFTER)", name);
   };
 }
+
+// Where --awq is on unless --no-awq: the algorithms whose row with AWQ + gptq beats gptq alone
+// on SmolLM2 (docs/ACCURACY.md).
+bool awq_by_default(quant::QuantAlgo algo) { return algo == quant::QuantAlgo::NVFP4; }
 
 int run_quantize(QuantizeArgs& a) {
   install_interrupt_cleanup();  // Ctrl-C removes the hidden temporary directory, as an error does
@@ -89,7 +93,10 @@ int run_quantize(QuantizeArgs& a) {
   if (o.weight_method == engine::WeightMethod::gptq && !have_calib)
     usage_fail("--weight-method gptq needs calibration data: pass --calib-ids FILE.jsonl or --calib-text FILE");
   o.act_order = a.act_order;
-  o.awq = a.awq;
+  // Default (docs/ACCURACY.md, the measurements behind it): AWQ with gptq for NVFP4 (W4A4);
+  // nothing else measured better with it.
+  o.awq = a.awq_given ? a.awq
+                      : have_calib && o.weight_method == engine::WeightMethod::gptq && awq_by_default(o.exp.algo);
   if (o.awq && !have_calib)
     usage_fail("--awq needs calibration data for each layer's input statistics: pass --calib-ids FILE.jsonl or "
                "--calib-text FILE");
@@ -137,17 +144,19 @@ CommandRegistration reg("quantize", "Quantize a bf16/fp16/fp32 checkpoint to NVF
       "--act-order,!--no-act-order", a->act_order,
       "gptq: quantize columns in decreasing input energy, block scales chosen up front from the weights "
       "(default on; --no-act-order: natural order, each block's scale from the error-updated weights)");
-  sub.add_flag("--awq,!--no-awq", a->awq,
-               "AWQ (ModelOpt's awq_lite): scale each Linear's weights per input channel by an activation-aware "
-               "factor searched on the calibration data, its input by the inverse (pre_quant_scale tensors; NVFP4 "
-               "is written as NVFP4_AWQ). Needs calibration data");
+  CLI::Option* awq = sub.add_flag(
+      "--awq,!--no-awq", a->awq,
+      "AWQ (ModelOpt's awq_lite): scale each Linear's weights per input channel by an activation-aware factor "
+      "searched on the calibration data, its input by the inverse (pre_quant_scale tensors; NVFP4 is written as "
+      "NVFP4_AWQ). Needs calibration data. Default: on for NVFP4 with gptq, else off");
   sub.add_option("--exclude", a->exclude, "Keep matching modules unquantized (exact, dot-prefix or glob; repeatable)");
   sub.add_flag("--quantize-lm-head", a->quantize_lm_head, "Quantize lm_head too (kept unquantized by default)");
   sub.add_option("--max-shard-size", a->max_shard_size, "Largest output shard (default 5GB; GB=10^9, GiB=2^30)");
   sub.add_flag("--force", a->force, "Replace OUT if it exists");
   sub.add_option("--threads", a->threads, "Worker threads (default: physical cores)");
-  return [a, act]() {
+  return [a, act, awq]() {
     a->act_order_given = act->count() > 0;
+    a->awq_given = awq->count() > 0;
     return run_quantize(*a);
   };
 });
