@@ -93,10 +93,11 @@ int run_quantize(QuantizeArgs& a) {
   if (o.weight_method == engine::WeightMethod::gptq && !have_calib)
     usage_fail("--weight-method gptq needs calibration data: pass --calib-ids FILE.jsonl or --calib-text FILE");
   o.act_order = a.act_order;
-  // Default (docs/ACCURACY.md, the measurements behind it): AWQ with gptq for NVFP4 (W4A4);
-  // nothing else measured better with it.
+  // Default (docs/ACCURACY.md, the measurements behind it): AWQ with gptq for NVFP4 (W4A4) in
+  // ModelOpt's format.
   o.awq = a.awq_given ? a.awq
-                      : have_calib && o.weight_method == engine::WeightMethod::gptq && awq_by_default(o.exp.algo);
+                      : have_calib && o.weight_method == engine::WeightMethod::gptq && awq_by_default(o.exp.algo) &&
+                            o.format == quant::Family::modelopt;  // compressed-tensors has no pre_quant_scale
   if (o.awq && !have_calib)
     usage_fail("--awq needs calibration data for each layer's input statistics: pass --calib-ids FILE.jsonl or "
                "--calib-text FILE");
