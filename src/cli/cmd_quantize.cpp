@@ -48,7 +48,9 @@ std::function<void(const std::string&)> test_abort_hook() {
 
 // Where --awq is on unless --no-awq: the algorithms whose row with AWQ + gptq beats gptq alone
 // on SmolLM2 (docs/ACCURACY.md).
-bool awq_by_default(quant::QuantAlgo algo) { return algo == quant::QuantAlgo::NVFP4; }
+bool awq_by_default(quant::QuantAlgo algo) {
+  return algo == quant::QuantAlgo::NVFP4 || algo == quant::QuantAlgo::W4A16_NVFP4;
+}
 
 int run_quantize(QuantizeArgs& a) {
   install_interrupt_cleanup();  // Ctrl-C removes the hidden temporary directory, as an error does
@@ -93,8 +95,7 @@ int run_quantize(QuantizeArgs& a) {
   if (o.weight_method == engine::WeightMethod::gptq && !have_calib)
     usage_fail("--weight-method gptq needs calibration data: pass --calib-ids FILE.jsonl or --calib-text FILE");
   o.act_order = a.act_order;
-  // Default (docs/ACCURACY.md, the measurements behind it): AWQ with gptq for NVFP4 (W4A4) in
-  // ModelOpt's format.
+  // Default (docs/ACCURACY.md, the measurements behind it): AWQ with gptq, in ModelOpt's format.
   o.awq = a.awq_given ? a.awq
                       : have_calib && o.weight_method == engine::WeightMethod::gptq && awq_by_default(o.exp.algo) &&
                             o.format == quant::Family::modelopt;  // compressed-tensors has no pre_quant_scale
@@ -149,7 +150,7 @@ CommandRegistration reg("quantize", "Quantize a bf16/fp16/fp32 checkpoint to NVF
       "--awq,!--no-awq", a->awq,
       "AWQ (ModelOpt's awq_lite): scale each Linear's weights per input channel by an activation-aware factor "
       "searched on the calibration data, its input by the inverse (pre_quant_scale tensors; NVFP4 is written as "
-      "NVFP4_AWQ). Needs calibration data. Default: on for NVFP4 with gptq, else off");
+      "NVFP4_AWQ). Needs calibration data. Default: on with gptq (the default with calibration data), else off");
   sub.add_option("--exclude", a->exclude, "Keep matching modules unquantized (exact, dot-prefix or glob; repeatable)");
   sub.add_flag("--quantize-lm-head", a->quantize_lm_head, "Quantize lm_head too (kept unquantized by default)");
   sub.add_option("--max-shard-size", a->max_shard_size, "Largest output shard (default 5GB; GB=10^9, GiB=2^30)");

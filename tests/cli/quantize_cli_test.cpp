@@ -210,8 +210,9 @@ TEST(QuantizeCli, AnInterruptedRunLeavesNoOut) {
   EXPECT_TRUE(fs::exists(o + "/model.safetensors.index.json"));
 }
 
-// --awq (docs/QUANTIZE.md "AWQ"): on by default for NVFP4 with gptq (NVFP4_AWQ, pre_quant_scale
-// tensors), off with --no-awq, for W4A16 unless asked, and never without calibration data.
+// --awq (docs/QUANTIZE.md "AWQ"): on by default with gptq (NVFP4 is then written as NVFP4_AWQ,
+// with pre_quant_scale tensors), off with --no-awq or another weight method unless asked, and
+// never without calibration data.
 TEST(QuantizeCli, AwqIsTheNvfp4DefaultWithCalibrationAndOptional) {
   FP4LM_REQUIRE_SHARED("models/stories260k/model.safetensors");
   TempDir tmp;
@@ -219,11 +220,13 @@ TEST(QuantizeCli, AwqIsTheNvfp4DefaultWithCalibrationAndOptional) {
     std::string flags, algo;
     bool pqs;
   };
+  int i = 0;
   for (const Run& run : {Run{"--algo nvfp4", "NVFP4_AWQ", true}, Run{"--algo nvfp4 --no-awq", "NVFP4", false},
-                         Run{"--algo W4A16_NVFP4", "W4A16_NVFP4", false},
-                         Run{"--algo W4A16_NVFP4 --awq", "W4A16_NVFP4", true},
+                         Run{"--algo W4A16_NVFP4", "W4A16_NVFP4", true},
+                         Run{"--algo W4A16_NVFP4 --no-awq", "W4A16_NVFP4", false},
+                         Run{"--algo W4A16_NVFP4 --weight-method search --awq", "W4A16_NVFP4", true},
                          Run{"--algo nvfp4 --weight-method rtn", "NVFP4", false}}) {
-    const std::string out = (tmp / std::to_string(run.flags.size())).string() + (run.pqs ? "p" : "n");
+    const std::string out = (tmp / ("out" + std::to_string(++i))).string();
     auto r = fp4lm("quantize --model " + stories() + " --out " + out + " " + run.flags + " --calib-ids " + stories_ref());
     ASSERT_EQ(r.exit_code, 0) << run.flags << ": " << r.err;
     const json h = json::parse(test::read_file(out + "/hf_quant_config.json"));
