@@ -46,8 +46,10 @@ struct Case {
     o.seed = 23;
     model::write_synthetic_checkpoint(in, o);
   }
-  std::string quantize(QuantAlgo algo, WeightMethod m, const std::string& name, bool awq = true, bool by_layer = true) {
+  std::string quantize(QuantAlgo algo, WeightMethod m, const std::string& name, bool awq = true, bool by_layer = true,
+                       bool lm_head = false) {
     QuantizeOptions q;
+    q.exp.quantize_lm_head = lm_head;
     q.model_dir = in;
     q.out_dir = (tmp / name).string();
     q.exp.algo = algo;
@@ -200,11 +202,16 @@ TEST(QuantizeAwq, CalibratingLayerByLayerGivesTheWholeModelsExport) {
   for (const bool awq : {true, false}) {
     Case c(arch);
     const std::string tag = std::string(arch) + (awq ? " awq" : " gptq");
-    const std::string a = c.quantize(QuantAlgo::NVFP4, WeightMethod::gptq, tag + "_layers", awq, true);
-    const std::string b = c.quantize(QuantAlgo::NVFP4, WeightMethod::gptq, tag + "_whole", awq, false);
+    // lm_head quantized too: the last stage holds it and calibrates its input (GPTQ, no AWQ).
+    const std::string a = c.quantize(QuantAlgo::NVFP4, WeightMethod::gptq, tag + "_layers", awq, true, true);
+    const std::string b = c.quantize(QuantAlgo::NVFP4, WeightMethod::gptq, tag + "_whole", awq, false, true);
     auto ca = io::Checkpoint::open(a);
     auto cb = io::Checkpoint::open(b);
     ASSERT_EQ(ca->tensor_names(), cb->tensor_names()) << tag;
+    if (std::string(arch) == "LlamaForCausalLM") {
+      EXPECT_NE(ca->find("lm_head.input_scale"), nullptr) << tag;
+      EXPECT_EQ(ca->find("lm_head.pre_quant_scale"), nullptr) << tag;
+    }
     for (const std::string& name : ca->tensor_names()) {
       const TensorView &ta = ca->get(name), &tb = cb->get(name);
       ASSERT_EQ(ta.nbytes, tb.nbytes) << name;
