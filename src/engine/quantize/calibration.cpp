@@ -365,7 +365,19 @@ ActivationAmax calibrate_by_layer(std::shared_ptr<io::Checkpoint> ckpt, const Ex
     lo.progress = false;
     lo.first_layer = layer;
     lo.end_layer = layer + 1;
-    auto lm = model::CausalLM::load(ckpt, eo, lo);
+    std::unique_ptr<model::CausalLM> lm;
+    {
+      // The stages after the first would repeat its load lines (KV cache, backends, "Loaded ...").
+      const auto level = log().level();
+      if (layer > 0) log().set_level(std::max(level, spdlog::level::warn));
+      try {
+        lm = model::CausalLM::load(ckpt, eo, lo);
+      } catch (...) {
+        log().set_level(level);
+        throw;
+      }
+      log().set_level(level);
+    }
     const bool last = layer + 1 == c.num_layers;
     const model::LogitsMode mode = last && plan.lm_head_quantized ? model::LogitsMode::all : model::LogitsMode::none;
     std::vector<float> logits(mode == model::LogitsMode::all ? static_cast<size_t>(chunk * lm->vocab_size()) : 0);
