@@ -198,7 +198,8 @@ TEST(QuantizeAwq, Nvfp4IsWrittenAsNvfp4AwqWithTheScaledInputsMaxAsInputScale) {
 // Calibrating one decoder layer at a time (a pipeline stage per layer, fed the stored hidden
 // states; the default with gptq or awq) gives the whole-model calibration's export byte for byte.
 TEST(QuantizeAwq, CalibratingLayerByLayerGivesTheWholeModelsExport) {
-  for (const char* arch : {"LlamaForCausalLM", "Qwen3MoeForCausalLM", "Qwen3NextForCausalLM", "Gemma3ForCausalLM"})
+  for (const char* arch : {"LlamaForCausalLM", "Qwen3MoeForCausalLM", "Qwen3NextForCausalLM", "Gemma3ForCausalLM",
+                           "Gemma3ForConditionalGeneration", "NemotronHForCausalLM", "Qwen3_5MoeForConditionalGeneration"})
   for (const bool awq : {true, false}) {
     Case c(arch);
     const std::string tag = std::string(arch) + (awq ? " awq" : " gptq");
