@@ -7,7 +7,7 @@
 # scripts/accuracy_llamacpp.py (llama-cpp-python, pinned, in a venv under the cache), compared with
 # fp4lm's bf16 logits of the same ids in the same way.
 # Usage: scripts/accuracy_smollm2.sh [path/to/fp4lm]   (default build/fp4lm)
-# Takes about 30 minutes on 2 cores (gptq's calibration: 3 minutes per checkpoint) (the first run also builds llama-cpp-python: ~30 minutes).
+# Takes about an hour on 2 cores (gptq's and awq's calibration: 3 to 15 minutes per checkpoint by load) (the first run also builds llama-cpp-python: ~30 minutes).
 set -euo pipefail
 FP4LM=${1:-build/fp4lm}
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -42,9 +42,14 @@ q() {  # out algo [flags...]
 CAL=(--calib-text "${CALIB[@]}" --calib-samples 64 --calib-seq-len "$SEQ")
 q w4a16 W4A16_NVFP4 --weight-method rtn
 q w4a16_search W4A16_NVFP4
-q w4a16_gptq W4A16_NVFP4 "${CAL[@]}"
+q w4a16_gptq W4A16_NVFP4 --weight-method gptq --no-awq "${CAL[@]}"
 q nvfp4 NVFP4 --weight-method rtn "${CAL[@]}"
-q nvfp4_gptq NVFP4 "${CAL[@]}"
+q nvfp4_gptq NVFP4 --weight-method gptq --no-awq "${CAL[@]}"
+# AWQ (docs/QUANTIZE.md "AWQ"): alone (rtn rounding: ModelOpt's NVFP4_AWQ_LITE recipe) and with gptq.
+q w4a16_awq W4A16_NVFP4 --awq --weight-method rtn "${CAL[@]}"
+q w4a16_awq_gptq W4A16_NVFP4 --awq --weight-method gptq "${CAL[@]}"
+q nvfp4_awq NVFP4 --awq --weight-method rtn "${CAL[@]}"
+q nvfp4_awq_gptq NVFP4 --awq --weight-method gptq "${CAL[@]}"
 
 mib() { du -sm --apparent-size "$1" | cut -f1; }
 row() {  # label model [extra eval flags...]
@@ -60,9 +65,13 @@ row "fp4lm bf16 (converted GGUF, $(mib "$W/bf16") MiB)" "$W/bf16"
 row "fp4lm bf16 + \`--kv-cache-dtype fp8\`" "$W/bf16" --kv-cache-dtype fp8
 row "fp4lm W4A16_NVFP4, \`rtn\` (ModelOpt's rule; $(mib "$W/w4a16") MiB)" "$W/w4a16"
 row "fp4lm W4A16_NVFP4, \`search\` (no calibration)" "$W/w4a16_search"
-row "fp4lm W4A16_NVFP4, \`gptq\` (default with calibration)" "$W/w4a16_gptq"
+row "fp4lm W4A16_NVFP4, \`gptq\`" "$W/w4a16_gptq"
+row "fp4lm W4A16_NVFP4, \`--awq\` + \`rtn\`" "$W/w4a16_awq"
+row "fp4lm W4A16_NVFP4, \`--awq\` + \`gptq\`" "$W/w4a16_awq_gptq"
 row "fp4lm NVFP4 W4A4, \`rtn\` ($(mib "$W/nvfp4") MiB)" "$W/nvfp4"
-row "fp4lm NVFP4 W4A4, \`gptq\` (default)" "$W/nvfp4_gptq"
+row "fp4lm NVFP4 W4A4, \`gptq\`" "$W/nvfp4_gptq"
+row "fp4lm NVFP4 W4A4, \`--awq\` + \`rtn\` (ModelOpt's NVFP4_AWQ_LITE recipe)" "$W/nvfp4_awq"
+row "fp4lm NVFP4 W4A4, \`--awq\` + \`gptq\`" "$W/nvfp4_awq_gptq"
 row "fp4lm NVFP4 \`gptq\` + \`--override-activation-dtype bfloat16\`" "$W/nvfp4_gptq" --override-activation-dtype bfloat16
 
 # llama.cpp: its venv (pinned), its quantizer, the same ids, compared with fp4lm's bf16 logits.

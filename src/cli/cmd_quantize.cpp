@@ -25,7 +25,7 @@ struct QuantizeArgs {
   int64_t calib_samples = 128, calib_seq_len = 512;
   std::vector<std::string> exclude;
   bool quantize_lm_head = false, force = false, act_order = true;
-  bool act_order_given = false;
+  bool act_order_given = false, awq = false, awq_given = false;
   ModelFlags hub;
   int threads = 0;
 };
@@ -44,6 +44,12 @@ std::function<void(const std::string&)> test_abort_hook() {
     if (kill) std::raise(SIGKILL);
     fail("interrupted after writing tensor '{}' (FP4LM_QUANTIZE_TEST_ABORT_AFTER)", name);
   };
+}
+
+// Where --awq is on unless --no-awq: the algorithms whose row with AWQ + gptq beats gptq alone
+// on SmolLM2 (docs/ACCURACY.md).
+bool awq_by_default(quant::QuantAlgo algo) {
+  return algo == quant::QuantAlgo::NVFP4 || algo == quant::QuantAlgo::W4A16_NVFP4;
 }
 
 int run_quantize(QuantizeArgs& a) {
@@ -89,18 +95,27 @@ int run_quantize(QuantizeArgs& a) {
   if (o.weight_method == engine::WeightMethod::gptq && !have_calib)
     usage_fail("--weight-method gptq needs calibration data: pass --calib-ids FILE.jsonl or --calib-text FILE");
   o.act_order = a.act_order;
+  // Default (docs/ACCURACY.md, the measurements behind it): AWQ with gptq, in ModelOpt's format.
+  o.awq = a.awq_given ? a.awq
+                      : have_calib && o.weight_method == engine::WeightMethod::gptq && awq_by_default(o.exp.algo) &&
+                            o.format == quant::Family::modelopt;  // compressed-tensors has no pre_quant_scale
+  if (o.awq && !have_calib)
+    usage_fail("--awq needs calibration data for each layer's input statistics: pass --calib-ids FILE.jsonl or "
+               "--calib-text FILE");
   if (a.act_order_given && o.weight_method != engine::WeightMethod::gptq)
     usage_fail("--act-order / --no-act-order apply to --weight-method gptq only (the method is {})",
                engine::weight_method_name(o.weight_method));
-  const bool uses_calib = o.exp.algo == quant::QuantAlgo::NVFP4 || o.weight_method != engine::WeightMethod::rtn;
+  const bool uses_calib =
+      o.exp.algo == quant::QuantAlgo::NVFP4 || o.weight_method != engine::WeightMethod::rtn || o.awq;
   if (have_calib && uses_calib)
     o.calibration = !a.calib_ids.empty()
                         ? engine::calibration_from_ids(a.calib_ids, a.calib_samples, a.calib_seq_len)
                         : engine::calibration_from_files(a.calib_text, a.model, a.calib_samples, a.calib_seq_len);
   else if (have_calib)
     log().warn("--algo W4A16_NVFP4 with --weight-method rtn has no use for calibration data: it is not used");
-  log().info("Weight rounding: {}{}", engine::weight_method_name(o.weight_method),
-             o.weight_method == engine::WeightMethod::search && o.calibration.empty() ? " (unweighted: no calibration data)" : "");
+  log().info("Weight rounding: {}{}{}", engine::weight_method_name(o.weight_method),
+             o.weight_method == engine::WeightMethod::search && o.calibration.empty() ? " (unweighted: no calibration data)" : "",
+             o.awq ? ", after AWQ's per-channel scaling (pre_quant_scale)" : "");
 
   engine::QuantizeSummary s = engine::quantize_checkpoint(o);
   log().info("Wrote {} ({}): {} quantized modules, {} tensors, {:.1f} MiB in {} file(s), {} modules excluded; {:.2f} s",
@@ -131,13 +146,19 @@ CommandRegistration reg("quantize", "Quantize a bf16/fp16/fp32 checkpoint to NVF
       "--act-order,!--no-act-order", a->act_order,
       "gptq: quantize columns in decreasing input energy, block scales chosen up front from the weights "
       "(default on; --no-act-order: natural order, each block's scale from the error-updated weights)");
+  CLI::Option* awq = sub.add_flag(
+      "--awq,!--no-awq", a->awq,
+      "AWQ (ModelOpt's awq_lite): scale each Linear's weights per input channel by an activation-aware factor "
+      "searched on the calibration data, its input by the inverse (pre_quant_scale tensors; NVFP4 is written as "
+      "NVFP4_AWQ). Needs calibration data. Default: on with gptq (the default with calibration data), else off");
   sub.add_option("--exclude", a->exclude, "Keep matching modules unquantized (exact, dot-prefix or glob; repeatable)");
   sub.add_flag("--quantize-lm-head", a->quantize_lm_head, "Quantize lm_head too (kept unquantized by default)");
   sub.add_option("--max-shard-size", a->max_shard_size, "Largest output shard (default 5GB; GB=10^9, GiB=2^30)");
   sub.add_flag("--force", a->force, "Replace OUT if it exists");
   sub.add_option("--threads", a->threads, "Worker threads (default: physical cores)");
-  return [a, act]() {
+  return [a, act, awq]() {
     a->act_order_given = act->count() > 0;
+    a->awq_given = awq->count() > 0;
     return run_quantize(*a);
   };
 });

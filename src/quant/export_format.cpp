@@ -27,28 +27,43 @@ json fp4_tensor_args() {
 
 }  // namespace
 
+namespace {
+
+// The name written: ModelOpt calls NVFP4 with AWQ's scales NVFP4_AWQ.
+std::string written_algo(QuantAlgo algo, bool pre_quant_scale) {
+  return algo == QuantAlgo::NVFP4 && pre_quant_scale ? "NVFP4_AWQ" : std::string(algo_name(algo));
+}
+
+}  // namespace
+
 json hf_quant_config_json(QuantAlgo algo, const std::vector<std::string>& exclude_modules,
-                          const std::string& producer_version) {
+                          const std::string& producer_version, bool pre_quant_scale) {
   check_export_algo(algo);
-  return {{"producer", producer_json(producer_version)},
-          {"quantization",
-           {{"quant_algo", std::string(algo_name(algo))},
+  json q = {{"quant_algo", written_algo(algo, pre_quant_scale)},
             {"kv_cache_quant_algo", nullptr},
-            {"group_size", 16},
-            {"exclude_modules", exclude_modules}}}};
+            {"group_size", 16}};
+  if (pre_quant_scale) {
+    if (algo == QuantAlgo::NVFP4) q["has_zero_point"] = false;
+    q["pre_quant_scale"] = true;
+  }
+  q["exclude_modules"] = exclude_modules;
+  return {{"producer", producer_json(producer_version)}, {"quantization", q}};
 }
 
 json quantization_config_json(QuantAlgo algo, const std::vector<std::string>& exclude_modules,
-                              const std::string& producer_version) {
+                              const std::string& producer_version, bool pre_quant_scale) {
   check_export_algo(algo);
   json group = {{"weights", fp4_tensor_args()}, {"targets", {"Linear"}}};
   if (algo == QuantAlgo::NVFP4) group["input_activations"] = fp4_tensor_args();
-  return {{"quant_method", "modelopt"},
-          {"quant_algo", std::string(algo_name(algo))},
-          {"config_groups", {{"group_0", group}}},
-          {"ignore", exclude_modules},
-          {"producer", producer_json(producer_version)}};
+  json c = {{"quant_method", "modelopt"},
+            {"quant_algo", written_algo(algo, pre_quant_scale)},
+            {"config_groups", {{"group_0", group}}},
+            {"ignore", exclude_modules},
+            {"producer", producer_json(producer_version)}};
+  if (pre_quant_scale) c["pre_quant_scale"] = true;
+  return c;
 }
+
 
 std::vector<std::string> summarize_exclusions(const std::vector<std::string>& unquantized,
                                               const std::vector<std::string>& quantized) {

@@ -14,14 +14,16 @@ namespace fp4lm::quant {
 
 // {"producer": {"name": "fp4lm", "version"}, "quantization": {"quant_algo", "kv_cache_quant_algo": null,
 //  "group_size": 16, "exclude_modules"}}. algo: NVFP4 or W4A16_NVFP4 (Error otherwise).
+// pre_quant_scale (AWQ): NVFP4 is written as ModelOpt names it, "NVFP4_AWQ", with "has_zero_point":
+// false and "pre_quant_scale": true; W4A16_NVFP4 keeps its name and gets "pre_quant_scale": true.
 nlohmann::json hf_quant_config_json(QuantAlgo algo, const std::vector<std::string>& exclude_modules,
-                                    const std::string& producer_version);
+                                    const std::string& producer_version, bool pre_quant_scale = false);
 
 // config.json's "quantization_config": quant_method "modelopt", quant_algo, config_groups.group_0
 // (weights and, for NVFP4, input_activations: {dynamic: false, num_bits: 4, type: "float",
 // group_size: 16}; targets ["Linear"]), ignore, producer.
 nlohmann::json quantization_config_json(QuantAlgo algo, const std::vector<std::string>& exclude_modules,
-                                        const std::string& producer_version);
+                                        const std::string& producer_version, bool pre_quant_scale = false);
 
 // exclude_modules in ModelOpt's form (nvidia-modelopt 0.47 summarizes its unquantized modules so):
 // each unquantized module becomes the shortest prefix at a dot, as "prefix*", that no quantized

@@ -210,5 +210,36 @@ TEST(QuantizeCli, AnInterruptedRunLeavesNoOut) {
   EXPECT_TRUE(fs::exists(o + "/model.safetensors.index.json"));
 }
 
+// --awq (docs/QUANTIZE.md "AWQ"): on by default with gptq (NVFP4 is then written as NVFP4_AWQ,
+// with pre_quant_scale tensors), off with --no-awq or another weight method unless asked, and
+// never without calibration data.
+TEST(QuantizeCli, AwqIsTheNvfp4DefaultWithCalibrationAndOptional) {
+  FP4LM_REQUIRE_SHARED("models/stories260k/model.safetensors");
+  TempDir tmp;
+  struct Run {
+    std::string flags, algo;
+    bool pqs;
+  };
+  int i = 0;
+  for (const Run& run : {Run{"--algo nvfp4", "NVFP4_AWQ", true}, Run{"--algo nvfp4 --no-awq", "NVFP4", false},
+                         Run{"--algo W4A16_NVFP4", "W4A16_NVFP4", true},
+                         Run{"--algo W4A16_NVFP4 --no-awq", "W4A16_NVFP4", false},
+                         Run{"--algo W4A16_NVFP4 --weight-method search --awq", "W4A16_NVFP4", true},
+                         Run{"--algo nvfp4 --weight-method rtn", "NVFP4", false}}) {
+    const std::string out = (tmp / ("out" + std::to_string(++i))).string();
+    auto r = fp4lm("quantize --model " + stories() + " --out " + out + " " + run.flags + " --calib-ids " + stories_ref());
+    ASSERT_EQ(r.exit_code, 0) << run.flags << ": " << r.err;
+    const json h = json::parse(test::read_file(out + "/hf_quant_config.json"));
+    EXPECT_EQ(h["quantization"]["quant_algo"], run.algo) << run.flags;
+    EXPECT_EQ(h["quantization"].contains("pre_quant_scale"), run.pqs) << run.flags;
+    auto st = io::SafetensorsFile::open(out + "/model.safetensors");
+    EXPECT_EQ(st->find("model.layers.0.self_attn.q_proj.pre_quant_scale") != nullptr, run.pqs) << run.flags;
+    generate_json(out);
+  }
+  auto r = fp4lm("quantize --model " + stories() + " --out " + (tmp / "x").string() + " --algo W4A16_NVFP4 --awq");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--awq needs calibration data"), std::string::npos) << r.err;
+}
+
 }  // namespace
 }  // namespace fp4lm::quantize_cli_test

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <optional>
 #include <set>
 #include <utility>
@@ -16,6 +17,7 @@
 #include "core/log.h"
 #include "core/thread_pool.h"
 #include "kernels/expert_activation.h"
+#include "model/arch/arch.h"
 #include "model/causal_lm.h"
 #include "model/linear.h"
 #include "quant/nvfp4.h"
@@ -149,11 +151,15 @@ void collect_expert_weights(const io::Checkpoint& ck, const ExportPlan& plan, co
 // hooks and observers keep pointers to the arguments, which must outlive the model.
 // Adds x[m, k]'s rows to the input's statistics: the channels' squares, and x^T x's upper
 // triangle (rows of H in parallel; each row of H stays in cache while the m tokens pass).
-void accumulate_stats(InputStats& s, const float* x, int64_t m, int64_t k, bool hessian) {
+void accumulate_stats(InputStats& s, const float* x, int64_t m, int64_t k, bool hessian, bool awq) {
   if (s.k == 0) {
     s.k = k;
     s.sq.assign(static_cast<size_t>(k), 0.0);
     if (hessian) s.h.assign(static_cast<size_t>(k * k), 0.0);
+    if (awq) {
+      s.abs_sum.assign(static_cast<size_t>(k), 0.0);
+      s.abs_max.assign(static_cast<size_t>(k), 0.0f);
+    }
   }
   s.rows += m;
   for (int64_t t = 0; t < m; ++t)
@@ -161,6 +167,13 @@ void accumulate_stats(InputStats& s, const float* x, int64_t m, int64_t k, bool 
       const double v = x[t * k + c];
       s.sq[static_cast<size_t>(c)] += v * v;
     }
+  if (awq)
+    for (int64_t t = 0; t < m; ++t)
+      for (int64_t c = 0; c < k; ++c) {
+        const float a = std::fabs(x[t * k + c]);
+        s.abs_sum[static_cast<size_t>(c)] += a;
+        s.abs_max[static_cast<size_t>(c)] = std::max(s.abs_max[static_cast<size_t>(c)], a);
+      }
   if (!hessian) return;
   double* h = s.h.data();
   // One call's (at most a few dozen tokens') products summed in float32 (twice the SIMD width of
@@ -198,15 +211,15 @@ model::EngineOptions observing_options(const std::set<std::string>& linear_layer
                                        const CalibrationOptions& opts) {
   ActivationAmax* res = &r;
   model::EngineOptions eo;
-  const bool stats = opts.second_moments || opts.hessians, hessian = opts.hessians;
-  eo.on_linear_built = [lin = &linear_layers, res, stats, hessian](model::Linear& l) {
+  const bool stats = opts.second_moments || opts.hessians || opts.awq, hessian = opts.hessians, awq = opts.awq;
+  eo.on_linear_built = [lin = &linear_layers, res, stats, hessian, awq](model::Linear& l) {
     const std::string name = l.spec().name;
     if (!lin->count(name)) return;
     const int64_t in = l.in_features();
-    l.set_input_observer([res, name, in, stats, hessian](const float* x, int64_t m) {
+    l.set_input_observer([res, name, in, stats, hessian, awq](const float* x, int64_t m) {
       float& a = res->linear[name];
       a = std::max(a, quant::amax(x, static_cast<size_t>(m * in)));
-      if (stats) accumulate_stats(res->inputs[name], x, m, in, hessian);
+      if (stats) accumulate_stats(res->inputs[name], x, m, in, hessian, awq);
     });
   };
   eo.on_moe_built = [moe = &moe_layers, ex = &experts, rt = &routed, res](model::FusedMoe& f) {
@@ -291,6 +304,118 @@ ActivationAmax calibrate(std::shared_ptr<io::Checkpoint> ckpt, const ExportPlan&
   run_sequences(*lm, sequences, plan.lm_head_quantized ? model::LogitsMode::all : model::LogitsMode::none,
                 opts.progress, r);
   if (r.tokens == 0) fail("calibration: every sequence is empty");
+  log_never_routed(routed);
+  return r;
+}
+
+namespace {
+
+// A one-layer stage's neighbours: each forward step's residual stream rows come from the stored
+// hidden states of the sequence and go back into the same rows (a step's rows are read before
+// they are written), so one buffer per sequence carries the stream from layer to layer.
+class StoredHiddenLink : public model::StageLink {
+ public:
+  void start(float* rows) { rows_ = rows, in_ = 0, out_ = 0; }
+  void receive(float* h, int64_t rows, int64_t hidden, std::vector<uint8_t>& kv) override {
+    std::memcpy(h, rows_ + in_ * hidden, static_cast<size_t>(rows * hidden) * sizeof(float));
+    in_ += rows;
+    kv.clear();
+  }
+  void send(const float* h, int64_t rows, int64_t hidden, std::span<const uint8_t> kv) override {
+    if (!kv.empty()) fail("internal: a one-layer calibration stage sent K/V rows across its cut");
+    std::memcpy(rows_ + out_ * hidden, h, static_cast<size_t>(rows * hidden) * sizeof(float));
+    out_ += rows;
+  }
+
+ private:
+  float* rows_ = nullptr;
+  int64_t in_ = 0, out_ = 0;
+};
+
+}  // namespace
+
+ActivationAmax calibrate_by_layer(std::shared_ptr<io::Checkpoint> ckpt, const ExportPlan& plan,
+                                  const std::vector<std::vector<int32_t>>& sequences, const CalibrationOptions& opts,
+                                  const StatsSink& sink) {
+  const model::ModelConfig& c = plan.config;
+  bool cut_free = c.num_layers > 1;
+  for (int64_t i = 1; i < c.num_layers && cut_free; ++i) cut_free = model::kv_read_across(c, i).empty();
+  if (!cut_free) {
+    ActivationAmax r = calibrate(ckpt, plan, sequences, opts);
+    sink(r, r.inputs);
+    r.inputs.clear();
+    return r;
+  }
+  if (sequences.empty()) fail("calibration: no sequences");
+  ActivationAmax r;
+  std::set<std::string> linear_layers, moe_layers;
+  for (const QuantGroup& g : plan.groups) (g.input == GroupInput::linear ? linear_layers : moe_layers).insert(g.layer);
+  std::map<std::string, ExpertWeights> experts;
+  std::map<std::string, std::vector<int64_t>> routed;
+  collect_expert_weights(*ckpt, plan, moe_layers, experts, routed);
+  const model::EngineOptions eo = observing_options(linear_layers, moe_layers, experts, routed, r, opts);
+  const int64_t hid = c.hidden_size, chunk = 64;
+  std::vector<std::vector<float>> hidden(sequences.size());  // per sequence [n, hidden]
+  std::vector<int64_t> lengths(sequences.size(), 0);
+  const bool bar = opts.progress && ::isatty(STDERR_FILENO);
+  const auto t0 = std::chrono::steady_clock::now();
+  StoredHiddenLink link;
+  for (int64_t layer = 0; layer < c.num_layers; ++layer) {
+    model::LoadOptions lo;
+    lo.progress = false;
+    lo.first_layer = layer;
+    lo.end_layer = layer + 1;
+    std::unique_ptr<model::CausalLM> lm;
+    {
+      // The stages after the first would repeat its load lines (KV cache, backends, "Loaded ...").
+      const auto level = log().level();
+      if (layer > 0) log().set_level(std::max(level, spdlog::level::warn));
+      try {
+        lm = model::CausalLM::load(ckpt, eo, lo);
+      } catch (...) {
+        log().set_level(level);
+        throw;
+      }
+      log().set_level(level);
+    }
+    const bool last = layer + 1 == c.num_layers;
+    const model::LogitsMode mode = last && plan.lm_head_quantized ? model::LogitsMode::all : model::LogitsMode::none;
+    std::vector<float> logits(mode == model::LogitsMode::all ? static_cast<size_t>(chunk * lm->vocab_size()) : 0);
+    for (size_t s = 0; s < sequences.size(); ++s) {
+      const std::vector<int32_t>& ids = sequences[s];
+      if (layer == 0) {
+        const int64_t n = std::min<int64_t>(static_cast<int64_t>(ids.size()), lm->max_model_len());
+        for (int64_t i = 0; i < n; ++i)
+          if (ids[static_cast<size_t>(i)] < 0 || ids[static_cast<size_t>(i)] >= lm->vocab_size())
+            fail("calibration sequence {}: token id {} at position {} is outside the vocabulary [0, {})", s,
+                 ids[static_cast<size_t>(i)], i, lm->vocab_size());
+        lengths[s] = n;
+        hidden[s].assign(static_cast<size_t>(n * hid), 0.0f);
+        if (n > 0) r.sequences += 1, r.tokens += n;
+      }
+      const int64_t n = lengths[s];
+      if (n == 0) continue;
+      model::SequenceState cache = lm->new_sequence(n);
+      link.start(hidden[s].data());
+      for (int64_t p = 0; p < n; p += chunk) {
+        const model::SequenceChunk sc{&cache, ids.data() + p, std::min(chunk, n - p), mode,
+                                      logits.empty() ? nullptr : logits.data()};
+        lm->forward(std::span<const model::SequenceChunk>(&sc, 1), &link);
+      }
+    }
+    if (layer == 0 && r.tokens == 0) fail("calibration: every sequence is empty");
+    if (last) hidden.clear();
+    sink(r, r.inputs);
+    r.inputs.clear();
+    if (bar) {
+      const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      const double eta = el / static_cast<double>(layer + 1) * static_cast<double>(c.num_layers - layer - 1);
+      std::fprintf(stderr, "\rcalibrating and quantizing layer %lld/%lld (%zu sequences, %lld tokens)  elapsed %ds  ETA %ds\033[K",
+                   static_cast<long long>(layer + 1), static_cast<long long>(c.num_layers), sequences.size(),
+                   static_cast<long long>(r.tokens), static_cast<int>(el), static_cast<int>(eta + 0.5));
+    }
+  }
+  if (bar) std::fprintf(stderr, "\r\033[K");
   log_never_routed(routed);
   return r;
 }

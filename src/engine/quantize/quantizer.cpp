@@ -10,6 +10,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <map>
 #include <optional>
 #include <set>
 #include <variant>
@@ -26,6 +28,7 @@
 #include "quant/compressed_tensors_scale.h"
 #include "quant/export_format.h"
 #include "quant/nvfp4.h"
+#include "quant/nvfp4_awq.h"
 #include "quant/nvfp4_gptq.h"
 #include "quant/nvfp4_scale_search.h"
 
@@ -66,6 +69,7 @@ struct MemberMethod {
   WeightMethod method = WeightMethod::rtn;
   const float* importance = nullptr;          // [k] or null
   const quant::GptqFactor* factor = nullptr;  // gptq only
+  const float* col_scale = nullptr;           // AWQ: W[:, c] *= col_scale[c] before rounding, or null
 };
 
 // Quantizes one [n, k] weight with the group's amax, rows in parallel chunks. Rows are
@@ -92,6 +96,9 @@ quant::Nvfp4Weight quantize_member(const io::Checkpoint& ck, const std::string& 
         const int64_t rows = std::min(chunk, r1 - r);
         buf.resize(static_cast<size_t>(rows * k));
         to_f32_n(src + static_cast<size_t>(r * k) * es, t.dtype, buf.data(), buf.size());
+        if (mm.col_scale)
+          for (int64_t i = 0; i < rows; ++i)
+            for (int64_t c = 0; c < k; ++c) buf[static_cast<size_t>(i * k + c)] *= mm.col_scale[c];
         quant::Nvfp4Weight q;
         if (mm.method == WeightMethod::search) {
           q = quant::quantize_weight_searched(buf.data(), rows, k, group_amax, mm.importance);
@@ -210,6 +217,67 @@ float group_weight_amax(const io::Checkpoint& ck, const QuantGroup& g) {
 
 namespace {
 
+// AWQ's outcome for one group (quant/nvfp4_awq.h): pre_quant_scale as stored (the weight dtype)
+// and the column scale the weights are multiplied by, its exact reciprocal, so that
+// (x ⊙ pre_quant_scale) · (W · diag(scale))^T = x · W^T before rounding.
+struct AwqGroup {
+  std::vector<uint8_t> pqs_bytes;  // [k] in `dtype`
+  DType dtype = DType::BF16;
+  std::vector<float> scale;        // [k] = 1 / float(stored pre_quant_scale)
+  float weight_amax = 0;           // the group's amax of W · diag(scale)
+  float input_amax = 0;            // max_c max|x_c| · pre_quant_scale_c (W4A4's input_scale)
+};
+
+// Whether a group gets AWQ: a calibrated Linear input (not lm_head: ModelOpt removes its scale
+// too) whose statistics calibration recorded.
+bool awq_applies(const QuantGroup& g, const InputStats* st, bool awq) {
+  return awq && st && g.input == GroupInput::linear && g.layer != "lm_head" && st->rows > 0 && !st->abs_sum.empty() &&
+         !st->h.empty();
+}
+
+AwqGroup awq_group(const io::Checkpoint& ck, const QuantGroup& g, const InputStats& st) {
+  const int64_t k = g.in_features;
+  int64_t n = 0;
+  for (int64_t r : g.rows) n += r;
+  std::vector<float> w(static_cast<size_t>(n * k));
+  int64_t at = 0;
+  for (size_t i = 0; i < g.modules.size(); ++i) {
+    const TensorView& t = weight_view(ck, g.modules[i]);
+    to_f32_n(t.data, t.dtype, w.data() + at * k, static_cast<size_t>(g.rows[i] * k));
+    at += g.rows[i];
+  }
+  std::vector<float> act(static_cast<size_t>(k));
+  for (int64_t c = 0; c < k; ++c)
+    act[static_cast<size_t>(c)] = static_cast<float>(st.abs_sum[static_cast<size_t>(c)] / static_cast<double>(st.rows));
+  const quant::AwqSearch sr = quant::awq_search(w.data(), n, k, act.data(), st.h.data());
+  AwqGroup a;
+  a.dtype = weight_view(ck, g.modules[0]).dtype;
+  std::vector<float> pqs(static_cast<size_t>(k));
+  for (int64_t c = 0; c < k; ++c) pqs[static_cast<size_t>(c)] = 1.0f / sr.scale[static_cast<size_t>(c)];
+  a.pqs_bytes.resize(static_cast<size_t>(k) * dtype_size(a.dtype));
+  from_f32_n(pqs.data(), a.dtype, a.pqs_bytes.data(), pqs.size());
+  to_f32_n(a.pqs_bytes.data(), a.dtype, pqs.data(), pqs.size());  // the stored values
+  a.scale.resize(static_cast<size_t>(k));
+  for (int64_t c = 0; c < k; ++c) {
+    const float p = pqs[static_cast<size_t>(c)];
+    if (!(p > 0.0f) || !std::isfinite(p))
+      fail("{}: AWQ's pre_quant_scale for input channel {} is {} in {}", g.layer, c, p, dtype_name(a.dtype));
+    a.scale[static_cast<size_t>(c)] = 1.0f / p;
+    a.input_amax = std::max(a.input_amax, st.abs_max[static_cast<size_t>(c)] * p);
+  }
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t c = 0; c < k; ++c)
+      a.weight_amax = std::max(a.weight_amax, std::fabs(w[static_cast<size_t>(r * k + c)] * a.scale[static_cast<size_t>(c)]));
+  const double best = sr.error[static_cast<size_t>(std::lround(sr.alpha * quant::kAwqAlphaSteps))];
+  log().info("{}: AWQ alpha {:.1f}, calibration output error {:.4g} -> {:.4g} ({:.1f}% of round-to-nearest's)", g.layer,
+             sr.alpha, sr.error_unscaled, best, sr.error_unscaled > 0 ? 100.0 * best / sr.error_unscaled : 100.0);
+  return a;
+}
+
+}  // namespace
+
+namespace {
+
 // Phase 1: the options and the output path make sense (nothing is read or written yet).
 void check_request(const QuantizeOptions& o, const fs::path& in, const fs::path& out) {
   const QuantAlgo algo = o.exp.algo;
@@ -218,6 +286,11 @@ void check_request(const QuantizeOptions& o, const fs::path& in, const fs::path&
   if (o.weight_method == WeightMethod::gptq && o.calibration.empty())
     usage_fail("--weight-method gptq needs calibration data for each layer's input statistics: pass --calib-ids "
                "FILE.jsonl or --calib-text FILE");
+  if (o.awq && o.calibration.empty())
+    usage_fail("--awq needs calibration data for each layer's input statistics: pass --calib-ids FILE.jsonl or "
+               "--calib-text FILE");
+  if (o.awq && o.format == quant::Family::compressed_tensors)
+    usage_fail("--awq writes ModelOpt's pre_quant_scale tensors, which --format compressed-tensors has no name for");
   if (algo == QuantAlgo::NVFP4 && o.calibration.empty())
     usage_fail("NVFP4 (W4A4) needs calibration data to set each layer's input_scale: pass --calib-ids FILE.jsonl "
                "or --calib-text FILE (W4A16_NVFP4 needs none)");
@@ -297,7 +370,7 @@ Nvfp4Names nvfp4_names(quant::Family f) {
 }
 
 OutputLayout plan_outputs(const io::Checkpoint& ck, const ExportPlan& plan, const NameMap& names, QuantAlgo algo,
-                          const Nvfp4Names& nn) {
+                          const Nvfp4Names& nn, const std::function<bool(const QuantGroup&)>& has_pqs) {
   OutputLayout L;
   std::set<std::string> f32;  // stored names
   for (const std::string& t : plan.config.arch->float32_tensors(plan.config)) f32.insert(names.to_disk(t));
@@ -321,6 +394,10 @@ OutputLayout plan_outputs(const io::Checkpoint& ck, const ExportPlan& plan, cons
       add(d + ".weight_scale", DType::F8_E4M3, {n, k / 16}, static_cast<size_t>(n * k / 16));
       add(d + nn.global_scale, DType::F32, nn.scalar, 4);
       if (algo == QuantAlgo::NVFP4) add(d + nn.input_scale, DType::F32, nn.scalar, 4);
+      if (has_pqs(*g)) {
+        const DType wd = weight_view(ck, m).dtype;
+        add(d + ".pre_quant_scale", wd, {k}, static_cast<size_t>(k) * dtype_size(wd));
+      }
     }
     L.jobs.push_back(job);
     L.job_outs.push_back(std::move(idx));
@@ -366,14 +443,16 @@ void write_side_files(const fs::path& dir, const fs::path& in, const io::Checkpo
                       const quant::ShardLayout& shards) {
   std::error_code ec;
   json config = ck.config();
+  bool pqs = false;
+  for (const OutTensor& t : L.outs) pqs = pqs || t.name.ends_with(".pre_quant_scale");
   if (o.format == quant::Family::compressed_tensors) {
     config["quantization_config"] = quant::compressed_tensors_config_json(o.exp.algo, exclude_on_disk);
     write_json_file(dir / "config.json", config);
   } else {
-    config["quantization_config"] = quant::quantization_config_json(o.exp.algo, exclude_on_disk, o.producer_version);
+    config["quantization_config"] = quant::quantization_config_json(o.exp.algo, exclude_on_disk, o.producer_version, pqs);
     write_json_file(dir / "config.json", config);
     write_json_file(dir / "hf_quant_config.json",
-                    quant::hf_quant_config_json(o.exp.algo, exclude_on_disk, o.producer_version));
+                    quant::hf_quant_config_json(o.exp.algo, exclude_on_disk, o.producer_version, pqs));
   }
   for (const char* f : kCopiedFiles) {
     const fs::path src = in / f;
@@ -427,10 +506,99 @@ class ShardStream {
   size_t current_ = SIZE_MAX, written_ = 0;
 };
 
-// Phase 5: copies and quantizes every job's tensors into the shards; returns how many modules
-// were quantized.
-size_t stream_tensors(const io::Checkpoint& ck, const OutputLayout& L, const ActivationAmax& amax, QuantAlgo algo,
-                      WeightMethod method, bool act_order, const Nvfp4Names& nn, ShardStream& out, Progress& bar) {
+// How groups are rounded (the request's choices).
+struct GroupContext {
+  QuantAlgo algo;
+  WeightMethod method;
+  bool act_order, awq;
+  const Nvfp4Names* nn;
+};
+
+// One group quantized: its members' codes and scales, the shared input_scale (W4A4), AWQ's scale.
+struct GroupResult {
+  std::vector<quant::Nvfp4Weight> members;
+  float gamax = 0;
+  std::optional<float> input_scale;
+  std::optional<AwqGroup> aw;
+};
+
+// stats: the group's Linear input statistics from calibration, or null (none recorded).
+GroupResult quantize_group(const io::Checkpoint& ck, const QuantGroup& g, const ActivationAmax& amax,
+                           const InputStats* stats, const GroupContext& cx) {
+  if (stats && stats->rows == 0) stats = nullptr;
+  GroupResult res;
+  // AWQ: the weights become W · diag(s) and the input x · diag(1/s), so the statistics the weight
+  // methods weigh by are those of the scaled input (H -> D^-1 H D^-1, x^2 -> x^2 / s^2).
+  InputStats scaled;
+  if (awq_applies(g, stats, cx.awq)) {
+    res.aw = awq_group(ck, g, *stats);
+    const int64_t kk = stats->k;
+    const std::vector<float>& sc = res.aw->scale;
+    scaled.k = kk;
+    scaled.rows = stats->rows;
+    scaled.sq.resize(stats->sq.size());
+    for (int64_t c = 0; c < kk; ++c)
+      scaled.sq[static_cast<size_t>(c)] =
+          stats->sq[static_cast<size_t>(c)] / (static_cast<double>(sc[static_cast<size_t>(c)]) * sc[static_cast<size_t>(c)]);
+    if (cx.method == WeightMethod::gptq) {
+      scaled.h.resize(stats->h.size());
+      for (int64_t i = 0; i < kk; ++i)
+        for (int64_t j = 0; j < kk; ++j)
+          scaled.h[static_cast<size_t>(i * kk + j)] =
+              stats->h[static_cast<size_t>(i * kk + j)] /
+              (static_cast<double>(sc[static_cast<size_t>(i)]) * sc[static_cast<size_t>(j)]);
+    }
+    stats = &scaled;
+  }
+  const float gamax = res.aw ? res.aw->weight_amax : group_weight_amax(ck, g);
+  res.gamax = gamax;
+  if (gamax == 0.0f)
+    log().warn("{}: every weight of the group is zero; weight_scale_2 = 0 (loaders reject a zero scale)",
+               g.modules[0]);
+  if (cx.algo == QuantAlgo::NVFP4) {
+    const float in_amax = res.aw ? res.aw->input_amax : amax.of(g);
+    if (res.aw && !(in_amax > 0.0f)) amax.of(g);  // names the layer calibration saw only zeros for
+    res.input_scale =
+        cx.nn->reciprocal ? quant::compressed_tensors_global_scale(in_amax) : in_amax / quant::kNvfp4GlobalDivisor;
+  }
+  MemberMethod mm;
+  mm.method = cx.method;
+  if (res.aw) mm.col_scale = res.aw->scale.data();
+  std::vector<float> importance;
+  std::optional<quant::GptqFactor> factor;
+  const InputStats* st = g.input == GroupInput::linear ? stats : nullptr;
+  if (cx.method == WeightMethod::gptq && !(st && !st->h.empty())) mm.method = WeightMethod::search;
+  if (mm.method == WeightMethod::search && st) {
+    importance.resize(st->sq.size());
+    for (size_t c = 0; c < importance.size(); ++c)
+      importance[c] = static_cast<float>(st->sq[c] / static_cast<double>(st->rows));
+    mm.importance = importance.data();
+  }
+  // Act-order's up-front scale search weighs each channel by its mean x^2 (H's diagonal):
+  // measured W4A16 1.107x -> 1.073x on SmolLM2 (docs/ACCURACY.md).
+  if (mm.method == WeightMethod::gptq && cx.act_order) {
+    importance.resize(static_cast<size_t>(g.in_features));
+    for (size_t c = 0; c < importance.size(); ++c)
+      importance[c] = static_cast<float>(st->h[c * importance.size() + c] / static_cast<double>(st->rows));
+    mm.importance = importance.data();
+  }
+  if (mm.method == WeightMethod::gptq && gamax > 0.0f) {
+    factor = quant::gptq_factor(st->h.data(), g.in_features, 0.01, cx.act_order);
+    mm.factor = &*factor;
+  }
+  for (size_t i = 0; i < g.modules.size(); ++i) {
+    res.members.push_back(quantize_member(ck, g.modules[i], g.rows[i], g.in_features, gamax, mm));
+    const TensorView& t = weight_view(ck, g.modules[i]);
+    release_pages(t.data, t.nbytes);
+  }
+  return res;
+}
+
+// Phase 5: copies every job's tensors into the shards, quantizing the groups `done` (quantized
+// during calibration, layer by layer) does not hold; returns how many modules were quantized.
+size_t stream_tensors(const io::Checkpoint& ck, const OutputLayout& L, const ActivationAmax& amax,
+                      std::map<const QuantGroup*, GroupResult>& done, const GroupContext& cx, ShardStream& out,
+                      Progress& bar) {
   size_t quantized_modules = 0;
   for (size_t j = 0; j < L.jobs.size(); ++j) {
     const Job& job = L.jobs[j];
@@ -450,50 +618,24 @@ size_t stream_tensors(const io::Checkpoint& ck, const OutputLayout& L, const Act
       continue;
     }
     const QuantGroup& g = *job.group;
-    const float gamax = group_weight_amax(ck, g);
-    if (gamax == 0.0f)
-      log().warn("{}: every weight of the group is zero; weight_scale_2 = 0 (loaders reject a zero scale)",
-                 g.modules[0]);
-    std::optional<float> input_scale;
-    if (algo == QuantAlgo::NVFP4)
-      input_scale = nn.reciprocal ? quant::compressed_tensors_global_scale(amax.of(g))
-                                  : amax.of(g) / quant::kNvfp4GlobalDivisor;
-    MemberMethod mm;
-    mm.method = method;
-    std::vector<float> importance;
-    std::optional<quant::GptqFactor> factor;
-    const InputStats* st = nullptr;
-    if (g.input == GroupInput::linear)
-      if (auto it = amax.inputs.find(g.layer); it != amax.inputs.end() && it->second.rows > 0) st = &it->second;
-    if (method == WeightMethod::gptq && !(st && !st->h.empty())) mm.method = WeightMethod::search;
-    if (mm.method == WeightMethod::search && st) {
-      importance.resize(st->sq.size());
-      for (size_t c = 0; c < importance.size(); ++c)
-        importance[c] = static_cast<float>(st->sq[c] / static_cast<double>(st->rows));
-      mm.importance = importance.data();
-    }
-    // Act-order's up-front scale search weighs each channel by its mean x^2 (H's diagonal):
-    // measured W4A16 1.107x -> 1.073x on SmolLM2 (docs/ACCURACY.md).
-    if (mm.method == WeightMethod::gptq && act_order) {
-      importance.resize(static_cast<size_t>(g.in_features));
-      for (size_t c = 0; c < importance.size(); ++c)
-        importance[c] = static_cast<float>(st->h[c * importance.size() + c] / static_cast<double>(st->rows));
-      mm.importance = importance.data();
-    }
-    if (mm.method == WeightMethod::gptq && gamax > 0.0f) {
-      factor = quant::gptq_factor(st->h.data(), g.in_features, 0.01, act_order);
-      mm.factor = &*factor;
+    GroupResult res;
+    if (auto it = done.find(&g); it != done.end()) {
+      res = std::move(it->second);
+      done.erase(it);
+    } else {
+      const InputStats* st = nullptr;
+      if (auto it2 = amax.inputs.find(g.layer); it2 != amax.inputs.end()) st = &it2->second;
+      res = quantize_group(ck, g, amax, st, cx);
     }
     size_t k = 0;
     for (size_t i = 0; i < g.modules.size(); ++i) {
-      quant::Nvfp4Weight q = quantize_member(ck, g.modules[i], g.rows[i], g.in_features, gamax, mm);
+      const quant::Nvfp4Weight& q = res.members[i];
       out.emit(L.job_outs[j][k++], q.codes.data(), q.codes.size());
       out.emit(L.job_outs[j][k++], q.scales.data(), q.scales.size());
-      const float global = nn.reciprocal ? quant::compressed_tensors_global_scale(gamax) : q.weight_scale_2;
+      const float global = cx.nn->reciprocal ? quant::compressed_tensors_global_scale(res.gamax) : q.weight_scale_2;
       out.emit(L.job_outs[j][k++], &global, sizeof(float));
-      if (input_scale) out.emit(L.job_outs[j][k++], &*input_scale, sizeof(float));
-      const TensorView& t = weight_view(ck, g.modules[i]);
-      release_pages(t.data, t.nbytes);
+      if (res.input_scale) out.emit(L.job_outs[j][k++], &*res.input_scale, sizeof(float));
+      if (res.aw) out.emit(L.job_outs[j][k++], res.aw->pqs_bytes.data(), res.aw->pqs_bytes.size());
       ++quantized_modules;
     }
     bar.advance(job.input_bytes);
@@ -522,19 +664,40 @@ QuantizeSummary quantize_checkpoint(const QuantizeOptions& o) {
   const ExportPlan plan = make_export_plan(*ck, o.exp);
   std::vector<std::string> exclude_on_disk = exclusions_on_disk(*ck, plan, names, o.format);
   for (const std::string& note : plan.notes) log().info("{}", note);
+  const Nvfp4Names nn = nvfp4_names(o.format);
+  const GroupContext cx{algo, o.weight_method, o.act_order, o.awq, &nn};
   ActivationAmax amax;
+  std::map<const QuantGroup*, GroupResult> done;  // groups quantized during calibration
   if (algo == QuantAlgo::NVFP4 || !o.calibration.empty()) {
     CalibrationOptions co;
     co.progress = o.progress;
     co.second_moments = o.weight_method == WeightMethod::search;
-    co.hessians = o.weight_method == WeightMethod::gptq;
-    amax = calibrate(ck, plan, o.calibration, co);
+    co.hessians = o.weight_method == WeightMethod::gptq || o.awq;
+    co.awq = o.awq;
+    if (co.hessians && o.calibrate_by_layer) {
+      // One layer's H at a time: each layer's groups are quantized as soon as every sequence has
+      // passed it, and only their (4.5-bit) results are kept until they are written.
+      amax = calibrate_by_layer(ck, plan, o.calibration, co,
+                                [&](const ActivationAmax& a, std::map<std::string, InputStats>& inputs) {
+                                  for (const QuantGroup& g : plan.groups) {
+                                    auto it = inputs.find(g.layer);
+                                    if (g.input != GroupInput::linear || it == inputs.end()) continue;
+                                    done.emplace(&g, quantize_group(*ck, g, a, &it->second, cx));
+                                    it->second = InputStats{};
+                                  }
+                                });
+    } else {
+      amax = calibrate(ck, plan, o.calibration, co);
+    }
     log().info("Calibrated {} layers on {} sequences ({} tokens)", plan.calibrated_layers().size(), amax.sequences,
                amax.tokens);
   }
 
-  const Nvfp4Names nn = nvfp4_names(o.format);
-  const OutputLayout L = plan_outputs(*ck, plan, names, algo, nn);
+  const OutputLayout L = plan_outputs(*ck, plan, names, algo, nn, [&](const QuantGroup& g) {
+    if (auto it = done.find(&g); it != done.end()) return it->second.aw.has_value();
+    auto st = amax.inputs.find(g.layer);
+    return awq_applies(g, st == amax.inputs.end() ? nullptr : &st->second, o.awq);
+  });
   std::vector<uint64_t> sizes;
   for (const OutTensor& t : L.outs) sizes.push_back(t.nbytes);
   const quant::ShardLayout shards = quant::assign_shards(sizes, o.max_shard_bytes);
@@ -545,7 +708,7 @@ QuantizeSummary quantize_checkpoint(const QuantizeOptions& o) {
 
   Progress bar(o.progress, "quantizing", L.input_total);
   ShardStream stream(tmp.path(), L, shards, o);
-  const size_t quantized_modules = stream_tensors(*ck, L, amax, algo, o.weight_method, o.act_order, nn, stream, bar);
+  const size_t quantized_modules = stream_tensors(*ck, L, amax, done, cx, stream, bar);
   if (L.outs.empty()) fail("{}: the checkpoint has no tensors", o.model_dir);
   tmp.publish();  // phase 6, the only step that touches OUT
 

@@ -40,6 +40,14 @@ struct QuantizeOptions {
   // gptq: columns in decreasing input energy, block scales fixed up front (measured better on
   // SmolLM2: docs/ACCURACY.md).
   bool act_order = true;
+  // AWQ (quant/nvfp4_awq.h, ModelOpt's awq_lite): each calibrated Linear group's weights scaled per
+  // input channel by s, the input by pre_quant_scale = 1/s (stored per module; NVFP4 is then
+  // written as NVFP4_AWQ), before the weight method rounds them. Needs calibration data.
+  bool awq = false;
+  // With gptq or awq (which hold a k x k H per Linear input), calibrate and quantize one decoder
+  // layer at a time (calibrate_by_layer): memory holds one layer's H, not every layer's. Off: the
+  // whole model at once (the same result; a test seam).
+  bool calibrate_by_layer = true;
   std::string producer_version = "0.1.0";
   bool progress = true;  // progress bar with ETA when stderr is a terminal
   // Called after each output tensor is written (name). A test seam: throwing from it
