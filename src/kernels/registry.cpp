@@ -15,6 +15,7 @@ namespace fp4lm::kernels {
 #ifdef FP4LM_HAVE_AVX2_KERNELS
 const Backend& cpu_w4a4_avx512_linear_backend();
 const Backend& cpu_w4a16_avx512_linear_backend();
+const Backend& cpu_w4a16_avx512_gemm_linear_backend();
 const Backend& cpu_w4a4_avx2_linear_backend();
 const Backend& cpu_w4a16_avx2_linear_backend();
 const Backend& cpu_dense_avx512_linear_backend();
@@ -23,6 +24,7 @@ const Backend& cpu_fp8_w8a16_avx512_linear_backend();
 const Backend& cpu_fp8_w8a16_avx2_linear_backend();
 const Backend& cpu_w4a4_avx512_moe_backend();
 const Backend& cpu_w4a16_avx512_moe_backend();
+const Backend& cpu_w4a16_avx512_gemm_moe_backend();
 const Backend& cpu_w4a4_avx2_moe_backend();
 const Backend& cpu_w4a16_avx2_moe_backend();
 const Backend& cpu_dense_avx512_moe_backend();
@@ -40,6 +42,7 @@ std::vector<const Backend*> table() {
   return {
 #ifdef FP4LM_HAVE_AVX2_KERNELS
       &cpu_w4a4_avx512_linear_backend(),
+      &cpu_w4a16_avx512_gemm_linear_backend(),
       &cpu_w4a16_avx512_linear_backend(),
       &cpu_w4a4_avx2_linear_backend(),
       &cpu_w4a16_avx2_linear_backend(),
@@ -51,6 +54,7 @@ std::vector<const Backend*> table() {
       &reference_linear_backend(),
 #ifdef FP4LM_HAVE_AVX2_KERNELS
       &cpu_w4a4_avx512_moe_backend(),
+      &cpu_w4a16_avx512_gemm_moe_backend(),
       &cpu_w4a16_avx512_moe_backend(),
       &cpu_w4a4_avx2_moe_backend(),
       &cpu_w4a16_avx2_moe_backend(),

@@ -44,6 +44,19 @@ int64_t w4a16_row_block(int64_t m, int64_t k);
 void w4a16_rows(const Rows& w, const uint16_t* xp, int64_t m, int pieces, int64_t r0, int64_t r1,
                 void* y, DType act);
 
+// ---- W4A16 GEMM (nvfp4_w4a16_gemm.cpp): the same results as w4a16_rows, bit for bit, for any
+// m (batch invariance: m picks the schedule); from kW4a16GemmMinTokens tokens a register-blocked
+// kernel over rows decoded once per call, below it w4a16_rows. Tokens packed by
+// w4a16_gemm_pack_token when m >= kW4a16GemmMinTokens, else by w4a16_pack_token.
+inline constexpr int64_t kW4a16GemmMinTokens = 16;
+int64_t w4a16_gemm_token_words(int64_t k, int pieces);
+// `scratch`: w4a16_gemm_token_words(k, pieces) words, 64-byte aligned, like `out`.
+void w4a16_gemm_pack_token(const float* x, int64_t k, int pieces, uint16_t* scratch, uint16_t* out);
+int64_t w4a16_gemm_row_block(int64_t m, int64_t k);
+// m >= kW4a16GemmMinTokens only (smaller calls: w4a16_rows).
+void w4a16_gemm_rows(const Rows& w, const uint16_t* xp, int64_t m, int pieces, int64_t r0, int64_t r1, void* y,
+                     DType act);
+
 // ---- W4A4. The activation codes come from the W4A4 quantizer (standard packed layout, codes
 // [k/2] and E4M3 scales [k/16] per token, bit-identical to quant::quantize_activation).
 // Per token and super-chunk: 256 signed bytes 2·a (4 vectors), 16 int32 = -12 × Σ 2·a per

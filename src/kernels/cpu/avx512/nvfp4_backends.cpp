@@ -21,7 +21,24 @@ Backend nvfp4(LayerKind kind, cpu::Nvfp4Mode mode) {
                                 w4a16 ? kW4a16 : kW4a4);
 }
 
+// The W4A16 GEMM variant (avx512/nvfp4_w4a16_gemm.cpp): the same results as cpu_w4a16_avx512 for
+// every m, faster from 16 tokens; ahead of it in the oracle's table.
+Backend nvfp4_gemm(LayerKind kind) {
+  return cpu::nvfp4_cpu_backend("cpu_w4a16_avx512_gemm", kind, cpu::Nvfp4Mode::w4a16, cpu::nvfp4_kernels_avx512_gemm(),
+                                kW4a16);
+}
+
 }  // namespace
+
+const Backend& cpu_w4a16_avx512_gemm_linear_backend() {
+  static const Backend b = nvfp4_gemm(LayerKind::linear);
+  return b;
+}
+
+const Backend& cpu_w4a16_avx512_gemm_moe_backend() {
+  static const Backend b = nvfp4_gemm(LayerKind::moe);
+  return b;
+}
 
 const Backend& cpu_w4a4_avx512_linear_backend() {
   static const Backend b = nvfp4(LayerKind::linear, cpu::Nvfp4Mode::w4a4);

@@ -55,6 +55,38 @@ void a16_rows(const Nvfp4Matrix& w, const PreparedInput& in, int64_t r0, int64_t
   avx512::w4a16_rows(rows_of(w), reinterpret_cast<const uint16_t*>(a.x.data()), a.m, a.pieces, r0, r1, y, act);
 }
 
+// The GEMM table's W4A16 input: packed for w4a16_gemm_rows from kW4a16GemmMinTokens tokens,
+// for w4a16_rows below (nvfp4_w4a16_gemm.cpp).
+std::unique_ptr<PreparedInput> a16_gemm_input(const void* x, DType act, int64_t m, int64_t k, ThreadPool& pool) {
+  if (m < avx512::kW4a16GemmMinTokens) return a16_input(x, act, m, k, pool);
+  auto in = std::make_unique<A16Input>();
+  in->m = m;
+  in->pieces = pieces_for(act);
+  const int64_t words = avx512::w4a16_gemm_token_words(k, in->pieces);  // a multiple of 32
+  in->x.resize(static_cast<size_t>(m * words / 32));
+  auto* out = reinterpret_cast<uint16_t*>(in->x.data());
+  const size_t es = dtype_size(act);
+  pool.parallel_for(m, [&](int64_t t0, int64_t t1, int) {
+    std::vector<float> row(static_cast<size_t>(k));
+    std::vector<Line> scratch(static_cast<size_t>(words / 32));
+    for (int64_t t = t0; t < t1; ++t) {
+      to_f32_n(static_cast<const uint8_t*>(x) + t * k * es, act, row.data(), row.size());
+      avx512::w4a16_gemm_pack_token(row.data(), k, in->pieces, reinterpret_cast<uint16_t*>(scratch.data()),
+                                    out + t * words);
+    }
+  });
+  return in;
+}
+
+void a16_gemm_rows(const Nvfp4Matrix& w, const PreparedInput& in, int64_t r0, int64_t r1, void* y, DType act) {
+  const auto& a = static_cast<const A16Input&>(in);
+  const auto* x = reinterpret_cast<const uint16_t*>(a.x.data());
+  if (a.m >= avx512::kW4a16GemmMinTokens)
+    avx512::w4a16_gemm_rows(rows_of(w), x, a.m, a.pieces, r0, r1, y, act);
+  else
+    avx512::w4a16_rows(rows_of(w), x, a.m, a.pieces, r0, r1, y, act);
+}
+
 struct A4Input final : PreparedInput {
   std::vector<Line> x;
   std::vector<float> token_scale;  // [m] the input_scale each token was quantized with
@@ -99,6 +131,9 @@ void a4_rows(const Nvfp4Matrix& w, const PreparedInput& in, int64_t r0, int64_t 
 
 constexpr Nvfp4Kernels kTable{"avx512", a16_input, avx512::w4a16_row_block, a16_rows,
                               a4_input, avx512::w4a4_row_block, a4_rows};
+// W4A16 with the GEMM kernel from kW4a16GemmMinTokens tokens (the W4A4 entries as above).
+constexpr Nvfp4Kernels kGemmTable{"avx512", a16_gemm_input, avx512::w4a16_gemm_row_block, a16_gemm_rows,
+                                  a4_input, avx512::w4a4_row_block, a4_rows};
 
 }  // namespace
 
@@ -109,6 +144,7 @@ void* avx512::thread_scratch(size_t bytes) {
 }
 
 const Nvfp4Kernels& nvfp4_kernels_avx512() { return kTable; }
+const Nvfp4Kernels& nvfp4_kernels_avx512_gemm() { return kGemmTable; }
 
 }  // namespace fp4lm::kernels::cpu
 
@@ -119,6 +155,7 @@ const Nvfp4Kernels& nvfp4_kernels_avx512() {
   static constexpr Nvfp4Kernels kNone{};
   return kNone;
 }
+const Nvfp4Kernels& nvfp4_kernels_avx512_gemm() { return nvfp4_kernels_avx512(); }
 }  // namespace fp4lm::kernels::cpu
 
 #endif

@@ -1,0 +1,213 @@
+// NVFP4 W4A16 GEMM on AVX-512-BF16 for many tokens (m >= kW4a16GemmMinTokens): the same
+// arithmetic as nvfp4_w4a16.cpp, bit for bit, in a register-blocked layout whose vector lanes are
+// 16 output rows instead of a row's 16 blocks (docs/KERNELS.md, "AVX-512 W4A16 GEMM").
+//
+// Why the same bits: the project guarantees that a sequence's tokens do not depend on what else
+// is in the batch, and m (the batch) chooses between this kernel and the register schedule. So
+// every (row, token) result runs the per-block sequence of nvfp4_w4a16.cpp exactly: per block,
+// `part = 0`, the 8 × P vdpbf16ps of its pairs in the same order (each pair in the same even/odd
+// words), `acc_i = fma(part, scale × 2^-8, acc_i)` per block position i (0-15) over the
+// super-chunks, then the 16 acc_i summed in hsum's tree, then the same scalar epilogue.
+//
+// Layout: a group of rows is decoded once per call (the shared Decoder, then a 16 × 16 dword
+// transpose) into per 16-row vector, block position i, super-chunk c: 8 vectors of 16 rows × one
+// bf16 pair, and the 16 rows' block scales. Activations are repacked per token as dwords (bf16
+// pairs) in the order [i][c][v][piece], so a tile's broadcasts walk memory forward. Tiles of
+// 2 row vectors (32 rows) × 6 tokens: per pair, 2 weight loads and 6 broadcasts feed 12
+// vdpbf16ps (the panel kernel: 7 full-vector loads per 12, from L2 at long k).
+#include "kernels/cpu/avx512/common.h"
+#include "kernels/cpu/avx512/nvfp4_w4a16_decode.h"
+
+namespace fp4lm::kernels::cpu::avx512 {
+
+namespace {
+
+constexpr int kLanes = 16;                 // rows per row vector; also blocks per super-chunk
+constexpr int kGemmVecs = kVectors + 1;    // per (row vector, i, c): 8 pair vectors + the scales
+constexpr int kTileRv = 2, kTileT = 6;     // register tile: row vectors × tokens
+
+// 16 vectors a[r] (lane i) -> b[i] (lane r).
+inline void transpose16(const __m512i a[kLanes], __m512i b[kLanes]) {
+  __m512i t[kLanes], u[kLanes];
+  for (int j = 0; j < 8; ++j) {
+    t[2 * j] = _mm512_unpacklo_epi32(a[2 * j], a[2 * j + 1]);
+    t[2 * j + 1] = _mm512_unpackhi_epi32(a[2 * j], a[2 * j + 1]);
+  }
+  for (int j = 0; j < 4; ++j) {
+    u[4 * j + 0] = _mm512_unpacklo_epi64(t[4 * j], t[4 * j + 2]);
+    u[4 * j + 1] = _mm512_unpackhi_epi64(t[4 * j], t[4 * j + 2]);
+    u[4 * j + 2] = _mm512_unpacklo_epi64(t[4 * j + 1], t[4 * j + 3]);
+    u[4 * j + 3] = _mm512_unpackhi_epi64(t[4 * j + 1], t[4 * j + 3]);
+  }
+  // u[4j + e], 128-bit lane L: rows 4j..4j+3 at column 4L + e; a 4 × 4 transpose of 128-bit lanes.
+  for (int e = 0; e < 4; ++e) {
+    const __m512i v0 = _mm512_shuffle_i32x4(u[e], u[4 + e], 0x44), v1 = _mm512_shuffle_i32x4(u[e], u[4 + e], 0xEE);
+    const __m512i v2 = _mm512_shuffle_i32x4(u[8 + e], u[12 + e], 0x44),
+                  v3 = _mm512_shuffle_i32x4(u[8 + e], u[12 + e], 0xEE);
+    b[0 + e] = _mm512_shuffle_i32x4(v0, v2, 0x88);
+    b[4 + e] = _mm512_shuffle_i32x4(v0, v2, 0xDD);
+    b[8 + e] = _mm512_shuffle_i32x4(v1, v3, 0x88);
+    b[12 + e] = _mm512_shuffle_i32x4(v1, v3, 0xDD);
+  }
+}
+
+// Decodes `rows` rows (at most 16; the rest zero) into one row vector's panel:
+// panel[(i * chunks + c) * kGemmVecs + v] lane r = row r's pair (block i, vector v) of chunk c.
+void decode_row_vector(const Decoder& dec, const uint8_t* const* codes, const uint8_t* const* scales, int rows,
+                       int64_t k, __m512i* panel) {
+  const int64_t chunks = super_chunks(k);
+  TailBuffer tail;
+  __m512i z[kLanes][kVectors], s[kLanes];
+  for (int64_t c = 0; c < chunks; ++c) {
+    for (int r = 0; r < kLanes; ++r) {
+      if (r < rows) {
+        const SuperChunk sc = super_chunk(codes[r], scales[r], k, c, tail);
+        dec(sc.codes, z[r]);
+        s[r] = _mm512_castps_si512(e4m3x16_scaled(sc.scales));
+      } else {
+        for (int v = 0; v < kVectors; ++v) z[r][v] = _mm512_setzero_si512();
+        s[r] = _mm512_setzero_si512();
+      }
+    }
+    __m512i col[kLanes], out[kLanes];
+    for (int v = 0; v <= kVectors; ++v) {
+      for (int r = 0; r < kLanes; ++r) col[r] = v < kVectors ? z[r][v] : s[r];
+      transpose16(col, out);
+      for (int i = 0; i < kLanes; ++i) _mm512_store_si512(panel + (i * chunks + c) * kGemmVecs + v, out[i]);
+    }
+  }
+}
+
+// out[rv][t] (16 rows each) for RV row vectors × T tokens. rv_stride: vectors between row
+// vectors in the panel; x of token t at xp + t * tstride dwords, in gemm_pack_token's order.
+template <int RV, int T, int P>
+void gemm_tile(const __m512i* panel, int64_t rv_stride, int64_t chunks, const uint32_t* xp, int64_t tstride,
+               __m512 out[][kTileT]) {
+  __m512 sums[kLanes][RV][T];
+  for (int i = 0; i < kLanes; ++i) {
+    __m512 acc[RV][T];
+    for (int rv = 0; rv < RV; ++rv)
+      for (int t = 0; t < T; ++t) acc[rv][t] = _mm512_setzero_ps();
+    const __m512i* w = panel + i * chunks * kGemmVecs;
+    const uint32_t* x = xp + i * chunks * kVectors * P;
+    for (int64_t c = 0; c < chunks; ++c, w += kGemmVecs, x += kVectors * P) {
+      __m512 part[RV][T];
+#pragma GCC unroll 8
+      for (int v = 0; v < kVectors; ++v) {
+        __m512i wv[RV];
+        for (int rv = 0; rv < RV; ++rv) wv[rv] = _mm512_load_si512(w + rv * rv_stride + v);
+#pragma GCC unroll 3
+        for (int p = 0; p < P; ++p)
+          for (int t = 0; t < T; ++t) {
+            const __m512i xv = _mm512_set1_epi32(static_cast<int>(x[t * tstride + v * P + p]));
+            for (int rv = 0; rv < RV; ++rv)
+              part[rv][t] = v == 0 && p == 0 ? _mm512_dpbf16_ps(_mm512_setzero_ps(), bh(wv[rv]), bh(xv))
+                                             : _mm512_dpbf16_ps(part[rv][t], bh(wv[rv]), bh(xv));
+          }
+      }
+      for (int rv = 0; rv < RV; ++rv) {
+        const __m512 s = _mm512_castsi512_ps(_mm512_load_si512(w + rv * rv_stride + kVectors));
+        for (int t = 0; t < T; ++t) acc[rv][t] = _mm512_fmadd_ps(part[rv][t], s, acc[rv][t]);
+      }
+    }
+    for (int rv = 0; rv < RV; ++rv)
+      for (int t = 0; t < T; ++t) sums[i][rv][t] = acc[rv][t];
+  }
+  // hsum's tree (common.h), lane-wise: ((s_j + s_j+8) + (s_j+4 + s_j+12)) pairs, then the halves.
+  for (int rv = 0; rv < RV; ++rv)
+    for (int t = 0; t < T; ++t) {
+      __m512 a[8], b[4];
+      for (int j = 0; j < 8; ++j) a[j] = _mm512_add_ps(sums[j][rv][t], sums[j + 8][rv][t]);
+      for (int j = 0; j < 4; ++j) b[j] = _mm512_add_ps(a[j], a[j + 4]);
+      out[rv][t] = _mm512_add_ps(_mm512_add_ps(b[0], b[2]), _mm512_add_ps(b[1], b[3]));
+    }
+}
+
+// nvfp4_w4a16.cpp's epilogue, the same expression (so the same rounding).
+inline void epilogue(const Rows& w, int64_t r, int64_t t, float v, void* y, DType act) {
+  const float g = w.global[r] * kE4m3ScaledInv, b = w.bias ? w.bias[r] : 0.0f;
+  store_act(y, act, t * w.n + r, v * g + b);
+}
+
+// Rows per decoded group: a multiple of kTileRv row vectors, about 768 KiB of panel.
+int64_t group_rows(int64_t k) {
+  const int64_t rv_bytes = kLanes * super_chunks(k) * kGemmVecs * 64;
+  const int64_t fit = (768 << 10) / (kTileRv * rv_bytes);
+  return (fit < 1 ? 1 : fit > 4 ? 4 : fit) * kTileRv * kLanes;
+}
+
+template <int P>
+void gemm_rows_p(const Rows& w, const uint32_t* xp, int64_t m, int64_t r0, int64_t r1, void* y, DType act) {
+  using Fn = void (*)(const __m512i*, int64_t, int64_t, const uint32_t*, int64_t, __m512 (*)[kTileT]);
+  // [row vectors - 1][tokens]
+  static constexpr Fn tiles[kTileRv][kTileT + 1] = {
+      {nullptr, gemm_tile<1, 1, P>, gemm_tile<1, 2, P>, gemm_tile<1, 3, P>, gemm_tile<1, 4, P>, gemm_tile<1, 5, P>,
+       gemm_tile<1, 6, P>},
+      {nullptr, gemm_tile<2, 1, P>, gemm_tile<2, 2, P>, gemm_tile<2, 3, P>, gemm_tile<2, 4, P>, gemm_tile<2, 5, P>,
+       gemm_tile<2, 6, P>}};
+  const Decoder dec;
+  const int64_t chunks = super_chunks(w.k), group = group_rows(w.k);
+  const int64_t rv_stride = kLanes * chunks * kGemmVecs, tstride = chunks * kLanes * kVectors * P;
+  auto* panel = static_cast<__m512i*>(thread_scratch(static_cast<size_t>(group / kLanes * rv_stride * 64)));
+  for (int64_t g0 = r0; g0 < r1; g0 += group) {
+    const int64_t rows = (g0 + group < r1 ? g0 + group : r1) - g0;
+    const int rvs = static_cast<int>((rows + kLanes - 1) / kLanes);
+    for (int rv = 0; rv < rvs; ++rv) {
+      const int64_t first = g0 + rv * kLanes;
+      const int n = static_cast<int>(rows - rv * kLanes < kLanes ? rows - rv * kLanes : kLanes);
+      decode_row_vector(dec, w.codes + first, w.scales + first, n, w.k, panel + rv * rv_stride);
+    }
+    for (int64_t t0 = 0; t0 < m; t0 += kTileT) {
+      const int tt = static_cast<int>(m - t0 < kTileT ? m - t0 : kTileT);
+      for (int rv = 0; rv < rvs;) {
+        const int nr = rv + kTileRv <= rvs ? kTileRv : 1;
+        alignas(64) __m512 out[kTileRv][kTileT];
+        tiles[nr - 1][tt](panel + rv * rv_stride, rv_stride, chunks, xp + t0 * tstride, tstride, out);
+        for (int j = 0; j < nr; ++j, ++rv) {
+          alignas(64) float o[kLanes];
+          for (int t = 0; t < tt; ++t) {
+            _mm512_store_ps(o, out[j][t]);
+            for (int l = 0; l < kLanes; ++l) {
+              const int64_t r = g0 + rv * kLanes + l;
+              if (r < g0 + rows) epilogue(w, r, t0 + t, o[l], y, act);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+int64_t w4a16_gemm_token_words(int64_t k, int pieces) { return w4a16_token_words(k, pieces); }
+
+void w4a16_gemm_pack_token(const float* x, int64_t k, int pieces, uint16_t* scratch, uint16_t* out) {
+  // The register kernel's packing (chunk c, vector v, piece p: dword i = block i's pair), then
+  // the dwords reordered to [i][c][v][p].
+  w4a16_pack_token(x, k, pieces, scratch);
+  const int64_t chunks = super_chunks(k);
+  const auto* in = reinterpret_cast<const uint32_t*>(scratch);
+  auto* o = reinterpret_cast<uint32_t*>(out);
+  for (int64_t c = 0; c < chunks; ++c)
+    for (int v = 0; v < kVectors; ++v)
+      for (int p = 0; p < pieces; ++p)
+        for (int i = 0; i < kLanes; ++i)
+          o[((i * chunks + c) * kVectors + v) * pieces + p] = in[((c * kVectors + v) * pieces + p) * kLanes + i];
+}
+
+int64_t w4a16_gemm_row_block(int64_t m, int64_t k) {
+  return m >= kW4a16GemmMinTokens ? group_rows(k) : w4a16_row_block(m, k);
+}
+
+void w4a16_gemm_rows(const Rows& w, const uint16_t* xp, int64_t m, int pieces, int64_t r0, int64_t r1, void* y,
+                     DType act) {
+  const auto* x = reinterpret_cast<const uint32_t*>(xp);
+  switch (pieces) {
+    case 1: return gemm_rows_p<1>(w, x, m, r0, r1, y, act);
+    case 2: return gemm_rows_p<2>(w, x, m, r0, r1, y, act);
+    default: return gemm_rows_p<3>(w, x, m, r0, r1, y, act);
+  }
+}
+
+}  // namespace fp4lm::kernels::cpu::avx512

@@ -1,0 +1,111 @@
+// The AVX-512-BF16 W4A16 GEMM kernel (cpu_w4a16_avx512_gemm, src/kernels/cpu/avx512/
+// nvfp4_w4a16_gemm.cpp) at the shapes its tiling has edges at: M around and between its 6-token
+// tiles (from its 16-token threshold), N not a multiple of its 16-row vectors or 32-row tiles and
+// spanning several decoded row groups, K with a partial 256-element super-chunk. It must give the
+// cpu_w4a16_avx512 bits for every M (batch invariance: M picks the schedule), and fp64 of the same
+// operands within the W4A16 bound. The generic backend tests (nvfp4_cpu_kernels_test.cpp) run it
+// too, through the registry. Skipped with the backend's reason where the CPU lacks AVX-512-BF16.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "kernel_test_support.h"
+#include "kernels/registry.h"
+
+namespace fp4lm::kernels::nvfp4_w4a16_gemm_test {
+namespace {
+
+constexpr const char* kGemm = "cpu_w4a16_avx512_gemm";
+constexpr const char* kRegister = "cpu_w4a16_avx512";
+
+struct Shape {
+  int64_t n, k;
+  std::vector<int64_t> shards;
+  bool bias;
+};
+
+// n: 1 (one partial row vector), 17 / 47 (partial second), 300 (several row groups, a partial
+// last row vector); k: 16 and 48 (one partial super-chunk), 256 (exactly one), 4112 (16 + 1).
+const std::vector<Shape> kShapes = {
+    {1, 16, {1}, false},         {17, 48, {9, 8}, true},          {47, 256, {47}, false},
+    {300, 272, {100, 200}, true}, {64, 4112, {32, 32}, false},     {300, 4112, {120, 100, 80}, true},
+};
+// Below the threshold (register schedule), at it, and 1-5 past whole 6-token tiles.
+const std::vector<int64_t> kTokens = {15, 16, 17, 23, 36, 41};
+
+std::vector<uint8_t> forward(const LinearKernel& kern, const std::vector<uint8_t>& x, int64_t m, int64_t n,
+                             DType act, ThreadPool& pool) {
+  std::vector<uint8_t> y(static_cast<size_t>(m * n) * dtype_size(act), 0xAB);
+  kern.forward(x.data(), m, y.data(), pool);
+  return y;
+}
+
+TEST(Nvfp4W4a16Gemm, SameBitsAsTheRegisterKernelForEveryM) {
+  REQUIRE_BACKEND(kGemm, LayerKind::linear);
+  REQUIRE_BACKEND(kRegister, LayerKind::linear);
+  ThreadPool pool(2);
+  uint32_t seed = 400;
+  for (const Shape& s : kShapes)
+    for (DType act : {DType::BF16, DType::F16, DType::F32}) {
+      SCOPED_TRACE("n=" + std::to_string(s.n) + " k=" + std::to_string(s.k) + " act=" + std::string(dtype_name(act)));
+      auto layer = testing::make_layer({s.n, s.k, s.shards, s.bias, kNvfp4W4A16, seed++});
+      const LinearWeights w = testing::weights_of(layer);
+      auto gemm = testing::make(kGemm, w, act);
+      auto reg = testing::make(kRegister, w, act);
+      const size_t es = dtype_size(act), row = static_cast<size_t>(s.n) * es;
+      const int64_t mmax = kTokens.back();
+      const std::vector<uint8_t> xa = testing::to_act(testing::make_activations(mmax, s.k, seed++), act);
+      for (int64_t m : kTokens) {
+        const std::vector<uint8_t> y = forward(*gemm, xa, m, s.n, act, pool);
+        EXPECT_EQ(y, forward(*reg, xa, m, s.n, act, pool)) << "m=" << m;
+      }
+      // Each token alone (M = 1: the GEMV) against its row of the largest call.
+      const std::vector<uint8_t> all = forward(*gemm, xa, mmax, s.n, act, pool);
+      for (int64_t t = 0; t < mmax; t += 5) {
+        const std::vector<uint8_t> one(xa.begin() + t * s.k * es, xa.begin() + (t + 1) * s.k * es);
+        EXPECT_EQ(0, std::memcmp(forward(*gemm, one, 1, s.n, act, pool).data(), all.data() + t * row, row))
+            << "token " << t;
+      }
+    }
+}
+
+// Against fp64 of the same operands (the act-dtype x times the dequantized weights): every
+// product is exact (e2m1 × e4m3 × bf16 pieces), so the only error is fp32 summation,
+// |y - e| <= 1e-5 · Σ|terms| + half an output ulp (the bound of every W4A16 backend).
+TEST(Nvfp4W4a16Gemm, MatchesFp64AtLargeM) {
+  REQUIRE_BACKEND(kGemm, LayerKind::linear);
+  ThreadPool pool(2);
+  uint32_t seed = 500;
+  for (const Shape& s : kShapes)
+    for (DType act : {DType::BF16, DType::F32}) {
+      SCOPED_TRACE("n=" + std::to_string(s.n) + " k=" + std::to_string(s.k) + " act=" + std::string(dtype_name(act)));
+      auto layer = testing::make_layer({s.n, s.k, s.shards, s.bias, kNvfp4W4A16, seed++});
+      const LinearWeights w = testing::weights_of(layer);
+      const int64_t m = 29;
+      const std::vector<uint8_t> xa = testing::to_act(testing::make_activations(m, s.k, seed++), act);
+      const std::vector<float> xr = testing::from_act(xa.data(), act, static_cast<size_t>(m * s.k));
+      testing::expect_within_f64_bound(testing::run(*testing::make(kGemm, w, act), xa, m, s.n, act, pool),
+                                       testing::expected_f64(w, xr, m, false), act, kGemm, 1e-5);
+    }
+}
+
+// The oracle puts the GEMM variant first wherever it can run, and FP4LM_DISABLE_ISA=avx512 or a CPU
+// without avx512bf16 takes it out with its reason (kernels/isa.h).
+TEST(Nvfp4W4a16Gemm, SelectedWhereAvailableElseSaysWhy) {
+  const Backend* b = find_backend(kGemm, LayerKind::linear);
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(b->isa.isa, Isa::avx512);
+  EXPECT_TRUE(b->isa.cpu.has(CpuFeature::avx512bf16));
+  const std::string why = testing::unavailable(kGemm, LayerKind::linear);
+  EXPECT_EQ(why, isa_unavailable_reason(b->isa));
+  const LinearProblem p{kNvfp4W4A16, DType::BF16, 64, 272, {}};
+  if (why.empty())
+    EXPECT_EQ(select_linear(p, "l").backend->name, kGemm);
+  else
+    EXPECT_NE(select_linear(p, "l").backend->name, kGemm) << why;
+}
+
+}  // namespace
+}  // namespace fp4lm::kernels::nvfp4_w4a16_gemm_test
