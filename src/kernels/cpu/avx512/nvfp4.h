@@ -49,9 +49,11 @@ void w4a16_rows(const Rows& w, const uint16_t* xp, int64_t m, int pieces, int64_
 // kernel over rows decoded once per call, below it w4a16_rows. Tokens packed by
 // w4a16_gemm_pack_token when m >= kW4a16GemmMinTokens, else by w4a16_pack_token.
 inline constexpr int64_t kW4a16GemmMinTokens = 16;
-int64_t w4a16_gemm_token_words(int64_t k, int pieces);
-// `scratch`: w4a16_gemm_token_words(k, pieces) words, 64-byte aligned, like `out`.
-void w4a16_gemm_pack_token(const float* x, int64_t k, int pieces, uint16_t* scratch, uint16_t* out);
+// The call's packed activations: tiles of 6 tokens (the last zero-padded), in words.
+int64_t w4a16_gemm_input_words(int64_t m, int64_t k, int pieces);
+// Token t into `out` (the call's buffer, zeroed first); `scratch`: w4a16_token_words(k, pieces)
+// words, 64-byte aligned.
+void w4a16_gemm_pack_token(const float* x, int64_t t, int64_t k, int pieces, uint16_t* scratch, uint16_t* out);
 int64_t w4a16_gemm_row_block(int64_t m, int64_t k);
 // m >= kW4a16GemmMinTokens only (smaller calls: w4a16_rows).
 void w4a16_gemm_rows(const Rows& w, const uint16_t* xp, int64_t m, int pieces, int64_t r0, int64_t r1, void* y,

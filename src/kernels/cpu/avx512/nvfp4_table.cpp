@@ -62,17 +62,15 @@ std::unique_ptr<PreparedInput> a16_gemm_input(const void* x, DType act, int64_t 
   auto in = std::make_unique<A16Input>();
   in->m = m;
   in->pieces = pieces_for(act);
-  const int64_t words = avx512::w4a16_gemm_token_words(k, in->pieces);  // a multiple of 32
-  in->x.resize(static_cast<size_t>(m * words / 32));
+  in->x.resize(static_cast<size_t>(avx512::w4a16_gemm_input_words(m, k, in->pieces) / 32));  // zeroed
   auto* out = reinterpret_cast<uint16_t*>(in->x.data());
   const size_t es = dtype_size(act);
   pool.parallel_for(m, [&](int64_t t0, int64_t t1, int) {
     std::vector<float> row(static_cast<size_t>(k));
-    std::vector<Line> scratch(static_cast<size_t>(words / 32));
+    std::vector<Line> scratch(static_cast<size_t>(avx512::w4a16_token_words(k, in->pieces) / 32));
     for (int64_t t = t0; t < t1; ++t) {
       to_f32_n(static_cast<const uint8_t*>(x) + t * k * es, act, row.data(), row.size());
-      avx512::w4a16_gemm_pack_token(row.data(), k, in->pieces, reinterpret_cast<uint16_t*>(scratch.data()),
-                                    out + t * words);
+      avx512::w4a16_gemm_pack_token(row.data(), t, k, in->pieces, reinterpret_cast<uint16_t*>(scratch.data()), out);
     }
   });
   return in;

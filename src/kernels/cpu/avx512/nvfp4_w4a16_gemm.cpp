@@ -11,10 +11,14 @@
 //
 // Layout: a group of rows is decoded once per call (the shared Decoder, then a 16 × 16 dword
 // transpose) into per 16-row vector, block position i, super-chunk c: 8 vectors of 16 rows × one
-// bf16 pair, and the 16 rows' block scales. Activations are repacked per token as dwords (bf16
-// pairs) in the order [i][c][v][piece], so a tile's broadcasts walk memory forward. Tiles of
+// bf16 pair, and the 16 rows' block scales. Activations are repacked as dwords (bf16 pairs) in
+// tiles of 6 tokens, [tile][i][c][v][piece][token], so a tile's broadcasts are one pointer plus
+// constants and walk memory forward. Tiles of
 // 2 row vectors (32 rows) × 6 tokens: per pair, 2 weight loads and 6 broadcasts feed 12
 // vdpbf16ps (the panel kernel: 7 full-vector loads per 12, from L2 at long k).
+#include <array>
+#include <utility>
+
 #include "kernels/cpu/avx512/common.h"
 #include "kernels/cpu/avx512/nvfp4_w4a16_decode.h"
 
@@ -78,19 +82,19 @@ void decode_row_vector(const Decoder& dec, const uint8_t* const* codes, const ui
   }
 }
 
-// out[rv][t] (16 rows each) for RV row vectors × T tokens. rv_stride: vectors between row
-// vectors in the panel; x of token t at xp + t * tstride dwords, in gemm_pack_token's order.
+// out[rv][t][16 rows] (rv < RV, t < T, stride kTileT tokens) for RV row vectors × T tokens. rv_stride: vectors between row
+// vectors in the panel; xp: the token tile (w4a16_gemm_pack_token's layout).
 template <int RV, int T, int P>
-void gemm_tile(const __m512i* panel, int64_t rv_stride, int64_t chunks, const uint32_t* xp, int64_t tstride,
-               __m512 out[][kTileT]) {
+void gemm_tile(const void* panel_bytes, int64_t rv_stride, int64_t chunks, const uint32_t* xp, float* out) {
+  const auto* panel = static_cast<const __m512i*>(panel_bytes);
   __m512 sums[kLanes][RV][T];
   for (int i = 0; i < kLanes; ++i) {
     __m512 acc[RV][T];
     for (int rv = 0; rv < RV; ++rv)
       for (int t = 0; t < T; ++t) acc[rv][t] = _mm512_setzero_ps();
     const __m512i* w = panel + i * chunks * kGemmVecs;
-    const uint32_t* x = xp + i * chunks * kVectors * P;
-    for (int64_t c = 0; c < chunks; ++c, w += kGemmVecs, x += kVectors * P) {
+    const uint32_t* x = xp + i * chunks * kVectors * P * kTileT;
+    for (int64_t c = 0; c < chunks; ++c, w += kGemmVecs, x += kVectors * P * kTileT) {
       __m512 part[RV][T];
 #pragma GCC unroll 8
       for (int v = 0; v < kVectors; ++v) {
@@ -99,10 +103,9 @@ void gemm_tile(const __m512i* panel, int64_t rv_stride, int64_t chunks, const ui
 #pragma GCC unroll 3
         for (int p = 0; p < P; ++p)
           for (int t = 0; t < T; ++t) {
-            const __m512i xv = _mm512_set1_epi32(static_cast<int>(x[t * tstride + v * P + p]));
+            const __m512i xv = _mm512_set1_epi32(static_cast<int>(x[(v * P + p) * kTileT + t]));
             for (int rv = 0; rv < RV; ++rv)
-              part[rv][t] = v == 0 && p == 0 ? _mm512_dpbf16_ps(_mm512_setzero_ps(), bh(wv[rv]), bh(xv))
-                                             : _mm512_dpbf16_ps(part[rv][t], bh(wv[rv]), bh(xv));
+              part[rv][t] = _mm512_dpbf16_ps(v == 0 && p == 0 ? _mm512_setzero_ps() : part[rv][t], bh(wv[rv]), bh(xv));
           }
       }
       for (int rv = 0; rv < RV; ++rv) {
@@ -119,14 +122,42 @@ void gemm_tile(const __m512i* panel, int64_t rv_stride, int64_t chunks, const ui
       __m512 a[8], b[4];
       for (int j = 0; j < 8; ++j) a[j] = _mm512_add_ps(sums[j][rv][t], sums[j + 8][rv][t]);
       for (int j = 0; j < 4; ++j) b[j] = _mm512_add_ps(a[j], a[j + 4]);
-      out[rv][t] = _mm512_add_ps(_mm512_add_ps(b[0], b[2]), _mm512_add_ps(b[1], b[3]));
+      _mm512_store_ps(out + (rv * kTileT + t) * kLanes, _mm512_add_ps(_mm512_add_ps(b[0], b[2]), _mm512_add_ps(b[1], b[3])));
     }
 }
 
-// nvfp4_w4a16.cpp's epilogue, the same expression (so the same rounding).
-inline void epilogue(const Rows& w, int64_t r, int64_t t, float v, void* y, DType act) {
-  const float g = w.global[r] * kE4m3ScaledInv, b = w.bias ? w.bias[r] : 0.0f;
-  store_act(y, act, t * w.n + r, v * g + b);
+// nvfp4_w4a16.cpp's epilogue for 16 rows [r, r + 16) of token t (lanes past `rows` not stored),
+// the same operations lane-wise: g = global × 2^8 (exact), fma(v, g, bias) (GCC contracts the
+// scalar v * g + b into vfmadd: same rounding), then store_act's conversions (bf16: round to
+// nearest even in integers, NaN quieted, subnormals kept, unlike vcvtneps2bf16; f16: vcvtps2ph).
+inline void epilogue16(const Rows& w, int64_t r, int rows, int64_t t, __m512 v, void* y, DType act) {
+  const __mmask16 mask = static_cast<__mmask16>(rows >= kLanes ? 0xFFFF : (1u << rows) - 1);
+  const __m512 g = _mm512_mul_ps(_mm512_maskz_loadu_ps(mask, w.global + r), _mm512_set1_ps(kE4m3ScaledInv));
+  const __m512 b = w.bias ? _mm512_maskz_loadu_ps(mask, w.bias + r) : _mm512_setzero_ps();
+  const __m512 o = _mm512_fmadd_ps(v, g, b);
+  const int64_t at = t * w.n + r;
+  switch (act) {
+    case DType::F32:
+      _mm512_mask_storeu_ps(static_cast<float*>(y) + at, mask, o);
+      return;
+    case DType::BF16: {
+      const __m512i u = _mm512_castps_si512(o);
+      const __m512i rounded = _mm512_srli_epi32(
+          _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)),
+                           _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1))),
+          16);
+      const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
+                                                    _mm512_set1_epi32(0x7f800000));
+      const __m512i quiet = _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
+      _mm256_mask_storeu_epi16(static_cast<uint16_t*>(y) + at, mask,
+                               _mm512_cvtepi32_epi16(_mm512_mask_blend_epi32(nan, rounded, quiet)));
+      return;
+    }
+    default:
+      _mm256_mask_storeu_epi16(static_cast<uint16_t*>(y) + at, mask,
+                               _mm512_cvtps_ph(o, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+      return;
+  }
 }
 
 // Rows per decoded group: a multiple of kTileRv row vectors, about 768 KiB of panel.
@@ -136,18 +167,22 @@ int64_t group_rows(int64_t k) {
   return (fit < 1 ? 1 : fit > 4 ? 4 : fit) * kTileRv * kLanes;
 }
 
+using TileFn = void (*)(const void*, int64_t, int64_t, const uint32_t*, float*);
+template <int P, int RV, int... T>
+constexpr std::array<TileFn, kTileT + 1> tile_row(std::integer_sequence<int, T...>) {
+  return {nullptr, gemm_tile<RV, T + 1, P>...};
+}
+template <int P, int... R>
+constexpr std::array<std::array<TileFn, kTileT + 1>, kTileRv> tile_table(std::integer_sequence<int, R...>) {
+  return {tile_row<P, R + 1>(std::make_integer_sequence<int, kTileT>{})...};
+}
+
 template <int P>
 void gemm_rows_p(const Rows& w, const uint32_t* xp, int64_t m, int64_t r0, int64_t r1, void* y, DType act) {
-  using Fn = void (*)(const __m512i*, int64_t, int64_t, const uint32_t*, int64_t, __m512 (*)[kTileT]);
-  // [row vectors - 1][tokens]
-  static constexpr Fn tiles[kTileRv][kTileT + 1] = {
-      {nullptr, gemm_tile<1, 1, P>, gemm_tile<1, 2, P>, gemm_tile<1, 3, P>, gemm_tile<1, 4, P>, gemm_tile<1, 5, P>,
-       gemm_tile<1, 6, P>},
-      {nullptr, gemm_tile<2, 1, P>, gemm_tile<2, 2, P>, gemm_tile<2, 3, P>, gemm_tile<2, 4, P>, gemm_tile<2, 5, P>,
-       gemm_tile<2, 6, P>}};
+  static constexpr auto tiles = tile_table<P>(std::make_integer_sequence<int, kTileRv>{});  // [rv - 1][tokens]
   const Decoder dec;
   const int64_t chunks = super_chunks(w.k), group = group_rows(w.k);
-  const int64_t rv_stride = kLanes * chunks * kGemmVecs, tstride = chunks * kLanes * kVectors * P;
+  const int64_t rv_stride = kLanes * chunks * kGemmVecs, tile_dwords = chunks * kLanes * kVectors * P * kTileT;
   auto* panel = static_cast<__m512i*>(thread_scratch(static_cast<size_t>(group / kLanes * rv_stride * 64)));
   for (int64_t g0 = r0; g0 < r1; g0 += group) {
     const int64_t rows = (g0 + group < r1 ? g0 + group : r1) - g0;
@@ -161,17 +196,13 @@ void gemm_rows_p(const Rows& w, const uint32_t* xp, int64_t m, int64_t r0, int64
       const int tt = static_cast<int>(m - t0 < kTileT ? m - t0 : kTileT);
       for (int rv = 0; rv < rvs;) {
         const int nr = rv + kTileRv <= rvs ? kTileRv : 1;
-        alignas(64) __m512 out[kTileRv][kTileT];
-        tiles[nr - 1][tt](panel + rv * rv_stride, rv_stride, chunks, xp + t0 * tstride, tstride, out);
+        alignas(64) float out[kTileRv * kTileT * kLanes];
+        tiles[nr - 1][tt](panel + rv * rv_stride, rv_stride, chunks, xp + t0 / kTileT * tile_dwords, out);
         for (int j = 0; j < nr; ++j, ++rv) {
-          alignas(64) float o[kLanes];
-          for (int t = 0; t < tt; ++t) {
-            _mm512_store_ps(o, out[j][t]);
-            for (int l = 0; l < kLanes; ++l) {
-              const int64_t r = g0 + rv * kLanes + l;
-              if (r < g0 + rows) epilogue(w, r, t0 + t, o[l], y, act);
-            }
-          }
+          const int64_t r = g0 + rv * kLanes;
+          const int n = static_cast<int>(g0 + rows - r);
+          for (int t = 0; t < tt; ++t)
+            epilogue16(w, r, n, t0 + t, _mm512_load_ps(out + (j * kTileT + t) * kLanes), y, act);
         }
       }
     }
@@ -180,20 +211,22 @@ void gemm_rows_p(const Rows& w, const uint32_t* xp, int64_t m, int64_t r0, int64
 
 }  // namespace
 
-int64_t w4a16_gemm_token_words(int64_t k, int pieces) { return w4a16_token_words(k, pieces); }
+int64_t w4a16_gemm_input_words(int64_t m, int64_t k, int pieces) {
+  return (m + kTileT - 1) / kTileT * kTileT * w4a16_token_words(k, pieces);
+}
 
-void w4a16_gemm_pack_token(const float* x, int64_t k, int pieces, uint16_t* scratch, uint16_t* out) {
+void w4a16_gemm_pack_token(const float* x, int64_t t, int64_t k, int pieces, uint16_t* scratch, uint16_t* out) {
   // The register kernel's packing (chunk c, vector v, piece p: dword i = block i's pair), then
-  // the dwords reordered to [i][c][v][p].
+  // the dwords reordered to token tile t / 6, [i][c][v][p], slot t % 6.
   w4a16_pack_token(x, k, pieces, scratch);
   const int64_t chunks = super_chunks(k);
   const auto* in = reinterpret_cast<const uint32_t*>(scratch);
-  auto* o = reinterpret_cast<uint32_t*>(out);
+  auto* o = reinterpret_cast<uint32_t*>(out) + t / kTileT * (kTileT * w4a16_token_words(k, pieces) / 2) + t % kTileT;
   for (int64_t c = 0; c < chunks; ++c)
     for (int v = 0; v < kVectors; ++v)
       for (int p = 0; p < pieces; ++p)
         for (int i = 0; i < kLanes; ++i)
-          o[((i * chunks + c) * kVectors + v) * pieces + p] = in[((c * kVectors + v) * pieces + p) * kLanes + i];
+          o[(((i * chunks + c) * kVectors + v) * pieces + p) * kTileT] = in[((c * kVectors + v) * pieces + p) * kLanes + i];
 }
 
 int64_t w4a16_gemm_row_block(int64_t m, int64_t k) {
