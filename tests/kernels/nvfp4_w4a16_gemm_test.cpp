@@ -1,6 +1,6 @@
 // The AVX-512-BF16 W4A16 GEMM kernel (cpu_w4a16_avx512_gemm, src/kernels/cpu/avx512/
 // nvfp4_w4a16_gemm.cpp) at the shapes its tiling has edges at: M around and between its 6-token
-// tiles (from its 16-token threshold), N not a multiple of its 16-row vectors or 32-row tiles and
+// tiles (from its 64-token threshold), N not a multiple of its 16-row vectors or 32-row tiles and
 // spanning several decoded row groups, K with a partial 256-element super-chunk. It must give the
 // cpu_w4a16_avx512 bits for every M (batch invariance: M picks the schedule), and fp64 of the same
 // operands within the W4A16 bound. The generic backend tests (nvfp4_cpu_kernels_test.cpp) run it
@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -32,8 +33,9 @@ const std::vector<Shape> kShapes = {
     {1, 16, {1}, false},         {17, 48, {9, 8}, true},          {47, 256, {47}, false},
     {300, 272, {100, 200}, true}, {64, 4112, {32, 32}, false},     {300, 4112, {120, 100, 80}, true},
 };
-// Below the threshold (register schedule), at it, and 1-5 past whole 6-token tiles.
-const std::vector<int64_t> kTokens = {15, 16, 17, 23, 36, 41};
+// Below the GEMM's threshold (kW4a16GemmMinTokens = 64: the panel schedule), at it, and 1-5 past
+// whole 6-token tiles.
+const std::vector<int64_t> kTokens = {15, 63, 64, 65, 71, 100};
 
 std::vector<uint8_t> forward(const LinearKernel& kern, const std::vector<uint8_t>& x, int64_t m, int64_t n,
                              DType act, ThreadPool& pool) {
@@ -56,14 +58,19 @@ TEST(Nvfp4W4a16Gemm, SameBitsAsTheRegisterKernelForEveryM) {
       auto reg = testing::make(kRegister, w, act);
       const size_t es = dtype_size(act), row = static_cast<size_t>(s.n) * es;
       const int64_t mmax = kTokens.back();
-      const std::vector<uint8_t> xa = testing::to_act(testing::make_activations(mmax, s.k, seed++), act);
+      // Token 3 has a NaN and token 70 an infinity: those tokens' outputs are NaN / ±inf, stored
+      // by the GEMM's vector epilogue with the scalar epilogue's bits (the NaN quieted the same way).
+      std::vector<float> x = testing::make_activations(mmax, s.k, seed++);
+      x[static_cast<size_t>(3 * s.k)] = std::numeric_limits<float>::quiet_NaN();
+      x[static_cast<size_t>(70 * s.k + s.k / 2)] = std::numeric_limits<float>::infinity();
+      const std::vector<uint8_t> xa = testing::to_act(x, act);
       for (int64_t m : kTokens) {
         const std::vector<uint8_t> y = forward(*gemm, xa, m, s.n, act, pool);
         EXPECT_EQ(y, forward(*reg, xa, m, s.n, act, pool)) << "m=" << m;
       }
       // Each token alone (M = 1: the GEMV) against its row of the largest call.
       const std::vector<uint8_t> all = forward(*gemm, xa, mmax, s.n, act, pool);
-      for (int64_t t = 0; t < mmax; t += 5) {
+      for (int64_t t = 0; t < mmax; t += 9) {
         const std::vector<uint8_t> one(xa.begin() + t * s.k * es, xa.begin() + (t + 1) * s.k * es);
         EXPECT_EQ(0, std::memcmp(forward(*gemm, one, 1, s.n, act, pool).data(), all.data() + t * row, row))
             << "token " << t;
@@ -83,7 +90,7 @@ TEST(Nvfp4W4a16Gemm, MatchesFp64AtLargeM) {
       SCOPED_TRACE("n=" + std::to_string(s.n) + " k=" + std::to_string(s.k) + " act=" + std::string(dtype_name(act)));
       auto layer = testing::make_layer({s.n, s.k, s.shards, s.bias, kNvfp4W4A16, seed++});
       const LinearWeights w = testing::weights_of(layer);
-      const int64_t m = 29;
+      const int64_t m = 70;
       const std::vector<uint8_t> xa = testing::to_act(testing::make_activations(m, s.k, seed++), act);
       const std::vector<float> xr = testing::from_act(xa.data(), act, static_cast<size_t>(m * s.k));
       testing::expect_within_f64_bound(testing::run(*testing::make(kGemm, w, act), xa, m, s.n, act, pool),

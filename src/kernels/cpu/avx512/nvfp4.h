@@ -48,7 +48,11 @@ void w4a16_rows(const Rows& w, const uint16_t* xp, int64_t m, int pieces, int64_
 // m (batch invariance: m picks the schedule); from kW4a16GemmMinTokens tokens a register-blocked
 // kernel over rows decoded once per call, below it w4a16_rows. Tokens packed by
 // w4a16_gemm_pack_token when m >= kW4a16GemmMinTokens, else by w4a16_pack_token.
-inline constexpr int64_t kW4a16GemmMinTokens = 16;
+// From 64 tokens its decode (16 rows transposed per super-chunk) is paid back; per core
+// (kernel_core_bench, loaded 2-core Zen 4, thread CPU time), w4a16_rows vs GEMM in G
+// multiply-adds/s: 4096², m = 16 67.8 vs 57.9, 32 72.3 vs 70.4, 48 75.2 vs 75.8, 256 79.9 vs 91.3;
+// 4096 × 14336: m = 48 74.3 vs 72.0, 64 76.8 vs 76.6, 96 78.2 vs 83.5.
+inline constexpr int64_t kW4a16GemmMinTokens = 64;
 // The call's packed activations: tiles of 6 tokens (the last zero-padded), in words.
 int64_t w4a16_gemm_input_words(int64_t m, int64_t k, int pieces);
 // Token t into `out` (the call's buffer, zeroed first); `scratch`: w4a16_token_words(k, pieces)
