@@ -98,6 +98,49 @@ TEST(Nvfp4W4a16Gemm, MatchesFp64AtLargeM) {
     }
 }
 
+// The MoE backend: expert groups of 64+ tokens take the GEMM (top-2 of 150 tokens over 3 experts:
+// 100 per expert), smaller calls the register schedule; the outputs are the cpu_w4a16_avx512
+// MoE's bits, and a token's output is the one it gets alone.
+TEST(Nvfp4W4a16Gemm, MoeSameBitsAsTheRegisterKernelAndPerToken) {
+  REQUIRE_BACKEND(kGemm, LayerKind::moe);
+  REQUIRE_BACKEND(kRegister, LayerKind::moe);
+  ThreadPool pool(2);
+  const int64_t experts = 3, hidden = 272, inter = 80, m = 150, top_k = 2;
+  std::vector<std::shared_ptr<testing::TestLayer>> keep;
+  MoeWeights w;
+  w.key = kNvfp4W4A16;
+  w.num_experts = experts;
+  w.hidden = hidden;
+  w.inter = inter;
+  for (int64_t e = 0; e < experts; ++e) {
+    keep.push_back(testing::make_layer({2 * inter, hidden, {inter, inter}, false, kNvfp4W4A16, 600 + 2 * uint32_t(e)}));
+    w.w13.push_back(testing::weights_of(keep.back()));
+    keep.push_back(testing::make_layer({hidden, inter, {hidden}, false, kNvfp4W4A16, 601 + 2 * uint32_t(e)}));
+    w.w2.push_back(testing::weights_of(keep.back()));
+  }
+  const testing::Top2Routing r = testing::top2_routing(m, experts);
+  for (DType act : {DType::BF16, DType::F32}) {
+    SCOPED_TRACE(std::string(dtype_name(act)));
+    auto kernel = [&](const char* name) {
+      const MoeProblem p{w.key, act, experts, top_k, hidden, inter, {}};
+      EXPECT_EQ(rejection_reason(*find_backend(name, LayerKind::moe), p), "");
+      return find_backend(name, LayerKind::moe)->make_moe(w, p);
+    };
+    auto gemm = kernel(kGemm), reg = kernel(kRegister);
+    const size_t es = dtype_size(act), row = static_cast<size_t>(hidden) * es;
+    const std::vector<uint8_t> x = testing::to_act(testing::make_activations(m, hidden, 610, 4.0f), act);
+    std::vector<uint8_t> y(m * row), yr(m * row), one(row);
+    gemm->forward(x.data(), m, r.ids.data(), r.weights.data(), top_k, y.data(), pool);
+    reg->forward(x.data(), m, r.ids.data(), r.weights.data(), top_k, yr.data(), pool);
+    EXPECT_EQ(y, yr);
+    for (int64_t t = 0; t < m; t += 37) {
+      gemm->forward(x.data() + t * row, 1, r.ids.data() + t * top_k, r.weights.data() + t * top_k, top_k, one.data(),
+                    pool);
+      EXPECT_EQ(0, std::memcmp(one.data(), y.data() + t * row, row)) << "token " << t;
+    }
+  }
+}
+
 // The oracle puts the GEMM variant first wherever it can run, and FP4LM_DISABLE_ISA=avx512 or a CPU
 // without avx512bf16 takes it out with its reason (kernels/isa.h).
 TEST(Nvfp4W4a16Gemm, SelectedWhereAvailableElseSaysWhy) {
