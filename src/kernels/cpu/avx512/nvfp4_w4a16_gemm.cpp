@@ -20,67 +20,15 @@
 #include <utility>
 
 #include "kernels/cpu/avx512/common.h"
+#include "kernels/cpu/avx512/gemm_common.h"
 #include "kernels/cpu/avx512/nvfp4_w4a16_decode.h"
 
 namespace fp4lm::kernels::cpu::avx512 {
 
 namespace {
 
-constexpr int kLanes = 16;                 // rows per row vector; also blocks per super-chunk
 constexpr int kGemmVecs = kVectors + 1;    // per (row vector, i, c): 8 pair vectors + the scales
 constexpr int kTileRv = 2, kTileT = 6;     // register tile: row vectors × tokens
-
-// 16 vectors a[r] (lane i) -> b[i] (lane r).
-inline void transpose16(const __m512i a[kLanes], __m512i b[kLanes]) {
-  __m512i t[kLanes], u[kLanes];
-  for (int j = 0; j < 8; ++j) {
-    t[2 * j] = _mm512_unpacklo_epi32(a[2 * j], a[2 * j + 1]);
-    t[2 * j + 1] = _mm512_unpackhi_epi32(a[2 * j], a[2 * j + 1]);
-  }
-  for (int j = 0; j < 4; ++j) {
-    u[4 * j + 0] = _mm512_unpacklo_epi64(t[4 * j], t[4 * j + 2]);
-    u[4 * j + 1] = _mm512_unpackhi_epi64(t[4 * j], t[4 * j + 2]);
-    u[4 * j + 2] = _mm512_unpacklo_epi64(t[4 * j + 1], t[4 * j + 3]);
-    u[4 * j + 3] = _mm512_unpackhi_epi64(t[4 * j + 1], t[4 * j + 3]);
-  }
-  // u[4j + e], 128-bit lane L: rows 4j..4j+3 at column 4L + e; a 4 × 4 transpose of 128-bit lanes.
-  for (int e = 0; e < 4; ++e) {
-    const __m512i v0 = _mm512_shuffle_i32x4(u[e], u[4 + e], 0x44), v1 = _mm512_shuffle_i32x4(u[e], u[4 + e], 0xEE);
-    const __m512i v2 = _mm512_shuffle_i32x4(u[8 + e], u[12 + e], 0x44),
-                  v3 = _mm512_shuffle_i32x4(u[8 + e], u[12 + e], 0xEE);
-    b[0 + e] = _mm512_shuffle_i32x4(v0, v2, 0x88);
-    b[4 + e] = _mm512_shuffle_i32x4(v0, v2, 0xDD);
-    b[8 + e] = _mm512_shuffle_i32x4(v1, v3, 0x88);
-    b[12 + e] = _mm512_shuffle_i32x4(v1, v3, 0xDD);
-  }
-}
-
-// Decodes `rows` rows (at most 16; the rest zero) into one row vector's panel:
-// panel[(i * chunks + c) * kGemmVecs + v] lane r = row r's pair (block i, vector v) of chunk c.
-void decode_row_vector(const Decoder& dec, const uint8_t* const* codes, const uint8_t* const* scales, int rows,
-                       int64_t k, __m512i* panel) {
-  const int64_t chunks = super_chunks(k);
-  TailBuffer tail;
-  __m512i z[kLanes][kVectors], s[kLanes];
-  for (int64_t c = 0; c < chunks; ++c) {
-    for (int r = 0; r < kLanes; ++r) {
-      if (r < rows) {
-        const SuperChunk sc = super_chunk(codes[r], scales[r], k, c, tail);
-        dec(sc.codes, z[r]);
-        s[r] = _mm512_castps_si512(e4m3x16_scaled(sc.scales));
-      } else {
-        for (int v = 0; v < kVectors; ++v) z[r][v] = _mm512_setzero_si512();
-        s[r] = _mm512_setzero_si512();
-      }
-    }
-    __m512i col[kLanes], out[kLanes];
-    for (int v = 0; v <= kVectors; ++v) {
-      for (int r = 0; r < kLanes; ++r) col[r] = v < kVectors ? z[r][v] : s[r];
-      transpose16(col, out);
-      for (int i = 0; i < kLanes; ++i) _mm512_store_si512(panel + (i * chunks + c) * kGemmVecs + v, out[i]);
-    }
-  }
-}
 
 // out[rv][t][16 rows] (rv < RV, t < T, stride kTileT tokens) for RV row vectors × T tokens. rv_stride: vectors between row
 // vectors in the panel; xp: the token tile (w4a16_gemm_pack_token's layout).
@@ -128,36 +76,12 @@ void gemm_tile(const void* panel_bytes, int64_t rv_stride, int64_t chunks, const
 
 // nvfp4_w4a16.cpp's epilogue for 16 rows [r, r + 16) of token t (lanes past `rows` not stored),
 // the same operations lane-wise: g = global × 2^8 (exact), fma(v, g, bias) (GCC contracts the
-// scalar v * g + b into vfmadd: same rounding), then store_act's conversions (bf16: round to
-// nearest even in integers, NaN quieted, subnormals kept, unlike vcvtneps2bf16; f16: vcvtps2ph).
+// scalar v * g + b into vfmadd: same rounding), then store_act's conversions (store16_act).
 inline void epilogue16(const Rows& w, int64_t r, int rows, int64_t t, __m512 v, void* y, DType act) {
-  const __mmask16 mask = static_cast<__mmask16>(rows >= kLanes ? 0xFFFF : (1u << rows) - 1);
+  const __mmask16 mask = lane_mask(rows);
   const __m512 g = _mm512_mul_ps(_mm512_maskz_loadu_ps(mask, w.global + r), _mm512_set1_ps(kE4m3ScaledInv));
   const __m512 b = w.bias ? _mm512_maskz_loadu_ps(mask, w.bias + r) : _mm512_setzero_ps();
-  const __m512 o = _mm512_fmadd_ps(v, g, b);
-  const int64_t at = t * w.n + r;
-  switch (act) {
-    case DType::F32:
-      _mm512_mask_storeu_ps(static_cast<float*>(y) + at, mask, o);
-      return;
-    case DType::BF16: {
-      const __m512i u = _mm512_castps_si512(o);
-      const __m512i rounded = _mm512_srli_epi32(
-          _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)),
-                           _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1))),
-          16);
-      const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
-                                                    _mm512_set1_epi32(0x7f800000));
-      const __m512i quiet = _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
-      _mm256_mask_storeu_epi16(static_cast<uint16_t*>(y) + at, mask,
-                               _mm512_cvtepi32_epi16(_mm512_mask_blend_epi32(nan, rounded, quiet)));
-      return;
-    }
-    default:
-      _mm256_mask_storeu_epi16(static_cast<uint16_t*>(y) + at, mask,
-                               _mm512_cvtps_ph(o, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-      return;
-  }
+  store16_act(y, act, t * w.n + r, mask, _mm512_fmadd_ps(v, g, b));
 }
 
 // Rows per decoded group: a multiple of kTileRv row vectors, about 768 KiB of panel.
