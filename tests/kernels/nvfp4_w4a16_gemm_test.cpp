@@ -1,5 +1,5 @@
 // The AVX-512-BF16 W4A16 GEMM kernel (cpu_w4a16_avx512_gemm, src/kernels/cpu/avx512/
-// nvfp4_w4a16_gemm.cpp) at the shapes its tiling has edges at: M around and between its 6-token
+// nvfp4_w4a16_gemm.cpp; and the W4A4 one, cpu_w4a4_avx512_gemm, nvfp4_w4a4_gemm.cpp) at the shapes its tiling has edges at: M around and between its 6-token
 // tiles (from its 64-token threshold), N not a multiple of its 16-row vectors or 32-row tiles and
 // spanning several decoded row groups, K with a partial 256-element super-chunk. It must give the
 // cpu_w4a16_avx512 bits for every M (batch invariance: M picks the schedule), and fp64 of the same
@@ -76,6 +76,40 @@ TEST(Nvfp4W4a16Gemm, SameBitsAsTheRegisterKernelForEveryM) {
             << "token " << t;
       }
     }
+}
+
+// The W4A4 GEMM (cpu_w4a4_avx512_gemm, nvfp4_w4a4_gemm.cpp): cpu_w4a4_avx512's bits for every M,
+// with the layer's static input scale and with each token's own (dynamic) scale, and each token
+// alone. The integer block sums are exact in any order; the scale product, FMA, tree and epilogue
+// must match.
+TEST(Nvfp4W4a16Gemm, W4a4SameBitsAsTheRegisterKernelForEveryM) {
+  constexpr const char* kW4a4Gemm = "cpu_w4a4_avx512_gemm";
+  constexpr const char* kW4a4 = "cpu_w4a4_avx512";
+  REQUIRE_BACKEND(kW4a4Gemm, LayerKind::linear);
+  REQUIRE_BACKEND(kW4a4, LayerKind::linear);
+  ThreadPool pool(2);
+  uint32_t seed = 700;
+  for (const Shape& s : kShapes)
+    for (bool dynamic : {false, true})
+      for (DType act : {DType::BF16, DType::F32}) {
+        SCOPED_TRACE("n=" + std::to_string(s.n) + " k=" + std::to_string(s.k) + " act=" +
+                     std::string(dtype_name(act)) + (dynamic ? " dynamic" : " static"));
+        auto layer = testing::make_layer({s.n, s.k, s.shards, s.bias, kNvfp4W4A4, seed++});
+        LinearWeights w = testing::weights_of(layer);
+        w.per_token_input_scale = dynamic;
+        auto gemm = testing::make(kW4a4Gemm, w, act);
+        auto reg = testing::make(kW4a4, w, act);
+        const size_t es = dtype_size(act), row = static_cast<size_t>(s.n) * es;
+        const int64_t mmax = kTokens.back();
+        const std::vector<uint8_t> xa = testing::to_act(testing::make_activations(mmax, s.k, seed++), act);
+        for (int64_t m : kTokens) EXPECT_EQ(forward(*gemm, xa, m, s.n, act, pool), forward(*reg, xa, m, s.n, act, pool)) << "m=" << m;
+        const std::vector<uint8_t> all = forward(*gemm, xa, mmax, s.n, act, pool);
+        for (int64_t t = 0; t < mmax; t += 9) {
+          const std::vector<uint8_t> one(xa.begin() + t * s.k * es, xa.begin() + (t + 1) * s.k * es);
+          EXPECT_EQ(0, std::memcmp(forward(*gemm, one, 1, s.n, act, pool).data(), all.data() + t * row, row))
+              << "token " << t;
+        }
+      }
 }
 
 // Against fp64 of the same operands (the act-dtype x times the dequantized weights): every

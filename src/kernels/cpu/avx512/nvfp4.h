@@ -79,4 +79,17 @@ int64_t w4a4_row_block(int64_t m, int64_t k);
 void w4a4_rows(const Rows& w, const float* token_scale, const uint8_t* xp, int64_t m, int64_t r0, int64_t r1,
                void* y, DType act);
 
+// ---- W4A4 GEMM (nvfp4_w4a4_gemm.cpp): w4a4_rows' results bit for bit, for m >=
+// kW4a4GemmMinTokens (smaller calls: w4a4_rows), in the W4A16 GEMM's rows-in-lanes form.
+inline constexpr int64_t kW4a4GemmMinTokens = 64;
+// The call's packed activations: tiles of 6 tokens (the last zero-padded), in bytes.
+int64_t w4a4_gemm_input_bytes(int64_t m, int64_t k);
+// Token t (codes, scales as for w4a4_pack_token) into `out` (the call's buffer, zeroed first);
+// `scratch`: w4a4_token_bytes(k), 64-byte aligned.
+void w4a4_gemm_pack_token(const uint8_t* codes, const uint8_t* scales, int64_t t, int64_t k, uint8_t* scratch,
+                          uint8_t* out);
+int64_t w4a4_gemm_row_block(int64_t m, int64_t k);
+void w4a4_gemm_rows(const Rows& w, const float* token_scale, const uint8_t* xp, int64_t m, int64_t r0, int64_t r1,
+                    void* y, DType act);
+
 }  // namespace fp4lm::kernels::cpu::avx512

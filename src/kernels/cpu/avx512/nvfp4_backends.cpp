@@ -28,7 +28,26 @@ Backend nvfp4_gemm(LayerKind kind) {
                                 kW4a16);
 }
 
+// The W4A4 GEMM variant (avx512/nvfp4_w4a4_gemm.cpp): cpu_w4a4_avx512's results for every m; its
+// W4A16 path (--a16-max-tokens) is the W4A16 GEMM table's, hence avx512bf16 too.
+constexpr IsaNeeds kW4a4Gemm{Isa::avx512,
+                             kAvx512Features.with({CpuFeature::avx512vbmi, CpuFeature::avx512vnni, CpuFeature::avx512bf16})};
+Backend nvfp4_w4a4_gemm(LayerKind kind) {
+  return cpu::nvfp4_cpu_backend("cpu_w4a4_avx512_gemm", kind, cpu::Nvfp4Mode::w4a4, cpu::nvfp4_kernels_avx512_gemm(),
+                                kW4a4Gemm);
+}
+
 }  // namespace
+
+const Backend& cpu_w4a4_avx512_gemm_linear_backend() {
+  static const Backend b = nvfp4_w4a4_gemm(LayerKind::linear);
+  return b;
+}
+
+const Backend& cpu_w4a4_avx512_gemm_moe_backend() {
+  static const Backend b = nvfp4_w4a4_gemm(LayerKind::moe);
+  return b;
+}
 
 const Backend& cpu_w4a16_avx512_gemm_linear_backend() {
   static const Backend b = nvfp4_gemm(LayerKind::linear);
