@@ -1,6 +1,9 @@
 // Registration of the NVFP4 AVX-512 CPU backends, ahead of the AVX2 ones in the oracle's table:
 //  - `cpu_w4a16_avx512`: NVFP4 weights, 16-bit activations; vpermw decode to bf16, vdpbf16ps.
 //  - `cpu_w4a4_avx512`: NVFP4 W4A4; vpermb decode, exact integer blocks by vpdpbusd.
+//  - `cpu_w4a16_avx512_gemm`, `cpu_w4a4_avx512_gemm`: the same bits, and from 64 tokens the
+//    register-blocked GEMM kernels (avx512/nvfp4_w4a16_gemm.cpp, avx512/nvfp4_w4a4_gemm.cpp); each
+//    ahead of its sibling.
 // Same prepared layout (the checkpoint's own), same ISA-neutral wrappers as AVX2; kernels in
 // avx512/nvfp4_w4a16.cpp / avx512/nvfp4_w4a4.cpp (table: avx512/nvfp4_table.cpp; conversions
 // and the W4A4 activation quantizer are shared with the AVX2 kernels).
@@ -22,7 +25,7 @@ Backend nvfp4(LayerKind kind, cpu::Nvfp4Mode mode) {
 }
 
 // The W4A16 GEMM variant (avx512/nvfp4_w4a16_gemm.cpp): the same results as cpu_w4a16_avx512 for
-// every m, faster from 16 tokens; ahead of it in the oracle's table.
+// every m, the GEMM from 64 tokens; ahead of it in the oracle's table.
 Backend nvfp4_gemm(LayerKind kind) {
   return cpu::nvfp4_cpu_backend("cpu_w4a16_avx512_gemm", kind, cpu::Nvfp4Mode::w4a16, cpu::nvfp4_kernels_avx512_gemm(),
                                 kW4a16);
