@@ -81,7 +81,10 @@ void w4a4_rows(const Rows& w, const float* token_scale, const uint8_t* xp, int64
 
 // ---- W4A4 GEMM (nvfp4_w4a4_gemm.cpp): w4a4_rows' results bit for bit, for m >=
 // kW4a4GemmMinTokens (smaller calls: w4a4_rows), in the W4A16 GEMM's rows-in-lanes form.
-inline constexpr int64_t kW4a4GemmMinTokens = 64;
+// Its decode is cheaper than the W4A16 GEMM's (4 byte vectors + scales per super-chunk): per core
+// (kernel_core_bench, loaded Zen 4), w4a4_rows vs GEMM in G multiply-adds/s at 4096²: m = 16 70.3
+// vs 77.9, 24 81.8 vs 91.6, 32 81.0 vs 95.9; 4096 × 14336: m = 16 73.9 vs 72.7, 24 80.5 vs 85.5.
+inline constexpr int64_t kW4a4GemmMinTokens = 24;
 // The call's packed activations: tiles of 6 tokens (the last zero-padded), in bytes.
 int64_t w4a4_gemm_input_bytes(int64_t m, int64_t k);
 // Token t (codes, scales as for w4a4_pack_token) into `out` (the call's buffer, zeroed first);

@@ -1,7 +1,7 @@
 // Registration of the NVFP4 AVX-512 CPU backends, ahead of the AVX2 ones in the oracle's table:
 //  - `cpu_w4a16_avx512`: NVFP4 weights, 16-bit activations; vpermw decode to bf16, vdpbf16ps.
 //  - `cpu_w4a4_avx512`: NVFP4 W4A4; vpermb decode, exact integer blocks by vpdpbusd.
-//  - `cpu_w4a16_avx512_gemm`, `cpu_w4a4_avx512_gemm`: the same bits, and from 64 tokens the
+//  - `cpu_w4a16_avx512_gemm`, `cpu_w4a4_avx512_gemm`: the same bits, and from 64 / 24 tokens the
 //    register-blocked GEMM kernels (avx512/nvfp4_w4a16_gemm.cpp, avx512/nvfp4_w4a4_gemm.cpp); each
 //    ahead of its sibling.
 // Same prepared layout (the checkpoint's own), same ISA-neutral wrappers as AVX2; kernels in
