@@ -502,7 +502,7 @@ int run_mxfp4(const Options& o) {
   const std::vector<int> thread_counts = parse_list(o.threads);
   const BenchShapes bs = bench_shapes(o);
   std::vector<const kernels::Backend*> backends;
-  for (const char* name : {"cpu_w4a16_avx2", "cpu_w4a16_avx512"}) {
+  for (const char* name : {"cpu_w4a16_avx2", "cpu_w4a16_avx512", "cpu_w4a16_avx512_gemm"}) {
     const kernels::Backend* b = kernels::find_backend(name, kernels::LayerKind::linear);
     if (b && b->unavailable_reason().empty() && b->supports(kernels::kMxfp4W4A16)) backends.push_back(b);
   }

@@ -13,16 +13,20 @@ namespace fp4lm::kernels {
 // Each backend file defines one of these; the table below is the only place listing them. The
 // x86 ones (kernels/cpu/avx2/, kernels/cpu/avx512/) exist in x86 builds only.
 #ifdef FP4LM_HAVE_AVX2_KERNELS
+const Backend& cpu_w4a4_avx512_gemm_linear_backend();
 const Backend& cpu_w4a4_avx512_linear_backend();
 const Backend& cpu_w4a16_avx512_linear_backend();
+const Backend& cpu_w4a16_avx512_gemm_linear_backend();
 const Backend& cpu_w4a4_avx2_linear_backend();
 const Backend& cpu_w4a16_avx2_linear_backend();
 const Backend& cpu_dense_avx512_linear_backend();
 const Backend& cpu_dense_avx2_linear_backend();
 const Backend& cpu_fp8_w8a16_avx512_linear_backend();
 const Backend& cpu_fp8_w8a16_avx2_linear_backend();
+const Backend& cpu_w4a4_avx512_gemm_moe_backend();
 const Backend& cpu_w4a4_avx512_moe_backend();
 const Backend& cpu_w4a16_avx512_moe_backend();
+const Backend& cpu_w4a16_avx512_gemm_moe_backend();
 const Backend& cpu_w4a4_avx2_moe_backend();
 const Backend& cpu_w4a16_avx2_moe_backend();
 const Backend& cpu_dense_avx512_moe_backend();
@@ -39,7 +43,9 @@ namespace {
 std::vector<const Backend*> table() {
   return {
 #ifdef FP4LM_HAVE_AVX2_KERNELS
+      &cpu_w4a4_avx512_gemm_linear_backend(),
       &cpu_w4a4_avx512_linear_backend(),
+      &cpu_w4a16_avx512_gemm_linear_backend(),
       &cpu_w4a16_avx512_linear_backend(),
       &cpu_w4a4_avx2_linear_backend(),
       &cpu_w4a16_avx2_linear_backend(),
@@ -50,7 +56,9 @@ std::vector<const Backend*> table() {
 #endif
       &reference_linear_backend(),
 #ifdef FP4LM_HAVE_AVX2_KERNELS
+      &cpu_w4a4_avx512_gemm_moe_backend(),
       &cpu_w4a4_avx512_moe_backend(),
+      &cpu_w4a16_avx512_gemm_moe_backend(),
       &cpu_w4a16_avx512_moe_backend(),
       &cpu_w4a4_avx2_moe_backend(),
       &cpu_w4a16_avx2_moe_backend(),

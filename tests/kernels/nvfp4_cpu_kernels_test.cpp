@@ -491,19 +491,27 @@ TEST(Nvfp4CpuKernels, OracleSelectsTheBestIsa) {
   REQUIRE_AVX2();
   const std::string isa = best_isa();
   LinearProblem p{kNvfp4W4A4, DType::BF16, 64, 272, {}};
-  EXPECT_EQ(select_linear(p, "l").backend->name, "cpu_w4a4_" + isa);
+  // The GEMM variants (the same bits as cpu_w4a*_avx512) where they run.
+  const std::string w4a4 = testing::unavailable("cpu_w4a4_avx512_gemm", LayerKind::linear).empty()
+                               ? "cpu_w4a4_avx512_gemm"
+                               : "cpu_w4a4_" + isa;
+  EXPECT_EQ(select_linear(p, "l").backend->name, w4a4);
   p.key = kNvfp4W4A16;
-  EXPECT_EQ(select_linear(p, "l").backend->name, "cpu_w4a16_" + isa);
+  // W4A16: the AVX-512-BF16 GEMM variant (the same bits as cpu_w4a16_avx512) where it runs.
+  const std::string w4a16 =
+      testing::unavailable("cpu_w4a16_avx512_gemm", LayerKind::linear).empty() ? "cpu_w4a16_avx512_gemm"
+                                                                              : "cpu_w4a16_" + isa;
+  EXPECT_EQ(select_linear(p, "l").backend->name, w4a16);
   p.key = kNvfp4W4A4;
   p.k = 40;  // not a multiple of 16: the CPU kernels decline with a reason
   for (const std::string& b : testing::backends_with_scheme(LayerKind::linear, kNvfp4W4A4))
     EXPECT_NE(rejection_reason(*find_backend(b, LayerKind::linear), p), "") << b;
   MoeProblem mp{kNvfp4W4A4, DType::F16, 8, 2, 64, 32, {}};
-  EXPECT_EQ(select_moe(mp, "moe").backend->name, "cpu_w4a4_" + isa);
+  EXPECT_EQ(select_moe(mp, "moe").backend->name, w4a4);
   mp.key = kNvfp4W4A16;
-  EXPECT_EQ(select_moe(mp, "moe").backend->name, "cpu_w4a16_" + isa);
+  EXPECT_EQ(select_moe(mp, "moe").backend->name, w4a16);
   const Selection s = select_moe(mp, "moe");
-  EXPECT_EQ(selection_message(s, LayerKind::moe, mp.key).rfind("Using 'cpu_w4a16_" + isa + "' NVFP4 MoE backend out of potential backends: [", 0), 0u)
+  EXPECT_EQ(selection_message(s, LayerKind::moe, mp.key).rfind("Using '" + w4a16 + "' NVFP4 MoE backend out of potential backends: [", 0), 0u)
       << selection_message(s, LayerKind::moe, mp.key);
 }
 

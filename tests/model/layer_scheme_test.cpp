@@ -30,7 +30,8 @@ using fp4lm::test::error_of;
 // The oracle's pick for a family of CPU backends on this machine: the best ISA it runs
 // ("cpu_w4a4" -> cpu_w4a4_avx512, else cpu_w4a4_avx2), else the reference.
 std::string expected_backend(const std::string& family, LayerKind kind) {
-  for (const char* isa : {"_avx512", "_avx2"}) {
+  // "_avx512_gemm": the W4A16 GEMM variant (kernels/cpu/avx512/nvfp4_w4a16_gemm.cpp), first where it runs.
+  for (const char* isa : {"_avx512_gemm", "_avx512", "_avx2"}) {
     const kernels::Backend* b = kernels::find_backend(family + isa, kind);
     if (b && (!b->unavailable_reason || b->unavailable_reason().empty())) return family + isa;
   }

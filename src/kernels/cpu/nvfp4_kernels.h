@@ -41,5 +41,8 @@ struct Nvfp4Kernels {
 // Call a table's functions only when its backend's unavailable_reason() is "".
 const Nvfp4Kernels& nvfp4_kernels_avx2();    // nvfp4_kernels_avx2.cpp
 const Nvfp4Kernels& nvfp4_kernels_avx512();  // nvfp4_kernels_avx512.cpp
+// As avx512, from 64 (W4A16) / 24 (W4A4) tokens by the register-blocked GEMM kernels (the same bits):
+// avx512/nvfp4_w4a16_gemm.cpp, avx512/nvfp4_w4a4_gemm.cpp.
+const Nvfp4Kernels& nvfp4_kernels_avx512_gemm();
 
 }  // namespace fp4lm::kernels::cpu

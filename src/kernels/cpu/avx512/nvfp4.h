@@ -44,6 +44,25 @@ int64_t w4a16_row_block(int64_t m, int64_t k);
 void w4a16_rows(const Rows& w, const uint16_t* xp, int64_t m, int pieces, int64_t r0, int64_t r1,
                 void* y, DType act);
 
+// ---- W4A16 GEMM (nvfp4_w4a16_gemm.cpp): the same results as w4a16_rows, bit for bit, for any
+// m (batch invariance: m picks the schedule); from kW4a16GemmMinTokens tokens a register-blocked
+// kernel over rows decoded once per call, below it w4a16_rows. Tokens packed by
+// w4a16_gemm_pack_token when m >= kW4a16GemmMinTokens, else by w4a16_pack_token.
+// From 64 tokens its decode (16 rows transposed per super-chunk) is paid back; per core
+// (kernel_core_bench, loaded 2-core Zen 4, thread CPU time), w4a16_rows vs GEMM in G
+// multiply-adds/s: 4096², m = 16 67.8 vs 57.9, 32 72.3 vs 70.4, 48 75.2 vs 75.8, 256 79.9 vs 91.3;
+// 4096 × 14336: m = 48 74.3 vs 72.0, 64 76.8 vs 76.6, 96 78.2 vs 83.5.
+inline constexpr int64_t kW4a16GemmMinTokens = 64;
+// The call's packed activations: tiles of 6 tokens (the last zero-padded), in words.
+int64_t w4a16_gemm_input_words(int64_t m, int64_t k, int pieces);
+// Token t into `out` (the call's buffer, zeroed first); `scratch`: w4a16_token_words(k, pieces)
+// words, 64-byte aligned.
+void w4a16_gemm_pack_token(const float* x, int64_t t, int64_t k, int pieces, uint16_t* scratch, uint16_t* out);
+int64_t w4a16_gemm_row_block(int64_t m, int64_t k);
+// m >= kW4a16GemmMinTokens only (smaller calls: w4a16_rows).
+void w4a16_gemm_rows(const Rows& w, const uint16_t* xp, int64_t m, int pieces, int64_t r0, int64_t r1, void* y,
+                     DType act);
+
 // ---- W4A4. The activation codes come from the W4A4 quantizer (standard packed layout, codes
 // [k/2] and E4M3 scales [k/16] per token, bit-identical to quant::quantize_activation).
 // Per token and super-chunk: 256 signed bytes 2·a (4 vectors), 16 int32 = -12 × Σ 2·a per
@@ -59,5 +78,21 @@ int64_t w4a4_row_block(int64_t m, int64_t k);
 // factors); token_scale [m]: the input_scale each token was quantized with.
 void w4a4_rows(const Rows& w, const float* token_scale, const uint8_t* xp, int64_t m, int64_t r0, int64_t r1,
                void* y, DType act);
+
+// ---- W4A4 GEMM (nvfp4_w4a4_gemm.cpp): w4a4_rows' results bit for bit, for m >=
+// kW4a4GemmMinTokens (smaller calls: w4a4_rows), in the W4A16 GEMM's rows-in-lanes form.
+// Its decode is cheaper than the W4A16 GEMM's (4 byte vectors + scales per super-chunk): per core
+// (kernel_core_bench, loaded Zen 4), w4a4_rows vs GEMM in G multiply-adds/s at 4096²: m = 16 70.3
+// vs 77.9, 24 81.8 vs 91.6, 32 81.0 vs 95.9; 4096 × 14336: m = 16 73.9 vs 72.7, 24 80.5 vs 85.5.
+inline constexpr int64_t kW4a4GemmMinTokens = 24;
+// The call's packed activations: tiles of 6 tokens (the last zero-padded), in bytes.
+int64_t w4a4_gemm_input_bytes(int64_t m, int64_t k);
+// Token t (codes, scales as for w4a4_pack_token) into `out` (the call's buffer, zeroed first);
+// `scratch`: w4a4_token_bytes(k), 64-byte aligned.
+void w4a4_gemm_pack_token(const uint8_t* codes, const uint8_t* scales, int64_t t, int64_t k, uint8_t* scratch,
+                          uint8_t* out);
+int64_t w4a4_gemm_row_block(int64_t m, int64_t k);
+void w4a4_gemm_rows(const Rows& w, const float* token_scale, const uint8_t* xp, int64_t m, int64_t r0, int64_t r1,
+                    void* y, DType act);
 
 }  // namespace fp4lm::kernels::cpu::avx512

@@ -55,18 +55,49 @@ void a16_rows(const Nvfp4Matrix& w, const PreparedInput& in, int64_t r0, int64_t
   avx512::w4a16_rows(rows_of(w), reinterpret_cast<const uint16_t*>(a.x.data()), a.m, a.pieces, r0, r1, y, act);
 }
 
+// The GEMM table's W4A16 input: packed for w4a16_gemm_rows from kW4a16GemmMinTokens tokens,
+// for w4a16_rows below (nvfp4_w4a16_gemm.cpp).
+std::unique_ptr<PreparedInput> a16_gemm_input(const void* x, DType act, int64_t m, int64_t k, ThreadPool& pool) {
+  if (m < avx512::kW4a16GemmMinTokens) return a16_input(x, act, m, k, pool);
+  auto in = std::make_unique<A16Input>();
+  in->m = m;
+  in->pieces = pieces_for(act);
+  in->x.resize(static_cast<size_t>(avx512::w4a16_gemm_input_words(m, k, in->pieces) / 32));  // zeroed
+  auto* out = reinterpret_cast<uint16_t*>(in->x.data());
+  const size_t es = dtype_size(act);
+  pool.parallel_for(m, [&](int64_t t0, int64_t t1, int) {
+    std::vector<float> row(static_cast<size_t>(k));
+    std::vector<Line> scratch(static_cast<size_t>(avx512::w4a16_token_words(k, in->pieces) / 32));
+    for (int64_t t = t0; t < t1; ++t) {
+      to_f32_n(static_cast<const uint8_t*>(x) + t * k * es, act, row.data(), row.size());
+      avx512::w4a16_gemm_pack_token(row.data(), t, k, in->pieces, reinterpret_cast<uint16_t*>(scratch.data()), out);
+    }
+  });
+  return in;
+}
+
+void a16_gemm_rows(const Nvfp4Matrix& w, const PreparedInput& in, int64_t r0, int64_t r1, void* y, DType act) {
+  const auto& a = static_cast<const A16Input&>(in);
+  const auto* x = reinterpret_cast<const uint16_t*>(a.x.data());
+  if (a.m >= avx512::kW4a16GemmMinTokens)
+    avx512::w4a16_gemm_rows(rows_of(w), x, a.m, a.pieces, r0, r1, y, act);
+  else
+    avx512::w4a16_rows(rows_of(w), x, a.m, a.pieces, r0, r1, y, act);
+}
+
 struct A4Input final : PreparedInput {
   std::vector<Line> x;
   std::vector<float> token_scale;  // [m] the input_scale each token was quantized with
 };
 
-std::unique_ptr<PreparedInput> a4_input(const void* x, DType act, int64_t m, int64_t k,
-                                        std::optional<float> input_scale, ThreadPool& pool) {
+// `gemm`: packed for w4a4_gemm_rows (tiles of 6 tokens) instead of w4a4_rows.
+std::unique_ptr<PreparedInput> a4_input_for(const void* x, DType act, int64_t m, int64_t k,
+                                            std::optional<float> input_scale, ThreadPool& pool, bool gemm) {
   auto in = std::make_unique<A4Input>();
   in->m = m;
   in->token_scale.assign(static_cast<size_t>(m), input_scale.value_or(0.0f));
   const int64_t bytes = avx512::w4a4_token_bytes(k);  // a multiple of 64
-  in->x.resize(static_cast<size_t>(m * bytes / 64));
+  in->x.resize(static_cast<size_t>((gemm ? avx512::w4a4_gemm_input_bytes(m, k) : m * bytes) / 64));  // zeroed
   auto* out = reinterpret_cast<uint8_t*>(in->x.data());
   const size_t es = dtype_size(act);
   pool.parallel_for(m, [&](int64_t t0, int64_t t1, int) {
@@ -86,10 +117,21 @@ std::unique_ptr<PreparedInput> a4_input(const void* x, DType act, int64_t m, int
                                        scales.data() + i * (k / 16));
       }
     }
-    for (int64_t i = 0; i < cnt; ++i)
-      avx512::w4a4_pack_token(codes.data() + i * (k / 2), scales.data() + i * (k / 16), k, out + (t0 + i) * bytes);
+    std::vector<Line> scratch(gemm ? static_cast<size_t>(bytes / 64) : 0);
+    for (int64_t i = 0; i < cnt; ++i) {
+      if (gemm)
+        avx512::w4a4_gemm_pack_token(codes.data() + i * (k / 2), scales.data() + i * (k / 16), t0 + i, k,
+                                     reinterpret_cast<uint8_t*>(scratch.data()), out);
+      else
+        avx512::w4a4_pack_token(codes.data() + i * (k / 2), scales.data() + i * (k / 16), k, out + (t0 + i) * bytes);
+    }
   });
   return in;
+}
+
+std::unique_ptr<PreparedInput> a4_input(const void* x, DType act, int64_t m, int64_t k,
+                                        std::optional<float> input_scale, ThreadPool& pool) {
+  return a4_input_for(x, act, m, k, input_scale, pool, false);
 }
 
 void a4_rows(const Nvfp4Matrix& w, const PreparedInput& in, int64_t r0, int64_t r1, void* y, DType act) {
@@ -97,8 +139,25 @@ void a4_rows(const Nvfp4Matrix& w, const PreparedInput& in, int64_t r0, int64_t 
   avx512::w4a4_rows(rows_of(w), a.token_scale.data(), reinterpret_cast<const uint8_t*>(a.x.data()), a.m, r0, r1, y, act);
 }
 
+std::unique_ptr<PreparedInput> a4_gemm_input(const void* x, DType act, int64_t m, int64_t k,
+                                             std::optional<float> input_scale, ThreadPool& pool) {
+  return a4_input_for(x, act, m, k, input_scale, pool, m >= avx512::kW4a4GemmMinTokens);
+}
+
+void a4_gemm_rows(const Nvfp4Matrix& w, const PreparedInput& in, int64_t r0, int64_t r1, void* y, DType act) {
+  const auto& a = static_cast<const A4Input&>(in);
+  const auto* x = reinterpret_cast<const uint8_t*>(a.x.data());
+  if (a.m >= avx512::kW4a4GemmMinTokens)
+    avx512::w4a4_gemm_rows(rows_of(w), a.token_scale.data(), x, a.m, r0, r1, y, act);
+  else
+    avx512::w4a4_rows(rows_of(w), a.token_scale.data(), x, a.m, r0, r1, y, act);
+}
+
 constexpr Nvfp4Kernels kTable{"avx512", a16_input, avx512::w4a16_row_block, a16_rows,
                               a4_input, avx512::w4a4_row_block, a4_rows};
+// The GEMM kernels from kW4a16GemmMinTokens / kW4a4GemmMinTokens tokens (the same bits).
+constexpr Nvfp4Kernels kGemmTable{"avx512", a16_gemm_input, avx512::w4a16_gemm_row_block, a16_gemm_rows,
+                                  a4_gemm_input, avx512::w4a4_gemm_row_block, a4_gemm_rows};
 
 }  // namespace
 
@@ -109,6 +168,7 @@ void* avx512::thread_scratch(size_t bytes) {
 }
 
 const Nvfp4Kernels& nvfp4_kernels_avx512() { return kTable; }
+const Nvfp4Kernels& nvfp4_kernels_avx512_gemm() { return kGemmTable; }
 
 }  // namespace fp4lm::kernels::cpu
 
@@ -119,6 +179,7 @@ const Nvfp4Kernels& nvfp4_kernels_avx512() {
   static constexpr Nvfp4Kernels kNone{};
   return kNone;
 }
+const Nvfp4Kernels& nvfp4_kernels_avx512_gemm() { return nvfp4_kernels_avx512(); }
 }  // namespace fp4lm::kernels::cpu
 
 #endif

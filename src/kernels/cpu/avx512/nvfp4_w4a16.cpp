@@ -10,38 +10,11 @@
 // in fp32), then one FMA by the block scales into the accumulator. Each (row, token) result is
 // the same instruction sequence in the register schedule and in the panel schedule.
 #include "kernels/cpu/avx512/common.h"
+#include "kernels/cpu/avx512/nvfp4_w4a16_decode.h"
 
 namespace fp4lm::kernels::cpu::avx512 {
 
 namespace {
-
-// bf16 of the E2M1 code (j & 15), bit 3 = sign, for vpermw's 5-bit index.
-alignas(64) constexpr uint16_t kE2m1Bf16[32] = {
-    0x0000, 0x3F00, 0x3F80, 0x3FC0, 0x4000, 0x4040, 0x4080, 0x40C0,
-    0x8000, 0xBF00, 0xBF80, 0xBFC0, 0xC000, 0xC040, 0xC080, 0xC0C0,
-    0x0000, 0x3F00, 0x3F80, 0x3FC0, 0x4000, 0x4040, 0x4080, 0x40C0,
-    0x8000, 0xBF00, 0xBF80, 0xBFC0, 0xC000, 0xC040, 0xC080, 0xC0C0};
-
-constexpr int kVectors = 8;  // bf16 weight vectors per super-chunk
-
-struct Decoder {
-  static constexpr int kVectors = ::fp4lm::kernels::cpu::avx512::kVectors;
-  __m512i lut = _mm512_load_si512(kE2m1Bf16);
-  __m512i even = _mm512_load_si512(kEvenDwords);
-  __m512i odd = _mm512_load_si512(kOddDwords);
-
-  // 128 code bytes -> z[v], v = 4s + q: word 2i + j of z[v] is element 16i + 8s + 4j + q.
-  inline void operator()(const uint8_t* p, __m512i z[kVectors]) const {
-    const __m512i lo = _mm512_loadu_si512(p), hi = _mm512_loadu_si512(p + 64);
-    const __m512i pq[2] = {_mm512_permutex2var_epi32(lo, even, hi), _mm512_permutex2var_epi32(lo, odd, hi)};
-    for (int s = 0; s < 2; ++s) {
-      z[4 * s + 0] = _mm512_permutexvar_epi16(pq[s], lut);
-      z[4 * s + 1] = _mm512_permutexvar_epi16(_mm512_srli_epi16(pq[s], 4), lut);
-      z[4 * s + 2] = _mm512_permutexvar_epi16(_mm512_srli_epi16(pq[s], 8), lut);
-      z[4 * s + 3] = _mm512_permutexvar_epi16(_mm512_srli_epi16(pq[s], 12), lut);
-    }
-  }
-};
 
 // The partial of one (row, token) for one super-chunk: Σ over the 8 vectors and P pieces, in
 // that order, starting from zero. Lane i = block i's products (each exact: e2m1 × bf16 has at
