@@ -1,4 +1,5 @@
 // The int4 W4A16 Linear kernel and its tables (ISA-neutral code: compiled without AVX-512 flags).
+#include <algorithm>
 #include <vector>
 
 #include "core/error.h"
@@ -8,7 +9,7 @@ namespace fp4lm::kernels::cpu {
 
 namespace {
 struct Int4Input final : PreparedInput {
-  std::vector<float> x;  // [m, k] fp32, in the codes' column order
+  std::vector<std::vector<float>> x;  // per distinct permutation: [m, k] fp32 in the codes' column order
 };
 }  // namespace
 
@@ -25,7 +26,7 @@ std::unique_ptr<PreparedInput> Int4Linear::prepare(const void* x, int64_t m, boo
   if (m < 0) fail("int4 CPU kernel: negative token count {}", m);
   auto in = std::make_unique<Int4Input>();
   in->m = m;
-  in->x = int4_input(x, act_, m, w_.k, w_.perm);
+  for (const std::vector<int32_t>& perm : w_.perms) in->x.push_back(int4_input(x, act_, m, w_.k, perm));
   return in;
 }
 
@@ -33,7 +34,13 @@ void Int4Linear::run_rows(const PreparedInput& pin, int64_t r0, int64_t r1, void
   const auto& in = static_cast<const Int4Input&>(pin);
   const Int4Rows rows{w_.codes.data(), w_.scales.data(), w_.zeros.data(), w_.bias.empty() ? nullptr : w_.bias.data(),
                       w_.n,            w_.k,             w_.group};
-  isa_.rows(rows, in.x.data(), in.m, r0, r1, y, act_);
+  // Each shard's rows with the x gathered by its own permutation.
+  for (size_t i = 0; i < w_.shard_end.size() && r0 < r1; ++i) {
+    if (r0 >= w_.shard_end[i]) continue;
+    const int64_t end = std::min(r1, w_.shard_end[i]);
+    isa_.rows(rows, in.x[static_cast<size_t>(w_.shard_perm[i])].data(), in.m, r0, end, y, act_);
+    r0 = end;
+  }
 }
 
 const Int4Kernels& int4_kernels_avx2() {

@@ -25,11 +25,14 @@ Int4Matrix prepare_int4_matrix(LinearWeights w) {
     if (m.codes.empty()) {
       m.codes = std::move(v.codes);
       m.scales = std::move(v.scales);
-      m.perm = std::move(v.perm);
     } else {
       m.codes.insert(m.codes.end(), v.codes.begin(), v.codes.end());
       m.scales.insert(m.scales.end(), v.scales.begin(), v.scales.end());
     }
+    const auto same = std::find(m.perms.begin(), m.perms.end(), v.perm);
+    m.shard_perm.push_back(static_cast<int>(same - m.perms.begin()));
+    if (same == m.perms.end()) m.perms.push_back(std::move(v.perm));
+    m.shard_end.push_back((m.shard_end.empty() ? 0 : m.shard_end.back()) + s.rows);
     for (uint8_t z : v.zeros) m.zeros.push_back(static_cast<float>(z));
   }
   if (!w.bias.empty() && static_cast<int64_t>(w.bias.size()) != w.n)

@@ -1,7 +1,8 @@
 #pragma once
 // The prepared form of a group-quantized int4 layer (Int4View shards) for the CPU W4A16 kernels:
 // the shards' codes, scales and zero points concatenated into one row-major layer, the zero
-// points as floats, and the act-order permutation the call's x is gathered by (docs/KERNELS.md,
+// points as floats, and the act-order permutations the call's x is gathered by (one per shard: the
+// shards of a fused layer may each have their own) (docs/KERNELS.md,
 // "int4 W4A16").
 #include <cstdint>
 #include <memory>
@@ -15,8 +16,12 @@ struct Int4Matrix {
   int64_t n = 0, k = 0, group = 0;
   std::vector<uint8_t> codes;  // [n, k/2], column 2j in the low nibble, in perm order
   std::vector<float> scales;   // [n, k/group]
-  std::vector<float> zeros;    // [n, k/group], 0..15
-  std::vector<int32_t> perm;   // [k] or empty: column j of the codes multiplies x[perm[j]]
+  std::vector<float> zeros;    // [n, k/group], 0..16
+  // The shards' act-order permutations ([k] or empty: column j of the codes multiplies
+  // x[perm[j]]), each distinct one once; shard i ends at row shard_end[i] and uses perms[shard_perm[i]].
+  std::vector<std::vector<int32_t>> perms;
+  std::vector<int64_t> shard_end;
+  std::vector<int> shard_perm;
   std::vector<float> bias;     // [n] or empty
   size_t weight_bytes = 0;
   std::shared_ptr<const void> keepalive;

@@ -24,8 +24,8 @@ std::vector<float> reference_activation_input(const LinearWeights& w, const floa
 std::vector<float> fp8_group_qdq_activation(const float* x, int64_t m, int64_t k, int64_t group);
 
 // Every int4 shard of `w` consistent (Int4View): group > 0 dividing k, k even, codes / scales /
-// zeros of [rows, k/2] / [rows, k/group], zeros <= 15, scales finite, perm empty or a
-// permutation of [0, k) shared by every shard (they multiply one input). Error naming the shard.
+// zeros of [rows, k/2] / [rows, k/group], zeros <= 16 (GPTQ v1 zero points read back reach 16), scales finite, perm empty or a
+// permutation of [0, k). Error naming the shard.
 void check_int4_weights(const LinearWeights& w);
 
 // Bytes the layer's weights occupy (codes + block scales, or the dense matrix).
