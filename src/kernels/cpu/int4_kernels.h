@@ -13,6 +13,7 @@ struct Int4Kernels {
   const char* isa = "";  // "avx2", "avx512"
   int64_t (*row_block)(int64_t m, int64_t k) = nullptr;
   void (*rows)(const Int4Rows& w, const float* x, int64_t m, int64_t r0, int64_t r1, void* y, DType act) = nullptr;
+  bool chunk128 = false;  // the rows run Int4Rows::chunk128 matrices
 };
 
 // Call a table's functions only when its backend's unavailable_reason() is "" (the AVX-512 table
@@ -36,6 +37,7 @@ class Int4Linear final : public RowSplitLinear {
   Int4Matrix w_;
   DType act_;
   const Int4Kernels& isa_;
+  bool chunk128_ = false;
 };
 
 }  // namespace fp4lm::kernels::cpu

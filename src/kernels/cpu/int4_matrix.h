@@ -39,6 +39,10 @@ struct Int4Rows {
   const float* zeros;
   const float* bias;  // or nullptr
   int64_t n, k, group;
+  // The 128-column form (AVX-512, group a multiple of 128): each 128-column chunk's codes are read as
+  // 16 dwords of 8 nibbles and decoded by a 16-entry table lookup per (row, group), nibble t of dword
+  // L first for every L; x arrives gathered into that order (Int4Linear composes it into the perm).
+  bool chunk128 = false;
 };
 
 // x [m, k] in `act` -> fp32 [m, k], gathered by perm (x'[j] = x[perm[j]]) when it is non-empty.

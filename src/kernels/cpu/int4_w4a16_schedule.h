@@ -61,6 +61,33 @@ void reg_tile(const Int4Rows& w, int64_t r0, const float* x, float* out) {
     for (int t = 0; t < T; ++t) out[r * T + t] = Isa::hsum(acc[r][t]);
 }
 
+// reg_tile for Int4Rows::chunk128 matrices (Isa::decode128: 128 weights of a row from 64 code bytes
+// through the (row, group)'s 16-entry table (code - zero) × scale); the same FMA sequence as
+// panel_tile over a panel decoded by decode128.
+template <class Isa, int R, int T>
+void reg_tile128(const Int4Rows& w, int64_t r0, const float* x, float* out) {
+  using V = typename Isa::V;
+  const int64_t groups = w.k / w.group, kb = w.k / 2;
+  V acc[R][T];
+  for (int r = 0; r < R; ++r)
+    for (int t = 0; t < T; ++t) acc[r][t] = Isa::zero();
+  for (int64_t g = 0; g < groups; ++g) {
+    V table[R];
+    for (int r = 0; r < R; ++r)
+      table[r] = Isa::table(w.zeros[(r0 + r) * groups + g], w.scales[(r0 + r) * groups + g]);
+    for (int64_t j = g * w.group; j < (g + 1) * w.group; j += 128) {
+      for (int r = 0; r < R; ++r) {
+        V wv[8];
+        Isa::decode128(w.codes + (r0 + r) * kb + j / 2, table[r], wv);
+        for (int t = 0; t < T; ++t)
+          for (int v = 0; v < 8; ++v) acc[r][t] = Isa::fmadd(wv[v], Isa::load(x + t * w.k + j + v * 16), acc[r][t]);
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int t = 0; t < T; ++t) out[r * T + t] = Isa::hsum(acc[r][t]);
+}
+
 // The same accumulation over R decoded panel rows (row stride k floats).
 template <class Isa, int R, int T>
 void panel_tile(const float* panel, int64_t k, const float* x, float* out) {
@@ -104,6 +131,10 @@ void dispatch_reg(int tt, const Int4Rows& w, int64_t r, const float* x, float* o
   ((tt == Ts ? reg_tile<Isa, R, Ts>(w, r, x, out) : void()), ...);
 }
 template <class Isa, int R, int... Ts>
+void dispatch_reg128(int tt, const Int4Rows& w, int64_t r, const float* x, float* out) {
+  if constexpr (Isa::kHasChunk128) ((tt == Ts ? reg_tile128<Isa, R, Ts>(w, r, x, out) : void()), ...);
+}
+template <class Isa, int R, int... Ts>
 void dispatch_panel(int tt, const float* panel, int64_t k, const float* x, float* out) {
   ((tt == Ts ? panel_tile<Isa, R, Ts>(panel, k, x, out) : void()), ...);
 }
@@ -115,7 +146,10 @@ void int4_rows(const Int4Rows& w, const float* x, int64_t m, int64_t r0, int64_t
     for (int64_t b0 = r0; b0 < r1; b0 += kInt4RowBlock) {
       const int64_t b1 = b0 + kInt4RowBlock < r1 ? b0 + kInt4RowBlock : r1;
       for_tiles<Isa>(w, b0, b1, m, y, act, [&](int rr, int tt, int64_t r, int64_t t0, float* out) {
-        if (rr > 1)
+        if (w.chunk128)
+          rr > 1 ? dispatch_reg128<Isa, Isa::kRows, 1, 2, 3, 4>(tt, w, r, x + t0 * w.k, out)
+                 : dispatch_reg128<Isa, 1, 1, 2, 3, 4>(tt, w, r, x + t0 * w.k, out);
+        else if (rr > 1)
           dispatch_reg<Isa, Isa::kRows, 1, 2, 3, 4>(tt, w, r, x + t0 * w.k, out);
         else
           dispatch_reg<Isa, 1, 1, 2, 3, 4>(tt, w, r, x + t0 * w.k, out);
@@ -129,6 +163,18 @@ void int4_rows(const Int4Rows& w, const float* x, int64_t m, int64_t r0, int64_t
     const int64_t g1 = g0 + group < r1 ? g0 + group : r1;
     for (int64_t r = g0; r < g1; ++r) {  // decode each row once, exactly as the register tiles do
       float* dst = panel + (r - g0) * w.k;
+      if constexpr (Isa::kHasChunk128)
+        if (w.chunk128) {
+          for (int64_t g = 0; g < groups; ++g) {
+            const typename Isa::V table = Isa::table(w.zeros[r * groups + g], w.scales[r * groups + g]);
+            for (int64_t j = g * w.group; j < (g + 1) * w.group; j += 128) {
+              typename Isa::V wv[8];
+              Isa::decode128(w.codes + r * (w.k / 2) + j / 2, table, wv);
+              for (int v = 0; v < 8; ++v) Isa::storev(dst + j + v * 16, wv[v]);
+            }
+          }
+          continue;
+        }
       for (int64_t g = 0; g < groups; ++g) {
         const typename Isa::V z = Isa::set1(w.zeros[r * groups + g]), s = Isa::set1(w.scales[r * groups + g]);
         for (int64_t j = g * w.group; j < (g + 1) * w.group; j += 16) {

@@ -14,6 +14,9 @@ struct Avx2 {
   using V = __m256;
   static constexpr int kLanes = 8, kVecs = 2, kRows = 2, kToks = 4;
   static constexpr int64_t kPanelMinTokens = 8;
+  static constexpr bool kHasChunk128 = false;
+  static V table(float, float) { return zero(); }
+  static void decode128(const uint8_t*, V, V*) {}
   static V zero() { return _mm256_setzero_ps(); }
   static V set1(float f) { return _mm256_set1_ps(f); }
   static V load(const float* p) { return _mm256_loadu_ps(p); }
