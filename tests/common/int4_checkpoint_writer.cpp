@@ -30,6 +30,7 @@ std::vector<uint8_t> bytes_of(const std::vector<T>& v) {
 }
 
 float round_to(float v, DType t) {
+  if (t == DType::F32) return v;
   uint16_t h;
   from_f32_n(&v, t, &h, 1);
   float out;
@@ -111,7 +112,9 @@ void write_int4_pair(const std::filesystem::path& dense_dir, const std::filesyst
   copy_dir(dense_dir, deq_dir);
   copy_dir(dense_dir, int4_dir);
   std::mt19937 rng(o.seed);
-  const DType sdt = o.producer == Int4Producer::compressed_tensors ? DType::BF16 : DType::F16;
+  const DType sdt = o.producer == Int4Producer::compressed_tensors ? DType::BF16
+                    : o.producer == Int4Producer::modelopt         ? DType::F32
+                                                                   : DType::F16;
   std::vector<EditedTensor> extra;
   std::vector<std::pair<std::string, std::vector<float>>> deq;
   edit_tensors(int4_dir, [&](EditedTensor& t) {
@@ -120,9 +123,25 @@ void write_int4_pair(const std::filesystem::path& dense_dir, const std::filesyst
     const int64_t n = t.shape[0], k = t.shape[1], groups = k / (o.group ? o.group : k);
     std::vector<float> w(static_cast<size_t>(n * k));
     std::memcpy(w.data(), t.bytes.data(), t.bytes.size());
-    const Quantized q = quantize(w.data(), n, k, o, sdt, rng);
     const std::string m = t.name.substr(0, t.name.size() - 7);
-    deq.emplace_back(t.name, q.deq);
+    std::vector<float> pqs;
+    if (o.pre_quant_scale) {
+      // One scale per input, shared by the shards that read it: 2^u, u in {-0.5, ..., 0.5}.
+      const bool qkv = m.ends_with("q_proj") || m.ends_with("k_proj") || m.ends_with("v_proj");
+      const bool gu = m.ends_with("gate_proj") || m.ends_with("up_proj");
+      const size_t salt = std::hash<std::string>{}(m.substr(0, m.rfind('.')) + (qkv ? "qkv" : gu ? "gu" : m));
+      for (int64_t j = 0; j < k; ++j)
+        pqs.push_back(std::exp2(static_cast<float>((static_cast<size_t>(j) * 7 + salt) % 5) * 0.25f - 0.5f));
+      for (int64_t r = 0; r < n; ++r)
+        for (int64_t j = 0; j < k; ++j) w[r * k + j] /= pqs[j];
+      extra.push_back({m + ".pre_quant_scale", DType::F32, {k}, bytes_of(pqs)});
+    }
+    Quantized q = quantize(w.data(), n, k, o, sdt, rng);
+    std::vector<float> deq_w = q.deq;
+    if (!pqs.empty())
+      for (int64_t r = 0; r < n; ++r)
+        for (int64_t j = 0; j < k; ++j) deq_w[r * k + j] *= pqs[j];
+    deq.emplace_back(t.name, deq_w);
     std::vector<float> s = q.scales;  // [n][groups]
     if (o.producer == Int4Producer::gptq) {
       std::vector<int32_t> qw(static_cast<size_t>(k / 8 * n), 0), qz(static_cast<size_t>(groups * n / 8), 0);
@@ -143,6 +162,16 @@ void write_int4_pair(const std::filesystem::path& dense_dir, const std::filesyst
       extra.push_back({m + ".qzeros", DType::I32, {groups, n / 8}, bytes_of(qz)});
       extra.push_back({m + ".scales", DType::F16, {groups, n}, narrow(st, DType::F16)});
       if (o.write_g_idx || o.act_order) extra.push_back({m + ".g_idx", DType::I32, {k}, bytes_of(q.g_idx)});
+    } else if (o.producer == Int4Producer::modelopt) {
+      std::vector<uint8_t> packed(static_cast<size_t>(n / 2 * k));
+      for (int64_t i = 0; i < n / 2; ++i)
+        for (int64_t j = 0; j < k; ++j) {
+          const int q0 = q.codes[(2 * i) * k + j] - q.zeros[(2 * i) * groups + j / (k / groups)];
+          const int q1 = q.codes[(2 * i + 1) * k + j] - q.zeros[(2 * i + 1) * groups + j / (k / groups)];
+          packed[i * k + j] = static_cast<uint8_t>((q0 & 0x0F) | ((q1 & 0x0F) << 4));
+        }
+      extra.push_back({m + ".weight", DType::U8, {n / 2, k}, std::move(packed)});
+      extra.push_back({m + ".weight_scale", DType::F32, {n, groups}, bytes_of(s)});
     } else if (o.producer == Int4Producer::awq) {
       constexpr int kOrderMap[8] = {0, 2, 4, 6, 1, 3, 5, 7};  // AutoAWQ's WQLinear_GEMM.from_linear
       std::vector<int32_t> qw(static_cast<size_t>(k * n / 8), 0), qz(static_cast<size_t>(groups * n / 8), 0);

@@ -22,7 +22,11 @@
 
 namespace fp4lm::test {
 
-enum class Int4Producer { gptq, awq, compressed_tensors };
+//    ModelOpt W4A16_AWQ: weight U8 [n/2, k] (rows 2i / 2i+1 in the low / high nibble of [i, j],
+//      two's-complement q), weight_scale F32 [n, groups]; with pre_quant_scale, a `pre_quant_scale`
+//      [k] per input (shared by q/k/v and by gate/up), the weights quantized divided by it and the
+//      dense weights dequantized times it (as ModelOpt's AWQ export); symmetric only.
+enum class Int4Producer { gptq, awq, compressed_tensors, modelopt };
 
 struct Int4WriteOptions {
   Int4Producer producer = Int4Producer::gptq;
@@ -31,6 +35,7 @@ struct Int4WriteOptions {
   bool act_order = false;   // a non-trivial g_idx (GPTQ; compressed-tensors' actorder group)
   bool gptq_v1 = true;      // GPTQ: zero points stored minus one (checkpoint_format "gptq")
   bool write_g_idx = true;  // GPTQ: g_idx is written even without act-order (as GPTQ does)
+  bool pre_quant_scale = false;  // ModelOpt
   nlohmann::json quantization_config;
   uint32_t seed = 1;
 };

@@ -67,6 +67,12 @@ json ct_config(int64_t group, bool sym, bool act_order) {
           {"kv_cache_scheme", nullptr}};
 }
 
+json modelopt_config(int64_t group, bool pqs) {
+  return {{"quant_method", "modelopt"}, {"quant_algo", "W4A16_AWQ"}, {"group_size", group},
+          {"has_zero_point", false},    {"pre_quant_scale", pqs},    {"exclude_modules", {"lm_head"}},
+          {"kv_cache_quant_algo", nullptr}};
+}
+
 struct Written {
   std::string deq, int4;
 };
@@ -134,7 +140,7 @@ std::vector<Case> cases() {
     o.seed = static_cast<uint32_t>(group + 7 * sym + 13 * act + 29 * v1);
     return Case{name, o};
   };
-  return {
+  std::vector<Case> out = {
       c("gptq_v1_sym_g128", Int4Producer::gptq, 128, true, false, true, gptq_config(128, false, true, "gptq")),
       c("gptq_v1_asym_g32_desc_act", Int4Producer::gptq, 32, false, true, true, gptq_config(32, true, false, "gptq")),
       c("gptq_v2_asym_g64", Int4Producer::gptq, 64, false, false, false, gptq_config(64, false, false, "gptq_v2")),
@@ -146,7 +152,12 @@ std::vector<Case> cases() {
       c("ct_asym_g32_actorder", Int4Producer::compressed_tensors, 32, false, true, false, ct_config(32, false, true)),
       c("ct_asym_per_channel", Int4Producer::compressed_tensors, 0, false, false, false, ct_config(0, false, false)),
       c("ct_sym_g64_actorder", Int4Producer::compressed_tensors, 64, true, true, false, ct_config(64, true, true)),
+      c("modelopt_w4a16_awq_g128", Int4Producer::modelopt, 128, true, false, false, modelopt_config(128, false)),
+      c("modelopt_w4a16_awq_g64_pre_quant_scale", Int4Producer::modelopt, 64, true, false, false,
+        modelopt_config(64, true)),
   };
+  out.back().o.pre_quant_scale = true;
+  return out;
 }
 
 class Int4Checkpoint : public ::testing::TestWithParam<Case> {};
@@ -259,6 +270,14 @@ TEST(Int4Bad, ConfigKeysFp4lmCannotHonourAreErrorsNamingThem) {
     EXPECT_NE(e.find(bad[i].expect), std::string::npos) << e;
     EXPECT_NE(e.find("config.json: quantization_config"), std::string::npos) << e;
   }
+  json mo = modelopt_config(128, false);
+  mo.erase("group_size");
+  set_qc(w.int4, mo);
+  std::string e0 = load_error(w.int4);
+  EXPECT_NE(e0.find("W4A16_AWQ needs a positive group_size"), std::string::npos) << e0;
+  set_qc(w.int4, with(modelopt_config(128, false), "has_zero_point", true));
+  e0 = load_error(w.int4);
+  EXPECT_NE(e0.find("has_zero_point true"), std::string::npos) << e0;
   json ct8 = ct_config(128, true, false);
   ct8["config_groups"]["group_0"]["weights"]["num_bits"] = 8;
   set_qc(w.int4, ct8);
@@ -319,6 +338,13 @@ TEST(Int4Bad, MissingOrMisshapenTensorsNameThem) {
   EXPECT_NE(e.find("holds [128, 64], expected [128, 128]"), std::string::npos) << e;
   e = broken(cases()[7].o, [&](test::EditedTensor& t) { return t.name != m + ".weight_zero_point"; });
   EXPECT_NE(e.find("missing tensor '" + m + ".weight_zero_point'"), std::string::npos) << e;
+  e = broken(cases()[10].o, [&](test::EditedTensor& t) { return t.name != m + ".weight_scale"; });
+  EXPECT_NE(e.find("missing tensor '" + m + ".weight_scale'"), std::string::npos) << e;
+  e = broken(cases()[10].o, [&](test::EditedTensor& t) {
+    if (t.name == m + ".weight") t.shape = {t.shape[0] * 2, t.shape[1] / 2};
+    return true;
+  });
+  EXPECT_NE(e.find(m + ".weight"), std::string::npos) << e;
   e = broken(cases()[7].o, [&](test::EditedTensor& t) { return t.name != m + ".weight_g_idx"; });
   EXPECT_NE(e.find("missing tensor '" + m + ".weight_g_idx'"), std::string::npos) << e;
 }

@@ -26,6 +26,7 @@ const QuantMethod& quant_method(const quant::DiskFormat& f) {
       if (f.family == quant::Family::gptq) return gptq_method();
       if (f.family == quant::Family::awq) return awq_method();
       if (f.family == quant::Family::compressed_tensors) return compressed_tensors_int4_method();
+      if (f.family == quant::Family::modelopt) return modelopt_int4_method();
       break;
   }
   fail("no quantization method for {} {}", quant::family_name(f.family), quant::scheme_name(f.scheme));
@@ -50,8 +51,9 @@ quant::Scheme detect_scheme(quant::Family family, const TensorLookup& tensors, c
       family == quant::Family::compressed_tensors ? compressed_tensors_nvfp4_method() : nvfp4_method();
   for (const QuantMethod* m : {&fp8_method(), &nvfp4})
     if (std::optional<quant::Scheme> s = m->detect(tensors, module)) return *s;
-  if (family == quant::Family::compressed_tensors)
-    if (std::optional<quant::Scheme> s = compressed_tensors_int4_method().detect(tensors, module)) return *s;
+  const QuantMethod& int4 =
+      family == quant::Family::compressed_tensors ? compressed_tensors_int4_method() : modelopt_int4_method();
+  if (std::optional<quant::Scheme> s = int4.detect(tensors, module)) return *s;
   return quant::Scheme::unquantized;
 }
 
