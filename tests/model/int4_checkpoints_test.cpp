@@ -30,9 +30,9 @@ namespace fs = std::filesystem;
 const std::vector<int32_t> kTokens = {1, 200, 17, 5, 255, 40, 40, 3, 129, 77, 12, 90};
 
 // A dense float32 Llama whose Linear widths (128, 256; rows 64 to 256) take groups of 32, 64, 128.
-std::string write_dense(const TempDir& dir) {
+std::string write_dense(const TempDir& dir, const std::string& arch = "LlamaForCausalLM") {
   SyntheticOptions s;
-  s.architecture = "LlamaForCausalLM";
+  s.architecture = arch;
   s.algo = quant::QuantAlgo::None;
   s.dense_dtype = DType::F32;
   s.hidden = 128;
@@ -76,8 +76,8 @@ json modelopt_config(int64_t group, bool pqs) {
 struct Written {
   std::string deq, int4;
 };
-Written write_pair(const TempDir& dir, const test::Int4WriteOptions& o) {
-  const std::string dense = write_dense(dir);
+Written write_pair(const TempDir& dir, const test::Int4WriteOptions& o, const std::string& arch = "LlamaForCausalLM") {
+  const std::string dense = write_dense(dir, arch);
   Written w{(dir.path() / "deq").string(), (dir.path() / "int4").string()};
   test::write_int4_pair(dense, w.deq, w.int4, o);
   return w;
@@ -169,6 +169,23 @@ TEST_P(Int4Checkpoint, LogitsAndGreedyTokensMatchTheDequantizedDenseCheckpoint) 
 
 INSTANTIATE_TEST_SUITE_P(Producers, Int4Checkpoint, ::testing::ValuesIn(cases()),
                          [](const ::testing::TestParamInfo<Case>& i) { return std::string(i.param.name); });
+
+// A MoE model whose experts (moe_intermediate 32) are GPTQ int4 with act-order: the grouped MoE
+// kernels run int4 experts.
+TEST(Int4Moe, GptqExpertsMatchTheDequantizedDenseCheckpoint) {
+  TempDir dir;
+  test::Int4WriteOptions o = cases()[1].o;  // v1, asym, group 32, desc_act
+  const Written w = write_pair(dir, o, "Qwen3MoeForCausalLM");
+  ModelLoader l(io::Checkpoint::open(w.int4), {});
+  bool moe = false;
+  for (const LayerSpec& s : l.layers())
+    if (s.kind == kernels::LayerKind::moe) {
+      moe = true;
+      EXPECT_EQ(l.describe(s).scheme.key, kernels::kInt4W4A16) << s.name;
+    }
+  EXPECT_TRUE(moe);
+  expect_matches_dequantized(w);
+}
 
 // Published quantization_configs, verbatim but for the group size where noted, on the tiny model.
 TEST(Int4Published, ReplicasOfPublishedConfigsLoadAndMatch) {
