@@ -11,6 +11,8 @@
 // docs/FORMAT.md, "int4".
 #include <fmt/format.h>
 
+#include <cstring>
+
 #include "core/error.h"
 #include "model/quant_method/int4_view.h"
 #include "model/quant_method/quant_method.h"
@@ -43,8 +45,15 @@ class CompressedTensorsInt4Method final : public QuantMethod {
            p.checkpoint().dir(), m, rows, k, group, k);
     const int64_t groups = k / group, kp = k / 8;
     const TensorView& shape = p.require(m + ".weight_shape", {DType::I32, DType::I64}, {2});
-    const int64_t s0 = shape.dtype == DType::I32 ? shape.as<int32_t>()[0] : shape.as<int64_t>()[0];
-    const int64_t s1 = shape.dtype == DType::I32 ? shape.as<int32_t>()[1] : shape.as<int64_t>()[1];
+    int64_t s0 = 0, s1 = 0;  // memcpy: a mapped tensor need not be aligned
+    if (shape.dtype == DType::I32) {
+      int32_t v[2];
+      std::memcpy(v, shape.data, sizeof v);
+      s0 = v[0], s1 = v[1];
+    } else {
+      std::memcpy(&s0, shape.data, 8);
+      std::memcpy(&s1, shape.data + 8, 8);
+    }
     if (s0 != rows || s1 != k)
       fail("{}: holds [{}, {}], expected [{}, {}] (the module's shape)", p.where(m + ".weight_shape"), s0, s1, rows, k);
     const std::vector<int32_t> wp = int32_values(p.require(m + ".weight_packed", {DType::I32}, {rows, kp}));
