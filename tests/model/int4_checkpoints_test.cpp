@@ -353,6 +353,24 @@ TEST(Int4Bad, MissingOrMisshapenTensorsNameThem) {
   });
   EXPECT_NE(e.find(m + ".weight_shape"), std::string::npos) << e;
   EXPECT_NE(e.find("holds [128, 64], expected [128, 128]"), std::string::npos) << e;
+  {  // a symmetric scheme's stored zero points: read and must be zp 0 (stored 8)
+    TempDir dir;
+    const Written w = write_pair(dir, cases()[6].o);  // ct_sym_g128
+    auto set_zp = [&](uint32_t word) {
+      test::edit_tensors(w.int4, [&](test::EditedTensor& t) {
+        if (t.name == m + ".weight_zero_point")
+          for (size_t i = 0; i < 16; ++i) std::memcpy(t.bytes.data() + 4 * i, &word, 4);
+        return true;
+      });
+    };
+    test::edit_tensors(w.int4, [](test::EditedTensor&) { return true; },
+                       {{m + ".weight_zero_point", DType::I32, {128 / 8, 1}, std::vector<uint8_t>(64, 0)}});
+    set_zp(0x88888888u);
+    EXPECT_EQ(load_error(w.int4), "");
+    set_zp(0x88888887u);
+    e = load_error(w.int4);
+    EXPECT_NE(e.find("the scheme is symmetric but entry 0 holds zero points other than 0"), std::string::npos) << e;
+  }
   e = broken(cases()[7].o, [&](test::EditedTensor& t) { return t.name != m + ".weight_zero_point"; });
   EXPECT_NE(e.find("missing tensor '" + m + ".weight_zero_point'"), std::string::npos) << e;
   e = broken(cases()[10].o, [&](test::EditedTensor& t) { return t.name != m + ".weight_scale"; });

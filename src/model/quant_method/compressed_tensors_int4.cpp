@@ -4,8 +4,8 @@
 //                   q + 8 (q in -8..7);
 //   `weight_scale`  F16 / BF16 / F32 [rows, groups] (groups 1 per channel);
 //   `weight_shape`  I32 / I64 [2]: {rows, k};
-//   `weight_zero_point` I32 [rows/8, groups] (asymmetric only): row 8c + t of group g in bits 4t..
-//                   of [c, g], stored as zp + 8 (packed along the rows);
+//   `weight_zero_point` I32 [rows/8, groups] (asymmetric; a symmetric scheme's, if stored, must hold
+//                   zp 0): row 8c + t of group g in bits 4t.. of [c, g], stored as zp + 8 (packed along the rows);
 //   `weight_g_idx`  I32 [k] (actorder "group" only): the group of each input column;
 //   w[r, j] = (q - zp) × scale = (stored q - stored zp) × scale; symmetric: zp = 0 (stored 8).
 // docs/FORMAT.md, "int4".
@@ -60,7 +60,16 @@ class CompressedTensorsInt4Method final : public QuantMethod {
     const std::vector<float> sc =
         float_values(p.require(m + ".weight_scale", {DType::F16, DType::BF16, DType::F32}, {rows, groups}));
     std::vector<int32_t> zp;
-    if (!l.symmetric) zp = int32_values(p.require(m + ".weight_zero_point", {DType::I32}, {rows / 8, groups}));
+    if (!l.symmetric) {
+      zp = int32_values(p.require(m + ".weight_zero_point", {DType::I32}, {rows / 8, groups}));
+    } else if (const TensorView* z = p.optional(m + ".weight_zero_point", {DType::I32}, {rows / 8, groups})) {
+      // Some writers keep a symmetric scheme's zero points (all zp = 0, stored 8): read, must be 8.
+      zp = int32_values(*z);
+      for (size_t i = 0; i < zp.size(); ++i)
+        if (static_cast<uint32_t>(zp[i]) != 0x88888888u)
+          fail("{}: the scheme is symmetric but entry {} holds zero points other than 0 (0x{:08X})",
+               p.where(m + ".weight_zero_point"), i, static_cast<uint32_t>(zp[i]));
+    }
     std::vector<int32_t> g_idx;
     if (l.act_order) g_idx = int32_values(p.require(m + ".weight_g_idx", {DType::I32}, {k}));
     std::vector<int32_t> perm = act_order_permutation(g_idx, k, group, p.where(m + ".weight_g_idx"));
