@@ -119,10 +119,11 @@ void write_int4_pair(const std::filesystem::path& dense_dir, const std::filesyst
   std::vector<std::pair<std::string, std::vector<float>>> deq;
   edit_tensors(int4_dir, [&](EditedTensor& t) {
     if (!is_quantized_linear(t.name)) return true;
-    if (t.dtype != DType::F32 || t.shape.size() != 2) throw std::runtime_error("dense F32 weights expected: " + t.name);
+    if (t.shape.size() != 2 || (t.dtype != DType::F32 && t.dtype != DType::BF16 && t.dtype != DType::F16))
+      throw std::runtime_error("dense float weights expected: " + t.name);
     const int64_t n = t.shape[0], k = t.shape[1], groups = k / (o.group ? o.group : k);
     std::vector<float> w(static_cast<size_t>(n * k));
-    std::memcpy(w.data(), t.bytes.data(), t.bytes.size());
+    to_f32_n(t.bytes.data(), t.dtype, w.data(), w.size());
     const std::string m = t.name.substr(0, t.name.size() - 7);
     std::vector<float> pqs;
     if (o.pre_quant_scale) {
@@ -215,7 +216,10 @@ void write_int4_pair(const std::filesystem::path& dense_dir, const std::filesyst
   edit_tensors(int4_dir, [](EditedTensor&) { return true; }, std::move(extra));
   edit_tensors(deq_dir, [&](EditedTensor& t) {
     for (const auto& [name, v] : deq)
-      if (name == t.name) std::memcpy(t.bytes.data(), v.data(), t.bytes.size());
+      if (name == t.name) {  // the dequantized weights in float32, whatever the dense dtype was
+        t.dtype = DType::F32;
+        t.bytes = bytes_of(v);
+      }
     return true;
   });
   set_quantization_config(int4_dir, o.quantization_config);

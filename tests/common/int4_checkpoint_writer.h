@@ -1,10 +1,10 @@
 #pragma once
-// Test-side writer of int4 checkpoints in each producer's layout (docs/FORMAT.md, "int4"), written
-// from the producers' packing rules independently of fp4lm's loaders: from a dense float32
+// Test-side writer of int4 checkpoints in each producer's layout (docs/FORMAT.md §13), written
+// from the producers' packing rules independently of fp4lm's loaders: from a dense float (F32, BF16, F16)
 // checkpoint, every decoder Linear weight (q/k/v/o/gate/up/down_proj) is quantized to 4-bit integers
 // per row and group (min-max with a zero point, or abs-max symmetric with zero point 8; act-order:
 // groups of columns chosen by a random g_idx), and two checkpoints are written:
-//  - `deq_dir`: the dense checkpoint with each such weight replaced by its dequantized values
+//  - `deq_dir`: the dense checkpoint with each such weight replaced by its dequantized values (F32)
 //    (code - zero) × scale, the scale rounded to the dtype the producer stores it in;
 //  - `int4_dir`: the same weights in the producer's tensors, config.json's quantization_config set
 //    to `quantization_config`:
