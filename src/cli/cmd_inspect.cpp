@@ -24,6 +24,7 @@
 #include "model/model_loader.h"
 #include "quant/compressed_tensors_config.h"
 #include "quant/fine_grained_fp8_config.h"
+#include "quant/int4_producer_config.h"
 #include "quant/mxfp4_config.h"
 #include "quant/modelopt_config.h"
 
@@ -102,6 +103,17 @@ json mxfp4_summary(const quant::Mxfp4Config& q) {
   return {{"modules_to_not_convert", q.not_converted}, {"source", "config.json"}};
 }
 
+json int4_producer_summary(const quant::Int4ProducerConfig& q) {
+  return {{"bits", 4},
+          {"group_size", q.group_size},
+          {"sym", q.sym},
+          {"desc_act", q.desc_act},
+          {"version", q.version},
+          {"zero_points_stored_minus_one", q.zeros_minus_one},
+          {"modules_to_not_convert", q.not_converted},
+          {"source", "config.json"}};
+}
+
 json quantization_summary(const quant::QuantConfig& q, const model::EngineOptions& opts) {
   if (!q.quantized()) return nullptr;
   json s;
@@ -114,6 +126,8 @@ json quantization_summary(const quant::QuantConfig& q, const model::EngineOption
       s = fine_grained_fp8_summary(dynamic_cast<const quant::FineGrainedFp8Config&>(q));
       break;
     case quant::Family::mxfp4: s = mxfp4_summary(dynamic_cast<const quant::Mxfp4Config&>(q)); break;
+    case quant::Family::gptq:
+    case quant::Family::awq: s = int4_producer_summary(dynamic_cast<const quant::Int4ProducerConfig&>(q)); break;
   }
   s["family"] = std::string(quant::family_name(q.family()));
   s["config"] = q.describe();

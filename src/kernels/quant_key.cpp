@@ -9,6 +9,7 @@ std::string_view weight_key_name(WeightKey k) {
     case WeightKey::fp8_static: return "fp8_static";
     case WeightKey::fp8_block: return "fp8_block";
     case WeightKey::mxfp4: return "mxfp4";
+    case WeightKey::int4: return "int4";
   }
   return "?";
 }
@@ -31,6 +32,7 @@ std::string_view scheme_name(QuantKey k) {
   if (k == kFp8BlockW8A16) return "fp8_block_w8a16";
   if (k.weight == WeightKey::fp8_block) return "fp8_block";
   if (k.weight == WeightKey::mxfp4) return "mxfp4_w4a16";
+  if (k.weight == WeightKey::int4) return "int4_w4a16";
   return "unquantized";
 }
 

@@ -8,7 +8,7 @@
 
 namespace fp4lm::kernels {
 
-enum class WeightKey { unquantized, nvfp4_static, fp8_static, fp8_block, mxfp4 };
+enum class WeightKey { unquantized, nvfp4_static, fp8_static, fp8_block, mxfp4, int4 };
 enum class ActKey { none, nvfp4_dynamic, fp8_static, fp8_group_dynamic };
 
 struct QuantKey {
@@ -26,11 +26,14 @@ inline constexpr QuantKey kFp8Block{WeightKey::fp8_block, ActKey::fp8_group_dyna
 inline constexpr QuantKey kFp8BlockW8A16{WeightKey::fp8_block, ActKey::none};
 // MXFP4 (OCP microscaling, gpt-oss) weight-only: activations in the engine dtype.
 inline constexpr QuantKey kMxfp4W4A16{WeightKey::mxfp4, ActKey::none};
+// Group-quantized int4 (GPTQ, AWQ, compressed-tensors pack-quantized, ModelOpt W4A16_AWQ)
+// weight-only: activations in the engine dtype.
+inline constexpr QuantKey kInt4W4A16{WeightKey::int4, ActKey::none};
 
 std::string_view weight_key_name(WeightKey k);  // "nvfp4_static"
 std::string_view act_key_name(ActKey k);        // "nvfp4_dynamic", "none"
 // The scheme names of the CLI contract: "nvfp4_w4a4", "nvfp4_w4a16", "fp8" (W8A8),
-// "fp8_w8a16", "fp8_block" (W8A8), "fp8_block_w8a16", "mxfp4_w4a16", "unquantized".
+// "fp8_w8a16", "fp8_block" (W8A8), "fp8_block_w8a16", "mxfp4_w4a16", "int4_w4a16", "unquantized".
 std::string_view scheme_name(QuantKey k);
 
 }  // namespace fp4lm::kernels

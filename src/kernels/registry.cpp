@@ -33,6 +33,10 @@ const Backend& cpu_dense_avx512_moe_backend();
 const Backend& cpu_dense_avx2_moe_backend();
 const Backend& cpu_fp8_w8a16_avx512_moe_backend();
 const Backend& cpu_fp8_w8a16_avx2_moe_backend();
+const Backend& cpu_int4_w4a16_avx512_linear_backend();
+const Backend& cpu_int4_w4a16_avx2_linear_backend();
+const Backend& cpu_int4_w4a16_avx512_moe_backend();
+const Backend& cpu_int4_w4a16_avx2_moe_backend();
 #endif
 const Backend& reference_linear_backend();
 const Backend& reference_moe_backend();
@@ -53,6 +57,8 @@ std::vector<const Backend*> table() {
       &cpu_dense_avx2_linear_backend(),
       &cpu_fp8_w8a16_avx512_linear_backend(),
       &cpu_fp8_w8a16_avx2_linear_backend(),
+      &cpu_int4_w4a16_avx512_linear_backend(),
+      &cpu_int4_w4a16_avx2_linear_backend(),
 #endif
       &reference_linear_backend(),
 #ifdef FP4LM_HAVE_AVX2_KERNELS
@@ -66,6 +72,8 @@ std::vector<const Backend*> table() {
       &cpu_dense_avx2_moe_backend(),
       &cpu_fp8_w8a16_avx512_moe_backend(),
       &cpu_fp8_w8a16_avx2_moe_backend(),
+      &cpu_int4_w4a16_avx512_moe_backend(),
+      &cpu_int4_w4a16_avx2_moe_backend(),
 #endif
       &reference_moe_backend(),
   };
@@ -185,6 +193,7 @@ std::string selection_message(const Selection& s, LayerKind kind, QuantKey key) 
                        : key.weight == WeightKey::fp8_static ? "FP8 "
                        : key.weight == WeightKey::fp8_block  ? "block-FP8 "
                        : key.weight == WeightKey::mxfp4      ? "MXFP4 "
+                       : key.weight == WeightKey::int4       ? "int4 "
                                                              : "unquantized ";
   return fmt::format("Using '{}' {}{} backend out of potential backends: [{}]", s.backend->name, format,
                      kind_name(kind), fmt::join(s.candidates, ", "));

@@ -64,7 +64,23 @@ struct Mxfp4View {
   const uint8_t* scales = nullptr;
 };
 
-using ShardView = std::variant<DenseView, Nvfp4View, Fp8View, Fp8BlockView, Mxfp4View>;
+// int4: 4-bit integers with a float scale and an integer zero point per `group` input columns of a
+// row (GPTQ, AWQ, compressed-tensors pack-quantized, ModelOpt W4A16_AWQ; each producer's layout is
+// normalized to this one at load by its quant method, docs/FORMAT.md "int4"). `codes` U8
+// [rows, k/2], unsigned 0..15, column 2j in the low nibble; `scales` / `zeros` [rows, k/group]:
+//   w[r, perm[j]] = (code[r, j] - zero[r, j / group]) × scale[r, j / group]
+// where `perm` (act-order, GPTQ's g_idx sorted) is the identity when empty. Symmetric schemes
+// store zero 8. The view owns its arrays (the producers' layouts are repacked).
+struct Int4View {
+  static constexpr WeightKey key = WeightKey::int4;
+  int64_t group = 0;
+  std::vector<uint8_t> codes;
+  std::vector<float> scales;
+  std::vector<uint8_t> zeros;
+  std::vector<int32_t> perm;  // [k] or empty
+};
+
+using ShardView = std::variant<DenseView, Nvfp4View, Fp8View, Fp8BlockView, Mxfp4View, Int4View>;
 
 // The format a view holds.
 WeightKey view_key(const ShardView& v);

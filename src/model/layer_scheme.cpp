@@ -76,6 +76,7 @@ LayerScheme resolve_scheme(const quant::QuantConfig& q, const LayerSpec& spec, c
   s.on_disk = {q.family(), layer_on_disk_scheme(q, spec, tensors)};
   if (s.on_disk.scheme == Scheme::fp8_block || s.on_disk.scheme == Scheme::fp8_block_a16)
     std::tie(s.on_disk.block_n, s.on_disk.block_k) = q.weight_block(spec.modules().front());
+  if (s.on_disk.scheme == Scheme::int4) s.on_disk.int4 = q.int4_layout(spec.modules().front());
   s.act_dtype = engine_dtype;
   const QuantMethod& method = quant_method(s.on_disk);
   s.key = method.key(s.on_disk, spec.modules(), tensors);

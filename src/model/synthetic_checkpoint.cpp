@@ -145,6 +145,8 @@ struct Writer {
       switch (algo) {
         case QuantAlgo::None:
         case QuantAlgo::MIXED_PRECISION: dense(m + ".weight", {n, k}, ws[i]); break;
+        case QuantAlgo::W4A16_AWQ:
+          fail("synthetic checkpoint: W4A16_AWQ (int4) is not written here (tests/common/int4_checkpoint_writer.h)");
         case QuantAlgo::NVFP4:
         case QuantAlgo::NVFP4_AWQ:
         case QuantAlgo::W4A16_NVFP4: {

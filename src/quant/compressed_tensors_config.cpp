@@ -91,14 +91,40 @@ void classify(CtGroup& g, const json& body, const std::string& format) {
   auto unsupported = [&](const std::string& why) {
     g.unsupported = fmt::format("{} ({}): {}; fp4lm reads NVFP4 (4-bit float weights in blocks of 16, "
                                 "nvfp4-pack-quantized) and FP8 (8-bit float weights per tensor, per channel or "
-                                "in blocks, float-quantized)",
+                                "in blocks, float-quantized) and INT4 W4A16 (4-bit int weights, pack-quantized)",
                                 what, why, "not supported");
   };
   if (!w.is_object()) return unsupported("no weights args");
   const int bits = int_member(w, "num_bits");
   const std::string type = str_member(w, "type"), strategy = str_member(w, "strategy");
-  if (type == "int") return unsupported(format == "pack-quantized" ? "INT4/INT8 pack-quantized (GPTQ/AWQ-style)"
-                                                                   : "integer weights");
+  if (type == "int") {
+    if (format != "pack-quantized") return unsupported("integer weights need format pack-quantized");
+    if (bits != 4) return unsupported(fmt::format("{}-bit integer weights (fp4lm reads 4-bit ones)", bits));
+    if (has_act) return unsupported("integer weights with quantized activations (only W4A16 is read)");
+    if (w.contains("dynamic") && w["dynamic"] != false) return unsupported("dynamic integer weights");
+    if (strategy != "group" && strategy != "channel")
+      return unsupported("4-bit integer weights with strategy '" + strategy + "' (expected group or channel)");
+    Int4Layout l;
+    if (strategy == "group") {
+      l.group = int_member(w, "group_size");
+      if (l.group <= 0) return unsupported("strategy group without a positive group_size");
+    }
+    if (w.contains("symmetric") && !w["symmetric"].is_boolean()) return unsupported("a non-boolean 'symmetric'");
+    l.symmetric = !w.contains("symmetric") || w["symmetric"].get<bool>();
+    const std::string actorder = w.contains("actorder") && w["actorder"].is_string() ? lower(str_member(w, "actorder")) : "";
+    if (w.contains("actorder") && !w["actorder"].is_null() && !w["actorder"].is_string())
+      return unsupported("a non-string 'actorder'");
+    if (actorder == "group" || actorder == "dynamic")
+      l.act_order = true;
+    else if (!actorder.empty() && actorder != "weight" && actorder != "static")
+      return unsupported("actorder '" + actorder + "' (expected group, weight or null)");
+    g.scheme = Scheme::int4;
+    g.int4 = l;
+    g.description = fmt::format("INT4 W4A16, {}, {}{} ({})",
+                                l.group ? fmt::format("group_size {}", l.group) : std::string("per channel"),
+                                l.symmetric ? "symmetric" : "asymmetric", l.act_order ? ", actorder group" : "", format);
+    return;
+  }
   if (type != "float") return unsupported("weights of type '" + type + "'");
   if (bits == 4) {
     if (strategy != "tensor_group" || int_member(w, "group_size") != 16)
@@ -260,6 +286,11 @@ Scheme CompressedTensorsConfig::module_scheme(const std::string& module, const M
 std::pair<int64_t, int64_t> CompressedTensorsConfig::weight_block(const std::string& module) const {
   const CtGroup* g = excluded(module) ? nullptr : group_of(module);
   return g ? std::pair<int64_t, int64_t>{g->block_n, g->block_k} : std::pair<int64_t, int64_t>{0, 0};
+}
+
+Int4Layout CompressedTensorsConfig::int4_layout(const std::string& module) const {
+  const CtGroup* g = excluded(module) ? nullptr : group_of(module);
+  return g ? g->int4 : Int4Layout{};
 }
 
 std::shared_ptr<const QuantConfig> CompressedTensorsConfig::with_prefix(const std::string& from,

@@ -7,8 +7,9 @@
 //    without; 8-bit float weights per tensor or per channel are FP8 — W8A16 without activations,
 //    W8A8 static (per-tensor input_scale) or dynamic (per token); 8-bit float weights in blocks
 //    (strategy block, block_structure) are block-wise FP8 — W8A16, or W8A8 with dynamic
-//    per-token-group activations. Anything else (INT4/INT8
-//    pack-quantized, MXFP4, 2:4 sparsity, transforms) is an Error naming the
+//    per-token-group activations; 4-bit int weights (strategy group or channel, symmetric or with
+//    zero points, actorder) without activation args, format pack-quantized, are INT4 W4A16
+//    (docs/FORMAT.md, "int4"). Anything else (INT8, int activations, MXFP4, 2:4 sparsity, transforms) is an Error naming the
 //    group, the scheme and the module that uses it.
 //  - `targets` and `ignore` entries are a module's full name, a "re:" regex matched from the
 //    start of the name (Python's re.match), or, for targets, a layer class name ("Linear", which
@@ -38,6 +39,7 @@ struct CtGroup {
   std::string unsupported;
   std::string description;  // e.g. "NVFP4 W4A4 (nvfp4-pack-quantized)"
   int64_t block_n = 0, block_k = 0;  // block-wise FP8: block_structure
+  Int4Layout int4;                   // INT4 pack-quantized
 };
 
 struct CompressedTensorsConfig final : QuantConfig {
@@ -59,6 +61,7 @@ struct CompressedTensorsConfig final : QuantConfig {
   Scheme module_scheme(const std::string& module, const ModuleTensors& tensors) const override;
   bool excluded(const std::string& module) const override;
   std::pair<int64_t, int64_t> weight_block(const std::string& module) const override;
+  Int4Layout int4_layout(const std::string& module) const override;
   std::shared_ptr<const QuantConfig> with_prefix(const std::string& from, const std::string& to) const override;
 
   // The group whose targets select `module` (ignore not applied), or nullptr.

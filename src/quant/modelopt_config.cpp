@@ -15,7 +15,7 @@ using nlohmann::json;
 
 namespace {
 
-constexpr const char* kSupported = "NVFP4, W4A16_NVFP4, FP8, MIXED_PRECISION, NVFP4_AWQ";
+constexpr const char* kSupported = "NVFP4, W4A16_NVFP4, FP8, MIXED_PRECISION, NVFP4_AWQ, W4A16_AWQ";
 
 std::string upper(std::string s) {
   for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
@@ -95,6 +95,9 @@ std::map<std::string, LayerQuant> parse_quantized_layers(const json& v, const st
 void check_group_size(QuantAlgo algo, std::optional<int> gs, const std::string& where) {
   if ((algo == QuantAlgo::NVFP4 || algo == QuantAlgo::W4A16_NVFP4 || algo == QuantAlgo::NVFP4_AWQ) && gs && *gs != 16)
     fail("{}: group_size must be 16 for {} (found {})", where, algo_name(algo), *gs);
+  if (algo == QuantAlgo::W4A16_AWQ && (!gs || *gs <= 0))
+    fail("{}: W4A16_AWQ needs a positive group_size (the int4 scale block; found {})", where,
+         gs ? std::to_string(*gs) : std::string("none"));
 }
 
 bool is_nvfp4(QuantAlgo a) { return a == QuantAlgo::NVFP4 || a == QuantAlgo::W4A16_NVFP4 || a == QuantAlgo::NVFP4_AWQ; }
@@ -351,6 +354,7 @@ std::string_view algo_name(QuantAlgo a) {
     case QuantAlgo::FP8: return "FP8";
     case QuantAlgo::MIXED_PRECISION: return "MIXED_PRECISION";
     case QuantAlgo::NVFP4_AWQ: return "NVFP4_AWQ";
+    case QuantAlgo::W4A16_AWQ: return "W4A16_AWQ";
   }
   return "?";
 }
@@ -359,7 +363,6 @@ std::string_view unsupported_modelopt_algo(const std::string& u) {
   // Every quant_algo ModelOpt's unified HF export writes (modelopt/torch/export/quant_utils.py,
   // process_layer_quant_config; get_quantization_format's raw names), and the ones issue #44 names.
   static const std::map<std::string, std::string_view> known = {
-      {"W4A16_AWQ", "int4 weights in groups with AWQ pre_quant_scale, 16-bit activations"},
       {"W4A8_AWQ", "int4 weights in groups with AWQ pre_quant_scale and FP8 activations"},
       {"W8A16", "int8 weights per channel, 16-bit activations"},
       {"W8A8_SQ_PER_CHANNEL", "SmoothQuant int8 weights per channel and int8 activations"},
@@ -383,6 +386,7 @@ QuantAlgo parse_algo(const std::string& name, const std::string& where) {
   if (u == "FP8") return QuantAlgo::FP8;
   if (u == "MIXED_PRECISION") return QuantAlgo::MIXED_PRECISION;
   if (u == "NVFP4_AWQ") return QuantAlgo::NVFP4_AWQ;
+  if (u == "W4A16_AWQ") return QuantAlgo::W4A16_AWQ;
   if (std::string_view what = unsupported_modelopt_algo(u); !what.empty())
     fail("{}: quant_algo '{}' (ModelOpt's {}) is not supported by fp4lm (supported: {}; docs/FORMAT.md lists each "
          "ModelOpt algorithm)",
@@ -458,6 +462,7 @@ Scheme scheme_of(QuantAlgo a) {
     case QuantAlgo::NVFP4_AWQ: return Scheme::nvfp4;
     case QuantAlgo::W4A16_NVFP4: return Scheme::nvfp4_a16;
     case QuantAlgo::FP8: return Scheme::fp8;
+    case QuantAlgo::W4A16_AWQ: return Scheme::int4;
     case QuantAlgo::None: return Scheme::unquantized;
     case QuantAlgo::MIXED_PRECISION: break;
   }
@@ -469,6 +474,7 @@ QuantAlgo algo_of(Scheme s) {
     case Scheme::nvfp4: return QuantAlgo::NVFP4;
     case Scheme::nvfp4_a16: return QuantAlgo::W4A16_NVFP4;
     case Scheme::fp8: return QuantAlgo::FP8;
+    case Scheme::int4: return QuantAlgo::W4A16_AWQ;
     case Scheme::unquantized: return QuantAlgo::None;
     default: break;
   }
@@ -488,6 +494,16 @@ bool ModeloptConfig::declares(Scheme s) const {
   if (algo != QuantAlgo::MIXED_PRECISION) return algo != QuantAlgo::None && scheme_of(algo) == s;
   return std::any_of(quantized_layers.begin(), quantized_layers.end(),
                      [&](const auto& e) { return scheme_of(e.second.algo) == s; });
+}
+
+Int4Layout ModeloptConfig::int4_layout(const std::string& module) const {
+  Int4Layout l;  // symmetric (has_zero_point false), no act-order
+  std::optional<int> gs = group_size;
+  if (algo == QuantAlgo::MIXED_PRECISION)
+    for (const auto& [m, lq] : quantized_layers)
+      if (lq.algo == QuantAlgo::W4A16_AWQ && (module == m || module.starts_with(m + "."))) gs = lq.group_size;
+  l.group = gs.value_or(0);
+  return l;
 }
 
 bool ModeloptConfig::excluded(const std::string& module) const { return is_excluded(exclude_modules, module); }

@@ -22,7 +22,9 @@ namespace fp4lm::quant {
 
 // NVFP4_AWQ: NVFP4 W4A4 whose modules may store AWQ's `pre_quant_scale` (an NVFP4 module may too:
 // the tensor decides, model/quant_method/quant_method.cpp; the algorithm names the export).
-enum class QuantAlgo { None, NVFP4, W4A16_NVFP4, FP8, MIXED_PRECISION, NVFP4_AWQ };
+// W4A16_AWQ: ModelOpt's int4 export (signed nibbles packed along the output rows, a scale per
+// group_size inputs, pre_quant_scale), run as Scheme::int4 with zero point 8.
+enum class QuantAlgo { None, NVFP4, W4A16_NVFP4, FP8, MIXED_PRECISION, NVFP4_AWQ, W4A16_AWQ };
 
 std::string_view algo_name(QuantAlgo a);  // "NVFP4", ...; None -> "UNQUANTIZED"
 // Case-insensitive; throws Error listing the supported algorithms (`where` names the source). An
@@ -66,6 +68,7 @@ struct ModeloptConfig final : QuantConfig {
   std::string describe() const override;
   std::optional<std::string> kv_cache_scheme() const override { return kv_cache_quant_algo; }
   bool declares(Scheme s) const override;
+  Int4Layout int4_layout(const std::string& module) const override;
   Scheme module_scheme(const std::string& module, const ModuleTensors& tensors) const override;
   bool excluded(const std::string& module) const override;
   bool exclusions_decide() const override { return !other && exclusions_listed; }

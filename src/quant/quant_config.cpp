@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "quant/compressed_tensors_config.h"
 #include "quant/fine_grained_fp8_config.h"
+#include "quant/int4_producer_config.h"
 #include "quant/modelopt_config.h"
 #include "quant/mxfp4_config.h"
 
@@ -18,6 +19,8 @@ std::string_view family_name(Family f) {
     case Family::compressed_tensors: return "compressed-tensors";
     case Family::fine_grained_fp8: return "fp8";
     case Family::mxfp4: return "mxfp4";
+    case Family::gptq: return "gptq";
+    case Family::awq: return "awq";
   }
   return "?";
 }
@@ -33,6 +36,7 @@ std::string_view scheme_name(Scheme s) {
     case Scheme::fp8_block: return "FP8_BLOCK";
     case Scheme::fp8_block_a16: return "FP8_BLOCK_W8A16";
     case Scheme::mxfp4: return "MXFP4";
+    case Scheme::int4: return "INT4_W4A16";
   }
   return "?";
 }
@@ -71,9 +75,17 @@ std::shared_ptr<const QuantConfig> parse_quant_config(const std::optional<json>&
            where, dir);
     return std::make_shared<Mxfp4Config>(parse_mxfp4_config(config_json["quantization_config"], where));
   }
+  if (m == "gptq" || m == "awq") {
+    if (hf_quant_config)
+      fail("{}: quant_method is {} but {}/hf_quant_config.json (ModelOpt's) is present too; remove the one that "
+           "does not describe the tensors",
+           where, m, dir);
+    return std::make_shared<Int4ProducerConfig>(
+        parse_int4_producer_config(config_json["quantization_config"], where, m == "gptq" ? Family::gptq : Family::awq));
+  }
   if (!m.empty() && m != "modelopt")
     fail("{}: unsupported quant_method '{}' (fp4lm loads \"modelopt\", \"compressed-tensors\", block-wise "
-         "\"fp8\" and \"mxfp4\"; AWQ, GPTQ, bitsandbytes and others are not supported)",
+         "\"fp8\", \"mxfp4\", \"gptq\" and \"awq\"; bitsandbytes, HQQ, EXL2 and others are not supported)",
          where, method);
   return std::make_shared<ModeloptConfig>(parse_modelopt_config(hf_quant_config, config_json, dir));
 }

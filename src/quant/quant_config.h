@@ -22,8 +22,10 @@ namespace fp4lm::quant {
 //    transformers' FineGrainedFP8Config): `weight` + `weight_scale_inv` block scales.
 //  mxfp4: quant_method "mxfp4" (gpt-oss, transformers' Mxfp4Config): the MoE experts' fused
 //    parameters as `<param>_blocks` + `<param>_scales` (E8M0), everything else unquantized.
-enum class Family { modelopt, compressed_tensors, fine_grained_fp8, mxfp4 };
-std::string_view family_name(Family f);  // "modelopt", "compressed-tensors", "fp8", "mxfp4"
+//  gptq: quant_method "gptq" (AutoGPTQ / GPTQModel): `qweight` / `qzeros` / `scales` / `g_idx`.
+//  awq: quant_method "awq" (AutoAWQ, GEMM layout): `qweight` / `qzeros` / `scales`.
+enum class Family { modelopt, compressed_tensors, fine_grained_fp8, mxfp4, gptq, awq };
+std::string_view family_name(Family f);  // "modelopt", "compressed-tensors", "fp8", "mxfp4", "gptq", "awq"
 
 // What one module stores, in any family's names.
 //  nvfp4 / nvfp4_a16: E2M1 codes, E4M3 scales per 16, a global scale; with / without an
@@ -37,10 +39,21 @@ std::string_view family_name(Family f);  // "modelopt", "compressed-tensors", "f
 //    activations quantized per token per column block at run time (W8A8 as DeepSeek runs it).
 //  fp8_block_a16: the same weights, activations unquantized (compressed-tensors W8A16 block).
 //  mxfp4: E2M1 codes with one E8M0 power-of-two scale per 32 weights, activations unquantized.
-enum class Scheme { unquantized, nvfp4, nvfp4_a16, fp8, fp8_a16, fp8_dynamic, fp8_block, fp8_block_a16, mxfp4 };
+//  int4: 4-bit integers with a scale and a zero point per group of input columns (Int4Layout),
+//    activations unquantized (GPTQ, AWQ, compressed-tensors pack-quantized W4A16).
+enum class Scheme { unquantized, nvfp4, nvfp4_a16, fp8, fp8_a16, fp8_dynamic, fp8_block, fp8_block_a16, mxfp4, int4 };
 // "UNQUANTIZED", "NVFP4", "W4A16_NVFP4", "FP8", "FP8_W8A16", "FP8_DYNAMIC", "FP8_BLOCK",
-// "FP8_BLOCK_W8A16", "MXFP4" (ModelOpt's names where it has one).
+// "FP8_BLOCK_W8A16", "MXFP4", "INT4_W4A16" (ModelOpt's names where it has one).
 std::string_view scheme_name(Scheme s);
+
+// How a family's int4 layer is grouped and offset (what its config says; the tensors hold the rest).
+struct Int4Layout {
+  int64_t group = 0;           // input columns per scale and zero point; 0: one group per row (-1)
+  bool symmetric = true;       // zero point 8 (no zero-point tensor, or one that must hold 8)
+  bool act_order = false;      // a g_idx tensor orders the columns into groups
+  bool zeros_minus_one = false;  // GPTQ v1 (checkpoint_format "gptq"): stored zero = zero - 1
+  bool operator==(const Int4Layout&) const = default;
+};
 
 // The on-disk format of a module: which names (family) hold which scheme.
 struct DiskFormat {
@@ -48,6 +61,7 @@ struct DiskFormat {
   Scheme scheme = Scheme::unquantized;
   // fp8_block / fp8_block_a16: rows × columns per scale block ({128, 128} as published).
   int64_t block_n = 0, block_k = 0;
+  Int4Layout int4{};  // int4
   bool operator==(const DiskFormat&) const = default;
 };
 
@@ -83,6 +97,11 @@ class QuantConfig {
   virtual std::pair<int64_t, int64_t> weight_block(const std::string& module) const {
     (void)module;
     return {0, 0};
+  }
+  // The grouping of an int4 `module`'s weights (scheme int4 only).
+  virtual Int4Layout int4_layout(const std::string& module) const {
+    (void)module;
+    return {};
   }
   // Whether the config excludes `module` (keeps it unquantized).
   virtual bool excluded(const std::string& module) const = 0;

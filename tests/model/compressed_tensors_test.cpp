@@ -257,12 +257,13 @@ TEST(CompressedTensorsBad, UnsupportedSchemesNameTheGroupAndModule) {
   const Pair p = write_pair(dir, synth("LlamaForCausalLM", QuantAlgo::NVFP4),
                             test::ct_config("nvfp4-pack-quantized", {{"g", test::ct_nvfp4_group({"Linear"}, true)}}, kIgnore));
   json int4 = test::ct_nvfp4_group({"Linear"}, false);
-  int4["weights"] = {{"num_bits", 4}, {"type", "int"}, {"strategy", "group"}, {"group_size", 128}, {"symmetric", true}};
+  // INT8 pack-quantized (INT4 W4A16 is read: tests/model/int4_checkpoints_test.cpp).
+  int4["weights"] = {{"num_bits", 8}, {"type", "int"}, {"strategy", "group"}, {"group_size", 128}, {"symmetric", true}};
   int4["format"] = "pack-quantized";
   set_quantization_config(p.ct, test::ct_config("pack-quantized", {{"group_0", int4}}, kIgnore));
   std::string e = load_error(p.ct);
   EXPECT_NE(e.find("config_groups['group_0']"), std::string::npos) << e;
-  EXPECT_NE(e.find("pack-quantized"), std::string::npos) << e;
+  EXPECT_NE(e.find("8-bit integer weights"), std::string::npos) << e;
   EXPECT_NE(e.find("module model.layers.0.self_attn.q_proj"), std::string::npos) << e;
 
   json block = test::ct_fp8_group({"Linear"}, "block", "dynamic");
@@ -270,7 +271,7 @@ TEST(CompressedTensorsBad, UnsupportedSchemesNameTheGroupAndModule) {
   e = load_error(p.ct);
   EXPECT_NE(e.find("block-wise FP8"), std::string::npos) << e;
 
-  for (const char* method : {"awq", "gptq"}) {
+  for (const char* method : {"bitsandbytes", "hqq"}) {
     set_quantization_config(p.ct, {{"quant_method", method}, {"bits", 4}, {"group_size", 128}});
     e = load_error(p.ct);
     EXPECT_NE(e.find(std::string("unsupported quant_method '") + method + "'"), std::string::npos) << e;

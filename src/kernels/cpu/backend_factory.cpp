@@ -97,4 +97,14 @@ Backend fp8_cpu_backend(std::string name, LayerKind kind, const Fp8Kernels& isa,
   return b;
 }
 
+Backend int4_cpu_backend(std::string name, LayerKind kind, const Int4Kernels& isa, IsaNeeds needs) {
+  const Int4Kernels* table = &isa;
+  return row_split_backend(
+      std::move(name), kind, kInt4W4A16, true, needs,
+      [table](LinearWeights w, const LinearProblem& p) -> std::unique_ptr<RowSplitLinear> {
+        return std::make_unique<Int4Linear>(std::move(w), p, *table);
+      },
+      check_positive_linear, check_positive_moe);
+}
+
 }  // namespace fp4lm::kernels::cpu

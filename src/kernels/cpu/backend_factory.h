@@ -8,6 +8,7 @@
 #include "kernels/backend.h"
 #include "kernels/cpu/dense_kernels.h"
 #include "kernels/cpu/fp8_kernels.h"
+#include "kernels/cpu/int4_kernels.h"
 #include "kernels/cpu/nvfp4_kernels.h"
 #include "kernels/cpu/nvfp4_linear.h"
 
@@ -26,5 +27,8 @@ Backend dense_cpu_backend(std::string name, LayerKind kind, const DenseKernels& 
 // (`isa`) and block-wise FP8 (`block_isa`).
 Backend fp8_cpu_backend(std::string name, LayerKind kind, const Fp8Kernels& isa, const Fp8Kernels& block_isa,
                         IsaNeeds needs);
+
+// An int4 W4A16 Linear or MoE backend (group-quantized int4 weights, activations unquantized).
+Backend int4_cpu_backend(std::string name, LayerKind kind, const Int4Kernels& isa, IsaNeeds needs);
 
 }  // namespace fp4lm::kernels::cpu

@@ -22,6 +22,12 @@ const QuantMethod& quant_method(const quant::DiskFormat& f) {
     case quant::Scheme::fp8_block_a16:
       return f.family == quant::Family::compressed_tensors ? compressed_tensors_fp8_block_method() : fp8_block_method();
     case quant::Scheme::mxfp4: return mxfp4_method();
+    case quant::Scheme::int4:
+      if (f.family == quant::Family::gptq) return gptq_method();
+      if (f.family == quant::Family::awq) return awq_method();
+      if (f.family == quant::Family::compressed_tensors) return compressed_tensors_int4_method();
+      if (f.family == quant::Family::modelopt) return modelopt_int4_method();
+      break;
   }
   fail("no quantization method for {} {}", quant::family_name(f.family), quant::scheme_name(f.scheme));
 }
@@ -32,6 +38,11 @@ quant::Scheme detect_scheme(quant::Family family, const TensorLookup& tensors, c
       if (std::optional<quant::Scheme> s = m->detect(tensors, module)) return *s;
     return quant::Scheme::unquantized;
   }
+  if (family == quant::Family::gptq || family == quant::Family::awq) {
+    const QuantMethod& m = family == quant::Family::gptq ? gptq_method() : awq_method();
+    if (std::optional<quant::Scheme> s = m.detect(tensors, module)) return *s;
+    return quant::Scheme::unquantized;
+  }
   if (family == quant::Family::mxfp4) {
     if (std::optional<quant::Scheme> s = mxfp4_method().detect(tensors, module)) return *s;
     return quant::Scheme::unquantized;
@@ -40,6 +51,9 @@ quant::Scheme detect_scheme(quant::Family family, const TensorLookup& tensors, c
       family == quant::Family::compressed_tensors ? compressed_tensors_nvfp4_method() : nvfp4_method();
   for (const QuantMethod* m : {&fp8_method(), &nvfp4})
     if (std::optional<quant::Scheme> s = m->detect(tensors, module)) return *s;
+  const QuantMethod& int4 =
+      family == quant::Family::compressed_tensors ? compressed_tensors_int4_method() : modelopt_int4_method();
+  if (std::optional<quant::Scheme> s = int4.detect(tensors, module)) return *s;
   return quant::Scheme::unquantized;
 }
 

@@ -73,5 +73,9 @@ const QuantMethod& fp8_method();                       // the same names in both
 const QuantMethod& fp8_block_method();                 // block-wise FP8: weight_scale_inv
 const QuantMethod& compressed_tensors_fp8_block_method();  // block-wise FP8: weight_scale
 const QuantMethod& mxfp4_method();                     // MXFP4: gpt-oss's `*_blocks` / `*_scales` experts
+const QuantMethod& gptq_method();                      // int4: GPTQ's qweight / qzeros / scales / g_idx
+const QuantMethod& awq_method();                       // int4: AutoAWQ GEMM's qweight / qzeros / scales
+const QuantMethod& compressed_tensors_int4_method();   // int4: pack-quantized weight_packed / weight_scale
+const QuantMethod& modelopt_int4_method();             // int4: ModelOpt W4A16_AWQ's U8 weight / weight_scale
 
 }  // namespace fp4lm::model

@@ -53,6 +53,17 @@ void reference_weight_row(const LinearWeights& w, int64_t r, float* out) {
       std::copy(row.begin(), row.end(), out);
       return;
     }
+    case WeightKey::int4: {
+      const Int4View& v = s.as<Int4View>();
+      const int64_t groups = k / v.group;
+      const uint8_t* codes = v.codes.data() + r * (k / 2);
+      for (int64_t j = 0; j < k; ++j) {
+        const int c = (j & 1) ? codes[j / 2] >> 4 : codes[j / 2] & 0xf;
+        const int64_t g = r * groups + j / v.group;
+        out[v.perm.empty() ? j : v.perm[static_cast<size_t>(j)]] = static_cast<float>(c - v.zeros[g]) * v.scales[g];
+      }
+      return;
+    }
     case WeightKey::fp8_block: {
       const Fp8BlockView& v = s.as<Fp8BlockView>();
       const uint8_t* codes = v.codes + r * k;
@@ -95,6 +106,39 @@ std::vector<float> reference_activation_input(const LinearWeights& w, const floa
   return out;
 }
 
+void check_int4_weights(const LinearWeights& w) {
+  const std::string layer = w.shards.empty() ? std::string("?") : w.shards[0].name;
+  if (w.n <= 0 || w.k <= 0 || w.k % 2 != 0)
+    fail("int4 layer {}: shape [{}, {}] needs n > 0 and k a positive even number", layer, w.n, w.k);
+  int64_t rows = 0;
+  for (const WeightShard& s : w.shards) {
+    const Int4View& v = s.as<Int4View>();
+    if (v.group <= 0 || w.k % v.group != 0)
+      fail("{}: int4 group size {} does not divide the input width {}", s.name, v.group, w.k);
+    const size_t groups = static_cast<size_t>(s.rows * (w.k / v.group));
+    if (v.codes.size() != static_cast<size_t>(s.rows * (w.k / 2)) || v.scales.size() != groups ||
+        v.zeros.size() != groups)
+      fail("{}: int4 arrays hold {} code bytes, {} scales, {} zeros; expected {}, {}, {}", s.name, v.codes.size(),
+           v.scales.size(), v.zeros.size(), s.rows * (w.k / 2), groups, groups);
+    for (size_t i = 0; i < groups; ++i) {
+      if (v.zeros[i] > 16) fail("{}: int4 zero point [{}] is {}, expected 0..16", s.name, i, v.zeros[i]);
+      if (!std::isfinite(v.scales[i])) fail("{}: int4 scale [{}] is {}, expected a finite value", s.name, i, v.scales[i]);
+    }
+    if (!v.perm.empty()) {
+      if (v.perm.size() != static_cast<size_t>(w.k))
+        fail("{}: act-order permutation has {} entries, expected {}", s.name, v.perm.size(), w.k);
+      std::vector<char> seen(static_cast<size_t>(w.k), 0);
+      for (int32_t p : v.perm) {
+        if (p < 0 || p >= w.k || seen[static_cast<size_t>(p)])
+          fail("{}: act-order permutation is not a permutation of [0, {}) (entry {})", s.name, w.k, p);
+        seen[static_cast<size_t>(p)] = 1;
+      }
+    }
+    rows += s.rows;
+  }
+  if (rows != w.n) fail("int4 layer {}: shards hold {} rows, expected n = {}", layer, rows, w.n);
+}
+
 size_t linear_weight_bytes(const LinearWeights& w) {
   switch (w.key.weight) {
     case WeightKey::unquantized: {
@@ -105,6 +149,11 @@ size_t linear_weight_bytes(const LinearWeights& w) {
     case WeightKey::nvfp4_static: return static_cast<size_t>(w.n * (w.k / 2 + w.k / 16));
     case WeightKey::fp8_static: return static_cast<size_t>(w.n * w.k);
     case WeightKey::mxfp4: return static_cast<size_t>(w.n * (w.k / 2 + w.k / 32));
+    case WeightKey::int4: {
+      size_t b = static_cast<size_t>(w.n * (w.k / 2));
+      for (const WeightShard& s : w.shards) b += s.as<Int4View>().scales.size() * 5;  // fp32 scale + u8 zero
+      return b;
+    }
     case WeightKey::fp8_block: {
       size_t b = static_cast<size_t>(w.n * w.k);
       for (const WeightShard& s : w.shards) b += s.as<Fp8BlockView>().scales.size() * sizeof(float);

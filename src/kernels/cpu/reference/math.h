@@ -23,6 +23,11 @@ std::vector<float> reference_activation_input(const LinearWeights& w, const floa
 // / 448, q = e4m3(clamp(x / s, ±448)) (true division, nearest even), returned as q × s.
 std::vector<float> fp8_group_qdq_activation(const float* x, int64_t m, int64_t k, int64_t group);
 
+// Every int4 shard of `w` consistent (Int4View): group > 0 dividing k, k even, codes / scales /
+// zeros of [rows, k/2] / [rows, k/group], zeros <= 16 (GPTQ v1 zero points read back reach 16), scales finite, perm empty or a
+// permutation of [0, k). Error naming the shard.
+void check_int4_weights(const LinearWeights& w);
+
 // Bytes the layer's weights occupy (codes + block scales, or the dense matrix).
 size_t linear_weight_bytes(const LinearWeights& w);
 

@@ -1,0 +1,22 @@
+// Registration of the `cpu_int4_w4a16_avx2` Linear and MoE backends: group-quantized int4 weights
+// (GPTQ, AWQ, compressed-tensors pack-quantized, ModelOpt W4A16_AWQ) decoded in registers, 16-bit (or
+// f32) activations never quantized, as vLLM's Marlin runs them. Kernel: avx2/int4_w4a16.cpp;
+// Linear: int4_linear.cpp; MoE: moe_grouped.cpp.
+#include "kernels/cpu/backend_factory.h"
+
+namespace fp4lm::kernels {
+
+namespace {
+constexpr IsaNeeds kNeeds = IsaNeeds{Isa::avx2, kAvx2Features};
+}  // namespace
+
+const Backend& cpu_int4_w4a16_avx2_linear_backend() {
+  static const Backend b = cpu::int4_cpu_backend("cpu_int4_w4a16_avx2", LayerKind::linear, cpu::int4_kernels_avx2(), kNeeds);
+  return b;
+}
+const Backend& cpu_int4_w4a16_avx2_moe_backend() {
+  static const Backend b = cpu::int4_cpu_backend("cpu_int4_w4a16_avx2", LayerKind::moe, cpu::int4_kernels_avx2(), kNeeds);
+  return b;
+}
+
+}  // namespace fp4lm::kernels

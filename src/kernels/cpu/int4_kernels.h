@@ -1,0 +1,43 @@
+#pragma once
+// The int4 W4A16 kernels of one instruction set as a table (the ISA seam), and the ISA-neutral
+// Linear kernel of the int4 backends that calls them (int4_linear.cpp). The row kernels are declared
+// in int4_matrix.h (avx2/int4_w4a16.cpp, avx512/int4_w4a16.cpp).
+#include <string_view>
+
+#include "kernels/cpu/int4_matrix.h"
+#include "kernels/cpu/row_split_linear.h"
+
+namespace fp4lm::kernels::cpu {
+
+struct Int4Kernels {
+  const char* isa = "";  // "avx2", "avx512"
+  int64_t (*row_block)(int64_t m, int64_t k) = nullptr;
+  void (*rows)(const Int4Rows& w, const float* x, int64_t m, int64_t r0, int64_t r1, void* y, DType act) = nullptr;
+  bool chunk128 = false;  // the rows run Int4Rows::chunk128 matrices
+};
+
+// Call a table's functions only when its backend's unavailable_reason() is "" (the AVX-512 table
+// is empty when the compiler could not build its kernels).
+const Int4Kernels& int4_kernels_avx2();
+const Int4Kernels& int4_kernels_avx512();
+
+// The Linear kernel: the call's x converted to fp32 and gathered by the act-order permutation once
+// (prepare), then row ranges on any thread; activations are never quantized.
+class Int4Linear final : public RowSplitLinear {
+ public:
+  // Throws Error on inconsistent weights (prepare_int4_matrix), an unsupported activation dtype or
+  // a table that was not built. `isa` must outlive the kernel (the tables are static).
+  Int4Linear(LinearWeights w, const LinearProblem& p, const Int4Kernels& isa);
+  int64_t row_block(int64_t m) const override { return isa_.row_block(m, w_.k); }
+  std::unique_ptr<PreparedInput> prepare(const void* x, int64_t m, bool, ThreadPool&) const override;
+  void run_rows(const PreparedInput& in, int64_t r0, int64_t r1, void* y) const override;
+  size_t weight_bytes() const override { return w_.weight_bytes; }
+
+ private:
+  Int4Matrix w_;
+  DType act_;
+  const Int4Kernels& isa_;
+  bool chunk128_ = false;
+};
+
+}  // namespace fp4lm::kernels::cpu
