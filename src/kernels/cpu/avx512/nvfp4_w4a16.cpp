@@ -9,6 +9,8 @@
 // token: 8 × pieces vdpbf16ps into a zeroed partial (lane i = the block's exact products summed
 // in fp32), then one FMA by the block scales into the accumulator. Each (row, token) result is
 // the same instruction sequence in the register schedule and in the panel schedule.
+#include <cmath>
+
 #include "kernels/cpu/avx512/common.h"
 #include "kernels/cpu/avx512/nvfp4_w4a16_decode.h"
 
@@ -87,7 +89,9 @@ void panel_tile(const __m512i* panel, int64_t chunks, const __m512i* xp, int64_t
 
 inline void epilogue(const Rows& w, int64_t r, int64_t t, float v, void* y, DType act) {
   const float g = w.global[r] * kE4m3ScaledInv, b = w.bias ? w.bias[r] : 0.0f;
-  store_act(y, act, t * w.n + r, v * g + b);
+  // An explicit fma, as the W4A16 GEMM (nvfp4_w4a16_gemm.cpp) computes it, whatever the compiler
+  // contracts.
+  store_act(y, act, t * w.n + r, std::fma(v, g, b));
 }
 
 template <int P>

@@ -75,8 +75,9 @@ void gemm_tile(const void* panel_bytes, int64_t rv_stride, int64_t chunks, const
 }
 
 // nvfp4_w4a16.cpp's epilogue for 16 rows [r, r + 16) of token t (lanes past `rows` not stored),
-// the same operations lane-wise: g = global × 2^8 (exact), fma(v, g, bias) (GCC contracts the
-// scalar v * g + b into vfmadd: same rounding), then store_act's conversions (store16_act).
+// the same operations lane-wise: g = global × 2^8 (exact), fma(v, g, bias) (nvfp4_w4a16.cpp
+// writes it as std::fma: same rounding at any optimization level), then store_act's conversions
+// (store16_act).
 inline void epilogue16(const Rows& w, int64_t r, int rows, int64_t t, __m512 v, void* y, DType act) {
   const __mmask16 mask = lane_mask(rows);
   const __m512 g = _mm512_mul_ps(_mm512_maskz_loadu_ps(mask, w.global + r), _mm512_set1_ps(kE4m3ScaledInv));

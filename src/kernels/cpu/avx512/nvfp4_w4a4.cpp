@@ -9,6 +9,8 @@
 // put block i's code bytes into dword lane i, so the 4 vpdpbusd leave lane i = Σ W·A over
 // block i (|Σ| ≤ 2304, exact), converted to fp32 and multiplied by scale_w × scale_a (exact:
 // 4 × 4 significant bits) in one FMA. The only roundings are the fp32 accumulations.
+#include <cmath>
+
 #include "kernels/cpu/avx512/common.h"
 #include "kernels/cpu/avx512/nvfp4_w4a4_decode.h"
 
@@ -84,7 +86,9 @@ void panel_tile(const __m512i* panel, int64_t chunks, const __m512i* xp, int64_t
 // 0.25: both operands doubled; 256: the weight scales are scale × 2^-8.
 inline void epilogue(const Rows& w, const float* token_scale, int64_t r, int64_t t, float v, void* y, DType act) {
   const float alpha = token_scale[t] * w.global[r] * (0.25f * kE4m3ScaledInv);
-  store_act(y, act, t * w.n + r, v * alpha + (w.bias ? w.bias[r] : 0.0f));
+  // An explicit fma: the W4A4 GEMM (nvfp4_w4a4_gemm.cpp) computes the same, so the bits must not
+  // depend on whether the compiler contracts v * alpha + b (GCC does at -O2, not at -O1).
+  store_act(y, act, t * w.n + r, std::fma(v, alpha, w.bias ? w.bias[r] : 0.0f));
 }
 
 void register_rows(const Rows& w, const float* token_scale, const __m512i* xp, int64_t m, int64_t r0, int64_t r1, void* y,

@@ -76,7 +76,7 @@ void gemm_tile(const void* panel_bytes, int64_t rv_stride, int64_t chunks, const
 }
 
 // nvfp4_w4a4.cpp's epilogue for 16 rows: alpha = (token_scale × global) × (0.25 × 2^8), then
-// fma(v, alpha, bias) (the scalar expression as GCC compiles it), then store_act's conversions.
+// fma(v, alpha, bias) (nvfp4_w4a4.cpp writes it as std::fma), then store_act's conversions.
 inline void epilogue16(const Rows& w, float token_scale, int64_t r, int rows, int64_t t, __m512 v, void* y, DType act) {
   const __mmask16 mask = lane_mask(rows);
   const __m512 alpha = _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(token_scale), _mm512_maskz_loadu_ps(mask, w.global + r)),
