@@ -43,6 +43,10 @@ CommandRegistration reg("synth", "Write a small random-weight checkpoint (HF/Mod
                  "Gemma4ForCausalLM: num_kv_shared_layers (the last layers read an earlier layer's K/V)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  sub.add_option("--ple-dim", a->o.ple_dim,
+                 "Gemma4ForCausalLM: hidden_size_per_layer_input (per-layer input embeddings, as E2B / E4B)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   sub.add_option("--seed", a->o.seed, "Random seed")->capture_default_str()->check(CLI::Validator(
       [](std::string& v) { return v.rfind('-', 0) == 0 ? "must be from 0 to 2^64-1, got " + v : std::string(); }, "SEED"));
   sub.add_flag("--quantize-lm-head", a->o.quantize_lm_head, "Quantize lm_head too");

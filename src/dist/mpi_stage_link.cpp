@@ -5,14 +5,14 @@
 
 namespace fp4lm::dist {
 
-void MpiStageLink::receive(float* h, int64_t rows, int64_t hidden, std::vector<uint8_t>& kv) {
+void MpiStageLink::receive(float* h, int64_t rows, int64_t hidden, std::vector<uint8_t>& extra) {
   if (prev_ < 0 || prev_ended_) fail("pipeline: stage expects a residual stream that no stage sends");
   const std::vector<uint8_t> msg = comm_.recv(prev_, kHidden);
   WireReader r(msg);
   const auto kind = static_cast<HiddenKind>(r.get<uint8_t>());
   if (kind == HiddenKind::data) {
     r.get_into(h, static_cast<size_t>(rows * hidden));
-    kv = r.get_array<uint8_t>();
+    extra = r.get_array<uint8_t>();
     return;
   }
   prev_ended_ = true;
@@ -20,12 +20,12 @@ void MpiStageLink::receive(float* h, int64_t rows, int64_t hidden, std::vector<u
   throw RemoteStageError(prev_error_);
 }
 
-void MpiStageLink::send(const float* h, int64_t rows, int64_t hidden, std::span<const uint8_t> kv) {
+void MpiStageLink::send(const float* h, int64_t rows, int64_t hidden, std::span<const uint8_t> extra) {
   if (next_ < 0) fail("pipeline: the last stage has no stage to send to");
   WireWriter w;
   w.put<uint8_t>(static_cast<uint8_t>(HiddenKind::data));
   w.put_array(std::span<const float>(h, static_cast<size_t>(rows * hidden)));
-  w.put_array(kv);
+  w.put_array(extra);
   comm_.send(next_, kHidden, w.bytes(), abandon_);
 }
 

@@ -23,8 +23,8 @@ class MpiStageLink final : public model::StageLink {
  public:
   // prev / next: the neighbouring ranks (-1: none, the first / last stage).
   MpiStageLink(MpiComm& comm, int prev, int next) : comm_(comm), prev_(prev), next_(next) {}
-  void receive(float* h, int64_t rows, int64_t hidden, std::vector<uint8_t>& kv) override;
-  void send(const float* h, int64_t rows, int64_t hidden, std::span<const uint8_t> kv) override;
+  void receive(float* h, int64_t rows, int64_t hidden, std::vector<uint8_t>& extra) override;
+  void send(const float* h, int64_t rows, int64_t hidden, std::span<const uint8_t> extra) override;
   // After a forward, ok or failed (`error` non-empty): ends the stream to the next stage with
   // kEnd or kFail(error), then reads the stream from the stage before to its end. Returns the
   // forward's error: `error`, else one that came from before (or "").

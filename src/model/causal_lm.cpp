@@ -362,12 +362,13 @@ void CausalLM::forward_step(std::span<const SequenceChunk> batch, const std::vec
   std::vector<StageKvRows> kv_rows;
   if (!stage_kv_.received().empty() || !stage_kv_.sent().empty())
     for (const Piece& p : pieces) kv_rows.push_back({&batch[p.chunk].state->kv(), p.pos0, p.n});
-  std::vector<uint8_t> kv_in;
+  std::vector<uint8_t> msg_in;
   std::vector<std::span<const uint8_t>> kv_passed;
+  const auto& carried = loader_->carried_across_stages();
   try {
     if (!has_embedding()) {
-      link->receive(h.data(), m, hid, kv_in);  // the stage before ran the embedding and its layers
-      kv_passed = stage_kv_.unpack(kv_in, state_, kv_rows);
+      link->receive(h.data(), m, hid, msg_in);  // the stage before ran the embedding and its layers
+      kv_passed = stage_kv_.unpack(split_stage_message(msg_in, carried, m), state_, kv_rows);
     } else {
       embed_.lookup(tokens.data(), m, h.data());
       round_to_dtype(h.data(), size, dtype_);
@@ -396,7 +397,7 @@ void CausalLM::forward_step(std::span<const SequenceChunk> batch, const std::vec
   }
   if (!has_lm_head()) {
     // The next stage continues; the last one computes the logits.
-    link->send(h.data(), m, hid, stage_kv_.pack(state_, kv_rows, kv_passed));
+    link->send(h.data(), m, hid, join_stage_message(stage_kv_.pack(state_, kv_rows, kv_passed), carried, m));
     return;
   }
   step_logits(batch, pieces, h.data(), x.data());

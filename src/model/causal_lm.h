@@ -58,13 +58,14 @@ struct LoadOptions {
 
 // A pipeline stage's neighbours: a stage without the embedding receives each forward step's
 // residual stream [rows, hidden] from the stage before it, one without lm_head sends it on
-// (dist/ binds this to MPI). Float32 both ways, so the cut changes no value. With it, `kv`: the
-// K/V rows of the step that layers of later stages read (model/stage_kv.h; empty when none).
+// (dist/ binds this to MPI). Float32 both ways, so the cut changes no value. With it, `extra`: the
+// K/V rows of the step that layers of later stages read and the values carried across the cuts
+// (model/stage_carried.h frames them).
 class StageLink {
  public:
   virtual ~StageLink() = default;
-  virtual void receive(float* h, int64_t rows, int64_t hidden, std::vector<uint8_t>& kv) = 0;
-  virtual void send(const float* h, int64_t rows, int64_t hidden, std::span<const uint8_t> kv) = 0;
+  virtual void receive(float* h, int64_t rows, int64_t hidden, std::vector<uint8_t>& extra) = 0;
+  virtual void send(const float* h, int64_t rows, int64_t hidden, std::span<const uint8_t> extra) = 0;
 };
 
 class CausalLM {

@@ -16,6 +16,7 @@
 #include "model/layer_scheme.h"
 #include "model/linear.h"
 #include "model/model_config.h"
+#include "model/stage_carried.h"
 #include "quant/quant_config.h"
 
 namespace fp4lm::model {
@@ -88,6 +89,10 @@ class ModelLoader {
     if (!p) p = make();
     return std::static_pointer_cast<T>(p);
   }
+  // Per-step values that cross the cuts of a pipeline (model/stage_carried.h), in the order
+  // every stage registers them.
+  void carry_across_stages(std::shared_ptr<StageCarried> c) { carried_.push_back(std::move(c)); }
+  const std::vector<std::shared_ptr<StageCarried>>& carried_across_stages() const { return carried_; }
 
  private:
   void log_selection(const LayerReport& r);
@@ -106,6 +111,7 @@ class ModelLoader {
   std::shared_ptr<const quant::QuantConfig> unquantized_;  // the MTP head's float modules  // "model.layers.<num_layers>." once plan_mtp_head ran
   std::map<std::string, bool> logged_;
   std::map<std::string, std::shared_ptr<void>> shared_;
+  std::vector<std::shared_ptr<StageCarried>> carried_;
   size_t loaded_bytes_ = 0;
   int64_t pre_quant_scaled_ = 0;
 };

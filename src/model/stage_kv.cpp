@@ -9,7 +9,7 @@ namespace fp4lm::model {
 
 namespace {
 template <typename T>
-T read_at(const std::vector<uint8_t>& msg, size_t& off) {
+T read_at(std::span<const uint8_t> msg, size_t& off) {
   if (msg.size() - off < sizeof(T)) fail("pipeline: the shared K/V of a step ends early ({} bytes)", msg.size());
   T v;
   std::memcpy(&v, msg.data() + off, sizeof(T));
@@ -23,7 +23,7 @@ void append(std::vector<uint8_t>& out, T v) {
 }
 }  // namespace
 
-std::vector<std::span<const uint8_t>> StageKv::unpack(const std::vector<uint8_t>& msg, const StateLayout& layout,
+std::vector<std::span<const uint8_t>> StageKv::unpack(std::span<const uint8_t> msg, const StateLayout& layout,
                                                       std::span<const StageKvRows> rows) const {
   std::vector<std::span<const uint8_t>> segs;
   size_t off = 0;

@@ -7,7 +7,7 @@
 // what stages after it read. The rows are the KV cache's raw bytes, so every stage attends to the
 // very values one process would.
 //
-// A step's message: per layer sent, in ascending order, i64 layer, u64 bytes, then the rows of
+// A step's K/V part (model/stage_carried.h frames it with the rest of the message): per layer sent, in ascending order, i64 layer, u64 bytes, then the rows of
 // the step's sequences in row order (KvCache::save_slot_rows of each).
 #include <cstdint>
 #include <span>
@@ -37,7 +37,7 @@ class StageKv {
 
   // Writes a step's received rows into this stage's slots of those layers; returns each received
   // layer's segment (views into `msg`), for pack() to pass on. Error on a message of another form.
-  std::vector<std::span<const uint8_t>> unpack(const std::vector<uint8_t>& msg, const StateLayout& layout,
+  std::vector<std::span<const uint8_t>> unpack(std::span<const uint8_t> msg, const StateLayout& layout,
                                                std::span<const StageKvRows> rows) const;
   // The message this stage sends after a step: its own layers' rows read from their slots, the
   // earlier stages' passed on from `received` (unpack's result).

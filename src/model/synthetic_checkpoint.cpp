@@ -188,7 +188,8 @@ void write_layer_params(Writer& w, const ModelConfig& mc, int64_t i) {
     const int64_t n = shape_numel(p.shape);
     if (ends(p.name, ".conv1d.weight")) w.dense(p.name, p.shape, w.randn(n, 0.4f));
     else if (ends(p.name, ".A_log") || ends(p.name, ".dt_bias")) w.dense(p.name, p.shape, w.randn(n, 0.5f));
-    else if (ends(p.name, ".sinks")) w.dense(p.name, p.shape, w.randn(n, 1.0f));
+    else if (ends(p.name, ".sinks") || ends(p.name, "embed_tokens_per_layer.weight"))
+      w.dense(p.name, p.shape, w.randn(n, 1.0f));
     else if (ends(p.name, ".conv1d.bias")) w.dense(p.name, p.shape, w.randn(n, 0.1f));
     // A router's selection bias, stored in float32 as DeepSeek-style checkpoints do.
     else if (ends(p.name, ".e_score_correction_bias")) {

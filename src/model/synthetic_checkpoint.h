@@ -65,6 +65,8 @@ struct SyntheticOptions {
   bool mtp_head = false;
   // Gemma 4: num_kv_shared_layers (the last layers read the K/V of earlier ones; 0: none).
   int64_t kv_shared_layers = 0;
+  // Gemma 4: hidden_size_per_layer_input (per-layer input embeddings, the E2B / E4B form; 0: none).
+  int64_t ple_dim = 0;
   uint64_t seed = 1;
 };
 

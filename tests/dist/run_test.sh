@@ -8,7 +8,8 @@
 # last digit and its --dump-logits file byte for byte (-np 2 and 3), speculative decoding too
 # (rewinds mirrored to every stage; with recurrent stages, the hybrid's and Nemotron-H's, token for
 # token one process without speculation, drafts accepted), Gemma 4's shared-KV layers cut from the
-# layers whose K/V they read (-np 2 and 3, --dump-logits byte for byte); and the refusals: no mpirun, a wrong process count, more
+# layers whose K/V they read and its per-layer inputs computed by the first stage (-np 2 and 3,
+# --dump-logits byte for byte); and the refusals: no mpirun, a wrong process count, more
 # stages than layers, a rank whose files differ from rank 0's (named with host and file); and
 # faults: a rank killed or hung while `fp4lm serve` streams ends the job with the reason, in time.
 # Skipped (77) without mpirun (bash scripts/setup.sh installs Open MPI).
@@ -111,6 +112,25 @@ for n in 2 3; do
     fi
   else
     bad "gemma4 shared kv: mpirun -np $n failed"; tail -5 "$T/err"
+  fi
+done
+# Gemma 4 with per-layer input embeddings (hidden_size_per_layer_input, the E2B / E4B form):
+# layer 0 computes every layer's input; the first stage sends them on with the residual stream.
+P="$T/gemma4_ple"
+"$BIN" synth --out "$P" --arch Gemma4ForCausalLM --layers 6 --kv-shared-layers 2 --ple-dim 16 >/dev/null 2>&1 || bad "synth gemma4 ple"
+"$BIN" "${GEVAL[@]}" --log-level warn --model "$P" --dump-logits "$T/p.d1.jsonl" > /dev/null 2> "$T/err" || { bad "gemma4 ple single"; cat "$T/err"; }
+for n in 2 3; do
+  if timeout 120 "${MPIRUN[@]}" -np $n "$BIN" "${GEVAL[@]}" --log-level info --model "$P" --pipeline-parallel-size $n \
+      --dump-logits "$T/p.d$n.jsonl" > /dev/null 2> "$T/err"; then
+    if ! cmp -s "$T/p.d1.jsonl" "$T/p.d$n.jsonl"; then
+      bad "eval --dump-logits gemma4 per-layer inputs: $n ranks differ from one process"
+    elif ! grep -q "receives Gemma 4's per-layer inputs" "$T/err"; then
+      bad "gemma4 per-layer inputs, $n ranks: no stage received them"
+    else
+      echo "ok: eval --dump-logits gemma4 per-layer inputs across stages, $n ranks"
+    fi
+  else
+    bad "gemma4 per-layer inputs: mpirun -np $n failed"; tail -5 "$T/err"
   fi
 done
 "$BIN" eval --model "$T/LlamaForCausalLM" --ids "$T/ids.jsonl" --reference "$T/LlamaForCausalLM" --pipeline-parallel-size 2 >/dev/null 2> "$T/err"

@@ -54,12 +54,13 @@ std::vector<int32_t> ramp(int n, int mul) {
 }
 
 void check_stages(const std::string& arch, std::vector<std::pair<int64_t, int64_t>> cuts, int64_t layers = 4,
-                  int64_t kv_shared_layers = 0) {
+                  int64_t kv_shared_layers = 0, int64_t ple_dim = 0) {
   TempDir dir;
   SyntheticOptions so;
   so.architecture = arch;
   so.layers = layers;
   so.kv_shared_layers = kv_shared_layers;
+  so.ple_dim = ple_dim;
   write_synthetic_checkpoint(dir.path().string(), so);
   LoadOptions lo;
   lo.prefill_chunk = 16;  // prompts of 40 tokens take several steps
@@ -145,6 +146,53 @@ TEST(PipelineStage, HybridStagesMatchTheWholeModelBitForBit) {
 TEST(PipelineStage, SharedKvAcrossStagesMatchesTheWholeModelBitForBit) {
   check_stages("Gemma4ForCausalLM", {{0, 3}, {3, 6}}, 6, 2);
   check_stages("Gemma4ForCausalLM", {{0, 1}, {1, 3}, {3, 4}, {4, 6}}, 6, 2);
+}
+
+// Gemma 4 with per-layer input embeddings (the E2B / E4B form): layer 0 computes every layer's
+// input from the tokens and the embedding; the stage holding it sends them on with the residual
+// stream, a middle stage passes them on, and with shared K/V crossing the same cuts.
+TEST(PipelineStage, PerLayerInputsAcrossStagesMatchTheWholeModelBitForBit) {
+  check_stages("Gemma4ForCausalLM", {{0, 2}, {2, 4}}, 4, 0, 16);
+  check_stages("Gemma4ForCausalLM", {{0, 1}, {1, 3}, {3, 4}, {4, 6}}, 6, 2, 16);
+}
+
+TEST(PipelineStage, PerLayerInputsOfAnotherSizeAreRefused) {
+  TempDir dir;
+  SyntheticOptions so;
+  so.architecture = "Gemma4ForCausalLM";
+  so.layers = 4;
+  so.ple_dim = 16;
+  write_synthetic_checkpoint(dir.path().string(), so);
+  LoadOptions lo;
+  lo.first_layer = 2;
+  const auto lm = CausalLM::load(dir.path().string(), {}, lo);
+  // A message with the K/V part empty and per-layer inputs for 1 row where the step has 2.
+  struct OneRowLink final : StageLink {
+    void receive(float* h, int64_t rows, int64_t hidden, std::vector<uint8_t>& extra) override {
+      std::fill(h, h + rows * hidden, 0.5f);
+      std::vector<float> ple(4 * 16, 0.25f);  // 1 row × 4 layers × 16
+      const uint64_t kv = 0, n = ple.size() * sizeof(float);
+      auto put = [&](const void* p, size_t b) {
+        extra.insert(extra.end(), static_cast<const uint8_t*>(p), static_cast<const uint8_t*>(p) + b);
+      };
+      put(&kv, sizeof kv);
+      put(&n, sizeof n);
+      put(ple.data(), n);
+    }
+    void send(const float*, int64_t, int64_t, std::span<const uint8_t>) override {}
+  } link;
+  SequenceState s = lm->new_sequence();
+  const int32_t toks[2] = {5, 6};
+  std::vector<float> logits(static_cast<size_t>(lm->vocab_size()));
+  SequenceChunk c{&s, toks, 2, LogitsMode::last, logits.data()};
+  try {
+    lm->forward(std::span<const SequenceChunk>(&c, 1), &link);
+    ADD_FAILURE() << "a short per-layer-input message was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("sent 256 bytes of Gemma 4's per-layer inputs, 2 rows × 4 layers × 16 need 512"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(PipelineStage, SharedKvCrossingACutIsDeclaredOnBothSides) {

@@ -283,7 +283,8 @@ class Gemma4 final : public ArchDef {
     c["global_head_dim"] = 2 * o.head_dim;  // the published configs' form
     c["attention_k_eq_v"] = true;
     c["num_global_key_value_heads"] = 1;
-    c["hidden_size_per_layer_input"] = 0;
+    c["hidden_size_per_layer_input"] = o.ple_dim;
+    if (o.ple_dim > 0) c["vocab_size_per_layer_input"] = c["vocab_size"];
     c["num_kv_shared_layers"] = o.kv_shared_layers;
     c["enable_moe_block"] = false;
     c["final_logit_softcapping"] = 30.0;

@@ -1,6 +1,7 @@
 #include "model/arch/gemma_ple.h"
 
 #include <cmath>
+#include <cstring>
 
 #include <fmt/format.h>
 
@@ -39,7 +40,34 @@ GemmaPleInputs::GemmaPleInputs(ModelLoader& l) : act_(l.dtype()) {
   norm_ = load_rms_norm(l, n.projection_norm, dim_);
 }
 
-size_t GemmaPleInputs::own_param_bytes() const { return table_bytes_ + static_cast<size_t>(dim_) * sizeof(float); }
+GemmaPleInputs::GemmaPleInputs(ModelLoader& l, Received) : act_(l.dtype()) {
+  const ModelConfig& c = l.config();
+  layers_ = c.num_layers;
+  dim_ = c.gemma.ple_dim;
+  hidden_ = c.hidden_size;
+}
+
+size_t GemmaPleInputs::own_param_bytes() const {
+  return projection_ ? table_bytes_ + static_cast<size_t>(dim_) * sizeof(float) : 0;
+}
+
+std::span<const uint8_t> GemmaPleInputs::carried(int64_t rows) const {
+  const size_t bytes = static_cast<size_t>(rows * layers_ * dim_) * sizeof(float);
+  if (buf_.size() * sizeof(float) != bytes)
+    fail("pipeline: Gemma 4's per-layer inputs of this step hold {} bytes, {} rows need {}",
+         buf_.size() * sizeof(float), rows, bytes);
+  return {reinterpret_cast<const uint8_t*>(buf_.data()), bytes};
+}
+
+void GemmaPleInputs::receive(std::span<const uint8_t> bytes, int64_t rows) {
+  const size_t want = static_cast<size_t>(rows * layers_ * dim_) * sizeof(float);
+  if (bytes.size() != want)
+    fail("pipeline: the stage before sent {} bytes of Gemma 4's per-layer inputs, {} rows × {} layers × {} "
+         "need {}",
+         bytes.size(), rows, layers_, dim_, want);
+  buf_.resize(want / sizeof(float));
+  std::memcpy(buf_.data(), bytes.data(), want);
+}
 
 void GemmaPleInputs::compute(const LayerStep& s) const {
   const size_t size = static_cast<size_t>(s.m * layers_ * dim_);
@@ -70,11 +98,16 @@ GemmaPleBlock::GemmaPleBlock(ModelLoader& l, int64_t layer) : layer_(layer), act
   dim_ = c.gemma.ple_dim;
   hidden_ = c.hidden_size;
   inputs_ = l.shared<GemmaPleInputs>("gemma4.per_layer_inputs", [&] {
+    // The first layer of a stage makes them: layer 0 computes them, a later stage's first layer
+    // takes them from the stage before; either way they travel on to the stages after.
+    auto in = layer == 0 ? std::make_shared<GemmaPleInputs>(l)
+                         : std::make_shared<GemmaPleInputs>(l, GemmaPleInputs::Received{});
     if (layer != 0)
-      fail("{}: per-layer input embeddings (hidden_size_per_layer_input) are computed from the token embeddings "
-           "by layer 0: a pipeline stage must start at layer 0, this one starts at layer {}",
-           l.checkpoint().dir(), layer);
-    return std::make_shared<GemmaPleInputs>(l);
+      l.log_once(fmt::format("pipeline stage from decoder layer {}: receives Gemma 4's per-layer inputs with the "
+                             "residual stream",
+                             layer));
+    l.carry_across_stages(in);
+    return in;
   });
   gate_ = l.load_linear(n.gate);
   projection_ = l.load_linear(n.projection);

@@ -8,7 +8,8 @@
 //   input = (p + t) × 2^-1/2
 // and in layer i, after its feed-forward half (before its layer_scalar):
 //   h += post_per_layer_input_norm(per_layer_projection(gelu_tanh(per_layer_input_gate(h)) × input[i]))
-// The inputs are computed by layer 0 for all layers, so a pipeline stage must start at layer 0.
+// The inputs are computed by layer 0 for all layers; in a pipeline the stage with layer 0 sends
+// them on with the residual stream (model/stage_carried.h), the later stages receive them.
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -20,6 +21,7 @@
 #include "model/linear.h"
 #include "model/model_config.h"
 #include "model/rms_norm.h"
+#include "model/stage_carried.h"
 
 namespace fp4lm::model {
 
@@ -36,13 +38,21 @@ GemmaPleNames gemma_ple_names(int64_t layer);
 void plan_gemma_ple(const ModelConfig& c, int64_t i, std::vector<LayerSpec>& out);
 
 // Every layer's input of one step [m, L, P].
-class GemmaPleInputs {
+class GemmaPleInputs final : public StageCarried {
  public:
+  // With the tensors that compute them (the stage holding layer 0)...
   explicit GemmaPleInputs(ModelLoader& l);
+  // ...or received from the stage before (a later pipeline stage).
+  struct Received {};
+  GemmaPleInputs(ModelLoader& l, Received);
   // From the step's tokens and its residual stream at layer 0's entry.
   void compute(const LayerStep& s) const;
   const float* of(int64_t layer, int64_t row) const { return buf_.data() + (row * layers_ + layer) * dim_; }
   size_t own_param_bytes() const;
+
+  const char* what() const override { return "Gemma 4's per-layer inputs"; }
+  std::span<const uint8_t> carried(int64_t rows) const override;
+  void receive(std::span<const uint8_t> bytes, int64_t rows) override;
 
  private:
   Embedding table_;
