@@ -16,6 +16,7 @@
 #include "model/causal_lm.h"
 #include "model/logits_check.h"
 #include "model/model_config.h"
+#include "model/synthetic_checkpoint.h"
 
 namespace fp4lm::model::phi3_test {
 namespace {
@@ -277,6 +278,30 @@ TEST(Phi3, UnsupportedConfigValuesAreClearErrors) {
   c = published("mini");
   c["partial_rotary_factor"] = 0.3;  // int(128 * 0.3) = 38 dims -> 19 factors expected: the lengths fail
   expect_error(c, "expected 19");
+}
+
+// An NVFP4 checkpoint in ModelOpt's layout: qkv_proj and gate_up_proj are one quantized Linear
+// each (one weight_scale_2, as stored), only lm_head left out; it loads and decodes as it prefills.
+TEST(Phi3, Nvfp4CheckpointLoadsWithFusedQuantizedProjections) {
+  test::TempDir dir;
+  SyntheticOptions o;
+  o.architecture = "Phi3ForCausalLM";
+  o.algo = quant::QuantAlgo::NVFP4;
+  write_synthetic_checkpoint(dir.path().string(), o);
+  const json q = read_json((dir.path() / "hf_quant_config.json").string());
+  EXPECT_EQ(q["quantization"]["exclude_modules"], json::array({"lm_head"})) << q.dump();
+  const json idx = read_json((dir.path() / "config.json").string());
+  EXPECT_EQ(idx["architectures"][0], "Phi3ForCausalLM");
+  auto lm = CausalLM::load(dir.path().string(), f32());
+  const std::vector<int32_t> t = {5, 9, 200, 17, 3, 77, 41};
+  const std::vector<float> whole = all_logits(*lm, t);
+  for (float v : whole) ASSERT_TRUE(std::isfinite(v));
+  SequenceState s = lm->new_sequence();
+  std::vector<float> step(static_cast<size_t>(lm->vocab_size()));
+  for (size_t i = 0; i < t.size(); ++i) {
+    lm->forward(s, &t[i], 1, LogitsMode::last, step.data());
+    for (size_t v = 0; v < step.size(); ++v) ASSERT_NEAR(step[v], whole[i * step.size() + v], 1e-4) << i;
+  }
 }
 
 }  // namespace
