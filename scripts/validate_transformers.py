@@ -72,6 +72,13 @@ def arch_configs():
         ("Mistral", "MistralConfig", dict(COMMON, head_dim=32, rope_parameters={"rope_type": "default",
                                                                                 "rope_theta": 1e6},
                                           sliding_window=None), "MistralForCausalLM"),
+        # Phi-4-mini's shape: fused qkv_proj / gate_up_proj, LongRoPE over 3/4 of each head, the
+        # prompt past original_max_position_embeddings (long factors).
+        ("Phi3", "Phi3Config", dict(COMMON, partial_rotary_factor=0.75, original_max_position_embeddings=32,
+                                    rope_scaling={"type": "longrope", "short_factor": [1.0, 1.1, 1.05, 1.2, 1.0, 1.15],
+                                                  "long_factor": [1.0, 2.0, 4.0, 6.0, 9.0, 12.0]},
+                                    sliding_window=None, bos_token_id=1, eos_token_id=2, pad_token_id=0),
+         "Phi3ForCausalLM"),
         ("Qwen2", "Qwen2Config", dict(COMMON, rope_parameters={"rope_type": "linear", "rope_theta": 1e6,
                                                                "factor": 2.0}, tie_word_embeddings=True),
          "Qwen2ForCausalLM"),

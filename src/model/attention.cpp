@@ -155,7 +155,7 @@ Attention::Attention(const LayerBuild& b, int64_t layer, const AttentionLayout& 
 void Attention::forward(const float* x, std::span<const SequenceSpan> spans, float* y) const {
   std::vector<AttentionSpan> a;
   a.reserve(spans.size());
-  for (const SequenceSpan& s : spans) a.push_back({&s.state->kv(), s.row0, s.n, s.pos0});
+  for (const SequenceSpan& s : spans) a.push_back({&s.state->kv(), s.row0, s.n, s.pos0, s.chunk_end});
   forward(x, std::span<const AttentionSpan>(a), y);
 }
 
@@ -176,7 +176,9 @@ void Attention::forward(const float* x, std::span<const AttentionSpan> spans, fl
   const int64_t half = rope_.head_dim() / 2;
   std::vector<float> cos(static_cast<size_t>(half)), sin(cos.size()), qrow(static_cast<size_t>(qd));
   std::vector<float> vrow(k_eq_v_ ? static_cast<size_t>(kvd) : 0);
-  for (const AttentionSpan& s : spans)
+  for (const AttentionSpan& s : spans) {
+    // LongRoPE: by the length the sequence reaches at the end of this forward call's chunk.
+    const bool long_rope = rope_.long_factors(s.chunk_end > 0 ? s.chunk_end : s.pos0 + s.n);
     for (int64_t j = 0; j < s.n; ++j) {
       const int64_t i = s.row0 + j, pos = s.pos0 + j;
       float* row = qkv.data() + i * width;
@@ -198,7 +200,7 @@ void Attention::forward(const float* x, std::span<const AttentionSpan> spans, fl
         if (!q_only_) k_norm_.forward(ki, num_kv_heads_ * head_dim_ / k_norm_.dim(), ki, act_);
       }
       if (rope_enabled_) {
-        rope_.cos_sin(pos, cos.data(), sin.data());
+        rope_.cos_sin(pos, cos.data(), sin.data(), long_rope);
         rope_.rotate(qi, num_heads_, cos.data(), sin.data(), head_dim_);
         if (!q_only_) rope_.rotate(ki, num_kv_heads_, cos.data(), sin.data(), head_dim_);
       }
@@ -209,6 +211,7 @@ void Attention::forward(const float* x, std::span<const AttentionSpan> spans, fl
       if (q_mult_ != 1.0f)
         for (int64_t k = 0; k < qd; ++k) q[static_cast<size_t>(i * qd + k)] *= q_mult_;
     }
+  }
   std::vector<float> attn(static_cast<size_t>(m * qd));
   causal_attention(spans, kv_slot_, q.data(), num_heads_, attn.data(), ThreadPool::global(), nullptr,
                    sinks_.empty() ? nullptr : sinks_.data());

@@ -26,6 +26,7 @@ class ModelLoader;
 struct AttentionSpan {
   KvCache* cache = nullptr;
   int64_t row0 = 0, n = 0, pos0 = 0;
+  int64_t chunk_end = 0;  // as SequenceSpan::chunk_end (LongRoPE's factors); 0 = pos0 + n
 };
 
 // The attention core over a batch: every row attends to its own sequence's cache positions

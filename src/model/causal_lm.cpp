@@ -349,7 +349,7 @@ void CausalLM::forward_step(std::span<const SequenceChunk> batch, const std::vec
   for (Piece& p : pieces) {
     const SequenceChunk& c = batch[p.chunk];
     p.pos0 = c.state->length();
-    spans.push_back({c.state, p.row0, p.n, p.pos0, c.rewindable});
+    spans.push_back({c.state, p.row0, p.n, p.pos0, c.rewindable, p.pos0 - p.offset + c.n});
     tokens.insert(tokens.end(), c.tokens + p.offset, c.tokens + p.offset + p.n);
   }
   const int64_t m = static_cast<int64_t>(tokens.size());

@@ -162,7 +162,7 @@ void LatentAttention::forward(const float* x, std::span<const SequenceSpan> span
         for (int64_t h = 0; h < heads_; ++h) deinterleave(qi + h * qhd + dn_, dr_, tmp.data());
         deinterleave(kr, dr_, tmp.data());
       }
-      rope_.cos_sin(s.pos0 + j, cos.data(), sin.data());
+      rope_.cos_sin(s.pos0 + j, cos.data(), sin.data(), rope_.long_factors(s.end()));
       rope_.rotate(qi + dn_, heads_, cos.data(), sin.data(), qhd);
       rope_.rotate(kr, 1, cos.data(), sin.data(), dr_);
       round_to_dtype(qi, static_cast<size_t>(qd), act_);

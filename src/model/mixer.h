@@ -25,6 +25,10 @@ struct SequenceSpan {
   SequenceState* state = nullptr;
   int64_t row0 = 0, n = 0, pos0 = 0;
   bool rewindable = false;
+  // The position after the last token of the forward call's chunk these rows belong to (a chunk
+  // runs in steps of prefill_chunk rows); 0 = pos0 + n. LongRoPE picks its factors by it.
+  int64_t chunk_end = 0;
+  int64_t end() const { return chunk_end > 0 ? chunk_end : pos0 + n; }
 };
 
 class Mixer {

@@ -1,6 +1,7 @@
 #include "model/model_config.h"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 
 #include "core/error.h"
@@ -23,6 +24,37 @@ int64_t ModelConfig::num_attention_layers() const {
   for (int64_t i = 0; i < num_layers; ++i) n += layer_is_attention(i);
   return n;
 }
+
+namespace {
+
+// LongRoPE's keys, as HF _compute_longrope_parameters reads them: short_factor and long_factor
+// (lists of numbers, checked against the rotary dims once those are known), the pretraining
+// context original_max_position_embeddings (default max_position_embeddings; Phi-3 keeps it at
+// the top level, which its ArchDef moves in), factor (default max / original) and
+// attention_factor (default sqrt(1 + ln(factor) / ln(original)), 1 when factor <= 1).
+void read_longrope(const ConfigReader& rr, const ConfigReader& r, const char* key, RopeScaling& s) {
+  s.type = "longrope";
+  for (auto [name, out] : {std::pair{"short_factor", &s.short_factor}, {"long_factor", &s.long_factor}}) {
+    if (!rr.has(name) || !rr.j[name].is_array() || rr.j[name].empty())
+      fail("{}: field '{}.{}' must be a non-empty list of numbers (LongRoPE)", r.path, key, name);
+    for (const json& v : rr.j[name]) {
+      if (!v.is_number() || !(v.get<double>() > 0))
+        fail("{}: field '{}.{}' must hold positive numbers, found {}", r.path, key, name, v.dump());
+      out->push_back(v.get<double>());
+    }
+  }
+  const int64_t max_pos = r.opt<int64_t>("max_position_embeddings", 2048);
+  s.original_max_position_embeddings = rr.opt<int64_t>("original_max_position_embeddings", max_pos);
+  r.positive("original_max_position_embeddings", s.original_max_position_embeddings);
+  const double orig = static_cast<double>(s.original_max_position_embeddings);
+  s.factor = rr.opt<double>("factor", static_cast<double>(max_pos) / orig);
+  s.attention_factor = rr.opt<double>(
+      "attention_factor", s.factor <= 1.0 ? 1.0 : std::sqrt(1.0 + std::log(s.factor) / std::log(orig)));
+  if (!(s.attention_factor > 0))
+    fail("{}: field '{}.attention_factor' must be positive, found {}", r.path, key, s.attention_factor);
+}
+
+}  // namespace
 
 ModelConfig parse_model_config(const json& top, const std::string& path) {
   if (!top.is_object()) fail("{}: expected a JSON object, found {}", path, top.type_name());
@@ -143,8 +175,10 @@ ModelConfig parse_model_config(const json& top, const std::string& path) {
       c.rope_scaling.mscale_all_dim = rr.opt<double>("mscale_all_dim", 0.0);
       c.rope_scaling.attention_factor = rr.opt<double>("attention_factor", -1.0);
       c.rope_scaling.truncate = rr.opt<bool>("truncate", true);
+    } else if (type == "longrope") {
+      read_longrope(rr, r, rope_key, c.rope_scaling);
     } else if (type != "default" && !type.empty()) {
-      fail("{}: unsupported {} type '{}' (supported: default, linear, llama3, yarn)", path, rope_key, type);
+      fail("{}: unsupported {} type '{}' (supported: default, linear, llama3, yarn, longrope)", path, rope_key, type);
     }
   }
   if (j.contains("sliding_window") && !j["sliding_window"].is_null() && r.opt<bool>("use_sliding_window", false))
@@ -155,6 +189,12 @@ ModelConfig parse_model_config(const json& top, const std::string& path) {
   if (c.hidden_act != "silu" && c.hidden_act != "gelu_pytorch_tanh")
     fail("{}: unsupported hidden_act '{}' (supported: silu, gelu_pytorch_tanh)", path, c.hidden_act);
   if (c.rotary_dim == 0) c.rotary_dim = c.head_dim;
+  if (c.rope_scaling.type == "longrope")
+    for (auto [name, f] : {std::pair{"short_factor", &c.rope_scaling.short_factor},
+                           {"long_factor", &c.rope_scaling.long_factor}})
+      if (static_cast<int64_t>(f->size()) != c.rotary_dim / 2)
+        fail("{}: {}.{} has {} values, expected {} (half the {} rotary dims)", path, rope_key, name, f->size(),
+             c.rotary_dim / 2, c.rotary_dim);
   if (c.is_moe()) {
     r.positive("num_experts", c.moe.num_experts);
     r.positive("num_experts_per_tok", c.moe.top_k);

@@ -16,7 +16,7 @@ class ArchDef;
 struct ConfigReader;
 
 struct RopeScaling {
-  std::string type;  // "" (none), "linear", "llama3", "yarn"
+  std::string type;  // "" (none), "linear", "llama3", "yarn", "longrope"
   double factor = 1.0;
   double low_freq_factor = 1.0, high_freq_factor = 4.0;  // llama3
   int64_t original_max_position_embeddings = 8192;       // llama3, yarn
@@ -27,6 +27,10 @@ struct RopeScaling {
   // "proportional" (Gemma 4): the first partial_rotary_factor·head_dim/2 frequency pairs rotate
   // (exponents over the whole head_dim), the others keep angle 0; all divided by factor.
   double partial_rotary_factor = 1.0;
+  // "longrope" (Phi-3 / Phi-4-mini, HF _compute_longrope_parameters): inv_freq[i] divided by
+  // short_factor[i], or by long_factor[i] in a step whose sequence is longer than
+  // original_max_position_embeddings; cos/sin × attention_factor (here always resolved, >= 0).
+  std::vector<double> short_factor, long_factor;
 };
 
 // The sparse-MoE family's fields (Qwen MoE, Mixtral, the Qwen3.5-MoE hybrids), HF key names.

@@ -70,17 +70,31 @@ Rope::Rope(int64_t head_dim, double theta, const RopeScaling& s) : head_dim_(hea
       if (i >= rotated) inv_freq_[i] = 0.0f;
       inv_freq_[i] /= static_cast<float>(s.factor);
     }
+  } else if (s.type == "longrope") {
+    // HF: 1 / (factor[i] · base^(2i/d)), all in float32.
+    if (static_cast<int64_t>(s.short_factor.size()) != half || static_cast<int64_t>(s.long_factor.size()) != half)
+      fail("RoPE: longrope needs {} short and long factors, found {} and {}", half, s.short_factor.size(),
+           s.long_factor.size());
+    long_inv_freq_.resize(inv_freq_.size());
+    for (int64_t i = 0; i < half; ++i) {
+      const float freq = std::pow(base, static_cast<float>(2 * i) / static_cast<float>(head_dim));
+      inv_freq_[i] = 1.0f / (static_cast<float>(s.short_factor[i]) * freq);
+      long_inv_freq_[i] = 1.0f / (static_cast<float>(s.long_factor[i]) * freq);
+    }
+    long_after_ = s.original_max_position_embeddings;
+    attention_scaling_ = static_cast<float>(s.attention_factor);
   } else if (!s.type.empty()) {
-    fail("RoPE: unsupported rope_scaling type '{}' (supported: linear, llama3, proportional, yarn)", s.type);
+    fail("RoPE: unsupported rope_scaling type '{}' (supported: linear, llama3, longrope, proportional, yarn)", s.type);
   }
 }
 
 double yarn_mscale(double scale, double mscale) { return scale <= 1 ? 1.0 : 0.1 * mscale * std::log(scale) + 1.0; }
 
-void Rope::cos_sin(int64_t pos, float* cos, float* sin) const {
+void Rope::cos_sin(int64_t pos, float* cos, float* sin, bool long_factors) const {
   const float p = static_cast<float>(pos);
-  for (size_t i = 0; i < inv_freq_.size(); ++i) {
-    const float angle = p * inv_freq_[i];  // float32 product, as HF and llama2.c
+  const std::vector<float>& inv_freq = long_factors && !long_inv_freq_.empty() ? long_inv_freq_ : inv_freq_;
+  for (size_t i = 0; i < inv_freq.size(); ++i) {
+    const float angle = p * inv_freq[i];  // float32 product, as HF and llama2.c
     cos[i] = static_cast<float>(std::cos(static_cast<double>(angle)));
     sin[i] = static_cast<float>(std::sin(static_cast<double>(angle)));
   }

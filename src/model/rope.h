@@ -3,6 +3,7 @@
 // i + head_dim/2. Frequencies follow HF (float32 inv_freq = 1 / theta^(2i/d)), with the
 // "linear" (positions / factor), "llama3" (band-wise wavelength scaling) and "yarn" (a ramp
 // between interpolated and extrapolated frequencies, cos/sin scaled by its attention_factor)
+// and "longrope" (Phi-3: per-frequency short / long divisors, cos/sin × attention_factor)
 // rope_scaling types.
 #include <cstdint>
 #include <vector>
@@ -22,8 +23,16 @@ class Rope {
   // The factor cos and sin are multiplied by (yarn's attention_factor; 1 otherwise).
   float attention_scaling() const { return attention_scaling_; }
 
-  // cos/sin of angle pos * inv_freq[i], head_dim/2 values each.
-  void cos_sin(int64_t pos, float* cos, float* sin) const;
+  // LongRoPE: whether a forward call whose sequence reaches seq_len positions uses the long
+  // factors. As transformers (longrope_frequency_update): all the call's rows do when seq_len
+  // exceeds original_max_position_embeddings, else none; K/V cached by earlier calls keep the
+  // rotation they were stored with. The call is CausalLM::forward's chunk of that sequence, however
+  // many prefill_chunk steps it runs in (SequenceSpan::chunk_end). Always false for other types.
+  bool long_factors(int64_t seq_len) const { return !long_inv_freq_.empty() && seq_len > long_after_; }
+
+  // cos/sin of angle pos * inv_freq[i], head_dim/2 values each (LongRoPE's long frequencies when
+  // `long_factors`).
+  void cos_sin(int64_t pos, float* cos, float* sin, bool long_factors = false) const;
   // Rotates n_heads consecutive heads of x (head_dim values each) by the angles in cos/sin:
   // x[i] <- x[i]·cos[i] − x[i+h]·sin[i], x[i+h] <- x[i+h]·cos[i] + x[i]·sin[i], h = head_dim/2.
   // `stride` (0 = head_dim) is the distance between heads: partial RoPE (Qwen3.5) rotates the
@@ -33,6 +42,8 @@ class Rope {
  private:
   int64_t head_dim_ = 0;
   std::vector<float> inv_freq_;
+  std::vector<float> long_inv_freq_;  // LongRoPE only
+  int64_t long_after_ = 0;            // LongRoPE: original_max_position_embeddings
   float attention_scaling_ = 1.0f;
 };
 

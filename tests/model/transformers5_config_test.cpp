@@ -68,7 +68,7 @@ TEST(Transformers5Config, BadRopeParametersAreNamed) {
   json j = base("LlamaForCausalLM");
   j["rope_parameters"] = {{"rope_type", "dynamic"}, {"rope_theta", 1e6}, {"factor", 4.0}};
   EXPECT_EQ(test::error_of([&] { parse_model_config(j, "config.json"); }),
-            "config.json: unsupported rope_parameters type 'dynamic' (supported: default, linear, llama3, yarn)");
+            "config.json: unsupported rope_parameters type 'dynamic' (supported: default, linear, llama3, yarn, longrope)");
   j["rope_parameters"] = "fast";
   EXPECT_EQ(test::error_of([&] { parse_model_config(j, "config.json"); }),
             "config.json: field 'rope_parameters' must be an object or null");

@@ -27,6 +27,7 @@ const ArchDef& gemma3_vl_arch();
 const ArchDef& gemma4_arch();
 const ArchDef& gemma4_vl_arch();
 const ArchDef& gpt_oss_arch();
+const ArchDef& phi3_arch();
 
 const std::vector<const ArchDef*>& architectures() {
   static const std::vector<const ArchDef*> all = {
@@ -38,6 +39,7 @@ const std::vector<const ArchDef*>& architectures() {
       &gemma3_arch(), &gemma3_vl_arch(), &gemma4_arch(), &gemma4_vl_arch(),
       &glm4_moe_arch(), &deepseek_v3_arch(), &glm4_moe_lite_arch(), &minimax_m2_arch(),
       &gpt_oss_arch(),
+      &phi3_arch(),
   };
   return all;
 }
