@@ -24,7 +24,9 @@ namespace fp4lm::quant {
 // the tensor decides, model/quant_method/quant_method.cpp; the algorithm names the export).
 // W4A16_AWQ: ModelOpt's int4 export (signed nibbles packed along the output rows, a scale per
 // group_size inputs, pre_quant_scale), run as Scheme::int4 with zero point 8.
-enum class QuantAlgo { None, NVFP4, W4A16_NVFP4, FP8, MIXED_PRECISION, NVFP4_AWQ, W4A16_AWQ };
+// W4A8_NVFP4_FP8: NVFP4 codes and E4M3 block scales with weight_scale_2 = weight amax / 448 (not
+// /2688) and a static per-tensor FP8 activation scale input_scale = activation amax / 448.
+enum class QuantAlgo { None, NVFP4, W4A16_NVFP4, FP8, MIXED_PRECISION, NVFP4_AWQ, W4A16_AWQ, W4A8_NVFP4_FP8 };
 
 std::string_view algo_name(QuantAlgo a);  // "NVFP4", ...; None -> "UNQUANTIZED"
 // Case-insensitive; throws Error listing the supported algorithms (`where` names the source). An
