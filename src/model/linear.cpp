@@ -1,5 +1,6 @@
 #include "model/linear.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -69,6 +70,20 @@ void Linear::forward(const float* x, int64_t m, float* y, ThreadPool& pool) cons
     const DType t = scheme_.act_dtype;
     const float s = fp8_input_scale_;
     for (float& v : scaled) v = round_to(t, e4m3_to_f32(f32_to_e4m3(round_to(t, v) / s)) * s);
+    x = scaled.data();
+  }
+  if (fp8_per_token_) {
+    const int64_t k = spec_.in_features;
+    if (scaled.empty()) scaled.assign(x, x + m * k);
+    const DType t = scheme_.act_dtype;
+    for (int64_t i = 0; i < m; ++i) {
+      float* r = scaled.data() + i * k;
+      float amax = 0.0f;
+      for (int64_t j = 0; j < k; ++j) amax = std::max(amax, std::fabs(r[j] = round_to(t, r[j])));
+      const float s = std::max(amax, 1e-10f) / 448.0f;
+      for (int64_t j = 0; j < k; ++j)
+        r[j] = round_to(t, e4m3_to_f32(f32_to_e4m3(std::clamp(r[j] / s, -448.0f, 448.0f))) * s);
+    }
     x = scaled.data();
   }
   with_act_dtype(scheme_.act_dtype, x, static_cast<size_t>(m * spec_.in_features), y,

@@ -195,6 +195,11 @@ std::unique_ptr<Linear> ModelLoader::load_linear(const std::string& name) {
              "quantizer does");
     linear->set_fp8_input_scale(fp8_input_scale);
   }
+  if (r.scheme.key == kernels::kFp8PerToken && r.selection.backend->weight_key_only) {
+    log_once("FP8_PER_CHANNEL_PER_TOKEN: each token's input is quantized to E4M3 with its own scale (amax / 448) and "
+             "dequantized before the FP8 W8A16 kernel, as ModelOpt's dynamic per-token input quantizer does");
+    linear->set_fp8_per_token(true);
+  }
   if (opts_.on_linear_built) opts_.on_linear_built(*linear);
   return linear;
 }
@@ -206,6 +211,10 @@ std::unique_ptr<FusedMoe> ModelLoader::load_moe(const std::string& name) {
   log_selection(r);
   kernels::MoeProblem p{r.scheme.key, r.scheme.act_dtype, spec.num_experts, config_.moe.top_k, spec.hidden, spec.inter,
                         {opts_.a16_max_tokens}, spec.expert_activation};
+  if (r.scheme.key == kernels::kFp8PerToken && r.selection.backend->weight_key_only)
+    log().warn("{}: FP8_PER_CHANNEL_PER_TOKEN experts on the W8A16 backend '{}': the experts' inputs are not quantized "
+               "to FP8 (--moe-backend reference runs the per-token FP8 activations)",
+               spec.name, r.selection.backend->name);
   if (r.scheme.key == kernels::kNvfp4W4A8 && r.selection.backend->weight_key_only)
     log().warn("{}: W4A8_NVFP4_FP8 experts on the W4A16 backend '{}': the experts' inputs are not quantized to FP8 "
                "(--moe-backend reference runs the FP8 activations; --override-activation-dtype bfloat16 says W4A16)",

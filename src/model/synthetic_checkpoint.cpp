@@ -181,6 +181,20 @@ struct Writer {
           scalar(m + ".input_scale", input_amax / 448.0f);
           break;
         }
+        case QuantAlgo::FP8_PER_CHANNEL_PER_TOKEN: {
+          // ModelOpt's fp8_pc_pt export: weight_scale [n] = row amax / 448, no input_scale.
+          std::vector<uint8_t> codes(ws[i].size());
+          std::vector<float> scales(static_cast<size_t>(n));
+          for (int64_t r = 0; r < n; ++r) {
+            const float* row = ws[i].data() + r * k;
+            scales[static_cast<size_t>(r)] = std::max(quant::amax(row, static_cast<size_t>(k)), 1e-12f) / 448.0f;
+            for (int64_t j = 0; j < k; ++j)
+              codes[static_cast<size_t>(r * k + j)] = f32_to_e4m3(row[j] / scales[static_cast<size_t>(r)]);
+          }
+          st.add(on_disk(m + ".weight"), DType::F8_E4M3, {n, k}, codes);
+          st.add(on_disk(m + ".weight_scale"), DType::F32, {n}, scales.data(), scales.size() * sizeof(float));
+          break;
+        }
         case QuantAlgo::FP8: {
           float a = quant::amax(ws[i].data(), ws[i].size());
           float s = a / 448.0f;

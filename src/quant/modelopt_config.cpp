@@ -15,7 +15,7 @@ using nlohmann::json;
 
 namespace {
 
-constexpr const char* kSupported = "NVFP4, W4A16_NVFP4, FP8, MIXED_PRECISION, NVFP4_AWQ, W4A16_AWQ, W4A8_NVFP4_FP8";
+constexpr const char* kSupported = "NVFP4, W4A16_NVFP4, FP8, MIXED_PRECISION, NVFP4_AWQ, W4A16_AWQ, W4A8_NVFP4_FP8, FP8_PER_CHANNEL_PER_TOKEN";
 
 std::string upper(std::string s) {
   for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
@@ -366,6 +366,7 @@ std::string_view algo_name(QuantAlgo a) {
     case QuantAlgo::NVFP4_AWQ: return "NVFP4_AWQ";
     case QuantAlgo::W4A16_AWQ: return "W4A16_AWQ";
     case QuantAlgo::W4A8_NVFP4_FP8: return "W4A8_NVFP4_FP8";
+    case QuantAlgo::FP8_PER_CHANNEL_PER_TOKEN: return "FP8_PER_CHANNEL_PER_TOKEN";
   }
   return "?";
 }
@@ -377,7 +378,6 @@ std::string_view unsupported_modelopt_algo(const std::string& u) {
       {"W4A8_AWQ", "int4 weights in groups with AWQ pre_quant_scale and FP8 activations"},
       {"W8A16", "int8 weights per channel, 16-bit activations"},
       {"W8A8_SQ_PER_CHANNEL", "SmoothQuant int8 weights per channel and int8 activations"},
-      {"FP8_PER_CHANNEL_PER_TOKEN", "FP8 weights per channel with dynamic per-token FP8 activations"},
       {"FP8_PB_WO", "block-wise FP8 weights, weight-only"},
       {"FP8_PB_REAL", "block-wise FP8 weights with FP8 activations"},
       {"W4A8_MXFP4_FP8", "MXFP4 weights with FP8 activations"},
@@ -398,6 +398,7 @@ QuantAlgo parse_algo(const std::string& name, const std::string& where) {
   if (u == "NVFP4_AWQ") return QuantAlgo::NVFP4_AWQ;
   if (u == "W4A16_AWQ") return QuantAlgo::W4A16_AWQ;
   if (u == "W4A8_NVFP4_FP8") return QuantAlgo::W4A8_NVFP4_FP8;
+  if (u == "FP8_PER_CHANNEL_PER_TOKEN") return QuantAlgo::FP8_PER_CHANNEL_PER_TOKEN;
   if (std::string_view what = unsupported_modelopt_algo(u); !what.empty())
     fail("{}: quant_algo '{}' (ModelOpt's {}) is not supported by fp4lm (supported: {}; docs/FORMAT.md lists each "
          "ModelOpt algorithm)",
@@ -475,6 +476,7 @@ Scheme scheme_of(QuantAlgo a) {
     case QuantAlgo::FP8: return Scheme::fp8;
     case QuantAlgo::W4A16_AWQ: return Scheme::int4;
     case QuantAlgo::W4A8_NVFP4_FP8: return Scheme::nvfp4_fp8;
+    case QuantAlgo::FP8_PER_CHANNEL_PER_TOKEN: return Scheme::fp8_pc_pt;
     case QuantAlgo::None: return Scheme::unquantized;
     case QuantAlgo::MIXED_PRECISION: break;
   }
@@ -488,6 +490,7 @@ QuantAlgo algo_of(Scheme s) {
     case Scheme::fp8: return QuantAlgo::FP8;
     case Scheme::int4: return QuantAlgo::W4A16_AWQ;
     case Scheme::nvfp4_fp8: return QuantAlgo::W4A8_NVFP4_FP8;
+    case Scheme::fp8_pc_pt: return QuantAlgo::FP8_PER_CHANNEL_PER_TOKEN;
     case Scheme::unquantized: return QuantAlgo::None;
     default: break;
   }

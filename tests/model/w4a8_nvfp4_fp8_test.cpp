@@ -177,7 +177,7 @@ TEST(W4A8Nvfp4Fp8, MissingInputScaleIsAnErrorNamingItUnlessTheOverrideRunsW4A16)
 }
 
 // A checkpoint ModelOpt 0.47.0 exported on CPU with its W4A8_NVFP4_FP8_CFG recipe (a tiny random
-// Llama; scripts/make_modelopt_w4a8_golden.py): its tensors as the exporter writes them (blocks of
+// Llama; scripts/make_modelopt_goldens.py): its tensors as the exporter writes them (blocks of
 // 32), and the float64 logits transformers computes from them with float8_e4m3fn inputs.
 TEST(W4A8Nvfp4Fp8Modelopt, ExportRunsAsStoredWithTheLogitsOfTransformersOnItsDequantizedTensors) {
   const fs::path dir = test::source_dir() / "tests/model/fixtures/modelopt_w4a8_nvfp4_fp8";

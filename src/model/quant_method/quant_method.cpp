@@ -18,7 +18,8 @@ const QuantMethod& quant_method(const quant::DiskFormat& f) {
       return f.family == quant::Family::compressed_tensors ? compressed_tensors_nvfp4_method() : nvfp4_method();
     case quant::Scheme::fp8:
     case quant::Scheme::fp8_a16:
-    case quant::Scheme::fp8_dynamic: return fp8_method();
+    case quant::Scheme::fp8_dynamic:
+    case quant::Scheme::fp8_pc_pt: return fp8_method();
     case quant::Scheme::fp8_block:
     case quant::Scheme::fp8_block_a16:
       return f.family == quant::Family::compressed_tensors ? compressed_tensors_fp8_block_method() : fp8_block_method();
