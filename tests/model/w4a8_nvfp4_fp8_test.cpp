@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
@@ -174,6 +175,31 @@ TEST(W4A8Nvfp4Fp8, MissingInputScaleIsAnErrorNamingItUnlessTheOverrideRunsW4A16)
   EXPECT_NE(e.find("'model.layers.1.self_attn.o_proj.input_scale'"), std::string::npos) << e;
   EXPECT_NE(e.find("W4A8_NVFP4_FP8"), std::string::npos) << e;
   EXPECT_NO_THROW(CausalLM::load(q, f32(true)));
+}
+
+// MoE experts stored W4A8: the reference MoE backend quantizes each expert's input to FP8 (the
+// same logits whichever Linear backend runs the rest); the default W4A16 MoE backends do not (one
+// WARN says so), so they differ from it.
+TEST(W4A8Nvfp4Fp8, MoeExpertsRunOnTheReferenceWithFp8InputsAndOnTheW4A16BackendsWithAWarning) {
+  TempDir dir;
+  SyntheticOptions s;
+  s.architecture = "Qwen3MoeForCausalLM";
+  s.algo = QuantAlgo::W4A8_NVFP4_FP8;
+  s.seed = 31;
+  const std::string q = (dir.path() / "moe").string();
+  write_synthetic_checkpoint(q, s);
+  EngineOptions ref = f32(false);
+  ref.moe_backend = "reference";
+  EngineOptions all_ref = f32(false, "reference");
+  all_ref.moe_backend = "reference";
+  const auto a = checkpoint_logits(q, kTokens, ref);
+  const auto r = checkpoint_logits(q, kTokens, all_ref);
+  const auto b = checkpoint_logits(q, kTokens, f32(false));
+  EXPECT_LT(rel_to_range(a, r), 1e-4);
+  const double e = test::rel_rms(b, a);
+  RecordProperty("moe_w4a16_experts_vs_fp8_experts_rel_rms", fmt::format("{:.4f}", e));
+  EXPECT_GT(e, 1e-3);  // the experts' inputs were FP8-quantized on one path only
+  for (float v : b) ASSERT_TRUE(std::isfinite(v));
 }
 
 // A checkpoint ModelOpt 0.47.0 exported on CPU with its W4A8_NVFP4_FP8_CFG recipe (a tiny random
