@@ -34,7 +34,7 @@ struct Nvfp4View {
   float input_scale = 0.0f;   // on-disk input_scale (W4A4); 0 when absent or unused (W4A16)
   // Block scales repacked at load (ModelOpt W4A8_NVFP4_FP8's blocks of 32, each scale written
   // twice); QuantMethod::linear adds it to LinearWeights::keepalive. Null: the file's bytes.
-  std::shared_ptr<const void> owned;
+  std::shared_ptr<const void> owned = nullptr;  // initialized, so brace-initialized views may omit it
 };
 
 // fp8: `codes` F8_E4M3 [rows, k], a per-tensor or a per-channel scale.
