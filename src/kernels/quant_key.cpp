@@ -26,8 +26,10 @@ std::string_view act_key_name(ActKey k) {
 
 std::string_view scheme_name(QuantKey k) {
   if (k == kNvfp4W4A4) return "nvfp4_w4a4";
+  if (k == kNvfp4W4A8) return "nvfp4_w4a8_fp8";
   if (k.weight == WeightKey::nvfp4_static) return "nvfp4_w4a16";
   if (k == kFp8W8A16) return "fp8_w8a16";
+  if (k == kFp8PerToken) return "fp8_per_token";
   if (k.weight == WeightKey::fp8_static) return "fp8";
   if (k == kFp8BlockW8A16) return "fp8_block_w8a16";
   if (k.weight == WeightKey::fp8_block) return "fp8_block";

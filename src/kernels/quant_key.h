@@ -29,11 +29,19 @@ inline constexpr QuantKey kMxfp4W4A16{WeightKey::mxfp4, ActKey::none};
 // Group-quantized int4 (GPTQ, AWQ, compressed-tensors pack-quantized, ModelOpt W4A16_AWQ)
 // weight-only: activations in the engine dtype.
 inline constexpr QuantKey kInt4W4A16{WeightKey::int4, ActKey::none};
+// ModelOpt W4A8_NVFP4_FP8: NVFP4 weights, activations quantized to E4M3 with the static per-tensor
+// input_scale (the reference backend; the NVFP4 W4A16 backends with model::Linear's FP8 pass).
+inline constexpr QuantKey kNvfp4W4A8{WeightKey::nvfp4_static, ActKey::fp8_static};
+// ModelOpt FP8_PER_CHANNEL_PER_TOKEN: FP8 weights, activations quantized per token at run time
+// (fp8_group_dynamic with one group = the whole row; the FP8 W8A16 backends behind
+// model::Linear's FP8 pass, or the reference backend).
+inline constexpr QuantKey kFp8PerToken{WeightKey::fp8_static, ActKey::fp8_group_dynamic};
 
 std::string_view weight_key_name(WeightKey k);  // "nvfp4_static"
 std::string_view act_key_name(ActKey k);        // "nvfp4_dynamic", "none"
 // The scheme names of the CLI contract: "nvfp4_w4a4", "nvfp4_w4a16", "fp8" (W8A8),
-// "fp8_w8a16", "fp8_block" (W8A8), "fp8_block_w8a16", "mxfp4_w4a16", "int4_w4a16", "unquantized".
+// "fp8_w8a16", "fp8_block" (W8A8), "fp8_block_w8a16", "mxfp4_w4a16", "int4_w4a16", "nvfp4_w4a8_fp8",
+// "fp8_per_token", "unquantized".
 std::string_view scheme_name(QuantKey k);
 
 }  // namespace fp4lm::kernels

@@ -32,6 +32,9 @@ struct Nvfp4View {
   const uint8_t* block_scales = nullptr;
   float global_scale = 1.0f;  // weight_scale_2
   float input_scale = 0.0f;   // on-disk input_scale (W4A4); 0 when absent or unused (W4A16)
+  // Block scales repacked at load (ModelOpt W4A8_NVFP4_FP8's blocks of 32, each scale written
+  // twice); QuantMethod::linear adds it to LinearWeights::keepalive. Null: the file's bytes.
+  std::shared_ptr<const void> owned = nullptr;  // initialized, so brace-initialized views may omit it
 };
 
 // fp8: `codes` F8_E4M3 [rows, k], a per-tensor or a per-channel scale.

@@ -81,9 +81,10 @@ LayerScheme resolve_scheme(const quant::QuantConfig& q, const LayerSpec& spec, c
   const QuantMethod& method = quant_method(s.on_disk);
   s.key = method.key(s.on_disk, spec.modules(), tensors);
   if (spec.f32_act && s.on_disk.scheme == Scheme::unquantized) s.act_dtype = DType::F32;
-  if (s.key == kernels::kNvfp4W4A4 && opts.override_activation_dtype) {
+  if ((s.key == kernels::kNvfp4W4A4 || s.key == kernels::kNvfp4W4A8 || s.key == kernels::kFp8PerToken) &&
+      opts.override_activation_dtype) {
     // Passing no activation key is what selects the W4A16 backends (docs/ARCHITECTURE.md, "Loading a model").
-    s.key = kernels::kNvfp4W4A16;
+    s.key = {s.key.weight, kernels::ActKey::none};
     s.act_dtype = *opts.override_activation_dtype;
   }
   s.dynamic_activation_scale = s.key == kernels::kNvfp4W4A4 && opts.dynamic_activation_scale;

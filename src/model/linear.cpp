@@ -1,5 +1,7 @@
 #include "model/linear.h"
 
+#include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "core/error.h"
@@ -35,6 +37,12 @@ void Linear::set_pre_quant_scale(std::vector<float> s) {
   pre_quant_scale_ = std::move(s);
 }
 
+void Linear::set_fp8_input_scale(float s) {
+  if (!(s > 0) || !std::isfinite(s))
+    fail("{}: the FP8 activation scale must be finite and positive, found {}", spec_.name, s);
+  fp8_input_scale_ = s;
+}
+
 Linear::Linear(LayerSpec spec, LayerScheme scheme, std::string backend, std::unique_ptr<kernels::LinearKernel> kernel)
     : spec_(std::move(spec)), scheme_(scheme), backend_(std::move(backend)), kernel_(std::move(kernel)) {}
 
@@ -53,6 +61,28 @@ void Linear::forward(const float* x, int64_t m, float* y, ThreadPool& pool) cons
       const float* xr = x + i * k;
       float* sr = scaled.data() + i * k;
       for (int64_t j = 0; j < k; ++j) sr[j] = round_to(t, round_to(t, xr[j]) * pre_quant_scale_[j]);
+    }
+    x = scaled.data();
+  }
+  if (fp8_input_scale_ > 0) {
+    const int64_t k = spec_.in_features;
+    if (scaled.empty()) scaled.assign(x, x + m * k);
+    const DType t = scheme_.act_dtype;
+    const float s = fp8_input_scale_;
+    for (float& v : scaled) v = round_to(t, e4m3_to_f32(f32_to_e4m3(round_to(t, v) / s)) * s);
+    x = scaled.data();
+  }
+  if (fp8_per_token_) {
+    const int64_t k = spec_.in_features;
+    if (scaled.empty()) scaled.assign(x, x + m * k);
+    const DType t = scheme_.act_dtype;
+    for (int64_t i = 0; i < m; ++i) {
+      float* r = scaled.data() + i * k;
+      float amax = 0.0f;
+      for (int64_t j = 0; j < k; ++j) amax = std::max(amax, std::fabs(r[j] = round_to(t, r[j])));
+      const float s = std::max(amax, 1e-10f) / 448.0f;
+      for (int64_t j = 0; j < k; ++j)
+        r[j] = round_to(t, e4m3_to_f32(f32_to_e4m3(std::clamp(r[j] / s, -448.0f, 448.0f))) * s);
     }
     x = scaled.data();
   }

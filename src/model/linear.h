@@ -31,6 +31,17 @@ class Linear {
   // x rounded to it, times the scale, rounded again (exact in float32).
   void set_pre_quant_scale(std::vector<float> s);
   const std::vector<float>& pre_quant_scale() const { return pre_quant_scale_; }
+  // W4A8_NVFP4_FP8 on a W4A16 backend (which quantizes no activation): forward() quantizes the
+  // input to E4M3 with this static scale and dequantizes it, x -> e4m3(x / s) · s (saturating at
+  // ±448, nearest even; the reference backend's W8A8 rule), after any pre_quant_scale, in the
+  // activation dtype; the kernel then multiplies exactly those values. 0: off.
+  void set_fp8_input_scale(float s);
+  float fp8_input_scale() const { return fp8_input_scale_; }
+  // FP8_PER_CHANNEL_PER_TOKEN on a W8A16 backend: forward() quantizes each token's input to E4M3
+  // with its own scale s = max(amax, 1e-10) / 448 (the reference backend's per-token rule),
+  // after any pre_quant_scale, in the activation dtype.
+  void set_fp8_per_token(bool on) { fp8_per_token_ = on; }
+  bool fp8_per_token() const { return fp8_per_token_; }
 
   // Calibration hook: sees every input x[m, in] (float32, before dtype rounding).
   using InputObserver = std::function<void(const float* x, int64_t m)>;
@@ -43,6 +54,8 @@ class Linear {
   std::unique_ptr<kernels::LinearKernel> kernel_;
   InputObserver observer_;
   std::vector<float> pre_quant_scale_;
+  float fp8_input_scale_ = 0.0f;
+  bool fp8_per_token_ = false;
 };
 
 // The experts of one sparse MoE block (routing is the architecture's job).

@@ -175,7 +175,12 @@ std::unique_ptr<Linear> ModelLoader::load_linear(const std::string& name) {
   kernels::LinearProblem p{r.scheme.key, r.scheme.act_dtype, spec.out_features, spec.in_features,
                            {opts_.a16_max_tokens}};
   std::vector<float> pre_quant_scale = this->pre_quant_scale(spec);
-  auto kernel = r.selection.backend->make_linear(linear_weights(spec, r.scheme), p);
+  kernels::LinearWeights weights = linear_weights(spec, r.scheme);
+  // W4A8_NVFP4_FP8 on a W4A16 backend: the FP8 activation pass runs in model::Linear (the
+  // reference backend quantizes its own input).
+  const float fp8_input_scale =
+      r.scheme.key == kernels::kNvfp4W4A8 && r.selection.backend->weight_key_only ? weights.input_scale : 0.0f;
+  auto kernel = r.selection.backend->make_linear(std::move(weights), p);
   loaded_bytes_ += kernel->weight_bytes();
   auto linear = std::make_unique<Linear>(spec, r.scheme, r.selection.backend->name, std::move(kernel));
   if (!pre_quant_scale.empty()) {
@@ -183,6 +188,17 @@ std::unique_ptr<Linear> ModelLoader::load_linear(const std::string& name) {
              "the activation dtype) before it is quantized, as ModelOpt's input quantizer does");
     ++pre_quant_scaled_;
     linear->set_pre_quant_scale(std::move(pre_quant_scale));
+  }
+  if (fp8_input_scale > 0) {
+    log_once("W4A8_NVFP4_FP8: each layer's input is quantized to E4M3 with its static input_scale and dequantized "
+             "(x -> e4m3(x / input_scale) * input_scale) before the NVFP4 W4A16 kernel, as ModelOpt's FP8 input "
+             "quantizer does");
+    linear->set_fp8_input_scale(fp8_input_scale);
+  }
+  if (r.scheme.key == kernels::kFp8PerToken && r.selection.backend->weight_key_only) {
+    log_once("FP8_PER_CHANNEL_PER_TOKEN: each token's input is quantized to E4M3 with its own scale (amax / 448) and "
+             "dequantized before the FP8 W8A16 kernel, as ModelOpt's dynamic per-token input quantizer does");
+    linear->set_fp8_per_token(true);
   }
   if (opts_.on_linear_built) opts_.on_linear_built(*linear);
   return linear;
@@ -195,6 +211,14 @@ std::unique_ptr<FusedMoe> ModelLoader::load_moe(const std::string& name) {
   log_selection(r);
   kernels::MoeProblem p{r.scheme.key, r.scheme.act_dtype, spec.num_experts, config_.moe.top_k, spec.hidden, spec.inter,
                         {opts_.a16_max_tokens}, spec.expert_activation};
+  if (r.scheme.key == kernels::kFp8PerToken && r.selection.backend->weight_key_only)
+    log().warn("{}: FP8_PER_CHANNEL_PER_TOKEN experts on the W8A16 backend '{}': the experts' inputs are not quantized "
+               "to FP8 (--moe-backend reference runs the per-token FP8 activations)",
+               spec.name, r.selection.backend->name);
+  if (r.scheme.key == kernels::kNvfp4W4A8 && r.selection.backend->weight_key_only)
+    log().warn("{}: W4A8_NVFP4_FP8 experts on the W4A16 backend '{}': the experts' inputs are not quantized to FP8 "
+               "(--moe-backend reference runs the FP8 activations; --override-activation-dtype bfloat16 says W4A16)",
+               spec.name, r.selection.backend->name);
   auto kernel = r.selection.backend->make_moe(moe_weights(spec, r.scheme), p);
   loaded_bytes_ += kernel->weight_bytes();
   auto moe = std::make_unique<FusedMoe>(spec, r.scheme, r.selection.backend->name, std::move(kernel));

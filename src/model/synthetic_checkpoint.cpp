@@ -158,6 +158,43 @@ struct Writer {
           if (algo != QuantAlgo::W4A16_NVFP4) scalar(m + ".input_scale", input_amax / quant::kNvfp4GlobalDivisor);
           break;
         }
+        case QuantAlgo::W4A8_NVFP4_FP8: {
+          // ModelOpt's W4A8 rule (export/quant_utils.py; recipe numerics nvfp4_bs32):
+          // weight_scale_2 = amax / 448, so the E4M3 block scales span up to 448/6, one per 32
+          // weights (block amax / 6 / weight_scale_2), codes E2M1 of w / (scale × weight_scale_2).
+          const float a = o.distinct_shard_scales ? quant::amax(ws[i].data(), ws[i].size()) : group_amax;
+          const float s2 = a / 448.0f;
+          std::vector<uint8_t> codes(static_cast<size_t>(n * k / 2)), scales(static_cast<size_t>(n * k / 32));
+          for (int64_t r = 0; r < n; ++r)
+            for (int64_t b = 0; b < k / 32; ++b) {
+              const float* x = ws[i].data() + r * k + b * 32;
+              const uint8_t sb = quant::weight_block_scale(quant::amax(x, 32), s2);
+              scales[static_cast<size_t>(r * (k / 32) + b)] = sb;
+              const float den = e4m3_to_f32(sb) * s2;
+              for (int j = 0; j < 32; j += 2)
+                codes[static_cast<size_t>((r * k + b * 32 + j) / 2)] =
+                    static_cast<uint8_t>(f32_to_e2m1(x[j] / den) | (f32_to_e2m1(x[j + 1] / den) << 4));
+            }
+          st.add(on_disk(m + ".weight"), DType::U8, {n, k / 2}, codes);
+          st.add(on_disk(m + ".weight_scale"), DType::F8_E4M3, {n, k / 32}, scales);
+          scalar(m + ".weight_scale_2", s2);
+          scalar(m + ".input_scale", input_amax / 448.0f);
+          break;
+        }
+        case QuantAlgo::FP8_PER_CHANNEL_PER_TOKEN: {
+          // ModelOpt's fp8_pc_pt export: weight_scale [n] = row amax / 448, no input_scale.
+          std::vector<uint8_t> codes(ws[i].size());
+          std::vector<float> scales(static_cast<size_t>(n));
+          for (int64_t r = 0; r < n; ++r) {
+            const float* row = ws[i].data() + r * k;
+            scales[static_cast<size_t>(r)] = std::max(quant::amax(row, static_cast<size_t>(k)), 1e-12f) / 448.0f;
+            for (int64_t j = 0; j < k; ++j)
+              codes[static_cast<size_t>(r * k + j)] = f32_to_e4m3(row[j] / scales[static_cast<size_t>(r)]);
+          }
+          st.add(on_disk(m + ".weight"), DType::F8_E4M3, {n, k}, codes);
+          st.add(on_disk(m + ".weight_scale"), DType::F32, {n}, scales.data(), scales.size() * sizeof(float));
+          break;
+        }
         case QuantAlgo::FP8: {
           float a = quant::amax(ws[i].data(), ws[i].size());
           float s = a / 448.0f;
@@ -327,7 +364,7 @@ void write_synthetic_checkpoint(const std::string& dir, const SyntheticOptions& 
     if (o.write_hf_quant_config) {
       json q = {{"quant_algo", std::string(quant::algo_name(o.algo))},
                 {"kv_cache_quant_algo", nullptr},
-                {"group_size", 16},
+                {"group_size", o.algo == QuantAlgo::W4A8_NVFP4_FP8 ? 32 : 16},
                 {"exclude_modules", excl}};
       if (o.algo == QuantAlgo::MIXED_PRECISION) {
         json layers = json::object();
@@ -341,7 +378,7 @@ void write_synthetic_checkpoint(const std::string& dir, const SyntheticOptions& 
     if (o.write_config_quantization) {
       json qcj = {{"quant_method", "modelopt"},
                   {"quant_algo", std::string(quant::algo_name(o.algo))},
-                  {"group_size", 16},
+                  {"group_size", o.algo == QuantAlgo::W4A8_NVFP4_FP8 ? 32 : 16},
                   {"ignore", excl},
                   {"producer", producer}};
       if (o.algo == QuantAlgo::MIXED_PRECISION) {

@@ -15,7 +15,7 @@ using nlohmann::json;
 
 namespace {
 
-constexpr const char* kSupported = "NVFP4, W4A16_NVFP4, FP8, MIXED_PRECISION, NVFP4_AWQ, W4A16_AWQ";
+constexpr const char* kSupported = "NVFP4, W4A16_NVFP4, FP8, MIXED_PRECISION, NVFP4_AWQ, W4A16_AWQ, W4A8_NVFP4_FP8, FP8_PER_CHANNEL_PER_TOKEN";
 
 std::string upper(std::string s) {
   for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
@@ -95,6 +95,10 @@ std::map<std::string, LayerQuant> parse_quantized_layers(const json& v, const st
 void check_group_size(QuantAlgo algo, std::optional<int> gs, const std::string& where) {
   if ((algo == QuantAlgo::NVFP4 || algo == QuantAlgo::W4A16_NVFP4 || algo == QuantAlgo::NVFP4_AWQ) && gs && *gs != 16)
     fail("{}: group_size must be 16 for {} (found {})", where, algo_name(algo), *gs);
+  // ModelOpt's W4A8_NVFP4_FP8 recipe quantizes the weights in E2M1 blocks of 32 (numerics
+  // nvfp4_bs32) and writes group_size 32; 16 is NVFP4's own block.
+  if (algo == QuantAlgo::W4A8_NVFP4_FP8 && gs && *gs != 16 && *gs != 32)
+    fail("{}: group_size must be 16 or 32 for W4A8_NVFP4_FP8 (found {})", where, *gs);
   if (algo == QuantAlgo::W4A16_AWQ && (!gs || *gs <= 0))
     fail("{}: W4A16_AWQ needs a positive group_size (the int4 scale block; found {})", where,
          gs ? std::to_string(*gs) : std::string("none"));
@@ -191,6 +195,12 @@ std::optional<QuantAlgo> group_algo(const json& g, std::optional<int>* group_siz
   const int bits = w.contains("num_bits") && w["num_bits"].is_number_integer() ? w["num_bits"].get<int>() : 0;
   const std::string type = w.contains("type") && w["type"].is_string() ? w["type"].get<std::string>() : "";
   const bool has_act = g.contains("input_activations") && g["input_activations"].is_object();
+  // 4-bit float weights with 8-bit float activations is how convert_hf_config.py writes both
+  // W4A8_NVFP4_FP8 and W4A8_MXFP4_FP8 (the same group, group_size 32 for either): only a
+  // quant_algo / quantized_layers entry tells them apart, so such a group alone is no format.
+  const json act = has_act ? g["input_activations"] : json();
+  if (bits == 4 && type == "float" && has_act && act.contains("num_bits") && act["num_bits"] == 8)
+    return std::nullopt;
   if (bits == 4 && type == "float") return has_act ? QuantAlgo::NVFP4 : QuantAlgo::W4A16_NVFP4;
   if (bits == 8 && type == "float") return QuantAlgo::FP8;
   return std::nullopt;
@@ -355,6 +365,8 @@ std::string_view algo_name(QuantAlgo a) {
     case QuantAlgo::MIXED_PRECISION: return "MIXED_PRECISION";
     case QuantAlgo::NVFP4_AWQ: return "NVFP4_AWQ";
     case QuantAlgo::W4A16_AWQ: return "W4A16_AWQ";
+    case QuantAlgo::W4A8_NVFP4_FP8: return "W4A8_NVFP4_FP8";
+    case QuantAlgo::FP8_PER_CHANNEL_PER_TOKEN: return "FP8_PER_CHANNEL_PER_TOKEN";
   }
   return "?";
 }
@@ -366,10 +378,8 @@ std::string_view unsupported_modelopt_algo(const std::string& u) {
       {"W4A8_AWQ", "int4 weights in groups with AWQ pre_quant_scale and FP8 activations"},
       {"W8A16", "int8 weights per channel, 16-bit activations"},
       {"W8A8_SQ_PER_CHANNEL", "SmoothQuant int8 weights per channel and int8 activations"},
-      {"FP8_PER_CHANNEL_PER_TOKEN", "FP8 weights per channel with dynamic per-token FP8 activations"},
       {"FP8_PB_WO", "block-wise FP8 weights, weight-only"},
       {"FP8_PB_REAL", "block-wise FP8 weights with FP8 activations"},
-      {"W4A8_NVFP4_FP8", "NVFP4 weights with dynamic E4M3 weight block scales and FP8 activations"},
       {"W4A8_MXFP4_FP8", "MXFP4 weights with FP8 activations"},
       {"MXFP4", "MXFP4 weights (E2M1 with E8M0 scales per 32) and activations"},
       {"MXFP8", "MXFP8 weights and activations (E4M3 with E8M0 scales per 32)"},
@@ -387,6 +397,8 @@ QuantAlgo parse_algo(const std::string& name, const std::string& where) {
   if (u == "MIXED_PRECISION") return QuantAlgo::MIXED_PRECISION;
   if (u == "NVFP4_AWQ") return QuantAlgo::NVFP4_AWQ;
   if (u == "W4A16_AWQ") return QuantAlgo::W4A16_AWQ;
+  if (u == "W4A8_NVFP4_FP8") return QuantAlgo::W4A8_NVFP4_FP8;
+  if (u == "FP8_PER_CHANNEL_PER_TOKEN") return QuantAlgo::FP8_PER_CHANNEL_PER_TOKEN;
   if (std::string_view what = unsupported_modelopt_algo(u); !what.empty())
     fail("{}: quant_algo '{}' (ModelOpt's {}) is not supported by fp4lm (supported: {}; docs/FORMAT.md lists each "
          "ModelOpt algorithm)",
@@ -463,6 +475,8 @@ Scheme scheme_of(QuantAlgo a) {
     case QuantAlgo::W4A16_NVFP4: return Scheme::nvfp4_a16;
     case QuantAlgo::FP8: return Scheme::fp8;
     case QuantAlgo::W4A16_AWQ: return Scheme::int4;
+    case QuantAlgo::W4A8_NVFP4_FP8: return Scheme::nvfp4_fp8;
+    case QuantAlgo::FP8_PER_CHANNEL_PER_TOKEN: return Scheme::fp8_pc_pt;
     case QuantAlgo::None: return Scheme::unquantized;
     case QuantAlgo::MIXED_PRECISION: break;
   }
@@ -475,6 +489,8 @@ QuantAlgo algo_of(Scheme s) {
     case Scheme::nvfp4_a16: return QuantAlgo::W4A16_NVFP4;
     case Scheme::fp8: return QuantAlgo::FP8;
     case Scheme::int4: return QuantAlgo::W4A16_AWQ;
+    case Scheme::nvfp4_fp8: return QuantAlgo::W4A8_NVFP4_FP8;
+    case Scheme::fp8_pc_pt: return QuantAlgo::FP8_PER_CHANNEL_PER_TOKEN;
     case Scheme::unquantized: return QuantAlgo::None;
     default: break;
   }

@@ -24,7 +24,13 @@ namespace fp4lm::quant {
 // the tensor decides, model/quant_method/quant_method.cpp; the algorithm names the export).
 // W4A16_AWQ: ModelOpt's int4 export (signed nibbles packed along the output rows, a scale per
 // group_size inputs, pre_quant_scale), run as Scheme::int4 with zero point 8.
-enum class QuantAlgo { None, NVFP4, W4A16_NVFP4, FP8, MIXED_PRECISION, NVFP4_AWQ, W4A16_AWQ };
+// W4A8_NVFP4_FP8: NVFP4 codes and E4M3 block scales with weight_scale_2 = weight amax / 448 (not
+// /2688) and a static per-tensor FP8 activation scale input_scale = activation amax / 448.
+// FP8_PER_CHANNEL_PER_TOKEN: E4M3 weights with a weight_scale per output channel (amax/448), no
+// input_scale: each token's activations are quantized to E4M3 with its own amax/448 at run time.
+enum class QuantAlgo {
+  None, NVFP4, W4A16_NVFP4, FP8, MIXED_PRECISION, NVFP4_AWQ, W4A16_AWQ, W4A8_NVFP4_FP8, FP8_PER_CHANNEL_PER_TOKEN
+};
 
 std::string_view algo_name(QuantAlgo a);  // "NVFP4", ...; None -> "UNQUANTIZED"
 // Case-insensitive; throws Error listing the supported algorithms (`where` names the source). An

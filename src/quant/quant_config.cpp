@@ -37,6 +37,8 @@ std::string_view scheme_name(Scheme s) {
     case Scheme::fp8_block_a16: return "FP8_BLOCK_W8A16";
     case Scheme::mxfp4: return "MXFP4";
     case Scheme::int4: return "INT4_W4A16";
+    case Scheme::nvfp4_fp8: return "W4A8_NVFP4_FP8";
+    case Scheme::fp8_pc_pt: return "FP8_PER_CHANNEL_PER_TOKEN";
   }
   return "?";
 }

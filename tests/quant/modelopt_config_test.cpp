@@ -362,10 +362,11 @@ TEST(ModeloptConfig, UnknownKvCacheAlgoRejected) {
 
 // Issue 44: every quant_algo ModelOpt's unified HF export writes is run or refused by name.
 TEST(ModeloptAlgorithms, EveryAlgorithmModeloptWritesIsRunOrRefusedByName) {
-  for (const char* runs : {"NVFP4", "NVFP4_AWQ", "W4A16_NVFP4", "FP8", "MIXED_PRECISION", "W4A16_AWQ"})
+  for (const char* runs : {"NVFP4", "NVFP4_AWQ", "W4A16_NVFP4", "FP8", "MIXED_PRECISION", "W4A16_AWQ", "W4A8_NVFP4_FP8",
+                           "FP8_PER_CHANNEL_PER_TOKEN"})
     EXPECT_NO_THROW(parse_algo(runs, "/c")) << runs;
-  for (const char* refused : {"W4A8_AWQ", "W8A16", "W8A8_SQ_PER_CHANNEL", "FP8_PER_CHANNEL_PER_TOKEN",
-                              "FP8_PB_WO", "fp8_pb_real", "W4A8_NVFP4_FP8", "W4A8_MXFP4_FP8", "mxfp4", "MXFP8",
+  for (const char* refused : {"W4A8_AWQ", "W8A16", "W8A8_SQ_PER_CHANNEL",
+                              "FP8_PB_WO", "fp8_pb_real", "W4A8_MXFP4_FP8", "mxfp4", "MXFP8",
                               "NVFP4_SVD"}) {
     json j = legacy({{"quant_algo", refused}});
     const std::string e = error_of([&] { parse_modelopt_config(j, json::object(), "/c"); });

@@ -7,6 +7,9 @@
 // without input_scale run W8A16; compressed-tensors says so in its config (W8A16, W8A8 static:
 // input_scale required), and its dynamic per-token W8A8 runs W8A16 — fp4lm has no per-token FP8
 // activation kernel; the weights are the file's, the activations stay in the engine's dtype.
+// ModelOpt's FP8_PER_CHANNEL_PER_TOKEN (scheme fp8_pc_pt, key fp8_per_token): a per-channel
+// weight_scale [rows] and no input_scale; its activations are quantized per token at run time
+// (the reference backend, or model::Linear's FP8 pass before the W8A16 backends).
 #include <cmath>
 #include <optional>
 #include <vector>
@@ -29,6 +32,7 @@ class Fp8Method final : public QuantMethod {
 
   kernels::QuantKey key(const quant::DiskFormat& f, const std::vector<std::string>& modules,
                         const TensorLookup& tensors) const override {
+    if (f.scheme == quant::Scheme::fp8_pc_pt) return kernels::kFp8PerToken;
     if (f.scheme != quant::Scheme::fp8) return kernels::kFp8W8A16;  // fp8_a16, fp8_dynamic
     if (f.family != quant::Family::modelopt) return kernels::kFp8;
     // ModelOpt: W8A8 when any shard carries input_scale (or no tensors are given), else W8A16.
@@ -43,6 +47,10 @@ class Fp8Method final : public QuantMethod {
     kernels::Fp8View v;
     v.codes = p.require(module + ".weight", {DType::F8_E4M3}, {rows, spec.in_features}).data;
     const TensorView* ws = p.checkpoint().find(module + ".weight_scale");
+    if (scheme.on_disk.scheme == quant::Scheme::fp8_pc_pt && ws && ws->shape != Shape{rows} &&
+        ws->shape != Shape{rows, 1})
+      fail("{}: FP8_PER_CHANNEL_PER_TOKEN layer {} needs a per-channel weight_scale of shape [{}] or [{}, 1], found {}",
+           p.where(module + ".weight_scale"), spec.name, rows, rows, shape_str(ws->shape));
     if (ws && rows > 1 && !ws->shape.empty() && ws->shape[0] == rows)
       v.row_scales = row_scales(p, module + ".weight_scale", rows);
     else if (scheme.on_disk.family == quant::Family::compressed_tensors && ws && ws->dtype != DType::F32)

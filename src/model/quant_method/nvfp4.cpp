@@ -7,6 +7,9 @@
 //    (448*6)/amax and `input_global_scale`: the reciprocals, stored [1]. fp4lm reads g and uses
 //    1.0f/g (as vLLM does), so a file whose g is the float reciprocal of a ModelOpt file's scale
 //    runs bit-identically when 1.0f/g gives that scale back (docs/FORMAT.md §7).
+// ModelOpt W4A8_NVFP4_FP8 (key nvfp4_w4a8_fp8) stores the same tensors; its weight_scale_2 is
+// amax/448 (the dequantization is the same product) and its input_scale the FP8 activation scale
+// amax/448, required unless the override runs the layer W4A16.
 // W4A16 — on disk or by the activation override — never needs the activation scale: present ones
 // are ignored; neither does W4A4 under --activation-scale dynamic (each token's own scale). A fused layer whose shards' global scales differ keeps per-shard scales (the kernels
 // apply them per row; kernels/weights.h), in both families.
@@ -14,6 +17,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -53,6 +57,7 @@ class Nvfp4Method final : public QuantMethod {
 
   kernels::QuantKey key(const quant::DiskFormat& f, const std::vector<std::string>&,
                         const TensorLookup&) const override {
+    if (f.scheme == quant::Scheme::nvfp4_fp8) return kernels::kNvfp4W4A8;
     return f.scheme == quant::Scheme::nvfp4 ? kernels::kNvfp4W4A4 : kernels::kNvfp4W4A16;
   }
 
@@ -126,7 +131,22 @@ class Nvfp4Method final : public QuantMethod {
       fail("{}: NVFP4 layer {} has in_features {} which is not a multiple of 16", p.checkpoint().dir(), spec.name, k);
     kernels::Nvfp4View v;
     v.codes = p.require(module + "." + n_.codes, {DType::U8}, {rows, k / 2}).data;
-    v.block_scales = p.require(module + ".weight_scale", {DType::F8_E4M3}, {rows, k / 16}).data;
+    const TensorView* bs = p.checkpoint().find(module + ".weight_scale");
+    if (scheme.on_disk.scheme == quant::Scheme::nvfp4_fp8 && bs && k % 32 == 0 && bs->shape == Shape{rows, k / 32}) {
+      // W4A8_NVFP4_FP8 as ModelOpt's recipe writes it: one E4M3 scale per 32 weights. Each is
+      // written twice into NVFP4's per-16 layout (exact: the same product for every weight).
+      const uint8_t* s32 = p.require(module + ".weight_scale", {DType::F8_E4M3}, {rows, k / 32}).data;
+      auto s16 = std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(rows * (k / 16)));
+      for (int64_t i = 0; i < rows * (k / 32); ++i) (*s16)[2 * i] = (*s16)[2 * i + 1] = s32[i];
+      v.block_scales = s16->data();
+      v.owned = s16;
+    } else if (scheme.on_disk.scheme == quant::Scheme::nvfp4_fp8 && bs && bs->shape != Shape{rows, k / 16}) {
+      fail("{}: tensor '{}.weight_scale' of W4A8_NVFP4_FP8 layer {} has shape {}; expected [{}, {}] (blocks of 16) "
+           "or [{}, {}] (blocks of 32, ModelOpt's recipe)",
+           p.checkpoint().dir(), module, spec.name, shape_str(bs->shape), rows, k / 16, rows, k / 32);
+    } else {
+      v.block_scales = p.require(module + ".weight_scale", {DType::F8_E4M3}, {rows, k / 16}).data;
+    }
     v.global_scale = global(p, module + "." + n_.global_scale);
     if (static_w4a4(scheme)) {
       const std::string name = module + "." + n_.input_scale;
@@ -136,6 +156,14 @@ class Nvfp4Method final : public QuantMethod {
              "the layer W4A16)",
              p.checkpoint().dir(), name, spec.name);
       v.input_scale = global(p, name);
+    } else if (scheme.key.act == kernels::ActKey::fp8_static) {
+      // W4A8_NVFP4_FP8: the FP8 activation scale (amax / 448), read as stored.
+      const std::string name = module + "." + n_.input_scale;
+      if (!p.checkpoint().find(name))
+        fail("{}: missing tensor '{}' (an F32 scalar: the static FP8 activation scale of W4A8_NVFP4_FP8 layer {}; "
+             "--override-activation-dtype bfloat16 runs the layer W4A16 without it)",
+             p.checkpoint().dir(), name, spec.name);
+      v.input_scale = *p.scale(name, true);
     } else {
       // W4A16 (on disk or by the override) and per-token scales use none: read by design.
       p.acknowledge(module + "." + n_.input_scale);

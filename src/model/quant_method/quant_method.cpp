@@ -14,10 +14,12 @@ const QuantMethod& quant_method(const quant::DiskFormat& f) {
     case quant::Scheme::unquantized: return unquantized_method();
     case quant::Scheme::nvfp4:
     case quant::Scheme::nvfp4_a16:
+    case quant::Scheme::nvfp4_fp8:
       return f.family == quant::Family::compressed_tensors ? compressed_tensors_nvfp4_method() : nvfp4_method();
     case quant::Scheme::fp8:
     case quant::Scheme::fp8_a16:
-    case quant::Scheme::fp8_dynamic: return fp8_method();
+    case quant::Scheme::fp8_dynamic:
+    case quant::Scheme::fp8_pc_pt: return fp8_method();
     case quant::Scheme::fp8_block:
     case quant::Scheme::fp8_block_a16:
       return f.family == quant::Family::compressed_tensors ? compressed_tensors_fp8_block_method() : fp8_block_method();
@@ -114,6 +116,13 @@ kernels::LinearWeights QuantMethod::linear(const ParamReader& p, const LayerSpec
     any_bias |= b != nullptr;
     biases.push_back(b);
     w.shards.push_back(std::move(s));
+  }
+  std::vector<std::shared_ptr<const void>> owned;
+  for (const kernels::WeightShard& s : w.shards)
+    if (const auto* v = std::get_if<kernels::Nvfp4View>(&s.view); v && v->owned) owned.push_back(v->owned);
+  if (!owned.empty()) {
+    owned.push_back(std::move(w.keepalive));
+    w.keepalive = std::make_shared<const std::vector<std::shared_ptr<const void>>>(std::move(owned));
   }
   if (any_bias) {
     w.bias.assign(static_cast<size_t>(w.n), 0.0f);

@@ -97,6 +97,8 @@ std::vector<float> reference_activation_input(const LinearWeights& w, const floa
                                    : quant::qdq_activation(x, m, w.k, w.input_scale);
   if (w.key.act == ActKey::fp8_group_dynamic) {
     if (w.shards.empty()) fail("per-token-group FP8 activations: the layer has no shards");
+    // Per-tensor / per-channel FP8 weights (FP8_PER_CHANNEL_PER_TOKEN): one group per token.
+    if (w.key.weight == WeightKey::fp8_static) return fp8_group_qdq_activation(x, m, w.k, w.k);
     return fp8_group_qdq_activation(x, m, w.k, w.shards[0].as<Fp8BlockView>().block_k);
   }
   std::vector<float> out(x, x + count);

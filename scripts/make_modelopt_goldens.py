@@ -1,0 +1,102 @@
+"""Writes tests/model/fixtures/modelopt_w4a8_nvfp4_fp8/: a tiny random Llama quantized by NVIDIA
+ModelOpt (nvidia-modelopt 0.47.0, CPU) with its W4A8_NVFP4_FP8_CFG recipe and exported by its
+unified HF exporter, plus golden.json: for fixed tokens, the float64 logits transformers computes with the exported
+tensors' meaning — every quantized Linear's weight dequantized (E2M1 code x E4M3 block scale x
+weight_scale_2) and its input quantized to float8_e4m3fn with its input_scale (torch's own cast,
+saturating at +-448). ModelOpt's fake-quantized forward cannot run here: its dynamic block
+quantization asserts CUDA tensors, so the reference is built from the export instead.
+
+Usage: python scripts/make_modelopt_goldens.py  (in a venv with nvidia-modelopt==0.47.0,
+transformers and torch; not run by CI)."""
+import json
+import os
+import shutil
+import sys
+
+import torch
+import modelopt.torch.quantization as mtq
+from modelopt.torch.export import export_hf_checkpoint
+from transformers import LlamaConfig, LlamaForCausalLM
+
+FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "model", "fixtures")
+RECIPES = {"w4a8_nvfp4_fp8": "W4A8_NVFP4_FP8_CFG", "fp8_per_channel_per_token": "FP8_PER_CHANNEL_PER_TOKEN_CFG"}
+TOKENS = [1, 7, 42, 3, 63, 20, 20, 5, 31, 11]
+
+
+def make(algo, recipe):
+    OUT = os.path.join(FIXTURES, "modelopt_" + algo)
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=64, hidden_size=64, intermediate_size=128, num_hidden_layers=1,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+                      architectures=["LlamaForCausalLM"], bos_token_id=1, eos_token_id=2)
+    model = LlamaForCausalLM(cfg).eval()
+    gen = torch.Generator().manual_seed(1)
+    calib = [torch.randint(0, 64, (1, 16), generator=gen) for _ in range(4)]
+
+
+    def forward_loop(m):
+        for ids in calib:
+            m(ids)
+
+
+    mtq.quantize(model, getattr(mtq, recipe), forward_loop)
+    shutil.rmtree(OUT, ignore_errors=True)
+    export_hf_checkpoint(model, export_dir=OUT)
+
+    from safetensors.torch import load_file  # noqa: E402
+
+    E2M1 = torch.tensor([0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.0, -0.5, -1, -1.5, -2, -3, -4, -6], dtype=torch.float64)
+    st = load_file(os.path.join(OUT, "model.safetensors"))
+    ref = LlamaForCausalLM(cfg).double().eval()
+    dense, input_scales = {}, {}
+    for name, t in st.items():
+        if not name.endswith(".weight") or t.dtype != torch.uint8:
+            continue
+        mod = name[: -len(".weight")]
+        codes = torch.stack([t & 0xF, t >> 4], dim=-1).reshape(t.shape[0], -1).long()
+        scales = st[mod + ".weight_scale"].double()
+        block = codes.shape[1] // scales.shape[1]
+        w = E2M1[codes] * scales.repeat_interleave(block, dim=1) * st[mod + ".weight_scale_2"].double()
+        dense[name] = w
+        input_scales[mod] = st[mod + ".input_scale"].double()
+    for name, t in st.items():
+        if not name.endswith(".weight") or t.dtype != torch.float8_e4m3fn:
+            continue
+        mod = name[: -len(".weight")]
+        dense[name] = t.double() * st[mod + ".weight_scale"].double().reshape(-1, 1)
+        assert mod + ".input_scale" not in st
+        input_scales[mod] = None  # per token
+    state = {k: v.double() for k, v in st.items() if not k.endswith(("_scale", "_scale_2"))}
+    state.update(dense)
+    missing, unexpected = ref.load_state_dict(state, strict=False)
+    assert not unexpected, unexpected
+    assert all("rotary" in k for k in missing), missing
+
+
+    def fp8_input(scale):
+        def hook(_module, args):
+            x = args[0]
+            s = scale if scale is not None else x.abs().amax(dim=-1, keepdim=True).clamp(min=1e-10) / 448
+            q = (x / s).clamp(-448, 448).to(torch.float8_e4m3fn).double() * s
+            return (q,) + tuple(args[1:])
+        return hook
+
+
+    for mod, scale in input_scales.items():
+        ref.get_submodule(mod).register_forward_pre_hook(fp8_input(scale))
+    with torch.no_grad():
+        logits = ref(torch.tensor([TOKENS])).logits[0]
+    for extra in ("generation_config.json",):
+        p = os.path.join(OUT, extra)
+        if os.path.exists(p):
+            os.remove(p)
+    with open(os.path.join(OUT, "golden.json"), "w") as f:
+        json.dump({"producer": f"nvidia-modelopt 0.47.0 {recipe} export; transformers float64 forward of its dequantized weights with float8_e4m3fn inputs",
+                   "tokens": TOKENS, "logits": [[round(v, 9) for v in row] for row in logits.tolist()]}, f)
+        f.write("\n")
+    print("wrote", OUT)
+
+
+if __name__ == "__main__":
+    for algo in sys.argv[1:] or RECIPES:
+        make(algo, RECIPES[algo])
