@@ -19,7 +19,8 @@ PKGS=(g++ cmake ninja-build pkg-config make ccache
       nginx
       openmpi-bin libopenmpi-dev iproute2
       chromium chromium-driver
-      libcurl4-openssl-dev libssl-dev)
+      libcurl4-openssl-dev libssl-dev
+      libjpeg62-turbo-dev libpng-dev libwebp-dev)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
