@@ -59,10 +59,11 @@ struct Decoded {
 
 // Returns false with err.message set on a libjpeg error. `pixels` is allocated after the header
 // check, by `allocate`, outside the setjmp frame's locals.
-bool run(jpeg_decompress_struct& cinfo, ErrorManager& err, std::span<const uint8_t> bytes, const ImageLimits& limits,
-         const std::string& name, Decoded& out, std::vector<uint8_t>& pixels) {
+bool run(jpeg_decompress_struct& cinfo, ErrorManager& err, jpeg_progress_mgr& progress, std::span<const uint8_t> bytes,
+         const ImageLimits& limits, const std::string& name, Decoded& out, std::vector<uint8_t>& pixels) {
   if (setjmp(err.jump)) return false;
   jpeg_create_decompress(&cinfo);
+  cinfo.progress = &progress;  // after create, which clears every field but err
   jpeg_mem_src(&cinfo, bytes.data(), static_cast<unsigned long>(bytes.size()));
   jpeg_save_markers(&cinfo, JPEG_APP0 + 1, 0xFFFF);
   jpeg_read_header(&cinfo, TRUE);
@@ -103,12 +104,11 @@ RgbImage decode_jpeg(std::span<const uint8_t> bytes, const ImageLimits& limits, 
   err.pub.emit_message = on_warning;
   jpeg_progress_mgr progress{};
   progress.progress_monitor = on_progress;
-  cinfo.progress = &progress;
   Decoded d;
   std::vector<uint8_t> pixels;
   bool ok;
   try {
-    ok = run(cinfo, err, bytes, limits, name, d, pixels);
+    ok = run(cinfo, err, progress, bytes, limits, name, d, pixels);
   } catch (...) {
     jpeg_destroy_decompress(&cinfo);
     throw;

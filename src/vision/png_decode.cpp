@@ -49,7 +49,7 @@ bool run(png_structp png, png_infop info, Reader& reader, const ImageLimits& lim
          Decoded& out, std::vector<uint8_t>& pixels) {
   if (setjmp(png_jmpbuf(png))) return false;
   png_set_read_fn(png, &reader, on_read);
-  png_set_user_limits(png, static_cast<png_uint_32>(limits.max_side), static_cast<png_uint_32>(limits.max_side));
+  png_set_user_limits(png, 0x7fffffffu, 0x7fffffffu);  // check_dimensions decides, with its message
   png_set_chunk_malloc_max(png, 8u << 20);  // one ancillary chunk (text, ICC, eXIf) at most 8 MiB
   png_read_info(png, info);
   png_uint_32 w, h;
