@@ -103,7 +103,9 @@ def load(name):
     return img, convert_to_rgb(img, return_numpy=True)
 
 
-manifest = {"transformers": transformers.__version__, "pillow": PIL.__version__, "decode": [], "preprocess": []}
+import torch, torchvision
+manifest = {"transformers": transformers.__version__, "pillow": PIL.__version__, "torch": torch.__version__,
+            "torchvision": torchvision.__version__, "decode": [], "preprocess": []}
 for name in files:
     img, rgb = load(name)
     open(os.path.join(here, name + ".rgb"), "wb").write(np.ascontiguousarray(rgb, dtype=np.uint8).tobytes())
