@@ -39,13 +39,22 @@ def png_chunk(kind, data):
     return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
 
 
-def raw_png(arr16, color_type, depth, extra=b""):
-    """A PNG Pillow cannot write (16-bit RGB, grey + alpha 16-bit), rows filter 0."""
+def raw_png(arr16, color_type, depth, extra=b"", adam7=False):
+    """A PNG Pillow cannot write (16-bit RGB, grey + alpha, a colour key, Adam7), rows filter 0."""
     h, w = arr16.shape[:2]
-    flat = arr16.reshape(h, -1)
-    rows = b"".join(b"\0" + (row.astype(">u2").tobytes() if depth == 16 else row.astype(np.uint8).tobytes())
-                    for row in flat)
-    ihdr = struct.pack(">IIBBBBB", w, h, depth, color_type, 0, 0, 0)
+
+    def rows_of(a):
+        flat = a.reshape(a.shape[0], -1)
+        return b"".join(b"\0" + (row.astype(">u2").tobytes() if depth == 16 else row.astype(np.uint8).tobytes())
+                        for row in flat)
+
+    if adam7:
+        passes = [(0, 0, 8, 8), (4, 0, 8, 8), (0, 4, 4, 8), (2, 0, 4, 4), (0, 2, 2, 4), (1, 0, 2, 2), (0, 1, 1, 2)]
+        rows = b"".join(rows_of(arr16[y0::dy, x0::dx]) for x0, y0, dx, dy in passes
+                        if arr16[y0::dy, x0::dx].size)
+    else:
+        rows = rows_of(arr16)
+    ihdr = struct.pack(">IIBBBBB", w, h, depth, color_type, 0, 0, 1 if adam7 else 0)
     return (b"\x89PNG\r\n\x1a\n" + png_chunk(b"IHDR", ihdr) + extra + png_chunk(b"IDAT", zlib.compress(rows)) +
             png_chunk(b"IEND", b""))
 
@@ -89,6 +98,7 @@ files.append(save("grey_trns_16x12.png",
                               extra=png_chunk(b"tRNS", struct.pack(">H", 120)))))
 files.append(save("grey_2bit_13x9.png", Image.fromarray((rng.integers(0, 4, (9, 13)) * 85).astype(np.uint8)).convert("L"),
                   bits=2))
+files.append(save("adam7_rgba_23x19.png", raw=raw_png(smooth(19, 23, 4), 6, 8, adam7=True)))
 files.append(save("exif3_25x15.png", Image.fromarray(smooth(15, 25, 3)), exif=exif_bytes(3)))
 files.append(save("lossless_31x27.webp", Image.fromarray(smooth(27, 31, 3)), lossless=True))
 files.append(save("lossy_40x28.webp", Image.fromarray(smooth(28, 40, 3)), quality=80))
