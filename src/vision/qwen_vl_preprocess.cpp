@@ -29,6 +29,22 @@ std::pair<int64_t, int64_t> qwen_vl_smart_resize(int64_t height, int64_t width, 
   return {h_bar, w_bar};
 }
 
+GridThw qwen_vl_grid(int64_t height, int64_t width, const QwenVlProcessorConfig& c) {
+  const int64_t factor = int64_t{c.patch_size} * c.merge_size;
+  if (!c.do_resize) {
+    if (height % factor || width % factor)
+      fail("image of {}x{}: with do_resize false both sides must be multiples of patch_size * merge_size = {}", width,
+           height, factor);
+    return {1, height / c.patch_size, width / c.patch_size};
+  }
+  const auto [rh, rw] = qwen_vl_smart_resize(height, width, factor, c.min_pixels, c.max_pixels);
+  return {1, rh / c.patch_size, rw / c.patch_size};
+}
+
+int64_t qwen_vl_image_tokens(const GridThw& g, const QwenVlProcessorConfig& c) {
+  return g.t * g.h * g.w / (int64_t{c.merge_size} * c.merge_size);
+}
+
 QwenVlPixels qwen_vl_preprocess(const RgbImage& image, const QwenVlProcessorConfig& c) {
   const int64_t p = c.patch_size, m = c.merge_size, T = c.temporal_patch_size;
   const int64_t factor = p * m;

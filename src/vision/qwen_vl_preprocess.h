@@ -31,4 +31,10 @@ std::pair<int64_t, int64_t> qwen_vl_smart_resize(int64_t height, int64_t width, 
 
 QwenVlPixels qwen_vl_preprocess(const RgbImage& image, const QwenVlProcessorConfig& config);
 
+// The grid an image of this size gets, without touching pixels (what the chat template's
+// placeholder expansion needs), and the image tokens the language model sees for it:
+// t * h * w / merge_size^2 (transformers' Qwen3VLProcessor).
+GridThw qwen_vl_grid(int64_t height, int64_t width, const QwenVlProcessorConfig& config);
+int64_t qwen_vl_image_tokens(const GridThw& grid, const QwenVlProcessorConfig& config);
+
 }  // namespace fp4lm::vision

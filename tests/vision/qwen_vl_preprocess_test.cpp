@@ -28,6 +28,10 @@ TEST(QwenVlPreprocess, MatchesTheHuggingFacePilProcessor) {
     const RgbImage img = decode_image(golden_data::bytes(file), {}, file);
     const QwenVlPixels out = qwen_vl_preprocess(img, cfg);
     const auto& pil = c["pil"];
+    const GridThw g = qwen_vl_grid(img.height, img.width, cfg);
+    EXPECT_EQ(g.h, out.grid.h);
+    EXPECT_EQ(g.w, out.grid.w);
+    EXPECT_EQ(qwen_vl_image_tokens(g, cfg), out.rows / (cfg.merge_size * cfg.merge_size));
     EXPECT_EQ(out.grid.t, pil["grid_thw"][0].get<int64_t>());
     EXPECT_EQ(out.grid.h, pil["grid_thw"][1].get<int64_t>());
     EXPECT_EQ(out.grid.w, pil["grid_thw"][2].get<int64_t>());
@@ -84,6 +88,18 @@ TEST(QwenVlPreprocess, SmartResizeAsTransformers) {
   EXPECT_EQ(qwen_vl_smart_resize(1080, 1920, 28, 3136, 1003520), (std::pair<int64_t, int64_t>{728, 1316}));
   // Python's round() halves to even: 42 / 28 = 1.5 -> 2, 70 / 28 = 2.5 -> 2.
   EXPECT_EQ(qwen_vl_smart_resize(42, 70, 28, 1, 1 << 30), (std::pair<int64_t, int64_t>{56, 56}));
+  // Qwen3.5 / Qwen3.6's own preprocessor_config.json: patch 16, merge 2, 65536..16777216 pixels.
+  QwenVlProcessorConfig q;
+  q.patch_size = 16;
+  q.min_pixels = 65536;
+  q.max_pixels = 16777216;
+  const GridThw g448 = qwen_vl_grid(448, 448, q);
+  EXPECT_EQ(g448.h, 28);
+  EXPECT_EQ(g448.w, 28);
+  EXPECT_EQ(qwen_vl_image_tokens(g448, q), 196);
+  EXPECT_EQ(qwen_vl_smart_resize(33, 47, 32, 65536, 16777216), (std::pair<int64_t, int64_t>{224, 320}));
+  EXPECT_EQ(qwen_vl_smart_resize(1080, 1920, 32, 65536, 16777216), (std::pair<int64_t, int64_t>{1088, 1920}));
+  EXPECT_EQ(qwen_vl_smart_resize(3000, 4000, 32, 65536, 16777216), (std::pair<int64_t, int64_t>{3008, 4000}));
   const auto e = error_of([] { qwen_vl_smart_resize(10, 2010, 28, 3136, 1003520); });
   EXPECT_NE(e.find("aspect ratio 201.0 is above the processor's limit of 200"), std::string::npos) << e;
 }
