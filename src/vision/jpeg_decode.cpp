@@ -10,6 +10,7 @@
 #include <vector>
 
 #include <jpeglib.h>
+#include <jerror.h>
 
 #include "core/error.h"
 #include "vision/exif_orientation.h"
@@ -31,9 +32,11 @@ void on_error(j_common_ptr cinfo) {
   longjmp(err->jump, 1);
 }
 
-// Corrupt-data warnings are errors: Pillow's decoder fails on a truncated file too.
+// Of libjpeg's corrupt-data warnings, a premature end of the data is an error (Pillow: "image file
+// is truncated"); the others (extraneous bytes before a marker, common in camera files) are
+// ignored, as Pillow decodes those files.
 void on_warning(j_common_ptr cinfo, int level) {
-  if (level < 0) on_error(cinfo);
+  if (level < 0 && cinfo->err->msg_code == JWRN_JPEG_EOF) on_error(cinfo);
 }
 
 // Counts progressive scans; a file with thousands of tiny scans re-runs the whole image per scan.

@@ -73,6 +73,16 @@ TEST(ImageDecode, TruncatedFilesAreErrorsNamingTheFormat) {
   }
 }
 
+// Pillow decodes a JPEG with stray bytes before a marker (libjpeg warns); so does fp4lm, to the
+// same pixels.
+TEST(ImageDecode, JpegWithExtraneousBytesDecodesAsPillow) {
+  const auto b = golden("rgb_33x47.jpg");
+  ASSERT_EQ(b[b.size() - 2], 0xFF);
+  std::vector<uint8_t> c(b.begin(), b.end() - 2);
+  c.insert(c.end(), {0x12, 0x34, 0xFF, 0xD9});
+  EXPECT_EQ(decode_image(c, {}, "x").rgb, decode_image(b, {}, "x").rgb);
+}
+
 TEST(ImageDecode, CorruptBytesAreErrorsNotCrashes) {
   for (const char* file : {"rgb_56x84.png", "rgb_33x47.jpg", "lossless_31x27.webp"}) {
     auto b = golden(file);
