@@ -58,10 +58,6 @@ bool run(png_structp png, png_infop info, Reader& reader, const ImageLimits& lim
   check_dimensions(w, h, limits, name, "PNG");  // throws before any longjmp
   out.width = w;
   out.height = h;
-  png_bytep exif = nullptr;
-  png_uint_32 exif_len = 0;
-  if (png_get_eXIf_1(png, info, &exif_len, &exif) && exif && exif_len) out.exif.assign(exif, exif + exif_len);
-
   const bool has_trns = png_get_valid(png, info, PNG_INFO_tRNS);
   const bool grey = !(color & PNG_COLOR_MASK_COLOR) && color != PNG_COLOR_TYPE_PALETTE;
   out.grey16 = grey && depth == 16 && !(color & PNG_COLOR_MASK_ALPHA) && !has_trns;
@@ -80,7 +76,10 @@ bool run(png_structp png, png_infop info, Reader& reader, const ImageLimits& lim
   for (int pass = interlace != PNG_INTERLACE_NONE ? 7 : 1; pass > 0; --pass) {
     for (png_uint_32 y = 0; y < h; ++y) png_read_row(png, pixels.data() + rowbytes * y, nullptr);
   }
-  png_read_end(png, nullptr);
+  // Pillow stops quietly at a bad or missing chunk after the image data (a file without IEND
+  // decodes there), so a libpng error from here on keeps the pixels.
+  if (setjmp(png_jmpbuf(png))) return true;
+  png_read_end(png, info);
   return true;
 }
 
@@ -105,6 +104,9 @@ RgbImage decode_png(std::span<const uint8_t> bytes, const ImageLimits& limits, c
     png_destroy_read_struct(&png, &info, nullptr);
     throw;
   }
+  png_bytep exif = nullptr;  // an eXIf chunk before or after the image data
+  png_uint_32 exif_len = 0;
+  if (ok && png_get_eXIf_1(png, info, &exif_len, &exif) && exif && exif_len) d.exif.assign(exif, exif + exif_len);
   png_destroy_read_struct(&png, &info, nullptr);
   if (!ok) fail("{}: corrupt or truncated PNG: {}", name, reader.message);
 

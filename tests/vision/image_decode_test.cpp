@@ -83,6 +83,13 @@ TEST(ImageDecode, JpegWithExtraneousBytesDecodesAsPillow) {
   EXPECT_EQ(decode_image(c, {}, "x").rgb, decode_image(b, {}, "x").rgb);
 }
 
+// Pillow reads a PNG up to its image data and stops quietly at a missing IEND.
+TEST(ImageDecode, PngWithoutIendDecodesAsPillow) {
+  const auto b = golden("rgba_37x29.png");
+  const std::vector<uint8_t> c(b.begin(), b.end() - 12);
+  EXPECT_EQ(decode_image(c, {}, "x").rgb, golden("rgba_37x29.png.rgb"));
+}
+
 TEST(ImageDecode, CorruptBytesAreErrorsNotCrashes) {
   for (const char* file : {"rgb_56x84.png", "rgb_33x47.jpg", "lossless_31x27.webp"}) {
     auto b = golden(file);
