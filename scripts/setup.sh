@@ -5,7 +5,7 @@
 # Open MPI for pipeline parallelism (src/dist, tests/dist; without it that part is left out) and
 # iproute2 for its two-namespace test, and ccache (.ci/run: the test build and the package's
 # `pip install .` share one), and chromium with its WebDriver for the chat page's browser test
-# (tests/webui).
+# (tests/webui), and libjpeg-turbo, libpng and libwebp for decoding images (src/vision).
 # (The Python test packages come from PyPI, pinned in tests/server_http*/requirements.txt, into
 # venvs the tests make.)
 # Idempotent: does nothing when they are all present. Needs root (or sudo) only to install.
@@ -19,7 +19,8 @@ PKGS=(g++ cmake ninja-build pkg-config make ccache
       nginx
       openmpi-bin libopenmpi-dev iproute2
       chromium chromium-driver
-      libcurl4-openssl-dev libssl-dev)
+      libcurl4-openssl-dev libssl-dev
+      libjpeg62-turbo-dev libpng-dev libwebp-dev)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
