@@ -31,6 +31,7 @@ std::span<const uint8_t> read_part(std::span<const uint8_t> msg, size_t& off, co
 
 std::vector<uint8_t> join_stage_message(std::span<const uint8_t> kv,
                                         const std::vector<std::shared_ptr<StageCarried>>& carried, int64_t rows) {
+  if (carried.empty()) return {kv.begin(), kv.end()};  // the K/V part alone, unframed
   std::vector<uint8_t> out;
   append_part(out, kv);
   for (const auto& c : carried) append_part(out, c->carried(rows));
@@ -40,6 +41,7 @@ std::vector<uint8_t> join_stage_message(std::span<const uint8_t> kv,
 std::span<const uint8_t> split_stage_message(std::span<const uint8_t> msg,
                                              const std::vector<std::shared_ptr<StageCarried>>& carried,
                                              int64_t rows) {
+  if (carried.empty()) return msg;
   size_t off = 0;
   const std::span<const uint8_t> kv = read_part(msg, off, "the shared K/V");
   for (const auto& c : carried) c->receive(read_part(msg, off, c->what()), rows);

@@ -6,8 +6,9 @@
 // step's residual stream, and every later stage takes them from the stage before and passes them
 // on as they came.
 //
-// A step's message (StageLink): u64 bytes of the shared K/V, the K/V, then per carried value in
-// registration order u64 bytes and the bytes.
+// A step's message (StageLink): the shared K/V part alone when the model carries nothing else
+// (so a stage of most models sends nothing beside its residual stream); otherwise u64 bytes of
+// the K/V part, the K/V, then per carried value in registration order u64 bytes and the bytes.
 #include <cstdint>
 #include <memory>
 #include <span>
