@@ -47,12 +47,14 @@ GemmaPleInputs::GemmaPleInputs(ModelLoader& l, Received) : act_(l.dtype()) {
   hidden_ = c.hidden_size;
 }
 
-size_t GemmaPleInputs::own_param_bytes() const {
-  return projection_ ? table_bytes_ + static_cast<size_t>(dim_) * sizeof(float) : 0;
+size_t GemmaPleInputs::own_param_bytes() const { return table_bytes_ + static_cast<size_t>(dim_) * sizeof(float); }
+
+size_t GemmaPleInputs::step_bytes(int64_t rows) const {
+  return static_cast<size_t>(rows * layers_ * dim_) * sizeof(float);
 }
 
 std::span<const uint8_t> GemmaPleInputs::carried(int64_t rows) const {
-  const size_t bytes = static_cast<size_t>(rows * layers_ * dim_) * sizeof(float);
+  const size_t bytes = step_bytes(rows);
   if (buf_.size() * sizeof(float) != bytes)
     fail("pipeline: Gemma 4's per-layer inputs of this step hold {} bytes, {} rows need {}",
          buf_.size() * sizeof(float), rows, bytes);
@@ -60,7 +62,7 @@ std::span<const uint8_t> GemmaPleInputs::carried(int64_t rows) const {
 }
 
 void GemmaPleInputs::receive(std::span<const uint8_t> bytes, int64_t rows) {
-  const size_t want = static_cast<size_t>(rows * layers_ * dim_) * sizeof(float);
+  const size_t want = step_bytes(rows);
   if (bytes.size() != want)
     fail("pipeline: the stage before sent {} bytes of Gemma 4's per-layer inputs, {} rows × {} layers × {} "
          "need {}",

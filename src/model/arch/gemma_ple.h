@@ -48,13 +48,15 @@ class GemmaPleInputs final : public StageCarried {
   // From the step's tokens and its residual stream at layer 0's entry.
   void compute(const LayerStep& s) const;
   const float* of(int64_t layer, int64_t row) const { return buf_.data() + (row * layers_ + layer) * dim_; }
-  size_t own_param_bytes() const;
+  size_t own_param_bytes() const;  // asked of layer 0's, the computing one
 
   const char* what() const override { return "Gemma 4's per-layer inputs"; }
   std::span<const uint8_t> carried(int64_t rows) const override;
   void receive(std::span<const uint8_t> bytes, int64_t rows) override;
 
  private:
+  size_t step_bytes(int64_t rows) const;  // [rows, L, P] float32
+
   Embedding table_;
   size_t table_bytes_ = 0;
   std::unique_ptr<Linear> projection_;
