@@ -20,6 +20,7 @@
 #include "model/config_reader.h"
 #include "model/decoder_layer.h"
 #include "model/feed_forward.h"
+#include "model/image_encoder.h"
 #include "model/layer_build.h"
 #include "model/layer_plan.h"
 #include "model/mixer.h"
@@ -89,6 +90,10 @@ class ArchDef {
   // does for a plain nn.Embedding (a class its quantizer registry knows). Default: true; Gemma's
   // scaled embedding module is another class, which ModelOpt does not list.
   virtual bool lists_embedding_as_excluded() const { return true; }
+  // The checkpoint's vision tower and projector (model/image_encoder.h), loaded from the same
+  // directory; nullptr (the default) for a text-only architecture or a checkpoint without one.
+  // Its tensors are then consumed, no longer on the load rule's ignore list.
+  virtual std::unique_ptr<ImageEncoder> load_image_encoder(ModelLoader&) const { return nullptr; }
   // Adds this architecture's own keys to a synthetic config.json.
   virtual void synthetic_config(const SyntheticOptions& o, nlohmann::json& c) const = 0;
 };
