@@ -1,6 +1,6 @@
 #pragma once
 // The attention kernel's schedule, shared by the AVX2 and AVX-512 variants (included only from
-// attention_avx2.cpp / attention_avx512.cpp, compiled with their flags). `Isa` provides a vector
+// avx2/attention.cpp / avx512/attention.cpp, compiled with their flags). `Isa` provides a vector
 // type V of W float lanes and: zero, set1, loadu, storeu, fmadd, mul, add, sub, hsum, hsum8,
 // prefetch_l2,
 // exp_nonpos (exp of x <= 0, exactly 0 below -87.3), and load<DT>(row, d, scale256): W elements

@@ -1,6 +1,6 @@
 #pragma once
 // The FP8 W8A16 kernels of one instruction set as a table (the ISA seam, table_linear.h), and the
-// raw-pointer row kernels behind the tables (fp8_w8a16_avx2.cpp, fp8_w8a16_avx512.cpp; their
+// raw-pointer row kernels behind the tables (cpu/avx2/fp8_w8a16.cpp, cpu/avx512/fp8_w8a16.cpp; their
 // shared schedules: fp8_w8a16_schedule.h). Loops and rules: docs/KERNELS.md, "FP8 W8A16".
 #include <cstddef>
 #include <cstdint>
@@ -55,7 +55,7 @@ int64_t fp8_w8a16_row_block_avx512(int64_t m, int64_t k);
 void fp8_w8a16_rows_avx512(const Fp8Rows& w, const uint16_t* x, int64_t tstride, int pieces, int64_t m, int64_t r0,
                            int64_t r1, void* y, DType act);
 
-// Thread-local scratch of at least `bytes`, 64-byte aligned, for the panels (fp8_kernel_tables.cpp).
+// Thread-local scratch of at least `bytes`, 64-byte aligned, for the panels (fp8_tables.cpp).
 void* fp8_thread_scratch(size_t bytes);
 
 }  // namespace fp4lm::kernels::cpu

@@ -1,6 +1,6 @@
 #pragma once
 // The FP8 W8A16 schedules, shared by the AVX2 and AVX-512 row kernels. Include only from
-// fp8_w8a16_*.cpp: everything here has internal linkage, so each ISA file compiles its own copy
+// cpu/{avx2,avx512}/fp8_w8a16.cpp: everything here has internal linkage, so each ISA file compiles its own copy
 // with its own flags (docs/KERNELS.md, "AVX-512 kernels").
 //
 // `Isa` (the ISA's row kernel, a struct of static members) provides:

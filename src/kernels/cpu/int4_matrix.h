@@ -57,7 +57,7 @@ void int4_w4a16_rows_avx2(const Int4Rows& w, const float* x, int64_t m, int64_t 
 int64_t int4_w4a16_row_block_avx512(int64_t m, int64_t k);
 void int4_w4a16_rows_avx512(const Int4Rows& w, const float* x, int64_t m, int64_t r0, int64_t r1, void* y, DType act);
 
-// Thread-local scratch of at least `bytes`, 64-byte aligned (the panels; int4_tables.cpp).
+// Thread-local scratch of at least `bytes`, 64-byte aligned (the panels; int4_linear.cpp).
 void* int4_thread_scratch(size_t bytes);
 
 }  // namespace fp4lm::kernels::cpu

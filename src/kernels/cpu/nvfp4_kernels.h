@@ -1,8 +1,8 @@
 #pragma once
 // One instruction set's NVFP4 kernels as a table of functions (the ISA seam). The ISA-neutral
 // Nvfp4Linear (and through it GroupedMoe) calls kernels only through a table; a backend's
-// registration chooses the table (cpu_backend_factory.h). A new ISA is a new table in its own
-// *_<isa>.cpp files plus registration lines. Layouts and inner loops: docs/KERNELS.md.
+// registration chooses the table (backend_factory.h). A new ISA is a new table in its own
+// cpu/<isa>/ files plus registration lines. Layouts and inner loops: docs/KERNELS.md.
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -39,8 +39,8 @@ struct Nvfp4Kernels {
 };
 
 // Call a table's functions only when its backend's unavailable_reason() is "".
-const Nvfp4Kernels& nvfp4_kernels_avx2();    // nvfp4_kernels_avx2.cpp
-const Nvfp4Kernels& nvfp4_kernels_avx512();  // nvfp4_kernels_avx512.cpp
+const Nvfp4Kernels& nvfp4_kernels_avx2();    // avx2/nvfp4_table.cpp
+const Nvfp4Kernels& nvfp4_kernels_avx512();  // avx512/nvfp4_table.cpp
 // As avx512, from 64 (W4A16) / 24 (W4A4) tokens by the register-blocked GEMM kernels (the same bits):
 // avx512/nvfp4_w4a16_gemm.cpp, avx512/nvfp4_w4a4_gemm.cpp.
 const Nvfp4Kernels& nvfp4_kernels_avx512_gemm();

@@ -1,5 +1,5 @@
 #pragma once
-// Small AVX2 helpers shared by the NVFP4, dense and FP8 kernels. Include only from *_avx2.cpp files.
+// Small AVX2 helpers shared by the NVFP4, dense and FP8 kernels. Include only from cpu/avx2/*.cpp files.
 #include <immintrin.h>
 
 #include <cstdint>

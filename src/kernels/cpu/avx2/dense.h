@@ -1,5 +1,5 @@
 #pragma once
-// The AVX2/FMA/F16C dense (unquantized-weight) GEMM/GEMV (dense_avx2.cpp). Call only when
+// The AVX2/FMA/F16C dense (unquantized-weight) GEMM/GEMV (dense.cpp). Call only when
 // cpu_features() reports avx2, fma and f16c. Layout and loops: docs/KERNELS.md.
 #include <cstdint>
 #include <vector>

@@ -1,4 +1,4 @@
-// The AVX2 dense kernel table: adapters from the DenseKernels seam to dense_avx2.h.
+// The AVX2 dense kernel table: adapters from the DenseKernels seam to dense.h.
 #include "kernels/cpu/avx2/dense.h"
 #include "kernels/cpu/dense_kernels.h"
 

@@ -1,6 +1,6 @@
 #pragma once
-// The AVX2/FMA/F16C NVFP4 GEMM/GEMV kernels (nvfp4_w4a16_avx2.cpp, nvfp4_w4a4_avx2.cpp).
-// Call only when cpu_features() reports avx2, fma and f16c (cpu_isa_support.cpp says); the
+// The AVX2/FMA/F16C NVFP4 GEMM/GEMV kernels (nvfp4_w4a16.cpp, nvfp4_w4a4.cpp).
+// Call only when cpu_features() reports avx2, fma and f16c (isa_support.cpp says); the
 // ISA-neutral code reaches them through nvfp4_kernels_avx2() (nvfp4_kernels.h).
 // Layout and inner loops: docs/KERNELS.md.
 #include <cstdint>

@@ -1,4 +1,4 @@
-// The AVX2 NVFP4 kernel table: adapters from the Nvfp4Kernels seam to nvfp4_avx2.h.
+// The AVX2 NVFP4 kernel table: adapters from the Nvfp4Kernels seam to nvfp4.h.
 #include "core/cpu_features.h"
 #include "kernels/cpu/avx2/nvfp4.h"
 #include "kernels/cpu/nvfp4_kernels.h"

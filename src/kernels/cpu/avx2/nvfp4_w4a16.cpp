@@ -36,7 +36,7 @@ inline int permuted_word(int e) {
 // Quantizes one token row (fp32, k values) to the kernel layout: q [pieces × k64] int16 (per
 // chunk: piece 0's 64 words, then piece 1's; permuted, zero-padded) and sa [k64 / 64 × 8] fp32,
 // lane d of chunk c = the activation factor of block 4c + d/2 (see kW4a16ExpMin in
-// nvfp4_avx2.h). Piece 1 (float32 x) is the remainder x · 2^(14 - e) - q0, × 2^15, rounded.
+// nvfp4.h). Piece 1 (float32 x) is the remainder x · 2^(14 - e) - q0, × 2^15, rounded.
 // A block holding NaN or ±inf gets q = 0 and factor NaN, so the token's outputs become NaN.
 void quantize_token(const float* x, int64_t k, int64_t k64, int pieces, int16_t* q, float* sa) {
   static const auto perm = [] {

@@ -12,7 +12,7 @@
 #include "kernels/cpu/attention_schedule.h"
 
 // GCC 12 reports the intrinsics' _mm512_undefined_epi32() pass-through as maybe-uninitialized
-// (a false positive, as in common_avx512.h).
+// (a false positive, as in common.h).
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 

@@ -1,13 +1,13 @@
 #pragma once
 // GCC 12's AVX-512 intrinsics start some results from _mm512_undefined_*() (a vector
 // initialised from itself), which -Wuninitialized reports at every inlined use; the including
-// *_avx512.cpp files turn those two warnings off.
+// cpu/avx512/*.cpp files turn those two warnings off.
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 // What the AVX-512 kernels (NVFP4, dense, FP8) share: small helpers, and the loops and schedules
-// of the two NVFP4 kernels. Include only from *_avx512.cpp files. Everything
+// of the two NVFP4 kernels. Include only from cpu/avx512/*.cpp files. Everything
 // here has internal linkage (static / anonymous namespace) so no copy compiled with AVX-512
-// flags can be shared with other files (see nvfp4_avx512.h).
+// flags can be shared with other files (see nvfp4.h).
 #include <immintrin.h>
 
 #include <cstdint>

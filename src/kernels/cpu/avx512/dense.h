@@ -1,7 +1,7 @@
 #pragma once
-// The AVX-512 BF16 dense kernel (dense_bf16_avx512.cpp): BF16 weight rows × activations split
-// into bf16 pieces, by vdpbf16ps. Raw-pointer entry points only (see nvfp4_avx512.h for why);
-// the table around it is dense_avx512_table.cpp. Layout and loop: docs/KERNELS.md.
+// The AVX-512 BF16 dense kernel (dense.cpp): BF16 weight rows × activations split
+// into bf16 pieces, by vdpbf16ps. Raw-pointer entry points only (see nvfp4.h for why);
+// the table around it is dense_table.cpp. Layout and loop: docs/KERNELS.md.
 #include <cstdint>
 
 #include "core/dtype.h"

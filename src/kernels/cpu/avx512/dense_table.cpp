@@ -1,5 +1,5 @@
 // The AVX-512 dense kernel table (ISA-neutral code, compiled without AVX-512 flags): BF16
-// weight segments run the vdpbf16ps kernel (dense_bf16_avx512.cpp); F32 and F16 segments (whose
+// weight segments run the vdpbf16ps kernel (dense.cpp); F32 and F16 segments (whose
 // values bf16 cannot hold exactly) run the AVX2 kernel on the same call. The prepared input
 // holds both forms of x.
 #include "kernels/cpu/dense_kernels.h"

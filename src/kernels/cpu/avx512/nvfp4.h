@@ -1,10 +1,10 @@
 #pragma once
-// The AVX-512 NVFP4 kernels (nvfp4_w4a16_avx512.cpp, nvfp4_w4a4_avx512.cpp): raw-pointer entry
+// The AVX-512 NVFP4 kernels (nvfp4_w4a16*.cpp, nvfp4_w4a4*.cpp): raw-pointer entry
 // points only. Everything that allocates, throws or uses the thread pool lives in the
-// ISA-neutral nvfp4_avx512_table.cpp, so no template or inline function shared with other
+// ISA-neutral nvfp4_table.cpp, so no template or inline function shared with other
 // files is ever instantiated with AVX-512 code (the linker could otherwise pick that copy for
 // the whole program and crash an AVX2-only CPU). Call only when the backend's
-// unavailable_reason() is "" (cpu_avx512_backends.cpp). Layout and loops: docs/KERNELS.md.
+// unavailable_reason() is "" (nvfp4_backends.cpp). Layout and loops: docs/KERNELS.md.
 #include <cstdint>
 
 #include "core/dtype.h"
@@ -24,7 +24,7 @@ struct Rows {
   int64_t n, k;
 };
 
-// Thread-local scratch of at least `bytes`, 64-byte aligned (nvfp4_avx512_table.cpp).
+// Thread-local scratch of at least `bytes`, 64-byte aligned (nvfp4_table.cpp).
 void* thread_scratch(size_t bytes);
 
 // ---- W4A16. x is split into `pieces` bf16 terms whose sum is x exactly (bf16: 1, f16: 2,

@@ -1,6 +1,6 @@
 // The AVX-512 NVFP4 kernel table (ISA-neutral code, compiled without AVX-512 flags): the
 // prepared activations (allocation, conversion, W4A4 quantization, the thread pool) around the
-// raw-pointer kernels of nvfp4_w4a16_avx512.cpp / nvfp4_w4a4_avx512.cpp.
+// raw-pointer kernels of nvfp4_w4a16*.cpp / nvfp4_w4a4*.cpp.
 #include "kernels/cpu/nvfp4_kernels.h"
 
 #ifdef FP4LM_HAVE_AVX512_KERNELS
