@@ -2,8 +2,6 @@
 // the machine's sustained read bandwidth (a buffer far larger than the caches) and OpenBLAS
 // cblas_sgemm on fp32 weights of the same shape — printing ratios (docs/BENCHMARKS.md, Kernels).
 // `--rss` instead measures resident memory over an mmapped NVFP4 layer set of >= 256 MiB.
-#include <cblas.h>
-#include <dlfcn.h>
 #include <fmt/format.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -23,14 +21,13 @@
 #include <vector>
 
 #include "cli/command.h"
+#include "cli/openblas.h"
 #include "core/cpu_features.h"
 #include "core/error.h"
 #include "core/mapped_file.h"
 #include "core/read_bandwidth.h"
 #include "core/thread_pool.h"
 #include "kernels/registry.h"
-
-extern "C" void openblas_set_num_threads(int);
 
 namespace fp4lm::cli {
 namespace {
@@ -184,7 +181,7 @@ BenchShapes bench_shapes(const Options& o) {
 
 // Starts one thread count's section of a table: the pool's read bandwidth (bytes/s), printed.
 double begin_threads_section(int threads, ThreadPool& pool) {
-  openblas_set_num_threads(threads);
+  openblas().set_num_threads(threads);
   const double bw = read_bandwidth(size_t{1} << 30, 3, pool);
   fmt::print("\n== threads {}: read bandwidth {:.1f} GB/s (1 GiB buffer)\n", threads, bw / 1e9);
   return bw;
@@ -192,10 +189,10 @@ double begin_threads_section(int threads, ThreadPool& pool) {
 
 // The baseline of every table: OpenBLAS sgemm, y[m x n] = x[m x k] * w[n x k]^T in fp32.
 double sgemm_seconds(int64_t m, int64_t n, int64_t k, const float* x, const float* w, float* y, int reps) {
+  const auto sgemm = openblas().sgemm;
   return best_time([&] {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m), static_cast<int>(n),
-                static_cast<int>(k), 1.0f, x, static_cast<int>(k), w, static_cast<int>(k), 0.0f, y,
-                static_cast<int>(n));
+    sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), 1.0f,
+          x, static_cast<int>(k), w, static_cast<int>(k), 0.0f, y, static_cast<int>(n));
   }, reps);
 }
 
@@ -271,13 +268,12 @@ std::vector<std::pair<int64_t, std::vector<double>>> time_shape_rows(
 }
 
 // OpenBLAS's bf16 GEMM, when this OpenBLAS was built with it (Debian's is not).
-using SbgemmFn = void (*)(CBLAS_ORDER, CBLAS_TRANSPOSE, CBLAS_TRANSPOSE, blasint, blasint, blasint, float,
-                          const uint16_t*, blasint, const uint16_t*, blasint, float, float*, blasint);
-SbgemmFn bf16_gemm() { return reinterpret_cast<SbgemmFn>(dlsym(RTLD_DEFAULT, "cblas_sbgemm")); }
+using SbgemmFn = decltype(OpenBlas::sbgemm);
+SbgemmFn bf16_gemm() { return openblas().sbgemm; }
 
 void print_openblas() {
   fmt::print("OpenBLAS core: {} (OPENBLAS_CORETYPE {}, OPENBLAS_L2_SIZE {}); bf16 GEMM (cblas_sbgemm): {}\n",
-             openblas_get_corename(), std::getenv("OPENBLAS_CORETYPE") ? std::getenv("OPENBLAS_CORETYPE") : "unset",
+             openblas().get_corename(), std::getenv("OPENBLAS_CORETYPE") ? std::getenv("OPENBLAS_CORETYPE") : "unset",
              std::getenv("OPENBLAS_L2_SIZE") ? std::getenv("OPENBLAS_L2_SIZE") : "unset",
              bf16_gemm() ? "available" : "not in this OpenBLAS build");
 }
