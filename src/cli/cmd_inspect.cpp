@@ -22,6 +22,7 @@
 #include "model/kv_cache_format.h"
 #include "model/memory_fit.h"
 #include "model/model_loader.h"
+#include "model/state_bytes.h"
 #include "quant/compressed_tensors_config.h"
 #include "quant/fine_grained_fp8_config.h"
 #include "quant/int4_producer_config.h"
@@ -210,66 +211,92 @@ json inspect_facts(const std::shared_ptr<io::Checkpoint>& ckp, const model::Engi
   };
 }
 
-// RAM a run needs before anything is loaded: the layers' weights, the embedding table (mapped as
-// stored), float32 copies (norms, MLA's dequantized kv_b_proj), and the KV cache per token of
-// context (MLA layers: their latent; sliding-window layers counted as full: an upper bound).
-json memory_estimate(const model::ModelLoader& loader, const model::EngineOptions& opts, size_t layer_weights) {
+// RAM a run needs: the layers' weights, the embedding table (mapped as stored), float32 copies
+// (norms, MLA's dequantized kv_b_proj), and one sequence's state as the loaded model's layers
+// declared it (model/state_layout.h: the KV slots, MLA's latent, sliding-window rings, shared K/V
+// stored once, recurrent state): what the engine reserves per sequence. `lm`: the model loaded
+// as `generate` would (null when that load failed: `why`).
+json memory_estimate(const model::ModelLoader& loader, const std::shared_ptr<io::Checkpoint>& ck,
+                     const model::EngineOptions& opts, size_t layer_weights, const model::CausalLM* lm,
+                     const std::string& why) {
   const model::ModelConfig& c = loader.config();
   size_t weights = layer_weights, floats = static_cast<size_t>(c.hidden_size);
   if (!c.tie_word_embeddings) weights += loader.tensor("model.embed_tokens.weight", {c.vocab_size, c.hidden_size}).nbytes;
-  size_t kv = 0;
+  for (int64_t i = 0; i < c.num_layers; ++i) {
+    floats += 2 * static_cast<size_t>(c.hidden_size);
+    if (c.mla.enabled())
+      floats += static_cast<size_t>(c.num_heads * (c.mla.qk_nope_head_dim + c.mla.v_head_dim) * c.mla.kv_lora_rank);
+  }
+  weights += floats * sizeof(float);
   // The KV format as the load resolves it (model/kv_cache_format.h); a declared format fp4lm does
-  // not run under "auto" is shown with the refusal and counted at the activation dtype.
+  // not run under "auto" is shown with the refusal and counted at the activation dtype (the state
+  // of a load with --kv-cache-dtype set to it).
   std::string kv_refused;
-  DType kv_dtype = loader.dtype();
   try {
     QuietLog quiet;
-    kv_dtype = model::resolve_kv_cache_format(loader.quant_config().kv_cache_scheme(), opts.kv_cache_dtype,
-                                              loader.dtype(), loader.quant_config().source());
+    model::resolve_kv_cache_format(loader.quant_config().kv_cache_scheme(), opts.kv_cache_dtype, loader.dtype(),
+                                   loader.quant_config().source());
   } catch (const Error& e) {
     kv_refused = e.what();
   }
-  for (int64_t i = 0; i < c.num_layers; ++i) {
-    floats += 2 * static_cast<size_t>(c.hidden_size);
-    if (c.mla.enabled()) {
-      kv += static_cast<size_t>(c.mla.latent_dim()) * dtype_size(kv_dtype);
-      floats += static_cast<size_t>(c.num_heads * (c.mla.qk_nope_head_dim + c.mla.v_head_dim) * c.mla.kv_lora_rank);
-    } else if (c.layer_is_attention(i)) {
-      kv += 2 * static_cast<size_t>(c.num_kv_heads * c.head_dim) * dtype_size(kv_dtype);
+  std::unique_ptr<model::CausalLM> as_activation_dtype;
+  std::string state_unavailable = lm ? "" : why;
+  if (!lm && !kv_refused.empty()) {
+    model::EngineOptions o = opts;
+    o.kv_cache_dtype = std::string(dtype_torch_name(loader.dtype()));
+    model::LoadOptions lo;
+    lo.progress = false;
+    lo.enforce_tensor_usage = false;
+    try {
+      QuietLog quiet;
+      as_activation_dtype = model::CausalLM::load(ck, o, lo);
+      lm = as_activation_dtype.get();
+      state_unavailable.clear();
+    } catch (const Error& e) {
+      state_unavailable = e.what();
     }
   }
-  weights += floats * sizeof(float);
   const int64_t ctx = std::min<int64_t>(c.max_position_embeddings, 8192);
-  return {{"weights_bytes", weights},
-          {"kv_bytes_per_token", kv},
-          {"kv_dtype", kv_dtype == DType::F8_E4M3 ? std::string("fp8") : std::string(dtype_torch_name(kv_dtype))},
-          {"kv_declared", loader.quant_config().kv_cache_scheme() ? json(*loader.quant_config().kv_cache_scheme())
-                                                                  : json(nullptr)},
-          {"kv_refused", kv_refused.empty() ? json(nullptr) : json(kv_refused)},
-          {"default_context", ctx},
-          {"total_at_default_context_bytes", weights + kv * static_cast<size_t>(ctx)},
-          {"machine_ram_bytes", model::physical_ram_bytes()}};
+  json m = {{"weights_bytes", weights},
+            {"kv_bytes_per_token", nullptr},
+            {"state_fixed_bytes", nullptr},
+            {"sequence_bytes_at_default_context", nullptr},
+            {"kv_dtype", nullptr},
+            {"kv_declared", loader.quant_config().kv_cache_scheme() ? json(*loader.quant_config().kv_cache_scheme())
+                                                                    : json(nullptr)},
+            {"kv_refused", kv_refused.empty() ? json(nullptr) : json(kv_refused)},
+            {"default_context", ctx},
+            {"total_at_default_context_bytes", nullptr},
+            {"machine_ram_bytes", model::physical_ram_bytes()}};
+  if (!lm) {
+    m["state_unavailable"] = state_unavailable;
+    return m;
+  }
+  const model::StateLayout& s = lm->state_layout();
+  const int64_t positions = std::min(ctx, lm->max_model_len());
+  const size_t sequence = lm->sequence_bytes(positions);
+  m["default_context"] = positions;
+  m["kv_bytes_per_token"] = model::state_bytes_per_position(s, lm->kv_dtype());
+  m["state_fixed_bytes"] = model::state_fixed_bytes(s, lm->prefill_chunk(), lm->kv_dtype());
+  m["sequence_bytes_at_default_context"] = sequence;
+  m["kv_dtype"] = lm->kv_dtype() == DType::F8_E4M3 ? std::string("fp8") : std::string(dtype_torch_name(lm->kv_dtype()));
+  m["total_at_default_context_bytes"] = weights + sequence;
+  return m;
 }
 
 // The load rule's lists (model/tensor_usage.h) from a load of the whole model that reports
 // instead of enforcing: what no layer consumed, sorted into the documented ignore list, unused
 // quantization tensors (the load's error) and unused model tensors (its WARN line).
-void add_tensor_usage(json& facts, const std::shared_ptr<io::Checkpoint>& ck, const model::EngineOptions& opts) {
-  model::LoadOptions lo;
-  lo.progress = false;
-  lo.enforce_tensor_usage = false;
-  try {
-    QuietLog quiet;
-    const auto lm = model::CausalLM::load(ck, opts, lo);
-    const model::TensorUsage& u = lm->tensor_usage();
-    json ignored = json::object();
-    for (const auto& [why, names] : u.ignored) ignored[why] = names;
-    facts["tensor_usage"] = {{"ignored", ignored},
-                             {"unused_quantization", u.unused_quantization},
-                             {"unused_model", u.unused_model}};
-  } catch (const Error& e) {
-    facts["tensor_usage"] = {{"unavailable", e.what()}};
+void add_tensor_usage(json& facts, const model::CausalLM* lm, const std::string& why) {
+  if (!lm) {
+    facts["tensor_usage"] = {{"unavailable", why}};
+    return;
   }
+  const model::TensorUsage& u = lm->tensor_usage();
+  json ignored = json::object();
+  for (const auto& [why_ignored, names] : u.ignored) ignored[why_ignored] = names;
+  facts["tensor_usage"] = {
+      {"ignored", ignored}, {"unused_quantization", u.unused_quantization}, {"unused_model", u.unused_model}};
 }
 
 // The per-layer report needs a supported, complete architecture; inspect still describes other
@@ -292,10 +319,23 @@ void add_layers(json& facts, const std::shared_ptr<io::Checkpoint>& ck, const mo
   }
   size_t weights = 0;
   facts["layers"] = layer_report(loader, weights);
-  facts["memory"] = memory_estimate(loader, opts, weights);
+  // One load of the whole model that reports instead of enforcing the load rule: its tensor
+  // usage and its state layout.
+  std::unique_ptr<model::CausalLM> lm;
+  std::string why;
+  model::LoadOptions lo;
+  lo.progress = false;
+  lo.enforce_tensor_usage = false;
+  try {
+    QuietLog quiet;
+    lm = model::CausalLM::load(ck, opts, lo);
+  } catch (const Error& e) {
+    why = e.what();
+  }
+  facts["memory"] = memory_estimate(loader, ck, opts, weights, lm.get(), why);
   if (std::string d = loader.config_disagreement(); !d.empty() && facts["quantization"].is_object())
     facts["quantization"]["config_disagreement"] = d;
-  add_tensor_usage(facts, ck, opts);
+  add_tensor_usage(facts, lm.get(), why);
 }
 
 // A JSON value for a human: strings bare, lists comma-separated, null as "-".
@@ -381,11 +421,19 @@ void print_human(const json& f, std::FILE* out) {
     return;
   }
   if (f.contains("layer_types")) line("layer types", plain(f["layer_types"]));
-  if (f.contains("memory")) {
+  if (f.contains("memory") && f["memory"].contains("state_unavailable")) {
+    line("RAM needed", fmt::format("weights {}; per-sequence state unavailable: {}",
+                                   human_bytes(f["memory"]["weights_bytes"].get<size_t>()),
+                                   plain(f["memory"]["state_unavailable"])));
+  } else if (f.contains("memory")) {
     const json& m = f["memory"];
-    line("RAM needed", fmt::format("weights {} + KV cache {} per token ({}); {} at {} tokens; this machine has {}",
+    const size_t fixed = m["state_fixed_bytes"].get<size_t>();
+    line("RAM needed", fmt::format("weights {} + KV cache {} per token ({}){}; {} at {} tokens; this machine has {}",
                                    human_bytes(m["weights_bytes"].get<size_t>()),
                                    human_bytes(m["kv_bytes_per_token"].get<size_t>()), plain(m["kv_dtype"]),
+                                   fixed ? fmt::format(" + {} per sequence (sliding windows, recurrent state)",
+                                                       human_bytes(fixed))
+                                         : std::string(),
                                    human_bytes(m["total_at_default_context_bytes"].get<size_t>()),
                                    plain(m["default_context"]), human_bytes(m["machine_ram_bytes"].get<size_t>())));
   }

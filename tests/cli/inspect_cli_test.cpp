@@ -273,3 +273,46 @@ TEST(InspectCli, GptOssMxfp4Experts) {
 
 }  // namespace
 }  // namespace fp4lm::inspect_cli_test
+
+namespace fp4lm::inspect_cli_test {
+namespace {
+
+// The RAM inspect reports per sequence is the model's own state layout (the layers' declared
+// K/V and recurrent slots; tests/model/state_bytes_test.cpp checks the same numbers against
+// what the engine reserves): Nemotron-H counts only its attention layer per token and its Mamba-2
+// state once, Gemma 4 its global layer's head size, its sliding ring once and its shared layers
+// not at all, DeepSeek-V3 its latent, a dense model every layer.
+TEST(InspectCli, SequenceBytesAreTheModelsStateLayout) {
+  struct Case {
+    const char* arch;
+    const char* flags;
+    size_t per_token, fixed;
+  };
+  // Synthetic defaults (kv_heads 2, head_dim 16, bfloat16); inspect loads with prefill chunk 256.
+  const Case cases[] = {
+      {"Qwen3ForCausalLM", "--layers 2", 2 * 2 * 2 * 16 * 2, 0},
+      {"NemotronHForCausalLM", "--layers 4", 2 * 2 * 16 * 2, 2 * (3 * 96 + 4 * 8 * 16) * 2 * 4},
+      {"Gemma4ForCausalLM", "--layers 4 --kv-shared-layers 2", 2 * 1 * 32 * 2, 2 * 2 * 16 * (8 - 1 + 256) * 2},
+      {"DeepseekV3ForCausalLM", "--layers 2", 2 * (32 + 8) * 2, 0},
+  };
+  for (const Case& k : cases) {
+    SCOPED_TRACE(k.arch);
+    TempDir d;
+    auto s = test::run_command(test::fp4lm_bin() + " synth --arch " + k.arch + " --algo none " + k.flags +
+                               " --out '" + (d / "m").string() + "'");
+    ASSERT_EQ(s.exit_code, 0) << s.err;
+    auto r = inspect((d / "m").string(), "--json");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const json m = json::parse(r.out)["memory"];
+    EXPECT_EQ(m["kv_bytes_per_token"].get<size_t>(), k.per_token) << m.dump();
+    EXPECT_EQ(m["state_fixed_bytes"].get<size_t>(), k.fixed) << m.dump();
+    const size_t ctx = m["default_context"].get<size_t>();
+    EXPECT_EQ(ctx, 512u);  // the synthetic max_position_embeddings
+    EXPECT_EQ(m["sequence_bytes_at_default_context"].get<size_t>(), k.fixed + ctx * k.per_token) << m.dump();
+    EXPECT_EQ(m["total_at_default_context_bytes"].get<size_t>(),
+              m["weights_bytes"].get<size_t>() + k.fixed + ctx * k.per_token);
+  }
+}
+
+}  // namespace
+}  // namespace fp4lm::inspect_cli_test
