@@ -102,7 +102,7 @@ TEST_P(Tower, MatchesTransformersFloat64PerImageAndBatched) {
     ASSERT_EQ(e.values.size(), want.size());
     const double err = relative_error(e, want);
     EXPECT_LT(err, 1e-4);
-    RecordProperty("relative_error_image" + std::to_string(i), std::to_string(err));
+    RecordProperty("relative_error_image" + std::to_string(i), fmt::format("{:.2e}", err));
     all.push_back(&pixels[i]);
   }
   // Both images in one call: each attends only to its own patches.

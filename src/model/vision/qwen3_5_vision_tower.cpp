@@ -309,12 +309,13 @@ std::vector<ImageEmbeddings> Qwen3_5VisionTower::encode_all(const std::vector<co
   }
 
   std::vector<float> y(static_cast<size_t>(N * H)), qkv(static_cast<size_t>(N * 3 * H)), att(static_cast<size_t>(N * H));
-  std::vector<float> kh(static_cast<size_t>(N * H)), vh(static_cast<size_t>(N * H)), hid(static_cast<size_t>(N * I));
+  std::vector<float> qh(static_cast<size_t>(N * H)), kh(static_cast<size_t>(N * H)), vh(static_cast<size_t>(N * H));
+  std::vector<float> oh(static_cast<size_t>(N * H)), hid(static_cast<size_t>(N * I));
   const kernels::AttentionKernel& kernel = kernels::attention_kernel();
   for (const Block& b : w_.blocks) {
     layer_norm(x.data(), N, H, b.norm1_w, b.norm1_b, y.data(), pool);
     b.qkv->forward(y.data(), N, qkv.data(), pool);
-    // Rope on q and k; k and v regrouped per (frame, head) as the kernel reads them: [rows, D].
+    // Rope on q and k; q, k and v regrouped per (frame, head) as the kernel reads them: [rows, D].
     pool.parallel_for(N, [&](int64_t r0, int64_t r1, int) {
       std::vector<float> tmp(static_cast<size_t>(D));
       for (int64_t r = r0; r < r1; ++r) {
@@ -329,8 +330,8 @@ std::vector<ImageEmbeddings> Qwen3_5VisionTower::encode_all(const std::vector<co
               tmp[static_cast<size_t>(i)] = v[i] * cr[i] - v[i + D / 2] * sr[i];
               tmp[static_cast<size_t>(i + D / 2)] = v[i + D / 2] * cr[i + D / 2] + v[i] * sr[i + D / 2];
             }
-            std::memcpy(v, tmp.data(), static_cast<size_t>(D) * sizeof(float));
-            if (part == 1) std::memcpy(kh.data() + (s0 * H + h * len * D) + (r - s0) * D, v, static_cast<size_t>(D) * sizeof(float));
+            float* dst = (part == 0 ? qh : kh).data() + (s0 * H + h * len * D) + (r - s0) * D;
+            std::memcpy(dst, tmp.data(), static_cast<size_t>(D) * sizeof(float));
           }
         for (int64_t h = 0; h < heads; ++h)
           std::memcpy(vh.data() + (s0 * H + h * len * D) + (r - s0) * D, qkv.data() + r * 3 * H + 2 * H + h * D,
@@ -338,24 +339,39 @@ std::vector<ImageEmbeddings> Qwen3_5VisionTower::encode_all(const std::vector<co
       }
     });
     // Bidirectional attention within each frame: the causal kernel, each query row placed at the
-    // frame's last position so that it sees every key of the frame.
-    pool.parallel_for(N * heads, [&](int64_t i0, int64_t i1, int) {
-      for (int64_t i = i0; i < i1; ++i) {
-        const int64_t h = i / N, r = i % N;
+    // frame's last position so that it sees every key of the frame; kGroup query rows of one head
+    // passed as one call's "group" (the kernel then streams the head's keys and values once per
+    // 8 rows instead of once per row).
+    constexpr int64_t kGroup = 32;
+    for (size_t sg = 0; sg + 1 < segments.size(); ++sg) {
+      const int64_t s0 = segments[sg], len = segments[sg + 1] - s0, blocks = (len + kGroup - 1) / kGroup;
+      pool.parallel_for(heads * blocks, [&](int64_t i0, int64_t i1, int) {
+        for (int64_t i = i0; i < i1; ++i) {
+          const int64_t h = i / blocks, r0 = (i % blocks) * kGroup, g = std::min(kGroup, len - r0);
+          const int64_t base = s0 * H + h * len * D;
+          kernels::AttentionCall call;
+          call.q = qh.data() + base + r0 * D;
+          call.q_stride = g * D;
+          call.out = oh.data() + base + r0 * D;
+          call.out_stride = g * D;
+          call.rows = 1;
+          call.group = g;
+          call.pos0 = len - 1;
+          call.head_dim = D;
+          call.kv_dtype = DType::F32;
+          call.keys = reinterpret_cast<const uint8_t*>(kh.data() + base);
+          call.values = reinterpret_cast<const uint8_t*>(vh.data() + base);
+          kernels::run_attention(kernel, call);
+        }
+      });
+    }
+    pool.parallel_for(N, [&](int64_t r0, int64_t r1, int) {
+      for (int64_t r = r0; r < r1; ++r) {
         const int64_t seg = std::upper_bound(segments.begin(), segments.end(), r) - segments.begin() - 1;
         const int64_t s0 = segments[static_cast<size_t>(seg)], len = segments[static_cast<size_t>(seg) + 1] - s0;
-        kernels::AttentionCall call;
-        call.q = qkv.data() + r * 3 * H + h * D;
-        call.q_stride = 3 * H;
-        call.out = att.data() + r * H + h * D;
-        call.out_stride = H;
-        call.rows = 1;
-        call.pos0 = len - 1;
-        call.head_dim = D;
-        call.kv_dtype = DType::F32;
-        call.keys = reinterpret_cast<const uint8_t*>(kh.data() + s0 * H + h * len * D);
-        call.values = reinterpret_cast<const uint8_t*>(vh.data() + s0 * H + h * len * D);
-        kernels::run_attention(kernel, call);
+        for (int64_t h = 0; h < heads; ++h)
+          std::memcpy(att.data() + r * H + h * D, oh.data() + (s0 * H + h * len * D) + (r - s0) * D,
+                      static_cast<size_t>(D) * sizeof(float));
       }
     });
     b.proj->forward(att.data(), N, y.data(), pool);
