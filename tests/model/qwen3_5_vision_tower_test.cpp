@@ -198,6 +198,24 @@ TEST(Qwen3_5VisionTower, OutHiddenSizeMustBeTheLanguageModelsHiddenSize) {
   EXPECT_NE(e.find("hidden_size 40"), std::string::npos) << e;
 }
 
+// An NVFP4 export whose exclusions do not list the tower (it is stored in bf16 without scales):
+// the tower still loads unquantized and gives the same embeddings.
+TEST(Qwen3_5VisionTower, BF16TowerOfAQuantizedExportRunsUnquantized) {
+  test::TempDir dir;
+  for (const auto& f : fs::directory_iterator(fixture() / "dense")) fs::copy(f.path(), dir.path() / f.path().filename());
+  nlohmann::json c = io::read_json_file((dir.path() / "config.json").string());
+  c["quantization_config"] = {{"quant_method", "modelopt"}, {"quant_algo", "NVFP4"}, {"group_size", 16},
+                              {"ignore", {"lm_head"}}};
+  test::write_file(dir.path() / "config.json", c.dump(2));
+  ModelLoader l(io::Checkpoint::open(dir.path().string()), f32());
+  const auto encoder = l.config().arch->load_image_encoder(l);
+  ASSERT_NE(encoder, nullptr);
+  const auto pixels = preprocess("dense");
+  const nlohmann::json man = manifest();
+  EXPECT_LT(relative_error(encoder->encode(pixels[1]), expected("dense", man["archs"]["dense"][1])), 1e-4);
+  EXPECT_EQ(l.describe(l.layer("model.visual.blocks.0.attn.qkv")).scheme.key, kernels::kUnquantized);
+}
+
 TEST(Qwen3_5VisionTower, NonSquarePositionGridIsRefused) {
   Qwen3_5VisionConfig c;
   c.num_position_embeddings = 12;
