@@ -105,8 +105,10 @@ LayerSpec on_disk_names(const LayerSpec& spec, const std::string& engine_prefix)
 LayerReport ModelLoader::describe(const LayerSpec& spec) const {
   LayerReport r;
   r.spec = &spec;
-  if (!mtp_engine_prefix_.empty() && (spec.name.rfind(mtp_engine_prefix_, 0) == 0 || spec.name.rfind("mtp.", 0) == 0)) {
-    const LayerSpec disk = on_disk_names(spec, mtp_engine_prefix_);
+  const bool extra = std::find(extra_layers_.begin(), extra_layers_.end(), spec.name) != extra_layers_.end();
+  if (extra ||
+      (!mtp_engine_prefix_.empty() && (spec.name.rfind(mtp_engine_prefix_, 0) == 0 || spec.name.rfind("mtp.", 0) == 0))) {
+    const LayerSpec disk = extra ? spec : on_disk_names(spec, mtp_engine_prefix_);
     const auto quantized = [&](const std::string& m) {
       const TensorView* t = ckpt_->find(m + ".weight");
       return (t && t->dtype != DType::BF16 && t->dtype != DType::F16 && t->dtype != DType::F32) ||
@@ -202,6 +204,16 @@ std::unique_ptr<Linear> ModelLoader::load_linear(const std::string& name) {
   }
   if (opts_.on_linear_built) opts_.on_linear_built(*linear);
   return linear;
+}
+
+std::unique_ptr<Linear> ModelLoader::load_extra_linear(LayerSpec spec) {
+  if (std::find(extra_layers_.begin(), extra_layers_.end(), spec.name) == extra_layers_.end()) {
+    if (!unquantized_) unquantized_ = quant::parse_quant_config(std::nullopt, nlohmann::json::object(), ckpt_->dir());
+    extra_layers_.push_back(spec.name);
+    layers_.push_back(std::move(spec));
+    return load_linear(layers_.back().name);
+  }
+  return load_linear(spec.name);
 }
 
 std::unique_ptr<FusedMoe> ModelLoader::load_moe(const std::string& name) {

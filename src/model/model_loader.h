@@ -66,6 +66,10 @@ class ModelLoader {
   // Build the kernels. Logs the oracle's choice once per (kind, scheme) at INFO.
   std::unique_ptr<Linear> load_linear(const std::string& name);
   std::unique_ptr<FusedMoe> load_moe(const std::string& name);
+  // A Linear outside the text model's plan (a vision tower's), planned and loaded at once. As the
+  // MTP head's: a module stored in a float dtype without scales runs unquantized whatever the
+  // quantization config says (exports keep towers in bf16, not always listing them as excluded).
+  std::unique_ptr<Linear> load_extra_linear(LayerSpec spec);
 
   // A plain (non-Linear) tensor: norms, embeddings, q_norm/k_norm. Checks the shape and that
   // the dtype is F32, BF16 or F16; Error names the tensor otherwise.
@@ -108,6 +112,7 @@ class ModelLoader {
   DType dtype_ = DType::F32;
   std::vector<LayerSpec> layers_;
   std::string mtp_engine_prefix_;
+  std::vector<std::string> extra_layers_;  // load_extra_linear's
   std::shared_ptr<const quant::QuantConfig> unquantized_;  // the MTP head's float modules  // "model.layers.<num_layers>." once plan_mtp_head ran
   std::map<std::string, bool> logged_;
   std::map<std::string, std::shared_ptr<void>> shared_;

@@ -10,6 +10,7 @@
 #include "model/mlp.h"
 #include "model/model_loader.h"
 #include "model/synthetic_checkpoint.h"
+#include "model/vision/qwen3_5_vision_tower.h"
 
 namespace fp4lm::model {
 
@@ -32,6 +33,11 @@ class Qwen3_5 final : public GatedHybridArch {
 
   std::unique_ptr<FeedForward> make_ffn(ModelLoader& l, int64_t i) const override {
     return std::make_unique<DenseMlp>(l, fmt::format("model.layers.{}.mlp", i));
+  }
+
+  // The VL form's model.visual.* (vision_config); nullptr for a text-only checkpoint.
+  std::unique_ptr<ImageEncoder> load_image_encoder(ModelLoader& l) const override {
+    return Qwen3_5VisionTower::load(l);
   }
 
   void synthetic_config(const SyntheticOptions& o, nlohmann::json& c) const override {

@@ -11,6 +11,7 @@
 #include "model/arch/gated_hybrid.h"
 #include "model/arch/shared_expert_moe.h"
 #include "model/synthetic_checkpoint.h"
+#include "model/vision/qwen3_5_vision_tower.h"
 
 namespace fp4lm::model {
 
@@ -38,6 +39,11 @@ class Qwen3_5Moe final : public GatedHybridArch {
 
   std::unique_ptr<FeedForward> make_ffn(ModelLoader& l, int64_t i) const override {
     return make_shared_expert_moe(l, i, /*renormalize=*/true);
+  }
+
+  // The VL form's model.visual.* (vision_config); nullptr for a text-only checkpoint.
+  std::unique_ptr<ImageEncoder> load_image_encoder(ModelLoader& l) const override {
+    return Qwen3_5VisionTower::load(l);
   }
 
   void synthetic_config(const SyntheticOptions& o, nlohmann::json& c) const override {

@@ -1,0 +1,93 @@
+#pragma once
+// The vision tower and projector of Qwen3.5 / Qwen3.6 (transformers 5.24's Qwen3_5VisionModel, the
+// `model.visual.*` tensors of Qwen3_5ForConditionalGeneration and Qwen3_5MoeForConditionalGeneration):
+//   patch embedding  a Conv3d whose stride is its kernel (temporal_patch x patch x patch), i.e. one
+//                    matmul over the processor's flattened patches, plus bias;
+//   + positions      the learned square grid of num_position_embeddings rows, resampled to the
+//                    image's patch grid bilinearly with align_corners (as transformers' gather of 4 taps);
+//   blocks           x += proj(attn(LN1(x))), x += fc2(act(fc1(LN2(x)))), LayerNorm eps 1e-6; the
+//                    attention is bidirectional within each frame's own patches (cu_seqlens), its q/k
+//                    rotated by the 2-D axial rope (head_dim/4 frequencies for the row, the same for
+//                    the column, the pair repeated: rotate_half over the whole head);
+//   merger           LN, then each 2x2 merge window's rows concatenated, fc1, exact GELU, fc2 to the
+//                    language model's hidden size.
+// Linears run on the loader's kernels (16-bit dense weights, or a quantized tower's scheme);
+// LayerNorm, rope and the softmax in float32. docs/VISION.md.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/thread_pool.h"
+#include "model/image_encoder.h"
+#include "model/linear.h"
+
+namespace fp4lm::model {
+
+class ModelLoader;
+
+// config.json's vision_config; every key read or refused by name.
+struct Qwen3_5VisionConfig {
+  int64_t depth = 27, hidden_size = 1152, intermediate_size = 4304, num_heads = 16, in_channels = 3;
+  int64_t patch_size = 16, temporal_patch_size = 2, spatial_merge_size = 2;
+  int64_t out_hidden_size = 3584, num_position_embeddings = 2304;
+  std::string hidden_act = "gelu_pytorch_tanh";  // or "gelu" (erf), "silu"
+  double rope_theta = 10000.0;
+
+  int64_t head_dim() const { return hidden_size / num_heads; }
+  int64_t patch_width() const { return in_channels * temporal_patch_size * patch_size * patch_size; }
+};
+// `where` names the object in errors ("<dir>/config.json: vision_config").
+Qwen3_5VisionConfig parse_qwen3_5_vision_config(const nlohmann::json& j, const std::string& where);
+
+class Qwen3_5VisionTower final : public ImageEncoder {
+ public:
+  struct Block {
+    std::vector<float> norm1_w, norm1_b, norm2_w, norm2_b;
+    std::unique_ptr<Linear> qkv, proj, fc1, fc2;
+  };
+  struct Weights {
+    std::unique_ptr<Linear> patch_embed;  // [hidden, patch_width] + bias
+    std::vector<float> pos_embed;         // [num_position_embeddings, hidden]
+    std::vector<Block> blocks;
+    std::vector<float> merger_norm_w, merger_norm_b;
+    std::unique_ptr<Linear> merger_fc1, merger_fc2;
+  };
+  // Error naming the field when the config is inconsistent (heads not dividing hidden, a head_dim
+  // not a multiple of 4, a non-square position grid).
+  Qwen3_5VisionTower(Qwen3_5VisionConfig config, Weights weights, std::string where);
+
+  // The checkpoint's tower: nullptr when config.json has no vision_config (a text-only checkpoint);
+  // Error naming the file, field or tensor on any defect (out_hidden_size other than the language
+  // model's hidden size, a missing or misshaped model.visual.* tensor).
+  static std::unique_ptr<Qwen3_5VisionTower> load(ModelLoader& l);
+
+  ImageEmbeddings encode(const vision::QwenVlPixels& pixels) const override;
+  // Several images in one pass (their Linears batched; each attends only to its own patches), in order.
+  std::vector<ImageEmbeddings> encode_all(const std::vector<const vision::QwenVlPixels*>& images) const;
+  int64_t hidden_size() const override { return config_.out_hidden_size; }
+  const Qwen3_5VisionConfig& config() const { return config_; }
+
+  // The multiply-adds x2 of one image of `patches` patches in one frame (the bench's GFLOP count):
+  // the Linears, plus the attention's two products.
+  double flops(int64_t patches) const;
+
+ private:
+  void check(const vision::QwenVlPixels& p) const;
+
+  Qwen3_5VisionConfig config_;
+  Weights w_;
+  std::string where_;
+  std::vector<float> inv_freq_;  // head_dim / 4 rope frequencies
+};
+
+// A dense Linear over weights already in memory ([n, k] of F32 / BF16 / F16, `keepalive` holding
+// them): the patch embedding's Conv3d as a matmul, and benchmarks' synthetic towers. The oracle
+// picks the backend, as for a loaded layer.
+std::unique_ptr<Linear> dense_linear(const std::string& name, const void* weight, DType weight_dtype, int64_t n,
+                                     int64_t k, std::vector<float> bias, DType act_dtype,
+                                     std::shared_ptr<const void> keepalive);
+
+}  // namespace fp4lm::model
