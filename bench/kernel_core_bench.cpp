@@ -1,9 +1,10 @@
 // Per-core kernel throughput on cache-resident weights, in thread CPU time: what one core's
 // instruction stream sustains, independent of memory bandwidth and robust on a shared machine
-// (time while descheduled is not counted). One thread; every registered NVFP4 and FP8 Linear
+// (time while descheduled is not counted). One thread; every registered NVFP4, FP8 and int4 Linear
 // backend available here (or --backends a,b), bfloat16 activations, against OpenBLAS sgemm on the
 // same shape (fp32 weights, 1 thread, its best core unless OPENBLAS_CORETYPE is set). FP8
-// backends run E4M3 codes (1 byte per weight) of the same shape.
+// backends run E4M3 codes (1 byte per weight) of the same shape; int4 backends group 128 with zero
+// points (--group overrides).
 //
 //   kernel_core_bench [--n 2048] [--k 2048] [--m 1,4,16,256] [--backends NAME,NAME]
 // Prints G multiply-adds per second per core (GMAC/s) and the ratio to sgemm.
@@ -51,18 +52,19 @@ std::vector<std::string> split(const std::string& s) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int64_t n = 2048, k = 2048;
+  int64_t n = 2048, k = 2048, group = 128;
   std::vector<int64_t> ms = {1, 4, 16, 256};
   std::vector<std::string> names;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (i + 1 >= argc) {
-      std::fprintf(stderr, "usage: kernel_core_bench [--n N] [--k K] [--m 1,4,16,256] [--backends a,b]\n");
+      std::fprintf(stderr, "usage: kernel_core_bench [--n N] [--k K] [--m 1,4,16,256] [--group G] [--backends a,b]\n");
       return 2;
     }
     const std::string v = argv[++i];
     if (a == "--n") n = std::stoll(v);
     else if (a == "--k") k = std::stoll(v);
+    else if (a == "--group") group = std::stoll(v);
     else if (a == "--m") {
       ms.clear();
       for (const auto& s : split(v)) ms.push_back(std::stoll(s));
@@ -72,14 +74,15 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  if (n <= 0 || k <= 0 || k % 16 != 0) {
-    std::fprintf(stderr, "--n must be > 0 and --k a positive multiple of 16\n");
+  if (n <= 0 || k <= 0 || k % 16 != 0 || group <= 0 || k % group != 0) {
+    std::fprintf(stderr, "--n must be > 0, --k a positive multiple of 16 and --group divide it\n");
     return 2;
   }
   if (names.empty())
     for (const kernels::Backend* b : kernels::backends(kernels::LayerKind::linear))
       if (b->name != "reference" &&
-          (b->supports(kernels::kNvfp4W4A4) || b->supports(kernels::kNvfp4W4A16) || b->supports(kernels::kFp8W8A16)) &&
+          (b->supports(kernels::kNvfp4W4A4) || b->supports(kernels::kNvfp4W4A16) || b->supports(kernels::kFp8W8A16) ||
+           b->supports(kernels::kInt4W4A16)) &&
           (!b->unavailable_reason || b->unavailable_reason().empty()))
         names.push_back(b->name);
 
@@ -113,8 +116,9 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "unknown backend %s\n", name.c_str());
         return 2;
       }
-      const bool is_fp8 = b->supports(kernels::kFp8W8A16);
-      const kernels::QuantKey key = is_fp8 ? kernels::kFp8W8A16
+      const bool is_fp8 = b->supports(kernels::kFp8W8A16), is_int4 = b->supports(kernels::kInt4W4A16);
+      const kernels::QuantKey key = is_fp8    ? kernels::kFp8W8A16
+                                    : is_int4 ? kernels::kInt4W4A16
                                     : b->supports(kernels::kNvfp4W4A4) && !b->weight_key_only ? kernels::kNvfp4W4A4
                                                                                                : kernels::kNvfp4W4A16;
       kernels::LinearWeights w;
@@ -124,7 +128,16 @@ int main(int argc, char** argv) {
       kernels::WeightShard s;
       s.name = "bench";
       s.rows = n;
-      if (is_fp8) {
+      if (is_int4) {
+        kernels::Int4View v;
+        v.group = group;
+        v.codes = codes;
+        for (int64_t g = 0; g < n * (k / group); ++g) {
+          v.scales.push_back(1e-3f * static_cast<float>(1 + g % 7));
+          v.zeros.push_back(static_cast<uint8_t>(g % 16));
+        }
+        s.view = std::move(v);
+      } else if (is_fp8) {
         kernels::Fp8View v;
         v.codes = fp8.data();
         v.global_scale = 1e-3f;

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <iterator>
+#include <numeric>
 #include <fstream>
 #include <random>
 #include <span>
@@ -537,10 +538,12 @@ int run_mxfp4(const Options& o) {
   return 0;
 }
 
-// Group-quantized int4 (group 128, zero points; GPTQ / AWQ / compressed-tensors after loading) vs
-// NVFP4 W4A16 on the same ISA in the same run, decode-shaped: Llama-3-8B's MLP up (14336 x 4096)
-// and down (4096 x 14336) at M = 1 and 8 (--m overrides). xBW = the bytes the kernel holds and reads
-// (LinearKernel::weight_bytes) / its time / read bandwidth.
+// Group-quantized int4 (GPTQ / AWQ / compressed-tensors after loading) vs NVFP4 W4A16 on the same
+// ISA in the same run, decode-shaped: Llama-3-8B's MLP up (14336 x 4096) and down (4096 x 14336)
+// and a Qwen3-30B-A3B expert's gate+up (1536 x 2048) and down (2048 x 768), at M = 1 and 8 (--m
+// overrides); int4 as group 128 asymmetric, group 128 symmetric with act-order, group 64 and 32
+// asymmetric. xBW = the bytes the kernel holds and reads (LinearKernel::weight_bytes) / its time /
+// read bandwidth.
 int run_int4(const Options& o) {
   const std::vector<int> thread_counts = parse_list(o.threads);
   std::vector<int64_t> ms = {1, 8};
@@ -556,61 +559,76 @@ int run_int4(const Options& o) {
   }
   if (pairs.empty()) fail("no int4 CPU backend can run on this CPU ({})", cpu_features().describe());
   fmt::print("cpu: {} ({} cores)\n", cpu_features().describe(), cpu_features().physical_cores);
-  const std::vector<BenchShapes::Shape> shapes = {{14336, 4096}, {4096, 14336}};
+  const std::vector<BenchShapes::Shape> shapes = {{14336, 4096}, {4096, 14336}, {1536, 2048}, {2048, 768}};
+  struct Variant {
+    int64_t group;
+    bool symmetric, act_order;
+    const char* name;
+  };
+  const Variant variants[] = {{128, false, false, "g128"}, {128, true, true, "g128 sym ao"}, {64, false, false, "g64"},
+                              {32, false, false, "g32"}};
   std::mt19937 rng(5);
   for (int threads : thread_counts) {
     ThreadPool pool(threads);
     const double bw = begin_threads_section(threads, pool);
-    fmt::print("{:>6} {:>6} {:>3}", "N", "K", "M");
+    fmt::print("{:>11} {:>6} {:>6} {:>3}", "int4", "N", "K", "M");
     for (const auto& [nv, i4] : pairs)
       fmt::print(" | {:>18} {:>5} | {:>22} {:>5} | {:>10}", nv->name + " ms", "xBW", i4->name + " ms", "xBW",
                  "int4/nvfp4");
     fmt::print("\n");
-    for (const BenchShapes::Shape& s : shapes) {
-      const int64_t group = 128, groups = s.k / group;
-      const size_t nv_bytes = static_cast<size_t>(s.n * (s.k / 2 + s.k / 16));
-      const int copies = rotation_copies(o, nv_bytes);
-      std::vector<RandomLayer> nv_layers;
-      for (int c = 0; c < copies; ++c) nv_layers.push_back(random_layer(s.n, s.k, rng));
-      std::vector<std::vector<KernelCopies>> kern(pairs.size());
-      for (auto& kp : kern) kp.resize(2);
-      for (int c = 0; c < copies; ++c) {
-        kernels::Int4View v;
-        v.group = group;
-        v.codes = nv_layers[c].codes;  // random bytes: any nibble is a valid int4 code
-        v.scales.resize(static_cast<size_t>(s.n * groups));
-        v.zeros.resize(v.scales.size());
-        for (size_t i = 0; i < v.scales.size(); ++i) {
-          v.scales[i] = 1e-3f * (1.0f + static_cast<float>(rng() % 100) * 1e-2f);
-          v.zeros[i] = static_cast<uint8_t>(rng() % 16);
-        }
-        for (size_t p = 0; p < pairs.size(); ++p) {
-          kern[p][0].push_back(pairs[p].first->make_linear(wrap(nv_layers[c], s.n, s.k, kernels::kNvfp4W4A16),
-                                                           {kernels::kNvfp4W4A16, DType::BF16, s.n, s.k, {}}));
-          kern[p][1].push_back(pairs[p].second->make_linear(one_shard_layer(kernels::kInt4W4A16, s.n, s.k, v),
-                                                            {kernels::kInt4W4A16, DType::BF16, s.n, s.k, {}}));
-        }
-      }
-      for (int64_t m : ms) {
-        const std::vector<float> x = random_values(static_cast<size_t>(m * s.k), rng);
-        std::vector<uint8_t> xa(x.size() * 2), ya(static_cast<size_t>(m * s.n) * 2);
-        from_f32_n(x.data(), DType::BF16, xa.data(), x.size());
-        fmt::print("{:>6} {:>6} {:>3}", s.n, s.k, m);
-        for (size_t p = 0; p < pairs.size(); ++p) {
-          double t[2], xbw[2];
-          for (int f = 0; f < 2; ++f) {
-            t[f] = rotating_time(kern[p][f], xa.data(), m, ya.data(), pool, 10);
-            xbw[f] = static_cast<double>(kern[p][f][0]->weight_bytes()) / t[f] / bw;
+    for (const Variant& var : variants) {
+      for (const BenchShapes::Shape& s : shapes) {
+        const int64_t group = var.group, groups = s.k / group;
+        const size_t nv_bytes = static_cast<size_t>(s.n * (s.k / 2 + s.k / 16));
+        const int copies = rotation_copies(o, nv_bytes);
+        std::vector<RandomLayer> nv_layers;
+        for (int c = 0; c < copies; ++c) nv_layers.push_back(random_layer(s.n, s.k, rng));
+        std::vector<std::vector<KernelCopies>> kern(pairs.size());
+        for (auto& kp : kern) kp.resize(2);
+        for (int c = 0; c < copies; ++c) {
+          kernels::Int4View v;
+          v.group = group;
+          v.codes = nv_layers[c].codes;  // random bytes: any nibble is a valid int4 code
+          v.scales.resize(static_cast<size_t>(s.n * groups));
+          v.zeros.resize(v.scales.size());
+          for (size_t i = 0; i < v.scales.size(); ++i) {
+            v.scales[i] = 1e-3f * (1.0f + static_cast<float>(rng() % 100) * 1e-2f);
+            v.zeros[i] = static_cast<uint8_t>(var.symmetric ? 8 : rng() % 16);
           }
-          fmt::print(" | {:>18.3f} {:>5.2f} | {:>22.3f} {:>5.2f} | {:>10.2f}", t[0] * 1e3, xbw[0], t[1] * 1e3, xbw[1],
-                     t[1] / t[0]);
+          if (var.act_order) {
+            v.perm.resize(static_cast<size_t>(s.k));
+            std::iota(v.perm.begin(), v.perm.end(), 0);
+            std::shuffle(v.perm.begin(), v.perm.end(), rng);
+          }
+          for (size_t p = 0; p < pairs.size(); ++p) {
+            kern[p][0].push_back(pairs[p].first->make_linear(wrap(nv_layers[c], s.n, s.k, kernels::kNvfp4W4A16),
+                                                             {kernels::kNvfp4W4A16, DType::BF16, s.n, s.k, {}}));
+            kern[p][1].push_back(pairs[p].second->make_linear(one_shard_layer(kernels::kInt4W4A16, s.n, s.k, v),
+                                                              {kernels::kInt4W4A16, DType::BF16, s.n, s.k, {}}));
+          }
         }
-        fmt::print("\n");
+        for (int64_t m : ms) {
+          const std::vector<float> x = random_values(static_cast<size_t>(m * s.k), rng);
+          std::vector<uint8_t> xa(x.size() * 2), ya(static_cast<size_t>(m * s.n) * 2);
+          from_f32_n(x.data(), DType::BF16, xa.data(), x.size());
+          fmt::print("{:>11} {:>6} {:>6} {:>3}", var.name, s.n, s.k, m);
+          for (size_t p = 0; p < pairs.size(); ++p) {
+            double t[2], xbw[2];
+            for (int f = 0; f < 2; ++f) {
+              t[f] = rotating_time(kern[p][f], xa.data(), m, ya.data(), pool, 10);
+              xbw[f] = static_cast<double>(kern[p][f][0]->weight_bytes()) / t[f] / bw;
+            }
+            fmt::print(" | {:>18.3f} {:>5.2f} | {:>22.3f} {:>5.2f} | {:>10.2f}", t[0] * 1e3, xbw[0], t[1] * 1e3, xbw[1],
+                       t[1] / t[0]);
+          }
+          fmt::print("\n");
+        }
       }
     }
   }
-  fmt::print("\nbf16 activations; int4: group 128 with zero points (held as k/2 code bytes + fp32 scale and zero "
-             "per group). xBW = weight bytes held / kernel time / read bandwidth; int4/nvfp4 = time ratio.\n");
+  fmt::print("\nbf16 activations; int4 held as k/2 code bytes + fp32 scale and zero per group (sym: zero 8; ao: "
+             "a random act-order permutation). xBW = weight bytes held / kernel time / read bandwidth; int4/nvfp4 = "
+             "time ratio.\n");
   return 0;
 }
 
@@ -698,7 +716,8 @@ CommandRegistration reg("bench", "Benchmarks: `fp4lm bench kernels` (CPU NVFP4 k
   k->add_flag("--dense", opts->dense, "the unquantized (dense) backend (bf16/f32 weights) instead");
   k->add_flag("--fp8", opts->fp8, "the FP8 W8A16 backends (E4M3 weights, bf16 activations) instead");
   k->add_flag("--mxfp4", opts->mxfp4, "MXFP4 weights (E8M0 scale per 32) on the W4A16 backends instead");
-  k->add_flag("--int4", opts->int4, "int4 W4A16 (group 128, zero points) vs NVFP4 W4A16, Llama-3-8B MLP shapes");
+  k->add_flag("--int4", opts->int4,
+              "int4 W4A16 (groups 32-128, sym / asym, act-order) vs NVFP4 W4A16, Llama-3-8B MLP and MoE expert shapes");
   k->add_option("--act", opts->act, "activation dtype: bfloat16, float16 or float32")->capture_default_str();
   k->add_option("--w4a16-backend", opts->w4a16_backend, "force the W4A16 backend (default: the oracle's choice)");
   k->add_option("--w4a4-backend", opts->w4a4_backend, "force the W4A4 backend (default: the oracle's choice)");

@@ -111,6 +111,8 @@ const std::vector<Case> kCases = {
     {65, 384, 128, 9, DType::BF16, true, true, true, {64, 1}},    // panel schedule
     {24, 4096, 128, 8, DType::F16, false, false, false, {24}},
     {130, 512, 32, 33, DType::F32, false, true, true, {64, 66}},
+    {40, 256, 16, 2, DType::BF16, false, false, false, {40}},   // 8 groups per 128-column chunk
+    {48, 384, 64, 9, DType::F32, false, true, false, {16, 32}},  // group 64, panel schedule
 };
 
 TEST(Int4CpuKernels, EveryBackendMatchesFp64OfDequantizedWeights) {
@@ -138,17 +140,19 @@ TEST(Int4CpuKernels, PanelScheduleIsBitIdenticalToTheRegisterScheduleAndBatchInv
   for (const std::string& backend : int4_backends()) {
     if (backend == "reference") continue;
     SCOPED_TRACE(backend);
-    const LinearWeights w = make_int4_layer({150, 512, 128, {70, 80}, false, true, true, 7});
-    for (int64_t m : {5, 11, 40}) {
-      const std::vector<uint8_t> xa = testing::to_act(testing::make_activations(m, 512, 8), DType::BF16);
-      auto kern = testing::make(backend, w, DType::BF16);
-      const std::vector<float> y1 = testing::run(*kern, xa, m, 150, DType::BF16, one);
-      const std::vector<float> y3 = testing::run(*kern, xa, m, 150, DType::BF16, three);
-      ASSERT_EQ(0, std::memcmp(y1.data(), y3.data(), y1.size() * sizeof(float)));
-      for (int64_t t = 0; t < m; ++t) {
-        std::vector<uint8_t> xt(xa.begin() + t * 512 * 2, xa.begin() + (t + 1) * 512 * 2);
-        const std::vector<float> yt = testing::run(*kern, xt, 1, 150, DType::BF16, three);
-        ASSERT_EQ(0, std::memcmp(yt.data(), y1.data() + t * 150, 150 * sizeof(float))) << "m " << m << " token " << t;
+    for (int64_t group : {128, 32}) {
+      const LinearWeights w = make_int4_layer({150, 512, group, {70, 80}, false, true, true, 7});
+      for (int64_t m : {5, 11, 40}) {
+        const std::vector<uint8_t> xa = testing::to_act(testing::make_activations(m, 512, 8), DType::BF16);
+        auto kern = testing::make(backend, w, DType::BF16);
+        const std::vector<float> y1 = testing::run(*kern, xa, m, 150, DType::BF16, one);
+        const std::vector<float> y3 = testing::run(*kern, xa, m, 150, DType::BF16, three);
+        ASSERT_EQ(0, std::memcmp(y1.data(), y3.data(), y1.size() * sizeof(float)));
+        for (int64_t t = 0; t < m; ++t) {
+          std::vector<uint8_t> xt(xa.begin() + t * 512 * 2, xa.begin() + (t + 1) * 512 * 2);
+          const std::vector<float> yt = testing::run(*kern, xt, 1, 150, DType::BF16, three);
+          ASSERT_EQ(0, std::memcmp(yt.data(), y1.data() + t * 150, 150 * sizeof(float))) << "m " << m << " token " << t;
+        }
       }
     }
   }

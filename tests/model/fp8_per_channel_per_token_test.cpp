@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "common/dense_reference.h"
 #include "common/error_norms.h"
 #include "common/error_of.h"
 #include "common/paths.h"
@@ -28,6 +29,9 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 using quant::QuantAlgo;
 using test::TempDir;
+using test::as_f32;
+using test::DenseTensor;
+using test::rel_to_range;
 
 const std::vector<int32_t> kTokens = {1, 200, 17, 5, 255, 40, 40, 3, 129, 77};
 
@@ -42,46 +46,21 @@ std::string write_pcpt(const fs::path& dir) {
 
 bool ends(const std::string& s, const std::string& t) { return s.size() >= t.size() && s.ends_with(t); }
 
-std::vector<float> as_f32(const TensorView& t) {
-  std::vector<float> v(static_cast<size_t>(t.numel()));
-  to_f32_n(t.data, t.dtype, v.data(), v.size());
-  return v;
-}
-
 // The dense float32 checkpoint of the dequantized weights: e4m3(code) × weight_scale[row].
 std::string write_dense_reference(const std::string& q, const fs::path& out) {
-  auto ck = io::Checkpoint::open(q);
-  io::SafetensorsWriter st;
-  for (const std::string& name : ck->tensor_names()) {
-    const TensorView& t = ck->get(name);
-    if (ends(name, ".weight_scale")) continue;
-    if (ends(name, ".weight") && t.dtype == DType::F8_E4M3) {
-      const std::string m = name.substr(0, name.size() - 7);
-      const int64_t n = t.shape[0], k = t.shape[1];
-      const std::vector<float> s = as_f32(ck->get(m + ".weight_scale"));
-      std::vector<float> w(static_cast<size_t>(n * k));
-      for (int64_t r = 0; r < n; ++r)
-        for (int64_t j = 0; j < k; ++j)
-          w[static_cast<size_t>(r * k + j)] = e4m3_to_f32(t.data[r * k + j]) * s[static_cast<size_t>(r)];
-      st.add(name, DType::F32, {n, k}, w);
-    } else {
-      st.add(name, DType::F32, t.shape, as_f32(t));
-    }
-  }
-  fs::create_directories(out);
-  st.write((out / "model.safetensors").string());
-  json config = ck->config();
-  config.erase("quantization_config");
-  config["torch_dtype"] = "float32";
-  std::ofstream(out / "config.json") << config.dump(2);
-  return out.string();
-}
-
-double rel_to_range(const std::vector<float>& got, const std::vector<float>& want) {
-  const auto [lo, hi] = std::minmax_element(want.begin(), want.end());
-  double d = 0;
-  for (size_t i = 0; i < got.size(); ++i) d = std::max(d, std::abs(static_cast<double>(got[i]) - want[i]));
-  return d / (*hi - *lo);
+  return test::write_dense_checkpoint(
+      q, out, {".weight_scale"},
+      [](const io::Checkpoint& ck, const std::string& name, const TensorView& t) -> std::optional<DenseTensor> {
+        if (!ends(name, ".weight") || t.dtype != DType::F8_E4M3) return std::nullopt;
+        const std::string m = name.substr(0, name.size() - 7);
+        const int64_t n = t.shape[0], k = t.shape[1];
+        const std::vector<float> s = as_f32(ck.get(m + ".weight_scale"));
+        std::vector<float> w(static_cast<size_t>(n * k));
+        for (int64_t r = 0; r < n; ++r)
+          for (int64_t j = 0; j < k; ++j)
+            w[static_cast<size_t>(r * k + j)] = e4m3_to_f32(t.data[r * k + j]) * s[static_cast<size_t>(r)];
+        return DenseTensor{{n, k}, std::move(w)};
+      });
 }
 
 EngineOptions f32(bool w8a16, const std::string& linear_backend = "") {

@@ -11,6 +11,7 @@
 #include <fstream>
 
 #include "common/checkpoint_edit.h"
+#include "common/dense_reference.h"
 #include "common/error_norms.h"
 #include "common/error_of.h"
 #include "common/paths.h"
@@ -29,6 +30,9 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 using quant::QuantAlgo;
 using test::TempDir;
+using test::as_f32;
+using test::DenseTensor;
+using test::rel_to_range;
 
 const std::vector<int32_t> kTokens = {1, 200, 17, 5, 255, 40, 40, 3, 129, 77};
 
@@ -45,53 +49,25 @@ std::string write_awq(const fs::path& dir, QuantAlgo algo, const std::string& ar
 
 bool ends(const std::string& s, const std::string& t) { return s.size() >= t.size() && s.ends_with(t); }
 
-std::vector<float> as_f32(const TensorView& t) {
-  std::vector<float> v(static_cast<size_t>(t.numel()));
-  to_f32_n(t.data, t.dtype, v.data(), v.size());
-  return v;
-}
-
 // The dense float32 checkpoint the AWQ one stands for: each NVFP4 module's weights dequantized
 // (quant/nvfp4.h) and, when `scale`, multiplied per input channel by its pre_quant_scale; the
 // other tensors as stored; no quantization config.
 std::string write_dense_reference(const std::string& q, const fs::path& out, bool scale = true) {
-  auto ck = io::Checkpoint::open(q);
-  io::SafetensorsWriter st;
-  for (const std::string& name : ck->tensor_names()) {
-    const TensorView& t = ck->get(name);
-    if (ends(name, ".weight_scale") || ends(name, ".weight_scale_2") || ends(name, ".input_scale") ||
-        ends(name, ".pre_quant_scale"))
-      continue;
-    if (ends(name, ".weight") && t.dtype == DType::U8) {
-      const std::string m = name.substr(0, name.size() - 7);
-      const int64_t n = t.shape[0], k = 2 * t.shape[1];
-      const float s2 = as_f32(ck->get(m + ".weight_scale_2"))[0];
-      std::vector<float> w = quant::dequantize_weight(t.data, ck->get(m + ".weight_scale").data, n, k, s2);
-      if (const TensorView* p = ck->find(m + ".pre_quant_scale"); p && scale) {
-        const std::vector<float> s = as_f32(*p);
-        for (int64_t r = 0; r < n; ++r)
-          for (int64_t j = 0; j < k; ++j) w[static_cast<size_t>(r * k + j)] *= s[static_cast<size_t>(j)];
-      }
-      st.add(name, DType::F32, {n, k}, w);
-    } else {
-      st.add(name, DType::F32, t.shape, as_f32(t));
-    }
-  }
-  fs::create_directories(out);
-  st.write((out / "model.safetensors").string());
-  json config = ck->config();
-  config.erase("quantization_config");
-  config["torch_dtype"] = "float32";
-  std::ofstream(out / "config.json") << config.dump(2);
-  return out.string();
-}
-
-// max |got - want| relative to the range of want.
-double rel_to_range(const std::vector<float>& got, const std::vector<float>& want) {
-  const auto [lo, hi] = std::minmax_element(want.begin(), want.end());
-  double d = 0;
-  for (size_t i = 0; i < got.size(); ++i) d = std::max(d, std::abs(static_cast<double>(got[i]) - want[i]));
-  return d / (*hi - *lo);
+  return test::write_dense_checkpoint(
+      q, out, {".weight_scale", ".weight_scale_2", ".input_scale", ".pre_quant_scale"},
+      [scale](const io::Checkpoint& ck, const std::string& name, const TensorView& t) -> std::optional<DenseTensor> {
+        if (!ends(name, ".weight") || t.dtype != DType::U8) return std::nullopt;
+        const std::string m = name.substr(0, name.size() - 7);
+        const int64_t n = t.shape[0], k = 2 * t.shape[1];
+        const float s2 = as_f32(ck.get(m + ".weight_scale_2"))[0];
+        std::vector<float> w = quant::dequantize_weight(t.data, ck.get(m + ".weight_scale").data, n, k, s2);
+        if (const TensorView* p = ck.find(m + ".pre_quant_scale"); p && scale) {
+          const std::vector<float> s = as_f32(*p);
+          for (int64_t r = 0; r < n; ++r)
+            for (int64_t j = 0; j < k; ++j) w[static_cast<size_t>(r * k + j)] *= s[static_cast<size_t>(j)];
+        }
+        return DenseTensor{{n, k}, std::move(w)};
+      });
 }
 
 EngineOptions f32(bool w4a16) {

@@ -12,6 +12,7 @@
 #include <fstream>
 
 #include "common/checkpoint_edit.h"
+#include "common/dense_reference.h"
 #include "common/error_norms.h"
 #include "common/error_of.h"
 #include "common/paths.h"
@@ -31,6 +32,9 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 using quant::QuantAlgo;
 using test::TempDir;
+using test::as_f32;
+using test::DenseTensor;
+using test::rel_to_range;
 
 const std::vector<int32_t> kTokens = {1, 200, 17, 5, 255, 40, 40, 3, 129, 77};
 
@@ -45,48 +49,23 @@ std::string write_w4a8(const fs::path& dir, QuantAlgo algo = QuantAlgo::W4A8_NVF
 
 bool ends(const std::string& s, const std::string& t) { return s.size() >= t.size() && s.ends_with(t); }
 
-std::vector<float> as_f32(const TensorView& t) {
-  std::vector<float> v(static_cast<size_t>(t.numel()));
-  to_f32_n(t.data, t.dtype, v.data(), v.size());
-  return v;
-}
-
 // The dense float32 checkpoint holding every NVFP4 module's weights dequantized (e2m1 × E4M3
 // block scale × weight_scale_2), the other tensors as stored, no quantization config.
 std::string write_dense_reference(const std::string& q, const fs::path& out) {
-  auto ck = io::Checkpoint::open(q);
-  io::SafetensorsWriter st;
-  for (const std::string& name : ck->tensor_names()) {
-    const TensorView& t = ck->get(name);
-    if (ends(name, ".weight_scale") || ends(name, ".weight_scale_2") || ends(name, ".input_scale")) continue;
-    if (ends(name, ".weight") && t.dtype == DType::U8) {
-      const std::string m = name.substr(0, name.size() - 7);
-      const int64_t n = t.shape[0], k = 2 * t.shape[1];
-      const float s2 = as_f32(ck->get(m + ".weight_scale_2"))[0];
-      // Blocks of 32 as ModelOpt writes them: each scale covers two of NVFP4's blocks of 16.
-      const TensorView& bs = ck->get(m + ".weight_scale");
-      const int64_t per = k / 16 / bs.shape[1];
-      std::vector<uint8_t> s16(static_cast<size_t>(n * (k / 16)));
-      for (size_t i = 0; i < s16.size(); ++i) s16[i] = bs.data[i / static_cast<size_t>(per)];
-      st.add(name, DType::F32, {n, k}, quant::dequantize_weight(t.data, s16.data(), n, k, s2));
-    } else {
-      st.add(name, DType::F32, t.shape, as_f32(t));
-    }
-  }
-  fs::create_directories(out);
-  st.write((out / "model.safetensors").string());
-  json config = ck->config();
-  config.erase("quantization_config");
-  config["torch_dtype"] = "float32";
-  std::ofstream(out / "config.json") << config.dump(2);
-  return out.string();
-}
-
-double rel_to_range(const std::vector<float>& got, const std::vector<float>& want) {
-  const auto [lo, hi] = std::minmax_element(want.begin(), want.end());
-  double d = 0;
-  for (size_t i = 0; i < got.size(); ++i) d = std::max(d, std::abs(static_cast<double>(got[i]) - want[i]));
-  return d / (*hi - *lo);
+  return test::write_dense_checkpoint(
+      q, out, {".weight_scale", ".weight_scale_2", ".input_scale"},
+      [](const io::Checkpoint& ck, const std::string& name, const TensorView& t) -> std::optional<DenseTensor> {
+        if (!ends(name, ".weight") || t.dtype != DType::U8) return std::nullopt;
+        const std::string m = name.substr(0, name.size() - 7);
+        const int64_t n = t.shape[0], k = 2 * t.shape[1];
+        const float s2 = as_f32(ck.get(m + ".weight_scale_2"))[0];
+        // Blocks of 32 as ModelOpt writes them: each scale covers two of NVFP4's blocks of 16.
+        const TensorView& bs = ck.get(m + ".weight_scale");
+        const int64_t per = k / 16 / bs.shape[1];
+        std::vector<uint8_t> s16(static_cast<size_t>(n * (k / 16)));
+        for (size_t i = 0; i < s16.size(); ++i) s16[i] = bs.data[i / static_cast<size_t>(per)];
+        return DenseTensor{{n, k}, quant::dequantize_weight(t.data, s16.data(), n, k, s2)};
+      });
 }
 
 EngineOptions f32(bool w4a16, const std::string& linear_backend = "") {

@@ -12,8 +12,9 @@ namespace fp4lm::kernels::cpu {
 struct Int4Kernels {
   const char* isa = "";  // "avx2", "avx512"
   int64_t (*row_block)(int64_t m, int64_t k) = nullptr;
-  void (*rows)(const Int4Rows& w, const float* x, int64_t m, int64_t r0, int64_t r1, void* y, DType act) = nullptr;
-  bool chunk128 = false;  // the rows run Int4Rows::chunk128 matrices
+  void (*rows)(const Int4Rows& w, const float* x, const float* xs, int64_t m, int64_t r0, int64_t r1, void* y,
+               DType act) = nullptr;
+  bool chunk128 = false;  // the rows run Int4Rows::chunk128 matrices (k % 128 == 0, group | 128 or 128 | group)
 };
 
 // Call a table's functions only when its backend's unavailable_reason() is "" (the AVX-512 table

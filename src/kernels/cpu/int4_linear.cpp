@@ -9,7 +9,8 @@ namespace fp4lm::kernels::cpu {
 
 namespace {
 struct Int4Input final : PreparedInput {
-  std::vector<std::vector<float>> x;  // per distinct permutation: [m, k] fp32 in the codes' column order
+  std::vector<std::vector<float>> x;   // per distinct permutation: [m, k] fp32 in the codes' column order
+  std::vector<std::vector<float>> xs;  // chunk128: each x's chunk sums [m, k/8]
 };
 }  // namespace
 
@@ -20,7 +21,7 @@ Int4Linear::Int4Linear(LinearWeights w, const LinearProblem& p, const Int4Kernel
   if (!isa_.rows) fail("int4 CPU kernel: the {} kernels were not built", isa_.isa);
   if (p.n != w_.n || p.k != w_.k)
     fail("int4 CPU kernel: problem shape [{}, {}] differs from the weights' [{}, {}]", p.n, p.k, w_.n, w_.k);
-  chunk128_ = isa_.chunk128 && w_.group % 128 == 0;
+  chunk128_ = isa_.chunk128 && w_.k % 128 == 0 && (w_.group % 128 == 0 || 128 % w_.group == 0);
   if (chunk128_) {
     // x'[c·128 + 16t + L] = x[perm[c·128 + 8L + t]]: the order the 128-column decode yields weights in.
     for (std::vector<int32_t>& perm : w_.perms) {
@@ -41,19 +42,22 @@ std::unique_ptr<PreparedInput> Int4Linear::prepare(const void* x, int64_t m, boo
   if (m < 0) fail("int4 CPU kernel: negative token count {}", m);
   auto in = std::make_unique<Int4Input>();
   in->m = m;
-  for (const std::vector<int32_t>& perm : w_.perms) in->x.push_back(int4_input(x, act_, m, w_.k, perm));
+  for (const std::vector<int32_t>& perm : w_.perms) {
+    in->x.push_back(int4_input(x, act_, m, w_.k, perm));
+    if (chunk128_) in->xs.push_back(int4_chunk_sums(in->x.back(), m, w_.k));
+  }
   return in;
 }
 
 void Int4Linear::run_rows(const PreparedInput& pin, int64_t r0, int64_t r1, void* y) const {
   const auto& in = static_cast<const Int4Input&>(pin);
-  const Int4Rows rows{w_.codes.data(), w_.scales.data(), w_.zeros.data(), w_.bias.empty() ? nullptr : w_.bias.data(),
-                      w_.n,            w_.k,             w_.group, chunk128_};
+  const Int4Rows rows = int4_rows_view(w_, chunk128_);
   // Each shard's rows with the x gathered by its own permutation.
   for (size_t i = 0; i < w_.shard_end.size() && r0 < r1; ++i) {
     if (r0 >= w_.shard_end[i]) continue;
     const int64_t end = std::min(r1, w_.shard_end[i]);
-    isa_.rows(rows, in.x[static_cast<size_t>(w_.shard_perm[i])].data(), in.m, r0, end, y, act_);
+    const size_t p = static_cast<size_t>(w_.shard_perm[i]);
+    isa_.rows(rows, in.x[p].data(), chunk128_ ? in.xs[p].data() : nullptr, in.m, r0, end, y, act_);
     r0 = end;
   }
 }

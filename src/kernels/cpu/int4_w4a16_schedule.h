@@ -1,29 +1,48 @@
 #pragma once
 // The int4 W4A16 schedules, shared by the AVX2 and AVX-512 row kernels. Include only from
 // avx2/int4_w4a16.cpp and avx512/int4_w4a16.cpp: everything here has internal linkage, so each ISA
-// file compiles its own copy with its own flags (docs/KERNELS.md, "AVX-512 kernels").
+// file compiles its own copy with its own flags (docs/KERNELS.md, "int4 W4A16").
+//
+// The scale and zero point stay out of the inner loop: per (row, group) the products of the
+// unscaled codes (code - zero, exact small integers) with x are summed into a partial that starts
+// from zero, then the partial is multiplied by the group's scale into the row's accumulator. The
+// partials of different groups are independent chains (the out-of-order core overlaps them; one
+// accumulator per (row, token) fed once per group instead of once per 16 weights), which is what
+// lets one row at a time run at the memory roofline. Numerics: not the products of fp32-rounded
+// weights but Σ scale × Σ (code - zero) × x, within the same fp64 bound (int4_cpu_kernels_test).
+//
+// Two decodes. decode16 (every ISA): 16 weights (8 code bytes, column 2j in the low nibble) as
+// code - zero in fp32. decode128 (AVX-512, k a multiple of 128: Int4Rows::chunk128): 128 weights
+// from 64 code bytes as 16 dwords of 8 nibbles, nibble t of dword L looked up (vpermps) in the fixed
+// table code - 8, out[t] lane L = column 8L + t; x arrives gathered into that order, and per token
+// and 128-column chunk the sums xs8[L] = Σ_t x'[16t + L] (Int4Linear::prepare). The zero point is
+// applied per lane after the products: partial - (zero - 8) × xs8, then × scale — lane L's zero and
+// scale are those of column 8L's group, so any group size that is a multiple of 8 works.
 //
 // `Isa` provides: V (an fp32 vector), kLanes, kVecs = 16 / kLanes; zero(), set1(f), load(p),
-// fmadd(a, b, c), hsum(v); decode16(codes, zero, scale, out[kVecs]): 16 weights (8 code bytes,
-// column 2j in the low nibble) as (code - zero) × scale, exact but for the one rounding of the
-// product; kRows, kToks (register tile); kPanelMinTokens; store(y, act, i, v).
+// storev(p, v), add(a, b), fmadd(a, b, c), hsum(v); decode16(codes, zero, out[kVecs]); kRowsFor(tokens)
+// (register tile rows); kPanelMinTokens; store(y, act, i, v); kHasChunk128 and, when true,
+// decode128(codes, out[8]), lanes128(w, first group index, zero_minus_8, scale), fnmadd(a, b, c).
 //
-// Register schedule (few tokens): a tile of kRows rows × up to kToks tokens decodes each group of
-// 16 weights once in registers and feeds it to every token of the tile. Panel schedule (many
-// tokens): a group of rows is decoded once into an fp32 panel that stays in L2, then the same
-// tiles read it for every token. Both feed each (row, token) accumulator the same FMAs in the same
-// order (per 16 columns, vector 0 then 1), so they are bit-identical: neither the panel threshold
-// nor the row split can change a result.
+// Register schedule (few tokens): a tile of R rows × up to 4 tokens decodes each step once in
+// registers and feeds it to every token of the tile. Panel schedule (many tokens): a group of rows
+// is decoded once into an fp32 panel that stays in L2, then the same tiles read it for every token.
+// Both feed each (row, token) the same operations in the same order, so they are bit-identical:
+// neither the panel threshold nor the row split nor the tile shape can change a result.
+#include <xmmintrin.h>
+
 #include "kernels/cpu/int4_matrix.h"
 
 namespace fp4lm::kernels::cpu {
 namespace {
 
 constexpr int64_t kInt4RowBlock = 16;  // register schedule: rows per unit of work
+constexpr int kInt4Toks = 4;           // tokens per register tile
+constexpr int64_t kInt4PrefetchBytes = 2048;  // software prefetch distance along a row's codes
 
-// Rows per panel: about 256 KiB of fp32 weights, a multiple of 4 within [4, 64].
+// Rows per panel: about 256 KiB of decoded weights, a multiple of 4 within [4, 64].
 inline int64_t int4_panel_rows(int64_t k) {
-  const int64_t fit = (256 << 10) / (k * 4);
+  const int64_t fit = (256 << 10) / (k * 5);  // decode128 panels: 10 vectors per 128 columns
   return fit < 4 ? 4 : fit > 64 ? 64 : fit / 4 * 4;
 }
 
@@ -32,28 +51,41 @@ int64_t int4_row_block(int64_t m, int64_t k) {
   return m >= Isa::kPanelMinTokens ? int4_panel_rows(k) : kInt4RowBlock;
 }
 
-// R rows (codes / scales / zeros of row i at w.codes + (r0 + i) ...) × T tokens, decoding in
-// registers; out[i * T + t].
-template <class Isa, int R, int T>
-void reg_tile(const Int4Rows& w, int64_t r0, const float* x, float* out) {
+// Prefetch into L2 the code line kInt4PrefetchBytes ahead (into the next rows once a row ends:
+// rows are contiguous); a prefetch never faults.
+inline void int4_prefetch(const uint8_t* p) {
+  _mm_prefetch(reinterpret_cast<const char*>(p + kInt4PrefetchBytes), _MM_HINT_T1);
+}
+
+// ---- decode16 form. The (row, token) step over one group: `wv(r, j, out)` gives the decoded
+// (code - zero) vectors of row r at column j (from codes or a panel).
+template <class Isa, int R, int T, class Decoded>
+void group_steps(const Int4Rows& w, int64_t r0, const float* x, float* out, Decoded&& wv_of) {
   using V = typename Isa::V;
-  const int64_t groups = w.k / w.group, kb = w.k / 2;
+  const int64_t groups = w.groups;
   V acc[R][T];
   for (int r = 0; r < R; ++r)
     for (int t = 0; t < T; ++t) acc[r][t] = Isa::zero();
   for (int64_t g = 0; g < groups; ++g) {
-    V z[R], s[R];
-    for (int r = 0; r < R; ++r) {
-      z[r] = Isa::set1(w.zeros[(r0 + r) * groups + g]);
-      s[r] = Isa::set1(w.scales[(r0 + r) * groups + g]);
-    }
+    V part[R][T][Isa::kVecs];  // one chain per vector of a step: half the dependency depth on AVX2
+    for (int r = 0; r < R; ++r)
+      for (int t = 0; t < T; ++t)
+        for (int v = 0; v < Isa::kVecs; ++v) part[r][t][v] = Isa::zero();
     for (int64_t j = g * w.group; j < (g + 1) * w.group; j += 16) {
       for (int r = 0; r < R; ++r) {
         V wv[Isa::kVecs];
-        Isa::decode16(w.codes + (r0 + r) * kb + j / 2, z[r], s[r], wv);
+        wv_of(r, g, j, wv);
         for (int t = 0; t < T; ++t)
           for (int v = 0; v < Isa::kVecs; ++v)
-            acc[r][t] = Isa::fmadd(wv[v], Isa::load(x + t * w.k + j + v * Isa::kLanes), acc[r][t]);
+            part[r][t][v] = Isa::fmadd(wv[v], Isa::load(x + t * w.k + j + v * Isa::kLanes), part[r][t][v]);
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      const V s = Isa::set1(w.scales[(r0 + r) * groups + g]);
+      for (int t = 0; t < T; ++t) {
+        V sum = part[r][t][0];
+        for (int v = 1; v < Isa::kVecs; ++v) sum = Isa::add(sum, part[r][t][v]);
+        acc[r][t] = Isa::fmadd(sum, s, acc[r][t]);
       }
     }
   }
@@ -61,64 +93,132 @@ void reg_tile(const Int4Rows& w, int64_t r0, const float* x, float* out) {
     for (int t = 0; t < T; ++t) out[r * T + t] = Isa::hsum(acc[r][t]);
 }
 
-// reg_tile for Int4Rows::chunk128 matrices (Isa::decode128: 128 weights of a row from 64 code bytes
-// through the (row, group)'s 16-entry table (code - zero) × scale); the same FMA sequence as
-// panel_tile over a panel decoded by decode128.
 template <class Isa, int R, int T>
-void reg_tile128(const Int4Rows& w, int64_t r0, const float* x, float* out) {
-  using V = typename Isa::V;
-  const int64_t groups = w.k / w.group, kb = w.k / 2;
-  V acc[R][T];
-  for (int r = 0; r < R; ++r)
-    for (int t = 0; t < T; ++t) acc[r][t] = Isa::zero();
+void reg_tile(const Int4Rows& w, int64_t r0, const float* x, const float*, float* out) {
+  const int64_t groups = w.groups, kb = w.k >> 1;
+  group_steps<Isa, R, T>(w, r0, x, out, [&](int r, int64_t g, int64_t j, typename Isa::V* wv) {
+    const uint8_t* p = w.codes + (r0 + r) * kb + j / 2;
+    if (j % 128 == 0) int4_prefetch(p);
+    Isa::decode16(p, Isa::set1(w.zeros[(r0 + r) * groups + g]), wv);
+  });
+}
+
+template <class Isa, int R, int T>
+void panel_tile(const Int4Rows& w, int64_t r0, const float* panel, const float* x, const float*, float* out) {
+  group_steps<Isa, R, T>(w, r0, x, out, [&](int r, int64_t, int64_t j, typename Isa::V* wv) {
+    for (int v = 0; v < Isa::kVecs; ++v) wv[v] = Isa::load(panel + r * w.k + j + v * Isa::kLanes);
+  });
+}
+
+template <class Isa>
+void decode_panel_row(const Int4Rows& w, int64_t r, float* dst) {
+  const int64_t groups = w.groups;
   for (int64_t g = 0; g < groups; ++g) {
-    V table[R];
-    for (int r = 0; r < R; ++r)
-      table[r] = Isa::table(w.zeros[(r0 + r) * groups + g], w.scales[(r0 + r) * groups + g]);
-    for (int64_t j = g * w.group; j < (g + 1) * w.group; j += 128) {
-      for (int r = 0; r < R; ++r) {
-        V wv[8];
-        Isa::decode128(w.codes + (r0 + r) * kb + j / 2, table[r], wv);
-        for (int t = 0; t < T; ++t)
-          for (int v = 0; v < 8; ++v) acc[r][t] = Isa::fmadd(wv[v], Isa::load(x + t * w.k + j + v * 16), acc[r][t]);
-      }
+    const typename Isa::V z = Isa::set1(w.zeros[r * groups + g]);
+    for (int64_t j = g * w.group; j < (g + 1) * w.group; j += 16) {
+      typename Isa::V wv[Isa::kVecs];
+      Isa::decode16(w.codes + r * (w.k / 2) + j / 2, z, wv);
+      for (int v = 0; v < Isa::kVecs; ++v) Isa::storev(dst + j + v * Isa::kLanes, wv[v]);
     }
   }
-  for (int r = 0; r < R; ++r)
-    for (int t = 0; t < T; ++t) out[r * T + t] = Isa::hsum(acc[r][t]);
 }
 
-// The same accumulation over R decoded panel rows (row stride k floats).
-template <class Isa, int R, int T>
-void panel_tile(const float* panel, int64_t k, const float* x, float* out) {
+// ---- decode128 form (Int4Rows::chunk128). Per (row, 128-column chunk): 8 decoded vectors, then
+// the lanes' zero - 8 and scale; `chunk_of(r, c, wv[10])` fills them (from codes or a panel). Per
+// token: part = Σ_t wv[t] × x'[t] from zero, part -= (zero - 8) × xs8, acc += part × scale.
+// The panel holds per (row, chunk) the same 10 vectors.
+constexpr int kChunkVecs = 10;
+
+// The chunks' first groups, without a division per chunk: group index gi of chunk c is
+// c × chunk_groups (groups of 16-64 columns) or c / group_chunks (groups of 128 or more).
+struct ChunkGroups {
+  int64_t gi = 0, left;
+  const Int4Rows& w;
+  explicit ChunkGroups(const Int4Rows& rows) : left(rows.group_chunks), w(rows) {}
+  void next() {
+    if (w.chunk_groups) {
+      gi += w.chunk_groups;
+    } else if (--left == 0) {
+      ++gi;
+      left = w.group_chunks;
+    }
+  }
+};
+
+template <class Isa, int R, int T, class Chunk>
+void chunk_steps(const Int4Rows& w, const float* x, const float* xs, float* out, Chunk&& chunk_of) {
   using V = typename Isa::V;
+  const int64_t chunks = w.k / 128, xs_stride = w.k / 8;
   V acc[R][T];
   for (int r = 0; r < R; ++r)
     for (int t = 0; t < T; ++t) acc[r][t] = Isa::zero();
-  for (int64_t j = 0; j < k; j += 16)
-    for (int r = 0; r < R; ++r)
-      for (int t = 0; t < T; ++t)
-        for (int v = 0; v < Isa::kVecs; ++v)
-          acc[r][t] = Isa::fmadd(Isa::load(panel + r * k + j + v * Isa::kLanes),
-                                 Isa::load(x + t * k + j + v * Isa::kLanes), acc[r][t]);
+  ChunkGroups cg(w);
+  for (int64_t c = 0; c < chunks; ++c, cg.next()) {
+    for (int r = 0; r < R; ++r) {
+      V wv[kChunkVecs];
+      chunk_of(r, c, cg.gi, wv);
+      for (int t = 0; t < T; ++t) {
+        const float* xt = x + t * w.k + c * 128;
+        V part = Isa::fmadd(wv[0], Isa::load(xt), Isa::zero());
+        for (int v = 1; v < 8; ++v) part = Isa::fmadd(wv[v], Isa::load(xt + v * 16), part);
+        part = Isa::fnmadd(wv[8], Isa::load(xs + t * xs_stride + c * 16), part);
+        acc[r][t] = Isa::fmadd(part, wv[9], acc[r][t]);
+      }
+    }
+  }
   for (int r = 0; r < R; ++r)
     for (int t = 0; t < T; ++t) out[r * T + t] = Isa::hsum(acc[r][t]);
 }
 
 template <class Isa>
+inline void decode_chunk(const Int4Rows& w, int64_t row, int64_t c, int64_t gi, typename Isa::V* wv) {
+  const uint8_t* p = w.codes + row * (w.k >> 1) + c * 64;
+  int4_prefetch(p);
+  Isa::decode128(p, wv);
+  Isa::lanes128(w, row * w.groups + gi, wv[8], wv[9]);
+}
+
+template <class Isa, int R, int T>
+void reg_tile128(const Int4Rows& w, int64_t r0, const float* x, const float* xs, float* out) {
+  chunk_steps<Isa, R, T>(w, x, xs, out, [&](int r, int64_t c, int64_t gi, typename Isa::V* wv) {
+    decode_chunk<Isa>(w, r0 + r, c, gi, wv);
+  });
+}
+
+template <class Isa, int R, int T>
+void panel_tile128(const Int4Rows& w, int64_t, const float* panel, const float* x, const float* xs, float* out) {
+  const int64_t row_floats = w.k / 128 * kChunkVecs * 16;
+  chunk_steps<Isa, R, T>(w, x, xs, out, [&](int r, int64_t c, int64_t, typename Isa::V* wv) {
+    const float* p = panel + r * row_floats + c * kChunkVecs * 16;
+    for (int v = 0; v < kChunkVecs; ++v) wv[v] = Isa::load(p + v * 16);
+  });
+}
+
+template <class Isa>
+void decode_panel_row128(const Int4Rows& w, int64_t r, float* dst) {
+  ChunkGroups cg(w);
+  for (int64_t c = 0; c < w.k / 128; ++c, cg.next()) {
+    typename Isa::V wv[kChunkVecs];
+    decode_chunk<Isa>(w, r, c, cg.gi, wv);
+    for (int v = 0; v < kChunkVecs; ++v) Isa::storev(dst + (c * kChunkVecs + v) * 16, wv[v]);
+  }
+}
+
+// ---- Schedules.
+template <class Isa>
 inline void int4_epilogue(const Int4Rows& w, int64_t r, int64_t t, float v, void* y, DType act) {
   Isa::store(y, act, t * w.n + r, v + (w.bias ? w.bias[r] : 0.0f));
 }
 
-// Tiles of R rows × T tokens (R = Isa::kRows, or 1 for the last rows) over rows [r0, r1), tokens
-// [0, m); `tile(rows, r, t0, out)` computes one.
+// Tiles of rr rows × tt tokens over rows [r0, r1), tokens [0, m) (rr = Isa::kRowsFor(tt), or 1 for
+// the last rows); `tile(rr, tt, r, t0, out)` computes one.
 template <class Isa, class Tile>
 void for_tiles(const Int4Rows& w, int64_t r0, int64_t r1, int64_t m, void* y, DType act, Tile&& tile) {
-  float out[Isa::kRows * Isa::kToks];
-  for (int64_t t0 = 0; t0 < m; t0 += Isa::kToks) {
-    const int tt = static_cast<int>(m - t0 < Isa::kToks ? m - t0 : Isa::kToks);
+  float out[8 * kInt4Toks];
+  for (int64_t t0 = 0; t0 < m; t0 += kInt4Toks) {
+    const int tt = static_cast<int>(m - t0 < kInt4Toks ? m - t0 : kInt4Toks);
     for (int64_t r = r0; r < r1;) {
-      const int rr = r + Isa::kRows <= r1 ? Isa::kRows : 1;
+      const int rr = r + Isa::kRowsFor(tt) <= r1 ? Isa::kRowsFor(tt) : 1;
       tile(rr, tt, r, t0, out);
       for (int i = 0; i < rr; ++i, ++r)
         for (int t = 0; t < tt; ++t) int4_epilogue<Isa>(w, r, t0 + t, out[i * tt + t], y, act);
@@ -126,70 +226,70 @@ void for_tiles(const Int4Rows& w, int64_t r0, int64_t r1, int64_t m, void* y, DT
   }
 }
 
-template <class Isa, int R, int... Ts>
-void dispatch_reg(int tt, const Int4Rows& w, int64_t r, const float* x, float* out) {
-  ((tt == Ts ? reg_tile<Isa, R, Ts>(w, r, x, out) : void()), ...);
+// The tile function for rr rows × tt tokens: Tile<Isa, R, T> for R in {1, kRowsFor(tt)}.
+template <class Isa, template <class, int, int> class Fn, class... Args>
+void dispatch(int rr, int tt, Args&&... args) {
+  constexpr int R1 = Isa::kRowsFor(1), R2 = Isa::kRowsFor(2), R3 = Isa::kRowsFor(3), R4 = Isa::kRowsFor(4);
+  switch (tt * 2 + (rr > 1)) {
+    case 2: return Fn<Isa, 1, 1>::run(args...);
+    case 3: return Fn<Isa, R1, 1>::run(args...);
+    case 4: return Fn<Isa, 1, 2>::run(args...);
+    case 5: return Fn<Isa, R2, 2>::run(args...);
+    case 6: return Fn<Isa, 1, 3>::run(args...);
+    case 7: return Fn<Isa, R3, 3>::run(args...);
+    case 8: return Fn<Isa, 1, 4>::run(args...);
+    default: return Fn<Isa, R4, 4>::run(args...);
+  }
 }
-template <class Isa, int R, int... Ts>
-void dispatch_reg128(int tt, const Int4Rows& w, int64_t r, const float* x, float* out) {
-  if constexpr (Isa::kHasChunk128) ((tt == Ts ? reg_tile128<Isa, R, Ts>(w, r, x, out) : void()), ...);
-}
-template <class Isa, int R, int... Ts>
-void dispatch_panel(int tt, const float* panel, int64_t k, const float* x, float* out) {
-  ((tt == Ts ? panel_tile<Isa, R, Ts>(panel, k, x, out) : void()), ...);
-}
+template <class Isa, int R, int T>
+struct RegTile {
+  static void run(const Int4Rows& w, int64_t r, const float* x, const float* xs, float* out) {
+    if constexpr (Isa::kHasChunk128)
+      if (w.chunk128) return reg_tile128<Isa, R, T>(w, r, x, xs, out);
+    reg_tile<Isa, R, T>(w, r, x, xs, out);
+  }
+};
+template <class Isa, int R, int T>
+struct PanelTile {
+  static void run(const Int4Rows& w, int64_t r, const float* panel, const float* x, const float* xs, float* out) {
+    if constexpr (Isa::kHasChunk128)
+      if (w.chunk128) return panel_tile128<Isa, R, T>(w, r, panel, x, xs, out);
+    panel_tile<Isa, R, T>(w, r, panel, x, xs, out);
+  }
+};
 
+// x: [m, k] fp32 in the codes' column order; xs: [m, k / 8] chunk sums (chunk128 only, else null).
 template <class Isa>
-void int4_rows(const Int4Rows& w, const float* x, int64_t m, int64_t r0, int64_t r1, void* y, DType act) {
-  static_assert(Isa::kToks == 4);
+void int4_rows(const Int4Rows& w, const float* x, const float* xs, int64_t m, int64_t r0, int64_t r1, void* y,
+               DType act) {
+  const int64_t xs_stride = w.k / 8;
   if (m < Isa::kPanelMinTokens) {
     for (int64_t b0 = r0; b0 < r1; b0 += kInt4RowBlock) {
       const int64_t b1 = b0 + kInt4RowBlock < r1 ? b0 + kInt4RowBlock : r1;
       for_tiles<Isa>(w, b0, b1, m, y, act, [&](int rr, int tt, int64_t r, int64_t t0, float* out) {
-        if (w.chunk128)
-          rr > 1 ? dispatch_reg128<Isa, Isa::kRows, 1, 2, 3, 4>(tt, w, r, x + t0 * w.k, out)
-                 : dispatch_reg128<Isa, 1, 1, 2, 3, 4>(tt, w, r, x + t0 * w.k, out);
-        else if (rr > 1)
-          dispatch_reg<Isa, Isa::kRows, 1, 2, 3, 4>(tt, w, r, x + t0 * w.k, out);
-        else
-          dispatch_reg<Isa, 1, 1, 2, 3, 4>(tt, w, r, x + t0 * w.k, out);
+        dispatch<Isa, RegTile>(rr, tt, w, r, x + t0 * w.k, xs ? xs + t0 * xs_stride : nullptr, out);
       });
     }
     return;
   }
-  const int64_t group = int4_panel_rows(w.k), groups = w.k / w.group;
-  float* const panel = static_cast<float*>(int4_thread_scratch(static_cast<size_t>(group * w.k) * sizeof(float)));
+  const bool c128 = Isa::kHasChunk128 && w.chunk128;
+  const int64_t row_floats = c128 ? w.k / 128 * kChunkVecs * 16 : w.k;
+  const int64_t group = int4_panel_rows(w.k);
+  const size_t panel_bytes = static_cast<size_t>(group * row_floats) * sizeof(float);
+  float* const panel = static_cast<float*>(int4_thread_scratch(panel_bytes));
   for (int64_t g0 = r0; g0 < r1; g0 += group) {
     const int64_t g1 = g0 + group < r1 ? g0 + group : r1;
     for (int64_t r = g0; r < g1; ++r) {  // decode each row once, exactly as the register tiles do
-      float* dst = panel + (r - g0) * w.k;
       if constexpr (Isa::kHasChunk128)
-        if (w.chunk128) {
-          for (int64_t g = 0; g < groups; ++g) {
-            const typename Isa::V table = Isa::table(w.zeros[r * groups + g], w.scales[r * groups + g]);
-            for (int64_t j = g * w.group; j < (g + 1) * w.group; j += 128) {
-              typename Isa::V wv[8];
-              Isa::decode128(w.codes + r * (w.k / 2) + j / 2, table, wv);
-              for (int v = 0; v < 8; ++v) Isa::storev(dst + j + v * 16, wv[v]);
-            }
-          }
+        if (c128) {
+          decode_panel_row128<Isa>(w, r, panel + (r - g0) * row_floats);
           continue;
         }
-      for (int64_t g = 0; g < groups; ++g) {
-        const typename Isa::V z = Isa::set1(w.zeros[r * groups + g]), s = Isa::set1(w.scales[r * groups + g]);
-        for (int64_t j = g * w.group; j < (g + 1) * w.group; j += 16) {
-          typename Isa::V wv[Isa::kVecs];
-          Isa::decode16(w.codes + r * (w.k / 2) + j / 2, z, s, wv);
-          for (int v = 0; v < Isa::kVecs; ++v) Isa::storev(dst + j + v * Isa::kLanes, wv[v]);
-        }
-      }
+      decode_panel_row<Isa>(w, r, panel + (r - g0) * row_floats);
     }
     for_tiles<Isa>(w, g0, g1, m, y, act, [&](int rr, int tt, int64_t r, int64_t t0, float* out) {
-      const float* p = panel + (r - g0) * w.k;
-      if (rr > 1)
-        dispatch_panel<Isa, Isa::kRows, 1, 2, 3, 4>(tt, p, w.k, x + t0 * w.k, out);
-      else
-        dispatch_panel<Isa, 1, 1, 2, 3, 4>(tt, p, w.k, x + t0 * w.k, out);
+      dispatch<Isa, PanelTile>(rr, tt, w, r, panel + (r - g0) * row_floats, x + t0 * w.k,
+                               xs ? xs + t0 * xs_stride : nullptr, out);
     });
   }
 }

@@ -8,8 +8,8 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "model/quant_method/int4_method.h"
 #include "model/quant_method/int4_view.h"
-#include "model/quant_method/quant_method.h"
 
 namespace fp4lm::model {
 
@@ -18,28 +18,16 @@ namespace {
 // The nibble of a packed int32 holding output row 8c + t.
 constexpr int kAwqNibble[8] = {0, 4, 1, 5, 2, 6, 3, 7};
 
-class AwqMethod final : public QuantMethod {
+class AwqMethod final : public Int4QuantMethod {
  public:
-  kernels::WeightKey weight_key() const override { return kernels::WeightKey::int4; }
-
-  std::optional<quant::Scheme> detect(const TensorLookup& tensors, const std::string& module) const override {
-    if (tensors(module + ".qweight") == DType::I32) return quant::Scheme::int4;
-    return std::nullopt;
-  }
-
-  kernels::QuantKey key(const quant::DiskFormat&, const std::vector<std::string>&, const TensorLookup&) const override {
-    return kernels::kInt4W4A16;
-  }
+  AwqMethod() : Int4QuantMethod("qweight") {}
 
  protected:
   kernels::ShardView shard(const ParamReader& p, const LayerSpec& spec, const std::string& m, int64_t rows,
                            const LayerScheme& scheme) const override {
-    const quant::Int4Layout& l = scheme.on_disk.int4;
-    const int64_t k = spec.in_features, group = l.group ? l.group : k;
-    if (rows % 8 != 0 || k % 2 != 0 || k % group != 0)
-      fail("{}: AWQ module {} is [{}, {}]: int4 packing needs rows a multiple of 8 and group_size {} to divide {}",
-           p.checkpoint().dir(), m, rows, k, group, k);
-    const int64_t groups = k / group, cols = rows / 8;
+    const Geometry geo = geometry(p, spec, m, rows, scheme, "AWQ", 8, 2);
+    const int64_t k = geo.k, group = geo.group, groups = geo.groups;
+    const int64_t cols = rows / 8;
     const std::vector<int32_t> qw = int32_values(p.require(m + ".qweight", {DType::I32}, {k, cols}));
     const std::vector<int32_t> qz = int32_values(p.require(m + ".qzeros", {DType::I32}, {groups, cols}));
     const std::vector<float> sc = float_values(p.require(m + ".scales", {DType::F16, DType::BF16, DType::F32}, {groups, rows}));

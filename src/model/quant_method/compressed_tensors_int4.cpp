@@ -14,36 +14,24 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "model/quant_method/int4_method.h"
 #include "model/quant_method/int4_view.h"
-#include "model/quant_method/quant_method.h"
 
 namespace fp4lm::model {
 
 namespace {
 
-class CompressedTensorsInt4Method final : public QuantMethod {
+class CompressedTensorsInt4Method final : public Int4QuantMethod {
  public:
-  kernels::WeightKey weight_key() const override { return kernels::WeightKey::int4; }
-
-  std::optional<quant::Scheme> detect(const TensorLookup& tensors, const std::string& module) const override {
-    if (tensors(module + ".weight_packed") == DType::I32) return quant::Scheme::int4;
-    return std::nullopt;
-  }
-
-  kernels::QuantKey key(const quant::DiskFormat&, const std::vector<std::string>&, const TensorLookup&) const override {
-    return kernels::kInt4W4A16;
-  }
+  CompressedTensorsInt4Method() : Int4QuantMethod("weight_packed") {}
 
  protected:
   kernels::ShardView shard(const ParamReader& p, const LayerSpec& spec, const std::string& m, int64_t rows,
                            const LayerScheme& scheme) const override {
     const quant::Int4Layout& l = scheme.on_disk.int4;
-    const int64_t k = spec.in_features, group = l.group ? l.group : k;
-    if (k % 8 != 0 || rows % 8 != 0 || k % group != 0)
-      fail("{}: compressed-tensors INT4 module {} is [{}, {}]: fp4lm needs both a multiple of 8 and group_size {} "
-           "to divide {}",
-           p.checkpoint().dir(), m, rows, k, group, k);
-    const int64_t groups = k / group, kp = k / 8;
+    const Geometry geo = geometry(p, spec, m, rows, scheme, "compressed-tensors INT4", 8, 8);
+    const int64_t k = geo.k, group = geo.group, groups = geo.groups;
+    const int64_t kp = k / 8;
     const TensorView& shape = p.require(m + ".weight_shape", {DType::I32, DType::I64}, {2});
     int64_t s0 = 0, s1 = 0;  // memcpy: a mapped tensor need not be aligned
     if (shape.dtype == DType::I32) {

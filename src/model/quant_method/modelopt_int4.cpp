@@ -9,17 +9,18 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "model/quant_method/int4_method.h"
 #include "model/quant_method/int4_view.h"
-#include "model/quant_method/quant_method.h"
 
 namespace fp4lm::model {
 
 namespace {
 
-class ModeloptInt4Method final : public QuantMethod {
+class ModeloptInt4Method final : public Int4QuantMethod {
  public:
-  kernels::WeightKey weight_key() const override { return kernels::WeightKey::int4; }
+  ModeloptInt4Method() : Int4QuantMethod("weight") {}
 
+  // A U8 `weight` with a float `weight_scale` (not the I32 packing the base class detects).
   std::optional<quant::Scheme> detect(const TensorLookup& tensors, const std::string& module) const override {
     const std::optional<DType> s = tensors(module + ".weight_scale");
     if (tensors(module + ".weight") == DType::U8 && (s == DType::F32 || s == DType::F16 || s == DType::BF16))
@@ -27,18 +28,11 @@ class ModeloptInt4Method final : public QuantMethod {
     return std::nullopt;
   }
 
-  kernels::QuantKey key(const quant::DiskFormat&, const std::vector<std::string>&, const TensorLookup&) const override {
-    return kernels::kInt4W4A16;
-  }
-
  protected:
   kernels::ShardView shard(const ParamReader& p, const LayerSpec& spec, const std::string& m, int64_t rows,
                            const LayerScheme& scheme) const override {
-    const int64_t k = spec.in_features, group = scheme.on_disk.int4.group ? scheme.on_disk.int4.group : k;
-    if (rows % 2 != 0 || k % 2 != 0 || k % group != 0)
-      fail("{}: W4A16_AWQ module {} is [{}, {}]: int4 packing needs even sizes and group_size {} to divide {}",
-           p.checkpoint().dir(), m, rows, k, group, k);
-    const int64_t groups = k / group;
+    const Geometry geo = geometry(p, spec, m, rows, scheme, "W4A16_AWQ", 2, 2);
+    const int64_t k = geo.k, group = geo.group, groups = geo.groups;
     const TensorView& w = p.require(m + ".weight", {DType::U8}, {rows / 2, k});
     const std::vector<float> sc =
         float_values(p.require(m + ".weight_scale", {DType::F32, DType::F16, DType::BF16}, {rows, groups}));
