@@ -438,6 +438,7 @@ engine::RequestOutput output(std::vector<int32_t> ids, std::string text, int64_t
 }
 
 TEST_F(OpenAiApi, ChatStreamChunksAndWholeResponse) {
+  m_.prompt_tokens_details = true;  // --enable-prompt-tokens-details: the cached tokens in usage
   ApiRequest r = chat(R"({"messages": [{"role": "user", "content": "hi"}], "stream": true,
                           "stream_options": {"include_usage": true}})");
   ResponseBuilder rb(r, m_, "chatcmpl-1", 1700000000);
@@ -480,6 +481,33 @@ TEST_F(OpenAiApi, ChatStreamChunksAndWholeResponse) {
     EXPECT_TRUE(resp["choices"][0].contains(key) && resp["choices"][0][key].is_null()) << key;
   EXPECT_EQ(resp["choices"][0]["finish_reason"], "length");
   EXPECT_EQ(resp["usage"]["completion_tokens"], 3);
+}
+
+// usage.prompt_tokens_details as vLLM: null (absent from the usage chunk) unless the server runs with
+// --enable-prompt-tokens-details and the prefix cache supplied tokens. vLLM's test_single_chat_session
+// compares usage to CompletionUsage(prompt_tokens, completion_tokens, total_tokens) (docs/SERVER_SUITES.md).
+TEST_F(OpenAiApi, PromptTokensDetailsOnlyWithTheFlagAndCachedTokens) {
+  for (const bool flag : {false, true}) {
+    for (const int64_t cached : {int64_t{0}, int64_t{16}}) {
+      m_.prompt_tokens_details = flag;
+      ApiRequest r = chat(R"({"messages": [{"role": "user", "content": "hi"}], "stream": true,
+                              "stream_options": {"include_usage": true}})");
+      ResponseBuilder rb(r, m_, "chatcmpl-1", 1);
+      engine::RequestOutput fin = output({2}, "i", 1, true, "stop");
+      fin.cached_tokens = cached;
+      rb.add(fin);
+      const json usage = rb.response()["usage"];
+      const bool shown = flag && cached > 0;
+      ASSERT_TRUE(usage.contains("prompt_tokens_details")) << "a key of vLLM's UsageInfo, null or not";
+      if (shown)
+        EXPECT_EQ(usage["prompt_tokens_details"], (json{{"cached_tokens", 16}}));
+      else
+        EXPECT_TRUE(usage["prompt_tokens_details"].is_null()) << flag << " " << cached;
+      ResponseBuilder sb(r, m_, "chatcmpl-2", 1);
+      sb.stream_chunks(fin);
+      EXPECT_EQ(sb.usage_chunk()["usage"].contains("prompt_tokens_details"), shown) << flag << " " << cached;
+    }
+  }
 }
 
 // stream_options.continuous_usage_stats counts only with include_usage (vLLM's should_include_usage).
@@ -570,6 +598,7 @@ TEST_F(OpenAiApi, PromptLogprobsEchoAndBestOf) {
 // n samples of each prompt of a list: choice c answers prompt c / n with seed + c % n; the
 // response lists every choice and counts each prompt's tokens once.
 TEST_F(OpenAiApi, ChoicesOfPromptListsAndSamples) {
+  m_.prompt_tokens_details = true;
   ApiRequest r = completion(R"({"prompt": ["ab", [5, 6, 7]], "n": 2, "seed": 10, "max_tokens": 2,
                                 "return_token_ids": true})");
   ASSERT_EQ(r.prompts.size(), 2u);
