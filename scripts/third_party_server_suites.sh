@@ -83,12 +83,15 @@ fi
 
 if [ "$WHICH" != llama ]; then
   # The files whose tests talk to a server over HTTP (the others unit-test vLLM's Python classes).
+  # Requests without max_tokens run to the context length (8192 in test_chat.py): on a small CPU a
+  # test may take minutes; SUITE_TEST_TIMEOUT (seconds per test, pytest-timeout) bounds each.
   FILES=(models/test_models.py completion/test_completion.py chat_completion/test_chat.py
          chat_completion/test_chat_echo.py chat_completion/test_chat_logit_bias_validation.py
          chat_completion/test_logprob_token_ids.py chat_completion/test_enable_force_include_usage.py
          test_return_token_ids.py test_return_tokens_as_ids.py)
   (cd "$W/vllm-0.34.0" && PYTHONPATH="$HERE/third_party_suites" FP4LM_BIN="$FP4LM" FP4LM_SUITE_MODEL="$MODEL" \
      FP4LM_SUITE_LOGS="$W/logs" "$PY" -m pytest -q -p vllm_shim -p no:cacheprovider -o asyncio_mode=auto \
+     --timeout "${SUITE_TEST_TIMEOUT:-300}" \
      --rootdir=. "${FILES[@]/#/tests/entrypoints/openai/}" --junitxml="$W/vllm.xml" \
      >"$W/logs/vllm-pytest.log" 2>&1) || true
   summary "vLLM tests/entrypoints/openai (HTTP files)" "$W/vllm.xml"

@@ -41,6 +41,10 @@ struct ServingModel {
   // --enable-prompt-tokens-details: usage.prompt_tokens_details.cached_tokens when the prefix cache
   // supplied prompt tokens; otherwise null (absent from stream chunks), as vLLM.
   bool prompt_tokens_details = false;
+  // --enable-force-include-usage: every stream carries usage, in each chunk and a last chunk (vLLM).
+  bool force_include_usage = false;
+  // --return-tokens-as-token-ids: the default of the request field of that name (vLLM).
+  bool return_tokens_as_token_ids = false;
 };
 
 }  // namespace fp4lm::server

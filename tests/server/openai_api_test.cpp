@@ -510,6 +510,38 @@ TEST_F(OpenAiApi, PromptTokensDetailsOnlyWithTheFlagAndCachedTokens) {
   }
 }
 
+// Found by vLLM's tests/entrypoints/openai against fp4lm serve (docs/SERVER_SUITES.md):
+// test_chat_logit_bias_multiple_non_integer_keys wants every bad key named in one error.
+TEST_F(OpenAiApi, LogitBiasNamesEveryKeyThatIsNotATokenId) {
+  try {
+    completion(R"({"prompt": "x", "logit_bias": {"bad1": 50, "7": 1, "bad2": 20}})");
+    FAIL() << "accepted";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.status, 400);
+    EXPECT_EQ(e.param, "logit_bias");
+    EXPECT_NE(std::string(e.what()).find("'bad1', 'bad2'"), std::string::npos) << e.what();
+  }
+}
+
+// --enable-force-include-usage (vLLM's test_enable_force_include_usage): usage in every chunk and at
+// the end of every stream, whatever stream_options asks; non-streaming requests unchanged.
+// --return-tokens-as-token-ids: the default of the request field, which still wins when given.
+TEST_F(OpenAiApi, ServerFlagsForceUsageAndTokenIdsAsVllm) {
+  EXPECT_FALSE(completion(R"({"prompt": "x", "stream": true})").include_usage);
+  m_.force_include_usage = true;
+  for (const char* body : {R"({"prompt": "x", "stream": true})",
+                           R"({"prompt": "x", "stream": true, "stream_options": {"include_usage": false}})"}) {
+    const ApiRequest r = completion(body);
+    EXPECT_TRUE(r.include_usage && r.continuous_usage) << body;
+  }
+  const ApiRequest whole = completion(R"({"prompt": "x"})");
+  EXPECT_FALSE(whole.include_usage || whole.continuous_usage);
+  EXPECT_FALSE(completion(R"({"prompt": "x"})").return_tokens_as_token_ids);
+  m_.return_tokens_as_token_ids = true;
+  EXPECT_TRUE(completion(R"({"prompt": "x"})").return_tokens_as_token_ids);
+  EXPECT_FALSE(completion(R"({"prompt": "x", "return_tokens_as_token_ids": false})").return_tokens_as_token_ids);
+}
+
 // stream_options.continuous_usage_stats counts only with include_usage (vLLM's should_include_usage).
 TEST_F(OpenAiApi, ContinuousUsageNeedsIncludeUsage) {
   const std::string base = R"({"prompt": "x", "stream": true, "stream_options": )";
