@@ -355,7 +355,7 @@ CommandRegistration reg("serve", "OpenAI-compatible HTTP server with continuous 
                  "Constrained JSON: blanks after a newline between tokens, at most")
       ->capture_default_str();
   sub.add_flag("--enable-prompt-tokens-details", a->enable_prompt_tokens_details,
-               "usage.prompt_tokens_details.cached_tokens when the prefix cache supplied prompt tokens (vLLM's "
+               "usage.prompt_tokens_details.cached_tokens, the prompt tokens the prefix cache supplied (vLLM's "
                "flag; without it the field is null, as vLLM)");
   sub.add_flag("--enable-force-include-usage", a->enable_force_include_usage,
                "Every stream carries usage, in each chunk and a last chunk, whatever stream_options says (vLLM's flag)");

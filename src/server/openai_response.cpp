@@ -102,7 +102,7 @@ json ResponseBuilder::usage() const {
   int64_t cached_total = 0;
   for (int64_t x : cached) cached_total += x;
   json details = nullptr;
-  if (m_.prompt_tokens_details && cached_total > 0) details = {{"cached_tokens", cached_total}};
+  if (m_.prompt_tokens_details) details = {{"cached_tokens", cached_total}};
   return {{"prompt_tokens", p}, {"completion_tokens", c}, {"total_tokens", p + c}, {"prompt_tokens_details", details}};
 }
 

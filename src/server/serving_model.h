@@ -38,8 +38,8 @@ struct ServingModel {
   bool vision = false;  // takes image parts (/props "modalities"; the chat page's attach button)
   // --structured-outputs-config.disable_any_whitespace, --structured-outputs-max-whitespace
   engine::structured::JsonWhitespace json_whitespace;
-  // --enable-prompt-tokens-details: usage.prompt_tokens_details.cached_tokens when the prefix cache
-  // supplied prompt tokens; otherwise null (absent from stream chunks), as vLLM.
+  // --enable-prompt-tokens-details: usage.prompt_tokens_details.cached_tokens (0 too); without it
+  // null (absent from stream chunks), as vLLM.
   bool prompt_tokens_details = false;
   // --enable-force-include-usage: every stream carries usage, in each chunk and a last chunk (vLLM).
   bool force_include_usage = false;
