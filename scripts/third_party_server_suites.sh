@@ -9,6 +9,8 @@
 # The suites are fetched at run time (pinned by sha256) into $SUITES_DIR, never copied into the
 # repository. The model is SmolLM2-135M-Instruct (scripts/fetch_smollm2.sh) converted and quantized
 # to W4A16_NVFP4, or $FP4LM_SUITE_MODEL. Usage: scripts/third_party_server_suites.sh [FP4LM] [llama|vllm|both]
+# Environment: SUITES_DIR, FP4LM_SUITE_MODEL, LLAMA_SUITE_PORT (18080), SUITE_TEST_TIMEOUT (300 s per
+# vLLM test), VLLM_SUITE_FILES (a subset of the vLLM files, e.g. "models/test_models.py").
 set -euo pipefail
 FP4LM=$(realpath "${1:-build/fp4lm}")
 WHICH=${2:-both}
@@ -89,6 +91,7 @@ if [ "$WHICH" != llama ]; then
          chat_completion/test_chat_echo.py chat_completion/test_chat_logit_bias_validation.py
          chat_completion/test_logprob_token_ids.py chat_completion/test_enable_force_include_usage.py
          test_return_token_ids.py test_return_tokens_as_ids.py)
+  [ -z "${VLLM_SUITE_FILES:-}" ] || read -r -a FILES <<<"$VLLM_SUITE_FILES"  # a subset, same form
   (cd "$W/vllm-0.34.0" && PYTHONPATH="$HERE/third_party_suites" FP4LM_BIN="$FP4LM" FP4LM_SUITE_MODEL="$MODEL" \
      FP4LM_SUITE_LOGS="$W/logs" "$PY" -m pytest -q -p vllm_shim -p no:cacheprovider -o asyncio_mode=auto \
      --timeout "${SUITE_TEST_TIMEOUT:-300}" \
