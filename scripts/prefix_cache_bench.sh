@@ -26,7 +26,7 @@ echo "uptime before: $(uptime)"
 "${DECODE_BENCH:-$build/bench/decode_bench}" --arch "$arch" --layers "$layers" --tokens 2 --prompt 4 --threads "$threads" \
   --dir "$work/model" >/dev/null
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-"$build/fp4lm" serve --model "$work/model" --port "$port" --max-num-seqs 4 --max-num-batched-tokens 512 \
+"$build/fp4lm" serve --model "$work/model" --port "$port" --enable-prompt-tokens-details --max-num-seqs 4 --max-num-batched-tokens 512 \
   --max-model-len $((system + question + 8)) --threads "$threads" --log-level warn ${SERVE_FLAGS:-} &
 pid=$!
 for _ in $(seq 1 1200); do
@@ -46,7 +46,7 @@ def ttft(prompt):
     t0 = time.perf_counter()
     with urllib.request.urlopen(req, timeout=3600) as r:
         usage = json.load(r)["usage"]
-    return time.perf_counter() - t0, usage.get("prompt_tokens_details", {}).get("cached_tokens", 0)
+    return time.perf_counter() - t0, (usage.get("prompt_tokens_details") or {}).get("cached_tokens", 0)
 cold, hit = [], []
 for i in range(runs):
     sys_prompt = ids(system)                     # never seen: cold

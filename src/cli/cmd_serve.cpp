@@ -57,6 +57,8 @@ struct ServeArgs {
   std::string tool_call_parser, reasoning_parser;
   bool disable_any_whitespace = false;  // constrained JSON: docs/STRUCTURED_OUTPUTS.md
   int max_whitespace = 20;
+  bool enable_prompt_tokens_details = false;
+  bool enable_force_include_usage = false, return_tokens_as_token_ids = false;
   EngineFlags flags;
 };
 
@@ -257,6 +259,9 @@ int run_serve(ServeArgs& a) {
   if (a.max_whitespace < 0 || a.max_whitespace > 1000)
     usage_fail("--structured-outputs-max-whitespace must be in [0, 1000] (got {})", a.max_whitespace);
   sm.json_whitespace = {a.disable_any_whitespace, a.max_whitespace};
+  sm.prompt_tokens_details = a.enable_prompt_tokens_details;
+  sm.force_include_usage = a.enable_force_include_usage;
+  sm.return_tokens_as_token_ids = a.return_tokens_as_token_ids;
 
   server::ServingMetrics metrics(sm.name, sm.max_model_len);
   engine::Engine eng(*step_model, tok.get(), sc, metrics.observer());
@@ -349,6 +354,13 @@ CommandRegistration reg("serve", "OpenAI-compatible HTTP server with continuous 
   sub.add_option("--structured-outputs-max-whitespace", a->max_whitespace,
                  "Constrained JSON: blanks after a newline between tokens, at most")
       ->capture_default_str();
+  sub.add_flag("--enable-prompt-tokens-details", a->enable_prompt_tokens_details,
+               "usage.prompt_tokens_details.cached_tokens, the prompt tokens the prefix cache supplied (vLLM's "
+               "flag; without it the field is null, as vLLM)");
+  sub.add_flag("--enable-force-include-usage", a->enable_force_include_usage,
+               "Every stream carries usage, in each chunk and a last chunk, whatever stream_options says (vLLM's flag)");
+  sub.add_flag("--return-tokens-as-token-ids", a->return_tokens_as_token_ids,
+               "Logprob tokens as 'token_id:N' unless a request's return_tokens_as_token_ids says otherwise (vLLM's flag)");
   add_engine_flags(sub, a->flags);
   add_pipeline_flag(sub, a->flags);
   return [a]() { return run_serve(*a); };

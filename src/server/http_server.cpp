@@ -340,6 +340,11 @@ const std::vector<HttpServer::Route>& HttpServer::route_table() {
       {"POST", "/detokenize", false, true, &HttpServer::detokenize, false},
       {"POST", "/v1/completions", false, true, nullptr, false},
       {"POST", "/v1/chat/completions", false, true, nullptr, true},
+      // llama-server's paths without /v1 (its clients and test suite use them): the same handlers.
+      {"GET", "/models", false, false, &HttpServer::models, false},
+      {"GET", "/v1/health", true, false, &HttpServer::health, false},
+      {"POST", "/completions", false, true, nullptr, false},
+      {"POST", "/chat/completions", false, true, nullptr, true},
   };
   return routes;
 }

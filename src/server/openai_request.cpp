@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "core/error.h"
 #include "engine/process_stats.h"
@@ -35,6 +36,15 @@ void parse_logit_bias(const json& b, const ServingModel& m, engine::RequestParam
   if (!present(b, "logit_bias")) return;
   const json& lb = b["logit_bias"];
   if (!lb.is_object()) throw bad_request("'logit_bias' must be an object mapping token ids to biases", "logit_bias");
+  // Every key that is not a token id in one error (vLLM names them all).
+  std::vector<std::string> not_ids;
+  for (const auto& [k, v] : lb.items()) {
+    int64_t id = -1;
+    const auto [end, ec] = std::from_chars(k.data(), k.data() + k.size(), id);
+    if (ec != std::errc() || end != k.data() + k.size()) not_ids.push_back("'" + k + "'");
+  }
+  if (!not_ids.empty())
+    throw bad_request(fmt::format("'logit_bias' keys must be token ids, got {}", fmt::join(not_ids, ", ")), "logit_bias");
   for (const auto& [k, v] : lb.items()) {
     const std::string field = "logit_bias." + k;
     int64_t id = -1;
@@ -104,7 +114,7 @@ void parse_common(const json& b, const ServingModel& m, uint64_t random_seed, Ap
     throw bad_request(fmt::format("best_of must be greater than or equal to n, got n={} and best_of={}", r.n, r.best_of),
                       "best_of");
   reject_unsupported_fields(b, r.endpoint);
-  r.return_tokens_as_token_ids = opt_bool(b, "return_tokens_as_token_ids").value_or(false);
+  r.return_tokens_as_token_ids = opt_bool(b, "return_tokens_as_token_ids").value_or(m.return_tokens_as_token_ids);
   r.stream = opt_bool(b, "stream").value_or(false);
   // OpenAI: the best of several samples is known only at their end.
   if (r.stream && r.best_of > r.n)
@@ -128,6 +138,7 @@ void parse_common(const json& b, const ServingModel& m, uint64_t random_seed, Ap
         opt_bool(so, "continuous_usage_stats", "stream_options.continuous_usage_stats").value_or(false) &&
         r.include_usage;
   }
+  if (m.force_include_usage && r.stream) r.include_usage = r.continuous_usage = true;  // vLLM: both, whatever was asked
   // Fields with no effect here are still typed as vLLM types them (a 400 names the field).
   opt_int(b, "routed_experts_prompt_start", 0);
   opt_int(b, "stream_interval", 1);

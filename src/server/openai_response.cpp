@@ -101,10 +101,9 @@ json ResponseBuilder::usage() const {
     if (ch->prompt < cached.size()) cached[ch->prompt] = std::max(cached[ch->prompt], ch->cached_tokens);
   int64_t cached_total = 0;
   for (int64_t x : cached) cached_total += x;
-  return {{"prompt_tokens", p},
-          {"completion_tokens", c},
-          {"total_tokens", p + c},
-          {"prompt_tokens_details", {{"cached_tokens", cached_total}}}};
+  json details = nullptr;
+  if (m_.prompt_tokens_details) details = {{"cached_tokens", cached_total}};
+  return {{"prompt_tokens", p}, {"completion_tokens", c}, {"total_tokens", p + c}, {"prompt_tokens_details", details}};
 }
 
 json ResponseBuilder::choice_usage(const Choice& ch) const {
@@ -376,6 +375,7 @@ json ResponseBuilder::usage_chunk() const {
   json c = chunk_base();
   c["choices"] = json::array();
   c["usage"] = usage();
+  if (c["usage"]["prompt_tokens_details"].is_null()) c["usage"].erase("prompt_tokens_details");  // vLLM: exclude_unset
   return c;
 }
 

@@ -38,6 +38,13 @@ struct ServingModel {
   bool vision = false;  // takes image parts (/props "modalities"; the chat page's attach button)
   // --structured-outputs-config.disable_any_whitespace, --structured-outputs-max-whitespace
   engine::structured::JsonWhitespace json_whitespace;
+  // --enable-prompt-tokens-details: usage.prompt_tokens_details.cached_tokens (0 too); without it
+  // null (absent from stream chunks), as vLLM.
+  bool prompt_tokens_details = false;
+  // --enable-force-include-usage: every stream carries usage, in each chunk and a last chunk (vLLM).
+  bool force_include_usage = false;
+  // --return-tokens-as-token-ids: the default of the request field of that name (vLLM).
+  bool return_tokens_as_token_ids = false;
 };
 
 }  // namespace fp4lm::server

@@ -438,6 +438,7 @@ engine::RequestOutput output(std::vector<int32_t> ids, std::string text, int64_t
 }
 
 TEST_F(OpenAiApi, ChatStreamChunksAndWholeResponse) {
+  m_.prompt_tokens_details = true;  // --enable-prompt-tokens-details: the cached tokens in usage
   ApiRequest r = chat(R"({"messages": [{"role": "user", "content": "hi"}], "stream": true,
                           "stream_options": {"include_usage": true}})");
   ResponseBuilder rb(r, m_, "chatcmpl-1", 1700000000);
@@ -480,6 +481,66 @@ TEST_F(OpenAiApi, ChatStreamChunksAndWholeResponse) {
     EXPECT_TRUE(resp["choices"][0].contains(key) && resp["choices"][0][key].is_null()) << key;
   EXPECT_EQ(resp["choices"][0]["finish_reason"], "length");
   EXPECT_EQ(resp["usage"]["completion_tokens"], 3);
+}
+
+// usage.prompt_tokens_details as vLLM: null (absent from the usage chunk) unless the server runs with
+// --enable-prompt-tokens-details, then {"cached_tokens": N} even for N = 0. vLLM's
+// test_single_chat_session compares usage to CompletionUsage(prompt_tokens, completion_tokens,
+// total_tokens); its test_single_completion (with the flag) wants cached_tokens == 0.
+TEST_F(OpenAiApi, PromptTokensDetailsOnlyWithTheFlag) {
+  for (const bool flag : {false, true}) {
+    for (const int64_t cached : {int64_t{0}, int64_t{16}}) {
+      m_.prompt_tokens_details = flag;
+      ApiRequest r = chat(R"({"messages": [{"role": "user", "content": "hi"}], "stream": true,
+                              "stream_options": {"include_usage": true}})");
+      ResponseBuilder rb(r, m_, "chatcmpl-1", 1);
+      engine::RequestOutput fin = output({2}, "i", 1, true, "stop");
+      fin.cached_tokens = cached;
+      rb.add(fin);
+      const json usage = rb.response()["usage"];
+      const bool shown = flag;
+      ASSERT_TRUE(usage.contains("prompt_tokens_details")) << "a key of vLLM's UsageInfo, null or not";
+      if (shown)
+        EXPECT_EQ(usage["prompt_tokens_details"], (json{{"cached_tokens", cached}}));
+      else
+        EXPECT_TRUE(usage["prompt_tokens_details"].is_null()) << flag << " " << cached;
+      ResponseBuilder sb(r, m_, "chatcmpl-2", 1);
+      sb.stream_chunks(fin);
+      EXPECT_EQ(sb.usage_chunk()["usage"].contains("prompt_tokens_details"), shown) << flag << " " << cached;
+    }
+  }
+}
+
+// Found by vLLM's tests/entrypoints/openai against fp4lm serve (docs/SERVER_SUITES.md):
+// test_chat_logit_bias_multiple_non_integer_keys wants every bad key named in one error.
+TEST_F(OpenAiApi, LogitBiasNamesEveryKeyThatIsNotATokenId) {
+  try {
+    completion(R"({"prompt": "x", "logit_bias": {"bad1": 50, "7": 1, "bad2": 20}})");
+    FAIL() << "accepted";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.status, 400);
+    EXPECT_EQ(e.param, "logit_bias");
+    EXPECT_NE(std::string(e.what()).find("'bad1', 'bad2'"), std::string::npos) << e.what();
+  }
+}
+
+// --enable-force-include-usage (vLLM's test_enable_force_include_usage): usage in every chunk and at
+// the end of every stream, whatever stream_options asks; non-streaming requests unchanged.
+// --return-tokens-as-token-ids: the default of the request field, which still wins when given.
+TEST_F(OpenAiApi, ServerFlagsForceUsageAndTokenIdsAsVllm) {
+  EXPECT_FALSE(completion(R"({"prompt": "x", "stream": true})").include_usage);
+  m_.force_include_usage = true;
+  for (const char* body : {R"({"prompt": "x", "stream": true})",
+                           R"({"prompt": "x", "stream": true, "stream_options": {"include_usage": false}})"}) {
+    const ApiRequest r = completion(body);
+    EXPECT_TRUE(r.include_usage && r.continuous_usage) << body;
+  }
+  const ApiRequest whole = completion(R"({"prompt": "x"})");
+  EXPECT_FALSE(whole.include_usage || whole.continuous_usage);
+  EXPECT_FALSE(completion(R"({"prompt": "x"})").return_tokens_as_token_ids);
+  m_.return_tokens_as_token_ids = true;
+  EXPECT_TRUE(completion(R"({"prompt": "x"})").return_tokens_as_token_ids);
+  EXPECT_FALSE(completion(R"({"prompt": "x", "return_tokens_as_token_ids": false})").return_tokens_as_token_ids);
 }
 
 // stream_options.continuous_usage_stats counts only with include_usage (vLLM's should_include_usage).
@@ -570,6 +631,7 @@ TEST_F(OpenAiApi, PromptLogprobsEchoAndBestOf) {
 // n samples of each prompt of a list: choice c answers prompt c / n with seed + c % n; the
 // response lists every choice and counts each prompt's tokens once.
 TEST_F(OpenAiApi, ChoicesOfPromptListsAndSamples) {
+  m_.prompt_tokens_details = true;
   ApiRequest r = completion(R"({"prompt": ["ab", [5, 6, 7]], "n": 2, "seed": 10, "max_tokens": 2,
                                 "return_token_ids": true})");
   ASSERT_EQ(r.prompts.size(), 2u);

@@ -60,3 +60,18 @@ def test_one_access_log_line_per_request(server):
     log = server.log()
     assert '"GET /v1/models" 200' in log
     assert '"POST /v1/completions" 200 prompt_tokens=2 completion_tokens=3' in log
+
+
+def test_llama_server_paths_without_v1(server):
+    # llama-server answers /chat/completions, /completions, /models and /v1/health too; its test
+    # suite and clients use them (scripts/third_party_server_suites.sh found the 404s).
+    assert httpx.get(server.url + "/v1/health").status_code == 200
+    assert [m["id"] for m in httpx.get(server.url + "/models").json()["data"]] == ["tiny"]
+    body = {"max_tokens": 2, "temperature": 0, "ignore_eos": True}
+    chat = httpx.post(server.url + "/chat/completions", json={**body, "messages": [{"role": "user", "content": "hi"}]})
+    assert chat.status_code == 200 and chat.json()["object"] == "chat.completion"
+    assert chat.json()["usage"]["completion_tokens"] == 2
+    done = httpx.post(server.url + "/completions", json={**body, "prompt": "Once"})
+    assert done.status_code == 200 and done.json()["object"] == "text_completion"
+    v1 = httpx.post(server.url + "/v1/completions", json={**body, "prompt": "Once"}).json()
+    assert done.json()["choices"][0]["text"] == v1["choices"][0]["text"]

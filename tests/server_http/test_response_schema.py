@@ -33,8 +33,8 @@ COMPLETION_STREAM_CHOICE = {"index", "text", "logprobs", "finish_reason", "stop_
 CHAT_FIRST_CHUNK = CHUNK | {"prompt_token_ids", "prompt_text"}
 CHAT_FIRST_CHOICE = {"index", "delta", "logprobs", "finish_reason"}
 CHAT_STREAM_CHOICE = {"index", "delta", "logprobs", "finish_reason", "token_ids"}  # + stop_reason when finishing
-# The final usage chunk (exclude_none). fp4lm always reports prompt_tokens_details.cached_tokens, as
-# vLLM does with --enable-prompt-tokens-details: the one key beyond vLLM's default.
+# The final usage chunk (exclude_none). prompt_tokens_details only with --enable-prompt-tokens-details
+# and cached prompt tokens, as vLLM.
 USAGE_CHUNK = CHUNK | {"usage"}
 STREAM_USAGE = {"prompt_tokens", "total_tokens", "completion_tokens"}
 STREAM_USAGE_EXTRA = {"prompt_tokens_details"}
