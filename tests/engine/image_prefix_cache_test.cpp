@@ -87,6 +87,7 @@ TEST(ImagePrefixCache, SameImageSharesTheBlocksAnotherImageOfTheSameSizeDoesNot)
   // Same size, same placeholder ids, other pixels: only the text block before it hits.
   RequestParams c = image_request(999, 500);
   EXPECT_EQ(c.prompt, image_request(1234, 100).prompt);
+  const std::shared_ptr<const PromptImages> c_images = c.images;  // keeps the recorded row alive
   EXPECT_EQ(run(s, 3, std::move(c)).cached_tokens, 4);
   ASSERT_EQ(m.seen.size(), 3u);
   EXPECT_EQ(m.seen[2].n, 11);

@@ -23,18 +23,18 @@ constexpr int32_t kPad = 151655;  // <|image_pad|>
 
 vision::QwenVlProcessorConfig qwen35_config() {
   return vision::read_qwen_vl_processor_config(
-      (test::source_dir() / "tests/vision/data/preprocessor_qwen35.json").string());
+      (fp4lm::test::source_dir() / "tests/vision/data/preprocessor_qwen35.json").string());
 }
 
 std::vector<uint8_t> file_bytes(const std::string& name) {
-  const std::string s = test::read_file(test::source_dir() / "tests/vision/data" / name);
+  const std::string s = fp4lm::test::read_file(fp4lm::test::source_dir() / "tests/vision/data" / name);
   return {s.begin(), s.end()};
 }
 
 TEST(PromptImages, TokenIdsEqualTheHuggingFaceProcessor) {
   FP4LM_REQUIRE_SHARED("tokenizers/qwen3/tokenizer.json");
-  const auto tok = tokenizer::Tokenizer::from_dir((test::shared_dir() / "tokenizers/qwen3").string());
-  std::ifstream in(test::source_dir() / "tests/engine/data/image_prompt_ids.json");
+  const auto tok = tokenizer::Tokenizer::from_dir((fp4lm::test::shared_dir() / "tokenizers/qwen3").string());
+  std::ifstream in(fp4lm::test::source_dir() / "tests/engine/data/image_prompt_ids.json");
   const auto g = nlohmann::json::parse(in);
   const auto cfg = qwen35_config();
   int cases = 0;
@@ -124,7 +124,7 @@ TEST(PromptImages, RowsPositionsAndContentKeys) {
 TEST(ImageInput, FileBytesToRowsAndHashes) {
   const auto cfg = qwen35_config();
   const int64_t hidden = 8;
-  test::ProjectionImageEncoder enc(hidden, 3 * cfg.temporal_patch_size * cfg.patch_size * cfg.patch_size);
+  fp4lm::test::ProjectionImageEncoder enc(hidden, 3 * cfg.temporal_patch_size * cfg.patch_size * cfg.patch_size);
   ImageInput in(enc, cfg, kPad, cfg.merge_size, {});
   const EncodedImage a = in.encode(file_bytes("grey_40x30.png"), "image 1");
   const vision::GridThw g = vision::qwen_vl_grid(30, 40, cfg);
@@ -155,7 +155,7 @@ TEST(ImageInput, FileBytesToRowsAndHashes) {
 
 TEST(ImageInput, HostileBytesAreRequestErrorsNamingTheImage) {
   const auto cfg = qwen35_config();
-  test::ProjectionImageEncoder enc(8, 3 * cfg.temporal_patch_size * cfg.patch_size * cfg.patch_size);
+  fp4lm::test::ProjectionImageEncoder enc(8, 3 * cfg.temporal_patch_size * cfg.patch_size * cfg.patch_size);
   ImageInput in(enc, cfg, kPad, cfg.merge_size, {});
   std::vector<uint8_t> png = file_bytes("grey_40x30.png");
   std::vector<uint8_t> cut(png.begin(), png.begin() + static_cast<std::ptrdiff_t>(png.size() / 2));

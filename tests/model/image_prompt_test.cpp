@@ -10,7 +10,9 @@
 #include "common/paths.h"
 #include "model/causal_lm.h"
 #include "model/hybrid_reference.h"
+#include "model/arch/arch.h"
 #include "model/mrope_positions.h"
+#include "engine/test_image_encoder.h"
 
 namespace fp4lm::model::image_prompt_test {
 namespace {
@@ -161,6 +163,55 @@ TEST_P(ImagePromptFamily, BatchesAndPrefillChunksChangeNothing) {
   for (size_t i = 0; i < rest.size(); ++i)
     ASSERT_NEAR(rest[i], once[static_cast<size_t>(cut * vocab) + i], 1e-5) << i;
   EXPECT_EQ(two.rope_delta(), p.pos.delta);
+}
+
+// Qwen3.5 with a stand-in tower: every call delegates to the registered Qwen3.5 ArchDef except
+// load_image_encoder, as the real tower's override will be.
+class VisionQwen35 : public ArchDef {
+ public:
+  const ArchDef& b = *find_arch("Qwen3_5ForCausalLM");
+  std::string_view hf_name() const override { return "TestVisionQwen3_5ForCausalLM"; }
+  void fill_config_defaults(nlohmann::json& j) const override { b.fill_config_defaults(j); }
+  std::optional<Wrapper> wrapper() const override { return b.wrapper(); }
+  void parse_config(const ConfigReader& r, ModelConfig& c) const override { b.parse_config(r, c); }
+  void plan_layer(const ModelConfig& c, int64_t i, std::vector<LayerSpec>& out) const override {
+    b.plan_layer(c, i, out);
+  }
+  std::vector<LayerParam> layer_params(const ModelConfig& c, int64_t i) const override { return b.layer_params(c, i); }
+  std::unique_ptr<DecoderLayer> make_layer(const LayerBuild& lb, int64_t i) const override {
+    return b.make_layer(lb, i);
+  }
+  std::unique_ptr<Mixer> make_mixer(const LayerBuild& lb, int64_t i) const override { return b.make_mixer(lb, i); }
+  int64_t kv_source(const ModelConfig& c, int64_t i) const override { return b.kv_source(c, i); }
+  std::unique_ptr<FeedForward> make_ffn(ModelLoader& l, int64_t i) const override { return b.make_ffn(l, i); }
+  std::vector<std::string> default_exclusions(const ModelConfig& c) const override { return b.default_exclusions(c); }
+  std::vector<std::string> float32_tensors(const ModelConfig& c) const override { return b.float32_tensors(c); }
+  bool lists_embedding_as_excluded() const override { return b.lists_embedding_as_excluded(); }
+  std::unique_ptr<ImageEncoder> load_image_encoder(ModelLoader&) const override {
+    ++loads;
+    return std::make_unique<test::ProjectionImageEncoder>(32, 3 * 2 * 16 * 16);
+  }
+  void synthetic_config(const SyntheticOptions& o, nlohmann::json& c) const override { b.synthetic_config(o, c); }
+  mutable int loads = 0;
+};
+
+TEST(ImageEncoderSeam, CausalLmLoadsTheArchitecturesTowerOnceAndTextOnlyModelsHaveNone) {
+  TempDir dir;
+  Hybrid m = make_hybrid(2, 23, Family::qwen3_5);
+  write_hybrid(m, dir.path());
+  EXPECT_EQ(CausalLM::load(dir.path().string(), f32())->image_encoder(), nullptr);
+  const VisionQwen35 arch;
+  const ArchRegistration reg(arch);
+  m.config["architectures"] = {"TestVisionQwen3_5ForCausalLM"};
+  write_hybrid(m, dir.path());
+  auto lm = CausalLM::load(dir.path().string(), f32());
+  ASSERT_NE(lm->image_encoder(), nullptr);
+  EXPECT_EQ(arch.loads, 1);
+  EXPECT_EQ(lm->image_encoder()->hidden_size(), lm->config().hidden_size);
+  LoadOptions stage;
+  stage.end_layer = 2;  // a pipeline stage never loads it
+  EXPECT_EQ(CausalLM::load(dir.path().string(), f32(), stage)->image_encoder(), nullptr);
+  EXPECT_EQ(arch.loads, 1);
 }
 
 INSTANTIATE_TEST_SUITE_P(DenseAndMoe, ImagePromptFamily, ::testing::Values(Family::qwen3_5, Family::qwen3_5_moe),

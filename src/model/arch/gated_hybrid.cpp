@@ -59,7 +59,16 @@ void read_gated_hybrid_keys(const ConfigReader& r, ModelConfig& c) {
     factor = rp.opt<double>("partial_rotary_factor", factor);
     const std::string type = rp.opt<std::string>("rope_type", "default");
     if (type != "default") fail("{}: unsupported rope_parameters.rope_type '{}' (supported: default)", path, type);
-    c.mrope_section = rp.opt<std::vector<int64_t>>("mrope_section", {});
+    if (rp.has("mrope_section")) {
+      const nlohmann::json& ms = rp.j["mrope_section"];
+      if (!ms.is_array())
+        fail("{}: rope_parameters.mrope_section must be a list of 3 integers, found {}", path, ms.dump());
+      for (const auto& v : ms) {
+        if (!v.is_number_integer())
+          fail("{}: rope_parameters.mrope_section must be a list of 3 integers, found {}", path, ms.dump());
+        c.mrope_section.push_back(v.get<int64_t>());
+      }
+    }
     c.mrope_interleaved = rp.opt<bool>("mrope_interleaved", false);
   }
   c.rotary_dim = static_cast<int64_t>(static_cast<double>(c.head_dim) * factor);
