@@ -91,6 +91,7 @@ void PipelineStepModel::submit(std::span<const engine::StepChunk> chunks) {
   // Check what rank 0 can before any rank starts: a sequence rank 0 does not know fails here.
   std::vector<model::SequenceChunk> batch;
   for (const engine::StepChunk& c : chunks) {
+    if (c.embeds || c.positions) fail("pipeline-parallel serving does not run prompts with images (issue 43)");
     model::SequenceChunk s{&store_.get(c.seq), c.tokens, c.n, model::LogitsMode::none, nullptr};
     s.rewindable = c.rewindable;
     batch.push_back(s);

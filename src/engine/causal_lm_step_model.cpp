@@ -20,6 +20,8 @@ void CausalLmStepModel::forward(std::span<const StepChunk> chunks) {
     s.out = c.logits;
     if (mtp_) s.hidden = mtp_->hidden_rows(c.seq, s.state->length(), c.n, c.tokens);
     s.rewindable = c.rewindable;
+    s.embeds = c.embeds;
+    s.positions = c.positions;
     batch_.push_back(s);
   }
   try {

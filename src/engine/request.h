@@ -4,6 +4,7 @@
 // both build these.
 #include <cstdint>
 #include <exception>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -15,6 +16,8 @@
 namespace fp4lm::engine {
 
 constexpr int64_t kMaxLogprobs = 20;  // vLLM's default max_logprobs
+
+struct PromptImages;  // engine/prompt_images.h
 
 struct RequestParams {
   std::vector<int32_t> prompt;
@@ -32,6 +35,9 @@ struct RequestParams {
   bool skip_special_tokens = true;
   structured::StructuredSpec structured;  // structured outputs: a token mask at every step
   std::vector<std::pair<int32_t, float>> logit_bias;  // added to these ids' logits before sampling
+  // The prompt's images (engine/prompt_images.h): their rows replace the placeholder tokens'
+  // embeddings, their tokens take 3-D positions, the prefix cache keys them by content.
+  std::shared_ptr<const PromptImages> images;
 };
 
 // What a request is checked against: the model's vocabulary and context length.

@@ -7,6 +7,7 @@
 
 #include "core/log.h"
 #include "engine/logits_processing.h"
+#include "engine/prompt_images.h"
 #include "engine/sampler.h"
 #include "engine/structured/grammar_error.h"
 #include "engine/text_stream.h"
@@ -51,6 +52,8 @@ struct Scheduler::Sequence {
     if (p.repetition_penalty != 1) penalties.prompt.insert(p.prompt.begin(), p.prompt.end());
   }
   int64_t prompt_len() const { return static_cast<int64_t>(p.prompt.size()); }
+  // What the prefix cache sees: the prompt, its image placeholders keyed by content.
+  std::span<const int32_t> cache_key() const { return p.images ? p.images->cache_key : p.prompt; }
   bool decoding() const { return prefilled == prompt_len(); }
   int64_t capacity() const { return prompt_len() + p.max_tokens; }
   // Its prefill chunks return every position's logits (prompt_logprobs).
@@ -381,6 +384,10 @@ std::vector<StepChunk> Scheduler::chunks_of(const std::vector<Planned>& plan, St
       c.rewindable = p.drafts > 0;
     } else {
       c.tokens = p.s->p.prompt.data() + p.s->prefilled;
+      if (const PromptImages* im = p.s->p.images.get()) {
+        c.embeds = im->embeds.data() + p.s->prefilled;
+        c.positions = im->positions.data() + 3 * p.s->prefilled;
+      }
       c.all_logits = p.s->prompt_logits();
       st.prompt_tokens += p.n;
     }
@@ -576,7 +583,7 @@ void Scheduler::load_cached_prefix(Sequence& s) {
   // (nor counts as a query), as in vLLM; its blocks still go into the cache.
   if (s.p.prompt_logprobs >= 0) return;
   // At least the last prompt token is computed: its logits give the first output token.
-  std::vector<PrefixCache::BlockId> chain = cache_->match(s.p.prompt, s.prompt_len() - 1);
+  std::vector<PrefixCache::BlockId> chain = cache_->match(s.cache_key(), s.prompt_len() - 1);
   if (support_.snapshot_grid > 0)  // a recurrent state resumes only where it was saved
     while (!chain.empty() && cache_->get(chain.back())->state.empty()) chain.pop_back();
   const int64_t hit = static_cast<int64_t>(chain.size()) * cache_->block_size();
@@ -613,7 +620,7 @@ void Scheduler::cache_computed_blocks(Sequence& s) {
       s.caching = false;
       return;
     }
-    const std::span<const int32_t> tokens(s.p.prompt.data() + b * b_size, static_cast<size_t>(b_size));
+    const std::span<const int32_t> tokens(s.cache_key().data() + b * b_size, static_cast<size_t>(b_size));
     const bool with_state = (b + 1) * b_size == snap && s.prefilled == snap;
     PrefixCache::BlockId id = cache_->find(parent, tokens);
     if (id != PrefixCache::kNone) {

@@ -20,6 +20,10 @@ struct StepChunk {
   float* logits = nullptr;          // nullptr: none; else [vocab] logits of the chunk's last token
   bool all_logits = false;          // logits is [n, vocab]: every token's (speculative verify)
   bool rewindable = false;          // rewind() may cut the sequence back inside this chunk (verify)
+  // A prompt chunk with images (engine/prompt_images.h): per token its encoder row or null, and
+  // 3 M-RoPE positions per token (model::SequenceChunk::embeds / positions); null: text only.
+  const float* const* embeds = nullptr;
+  const int64_t* positions = nullptr;
 };
 
 // What prefix caching (engine/prefix_cache.h) needs to know about a model's state.

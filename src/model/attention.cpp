@@ -155,7 +155,7 @@ Attention::Attention(const LayerBuild& b, int64_t layer, const AttentionLayout& 
 void Attention::forward(const float* x, std::span<const SequenceSpan> spans, float* y) const {
   std::vector<AttentionSpan> a;
   a.reserve(spans.size());
-  for (const SequenceSpan& s : spans) a.push_back({&s.state->kv(), s.row0, s.n, s.pos0, s.chunk_end});
+  for (const SequenceSpan& s : spans) a.push_back({&s.state->kv(), s.row0, s.n, s.pos0, s.chunk_end, s.rope_pos, s.rope_delta});
   forward(x, std::span<const AttentionSpan>(a), y);
 }
 
@@ -200,7 +200,8 @@ void Attention::forward(const float* x, std::span<const AttentionSpan> spans, fl
         if (!q_only_) k_norm_.forward(ki, num_kv_heads_ * head_dim_ / k_norm_.dim(), ki, act_);
       }
       if (rope_enabled_) {
-        rope_.cos_sin(pos, cos.data(), sin.data(), long_rope);
+        if (s.rope_pos) rope_.cos_sin_3d(s.rope_pos + 3 * j, cos.data(), sin.data());
+        else rope_.cos_sin(pos + s.rope_delta, cos.data(), sin.data(), long_rope);
         rope_.rotate(qi, num_heads_, cos.data(), sin.data(), head_dim_);
         if (!q_only_) rope_.rotate(ki, num_kv_heads_, cos.data(), sin.data(), head_dim_);
       }

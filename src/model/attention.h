@@ -27,6 +27,8 @@ struct AttentionSpan {
   KvCache* cache = nullptr;
   int64_t row0 = 0, n = 0, pos0 = 0;
   int64_t chunk_end = 0;  // as SequenceSpan::chunk_end (LongRoPE's factors); 0 = pos0 + n
+  const int64_t* rope_pos = nullptr;  // as SequenceSpan::rope_pos / rope_delta
+  int64_t rope_delta = 0;
 };
 
 // The attention core over a batch: every row attends to its own sequence's cache positions

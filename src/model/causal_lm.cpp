@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <tuple>
 
 #include <fmt/format.h>
@@ -76,6 +77,7 @@ std::unique_ptr<CausalLM> CausalLM::load(std::shared_ptr<io::Checkpoint> ckpt, c
   lm->eos_ids_.erase(std::unique(lm->eos_ids_.begin(), lm->eos_ids_.end()), lm->eos_ids_.end());
 
   lm->rope_ = Rope(c.rotary_dim, c.rope_theta, c.rope_scaling);
+  lm->rope_.set_mrope(c.mrope_section, c.mrope_interleaved);
   lm->first_layer_ = lo.first_layer;
   if (lo.first_layer == 0)
     lm->embed_ = Embedding(l.tensor("model.embed_tokens.weight", {c.vocab_size, c.hidden_size}));
@@ -108,6 +110,9 @@ std::unique_ptr<CausalLM> CausalLM::load(std::shared_ptr<io::Checkpoint> ckpt, c
     log().info("Loaded the MTP head ({} of {} MTP layer(s); the draft model of speculative decoding)", 1,
                c.num_nextn_predict_layers);
   }
+  // The vision tower, when the architecture has one and the checkpoint stores it (whole models
+  // only): the one place the engine obtains it (model/image_encoder.h).
+  if (lo.first_layer == 0 && end == c.num_layers) lm->image_encoder_ = arch.load_image_encoder(l);
   if (lo.first_layer == 0 && end == c.num_layers) {
     const auto* mo = dynamic_cast<const quant::ModeloptConfig*>(&l.quant_config());
     if (l.pre_quant_scaled_layers() > 0)
@@ -337,7 +342,14 @@ void CausalLM::forward(std::span<const SequenceChunk> batch, StageLink* link) co
     for (size_t b = 0; b < batch.size(); ++b) batch[b].state->abandon_forward(lengths[b]);
     throw;
   }
-  for (const SequenceChunk& c : batch) c.state->commit_recurrent();
+  for (const SequenceChunk& c : batch) {
+    c.state->commit_recurrent();
+    if (c.positions) {  // text after the chunk resumes past its largest rotary position
+      int64_t mx = std::numeric_limits<int64_t>::min();
+      for (int64_t i = 0; i < 3 * c.n; ++i) mx = std::max(mx, c.positions[i]);
+      c.state->set_rope_delta(mx + 1 - c.state->length());
+    }
+  }
 }
 
 void CausalLM::forward_step(std::span<const SequenceChunk> batch, const std::vector<Piece>& in,
@@ -349,7 +361,8 @@ void CausalLM::forward_step(std::span<const SequenceChunk> batch, const std::vec
   for (Piece& p : pieces) {
     const SequenceChunk& c = batch[p.chunk];
     p.pos0 = c.state->length();
-    spans.push_back({c.state, p.row0, p.n, p.pos0, c.rewindable, p.pos0 - p.offset + c.n});
+    spans.push_back({c.state, p.row0, p.n, p.pos0, c.rewindable, p.pos0 - p.offset + c.n,
+                     c.positions ? c.positions + 3 * p.offset : nullptr, c.state->rope_delta()});
     tokens.insert(tokens.end(), c.tokens + p.offset, c.tokens + p.offset + p.n);
   }
   const int64_t m = static_cast<int64_t>(tokens.size());
@@ -379,6 +392,16 @@ void CausalLM::forward_step(std::span<const SequenceChunk> batch, const std::vec
         round_to_dtype(&scale, 1, dtype_);
         for (float& v : h) v *= scale;
         round_to_dtype(h.data(), size, dtype_);
+      }
+      for (const Piece& p : pieces) {  // image rows replace their placeholders' embeddings
+        const SequenceChunk& c = batch[p.chunk];
+        if (!c.embeds) continue;
+        for (int64_t j = 0; j < p.n; ++j)
+          if (const float* e = c.embeds[p.offset + j]) {
+            float* row = h.data() + (p.row0 + j) * hid;
+            std::copy_n(e, hid, row);
+            round_to_dtype(row, static_cast<size_t>(hid), dtype_);
+          }
       }
       check_finite(h.data(), m, hid, "the token embedding");
     }

@@ -18,6 +18,7 @@
 #include "io/checkpoint.h"
 #include "model/decoder_layer.h"
 #include "model/embedding.h"
+#include "model/image_encoder.h"
 #include "model/engine_options.h"
 #include "model/kv_cache.h"
 #include "model/linear.h"
@@ -127,6 +128,9 @@ class CausalLM {
   // One sequence: a batch of one.
   void forward(SequenceState& state, const int32_t* tokens, int64_t n, LogitsMode mode, float* logits) const;
 
+  // The checkpoint's vision tower (ArchDef::load_image_encoder), or null: a text-only model.
+  const ImageEncoder* image_encoder() const { return image_encoder_.get(); }
+
   // ---- the MTP head (LoadOptions::mtp) ----
   bool has_mtp() const { return mtp_ != nullptr; }
   // What the load did not consume (model/tensor_usage.h); empty for a pipeline stage.
@@ -182,6 +186,7 @@ class CausalLM {
   RmsNorm final_norm_;
   std::unique_ptr<Linear> lm_head_;
   std::unique_ptr<MtpHead> mtp_;
+  std::unique_ptr<ImageEncoder> image_encoder_;
   TensorUsage tensor_usage_;
 };
 

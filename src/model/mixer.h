@@ -29,6 +29,11 @@ struct SequenceSpan {
   // runs in steps of prefill_chunk rows); 0 = pos0 + n. LongRoPE picks its factors by it.
   int64_t chunk_end = 0;
   int64_t end() const { return chunk_end > 0 ? chunk_end : pos0 + n; }
+  // Multimodal RoPE (model/rope.h set_mrope): when set, row j's (t, h, w) rotary positions are
+  // rope_pos[3j .. 3j+2] (SequenceChunk::positions); otherwise all three are its position plus
+  // rope_delta (SequenceState::rope_delta: text after an image resumes past its largest position).
+  const int64_t* rope_pos = nullptr;
+  int64_t rope_delta = 0;
 };
 
 class Mixer {

@@ -154,6 +154,10 @@ struct ModelConfig {
   LatentAttentionConfig mla;  // multi-head latent attention (arch/deepseek_v3.cpp)
   bool attn_output_gate = false;  // q_proj holds a per-head gate: output × sigmoid(gate)
   int64_t rotary_dim = 0;         // RoPE over the first rotary_dim dims of a head (= head_dim unless partial)
+  // Qwen's multimodal RoPE (rope_parameters.mrope_section / mrope_interleaved): which of a
+  // token's (t, h, w) positions each frequency pair rotates by (model/rope.h). Empty: 1-D RoPE.
+  std::vector<int64_t> mrope_section;
+  bool mrope_interleaved = false;
   bool zero_centered_norm = false;  // RMSNorms scale by (1 + weight)
   // Multi-token-prediction layers stored after the last decoder layer (DeepSeek-V3, GLM-4.x:
   // model.layers.<num_layers + j>.*; never read), or as mtp.layers.<j>.* (Qwen3.5 / Qwen3-Next:

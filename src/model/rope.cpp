@@ -105,6 +105,33 @@ void Rope::cos_sin(int64_t pos, float* cos, float* sin, bool long_factors) const
     }
 }
 
+void Rope::set_mrope(std::vector<int64_t> section, bool interleaved) {
+  mrope_section_ = std::move(section);
+  mrope_axis_.assign(inv_freq_.size(), 0);
+  if (mrope_section_.empty()) return;
+  if (mrope_section_.size() != 3) fail("RoPE: mrope_section needs 3 counts (t, h, w), found {}", mrope_section_.size());
+  const auto n = static_cast<int64_t>(inv_freq_.size());
+  for (int64_t i = 0; i < n; ++i) {
+    uint8_t axis = 0;
+    if (interleaved) {
+      if (i % 3 == 1 && i < 3 * mrope_section_[1]) axis = 1;
+      else if (i % 3 == 2 && i < 3 * mrope_section_[2]) axis = 2;
+    } else if (i >= mrope_section_[0]) {
+      axis = i < mrope_section_[0] + mrope_section_[1] ? 1 : 2;
+    }
+    mrope_axis_[static_cast<size_t>(i)] = axis;
+  }
+}
+
+void Rope::cos_sin_3d(const int64_t* thw, float* cos, float* sin) const {
+  for (size_t i = 0; i < inv_freq_.size(); ++i) {
+    const float p = static_cast<float>(thw[mrope_axis_.empty() ? 0 : mrope_axis_[i]]);
+    const float angle = p * inv_freq_[i];  // float32 product, as transformers
+    cos[i] = static_cast<float>(std::cos(static_cast<double>(angle))) * attention_scaling_;
+    sin[i] = static_cast<float>(std::sin(static_cast<double>(angle))) * attention_scaling_;
+  }
+}
+
 void Rope::rotate(float* x, int64_t n_heads, const float* cos, const float* sin, int64_t stride) const {
   const int64_t half = head_dim_ / 2;
   if (stride == 0) stride = head_dim_;

@@ -33,6 +33,15 @@ class Rope {
   // cos/sin of angle pos * inv_freq[i], head_dim/2 values each (LongRoPE's long frequencies when
   // `long_factors`).
   void cos_sin(int64_t pos, float* cos, float* sin, bool long_factors = false) const;
+  // Qwen's multimodal RoPE (mrope_section, model_config.h): frequency pair i rotates by one of a
+  // token's three positions (t, h, w). Interleaved (Qwen3-VL / Qwen3.5, transformers'
+  // recomposition_frequencies): h when i % 3 == 1 and i < 3·section[1], w when i % 3 == 2 and
+  // i < 3·section[2], else t. Contiguous (Qwen2-VL): the first section[0] pairs t, the next
+  // section[1] h, the rest w. A text token's three positions are equal: plain cos_sin.
+  void set_mrope(std::vector<int64_t> section, bool interleaved);
+  bool has_mrope() const { return !mrope_section_.empty(); }
+  // cos/sin of pair i at angle thw[axis(i)] * inv_freq[i] (thw: the token's t, h, w positions).
+  void cos_sin_3d(const int64_t* thw, float* cos, float* sin) const;
   // Rotates n_heads consecutive heads of x (head_dim values each) by the angles in cos/sin:
   // x[i] <- x[i]·cos[i] − x[i+h]·sin[i], x[i+h] <- x[i+h]·cos[i] + x[i]·sin[i], h = head_dim/2.
   // `stride` (0 = head_dim) is the distance between heads: partial RoPE (Qwen3.5) rotates the
@@ -45,6 +54,8 @@ class Rope {
   std::vector<float> long_inv_freq_;  // LongRoPE only
   int64_t long_after_ = 0;            // LongRoPE: original_max_position_embeddings
   float attention_scaling_ = 1.0f;
+  std::vector<int64_t> mrope_section_;
+  std::vector<uint8_t> mrope_axis_;  // per frequency pair: 0 t, 1 h, 2 w
 };
 
 // YaRN's magnitude correction 0.1·mscale·ln(scale) + 1 (1 for scale <= 1), as HF's

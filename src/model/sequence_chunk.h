@@ -22,6 +22,14 @@ struct SequenceChunk {
   // verify chunk): recurrent mixers run its rows one at a time, exactly as decoding them would,
   // and log what replaying them needs.
   bool rewindable = false;
+  // Images (model/image_encoder.h): when set, row i's input is embeds[i] ([hidden] floats) instead
+  // of its token's embedding where embeds[i] is not null (an image placeholder's encoder row).
+  const float* const* embeds = nullptr;
+  // Multimodal RoPE: the (t, h, w) rotary positions of the n rows, 3 each (model/mrope_positions.h).
+  // After the call the state's rope_delta is the largest of them + 1 - its new length, so the
+  // text after continues there (transformers' rope_deltas). Null: positions are length() + i +
+  // the state's rope_delta.
+  const int64_t* positions = nullptr;
 };
 
 }  // namespace fp4lm::model

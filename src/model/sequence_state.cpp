@@ -27,6 +27,7 @@ void SequenceState::clear() {
   cur_ = 0;
   staged_ = false;
   lost_ = false;
+  rope_delta_ = 0;
   rewindable_ = false;
 }
 

@@ -64,6 +64,11 @@ class SequenceState {
   // until clear() (forward fails naming the sequence).
   bool lost() const { return lost_; }
 
+  // Multimodal RoPE: what a position adds to its index for its rotary angle once a prompt's image
+  // tokens took (t, h, w) positions (SequenceChunk::positions); 0 for text only, back to 0 on clear().
+  int64_t rope_delta() const { return rope_delta_; }
+  void set_rope_delta(int64_t d) { rope_delta_ = d; }
+
   KvCache& kv() { return kv_; }
   const KvCache& kv() const { return kv_; }
 
@@ -120,6 +125,7 @@ class SequenceState {
   std::vector<std::vector<float>> logs_;         // per slot: the rewindable call's logged rows
   bool rewindable_ = false;                      // the last forward call can be cut back
   int64_t length0_ = 0;                          // length() before that call
+  int64_t rope_delta_ = 0;
 };
 
 }  // namespace fp4lm::model

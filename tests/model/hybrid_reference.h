@@ -8,6 +8,7 @@
 // Qwen3NextGatedDeltaNet.fix_query_key_value_ordering unpacks them (Qwen3-Next); experts per
 // expert (2-D) or fused 3-D (gate_up_proj [E, 2I, D], gate rows first; down_proj [E, D, I]).
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -411,8 +412,22 @@ inline Vec routed_expert(const Hybrid& m, int64_t l, int64_t e, const Vec& y) {
   return matvec(m, p + ".down_proj", expert_input(m, l, 1, g));
 }
 
-// Decoder layer l (weights model.layers.<l>.*) over the residual stream h of positions 0..n-1.
-inline void reference_layer(const Hybrid& m, int64_t l, std::vector<Vec>& h) {
+// A token's (t, h, w) rotary positions (images: model/mrope_positions.h).
+using Thw = std::array<int64_t, 3>;
+
+// Which position frequency pair i rotates by: Qwen3.5's interleaved mrope_section as
+// transformers' recomposition_frequencies writes it (t unless i % 3 picks h / w inside their sections).
+inline int mrope_axis(const Hybrid& m, int64_t i) {
+  if (!m.config.contains("rope_parameters") || !m.config["rope_parameters"].contains("mrope_section")) return 0;
+  const auto sec = m.config["rope_parameters"]["mrope_section"].get<std::vector<int64_t>>();
+  if (i % 3 == 1 && i < 3 * sec[1]) return 1;
+  if (i % 3 == 2 && i < 3 * sec[2]) return 2;
+  return 0;
+}
+
+// Decoder layer l (weights model.layers.<l>.*) over the residual stream h of positions 0..n-1
+// (rotary positions `pos` per token when given, else t for token t).
+inline void reference_layer(const Hybrid& m, int64_t l, std::vector<Vec>& h, const std::vector<Thw>* pos = nullptr) {
   const size_t n = h.size();
   const double eps = 1e-6;
   {
@@ -444,7 +459,8 @@ inline void reference_layer(const Hybrid& m, int64_t l, std::vector<Vec>& h) {
             const int64_t half = m.rot / 2;  // NeoX rotate-half over the first rot dims only
             for (int64_t i = 0; i < half; ++i) {
               const double f = std::pow(1000.0, -2.0 * static_cast<double>(i) / static_cast<double>(m.rot));
-              const double ang = static_cast<double>(t) * f, c0 = hv[i], c1 = hv[i + half];
+              const int64_t tp = pos ? (*pos)[t][static_cast<size_t>(mrope_axis(m, i))] : static_cast<int64_t>(t);
+              const double ang = static_cast<double>(tp) * f, c0 = hv[i], c1 = hv[i + half];
               hv[i] = c0 * std::cos(ang) - c1 * std::sin(ang);
               hv[i + half] = c1 * std::cos(ang) + c0 * std::sin(ang);
             }
@@ -561,20 +577,26 @@ inline void reference_layer(const Hybrid& m, int64_t l, std::vector<Vec>& h) {
 }
 
 // The final normed hidden state of every position (what lm_head reads).
-inline std::vector<Vec> reference_hidden(const Hybrid& m, const std::vector<int32_t>& tok) {
+// With images: `embeds` maps a token index to the row that replaces its embedding (an image
+// placeholder's encoder row), `pos` gives every token's (t, h, w) rotary positions.
+inline std::vector<Vec> reference_hidden(const Hybrid& m, const std::vector<int32_t>& tok,
+                                         const std::map<size_t, Vec>* embeds = nullptr,
+                                         const std::vector<Thw>* pos = nullptr) {
   std::vector<Vec> h(tok.size());
   for (size_t t = 0; t < tok.size(); ++t) {
     const float* e = m.w.at("model.embed_tokens.weight").v.data() + tok[t] * m.hidden;
     h[t] = Vec(e, e + m.hidden);
+    if (embeds && embeds->count(t)) h[t] = embeds->at(t);
   }
-  for (int64_t l = 0; l < m.layers; ++l) reference_layer(m, l, h);
+  for (int64_t l = 0; l < m.layers; ++l) reference_layer(m, l, h, pos);
   for (Vec& y : h) rms_inplace(y.data(), m.hidden, m.w.at("model.norm.weight").v, 1e-6, true);
   return h;
 }
 
-inline std::vector<Vec> reference(const Hybrid& m, const std::vector<int32_t>& tok) {
+inline std::vector<Vec> reference(const Hybrid& m, const std::vector<int32_t>& tok,
+                                  const std::map<size_t, Vec>* embeds = nullptr, const std::vector<Thw>* pos = nullptr) {
   std::vector<Vec> logits;
-  for (const Vec& y : reference_hidden(m, tok)) logits.push_back(matvec(m, "lm_head", y));
+  for (const Vec& y : reference_hidden(m, tok, embeds, pos)) logits.push_back(matvec(m, "lm_head", y));
   return logits;
 }
 

@@ -1,5 +1,7 @@
 #include "model/arch/gated_hybrid.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "model/attention.h"
@@ -57,11 +59,30 @@ void read_gated_hybrid_keys(const ConfigReader& r, ModelConfig& c) {
     factor = rp.opt<double>("partial_rotary_factor", factor);
     const std::string type = rp.opt<std::string>("rope_type", "default");
     if (type != "default") fail("{}: unsupported rope_parameters.rope_type '{}' (supported: default)", path, type);
+    if (rp.has("mrope_section")) {
+      const nlohmann::json& ms = rp.j["mrope_section"];
+      if (!ms.is_array())
+        fail("{}: rope_parameters.mrope_section must be a list of 3 integers, found {}", path, ms.dump());
+      for (const auto& v : ms) {
+        if (!v.is_number_integer())
+          fail("{}: rope_parameters.mrope_section must be a list of 3 integers, found {}", path, ms.dump());
+        c.mrope_section.push_back(v.get<int64_t>());
+      }
+    }
+    c.mrope_interleaved = rp.opt<bool>("mrope_interleaved", false);
   }
   c.rotary_dim = static_cast<int64_t>(static_cast<double>(c.head_dim) * factor);
   if (c.rotary_dim <= 0 || c.rotary_dim > c.head_dim || c.rotary_dim % 2 != 0)
     fail("{}: partial_rotary_factor {} gives rotary dims {} (must be even, in (0, head_dim {}])", path, factor,
          c.rotary_dim, c.head_dim);
+  // mrope_section splits the rotary_dim / 2 frequency pairs between a token's t, h and w
+  // positions (image tokens, model/mrope_positions.h); for text all three are the token index.
+  // (Interleaved, as transformers: pair i takes h when i % 3 == 1 and i < 3 * section[1], w when
+  // i % 3 == 2 and i < 3 * section[2], else t; so the counts need not add up to rotary_dim / 2.)
+  if (!c.mrope_section.empty() &&
+      (c.mrope_section.size() != 3 || *std::min_element(c.mrope_section.begin(), c.mrope_section.end()) < 0))
+    fail("{}: rope_parameters.mrope_section must be 3 non-negative counts (t, h, w), found {}", path,
+         nlohmann::json(c.mrope_section).dump());
   // The MTP head after the decoder layers (mtp.*): Qwen3.5 names its depth mtp_num_hidden_layers,
   // Qwen3-Next num_nextn_predict_layers. Read only for speculative decoding (model/mtp_head.h).
   c.num_nextn_predict_layers = r.opt<int64_t>("mtp_num_hidden_layers", r.opt<int64_t>("num_nextn_predict_layers", 0));

@@ -1,0 +1,51 @@
+#pragma once
+// The images of one prompt as the engine runs them (issue 43): each image's placeholder run
+// (the chat template's single <|image_pad|> repeated to the image's token count, as the Hugging
+// Face Qwen-VL processors expand it), the encoder rows that replace those tokens' embeddings,
+// every prompt token's 3-D M-RoPE positions (model/mrope_positions.h), and the key the prefix
+// cache sees: the prompt with each placeholder replaced by an id drawn from its image's content
+// hash, so two requests with the same image share cached blocks and two different images of the
+// same size (the same placeholder ids) never do.
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "model/image_encoder.h"
+#include "model/mrope_positions.h"
+#include "vision/qwen_vl_preprocess.h"
+
+namespace fp4lm::engine {
+
+struct PromptImages {
+  int64_t count = 0;                 // images
+  std::vector<float> rows;           // every image's encoder rows, in prompt order, [*, hidden]
+  std::vector<const float*> embeds;  // per prompt token: its encoder row (into rows) or null
+  std::vector<int64_t> positions;    // 3 per prompt token (t, h, w)
+  std::vector<int32_t> cache_key;    // the prefix cache's view of the prompt (see above)
+};
+
+// One encoded image: the encoder's rows, its grid (patches) and a hash of its content.
+struct EncodedImage {
+  model::ImageEmbeddings embeddings;
+  vision::GridThw grid;
+  uint64_t hash = 0;
+};
+
+// A content hash of the processor's pixels and grid (what the encoder reads): the same image,
+// whatever file it came in, hashes the same; any different pixel gives another hash.
+uint64_t image_content_hash(const vision::QwenVlPixels& px);
+
+// `prompt` with its k-th `pad` token (one per image, as the chat template renders an image part)
+// repeated counts[k] times. RequestError when the prompt holds another number of pads than images
+// (naming both), or when a pad is already repeated.
+std::vector<int32_t> expand_image_placeholders(std::span<const int32_t> prompt, int32_t pad,
+                                               std::span<const int64_t> counts);
+
+// The images of an expanded prompt (expand_image_placeholders): RequestError when an image's rows
+// disagree with its placeholder run or the hidden size (naming the image).
+std::shared_ptr<const PromptImages> make_prompt_images(std::span<const int32_t> prompt, int32_t pad,
+                                                       std::vector<EncodedImage> images, int64_t merge_size,
+                                                       int64_t hidden_size);
+
+}  // namespace fp4lm::engine
