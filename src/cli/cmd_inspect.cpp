@@ -212,9 +212,12 @@ json inspect_facts(const std::shared_ptr<io::Checkpoint>& ckp, const model::Engi
 
 // RAM a run needs before anything is loaded: the layers' weights, the embedding table (mapped as
 // stored), float32 copies (norms, MLA's dequantized kv_b_proj), and the KV cache per token of
-// context (MLA layers: their latent; sliding-window layers counted as full: an upper bound).
+// context (MLA layers: their latent; sliding-window layers counted as full: an upper bound; Llama 4's
+// chunked layers as the ring they keep, a fixed size: model/llama4_attention.h).
 json memory_estimate(const model::ModelLoader& loader, const model::EngineOptions& opts, size_t layer_weights) {
   const model::ModelConfig& c = loader.config();
+  const int64_t ctx = std::min<int64_t>(c.max_position_embeddings, 8192);
+  size_t kv_fixed = 0;
   size_t weights = layer_weights, floats = static_cast<size_t>(c.hidden_size);
   if (!c.tie_word_embeddings) weights += loader.tensor("model.embed_tokens.weight", {c.vocab_size, c.hidden_size}).nbytes;
   size_t kv = 0;
@@ -234,12 +237,14 @@ json memory_estimate(const model::ModelLoader& loader, const model::EngineOption
     if (c.mla.enabled()) {
       kv += static_cast<size_t>(c.mla.latent_dim()) * dtype_size(kv_dtype);
       floats += static_cast<size_t>(c.num_heads * (c.mla.qk_nope_head_dim + c.mla.v_head_dim) * c.mla.kv_lora_rank);
+    } else if (!c.llama4.chunked.empty() && c.llama4.chunked[static_cast<size_t>(i)]) {
+      const int64_t ring = std::min(ctx, c.llama4.chunk - 1 + model::LoadOptions{}.prefill_chunk);
+      kv_fixed += 2 * static_cast<size_t>(c.num_kv_heads * c.head_dim * ring) * dtype_size(kv_dtype);
     } else if (c.layer_is_attention(i)) {
       kv += 2 * static_cast<size_t>(c.num_kv_heads * c.head_dim) * dtype_size(kv_dtype);
     }
   }
   weights += floats * sizeof(float);
-  const int64_t ctx = std::min<int64_t>(c.max_position_embeddings, 8192);
   return {{"weights_bytes", weights},
           {"kv_bytes_per_token", kv},
           {"kv_dtype", kv_dtype == DType::F8_E4M3 ? std::string("fp8") : std::string(dtype_torch_name(kv_dtype))},
@@ -247,7 +252,8 @@ json memory_estimate(const model::ModelLoader& loader, const model::EngineOption
                                                                   : json(nullptr)},
           {"kv_refused", kv_refused.empty() ? json(nullptr) : json(kv_refused)},
           {"default_context", ctx},
-          {"total_at_default_context_bytes", weights + kv * static_cast<size_t>(ctx)},
+          {"kv_fixed_bytes", kv_fixed},
+          {"total_at_default_context_bytes", weights + kv * static_cast<size_t>(ctx) + kv_fixed},
           {"machine_ram_bytes", model::physical_ram_bytes()}};
 }
 
@@ -383,9 +389,12 @@ void print_human(const json& f, std::FILE* out) {
   if (f.contains("layer_types")) line("layer types", plain(f["layer_types"]));
   if (f.contains("memory")) {
     const json& m = f["memory"];
-    line("RAM needed", fmt::format("weights {} + KV cache {} per token ({}); {} at {} tokens; this machine has {}",
+    const size_t fixed = m["kv_fixed_bytes"].get<size_t>();
+    line("RAM needed", fmt::format("weights {} + KV cache {} per token{} ({}); {} at {} tokens; this machine has {}",
                                    human_bytes(m["weights_bytes"].get<size_t>()),
-                                   human_bytes(m["kv_bytes_per_token"].get<size_t>()), plain(m["kv_dtype"]),
+                                   human_bytes(m["kv_bytes_per_token"].get<size_t>()),
+                                   fixed ? " + " + human_bytes(fixed) + " (chunked layers' rings)" : std::string(),
+                                   plain(m["kv_dtype"]),
                                    human_bytes(m["total_at_default_context_bytes"].get<size_t>()),
                                    plain(m["default_context"]), human_bytes(m["machine_ram_bytes"].get<size_t>())));
   }
