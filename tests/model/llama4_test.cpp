@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <numbers>
 
 #include "common/paths.h"
 #include "core/error.h"
@@ -204,6 +205,13 @@ TEST(Llama4, PublishedConfigs) {
   EXPECT_EQ(scout.llama4.chunk, 8192);
   EXPECT_TRUE(scout.llama4.temperature_tuning);  // published as 4
   EXPECT_EQ(scout.rope_scaling.type, "llama3");
+  // Scout's llama3 factors: low = high = 1, no band between: wavelengths above 8192 slowed 16x, the rest kept.
+  const Rope rope(scout.head_dim, scout.rope_theta, scout.rope_scaling);
+  for (int64_t i = 0; i < 64; ++i) {
+    const float f = static_cast<float>(1.0 / std::pow(500000.0, 2.0 * static_cast<double>(i) / 128.0));
+    const float want = 2.0f * std::numbers::pi_v<float> / f > 8192.0f ? f / 16.0f : f;
+    EXPECT_FLOAT_EQ(rope.inv_freq()[static_cast<size_t>(i)], want) << i;
+  }
   for (int64_t i = 0; i < 48; ++i) {
     EXPECT_EQ(scout.llama4.rope[i], (i + 1) % 4 != 0) << i;  // no_rope_layers [] -> every 4th NoPE
     EXPECT_EQ(scout.llama4.chunked[i], (i + 1) % 4 != 0) << i;
@@ -226,7 +234,8 @@ TEST(Llama4, PublishedConfigs) {
   const std::vector<LayerSpec> mplan = plan_layers(mav);
   EXPECT_EQ(mplan[2].name, "model.layers.0.feed_forward.gate_up_proj");
   EXPECT_EQ(mplan[2].out_features, 2 * 16384);
-  EXPECT_EQ(mplan[6].name, "model.layers.1.feed_forward.experts");
+  EXPECT_EQ(mplan[6].name, "model.layers.1.feed_forward.router");
+  EXPECT_EQ(mplan[7].name, "model.layers.1.feed_forward.experts");
 
   // Defaults of Llama4TextConfig and the ForCausalLM form.
   json bare = published("scout")["text_config"];

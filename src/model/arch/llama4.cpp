@@ -26,6 +26,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "io/checkpoint.h"
 #include "model/activation.h"
 #include "model/arch/arch.h"
 #include "model/linear.h"
@@ -47,6 +48,15 @@ class Llama4Moe final : public FeedForward {
     top_k_ = c.moe.top_k;
     hidden_ = c.hidden_size;
     router_ = l.load_linear(block + ".router");
+    // ModelOpt's export of the fused Llama4TextExperts keeps them fused and quantized, each
+    // parameter transposed to input-major after packing ([E, D/2, 2I] U8 + `_weight_scale`
+    // [E, D/16, 2I]); fp4lm reads NVFP4 experts per expert only, so say so rather than fail on a
+    // missing per-expert tensor.
+    const std::string fused = block + ".experts.gate_up_proj_weight_scale";
+    if (l.checkpoint().find(fused))
+      fail("{}: tensor '{}': Llama 4's fused quantized experts (ModelOpt's Llama4TextExperts export) are not "
+           "supported; fp4lm reads quantized experts per expert (experts.<e>.gate_proj / up_proj / down_proj)",
+           l.checkpoint().dir(), fused);
     experts_ = l.load_moe(block + ".experts");
     shared_ = std::make_unique<DenseMlp>(l, block + ".shared_expert");
   }
