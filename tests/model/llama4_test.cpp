@@ -11,6 +11,7 @@
 #include <fstream>
 #include <numbers>
 
+#include "common/checkpoint_edit.h"
 #include "common/paths.h"
 #include "core/error.h"
 #include "model/causal_lm.h"
@@ -311,6 +312,43 @@ TEST(Llama4, Nvfp4CheckpointLoadsAndDecodesAsItPrefills) {
   for (size_t i = 0; i < t.size(); ++i) {
     lm->forward(s, &t[i], 1, LogitsMode::last, step.data());
     for (size_t v = 0; v < step.size(); ++v) ASSERT_NEAR(step[v], whole[i * step.size() + v], 1e-4) << i;
+  }
+}
+
+// The wrapper's synthetic replica (text_config, language_model.model.*) gives the text model's logits.
+TEST(Llama4, Nvfp4WrapperReplicaIsItsTextModel) {
+  test::TempDir a, b;
+  SyntheticOptions o;
+  o.algo = quant::QuantAlgo::NVFP4;
+  o.architecture = "Llama4ForCausalLM";
+  write_synthetic_checkpoint(a.path().string(), o);
+  o.architecture = "Llama4ForConditionalGeneration";
+  write_synthetic_checkpoint(b.path().string(), o);
+  auto text = CausalLM::load(a.path().string(), f32());
+  auto wrapped = CausalLM::load(b.path().string(), f32());
+  EXPECT_EQ(wrapped->config().wrapper_prefix, "language_model.");
+  const std::vector<int32_t> t = {5, 9, 200, 17, 3, 77, 41, 8, 100};
+  EXPECT_EQ(all_logits(*wrapped, t), all_logits(*text, t));
+}
+
+// ModelOpt's export of the fused Llama4TextExperts (quantized, still fused) is named in the error.
+TEST(Llama4, FusedQuantizedExpertsAreAClearError) {
+  test::TempDir dir;
+  SyntheticOptions o;
+  o.architecture = "Llama4ForCausalLM";
+  o.algo = quant::QuantAlgo::NVFP4;
+  write_synthetic_checkpoint(dir.path().string(), o);
+  test::edit_tensors(dir.path(), [](test::EditedTensor&) { return true; },
+                     {{"model.layers.1.feed_forward.experts.gate_up_proj_weight_scale", DType::F8_E4M3, {4, 4, 64},
+                       std::vector<uint8_t>(4 * 4 * 64, 0x38)}});
+  try {
+    CausalLM::load(dir.path().string(), f32());
+    ADD_FAILURE() << "loaded";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("model.layers.1.feed_forward.experts.gate_up_proj_weight_scale"),
+              std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("fused quantized experts"), std::string::npos) << e.what();
   }
 }
 
