@@ -35,6 +35,10 @@ struct LayerSpec {
   // [E, out, in/32, 16] + `<param>_scales` [E, out, in/32]. modules() names the two parameters.
   enum class ExpertLayout { per_expert, gpt_oss };
   ExpertLayout expert_layout = ExpertLayout::per_expert;
+  // per_expert stored fused (`<container>.gate_up_proj`, `.down_proj`, 3-D, no `.weight`): true when
+  // input-major, [E, D, 2I] (gate columns, then up) and [E, I, D], as Llama 4's Llama4TextExperts;
+  // false: [E, 2I, D] and [E, D, I] (Qwen3.5).
+  bool fused_input_major = false;
   // What runs between w13 and w2 (the one place an architecture chooses it; kernels/expert_activation.h).
   kernels::ExpertActivation expert_activation;
 

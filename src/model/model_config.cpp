@@ -15,6 +15,7 @@ using nlohmann::json;
 
 bool ModelConfig::layer_is_moe(int64_t i) const {
   if (!is_moe()) return false;
+  if (!llama4.moe.empty()) return llama4.moe[static_cast<size_t>(i)];
   if (std::find(moe.mlp_only_layers.begin(), moe.mlp_only_layers.end(), i) != moe.mlp_only_layers.end()) return false;
   return (i + 1) % moe.decoder_sparse_step == 0;
 }
@@ -71,8 +72,10 @@ ModelConfig parse_model_config(const json& top, const std::string& path) {
   }
   // A VL checkpoint (…ForConditionalGeneration) keeps the text model's keys under text_config
   // (vision_config is ignored) and its tensors under model.language_model.
+  // An architecture's own wrapper() form wins (Llama 4's …ForConditionalGeneration: language_model.*).
   json text;
-  const bool vl = c.architecture.size() > 24 &&
+  const auto own_wrapper = c.arch->wrapper();
+  const bool vl = !own_wrapper && c.architecture.size() > 24 &&
                   c.architecture.compare(c.architecture.size() - 24, 24, "ForConditionalGeneration") == 0;
   if (vl) {
     if (!top.contains("text_config") || !top["text_config"].is_object())
@@ -81,7 +84,7 @@ ModelConfig parse_model_config(const json& top, const std::string& path) {
     for (const char* k : {"torch_dtype", "dtype", "eos_token_id", "bos_token_id", "tie_word_embeddings"})
       if (!text.contains(k) && top.contains(k)) text[k] = top[k];
     c.tensor_prefix = "model.language_model.";
-  } else if (const auto w = c.arch->wrapper()) {
+  } else if (const auto& w = own_wrapper) {
     // A wrapper of its own layout (Nemotron-H's VL / Omni: llm_config, language_model.*).
     for (const std::string& k : w->config_keys)
       if (top.contains(k) && top[k].is_object()) {

@@ -132,6 +132,20 @@ struct GptOssConfig {
   double swiglu_alpha = 1.702, swiglu_limit = 7.0;
 };
 
+// Llama 4 (arch/llama4.cpp): per layer RoPE or NoPE (no_rope_layers), MoE or dense
+// (moe_layers / interleave_moe_layer_step), chunked attention on the RoPE layers
+// (attention_chunk_size), the NoPE layers' query temperature (attn_temperature_tuning,
+// floor_scale, attn_scale), the RoPE layers' L2 q/k norm (use_qk_norm).
+struct Llama4Config {
+  std::vector<bool> rope;     // layer i rotates q/k (else NoPE)
+  std::vector<bool> moe;      // layer i's feed_forward is the MoE (else a dense MLP)
+  std::vector<bool> chunked;  // layer i attends within its chunk of attention_chunk_size positions
+  int64_t chunk = 0;          // attention_chunk_size (0: none)
+  int64_t intermediate_size_mlp = 0;
+  bool temperature_tuning = true, l2_qk_norm = true;
+  double floor_scale = 8192, attn_scale = 0.1;
+};
+
 // The fields every architecture has (and the shared building blocks' parameters), plus one
 // parsed struct per family of architecture-specific fields.
 struct ModelConfig {
@@ -174,6 +188,7 @@ struct ModelConfig {
   double final_logit_softcapping = 0.0;
   GemmaConfig gemma;  // Gemma 3 / Gemma 4 (arch/gemma.h)
   GptOssConfig gpt_oss;  // gpt-oss (arch/gpt_oss.cpp)
+  Llama4Config llama4;   // Llama 4 (arch/llama4.cpp)
   // Tensors under this prefix stand for `model.` (VL checkpoints: "model.language_model.").
   std::string tensor_prefix = "model.";
   // A multi-modal wrapper that stores its whole language model (tensors and quantization entries)

@@ -51,8 +51,10 @@ void check_model_limits(const ModelConfig& c, const std::string& path) {
     if (rs.type == "llama3") {
       finite_positive(path, "rope_scaling.low_freq_factor", rs.low_freq_factor);
       finite_positive(path, "rope_scaling.high_freq_factor", rs.high_freq_factor);
-      if (!(rs.high_freq_factor > rs.low_freq_factor))
-        fail("{}: rope_scaling.high_freq_factor ({}) must be greater than low_freq_factor ({})", path,
+      // Equal factors leave no band between the kept and the slowed frequencies (Llama 4 Scout
+      // publishes 1 and 1; transformers only warns).
+      if (!(rs.high_freq_factor >= rs.low_freq_factor))
+        fail("{}: rope_scaling.high_freq_factor ({}) must not be less than low_freq_factor ({})", path,
              rs.high_freq_factor, rs.low_freq_factor);
       if (rs.original_max_position_embeddings <= 0)
         fail("{}: field 'rope_scaling.original_max_position_embeddings' must be positive, found {}", path,

@@ -29,7 +29,7 @@ Rope::Rope(int64_t head_dim, double theta, const RopeScaling& s) : head_dim_(hea
       const float wavelen = 2.0f * std::numbers::pi_v<float> / f;
       if (wavelen > low_freq_wavelen) {
         f = f / factor;
-      } else if (wavelen >= high_freq_wavelen) {
+      } else if (hi > lo && wavelen >= high_freq_wavelen) {  // no band when hi == lo
         const float smooth = (old_ctx / wavelen - lo) / (hi - lo);
         f = (1.0f - smooth) * f / factor + smooth * f;
       }

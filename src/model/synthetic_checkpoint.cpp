@@ -290,6 +290,8 @@ void write_synthetic_checkpoint(const std::string& dir, const SyntheticOptions& 
 
   Writer w{o, {}, std::mt19937_64(o.seed)};
   if (is_vl(o)) w.prefix = "model.language_model.";
+  // A wrapper of its own layout (Llama 4: language_model.model.*; lm_head.weight is read as is).
+  if (const auto wrap = mc.arch->wrapper(); wrap && is_vl(o)) w.prefix = wrap->tensor_prefix + "model.";
   if (mc.tensor_prefix != "model.") w.prefix = mc.tensor_prefix;
   w.renames = mc.tensor_renames;
   w.dense("model.embed_tokens.weight", {mc.vocab_size, mc.hidden_size}, w.randn(mc.vocab_size * mc.hidden_size, 1.0f));

@@ -212,7 +212,7 @@ INSTANTIATE_TEST_SUITE_P(Every, BatchedForwardTest,
                                            "Qwen3MoeForCausalLM", "MixtralForCausalLM", "Qwen2MoeForCausalLM",
                                            "MistralForCausalLM", "Qwen3_5ForCausalLM", "Qwen3_5MoeForCausalLM",
                                            "NemotronHForCausalLM", "NemotronHLatentMoE", "Glm4MoeForCausalLM",
-                                           "DeepseekV3ForCausalLM", "MiniMaxM2ForCausalLM"),
+                                           "DeepseekV3ForCausalLM", "MiniMaxM2ForCausalLM", "Llama4ForCausalLM"),
                          [](const auto& info) { return info.param; });
 
 std::unique_ptr<CausalLM> small_model(TempDir& dir, QuantAlgo algo, EngineOptions o = {}, LoadOptions lo = {}) {

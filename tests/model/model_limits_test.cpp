@@ -74,9 +74,9 @@ TEST(ModelLimits, NonPositiveOrNonFiniteFloatsAreRefused) {
   json j = dense_config();
   j["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 0.0}};
   EXPECT_HAS(error_of([&] { parse_model_config(j, "c"); }), "'rope_scaling.factor' must be a finite number > 0");
-  j["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 4.0}, {"high_freq_factor", 4.0},
+  j["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 4.0}, {"high_freq_factor", 2.0},
                        {"original_max_position_embeddings", 8192}};
-  EXPECT_HAS(error_of([&] { parse_model_config(j, "c"); }), "high_freq_factor (4) must be greater than low_freq_factor (4)");
+  EXPECT_HAS(error_of([&] { parse_model_config(j, "c"); }), "high_freq_factor (2) must not be less than low_freq_factor (4)");
 }
 
 TEST(ModelLimits, MaxPositionEmbeddingsMustBePositive) {

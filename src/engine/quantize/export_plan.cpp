@@ -78,6 +78,11 @@ void expose_fused_experts(io::Checkpoint& ck) {
     if (spec.expert_layout == LayerSpec::ExpertLayout::gpt_oss) refuse_gpt_oss(ck);
     const std::string& box = spec.shards[0];
     if (!ck.find(box + ".gate_up_proj")) continue;
+    // Llama 4's fused experts are input-major ([E, D, 2I]): an expert's rows are not a slice of them.
+    if (spec.fused_input_major)
+      fail("{}: fp4lm quantize does not export {}'s fused input-major experts ('{}.gate_up_proj' [E, hidden, 2 x "
+           "intermediate]); fp4lm runs them unquantized as stored, and reads NVFP4 experts per expert",
+           ck.dir(), c.architecture, box);
     for (const std::string& t : {box + ".gate_up_proj", box + ".down_proj"}) {
       const TensorView* v = ck.find(t);
       const Shape want = t.ends_with("gate_up_proj") ? Shape{spec.num_experts, 2 * spec.inter, spec.hidden}

@@ -28,6 +28,8 @@ const ArchDef& gemma4_arch();
 const ArchDef& gemma4_vl_arch();
 const ArchDef& gpt_oss_arch();
 const ArchDef& phi3_arch();
+const ArchDef& llama4_arch();
+const ArchDef& llama4_vl_arch();
 
 const std::vector<const ArchDef*>& architectures() {
   static const std::vector<const ArchDef*> all = {
@@ -40,6 +42,7 @@ const std::vector<const ArchDef*>& architectures() {
       &glm4_moe_arch(), &deepseek_v3_arch(), &glm4_moe_lite_arch(), &minimax_m2_arch(),
       &gpt_oss_arch(),
       &phi3_arch(),
+      &llama4_arch(), &llama4_vl_arch(),
   };
   return all;
 }

@@ -6,7 +6,8 @@
 // per-expert views into the mapped file, no copy. gpt-oss's bf16 experts (LayerSpec::ExpertLayout::gpt_oss)
 // are stored input-major, `<experts>.gate_up_proj` [E, D, 2I] (gate and up columns interleaved) and
 // `<experts>.down_proj` [E, I, D], with biases: they are transposed once at load into owned [out, in]
-// copies in the stored dtype.
+// copies in the stored dtype. Llama 4's fused experts (LayerSpec::fused_input_major) are input-major
+// too, without biases and with the gate columns before the up columns: transposed the same way.
 #include <cstring>
 #include <memory>
 
@@ -38,6 +39,7 @@ class UnquantizedMethod final : public QuantMethod {
     const std::string& box = spec.shards[0];
     if (spec.expert_layout == LayerSpec::ExpertLayout::gpt_oss) return gpt_oss_moe(p, spec, scheme);
     if (!p.checkpoint().find(box + ".gate_up_proj")) return QuantMethod::moe(p, spec, scheme);
+    if (spec.fused_input_major) return gpt_oss_moe(p, spec, scheme);
     const int64_t e_n = spec.num_experts, inter = spec.inter, hidden = spec.hidden;
     const TensorView& gu =
         p.require(box + ".gate_up_proj", {DType::F32, DType::BF16, DType::F16}, {e_n, 2 * inter, hidden});
@@ -62,7 +64,7 @@ class UnquantizedMethod final : public QuantMethod {
   }
 
  private:
-  // gpt-oss's input-major experts, transposed into owned [out, in] copies (one allocation for all).
+  // Input-major experts (gpt-oss, Llama 4), transposed into owned [out, in] copies (one allocation for all).
   static kernels::MoeWeights gpt_oss_moe(const ParamReader& p, const LayerSpec& spec, const LayerScheme& scheme) {
     const std::string& box = spec.shards[0];
     const int64_t e_n = spec.num_experts, inter = spec.inter, hidden = spec.hidden;
@@ -93,7 +95,7 @@ class UnquantizedMethod final : public QuantMethod {
           mw, fmt::format("{}.down_proj[{}]", box, e), hidden, inter,
           kernels::DenseView{dn.dtype, dn_t + static_cast<size_t>(e * hidden * inter) * dn_es}));
     }
-    add_gpt_oss_expert_biases(p, spec, mw);
+    if (spec.expert_layout == LayerSpec::ExpertLayout::gpt_oss) add_gpt_oss_expert_biases(p, spec, mw);
     return mw;
   }
 
