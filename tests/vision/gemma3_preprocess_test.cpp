@@ -69,7 +69,7 @@ TEST(Gemma3Preprocess, MatchesTheHuggingFacePilProcessor) {
 
 // The torchvision backend (Gemma3ImageProcessor, transformers' default when torchvision is
 // installed) resizes in float32 and rounds; this bounds its difference to Pillow's fixed point.
-TEST(Gemma3Preprocess, StaysWithinTwoLevelsOfTheTorchvisionProcessor) {
+TEST(Gemma3Preprocess, StaysWithinOneLevelOfTheTorchvisionProcessor) {
   const auto m = manifest();
   int compared = 0;
   for (const auto& c : m["preprocess"]) {
@@ -83,7 +83,7 @@ TEST(Gemma3Preprocess, StaysWithinTwoLevelsOfTheTorchvisionProcessor) {
     ASSERT_EQ(want.size(), out.pixel_values.size());
     float worst = 0;
     for (size_t i = 0; i < want.size(); ++i) worst = std::max(worst, std::fabs(out.pixel_values[i] - want[i]));
-    EXPECT_LE(worst, 2.001f * level_of(cfg));
+    EXPECT_LE(worst, 1.001f * level_of(cfg));  // measured: exactly one level at 0.1-5% of values
     ++compared;
   }
   EXPECT_GE(compared, 7);

@@ -84,5 +84,43 @@ for cname, name in cases:
                       "num_crops": np.asarray(out["num_crops"]).tolist()}
     manifest["preprocess"].append(entry)
 
+# Gemma 4: its own defaults (bicubic, rescale only, pooling 3) with the smallest budget (70 soft
+# tokens) and patch 2 to keep the goldens small, and a config with normalization and bilinear.
+from transformers.models.gemma4.image_processing_pil_gemma4 import Gemma4ImageProcessorPil
+from transformers.models.gemma4.image_processing_gemma4 import Gemma4ImageProcessor
+
+Image.fromarray(noisy(2, 300)).save(os.path.join(here, "strip_300x2.png"))
+configs4 = {
+    "gemma4": {"do_convert_rgb": True, "do_normalize": False, "do_rescale": True, "do_resize": True,
+               "image_mean": [0.0, 0.0, 0.0], "image_std": [1.0, 1.0, 1.0],
+               "image_processor_type": "Gemma4ImageProcessor", "max_soft_tokens": 70, "patch_size": 2,
+               "pooling_kernel_size": 3, "resample": 3, "rescale_factor": 0.00392156862745098},
+    "gemma4norm": {"max_soft_tokens": 140, "patch_size": 3, "pooling_kernel_size": 2, "resample": 2,
+                   "do_normalize": True, "image_mean": [0.5, 0.5, 0.5], "image_std": [0.5, 0.5, 0.5],
+                   "image_processor_type": "Gemma4ImageProcessorPil"},
+}
+for cname, cfg in configs4.items():
+    json.dump(cfg, open(os.path.join(here, f"preprocessor_{cname}.json"), "w"), indent=2)
+cases4 = ([("gemma4", f) for f in files + ["strip_300x2.png"]] +
+          [("gemma4norm", f) for f in ("wide_97x31.png", "rgb_150x100.png")])
+tv4_files = ("rgb_56x84.png", "grey_40x30.png", "wide_97x31.png")
+manifest["gemma4"] = []
+for cname, name in cases4:
+    img = ImageOps.exif_transpose(Image.open(os.path.join(here, name)))
+    case = f"gemma4__{cname}__{name}"
+    entry = {"config": f"preprocessor_{cname}.json", "file": name}
+    backends = [("pil", Gemma4ImageProcessorPil)] + ([("tv", Gemma4ImageProcessor)] if cname == "gemma4" and name in tv4_files else [])
+    for tag, cls in backends:
+        out = processor(cls, configs4[cname])(images=[img], return_tensors="np")
+        pv = np.asarray(out["pixel_values"], dtype=np.float32)[0]
+        pos = np.asarray(out["image_position_ids"])[0]
+        real = pos[:, 0] >= 0
+        pv.astype("<f4").tofile(os.path.join(here, f"{case}.{tag}.f32"))
+        entry[tag] = {"pixel_values": f"{case}.{tag}.f32", "shape": list(pv.shape),
+                      "soft_tokens": int(np.asarray(out["num_soft_tokens_per_image"])[0]),
+                      "real_patches": int(real.sum()), "last_position": pos[real][-1].tolist(),
+                      "grid_width": int(pos[real][:, 0].max()) + 1}
+    manifest["gemma4"].append(entry)
+
 json.dump(manifest, open(os.path.join(here, "manifest_gemma.json"), "w"), indent=1)
-print("wrote", len(cases), "Gemma 3 preprocessing cases")
+print("wrote", len(cases), "Gemma 3 and", len(cases4), "Gemma 4 preprocessing cases")
