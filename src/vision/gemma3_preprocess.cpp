@@ -82,6 +82,9 @@ Gemma3Pixels gemma3_preprocess(const RgbImage& image, const Gemma3ProcessorConfi
   out.images = 1 + out.num_crops;
   out.height = c.do_resize ? c.height : image.height;
   out.width = c.do_resize ? c.width : image.width;
+  if (out.images * 3 * out.height * out.width > (int64_t{1} << 31))
+    fail("image of {}x{}: {} images of {}x{} are more values than fp4lm processes", image.width, image.height,
+         out.images, out.width, out.height);
   const size_t plane = static_cast<size_t>(out.height * out.width);
   out.pixel_values.resize(static_cast<size_t>(out.images) * 3 * plane);
   for (int64_t k = 0; k < out.images; ++k) {
