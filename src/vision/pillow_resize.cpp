@@ -18,6 +18,12 @@ double bicubic(double x) {
   return 0.0;
 }
 
+double bilinear(double x) {
+  if (x < 0.0) x = -x;
+  if (x < 1.0) return 1.0 - x;
+  return 0.0;
+}
+
 // Per output position: the first input index, the tap count and ksize fixed-point weights
 // (precompute_coeffs + normalize_coeffs_8bpc).
 struct Coeffs {
@@ -26,10 +32,12 @@ struct Coeffs {
   std::vector<int32_t> k;
 };
 
-Coeffs precompute(int in_size, int out_size) {
+Coeffs precompute(int in_size, int out_size, PillowFilter filter) {
+  double (*kernel)(double) = filter == PillowFilter::kBilinear ? bilinear : bicubic;
+  const double kernel_support = filter == PillowFilter::kBilinear ? 1.0 : 2.0;
   const double scale = static_cast<double>(in_size) / out_size;
   const double filterscale = scale < 1.0 ? 1.0 : scale;
-  const double support = 2.0 * filterscale;
+  const double support = kernel_support * filterscale;
   Coeffs c;
   c.ksize = static_cast<int>(std::ceil(support)) * 2 + 1;
   c.first.resize(out_size);
@@ -46,7 +54,7 @@ Coeffs precompute(int in_size, int out_size) {
     xmax -= xmin;
     double ww = 0.0;
     for (int x = 0; x < xmax; ++x) {
-      w[x] = bicubic((x + xmin - center + 0.5) * ss);
+      w[x] = kernel((x + xmin - center + 0.5) * ss);
       ww += w[x];
     }
     for (int x = 0; x < xmax; ++x) {
@@ -68,11 +76,15 @@ inline uint8_t clip8(int32_t v) {
 }  // namespace
 
 RgbImage resize_bicubic_pillow(const RgbImage& in, int out_w, int out_h) {
+  return resize_pillow(in, out_w, out_h, PillowFilter::kBicubic);
+}
+
+RgbImage resize_pillow(const RgbImage& in, int out_w, int out_h, PillowFilter filter) {
   if (out_w <= 0 || out_h <= 0 || in.width <= 0 || in.height <= 0)
     fail("resize: {}x{} to {}x{}: sizes must be positive", in.width, in.height, out_w, out_h);
   if (out_w == in.width && out_h == in.height) return in;  // Image.resize returns a copy
-  const Coeffs h = precompute(in.width, out_w);
-  const Coeffs v = precompute(in.height, out_h);
+  const Coeffs h = precompute(in.width, out_w, filter);
+  const Coeffs v = precompute(in.height, out_h, filter);
   const bool need_h = out_w != in.width, need_v = out_h != in.height;
 
   // Horizontal pass over the rows the vertical pass reads (ImagingResampleInner).
