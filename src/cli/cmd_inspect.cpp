@@ -220,8 +220,6 @@ json memory_estimate(const model::ModelLoader& loader, const std::shared_ptr<io:
                      const model::EngineOptions& opts, size_t layer_weights, const model::CausalLM* lm,
                      const std::string& why) {
   const model::ModelConfig& c = loader.config();
-  const int64_t ctx = std::min<int64_t>(c.max_position_embeddings, 8192);
-  size_t kv_fixed = 0;
   size_t weights = layer_weights, floats = static_cast<size_t>(c.hidden_size);
   if (!c.tie_word_embeddings) weights += loader.tensor("model.embed_tokens.weight", {c.vocab_size, c.hidden_size}).nbytes;
   for (int64_t i = 0; i < c.num_layers; ++i) {
