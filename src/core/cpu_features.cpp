@@ -62,6 +62,13 @@ CpuFeatures detect() {
       set(CpuFeature::avx512vl, avx512f && (b & bit_AVX512VL));
       set(CpuFeature::avx512vbmi, avx512f && (c & bit_AVX512VBMI));
       set(CpuFeature::avx512vnni, avx512f && (c & bit_AVX512VNNI));
+      // AMX: CPUID.7.0:EDX bits 24 (tile), 22 (bf16), 25 (int8), usable only when the OS enabled
+      // XTILECFG and XTILEDATA in XCR0 (bits 17, 18). Linux also wants a per-process request
+      // before the first tile instruction (kernels/cpu/amx_tile_permission.h).
+      const bool tiles = (xcr0 & 0x60000) == 0x60000 && (d & (1u << 24));
+      set(CpuFeature::amx_tile, tiles);
+      set(CpuFeature::amx_bf16, tiles && (d & (1u << 22)));
+      set(CpuFeature::amx_int8, tiles && (d & (1u << 25)));
     }
     if (__get_cpuid_count(7, 1, &a, &b, &c, &d)) {
       set(CpuFeature::avx_vnni, s.has(CpuFeature::avx2) && (a & (1u << 4)));
@@ -90,6 +97,9 @@ std::string_view cpu_feature_name(CpuFeature f) {
     case CpuFeature::avx512vbmi: return "avx512vbmi";
     case CpuFeature::avx512vnni: return "avx512vnni";
     case CpuFeature::avx512bf16: return "avx512bf16";
+    case CpuFeature::amx_tile: return "amx-tile";
+    case CpuFeature::amx_bf16: return "amx-bf16";
+    case CpuFeature::amx_int8: return "amx-int8";
     case CpuFeature::count_: break;
   }
   return "?";

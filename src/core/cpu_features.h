@@ -24,6 +24,9 @@ enum class CpuFeature : uint8_t {
   avx512vbmi,  // vpermb, vpermi2b
   avx512vnni,  // vpdpbusd
   avx512bf16,  // vdpbf16ps
+  amx_tile,    // ldtilecfg, tileloadd, ... (and the OS saves the tile state: XCR0 bits 17-18)
+  amx_bf16,    // tdpbf16ps
+  amx_int8,    // tdpbssd and its signed/unsigned siblings
   count_,
 };
 

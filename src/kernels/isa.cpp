@@ -10,14 +10,14 @@ namespace fp4lm::kernels {
 
 namespace {
 
-constexpr Isa kAll[] = {Isa::portable, Isa::avx2, Isa::avx512};
+constexpr Isa kAll[] = {Isa::portable, Isa::avx2, Isa::avx512, Isa::amx};
 
 std::optional<Isa> parse_override() {
   const char* v = std::getenv("FP4LM_DISABLE_ISA");
   if (!v || !*v) return std::nullopt;
   for (Isa isa : kAll)
     if (isa != Isa::portable && isa_name(isa) == v) return isa;
-  fail("FP4LM_DISABLE_ISA={}: not an instruction set that can be switched off (expected avx2 or avx512)", v);
+  fail("FP4LM_DISABLE_ISA={}: not an instruction set that can be switched off (expected avx2, avx512 or amx)", v);
 }
 
 // Whether `isa` is `off` or built on it.
@@ -35,12 +35,14 @@ std::string_view isa_name(Isa isa) {
     case Isa::portable: return "portable";
     case Isa::avx2: return "avx2";
     case Isa::avx512: return "avx512";
+    case Isa::amx: return "amx";
   }
   return "?";
 }
 
 Isa isa_base(Isa isa) {
   switch (isa) {
+    case Isa::amx: return Isa::avx512;
     case Isa::avx512: return Isa::avx2;
     case Isa::avx2:
     case Isa::portable: return Isa::portable;
@@ -63,6 +65,12 @@ bool isa_built(Isa isa) {
 #else
       return false;
 #endif
+    case Isa::amx:
+#ifdef FP4LM_HAVE_AMX_KERNELS
+      return true;
+#else
+      return false;
+#endif
   }
   return false;
 }
@@ -78,6 +86,8 @@ std::string isa_unavailable_reason(const IsaNeeds& needs) {
   if (!isa_built(needs.isa)) {
     if (needs.isa == Isa::avx512 && isa_built(Isa::avx2))
       return "built without the AVX-512 kernels (the compiler lacks one of -mavx512{f,bw,vl,vbmi,vnni,bf16})";
+    if (needs.isa == Isa::amx && isa_built(Isa::avx512))
+      return "built without the AMX kernels (the compiler lacks one of -mamx-{tile,bf16,int8})";
     return fmt::format("built without the {} kernels (not an x86 build, or FP4LM_FORCE_PORTABLE)", isa_name(needs.isa));
   }
   const CpuFeatures& cpu = cpu_features();

@@ -38,6 +38,12 @@ const Backend& cpu_int4_w4a16_avx2_linear_backend();
 const Backend& cpu_int4_w4a16_avx512_moe_backend();
 const Backend& cpu_int4_w4a16_avx2_moe_backend();
 #endif
+#ifdef FP4LM_HAVE_AMX_KERNELS  // kernels/cpu/amx/ (built when the compiler takes -mamx-*)
+const Backend& cpu_w4a16_amx_linear_backend();
+const Backend& cpu_w4a16_amx_moe_backend();
+const Backend& cpu_dense_amx_linear_backend();
+const Backend& cpu_dense_amx_moe_backend();
+#endif
 const Backend& reference_linear_backend();
 const Backend& reference_moe_backend();
 
@@ -51,9 +57,15 @@ std::vector<const Backend*> table() {
       &cpu_w4a4_avx512_linear_backend(),
       &cpu_w4a16_avx512_gemm_linear_backend(),
       &cpu_w4a16_avx512_linear_backend(),
+#ifdef FP4LM_HAVE_AMX_KERNELS  // after AVX-512: chosen by name only for now (docs/KERNELS.md, "AMX")
+      &cpu_w4a16_amx_linear_backend(),
+#endif
       &cpu_w4a4_avx2_linear_backend(),
       &cpu_w4a16_avx2_linear_backend(),
       &cpu_dense_avx512_linear_backend(),
+#ifdef FP4LM_HAVE_AMX_KERNELS
+      &cpu_dense_amx_linear_backend(),
+#endif
       &cpu_dense_avx2_linear_backend(),
       &cpu_fp8_w8a16_avx512_linear_backend(),
       &cpu_fp8_w8a16_avx2_linear_backend(),
@@ -66,9 +78,15 @@ std::vector<const Backend*> table() {
       &cpu_w4a4_avx512_moe_backend(),
       &cpu_w4a16_avx512_gemm_moe_backend(),
       &cpu_w4a16_avx512_moe_backend(),
+#ifdef FP4LM_HAVE_AMX_KERNELS
+      &cpu_w4a16_amx_moe_backend(),
+#endif
       &cpu_w4a4_avx2_moe_backend(),
       &cpu_w4a16_avx2_moe_backend(),
       &cpu_dense_avx512_moe_backend(),
+#ifdef FP4LM_HAVE_AMX_KERNELS
+      &cpu_dense_amx_moe_backend(),
+#endif
       &cpu_dense_avx2_moe_backend(),
       &cpu_fp8_w8a16_avx512_moe_backend(),
       &cpu_fp8_w8a16_avx2_moe_backend(),

@@ -40,7 +40,7 @@ TEST(BackendsCli, DisableAvx2LeavesOnlyThePortableKernelsOfEveryFamily) {
       }
       continue;
     }
-    ASSERT_TRUE(isa == "avx2" || isa == "avx512") << b.dump();
+    ASSERT_TRUE(isa == "avx2" || isa == "avx512" || isa == "amx") << b.dump();
     EXPECT_FALSE(b["available"].get<bool>()) << b.dump();
     EXPECT_EQ(b["unavailable_reason"], "disabled by FP4LM_DISABLE_ISA=avx2") << b.dump();
     if (b.contains("selected")) {
@@ -61,14 +61,14 @@ TEST(BackendsCli, DisableAvx2LeavesOnlyThePortableKernelsOfEveryFamily) {
     EXPECT_TRUE(schemes.count(s)) << s;
 }
 
-// FP4LM_DISABLE_ISA=avx512 switches off exactly the AVX-512 variants: the AVX2 ones are as
-// available as without the override.
+// FP4LM_DISABLE_ISA=avx512 switches off exactly the AVX-512 variants and the AMX ones built on
+// them: the AVX2 ones are as available as without the override.
 TEST(BackendsCli, DisableAvx512SwitchesOffOnlyTheAvx512Variants) {
   const json plain = backends_with(""), off = backends_with("FP4LM_DISABLE_ISA=avx512");
   ASSERT_EQ(plain.size(), off.size());
   for (size_t i = 0; i < plain.size(); ++i) {
     ASSERT_EQ(plain[i]["name"], off[i]["name"]);
-    if (off[i]["isa"] == "avx512") {
+    if (off[i]["isa"] == "avx512" || off[i]["isa"] == "amx") {
       EXPECT_FALSE(off[i]["available"].get<bool>()) << off[i].dump();
       EXPECT_EQ(off[i]["unavailable_reason"], "disabled by FP4LM_DISABLE_ISA=avx512") << off[i].dump();
     } else {
@@ -78,11 +78,33 @@ TEST(BackendsCli, DisableAvx512SwitchesOffOnlyTheAvx512Variants) {
   }
 }
 
+// FP4LM_DISABLE_ISA=amx switches off exactly the AMX variants (listed on x86 builds whose
+// compiler takes -mamx-*, available or not), nothing else.
+TEST(BackendsCli, DisableAmxSwitchesOffOnlyTheAmxVariants) {
+  const json plain = backends_with(""), off = backends_with("FP4LM_DISABLE_ISA=amx");
+  ASSERT_EQ(plain.size(), off.size());
+  int amx = 0;
+  for (size_t i = 0; i < plain.size(); ++i) {
+    ASSERT_EQ(plain[i]["name"], off[i]["name"]);
+    if (off[i]["isa"] == "amx") {
+      ++amx;
+      EXPECT_FALSE(off[i]["available"].get<bool>()) << off[i].dump();
+      EXPECT_EQ(off[i]["unavailable_reason"], "disabled by FP4LM_DISABLE_ISA=amx") << off[i].dump();
+    } else {
+      EXPECT_EQ(off[i]["available"], plain[i]["available"]) << off[i].dump();
+      EXPECT_EQ(off[i]["unavailable_reason"], plain[i]["unavailable_reason"]) << off[i].dump();
+    }
+  }
+  if (amx > 0) {
+    EXPECT_EQ(amx, 4);  // cpu_w4a16_amx and cpu_dense_amx, Linear and MoE
+  }
+}
+
 TEST(BackendsCli, AnUnknownDisabledIsaIsAnErrorNamingTheVariable) {
   auto r = run_command("FP4LM_DISABLE_ISA=sse9 " + fp4lm_bin() + " backends");
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.err.find("FP4LM_DISABLE_ISA=sse9: not an instruction set that can be switched off (expected avx2 or "
-                       "avx512)"),
+  EXPECT_NE(r.err.find("FP4LM_DISABLE_ISA=sse9: not an instruction set that can be switched off (expected avx2, "
+                       "avx512 or amx)"),
             std::string::npos)
       << r.err;
 }

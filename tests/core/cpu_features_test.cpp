@@ -42,7 +42,8 @@ TEST(CpuFeatures, DescribeListsExactlyTheDetectedFeatures) {
       {F::sse42, "sse4.2"},        {F::avx, "avx"},           {F::avx2, "avx2"},
       {F::fma, "fma"},             {F::f16c, "f16c"},         {F::avx_vnni, "avx-vnni"},
       {F::avx512f, "avx512f"},     {F::avx512bw, "avx512bw"}, {F::avx512vl, "avx512vl"},
-      {F::avx512vbmi, "avx512vbmi"}, {F::avx512vnni, "avx512vnni"}, {F::avx512bf16, "avx512bf16"}};
+      {F::avx512vbmi, "avx512vbmi"}, {F::avx512vnni, "avx512vnni"}, {F::avx512bf16, "avx512bf16"},
+      {F::amx_tile, "amx-tile"},     {F::amx_bf16, "amx-bf16"},   {F::amx_int8, "amx-int8"}};
   bool any = false;
   for (auto [feature, name] : flags) {
     EXPECT_EQ(cpu_feature_name(feature), name);
