@@ -14,8 +14,9 @@
 // transpose) into per 16-row vector, block position i, super-chunk c: 8 vectors of 16 rows × one
 // bf16 pair. Activations are repacked as dwords (bf16 pairs) in tiles of 6 tokens,
 // [tile][i][c][v][piece][token], so a tile's broadcasts are one pointer plus constants and walk
-// memory forward. Tiles of 2 row vectors (32 rows) × 6 tokens: per pair, 2 weight loads and 6
-// broadcasts feed 12 vdpbf16ps (the panel kernel: 7 full-vector loads per 12, from L2 at long k).
+// memory forward. Tiles of 4 row vectors (64 rows) × 6 tokens (24 accumulators: with the scales
+// folded there is no per-block partial to hold): per pair, 4 weight loads and 6 broadcasts feed
+// 24 vdpbf16ps.
 #include <array>
 #include <utility>
 
@@ -28,10 +29,10 @@ namespace fp4lm::kernels::cpu::avx512 {
 namespace {
 
 constexpr int kGemmVecs = kVectors;        // per (row vector, i, c): 8 pair vectors
-constexpr int kTileRv = 2, kTileT = 6;     // register tile: row vectors × tokens
+constexpr int kTileRv = 4, kTileT = 6;     // register tile: row vectors × tokens
 
 // out[rv][t][16 rows] (rv < RV, t < T, stride kTileT tokens) for RV row vectors × T tokens. rv_stride: vectors between row
-// vectors in the panel; xp: the token tile (w4a16_gemm_pack_token's layout).
+
 template <int RV, int T, int P>
 void gemm_tile(const void* panel_bytes, int64_t rv_stride, int64_t chunks, const uint32_t* xp, float* out) {
   const auto* panel = static_cast<const __m512i*>(panel_bytes);
