@@ -1,8 +1,8 @@
 // NVFP4 weights as exact bf16 (src/kernels/cpu/nvfp4_bf16.h): E2M1 × E4M3 block scale for every
 // code and every non-NaN scale byte (subnormal scales, 0, the largest 448, negative scales) is a
-// bf16 exactly; and the AVX-512 W4A16 kernels, which multiply these folded weights, decode them
-// to exactly these values in each of their schedules (register, panel, GEMM): with one-hot
-// activations each output is one weight.
+// bf16 exactly; and the AVX-512 W4A16 kernels give exactly these values as a weight's
+// contribution in each of their schedules (register, panel, GEMM): with one-hot activations and a
+// global scale of 1 each output is one weight.
 #include <gtest/gtest.h>
 
 #include <cstring>

@@ -1,7 +1,10 @@
 #pragma once
-// NVFP4 weights decoded to exact bf16 with the E4M3 block scale folded in, for the AVX-512 W4A16
-// kernels (nvfp4_w4a16.cpp, nvfp4_w4a16_gemm.cpp) and any other kernel that multiplies NVFP4
-// weights as bf16 (the scalar definition and why it is exact: kernels/cpu/nvfp4_bf16.h). Layout
+// NVFP4 weights decoded to exact bf16 with the E4M3 block scale folded in, for kernels that
+// multiply NVFP4 weights as plain bf16 (tile / panel GEMMs; the scalar definition and why it is
+// exact: kernels/cpu/nvfp4_bf16.h). Not used by the shipped W4A16 kernels: folding per weight
+// costs 6 vector ops per 32 weights, which halved M = 1 decode (docs/KERNELS.md, "W4A16 numbers:
+// folded block scales measured"); the fold variant of those kernels is on branch issue-46-w4a16
+// (commits 7fa5d46, 1770822). Layout
 // as nvfp4_w4a16_decode.h's Decoder: per 256-element super-chunk 8 vectors of 32 bf16, dword lane
 // i of every vector holding a pair of block i's elements. Include only from AVX-512 files.
 #include "kernels/cpu/avx512/common.h"

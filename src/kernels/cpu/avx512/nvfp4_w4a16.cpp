@@ -1,35 +1,32 @@
 // NVFP4 W4A16 on AVX-512 (BF16): x stays 16/32-bit, split into bf16 pieces whose sum is x;
-// weights are decoded from the checkpoint's nibbles to bf16 with the E4M3 block scale folded in
-// (exact: nvfp4_bf16_weights.h) and multiplied by vdpbf16ps with fp32 accumulation
-// (docs/KERNELS.md, "AVX-512 W4A16", and "W4A16 numbers" for the summation order).
+// weights are decoded from the checkpoint's nibbles straight to bf16 (every E2M1 value is a
+// bf16) and multiplied by vdpbf16ps with fp32 accumulation (docs/KERNELS.md, "AVX-512 W4A16").
 //
 // Per 256-element super-chunk of a row: two vpermt2d put the 4+4 code bytes of block i into
 // dword lane i of P and Q; four vpermw lookups per vector (the word's nibbles 0-3, 4-7, 8-11,
 // 12-15, by 0/4/8/12-bit shifts; the 32-entry table repeats its 16 values, so higher index bits
-// do not matter) give 8 vectors of 32 bf16 E2M1 values whose lane i pairs all lie in block i;
-// each is multiplied by the block scales (lane i = block i's) into exact bf16 weights. Per token:
-// the 8 × pieces vdpbf16ps go straight into the (row, token)'s accumulator, so lane i is one fp32
-// chain over the row's blocks at position i of every super-chunk, in order; the 16 lanes are then
-// summed in hsum's tree, and the epilogue multiplies by the FP32 tensor scale. Each (row, token)
-// result is this instruction sequence in the register schedule, the panel schedule and the GEMM
-// (nvfp4_w4a16_gemm.cpp).
+// do not matter) give 8 vectors of 32 bf16 weights whose lane i pairs all lie in block i. Per
+// token: 8 × pieces vdpbf16ps into a zeroed partial (lane i = the block's exact products summed
+// in fp32), then one FMA by the block scales into the accumulator. Each (row, token) result is
+// the same instruction sequence in the register schedule and in the panel schedule.
 #include <cmath>
 
 #include "kernels/cpu/avx512/common.h"
-#include "kernels/cpu/avx512/nvfp4_bf16_weights.h"
+#include "kernels/cpu/avx512/nvfp4_w4a16_decode.h"
 
 namespace fp4lm::kernels::cpu::avx512 {
 
 namespace {
 
-// acc += one (row, token)'s super-chunk: the 8 × P vdpbf16ps in that order (vector v, piece p),
-// each adding its lane's two exact products (a bf16 weight of at most 6 significant bits × a bf16
-// piece: at most 14) to the lane's fp32 sum.
+// The partial of one (row, token) for one super-chunk: Σ over the 8 vectors and P pieces, in
+// that order, starting from zero. Lane i = block i's products (each exact: e2m1 × bf16 has at
+// most 10 significant bits), summed in fp32.
 template <int P>
-inline __m512 chain(const __m512i w[kVectors], const __m512i* x /* [8][P] */, __m512 acc) {
+inline __m512 partial(const __m512i z[kVectors], const __m512i* x /* [8][P] */) {
+  __m512 part = _mm512_dpbf16_ps(_mm512_setzero_ps(), bh(z[0]), bh(x[0]));
 #pragma GCC unroll 24
-  for (int i = 0; i < kVectors * P; ++i) acc = _mm512_dpbf16_ps(acc, bh(w[i / P]), bh(x[i]));
-  return acc;
+  for (int i = 1; i < kVectors * P; ++i) part = _mm512_dpbf16_ps(part, bh(z[i / P]), bh(x[i]));
+  return part;
 }
 
 // out[r][t] for R rows and T tokens (x of token t at xp + t * tstride vectors), decoding in
@@ -41,32 +38,18 @@ void dot_rows(const Decoder& dec, const uint8_t* const* codes, const uint8_t* co
   for (int r = 0; r < R; ++r)
     for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
   each_decoded_super_chunk<R>(dec, codes, scales, k, [&](int r, int64_t c, const __m512i* z, __m512 s) {
-    __m512i wv[kVectors];
-    for (int v = 0; v < kVectors; ++v) wv[v] = z[v];
-    ScaledBf16Decoder::fold(wv, _mm512_mul_ps(s, _mm512_set1_ps(kE4m3ScaledInv)));
 #pragma GCC unroll 8
-    for (int t = 0; t < T; ++t) acc[r][t] = chain<P>(wv, xp + t * tstride + c * kVectors * P, acc[r][t]);
+    for (int t = 0; t < T; ++t)
+      acc[r][t] = _mm512_fmadd_ps(partial<P>(z, xp + t * tstride + c * kVectors * P), s, acc[r][t]);
   });
   for (int r = 0; r < R; ++r)
     for (int t = 0; t < T; ++t) out[r * T + t] = hsum(acc[r][t]);
 }
 
 // ---- Panel schedule (m >= kW4a16PanelMinTokens): a group of rows is decoded once per call
-// into a panel (per row and super-chunk: the 8 vectors of scaled bf16 weights), then register
-// tiles of R rows × T tokens run over it with the same per-(row, token) sequence.
-constexpr int kPanelVecs = kVectors;
-
-void decode_scaled_panel(const uint8_t* const* codes, const uint8_t* const* scales, int rows, int64_t k,
-                         __m512i* panel) {
-  const ScaledBf16Decoder dec;
-  const int64_t chunks = super_chunks(k);
-  TailBuffer tail;
-  for (int r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < chunks; ++c) {
-      const SuperChunk sc = super_chunk(codes[r], scales[r], k, c, tail);
-      dec(sc.codes, sc.scales, panel + (r * chunks + c) * kPanelVecs);
-    }
-}
+// into a panel (per row and super-chunk: the 8 bf16 vectors and the scale vector), then
+// register tiles of R rows × T tokens run over it with the same per-(row, token) sequence.
+constexpr int kPanelVecs = kPanelVectors<Decoder>;
 
 template <int R, int T, int P>
 void panel_tile(const __m512i* panel, int64_t chunks, const __m512i* xp, int64_t tstride, float* out) {
@@ -78,6 +61,7 @@ void panel_tile(const __m512i* panel, int64_t chunks, const __m512i* xp, int64_t
   for (int r = 0; r < R; ++r) w[r] = panel + r * chunks * kPanelVecs;
   for (int t = 0; t < T; ++t) x[t] = xp + t * tstride;
   for (int64_t c = 0; c < chunks; ++c) {
+    __m512 part[R][T];
 #pragma GCC unroll 8
     for (int v = 0; v < kVectors; ++v) {
       __m512i wv[R];
@@ -86,9 +70,15 @@ void panel_tile(const __m512i* panel, int64_t chunks, const __m512i* xp, int64_t
       for (int p = 0; p < P; ++p) {
         for (int t = 0; t < T; ++t) {
           const __m512i xv = _mm512_load_si512(x[t] + v * P + p);
-          for (int r = 0; r < R; ++r) acc[r][t] = _mm512_dpbf16_ps(acc[r][t], bh(wv[r]), bh(xv));
+          for (int r = 0; r < R; ++r)
+            part[r][t] = v == 0 && p == 0 ? _mm512_dpbf16_ps(_mm512_setzero_ps(), bh(wv[r]), bh(xv))
+                                          : _mm512_dpbf16_ps(part[r][t], bh(wv[r]), bh(xv));
         }
       }
+    }
+    for (int r = 0; r < R; ++r) {
+      const __m512 s = _mm512_castsi512_ps(_mm512_load_si512(w[r] + kVectors));
+      for (int t = 0; t < T; ++t) acc[r][t] = _mm512_fmadd_ps(part[r][t], s, acc[r][t]);
     }
     for (int r = 0; r < R; ++r) w[r] += kPanelVecs;
     for (int t = 0; t < T; ++t) x[t] += kVectors * P;
@@ -98,7 +88,7 @@ void panel_tile(const __m512i* panel, int64_t chunks, const __m512i* xp, int64_t
 }
 
 inline void epilogue(const Rows& w, int64_t r, int64_t t, float v, void* y, DType act) {
-  const float g = w.global[r], b = w.bias ? w.bias[r] : 0.0f;
+  const float g = w.global[r] * kE4m3ScaledInv, b = w.bias ? w.bias[r] : 0.0f;
   // An explicit fma, as the W4A16 GEMM (nvfp4_w4a16_gemm.cpp) computes it, whatever the compiler
   // contracts.
   store_act(y, act, t * w.n + r, std::fma(v, g, b));
@@ -133,10 +123,11 @@ void panel_rows_range(const Rows& w, const __m512i* xp, int64_t m, int64_t r0, i
                                            panel_tile<kPanelR, 3, P>, panel_tile<kPanelR, 4, P>};
   static constexpr Fn one[kPanelT + 1] = {nullptr, panel_tile<1, 1, P>, panel_tile<1, 2, P>, panel_tile<1, 3, P>,
                                           panel_tile<1, 4, P>};
+  const Decoder dec;
   const int64_t chunks = super_chunks(w.k), tstride = chunks * kVectors * P, group = panel_rows<Decoder>(w.k);
   panel_schedule(
       m, r0, r1, group, static_cast<size_t>(group * chunks * kPanelVecs * 64),
-      [&](int64_t g0, int rows, __m512i* panel) { decode_scaled_panel(w.codes + g0, w.scales + g0, rows, w.k, panel); },
+      [&](int64_t g0, int rows, __m512i* panel) { decode_panel(dec, w.codes + g0, w.scales + g0, rows, w.k, panel); },
       [&](const __m512i* panel, int i, int rr, int64_t t0, int tt, float* out) {
         (rr > 1 ? wide[tt] : one[tt])(panel + i * chunks * kPanelVecs, chunks, xp + t0 * tstride, tstride, out);
       },

@@ -4,35 +4,34 @@
 //
 // Why the same bits: the project guarantees that a sequence's tokens do not depend on what else
 // is in the batch, and m (the batch) chooses between this kernel and the register schedule. So
-// every (row, token) result runs the sequence of nvfp4_w4a16.cpp exactly (docs/KERNELS.md, "W4A16
-// numbers"): the weights are the same exact bf16 (E2M1 × block scale, nvfp4_bf16_weights.h); per
-// block position i (0-15) one fp32 chain acc_i, over the super-chunks in order, of the 8 × P
-// vdpbf16ps of its pairs in the same order (each pair in the same even/odd words); then the 16
-// acc_i summed in hsum's tree, then the same scalar epilogue.
+// every (row, token) result runs the per-block sequence of nvfp4_w4a16.cpp exactly: per block,
+// `part = 0`, the 8 × P vdpbf16ps of its pairs in the same order (each pair in the same even/odd
+// words), `acc_i = fma(part, scale × 2^-8, acc_i)` per block position i (0-15) over the
+// super-chunks, then the 16 acc_i summed in hsum's tree, then the same scalar epilogue.
 //
-// Layout: a group of rows is decoded once per call (the shared decoder, then a 16 × 16 dword
+// Layout: a group of rows is decoded once per call (the shared Decoder, then a 16 × 16 dword
 // transpose) into per 16-row vector, block position i, super-chunk c: 8 vectors of 16 rows × one
-// bf16 pair. Activations are repacked as dwords (bf16 pairs) in tiles of 6 tokens,
-// [tile][i][c][v][piece][token], so a tile's broadcasts are one pointer plus constants and walk
-// memory forward. Tiles of 4 row vectors (64 rows) × 6 tokens (24 accumulators: with the scales
-// folded there is no per-block partial to hold): per pair, 4 weight loads and 6 broadcasts feed
-// 24 vdpbf16ps.
+// bf16 pair, and the 16 rows' block scales. Activations are repacked as dwords (bf16 pairs) in
+// tiles of 6 tokens, [tile][i][c][v][piece][token], so a tile's broadcasts are one pointer plus
+// constants and walk memory forward. Tiles of
+// 2 row vectors (32 rows) × 6 tokens: per pair, 2 weight loads and 6 broadcasts feed 12
+// vdpbf16ps (the panel kernel: 7 full-vector loads per 12, from L2 at long k).
 #include <array>
 #include <utility>
 
 #include "kernels/cpu/avx512/common.h"
 #include "kernels/cpu/avx512/gemm_common.h"
-#include "kernels/cpu/avx512/nvfp4_bf16_weights.h"
+#include "kernels/cpu/avx512/nvfp4_w4a16_decode.h"
 
 namespace fp4lm::kernels::cpu::avx512 {
 
 namespace {
 
-constexpr int kGemmVecs = kVectors;        // per (row vector, i, c): 8 pair vectors
-constexpr int kTileRv = 4, kTileT = 6;     // register tile: row vectors × tokens
+constexpr int kGemmVecs = kVectors + 1;    // per (row vector, i, c): 8 pair vectors + the scales
+constexpr int kTileRv = 2, kTileT = 6;     // register tile: row vectors × tokens
 
 // out[rv][t][16 rows] (rv < RV, t < T, stride kTileT tokens) for RV row vectors × T tokens. rv_stride: vectors between row
-
+// vectors in the panel; xp: the token tile (w4a16_gemm_pack_token's layout).
 template <int RV, int T, int P>
 void gemm_tile(const void* panel_bytes, int64_t rv_stride, int64_t chunks, const uint32_t* xp, float* out) {
   const auto* panel = static_cast<const __m512i*>(panel_bytes);
@@ -44,6 +43,7 @@ void gemm_tile(const void* panel_bytes, int64_t rv_stride, int64_t chunks, const
     const __m512i* w = panel + i * chunks * kGemmVecs;
     const uint32_t* x = xp + i * chunks * kVectors * P * kTileT;
     for (int64_t c = 0; c < chunks; ++c, w += kGemmVecs, x += kVectors * P * kTileT) {
+      __m512 part[RV][T];
 #pragma GCC unroll 8
       for (int v = 0; v < kVectors; ++v) {
         __m512i wv[RV];
@@ -52,8 +52,13 @@ void gemm_tile(const void* panel_bytes, int64_t rv_stride, int64_t chunks, const
         for (int p = 0; p < P; ++p)
           for (int t = 0; t < T; ++t) {
             const __m512i xv = _mm512_set1_epi32(static_cast<int>(x[(v * P + p) * kTileT + t]));
-            for (int rv = 0; rv < RV; ++rv) acc[rv][t] = _mm512_dpbf16_ps(acc[rv][t], bh(wv[rv]), bh(xv));
+            for (int rv = 0; rv < RV; ++rv)
+              part[rv][t] = _mm512_dpbf16_ps(v == 0 && p == 0 ? _mm512_setzero_ps() : part[rv][t], bh(wv[rv]), bh(xv));
           }
+      }
+      for (int rv = 0; rv < RV; ++rv) {
+        const __m512 s = _mm512_castsi512_ps(_mm512_load_si512(w + rv * rv_stride + kVectors));
+        for (int t = 0; t < T; ++t) acc[rv][t] = _mm512_fmadd_ps(part[rv][t], s, acc[rv][t]);
       }
     }
     for (int rv = 0; rv < RV; ++rv)
@@ -70,41 +75,14 @@ void gemm_tile(const void* panel_bytes, int64_t rv_stride, int64_t chunks, const
 }
 
 // nvfp4_w4a16.cpp's epilogue for 16 rows [r, r + 16) of token t (lanes past `rows` not stored),
-// the same operations lane-wise: fma(v, global, bias) (nvfp4_w4a16.cpp
+// the same operations lane-wise: g = global × 2^8 (exact), fma(v, g, bias) (nvfp4_w4a16.cpp
 // writes it as std::fma: same rounding at any optimization level), then store_act's conversions
 // (store16_act).
 inline void epilogue16(const Rows& w, int64_t r, int rows, int64_t t, __m512 v, void* y, DType act) {
   const __mmask16 mask = lane_mask(rows);
-  const __m512 g = _mm512_maskz_loadu_ps(mask, w.global + r);
+  const __m512 g = _mm512_mul_ps(_mm512_maskz_loadu_ps(mask, w.global + r), _mm512_set1_ps(kE4m3ScaledInv));
   const __m512 b = w.bias ? _mm512_maskz_loadu_ps(mask, w.bias + r) : _mm512_setzero_ps();
   store16_act(y, act, t * w.n + r, mask, _mm512_fmadd_ps(v, g, b));
-}
-
-// Decodes `rows` rows (at most 16; the rest zero) into one row vector's panel:
-// panel[(i * chunks + c) * kGemmVecs + v] lane r = row r's dword (block i, vector v) of
-// super-chunk c, as scaled bf16 weights (gemm_common.h's decode_row_vector, without the scales).
-void decode_scaled_row_vector(const uint8_t* const* codes, const uint8_t* const* scales, int rows, int64_t k,
-                              __m512i* panel) {
-  const ScaledBf16Decoder dec;
-  const int64_t chunks = super_chunks(k);
-  TailBuffer tail;
-  __m512i z[kLanes][kVectors];
-  for (int64_t c = 0; c < chunks; ++c) {
-    for (int r = 0; r < kLanes; ++r) {
-      if (r < rows) {
-        const SuperChunk sc = super_chunk(codes[r], scales[r], k, c, tail);
-        dec(sc.codes, sc.scales, z[r]);
-      } else {
-        for (int v = 0; v < kVectors; ++v) z[r][v] = _mm512_setzero_si512();
-      }
-    }
-    __m512i col[kLanes], out[kLanes];
-    for (int v = 0; v < kVectors; ++v) {
-      for (int r = 0; r < kLanes; ++r) col[r] = z[r][v];
-      transpose16(col, out);
-      for (int i = 0; i < kLanes; ++i) _mm512_store_si512(panel + (i * chunks + c) * kGemmVecs + v, out[i]);
-    }
-  }
 }
 
 // Rows per decoded group: a multiple of kTileRv row vectors, about 768 KiB of panel.
@@ -127,6 +105,7 @@ constexpr std::array<std::array<TileFn, kTileT + 1>, kTileRv> tile_table(std::in
 template <int P>
 void gemm_rows_p(const Rows& w, const uint32_t* xp, int64_t m, int64_t r0, int64_t r1, void* y, DType act) {
   static constexpr auto tiles = tile_table<P>(std::make_integer_sequence<int, kTileRv>{});  // [rv - 1][tokens]
+  const Decoder dec;
   const int64_t chunks = super_chunks(w.k), group = group_rows(w.k);
   const int64_t rv_stride = kLanes * chunks * kGemmVecs, tile_dwords = chunks * kLanes * kVectors * P * kTileT;
   auto* panel = static_cast<__m512i*>(thread_scratch(static_cast<size_t>(group / kLanes * rv_stride * 64)));
@@ -136,7 +115,7 @@ void gemm_rows_p(const Rows& w, const uint32_t* xp, int64_t m, int64_t r0, int64
     for (int rv = 0; rv < rvs; ++rv) {
       const int64_t first = g0 + rv * kLanes;
       const int n = static_cast<int>(rows - rv * kLanes < kLanes ? rows - rv * kLanes : kLanes);
-      decode_scaled_row_vector(w.codes + first, w.scales + first, n, w.k, panel + rv * rv_stride);
+      decode_row_vector(dec, w.codes + first, w.scales + first, n, w.k, panel + rv * rv_stride);
     }
     for (int64_t t0 = 0; t0 < m; t0 += kTileT) {
       const int tt = static_cast<int>(m - t0 < kTileT ? m - t0 : kTileT);
