@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "kernels/cpu/nvfp4_bf16.h"
 
 namespace fp4lm::kernels::cpu::amx {
 
@@ -58,8 +59,7 @@ void decode_nvfp4_panel(const Nvfp4Matrix& w, int64_t r, int64_t rows, uint16_t*
     const uint8_t* scales = w.row_scales[r + n];
     for (int64_t b = 0; b < w.k / 16; ++b) {
       uint16_t lut[16];  // code -> e2m1 × block scale as exact bf16 bits
-      const float s = e4m3_to_f32(scales[b]);
-      for (uint8_t c = 0; c < 16; ++c) lut[c] = bf16_bits_exact(e2m1_to_f32(c) * s);
+      for (uint8_t c = 0; c < 16; ++c) lut[c] = nvfp4_weight_bf16(c, scales[b]);
       for (int j = 0; j < 16; j += 2) {
         const uint8_t byte = codes[(b * 16 + j) / 2];
         panel[panel_index(n, b * 16 + j, k_tiles)] = lut[byte & 0xf];

@@ -2,10 +2,9 @@
 // An NVFP4 weight as an exact bf16: E2M1 value × its E4M3 block scale (the FP32 tensor scale is
 // left to the epilogue). Exact because an E2M1 value has at most 2 significant bits and an E4M3
 // scale at most 4 (subnormal scales fewer), so the product has at most 6 (bf16 holds 8), and it
-// lies in [2^-10, 6 × 448 = 2688] (or is ±0), far inside bf16's normal range. The W4A16 kernels
-// that fold the block scale into the weights (docs/KERNELS.md, "W4A16 numbers") decode to these
-// bits; this scalar form is what their SIMD decoders are tested against, and what a tile
-// emulation can call. NaN scale bytes (0x7F / 0xFF) are rejected at load (nvfp4_matrix.cpp).
+// lies in [2^-10, 6 × 448 = 2688] (or is ±0), far inside bf16's normal range. The AMX panels
+// (amx_panels.cpp) decode to these bits; a SIMD decoder that folds the block scale into the
+// weights (docs/KERNELS.md, "W4A16 numbers") is tested against this scalar form. NaN scale bytes (0x7F / 0xFF) are rejected at load (nvfp4_matrix.cpp).
 #include <cstdint>
 #include <cstring>
 
