@@ -5,6 +5,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "core/log.h"
 #include "model/arch/arch.h"
 #include "model/config_reader.h"
 #include "model/model_limits.h"
@@ -83,6 +84,14 @@ ModelConfig parse_model_config(const json& top, const std::string& path) {
     text = top["text_config"];
     for (const char* k : {"torch_dtype", "dtype", "eos_token_id", "bos_token_id", "tie_word_embeddings"})
       if (!text.contains(k) && top.contains(k)) text[k] = top[k];
+    // The wrapper's lm_head sits beside model.language_model, so transformers ties it by the
+    // top-level config's tie_word_embeddings: that value wins where the two disagree.
+    if (top.contains("tie_word_embeddings") && text["tie_word_embeddings"] != top["tie_word_embeddings"]) {
+      log().warn("{}: tie_word_embeddings is {} at the top level and {} in text_config; the top level's value is "
+                 "used (transformers ties the wrapper's lm_head by it)",
+                 path, top["tie_word_embeddings"].dump(), text["tie_word_embeddings"].dump());
+      text["tie_word_embeddings"] = top["tie_word_embeddings"];
+    }
     c.tensor_prefix = "model.language_model.";
   } else if (const auto& w = own_wrapper) {
     // A wrapper of its own layout (Nemotron-H's VL / Omni: llm_config, language_model.*).

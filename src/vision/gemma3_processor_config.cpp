@@ -6,36 +6,9 @@
 
 #include "core/error.h"
 #include "io/json_file.h"
+#include "vision/processor_config_values.h"
 
 namespace fp4lm::vision {
-namespace {
-
-bool boolean(const nlohmann::json& v, const std::string& where, const std::string& key) {
-  if (!v.is_boolean()) fail("{}: \"{}\" must be true or false, found {}", where, key, v.dump());
-  return v.get<bool>();
-}
-
-int64_t integer(const nlohmann::json& v, const std::string& where, const std::string& key, int64_t most) {
-  if (!v.is_number_integer() || v.get<int64_t>() <= 0 || v.get<int64_t>() > most)
-    fail("{}: \"{}\" must be an integer in 1..{}, found {}", where, key, most, v.dump());
-  return v.get<int64_t>();
-}
-
-double number(const nlohmann::json& v, const std::string& where, const std::string& key) {
-  if (!v.is_number() || !std::isfinite(v.get<double>()))
-    fail("{}: \"{}\" must be a finite number, found {}", where, key, v.dump());
-  return v.get<double>();
-}
-
-std::array<float, 3> triple(const nlohmann::json& v, const std::string& where, const std::string& key) {
-  if (v.is_number()) return {v.get<float>(), v.get<float>(), v.get<float>()};
-  if (!v.is_array() || v.size() != 3 || !v[0].is_number() || !v[1].is_number() || !v[2].is_number())
-    fail("{}: \"{}\" must be a number or 3 numbers (R, G, B), found {}", where, key, v.dump());
-  return {v[0].get<float>(), v[1].get<float>(), v[2].get<float>()};
-}
-
-}  // namespace
-
 void apply_gemma3_processor_config(const nlohmann::json& j, const std::string& where, Gemma3ProcessorConfig& c) {
   if (!j.is_object()) fail("{}: expected a JSON object, found {}", where, j.type_name());
   static const std::set<std::string> kProcessorTypes = {"Gemma3ImageProcessor", "Gemma3ImageProcessorFast",
@@ -53,12 +26,12 @@ void apply_gemma3_processor_config(const nlohmann::json& j, const std::string& w
       // processor_config.json as transformers 5 writes it: the image processor's keys nested.
       apply_gemma3_processor_config(v, where + " (image_processor)", c);
     } else if (key == "image_seq_length") {
-      c.image_seq_length = integer(v, where, key, 1 << 20);
+      c.image_seq_length = config_positive_int(v, where, key, 1 << 20);
     } else if (key == "size") {
       if (!v.is_object()) fail("{}: \"size\" must be an object, found {}", where, v.dump());
       for (const auto& [sk, sv] : v.items()) {
-        if (sk == "height") c.height = static_cast<int>(integer(sv, where, "size.height", 16384));
-        else if (sk == "width") c.width = static_cast<int>(integer(sv, where, "size.width", 16384));
+        if (sk == "height") c.height = static_cast<int>(config_positive_int(sv, where, "size.height", 16384));
+        else if (sk == "width") c.width = static_cast<int>(config_positive_int(sv, where, "size.width", 16384));
         else fail("{}: \"size.{}\" is not a Gemma 3 size key (expected height and width)", where, sk);
       }
       if (!v.contains("height") || !v.contains("width"))
@@ -69,29 +42,29 @@ void apply_gemma3_processor_config(const nlohmann::json& j, const std::string& w
              v.dump());
       c.resample = static_cast<PillowFilter>(v.get<int>());
     } else if (key == "image_mean") {
-      c.image_mean = triple(v, where, key);
+      c.image_mean = config_rgb_triple(v, where, key);
     } else if (key == "image_std") {
-      c.image_std = triple(v, where, key);
+      c.image_std = config_rgb_triple(v, where, key);
     } else if (key == "rescale_factor") {
-      c.rescale_factor = number(v, where, key);
+      c.rescale_factor = config_finite_number(v, where, key);
     } else if (key == "do_resize") {
-      c.do_resize = boolean(v, where, key);
+      c.do_resize = config_bool(v, where, key);
     } else if (key == "do_rescale") {
-      c.do_rescale = boolean(v, where, key);
+      c.do_rescale = config_bool(v, where, key);
     } else if (key == "do_normalize") {
-      c.do_normalize = boolean(v, where, key);
+      c.do_normalize = config_bool(v, where, key);
     } else if (key == "do_convert_rgb") {
       // null: Gemma3Processor's default, true.
-      if (!v.is_null() && !boolean(v, where, key))
+      if (!v.is_null() && !config_bool(v, where, key))
         fail("{}: \"do_convert_rgb\": false is not supported (fp4lm always converts images to RGB)", where);
     } else if (key == "do_pan_and_scan") {
-      c.do_pan_and_scan = v.is_null() ? false : boolean(v, where, key);
+      c.do_pan_and_scan = v.is_null() ? false : config_bool(v, where, key);
     } else if (key == "pan_and_scan_min_crop_size") {
-      if (!v.is_null()) c.pan_and_scan_min_crop_size = integer(v, where, key, 1 << 20);
+      if (!v.is_null()) c.pan_and_scan_min_crop_size = config_positive_int(v, where, key, 1 << 20);
     } else if (key == "pan_and_scan_max_num_crops") {
-      if (!v.is_null()) c.pan_and_scan_max_num_crops = integer(v, where, key, 64);
+      if (!v.is_null()) c.pan_and_scan_max_num_crops = config_positive_int(v, where, key, 64);
     } else if (key == "pan_and_scan_min_ratio_to_activate") {
-      if (!v.is_null()) c.pan_and_scan_min_ratio_to_activate = number(v, where, key);
+      if (!v.is_null()) c.pan_and_scan_min_ratio_to_activate = config_finite_number(v, where, key);
     } else {
       fail("{}: unknown key \"{}\" for a Gemma 3 image processor (fp4lm reads every key it accepts)", where, key);
     }

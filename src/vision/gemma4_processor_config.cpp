@@ -6,30 +6,9 @@
 
 #include "core/error.h"
 #include "io/json_file.h"
+#include "vision/processor_config_values.h"
 
 namespace fp4lm::vision {
-namespace {
-
-bool boolean(const nlohmann::json& v, const std::string& where, const std::string& key) {
-  if (!v.is_boolean()) fail("{}: \"{}\" must be true or false, found {}", where, key, v.dump());
-  return v.get<bool>();
-}
-
-int64_t integer(const nlohmann::json& v, const std::string& where, const std::string& key, int64_t most) {
-  if (!v.is_number_integer() || v.get<int64_t>() <= 0 || v.get<int64_t>() > most)
-    fail("{}: \"{}\" must be an integer in 1..{}, found {}", where, key, most, v.dump());
-  return v.get<int64_t>();
-}
-
-std::array<float, 3> triple(const nlohmann::json& v, const std::string& where, const std::string& key) {
-  if (v.is_number()) return {v.get<float>(), v.get<float>(), v.get<float>()};
-  if (!v.is_array() || v.size() != 3 || !v[0].is_number() || !v[1].is_number() || !v[2].is_number())
-    fail("{}: \"{}\" must be a number or 3 numbers (R, G, B), found {}", where, key, v.dump());
-  return {v[0].get<float>(), v[1].get<float>(), v[2].get<float>()};
-}
-
-}  // namespace
-
 void apply_gemma4_processor_config(const nlohmann::json& j, const std::string& where, Gemma4ProcessorConfig& c) {
   if (!j.is_object()) fail("{}: expected a JSON object, found {}", where, j.type_name());
   static const std::set<std::string> kProcessorTypes = {"Gemma4ImageProcessor", "Gemma4ImageProcessorFast",
@@ -50,18 +29,18 @@ void apply_gemma4_processor_config(const nlohmann::json& j, const std::string& w
       // processor_config.json's audio and video components: theirs to read, not the image
       // processor's (docs/VISION.md: audio and video for Gemma 4 are not built).
     } else if (key == "image_seq_length") {
-      c.image_seq_length = integer(v, where, key, 1 << 20);
+      c.image_seq_length = config_positive_int(v, where, key, 1 << 20);
     } else if (key == "size") {
       if (!v.is_null())
         fail("{}: \"size\" {} is not used by Gemma 4's processor (its resize follows max_soft_tokens); expected "
              "null or no key",
              where, v.dump());
     } else if (key == "patch_size") {
-      c.patch_size = static_cast<int>(integer(v, where, key, 1024));
+      c.patch_size = static_cast<int>(config_positive_int(v, where, key, 1024));
     } else if (key == "pooling_kernel_size") {
-      c.pooling_kernel_size = static_cast<int>(integer(v, where, key, 64));
+      c.pooling_kernel_size = static_cast<int>(config_positive_int(v, where, key, 64));
     } else if (key == "max_soft_tokens") {
-      c.max_soft_tokens = integer(v, where, key, 1 << 20);
+      c.max_soft_tokens = config_positive_int(v, where, key, 1 << 20);
       if (c.max_soft_tokens != 70 && c.max_soft_tokens != 140 && c.max_soft_tokens != 280 &&
           c.max_soft_tokens != 560 && c.max_soft_tokens != 1120)
         fail("{}: \"max_soft_tokens\" must be one of 70, 140, 280, 560, 1120 (as the processor), found {}", where,
@@ -72,21 +51,21 @@ void apply_gemma4_processor_config(const nlohmann::json& j, const std::string& w
              v.dump());
       c.resample = static_cast<PillowFilter>(v.get<int>());
     } else if (key == "image_mean") {
-      c.image_mean = triple(v, where, key);
+      c.image_mean = config_rgb_triple(v, where, key);
     } else if (key == "image_std") {
-      c.image_std = triple(v, where, key);
+      c.image_std = config_rgb_triple(v, where, key);
     } else if (key == "rescale_factor") {
       if (!v.is_number() || !std::isfinite(v.get<double>()))
         fail("{}: \"rescale_factor\" must be a finite number, found {}", where, v.dump());
       c.rescale_factor = v.get<double>();
     } else if (key == "do_resize") {
-      c.do_resize = boolean(v, where, key);
+      c.do_resize = config_bool(v, where, key);
     } else if (key == "do_rescale") {
-      c.do_rescale = boolean(v, where, key);
+      c.do_rescale = config_bool(v, where, key);
     } else if (key == "do_normalize") {
-      c.do_normalize = boolean(v, where, key);
+      c.do_normalize = config_bool(v, where, key);
     } else if (key == "do_convert_rgb") {
-      if (!v.is_null() && !boolean(v, where, key))
+      if (!v.is_null() && !config_bool(v, where, key))
         fail("{}: \"do_convert_rgb\": false is not supported (fp4lm always converts images to RGB)", where);
     } else {
       fail("{}: unknown key \"{}\" for a Gemma 4 image processor (fp4lm reads every key it accepts)", where, key);

@@ -192,6 +192,25 @@ void write_12b_layout(const Gemma& m, const std::filesystem::path& dir) {
   std::ofstream(dir / "config.json") << c.dump(2);
 }
 
+// A wrapper's lm_head sits beside model.language_model: transformers ties it by the top-level
+// tie_word_embeddings, which therefore wins over text_config's where they disagree (and only then).
+TEST(Gemma3, TopLevelTieWordEmbeddingsWinsOverTextConfigs) {
+  auto config = [](json top_tie, json text_tie) {
+    json text = {{"hidden_size", 64},          {"intermediate_size", 128}, {"num_attention_heads", 2},
+                 {"num_hidden_layers", 2},     {"num_key_value_heads", 1}, {"head_dim", 32},
+                 {"vocab_size", 128},          {"sliding_window", 8}};
+    if (!text_tie.is_null()) text["tie_word_embeddings"] = text_tie;
+    json c = {{"architectures", {"Gemma3ForConditionalGeneration"}}, {"text_config", text}};
+    if (!top_tie.is_null()) c["tie_word_embeddings"] = top_tie;
+    return parse_model_config(c, "config.json");
+  };
+  EXPECT_FALSE(config(false, true).tie_word_embeddings);
+  EXPECT_TRUE(config(true, false).tie_word_embeddings);
+  EXPECT_TRUE(config(nullptr, true).tie_word_embeddings);
+  EXPECT_FALSE(config(nullptr, false).tie_word_embeddings);
+  EXPECT_FALSE(config(false, nullptr).tie_word_embeddings);
+}
+
 TEST(Gemma3Published, Nvfp4MlpsAsTwelveBRunAsStoredAndUnderTheOverride) {
   Gemma m = make_gemma3(21);
   quantize_mlps(m, /*input_scale=*/6.0f / 2688);

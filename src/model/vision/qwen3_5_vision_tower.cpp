@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/log.h"
 #include "kernels/attention.h"
 #include "kernels/registry.h"
 #include "model/activation.h"
@@ -172,6 +173,15 @@ std::unique_ptr<Qwen3_5VisionTower> Qwen3_5VisionTower::load(ModelLoader& l) {
   const nlohmann::json& cj = l.checkpoint().config();
   if (!cj.contains("vision_config") || cj["vision_config"].is_null()) return nullptr;
   const std::string where = l.checkpoint().dir() + "/config.json: vision_config";
+  // A text-only extract of a VL checkpoint keeps the wrapper's config.json: without the tower's
+  // first tensor there is no tower (image inputs are refused); a tower stored in part is an error
+  // naming the first tensor missing, below.
+  if (!l.checkpoint().find("model.visual.patch_embed.proj.weight")) {
+    log().warn("{}: present, but the checkpoint stores no vision tower (no model.visual.patch_embed.proj.weight): "
+               "the model runs text only and refuses image inputs",
+               where);
+    return nullptr;
+  }
   Qwen3_5VisionConfig c = parse_qwen3_5_vision_config(cj["vision_config"], where);
   if (c.out_hidden_size != l.config().hidden_size)
     fail("{}: out_hidden_size {} differs from the language model's hidden_size {}: the merger's rows replace "
