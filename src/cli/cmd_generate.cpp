@@ -3,6 +3,8 @@
 // stdout; timings and memory on stderr, or one JSON object with --json.
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -20,6 +22,7 @@
 #include "engine/causal_lm_step_model.h"
 #include "engine/engine_args.h"
 #include "engine/generator.h"
+#include "engine/image_input.h"
 #include "engine/process_stats.h"
 #include "model/causal_lm.h"
 #include "tokenizer/chat_template.h"
@@ -30,7 +33,7 @@ namespace {
 
 struct GenerateArgs {
   std::string model, prompt, prompt_ids, chat, stop_token_ids, speculative_config;
-  std::vector<std::string> stop;
+  std::vector<std::string> stop, images;
   int64_t max_tokens = 128, min_tokens = 0, top_k = 0, logprobs = -1;
   double temperature = 0.0, top_p = 1.0, min_p = 0.0;
   double presence_penalty = 0, frequency_penalty = 0, repetition_penalty = 1;
@@ -88,7 +91,15 @@ std::vector<int32_t> prompt_of(const GenerateArgs& a, const tokenizer::Tokenizer
   if (!a.prompt_ids.empty()) return parse_id_list(a.prompt_ids, "--prompt-ids");
   if (!a.prompt.empty()) return tok->encode(a.prompt, /*add_special_tokens=*/true);
   auto tmpl = tokenizer::ChatTemplate::from_dir(a.hub.tokenizer_dir);
-  nlohmann::json messages = nlohmann::json::array({{{"role", "user"}, {"content", a.chat}}});
+  // With --image, one user message of content parts, the images before the text, as vLLM and
+  // transformers build it; the template writes each image's placeholder.
+  nlohmann::json content = a.chat;
+  if (!a.images.empty()) {
+    content = nlohmann::json::array();
+    for (size_t k = 0; k < a.images.size(); ++k) content.push_back({{"type", "image"}});
+    content.push_back({{"type", "text"}, {"text", a.chat}});
+  }
+  nlohmann::json messages = nlohmann::json::array({{{"role", "user"}, {"content", content}}});
   tokenizer::ChatOptions co;
   co.add_generation_prompt = true;
   return tok->encode(tmpl.render(messages, co), /*add_special_tokens=*/false);
@@ -108,6 +119,26 @@ nlohmann::json result_json(const engine::GenerationResult& r, const model::Causa
   }
   j["timings"] = {{"load_s", lm.load_seconds()}, {"prefill_tok_s", r.prefill_tok_s()}, {"decode_tok_s", r.decode_tok_s()}};
   return j;
+}
+
+std::vector<uint8_t> image_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) usage_fail("--image: cannot read '{}'", path);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// --image: each file through the model's vision tower, attached to the prompt's placeholders
+// (one <|image_pad|> per image, written by the chat template for --chat, by the user otherwise).
+void attach_images(const GenerateArgs& a, const std::vector<std::vector<uint8_t>>& files, const model::CausalLM& lm,
+                   engine::RequestParams& p) {
+  const auto input = engine::ImageInput::for_model(lm, a.model);
+  if (!input)
+    usage_fail("--image: model '{}' has no vision tower fp4lm runs: it does not accept image inputs", a.model);
+  std::vector<engine::EncodedImage> encoded;
+  with_flag_errors([&] {
+    for (size_t k = 0; k < files.size(); ++k) encoded.push_back(input->encode(files[k], a.images[k]));
+    input->attach(p, std::move(encoded), lm.max_model_len());
+  });
 }
 
 int run_generate(GenerateArgs& a) {
@@ -134,6 +165,10 @@ int run_generate(GenerateArgs& a) {
     fail("{}: no tokenizer.json, so --prompt/--chat cannot be encoded; give --prompt-ids", tok_dir);
   if (!a.stop.empty() && !tok) usage_fail("--stop needs a tokenizer, and {} has none; use --stop-token-ids", tok_dir);
   engine::RequestParams params = request_of(a, prompt_of(a, tok.get()));
+  if (!a.images.empty() && a.flags.pipeline_parallel_size > 1)
+    usage_fail("--image does not run with --pipeline-parallel-size > 1");
+  std::vector<std::vector<uint8_t>> image_files;  // read before the (slow) load
+  for (const std::string& path : a.images) image_files.push_back(image_file(path));
   engine::SpeculativeConfig spec;
   if (!a.speculative_config.empty())
     spec = with_flag_errors([&] { return engine::parse_speculative_config(a.speculative_config); });
@@ -155,6 +190,8 @@ int run_generate(GenerateArgs& a) {
   log().info("memory: resident weight bytes {} ({:.1f} MiB), KV cache {} bytes per position; peak RSS {:.1f} MiB",
              lm->weight_bytes(), lm->weight_bytes() / 1048576.0,
              lm->sequence_bytes(1), engine::peak_rss_bytes() / 1048576.0);
+
+  if (!a.images.empty()) attach_images(a, image_files, *lm, params);
 
   bool first = true;
   auto on_output = [&](const engine::RequestOutput& out) {
@@ -194,6 +231,9 @@ CommandRegistration reg("generate", "Generate text from a prompt", [](CLI::App& 
   sub.add_option("--prompt", a->prompt, "Prompt text (encoded with the checkpoint's tokenizer)");
   sub.add_option("--prompt-ids", a->prompt_ids, "Prompt as comma-separated token ids");
   sub.add_option("--chat", a->chat, "A user message, rendered with the checkpoint's chat template");
+  sub.add_option("--image", a->images,
+                 "An image file (PNG/JPEG/...; repeat for more): with --chat, placed before the text in the "
+                 "message; with --prompt/--prompt-ids, one <|image_pad|> each in the prompt");
   // The server's sampling parameters, under their vLLM names in flag spelling.
   sub.add_option("--max-tokens", a->max_tokens, "Most tokens to generate, at least 1 (default 128)");
   sub.add_option("--min-tokens", a->min_tokens, "EOS and stop ids are masked before this many tokens");

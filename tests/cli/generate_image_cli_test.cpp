@@ -1,0 +1,88 @@
+// `fp4lm generate --image` through the binary, against transformers 5.24
+// (scripts/make_qwen_vl_e2e_goldens.py): on a tiny random Qwen3.5 VL (dense and MoE), a PNG + a
+// --chat message give Qwen3VLProcessor's prompt ids and transformers' greedy tokens; the same
+// with the placeholder written into --prompt-ids; and the usage errors (a model without a
+// vision tower, an unreadable or undecodable image, placeholders that do not match the images).
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/paths.h"
+
+namespace fp4lm::generate_image_cli_test {
+namespace {
+
+using nlohmann::json;
+
+test::CommandResult fp4lm(const std::string& args) { return test::run_fp4lm(args); }
+
+std::string fixture(const std::string& kind) {
+  return (test::source_dir() / "tests/cli/fixtures/qwen3_5_vl_e2e" / kind).string();
+}
+std::string image() { return (test::source_dir() / "tests/vision/data/rgb_56x84.png").string(); }
+json golden(const std::string& kind) { return json::parse(test::read_file(fixture(kind) + "/golden.json")); }
+
+std::string ids_arg(const std::vector<int32_t>& ids) {
+  std::string s;
+  for (int32_t v : ids) s += (s.empty() ? "" : ",") + std::to_string(v);
+  return s;
+}
+
+void chat_with_image(const std::string& kind) {
+  const json g = golden(kind);
+  const auto r = fp4lm("generate --model " + fixture(kind) + " --chat '" + g["text"].get<std::string>() +
+                       "' --image " + image() + " --json --dtype float32 --ignore-eos --max-tokens " +
+                       std::to_string(g["greedy_ids"].size()));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json out = json::parse(r.out);
+  EXPECT_EQ(out["prompt_ids"], g["prompt_ids"]);
+  EXPECT_EQ(out["output_ids"], g["greedy_ids"]);
+}
+
+TEST(GenerateImageCli, DenseChatWithImageEqualsTransformers) { chat_with_image("dense"); }
+TEST(GenerateImageCli, MoeChatWithImageEqualsTransformers) { chat_with_image("moe"); }
+
+TEST(GenerateImageCli, PromptIdsWithOnePlaceholderPerImage) {
+  const json g = golden("dense");
+  const int32_t pad = 261;  // <|image_pad|> in the fixture's tokenizer
+  std::vector<int32_t> ids;
+  for (int32_t v : g["prompt_ids"].get<std::vector<int32_t>>())
+    if (v != pad || ids.empty() || ids.back() != pad) ids.push_back(v);  // the run collapsed to one
+  const auto r = fp4lm("generate --model " + fixture("dense") + " --prompt-ids " + ids_arg(ids) + " --image " +
+                       image() + " --json --dtype float32 --ignore-eos --max-tokens " +
+                       std::to_string(g["greedy_ids"].size()));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json out = json::parse(r.out);
+  EXPECT_EQ(out["prompt_ids"], g["prompt_ids"]);
+  EXPECT_EQ(out["output_ids"], g["greedy_ids"]);
+
+  // Two images for one placeholder: a usage error.
+  const auto two = fp4lm("generate --model " + fixture("dense") + " --prompt-ids " + ids_arg(ids) + " --image " +
+                         image() + " --image " + image() + " --max-tokens 1");
+  EXPECT_EQ(two.exit_code, 2) << two.err;
+  EXPECT_NE(two.err.find("placeholder"), std::string::npos) << two.err;
+}
+
+TEST(GenerateImageCli, BadImagesAreUsageErrorsNamingTheFile) {
+  const std::string cfg = fixture("dense") + "/config.json";
+  auto r = fp4lm("generate --model " + fixture("dense") + " --chat hi --image " + cfg + " --max-tokens 1");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find(cfg), std::string::npos) << r.err;
+  r = fp4lm("generate --model " + fixture("dense") + " --chat hi --image /nonexistent/x.png --max-tokens 1");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("cannot read '/nonexistent/x.png'"), std::string::npos) << r.err;
+}
+
+TEST(GenerateImageCli, ModelWithoutAVisionTowerIsAUsageErrorNamingIt) {
+  FP4LM_REQUIRE_SHARED("models/stories260k/config.json");
+  const std::string model = (test::shared_dir() / "models/stories260k").string();
+  const auto r = fp4lm("generate --model " + model + " --prompt-ids 1,2 --image " + image() + " --max-tokens 1");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("model '" + model + "' has no vision tower"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace fp4lm::generate_image_cli_test
