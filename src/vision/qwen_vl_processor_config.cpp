@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "io/json_file.h"
+#include "vision/processor_config_values.h"
 
 namespace fp4lm::vision {
 namespace {
@@ -21,14 +22,6 @@ T get(const nlohmann::json& j, const char* key, const std::string& where, const 
     if (!v.is_number()) fail("{}: \"{}\" must be {}, found {}", where, key, expected, v.dump());
   }
   return v.get<T>();
-}
-
-std::array<float, 3> triple(const nlohmann::json& j, const char* key, const std::string& where) {
-  const auto& v = j.at(key);
-  if (v.is_number()) return {v.get<float>(), v.get<float>(), v.get<float>()};
-  if (!v.is_array() || v.size() != 3 || !v[0].is_number() || !v[1].is_number() || !v[2].is_number())
-    fail("{}: \"{}\" must be a number or 3 numbers (R, G, B), found {}", where, key, v.dump());
-  return {v[0].get<float>(), v[1].get<float>(), v[2].get<float>()};
 }
 
 }  // namespace
@@ -65,9 +58,9 @@ QwenVlProcessorConfig parse_qwen_vl_processor_config(const nlohmann::json& j, co
     } else if (key == "merge_size") {
       c.merge_size = get<int>(j, "merge_size", where, "an integer");
     } else if (key == "image_mean") {
-      c.image_mean = triple(j, "image_mean", where);
+      c.image_mean = config_rgb_triple(j.at("image_mean"), where, "image_mean");
     } else if (key == "image_std") {
-      c.image_std = triple(j, "image_std", where);
+      c.image_std = config_rgb_triple(j.at("image_std"), where, "image_std");
     } else if (key == "rescale_factor") {
       c.rescale_factor = get<double>(j, "rescale_factor", where, "a number");
     } else if (key == "do_resize") {

@@ -177,7 +177,7 @@ std::unique_ptr<Qwen3_5VisionTower> Qwen3_5VisionTower::load(ModelLoader& l) {
   // first tensor there is no tower (image inputs are refused); a tower stored in part is an error
   // naming the first tensor missing, below.
   if (!l.checkpoint().find("model.visual.patch_embed.proj.weight")) {
-    log().warn("{}: present, but the checkpoint stores no vision tower (no model.visual.patch_embed.proj.weight): "
+    log().info("{}: present, but the checkpoint stores no vision tower (no model.visual.patch_embed.proj.weight): "
                "the model runs text only and refuses image inputs",
                where);
     return nullptr;
