@@ -480,28 +480,22 @@ TEST_P(W4a4Backend, BadWeightsAreLoadErrors) {
   }
 }
 
-// The best ISA this CPU runs: AVX-512 when every feature its backends need is there, else AVX2.
-std::string best_isa() {
-  if (testing::unavailable("cpu_w4a16_avx512", LayerKind::linear).empty() &&
-      testing::unavailable("cpu_w4a4_avx512", LayerKind::linear).empty())
-    return "avx512";
-  return "avx2";
+// The backend the oracle should pick for a scheme on this CPU: the first of its GEMM variant, its
+// AVX-512 kernel and its AVX2 kernel that runs here. Per scheme, since the AVX-512 W4A4 kernel
+// needs VBMI + VNNI but not BF16 (an Ice Lake Xeon runs it while its W4A16 siblings fall back).
+std::string best_backend(const std::string& scheme) {
+  for (const std::string& name : {"cpu_" + scheme + "_avx512_gemm", "cpu_" + scheme + "_avx512"})
+    if (testing::unavailable(name, LayerKind::linear).empty()) return name;
+  return "cpu_" + scheme + "_avx2";
 }
 
 TEST(Nvfp4CpuKernels, OracleSelectsTheBestIsa) {
   REQUIRE_AVX2();
-  const std::string isa = best_isa();
   LinearProblem p{kNvfp4W4A4, DType::BF16, 64, 272, {}};
-  // The GEMM variants (the same bits as cpu_w4a*_avx512) where they run.
-  const std::string w4a4 = testing::unavailable("cpu_w4a4_avx512_gemm", LayerKind::linear).empty()
-                               ? "cpu_w4a4_avx512_gemm"
-                               : "cpu_w4a4_" + isa;
+  const std::string w4a4 = best_backend("w4a4");
   EXPECT_EQ(select_linear(p, "l").backend->name, w4a4);
   p.key = kNvfp4W4A16;
-  // W4A16: the AVX-512-BF16 GEMM variant (the same bits as cpu_w4a16_avx512) where it runs.
-  const std::string w4a16 =
-      testing::unavailable("cpu_w4a16_avx512_gemm", LayerKind::linear).empty() ? "cpu_w4a16_avx512_gemm"
-                                                                              : "cpu_w4a16_" + isa;
+  const std::string w4a16 = best_backend("w4a16");
   EXPECT_EQ(select_linear(p, "l").backend->name, w4a16);
   p.key = kNvfp4W4A4;
   p.k = 40;  // not a multiple of 16: the CPU kernels decline with a reason
