@@ -31,13 +31,12 @@ Backend nvfp4_gemm(LayerKind kind) {
                                 kW4a16);
 }
 
-// The W4A4 GEMM variant (avx512/nvfp4_w4a4_gemm.cpp): cpu_w4a4_avx512's results for every m; its
-// W4A16 path (--a16-max-tokens) is the W4A16 GEMM table's, hence avx512bf16 too.
-constexpr IsaNeeds kW4a4Gemm{Isa::avx512,
-                             kAvx512Features.with({CpuFeature::avx512vbmi, CpuFeature::avx512vnni, CpuFeature::avx512bf16})};
+// The W4A4 GEMM variant (avx512/nvfp4_w4a4_gemm.cpp): cpu_w4a4_avx512's results for every m. Its
+// W4A16 path (--a16-max-tokens) is the W4A16 GEMM table's, or the AVX2 one's on a CPU without
+// AVX-512-BF16 (nvfp4_table.cpp), so it needs what cpu_w4a4_avx512 needs.
 Backend nvfp4_w4a4_gemm(LayerKind kind) {
   return cpu::nvfp4_cpu_backend("cpu_w4a4_avx512_gemm", kind, cpu::Nvfp4Mode::w4a4, cpu::nvfp4_kernels_avx512_gemm(),
-                                kW4a4Gemm);
+                                kW4a4);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 
 #include <vector>
 
+#include "core/cpu_features.h"
 #include "kernels/cpu/avx2/nvfp4.h"
 #include "kernels/cpu/avx512/nvfp4.h"
 #include "quant/nvfp4.h"
@@ -159,6 +160,20 @@ constexpr Nvfp4Kernels kTable{"avx512", a16_input, avx512::w4a16_row_block, a16_
 constexpr Nvfp4Kernels kGemmTable{"avx512", a16_gemm_input, avx512::w4a16_gemm_row_block, a16_gemm_rows,
                                   a4_gemm_input, avx512::w4a4_gemm_row_block, a4_gemm_rows};
 
+// The W4A4 backends need AVX-512 VBMI + VNNI, not BF16; their W4A16 path (--a16-max-tokens, a
+// MoE decode call) is the vdpbf16ps kernel above. On a CPU without AVX-512-BF16 (Ice Lake) that
+// path is the AVX2 table's W4A16 instead, so the W4A4 kernels still run at AVX-512 there (the
+// W4A16 backends, which need BF16, are unavailable). Input and rows come from the same table,
+// so a call never mixes the two layouts.
+Nvfp4Kernels with_a16_fallback(Nvfp4Kernels t) {
+  if (cpu_features().has(CpuFeature::avx512bf16)) return t;
+  const Nvfp4Kernels& avx2 = nvfp4_kernels_avx2();
+  t.a16_input = avx2.a16_input;
+  t.a16_row_block = avx2.a16_row_block;
+  t.a16_rows = avx2.a16_rows;
+  return t;
+}
+
 }  // namespace
 
 void* avx512::thread_scratch(size_t bytes) {
@@ -167,8 +182,14 @@ void* avx512::thread_scratch(size_t bytes) {
   return buffer.data();
 }
 
-const Nvfp4Kernels& nvfp4_kernels_avx512() { return kTable; }
-const Nvfp4Kernels& nvfp4_kernels_avx512_gemm() { return kGemmTable; }
+const Nvfp4Kernels& nvfp4_kernels_avx512() {
+  static const Nvfp4Kernels t = with_a16_fallback(kTable);
+  return t;
+}
+const Nvfp4Kernels& nvfp4_kernels_avx512_gemm() {
+  static const Nvfp4Kernels t = with_a16_fallback(kGemmTable);
+  return t;
+}
 
 }  // namespace fp4lm::kernels::cpu
 
