@@ -68,19 +68,60 @@ inline void store_act(void* y, DType t, int64_t i, float v) {
   }
 }
 
+inline __m512bh bh(__m512i v) { return (__m512bh)v; }  // same bits, the bf16 vector type
+
+// The W4A16 kernels' two BF16 instructions, native (`Emulated` false: AVX512-BF16) or computed
+// from AVX-512F for the CPUs without it (Ice Lake), with the same results on their inputs:
+//  - dot_bf16: vdpbf16ps, acc + a.odd·b.odd, then + a.even·b.even (the SDM's order). A product
+//    of two bf16 is exact in fp32, so each step is one FMA. The instruction flushes denormal
+//    inputs and results; the kernels never feed it denormals (E2M1 weights; activation pieces
+//    below 2^-126 dropped), and a partial sum below 2^-126 (|x·w| < 1e-38) is kept by the FMA
+//    where vdpbf16ps would flush it: the only difference, far below every tolerance.
+//  - cvt2_bf16: vcvtne2ps2bf16 (low half from `lo`): round to nearest even in integers,
+//    denormals to a signed zero, NaN quieted — bit for bit.
+template <bool Emulated>
+inline __m512 dot_bf16(__m512 acc, __m512i a, __m512i b) {
+  if constexpr (Emulated) {
+    const __m512i hi = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
+    acc = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_and_si512(a, hi)), _mm512_castsi512_ps(_mm512_and_si512(b, hi)), acc);
+    return _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_slli_epi32(a, 16)), _mm512_castsi512_ps(_mm512_slli_epi32(b, 16)), acc);
+  } else {
+    return _mm512_dpbf16_ps(acc, bh(a), bh(b));
+  }
+}
+
+inline __m256i cvt_bf16_emulated(__m512 v) {
+  const __m512i u = _mm512_castps_si512(v);
+  const __m512i abs = _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff));
+  const __m512i rounded = _mm512_srli_epi32(
+      _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1))), 16);
+  const __mmask16 nan = _mm512_cmpgt_epu32_mask(abs, _mm512_set1_epi32(0x7f800000));
+  const __mmask16 denormal = _mm512_cmplt_epu32_mask(abs, _mm512_set1_epi32(0x00800000));
+  __m512i r = _mm512_mask_blend_epi32(nan, rounded, _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40)));
+  r = _mm512_mask_blend_epi32(denormal, r, _mm512_srli_epi32(_mm512_and_si512(u, _mm512_set1_epi32(static_cast<int>(0x80000000u))), 16));
+  return _mm512_cvtepi32_epi16(r);
+}
+
+template <bool Emulated>
+inline __m512i cvt2_bf16(__m512 hi, __m512 lo) {
+  if constexpr (Emulated)
+    return _mm512_inserti64x4(_mm512_castsi256_si512(cvt_bf16_emulated(lo)), cvt_bf16_emulated(hi), 1);
+  else
+    return (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
+}
+
 // 32 fp32 values (a: elements 0-15, b: 16-31) -> `pieces` vectors of 32 bf16 at out[32 p]
 // whose sum is the input exactly (round to nearest even, then the exact fp32 remainder; parts
 // below 2^-126 are dropped, as vdpbf16ps treats bf16 denormals as zero).
+template <bool Emulated = false>
 inline void bf16_pieces(__m512 a, __m512 b, int pieces, uint16_t* out) {
   for (int p = 0; p < pieces; ++p) {
-    const __m512i h = (__m512i)_mm512_cvtne2ps_pbh(b, a);
+    const __m512i h = cvt2_bf16<Emulated>(b, a);
     _mm512_store_si512(out + p * 32, h);
     a = _mm512_sub_ps(a, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(h)), 16)));
     b = _mm512_sub_ps(b, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(h, 1)), 16)));
   }
 }
-
-inline __m512bh bh(__m512i v) { return (__m512bh)v; }  // same bits, the bf16 vector type
 
 // A super-chunk's codes and scales: in place, or (the last, partial one) copied zero-padded.
 struct SuperChunk {

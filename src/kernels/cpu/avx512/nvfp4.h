@@ -29,10 +29,12 @@ void* thread_scratch(size_t bytes);
 
 // ---- W4A16. x is split into `pieces` bf16 terms whose sum is x exactly (bf16: 1, f16: 2,
 // f32: 3; parts below 2^-126 are dropped, as vdpbf16ps treats bf16 denormals as zero).
+// `native_bf16`: the AVX512-BF16 instructions; false on a CPU without them (Ice Lake): the same
+// arithmetic from AVX-512F (common.h, dot_bf16 / cvt2_bf16). Pack and multiply with the same flag.
 // Per token: super_chunks(k) × 8 vectors × pieces × 32 bf16 (uint16), zero-padded.
 int64_t w4a16_token_words(int64_t k, int pieces);
 // One token: fp32 x [k] -> `out` [w4a16_token_words(k, pieces)], 64-byte aligned.
-void w4a16_pack_token(const float* x, int64_t k, int pieces, uint16_t* out);
+void w4a16_pack_token(const float* x, int64_t k, int pieces, uint16_t* out, bool native_bf16);
 // Calls with at least this many tokens decode each row group once into a panel. Below, register
 // tiles re-decode each super-chunk (2 rows × 4 tokens, or 1 row × 8 tokens for rows up to 2048
 // wide, share one decode: common.h, kWideTokTile); measured per
@@ -42,7 +44,7 @@ inline constexpr int64_t kW4a16PanelMinTokens = 16;
 int64_t w4a16_row_block(int64_t m, int64_t k);
 // y[t, r] for rows [r0, r1) and tokens [0, m); y [m, n] in `act`.
 void w4a16_rows(const Rows& w, const uint16_t* xp, int64_t m, int pieces, int64_t r0, int64_t r1,
-                void* y, DType act);
+                void* y, DType act, bool native_bf16);
 
 // ---- W4A16 GEMM (nvfp4_w4a16_gemm.cpp): the same results as w4a16_rows, bit for bit, for any
 // m (batch invariance: m picks the schedule); from kW4a16GemmMinTokens tokens a register-blocked
@@ -57,11 +59,12 @@ inline constexpr int64_t kW4a16GemmMinTokens = 64;
 int64_t w4a16_gemm_input_words(int64_t m, int64_t k, int pieces);
 // Token t into `out` (the call's buffer, zeroed first); `scratch`: w4a16_token_words(k, pieces)
 // words, 64-byte aligned.
-void w4a16_gemm_pack_token(const float* x, int64_t t, int64_t k, int pieces, uint16_t* scratch, uint16_t* out);
+void w4a16_gemm_pack_token(const float* x, int64_t t, int64_t k, int pieces, uint16_t* scratch, uint16_t* out,
+                           bool native_bf16);
 int64_t w4a16_gemm_row_block(int64_t m, int64_t k);
 // m >= kW4a16GemmMinTokens only (smaller calls: w4a16_rows).
 void w4a16_gemm_rows(const Rows& w, const uint16_t* xp, int64_t m, int pieces, int64_t r0, int64_t r1, void* y,
-                     DType act);
+                     DType act, bool native_bf16);
 
 // ---- W4A4. The activation codes come from the W4A4 quantizer (standard packed layout, codes
 // [k/2] and E4M3 scales [k/16] per token, bit-identical to quant::quantize_activation).

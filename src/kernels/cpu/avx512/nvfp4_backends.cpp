@@ -1,5 +1,6 @@
 // Registration of the NVFP4 AVX-512 CPU backends, ahead of the AVX2 ones in the oracle's table:
-//  - `cpu_w4a16_avx512`: NVFP4 weights, 16-bit activations; vpermw decode to bf16, vdpbf16ps.
+//  - `cpu_w4a16_avx512`: NVFP4 weights, 16-bit activations; vpermw decode to bf16, vdpbf16ps
+//    (or its two-FMA form where the CPU lacks AVX512-BF16: Ice Lake).
 //  - `cpu_w4a4_avx512`: NVFP4 W4A4; vpermb decode, exact integer blocks by vpdpbusd.
 //  - `cpu_w4a16_avx512_gemm`, `cpu_w4a4_avx512_gemm`: the same bits, and from 64 / 24 tokens the
 //    register-blocked GEMM kernels (avx512/nvfp4_w4a16_gemm.cpp, avx512/nvfp4_w4a4_gemm.cpp); each
@@ -15,7 +16,8 @@ namespace fp4lm::kernels {
 
 namespace {
 
-constexpr IsaNeeds kW4a16{Isa::avx512, kAvx512Features.with({CpuFeature::avx512bf16})};
+// W4A16 needs no AVX512-BF16: without it the kernels run vdpbf16ps's two-FMA form (nvfp4.h).
+constexpr IsaNeeds kW4a16{Isa::avx512, kAvx512Features};
 constexpr IsaNeeds kW4a4{Isa::avx512, kAvx512Features.with({CpuFeature::avx512vbmi, CpuFeature::avx512vnni})};
 
 Backend nvfp4(LayerKind kind, cpu::Nvfp4Mode mode) {
@@ -32,8 +34,8 @@ Backend nvfp4_gemm(LayerKind kind) {
 }
 
 // The W4A4 GEMM variant (avx512/nvfp4_w4a4_gemm.cpp): cpu_w4a4_avx512's results for every m. Its
-// W4A16 path (--a16-max-tokens) is the W4A16 GEMM table's, or the AVX2 one's on a CPU without
-// AVX-512-BF16 (nvfp4_table.cpp), so it needs what cpu_w4a4_avx512 needs.
+// W4A16 path (--a16-max-tokens) is the W4A16 GEMM table's, which runs without AVX512-BF16, so it
+// needs what cpu_w4a4_avx512 needs.
 Backend nvfp4_w4a4_gemm(LayerKind kind) {
   return cpu::nvfp4_cpu_backend("cpu_w4a4_avx512_gemm", kind, cpu::Nvfp4Mode::w4a4, cpu::nvfp4_kernels_avx512_gemm(),
                                 kW4a4);

@@ -25,6 +25,13 @@ avx512::Rows rows_of(const Nvfp4Matrix& w) {
           w.n, w.k};
 }
 
+// The W4A16 kernels' BF16 instructions, or their AVX-512F form on a CPU without AVX512-BF16 (Ice
+// Lake; nvfp4.h): decided once, so every call of the process packs and multiplies the same way.
+bool native_bf16() {
+  static const bool has = cpu_features().has(CpuFeature::avx512bf16);
+  return has;
+}
+
 // W4A16: x as 1 (bf16), 2 (f16) or 3 (f32) bf16 pieces whose sum is x exactly.
 int pieces_for(DType act) { return act == DType::BF16 ? 1 : act == DType::F16 ? 2 : 3; }
 
@@ -45,7 +52,7 @@ std::unique_ptr<PreparedInput> a16_input(const void* x, DType act, int64_t m, in
     std::vector<float> row(static_cast<size_t>(k));
     for (int64_t t = t0; t < t1; ++t) {
       to_f32_n(static_cast<const uint8_t*>(x) + t * k * es, act, row.data(), row.size());
-      avx512::w4a16_pack_token(row.data(), k, in->pieces, out + t * words);
+      avx512::w4a16_pack_token(row.data(), k, in->pieces, out + t * words, native_bf16());
     }
   });
   return in;
@@ -53,7 +60,8 @@ std::unique_ptr<PreparedInput> a16_input(const void* x, DType act, int64_t m, in
 
 void a16_rows(const Nvfp4Matrix& w, const PreparedInput& in, int64_t r0, int64_t r1, void* y, DType act) {
   const auto& a = static_cast<const A16Input&>(in);
-  avx512::w4a16_rows(rows_of(w), reinterpret_cast<const uint16_t*>(a.x.data()), a.m, a.pieces, r0, r1, y, act);
+  avx512::w4a16_rows(rows_of(w), reinterpret_cast<const uint16_t*>(a.x.data()), a.m, a.pieces, r0, r1, y, act,
+                     native_bf16());
 }
 
 // The GEMM table's W4A16 input: packed for w4a16_gemm_rows from kW4a16GemmMinTokens tokens,
@@ -71,7 +79,8 @@ std::unique_ptr<PreparedInput> a16_gemm_input(const void* x, DType act, int64_t 
     std::vector<Line> scratch(static_cast<size_t>(avx512::w4a16_token_words(k, in->pieces) / 32));
     for (int64_t t = t0; t < t1; ++t) {
       to_f32_n(static_cast<const uint8_t*>(x) + t * k * es, act, row.data(), row.size());
-      avx512::w4a16_gemm_pack_token(row.data(), t, k, in->pieces, reinterpret_cast<uint16_t*>(scratch.data()), out);
+      avx512::w4a16_gemm_pack_token(row.data(), t, k, in->pieces, reinterpret_cast<uint16_t*>(scratch.data()), out,
+                                    native_bf16());
     }
   });
   return in;
@@ -81,9 +90,9 @@ void a16_gemm_rows(const Nvfp4Matrix& w, const PreparedInput& in, int64_t r0, in
   const auto& a = static_cast<const A16Input&>(in);
   const auto* x = reinterpret_cast<const uint16_t*>(a.x.data());
   if (a.m >= avx512::kW4a16GemmMinTokens)
-    avx512::w4a16_gemm_rows(rows_of(w), x, a.m, a.pieces, r0, r1, y, act);
+    avx512::w4a16_gemm_rows(rows_of(w), x, a.m, a.pieces, r0, r1, y, act, native_bf16());
   else
-    avx512::w4a16_rows(rows_of(w), x, a.m, a.pieces, r0, r1, y, act);
+    avx512::w4a16_rows(rows_of(w), x, a.m, a.pieces, r0, r1, y, act, native_bf16());
 }
 
 struct A4Input final : PreparedInput {
@@ -160,20 +169,6 @@ constexpr Nvfp4Kernels kTable{"avx512", a16_input, avx512::w4a16_row_block, a16_
 constexpr Nvfp4Kernels kGemmTable{"avx512", a16_gemm_input, avx512::w4a16_gemm_row_block, a16_gemm_rows,
                                   a4_gemm_input, avx512::w4a4_gemm_row_block, a4_gemm_rows};
 
-// The W4A4 backends need AVX-512 VBMI + VNNI, not BF16; their W4A16 path (--a16-max-tokens, a
-// MoE decode call) is the vdpbf16ps kernel above. On a CPU without AVX-512-BF16 (Ice Lake) that
-// path is the AVX2 table's W4A16 instead, so the W4A4 kernels still run at AVX-512 there (the
-// W4A16 backends, which need BF16, are unavailable). Input and rows come from the same table,
-// so a call never mixes the two layouts.
-Nvfp4Kernels with_a16_fallback(Nvfp4Kernels t) {
-  if (cpu_features().has(CpuFeature::avx512bf16)) return t;
-  const Nvfp4Kernels& avx2 = nvfp4_kernels_avx2();
-  t.a16_input = avx2.a16_input;
-  t.a16_row_block = avx2.a16_row_block;
-  t.a16_rows = avx2.a16_rows;
-  return t;
-}
-
 }  // namespace
 
 void* avx512::thread_scratch(size_t bytes) {
@@ -182,14 +177,8 @@ void* avx512::thread_scratch(size_t bytes) {
   return buffer.data();
 }
 
-const Nvfp4Kernels& nvfp4_kernels_avx512() {
-  static const Nvfp4Kernels t = with_a16_fallback(kTable);
-  return t;
-}
-const Nvfp4Kernels& nvfp4_kernels_avx512_gemm() {
-  static const Nvfp4Kernels t = with_a16_fallback(kGemmTable);
-  return t;
-}
+const Nvfp4Kernels& nvfp4_kernels_avx512() { return kTable; }
+const Nvfp4Kernels& nvfp4_kernels_avx512_gemm() { return kGemmTable; }
 
 }  // namespace fp4lm::kernels::cpu
 

@@ -15,7 +15,8 @@
 // tiles of 6 tokens, [tile][i][c][v][piece][token], so a tile's broadcasts are one pointer plus
 // constants and walk memory forward. Tiles of
 // 2 row vectors (32 rows) × 6 tokens: per pair, 2 weight loads and 6 broadcasts feed 12
-// vdpbf16ps (the panel kernel: 7 full-vector loads per 12, from L2 at long k).
+// vdpbf16ps (the panel kernel: 7 full-vector loads per 12, from L2 at long k). Instantiated
+// with vdpbf16ps and with its two-FMA form (common.h, dot_bf16), as nvfp4_w4a16.cpp.
 #include <array>
 #include <utility>
 
@@ -32,7 +33,7 @@ constexpr int kTileRv = 2, kTileT = 6;     // register tile: row vectors × toke
 
 // out[rv][t][16 rows] (rv < RV, t < T, stride kTileT tokens) for RV row vectors × T tokens. rv_stride: vectors between row
 // vectors in the panel; xp: the token tile (w4a16_gemm_pack_token's layout).
-template <int RV, int T, int P>
+template <int RV, int T, int P, bool E>
 void gemm_tile(const void* panel_bytes, int64_t rv_stride, int64_t chunks, const uint32_t* xp, float* out) {
   const auto* panel = static_cast<const __m512i*>(panel_bytes);
   __m512 sums[kLanes][RV][T];
@@ -53,7 +54,7 @@ void gemm_tile(const void* panel_bytes, int64_t rv_stride, int64_t chunks, const
           for (int t = 0; t < T; ++t) {
             const __m512i xv = _mm512_set1_epi32(static_cast<int>(x[(v * P + p) * kTileT + t]));
             for (int rv = 0; rv < RV; ++rv)
-              part[rv][t] = _mm512_dpbf16_ps(v == 0 && p == 0 ? _mm512_setzero_ps() : part[rv][t], bh(wv[rv]), bh(xv));
+              part[rv][t] = dot_bf16<E>(v == 0 && p == 0 ? _mm512_setzero_ps() : part[rv][t], wv[rv], xv);
           }
       }
       for (int rv = 0; rv < RV; ++rv) {
@@ -93,18 +94,18 @@ int64_t group_rows(int64_t k) {
 }
 
 using TileFn = void (*)(const void*, int64_t, int64_t, const uint32_t*, float*);
-template <int P, int RV, int... T>
+template <int P, bool E, int RV, int... T>
 constexpr std::array<TileFn, kTileT + 1> tile_row(std::integer_sequence<int, T...>) {
-  return {nullptr, gemm_tile<RV, T + 1, P>...};
+  return {nullptr, gemm_tile<RV, T + 1, P, E>...};
 }
-template <int P, int... R>
+template <int P, bool E, int... R>
 constexpr std::array<std::array<TileFn, kTileT + 1>, kTileRv> tile_table(std::integer_sequence<int, R...>) {
-  return {tile_row<P, R + 1>(std::make_integer_sequence<int, kTileT>{})...};
+  return {tile_row<P, E, R + 1>(std::make_integer_sequence<int, kTileT>{})...};
 }
 
-template <int P>
+template <int P, bool E>
 void gemm_rows_p(const Rows& w, const uint32_t* xp, int64_t m, int64_t r0, int64_t r1, void* y, DType act) {
-  static constexpr auto tiles = tile_table<P>(std::make_integer_sequence<int, kTileRv>{});  // [rv - 1][tokens]
+  static constexpr auto tiles = tile_table<P, E>(std::make_integer_sequence<int, kTileRv>{});  // [rv - 1][tokens]
   const Decoder dec;
   const int64_t chunks = super_chunks(w.k), group = group_rows(w.k);
   const int64_t rv_stride = kLanes * chunks * kGemmVecs, tile_dwords = chunks * kLanes * kVectors * P * kTileT;
@@ -134,16 +135,26 @@ void gemm_rows_p(const Rows& w, const uint32_t* xp, int64_t m, int64_t r0, int64
   }
 }
 
+template <bool E>
+void gemm_rows_e(const Rows& w, const uint32_t* x, int64_t m, int pieces, int64_t r0, int64_t r1, void* y, DType act) {
+  switch (pieces) {
+    case 1: return gemm_rows_p<1, E>(w, x, m, r0, r1, y, act);
+    case 2: return gemm_rows_p<2, E>(w, x, m, r0, r1, y, act);
+    default: return gemm_rows_p<3, E>(w, x, m, r0, r1, y, act);
+  }
+}
+
 }  // namespace
 
 int64_t w4a16_gemm_input_words(int64_t m, int64_t k, int pieces) {
   return (m + kTileT - 1) / kTileT * kTileT * w4a16_token_words(k, pieces);
 }
 
-void w4a16_gemm_pack_token(const float* x, int64_t t, int64_t k, int pieces, uint16_t* scratch, uint16_t* out) {
+void w4a16_gemm_pack_token(const float* x, int64_t t, int64_t k, int pieces, uint16_t* scratch, uint16_t* out,
+                           bool native_bf16) {
   // The register kernel's packing (chunk c, vector v, piece p: dword i = block i's pair), then
   // the dwords reordered to token tile t / 6, [i][c][v][p], slot t % 6.
-  w4a16_pack_token(x, k, pieces, scratch);
+  w4a16_pack_token(x, k, pieces, scratch, native_bf16);
   const int64_t chunks = super_chunks(k);
   const auto* in = reinterpret_cast<const uint32_t*>(scratch);
   auto* o = reinterpret_cast<uint32_t*>(out) + t / kTileT * (kTileT * w4a16_token_words(k, pieces) / 2) + t % kTileT;
@@ -159,13 +170,12 @@ int64_t w4a16_gemm_row_block(int64_t m, int64_t k) {
 }
 
 void w4a16_gemm_rows(const Rows& w, const uint16_t* xp, int64_t m, int pieces, int64_t r0, int64_t r1, void* y,
-                     DType act) {
+                     DType act, bool native_bf16) {
   const auto* x = reinterpret_cast<const uint32_t*>(xp);
-  switch (pieces) {
-    case 1: return gemm_rows_p<1>(w, x, m, r0, r1, y, act);
-    case 2: return gemm_rows_p<2>(w, x, m, r0, r1, y, act);
-    default: return gemm_rows_p<3>(w, x, m, r0, r1, y, act);
-  }
+  if (native_bf16)
+    gemm_rows_e<false>(w, x, m, pieces, r0, r1, y, act);
+  else
+    gemm_rows_e<true>(w, x, m, pieces, r0, r1, y, act);
 }
 
 }  // namespace fp4lm::kernels::cpu::avx512
