@@ -481,8 +481,8 @@ TEST_P(W4a4Backend, BadWeightsAreLoadErrors) {
 }
 
 // The backend the oracle should pick for a scheme on this CPU: the first of its GEMM variant, its
-// AVX-512 kernel and its AVX2 kernel that runs here. Per scheme, since the AVX-512 W4A4 kernel
-// needs VBMI + VNNI but not BF16 (an Ice Lake Xeon runs it while its W4A16 siblings fall back).
+// AVX-512 kernel and its AVX2 kernel that runs here. Per scheme, since the two need different
+// AVX-512 extensions (W4A4: VBMI + VNNI; W4A16: neither).
 std::string best_backend(const std::string& scheme) {
   for (const std::string& name : {"cpu_" + scheme + "_avx512_gemm", "cpu_" + scheme + "_avx512"})
     if (testing::unavailable(name, LayerKind::linear).empty()) return name;
