@@ -59,6 +59,7 @@ struct ServeArgs {
   int max_whitespace = 20;
   bool enable_prompt_tokens_details = false;
   bool enable_force_include_usage = false, return_tokens_as_token_ids = false;
+  int64_t max_logprobs = engine::kMaxLogprobs;
   EngineFlags flags;
 };
 
@@ -174,6 +175,7 @@ int run_serve(ServeArgs& a) {
   sc.max_num_batched_tokens = a.max_num_batched_tokens;
   sc.kv_cache_bytes = a.kv_cache_memory.empty() ? quarter_of_ram() : parse_bytes(a.kv_cache_memory);
   sc.enable_prefix_caching = a.enable_prefix_caching;
+  sc.max_logprobs = a.max_logprobs;
   sc.prebuild_structured_vocabulary = true;  // the first structured request does not wait for it
   sc.block_size = a.block_size;
   if (sc.block_size < 1 || sc.block_size > 4096) usage_fail("--block-size must be in [1, 4096] (got {})", sc.block_size);
@@ -262,6 +264,8 @@ int run_serve(ServeArgs& a) {
   sm.prompt_tokens_details = a.enable_prompt_tokens_details;
   sm.force_include_usage = a.enable_force_include_usage;
   sm.return_tokens_as_token_ids = a.return_tokens_as_token_ids;
+  if (a.max_logprobs < -1) usage_fail("--max-logprobs must be -1 (no cap) or at least 0 (got {})", a.max_logprobs);
+  sm.max_logprobs = a.max_logprobs;
 
   server::ServingMetrics metrics(sm.name, sm.max_model_len);
   engine::Engine eng(*step_model, tok.get(), sc, metrics.observer());
@@ -361,6 +365,10 @@ CommandRegistration reg("serve", "OpenAI-compatible HTTP server with continuous 
                "Every stream carries usage, in each chunk and a last chunk, whatever stream_options says (vLLM's flag)");
   sub.add_flag("--return-tokens-as-token-ids", a->return_tokens_as_token_ids,
                "Logprob tokens as 'token_id:N' unless a request's return_tokens_as_token_ids says otherwise (vLLM's flag)");
+  sub.add_option("--max-logprobs", a->max_logprobs,
+                 "The most logprobs a request may ask for (top_logprobs, logprobs, prompt_logprobs); -1: no cap, "
+                 "the whole vocabulary (vLLM's flag)")
+      ->capture_default_str();
   add_engine_flags(sub, a->flags);
   add_pipeline_flag(sub, a->flags);
   return [a]() { return run_serve(*a); };

@@ -32,14 +32,32 @@ void mask_ids(float* logits, int64_t vocab, const std::vector<int64_t>& ids) {
     if (t >= 0 && t < vocab) logits[t] = -INFINITY;
 }
 
-TokenLogprob token_logprob(const float* logits, int64_t vocab, int32_t chosen, int64_t k) {
+void allow_only(float* logits, int64_t vocab, const std::vector<int32_t>& allowed) {
+  std::vector<std::pair<int32_t, float>> kept;
+  kept.reserve(allowed.size());
+  for (int32_t t : allowed)
+    if (t >= 0 && t < vocab) kept.emplace_back(t, logits[t]);
+  std::fill(logits, logits + vocab, -INFINITY);
+  for (const auto& [t, v] : kept) logits[t] = v;
+}
+
+namespace {
+
+// The log-sum-exp of a row (NaN entries left out).
+double log_sum_exp(const float* logits, int64_t vocab) {
   double mx = -INFINITY;
   for (int64_t i = 0; i < vocab; ++i)
     if (!std::isnan(logits[i])) mx = std::max(mx, static_cast<double>(logits[i]));
   double sum = 0;
   for (int64_t i = 0; i < vocab; ++i)
     if (!std::isnan(logits[i])) sum += std::exp(static_cast<double>(logits[i]) - mx);
-  const double lse = mx + std::log(sum);
+  return mx + std::log(sum);
+}
+
+}  // namespace
+
+TokenLogprob token_logprob(const float* logits, int64_t vocab, int32_t chosen, int64_t k) {
+  const double lse = log_sum_exp(logits, vocab);
   auto lp = [&](int64_t i) {
     return std::isnan(logits[i]) ? -INFINITY : static_cast<float>(static_cast<double>(logits[i]) - lse);
   };
@@ -58,6 +76,18 @@ TokenLogprob token_logprob(const float* logits, int64_t vocab, int32_t chosen, i
     };
     std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), better);
     for (int64_t i = 0; i < k; ++i) out.top.emplace_back(idx[static_cast<size_t>(i)], lp(idx[static_cast<size_t>(i)]));
+  }
+  return out;
+}
+
+TokenLogprob token_logprob_of(const float* logits, int64_t vocab, int32_t chosen, const std::vector<int32_t>& ids) {
+  TokenLogprob out = token_logprob(logits, vocab, chosen, 0);
+  const double lse = log_sum_exp(logits, vocab);
+  for (int32_t t : ids) {
+    if (t < 0 || t >= vocab) continue;
+    const bool listed = std::any_of(out.top.begin(), out.top.end(), [&](const auto& e) { return e.first == t; });
+    if (listed) continue;  // a repeated id once, as vLLM's per-token dict holds it
+    out.top.emplace_back(t, std::isnan(logits[t]) ? -INFINITY : static_cast<float>(static_cast<double>(logits[t]) - lse));
   }
   return out;
 }

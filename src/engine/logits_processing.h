@@ -25,8 +25,12 @@ void apply_penalties(float* logits, int64_t vocab, const RequestParams& p, const
 void apply_logit_bias(float* logits, int64_t vocab, const std::vector<std::pair<int32_t, float>>& bias);
 // Sets the listed ids (those inside [0, vocab)) to -inf.
 void mask_ids(float* logits, int64_t vocab, const std::vector<int64_t>& ids);
+// allowed_token_ids: every id outside `allowed` (ids inside [0, vocab)) becomes -inf.
+void allow_only(float* logits, int64_t vocab, const std::vector<int32_t>& allowed);
 // log-softmax of the raw row: the chosen token's logprob and rank, and the k most probable (ties:
 // lower id).
 TokenLogprob token_logprob(const float* logits, int64_t vocab, int32_t chosen, int64_t k);
+// The same with `top` holding the listed ids' logprobs in their order (logprob_token_ids).
+TokenLogprob token_logprob_of(const float* logits, int64_t vocab, int32_t chosen, const std::vector<int32_t>& ids);
 
 }  // namespace fp4lm::engine

@@ -54,13 +54,22 @@ void validate(const RequestParams& p, const RequestLimits& lim) {
   check_range("presence_penalty", p.presence_penalty, -2, 2, false);
   check_range("frequency_penalty", p.frequency_penalty, -2, 2, false);
   check_range("repetition_penalty", p.repetition_penalty, 0, 2, true);
-  if (p.logprobs > kMaxLogprobs)
-    bad("logprobs", fmt::format("logprobs must be at most {}, got {}", kMaxLogprobs, p.logprobs));
+  const int64_t max_lp = lim.max_logprobs < 0 ? lim.vocab_size : lim.max_logprobs;
+  // With logprob_token_ids, logprobs is their count: capped by kMaxLogprobTokenIds instead.
+  if (p.logprob_token_ids.empty() && p.logprobs > max_lp)
+    bad("logprobs", fmt::format("Requested sample logprobs of {}, which is greater than max allowed: {}", p.logprobs,
+                                max_lp));
   if (p.logprobs < -1) bad("logprobs", fmt::format("logprobs must be -1 (none) or at least 0, got {}", p.logprobs));
-  if (p.prompt_logprobs > kMaxLogprobs)
-    bad("prompt_logprobs", fmt::format("prompt_logprobs must be at most {}, got {}", kMaxLogprobs, p.prompt_logprobs));
+  if (p.prompt_logprobs > max_lp)
+    bad("prompt_logprobs", fmt::format("Requested prompt logprobs of {}, which is greater than max allowed: {}",
+                                       p.prompt_logprobs, max_lp));
   if (p.prompt_logprobs < -1)
     bad("prompt_logprobs", fmt::format("prompt_logprobs must be -1 (none) or at least 0, got {}", p.prompt_logprobs));
+  if (static_cast<int64_t>(p.logprob_token_ids.size()) > kMaxLogprobTokenIds)
+    bad("logprob_token_ids", fmt::format("Requested logprob_token_ids of length {}, which is greater than max allowed: {}",
+                                         p.logprob_token_ids.size(), kMaxLogprobTokenIds));
+  check_ids(p.logprob_token_ids, "logprob_token_ids", "logprob_token_ids", lim.vocab_size);
+  check_ids(p.allowed_token_ids, "allowed_token_ids", "allowed token", lim.vocab_size);
   check_ids(p.stop_token_ids, "stop_token_ids", "stop token", lim.vocab_size);
   for (const auto& [id, bias] : p.logit_bias) {
     if (id < 0 || id >= lim.vocab_size)

@@ -16,6 +16,7 @@
 namespace fp4lm::engine {
 
 constexpr int64_t kMaxLogprobs = 20;  // vLLM's default max_logprobs
+constexpr int64_t kMaxLogprobTokenIds = 128;  // vLLM's MAX_LOGPROB_TOKEN_IDS
 
 struct PromptImages;  // engine/prompt_images.h
 
@@ -35,6 +36,11 @@ struct RequestParams {
   bool skip_special_tokens = true;
   structured::StructuredSpec structured;  // structured outputs: a token mask at every step
   std::vector<std::pair<int32_t, float>> logit_bias;  // added to these ids' logits before sampling
+  // vLLM's allowed_token_ids: every other id is masked (-inf) before penalties and sampling.
+  std::vector<int32_t> allowed_token_ids;
+  // vLLM's logprob_token_ids: with logprobs >= 0, each token's `top` is these ids' logprobs (in
+  // this order) instead of the most probable k.
+  std::vector<int32_t> logprob_token_ids;
   // The prompt's images (engine/prompt_images.h): their rows replace the placeholder tokens'
   // embeddings, their tokens take 3-D positions, the prefix cache keys them by content.
   std::shared_ptr<const PromptImages> images;
@@ -44,6 +50,7 @@ struct RequestParams {
 struct RequestLimits {
   int64_t vocab_size = 0;
   int64_t max_model_len = 0;
+  int64_t max_logprobs = kMaxLogprobs;  // vLLM's --max-logprobs: -1 is no cap (the vocabulary)
 };
 
 // The one validator of a request's values, used by the server, the Python LLM and the CLI

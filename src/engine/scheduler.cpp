@@ -149,7 +149,7 @@ structured::GrammarCompiler& Scheduler::grammars() const {
 }
 
 void Scheduler::check(const RequestParams& p) const {
-  validate(p, RequestLimits{model_.vocab_size(), model_.max_model_len()});
+  validate(p, RequestLimits{model_.vocab_size(), model_.max_model_len(), cfg_.max_logprobs});
   if (p.structured.active()) {
     if (!tok_) throw RequestError("structured outputs need the model's tokenizer", p.structured.param);
     try {
@@ -231,6 +231,7 @@ void Scheduler::sample_next(Sequence& s, float* logits, RequestOutput& out, cons
   const int64_t vocab = model_.vocab_size();
   // Logprobs come from the raw logits: keep them before masking and penalties change the row.
   if (s.p.logprobs >= 0) raw_.assign(logits, logits + vocab);
+  if (!s.p.allowed_token_ids.empty()) allow_only(logits, vocab, s.p.allowed_token_ids);
   if (static_cast<int64_t>(s.output.size()) < s.p.min_tokens) mask_ids(logits, vocab, s.stop_ids);
   if (has_penalties(s.p)) apply_penalties(logits, vocab, s.p, s.penalties);
   if (!s.p.logit_bias.empty()) apply_logit_bias(logits, vocab, s.p.logit_bias);
@@ -248,7 +249,10 @@ void Scheduler::sample_next(Sequence& s, float* logits, RequestOutput& out, cons
   }
   s.last_token = now;
   out.token_ids.push_back(tok);
-  if (s.p.logprobs >= 0) out.logprobs.push_back(token_logprob(raw_.data(), vocab, tok, s.p.logprobs));
+  if (s.p.logprobs >= 0)
+    out.logprobs.push_back(s.p.logprob_token_ids.empty()
+                               ? token_logprob(raw_.data(), vocab, tok, s.p.logprobs)
+                               : token_logprob_of(raw_.data(), vocab, tok, s.p.logprob_token_ids));
 
   std::string reason;
   if (s.is_stop_id(tok)) {

@@ -46,6 +46,7 @@ struct SchedulerConfig {
   // it in the background from construction on, so that the first structured request does not wait
   // for it (on in `fp4lm serve`; otherwise it is built by that first request).
   bool prebuild_structured_vocabulary = false;
+  int64_t max_logprobs = kMaxLogprobs;  // vLLM's --max-logprobs (-1: no cap); `serve` sets it
 };
 
 // RequestError naming the parameter (max_num_seqs, max_num_batched_tokens) when inconsistent.

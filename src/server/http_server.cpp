@@ -1,6 +1,7 @@
 #include "server/http_server.h"
 
 #include <chrono>
+#include <string_view>
 #include <thread>
 
 #include <fmt/format.h>
@@ -14,6 +15,7 @@
 #include "server/api_key.h"
 #include "server/generation_response.h"
 #include "server/openai_request.h"
+#include "server/request_fields.h"
 
 namespace fp4lm::server {
 
@@ -152,7 +154,8 @@ std::optional<HttpResponse> HttpServer::on_head(const HttpRequest& head) {
   if (shutting_down_) return reject(ApiError(503, "the server is shutting down"));
   if (!engine_.load() && head.path != "/version") return reject(ApiError(503, "the model is still loading"));
   if (!route) return reject(ApiError(404, fmt::format("Not Found: {} {}", log_escape(head.method), log_escape(head.path))));
-  const bool method_ok = head.method == route->method || (head.method == "HEAD" && std::string(route->method) == "GET");
+  const bool method_ok = head.method == route->method || (head.method == "HEAD" && std::string(route->method) == "GET") ||
+                         (head.path == "/ping" && head.method == "POST");  // vLLM answers /ping on GET and POST
   if (!method_ok)
     return reject(ApiError(405, fmt::format("Method Not Allowed: {} {}", log_escape(head.method), route->path)),
                   {{"Allow", route->method}});
@@ -170,6 +173,8 @@ void HttpServer::on_request(const std::shared_ptr<Exchange>& ex) {
   }
   if (!route->simple) {
     const bool chat = route->chat;
+    if (std::string_view(route->path) == "/invocations")
+      return workers_->submit([this, ex] { generate(ex, std::nullopt); });
     return workers_->submit([this, ex, chat] { generate(ex, chat); });
   }
   if (route->on_worker) return workers_->submit([this, route, ex] { run_simple(*route, ex); });
@@ -275,12 +280,21 @@ HttpResponse HttpServer::detokenize(const HttpRequest& req, int64_t&) {
 }
 
 // On a worker: parse and admit the request; its answer then runs on the event loop.
-void HttpServer::generate(const std::shared_ptr<Exchange>& ex, bool chat) {
+void HttpServer::generate(const std::shared_ptr<Exchange>& ex, std::optional<bool> kind) {
   const auto t0 = Clock::now();
   const HttpRequest& req = ex->request();
+  bool chat = kind.value_or(false);
   try {
     if (shutting_down_) throw ApiError(503, "the server is shutting down");
     const json b = parse_body(req.body);
+    if (!kind) {
+      // /invocations (SageMaker), as vLLM dispatches it: the first request type the body is valid
+      // for, chat completions before completions.
+      if (present(b, "messages")) chat = true;
+      else if (!present(b, "prompt"))
+        throw bad_request("Cannot find suitable handler for request. Expected one of: ['ChatCompletionRequest', "
+                          "'CompletionRequest']");
+    }
     const uint64_t seed = random_u64();
     // Chat templates see messages and tools in the request's key order (a second, ordered parse).
     const nlohmann::ordered_json ordered = chat ? io::parse_ordered_json(req.body, "the request body") : nullptr;
@@ -340,6 +354,9 @@ const std::vector<HttpServer::Route>& HttpServer::route_table() {
       {"POST", "/detokenize", false, true, &HttpServer::detokenize, false},
       {"POST", "/v1/completions", false, true, nullptr, false},
       {"POST", "/v1/chat/completions", false, true, nullptr, true},
+      // vLLM's SageMaker routes: /invocations is chat or completions by the body; /ping is /health.
+      {"POST", "/invocations", false, true, nullptr, false},
+      {"GET", "/ping", true, false, &HttpServer::health, false},
       // llama-server's paths without /v1 (its clients and test suite use them): the same handlers.
       {"GET", "/models", false, false, &HttpServer::models, false},
       {"GET", "/v1/health", true, false, &HttpServer::health, false},

@@ -66,7 +66,8 @@ class HttpServer {
   HttpResponse props(const HttpRequest& req, int64_t& prompt_tokens);
   HttpResponse tokenize(const HttpRequest& req, int64_t& prompt_tokens);
   HttpResponse detokenize(const HttpRequest& req, int64_t& prompt_tokens);
-  void generate(const std::shared_ptr<Exchange>& ex, bool chat);
+  // kind: chat (true) or completions; none: /invocations, decided by the body.
+  void generate(const std::shared_ptr<Exchange>& ex, std::optional<bool> kind);
   const EmbeddedFile* web_asset(const HttpRequest& req) const;
   uint64_t random_u64();
   std::string request_id(const char* prefix);

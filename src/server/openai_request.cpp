@@ -61,6 +61,54 @@ void parse_logit_bias(const json& b, const ServingModel& m, engine::RequestParam
   }
 }
 
+// A logprob count as vLLM checks it: -1 is the whole vocabulary; --max-logprobs caps it (-1: no
+// cap). `what` is vLLM's word in the message ("sample" / "prompt").
+int64_t resolve_logprobs(int64_t k, const ServingModel& m, const char* field, const char* what) {
+  if (k == -1) k = m.vocab_size;
+  const int64_t cap = m.max_logprobs < 0 ? m.vocab_size : m.max_logprobs;
+  if (k > cap)
+    throw bad_request(fmt::format("Requested {} logprobs of {}, which is greater than max allowed: {}", what, k, cap),
+                      field);
+  return k;
+}
+
+// allowed_token_ids (vLLM): sampling only among these ids, each inside the vocabulary.
+void parse_allowed_token_ids(const json& b, const ServingModel& m, engine::RequestParams& p) {
+  if (!present(b, "allowed_token_ids")) return;
+  const json& v = b["allowed_token_ids"];
+  if (v.is_array() && v.empty()) throw bad_request("allowed_token_ids is not None and empty!", "allowed_token_ids");
+  p.allowed_token_ids = token_ids(v, "allowed_token_ids", m.vocab_size);
+}
+
+// logprob_token_ids (vLLM): at each generated position the logprobs of these ids (with the
+// sampled token's) instead of the top k; needs logprobs. Completions: `logprobs`, when given,
+// must equal their count (SamplingParams' rule); chat's top_logprobs yields to them.
+void parse_logprob_token_ids(const json& b, const ServingModel& m, ApiRequest& r) {
+  const char* f = "logprob_token_ids";
+  if (!present(b, f)) return;
+  const json& v = b[f];
+  if (v.is_array() && v.empty()) throw bad_request("`logprob_token_ids` must not be an empty list.", f);
+  if (opt_bool(b, "use_beam_search").value_or(false))
+    throw bad_request("`logprob_token_ids` is not supported with beam search.", f);
+  if (!r.logprobs)
+    throw bad_request(r.endpoint == Endpoint::chat ? "when using `logprob_token_ids`, `logprobs` must be set to true."
+                                                   : "when using `logprob_token_ids`, `logprobs` must be set.",
+                      f);
+  if (v.is_array() && static_cast<int64_t>(v.size()) > engine::kMaxLogprobTokenIds)
+    throw bad_request(fmt::format("Requested logprob_token_ids of length {}, which is greater than max allowed: {}",
+                                  v.size(), engine::kMaxLogprobTokenIds),
+                      f);
+  std::vector<int32_t> ids = token_ids(v, f, m.vocab_size);
+  const int64_t n = static_cast<int64_t>(ids.size());
+  if (r.endpoint == Endpoint::completions && r.top_logprobs != n)
+    throw bad_request(fmt::format("When both logprobs and logprob_token_ids are set, logprobs must equal "
+                                  "len(logprob_token_ids). Got logprobs={}, len(logprob_token_ids)={}.",
+                                  r.top_logprobs, n),
+                      f);
+  r.params.logprob_token_ids = std::move(ids);
+  r.params.logprobs = r.top_logprobs = n;
+}
+
 // The sampling parameters and penalties, the model's generation_config defaults under them.
 void parse_sampling(const json& b, const SamplingDefaults& d, uint64_t random_seed, engine::RequestParams& p) {
   p.sampling.temperature = opt_num(b, "temperature").value_or(d.temperature.value_or(1.0));
@@ -119,14 +167,11 @@ void parse_common(const json& b, const ServingModel& m, uint64_t random_seed, Ap
   // OpenAI: the best of several samples is known only at their end.
   if (r.stream && r.best_of > r.n)
     throw bad_request(fmt::format("best_of ({}) greater than n ({}) cannot be streamed", r.best_of, r.n), "best_of");
-  if (const auto k = opt_int(b, "prompt_logprobs", -1, engine::kMaxLogprobs, "prompt_logprobs")) {
-    if (*k == -1)  // vLLM: -1 is the whole vocabulary, beyond its max_logprobs
-      throw bad_request(fmt::format("prompt_logprobs=-1 asks for the whole vocabulary; at most {} are returned",
-                                    engine::kMaxLogprobs),
-                        "prompt_logprobs");
-    // Stream chunks have no prompt_logprobs; vLLM refuses k > 0 and drops 0.
-    if (r.stream && *k > 0) throw bad_request("prompt_logprobs are not available when stream=True.", "prompt_logprobs");
-    if (!r.stream) r.prompt_logprobs = r.params.prompt_logprobs = *k;
+  if (const auto k = opt_int(b, "prompt_logprobs", -1)) {
+    // Stream chunks have no prompt_logprobs; vLLM refuses k > 0 and -1, and drops 0.
+    if (r.stream && *k != 0) throw bad_request("prompt_logprobs are not available when stream=True.", "prompt_logprobs");
+    const int64_t n = resolve_logprobs(*k, m, "prompt_logprobs", "prompt");  // -1: the whole vocabulary
+    if (!r.stream) r.prompt_logprobs = r.params.prompt_logprobs = n;
   }
   if (present(b, "stream_options")) {
     if (!r.stream) throw bad_request("Stream options can only be defined when `stream=True`.", "stream_options");
@@ -143,6 +188,7 @@ void parse_common(const json& b, const ServingModel& m, uint64_t random_seed, Ap
   opt_int(b, "routed_experts_prompt_start", 0);
   opt_int(b, "stream_interval", 1);
   parse_logit_bias(b, m, p);
+  parse_allowed_token_ids(b, m, p);
   p.structured = parse_structured_outputs(b);  // response_format, structured_outputs, guided_*
   p.structured.whitespace = json_whitespace(b, m.json_whitespace);
 
@@ -176,6 +222,7 @@ void parse_beam_search(const json& b, ApiRequest& r) {
   refuse(!p.stop.empty(), "stop");
   refuse(!p.stop_token_ids.empty(), "stop_token_ids");
   refuse(!p.logit_bias.empty(), "logit_bias");
+  refuse(!p.allowed_token_ids.empty(), "allowed_token_ids");
   refuse(p.min_tokens > 0, "min_tokens");
   refuse(p.prompt_logprobs >= 0, "prompt_logprobs");
   refuse(p.presence_penalty != 0, "presence_penalty");
@@ -278,7 +325,7 @@ void check_engine_params(const json& b, ApiRequest& r, const ServingModel& m) {
       engine::RequestParams p = r.params;
       p.prompt = r.prompts[i].ids;
       p.max_tokens = r.prompts[i].max_tokens;
-      engine::validate(p, engine::RequestLimits{m.vocab_size, m.max_model_len});
+      engine::validate(p, engine::RequestLimits{m.vocab_size, m.max_model_len, m.max_logprobs});
       if (r.beam) {
         engine::BeamSearchParams bp = r.beam_params;
         bp.max_tokens = p.max_tokens;
@@ -374,11 +421,11 @@ ApiRequest parse_completion_request(const json& b, const ServingModel& m, uint64
     throw bad_request("'prompt' must be a string, a list of token ids, or a list of either", "prompt");
   }
   r.echo = opt_bool(b, "echo").value_or(false);
-  if (auto lp = opt_int(b, "logprobs", 0, engine::kMaxLogprobs)) {
+  if (auto lp = opt_int(b, "logprobs", -1)) {
     r.logprobs = true;
-    r.top_logprobs = *lp;
-    r.params.logprobs = *lp;
+    r.top_logprobs = r.params.logprobs = resolve_logprobs(*lp, m, "logprobs", "sample");  // -1: the vocabulary
   }
+  parse_logprob_token_ids(b, m, r);
   // echo with logprobs: the prompt's tokens come first in the logprobs (OpenAI), from prompt logprobs.
   if (r.echo && r.logprobs) r.params.prompt_logprobs = std::max(r.params.prompt_logprobs, r.top_logprobs);
   parse_beam_search(b, r);
@@ -484,11 +531,14 @@ ApiRequest parse_chat_request(const json& b, const ServingModel& m, uint64_t ran
   if (opt_bool(b, "return_prompt_text").value_or(false)) r.prompt_text_out = prompt;
   r.prompts.push_back(std::move(p));
   r.logprobs = opt_bool(b, "logprobs").value_or(false);
-  if (auto k = opt_int(b, "top_logprobs", 0, engine::kMaxLogprobs)) {
-    if (!r.logprobs) throw bad_request("when using `top_logprobs`, `logprobs` must be set to true.", "top_logprobs");
-    r.top_logprobs = *k;
+  if (auto k = opt_int(b, "top_logprobs", -1)) {
+    if (*k != 0 && !r.logprobs)
+      throw bad_request("when using `top_logprobs`, `logprobs` must be set to true.", "top_logprobs");
+    // -1: the whole vocabulary (vLLM); logprob_token_ids, when given, take the place of the top k.
+    if (!present(b, "logprob_token_ids")) r.top_logprobs = resolve_logprobs(*k, m, "top_logprobs", "sample");
   }
   if (r.logprobs) r.params.logprobs = r.top_logprobs;
+  parse_logprob_token_ids(b, m, r);
   if (r.tool_choice == ApiRequest::ToolChoice::auto_calls && present(b, "use_beam_search") &&
       b["use_beam_search"] == true)
     throw bad_request("tool calls cannot be combined with use_beam_search", "tool_choice");

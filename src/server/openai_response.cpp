@@ -123,7 +123,11 @@ json ResponseBuilder::logprobs_json(const std::vector<engine::TokenLogprob>& lps
     for (const auto& lp : lps) {
       const std::string t = token_text(lp.id);
       json top = json::array();
+      // logprob_token_ids: the sampled token first, then the listed ids (vLLM's per-token dict).
+      const bool listed = !req_.params.logprob_token_ids.empty();
+      if (listed) top.push_back({{"token", t}, {"logprob", lp.logprob}, {"bytes", bytes_of(t)}});
       for (const auto& [id, v] : lp.top) {
+        if (listed && id == lp.id) continue;
         const std::string tt = token_text(id);
         top.push_back({{"token", tt}, {"logprob", v}, {"bytes", bytes_of(tt)}});
       }

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/request.h"
 #include "engine/structured/spec.h"
 #include "server/chat_output_parser.h"
 #include "server/tool_call_parser.h"
@@ -45,6 +46,9 @@ struct ServingModel {
   bool force_include_usage = false;
   // --return-tokens-as-token-ids: the default of the request field of that name (vLLM).
   bool return_tokens_as_token_ids = false;
+  // --max-logprobs: the most logprobs / top_logprobs / prompt_logprobs a request may ask for; -1
+  // no cap (a request's -1, the whole vocabulary, then passes), as vLLM.
+  int64_t max_logprobs = engine::kMaxLogprobs;
 };
 
 }  // namespace fp4lm::server

@@ -24,9 +24,7 @@ const std::vector<Unsupported>& table() {
   static const std::vector<Unsupported> t = {
       {"include_stop_str_in_output", false, "stop strings are never part of the output"},
       {"spaces_between_special_tokens", true, "special tokens are always decoded without added spaces"},
-      {"allowed_token_ids", nullptr, "allowed_token_ids is not supported; use structured_outputs.choice or regex"},
       {"bad_words", json::array(), "bad_words is not supported"},
-      {"logprob_token_ids", nullptr, "logprob_token_ids is not supported; use top_logprobs"},
       {"watermarking", false, "watermarking is not supported"},
       {"thinking_token_budget", nullptr, "thinking_token_budget is not supported"},
       {"repetition_detection", nullptr, "repetition_detection is not supported"},

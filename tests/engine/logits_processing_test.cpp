@@ -56,5 +56,48 @@ TEST(LogitsProcessing, LogitBiasAddsAndIsValidated) {
   EXPECT_NO_THROW(validate(p, RequestLimits{3, 8}));
 }
 
+TEST(LogitsProcessing, AllowedTokenIdsKeepOnlyThoseLogits) {
+  std::vector<float> row = {0.5f, 1.0f, 2.0f, 3.0f};
+  allow_only(row.data(), 4, {1, 2, 9});  // 9: outside the row, left alone
+  EXPECT_TRUE(std::isinf(row[0]) && row[0] < 0);
+  EXPECT_FLOAT_EQ(row[1], 1.0f);
+  EXPECT_FLOAT_EQ(row[2], 2.0f);
+  EXPECT_TRUE(std::isinf(row[3]) && row[3] < 0);
+  RequestParams p;
+  p.prompt = {1};
+  p.max_tokens = 1;
+  p.allowed_token_ids = {0, 4};
+  EXPECT_THROW(validate(p, RequestLimits{4, 8}), RequestError);
+  p.allowed_token_ids = {0, 3};
+  EXPECT_NO_THROW(validate(p, RequestLimits{4, 8}));
+}
+
+TEST(LogitsProcessing, LogprobTokenIdsAndTheLogprobsCap) {
+  const std::vector<float> raw = {0.0f, 1.0f, 2.0f, 2.0f};
+  const double lse = std::log(1 + std::exp(1.0) + 2 * std::exp(2.0));
+  TokenLogprob lp = token_logprob_of(raw.data(), 4, 2, {0, 3, 0});
+  EXPECT_NEAR(lp.logprob, 2.0 - lse, 1e-6);
+  EXPECT_EQ(lp.rank, 2);  // ties count (vLLM's rank)
+  ASSERT_EQ(lp.top.size(), 2u);  // in the listed order, a repeated id once
+  EXPECT_EQ(lp.top[0].first, 0);
+  EXPECT_NEAR(lp.top[0].second, 0.0 - lse, 1e-6);
+  EXPECT_EQ(lp.top[1].first, 3);
+  EXPECT_NEAR(lp.top[1].second, 2.0 - lse, 1e-6);
+  RequestParams p;
+  p.prompt = {1};
+  p.max_tokens = 1;
+  p.logprobs = 4;  // the whole vocabulary of 4, under the default cap
+  EXPECT_NO_THROW(validate(p, RequestLimits{4, 8}));
+  p.logprobs = 21;
+  EXPECT_THROW(validate(p, RequestLimits{100, 8}), RequestError);
+  EXPECT_NO_THROW(validate(p, RequestLimits{100, 8, -1}));  // --max-logprobs -1: no cap
+  EXPECT_THROW(validate(p, RequestLimits{100, 8, 10}), RequestError);
+  p.logprobs = 3;
+  p.logprob_token_ids = {1, 4};
+  EXPECT_THROW(validate(p, RequestLimits{4, 8}), RequestError);  // 4 is outside the vocabulary
+  p.logprob_token_ids.assign(129, 1);
+  EXPECT_THROW(validate(p, RequestLimits{4, 8}), RequestError);  // more than vLLM's 128
+}
+
 }  // namespace
 }  // namespace fp4lm::engine::logits_processing_test

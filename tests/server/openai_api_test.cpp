@@ -524,6 +524,49 @@ TEST_F(OpenAiApi, LogitBiasNamesEveryKeyThatIsNotATokenId) {
   }
 }
 
+// allowed_token_ids, logprob_token_ids and -1 logprobs with vLLM's rules and messages.
+TEST_F(OpenAiApi, AllowedAndLogprobTokenIdsAndMinusOneLogprobs) {
+  const std::string msgs = R"("messages": [{"role": "user", "content": "hi"}])";
+  EXPECT_EQ(completion(R"({"prompt": "x", "allowed_token_ids": [3, 5]})").params.allowed_token_ids,
+            (std::vector<int32_t>{3, 5}));
+  EXPECT_EQ(error_of(R"({"prompt": "x", "allowed_token_ids": [3, 269]})"), std::make_pair(400, std::string("allowed_token_ids")));
+  EXPECT_EQ(error_of(R"({"prompt": "x", "allowed_token_ids": []})"), std::make_pair(400, std::string("allowed_token_ids")));
+  EXPECT_EQ(error_of(R"({"prompt": "x", "allowed_token_ids": [1], "use_beam_search": true})"),
+            std::make_pair(400, std::string("allowed_token_ids")));
+
+  // Chat: the ids take the place of top_logprobs; logprobs is required.
+  const ApiRequest c = chat("{" + msgs + R"(, "logprobs": true, "top_logprobs": 2, "logprob_token_ids": [1, 2, 3]})");
+  EXPECT_EQ(c.params.logprob_token_ids, (std::vector<int32_t>{1, 2, 3}));
+  EXPECT_EQ(c.params.logprobs, 3);
+  EXPECT_EQ(error_of("{" + msgs + R"(, "logprob_token_ids": [1]})", true), std::make_pair(400, std::string("logprob_token_ids")));
+  EXPECT_EQ(error_of("{" + msgs + R"(, "logprobs": true, "logprob_token_ids": [269]})", true),
+            std::make_pair(400, std::string("logprob_token_ids")));
+  // Completions: logprobs equal to their count (SamplingParams' rule).
+  EXPECT_EQ(completion(R"({"prompt": "x", "logprobs": 2, "logprob_token_ids": [4, 9]})").params.logprob_token_ids,
+            (std::vector<int32_t>{4, 9}));
+  EXPECT_EQ(error_of(R"({"prompt": "x", "logprobs": 1, "logprob_token_ids": [4, 9]})"),
+            std::make_pair(400, std::string("logprob_token_ids")));
+
+  // -1 is the vocabulary (269): over the default cap of 20 a 400 with vLLM's message.
+  try {
+    chat("{" + msgs + R"(, "logprobs": true, "top_logprobs": -1})");
+    FAIL() << "accepted";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.param, "top_logprobs");
+    EXPECT_EQ(std::string(e.what()), "Requested sample logprobs of 269, which is greater than max allowed: 20");
+  }
+  m_.max_logprobs = -1;  // --max-logprobs -1: no cap
+  EXPECT_EQ(chat("{" + msgs + R"(, "logprobs": true, "top_logprobs": -1})").params.logprobs, 269);
+  EXPECT_EQ(completion(R"({"prompt": "x", "logprobs": -1, "prompt_logprobs": -1})").params.prompt_logprobs, 269);
+  EXPECT_EQ(completion(R"({"prompt": "x", "logprobs": 25})").params.logprobs, 25);
+  EXPECT_EQ(error_of(R"({"prompt": "x", "prompt_logprobs": -1, "stream": true})"),
+            std::make_pair(400, std::string("prompt_logprobs")));
+  EXPECT_EQ(error_of(R"({"prompt": "x", "logprobs": -2})"), std::make_pair(400, std::string("logprobs")));
+  m_.max_logprobs = 100;
+  EXPECT_EQ(error_of(R"({"prompt": "x", "logprobs": -1})"), std::make_pair(400, std::string("logprobs")));
+  EXPECT_EQ(completion(R"({"prompt": "x", "logprobs": 100})").params.logprobs, 100);
+}
+
 // --enable-force-include-usage (vLLM's test_enable_force_include_usage): usage in every chunk and at
 // the end of every stream, whatever stream_options asks; non-streaming requests unchanged.
 // --return-tokens-as-token-ids: the default of the request field, which still wins when given.

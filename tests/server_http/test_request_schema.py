@@ -29,8 +29,8 @@ CHAT_ONLY = ["messages", "top_logprobs", "max_completion_tokens", "tools", "tool
 # Fields refused with a value that would change the output (their no-op defaults are accepted).
 UNSUPPORTED = {
     "include_stop_str_in_output": (True, False),
-    "spaces_between_special_tokens": (False, True), "allowed_token_ids": ([1, 2], None), "bad_words": (["x"], []),
-    "logprob_token_ids": ([1], None), "watermarking": (True, False), "thinking_token_budget": (10, None),
+    "spaces_between_special_tokens": (False, True), "bad_words": (["x"], []),
+    "watermarking": (True, False), "thinking_token_budget": (10, None),
     "repetition_detection": ({"max_pattern_size": 2}, None), "priority": (1, 0),
 }
 COMPLETION_UNSUPPORTED = {"suffix": ("x", None), "prompt_embeds": ("AAAA", None)}
