@@ -57,12 +57,10 @@ void validate(const RequestParams& p, const RequestLimits& lim) {
   const int64_t max_lp = lim.max_logprobs < 0 ? lim.vocab_size : lim.max_logprobs;
   // With logprob_token_ids, logprobs is their count: capped by kMaxLogprobTokenIds instead.
   if (p.logprob_token_ids.empty() && p.logprobs > max_lp)
-    bad("logprobs", fmt::format("Requested sample logprobs of {}, which is greater than max allowed: {}", p.logprobs,
-                                max_lp));
+    bad("logprobs", fmt::format("logprobs must be at most {}, got {}", max_lp, p.logprobs));
   if (p.logprobs < -1) bad("logprobs", fmt::format("logprobs must be -1 (none) or at least 0, got {}", p.logprobs));
   if (p.prompt_logprobs > max_lp)
-    bad("prompt_logprobs", fmt::format("Requested prompt logprobs of {}, which is greater than max allowed: {}",
-                                       p.prompt_logprobs, max_lp));
+    bad("prompt_logprobs", fmt::format("prompt_logprobs must be at most {}, got {}", max_lp, p.prompt_logprobs));
   if (p.prompt_logprobs < -1)
     bad("prompt_logprobs", fmt::format("prompt_logprobs must be -1 (none) or at least 0, got {}", p.prompt_logprobs));
   if (static_cast<int64_t>(p.logprob_token_ids.size()) > kMaxLogprobTokenIds)
