@@ -81,8 +81,8 @@ void parse_allowed_token_ids(const json& b, const ServingModel& m, engine::Reque
 }
 
 // logprob_token_ids (vLLM): at each generated position the logprobs of these ids (with the
-// sampled token's) instead of the top k; needs logprobs. Completions: `logprobs`, when given,
-// must equal their count (SamplingParams' rule); chat's top_logprobs yields to them.
+// sampled token's) instead of the top k; needs logprobs (chat: true; completions: any count, which
+// the ids replace, as vLLM's to_sampling_params passes logprobs=None with them).
 void parse_logprob_token_ids(const json& b, const ServingModel& m, ApiRequest& r) {
   const char* f = "logprob_token_ids";
   if (!present(b, f)) return;
@@ -100,11 +100,6 @@ void parse_logprob_token_ids(const json& b, const ServingModel& m, ApiRequest& r
                       f);
   std::vector<int32_t> ids = token_ids(v, f, m.vocab_size);
   const int64_t n = static_cast<int64_t>(ids.size());
-  if (r.endpoint == Endpoint::completions && r.top_logprobs != n)
-    throw bad_request(fmt::format("When both logprobs and logprob_token_ids are set, logprobs must equal "
-                                  "len(logprob_token_ids). Got logprobs={}, len(logprob_token_ids)={}.",
-                                  r.top_logprobs, n),
-                      f);
   r.params.logprob_token_ids = std::move(ids);
   r.params.logprobs = r.top_logprobs = n;
 }
@@ -425,9 +420,9 @@ ApiRequest parse_completion_request(const json& b, const ServingModel& m, uint64
     r.logprobs = true;
     r.top_logprobs = r.params.logprobs = resolve_logprobs(*lp, m, "logprobs", "sample");  // -1: the vocabulary
   }
-  parse_logprob_token_ids(b, m, r);
   // echo with logprobs: the prompt's tokens come first in the logprobs (OpenAI), from prompt logprobs.
   if (r.echo && r.logprobs) r.params.prompt_logprobs = std::max(r.params.prompt_logprobs, r.top_logprobs);
+  parse_logprob_token_ids(b, m, r);
   parse_beam_search(b, r);
   check_engine_params(b, r, m);
   return r;

@@ -541,11 +541,11 @@ TEST_F(OpenAiApi, AllowedAndLogprobTokenIdsAndMinusOneLogprobs) {
   EXPECT_EQ(error_of("{" + msgs + R"(, "logprob_token_ids": [1]})", true), std::make_pair(400, std::string("logprob_token_ids")));
   EXPECT_EQ(error_of("{" + msgs + R"(, "logprobs": true, "logprob_token_ids": [269]})", true),
             std::make_pair(400, std::string("logprob_token_ids")));
-  // Completions: logprobs equal to their count (SamplingParams' rule).
-  EXPECT_EQ(completion(R"({"prompt": "x", "logprobs": 2, "logprob_token_ids": [4, 9]})").params.logprob_token_ids,
-            (std::vector<int32_t>{4, 9}));
-  EXPECT_EQ(error_of(R"({"prompt": "x", "logprobs": 1, "logprob_token_ids": [4, 9]})"),
-            std::make_pair(400, std::string("logprob_token_ids")));
+  // Completions: logprobs must be given, and the ids replace its count (vLLM passes logprobs=None).
+  const ApiRequest k = completion(R"({"prompt": "x", "logprobs": 1, "logprob_token_ids": [4, 9, 4]})");
+  EXPECT_EQ(k.params.logprob_token_ids, (std::vector<int32_t>{4, 9, 4}));
+  EXPECT_EQ(k.top_logprobs, 3);
+  EXPECT_EQ(error_of(R"({"prompt": "x", "logprob_token_ids": [4, 9]})"), std::make_pair(400, std::string("logprob_token_ids")));
 
   // -1 is the vocabulary (269): over the default cap of 20 a 400 with vLLM's message.
   try {

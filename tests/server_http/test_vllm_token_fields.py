@@ -161,14 +161,20 @@ def test_logprob_token_ids_on_completions_and_stream(full, fclient):
     assert len(tops) == 1
     assert {int(e["token"].removeprefix("token_id:")): e["logprob"] for e in tops[0]} == pytest.approx(
         {i: d[i] for i in [tok, *want]}, abs=1e-4)
-    # Completions: logprobs must equal the number of ids (SamplingParams' rule).
+    # Completions: `logprobs` must be given; the ids replace its count (vLLM passes logprobs=None).
     body = {"model": "tiny", "prompt": "Hello", "max_tokens": 1, "temperature": 0, "logprob_token_ids": want}
-    ok = httpx.post(full.url + "/v1/completions", json={**body, "logprobs": 2}, timeout=60)
+    ok = httpx.post(full.url + "/v1/completions", json={**body, "logprobs": 0, "return_tokens_as_token_ids": True},
+                    timeout=60)
     assert ok.status_code == 200, ok.text
-    assert len(ok.json()["choices"][0]["logprobs"]["top_logprobs"][0]) in (2, 3)
-    for extra, field in [({"logprobs": 1}, "logprob_token_ids"), ({}, "logprob_token_ids")]:
-        bad = httpx.post(full.url + "/v1/completions", json={**body, **extra}, timeout=60)
-        assert bad.status_code == 400 and bad.json()["error"]["param"] == field, bad.text
+    lp = ok.json()["choices"][0]["logprobs"]
+    sampled = int(lp["tokens"][0].removeprefix("token_id:"))
+    got = {int(k.removeprefix("token_id:")): v for k, v in lp["top_logprobs"][0].items()}
+    ref = fclient.completions.create(model="tiny", prompt="Hello", max_tokens=1, temperature=0, logprobs=-1,
+                                     extra_body={"return_tokens_as_token_ids": True}).choices[0].logprobs
+    d = {int(k.removeprefix("token_id:")): v for k, v in ref.top_logprobs[0].items()}
+    assert got == pytest.approx({i: d[i] for i in [sampled, *want]}, abs=1e-4)
+    bad = httpx.post(full.url + "/v1/completions", json=body, timeout=60)
+    assert bad.status_code == 400 and bad.json()["error"]["param"] == "logprob_token_ids", bad.text
 
 
 def test_logprob_token_ids_errors(server):
