@@ -311,6 +311,38 @@ std::string without_server_paths(std::string msg, const ServingModel& m) {
   return msg;
 }
 
+// The image parts' cheap checks, before any is read: a model with a vision tower, the count
+// against --limit-mm-per-prompt, and the fields that cannot be combined with images.
+void check_image_parts(const json& b, const ServingModel& m, const std::vector<ImagePart>& images) {
+  if (images.empty()) return;
+  if (!m.images) {
+    try {
+      engine::refuse_images(m.name);
+    } catch (const engine::RequestError& e) {
+      throw bad_request(e.what(), images[0].field);
+    }
+  }
+  const int64_t n = static_cast<int64_t>(images.size());
+  if (n > m.image_limit)
+    throw bad_request(fmt::format("image {}: At most {} image(s) may be provided in one prompt "
+                                  "(--limit-mm-per-prompt), and this request has {}",
+                                  m.image_limit + 1, m.image_limit, n),
+                      images[static_cast<size_t>(m.image_limit)].field);
+  // Cutting the prompt could cut an image's placeholders; beam search runs text prompts only.
+  if (present(b, "truncate_prompt_tokens"))
+    throw bad_request("'truncate_prompt_tokens' cannot be combined with image parts", "truncate_prompt_tokens");
+  if (opt_bool(b, "use_beam_search").value_or(false))
+    throw bad_request("'use_beam_search' cannot be combined with image parts", "use_beam_search");
+  // They would change how the images are read or processed, which fp4lm does as the checkpoint's
+  // preprocessor_config.json says: refused with images rather than ignored (without, no effect).
+  for (const char* f : {"mm_processor_kwargs", "media_io_kwargs"})
+    if (present(b, f) && !(b[f].is_object() && b[f].empty()))
+      throw bad_request(fmt::format("'{}' is not supported with image parts (images are processed as the "
+                                    "checkpoint's preprocessor_config.json says)",
+                                    f),
+                        f);
+}
+
 }  // namespace
 
 engine::RequestParams choice_params(const ApiRequest& r, size_t c) {
@@ -394,6 +426,7 @@ std::string render_chat_prompt(const json& b, const ServingModel& m, const nlohm
                       "/v1/completions",
                       "messages");
   const json messages = checked_messages(b, images);
+  if (images) check_image_parts(b, m, *images);  // before the template sees them
   tokenizer::ChatOptions co = checked_template_options(b);
   // continue_final_message: the last (assistant) message is left open for the model to go on.
   const bool cont = opt_bool(b, "continue_final_message").value_or(false);
@@ -460,30 +493,6 @@ void parse_tool_choice(const json& b, const ServingModel& m, ApiRequest& r) {
   }
 }
 
-// The image parts' cheap checks, before any is read: a model with a vision tower, the count
-// against --limit-mm-per-prompt, and the fields that cannot be combined with images.
-void check_image_parts(const json& b, const ServingModel& m, const ApiRequest& r) {
-  if (r.images.empty()) return;
-  if (!m.images) {
-    try {
-      engine::refuse_images(m.name);
-    } catch (const engine::RequestError& e) {
-      throw bad_request(e.what(), r.images[0].field);
-    }
-  }
-  const int64_t n = static_cast<int64_t>(r.images.size());
-  if (n > m.image_limit)
-    throw bad_request(fmt::format("image {}: At most {} image(s) may be provided in one prompt "
-                                  "(--limit-mm-per-prompt), and this request has {}",
-                                  m.image_limit + 1, m.image_limit, n),
-                      r.images[static_cast<size_t>(m.image_limit)].field);
-  // Cutting the prompt could cut an image's placeholders; beam search runs text prompts only.
-  if (present(b, "truncate_prompt_tokens"))
-    throw bad_request("'truncate_prompt_tokens' cannot be combined with image parts", "truncate_prompt_tokens");
-  if (opt_bool(b, "use_beam_search").value_or(false))
-    throw bad_request("'use_beam_search' cannot be combined with image parts", "use_beam_search");
-}
-
 }  // namespace
 
 ApiRequest parse_chat_request(const json& b, const ServingModel& m, uint64_t random_seed,
@@ -498,7 +507,6 @@ ApiRequest parse_chat_request(const json& b, const ServingModel& m, uint64_t ran
   const bool truncating = present(b, "truncate_prompt_tokens");  // a longer prompt is then fine
   if (m.tok && m.chat && !truncating) check_prompt_bytes(m, user_text_bytes(b), "messages");  // before rendering
   const std::string prompt = render_chat_prompt(b, m, ordered, &r.images);
-  check_image_parts(b, m, r);  // before any image is read
   parse_tool_choice(b, m, r);  // after the template's checks of tools and tool_choice
   r.include_reasoning = opt_bool(b, "include_reasoning").value_or(true);
   ApiRequest::Prompt p;

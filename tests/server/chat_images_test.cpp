@@ -256,6 +256,8 @@ TEST_F(ChatImages, PartShapesAsVllmChecksThem) {
   // Fields that cannot be combined with images.
   EXPECT_EQ(error_of(body({png}, {{"truncate_prompt_tokens", 10}})).second, "truncate_prompt_tokens");
   EXPECT_EQ(error_of(body({png}, {{"use_beam_search", true}})).second, "use_beam_search");
+  EXPECT_EQ(error_of(body({png}, {{"mm_processor_kwargs", {{"max_pixels", 100}}}})).second, "mm_processor_kwargs");
+  EXPECT_EQ(parse(body({png}, {{"mm_processor_kwargs", json::object()}})).params.images->count, 1);
   // /tokenize renders messages without images.
   try {
     parse_tokenize_request(body({png}), m_);
