@@ -23,7 +23,7 @@ namespace fs = std::filesystem;
 namespace {
 
 // A client's string in an error message: at most 80 bytes, control bytes escaped.
-std::string quoted(std::string_view s) {
+std::string shown(std::string_view s) {
   std::string out;
   for (char c : s.substr(0, 80)) {
     const auto u = static_cast<unsigned char>(c);
@@ -58,16 +58,16 @@ std::vector<uint8_t> load_data_url(std::string_view url, const MediaUrlOptions& 
   const std::string_view rest = url.substr(5);
   const size_t comma = rest.find(',');
   if (comma == std::string_view::npos)
-    refuse(name, fmt::format("a data: URL needs a ',' before its data, got {}", quoted(url)));
+    refuse(name, fmt::format("a data: URL needs a ',' before its data, got {}", shown(url)));
   const std::string_view spec = rest.substr(0, comma);
   const size_t last_semi = spec.rfind(';');
   if (last_semi == std::string_view::npos || spec.substr(last_semi + 1) != "base64")
     refuse(name, fmt::format("only base64 data URLs are supported ('data:image/png;base64,...'), got {}",
-                             quoted(url.substr(0, 5 + comma + 1))));
+                             shown(url.substr(0, 5 + comma + 1))));
   const std::string_view media_type = spec.substr(0, spec.find(';'));
   if (!starts_with_nocase(media_type, "image/"))
     refuse(name, fmt::format("a data: URL of media type {}; expected an image (image/png, image/jpeg, image/webp)",
-                             quoted(media_type)));
+                             shown(media_type)));
   return decode_base64(rest.substr(comma + 1), o.max_bytes, name);
 }
 
@@ -108,8 +108,8 @@ std::vector<uint8_t> load_file_url(std::string_view url, const MediaUrlOptions& 
   const size_t slash = rest.find('/');
   const std::string_view host = rest.substr(0, slash);
   if (!host.empty() && host != "localhost")
-    refuse(name, fmt::format("a file:// URL names host {}; only local paths (file:///path) are read", quoted(host)));
-  if (slash == std::string_view::npos) refuse(name, fmt::format("a file:// URL without a path: {}", quoted(url)));
+    refuse(name, fmt::format("a file:// URL names host {}; only local paths (file:///path) are read", shown(host)));
+  if (slash == std::string_view::npos) refuse(name, fmt::format("a file:// URL without a path: {}", shown(url)));
   std::string_view path = rest.substr(slash);
   path = path.substr(0, std::min(path.find('?'), path.find('#')));
   const fs::path given(percent_decoded(path, name));
@@ -118,26 +118,26 @@ std::vector<uint8_t> load_file_url(std::string_view url, const MediaUrlOptions& 
   const fs::path allowed(o.allowed_local_media_path);
   if (ec || !inside(resolved, allowed))
     refuse(name, fmt::format("the file path {} must be a subpath of `--allowed-local-media-path {}`",
-                             quoted(given.string()), allowed.string()));
+                             shown(given.string()), allowed.string()));
   // Non-blocking, so that a FIFO cannot hold the request; only a regular file is read.
   const int fd = ::open(resolved.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-  if (fd < 0) refuse(name, fmt::format("cannot read {}: {}", quoted(given.string()), std::strerror(errno)));
+  if (fd < 0) refuse(name, fmt::format("cannot read {}: {}", shown(given.string()), std::strerror(errno)));
   struct Closer {
     int fd;
     ~Closer() { ::close(fd); }
   } closer{fd};
   struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
-    refuse(name, fmt::format("{} is not a regular file", quoted(given.string())));
+    refuse(name, fmt::format("{} is not a regular file", shown(given.string())));
   if (static_cast<uint64_t>(st.st_size) > o.max_bytes)
-    refuse(name, fmt::format("{} is {} bytes, more than the {} bytes an image may have", quoted(given.string()),
+    refuse(name, fmt::format("{} is {} bytes, more than the {} bytes an image may have", shown(given.string()),
                              st.st_size, o.max_bytes));
   std::vector<uint8_t> bytes(static_cast<size_t>(st.st_size));
   size_t got = 0;
   while (got < bytes.size()) {
     const ssize_t n = ::read(fd, bytes.data() + got, bytes.size() - got);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) refuse(name, fmt::format("cannot read {}: {}", quoted(given.string()), n < 0 ? std::strerror(errno) : "it shrank"));
+    if (n <= 0) refuse(name, fmt::format("cannot read {}: {}", shown(given.string()), n < 0 ? std::strerror(errno) : "it shrank"));
     got += static_cast<size_t>(n);
   }
   return bytes;
@@ -189,7 +189,7 @@ std::vector<uint8_t> load_media_url(const std::string& url, const MediaUrlOption
     refuse(name, "remote image URLs (http, https) are not fetched: remote fetching is not enabled in fp4lm serve; "
                  "send the image as a data: URL (data:image/png;base64,...) or as a file:// URL under "
                  "--allowed-local-media-path");
-  refuse(name, fmt::format("the URL must be a data: URL or a file:// URL, got {}", quoted(url)));
+  refuse(name, fmt::format("the URL must be a data: URL or a file:// URL, got {}", shown(url)));
 }
 
 std::string canonical_media_dir(const std::string& dir) {

@@ -32,8 +32,10 @@ ImagePart image_part(const json& part, const std::string& name, bool typed) {
   if (present(part, "uuid"))
     throw bad_request(fmt::format("'{}.uuid': media UUIDs are not supported; send the image itself", name),
                       name + ".uuid");
-  const json& iu = part["image_url"];
   const std::string field = name + ".image_url";
+  if (!present(part, "image_url"))
+    throw bad_request(fmt::format("'{}' is required (an object {{\"url\": ...}})", field), field);
+  const json& iu = part["image_url"];
   if (!typed && iu.is_string()) return {iu.get<std::string>(), field};
   // OpenAI's type (which vLLM validates): an object with a string url and an optional detail.
   if (!iu.is_object())

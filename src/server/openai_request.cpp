@@ -9,6 +9,7 @@
 #include <fmt/ranges.h>
 
 #include "core/error.h"
+#include "engine/image_input.h"
 #include "engine/process_stats.h"
 #include "io/json_file.h"
 #include "server/chat_images.h"
@@ -532,8 +533,11 @@ ApiRequest parse_chat_request(const json& b, const ServingModel& m, uint64_t ran
       const json content = checked_messages(json{{"messages", json::array({last})}}, &last_images)[0]["content"];
       if (content.is_string()) p.text = content.get<std::string>();
       else
-        for (const json& part : content)
-          if (part["type"] == "text") p.text += (p.text.empty() ? "" : "\n") + part["text"].get<std::string>();
+        for (const json& part : content) {
+          if (part["type"] != "text") continue;
+          if (!p.text.empty()) p.text += '\n';
+          p.text += part["text"].get_ref<const std::string&>();
+        }
     }
   }
   truncate_prompt(b, m, p.ids);

@@ -273,7 +273,7 @@ TEST_F(ChatImages, HostileImagesAre400sNamingTheImage) {
   const auto check = [&](const json& b, const std::string& what) {
     const auto t0 = std::chrono::steady_clock::now();
     const auto [msg, param] = error_of(b);
-    EXPECT_EQ(msg.rfind("image 2: ", 0), 0u) << msg;
+    EXPECT_EQ(msg.rfind("image 2", 0), 0u) << msg;
     EXPECT_NE(msg.find(what), std::string::npos) << msg;
     EXPECT_EQ(param, field1);
     EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
@@ -287,9 +287,12 @@ TEST_F(ChatImages, HostileImagesAre400sNamingTheImage) {
   check(body({good, "data:image/png;base64,%%%"}), "not base64");
   check(body({good, "file:///etc/passwd"}), "--allowed-local-media-path");
   check(body({good, "https://example.com/x.png"}), "remote fetching is not enabled");
-  // Too large for the context: named before the tower runs, from the decoded size.
+  // Too large for the context: named before the tower runs, from the decoded size. The prompt
+  // has 46 tokens besides two images' 20 placeholders each.
+  m_.max_model_len = 80;
+  check(body({good, good}), "image 2 (20 tokens for its 84x56 pixels) makes the prompt 86 tokens, more than the "
+                            "model's context of 80");
   m_.max_model_len = 60;  // the prompt with one image is 64 tokens
-  check(body({good, good}), "image 2 (20 tokens for its 84x56 pixels) makes the prompt");
   const auto e = error_of(body({good}));
   EXPECT_EQ(e.first.rfind("image 1 (20 tokens", 0), 0u) << e.first;
 }
