@@ -1,13 +1,17 @@
 // `fp4lm serve`: an OpenAI-compatible HTTP server (src/server) over the continuous-batching
 // engine (src/engine). The port is bound before the model loads (/health: 503, then 200);
 // SIGINT/SIGTERM stop it gracefully and exit 0.
+#include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
@@ -63,6 +67,7 @@ struct ServeArgs {
   bool enable_prompt_tokens_details = false;
   bool enable_force_include_usage = false, return_tokens_as_token_ids = false;
   std::string allowed_local_media_path, limit_mm_per_prompt;
+  std::vector<std::string> allowed_media_domains;
   EngineFlags flags;
 };
 
@@ -208,6 +213,16 @@ int run_serve(ServeArgs& a) {
   engine::MediaUrlOptions media;
   if (!a.allowed_local_media_path.empty())
     media.allowed_local_media_path = engine::canonical_media_dir(a.allowed_local_media_path);
+  for (const std::string& list : a.allowed_media_domains) {  // space- (vLLM) or comma-separated
+    std::stringstream ss(list);
+    for (std::string d; std::getline(ss, d, ',');) {
+      std::erase_if(d, [](unsigned char c) { return std::isspace(c); });
+      std::transform(d.begin(), d.end(), d.begin(), [](unsigned char c) { return std::tolower(c); });
+      if (d.empty() || d.find_first_of("/:@") != std::string::npos)
+        usage_fail("--allowed-media-domains: '{}' is not a host name (e.g. upload.wikimedia.org)", list);
+      media.allowed_media_domains.push_back(d);
+    }
+  }
   engine::SchedulerConfig sc;
   sc.max_num_seqs = a.max_num_seqs;
   sc.max_num_batched_tokens = a.max_num_batched_tokens;
@@ -417,6 +432,9 @@ CommandRegistration reg("serve", "OpenAI-compatible HTTP server with continuous 
   sub.add_option("--allowed-local-media-path", a->allowed_local_media_path,
                  "Image parts may be file:// URLs of files under this directory (vLLM's flag; without it file:// "
                  "URLs answer 400)");
+  sub.add_option("--allowed-media-domains", a->allowed_media_domains,
+                 "Image parts may be http(s) URLs of these hosts (vLLM's flag; fetched with a 5 s timeout, no "
+                 "redirects, at most 64 MiB; without it http(s) URLs answer 400)");
   sub.add_option("--limit-mm-per-prompt", a->limit_mm_per_prompt,
                  "Most images per prompt, vLLM's JSON: '{\"image\": 2}' (default 999; more answer 400)");
   add_engine_flags(sub, a->flags);

@@ -15,6 +15,7 @@
 
 #include "core/error.h"
 #include "engine/request_error.h"
+#include "io/http_fetch.h"
 
 namespace fp4lm::engine {
 
@@ -185,11 +186,23 @@ std::vector<uint8_t> decode_base64(std::string_view data, uint64_t max_bytes, co
 std::vector<uint8_t> load_media_url(const std::string& url, const MediaUrlOptions& options, const std::string& name) {
   if (starts_with_nocase(url, "data:")) return load_data_url(url, options, name);
   if (starts_with_nocase(url, "file://")) return load_file_url(url, options, name);
-  if (starts_with_nocase(url, "http://") || starts_with_nocase(url, "https://"))
-    refuse(name, "remote image URLs (http, https) are not fetched: remote fetching is not enabled in fp4lm serve; "
-                 "send the image as a data: URL (data:image/png;base64,...) or as a file:// URL under "
-                 "--allowed-local-media-path");
-  refuse(name, fmt::format("the URL must be a data: URL or a file:// URL, got {}", shown(url)));
+  if (starts_with_nocase(url, "http://") || starts_with_nocase(url, "https://")) {
+    if (options.allowed_media_domains.empty())
+      refuse(name, "remote image URLs (http, https) are not fetched: remote fetching is not enabled in fp4lm serve "
+                   "(--allowed-media-domains); send the image as a data: URL (data:image/png;base64,...) or as a "
+                   "file:// URL under --allowed-local-media-path");
+    const std::string host = io::url_host(url);
+    const auto& allowed = options.allowed_media_domains;
+    if (host.empty() || std::find(allowed.begin(), allowed.end(), host) == allowed.end())
+      refuse(name, fmt::format("the URL must be from one of the allowed domains (--allowed-media-domains), got host {}",
+                               shown(host)));
+    try {
+      return io::http_get_bounded(url, options.max_bytes, options.fetch_timeout_seconds);
+    } catch (const Error& e) {
+      refuse(name, fmt::format("fetching {}: {}", shown(url), e.what()));
+    }
+  }
+  refuse(name, fmt::format("the URL must be a data:, file:// or http(s) URL, got {}", shown(url)));
 }
 
 std::string canonical_media_dir(const std::string& dir) {

@@ -104,7 +104,12 @@ TEST(MediaUrl, EveryRefusalNamesTheImage) {
   has(load_error("data:image/png;base64"), "needs a ','");
   has(load_error("https://example.com/cat.png"), "remote fetching is not enabled");
   has(load_error("http://127.0.0.1/cat.png"), "remote fetching is not enabled");
-  has(load_error("ftp://example.com/cat.png"), "must be a data: URL or a file:// URL, got 'ftp://");
+  has(load_error("ftp://example.com/cat.png"), "must be a data:, file:// or http(s) URL, got 'ftp://");
+  engine::MediaUrlOptions remote;
+  remote.allowed_media_domains = {"127.0.0.1"};
+  has(load_error("https://example.com/cat.png", remote), "allowed domains (--allowed-media-domains), got host 'example.com'");
+  has(load_error("http://127.0.0.1.evil.example/cat.png", remote), "got host '127.0.0.1.evil.example'");
+  has(load_error("http://user@/cat.png", remote), "got host ''");
   has(load_error("file:///etc/passwd"), "without `--allowed-local-media-path`");
   engine::MediaUrlOptions small;
   small.max_bytes = 4;

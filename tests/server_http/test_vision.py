@@ -2,8 +2,9 @@
 client, on the tiny Qwen3.5 VL fixture tests/cli/fixtures/qwen3_5_vl_e2e/dense, against
 transformers 5.24 (scripts/make_qwen_vl_e2e_goldens.py): an image as a data: URL gives
 Qwen3VLProcessor's prompt ids, prompt logprobs within 1e-4 of the logit range of the float64
-forward's log-softmax, and transformers' greedy tokens. Two images, a JPEG, file:// URLs and
-every hostile case (a 400 naming the image within seconds, the server still up)."""
+forward's log-softmax, and transformers' greedy tokens. Two images, a JPEG, file:// URLs, http
+URLs from a local server under --allowed-media-domains, and every hostile case (a 400 naming the
+image within seconds, the server still up)."""
 import base64
 import math
 import shutil
@@ -216,3 +217,61 @@ def test_a_model_without_a_vision_tower_names_itself(server, client):
         {"type": "image_url", "image_url": {"url": data_url(DATA / "rgb_56x84.png")}}, {"type": "text", "text": "hi"}]}],
         model="tiny")
     assert e["message"] == "model 'tiny' has no vision tower fp4lm runs: it does not accept image inputs", e
+
+
+@pytest.fixture(scope="module")
+def media_http():
+    """A local HTTP server: /cat.png, /missing (404), /redirect (302 to /cat.png), /slow (8 s)."""
+    import http.server
+    import threading
+    png = (DATA / "rgb_56x84.png").read_bytes()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            if self.path == "/slow":
+                time.sleep(8)
+            if self.path in ("/cat.png", "/slow"):
+                self.send_response(200)
+                self.send_header("Content-Type", "image/png")
+                self.send_header("Content-Length", str(len(png)))
+                self.end_headers()
+                self.wfile.write(png)
+            elif self.path == "/redirect":
+                self.send_response(302)
+                self.send_header("Location", "/cat.png")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+            else:
+                self.send_error(404)
+
+        def log_message(self, *args):
+            pass
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield f"127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+
+
+def test_http_urls_only_from_allowed_domains(logs, media_http, monkeypatch):
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")  # libcurl honours proxies from the environment
+    monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
+    s = Server(FIXTURE, "--served-model-name", "vl", "--dtype", "float32", "--allowed-media-domains", "127.0.0.1",
+               log_dir=logs, name="vl-remote")
+    try:
+        client = openai.OpenAI(base_url=s.url + "/v1", api_key="unused", max_retries=0, timeout=60)
+        r = chat(client, message(f"http://{media_http}/cat.png"))
+        assert r.model_extra["prompt_token_ids"] == GOLDEN["prompt_ids"]
+        assert r.choices[0].model_extra["token_ids"] == GOLDEN["greedy_ids"]
+        port = media_http.split(":")[1]
+        for url, what in [(f"http://localhost:{port}/cat.png", "allowed domains (--allowed-media-domains), got host "
+                                                              "'localhost'"),
+                          (f"http://{media_http}/missing", "HTTP 404"),
+                          (f"http://{media_http}/redirect", "redirects are not followed")]:
+            e = bad(client, message(url))
+            assert e["message"].startswith("image 1: ") and what in e["message"], e
+        t0 = time.monotonic()
+        e = bad(client, message(f"http://{media_http}/slow"))
+        assert "no complete response within 5 s" in e["message"] and time.monotonic() - t0 < 8, e
+    finally:
+        assert s.stop() == 0, s.log()
