@@ -298,6 +298,7 @@ void HttpServer::generate(const std::shared_ptr<Exchange>& ex, bool chat) {
         if (shutting_down_) throw ApiError(503, "the server is shutting down");
         attach_chat_images(job->first, job->second, *model_);
         job->second = nullptr;  // the request body (its images' data) is not needed any more
+        if (shutting_down_) throw ApiError(503, "the server is shutting down");  // it began while encoding
         admit(ex, chat, std::move(job->first), t0);
       } catch (...) {
         fail(ex, t0, std::current_exception());

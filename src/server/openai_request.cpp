@@ -529,7 +529,7 @@ ApiRequest parse_chat_request(const json& b, const ServingModel& m, uint64_t ran
   if (r.echo) {
     const json& last = b["messages"].back();
     if (last.value("role", "") == "assistant") {
-      std::vector<ImagePart> last_images;  // counted with the others above
+      std::vector<ImagePart> last_images;  // the request's own, read above
       const json content = checked_messages(json{{"messages", json::array({last})}}, &last_images)[0]["content"];
       if (content.is_string()) p.text = content.get<std::string>();
       else

@@ -64,7 +64,8 @@ def media_dir(tmp_path_factory):
 @pytest.fixture(scope="module")
 def vl_server(logs, media_dir):
     s = Server(FIXTURE, "--served-model-name", "vl", "--dtype", "float32", "--max-num-seqs", "4",
-               "--allowed-local-media-path", str(media_dir / "inside"), log_dir=logs, name="vl")
+               "--enable-prompt-tokens-details", "--allowed-local-media-path", str(media_dir / "inside"),
+               log_dir=logs, name="vl")
     yield s
     assert s.stop() == 0, s.log()
 
@@ -99,11 +100,29 @@ def test_a_data_url_image_equals_transformers(vl):
         assert abs(got - want) <= 1e-4 * (mx - min(row)), (t, got, want)
 
 
-def test_the_same_image_twice_hits_the_prefix_cache_and_answers_the_same(vl):
+def png_of(width, height, pixel):
+    """An 8-bit RGB PNG whose pixel (x, y) is pixel(x, y)."""
+    rows = b"".join(b"\0" + bytes(c for x in range(width) for c in pixel(x, y)) for y in range(height))
+    chunk = lambda t, d: struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d))  # noqa: E731
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b""))
+
+
+def test_the_prefix_cache_keys_images_by_content(vl):
+    """A prompt longer than 128 tokens (the hybrid model resumes at multiples of 64): the same
+    image again reads cached blocks and answers the same; another image of the same size (the
+    same placeholder ids) reads none past the text before it."""
+    text = TEXT + " Describe it in detail, please, with every colour and shape you can see in it."
     url = data_url(DATA / "rgb_56x84.png")
-    a = chat(vl, message(url))
-    b = chat(vl, message(url))
-    assert b.choices[0].model_extra["token_ids"] == a.choices[0].model_extra["token_ids"] == GOLDEN["greedy_ids"]
+    a = chat(vl, message(url, text=text))
+    assert len(a.model_extra["prompt_token_ids"]) > 128
+    b = chat(vl, message(url, text=text))
+    assert b.usage.prompt_tokens_details.cached_tokens >= 64
+    assert b.choices[0].model_extra["token_ids"] == a.choices[0].model_extra["token_ids"]
+    other = data_url(png_of(84, 56, lambda x, y: (3 * x % 256, 5 * y % 256, (x * y) % 256)))
+    c = chat(vl, message(other, text=text))
+    assert c.model_extra["prompt_token_ids"] == a.model_extra["prompt_token_ids"]
+    assert c.usage.prompt_tokens_details.cached_tokens == 0
 
 
 def generate_json(*images):
