@@ -105,6 +105,14 @@ def check_against_goldens(client, fixture):
 
 def test_a_data_url_image_equals_transformers(vl):
     check_against_goldens(vl, FIXTURE)
+    # n samples and a stream carry the images too.
+    msgs = message(data_url(DATA / "rgb_56x84.png"))
+    r = vl.chat.completions.create(model="vl", messages=msgs, temperature=0, max_tokens=6, n=2,
+                                   extra_body={"ignore_eos": True, "return_token_ids": True})
+    assert [c.model_extra["token_ids"] for c in r.choices] == [GOLDEN["greedy_ids"]] * 2
+    stream = vl.chat.completions.create(model="vl", messages=msgs, temperature=0, max_tokens=6, stream=True,
+                                        extra_body={"ignore_eos": True})
+    assert "".join(ch.choices[0].delta.content or "" for ch in stream if ch.choices) == r.choices[0].message.content
 
 
 def test_the_moe_model_too(logs):
