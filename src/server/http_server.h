@@ -2,7 +2,8 @@
 // The OpenAI-compatible HTTP front-end: routes over the event-driven transport (http_transport.h).
 // The event loop answers /health, /version, /v1/models and /metrics itself and writes every
 // response; request bodies (JSON, chat templates, tokenization, admission) go to a few worker
-// threads; the model runs on the engine thread. Before a body is read: CORS preflights, then the
+// threads, chat requests with images then to one image thread (loading, decoding, the vision
+// tower; server/chat_images.h); the model runs on the engine thread. Before a body is read: CORS preflights, then the
 // API key, then availability (503 while loading or shutting down). The port is bound first and
 // /health answers 503 until set_ready(); shutdown() stops taking requests (503), lets in-flight
 // ones finish for a grace period, aborts the rest, and stops.
