@@ -140,7 +140,9 @@ class LLM:
                 conv, images = _images.chat_images(conv, self._media_root)
             except (TypeError, ValueError) as e:
                 raise type(e)(f"{where}: {e}") from None
-            _images.check_limit(len(images), self._image_limit, where)
+            if images:
+                self._check_accepts_images(where)
+                _images.check_limit(len(images), self._image_limit, where)
             text = tok.apply_chat_template(conv, tokenize=False, add_generation_prompt=add_generation_prompt,
                                            chat_template_kwargs=chat_template_kwargs, tools=tools,
                                            continue_final_message=continue_final_message)
@@ -202,6 +204,8 @@ class LLM:
                 except (TypeError, ValueError) as e:
                     msg = str(e)
                     raise type(e)(msg if msg.startswith(where) else f"{where}: {msg}") from None
+                if images:
+                    self._check_accepts_images(where)
                 _images.check_limit(len(images), self._image_limit, where)
             if "prompt_token_ids" in p:
                 ids = p["prompt_token_ids"]
@@ -212,6 +216,12 @@ class LLM:
             if "prompt" in p and isinstance(p["prompt"], str):
                 return p["prompt"], self.get_tokenizer().encode(p["prompt"], add_special_tokens=True), images, where
         raise ValueError(f"a prompt must be a string or a dict with 'prompt_token_ids' or 'prompt', got {p!r}")
+
+    def _check_accepts_images(self, where):
+        try:
+            self._engine.check_accepts_images(self.model_id)
+        except ValueError as e:
+            raise ValueError(f"{where}: {e}") from None
 
     def _attach_images(self, parsed):
         """(text, ids, ImagePrompt or None) per prompt: each prompt's images encoded by the vision

@@ -189,6 +189,7 @@ PYBIND11_MODULE(_core, m) {
              return e.attach_images(std::move(prompt), named, model_name);
            },
            py::arg("prompt_token_ids"), py::arg("images"), py::arg("model_name"))
+      .def("check_accepts_images", &python::OfflineEngine::check_accepts_images, py::arg("model_name"))
       .def_property_readonly("has_tokenizer", &python::OfflineEngine::has_tokenizer)
       .def("encode",
            [](const python::OfflineEngine& e, const std::string& text, bool add_special_tokens) {

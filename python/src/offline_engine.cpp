@@ -77,10 +77,7 @@ std::string OfflineEngine::apply_chat_template(const std::string& messages_json,
 ImagePrompt OfflineEngine::attach_images(std::vector<int32_t> prompt, const std::vector<NamedImage>& images,
                                          const std::string& model_name) {
   py::gil_scoped_release nogil;  // the vision tower runs here
-  if (!image_input_made_) {
-    image_input_ = engine::ImageInput::for_model(*lm_, dir_);
-    image_input_made_ = true;
-  }
+  std::call_once(image_input_once_, [this] { image_input_ = engine::ImageInput::for_model(*lm_, dir_); });
   engine::RequestParams p;
   p.prompt = std::move(prompt);
   if (!image_input_) {
@@ -95,6 +92,10 @@ ImagePrompt OfflineEngine::attach_images(std::vector<int32_t> prompt, const std:
   }
   image_input_->attach(p, std::move(encoded), lm_->max_model_len());
   return {std::move(p.prompt), std::move(p.images)};
+}
+
+void OfflineEngine::check_accepts_images(const std::string& model_name) const {
+  if (!lm_->image_encoder()) engine::refuse_images(model_name);
 }
 
 std::vector<std::vector<engine::BeamSequence>> OfflineEngine::beam_search(

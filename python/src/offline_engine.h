@@ -5,6 +5,7 @@
 // signals between waits so Ctrl-C cancels the batch and leaves the engine usable.
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -81,6 +82,10 @@ class OfflineEngine {
   ImagePrompt attach_images(std::vector<int32_t> prompt, const std::vector<NamedImage>& images,
                             const std::string& model_name);
 
+  // engine::refuse_images(model_name) when the model has no vision tower (checked before a chat
+  // template renders image parts).
+  void check_accepts_images(const std::string& model_name) const;
+
   bool has_tokenizer() const { return tok_ != nullptr; }
   const tokenizer::Tokenizer& tokenizer() const;  // Error when the checkpoint has none
   // messages_json: a JSON array of messages; tools_json: "null" or a JSON array of tools;
@@ -103,7 +108,7 @@ class OfflineEngine {
   std::unique_ptr<engine::Engine> engine_;
   // Made on the first image (a VL checkpoint runs text without a preprocessor_config.json).
   std::unique_ptr<engine::ImageInput> image_input_;
-  bool image_input_made_ = false;
+  std::once_flag image_input_once_;
 };
 
 }  // namespace fp4lm::python

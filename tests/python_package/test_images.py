@@ -1,11 +1,15 @@
 """fp4lm.LLM with images (vLLM's multi_modal_data and chat image parts) on the tiny Qwen3.5 VL
 fixtures of tests/cli/fixtures/qwen3_5_vl_e2e (scripts/make_qwen_vl_e2e_goldens.py): the prompt ids
-equal transformers' Qwen3VLProcessor's and the greedy tokens transformers' (golden.json), whatever
-form the image comes in, and equal `fp4lm generate --image`'s; plus the errors."""
+equal transformers' Qwen3VLProcessor's, every prompt token's logprob and top-20 logprobs equal the
+log-softmax of Qwen3_5ForConditionalGeneration's float64 logits (expected_logits.f64), and the
+greedy tokens transformers' (golden.json), whatever form the image comes in; the tokens equal
+`fp4lm generate --image`'s; plus the errors."""
 import base64
 import io
 import json
+import math
 import shutil
+import struct
 from pathlib import Path
 
 import pytest
@@ -21,7 +25,30 @@ PAD = "<|vision_start|><|image_pad|><|vision_end|>"
 
 
 def golden(kind):
-    return json.loads((FIXTURES / kind / "golden.json").read_text())
+    """golden.json, with "ref_logprobs": the log-softmax of each row of expected_logits.f64 (row i:
+    the float64 logits after prompt token i)."""
+    g = json.loads((FIXTURES / kind / "golden.json").read_text())
+    rows, cols = g["logits_rows"], g["logits_cols"]
+    flat = struct.unpack(f"<{rows * cols}d", (FIXTURES / kind / "expected_logits.f64").read_bytes())
+    g["ref_logprobs"] = []
+    for i in range(rows):
+        row = flat[i * cols:(i + 1) * cols]
+        top = max(row)
+        lse = top + math.log(sum(math.exp(x - top) for x in row))
+        g["ref_logprobs"].append([x - lse for x in row])
+    return g
+
+
+def prompt_logprob_error(out, g):
+    """The largest difference between the engine's prompt logprobs (each token's and its top 20)
+    and the float64 reference's."""
+    assert len(out.prompt_logprobs) == len(g["prompt_ids"]) and out.prompt_logprobs[0] is None
+    err = 0.0
+    for i, entry in enumerate(out.prompt_logprobs[1:]):
+        assert len(entry) >= 20
+        for token, lp in entry.items():
+            err = max(err, abs(lp.logprob - g["ref_logprobs"][i][token]))
+    return err
 
 
 @pytest.fixture(scope="module", params=["dense", "moe"])
@@ -31,7 +58,7 @@ def vl(request):
 
 
 def greedy(g):
-    return SamplingParams(temperature=0, max_tokens=len(g["greedy_ids"]), ignore_eos=True)
+    return SamplingParams(temperature=0, max_tokens=len(g["greedy_ids"]), ignore_eos=True, prompt_logprobs=20)
 
 
 def data_url(path=IMAGE):
@@ -40,6 +67,8 @@ def data_url(path=IMAGE):
 
 def assert_golden(out, g):
     assert out.prompt_token_ids == g["prompt_ids"]
+    # float32 activations against float64: measured 3e-7; another image of the same size gives 0.07.
+    assert prompt_logprob_error(out, g) < 1e-4
     assert out.outputs[0].token_ids == g["greedy_ids"]
 
 
@@ -62,6 +91,16 @@ def test_generate_with_image_equals_transformers(vl, form):
     out = llm.generate({"prompt": g["rendered"], "multi_modal_data": {"image": image}}, greedy(g))[0]
     assert out.prompt == g["rendered"]
     assert_golden(out, g)
+
+
+def test_the_images_pixels_reach_the_model(vl):
+    """The check above can fail: the same image mirrored (same size, so the same prompt ids) is
+    far from the reference (the tiny model's greedy tokens happen not to change)."""
+    _, llm, g = vl
+    mirrored = Image.open(IMAGE).transpose(Image.Transpose.FLIP_LEFT_RIGHT)
+    out = llm.generate({"prompt": g["rendered"], "multi_modal_data": {"image": mirrored}}, greedy(g))[0]
+    assert out.prompt_token_ids == g["prompt_ids"]
+    assert prompt_logprob_error(out, g) > 1e-2
 
 
 def test_generate_with_prompt_token_ids(vl):
