@@ -103,8 +103,9 @@ def image_bytes(item, name):
     raise TypeError(f"{name}: expected {ACCEPTED}, got {type(item).__module__}.{type(item).__qualname__}")
 
 
-def multi_modal_images(mm, where):
-    """The (name, bytes) images of a prompt's `multi_modal_data`: {"image": one image or a list}."""
+def multi_modal_images(mm, where, limit):
+    """The (name, bytes) images of a prompt's `multi_modal_data`: {"image": one image or a list};
+    their number checked against `limit` before any is read."""
     if not isinstance(mm, dict):
         raise TypeError(f"{where}: multi_modal_data must be a dict such as {{'image': image}}, "
                         f"got {type(mm).__qualname__}")
@@ -114,10 +115,13 @@ def multi_modal_images(mm, where):
                              "(multi_modal_data={'image': ...})")
     items = mm.get("image")
     if items is None:
-        return []
-    if isinstance(items, (list, tuple)):
-        return [image_bytes(x, f'multi_modal_data["image"][{k}]') for k, x in enumerate(items)]
-    return [image_bytes(items, 'multi_modal_data["image"]')]
+        named = []
+    elif isinstance(items, (list, tuple)):
+        named = [(f'multi_modal_data["image"][{k}]', x) for k, x in enumerate(items)]
+    else:
+        named = [('multi_modal_data["image"]', items)]
+    check_limit(len(named), limit, where)
+    return [image_bytes(x, name) for name, x in named]
 
 
 def resolve_media_path(allowed_local_media_path):

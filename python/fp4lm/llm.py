@@ -199,14 +199,14 @@ class LLM:
                                  f"{', '.join(self._PROMPT_KEYS)})")
             images = None
             if "multi_modal_data" in p:
+                mm = p["multi_modal_data"]
+                if isinstance(mm, dict) and mm.get("image") not in (None, [], ()):
+                    self._check_accepts_images(where)  # before any image is read
                 try:
-                    images = _images.multi_modal_images(p["multi_modal_data"], where)
+                    images = _images.multi_modal_images(mm, where, self._image_limit)
                 except (TypeError, ValueError) as e:
                     msg = str(e)
                     raise type(e)(msg if msg.startswith(where) else f"{where}: {msg}") from None
-                if images:
-                    self._check_accepts_images(where)
-                _images.check_limit(len(images), self._image_limit, where)
             if "prompt_token_ids" in p:
                 ids = p["prompt_token_ids"]
                 if not isinstance(ids, (list, tuple)) or not all(isinstance(t, int) and not isinstance(t, bool)

@@ -218,6 +218,11 @@ def test_generate_errors(moe_w4a4):
         from fp4lm import BeamSearchParams
         llm.beam_search([{"prompt": g["rendered"], "multi_modal_data": {"image": png}}],
                         BeamSearchParams(beam_width=2, max_tokens=2))
+    # A prompt the image makes longer than max_model_len (its 20 tokens on 44 of text).
+    short = LLM(model=str(FIXTURES / "dense"), dtype="float32", max_model_len=60)
+    with pytest.raises(ValueError, match=r"prompt 0: image 1 \(20 tokens for its 8x10 patch grid\) makes the prompt "
+                                         r"64 tokens, more than the model's context of 60"):
+        short.generate({"prompt": g["rendered"], "multi_modal_data": {"image": png}}, greedy(g))
     # A model without a vision tower: named.
     text_only = LLM(model=str(moe_w4a4))
     with pytest.raises(ValueError, match=f"prompt 0: model '{moe_w4a4}' has no vision tower fp4lm runs"):
