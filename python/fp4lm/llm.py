@@ -200,7 +200,8 @@ class LLM:
             images = None
             if "multi_modal_data" in p:
                 mm = p["multi_modal_data"]
-                if isinstance(mm, dict) and mm.get("image") not in (None, [], ()):
+                items = mm.get("image") if isinstance(mm, dict) else None
+                if items is not None and not (isinstance(items, (list, tuple)) and not items):
                     self._check_accepts_images(where)  # before any image is read
                 try:
                     images = _images.multi_modal_images(mm, where, self._image_limit)
