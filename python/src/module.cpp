@@ -181,8 +181,8 @@ PYBIND11_MODULE(_core, m) {
              return out;
            })
       .def("attach_images",
-           [](python::OfflineEngine& e, std::vector<int32_t> prompt, const std::vector<std::pair<std::string, py::bytes>>& images,
-              const std::string& model_name) {
+           [](python::OfflineEngine& e, std::vector<int32_t> prompt,
+              const std::vector<std::pair<std::string, py::bytes>>& images, const std::string& model_name) {
              std::vector<python::NamedImage> named;
              named.reserve(images.size());
              for (const auto& [name, bytes] : images) named.push_back({name, std::string(bytes)});
