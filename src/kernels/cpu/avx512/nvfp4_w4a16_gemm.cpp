@@ -135,15 +135,6 @@ void gemm_rows_p(const Rows& w, const uint32_t* xp, int64_t m, int64_t r0, int64
   }
 }
 
-template <bool E>
-void gemm_rows_e(const Rows& w, const uint32_t* x, int64_t m, int pieces, int64_t r0, int64_t r1, void* y, DType act) {
-  switch (pieces) {
-    case 1: return gemm_rows_p<1, E>(w, x, m, r0, r1, y, act);
-    case 2: return gemm_rows_p<2, E>(w, x, m, r0, r1, y, act);
-    default: return gemm_rows_p<3, E>(w, x, m, r0, r1, y, act);
-  }
-}
-
 }  // namespace
 
 int64_t w4a16_gemm_input_words(int64_t m, int64_t k, int pieces) {
@@ -172,10 +163,7 @@ int64_t w4a16_gemm_row_block(int64_t m, int64_t k) {
 void w4a16_gemm_rows(const Rows& w, const uint16_t* xp, int64_t m, int pieces, int64_t r0, int64_t r1, void* y,
                      DType act, bool native_bf16) {
   const auto* x = reinterpret_cast<const uint32_t*>(xp);
-  if (native_bf16)
-    gemm_rows_e<false>(w, x, m, pieces, r0, r1, y, act);
-  else
-    gemm_rows_e<true>(w, x, m, pieces, r0, r1, y, act);
+  with_pieces_and_bf16(pieces, native_bf16, [&]<int P, bool E>() { gemm_rows_p<P, E>(w, x, m, r0, r1, y, act); });
 }
 
 }  // namespace fp4lm::kernels::cpu::avx512
