@@ -11,6 +11,7 @@
 #include <filesystem>
 
 #include "common/paths.h"
+#include "common/png_header.h"
 #include "engine/image_input.h"
 #include "engine/media_url.h"
 #include "engine/request_error.h"
@@ -50,17 +51,7 @@ std::string data_url(const std::string& bytes, const std::string& type = "image/
 // rgb_56x84.png with its header claiming 20000 x 20000 pixels (the IHDR CRC recomputed).
 std::string png_bomb() {
   std::string b = image_file("rgb_56x84.png");
-  auto put32 = [&](size_t at, uint32_t v) {
-    for (int i = 0; i < 4; ++i) b[at + i] = static_cast<char>(v >> (24 - 8 * i));
-  };
-  put32(16, 20000);
-  put32(20, 20000);
-  uint32_t crc = 0xFFFFFFFFu;
-  for (size_t i = 12; i < 29; ++i) {
-    crc ^= uint8_t(b[i]);
-    for (int k = 0; k < 8; ++k) crc = (crc >> 1) ^ (0xEDB88320u & (0u - (crc & 1)));
-  }
-  put32(29, ~crc);
+  test::set_png_size(b, 20000, 20000);
   return b;
 }
 
