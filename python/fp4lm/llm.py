@@ -5,7 +5,7 @@ import random
 import sys
 from typing import Dict, List, Optional, Sequence, Union
 
-from . import _core
+from . import _core, _images
 from .outputs import BeamSearchOutput, BeamSearchSequence, CompletionOutput, Logprob, RequestOutput
 from .sampling_params import BeamSearchParams, SamplingParams
 from .tokenizer import Tokenizer
@@ -36,6 +36,9 @@ class LLM:
     prompt prefixes computed before (automatic prefix caching, vLLM's default), in blocks of
     block_size tokens. speculative_config: vLLM's dict, e.g. {"method": "ngram",
     "num_speculative_tokens": 4} (prompt-lookup drafts verified in one step; greedy output unchanged).
+    limit_mm_per_prompt: vLLM's {"image": N}, the most images one prompt may carry (999 when not
+    given, as vLLM). allowed_local_media_path: the directory LLM.chat's file:// image URLs may read
+    from (None: no file:// URLs, as vLLM).
     """
 
     def __init__(self, model: str, *, dtype: str = "auto", override_activation_dtype: str = "auto",
@@ -46,7 +49,8 @@ class LLM:
                  kv_cache_memory_bytes: Optional[int] = None, enable_prefix_caching: bool = True,
                  block_size: int = 16, speculative_config: Optional[dict] = None,
                  activation_scale: str = "static", revision: Optional[str] = None,
-                 download_dir: Optional[str] = None, tokenizer: Optional[str] = None):
+                 download_dir: Optional[str] = None, tokenizer: Optional[str] = None,
+                 limit_mm_per_prompt: Optional[dict] = None, allowed_local_media_path: Optional[str] = None):
         model = os.fspath(model)
         self.model_id = model
         model, self.model_source = _core.resolve_model(model, revision or "", os.fspath(download_dir or ""))
@@ -67,6 +71,8 @@ class LLM:
             raise ValueError(f"speculative_config must be None or a dict, got {speculative_config!r}")
         if not isinstance(seed, int) or isinstance(seed, bool):
             raise ValueError(f"seed must be an integer, got {seed!r}")
+        self._image_limit = _images.parse_limit(limit_mm_per_prompt)
+        self._media_root = _images.resolve_media_path(allowed_local_media_path)
         self.model = model
         self.seed = seed
         self._engine = _core.Engine(model, dtype, override_activation_dtype, kv_cache_dtype, max_model_len or 0,
@@ -98,13 +104,18 @@ class LLM:
         """Generates completions for every prompt, all batched in the engine at once.
 
         prompts: a string, a {"prompt_token_ids": [...]} (or {"prompt": "..."}) dict, or a list
-        of them. sampling_params: one for all prompts or one per prompt (None: the defaults).
+        of them. A dict may carry vLLM's "multi_modal_data": {"image": one image or a list}, each a
+        PIL.Image.Image, encoded bytes (PNG, JPEG, WebP) or a file path, for a model with a vision
+        tower; the prompt holds one placeholder (<|image_pad|>, as in
+        "<|vision_start|><|image_pad|><|vision_end|>") per image, in order, which the image's tokens
+        replace (RequestOutput.prompt_token_ids are the expanded ids, as vLLM's).
+        sampling_params: one for all prompts or one per prompt (None: the defaults).
         Returns one RequestOutput per prompt, in input order.
         """
         if isinstance(prompts, (str, dict)):
             prompts = [prompts]
-        parsed = [self._parse_prompt(p) for p in prompts]
-        return self._run(parsed, sampling_params, use_tqdm)
+        parsed = [self._parse_prompt(p, f"prompt {i}") for i, p in enumerate(prompts)]
+        return self._run(self._attach_images(parsed), sampling_params, use_tqdm)
 
     def chat(self, messages, sampling_params: Union[SamplingParams, Sequence[SamplingParams], None] = None,
              use_tqdm: bool = True, add_generation_prompt: bool = True,
@@ -112,7 +123,10 @@ class LLM:
              continue_final_message: bool = False) -> List[RequestOutput]:
         """Generates replies to one conversation (a list of {"role", "content"} messages) or a
         list of conversations, rendered with the checkpoint's chat template (with `tools`, and
-        the final message left open when continue_final_message, as vLLM's LLM.chat)."""
+        the final message left open when continue_final_message, as vLLM's LLM.chat). Image
+        content parts as vLLM's: {"type": "image_url", "image_url": {"url": "data:image/png;base64,..."}}
+        (or a file:// URL under allowed_local_media_path), {"type": "image_pil", "image_pil": img};
+        the template sees each as {"type": "image"}."""
         if continue_final_message:
             add_generation_prompt = False
         if not isinstance(messages, (list, tuple)):
@@ -120,12 +134,20 @@ class LLM:
         conversations = messages if messages and isinstance(messages[0], (list, tuple)) else [messages]
         tok = self.get_tokenizer()
         parsed = []
-        for conv in conversations:
+        for c, conv in enumerate(conversations):
+            where = f"conversation {c}"
+            try:
+                conv, images = _images.chat_images(conv, self._media_root)
+            except (TypeError, ValueError) as e:
+                raise type(e)(f"{where}: {e}") from None
+            if images:
+                self._check_accepts_images(where)
+                _images.check_limit(len(images), self._image_limit, where)
             text = tok.apply_chat_template(conv, tokenize=False, add_generation_prompt=add_generation_prompt,
                                            chat_template_kwargs=chat_template_kwargs, tools=tools,
                                            continue_final_message=continue_final_message)
-            parsed.append((text, tok.encode(text, add_special_tokens=False)))
-        return self._run(parsed, sampling_params, use_tqdm)
+            parsed.append((text, tok.encode(text, add_special_tokens=False), images or None, where))
+        return self._run(self._attach_images(parsed), sampling_params, use_tqdm)
 
     def beam_search(self, prompts: Sequence[PromptType], params: BeamSearchParams,
                     use_tqdm: bool = False) -> List[BeamSearchOutput]:
@@ -140,12 +162,15 @@ class LLM:
             raise ValueError("params must be a BeamSearchParams")
         if isinstance(prompts, (str, dict)):
             prompts = [prompts]
-        parsed = [self._parse_prompt(p) for p in prompts]
-        results = self._engine.beam_search([list(ids) for _, ids in parsed], params.beam_width, params.max_tokens,
+        parsed = [self._parse_prompt(p, f"prompt {i}") for i, p in enumerate(prompts)]
+        for _, _, images, where in parsed:
+            if images is not None:
+                raise ValueError(f"{where}: beam_search does not take multi_modal_data")
+        results = self._engine.beam_search([list(ids) for _, ids, _, _ in parsed], params.beam_width, params.max_tokens,
                                            float(params.length_penalty), bool(params.ignore_eos),
                                            bool(params.early_stopping))
         outputs = []
-        for (_, ids), beams in zip(parsed, results):
+        for (_, ids, _, _), beams in zip(parsed, results):
             seqs = []
             for b in beams:
                 logprobs = []
@@ -160,19 +185,59 @@ class LLM:
 
     # -- internals ----------------------------------------------------------------------------
 
-    def _parse_prompt(self, p):
+    # vLLM's TextPrompt / TokensPrompt keys fp4lm reads; any other is refused, not ignored.
+    _PROMPT_KEYS = ("prompt", "prompt_token_ids", "multi_modal_data")
+
+    def _parse_prompt(self, p, where):
+        """(text, ids, images or None, where): images are (name, bytes) from multi_modal_data."""
         if isinstance(p, str):
-            return p, self.get_tokenizer().encode(p, add_special_tokens=True)
+            return p, self.get_tokenizer().encode(p, add_special_tokens=True), None, where
         if isinstance(p, dict):
+            unknown = [k for k in p if k not in self._PROMPT_KEYS]
+            if unknown:
+                raise ValueError(f"{where}: unsupported prompt key(s) {unknown} (fp4lm reads "
+                                 f"{', '.join(self._PROMPT_KEYS)})")
+            images = None
+            if "multi_modal_data" in p:
+                mm = p["multi_modal_data"]
+                items = mm.get("image") if isinstance(mm, dict) else None
+                if items is not None and not (isinstance(items, (list, tuple)) and not items):
+                    self._check_accepts_images(where)  # before any image is read
+                try:
+                    images = _images.multi_modal_images(mm, where, self._image_limit)
+                except (TypeError, ValueError) as e:
+                    msg = str(e)
+                    raise type(e)(msg if msg.startswith(where) else f"{where}: {msg}") from None
             if "prompt_token_ids" in p:
                 ids = p["prompt_token_ids"]
                 if not isinstance(ids, (list, tuple)) or not all(isinstance(t, int) and not isinstance(t, bool)
                                                                   for t in ids):
                     raise ValueError("prompt_token_ids must be a list of token ids")
-                return p.get("prompt"), list(ids)
+                return p.get("prompt"), list(ids), images, where
             if "prompt" in p and isinstance(p["prompt"], str):
-                return p["prompt"], self.get_tokenizer().encode(p["prompt"], add_special_tokens=True)
+                return p["prompt"], self.get_tokenizer().encode(p["prompt"], add_special_tokens=True), images, where
         raise ValueError(f"a prompt must be a string or a dict with 'prompt_token_ids' or 'prompt', got {p!r}")
+
+    def _check_accepts_images(self, where):
+        try:
+            self._engine.check_accepts_images(self.model_id)
+        except ValueError as e:
+            raise ValueError(f"{where}: {e}") from None
+
+    def _attach_images(self, parsed):
+        """(text, ids, ImagePrompt or None) per prompt: each prompt's images encoded by the vision
+        tower and its placeholders expanded (the ids become the expanded ones)."""
+        out = []
+        for text, ids, images, where in parsed:
+            handle = None
+            if images is not None:
+                try:
+                    handle = self._engine.attach_images(list(ids), images, self.model_id)
+                except ValueError as e:
+                    raise ValueError(f"{where}: {e}") from None
+                ids = handle.prompt_token_ids
+            out.append((text, ids, handle))
+        return out
 
     def _read_generation_config(self):
         path = os.path.join(self.model, "generation_config.json")
@@ -206,9 +271,9 @@ class LLM:
             if not all(isinstance(sp, SamplingParams) for sp in per_prompt):
                 raise ValueError("sampling_params must be SamplingParams objects")
         requests, owners = [], []
-        for i, ((_, ids), sp) in enumerate(zip(parsed, per_prompt)):
+        for i, ((_, ids, images), sp) in enumerate(zip(parsed, per_prompt)):
             for k in range(max(sp.n, sp.best_of or sp.n)):
-                requests.append(self._request(ids, sp, k))
+                requests.append(self._request(ids, sp, k, images))
                 owners.append((i, k))
         progress = self._progress_bar(len(requests)) if use_tqdm else None
         try:
@@ -218,7 +283,7 @@ class LLM:
                 progress.close()
 
         outputs = []
-        for i, (text, ids) in enumerate(parsed):
+        for i, (text, ids, _) in enumerate(parsed):
             outputs.append(RequestOutput(request_id=str(self._next_request_id), prompt=text,
                                          prompt_token_ids=list(ids), outputs=[]))
             self._next_request_id += 1
@@ -237,7 +302,7 @@ class LLM:
                 out.outputs = [out.outputs[j] for j in order[:sp.n]]
         return outputs
 
-    def _request(self, ids, sp: SamplingParams, index: int):
+    def _request(self, ids, sp: SamplingParams, index: int, images=None):
         if sp.seed is not None:
             seed = (sp.seed + index) % 2**64  # vLLM: the index-th of n completions uses seed + index
         else:
@@ -260,6 +325,7 @@ class LLM:
             "skip_special_tokens": sp.skip_special_tokens,
             "logit_bias": [(int(t), float(b)) for t, b in (sp.logit_bias or {}).items()],
             "structured": sp._structured_spec(),
+            "images": images,  # Engine.attach_images' handle: every sample shares its rows
         }
 
     def _completion(self, index, r, want_logprobs):

@@ -8,6 +8,7 @@
 #include "io/model_source.h"
 #include "offline_engine.h"
 #include "python_log_sink.h"
+#include "vision/image_decode.h"
 
 namespace py = pybind11;
 using namespace fp4lm;
@@ -18,6 +19,8 @@ namespace {
 engine::RequestParams request_from(const py::dict& d) {
   engine::RequestParams p;
   p.prompt = d["prompt_token_ids"].cast<std::vector<int32_t>>();
+  // Engine.attach_images' result: the prompt is its expanded one (LLM._request took it from there).
+  if (d.contains("images") && !d["images"].is_none()) p.images = d["images"].cast<const python::ImagePrompt&>().images;
   p.max_tokens = d["max_tokens"].cast<int64_t>();
   p.min_tokens = d["min_tokens"].cast<int64_t>();
   p.sampling.temperature = d["temperature"].cast<double>();
@@ -72,6 +75,8 @@ py::dict result_to_dict(const python::OfflineResult& r) {
 PYBIND11_MODULE(_core, m) {
   m.doc() = "fp4lm's C++ engine (use the fp4lm package, not this module)";
   m.attr("__version__") = FP4LM_VERSION;
+  // The largest encoded image the decoder takes (fp4lm._images reads no more of a file).
+  m.attr("max_image_bytes") = vision::ImageLimits{}.max_bytes;
 
   // One-line messages, as the CLI prints them: bad values -> ValueError, the rest RuntimeError.
   py::register_exception_translator([](std::exception_ptr p) {
@@ -100,6 +105,13 @@ PYBIND11_MODULE(_core, m) {
       },
       py::arg("model"), py::arg("revision") = "", py::arg("download_dir") = "", py::arg("tokenizer_only") = false,
       py::call_guard<py::gil_scoped_release>());
+
+  // A prompt with its images encoded (Engine.attach_images): opaque to Python but for the
+  // expanded prompt ids; a request dict carries it as "images".
+  py::class_<python::ImagePrompt>(m, "ImagePrompt")
+      .def_property_readonly("prompt_token_ids", [](const python::ImagePrompt& p) { return p.prompt; })
+      .def_property_readonly("num_images",
+                             [](const python::ImagePrompt& p) { return p.images ? p.images->count : int64_t{0}; });
 
   py::class_<python::OfflineEngine>(m, "Engine")
       .def(py::init([](const std::string& model, const std::string& dtype, const std::string& override_dtype,
@@ -168,6 +180,16 @@ PYBIND11_MODULE(_core, m) {
              }
              return out;
            })
+      .def("attach_images",
+           [](python::OfflineEngine& e, std::vector<int32_t> prompt,
+              const std::vector<std::pair<std::string, py::bytes>>& images, const std::string& model_name) {
+             std::vector<python::NamedImage> named;
+             named.reserve(images.size());
+             for (const auto& [name, bytes] : images) named.push_back({name, std::string(bytes)});
+             return e.attach_images(std::move(prompt), named, model_name);
+           },
+           py::arg("prompt_token_ids"), py::arg("images"), py::arg("model_name"))
+      .def("check_accepts_images", &python::OfflineEngine::check_accepts_images, py::arg("model_name"))
       .def_property_readonly("has_tokenizer", &python::OfflineEngine::has_tokenizer)
       .def("encode",
            [](const python::OfflineEngine& e, const std::string& text, bool add_special_tokens) {

@@ -74,6 +74,30 @@ std::string OfflineEngine::apply_chat_template(const std::string& messages_json,
                                io::parse_ordered_json(tools_json, "tools"), co);
 }
 
+ImagePrompt OfflineEngine::attach_images(std::vector<int32_t> prompt, const std::vector<NamedImage>& images,
+                                         const std::string& model_name) {
+  py::gil_scoped_release nogil;  // the vision tower runs here
+  std::call_once(image_input_once_, [this] { image_input_ = engine::ImageInput::for_model(*lm_, dir_); });
+  engine::RequestParams p;
+  p.prompt = std::move(prompt);
+  if (!image_input_) {
+    if (images.empty()) return {std::move(p.prompt), nullptr};
+    engine::refuse_images(model_name);
+  }
+  std::vector<engine::EncodedImage> encoded;
+  encoded.reserve(images.size());
+  for (const NamedImage& im : images) {
+    const auto* data = reinterpret_cast<const uint8_t*>(im.bytes.data());
+    encoded.push_back(image_input_->encode({data, im.bytes.size()}, im.name));
+  }
+  image_input_->attach(p, std::move(encoded), lm_->max_model_len());
+  return {std::move(p.prompt), std::move(p.images)};
+}
+
+void OfflineEngine::check_accepts_images(const std::string& model_name) const {
+  if (!lm_->image_encoder()) engine::refuse_images(model_name);
+}
+
 std::vector<std::vector<engine::BeamSequence>> OfflineEngine::beam_search(
     const std::vector<std::vector<int32_t>>& prompts, const engine::BeamSearchParams& p) {
   const engine::RequestLimits limits{lm_->vocab_size(), lm_->max_model_len()};

@@ -5,6 +5,7 @@
 // signals between waits so Ctrl-C cancels the batch and leaves the engine usable.
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -15,6 +16,7 @@
 #include "engine/causal_lm_step_model.h"
 #include "engine/engine.h"
 #include "engine/engine_args.h"
+#include "engine/image_input.h"
 #include "model/causal_lm.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
@@ -44,6 +46,19 @@ struct OfflineResult {
   std::optional<int32_t> stop_token;
 };
 
+// A prompt with its images attached (engine/image_input.h): the placeholders expanded to the
+// images' token counts, and the encoder rows every sample of the prompt shares.
+struct ImagePrompt {
+  std::vector<int32_t> prompt;
+  std::shared_ptr<const engine::PromptImages> images;  // null: no images
+};
+
+// One image as the Python side hands it over: what errors call it, and its encoded file bytes.
+struct NamedImage {
+  std::string name;
+  std::string bytes;
+};
+
 class OfflineEngine {
  public:
   // Loads with the GIL released. UsageError for bad option values, Error for bad checkpoints.
@@ -58,6 +73,18 @@ class OfflineEngine {
   // aborts it and raises KeyboardInterrupt). RequestError for impossible parameters.
   std::vector<std::vector<engine::BeamSequence>> beam_search(const std::vector<std::vector<int32_t>>& prompts,
                                                              const engine::BeamSearchParams& p);
+
+  // Decodes, preprocesses and encodes `images` with the model's vision tower and expands the
+  // prompt's placeholders (one <|image_pad|> per image), the GIL released. RequestError
+  // (ValueError) naming `model_name` when the model has no vision tower (unless there are no
+  // images), naming the image when it does not decode, and for a placeholder count other than the
+  // images' or a prompt the images make longer than max_model_len.
+  ImagePrompt attach_images(std::vector<int32_t> prompt, const std::vector<NamedImage>& images,
+                            const std::string& model_name);
+
+  // engine::refuse_images(model_name) when the model has no vision tower (checked before a chat
+  // template renders image parts).
+  void check_accepts_images(const std::string& model_name) const;
 
   bool has_tokenizer() const { return tok_ != nullptr; }
   const tokenizer::Tokenizer& tokenizer() const;  // Error when the checkpoint has none
@@ -79,6 +106,9 @@ class OfflineEngine {
   std::unique_ptr<model::CausalLM> lm_;
   std::unique_ptr<engine::CausalLmStepModel> step_model_;
   std::unique_ptr<engine::Engine> engine_;
+  // Made on the first image (a VL checkpoint runs text without a preprocessor_config.json).
+  std::unique_ptr<engine::ImageInput> image_input_;
+  std::once_flag image_input_once_;
 };
 
 }  // namespace fp4lm::python

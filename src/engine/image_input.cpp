@@ -33,21 +33,38 @@ ImageInput::ImageInput(const model::ImageEncoder& encoder, vision::QwenVlProcess
                        int32_t image_pad_id, int64_t merge_size, vision::ImageLimits limits)
     : encoder_(encoder), processor_(std::move(processor)), pad_(image_pad_id), merge_(merge_size), limits_(limits) {}
 
-EncodedImage ImageInput::encode(std::span<const uint8_t> bytes, const std::string& name) const {
+namespace {
+// Decoding / preprocessing errors are the request's fault: a RequestError naming the image.
+template <typename F>
+auto named_errors(const std::string& name, F&& f) {
   try {
-    const vision::RgbImage img = vision::decode_image(bytes, limits_, name);
+    return f();
+  } catch (const RequestError&) {
+    throw;
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    throw RequestError(what.rfind(name, 0) == 0 ? what : fmt::format("{}: {}", name, what), "image");
+  }
+}
+}  // namespace
+
+EncodedImage ImageInput::encode(std::span<const uint8_t> bytes, const std::string& name) const {
+  return encode(decode(bytes, name), name);
+}
+
+vision::RgbImage ImageInput::decode(std::span<const uint8_t> bytes, const std::string& name) const {
+  return named_errors(name, [&] { return vision::decode_image(bytes, limits_, name); });
+}
+
+EncodedImage ImageInput::encode(const vision::RgbImage& img, const std::string& name) const {
+  return named_errors(name, [&] {
     const vision::QwenVlPixels px = vision::qwen_vl_preprocess(img, processor_);
     EncodedImage e;
     e.grid = px.grid;
     e.hash = image_content_hash(px);
     e.embeddings = encoder_.encode(px);
     return e;
-  } catch (const RequestError&) {
-    throw;
-  } catch (const Error& e) {  // decoding / preprocessing: the request's fault, named
-    const std::string what = e.what();
-    throw RequestError(what.rfind(name, 0) == 0 ? what : fmt::format("{}: {}", name, what), "image");
-  }
+  });
 }
 
 int64_t ImageInput::tokens_for(int64_t height, int64_t width) const {

@@ -30,6 +30,10 @@ class ImageInput {
 
   // One image file's bytes -> its encoder rows, grid and content hash; `name` is what errors call it.
   EncodedImage encode(std::span<const uint8_t> bytes, const std::string& name) const;
+  // The same in two steps, so that a caller can check the image's size (tokens_for) before the
+  // tower runs: decode (with this input's limits), then encode the decoded image.
+  vision::RgbImage decode(std::span<const uint8_t> bytes, const std::string& name) const;
+  EncodedImage encode(const vision::RgbImage& image, const std::string& name) const;
   // The image's token count without decoding its pixels (from its size).
   int64_t tokens_for(int64_t height, int64_t width) const;
   // Expands p.prompt's image placeholders (one <|image_pad|> per image, in order) and sets

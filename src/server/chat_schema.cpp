@@ -26,27 +26,67 @@ void require_object(const json& v, const std::string& name) {
   if (!v.is_object()) throw bad_request(fmt::format("'{}' must be an object", name), name);
 }
 
-std::string content_text(const json& msg, const std::string& where) {
+// One image part ({"type": "image_url", "image_url": {"url": ...}}, or vLLM's untyped
+// {"image_url": "..."} / {"image_url": {"url": ...}}): its URL, checked for shape only.
+ImagePart image_part(const json& part, const std::string& name, bool typed) {
+  if (present(part, "uuid"))
+    throw bad_request(fmt::format("'{}.uuid': media UUIDs are not supported; send the image itself", name),
+                      name + ".uuid");
+  const std::string field = name + ".image_url";
+  if (!present(part, "image_url"))
+    throw bad_request(fmt::format("'{}' is required (an object {{\"url\": ...}})", field), field);
+  const json& iu = part["image_url"];
+  if (!typed && iu.is_string()) return {iu.get<std::string>(), field};
+  // OpenAI's type (which vLLM validates): an object with a string url and an optional detail.
+  if (!iu.is_object())
+    throw bad_request(fmt::format("'{}' must be an object {{\"url\": \"data:image/...;base64,...\"}}", field), field);
+  const std::optional<std::string> url = opt_string(iu, "url", field + ".url");
+  if (!url) throw bad_request(fmt::format("'{}.url' is required (a string)", field), field + ".url");
+  // fp4lm, like vLLM, gives every image the model's own resolution; a request for another is
+  // refused rather than ignored.
+  if (const auto detail = opt_string(iu, "detail", field + ".detail"); detail && *detail != "auto")
+    throw bad_request(fmt::format("'{}.detail': only \"auto\" is supported (images run at the model's own "
+                                  "resolution), got \"{}\"",
+                                  field, *detail),
+                      field + ".detail");
+  return {*url, field + ".url"};
+}
+
+// A message's content as the template sees it: a string (text parts joined with newlines) when
+// it has no image, else the list of {"type": "text", "text"} and {"type": "image"} parts in
+// order (as vLLM and transformers hand image parts to templates). Image parts go to `images`.
+json checked_content(const json& msg, const std::string& where, std::vector<ImagePart>& images) {
   if (!present(msg, "content")) return "";
   const json& c = msg["content"];
   if (c.is_string()) return c.get<std::string>();
   const std::string field = where + ".content";
   if (!c.is_array()) throw bad_request(fmt::format("'{}' must be a string or a list of parts", field), field);
   std::string text;
+  json parts = json::array();
+  bool has_image = false;
   for (size_t i = 0; i < c.size(); ++i) {
     const std::string part = fmt::format("{}[{}]", field, i);
     require_object(c[i], part);
-    const std::string type = opt_string(c[i], "type", part + ".type").value_or("");
+    const std::optional<std::string> type = opt_string(c[i], "type", part + ".type");
+    if (type == "image_url" || (!type && present(c[i], "image_url"))) {
+      images.push_back(image_part(c[i], part, type.has_value()));
+      parts.push_back({{"type", "image"}});
+      has_image = true;
+      continue;
+    }
     if (type != "text")
-      throw bad_request(fmt::format("'{}.type': only text parts ({{\"type\": \"text\", \"text\": ...}}) are supported",
+      throw bad_request(fmt::format("'{}.type': only text parts ({{\"type\": \"text\", \"text\": ...}}) and "
+                                    "image parts ({{\"type\": \"image_url\", \"image_url\": {{\"url\": ...}}}}) "
+                                    "are supported",
                                     part),
                         part + ".type");
     const std::optional<std::string> t = opt_string(c[i], "text", part + ".text");
     if (!t) throw bad_request(fmt::format("'{}.text' is required (a string)", part), part + ".text");
     if (!text.empty()) text += "\n";
     text += *t;
+    parts.push_back({{"type", "text"}, {"text", *t}});
   }
-  return text;
+  return has_image ? parts : json(text);
 }
 
 void check_function_call(const json& fn, const std::string& name, bool arguments) {
@@ -134,7 +174,8 @@ void parse_arguments(Json& msg, const std::string& where) {
 
 }  // namespace
 
-json checked_messages(const json& b) {
+json checked_messages(const json& b, std::vector<ImagePart>* images) {
+  std::vector<ImagePart> found;
   if (!present(b, "messages") || !b["messages"].is_array() || b["messages"].empty())
     throw bad_request("'messages' must be a non-empty list of messages", "messages");
   json messages = json::array();
@@ -147,10 +188,13 @@ json checked_messages(const json& b) {
     opt_string(msg, "tool_call_id", where + ".tool_call_id");
     check_tool_calls(msg, where);
     json copy = msg;
-    copy["content"] = content_text(msg, where);
+    copy["content"] = checked_content(msg, where, found);
     parse_arguments(copy, where);
     messages.push_back(std::move(copy));
   }
+  if (images) *images = std::move(found);
+  else if (!found.empty())
+    throw bad_request(fmt::format("'{}': image parts are not accepted on this endpoint", found[0].field), found[0].field);
   return messages;
 }
 
@@ -158,7 +202,7 @@ nlohmann::ordered_json ordered_messages(const json& checked, const nlohmann::ord
   nlohmann::ordered_json out = nlohmann::ordered_json::array();
   for (size_t i = 0; i < checked.size(); ++i) {
     nlohmann::ordered_json m = raw[i];
-    m["content"] = checked[i]["content"].get<std::string>();
+    m["content"] = nlohmann::ordered_json(checked[i]["content"]);
     parse_arguments(m, fmt::format("messages[{}]", i));
     out.push_back(std::move(m));
   }

@@ -81,6 +81,7 @@ HttpServer::HttpServer(ServerOptions opts)
                      [this](const HttpRequest& h) { return on_head(h); },
                      [this](std::shared_ptr<Exchange> ex) { on_request(ex); })),
       workers_(std::make_unique<WorkerPool>(opts_.workers)),
+      image_worker_(std::make_unique<WorkerPool>(1)),
       rng_(std::random_device{}()),
       started_at_(unix_now()) {
   engine::map_large_allocations(size_t{1} << 20);  // request bodies of 1 MiB and more leave no trace
@@ -88,7 +89,8 @@ HttpServer::HttpServer(ServerOptions opts)
 
 HttpServer::~HttpServer() {
   transport_.stop();
-  workers_.reset();
+  workers_.reset();  // first: its jobs may queue image jobs
+  image_worker_.reset();
 }
 
 uint64_t HttpServer::random_u64() {
@@ -129,6 +131,7 @@ void HttpServer::shutdown() {
   }
   transport_.stop();
   workers_.reset();  // runs what is queued (each answers 503) while the model is still there
+  image_worker_.reset();  // then the image jobs they queued (503 too)
 }
 
 // Before the body is read: CORS preflight, then the key, then availability, then the route.
@@ -279,14 +282,14 @@ HttpResponse HttpServer::detokenize(const HttpRequest& req, int64_t&) {
   return HttpResponse{200, "application/json", {}, dump({{"prompt", model_->tok->decode(ids, false)}})};
 }
 
-// On a worker: parse and admit the request; its answer then runs on the event loop.
+// On a worker: parse and admit the request; its answer then runs on the event loop. A chat
+// request with images goes on to the image thread (attach_chat_images) before it is admitted.
 void HttpServer::generate(const std::shared_ptr<Exchange>& ex, std::optional<bool> kind) {
   const auto t0 = Clock::now();
-  const HttpRequest& req = ex->request();
   bool chat = kind.value_or(false);
   try {
     if (shutting_down_) throw ApiError(503, "the server is shutting down");
-    const json b = parse_body(req.body);
+    json b = parse_body(ex->request().body);
     if (!kind) {
       // /invocations (SageMaker), as vLLM dispatches it: the first request type the body is valid
       // for, chat completions before completions.
@@ -297,50 +300,77 @@ void HttpServer::generate(const std::shared_ptr<Exchange>& ex, std::optional<boo
     }
     const uint64_t seed = random_u64();
     // Chat templates see messages and tools in the request's key order (a second, ordered parse).
-    const nlohmann::ordered_json ordered = chat ? io::parse_ordered_json(req.body, "the request body") : nullptr;
+    const nlohmann::ordered_json ordered = chat ? io::parse_ordered_json(ex->request().body, "the request body") : nullptr;
     ApiRequest ar = chat ? parse_chat_request(b, *model_, seed, &ordered) : parse_completion_request(b, *model_, seed);
-    if (ar.beam) {
-      // Beam search: its steps run through the engine while this worker waits (never streamed).
-      const json resp = beam_search_response(ar, *model_, *engine_.load(), request_id(chat ? "chatcmpl-" : "cmpl-"),
-                                             unix_now(), [this] { return shutting_down_.load(); });
-      HttpResponse r{200, "application/json", {}, dump(resp)};
-      append(r.headers, cors_.response_fields(req));
-      access_log(req, 200, resp["usage"]["prompt_tokens"].get<int64_t>(), resp["usage"]["completion_tokens"].get<int64_t>(),
-                 ms_since(t0));
-      ex->respond(std::move(r));
-      return;
-    }
-    // One engine request per sample (best_of, by default n, of each prompt); a refusal cancels those
-    // queued.
-    std::vector<std::shared_ptr<engine::RequestHandle>> handles;
-    const size_t choices = ar.prompts.size() * static_cast<size_t>(ar.samples());
-    try {
-      for (size_t c = 0; c < choices; ++c) handles.push_back(engine_.load()->submit(choice_params(ar, c)));
-    } catch (...) {
-      for (auto& h : handles) h->cancel();
-      throw;  // RequestError -> 400
-    }
-    ++active_;
-    auto answer = std::make_shared<GenerationResponse>(ex, std::move(ar), *model_,
-                                                       request_id(chat ? "chatcmpl-" : "cmpl-"), unix_now(),
-                                                       std::move(handles), cors_.response_fields(req),
-                                                       [this] { --active_; });
-    answer->start();
-    return;
-  } catch (const ApiError& e) {
-    HttpResponse r = error_response(e);
-    append(r.headers, cors_.response_fields(req));
-    access_log(req, e.status, 0, 0, ms_since(t0));
-    ex->respond(std::move(r));
-  } catch (const engine::RequestError& e) {
-    HttpResponse r = error_response(bad_request(e.what(), e.param));
-    append(r.headers, cors_.response_fields(req));
-    access_log(req, 400, 0, 0, ms_since(t0));
-    ex->respond(std::move(r));
-  } catch (const std::exception& e) {
-    access_log(req, 500, 0, 0, ms_since(t0));
-    ex->respond(error_response(ApiError(500, e.what())));
+    if (ar.images.empty()) return admit(ex, chat, std::move(ar), t0);
+    // Decoding and the vision tower take long: one request at a time on their own thread, so that
+    // text requests never queue behind them (the tower's kernels share the thread pool with the
+    // engine's steps, job by job).
+    auto job = std::make_shared<std::pair<ApiRequest, json>>(std::move(ar), std::move(b));
+    image_worker_->submit([this, ex, chat, t0, job] {
+      try {
+        if (shutting_down_) throw ApiError(503, "the server is shutting down");
+        attach_chat_images(job->first, job->second, *model_);
+        job->second = nullptr;  // the request body (its images' data) is not needed any more
+        if (shutting_down_) throw ApiError(503, "the server is shutting down");  // it began while encoding
+        admit(ex, chat, std::move(job->first), t0);
+      } catch (...) {
+        fail(ex, t0, std::current_exception());
+      }
+    });
+  } catch (...) {
+    fail(ex, t0, std::current_exception());
   }
+}
+
+void HttpServer::admit(const std::shared_ptr<Exchange>& ex, bool chat, ApiRequest ar, Clock::time_point t0) {
+  const HttpRequest& req = ex->request();
+  if (ar.beam) {
+    // Beam search: its steps run through the engine while this worker waits (never streamed).
+    const json resp = beam_search_response(ar, *model_, *engine_.load(), request_id(chat ? "chatcmpl-" : "cmpl-"),
+                                           unix_now(), [this] { return shutting_down_.load(); });
+    HttpResponse r{200, "application/json", {}, dump(resp)};
+    append(r.headers, cors_.response_fields(req));
+    access_log(req, 200, resp["usage"]["prompt_tokens"].get<int64_t>(), resp["usage"]["completion_tokens"].get<int64_t>(),
+               ms_since(t0));
+    ex->respond(std::move(r));
+    return;
+  }
+  // One engine request per sample (best_of, by default n, of each prompt); a refusal cancels those
+  // queued.
+  std::vector<std::shared_ptr<engine::RequestHandle>> handles;
+  const size_t choices = ar.prompts.size() * static_cast<size_t>(ar.samples());
+  try {
+    for (size_t c = 0; c < choices; ++c) handles.push_back(engine_.load()->submit(choice_params(ar, c)));
+  } catch (...) {
+    for (auto& h : handles) h->cancel();
+    throw;  // RequestError -> 400
+  }
+  ++active_;
+  auto answer = std::make_shared<GenerationResponse>(ex, std::move(ar), *model_,
+                                                     request_id(chat ? "chatcmpl-" : "cmpl-"), unix_now(),
+                                                     std::move(handles), cors_.response_fields(req),
+                                                     [this] { --active_; });
+  answer->start();
+}
+
+// A generation request that failed before it was admitted: ApiError -> its status, RequestError
+// -> 400, anything else -> 500.
+void HttpServer::fail(const std::shared_ptr<Exchange>& ex, Clock::time_point t0, std::exception_ptr error) {
+  const HttpRequest& req = ex->request();
+  HttpResponse r;
+  try {
+    std::rethrow_exception(error);
+  } catch (const ApiError& e) {
+    r = error_response(e);
+  } catch (const engine::RequestError& e) {
+    r = error_response(bad_request(e.what(), e.param));
+  } catch (const std::exception& e) {
+    r = error_response(ApiError(500, e.what()));
+  }
+  append(r.headers, cors_.response_fields(req));
+  access_log(req, r.status, 0, 0, ms_since(t0));
+  ex->respond(std::move(r));
 }
 
 const std::vector<HttpServer::Route>& HttpServer::route_table() {

@@ -2,12 +2,15 @@
 // The OpenAI-compatible HTTP front-end: routes over the event-driven transport (http_transport.h).
 // The event loop answers /health, /version, /v1/models and /metrics itself and writes every
 // response; request bodies (JSON, chat templates, tokenization, admission) go to a few worker
-// threads; the model runs on the engine thread. Before a body is read: CORS preflights, then the
+// threads, chat requests with images then to one image thread (loading, decoding, the vision
+// tower; server/chat_images.h); the model runs on the engine thread. Before a body is read: CORS preflights, then the
 // API key, then availability (503 while loading or shutting down). The port is bound first and
 // /health answers 503 until set_ready(); shutdown() stops taking requests (503), lets in-flight
 // ones finish for a grace period, aborts the rest, and stops.
 #include <atomic>
+#include <chrono>
 #include <cstdint>
+#include <exception>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -19,6 +22,7 @@
 #include "server/cors.h"
 #include "server/http_transport.h"
 #include "server/metrics.h"
+#include "server/openai_request.h"
 #include "server/serving_model.h"
 #include "server/web_assets.h"
 #include "server/worker_pool.h"
@@ -66,8 +70,11 @@ class HttpServer {
   HttpResponse props(const HttpRequest& req, int64_t& prompt_tokens);
   HttpResponse tokenize(const HttpRequest& req, int64_t& prompt_tokens);
   HttpResponse detokenize(const HttpRequest& req, int64_t& prompt_tokens);
+  using Clock = std::chrono::steady_clock;
   // kind: chat (true) or completions; none: /invocations, decided by the body.
   void generate(const std::shared_ptr<Exchange>& ex, std::optional<bool> kind);
+  void admit(const std::shared_ptr<Exchange>& ex, bool chat, ApiRequest ar, Clock::time_point t0);
+  void fail(const std::shared_ptr<Exchange>& ex, Clock::time_point t0, std::exception_ptr error);
   const EmbeddedFile* web_asset(const HttpRequest& req) const;
   uint64_t random_u64();
   std::string request_id(const char* prefix);
@@ -76,6 +83,7 @@ class HttpServer {
   CorsPolicy cors_;
   HttpTransport transport_;
   std::unique_ptr<WorkerPool> workers_;  // after the transport: its jobs post to the event loop
+  std::unique_ptr<WorkerPool> image_worker_;  // one thread: requests with images (decode, vision tower)
   std::atomic<engine::Engine*> engine_{nullptr};
   const ServingModel* model_ = nullptr;
   ServingMetrics* metrics_ = nullptr;

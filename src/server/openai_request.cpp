@@ -9,8 +9,10 @@
 #include <fmt/ranges.h>
 
 #include "core/error.h"
+#include "engine/image_input.h"
 #include "engine/process_stats.h"
 #include "io/json_file.h"
+#include "server/chat_images.h"
 #include "server/chat_schema.h"
 #include "server/request_fields.h"
 #include "server/request_json.h"
@@ -352,6 +354,38 @@ std::string without_server_paths(std::string msg, const ServingModel& m) {
   return msg;
 }
 
+// The image parts' cheap checks, before any is read: a model with a vision tower, the count
+// against --limit-mm-per-prompt, and the fields that cannot be combined with images.
+void check_image_parts(const json& b, const ServingModel& m, const std::vector<ImagePart>& images) {
+  if (images.empty()) return;
+  if (!m.images) {
+    try {
+      engine::refuse_images(m.name);
+    } catch (const engine::RequestError& e) {
+      throw bad_request(e.what(), images[0].field);
+    }
+  }
+  const int64_t n = static_cast<int64_t>(images.size());
+  if (n > m.image_limit)
+    throw bad_request(fmt::format("image {}: At most {} image(s) may be provided in one prompt "
+                                  "(--limit-mm-per-prompt), and this request has {}",
+                                  m.image_limit + 1, m.image_limit, n),
+                      images[static_cast<size_t>(m.image_limit)].field);
+  // Cutting the prompt could cut an image's placeholders; beam search runs text prompts only.
+  if (present(b, "truncate_prompt_tokens"))
+    throw bad_request("'truncate_prompt_tokens' cannot be combined with image parts", "truncate_prompt_tokens");
+  if (opt_bool(b, "use_beam_search").value_or(false))
+    throw bad_request("'use_beam_search' cannot be combined with image parts", "use_beam_search");
+  // They would change how the images are read or processed, which fp4lm does as the checkpoint's
+  // preprocessor_config.json says: refused with images rather than ignored (without, no effect).
+  for (const char* f : {"mm_processor_kwargs", "media_io_kwargs"})
+    if (present(b, f) && !(b[f].is_object() && b[f].empty()))
+      throw bad_request(fmt::format("'{}' is not supported with image parts (images are processed as the "
+                                    "checkpoint's preprocessor_config.json says)",
+                                    f),
+                        f);
+}
+
 }  // namespace
 
 engine::RequestParams choice_params(const ApiRequest& r, size_t c) {
@@ -428,12 +462,14 @@ ApiRequest parse_completion_request(const json& b, const ServingModel& m, uint64
   return r;
 }
 
-std::string render_chat_prompt(const json& b, const ServingModel& m, const nlohmann::ordered_json* ordered) {
+std::string render_chat_prompt(const json& b, const ServingModel& m, const nlohmann::ordered_json* ordered,
+                               std::vector<ImagePart>* images) {
   if (!m.tok || !m.chat)
     throw bad_request("this model has no tokenizer or chat template, so it cannot serve chat completions; use "
                       "/v1/completions",
                       "messages");
-  const json messages = checked_messages(b);
+  const json messages = checked_messages(b, images);
+  if (images) check_image_parts(b, m, *images);  // before the template sees them
   tokenizer::ChatOptions co = checked_template_options(b);
   // continue_final_message: the last (assistant) message is left open for the model to go on.
   const bool cont = opt_bool(b, "continue_final_message").value_or(false);
@@ -453,8 +489,12 @@ std::string render_chat_prompt(const json& b, const ServingModel& m, const nlohm
         fmt::format("the chat template failed on these messages: {}", without_server_paths(e.what(), m)), "messages");
   }
   if (cont) {
-    // As Hugging Face does: cut the rendering after the final message's content.
-    const std::string last = messages.back()["content"].get<std::string>();
+    // As Hugging Face does: cut the rendering after the final message's content (its last part).
+    const json& content = messages.back()["content"];
+    const json& tail = content.is_array() ? content.back() : content;
+    if (content.is_array() && tail.value("type", "") != "text")
+      throw bad_request("continue_final_message: the final message must end with a text part", "continue_final_message");
+    const std::string last = content.is_array() ? tail["text"].get<std::string>() : content.get<std::string>();
     const size_t at = last.empty() ? std::string::npos : prompt.rfind(last);
     if (at == std::string::npos)
       throw bad_request("continue_final_message: the final message's content does not appear in the rendered prompt",
@@ -509,17 +549,38 @@ ApiRequest parse_chat_request(const json& b, const ServingModel& m, uint64_t ran
     r.params.skip_special_tokens = false;
   const bool truncating = present(b, "truncate_prompt_tokens");  // a longer prompt is then fine
   if (m.tok && m.chat && !truncating) check_prompt_bytes(m, user_text_bytes(b), "messages");  // before rendering
-  const std::string prompt = render_chat_prompt(b, m, ordered);
+  const std::string prompt = render_chat_prompt(b, m, ordered, &r.images);
   parse_tool_choice(b, m, r);  // after the template's checks of tools and tool_choice
   r.include_reasoning = opt_bool(b, "include_reasoning").value_or(true);
   ApiRequest::Prompt p;
   p.ids = encode_prompt(m, prompt, opt_bool(b, "add_special_tokens").value_or(false), "messages", truncating);
   if (p.ids.empty()) throw bad_request("the rendered chat prompt is empty", "messages");
+  if (!r.images.empty()) {
+    // The template must write one placeholder per image part (one that drops parts, or text
+    // holding the placeholder token itself, would pair images with the wrong places).
+    const int32_t pad = m.images->image_pad_id();
+    const auto pads = static_cast<size_t>(std::count(p.ids.begin(), p.ids.end(), pad));
+    if (pads != r.images.size())
+      throw bad_request(fmt::format("the chat template rendered {} image placeholder(s) (token id {}) for {} image "
+                                    "part(s); each image part needs exactly one",
+                                    pads, pad, r.images.size()),
+                        "messages");
+  }
   // echo: the final message, when it is the assistant's, comes first in the answer (vLLM).
   r.echo = opt_bool(b, "echo").value_or(false);
   if (r.echo) {
     const json& last = b["messages"].back();
-    if (last.value("role", "") == "assistant") p.text = checked_messages(json{{"messages", json::array({last})}})[0]["content"];
+    if (last.value("role", "") == "assistant") {
+      std::vector<ImagePart> last_images;  // the request's own, read above
+      const json content = checked_messages(json{{"messages", json::array({last})}}, &last_images)[0]["content"];
+      if (content.is_string()) p.text = content.get<std::string>();
+      else
+        for (const json& part : content) {
+          if (part["type"] != "text") continue;
+          if (!p.text.empty()) p.text += '\n';
+          p.text += part["text"].get_ref<const std::string&>();
+        }
+    }
   }
   truncate_prompt(b, m, p.ids);
   p.max_tokens = max_tokens_for(b, m, p.ids.size(), std::nullopt);
@@ -540,6 +601,25 @@ ApiRequest parse_chat_request(const json& b, const ServingModel& m, uint64_t ran
   parse_beam_search(b, r);
   check_engine_params(b, r, m);
   return r;
+}
+
+void attach_chat_images(ApiRequest& r, const json& b, const ServingModel& m) {
+  if (r.images.empty()) return;
+  ApiRequest::Prompt& p = r.prompts[0];
+  const int64_t text_tokens = static_cast<int64_t>(p.ids.size() - r.images.size());
+  std::vector<engine::EncodedImage> encoded = encode_chat_images(r.images, m, text_tokens);
+  engine::RequestParams with_images;
+  with_images.prompt = p.ids;
+  try {
+    m.images->attach(with_images, std::move(encoded), m.max_model_len);
+  } catch (const engine::RequestError& e) {
+    throw bad_request(e.what(), "messages");
+  }
+  p.ids = std::move(with_images.prompt);
+  r.params.images = std::move(with_images.images);
+  p.max_tokens = max_tokens_for(b, m, p.ids.size(), std::nullopt);
+  r.images.clear();
+  check_engine_params(b, r, m);
 }
 
 TokenizeRequest parse_tokenize_request(const json& b, const ServingModel& m, const nlohmann::ordered_json* ordered) {

@@ -12,6 +12,7 @@
 #include "engine/beam_search.h"
 #include "engine/request.h"
 #include "server/api_error.h"
+#include "server/chat_schema.h"
 #include "server/serving_model.h"
 
 namespace fp4lm::server {
@@ -56,6 +57,9 @@ struct ApiRequest {
   // them) instead of samples; best_of is then n (the beams come ranked).
   bool beam = false;
   engine::BeamSearchParams beam_params;
+  // chat: the messages' image parts, in prompt order. While not empty, prompts[0].ids hold one
+  // placeholder per image: attach_chat_images loads, encodes and attaches them.
+  std::vector<ImagePart> images;
 };
 
 // The engine request of candidate `c` (prompt c / best_of, sample c % best_of: a seed is offset
@@ -70,10 +74,20 @@ ApiRequest parse_completion_request(const nlohmann::json& body, const ServingMod
 ApiRequest parse_chat_request(const nlohmann::json& body, const ServingModel& m, uint64_t random_seed,
                               const nlohmann::ordered_json* ordered = nullptr);
 
+// A chat request with images (ApiRequest::images): each loaded from its URL, decoded, checked to
+// fit the context and encoded by the model's vision tower (server/chat_images.h), the prompt's
+// placeholders expanded and the images attached (engine::ImageInput::attach), then max_tokens
+// and the engine's validator as for any prompt. The slow part of a vision request: the server
+// runs it on its image thread. ApiError 400 naming the image ("image 2: ...") and its field.
+// Nothing to do without images.
+void attach_chat_images(ApiRequest& r, const nlohmann::json& body, const ServingModel& m);
+
 // The prompt string of a chat request (template applied): /tokenize with messages uses it too.
-// add_generation_prompt / continue_final_message as vLLM applies them.
+// add_generation_prompt / continue_final_message as vLLM applies them. The image parts go to
+// `images` (null: an image part is a 400).
 std::string render_chat_prompt(const nlohmann::json& body, const ServingModel& m,
-                               const nlohmann::ordered_json* ordered = nullptr);
+                               const nlohmann::ordered_json* ordered = nullptr,
+                               std::vector<ImagePart>* images = nullptr);
 // 404 when `model` names another model; 400 when it is not a string.
 void check_model_field(const nlohmann::json& body, const ServingModel& m);
 // /tokenize: a prompt string (add_special_tokens) or chat messages (rendered as for chat).

@@ -6,12 +6,17 @@
 #include <string>
 #include <vector>
 
+#include "engine/media_url.h"
 #include "engine/request.h"
 #include "engine/structured/spec.h"
 #include "server/chat_output_parser.h"
 #include "server/tool_call_parser.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
+
+namespace fp4lm::engine {
+class ImageInput;  // engine/image_input.h
+}
 
 namespace fp4lm::server {
 
@@ -37,6 +42,12 @@ struct ServingModel {
   const ToolCallParser* tool_parser = nullptr;
   ReasoningKind reasoning = ReasoningKind::none;  // --reasoning-parser
   bool vision = false;  // takes image parts (/props "modalities"; the chat page's attach button)
+  // The vision tower's front (null: image parts are a 400 naming the model), where image URLs
+  // may point (--allowed-local-media-path) and how many images a prompt may hold
+  // (--limit-mm-per-prompt's "image"; vLLM's default 999).
+  const engine::ImageInput* images = nullptr;
+  engine::MediaUrlOptions media;
+  int64_t image_limit = 999;
   // --structured-outputs-config.disable_any_whitespace, --structured-outputs-max-whitespace
   engine::structured::JsonWhitespace json_whitespace;
   // --enable-prompt-tokens-details: usage.prompt_tokens_details.cached_tokens (0 too); without it

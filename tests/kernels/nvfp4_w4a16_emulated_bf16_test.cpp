@@ -134,7 +134,7 @@ TEST(Nvfp4W4a16EmulatedBf16, SameBitsAsTheNativeInstructions) {
       std::vector<float> y[2];
       for (int native = 0; native < 2; ++native) {
         const bool gemm = m >= k512::kW4a16GemmMinTokens;
-        const int64_t words = gemm ? k512::w4a16_gemm_input_words(m, k, pieces) : m * k512::w4a16_token_words(k, pieces);
+        const int64_t words = gemm ? k512::w4a16_gemm_input_words(m, k, pieces, native != 0) : m * k512::w4a16_token_words(k, pieces);
         std::vector<uint16_t> buf(static_cast<size_t>(words) + 64, 0), scratch(static_cast<size_t>(k512::w4a16_token_words(k, pieces)) + 64);
         auto* xp = reinterpret_cast<uint16_t*>((reinterpret_cast<uintptr_t>(buf.data()) + 63) & ~uintptr_t{63});
         auto* sp = reinterpret_cast<uint16_t*>((reinterpret_cast<uintptr_t>(scratch.data()) + 63) & ~uintptr_t{63});

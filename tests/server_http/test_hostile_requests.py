@@ -74,8 +74,10 @@ def test_type_errors_in_every_completion_field_are_400s(server, field, value):
 @pytest.mark.parametrize("body,param", [
     ({"messages": [{"role": "user", "content": [{"type": 5}]}]}, "messages[0].content[0].type"),
     ({"messages": [{"role": "user", "content": [{"type": "text", "text": 5}]}]}, "messages[0].content[0].text"),
-    ({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]},
+    ({"messages": [{"role": "user", "content": [{"type": "input_audio", "input_audio": {"data": "x"}}]}]},
      "messages[0].content[0].type"),
+    ({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": "x"}]}]},
+     "messages[0].content[0].image_url"),
     ({"messages": [{"role": "user", "content": {"text": "hi"}}]}, "messages[0].content"),
     ({"messages": [{"role": ["user"], "content": "hi"}]}, "messages[0]"),
     ({"messages": "hi"}, "messages"),

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "common/error_of.h"
+#include "common/png_header.h"
 #include "vision/exif_orientation.h"
 #include "vision/golden_data.h"
 
@@ -106,18 +107,7 @@ TEST(ImageDecode, CorruptBytesAreErrorsNotCrashes) {
 // A PNG whose header claims 20000 x 20000 pixels (1.2 GB of RGB): refused from the header.
 TEST(ImageDecode, DecompressionBombIsRefusedBeforeDecoding) {
   auto b = golden("rgb_56x84.png");
-  auto put32 = [&](size_t at, uint32_t v) {
-    for (int i = 0; i < 4; ++i) b[at + i] = static_cast<uint8_t>(v >> (24 - 8 * i));
-  };
-  put32(16, 20000);
-  put32(20, 20000);
-  // The IHDR CRC is wrong now, so recompute it as libpng checks it: build a fresh IHDR CRC.
-  uint32_t crc = 0xFFFFFFFFu;
-  for (size_t i = 12; i < 29; ++i) {
-    crc ^= b[i];
-    for (int k = 0; k < 8; ++k) crc = (crc >> 1) ^ (0xEDB88320u & (0u - (crc & 1)));
-  }
-  put32(29, ~crc);
+  test::set_png_size(b, 20000, 20000);
   const auto e = error_of([&] { decode_image(b, {}, "bomb.png"); });
   EXPECT_NE(e.find("bomb.png: PNG image of 20000x20000 pixels is larger than the limit"), std::string::npos) << e;
 

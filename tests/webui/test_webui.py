@@ -458,8 +458,8 @@ def run(p, srv, keyed, artifacts):
     check(auth == f"Bearer {KEY}", "the key is sent as Authorization: Bearer")
 
     # ---- images: the attach path behind /props' vision flag -------------------------------------
-    # No served model takes images yet: the page is told it does, attaches a PNG as a data: URL
-    # part, and shows the server's 400 (text parts only) as an error.
+    # The served model takes no images: the page is told it does, attaches a PNG as a data: URL
+    # part, and shows the server's 400 (the model has no vision tower) as an error.
     png = Path(artifacts) / "pixel.png"
     png.write_bytes(bytes.fromhex("89504e470d0a1a0a0000000d4948445200000001000000010806000000"
                                   "1f15c4890000000d4944415478da63f8cfc0f01f0005000201a3c4f5e0"
@@ -476,7 +476,7 @@ def run(p, srv, keyed, artifacts):
           and content[1]["image_url"]["url"].startswith("data:image/png;base64,iVBORw0KGgo"),
           "an attached image is sent as an image_url part with a data: URL")
     wait_for("the server's refusal shown", lambda: p.one("#error").is_displayed(), 10)
-    check("400" in p.one("#error").text and "text parts" in p.one("#error").text,
+    check("400" in p.one("#error").text and "no vision tower" in p.one("#error").text,
           f"the server's 400 is shown: {p.one('#error').text!r}")
     png.unlink()
 

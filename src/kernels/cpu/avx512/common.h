@@ -110,6 +110,23 @@ inline __m512i cvt2_bf16(__m512 hi, __m512 lo) {
     return (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
 }
 
+// The W4A16 entry points' dispatch: f.template operator()<P, E>() for the call's activation
+// pieces P (1-3) and BF16 form E (true: emulated), the kernels' two compile-time choices.
+template <typename F>
+inline void with_pieces_and_bf16(int pieces, bool native_bf16, F&& f) {
+  auto form = [&]<int P>() {
+    if (native_bf16)
+      f.template operator()<P, false>();
+    else
+      f.template operator()<P, true>();
+  };
+  switch (pieces) {
+    case 1: return form.template operator()<1>();
+    case 2: return form.template operator()<2>();
+    default: return form.template operator()<3>();
+  }
+}
+
 // 32 fp32 values (a: elements 0-15, b: 16-31) -> `pieces` vectors of 32 bf16 at out[32 p]
 // whose sum is the input exactly (round to nearest even, then the exact fp32 remainder; parts
 // below 2^-126 are dropped, as vdpbf16ps treats bf16 denormals as zero).

@@ -55,8 +55,9 @@ void w4a16_rows(const Rows& w, const uint16_t* xp, int64_t m, int pieces, int64_
 // multiply-adds/s: 4096², m = 16 67.8 vs 57.9, 32 72.3 vs 70.4, 48 75.2 vs 75.8, 256 79.9 vs 91.3;
 // 4096 × 14336: m = 48 74.3 vs 72.0, 64 76.8 vs 76.6, 96 78.2 vs 83.5.
 inline constexpr int64_t kW4a16GemmMinTokens = 64;
-// The call's packed activations: tiles of 6 tokens (the last zero-padded), in words.
-int64_t w4a16_gemm_input_words(int64_t m, int64_t k, int pieces);
+// The call's packed activations: tiles of 6 tokens (the last zero-padded), in words (twice as
+// many without native BF16: each pair pre-split into two fp32).
+int64_t w4a16_gemm_input_words(int64_t m, int64_t k, int pieces, bool native_bf16);
 // Token t into `out` (the call's buffer, zeroed first); `scratch`: w4a16_token_words(k, pieces)
 // words, 64-byte aligned.
 void w4a16_gemm_pack_token(const float* x, int64_t t, int64_t k, int pieces, uint16_t* scratch, uint16_t* out,

@@ -71,7 +71,7 @@ std::unique_ptr<PreparedInput> a16_gemm_input(const void* x, DType act, int64_t 
   auto in = std::make_unique<A16Input>();
   in->m = m;
   in->pieces = pieces_for(act);
-  in->x.resize(static_cast<size_t>(avx512::w4a16_gemm_input_words(m, k, in->pieces) / 32));  // zeroed
+  in->x.resize(static_cast<size_t>(avx512::w4a16_gemm_input_words(m, k, in->pieces, native_bf16()) / 32));  // zeroed
   auto* out = reinterpret_cast<uint16_t*>(in->x.data());
   const size_t es = dtype_size(act);
   pool.parallel_for(m, [&](int64_t t0, int64_t t1, int) {

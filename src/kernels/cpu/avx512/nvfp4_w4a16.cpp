@@ -143,15 +143,6 @@ void rows_p(const Rows& w, const __m512i* xp, int64_t m, int64_t r0, int64_t r1,
     register_rows<P, E>(w, xp, m, r0, r1, y, act);
 }
 
-template <bool E>
-void rows_e(const Rows& w, const __m512i* x, int64_t m, int pieces, int64_t r0, int64_t r1, void* y, DType act) {
-  switch (pieces) {
-    case 1: return rows_p<1, E>(w, x, m, r0, r1, y, act);
-    case 2: return rows_p<2, E>(w, x, m, r0, r1, y, act);
-    default: return rows_p<3, E>(w, x, m, r0, r1, y, act);
-  }
-}
-
 }  // namespace
 
 int64_t w4a16_token_words(int64_t k, int pieces) { return super_chunks(k) * kVectors * pieces * 32; }
@@ -184,10 +175,7 @@ int64_t w4a16_row_block(int64_t m, int64_t k) {
 void w4a16_rows(const Rows& w, const uint16_t* xp, int64_t m, int pieces, int64_t r0, int64_t r1, void* y,
                 DType act, bool native_bf16) {
   const auto* x = reinterpret_cast<const __m512i*>(xp);
-  if (native_bf16)
-    rows_e<false>(w, x, m, pieces, r0, r1, y, act);
-  else
-    rows_e<true>(w, x, m, pieces, r0, r1, y, act);
+  with_pieces_and_bf16(pieces, native_bf16, [&]<int P, bool E>() { rows_p<P, E>(w, x, m, r0, r1, y, act); });
 }
 
 }  // namespace fp4lm::kernels::cpu::avx512

@@ -30,6 +30,11 @@ namespace {
 
 constexpr int kGemmVecs = kVectors + 1;    // per (row vector, i, c): 8 pair vectors + the scales
 constexpr int kTileRv = 2, kTileT = 6;     // register tile: row vectors × tokens
+// Dwords per activation pair in the token tiles: the pair as it is (native BF16), or (emulated)
+// pre-split into its odd and even halves as fp32 (dot_bf16<true>'s operands), so the inner loop
+// broadcasts them from memory instead of masking and shifting each broadcast: the same values,
+// hence the same bits as the register kernel's dot_bf16<true>, with a third of the vector ops.
+constexpr int pair_dwords(bool emulated) { return emulated ? 2 : 1; }
 
 // out[rv][t][16 rows] (rv < RV, t < T, stride kTileT tokens) for RV row vectors × T tokens. rv_stride: vectors between row
 // vectors in the panel; xp: the token tile (w4a16_gemm_pack_token's layout).
@@ -42,20 +47,41 @@ void gemm_tile(const void* panel_bytes, int64_t rv_stride, int64_t chunks, const
     for (int rv = 0; rv < RV; ++rv)
       for (int t = 0; t < T; ++t) acc[rv][t] = _mm512_setzero_ps();
     const __m512i* w = panel + i * chunks * kGemmVecs;
-    const uint32_t* x = xp + i * chunks * kVectors * P * kTileT;
-    for (int64_t c = 0; c < chunks; ++c, w += kGemmVecs, x += kVectors * P * kTileT) {
+    constexpr int D = pair_dwords(E);
+    const uint32_t* x = xp + i * chunks * kVectors * P * D * kTileT;
+    for (int64_t c = 0; c < chunks; ++c, w += kGemmVecs, x += kVectors * P * D * kTileT) {
       __m512 part[RV][T];
 #pragma GCC unroll 8
       for (int v = 0; v < kVectors; ++v) {
         __m512i wv[RV];
         for (int rv = 0; rv < RV; ++rv) wv[rv] = _mm512_load_si512(w + rv * rv_stride + v);
-#pragma GCC unroll 3
-        for (int p = 0; p < P; ++p)
-          for (int t = 0; t < T; ++t) {
-            const __m512i xv = _mm512_set1_epi32(static_cast<int>(x[(v * P + p) * kTileT + t]));
-            for (int rv = 0; rv < RV; ++rv)
-              part[rv][t] = dot_bf16<E>(v == 0 && p == 0 ? _mm512_setzero_ps() : part[rv][t], wv[rv], xv);
+        if constexpr (E) {
+          // dot_bf16<true> with the activation halves already split: odd, then even.
+          __m512 wo[RV], we[RV];
+          for (int rv = 0; rv < RV; ++rv) {
+            wo[rv] = _mm512_castsi512_ps(_mm512_and_si512(wv[rv], _mm512_set1_epi32(static_cast<int>(0xFFFF0000u))));
+            we[rv] = _mm512_castsi512_ps(_mm512_slli_epi32(wv[rv], 16));
           }
+#pragma GCC unroll 3
+          for (int p = 0; p < P; ++p)
+            for (int t = 0; t < T; ++t) {
+              const uint32_t* xd = x + (v * P + p) * 2 * kTileT + t;
+              const __m512 xo = _mm512_castsi512_ps(_mm512_set1_epi32(static_cast<int>(xd[0])));
+              const __m512 xe = _mm512_castsi512_ps(_mm512_set1_epi32(static_cast<int>(xd[kTileT])));
+              for (int rv = 0; rv < RV; ++rv) {
+                const __m512 a = _mm512_fmadd_ps(wo[rv], xo, v == 0 && p == 0 ? _mm512_setzero_ps() : part[rv][t]);
+                part[rv][t] = _mm512_fmadd_ps(we[rv], xe, a);
+              }
+            }
+        } else {
+#pragma GCC unroll 3
+          for (int p = 0; p < P; ++p)
+            for (int t = 0; t < T; ++t) {
+              const __m512i xv = _mm512_set1_epi32(static_cast<int>(x[(v * P + p) * kTileT + t]));
+              for (int rv = 0; rv < RV; ++rv)
+                part[rv][t] = dot_bf16<E>(v == 0 && p == 0 ? _mm512_setzero_ps() : part[rv][t], wv[rv], xv);
+            }
+        }
       }
       for (int rv = 0; rv < RV; ++rv) {
         const __m512 s = _mm512_castsi512_ps(_mm512_load_si512(w + rv * rv_stride + kVectors));
@@ -108,7 +134,8 @@ void gemm_rows_p(const Rows& w, const uint32_t* xp, int64_t m, int64_t r0, int64
   static constexpr auto tiles = tile_table<P, E>(std::make_integer_sequence<int, kTileRv>{});  // [rv - 1][tokens]
   const Decoder dec;
   const int64_t chunks = super_chunks(w.k), group = group_rows(w.k);
-  const int64_t rv_stride = kLanes * chunks * kGemmVecs, tile_dwords = chunks * kLanes * kVectors * P * kTileT;
+  const int64_t rv_stride = kLanes * chunks * kGemmVecs,
+                tile_dwords = chunks * kLanes * kVectors * P * pair_dwords(E) * kTileT;
   auto* panel = static_cast<__m512i*>(thread_scratch(static_cast<size_t>(group / kLanes * rv_stride * 64)));
   for (int64_t g0 = r0; g0 < r1; g0 += group) {
     const int64_t rows = (g0 + group < r1 ? g0 + group : r1) - g0;
@@ -135,19 +162,10 @@ void gemm_rows_p(const Rows& w, const uint32_t* xp, int64_t m, int64_t r0, int64
   }
 }
 
-template <bool E>
-void gemm_rows_e(const Rows& w, const uint32_t* x, int64_t m, int pieces, int64_t r0, int64_t r1, void* y, DType act) {
-  switch (pieces) {
-    case 1: return gemm_rows_p<1, E>(w, x, m, r0, r1, y, act);
-    case 2: return gemm_rows_p<2, E>(w, x, m, r0, r1, y, act);
-    default: return gemm_rows_p<3, E>(w, x, m, r0, r1, y, act);
-  }
-}
-
 }  // namespace
 
-int64_t w4a16_gemm_input_words(int64_t m, int64_t k, int pieces) {
-  return (m + kTileT - 1) / kTileT * kTileT * w4a16_token_words(k, pieces);
+int64_t w4a16_gemm_input_words(int64_t m, int64_t k, int pieces, bool native_bf16) {
+  return (m + kTileT - 1) / kTileT * kTileT * w4a16_token_words(k, pieces) * pair_dwords(!native_bf16);
 }
 
 void w4a16_gemm_pack_token(const float* x, int64_t t, int64_t k, int pieces, uint16_t* scratch, uint16_t* out,
@@ -157,12 +175,21 @@ void w4a16_gemm_pack_token(const float* x, int64_t t, int64_t k, int pieces, uin
   w4a16_pack_token(x, k, pieces, scratch, native_bf16);
   const int64_t chunks = super_chunks(k);
   const auto* in = reinterpret_cast<const uint32_t*>(scratch);
-  auto* o = reinterpret_cast<uint32_t*>(out) + t / kTileT * (kTileT * w4a16_token_words(k, pieces) / 2) + t % kTileT;
+  const int d = pair_dwords(!native_bf16);
+  auto* o = reinterpret_cast<uint32_t*>(out) + t / kTileT * (kTileT * w4a16_token_words(k, pieces) / 2 * d) + t % kTileT;
   for (int64_t c = 0; c < chunks; ++c)
     for (int v = 0; v < kVectors; ++v)
       for (int p = 0; p < pieces; ++p)
-        for (int i = 0; i < kLanes; ++i)
-          o[(((i * chunks + c) * kVectors + v) * pieces + p) * kTileT] = in[((c * kVectors + v) * pieces + p) * kLanes + i];
+        for (int i = 0; i < kLanes; ++i) {
+          const uint32_t pair = in[((c * kVectors + v) * pieces + p) * kLanes + i];
+          uint32_t* at = o + (((i * chunks + c) * kVectors + v) * pieces + p) * d * kTileT;
+          if (d == 1) {
+            at[0] = pair;
+          } else {  // the odd half, then the even half, each as an fp32 (pair_dwords)
+            at[0] = pair & 0xFFFF0000u;
+            at[kTileT] = pair << 16;
+          }
+        }
 }
 
 int64_t w4a16_gemm_row_block(int64_t m, int64_t k) {
@@ -172,10 +199,7 @@ int64_t w4a16_gemm_row_block(int64_t m, int64_t k) {
 void w4a16_gemm_rows(const Rows& w, const uint16_t* xp, int64_t m, int pieces, int64_t r0, int64_t r1, void* y,
                      DType act, bool native_bf16) {
   const auto* x = reinterpret_cast<const uint32_t*>(xp);
-  if (native_bf16)
-    gemm_rows_e<false>(w, x, m, pieces, r0, r1, y, act);
-  else
-    gemm_rows_e<true>(w, x, m, pieces, r0, r1, y, act);
+  with_pieces_and_bf16(pieces, native_bf16, [&]<int P, bool E>() { gemm_rows_p<P, E>(w, x, m, r0, r1, y, act); });
 }
 
 }  // namespace fp4lm::kernels::cpu::avx512

@@ -1,0 +1,211 @@
+"""Images for fp4lm.LLM, taken as vLLM's offline API takes them: `multi_modal_data={"image": ...}`
+in LLM.generate, image content parts in LLM.chat, and the `limit_mm_per_prompt` and
+`allowed_local_media_path` constructor arguments. Each image becomes (name, encoded bytes) for
+Engine.attach_images, which decodes it (JPEG, PNG, WebP, by its magic bytes), preprocesses and
+encodes it as `fp4lm generate --image` does; `name` is what its errors call it.
+
+Pillow is never imported here: a PIL image is recognised by its class, which exists only when the
+caller imported PIL.Image; it is handed over as a PNG written in memory (lossless)."""
+import base64
+import binascii
+import io
+import os
+import sys
+from pathlib import Path
+from urllib.parse import urlparse
+from urllib.request import url2pathname
+
+from . import _core
+
+ACCEPTED = "a PIL.Image.Image, encoded image bytes (PNG, JPEG or WebP) or an image file's path (str or os.PathLike)"
+# vLLM's default when limit_mm_per_prompt does not name a modality (vLLM V1).
+DEFAULT_IMAGE_LIMIT = 999
+# The modes PNG stores and the decoder turns into RGB as transformers' convert_to_rgb does (alpha
+# composited onto white); any other mode goes through Pillow's convert("RGBA") first, as
+# convert_to_rgb itself does.
+_PNG_MODES = ("1", "L", "LA", "P", "RGB", "RGBA")
+
+
+def parse_limit(limit_mm_per_prompt):
+    """The image limit of vLLM's `limit_mm_per_prompt` ({"image": N}, or {"image": {"count": N}}).
+    fp4lm takes no video or audio, so those modalities may only be limited to 0."""
+    if limit_mm_per_prompt is None:
+        return DEFAULT_IMAGE_LIMIT
+    if not isinstance(limit_mm_per_prompt, dict):
+        raise ValueError(f"limit_mm_per_prompt must be a dict such as {{'image': 2}}, got {limit_mm_per_prompt!r}")
+    limit = DEFAULT_IMAGE_LIMIT
+    for modality, value in limit_mm_per_prompt.items():
+        if isinstance(value, dict):
+            extra = set(value) - {"count"}
+            if extra or "count" not in value:
+                raise ValueError(f"limit_mm_per_prompt[{modality!r}]: expected an integer or {{'count': N}}, "
+                                 f"got {value!r}")
+            value = value["count"]
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise ValueError(f"limit_mm_per_prompt[{modality!r}] must be an integer >= 0, got {value!r}")
+        if modality == "image":
+            limit = value
+        elif modality in ("video", "audio"):
+            if value != 0:
+                raise ValueError(f"limit_mm_per_prompt[{modality!r}] = {value}: fp4lm takes no {modality} input "
+                                 "(only 0 is accepted)")
+        else:
+            raise ValueError(f"limit_mm_per_prompt: unknown modality {modality!r} (expected 'image')")
+    return limit
+
+
+def check_limit(count, limit, where):
+    if count > limit:
+        raise ValueError(f"{where}: At most {limit} image(s) may be provided in one prompt. "
+                         "Set `limit_mm_per_prompt` to increase this limit.")
+
+
+def _pil_image_class():
+    pil = sys.modules.get("PIL.Image")
+    return getattr(pil, "Image", None) if pil is not None else None
+
+
+def _pil_png(img):
+    if img.mode not in _PNG_MODES:
+        img = img.convert("RGBA")
+    buf = io.BytesIO()
+    # No EXIF: transformers' processors use a PIL image's pixels as they are (no exif_transpose).
+    img.save(buf, format="PNG", compress_level=1)
+    return buf.getvalue()
+
+
+def read_image_file(path, name):
+    """An image file's bytes, refusing one larger than the decoder takes before reading it all."""
+    limit = _core.max_image_bytes
+    try:
+        with open(path, "rb") as f:
+            data = f.read(limit + 1)
+    except OSError as e:
+        raise ValueError(f"{name}: cannot read image file '{path}': {e.strerror or e}") from None
+    if len(data) > limit:
+        raise ValueError(f"{name}: '{path}' is more than {limit} bytes, the most an image may have")
+    return data
+
+
+def image_bytes(item, name):
+    """(name, bytes) for one image given as ACCEPTED; TypeError naming it for anything else."""
+    pil = _pil_image_class()
+    if pil is not None and isinstance(item, pil):
+        return f"{name} (PIL image {item.mode} {item.width}x{item.height})", _pil_png(item)
+    if isinstance(item, (bytes, bytearray, memoryview)):
+        return f"{name} ({len(item)} bytes)", bytes(item)
+    if isinstance(item, (str, os.PathLike)):
+        path = os.fsdecode(os.fspath(item))
+        if path.startswith(("data:", "http://", "https://", "file://")):
+            raise ValueError(f"{name}: '{path[:40]}' is a URL, but a string here is a file path "
+                             "(URLs go in LLM.chat's image_url parts)")
+        return f"{name} ({path})", read_image_file(path, f"{name} ({path})")
+    raise TypeError(f"{name}: expected {ACCEPTED}, got {type(item).__module__}.{type(item).__qualname__}")
+
+
+def multi_modal_images(mm, where, limit):
+    """The (name, bytes) images of a prompt's `multi_modal_data`: {"image": one image or a list};
+    their number checked against `limit` before any is read."""
+    if not isinstance(mm, dict):
+        raise TypeError(f"{where}: multi_modal_data must be a dict such as {{'image': image}}, "
+                        f"got {type(mm).__qualname__}")
+    for key in mm:
+        if key != "image":
+            raise ValueError(f"{where}: multi_modal_data[{key!r}] is not supported: fp4lm takes images only "
+                             "(multi_modal_data={'image': ...})")
+    items = mm.get("image")
+    if items is None:
+        named = []
+    elif isinstance(items, (list, tuple)):
+        named = [(f'multi_modal_data["image"][{k}]', x) for k, x in enumerate(items)]
+    else:
+        named = [('multi_modal_data["image"]', items)]
+    check_limit(len(named), limit, where)
+    return [image_bytes(x, name) for name, x in named]
+
+
+def resolve_media_path(allowed_local_media_path):
+    """vLLM's allowed_local_media_path: "" / None = no local files; else an existing directory."""
+    if not allowed_local_media_path:
+        return None
+    p = Path(os.fspath(allowed_local_media_path))
+    if not p.exists():
+        raise ValueError(f"allowed_local_media_path: the path {p} does not exist")
+    if not p.is_dir():
+        raise ValueError(f"allowed_local_media_path: the path {p} must be a directory")
+    return p.resolve()
+
+
+def _url_bytes(url, name, media_root):
+    if not isinstance(url, str):
+        raise TypeError(f"{name}: the image URL must be a string, got {type(url).__qualname__}")
+    scheme = url.split(":", 1)[0].lower() if ":" in url else ""
+    if scheme == "data":
+        spec, sep, data = url[5:].partition(",")
+        media_type, _, encoding = spec.partition(";")
+        if not sep or encoding.lower() != "base64":
+            raise ValueError(f"{name}: only base64 data URLs are supported (data:image/png;base64,...)")
+        if media_type and not media_type.lower().startswith("image/"):
+            raise ValueError(f"{name}: a data URL of type '{media_type}' is not an image (expected image/...)")
+        try:
+            return base64.b64decode(data, validate=True)
+        except (binascii.Error, ValueError) as e:
+            raise ValueError(f"{name}: the data URL is not valid base64: {e}") from None
+    if scheme == "file":
+        if media_root is None:
+            raise ValueError(f"{name}: cannot load local files without `allowed_local_media_path`")
+        u = urlparse(url)
+        path = Path(url2pathname(u.netloc + u.path))
+        if media_root not in path.resolve().parents:
+            raise ValueError(f"{name}: the file path {path} must be a subpath of "
+                             f"`allowed_local_media_path` {media_root}")
+        return read_image_file(path, name)
+    if scheme in ("http", "https"):
+        raise ValueError(f"{name}: fp4lm.LLM does not fetch http(s) URLs; pass the image as a data: URL, "
+                         "a file:// URL (with allowed_local_media_path) or an image_pil part")
+    raise ValueError(f"{name}: unsupported image URL scheme '{scheme or url[:20]}' (expected data: or file://)")
+
+
+# The content parts vLLM takes that carry no image fp4lm can run.
+_REFUSED_PARTS = ("image_embeds", "audio_url", "input_audio", "audio_embeds", "video_url", "prompt_embeds")
+
+
+def chat_images(conversation, media_root):
+    """A conversation with its image parts replaced by {"type": "image"} (what the chat template
+    renders a placeholder for), and the images as (name, bytes) in order. Image parts as vLLM's
+    LLM.chat: {"type": "image_url", "image_url": {"url": ...}} (or the URL as a string),
+    {"type": "input_image", "image_url": ...}, {"type": "image_pil", "image_pil": img}, and the same
+    without "type"."""
+    messages, images = [], []
+    for m, msg in enumerate(conversation):
+        content = msg.get("content") if isinstance(msg, dict) else None
+        if not isinstance(content, (list, tuple)):
+            messages.append(msg)
+            continue
+        parts = []
+        for j, part in enumerate(content):
+            name = f"messages[{m}].content[{j}]"
+            kind = part.get("type") if isinstance(part, dict) else None
+            if kind is None and isinstance(part, dict):
+                kind = "image_url" if "image_url" in part else "image_pil" if "image_pil" in part else None
+            if kind in ("image_url", "input_image"):
+                url = part.get("image_url")
+                if isinstance(url, dict):
+                    url = url.get("url")
+                if url is None:
+                    raise ValueError(f"{name}: an {kind} part needs image_url.url")
+                images.append((f"{name} ({kind})", _url_bytes(url, f"{name} ({kind})", media_root)))
+            elif kind == "image_pil":
+                pil = _pil_image_class()
+                img = part.get("image_pil")
+                if pil is None or not isinstance(img, pil):
+                    raise TypeError(f"{name}: image_pil must be a PIL.Image.Image, got {type(img).__qualname__}")
+                images.append(image_bytes(img, name))
+            elif kind in _REFUSED_PARTS:
+                raise ValueError(f"{name}: content part type '{kind}' is not supported: fp4lm takes text and images")
+            else:
+                parts.append(part)
+                continue
+            parts.append({"type": "image"})
+        messages.append({**msg, "content": parts})
+    return messages, images
