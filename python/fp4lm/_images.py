@@ -6,14 +6,10 @@ encodes it as `fp4lm generate --image` does; `name` is what its errors call it.
 
 Pillow is never imported here: a PIL image is recognised by its class, which exists only when the
 caller imported PIL.Image; it is handed over as a PNG written in memory (lossless)."""
-import base64
-import binascii
 import io
+import json
 import os
 import sys
-from pathlib import Path
-from urllib.parse import urlparse
-from urllib.request import url2pathname
 
 from . import _core
 
@@ -27,31 +23,18 @@ _PNG_MODES = ("1", "L", "LA", "P", "RGB", "RGBA")
 
 
 def parse_limit(limit_mm_per_prompt):
-    """The image limit of vLLM's `limit_mm_per_prompt` ({"image": N}, or {"image": {"count": N}}).
-    fp4lm takes no video or audio, so those modalities may only be limited to 0."""
+    """The image limit of vLLM's `limit_mm_per_prompt` ({"image": N}, or {"image": {"count": N}}),
+    read by the engine's rule (the one `fp4lm serve --limit-mm-per-prompt` uses): a video or audio
+    limit is accepted and, above 0, logged as having no effect (fp4lm takes images only)."""
     if limit_mm_per_prompt is None:
         return DEFAULT_IMAGE_LIMIT
     if not isinstance(limit_mm_per_prompt, dict):
         raise ValueError(f"limit_mm_per_prompt must be a dict such as {{'image': 2}}, got {limit_mm_per_prompt!r}")
-    limit = DEFAULT_IMAGE_LIMIT
-    for modality, value in limit_mm_per_prompt.items():
-        if isinstance(value, dict):
-            extra = set(value) - {"count"}
-            if extra or "count" not in value:
-                raise ValueError(f"limit_mm_per_prompt[{modality!r}]: expected an integer or {{'count': N}}, "
-                                 f"got {value!r}")
-            value = value["count"]
-        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-            raise ValueError(f"limit_mm_per_prompt[{modality!r}] must be an integer >= 0, got {value!r}")
-        if modality == "image":
-            limit = value
-        elif modality in ("video", "audio"):
-            if value != 0:
-                raise ValueError(f"limit_mm_per_prompt[{modality!r}] = {value}: fp4lm takes no {modality} input "
-                                 "(only 0 is accepted)")
-        else:
-            raise ValueError(f"limit_mm_per_prompt: unknown modality {modality!r} (expected 'image')")
-    return limit
+    try:
+        text = json.dumps(limit_mm_per_prompt)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"limit_mm_per_prompt: {e}") from None
+    return _core.image_limit(text, "limit_mm_per_prompt")
 
 
 def check_limit(count, limit, where):
@@ -124,55 +107,34 @@ def multi_modal_images(mm, where, limit):
     return [image_bytes(x, name) for name, x in named]
 
 
-def resolve_media_path(allowed_local_media_path):
-    """vLLM's allowed_local_media_path: "" / None = no local files; else an existing directory."""
-    if not allowed_local_media_path:
-        return None
-    p = Path(os.fspath(allowed_local_media_path))
-    if not p.exists():
-        raise ValueError(f"allowed_local_media_path: the path {p} does not exist")
-    if not p.is_dir():
-        raise ValueError(f"allowed_local_media_path: the path {p} must be a directory")
-    return p.resolve()
+class MediaOptions:
+    """Where LLM.chat's image URLs may come from, as vLLM's allowed_local_media_path and
+    allowed_media_domains; the URL rules themselves are the engine's (engine/media_url.h, the ones
+    `fp4lm serve` applies): data: URLs always, file:// under the directory, http(s) from the hosts."""
 
+    def __init__(self, allowed_local_media_path=None, allowed_media_domains=None):
+        self.root = ""
+        if allowed_local_media_path:
+            self.root = _core.canonical_media_dir(os.fspath(allowed_local_media_path), "allowed_local_media_path")
+        domains = allowed_media_domains or []
+        if isinstance(domains, str) or not all(isinstance(d, str) for d in domains):
+            raise ValueError(f"allowed_media_domains must be a list of host names, got {allowed_media_domains!r}")
+        self.domains = _core.media_domains(list(domains), "allowed_media_domains")
 
-def _url_bytes(url, name, media_root):
-    if not isinstance(url, str):
-        raise TypeError(f"{name}: the image URL must be a string, got {type(url).__qualname__}")
-    scheme = url.split(":", 1)[0].lower() if ":" in url else ""
-    if scheme == "data":
-        spec, sep, data = url[5:].partition(",")
-        media_type, _, encoding = spec.partition(";")
-        if not sep or encoding.lower() != "base64":
-            raise ValueError(f"{name}: only base64 data URLs are supported (data:image/png;base64,...)")
-        if media_type and not media_type.lower().startswith("image/"):
-            raise ValueError(f"{name}: a data URL of type '{media_type}' is not an image (expected image/...)")
-        try:
-            return base64.b64decode(data, validate=True)
-        except (binascii.Error, ValueError) as e:
-            raise ValueError(f"{name}: the data URL is not valid base64: {e}") from None
-    if scheme == "file":
-        if media_root is None:
-            raise ValueError(f"{name}: cannot load local files without `allowed_local_media_path`")
-        u = urlparse(url)
-        path = Path(url2pathname(u.netloc + u.path))
-        if media_root not in path.resolve().parents:
-            raise ValueError(f"{name}: the file path {path} must be a subpath of "
-                             f"`allowed_local_media_path` {media_root}")
-        return read_image_file(path, name)
-    if scheme in ("http", "https"):
-        raise ValueError(f"{name}: fp4lm.LLM does not fetch http(s) URLs; pass the image as a data: URL, "
-                         "a file:// URL (with allowed_local_media_path) or an image_pil part")
-    raise ValueError(f"{name}: unsupported image URL scheme '{scheme or url[:20]}' (expected data: or file://)")
+    def load(self, url, name):
+        if not isinstance(url, str):
+            raise TypeError(f"{name}: the image URL must be a string, got {type(url).__qualname__}")
+        return _core.load_media_url(url, name, self.root, self.domains)
 
 
 # The content parts vLLM takes that carry no image fp4lm can run.
 _REFUSED_PARTS = ("image_embeds", "audio_url", "input_audio", "audio_embeds", "video_url", "prompt_embeds")
 
 
-def chat_images(conversation, media_root):
+def chat_images(conversation, media):
     """A conversation with its image parts replaced by {"type": "image"} (what the chat template
-    renders a placeholder for), and the images as (name, bytes) in order. Image parts as vLLM's
+    renders a placeholder for), and the images in order as (name, load) pairs: load() returns the
+    bytes, so that the caller checks their number before any URL is read. Image parts as vLLM's
     LLM.chat: {"type": "image_url", "image_url": {"url": ...}} (or the URL as a string),
     {"type": "input_image", "image_url": ...}, {"type": "image_pil", "image_pil": img}, and the same
     without "type"."""
@@ -194,13 +156,15 @@ def chat_images(conversation, media_root):
                     url = url.get("url")
                 if url is None:
                     raise ValueError(f"{name}: an {kind} part needs image_url.url")
-                images.append((f"{name} ({kind})", _url_bytes(url, f"{name} ({kind})", media_root)))
+                named = f"{name} ({kind})"
+                images.append((named, lambda url=url, named=named: media.load(url, named)))
             elif kind == "image_pil":
                 pil = _pil_image_class()
                 img = part.get("image_pil")
                 if pil is None or not isinstance(img, pil):
                     raise TypeError(f"{name}: image_pil must be a PIL.Image.Image, got {type(img).__qualname__}")
-                images.append(image_bytes(img, name))
+                pname, data = image_bytes(img, name)
+                images.append((pname, lambda data=data: data))
             elif kind in _REFUSED_PARTS:
                 raise ValueError(f"{name}: content part type '{kind}' is not supported: fp4lm takes text and images")
             else:

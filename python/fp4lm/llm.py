@@ -37,8 +37,10 @@ class LLM:
     block_size tokens. speculative_config: vLLM's dict, e.g. {"method": "ngram",
     "num_speculative_tokens": 4} (prompt-lookup drafts verified in one step; greedy output unchanged).
     limit_mm_per_prompt: vLLM's {"image": N}, the most images one prompt may carry (999 when not
-    given, as vLLM). allowed_local_media_path: the directory LLM.chat's file:// image URLs may read
-    from (None: no file:// URLs, as vLLM).
+    given, as vLLM; a video or audio limit has no effect: fp4lm takes images only).
+    allowed_local_media_path: the directory LLM.chat's file:// image URLs may read from (None: no
+    file:// URLs, as vLLM). allowed_media_domains: the hosts LLM.chat's http(s) image URLs may be
+    fetched from (None: none, no remote fetching).
     """
 
     def __init__(self, model: str, *, dtype: str = "auto", override_activation_dtype: str = "auto",
@@ -50,7 +52,8 @@ class LLM:
                  block_size: int = 16, speculative_config: Optional[dict] = None,
                  activation_scale: str = "static", revision: Optional[str] = None,
                  download_dir: Optional[str] = None, tokenizer: Optional[str] = None,
-                 limit_mm_per_prompt: Optional[dict] = None, allowed_local_media_path: Optional[str] = None):
+                 limit_mm_per_prompt: Optional[dict] = None, allowed_local_media_path: Optional[str] = None,
+                 allowed_media_domains: Optional[List[str]] = None):
         model = os.fspath(model)
         self.model_id = model
         model, self.model_source = _core.resolve_model(model, revision or "", os.fspath(download_dir or ""))
@@ -72,7 +75,7 @@ class LLM:
         if not isinstance(seed, int) or isinstance(seed, bool):
             raise ValueError(f"seed must be an integer, got {seed!r}")
         self._image_limit = _images.parse_limit(limit_mm_per_prompt)
-        self._media_root = _images.resolve_media_path(allowed_local_media_path)
+        self._media = _images.MediaOptions(allowed_local_media_path, allowed_media_domains)
         self.model = model
         self.seed = seed
         self._engine = _core.Engine(model, dtype, override_activation_dtype, kv_cache_dtype, max_model_len or 0,
@@ -125,7 +128,8 @@ class LLM:
         list of conversations, rendered with the checkpoint's chat template (with `tools`, and
         the final message left open when continue_final_message, as vLLM's LLM.chat). Image
         content parts as vLLM's: {"type": "image_url", "image_url": {"url": "data:image/png;base64,..."}}
-        (or a file:// URL under allowed_local_media_path), {"type": "image_pil", "image_pil": img};
+        (or a file:// URL under allowed_local_media_path, an http(s) URL from allowed_media_domains),
+        {"type": "image_pil", "image_pil": img};
         the template sees each as {"type": "image"}."""
         if continue_final_message:
             add_generation_prompt = False
@@ -137,12 +141,16 @@ class LLM:
         for c, conv in enumerate(conversations):
             where = f"conversation {c}"
             try:
-                conv, images = _images.chat_images(conv, self._media_root)
+                conv, images = _images.chat_images(conv, self._media)
             except (TypeError, ValueError) as e:
                 raise type(e)(f"{where}: {e}") from None
             if images:
                 self._check_accepts_images(where)
                 _images.check_limit(len(images), self._image_limit, where)
+                try:
+                    images = [(name, load()) for name, load in images]
+                except (TypeError, ValueError) as e:
+                    raise type(e)(f"{where}: {e}") from None
             text = tok.apply_chat_template(conv, tokenize=False, add_generation_prompt=add_generation_prompt,
                                            chat_template_kwargs=chat_template_kwargs, tools=tools,
                                            continue_final_message=continue_final_message)

@@ -4,6 +4,8 @@
 #include <pybind11/stl.h>
 
 #include "core/error.h"
+#include "engine/media_url.h"
+#include "engine/mm_limits.h"
 #include "engine/request.h"
 #include "io/model_source.h"
 #include "offline_engine.h"
@@ -77,6 +79,30 @@ PYBIND11_MODULE(_core, m) {
   m.attr("__version__") = FP4LM_VERSION;
   // The largest encoded image the decoder takes (fp4lm._images reads no more of a file).
   m.attr("max_image_bytes") = vision::ImageLimits{}.max_bytes;
+
+  // The engine's image-URL rules and limit_mm_per_prompt, the ones `fp4lm serve` applies
+  // (engine/media_url.h, engine/mm_limits.h), with the settings named as LLM's arguments.
+  m.def(
+      "load_media_url",
+      [](const std::string& url, const std::string& name, const std::string& allowed_local_media_path,
+         const std::vector<std::string>& allowed_media_domains) {
+        engine::MediaUrlOptions o;
+        o.allowed_local_media_path = allowed_local_media_path;
+        o.allowed_media_domains = allowed_media_domains;
+        o.local_path_option = "allowed_local_media_path";
+        o.domains_option = "allowed_media_domains";
+        std::vector<uint8_t> bytes;
+        {
+          py::gil_scoped_release nogil;  // a remote fetch may take seconds
+          bytes = engine::load_media_url(url, o, name);
+        }
+        return py::bytes(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+      },
+      py::arg("url"), py::arg("name"), py::arg("allowed_local_media_path"), py::arg("allowed_media_domains"));
+  m.def("canonical_media_dir", &engine::canonical_media_dir, py::arg("dir"), py::arg("option"));
+  m.def("media_domains", &engine::media_domains, py::arg("entries"), py::arg("option"));
+  m.def("image_limit", py::overload_cast<const std::string&, const std::string&>(&engine::image_limit),
+        py::arg("json_text"), py::arg("option"));
 
   // One-line messages, as the CLI prints them: bad values -> ValueError, the rest RuntimeError.
   py::register_exception_translator([](std::exception_ptr p) {

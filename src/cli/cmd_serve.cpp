@@ -2,19 +2,16 @@
 // engine (src/engine). The port is bound before the model loads (/health: 503, then 200);
 // SIGINT/SIGTERM stop it gracefully and exit 0.
 #include <algorithm>
-#include <cctype>
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include <fmt/ranges.h>
-#include <nlohmann/json.hpp>
 
 #include <sys/resource.h>
 #include <unistd.h>
@@ -28,6 +25,7 @@
 #include "engine/engine.h"
 #include "engine/image_input.h"
 #include "engine/media_url.h"
+#include "engine/mm_limits.h"
 #include "model/causal_lm.h"
 #include "server/api_key.h"
 #include "server/cors.h"
@@ -148,37 +146,6 @@ size_t parse_bytes(const std::string& s) {
   return static_cast<size_t>(v * mult);
 }
 
-// --limit-mm-per-prompt, vLLM's JSON: '{"image": 2}' or '{"image": {"count": 2}}'. fp4lm takes
-// images only, so a video or audio limit changes nothing (and is accepted, as vLLM's command
-// lines carry them). The image count, 999 when not given (vLLM's default).
-int64_t parse_image_limit(const std::string& s) {
-  constexpr const char* kFlag = "--limit-mm-per-prompt";
-  if (s.empty()) return 999;
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(s);
-  } catch (const std::exception&) {
-    usage_fail("{}: '{}' is not JSON; expected e.g. '{{\"image\": 2}}'", kFlag, s);
-  }
-  if (!j.is_object()) usage_fail("{}: expected a JSON object such as '{{\"image\": 2}}', got '{}'", kFlag, s);
-  int64_t image = 999;
-  for (const auto& [k, v] : j.items()) {
-    if (k != "image" && k != "video" && k != "audio")
-      usage_fail("{}: unknown modality '{}' (image, video or audio)", kFlag, k);
-    const nlohmann::json* count = &v;
-    if (v.is_object()) {
-      for (const auto& [ok, ov] : v.items())
-        if (ok != "count") usage_fail("{}: '{}.{}': only 'count' is read", kFlag, k, ok);
-      if (!v.contains("count")) usage_fail("{}: '{}' needs a 'count'", kFlag, k);
-      count = &v["count"];
-    }
-    if (!count->is_number_integer() || count->get<int64_t>() < 0)
-      usage_fail("{}: '{}' must be a count >= 0, got {}", kFlag, k, count->dump());
-    if (k == "image") image = count->get<int64_t>();
-  }
-  return image;
-}
-
 int g_signal_pipe[2] = {-1, -1};
 
 void on_stop_signal(int sig) {
@@ -210,20 +177,11 @@ int run_serve(ServeArgs& a) {
   if (a.enable_auto_tool_choice && !tool_parser)
     usage_fail("--enable-auto-tool-choice needs --tool-call-parser ({})", fmt::join(server::tool_call_parser_names(), ", "));
   const server::ReasoningKind reasoning = server::reasoning_kind(a.reasoning_parser);
-  const int64_t image_limit = parse_image_limit(a.limit_mm_per_prompt);
+  const int64_t image_limit = engine::image_limit(a.limit_mm_per_prompt, "--limit-mm-per-prompt");
   engine::MediaUrlOptions media;
   if (!a.allowed_local_media_path.empty())
     media.allowed_local_media_path = engine::canonical_media_dir(a.allowed_local_media_path);
-  for (const std::string& list : a.allowed_media_domains) {  // space- (vLLM) or comma-separated
-    std::stringstream ss(list);
-    for (std::string d; std::getline(ss, d, ',');) {
-      std::erase_if(d, [](unsigned char c) { return std::isspace(c); });
-      std::transform(d.begin(), d.end(), d.begin(), [](unsigned char c) { return std::tolower(c); });
-      if (d.empty() || d.find_first_of("/:@") != std::string::npos)
-        usage_fail("--allowed-media-domains: '{}' is not a host name (e.g. upload.wikimedia.org)", list);
-      media.allowed_media_domains.push_back(d);
-    }
-  }
+  media.allowed_media_domains = engine::media_domains(a.allowed_media_domains);
   engine::SchedulerConfig sc;
   sc.max_num_seqs = a.max_num_seqs;
   sc.max_num_batched_tokens = a.max_num_batched_tokens;

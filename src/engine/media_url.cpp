@@ -6,6 +6,7 @@
 #include <cstring>
 #include <filesystem>
 #include <system_error>
+#include <utility>
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -104,7 +105,7 @@ bool inside(const fs::path& p, const fs::path& dir) {
 
 std::vector<uint8_t> load_file_url(std::string_view url, const MediaUrlOptions& o, const std::string& name) {
   if (o.allowed_local_media_path.empty())
-    refuse(name, "cannot load local files (file:// URLs) without `--allowed-local-media-path` on the server");
+    refuse(name, fmt::format("cannot load local files (file:// URLs) without `{}`", o.local_path_option));
   std::string_view rest = url.substr(7);
   const size_t slash = rest.find('/');
   const std::string_view host = rest.substr(0, slash);
@@ -118,8 +119,8 @@ std::vector<uint8_t> load_file_url(std::string_view url, const MediaUrlOptions& 
   const fs::path resolved = fs::weakly_canonical(given, ec);
   const fs::path allowed(o.allowed_local_media_path);
   if (ec || !inside(resolved, allowed))
-    refuse(name, fmt::format("the file path {} must be a subpath of `--allowed-local-media-path {}`",
-                             shown(given.string()), allowed.string()));
+    refuse(name, fmt::format("the file path {} must be a subpath of `{} {}`", shown(given.string()),
+                             o.local_path_option, allowed.string()));
   // Non-blocking, so that a FIFO cannot hold the request; only a regular file is read.
   const int fd = ::open(resolved.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
   if (fd < 0) refuse(name, fmt::format("cannot read {}: {}", shown(given.string()), std::strerror(errno)));
@@ -188,14 +189,15 @@ std::vector<uint8_t> load_media_url(const std::string& url, const MediaUrlOption
   if (starts_with_nocase(url, "file://")) return load_file_url(url, options, name);
   if (starts_with_nocase(url, "http://") || starts_with_nocase(url, "https://")) {
     if (options.allowed_media_domains.empty())
-      refuse(name, "remote image URLs (http, https) are not fetched: remote fetching is not enabled in fp4lm serve "
-                   "(--allowed-media-domains); send the image as a data: URL (data:image/png;base64,...) or as a "
-                   "file:// URL under --allowed-local-media-path");
+      refuse(name, fmt::format("remote image URLs (http, https) are not fetched: remote fetching is not enabled "
+                               "({}); send the image as a data: URL (data:image/png;base64,...) or as a file:// URL "
+                               "under {}",
+                               options.domains_option, options.local_path_option));
     const std::string host = io::url_host(url);
     const auto& allowed = options.allowed_media_domains;
     if (host.empty() || std::find(allowed.begin(), allowed.end(), host) == allowed.end())
-      refuse(name, fmt::format("the URL must be from one of the allowed domains (--allowed-media-domains), got host {}",
-                               shown(host)));
+      refuse(name, fmt::format("the URL must be from one of the allowed domains ({}), got host {}",
+                               options.domains_option, shown(host)));
     try {
       return io::http_get_bounded(url, options.max_bytes, options.fetch_timeout_seconds);
     } catch (const Error& e) {
@@ -205,12 +207,34 @@ std::vector<uint8_t> load_media_url(const std::string& url, const MediaUrlOption
   refuse(name, fmt::format("the URL must be a data:, file:// or http(s) URL, got {}", shown(url)));
 }
 
-std::string canonical_media_dir(const std::string& dir) {
+std::string canonical_media_dir(const std::string& dir, const std::string& option) {
   std::error_code ec;
   const fs::path p = fs::canonical(dir, ec);
-  if (ec) throw UsageError(fmt::format("--allowed-local-media-path: '{}': {}", dir, ec.message()));
-  if (!fs::is_directory(p)) throw UsageError(fmt::format("--allowed-local-media-path: '{}' is not a directory", dir));
+  if (ec) throw UsageError(fmt::format("{}: '{}': {}", option, dir, ec.message()));
+  if (!fs::is_directory(p)) throw UsageError(fmt::format("{}: '{}' is not a directory", option, dir));
   return p.string();
+}
+
+std::vector<std::string> media_domains(const std::vector<std::string>& entries, const std::string& option) {
+  std::vector<std::string> out;
+  for (const std::string& entry : entries) {
+    const size_t before = out.size();
+    std::string d;
+    auto flush = [&] {
+      if (d.empty()) return;
+      if (d.find_first_of("/:@") != std::string::npos)
+        throw UsageError(fmt::format("{}: '{}' is not a host name (e.g. upload.wikimedia.org)", option, entry));
+      out.push_back(std::exchange(d, {}));
+    };
+    for (unsigned char c : entry) {
+      if (c == ',' || std::isspace(c)) flush();
+      else d += static_cast<char>(std::tolower(c));
+    }
+    flush();
+    if (out.size() == before)  // an empty entry, or separators only
+      throw UsageError(fmt::format("{}: '{}' is not a host name (e.g. upload.wikimedia.org)", option, entry));
+  }
+  return out;
 }
 
 }  // namespace fp4lm::engine

@@ -18,6 +18,10 @@ struct MediaUrlOptions {
   // Hosts http(s) URLs may name (lower case, exact match); empty: remote URLs are refused.
   std::vector<std::string> allowed_media_domains;
   long fetch_timeout_seconds = 5;  // the whole transfer (vLLM's VLLM_IMAGE_FETCH_TIMEOUT default)
+  // How the front end spells the two settings in its messages (serve's flags; fp4lm.LLM's
+  // constructor arguments).
+  std::string local_path_option = "--allowed-local-media-path";
+  std::string domains_option = "--allowed-media-domains";
 };
 
 // The bytes of `url` (a remote one fetched with io::http_get_bounded: no redirects, the size
@@ -29,8 +33,14 @@ std::vector<uint8_t> load_media_url(const std::string& url, const MediaUrlOption
 // the first character that is not base64, or when the decoded size would pass `max_bytes`.
 std::vector<uint8_t> decode_base64(std::string_view data, uint64_t max_bytes, const std::string& name);
 
-// --allowed-local-media-path: the directory made canonical. UsageError naming the flag when it
+// --allowed-local-media-path: the directory made canonical. UsageError naming `option` when it
 // does not exist or is not a directory (as vLLM checks it at startup).
-std::string canonical_media_dir(const std::string& dir);
+std::string canonical_media_dir(const std::string& dir, const std::string& option = "--allowed-local-media-path");
+
+// --allowed-media-domains: host names, each entry one name or several separated by spaces or
+// commas (vLLM's flag takes a space-separated list), lower-cased. UsageError naming `option` and
+// the entry for anything that is not a host name (a scheme, a path, a port, user info).
+std::vector<std::string> media_domains(const std::vector<std::string>& entries,
+                                       const std::string& option = "--allowed-media-domains");
 
 }  // namespace fp4lm::engine

@@ -7,6 +7,7 @@ greedy tokens transformers' (golden.json), whatever form the image comes in; the
 import base64
 import io
 import json
+import logging
 import math
 import shutil
 import struct
@@ -160,19 +161,28 @@ def test_chat_file_url_needs_allowed_local_media_path(tmp_path):
                                          r"path .* must be a subpath of `allowed_local_media_path`"):
         llm.chat(chat_message(g, outside), greedy(g))
     plain = LLM(model=str(FIXTURES / "dense"), dtype="float32")
-    with pytest.raises(ValueError, match="cannot load local files without `allowed_local_media_path`"):
+    with pytest.raises(ValueError, match=r"cannot load local files \(file:// URLs\) without `allowed_local_media_path`"):
         plain.chat(chat_message(g, part), greedy(g))
-    with pytest.raises(ValueError, match="allowed_local_media_path: the path .* does not exist"):
+    with pytest.raises(ValueError, match="allowed_local_media_path: '.*nope': No such file or directory"):
         LLM(model=str(FIXTURES / "dense"), allowed_local_media_path=str(tmp_path / "nope"))
+    with pytest.raises(ValueError, match="allowed_local_media_path: '.*img.png' is not a directory"):
+        LLM(model=str(FIXTURES / "dense"), allowed_local_media_path=str(media / "img.png"))
 
 
 def test_chat_part_errors():
     g = golden("dense")
     llm = LLM(model=str(FIXTURES / "dense"), dtype="float32")
     cases = [
-        ({"type": "image_url", "image_url": {"url": "data:image/png;base64,***"}}, ValueError, "not valid base64"),
+        ({"type": "image_url", "image_url": {"url": "data:image/png;base64,***"}}, ValueError,
+         r"the data: URL's data is not base64: byte 0x2a at offset 0"),
         ({"type": "image_url", "image_url": {"url": "data:image/png," + "x"}}, ValueError, "only base64 data URLs"),
-        ({"type": "image_url", "image_url": {"url": "http://example.com/a.png"}}, ValueError, "does not fetch http"),
+        ({"type": "image_url", "image_url": {"url": "data:text/plain;base64,aGk="}}, ValueError,
+         "media type 'text/plain'; expected an image"),
+        ({"type": "image_url", "image_url": {"url": "http://example.com/a.png"}}, ValueError,
+         r"remote fetching is not enabled \(allowed_media_domains\)"),
+        ({"type": "image_url", "image_url": {"url": "ftp://example.com/a.png"}}, ValueError,
+         "must be a data:, file:// or http\\(s\\) URL"),
+        ({"type": "image_url", "image_url": {"url": 7}}, TypeError, "the image URL must be a string"),
         ({"type": "image_pil", "image_pil": b"png"}, TypeError, "image_pil must be a PIL.Image.Image"),
         ({"type": "video_url", "video_url": {"url": "data:video/mp4;base64,AAAA"}}, ValueError,
          "content part type 'video_url' is not supported"),
@@ -233,15 +243,67 @@ def test_generate_errors(moe_w4a4):
         text_only.chat([{"role": "user", "content": [part]}], SamplingParams(max_tokens=1))
 
 
-def test_limit_mm_per_prompt_values():
+def test_limit_mm_per_prompt_values(caplog):
+    """The engine's rule, the one `fp4lm serve --limit-mm-per-prompt` applies (engine/mm_limits.h)."""
     assert _images.parse_limit(None) == 999
     assert _images.parse_limit({"image": 3, "video": 0}) == 3
     assert _images.parse_limit({"image": {"count": 0}}) == 0
-    for bad, msg in (({"image": -1}, "must be an integer >= 0"), ({"video": 1}, "fp4lm takes no video input"),
+    with caplog.at_level(logging.WARNING, logger="fp4lm"):
+        assert _images.parse_limit({"image": 2, "video": 1}) == 2
+    assert "limit_mm_per_prompt: the video limit (1) has no effect: fp4lm takes images only" in caplog.text
+    for bad, msg in (({"image": -1}, "limit_mm_per_prompt: 'image' must be a count >= 0, got -1"),
+                     ({"image": True}, "'image' must be a count >= 0, got true"),
                      ({"images": 1}, "unknown modality 'images'"), ([1], "must be a dict"),
-                     ({"image": {"count": 1, "width": 5}}, r"expected an integer or \{'count': N\}")):
+                     ({"image": {1, 2}}, "limit_mm_per_prompt: .*not JSON serializable"),
+                     ({"image": {"count": 1, "width": 5}}, r"'image.width': only 'count' is read")):
         with pytest.raises(ValueError, match=msg):
             LLM(model=str(FIXTURES / "dense"), limit_mm_per_prompt=bad)
+
+
+def test_chat_fetches_http_urls_only_from_allowed_media_domains():
+    """vLLM's allowed_media_domains: an http URL from a listed host is fetched (by the engine's
+    fetcher, the one `fp4lm serve` uses), any other host refused before a connection is made, and
+    more image parts than limit_mm_per_prompt refused before any is fetched."""
+    import http.server
+    import threading
+    g = golden("dense")
+    png = IMAGE.read_bytes()
+    hits = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            hits.append(self.path)
+            self.send_response(200)
+            self.send_header("Content-Type", "image/png")
+            self.send_header("Content-Length", str(len(png)))
+            self.end_headers()
+            self.wfile.write(png)
+
+        def log_message(self, *args):
+            pass
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{httpd.server_address[1]}/cat.png"
+        part = {"type": "image_url", "image_url": {"url": url}}
+        llm = LLM(model=str(FIXTURES / "dense"), dtype="float32", allowed_media_domains=["127.0.0.1"],
+                  limit_mm_per_prompt={"image": 1})
+        assert_golden(llm.chat(chat_message(g, part), greedy(g))[0], g)
+        assert hits == ["/cat.png"]
+        other = {"type": "image_url", "image_url": {"url": url.replace("127.0.0.1", "localhost")}}
+        with pytest.raises(ValueError, match=r"allowed domains \(allowed_media_domains\), got host 'localhost'"):
+            llm.chat(chat_message(g, other), greedy(g))
+        two = [{"role": "user", "content": [part, part]}]
+        with pytest.raises(ValueError, match=r"conversation 0: At most 1 image\(s\) may be provided in one prompt"):
+            llm.chat(two, greedy(g))
+        assert hits == ["/cat.png"]
+        with pytest.raises(ValueError, match="allowed_media_domains: 'http://x' is not a host name"):
+            LLM(model=str(FIXTURES / "dense"), allowed_media_domains=["http://x"])
+        with pytest.raises(ValueError, match="allowed_media_domains must be a list of host names"):
+            LLM(model=str(FIXTURES / "dense"), allowed_media_domains="127.0.0.1")
+    finally:
+        httpd.shutdown()
 
 
 def test_pil_images_go_over_as_their_pixels(tmp_path):

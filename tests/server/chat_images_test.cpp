@@ -12,6 +12,7 @@
 
 #include "common/paths.h"
 #include "common/png_header.h"
+#include "core/error.h"
 #include "engine/image_input.h"
 #include "engine/media_url.h"
 #include "engine/request_error.h"
@@ -79,6 +80,42 @@ TEST(MediaUrl, DataUrlsDecodeBase64) {
   }
   EXPECT_EQ(load("data:image/jpeg;base64,YWJj\r\nZGVm"), (std::vector<uint8_t>{'a', 'b', 'c', 'd', 'e', 'f'}));
   EXPECT_EQ(load("data:image/png;name=x.png;base64,YQ=="), std::vector<uint8_t>{'a'});
+}
+
+TEST(MediaUrl, DomainsAreHostNamesSeparatedBySpacesOrCommas) {
+  using V = std::vector<std::string>;
+  EXPECT_EQ(engine::media_domains({"upload.wikimedia.org"}), V{"upload.wikimedia.org"});
+  EXPECT_EQ(engine::media_domains({"A.example, b.example c.example", "127.0.0.1"}),
+            (V{"a.example", "b.example", "c.example", "127.0.0.1"}));
+  EXPECT_EQ(engine::media_domains({}), V{});
+  for (const char* bad : {"https://x.example", "x.example/a", "x.example:8080", "user@x.example", "", " , "}) {
+    try {
+      engine::media_domains({bad}, "allowed_media_domains");
+      ADD_FAILURE() << "accepted '" << bad << "'";
+    } catch (const UsageError& e) {
+      EXPECT_EQ(std::string(e.what()),
+                std::string("allowed_media_domains: '") + bad + "' is not a host name (e.g. upload.wikimedia.org)");
+    }
+  }
+}
+
+TEST(MediaUrl, MessagesNameTheSettingsAsTheFrontEndSpellsThem) {
+  engine::MediaUrlOptions o;
+  o.local_path_option = "allowed_local_media_path";
+  o.domains_option = "allowed_media_domains";
+  EXPECT_EQ(load_error("file:///etc/passwd", o),
+            "image 1: cannot load local files (file:// URLs) without `allowed_local_media_path`");
+  EXPECT_NE(load_error("https://example.com/a.png", o).find("remote fetching is not enabled (allowed_media_domains)"),
+            std::string::npos);
+  o.allowed_media_domains = {"127.0.0.1"};
+  EXPECT_NE(load_error("https://example.com/a.png", o).find("allowed domains (allowed_media_domains), got host"),
+            std::string::npos);
+  try {
+    engine::canonical_media_dir("/nonexistent/fp4lm-media", "allowed_local_media_path");
+    ADD_FAILURE() << "accepted a missing directory";
+  } catch (const UsageError& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("allowed_local_media_path: '/nonexistent/fp4lm-media': ", 0), 0u) << e.what();
+  }
 }
 
 TEST(MediaUrl, EveryRefusalNamesTheImage) {
