@@ -158,7 +158,7 @@ def test_chat_file_url_needs_allowed_local_media_path(tmp_path):
     assert_golden(llm.chat(chat_message(g, part), greedy(g))[0], g)
     outside = {"type": "image_url", "image_url": {"url": IMAGE.as_uri()}}
     with pytest.raises(ValueError, match=r"conversation 0: messages\[0\]\.content\[0\] \(image_url\): the file "
-                                         r"path .* must be a subpath of `allowed_local_media_path`"):
+                                         r"path .* must be a subpath of `allowed_local_media_path /.*/media`"):
         llm.chat(chat_message(g, outside), greedy(g))
     plain = LLM(model=str(FIXTURES / "dense"), dtype="float32")
     with pytest.raises(ValueError, match=r"cannot load local files \(file:// URLs\) without `allowed_local_media_path`"):
