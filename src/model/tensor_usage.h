@@ -37,8 +37,7 @@ struct TensorUsage {
 bool is_quantization_tensor(const std::string& name);
 
 // What the model did not consume of `ckpt` after a whole model loaded. `fp8_kv`: the KV cache is
-// FP8 or a declared quantized format (model/kv_quant.h), so its scales are consumed or missing,
-// never ignored; `mtp_loaded`: the MTP head runs.
+// FP8 (its scales are then consumed or missing, never ignored); `mtp_loaded`: the MTP head runs.
 TensorUsage tensor_usage(const io::Checkpoint& ckpt, const ModelConfig& c, bool fp8_kv, bool mtp_loaded);
 
 // The rule applied: Error naming the unused quantization tensors; one WARN line listing the
