@@ -322,12 +322,12 @@ TEST_P(QuantizedKvCache, LogitsMatchTheFloat64ReferenceWithTheSameRule) {
   const std::vector<Vec> want = reference(m, c.quant, s);
   const std::vector<float> got = all_logits(*lm, kTokens);
   const double d = max_rel_diff(got, want);
-  RecordProperty("max_rel_diff", std::to_string(d));
+  RecordProperty("max_rel_diff", fmt::format("{:.3g}", d));
   EXPECT_LT(d, 1e-4);
   EXPECT_LT(max_rel_diff(prefill_then_decode(*lm), want), 1e-4);
   // The cache is really quantized: the unquantized reference is much further off.
   const double plain = max_rel_diff(got, test::naive::forward(m, kTokens));
-  RecordProperty("vs_unquantized", std::to_string(plain));
+  RecordProperty("vs_unquantized", fmt::format("{:.3g}", plain));
   EXPECT_GT(plain, 10 * d);
   EXPECT_GT(plain, 1e-3);
   // Every tensor of the checkpoint consumed (the scales and biases by the cache).
