@@ -10,8 +10,8 @@
 //   in the low nibble) then head_dim/16 scale bytes.
 // - NVFP4_AFFINE: NVFP4 of x − b, read back as (e2m1 · sf · s) + b, with the layer's k_bias /
 //   v_bias b per KV head and channel.
-// - INT8: code = clamp(round-half-even(x / s), −128, 127), read back as code · s (compressed-
-//   tensors' int8 rule). Row bytes: head_dim.
+// - INT8: code = clamp(round-half-even(x / s), −128, 127), read back as code · s. Row bytes:
+//   head_dim.
 // Arithmetic in float32, in the order written.
 #include <cstddef>
 #include <cstdint>
