@@ -279,7 +279,7 @@ json memory_estimate(const model::ModelLoader& loader, const std::shared_ptr<io:
   m["kv_bytes_per_token"] = model::state_bytes_per_position(s, lm->kv_dtype());
   m["state_fixed_bytes"] = model::state_fixed_bytes(s, lm->prefill_chunk(), lm->kv_dtype());
   m["sequence_bytes_at_default_context"] = sequence;
-  m["kv_dtype"] = lm->kv_dtype() == DType::F8_E4M3 ? std::string("fp8") : std::string(dtype_torch_name(lm->kv_dtype()));
+  m["kv_dtype"] = lm->kv_format_name();
   m["total_at_default_context_bytes"] = weights + sequence;
   return m;
 }

@@ -74,6 +74,21 @@ void causal_attention(std::span<const AttentionSpan> spans, int64_t layer, const
         c.ring_rows = cache.rows(layer);
         c.pos0 = pos - lo;
       }
+      if (cache.quant(layer) != KvQuant::none) {
+        // A quantized cache: the rows this call reads (the whole ring of a window, else positions
+        // [0, pos0 + rows)) dequantized to float32, which the kernel then reads as an F32 cache.
+        // Each row's values depend on that row alone, so results stay independent of the batch.
+        thread_local std::vector<float> kd, vd;
+        const int64_t n = windowed ? cache.rows(layer) : c.pos0 + rows;
+        kd.resize(static_cast<size_t>(n * hd));
+        vd.resize(kd.size());
+        cache.dequantize(layer, 0, g, 0, n, kd.data());
+        cache.dequantize(layer, 1, g, 0, n, vd.data());
+        c.kv_dtype = DType::F32;
+        c.keys = reinterpret_cast<const uint8_t*>(kd.data());
+        c.values = reinterpret_cast<const uint8_t*>(vd.data());
+        c.k_scale = c.v_scale = 1.0f;
+      }
       kernels::run_attention(kern, c);
       task += rows;
     }
@@ -129,6 +144,8 @@ Attention::Attention(const LayerBuild& b, int64_t layer, const AttentionLayout& 
   // FP8: the scales of the layer that stores the K/V (this one, or the one it reads on an
   // earlier pipeline stage).
   auto read_scales = [&](const std::string& owner) {
+    // A quantized cache: its scales (and NVFP4_AFFINE's biases) are part of the format, required.
+    if (b.state.kv_quant() != KvQuant::none) return read_quantized_kv_slot(loader.checkpoint(), owner, b.state.kv_quant(), shape);
     if (b.kv_dtype != DType::F8_E4M3) return;
     int64_t missing = 0;
     // ModelOpt writes self_attn.{k_proj.k_scale, v_proj.v_scale}, newer exporters self_attn.{k,v}_scale.

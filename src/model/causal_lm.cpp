@@ -18,6 +18,7 @@
 #include "model/arch/arch.h"
 #include "model/finite_check.h"
 #include "model/kv_cache_format.h"
+#include "model/state_bytes.h"
 #include "model/memory_fit.h"
 #include "model/model_loader.h"
 #include "quant/modelopt_config.h"
@@ -43,8 +44,11 @@ std::unique_ptr<CausalLM> CausalLM::load(std::shared_ptr<io::Checkpoint> ckpt, c
   const std::string cfg_path = ckpt->dir() + "/config.json";
   lm->dtype_ = l.dtype();
   lm->a16_max_tokens_ = opts.a16_max_tokens;
-  lm->kv_dtype_ = resolve_kv_cache_format(l.quant_config().kv_cache_scheme(), opts.kv_cache_dtype, lm->dtype_,
-                                          l.quant_config().source());
+  const KvCacheFormat kv = resolve_kv_cache_format(l.quant_config().kv_cache_scheme(), opts.kv_cache_dtype, lm->dtype_,
+                                                   l.quant_config().source());
+  lm->kv_dtype_ = kv.dtype;
+  lm->kv_quant_ = kv.quant;
+  lm->state_.set_kv_quant(kv.quant);
   if (lo.prefill_chunk <= 0) fail("prefill chunk must be positive, got {}", lo.prefill_chunk);
   lm->prefill_chunk_ = lo.prefill_chunk;
   if (lo.max_model_len < 0) usage_fail("max_model_len must be positive (got {})", lo.max_model_len);
@@ -106,7 +110,7 @@ std::unique_ptr<CausalLM> CausalLM::load(std::shared_ptr<io::Checkpoint> ckpt, c
   if (lo.mtp) {
     if (lo.first_layer != 0 || end != c.num_layers)
       fail("speculative method 'mtp': the MTP head runs only in a whole model, not in a pipeline stage");
-    lm->mtp_ = std::make_unique<MtpHead>(l, lm->rope_, lm->kv_dtype_);
+    lm->mtp_ = std::make_unique<MtpHead>(l, lm->rope_, lm->kv_dtype_, lm->kv_quant_);
     log().info("Loaded the MTP head ({} of {} MTP layer(s); the draft model of speculative decoding)", 1,
                c.num_nextn_predict_layers);
   }
@@ -121,16 +125,20 @@ std::unique_ptr<CausalLM> CausalLM::load(std::shared_ptr<io::Checkpoint> ckpt, c
       log().warn("{}: declares AWQ pre_quant_scale ({}), but no Linear layer stores a pre_quant_scale tensor (each "
                  "was folded into the layer before it at export, or the tensors are missing)",
                  mo->source_path, mo->algo == quant::QuantAlgo::NVFP4_AWQ ? "quant_algo NVFP4_AWQ" : "pre_quant_scale: true");
-    lm->tensor_usage_ = model::tensor_usage(*ckpt, c, lm->kv_dtype_ == DType::F8_E4M3, lm->mtp_ != nullptr);
+    lm->tensor_usage_ = model::tensor_usage(*ckpt, c, lm->kv_dtype_ == DType::F8_E4M3 || lm->kv_quant_ != KvQuant::none,
+                                           lm->mtp_ != nullptr);
     if (lo.enforce_tensor_usage) enforce_tensor_usage(*ckpt, lm->tensor_usage_);
   }
   lm->load_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  log().info("Loaded {} ({} layers, {} activations, {} KV cache) from {} in {:.2f} s; resident weight bytes {} ({:.1f} MiB)",
-             c.architecture, c.num_layers, dtype_torch_name(lm->dtype_),
-             lm->kv_dtype_ == DType::F8_E4M3 ? "fp8" : dtype_torch_name(lm->kv_dtype_), ckpt->dir(), lm->load_seconds_,
+  log().info("Loaded {} ({} layers, {} activations, {} KV cache: {} bytes per token) from {} in {:.2f} s; resident "
+             "weight bytes {} ({:.1f} MiB)",
+             c.architecture, c.num_layers, dtype_torch_name(lm->dtype_), lm->kv_format_name(),
+             state_bytes_per_position(lm->state_, lm->kv_dtype_), ckpt->dir(), lm->load_seconds_,
              lm->weight_bytes(), static_cast<double>(lm->weight_bytes()) / (1 << 20));
   return lm;
 }
+
+std::string CausalLM::kv_format_name() const { return kv_cache_format_name({kv_dtype_, kv_quant_}); }
 
 size_t CausalLM::weight_bytes() const {
   const ModelConfig& c = config();

@@ -82,6 +82,10 @@ class CausalLM {
   const io::Checkpoint& checkpoint() const { return *ckpt_; }
   DType dtype() const { return dtype_; }        // activation dtype
   DType kv_dtype() const { return kv_dtype_; }  // KV cache dtype (--kv-cache-dtype)
+  // The KV cache's quantized format, declared by the checkpoint (none: K/V in kv_dtype()).
+  KvQuant kv_quant() const { return kv_quant_; }
+  // "bfloat16", "fp8", "NVFP4", ...: what the load line and inspect call the KV cache.
+  std::string kv_format_name() const;
   int64_t vocab_size() const { return config().vocab_size; }
   int64_t max_model_len() const { return max_model_len_; }
   int64_t prefill_chunk() const { return prefill_chunk_; }  // rows per forward step
@@ -175,6 +179,7 @@ class CausalLM {
   std::shared_ptr<io::Checkpoint> ckpt_;
   std::unique_ptr<ModelLoader> loader_;
   DType dtype_ = DType::F32, kv_dtype_ = DType::F32;
+  KvQuant kv_quant_ = KvQuant::none;
   int64_t max_model_len_ = 0, prefill_chunk_ = 256, a16_max_tokens_ = 0, first_layer_ = 0;
   std::vector<int64_t> eos_ids_;
   double load_seconds_ = 0;

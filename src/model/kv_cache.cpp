@@ -46,22 +46,30 @@ KvCache::KvCache(std::vector<KvSlotShape> slots, int64_t capacity, int64_t max_s
   if (capacity <= 0 || max_step_rows <= 0)
     fail("KV cache: invalid capacity {} (max step rows {})", capacity, max_step_rows);
   esize_ = dtype_size(dtype);
-  for (const KvSlotShape& s : slots) {
+  for (KvSlotShape& s : slots) {
     for (float x : {s.k_scale, s.v_scale}) {
       if (!(x > 0) || !std::isfinite(x)) fail("KV cache: scale {} is not a positive finite number", x);
-      if (x != 1.0f && dtype != DType::F8_E4M3) fail("KV cache: scales are only for an FP8 cache");
+      if (x != 1.0f && dtype != DType::F8_E4M3 && s.quant == KvQuant::none)
+        fail("KV cache: scales are only for an FP8 or quantized cache");
     }
     if (s.kv_heads <= 0 || s.head_dim <= 0 || s.window < 0)
       fail("KV cache: invalid shape (layers {}, kv heads {}, head_dim {}, capacity {}, window {})", slots.size(),
            s.kv_heads, s.head_dim, capacity, s.window);
+    if (s.quant != KvQuant::none && s.key_only)
+      fail("KV cache: the {} format has no key-only (latent) slot", kv_quant_name(s.quant));
+    const size_t nbias = s.quant == KvQuant::nvfp4_affine ? static_cast<size_t>(s.kv_heads * s.head_dim) : 0;
+    if (s.k_bias.size() != nbias || s.v_bias.size() != nbias)
+      fail("KV cache: a {} slot takes {} k/v bias values, found {} and {}", kv_quant_name(s.quant), nbias,
+           s.k_bias.size(), s.v_bias.size());
     Slot slot;
-    slot.shape = s;
-    slot.rows = slot_rows(s, capacity, max_step_rows);
+    slot.shape = std::move(s);
+    slot.rows = slot_rows(slot.shape, capacity, max_step_rows);
     slot.offset = bytes_;
-    slot.plane = static_cast<size_t>(slot.rows * s.head_dim) * esize_;
-    bytes_ += static_cast<size_t>(s.planes() * s.kv_heads) * slot.plane;
-    if (slot.rows == capacity) per_position_ += static_cast<size_t>(s.planes() * s.kv_heads * s.head_dim) * esize_;
-    slots_.push_back(slot);
+    slot.row = row_bytes(slot.shape, dtype);
+    slot.plane = static_cast<size_t>(slot.rows) * slot.row;
+    bytes_ += static_cast<size_t>(slot.shape.planes() * slot.shape.kv_heads) * slot.plane;
+    if (slot.rows == capacity) per_position_ += static_cast<size_t>(slot.shape.planes() * slot.shape.kv_heads) * slot.row;
+    slots_.push_back(std::move(slot));
   }
   if (bytes_ == 0) return;  // no attention layer: nothing to reserve
   // Address space only: MAP_NORESERVE so a long context does not count against overcommit
@@ -80,9 +88,13 @@ size_t KvCache::reserved_bytes(const std::vector<KvSlotShape>& slots, int64_t ca
                                DType dtype) {
   size_t b = 0;
   for (const KvSlotShape& s : slots)
-    b += static_cast<size_t>(s.planes() * s.kv_heads * s.head_dim * slot_rows(s, capacity, max_step_rows)) *
-         dtype_size(dtype);
+    b += static_cast<size_t>(s.planes() * s.kv_heads * slot_rows(s, capacity, max_step_rows)) * row_bytes(s, dtype);
   return b;
+}
+
+size_t KvCache::row_bytes(const KvSlotShape& s, DType dtype) {
+  return s.quant == KvQuant::none ? static_cast<size_t>(s.head_dim) * dtype_size(dtype)
+                                  : kv_quant_row_bytes(s.quant, s.head_dim);
 }
 
 KvCache::~KvCache() {
@@ -111,8 +123,7 @@ KvCache& KvCache::operator=(KvCache&& o) noexcept {
 size_t KvCache::used_bytes() const {
   size_t b = 0;
   for (const Slot& s : slots_)
-    b += static_cast<size_t>(s.shape.planes() * s.shape.kv_heads * s.shape.head_dim * std::min(length_, s.rows)) *
-         esize_;
+    b += static_cast<size_t>(s.shape.planes() * s.shape.kv_heads * std::min(length_, s.rows)) * s.row;
   return b;
 }
 
@@ -138,7 +149,19 @@ void KvCache::store(int64_t layer, int64_t pos, const float* k, const float* v) 
     fail("KV cache: (layer {}, position {}) outside ({} layers, {} positions)", layer, pos, num_layers(), capacity_);
   const int64_t kv_heads = num_kv_heads(layer), hd = head_dim(layer);
   const size_t row = static_cast<size_t>(hd), r = static_cast<size_t>(row_of(layer, pos));
-  const bool values = !slots_[layer].shape.key_only;
+  const KvSlotShape& shape = slots_[layer].shape;
+  const bool values = !shape.key_only;
+  if (shape.quant != KvQuant::none) {
+    const size_t rb = slots_[layer].row;
+    const bool affine = shape.quant == KvQuant::nvfp4_affine;
+    for (int64_t h = 0; h < kv_heads; ++h) {
+      kv_quantize_row(shape.quant, k + h * hd, hd, shape.k_scale, affine ? shape.k_bias.data() + h * hd : nullptr,
+                      at(layer, 0, h) + r * rb);
+      kv_quantize_row(shape.quant, v + h * hd, hd, shape.v_scale, affine ? shape.v_bias.data() + h * hd : nullptr,
+                      at(layer, 1, h) + r * rb);
+    }
+    return;
+  }
   if (dtype_ == DType::F8_E4M3) {
     const float ks = k_scale(layer), vs = v_scale(layer);
     for (int64_t h = 0; h < kv_heads; ++h) {
@@ -156,15 +179,29 @@ void KvCache::store(int64_t layer, int64_t pos, const float* k, const float* v) 
   }
 }
 
+void KvCache::dequantize(int64_t layer, int kv, int64_t head, int64_t row0, int64_t n, float* dst) const {
+  const Slot& s = slots_.at(static_cast<size_t>(layer));
+  if (s.shape.quant == KvQuant::none) fail("KV cache: slot {} is not quantized", layer);
+  if (row0 < 0 || n < 0 || row0 + n > s.rows || head < 0 || head >= s.shape.kv_heads || kv < 0 || kv > 1)
+    fail("KV cache: no rows [{}, {}) of head {} in slot {} ({} rows)", row0, row0 + n, head, layer, s.rows);
+  const int64_t hd = s.shape.head_dim;
+  const std::vector<float>& bias = kv == 0 ? s.shape.k_bias : s.shape.v_bias;
+  const float scale = kv == 0 ? s.shape.k_scale : s.shape.v_scale;
+  const uint8_t* src = at(layer, kv, head) + static_cast<size_t>(row0) * s.row;
+  for (int64_t r = 0; r < n; ++r)
+    kv_dequantize_row(s.shape.quant, src + static_cast<size_t>(r) * s.row, hd, scale,
+                      bias.empty() ? nullptr : bias.data() + head * hd, dst + r * hd);
+}
+
 size_t KvCache::block_bytes(int64_t n) const {
   size_t b = 0;
-  for (const Slot& s : slots_) b += static_cast<size_t>(s.shape.planes() * s.shape.kv_heads * s.shape.head_dim * n) * esize_;
+  for (const Slot& s : slots_) b += static_cast<size_t>(s.shape.planes() * s.shape.kv_heads * n) * s.row;
   return b;
 }
 
 size_t KvCache::slot_block_bytes(int64_t layer, int64_t n) const {
-  const KvSlotShape& s = slots_.at(static_cast<size_t>(layer)).shape;
-  return static_cast<size_t>(s.planes() * s.kv_heads * s.head_dim * n) * esize_;
+  const Slot& s = slots_.at(static_cast<size_t>(layer));
+  return static_cast<size_t>(s.shape.planes() * s.shape.kv_heads * n) * s.row;
 }
 
 void KvCache::save_slot_rows(int64_t layer, int64_t pos0, int64_t n, uint8_t* dst) const {
@@ -172,7 +209,7 @@ void KvCache::save_slot_rows(int64_t layer, int64_t pos0, int64_t n, uint8_t* ds
     fail("KV cache: no positions [{}, {}) of slot {} to copy ({} slots of {} positions)", pos0, pos0 + n, layer,
          num_layers(), capacity_);
   const Slot& s = slots_[static_cast<size_t>(layer)];
-  const size_t row = static_cast<size_t>(s.shape.head_dim) * esize_;
+  const size_t row = s.row;
   for (int kv = 0; kv < static_cast<int>(s.shape.planes()); ++kv)
     for (int64_t h = 0; h < s.shape.kv_heads; ++h) {
       const uint8_t* src = at(layer, kv, h);
@@ -185,7 +222,7 @@ void KvCache::load_slot_rows(int64_t layer, int64_t pos0, int64_t n, const uint8
     fail("KV cache: no positions [{}, {}) of slot {} to fill ({} slots of {} positions)", pos0, pos0 + n, layer,
          num_layers(), capacity_);
   const Slot& s = slots_[static_cast<size_t>(layer)];
-  const size_t row = static_cast<size_t>(s.shape.head_dim) * esize_;
+  const size_t row = s.row;
   for (int kv = 0; kv < static_cast<int>(s.shape.planes()); ++kv)
     for (int64_t h = 0; h < s.shape.kv_heads; ++h) {
       uint8_t* dst = at(layer, kv, h);
@@ -205,7 +242,7 @@ void KvCache::save_rows(int64_t pos0, int64_t n, uint8_t* dst) const {
     fail("KV cache: positions [{}, {}) are not all held (length {})", pos0, pos0 + n, length_);
   for (size_t l = 0; l < slots_.size(); ++l) {
     const Slot& s = slots_[l];
-    const size_t row = static_cast<size_t>(s.shape.head_dim) * esize_;
+    const size_t row = s.row;
     for (int kv = 0; kv < static_cast<int>(s.shape.planes()); ++kv)
       for (int64_t h = 0; h < s.shape.kv_heads; ++h) {
         const uint8_t* src = at(static_cast<int64_t>(l), kv, h);
@@ -225,7 +262,7 @@ void KvCache::load_rows(int64_t pos0, int64_t n, const uint8_t* src, int64_t fin
     fail("KV cache: cannot load positions [{}, {}) into {} positions", pos0, pos0 + n, capacity_);
   for (size_t l = 0; l < slots_.size(); ++l) {
     const Slot& s = slots_[l];
-    const size_t row = static_cast<size_t>(s.shape.head_dim) * esize_;
+    const size_t row = s.row;
     for (int kv = 0; kv < static_cast<int>(s.shape.planes()); ++kv)
       for (int64_t h = 0; h < s.shape.kv_heads; ++h) {
         uint8_t* dst = at(static_cast<int64_t>(l), kv, h);

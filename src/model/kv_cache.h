@@ -2,7 +2,9 @@
 // The key/value cache of one sequence: for every attention layer that stores K/V (a "KV slot")
 // and KV head, rows of head_dim values, stored in the KV dtype: float32, bfloat16, float16, or
 // FP8 E4M3 with a per-slot scale for K and for V (stored code = e4m3(x / scale), read back as
-// code × scale, the checkpoint's k_scale / v_scale as vLLM uses them).
+// code × scale, the checkpoint's k_scale / v_scale as vLLM uses them); or, per slot, one of the
+// quantized row formats of model/kv_quant.h (NVFP4, NVFP4_AFFINE, INT8: a row of head_dim values
+// in kv_quant_row_bytes bytes, quantized by store() and read back through dequantize()).
 // Slots may differ in KV heads and head_dim. A slot of a full-attention layer holds `capacity`
 // rows (position p in row p); a sliding-window slot (window W) holds only
 // min(capacity, W - 1 + max_step_rows) rows, a ring: position p in row p mod rows. W - 1 rows of
@@ -17,6 +19,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "model/kv_quant.h"
 
 namespace fp4lm::model {
 
@@ -24,7 +27,10 @@ namespace fp4lm::model {
 struct KvSlotShape {
   int64_t kv_heads = 0, head_dim = 0;
   int64_t window = 0;  // sliding window in positions (the query's own included); 0 = all positions
-  float k_scale = 1.0f, v_scale = 1.0f;  // FP8 only (1.0 for the other dtypes)
+  float k_scale = 1.0f, v_scale = 1.0f;  // FP8 or a quantized format (1.0 for the other dtypes)
+  // A quantized row format (model/kv_quant.h); the cache's dtype then does not apply to the slot.
+  KvQuant quant = KvQuant::none;
+  std::vector<float> k_bias = {}, v_bias = {};  // NVFP4_AFFINE: [kv_heads * head_dim] each; else empty
   // One plane of keys only, no values: MLA's latent (kv_lora_rank + qk_rope_head_dim values per
   // position, one "head"), which stands for both K and V.
   bool key_only = false;
@@ -69,6 +75,9 @@ class KvCache {
   static int64_t slot_rows(const KvSlotShape& s, int64_t capacity, int64_t max_step_rows);
   static size_t reserved_bytes(const std::vector<KvSlotShape>& slots, int64_t capacity, int64_t max_step_rows,
                                DType dtype);
+  // Bytes one K or V row of one KV head of this slot takes: head_dim × the dtype's size, or the
+  // slot's quantized format's row bytes.
+  static size_t row_bytes(const KvSlotShape& s, DType dtype);
   // Bytes one more position adds: the full-attention slots' rows (a window's ring is fixed).
   size_t bytes_per_position() const { return per_position_; }
   // Bytes of the filled rows (resident memory is this rounded up to whole pages per head).
@@ -77,9 +86,14 @@ class KvCache {
   // Stores k and v ([num_kv_heads * head_dim] float32 each) at (layer, pos), rounded to dtype()
   // (a key_only slot: k alone; v is not read).
   void store(int64_t layer, int64_t pos, const float* k, const float* v);
-  // FP8: the scales of a slot's K and V (1.0 for the other dtypes).
+  // FP8 or a quantized format: the scales of a slot's K and V (1.0 for the other dtypes).
   float k_scale(int64_t layer) const { return slots_[layer].shape.k_scale; }
   float v_scale(int64_t layer) const { return slots_[layer].shape.v_scale; }
+  // The slot's quantized row format (none: rows of dtype()).
+  KvQuant quant(int64_t layer) const { return slots_[layer].shape.quant; }
+  // A quantized slot: rows [row0, row0 + n) of KV head `head`'s keys (kv 0) or values (kv 1),
+  // dequantized into dst [n, head_dim] float32 (rows as stored: row_of(pos) for a position).
+  void dequantize(int64_t layer, int kv, int64_t head, int64_t row0, int64_t n, float* dst) const;
   // Prefix caching (engine/prefix_cache.h) copies positions out of one sequence's cache and into
   // another's, byte for byte, every slot: per slot, K then V, per KV head, n rows of head_dim.
   // Bytes that n positions take in that form.
@@ -101,7 +115,8 @@ class KvCache {
   void save_slot_rows(int64_t layer, int64_t pos0, int64_t n, uint8_t* dst) const;
   void load_slot_rows(int64_t layer, int64_t pos0, int64_t n, const uint8_t* src);
 
-  // Raw rows of one head: [rows(layer), head_dim] elements of dtype().
+  // Raw rows of one head: [rows(layer), head_dim] elements of dtype() (a quantized slot:
+  // rows(layer) rows of row_bytes each).
   const uint8_t* keys(int64_t layer, int64_t head) const { return at(layer, 0, head); }
   const uint8_t* values(int64_t layer, int64_t head) const { return at(layer, 1, head); }
 
@@ -110,6 +125,7 @@ class KvCache {
     KvSlotShape shape;
     int64_t rows = 0;
     size_t offset = 0, plane = 0;  // bytes: the slot's start, one head's [rows, head_dim]
+    size_t row = 0;                // bytes of one head's row
   };
   uint8_t* at(int64_t layer, int kv, int64_t head) const {
     const Slot& s = slots_[layer];

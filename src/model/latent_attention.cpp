@@ -98,6 +98,11 @@ LatentAttention::LatentAttention(const LayerBuild& b, int64_t layer, MlaForm for
       for (int64_t j = 0; j < w.k; ++j) kv_b_[static_cast<size_t>(r * w.k + j)] *= s[static_cast<size_t>(j)];
 
   KvSlotShape shape{.kv_heads = 1, .head_dim = kv_lora_ + dr_, .window = 0, .key_only = true};
+  if (b.state.kv_quant() != KvQuant::none)
+    fail("layer {}: the checkpoint declares a {} KV cache, but multi-head latent attention caches its latent (one "
+         "key-only slot), which fp4lm stores only in a float dtype or FP8; pass --kv-cache-dtype (bfloat16, float16, "
+         "float32 or fp8) to run the latent cache in that format",
+         layer, kv_quant_name(b.state.kv_quant()));
   if (b.kv_dtype == DType::F8_E4M3) {
     int64_t missing = 0;
     // One scale for the whole latent, as vLLM's MLA uses it.

@@ -51,7 +51,9 @@ Llama4Attention::Llama4Attention(const LayerBuild& b, int64_t layer, const Llama
   o_ = loader.load_linear(p + ".o_proj");
   if (layout.l2_qk_norm) l2_ = RmsNorm(std::vector<float>(static_cast<size_t>(head_dim_), 1.0f), c.rms_norm_eps);
   KvSlotShape shape{num_kv_heads_, head_dim_, layout.chunk};
-  if (b.kv_dtype == DType::F8_E4M3) {
+  if (b.state.kv_quant() != KvQuant::none) {
+    read_quantized_kv_slot(loader.checkpoint(), p, b.state.kv_quant(), shape);
+  } else if (b.kv_dtype == DType::F8_E4M3) {
     int64_t missing = 0;
     shape.k_scale = read_kv_cache_scale(loader.checkpoint(), {p + ".k_proj.k_scale", p + ".k_scale"}, missing);
     shape.v_scale = read_kv_cache_scale(loader.checkpoint(), {p + ".v_proj.v_scale", p + ".v_scale"}, missing);
@@ -103,6 +105,19 @@ void chunked_attention(std::span<const SequenceSpan> spans, int64_t slot, int64_
       c.v_scale = cache.v_scale(slot);
       c.ring_first = cache.row_of(slot, lo);
       c.ring_rows = cache.rows(slot);
+      if (cache.quant(slot) != KvQuant::none) {
+        // A quantized cache: the ring dequantized to float32 (model/attention.cpp does the same).
+        thread_local std::vector<float> kd, vd;
+        const int64_t n = cache.rows(slot);
+        kd.resize(static_cast<size_t>(n * hd));
+        vd.resize(kd.size());
+        cache.dequantize(slot, 0, g, 0, n, kd.data());
+        cache.dequantize(slot, 1, g, 0, n, vd.data());
+        c.kv_dtype = DType::F32;
+        c.keys = reinterpret_cast<const uint8_t*>(kd.data());
+        c.values = reinterpret_cast<const uint8_t*>(vd.data());
+        c.k_scale = c.v_scale = 1.0f;
+      }
       kernels::run_attention(kern, c);
     }
   });

@@ -9,7 +9,8 @@
 
 namespace fp4lm::model {
 
-MtpHead::MtpHead(ModelLoader& l, const Rope& rope, DType kv_dtype) : act_(l.dtype()) {
+MtpHead::MtpHead(ModelLoader& l, const Rope& rope, DType kv_dtype, KvQuant kv_quant) : act_(l.dtype()) {
+  state_.set_kv_quant(kv_quant);
   const int64_t layer = l.plan_mtp_head(), hidden = l.config().hidden_size;
   norm_e_ = load_rms_norm(l, "mtp.pre_fc_norm_embedding.weight", hidden);
   norm_h_ = load_rms_norm(l, "mtp.pre_fc_norm_hidden.weight", hidden);

@@ -29,7 +29,7 @@ class Rope;
 class MtpHead {
  public:
   // Loads mtp.* (ModelLoader::plan_mtp_head; Error naming what is missing).
-  MtpHead(ModelLoader& l, const Rope& rope, DType kv_dtype);
+  MtpHead(ModelLoader& l, const Rope& rope, DType kv_dtype, KvQuant kv_quant = KvQuant::none);
   ~MtpHead();
 
   const StateLayout& state_layout() const { return state_; }

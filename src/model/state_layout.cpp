@@ -11,6 +11,11 @@ int64_t StateLayout::add_kv(int64_t layer, const KvSlotShape& shape) {
   if (shape.kv_heads <= 0 || shape.head_dim <= 0 || shape.window < 0)
     fail("layer {}: invalid KV slot (kv heads {}, head_dim {}, window {})", layer, shape.kv_heads, shape.head_dim,
          shape.window);
+  // A declared quantized cache runs in every slot or the load stops: a layer kind that does not
+  // declare its slot in the format would otherwise run another cache than the checkpoint's.
+  if (kv_quant_ != KvQuant::none && shape.quant != kv_quant_)
+    fail("layer {}: the checkpoint declares a {} KV cache, which this layer's kind of attention does not store{}", layer,
+         kv_quant_name(kv_quant_), shape.key_only ? " (a key-only latent slot)" : "");
   kv_.push_back(shape);
   kv_owner_.push_back(layer);
   return static_cast<int64_t>(kv_.size()) - 1;

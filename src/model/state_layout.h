@@ -44,6 +44,10 @@ class StateLayout {
   // room for at least that many): the mixer's blocks, and so its results, do not depend on what
   // else shares a step.
   void align_rows(int64_t rows);
+  // The quantized KV format every slot must be declared in (model/kv_quant.h; none: the cache's
+  // dtype). Set before the layers load; add_kv refuses a slot in another format.
+  void set_kv_quant(KvQuant q) { kv_quant_ = q; }
+  KvQuant kv_quant() const { return kv_quant_; }
   // FP8 KV cache: `n` of the k_scale / v_scale tensors the layers looked for were absent (1.0 used).
   void note_missing_kv_scales(int64_t n) { missing_kv_scales_ += n; }
 
@@ -72,6 +76,7 @@ class StateLayout {
   std::vector<const RecurrentReplay*> replays_;  // per recurrent slot
   int64_t align_ = 1;
   int64_t missing_kv_scales_ = 0;
+  KvQuant kv_quant_ = KvQuant::none;
 };
 
 }  // namespace fp4lm::model

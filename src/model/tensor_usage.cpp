@@ -35,8 +35,11 @@ const char* kInvFreq = "rotary_emb.inv_freq: recomputed from config.json";
 const char* kMtp = "MTP layers: read only for speculative method 'mtp'";
 const char* kOther = "the multi-modal checkpoint's other components (vision / audio towers, projectors): not run";
 const char* kTied = "lm_head.weight with tie_word_embeddings: the embedding table is the head";
+// `fp8_kv` (tensor_usage.h) also stands for a declared quantized KV cache (model/kv_quant.h),
+// whose layers consume their k/v scales and biases the same way.
 const char* kKvScales =
-    "attention calibration scales (k/v/q/prob scales, k/v biases): used only with --kv-cache-dtype fp8 (k/v scales)";
+    "attention calibration scales (k/v/q/prob scales, k/v biases): used only by an FP8 KV cache (k/v scales) or the "
+    "quantized KV cache the checkpoint declares (k/v scales and biases)";
 
 bool kv_calibration(const std::string& last) {
   static const std::set<std::string> names = {"k_scale", "v_scale", "q_scale", "prob_scale", "k_bias", "v_bias"};

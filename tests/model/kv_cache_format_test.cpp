@@ -1,6 +1,6 @@
 // The declared KV cache format against the one that runs (model/kv_cache_format.h): FP8 as
-// declared under --kv-cache-dtype fp8; NVFP4, NVFP4_AFFINE and INT8 refused by name under "auto",
-// run at an explicit --kv-cache-dtype; one log line naming the format either way.
+// declared under --kv-cache-dtype fp8; NVFP4, NVFP4_AFFINE and INT8 as declared under "auto"
+// (model/kv_quant.h), an explicit --kv-cache-dtype instead; one log line naming the format.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -21,29 +21,36 @@ using test::error_of;
 
 TEST(KvCacheFormat, UndeclaredOrFp8RunsAsChosen) {
   test::LogCapture log;
-  EXPECT_EQ(resolve_kv_cache_format(std::nullopt, "auto", DType::BF16, "/c"), DType::BF16);
-  EXPECT_EQ(resolve_kv_cache_format(std::string("FP8"), "auto", DType::BF16, "/c"), DType::BF16);
-  EXPECT_EQ(resolve_kv_cache_format(std::string("FP8"), "fp8", DType::BF16, "/c"), DType::F8_E4M3);
+  EXPECT_EQ(resolve_kv_cache_format(std::nullopt, "auto", DType::BF16, "/c"), KvCacheFormat{DType::BF16});
+  EXPECT_EQ(resolve_kv_cache_format(std::string("FP8"), "auto", DType::BF16, "/c"), KvCacheFormat{DType::BF16});
+  EXPECT_EQ(resolve_kv_cache_format(std::string("FP8"), "fp8", DType::BF16, "/c"), KvCacheFormat{DType::F8_E4M3});
   EXPECT_EQ(log.count("KV cache: bfloat16; the checkpoint declares FP8 (/c): --kv-cache-dtype fp8 runs it as declared"),
             1)
       << log.text();
   EXPECT_EQ(log.count("KV cache: fp8 (E4M3, per-layer k/v scales); the checkpoint declares FP8 (/c)"), 1) << log.text();
 }
 
-TEST(KvCacheFormat, Nvfp4Nvfp4AffineAndInt8AreRefusedByNameUnlessAFormatIsChosen) {
-  for (const char* kv : {"NVFP4", "NVFP4_AFFINE", "INT8", "nvfp4"}) {
-    const std::string e = error_of([&] { resolve_kv_cache_format(std::string(kv), "auto", DType::BF16, "/c"); });
-    EXPECT_NE(e.find(fmt::format("/c: kv_cache_quant_algo {}", std::string(kv) == "nvfp4" ? "NVFP4" : kv)),
-              std::string::npos)
-        << e;
-    EXPECT_NE(e.find("not a KV cache format fp4lm runs"), std::string::npos) << e;
+TEST(KvCacheFormat, Nvfp4Nvfp4AffineAndInt8RunAsDeclaredUnlessAFormatIsChosen) {
+  const std::pair<const char*, KvQuant> cases[] = {{"NVFP4", KvQuant::nvfp4},
+                                                   {"NVFP4_AFFINE", KvQuant::nvfp4_affine},
+                                                   {"INT8", KvQuant::int8},
+                                                   {"nvfp4", KvQuant::nvfp4}};
+  for (const auto& [kv, q] : cases) {
     test::LogCapture log;
-    EXPECT_EQ(resolve_kv_cache_format(std::string(kv), "bfloat16", DType::F32, "/c"), DType::BF16);
+    const KvCacheFormat f = resolve_kv_cache_format(std::string(kv), "auto", DType::BF16, "/c");
+    EXPECT_EQ(f, (KvCacheFormat{DType::BF16, q})) << kv;
+    EXPECT_EQ(kv_cache_format_name(f), kv_quant_name(q));
+    EXPECT_EQ(log.count(fmt::format("KV cache: {} (", kv_quant_name(q))), 1) << log.text();
+    EXPECT_EQ(log.count("as the checkpoint declares it (/c)"), 1) << log.text();
+    EXPECT_EQ(resolve_kv_cache_format(std::string(kv), "bfloat16", DType::F32, "/c"), KvCacheFormat{DType::BF16});
+    EXPECT_EQ(resolve_kv_cache_format(std::string(kv), "fp8", DType::F32, "/c"), KvCacheFormat{DType::F8_E4M3});
     EXPECT_EQ(log.count("KV cache: bfloat16 by --kv-cache-dtype; the checkpoint declares"), 1) << log.text();
   }
+  const std::string e = error_of([] { resolve_kv_cache_format(std::string("FP4"), "auto", DType::BF16, "/c"); });
+  EXPECT_NE(e.find("/c: kv_cache_quant_algo FP4 is not a KV cache format fp4lm knows"), std::string::npos) << e;
 }
 
-TEST(KvCacheFormat, ACheckpointDeclaringAnNvfp4CacheLoadsOnlyWithAChosenFormat) {
+TEST(KvCacheFormat, ACheckpointDeclaringAnNvfp4CacheNeedsItsScalesOrAChosenFormat) {
   test::TempDir dir;
   SyntheticOptions s;
   s.architecture = "LlamaForCausalLM";
@@ -58,7 +65,9 @@ TEST(KvCacheFormat, ACheckpointDeclaringAnNvfp4CacheLoadsOnlyWithAChosenFormat) 
   EngineOptions o;
   o.dtype = "float32";
   const std::string e = error_of([&] { CausalLM::load(d, o); });
-  EXPECT_NE(e.find("hf_quant_config.json: kv_cache_quant_algo NVFP4"), std::string::npos) << e;
+  EXPECT_NE(e.find("the NVFP4 KV cache needs the scale tensor 'model.layers.0.self_attn.k_proj.k_scale'"),
+            std::string::npos)
+      << e;
   o.kv_cache_dtype = "float32";
   EXPECT_NO_THROW(CausalLM::load(d, o));
 }

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <numbers>
 #include <random>
@@ -475,8 +476,12 @@ inline void mla_attention(const nlohmann::json& c, const TinyWeights& w, const s
   }
 }
 
+// What a quantized KV cache does to one position's K and V of decoder layer `layer` (after RoPE,
+// [kv_heads * head_dim] each), applied before any query reads them; empty: nothing.
+using KvHook = std::function<void(int64_t layer, Vec& k, Vec& v)>;
+
 // Logits [tokens.size()][vocab].
-inline std::vector<Vec> forward(const TinyModel& m, const std::vector<int32_t>& tokens) {
+inline std::vector<Vec> forward(const TinyModel& m, const std::vector<int32_t>& tokens, const KvHook& kv_hook = {}) {
   const auto& c = m.config;
   const auto& w = m.w;
   const std::string arch = c["architectures"][0];
@@ -529,6 +534,7 @@ inline std::vector<Vec> forward(const TinyModel& m, const std::vector<int32_t>& 
       }
       for (int64_t hh = 0; hh < heads; ++hh) rope(q[t].data() + hh * hd, hd, static_cast<int64_t>(t), f, rope_dim);
       for (int64_t hh = 0; hh < kvh; ++hh) rope(k[t].data() + hh * hd, hd, static_cast<int64_t>(t), f, rope_dim);
+      if (kv_hook) kv_hook(l, k[t], v[t]);
     }
     for (size_t t = 0; t < n; ++t) {
       Vec attn(static_cast<size_t>(heads * hd), 0.0);
