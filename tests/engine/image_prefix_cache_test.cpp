@@ -111,6 +111,7 @@ TEST(ImagePrefixCache, Gemma3ChunksNeverEndInsideAnImageBlock) {
   } m;
   SchedulerConfig cfg;
   cfg.max_num_batched_tokens = 6;
+  cfg.max_num_seqs = 1;
   Scheduler s(m, nullptr, cfg);
   constexpr int32_t kSoft = 31;
   // 4 text tokens, a block of 8 soft tokens (positions 4..11), 3 text tokens.
