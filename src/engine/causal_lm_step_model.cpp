@@ -22,6 +22,7 @@ void CausalLmStepModel::forward(std::span<const StepChunk> chunks) {
     s.rewindable = c.rewindable;
     s.embeds = c.embeds;
     s.positions = c.positions;
+    s.bidir_end = c.bidir_end;
     batch_.push_back(s);
   }
   try {

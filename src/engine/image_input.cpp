@@ -1,15 +1,34 @@
 #include "engine/image_input.h"
 
 #include <filesystem>
+#include <map>
 
 #include <fmt/format.h>
 
 #include "core/error.h"
 #include "io/json_file.h"
 #include "model/mrope_positions.h"
+#include "model/vision/gemma3_image_encoder.h"
+#include "vision/gemma3_preprocess.h"
 #include "vision/qwen_vl_preprocess.h"
 
 namespace fp4lm::engine {
+
+namespace {
+
+// config.json's integer `key` (or its alias), `fallback` when absent and fallback >= 0.
+int64_t config_int(const nlohmann::json& c, const std::string& path, std::initializer_list<const char*> keys,
+                   int64_t fallback = -1) {
+  for (const char* k : keys)
+    if (c.contains(k) && !c[k].is_null()) {
+      if (!c[k].is_number_integer()) fail("{}: field '{}' must be an integer, found {}", path, k, c[k].dump());
+      return c[k].get<int64_t>();
+    }
+  if (fallback >= 0) return fallback;
+  fail("{}: the model has a vision tower but no integer '{}'", path, *keys.begin());
+}
+
+}  // namespace
 
 std::unique_ptr<ImageInput> ImageInput::for_model(const model::CausalLM& lm, const std::string& dir,
                                                   vision::ImageLimits limits) {
@@ -17,6 +36,25 @@ std::unique_ptr<ImageInput> ImageInput::for_model(const model::CausalLM& lm, con
   if (!enc) return nullptr;
   const std::string cfg_path = (std::filesystem::path(dir) / "config.json").string();
   const nlohmann::json c = io::read_json_file(cfg_path);
+  if (enc->family() == model::ImageFamily::gemma3) {
+    Gemma3ImageTokens t;
+    t.boi = static_cast<int32_t>(config_int(c, cfg_path, {"boi_token_index", "boi_token_id"}, 255999));
+    t.eoi = static_cast<int32_t>(config_int(c, cfg_path, {"eoi_token_index", "eoi_token_id"}, 256000));
+    t.soft = static_cast<int32_t>(config_int(c, cfg_path, {"image_token_index", "image_token_id"}, 262144));
+    t.per_image = config_int(c, cfg_path, {"mm_tokens_per_image"}, 256);
+    vision::Gemma3ProcessorConfig proc = vision::read_gemma3_processor_config(dir);
+    if (proc.image_seq_length != t.per_image)
+      fail("{}: mm_tokens_per_image {} but the processor's image_seq_length {}", cfg_path, t.per_image,
+           proc.image_seq_length);
+    if (const auto* g = dynamic_cast<const model::Gemma3ImageEncoder*>(enc)) {
+      const int64_t s = g->vision_config().image_size;
+      if (proc.height != s || proc.width != s || !proc.do_resize)
+        fail("{}: the processor resizes images to {}x{} (do_resize {}), but the vision tower takes image_size {}x{}",
+             dir, proc.width, proc.height, proc.do_resize, s, s);
+    }
+    t.tokenizer = tokenizer::Tokenizer::from_dir(dir);
+    return std::make_unique<ImageInput>(*enc, std::move(proc), std::move(t), limits);
+  }
   if (!c.contains("image_token_id") || !c["image_token_id"].is_number_integer())
     fail("{}: the model has a vision tower but no integer 'image_token_id'", cfg_path);
   int64_t merge = 2;
@@ -31,7 +69,18 @@ std::unique_ptr<ImageInput> ImageInput::for_model(const model::CausalLM& lm, con
 
 ImageInput::ImageInput(const model::ImageEncoder& encoder, vision::QwenVlProcessorConfig processor,
                        int32_t image_pad_id, int64_t merge_size, vision::ImageLimits limits)
-    : encoder_(encoder), processor_(std::move(processor)), pad_(image_pad_id), merge_(merge_size), limits_(limits) {}
+    : encoder_(encoder), qwen_(std::move(processor)), pad_(image_pad_id), merge_(merge_size), limits_(limits) {}
+
+ImageInput::ImageInput(const model::ImageEncoder& encoder, vision::Gemma3ProcessorConfig processor,
+                       Gemma3ImageTokens tokens, vision::ImageLimits limits)
+    : encoder_(encoder), gemma3_(std::move(processor)), g3_(std::move(tokens)), pad_(g3_.boi), limits_(limits) {
+  if (!g3_.tokenizer) fail("Gemma 3 image input: no tokenizer for the text around the image tokens");
+  // Gemma3Processor's strings around each image (full_image_sequence, replace_image_token).
+  nl2_ = g3_.tokenizer->encode("\n\n");
+  original_ = g3_.tokenizer->encode("Here is the original image ");
+  crops_ = g3_.tokenizer->encode(" and here are some crops to help you see better ");
+  space_ = g3_.tokenizer->encode(" ");
+}
 
 namespace {
 // Decoding / preprocessing errors are the request's fault: a RequestError naming the image.
@@ -58,8 +107,15 @@ vision::RgbImage ImageInput::decode(std::span<const uint8_t> bytes, const std::s
 
 EncodedImage ImageInput::encode(const vision::RgbImage& img, const std::string& name) const {
   return named_errors(name, [&] {
-    const vision::QwenVlPixels px = vision::qwen_vl_preprocess(img, processor_);
     EncodedImage e;
+    if (gemma3_) {
+      const vision::Gemma3Pixels px = vision::gemma3_preprocess(img, *gemma3_);
+      e.crops = px.num_crops;
+      e.hash = image_content_hash(px);
+      e.embeddings = encoder_.encode(px);
+      return e;
+    }
+    const vision::QwenVlPixels px = vision::qwen_vl_preprocess(img, *qwen_);
     e.grid = px.grid;
     e.hash = image_content_hash(px);
     e.embeddings = encoder_.encode(px);
@@ -68,10 +124,110 @@ EncodedImage ImageInput::encode(const vision::RgbImage& img, const std::string& 
 }
 
 int64_t ImageInput::tokens_for(int64_t height, int64_t width) const {
-  return vision::qwen_vl_image_tokens(vision::qwen_vl_grid(height, width, processor_), processor_);
+  if (gemma3_) {
+    const auto crops = static_cast<int64_t>(
+        vision::gemma3_pan_and_scan(static_cast<int>(height), static_cast<int>(width), *gemma3_).size());
+    const auto n = [](const std::vector<int32_t>& v) { return static_cast<int64_t>(v.size()); };
+    const int64_t full = 2 * n(nl2_) + 2 + g3_.per_image;
+    if (crops == 0) return full;
+    return n(original_) + full + n(crops_) + crops * full + (crops - 1) * n(space_);
+  }
+  return vision::qwen_vl_image_tokens(vision::qwen_vl_grid(height, width, *qwen_), *qwen_);
+}
+
+std::vector<int32_t> ImageInput::gemma3_expand(std::span<const int32_t> prompt,
+                                               const std::vector<EncodedImage>& images) const {
+  std::vector<int32_t> full = nl2_;
+  full.push_back(g3_.boi);
+  full.insert(full.end(), static_cast<size_t>(g3_.per_image), g3_.soft);
+  full.push_back(g3_.eoi);
+  full.insert(full.end(), nl2_.begin(), nl2_.end());
+  std::vector<int32_t> out;
+  std::vector<char> inserted;  // per out token: written by the expansion
+  size_t k = 0;
+  for (size_t i = 0; i < prompt.size(); ++i) {
+    if (prompt[i] == g3_.soft)
+      throw RequestError(fmt::format("the prompt already holds image soft tokens (id {}) at token {}; an image "
+                                     "part is one <start_of_image> (id {}), expanded by fp4lm",
+                                     g3_.soft, i, g3_.boi));
+    if (prompt[i] != g3_.boi) {
+      out.push_back(prompt[i]);
+      inserted.push_back(0);
+      continue;
+    }
+    if (k < images.size()) {
+      std::vector<int32_t> seq;
+      if (images[k].crops == 0) {
+        seq = full;
+      } else {
+        seq = original_;
+        seq.insert(seq.end(), full.begin(), full.end());
+        seq.insert(seq.end(), crops_.begin(), crops_.end());
+        for (int64_t c = 0; c < images[k].crops; ++c) {
+          if (c > 0) seq.insert(seq.end(), space_.begin(), space_.end());
+          seq.insert(seq.end(), full.begin(), full.end());
+        }
+      }
+      out.insert(out.end(), seq.begin(), seq.end());
+      inserted.insert(inserted.end(), seq.size(), 1);
+    }
+    ++k;
+  }
+  if (k != images.size())
+    throw RequestError(fmt::format("the prompt has {} image placeholder(s) (<start_of_image>, token id {}) for {} "
+                                   "image(s); each image needs exactly one (an image content part)",
+                                   k, g3_.boi, images.size()));
+  // Newline runs the insertion joined (the prompt's "\n" before an image's "\n\n"): tokenized again
+  // as one string, as the processor tokenizes the whole text.
+  std::map<int32_t, bool> is_nl;
+  const auto newline = [&](int32_t id) {
+    auto [it, fresh] = is_nl.try_emplace(id, false);
+    if (fresh && id != g3_.boi && id != g3_.eoi && id != g3_.soft) {
+      const std::string s = g3_.tokenizer->decode({id});
+      it->second = !s.empty() && s.find_first_not_of('\n') == std::string::npos;
+    }
+    return it->second;
+  };
+  std::vector<int32_t> merged;
+  for (size_t i = 0; i < out.size();) {
+    size_t j = i;
+    bool touches = false;
+    while (j < out.size() && newline(out[j])) touches |= inserted[j++] != 0;
+    if (j - i >= 2 && touches) {
+      std::string run;
+      for (size_t t = i; t < j; ++t) run += g3_.tokenizer->decode({out[t]});
+      const std::vector<int32_t> ids = g3_.tokenizer->encode(run);
+      merged.insert(merged.end(), ids.begin(), ids.end());
+    } else {
+      merged.insert(merged.end(), out.begin() + static_cast<std::ptrdiff_t>(i), out.begin() + static_cast<std::ptrdiff_t>(j));
+    }
+    if (j == i) merged.push_back(out[j++]);
+    i = j;
+  }
+  return merged;
 }
 
 void ImageInput::attach(RequestParams& p, std::vector<EncodedImage> images, int64_t max_model_len) const {
+  if (gemma3_) {
+    std::vector<int32_t> expanded = gemma3_expand(p.prompt, images);
+    if (max_model_len > 0 && static_cast<int64_t>(expanded.size()) >= max_model_len) {
+      // Name the first image whose tokens (as tokens_for counts them) cross the context.
+      int64_t total = static_cast<int64_t>(p.prompt.size()) - static_cast<int64_t>(images.size());
+      size_t k = 0;
+      for (; k + 1 < images.size(); ++k) {
+        total += static_cast<int64_t>(images[k].embeddings.rows) + 2 + 4 * static_cast<int64_t>(nl2_.size());
+        if (total >= max_model_len) break;
+      }
+      throw RequestError(fmt::format("image {} ({} image tokens in {} block(s)) makes the prompt {} tokens, more than "
+                                     "the model's context of {} (max_model_len) leaves room for",
+                                     k + 1, images[k].embeddings.rows, 1 + images[k].crops, expanded.size(),
+                                     max_model_len),
+                         "image");
+    }
+    p.images = make_gemma3_prompt_images(expanded, g3_.soft, std::move(images), g3_.per_image, encoder_.hidden_size());
+    p.prompt = std::move(expanded);
+    return;
+  }
   std::vector<int64_t> counts;
   int64_t total = static_cast<int64_t>(p.prompt.size()) - static_cast<int64_t>(images.size());
   for (size_t k = 0; k < images.size(); ++k) {

@@ -1,11 +1,23 @@
 #pragma once
 // Images from a front end (server, Python LLM, CLI) into a request: decoded with limits
 // (vision/image_decode.h), preprocessed as the checkpoint's Hugging Face processor
-// (preprocessor_config.json, vision/qwen_vl_preprocess.h), encoded by the model's vision tower
-// (CausalLM::image_encoder), and attached to the request with its placeholders expanded
-// (engine/prompt_images.h). Each step's error is a RequestError naming the image ("image 2: ...").
+// (preprocessor_config.json: vision/qwen_vl_preprocess.h or vision/gemma3_preprocess.h, by the
+// tower's model::ImageFamily), encoded by the model's vision tower (CausalLM::image_encoder), and
+// attached to the request with its placeholders expanded (engine/prompt_images.h). Each step's
+// error is a RequestError naming the image ("image 2: ...").
+//
+// The prompt holds one placeholder per image, as the chat template writes an image part:
+//   Qwen-VL  <|image_pad|> (image_token_id), repeated to the image's merged patch count;
+//   Gemma 3  <start_of_image> (boi_token_index), replaced as Gemma3Processor replaces it:
+//            "\n\n<start_of_image>" + <image_soft_token> x mm_tokens_per_image + "<end_of_image>\n\n",
+//            and with pan-and-scan crops "Here is the original image " + that + " and here are some
+//            crops to help you see better " + one such block per crop joined by " ". The text
+//            pieces are tokenized by the model's tokenizer; a run of newline tokens that the
+//            insertion makes adjacent is tokenized again as one string (as the processor, which
+//            tokenizes the whole text, sees "\n" + "\n\n" as "\n\n\n").
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -13,20 +25,31 @@
 #include "engine/prompt_images.h"
 #include "engine/request.h"
 #include "model/causal_lm.h"
+#include "tokenizer/tokenizer.h"
+#include "vision/gemma3_processor_config.h"
 #include "vision/image_decode.h"
 #include "vision/qwen_vl_processor_config.h"
 
 namespace fp4lm::engine {
 
+// Gemma 3's prompt side: the special tokens (config.json) and the tokenizer for the text around them.
+struct Gemma3ImageTokens {
+  int32_t boi = 0, eoi = 0, soft = 0;  // boi_token_index, eoi_token_index, image_token_index
+  int64_t per_image = 256;             // mm_tokens_per_image
+  std::shared_ptr<const tokenizer::Tokenizer> tokenizer;
+};
+
 class ImageInput {
  public:
   // For the model loaded from `dir`: null when it has no vision tower (a text-only architecture
-  // or a checkpoint without one). Reads config.json's image_token_id and
-  // vision_config.spatial_merge_size and preprocessor_config.json (Errors naming the file).
+  // or a checkpoint without one). Reads config.json's token ids, the processor's config (and for
+  // Gemma 3 the tokenizer): Errors naming the file.
   static std::unique_ptr<ImageInput> for_model(const model::CausalLM& lm, const std::string& dir,
                                                vision::ImageLimits limits = {});
   ImageInput(const model::ImageEncoder& encoder, vision::QwenVlProcessorConfig processor, int32_t image_pad_id,
              int64_t merge_size, vision::ImageLimits limits);
+  ImageInput(const model::ImageEncoder& encoder, vision::Gemma3ProcessorConfig processor, Gemma3ImageTokens tokens,
+             vision::ImageLimits limits);
 
   // One image file's bytes -> its encoder rows, grid and content hash; `name` is what errors call it.
   EncodedImage encode(std::span<const uint8_t> bytes, const std::string& name) const;
@@ -34,20 +57,27 @@ class ImageInput {
   // tower runs: decode (with this input's limits), then encode the decoded image.
   vision::RgbImage decode(std::span<const uint8_t> bytes, const std::string& name) const;
   EncodedImage encode(const vision::RgbImage& image, const std::string& name) const;
-  // The image's token count without decoding its pixels (from its size).
+  // The tokens an image of this size adds to the prompt in place of its placeholder, without
+  // decoding its pixels (Gemma 3: at most; merged newlines make it a token or two less).
   int64_t tokens_for(int64_t height, int64_t width) const;
-  // Expands p.prompt's image placeholders (one <|image_pad|> per image, in order) and sets
-  // p.images. RequestError when the counts disagree or the prompt no longer fits `max_model_len`
-  // (naming the image that made it too long).
+  // Expands p.prompt's image placeholders (one per image, in order) and sets p.images.
+  // RequestError when the counts disagree or the prompt no longer fits `max_model_len` (naming the
+  // image that made it too long).
   void attach(RequestParams& p, std::vector<EncodedImage> images, int64_t max_model_len) const;
 
+  // The token the prompt holds per image (Qwen: <|image_pad|>; Gemma 3: <start_of_image>).
   int32_t image_pad_id() const { return pad_; }
 
  private:
+  std::vector<int32_t> gemma3_expand(std::span<const int32_t> prompt, const std::vector<EncodedImage>& images) const;
+
   const model::ImageEncoder& encoder_;
-  vision::QwenVlProcessorConfig processor_;
+  std::optional<vision::QwenVlProcessorConfig> qwen_;
+  std::optional<vision::Gemma3ProcessorConfig> gemma3_;
+  Gemma3ImageTokens g3_;
+  std::vector<int32_t> nl2_, original_, crops_, space_;  // Gemma 3's text pieces, tokenized
   int32_t pad_;
-  int64_t merge_;
+  int64_t merge_ = 1;
   vision::ImageLimits limits_;
 };
 

@@ -29,6 +29,13 @@ uint64_t image_content_hash(const vision::QwenVlPixels& px) {
   return fnv1a(h, px.pixel_values.data(), px.pixel_values.size() * sizeof(float));
 }
 
+uint64_t image_content_hash(const vision::Gemma3Pixels& px) {
+  uint64_t h = 14695981039346656037ull;
+  const int64_t dims[4] = {px.images, px.num_crops, px.height, px.width};
+  h = fnv1a(h, dims, sizeof dims);
+  return fnv1a(h, px.pixel_values.data(), px.pixel_values.size() * sizeof(float));
+}
+
 std::vector<int32_t> expand_image_placeholders(std::span<const int32_t> prompt, int32_t pad,
                                                std::span<const int64_t> counts) {
   std::vector<int32_t> out;
@@ -103,6 +110,60 @@ std::shared_ptr<const PromptImages> make_prompt_images(std::span<const int32_t> 
       p->cache_key[t] = -1 - static_cast<int32_t>(splitmix(images[k].hash + static_cast<uint64_t>(r)) & 0x7ffffffeu);
     }
   }
+  return p;
+}
+
+std::shared_ptr<const PromptImages> make_gemma3_prompt_images(std::span<const int32_t> prompt, int32_t soft,
+                                                              std::vector<EncodedImage> images, int64_t block,
+                                                              int64_t hidden) {
+  auto p = std::make_shared<PromptImages>();
+  p->count = static_cast<int64_t>(images.size());
+  p->embeds.assign(prompt.size(), nullptr);
+  p->bidir_end.assign(prompt.size(), -1);
+  p->cache_key.assign(prompt.begin(), prompt.end());
+  size_t total = 0;
+  for (const EncodedImage& im : images) {
+    const int64_t blocks = 1 + im.crops;
+    if (im.embeddings.rows != blocks * block || im.embeddings.cols != hidden ||
+        im.embeddings.values.size() != static_cast<size_t>(blocks * block * hidden))
+      throw RequestError(fmt::format("image {}: {} encoder rows of {} values, but {} block(s) of {} tokens of the "
+                                     "hidden size {}",
+                                     &im - images.data() + 1, im.embeddings.rows, im.embeddings.cols, blocks, block,
+                                     hidden));
+    total += im.embeddings.values.size();
+  }
+  p->rows.reserve(total);  // never reallocated below: embeds point into it
+  for (const EncodedImage& im : images) p->rows.insert(p->rows.end(), im.embeddings.values.begin(), im.embeddings.values.end());
+  size_t k = 0;          // the image
+  int64_t in_image = 0;  // blocks of image k seen
+  int64_t row = 0;       // rows of all images before
+  for (size_t i = 0; i < prompt.size();) {
+    if (prompt[i] != soft) {
+      ++i;
+      continue;
+    }
+    size_t j = i;
+    while (j < prompt.size() && prompt[j] == soft) ++j;
+    if (k >= images.size())
+      throw RequestError(fmt::format("image token run at token {} has no image ({} image(s) given)", i, images.size()));
+    if (static_cast<int64_t>(j - i) != block)
+      throw RequestError(fmt::format("image {}: a run of {} image tokens at token {}, but each image and crop is {} "
+                                     "(mm_tokens_per_image)",
+                                     k + 1, j - i, i, block));
+    for (size_t t = i; t < j; ++t, ++row) {
+      p->embeds[t] = p->rows.data() + static_cast<size_t>(row * hidden);
+      p->bidir_end[t] = static_cast<int64_t>(j) - 1;
+      const int64_t r = in_image * block + static_cast<int64_t>(t - i);
+      p->cache_key[t] = -1 - static_cast<int32_t>(splitmix(images[k].hash + static_cast<uint64_t>(r)) & 0x7ffffffeu);
+    }
+    if (++in_image == 1 + images[k].crops) {
+      ++k;
+      in_image = 0;
+    }
+    i = j;
+  }
+  if (k != images.size() || in_image != 0)
+    throw RequestError(fmt::format("the prompt's image token runs cover {} of {} image(s)", k, images.size()));
   return p;
 }
 

@@ -21,20 +21,25 @@ struct PromptImages {
   int64_t count = 0;                 // images
   std::vector<float> rows;           // every image's encoder rows, in prompt order, [*, hidden]
   std::vector<const float*> embeds;  // per prompt token: its encoder row (into rows) or null
-  std::vector<int64_t> positions;    // 3 per prompt token (t, h, w)
+  std::vector<int64_t> positions;    // 3 per prompt token (t, h, w); empty: 1-D positions (Gemma 3)
   std::vector<int32_t> cache_key;    // the prefix cache's view of the prompt (see above)
+  // Gemma 3: per prompt token the last position of its image block (its run of soft tokens: the
+  // block's tokens attend to each other both ways), -1 for text; empty for Qwen (causal).
+  std::vector<int64_t> bidir_end;
 };
 
 // One encoded image: the encoder's rows, its grid (patches) and a hash of its content.
 struct EncodedImage {
   model::ImageEmbeddings embeddings;
-  vision::GridThw grid;
+  vision::GridThw grid;  // Qwen-VL
+  int64_t crops = 0;     // Gemma 3: pan-and-scan crops (each its own block of rows after the image's)
   uint64_t hash = 0;
 };
 
 // A content hash of the processor's pixels and grid (what the encoder reads): the same image,
 // whatever file it came in, hashes the same; any different pixel gives another hash.
 uint64_t image_content_hash(const vision::QwenVlPixels& px);
+uint64_t image_content_hash(const vision::Gemma3Pixels& px);
 
 // `prompt` with its k-th `pad` token (one per image, as the chat template renders an image part)
 // repeated counts[k] times. RequestError when the prompt holds another number of pads than images
@@ -47,5 +52,13 @@ std::vector<int32_t> expand_image_placeholders(std::span<const int32_t> prompt, 
 std::shared_ptr<const PromptImages> make_prompt_images(std::span<const int32_t> prompt, int32_t pad,
                                                        std::vector<EncodedImage> images, int64_t merge_size,
                                                        int64_t hidden_size);
+
+// Gemma 3: the images of a prompt already expanded as Gemma3Processor writes it (one run of
+// `soft` tokens, `block` long, for each image and each of its crops, in order): the rows, the
+// bidirectional blocks and the cache key; no 3-D positions. RequestError when the runs disagree
+// with the images (naming the image).
+std::shared_ptr<const PromptImages> make_gemma3_prompt_images(std::span<const int32_t> prompt, int32_t soft,
+                                                              std::vector<EncodedImage> images, int64_t block,
+                                                              int64_t hidden_size);
 
 }  // namespace fp4lm::engine

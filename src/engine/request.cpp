@@ -44,7 +44,9 @@ void validate(const RequestParams& p, const RequestLimits& lim) {
   check_ids(p.prompt, "prompt", "token", lim.vocab_size);
   if (p.max_tokens < 1) bad("max_tokens", fmt::format("max_tokens must be at least 1, got {}", p.max_tokens));
   check_context(p, lim.max_model_len);
-  if (p.images && (p.images->embeds.size() != p.prompt.size() || p.images->positions.size() != 3 * p.prompt.size()))
+  if (p.images && (p.images->embeds.size() != p.prompt.size() ||
+                   (!p.images->positions.empty() && p.images->positions.size() != 3 * p.prompt.size()) ||
+                   (!p.images->bidir_end.empty() && p.images->bidir_end.size() != p.prompt.size())))
     bad("images", fmt::format("the prompt's images cover {} tokens but the prompt has {}", p.images->embeds.size(),
                               p.prompt.size()));
   if (p.min_tokens < 0) bad("min_tokens", fmt::format("min_tokens must be >= 0, got {}", p.min_tokens));

@@ -390,7 +390,8 @@ std::vector<StepChunk> Scheduler::chunks_of(const std::vector<Planned>& plan, St
       c.tokens = p.s->p.prompt.data() + p.s->prefilled;
       if (const PromptImages* im = p.s->p.images.get()) {
         c.embeds = im->embeds.data() + p.s->prefilled;
-        c.positions = im->positions.data() + 3 * p.s->prefilled;
+        if (!im->positions.empty()) c.positions = im->positions.data() + 3 * p.s->prefilled;
+        if (!im->bidir_end.empty()) c.bidir_end = im->bidir_end.data() + p.s->prefilled;
       }
       c.all_logits = p.s->prompt_logits();
       st.prompt_tokens += p.n;
@@ -563,6 +564,22 @@ void Scheduler::collect_prompt_logprobs(Sequence& s, int64_t n, const float* log
 }
 
 int64_t Scheduler::prefill_take(const Sequence& s, int64_t budget) const {
+  int64_t n = prefill_take_unblocked(s, budget);
+  // Gemma 3's image blocks attend both ways: a chunk never ends inside one. The cut moves back to
+  // the block's start, or, when the chunk starts there, takes the block whole (over the budget,
+  // as a block must run in one forward call).
+  const PromptImages* im = s.p.images.get();
+  if (im && !im->bidir_end.empty() && s.prefilled + n < s.prompt_len()) {
+    const int64_t* be = im->bidir_end.data();
+    const int64_t end = s.prefilled + n;
+    int64_t cut = end;
+    while (cut > s.prefilled && be[cut - 1] >= end) --cut;
+    n = cut > s.prefilled ? cut - s.prefilled : be[s.prefilled] + 1 - s.prefilled;
+  }
+  return n;
+}
+
+int64_t Scheduler::prefill_take_unblocked(const Sequence& s, int64_t budget) const {
   int64_t n = std::min(s.prompt_len() - s.prefilled, budget);
   if (s.p.prompt_logprobs >= 0) {
     // The logits bound, in whole multiples of 64 rows when it allows that many.

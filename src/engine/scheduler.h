@@ -171,6 +171,7 @@ class Scheduler {
   // Prefix caching: the prompt tokens of the next chunk (within `budget`), the cached prefix a
   // newly admitted sequence starts from, the blocks its last chunk completed, memory for them.
   int64_t prefill_take(const Sequence& s, int64_t budget) const;
+  int64_t prefill_take_unblocked(const Sequence& s, int64_t budget) const;  // before the image-block rule
   // The logits rows a planned chunk returns (prompt_logprobs: every prefill position's), and
   // the prompt logprobs of a prefill chunk of `n` tokens from them.
   int64_t logit_rows(const Planned& p) const;

@@ -24,6 +24,9 @@ struct StepChunk {
   // 3 M-RoPE positions per token (model::SequenceChunk::embeds / positions); null: text only.
   const float* const* embeds = nullptr;
   const int64_t* positions = nullptr;
+  // Gemma 3: per token the last position of its bidirectional image block, -1 for text
+  // (model::SequenceChunk::bidir_end); null: causal.
+  const int64_t* bidir_end = nullptr;
 };
 
 // What prefix caching (engine/prefix_cache.h) needs to know about a model's state.

@@ -36,6 +36,12 @@ void causal_attention(std::span<const AttentionSpan> spans, int64_t layer, const
       fail("attention: caches of different shapes in one batch");
     if (s.cache->window(layer) != spans[0].cache->window(layer))
       fail("attention: caches of different windows in one batch");
+    if (s.bidir_end)
+      for (int64_t j = 0; j < s.n; ++j)
+        if (s.bidir_end[j] >= s.pos0 + s.n)
+          fail("attention: the row at position {} attends up to position {}, past the {} positions this call "
+               "stores (an image's bidirectional tokens cut across forward steps)",
+               s.pos0 + j, s.bidir_end[j], s.pos0 + s.n);
     for (int64_t i = 0; i < s.n; ++i) row_span.push_back(static_cast<int64_t>(si));
     span_row0.push_back(row);
     row += s.n;
@@ -50,7 +56,17 @@ void causal_attention(std::span<const AttentionSpan> spans, int64_t layer, const
       const int64_t g = task / m, i = task % m;
       const size_t si = static_cast<size_t>(row_span[static_cast<size_t>(i)]);
       const AttentionSpan& s = spans[si];
-      const int64_t r0 = span_row0[si], rows = windowed ? 1 : std::min({end - task, r0 + s.n - i});
+      const int64_t r0 = span_row0[si];
+      // The last position row j of the span reads: its own, or further within its image block.
+      const auto last_key = [&](int64_t j) { return s.bidir_end ? std::max(s.pos0 + j, s.bidir_end[j]) : s.pos0 + j; };
+      const bool bidir = last_key(i - r0) > s.pos0 + (i - r0);
+      int64_t rows = windowed || bidir ? 1 : std::min({end - task, r0 + s.n - i});
+      if (s.bidir_end && rows > 1)  // a run of causal rows stops before the next bidirectional one
+        for (int64_t j = 1; j < rows; ++j)
+          if (last_key(i - r0 + j) > s.pos0 + (i - r0 + j)) {
+            rows = j;
+            break;
+          }
       const KvCache& cache = *s.cache;
       kernels::AttentionCall c;
       c.q = q + i * qd + g * group * hd;
@@ -58,7 +74,7 @@ void causal_attention(std::span<const AttentionSpan> spans, int64_t layer, const
       c.out = out + i * qd + g * group * hd;
       c.out_stride = qd;
       c.rows = rows;
-      c.pos0 = s.pos0 + (i - r0);
+      c.pos0 = last_key(i - r0);  // a bidirectional row placed at its block's end: it sees every key up to it
       c.group = group;
       c.head_dim = hd;
       c.kv_dtype = cache.dtype();
@@ -68,11 +84,12 @@ void causal_attention(std::span<const AttentionSpan> spans, int64_t layer, const
       c.v_scale = cache.v_scale(layer);
       if (sinks) c.sinks = sinks + g * group;
       if (windowed) {
-        // One row: its window [lo, pos] as positions 0 .. pos - lo, read in place on the ring.
-        const int64_t pos = c.pos0, lo = std::max<int64_t>(0, pos - cache.window(layer) + 1);
+        // One row: its window [lo, last key] as positions 0 .. last - lo, read in place on the ring
+        // (the window's start is its own position's, also for a bidirectional row).
+        const int64_t pos = s.pos0 + (i - r0), lo = std::max<int64_t>(0, pos - cache.window(layer) + 1);
         c.ring_first = cache.row_of(layer, lo);
         c.ring_rows = cache.rows(layer);
-        c.pos0 = pos - lo;
+        c.pos0 = c.pos0 - lo;
       }
       if (cache.quant(layer) != KvQuant::none) {
         // A quantized cache: the rows this call reads (the whole ring of a window, else positions
@@ -172,7 +189,7 @@ Attention::Attention(const LayerBuild& b, int64_t layer, const AttentionLayout& 
 void Attention::forward(const float* x, std::span<const SequenceSpan> spans, float* y) const {
   std::vector<AttentionSpan> a;
   a.reserve(spans.size());
-  for (const SequenceSpan& s : spans) a.push_back({&s.state->kv(), s.row0, s.n, s.pos0, s.chunk_end, s.rope_pos, s.rope_delta});
+  for (const SequenceSpan& s : spans) a.push_back({&s.state->kv(), s.row0, s.n, s.pos0, s.chunk_end, s.rope_pos, s.rope_delta, s.bidir_end});
   forward(x, std::span<const AttentionSpan>(a), y);
 }
 

@@ -29,11 +29,14 @@ struct AttentionSpan {
   int64_t chunk_end = 0;  // as SequenceSpan::chunk_end (LongRoPE's factors); 0 = pos0 + n
   const int64_t* rope_pos = nullptr;  // as SequenceSpan::rope_pos / rope_delta
   int64_t rope_delta = 0;
+  const int64_t* bidir_end = nullptr;  // as SequenceSpan::bidir_end
 };
 
 // The attention core over a batch: every row attends to its own sequence's cache positions
 // [0, its own] of `layer` (which must already hold them); on a sliding-window slot (window W)
-// to positions (its own - W, its own], read from the slot's ring. q [m, num_heads*head_dim] float32 with
+// to positions (its own - W, its own], read from the slot's ring. A row whose span's bidir_end
+// reaches past its own position e attends up to e instead: [0, e], or (its own - W, e] on a
+// window (transformers' Gemma 3 masks: causal OR same image block, AND the window). q [m, num_heads*head_dim] float32 with
 // m = the spans' rows; out likewise. Runs kernels/attention.h per (KV head, run of rows): `kernel`,
 // or when null the variant kernels::attention_kernel() chose. Each (row, head) is computed the
 // same way whatever else is in the batch or how the work splits over threads.

@@ -289,6 +289,12 @@ void CausalLM::forward(std::span<const SequenceChunk> batch, StageLink* link) co
            c.state->capacity());
     for (size_t o = 0; o < b; ++o)
       if (batch[o].state == c.state) fail("forward: batch entries {} and {} are the same sequence", o, b);
+    if (c.bidir_end)
+      for (int64_t i = 0; i < c.n; ++i)
+        if (c.bidir_end[i] >= c.state->length() + c.n)
+          fail("forward: batch entry {} ends at position {} inside an image block that continues to position {}: "
+               "its tokens attend to each other both ways, so a chunk must hold the block to its end",
+               b, c.state->length() + c.n - 1, c.bidir_end[i]);
   }
   std::vector<int64_t> lengths;
   for (const SequenceChunk& c : batch) {
@@ -319,6 +325,25 @@ void CausalLM::forward(std::span<const SequenceChunk> batch, StageLink* link) co
               continue;
             }
             if (aligned > 0) take = aligned;  // (a fresh step always has one: prefill_chunk >= grid)
+          }
+          if (take < batch[b].n - off && batch[b].bidir_end) {
+            // Never cut inside an image block (its rows read every key of the block): the cut
+            // moves back to the block's start, or the block goes whole to a fresh step.
+            const int64_t* be = batch[b].bidir_end + off;
+            const int64_t pos = lengths[b] + off;
+            int64_t cut = take;
+            while (cut > 0 && be[cut - 1] >= pos + take) --cut;
+            if (cut == 0 && rows > 0) {
+              forward_step(batch, pieces, link);
+              pieces.clear();
+              rows = 0;
+              continue;
+            }
+            if (cut == 0)
+              fail("forward: the image block at position {} is {} tokens, more than one forward step of {} rows "
+                   "(prefill_chunk) holds; its tokens attend to each other both ways",
+                   pos, be[0] - pos + 1, prefill_chunk_);
+            take = cut;
           }
           pieces.push_back({static_cast<int64_t>(b), off, take, rows, 0});
           rows += take;
@@ -370,7 +395,8 @@ void CausalLM::forward_step(std::span<const SequenceChunk> batch, const std::vec
     const SequenceChunk& c = batch[p.chunk];
     p.pos0 = c.state->length();
     spans.push_back({c.state, p.row0, p.n, p.pos0, c.rewindable, p.pos0 - p.offset + c.n,
-                     c.positions ? c.positions + 3 * p.offset : nullptr, c.state->rope_delta()});
+                     c.positions ? c.positions + 3 * p.offset : nullptr, c.state->rope_delta(),
+                     c.bidir_end ? c.bidir_end + p.offset : nullptr});
     tokens.insert(tokens.end(), c.tokens + p.offset, c.tokens + p.offset + p.n);
   }
   const int64_t m = static_cast<int64_t>(tokens.size());

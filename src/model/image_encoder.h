@@ -2,27 +2,41 @@
 // The seam between a vision tower and the language model. A tower (one file per architecture,
 // read from the same checkpoint directory as the language model) turns the pixels its processor
 // produced (src/vision) into the rows that replace the image's placeholder tokens in the prompt's
-// embeddings; the language-model side (placeholder expansion, 3-D positions, the prefix cache
-// keyed by the image's content hash) sees only this interface.
+// embeddings; the language-model side (placeholder expansion, positions, the prefix cache keyed
+// by the image's content hash) sees only this interface. One interface for every family: a tower
+// takes its own processor's pixels (`family()` says which processor that is); the other overload
+// is an Error naming both.
 #include <cstdint>
 #include <vector>
 
+#include "vision/gemma3_preprocess.h"
 #include "vision/qwen_vl_preprocess.h"
 
 namespace fp4lm::model {
 
 struct ImageEmbeddings {
-  int64_t rows = 0;           // the image's placeholder tokens (Qwen: t * h * w / merge_size^2)
+  int64_t rows = 0;           // the image's placeholder tokens (Qwen: t * h * w / merge_size^2;
+                              // Gemma 3: mm_tokens_per_image for the image and for each crop)
   int64_t cols = 0;           // the language model's hidden size
   std::vector<float> values;  // rows x cols, row-major, in the order of the placeholder tokens
+};
+
+// Which processor makes a tower's pixels (and how the prompt writes an image: engine/image_input.h).
+enum class ImageFamily {
+  qwen_vl,  // Qwen2-VL-family processor (vision/qwen_vl_preprocess.h), M-RoPE positions
+  gemma3,   // Gemma3ImageProcessor (vision/gemma3_preprocess.h), bidirectional image blocks
 };
 
 class ImageEncoder {
  public:
   virtual ~ImageEncoder() = default;
+  virtual ImageFamily family() const = 0;
   // The embeddings of one image (or one video's frames) as the processor laid out its patches.
-  // Errors (wrong patch width, a grid that disagrees with the rows) are fp4lm::Error naming both.
-  virtual ImageEmbeddings encode(const vision::QwenVlPixels& pixels) const = 0;
+  // Errors (wrong patch width, a grid that disagrees with the rows, another family's pixels) are
+  // fp4lm::Error naming both.
+  virtual ImageEmbeddings encode(const vision::QwenVlPixels& pixels) const;
+  // One image and its pan-and-scan crops: rows for the image first, then each crop's.
+  virtual ImageEmbeddings encode(const vision::Gemma3Pixels& pixels) const;
   virtual int64_t hidden_size() const = 0;
 };
 

@@ -34,6 +34,9 @@ struct SequenceSpan {
   // rope_delta (SequenceState::rope_delta: text after an image resumes past its largest position).
   const int64_t* rope_pos = nullptr;
   int64_t rope_delta = 0;
+  // Bidirectional image blocks (SequenceChunk::bidir_end): when set, row j attends up to position
+  // bidir_end[j] where that is past its own (attention only; other mixers take no such rows).
+  const int64_t* bidir_end = nullptr;
 };
 
 class Mixer {

@@ -30,6 +30,12 @@ struct SequenceChunk {
   // text after continues there (transformers' rope_deltas). Null: positions are length() + i +
   // the state's rope_delta.
   const int64_t* positions = nullptr;
+  // Bidirectional attention among an image's tokens (Gemma 3: transformers' token_type_ids
+  // blocks): when set, row i's attention reads positions up to bidir_end[i] where that lies past
+  // its own position (the last token of its image block), up to its own otherwise. A forward step
+  // is never cut inside such a block (the cut moves to the block's start), and a block must end
+  // inside the chunk: its rows need every key of the block (an Error otherwise).
+  const int64_t* bidir_end = nullptr;
 };
 
 }  // namespace fp4lm::model

@@ -3,8 +3,11 @@
 // --chat message give Qwen3VLProcessor's prompt ids and transformers' greedy tokens; the same
 // with the placeholder written into --prompt-ids; and the usage errors (a model without a
 // vision tower, an unreadable or undecodable image, placeholders that do not match the images).
+// The same on a tiny random Gemma 3 (scripts/make_gemma3_vl_goldens.py): Gemma3Processor's prompt
+// ids (<start_of_image> expanded, bidirectional image tokens) and transformers' greedy tokens.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -64,6 +67,34 @@ TEST(GenerateImageCli, PromptIdsWithOnePlaceholderPerImage) {
                          image() + " --image " + image() + " --max-tokens 1");
   EXPECT_EQ(two.exit_code, 2) << two.err;
   EXPECT_NE(two.err.find("placeholder"), std::string::npos) << two.err;
+}
+
+std::string gemma3() { return (test::source_dir() / "tests/model/fixtures/gemma3_vl").string(); }
+
+TEST(GenerateImageCli, Gemma3ChatWithImageEqualsTransformers) {
+  const json g = json::parse(test::read_file(gemma3() + "/golden.json"))["e2e"][0];
+  const auto r = fp4lm("generate --model " + gemma3() + " --chat '" + g["text"].get<std::string>() + "' --image " +
+                       image() + " --json --dtype float32 --ignore-eos --max-tokens " +
+                       std::to_string(g["greedy_ids"].size()));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json out = json::parse(r.out);
+  EXPECT_EQ(out["prompt_ids"], g["prompt_ids"]);
+  EXPECT_EQ(out["output_ids"], g["greedy_ids"]);
+
+  // The prompt as ids with one <start_of_image> (261), as the template wrote it: the expansion
+  // ("\n\n", the block, "\n\n") collapsed back.
+  const auto full = g["prompt_ids"].get<std::vector<int32_t>>();
+  const auto boi = std::find(full.begin(), full.end(), 261) - full.begin();
+  const auto eoi = std::find(full.begin(), full.end(), 262) - full.begin();
+  std::vector<int32_t> raw(full.begin(), full.begin() + boi - 2);
+  raw.push_back(261);
+  raw.insert(raw.end(), full.begin() + eoi + 3, full.end());
+  const auto r2 = fp4lm("generate --model " + gemma3() + " --prompt-ids " + ids_arg(raw) + " --image " + image() +
+                        " --json --dtype float32 --ignore-eos --max-tokens " + std::to_string(g["greedy_ids"].size()));
+  ASSERT_EQ(r2.exit_code, 0) << r2.err;
+  const json out2 = json::parse(r2.out);
+  EXPECT_EQ(out2["prompt_ids"], g["prompt_ids"]);
+  EXPECT_EQ(out2["output_ids"], g["greedy_ids"]);
 }
 
 TEST(GenerateImageCli, BadImagesAreUsageErrorsNamingTheFile) {

@@ -96,5 +96,44 @@ TEST(ImagePrefixCache, SameImageSharesTheBlocksAnotherImageOfTheSameSizeDoesNot)
   EXPECT_EQ(m.seen[2].first_t, 4);
 }
 
+// Gemma 3's bidirectional image blocks: with a token budget that would end a prompt chunk inside
+// a block, the chunk ends at the block's start, and the next one takes the block whole even past
+// the budget; each chunk carries its tokens' block ends at the right offset.
+TEST(ImagePrefixCache, Gemma3ChunksNeverEndInsideAnImageBlock) {
+  class Chunks : public test::FakeStepModel {
+   public:
+    std::vector<std::pair<int64_t, int64_t>> seen;  // (n, bidir_end of the chunk's first token)
+    void forward(std::span<const StepChunk> chunks) override {
+      for (const StepChunk& c : chunks)
+        if (c.bidir_end) seen.emplace_back(c.n, c.bidir_end[0]);
+      FakeStepModel::forward(chunks);
+    }
+  } m;
+  SchedulerConfig cfg;
+  cfg.max_num_batched_tokens = 6;
+  cfg.max_num_seqs = 1;
+  Scheduler s(m, nullptr, cfg);
+  constexpr int32_t kSoft = 31;
+  // 4 text tokens, a block of 8 soft tokens (positions 4..11), 3 text tokens.
+  RequestParams p = greedy_request({1, 2, 3, 4, kSoft, kSoft, kSoft, kSoft, kSoft, kSoft, kSoft, kSoft, 5, 6, 7}, 1);
+  EncodedImage im;
+  im.hash = 99;
+  im.embeddings.rows = 8;
+  im.embeddings.cols = 2;
+  im.embeddings.values.assign(16, 0.5f);
+  std::vector<EncodedImage> ims = {im};
+  p.images = make_gemma3_prompt_images(p.prompt, kSoft, ims, 8, 2);
+  ASSERT_EQ(p.images->bidir_end[4], 11);
+  ASSERT_EQ(p.images->bidir_end[11], 11);
+  ASSERT_EQ(p.images->bidir_end[12], -1);
+  EXPECT_TRUE(p.images->positions.empty());
+  run(s, 1, std::move(p));
+  // 6 would end at position 6 (inside the block): 4; then the block whole (8 > 6); then 3.
+  ASSERT_EQ(m.seen.size(), 3u);
+  EXPECT_EQ(m.seen[0], (std::pair<int64_t, int64_t>{4, -1}));
+  EXPECT_EQ(m.seen[1], (std::pair<int64_t, int64_t>{8, 11}));
+  EXPECT_EQ(m.seen[2], (std::pair<int64_t, int64_t>{3, -1}));
+}
+
 }  // namespace
 }  // namespace fp4lm::engine::image_prefix_cache_test

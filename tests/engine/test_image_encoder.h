@@ -20,6 +20,8 @@ class ProjectionImageEncoder : public model::ImageEncoder {
     std::normal_distribution<float> nd(0.0f, 1.0f / static_cast<float>(patch_cols));
     for (float& v : w_) v = nd(rng);
   }
+  model::ImageFamily family() const override { return model::ImageFamily::qwen_vl; }
+  using model::ImageEncoder::encode;
   model::ImageEmbeddings encode(const vision::QwenVlPixels& px) const override {
     if (px.cols != cols_) fail("test encoder: patches of {} values, expected {}", px.cols, cols_);
     if (px.rows % group_ != 0) fail("test encoder: {} patches is not whole {}-patch groups", px.rows, group_);

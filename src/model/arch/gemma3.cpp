@@ -1,6 +1,6 @@
-// Gemma3ForCausalLM and the text model of Gemma3ForConditionalGeneration (its keys under
-// text_config, its tensors under model.language_model.; the vision tower and projector are never
-// loaded, one INFO line says so). transformers' Gemma3TextConfig / modeling_gemma3 semantics:
+// Gemma3ForCausalLM and Gemma3ForConditionalGeneration: the text model (its keys under
+// text_config, its tensors under model.language_model.) and, for the latter, the SigLIP vision
+// tower and projector as the image encoder (model/vision/gemma3_image_encoder.h). transformers' Gemma3TextConfig / modeling_gemma3 semantics:
 // - layers of two types (layer_types, or every sliding_window_pattern-th layer full attention):
 //   sliding-window attention over the last sliding_window positions (its KV cache a ring) with
 //   RoPE base rope_local_base_freq, full attention with rope_theta and rope_scaling (linear);
@@ -20,6 +20,7 @@
 #include "model/mlp.h"
 #include "model/model_loader.h"
 #include "model/synthetic_checkpoint.h"
+#include "model/vision/gemma3_image_encoder.h"
 
 namespace fp4lm::model {
 
@@ -84,10 +85,6 @@ class Gemma3 final : public ArchDef {
   std::unique_ptr<DecoderLayer> make_layer(const LayerBuild& b, int64_t i) const override {
     ModelLoader& l = b.loader;
     const ModelConfig& c = l.config();
-    if (i == 0 && c.tensor_prefix != "model.")
-      l.log_once(fmt::format("{}: loading the text model only; the vision tower and multi-modal projector are "
-                             "skipped (text input only)",
-                             c.architecture));
     const GemmaNormNames n = gemma_norm_names(i);
     std::unique_ptr<Rope> rope = gemma_rope(c, i, c.head_dim);
     const bool sliding = c.gemma.sliding[static_cast<size_t>(i)];
@@ -102,6 +99,12 @@ class Gemma3 final : public ArchDef {
     return std::make_unique<GemmaLayer>(std::move(rope), std::move(input), std::move(attention),
                                         std::move(post_attention), std::move(pre_feedforward), std::move(mlp),
                                         std::move(post_feedforward));
+  }
+
+  // Gemma3ForConditionalGeneration's vision_tower.* and multi_modal_projector.* (vision_config);
+  // nullptr for Gemma3ForCausalLM or a checkpoint without a tower.
+  std::unique_ptr<ImageEncoder> load_image_encoder(ModelLoader& l) const override {
+    return Gemma3ImageEncoder::load(l);
   }
 
   std::unique_ptr<FeedForward> make_ffn(ModelLoader& l, int64_t i) const override {

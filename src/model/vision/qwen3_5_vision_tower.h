@@ -64,6 +64,8 @@ class Qwen3_5VisionTower final : public ImageEncoder {
   // model's hidden size, a missing or misshaped model.visual.* tensor).
   static std::unique_ptr<Qwen3_5VisionTower> load(ModelLoader& l);
 
+  ImageFamily family() const override { return ImageFamily::qwen_vl; }
+  using ImageEncoder::encode;
   ImageEmbeddings encode(const vision::QwenVlPixels& pixels) const override;
   // Several images in one pass (their Linears batched; each attends only to its own patches), in order.
   std::vector<ImageEmbeddings> encode_all(const std::vector<const vision::QwenVlPixels*>& images) const;
