@@ -1,5 +1,5 @@
 """Writes tests/model/fixtures/modelopt_w4a8_nvfp4_fp8/: a tiny random Llama quantized by NVIDIA
-ModelOpt (nvidia-modelopt 0.47.0, CPU) with its W4A8_NVFP4_FP8_CFG recipe and exported by its
+ModelOpt (nvidia-modelopt 0.47.0, CPU) with its W4A8_NVFP4_FP8_CFG recipe (and the other RECIPES below) and exported by its
 unified HF exporter, plus golden.json: for fixed tokens, the float64 logits transformers computes with the exported
 tensors' meaning — every quantized Linear's weight dequantized (E2M1 code x E4M3 block scale x
 weight_scale_2) and its input quantized to float8_e4m3fn with its input_scale (torch's own cast,
@@ -19,16 +19,25 @@ from modelopt.torch.export import export_hf_checkpoint
 from transformers import LlamaConfig, LlamaForCausalLM
 
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "model", "fixtures")
-RECIPES = {"w4a8_nvfp4_fp8": "W4A8_NVFP4_FP8_CFG", "fp8_per_channel_per_token": "FP8_PER_CHANNEL_PER_TOKEN_CFG"}
+RECIPES = {"w4a8_nvfp4_fp8": "W4A8_NVFP4_FP8_CFG", "fp8_per_channel_per_token": "FP8_PER_CHANNEL_PER_TOKEN_CFG",
+           "fp8_pb_wo": "FP8_2D_BLOCKWISE_WEIGHT_ONLY_CFG", "mxfp8": "MXFP8_DEFAULT_CFG"}
+# FP8_PB_WO's 128 x 128 blocks: sizes that are not multiples of 128 (partial blocks on both
+# axes, grids of 2 x 2, 3 x 2, 2 x 3, and k_proj's 1 x 2).
+SIZES = {"fp8_pb_wo": dict(hidden_size=160, intermediate_size=320, head_dim=40)}
 TOKENS = [1, 7, 42, 3, 63, 20, 20, 5, 31, 11]
+
+
+INPUTS = {"fp8_pb_wo": " (weight-only: float64 inputs)",
+          "mxfp8": " with MXFP8 inputs (ModelOpt's MXFP8QTensor on the float32 input)"}
 
 
 def make(algo, recipe):
     OUT = os.path.join(FIXTURES, "modelopt_" + algo)
     torch.manual_seed(0)
-    cfg = LlamaConfig(vocab_size=64, hidden_size=64, intermediate_size=128, num_hidden_layers=1,
-                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
-                      architectures=["LlamaForCausalLM"], bos_token_id=1, eos_token_id=2)
+    dims = SIZES.get(algo, dict(hidden_size=64, intermediate_size=128))
+    cfg = LlamaConfig(vocab_size=64, num_hidden_layers=1, num_attention_heads=4, num_key_value_heads=2,
+                      max_position_embeddings=64, architectures=["LlamaForCausalLM"], bos_token_id=1,
+                      eos_token_id=2, **dims)
     model = LlamaForCausalLM(cfg).eval()
     gen = torch.Generator().manual_seed(1)
     calib = [torch.randint(0, 64, (1, 16), generator=gen) for _ in range(4)]
@@ -63,9 +72,20 @@ def make(algo, recipe):
         if not name.endswith(".weight") or t.dtype != torch.float8_e4m3fn:
             continue
         mod = name[: -len(".weight")]
-        dense[name] = t.double() * st[mod + ".weight_scale"].double().reshape(-1, 1)
+        s = st[mod + ".weight_scale"]
         assert mod + ".input_scale" not in st
-        input_scales[mod] = None  # per token
+        if algo == "fp8_pb_wo":  # fp32 amax / 448 per 128 x 128 block, [R, 1, C, 1] (or [] for one block)
+            n, k = t.shape
+            grid = s.double().reshape((n + 127) // 128, (k + 127) // 128)
+            dense[name] = t.double() * grid.repeat_interleave(128, 0).repeat_interleave(128, 1)[:n, :k]
+            input_scales[mod] = "none"  # weight-only
+        elif algo == "mxfp8":  # E8M0 bytes per 32 along k: 2^(byte - 127)
+            assert s.dtype == torch.uint8
+            dense[name] = t.double() * torch.exp2(s.double() - 127).repeat_interleave(32, 1)
+            input_scales[mod] = "mx"
+        else:
+            dense[name] = t.double() * s.double().reshape(-1, 1)
+            input_scales[mod] = None  # per token
     state = {k: v.double() for k, v in st.items() if not k.endswith(("_scale", "_scale_2"))}
     state.update(dense)
     missing, unexpected = ref.load_state_dict(state, strict=False)
@@ -76,6 +96,14 @@ def make(algo, recipe):
     def fp8_input(scale):
         def hook(_module, args):
             x = args[0]
+            if isinstance(scale, str) and scale == "none":
+                return None
+            if isinstance(scale, str) and scale == "mx":
+                # ModelOpt's own MXFP8 quantizer (E8M0 scale 2^ceil(log2(amax / 448)) per 32 inputs),
+                # on the float32 input the engine holds; its fake quant is a CUDA extension.
+                from modelopt.torch.quantization.qtensor import MXFP8QTensor
+                q, sc = MXFP8QTensor.quantize(x.float())
+                return (q.dequantize(dtype=torch.float32, scale=sc).double(),) + tuple(args[1:])
             s = scale if scale is not None else x.abs().amax(dim=-1, keepdim=True).clamp(min=1e-10) / 448
             q = (x / s).clamp(-448, 448).to(torch.float8_e4m3fn).double() * s
             return (q,) + tuple(args[1:])
@@ -91,7 +119,8 @@ def make(algo, recipe):
         if os.path.exists(p):
             os.remove(p)
     with open(os.path.join(OUT, "golden.json"), "w") as f:
-        json.dump({"producer": f"nvidia-modelopt 0.47.0 {recipe} export; transformers float64 forward of its dequantized weights with float8_e4m3fn inputs",
+        json.dump({"producer": f"nvidia-modelopt 0.47.0 {recipe} export; transformers float64 forward of its dequantized weights"
+                                f"{INPUTS.get(algo, ' with float8_e4m3fn inputs')}",
                    "tokens": TOKENS, "logits": [[round(v, 9) for v in row] for row in logits.tolist()]}, f)
         f.write("\n")
     print("wrote", OUT)

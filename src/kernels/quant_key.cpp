@@ -20,6 +20,7 @@ std::string_view act_key_name(ActKey k) {
     case ActKey::nvfp4_dynamic: return "nvfp4_dynamic";
     case ActKey::fp8_static: return "fp8_static";
     case ActKey::fp8_group_dynamic: return "fp8_group_dynamic";
+    case ActKey::mxfp8_dynamic: return "mxfp8_dynamic";
   }
   return "?";
 }
@@ -32,6 +33,7 @@ std::string_view scheme_name(QuantKey k) {
   if (k == kFp8PerToken) return "fp8_per_token";
   if (k.weight == WeightKey::fp8_static) return "fp8";
   if (k == kFp8BlockW8A16) return "fp8_block_w8a16";
+  if (k == kMxfp8) return "mxfp8";
   if (k.weight == WeightKey::fp8_block) return "fp8_block";
   if (k.weight == WeightKey::mxfp4) return "mxfp4_w4a16";
   if (k.weight == WeightKey::int4) return "int4_w4a16";

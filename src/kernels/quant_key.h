@@ -9,7 +9,9 @@
 namespace fp4lm::kernels {
 
 enum class WeightKey { unquantized, nvfp4_static, fp8_static, fp8_block, mxfp4, int4 };
-enum class ActKey { none, nvfp4_dynamic, fp8_static, fp8_group_dynamic };
+// mxfp8_dynamic: activations quantized to E4M3 per 32 inputs with an E8M0 (power-of-two) scale
+// at run time (ModelOpt MXFP8, quant/mxfp8.h).
+enum class ActKey { none, nvfp4_dynamic, fp8_static, fp8_group_dynamic, mxfp8_dynamic };
 
 struct QuantKey {
   WeightKey weight = WeightKey::unquantized;
@@ -36,12 +38,16 @@ inline constexpr QuantKey kNvfp4W4A8{WeightKey::nvfp4_static, ActKey::fp8_static
 // (fp8_group_dynamic with one group = the whole row; the FP8 W8A16 backends behind
 // model::Linear's FP8 pass, or the reference backend).
 inline constexpr QuantKey kFp8PerToken{WeightKey::fp8_static, ActKey::fp8_group_dynamic};
+// ModelOpt MXFP8: E4M3 weights with an E8M0 scale per 32 inputs, held as block-FP8 1 x 32 blocks
+// (the scales decoded to float32 powers of two: exact), activations MXFP8 at run time (the
+// reference backend; the block-FP8 W8A16 backends behind model::Linear's MXFP8 pass).
+inline constexpr QuantKey kMxfp8{WeightKey::fp8_block, ActKey::mxfp8_dynamic};
 
 std::string_view weight_key_name(WeightKey k);  // "nvfp4_static"
 std::string_view act_key_name(ActKey k);        // "nvfp4_dynamic", "none"
 // The scheme names of the CLI contract: "nvfp4_w4a4", "nvfp4_w4a16", "fp8" (W8A8),
 // "fp8_w8a16", "fp8_block" (W8A8), "fp8_block_w8a16", "mxfp4_w4a16", "int4_w4a16", "nvfp4_w4a8_fp8",
-// "fp8_per_token", "unquantized".
+// "fp8_per_token", "mxfp8", "unquantized".
 std::string_view scheme_name(QuantKey k);
 
 }  // namespace fp4lm::kernels

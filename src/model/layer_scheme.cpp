@@ -74,14 +74,16 @@ LayerScheme resolve_scheme(const quant::QuantConfig& q, const LayerSpec& spec, c
                            DType engine_dtype, const TensorLookup& tensors) {
   LayerScheme s;
   s.on_disk = {q.family(), layer_on_disk_scheme(q, spec, tensors)};
-  if (s.on_disk.scheme == Scheme::fp8_block || s.on_disk.scheme == Scheme::fp8_block_a16)
+  if (s.on_disk.scheme == Scheme::fp8_block || s.on_disk.scheme == Scheme::fp8_block_a16 ||
+      s.on_disk.scheme == Scheme::mxfp8)
     std::tie(s.on_disk.block_n, s.on_disk.block_k) = q.weight_block(spec.modules().front());
   if (s.on_disk.scheme == Scheme::int4) s.on_disk.int4 = q.int4_layout(spec.modules().front());
   s.act_dtype = engine_dtype;
   const QuantMethod& method = quant_method(s.on_disk);
   s.key = method.key(s.on_disk, spec.modules(), tensors);
   if (spec.f32_act && s.on_disk.scheme == Scheme::unquantized) s.act_dtype = DType::F32;
-  if ((s.key == kernels::kNvfp4W4A4 || s.key == kernels::kNvfp4W4A8 || s.key == kernels::kFp8PerToken) &&
+  if ((s.key == kernels::kNvfp4W4A4 || s.key == kernels::kNvfp4W4A8 || s.key == kernels::kFp8PerToken ||
+       s.key == kernels::kMxfp8) &&
       opts.override_activation_dtype) {
     // Passing no activation key is what selects the W4A16 backends (docs/ARCHITECTURE.md, "Loading a model").
     s.key = {s.key.weight, kernels::ActKey::none};

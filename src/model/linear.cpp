@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "model/finite_check.h"
+#include "quant/mxfp8.h"
 
 namespace fp4lm::model {
 
@@ -83,6 +84,18 @@ void Linear::forward(const float* x, int64_t m, float* y, ThreadPool& pool) cons
       const float s = std::max(amax, 1e-10f) / 448.0f;
       for (int64_t j = 0; j < k; ++j)
         r[j] = round_to(t, e4m3_to_f32(f32_to_e4m3(std::clamp(r[j] / s, -448.0f, 448.0f))) * s);
+    }
+    x = scaled.data();
+  }
+  if (mxfp8_input_) {
+    const int64_t k = spec_.in_features;
+    if (scaled.empty()) scaled.assign(x, x + m * k);
+    const DType t = scheme_.act_dtype;
+    for (int64_t i = 0; i < m; ++i) {
+      float* r = scaled.data() + i * k;
+      for (int64_t j = 0; j < k; ++j) r[j] = round_to(t, r[j]);
+      quant::mxfp8_qdq_row(r, k);
+      for (int64_t j = 0; j < k; ++j) r[j] = round_to(t, r[j]);  // exact: E4M3 × 2^e fits bf16 / f16's mantissa
     }
     x = scaled.data();
   }

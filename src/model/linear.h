@@ -41,6 +41,10 @@ class Linear {
   // with its own scale s = max(amax, 1e-10) / 448 (the reference backend's per-token rule),
   // after any pre_quant_scale, in the activation dtype.
   void set_fp8_per_token(bool on) { fp8_per_token_ = on; }
+  // MXFP8 on a W8A16 backend: forward() quantizes each token's input to MXFP8 (E4M3 with an E8M0
+  // scale per 32 inputs, quant/mxfp8.h), after any pre_quant_scale, in the activation dtype.
+  void set_mxfp8_input(bool on) { mxfp8_input_ = on; }
+  bool mxfp8_input() const { return mxfp8_input_; }
   bool fp8_per_token() const { return fp8_per_token_; }
 
   // Calibration hook: sees every input x[m, in] (float32, before dtype rounding).
@@ -56,6 +60,7 @@ class Linear {
   std::vector<float> pre_quant_scale_;
   float fp8_input_scale_ = 0.0f;
   bool fp8_per_token_ = false;
+  bool mxfp8_input_ = false;
 };
 
 // The experts of one sparse MoE block (routing is the architecture's job).

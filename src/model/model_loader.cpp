@@ -202,6 +202,11 @@ std::unique_ptr<Linear> ModelLoader::load_linear(const std::string& name) {
              "dequantized before the FP8 W8A16 kernel, as ModelOpt's dynamic per-token input quantizer does");
     linear->set_fp8_per_token(true);
   }
+  if (r.scheme.key == kernels::kMxfp8 && r.selection.backend->weight_key_only) {
+    log_once("MXFP8: each input is quantized to E4M3 with an E8M0 scale per 32 elements (ModelOpt's MXFP8QTensor "
+             "rule) and dequantized before the block-FP8 W8A16 kernel; the CPU has no FP8 x FP8 arithmetic");
+    linear->set_mxfp8_input(true);
+  }
   if (opts_.on_linear_built) opts_.on_linear_built(*linear);
   return linear;
 }
@@ -226,6 +231,10 @@ std::unique_ptr<FusedMoe> ModelLoader::load_moe(const std::string& name) {
   if (r.scheme.key == kernels::kFp8PerToken && r.selection.backend->weight_key_only)
     log().warn("{}: FP8_PER_CHANNEL_PER_TOKEN experts on the W8A16 backend '{}': the experts' inputs are not quantized "
                "to FP8 (--moe-backend reference runs the per-token FP8 activations)",
+               spec.name, r.selection.backend->name);
+  if (r.scheme.key == kernels::kMxfp8 && r.selection.backend->weight_key_only)
+    log().warn("{}: MXFP8 experts on the W8A16 backend '{}': the experts' inputs are not quantized to MXFP8 "
+               "(--moe-backend reference runs the MXFP8 activations)",
                spec.name, r.selection.backend->name);
   if (r.scheme.key == kernels::kNvfp4W4A8 && r.selection.backend->weight_key_only)
     log().warn("{}: W4A8_NVFP4_FP8 experts on the W4A16 backend '{}': the experts' inputs are not quantized to FP8 "

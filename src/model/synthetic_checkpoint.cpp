@@ -1,5 +1,6 @@
 #include "model/synthetic_checkpoint.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -12,12 +13,22 @@
 #include "model/arch/arch.h"
 #include "model/layer_plan.h"
 #include "model/layer_scheme.h"
+#include "quant/mxfp8.h"
 #include "quant/nvfp4.h"
 
 namespace fp4lm::model {
 
 using nlohmann::json;
 using quant::QuantAlgo;
+
+namespace {
+// The group_size ModelOpt's export writes for each algorithm (FP8_PB_WO: none).
+nlohmann::json synthetic_group_size(quant::QuantAlgo a) {
+  if (a == quant::QuantAlgo::W4A8_NVFP4_FP8 || a == quant::QuantAlgo::MXFP8) return 32;
+  if (a == quant::QuantAlgo::FP8_PB_WO) return nullptr;
+  return 16;
+}
+}  // namespace
 
 namespace {
 bool is_vl(const SyntheticOptions& o) { return o.architecture.ends_with("ForConditionalGeneration"); }
@@ -195,6 +206,46 @@ struct Writer {
           st.add(on_disk(m + ".weight_scale"), DType::F32, {n}, scales.data(), scales.size() * sizeof(float));
           break;
         }
+        case QuantAlgo::FP8_PB_WO: {
+          // ModelOpt's fp8_pb_wo export: block amax / 448 per 128 x 128 block (partial at the
+          // edges), the scale grid stored as the quantizer's amax shape [R, 1, C, 1].
+          constexpr int64_t B = quant::kFp8PbWoBlock;
+          const int64_t gr = (n + B - 1) / B, gc = (k + B - 1) / B;
+          std::vector<float> scales(static_cast<size_t>(gr * gc));
+          std::vector<uint8_t> codes(ws[i].size());
+          for (int64_t br = 0; br < gr; ++br)
+            for (int64_t bc = 0; bc < gc; ++bc) {
+              float a = 0.0f;
+              for (int64_t r = br * B; r < std::min(n, br * B + B); ++r)
+                for (int64_t j = bc * B; j < std::min(k, bc * B + B); ++j)
+                  a = std::max(a, std::fabs(ws[i][static_cast<size_t>(r * k + j)]));
+              const float s = std::max(a, 1e-12f) / 448.0f;
+              scales[static_cast<size_t>(br * gc + bc)] = s;
+              for (int64_t r = br * B; r < std::min(n, br * B + B); ++r)
+                for (int64_t j = bc * B; j < std::min(k, bc * B + B); ++j)
+                  codes[static_cast<size_t>(r * k + j)] = f32_to_e4m3(ws[i][static_cast<size_t>(r * k + j)] / s);
+            }
+          st.add(on_disk(m + ".weight"), DType::F8_E4M3, {n, k}, codes);
+          st.add(on_disk(m + ".weight_scale"), DType::F32, {gr, 1, gc, 1}, scales.data(),
+                 scales.size() * sizeof(float));
+          break;
+        }
+        case QuantAlgo::MXFP8: {
+          // ModelOpt's MXFP8QTensor: E8M0 exponent ceil(log2(amax / 448)) per 32 weights of a row.
+          std::vector<uint8_t> codes(ws[i].size()), scales(static_cast<size_t>(n * (k / 32)));
+          for (int64_t r = 0; r < n; ++r)
+            for (int64_t b = 0; b < k / 32; ++b) {
+              const float* x = ws[i].data() + r * k + b * 32;
+              const int e = quant::mxfp8_exponent(quant::amax(x, 32));
+              scales[static_cast<size_t>(r * (k / 32) + b)] = static_cast<uint8_t>(e + 127);
+              for (int j = 0; j < 32; ++j)
+                codes[static_cast<size_t>(r * k + b * 32 + j)] =
+                    f32_to_e4m3(std::clamp(x[j] * std::ldexp(1.0f, -e), -448.0f, 448.0f));
+            }
+          st.add(on_disk(m + ".weight"), DType::F8_E4M3, {n, k}, codes);
+          st.add(on_disk(m + ".weight_scale"), DType::U8, {n, k / 32}, scales);
+          break;
+        }
         case QuantAlgo::FP8: {
           float a = quant::amax(ws[i].data(), ws[i].size());
           float s = a / 448.0f;
@@ -366,7 +417,7 @@ void write_synthetic_checkpoint(const std::string& dir, const SyntheticOptions& 
     if (o.write_hf_quant_config) {
       json q = {{"quant_algo", std::string(quant::algo_name(o.algo))},
                 {"kv_cache_quant_algo", nullptr},
-                {"group_size", o.algo == QuantAlgo::W4A8_NVFP4_FP8 ? 32 : 16},
+                {"group_size", synthetic_group_size(o.algo)},
                 {"exclude_modules", excl}};
       if (o.algo == QuantAlgo::MIXED_PRECISION) {
         json layers = json::object();
@@ -380,7 +431,7 @@ void write_synthetic_checkpoint(const std::string& dir, const SyntheticOptions& 
     if (o.write_config_quantization) {
       json qcj = {{"quant_method", "modelopt"},
                   {"quant_algo", std::string(quant::algo_name(o.algo))},
-                  {"group_size", o.algo == QuantAlgo::W4A8_NVFP4_FP8 ? 32 : 16},
+                  {"group_size", synthetic_group_size(o.algo)},
                   {"ignore", excl},
                   {"producer", producer}};
       if (o.algo == QuantAlgo::MIXED_PRECISION) {

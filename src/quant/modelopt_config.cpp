@@ -15,7 +15,7 @@ using nlohmann::json;
 
 namespace {
 
-constexpr const char* kSupported = "NVFP4, W4A16_NVFP4, FP8, MIXED_PRECISION, NVFP4_AWQ, W4A16_AWQ, W4A8_NVFP4_FP8, FP8_PER_CHANNEL_PER_TOKEN";
+constexpr const char* kSupported = "NVFP4, W4A16_NVFP4, FP8, MIXED_PRECISION, NVFP4_AWQ, W4A16_AWQ, W4A8_NVFP4_FP8, FP8_PER_CHANNEL_PER_TOKEN, FP8_PB_WO, MXFP8";
 
 std::string upper(std::string s) {
   for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
@@ -99,6 +99,12 @@ void check_group_size(QuantAlgo algo, std::optional<int> gs, const std::string& 
   // nvfp4_bs32) and writes group_size 32; 16 is NVFP4's own block.
   if (algo == QuantAlgo::W4A8_NVFP4_FP8 && gs && *gs != 16 && *gs != 32)
     fail("{}: group_size must be 16 or 32 for W4A8_NVFP4_FP8 (found {})", where, *gs);
+  // MXFP8's block is 32 (the export writes group_size 32); FP8_PB_WO's export writes none (its
+  // 128 x 128 block is not a group size): any other value would say another layout.
+  if (algo == QuantAlgo::MXFP8 && gs && *gs != 32)
+    fail("{}: group_size must be 32 for MXFP8 (its E8M0 scale block; found {})", where, *gs);
+  if (algo == QuantAlgo::FP8_PB_WO && gs && *gs != kFp8PbWoBlock)
+    fail("{}: FP8_PB_WO's export writes no group_size (its blocks are 128 x 128); found {}", where, *gs);
   if (algo == QuantAlgo::W4A16_AWQ && (!gs || *gs <= 0))
     fail("{}: W4A16_AWQ needs a positive group_size (the int4 scale block; found {})", where,
          gs ? std::to_string(*gs) : std::string("none"));
@@ -367,6 +373,8 @@ std::string_view algo_name(QuantAlgo a) {
     case QuantAlgo::W4A16_AWQ: return "W4A16_AWQ";
     case QuantAlgo::W4A8_NVFP4_FP8: return "W4A8_NVFP4_FP8";
     case QuantAlgo::FP8_PER_CHANNEL_PER_TOKEN: return "FP8_PER_CHANNEL_PER_TOKEN";
+    case QuantAlgo::FP8_PB_WO: return "FP8_PB_WO";
+    case QuantAlgo::MXFP8: return "MXFP8";
   }
   return "?";
 }
@@ -378,11 +386,9 @@ std::string_view unsupported_modelopt_algo(const std::string& u) {
       {"W4A8_AWQ", "int4 weights in groups with AWQ pre_quant_scale and FP8 activations"},
       {"W8A16", "int8 weights per channel, 16-bit activations"},
       {"W8A8_SQ_PER_CHANNEL", "SmoothQuant int8 weights per channel and int8 activations"},
-      {"FP8_PB_WO", "block-wise FP8 weights, weight-only"},
       {"FP8_PB_REAL", "block-wise FP8 weights with FP8 activations"},
       {"W4A8_MXFP4_FP8", "MXFP4 weights with FP8 activations"},
       {"MXFP4", "MXFP4 weights (E2M1 with E8M0 scales per 32) and activations"},
-      {"MXFP8", "MXFP8 weights and activations (E4M3 with E8M0 scales per 32)"},
       {"NVFP4_SVD", "NVFP4 with SVDQuant's 16-bit low-rank branch (svdquant_lora_a / _b)"},
   };
   auto it = known.find(u);
@@ -399,6 +405,8 @@ QuantAlgo parse_algo(const std::string& name, const std::string& where) {
   if (u == "W4A16_AWQ") return QuantAlgo::W4A16_AWQ;
   if (u == "W4A8_NVFP4_FP8") return QuantAlgo::W4A8_NVFP4_FP8;
   if (u == "FP8_PER_CHANNEL_PER_TOKEN") return QuantAlgo::FP8_PER_CHANNEL_PER_TOKEN;
+  if (u == "FP8_PB_WO") return QuantAlgo::FP8_PB_WO;  // the export writes its raw name, "fp8_pb_wo"
+  if (u == "MXFP8") return QuantAlgo::MXFP8;
   if (std::string_view what = unsupported_modelopt_algo(u); !what.empty())
     fail("{}: quant_algo '{}' (ModelOpt's {}) is not supported by fp4lm (supported: {}; docs/FORMAT.md lists each "
          "ModelOpt algorithm)",
@@ -477,6 +485,8 @@ Scheme scheme_of(QuantAlgo a) {
     case QuantAlgo::W4A16_AWQ: return Scheme::int4;
     case QuantAlgo::W4A8_NVFP4_FP8: return Scheme::nvfp4_fp8;
     case QuantAlgo::FP8_PER_CHANNEL_PER_TOKEN: return Scheme::fp8_pc_pt;
+    case QuantAlgo::FP8_PB_WO: return Scheme::fp8_block_a16;
+    case QuantAlgo::MXFP8: return Scheme::mxfp8;
     case QuantAlgo::None: return Scheme::unquantized;
     case QuantAlgo::MIXED_PRECISION: break;
   }
@@ -491,6 +501,8 @@ QuantAlgo algo_of(Scheme s) {
     case Scheme::int4: return QuantAlgo::W4A16_AWQ;
     case Scheme::nvfp4_fp8: return QuantAlgo::W4A8_NVFP4_FP8;
     case Scheme::fp8_pc_pt: return QuantAlgo::FP8_PER_CHANNEL_PER_TOKEN;
+    case Scheme::fp8_block_a16: return QuantAlgo::FP8_PB_WO;
+    case Scheme::mxfp8: return QuantAlgo::MXFP8;
     case Scheme::unquantized: return QuantAlgo::None;
     default: break;
   }
@@ -520,6 +532,13 @@ Int4Layout ModeloptConfig::int4_layout(const std::string& module) const {
       if (lq.algo == QuantAlgo::W4A16_AWQ && (module == m || module.starts_with(m + "."))) gs = lq.group_size;
   l.group = gs.value_or(0);
   return l;
+}
+
+std::pair<int64_t, int64_t> ModeloptConfig::weight_block(const std::string& module) const {
+  const QuantAlgo a = module_algo(*this, module);
+  if (a == QuantAlgo::FP8_PB_WO) return {kFp8PbWoBlock, kFp8PbWoBlock};
+  if (a == QuantAlgo::MXFP8) return {1, 32};  // one E8M0 scale per 32 inputs of a row
+  return {0, 0};
 }
 
 bool ModeloptConfig::excluded(const std::string& module) const { return is_excluded(exclude_modules, module); }

@@ -29,8 +29,13 @@ namespace fp4lm::quant {
 // FP8_PER_CHANNEL_PER_TOKEN: E4M3 weights with a weight_scale per output channel (amax/448), no
 // input_scale: each token's activations are quantized to E4M3 with its own amax/448 at run time.
 enum class QuantAlgo {
-  None, NVFP4, W4A16_NVFP4, FP8, MIXED_PRECISION, NVFP4_AWQ, W4A16_AWQ, W4A8_NVFP4_FP8, FP8_PER_CHANNEL_PER_TOKEN
+  None, NVFP4, W4A16_NVFP4, FP8, MIXED_PRECISION, NVFP4_AWQ, W4A16_AWQ, W4A8_NVFP4_FP8, FP8_PER_CHANNEL_PER_TOKEN,
+  FP8_PB_WO, MXFP8
 };
+// FP8_PB_WO (written "fp8_pb_wo"): E4M3 weights with one float32 scale (amax / 448) per 128 x 128
+// block, weight-only (the block size is the recipe's; the config does not record it).
+// MXFP8: E4M3 weights with an E8M0 scale per 32 inputs (U8 weight_scale), MXFP8 activations.
+inline constexpr int64_t kFp8PbWoBlock = 128;
 
 std::string_view algo_name(QuantAlgo a);  // "NVFP4", ...; None -> "UNQUANTIZED"
 // Case-insensitive; throws Error listing the supported algorithms (`where` names the source). An
@@ -75,6 +80,7 @@ struct ModeloptConfig final : QuantConfig {
   std::optional<std::string> kv_cache_scheme() const override { return kv_cache_quant_algo; }
   bool declares(Scheme s) const override;
   Int4Layout int4_layout(const std::string& module) const override;
+  std::pair<int64_t, int64_t> weight_block(const std::string& module) const override;
   Scheme module_scheme(const std::string& module, const ModuleTensors& tensors) const override;
   bool excluded(const std::string& module) const override;
   bool exclusions_decide() const override { return !other && exclusions_listed; }

@@ -39,6 +39,7 @@ std::string_view scheme_name(Scheme s) {
     case Scheme::int4: return "INT4_W4A16";
     case Scheme::nvfp4_fp8: return "W4A8_NVFP4_FP8";
     case Scheme::fp8_pc_pt: return "FP8_PER_CHANNEL_PER_TOKEN";
+    case Scheme::mxfp8: return "MXFP8";
   }
   return "?";
 }

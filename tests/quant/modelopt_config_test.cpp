@@ -363,10 +363,9 @@ TEST(ModeloptConfig, UnknownKvCacheAlgoRejected) {
 // Issue 44: every quant_algo ModelOpt's unified HF export writes is run or refused by name.
 TEST(ModeloptAlgorithms, EveryAlgorithmModeloptWritesIsRunOrRefusedByName) {
   for (const char* runs : {"NVFP4", "NVFP4_AWQ", "W4A16_NVFP4", "FP8", "MIXED_PRECISION", "W4A16_AWQ", "W4A8_NVFP4_FP8",
-                           "FP8_PER_CHANNEL_PER_TOKEN"})
+                           "FP8_PER_CHANNEL_PER_TOKEN", "FP8_PB_WO", "fp8_pb_wo", "MXFP8"})
     EXPECT_NO_THROW(parse_algo(runs, "/c")) << runs;
-  for (const char* refused : {"W4A8_AWQ", "W8A16", "W8A8_SQ_PER_CHANNEL",
-                              "FP8_PB_WO", "fp8_pb_real", "W4A8_MXFP4_FP8", "mxfp4", "MXFP8",
+  for (const char* refused : {"W4A8_AWQ", "W8A16", "W8A8_SQ_PER_CHANNEL", "fp8_pb_real", "W4A8_MXFP4_FP8", "mxfp4",
                               "NVFP4_SVD"}) {
     json j = legacy({{"quant_algo", refused}});
     const std::string e = error_of([&] { parse_modelopt_config(j, json::object(), "/c"); });
@@ -376,6 +375,38 @@ TEST(ModeloptAlgorithms, EveryAlgorithmModeloptWritesIsRunOrRefusedByName) {
     j = legacy({{"quant_algo", "MIXED_PRECISION"}, {"quantized_layers", {{"model.layers.0.mlp", {{"quant_algo", refused}}}}}});
     EXPECT_NE(error_of([&] { parse_modelopt_config(j, json::object(), "/c"); }).find(refused), std::string::npos);
   }
+}
+
+// ModelOpt 0.47.0 writes FP8_PB_WO under its raw name and no group_size; MXFP8 with group_size 32.
+TEST(ModeloptAlgorithms, Fp8PbWoAndMxfp8AsTheExportWritesThem) {
+  const ModeloptConfig pb = parse_modelopt_config(
+      legacy({{"quant_algo", "fp8_pb_wo"}, {"kv_cache_quant_algo", nullptr}, {"exclude_modules", {"lm_head"}}}),
+      json::object(), "/c");
+  EXPECT_EQ(pb.algo, QuantAlgo::FP8_PB_WO);
+  EXPECT_EQ(pb.module_scheme("model.layers.0.mlp.down_proj", {}), Scheme::fp8_block_a16);
+  EXPECT_EQ(pb.weight_block("model.layers.0.mlp.down_proj"), (std::pair<int64_t, int64_t>{128, 128}));
+  EXPECT_EQ(pb.weight_block("lm_head"), (std::pair<int64_t, int64_t>{0, 0}));
+  const ModeloptConfig mx = parse_modelopt_config(legacy({{"quant_algo", "MXFP8"}, {"group_size", 32}}),
+                                                  json::object(), "/c");
+  EXPECT_EQ(mx.module_scheme("model.layers.0.mlp.down_proj", {}), Scheme::mxfp8);
+  EXPECT_EQ(mx.weight_block("model.layers.0.mlp.down_proj"), (std::pair<int64_t, int64_t>{1, 32}));
+  // In a MIXED_PRECISION entry, as process_layer_quant_config writes it.
+  const ModeloptConfig mixed = parse_modelopt_config(
+      legacy({{"quant_algo", "MIXED_PRECISION"},
+              {"quantized_layers",
+               {{"model.layers.0.mlp.down_proj", {{"quant_algo", "MXFP8"}, {"group_size", 32}}},
+                {"model.layers.0.mlp.up_proj", {{"quant_algo", "fp8_pb_wo"}}}}}}),
+      json::object(), "/c");
+  EXPECT_EQ(mixed.module_scheme("model.layers.0.mlp.down_proj", {}), Scheme::mxfp8);
+  EXPECT_EQ(mixed.module_scheme("model.layers.0.mlp.up_proj", {}), Scheme::fp8_block_a16);
+  EXPECT_NE(error_of([&] { parse_modelopt_config(legacy({{"quant_algo", "MXFP8"}, {"group_size", 16}}),
+                                                 json::object(), "/c"); })
+                .find("group_size must be 32 for MXFP8"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { parse_modelopt_config(legacy({{"quant_algo", "FP8_PB_WO"}, {"group_size", 64}}),
+                                                 json::object(), "/c"); })
+                .find("FP8_PB_WO's export writes no group_size"),
+            std::string::npos);
 }
 
 TEST(ModeloptAlgorithms, Nvfp4AwqIsNvfp4WithPreQuantScale) {

@@ -22,7 +22,9 @@ const QuantMethod& quant_method(const quant::DiskFormat& f) {
     case quant::Scheme::fp8_pc_pt: return fp8_method();
     case quant::Scheme::fp8_block:
     case quant::Scheme::fp8_block_a16:
+      if (f.family == quant::Family::modelopt) return modelopt_fp8_pb_wo_method();
       return f.family == quant::Family::compressed_tensors ? compressed_tensors_fp8_block_method() : fp8_block_method();
+    case quant::Scheme::mxfp8: return modelopt_mxfp8_method();
     case quant::Scheme::mxfp4: return mxfp4_method();
     case quant::Scheme::int4:
       if (f.family == quant::Family::gptq) return gptq_method();

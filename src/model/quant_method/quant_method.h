@@ -72,6 +72,8 @@ const QuantMethod& compressed_tensors_nvfp4_method();  // compressed-tensors' na
 const QuantMethod& fp8_method();                       // the same names in both families
 const QuantMethod& fp8_block_method();                 // block-wise FP8: weight_scale_inv
 const QuantMethod& compressed_tensors_fp8_block_method();  // block-wise FP8: weight_scale
+const QuantMethod& modelopt_fp8_pb_wo_method();        // ModelOpt FP8_PB_WO: weight_scale per 128 x 128
+const QuantMethod& modelopt_mxfp8_method();            // ModelOpt MXFP8: E8M0 weight_scale per 32
 const QuantMethod& mxfp4_method();                     // MXFP4: gpt-oss's `*_blocks` / `*_scales` experts
 const QuantMethod& gptq_method();                      // int4: GPTQ's qweight / qzeros / scales / g_idx
 const QuantMethod& awq_method();                       // int4: AutoAWQ GEMM's qweight / qzeros / scales

@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "quant/mxfp4.h"
+#include "quant/mxfp8.h"
 #include "quant/nvfp4.h"
 
 namespace fp4lm::kernels {
@@ -102,6 +103,10 @@ std::vector<float> reference_activation_input(const LinearWeights& w, const floa
     return fp8_group_qdq_activation(x, m, w.k, w.shards[0].as<Fp8BlockView>().block_k);
   }
   std::vector<float> out(x, x + count);
+  if (w.key.act == ActKey::mxfp8_dynamic) {
+    for (int64_t t = 0; t < m; ++t) quant::mxfp8_qdq_row(out.data() + t * w.k, w.k);
+    return out;
+  }
   if (w.key.act == ActKey::fp8_static) {
     for (float& v : out) v = e4m3_to_f32(f32_to_e4m3(v / w.input_scale)) * w.input_scale;
   }
