@@ -15,6 +15,9 @@ struct ImageEmbeddings {
   int64_t rows = 0;           // the image's placeholder tokens (Qwen: t * h * w / merge_size^2)
   int64_t cols = 0;           // the language model's hidden size
   std::vector<float> values;  // rows x cols, row-major, in the order of the placeholder tokens
+  // DeepStack (Qwen3-VL): per level l, rows x cols more values, which the language model adds to the
+  // placeholder tokens' hidden states after decoder layer l. Empty for a tower without it.
+  std::vector<std::vector<float>> deepstack;
 };
 
 class ImageEncoder {
@@ -24,6 +27,8 @@ class ImageEncoder {
   // Errors (wrong patch width, a grid that disagrees with the rows) are fp4lm::Error naming both.
   virtual ImageEmbeddings encode(const vision::QwenVlPixels& pixels) const = 0;
   virtual int64_t hidden_size() const = 0;
+  // How many DeepStack levels every encode() returns (ImageEmbeddings::deepstack); 0: none.
+  virtual int64_t deepstack_levels() const { return 0; }
 };
 
 }  // namespace fp4lm::model
