@@ -330,7 +330,7 @@ def dequantized_checkpoint(qdir, src_dir, out_dir):
 
 def fuse_experts(tensors):
     """Per-expert `<box>.<e>.{gate,up,down}_proj.weight` (ModelOpt's and fp4lm's export) back into the 3-D
-    parameters transformers' Gemma 4 loads without a conversion: `<box>.gate_up_proj` [E, 2I, D] (gate rows
+    parameters transformers' Gemma 4 and Qwen3-VL-MoE load without a conversion: `<box>.gate_up_proj` [E, 2I, D] (gate rows
     first) and `<box>.down_proj` [E, D, I]."""
     pat = re.compile(r"^(.*\.experts)\.(\d+)\.(gate|up|down)_proj\.weight$")
     boxes, out = {}, {}

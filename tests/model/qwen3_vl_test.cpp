@@ -18,6 +18,7 @@
 #include "model/causal_lm.h"
 #include "model/logits_check.h"
 #include "model/model_config.h"
+#include "model/vision/qwen3_5_vision_tower.h"
 
 namespace fp4lm::model::qwen3_vl_test {
 namespace {
@@ -193,6 +194,34 @@ TEST(Qwen3Vl, ConfigErrorsNameTheField) {
   c = published_moe();
   c["text_config"].erase("num_experts");
   expect_error(c, "missing required field 'num_experts'");
+}
+
+// The tower's DeepStack keys: the published list read in the Qwen3-VL form, transformers' default
+// when absent, blocks outside the tower or listed twice refused; Qwen3.5's form refuses any.
+TEST(Qwen3Vl, DeepstackIndexesAreReadAndChecked) {
+  json v = published_moe()["vision_config"];
+  EXPECT_EQ(parse_qwen3_5_vision_config(v, "vc", true).deepstack_visual_indexes, (std::vector<int64_t>{8, 16, 24}));
+  json absent = v;
+  absent.erase("deepstack_visual_indexes");
+  EXPECT_EQ(parse_qwen3_5_vision_config(absent, "vc", true).deepstack_visual_indexes,
+            (std::vector<int64_t>{8, 16, 24}));
+  const auto error_of = [](const json& j, bool deepstack) {
+    try {
+      parse_qwen3_5_vision_config(j, "vc", deepstack);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(error_of(v, false).find("field 'deepstack_visual_indexes' is [8,16,24]"), std::string::npos)
+      << error_of(v, false);
+  v["deepstack_visual_indexes"] = {8, 27};
+  EXPECT_NE(error_of(v, true).find("vc: field 'deepstack_visual_indexes' holds 27, not a block of the tower (depth 27)"),
+            std::string::npos)
+      << error_of(v, true);
+  v["deepstack_visual_indexes"] = {8, 16, 8};
+  EXPECT_NE(error_of(v, true).find("vc: field 'deepstack_visual_indexes' holds block 8 twice"), std::string::npos)
+      << error_of(v, true);
 }
 
 // A fused checkpoint whose gate_up_proj has neither form's shape is a load error naming it.
