@@ -10,6 +10,7 @@
 // hundreds of times the bound away, which golden.json records).
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
@@ -101,6 +102,7 @@ void check(const std::string& kind) {
   EXPECT_LE(worst_after, tol) << kind << ": text after the image, logit range " << (*hi - *lo);
   EXPECT_LE(worst, tol) << kind << ": all positions";
   EXPECT_GT(worst_after, 0.0) << "compared nothing?";
+  ::testing::Test::RecordProperty("rel_diff", fmt::format("{:.2e}", worst / (*hi - *lo)));
   if (g.contains("no_deepstack_rel_diff")) {
     EXPECT_EQ(lm->deepstack_levels(), 2);
     EXPECT_GT(g["no_deepstack_rel_diff"].get<double>(), 100 * 1e-4) << "the fixture would not show DeepStack missing";
