@@ -100,6 +100,10 @@ def arch_configs():
                                                               if k != "shared_expert_intermediate_size"}),
          "Qwen3_5ForCausalLM"),
         ("Qwen3.5 dense VL", "Qwen3_5Config", None, "Qwen3_5ForConditionalGeneration"),
+        # Qwen3-VL: Qwen3's layers with interleaved M-RoPE over the whole head (text: plain RoPE),
+        # under model.language_model.; the MoE's experts fused as transformers saves them.
+        ("Qwen3-VL", "Qwen3VLConfig", None, "Qwen3VLForConditionalGeneration"),
+        ("Qwen3-VL-MoE", "Qwen3VLMoeConfig", None, "Qwen3VLMoeForConditionalGeneration"),
         ("Qwen3-Next", "Qwen3NextConfig", dict(COMMON, **MOE, **HYBRID, norm_topk_prob=True, decoder_sparse_step=1,
                                                mlp_only_layers=[]), "Qwen3NextForCausalLM"),
         # Mamba-2 / attention without RoPE / relu² MLP, one mixer per layer; a prompt longer than
@@ -198,6 +202,15 @@ def make_config(cls_name, kwargs):
                                                                         if k != "shared_expert_intermediate_size"})
         vision = dict(depth=1, hidden_size=32, intermediate_size=64, num_heads=2, out_hidden_size=64,
                       patch_size=16, spatial_merge_size=2, temporal_patch_size=2, num_position_embeddings=16)
+        return getattr(transformers, cls_name)(text_config=text, vision_config=vision, tie_word_embeddings=False)
+    if cls_name in ("Qwen3VLConfig", "Qwen3VLMoeConfig"):  # a tiny text model + a vision tower with DeepStack
+        rope = {"rope_type": "default", "rope_theta": 1e6, "mrope_section": [8, 4, 4], "mrope_interleaved": True}
+        text = dict(COMMON, head_dim=32, rope_parameters=rope)
+        if cls_name == "Qwen3VLMoeConfig":
+            text.update(MOE, mlp_only_layers=[1])
+        vision = dict(depth=2, hidden_size=32, intermediate_size=64, num_heads=2, out_hidden_size=64, patch_size=16,
+                      spatial_merge_size=2, temporal_patch_size=2, num_position_embeddings=16,
+                      deepstack_visual_indexes=[0])
         return getattr(transformers, cls_name)(text_config=text, vision_config=vision, tie_word_embeddings=False)
     if cls_name == "Gemma3Config":  # the VL wrapper: the text model above + a tiny SigLIP tower
         vision = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
@@ -307,7 +320,7 @@ def dequantized_checkpoint(qdir, src_dir, out_dir):
         else:
             out[k] = t.to(torch.float32)
     with open(os.path.join(src_dir, "config.json")) as f:
-        if json.load(f).get("model_type", "").startswith("gemma4"):
+        if json.load(f).get("model_type", "").startswith(("gemma4", "qwen3_vl_moe")):
             out = fuse_experts(out)
     os.makedirs(out_dir, exist_ok=True)
     save_file(out, os.path.join(out_dir, "model.safetensors"), metadata={"format": "pt"})
@@ -317,7 +330,7 @@ def dequantized_checkpoint(qdir, src_dir, out_dir):
 
 def fuse_experts(tensors):
     """Per-expert `<box>.<e>.{gate,up,down}_proj.weight` (ModelOpt's and fp4lm's export) back into the 3-D
-    parameters transformers' Gemma 4 loads without a conversion: `<box>.gate_up_proj` [E, 2I, D] (gate rows
+    parameters transformers' Gemma 4 and Qwen3-VL-MoE load without a conversion: `<box>.gate_up_proj` [E, 2I, D] (gate rows
     first) and `<box>.down_proj` [E, D, I]."""
     pat = re.compile(r"^(.*\.experts)\.(\d+)\.(gate|up|down)_proj\.weight$")
     boxes, out = {}, {}

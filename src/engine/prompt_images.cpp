@@ -66,8 +66,11 @@ std::shared_ptr<const PromptImages> make_prompt_images(std::span<const int32_t> 
   auto p = std::make_shared<PromptImages>();
   p->count = static_cast<int64_t>(images.size());
   std::vector<model::ImageRun> runs;
+  // DeepStack levels ride along each encoder row (PromptImages::row_stride); every image has as many.
+  const size_t levels = images.empty() ? 0 : images[0].embeddings.deepstack.size();
+  p->row_stride = hidden * static_cast<int64_t>(1 + levels);
   size_t total = 0;
-  for (const EncodedImage& im : images) total += im.embeddings.values.size();
+  for (const EncodedImage& im : images) total += im.embeddings.values.size() * (1 + levels);
   p->rows.reserve(total);
   std::vector<size_t> row_start;
   for (size_t i = 0; i < prompt.size();) {
@@ -89,9 +92,21 @@ std::shared_ptr<const PromptImages> make_prompt_images(std::span<const int32_t> 
                                      "(t {}, h {}, w {}) needs {} rows of the hidden size {}",
                                      k + 1, j - i, im.embeddings.rows, im.embeddings.cols, im.grid.t, im.grid.h,
                                      im.grid.w, want, hidden));
+    if (im.embeddings.deepstack.size() != levels)
+      throw RequestError(fmt::format("image {}: {} DeepStack levels, but image 1 has {}", k + 1,
+                                     im.embeddings.deepstack.size(), levels));
+    for (size_t l = 0; l < levels; ++l)
+      if (im.embeddings.deepstack[l].size() != im.embeddings.values.size())
+        throw RequestError(fmt::format("image {}: DeepStack level {} holds {} values, its encoder rows {}", k + 1, l,
+                                       im.embeddings.deepstack[l].size(), im.embeddings.values.size()));
     runs.push_back({static_cast<int64_t>(i), im.grid});
     row_start.push_back(p->rows.size());
-    p->rows.insert(p->rows.end(), im.embeddings.values.begin(), im.embeddings.values.end());
+    for (int64_t r = 0; r < want; ++r) {
+      const auto row = [&](const std::vector<float>& v) { return v.begin() + r * hidden; };
+      p->rows.insert(p->rows.end(), row(im.embeddings.values), row(im.embeddings.values) + hidden);
+      for (size_t l = 0; l < levels; ++l)
+        p->rows.insert(p->rows.end(), row(im.embeddings.deepstack[l]), row(im.embeddings.deepstack[l]) + hidden);
+    }
     i = j;
   }
   if (runs.size() != images.size())
@@ -105,7 +120,7 @@ std::shared_ptr<const PromptImages> make_prompt_images(std::span<const int32_t> 
     const int64_t n = model::image_run_tokens(runs[k].grid, merge);
     for (int64_t r = 0; r < n; ++r) {
       const size_t t = static_cast<size_t>(runs[k].first + r);
-      p->embeds[t] = p->rows.data() + row_start[k] + static_cast<size_t>(r * hidden);
+      p->embeds[t] = p->rows.data() + row_start[k] + static_cast<size_t>(r * p->row_stride);
       // Negative, so never a vocabulary id: the image's hash and the row's index.
       p->cache_key[t] = -1 - static_cast<int32_t>(splitmix(images[k].hash + static_cast<uint64_t>(r)) & 0x7ffffffeu);
     }

@@ -19,7 +19,10 @@ namespace fp4lm::engine {
 
 struct PromptImages {
   int64_t count = 0;                 // images
-  std::vector<float> rows;           // every image's encoder rows, in prompt order, [*, hidden]
+  std::vector<float> rows;           // every image's encoder rows, in prompt order, [*, row_stride]
+  // Floats per encoder row in `rows`: hidden x (1 + DeepStack levels); a row's level l values
+  // follow it at + (l + 1) x hidden (model::SequenceChunk::embeds).
+  int64_t row_stride = 0;
   std::vector<const float*> embeds;  // per prompt token: its encoder row (into rows) or null
   std::vector<int64_t> positions;    // 3 per prompt token (t, h, w); empty: 1-D positions (Gemma 3)
   std::vector<int32_t> cache_key;    // the prefix cache's view of the prompt (see above)

@@ -439,8 +439,11 @@ void CausalLM::forward_step(std::span<const SequenceChunk> batch, const std::vec
       }
       check_finite(h.data(), m, hid, "the token embedding");
     }
+    const int64_t deepstack = deepstack_levels();
     for (size_t li = 0; li < layers_.size(); ++li) {
       layers_[li]->forward(step);
+      const int64_t layer = first_layer_ + static_cast<int64_t>(li);
+      if (layer < deepstack) add_deepstack(batch, pieces, layer, h.data());
       // The residual stream: catches what a layer produced before the next layer's norm hides it.
       check_finite(h.data(), m, hid, "the hidden state after decoder layer ",
                    std::to_string(first_layer_ + static_cast<int64_t>(li)));
@@ -458,6 +461,26 @@ void CausalLM::forward_step(std::span<const SequenceChunk> batch, const std::vec
     return;
   }
   step_logits(batch, pieces, h.data(), x.data());
+}
+
+void CausalLM::add_deepstack(std::span<const SequenceChunk> batch, const std::vector<Piece>& pieces, int64_t level,
+                             float* h) const {
+  // Qwen3-VL's DeepStack (transformers' _deepstack_process): an image row's level-l features, cast
+  // to the activation dtype, added to its hidden state after decoder layer l.
+  const int64_t hid = config().hidden_size;
+  std::vector<float> e(static_cast<size_t>(hid));
+  for (const Piece& p : pieces) {
+    const SequenceChunk& c = batch[p.chunk];
+    if (!c.embeds) continue;
+    for (int64_t j = 0; j < p.n; ++j)
+      if (const float* row = c.embeds[p.offset + j]) {
+        std::copy_n(row + (level + 1) * hid, hid, e.data());
+        round_to_dtype(e.data(), e.size(), dtype_);
+        float* x = h + (p.row0 + j) * hid;
+        for (int64_t i = 0; i < hid; ++i) x[i] += e[static_cast<size_t>(i)];
+        round_to_dtype(x, static_cast<size_t>(hid), dtype_);
+      }
+  }
 }
 
 std::tuple<int64_t, int64_t, int64_t> CausalLM::locate_row(std::span<const SequenceChunk> batch,

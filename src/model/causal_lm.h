@@ -134,6 +134,8 @@ class CausalLM {
 
   // The checkpoint's vision tower (ArchDef::load_image_encoder), or null: a text-only model.
   const ImageEncoder* image_encoder() const { return image_encoder_.get(); }
+  // The vision tower's DeepStack levels (SequenceChunk::embeds), 0 without a tower or DeepStack.
+  int64_t deepstack_levels() const { return image_encoder_ ? image_encoder_->deepstack_levels() : 0; }
 
   // ---- the MTP head (LoadOptions::mtp) ----
   bool has_mtp() const { return mtp_ != nullptr; }
@@ -169,6 +171,9 @@ class CausalLM {
   // asked for, from the step's residual stream h [rows, hidden] (x: scratch of the same size).
   void step_logits(std::span<const SequenceChunk> batch, const std::vector<Piece>& pieces, const float* h,
                    float* x) const;
+  // DeepStack level `level` of every image row of the step added to h [rows, hidden] (SequenceChunk::embeds).
+  void add_deepstack(std::span<const SequenceChunk> batch, const std::vector<Piece>& pieces, int64_t level,
+                     float* h) const;
   // Step row -> (batch entry, position, sequence id), for error messages.
   static std::tuple<int64_t, int64_t, int64_t> locate_row(std::span<const SequenceChunk> batch,
                                                           const std::vector<Piece>& pieces, int64_t row);

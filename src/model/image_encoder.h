@@ -19,6 +19,9 @@ struct ImageEmbeddings {
                               // Gemma 3: mm_tokens_per_image for the image and for each crop)
   int64_t cols = 0;           // the language model's hidden size
   std::vector<float> values;  // rows x cols, row-major, in the order of the placeholder tokens
+  // DeepStack (Qwen3-VL): per level l, rows x cols more values, which the language model adds to the
+  // placeholder tokens' hidden states after decoder layer l. Empty for a tower without it.
+  std::vector<std::vector<float>> deepstack;
 };
 
 // Which processor makes a tower's pixels (and how the prompt writes an image: engine/image_input.h).
@@ -38,6 +41,8 @@ class ImageEncoder {
   // One image and its pan-and-scan crops: rows for the image first, then each crop's.
   virtual ImageEmbeddings encode(const vision::Gemma3Pixels& pixels) const;
   virtual int64_t hidden_size() const = 0;
+  // How many DeepStack levels every encode() returns (ImageEmbeddings::deepstack); 0: none.
+  virtual int64_t deepstack_levels() const { return 0; }
 };
 
 }  // namespace fp4lm::model

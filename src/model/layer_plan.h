@@ -39,6 +39,9 @@ struct LayerSpec {
   // input-major, [E, D, 2I] (gate columns, then up) and [E, I, D], as Llama 4's Llama4TextExperts;
   // false: [E, 2I, D] and [E, D, I] (Qwen3.5).
   bool fused_input_major = false;
+  // Fused experts in either form, told apart by shape as transformers' Transpose(check_dims) does
+  // (Qwen3-VL-MoE): the [E, 2I, D] / [E, D, I] form when gate_up_proj has that shape, else input-major.
+  bool fused_major_by_shape = false;
   // What runs between w13 and w2 (the one place an architecture chooses it; kernels/expert_activation.h).
   kernels::ExpertActivation expert_activation;
 

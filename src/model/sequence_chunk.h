@@ -23,7 +23,9 @@ struct SequenceChunk {
   // and log what replaying them needs.
   bool rewindable = false;
   // Images (model/image_encoder.h): when set, row i's input is embeds[i] ([hidden] floats) instead
-  // of its token's embedding where embeds[i] is not null (an image placeholder's encoder row).
+  // of its token's embedding where embeds[i] is not null (an image placeholder's encoder row). With
+  // DeepStack (CausalLM::deepstack_levels() L > 0) each such row is followed by its L level rows
+  // ([hidden] each), level l added to the row's hidden state after decoder layer l.
   const float* const* embeds = nullptr;
   // Multimodal RoPE: the (t, h, w) rotary positions of the n rows, 3 each (model/mrope_positions.h).
   // After the call the state's rope_delta is the largest of them + 1 - its new length, so the

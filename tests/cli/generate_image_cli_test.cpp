@@ -1,5 +1,6 @@
 // `fp4lm generate --image` through the binary, against transformers 5.24
-// (scripts/make_qwen_vl_e2e_goldens.py): on a tiny random Qwen3.5 VL (dense and MoE), a PNG + a
+// (scripts/make_qwen_vl_e2e_goldens.py, scripts/make_qwen3_vl_goldens.py): on a tiny random Qwen3.5
+// VL and Qwen3-VL (dense and MoE), a PNG + a
 // --chat message give Qwen3VLProcessor's prompt ids and transformers' greedy tokens; the same
 // with the placeholder written into --prompt-ids; and the usage errors (a model without a
 // vision tower, an unreadable or undecodable image, placeholders that do not match the images).
@@ -22,8 +23,10 @@ using nlohmann::json;
 
 test::CommandResult fp4lm(const std::string& args) { return test::run_fp4lm(args); }
 
+// "dense", "moe": Qwen3.5 VL; "qwen3_vl_e2e/dense" etc.: Qwen3-VL (scripts/make_qwen3_vl_goldens.py).
 std::string fixture(const std::string& kind) {
-  return (test::source_dir() / "tests/cli/fixtures/qwen3_5_vl_e2e" / kind).string();
+  const auto root = test::source_dir() / "tests/cli/fixtures";
+  return (kind.find('/') == std::string::npos ? root / "qwen3_5_vl_e2e" / kind : root / kind).string();
 }
 std::string image() { return (test::source_dir() / "tests/vision/data/rgb_56x84.png").string(); }
 json golden(const std::string& kind) { return json::parse(test::read_file(fixture(kind) + "/golden.json")); }
@@ -47,6 +50,12 @@ void chat_with_image(const std::string& kind) {
 
 TEST(GenerateImageCli, DenseChatWithImageEqualsTransformers) { chat_with_image("dense"); }
 TEST(GenerateImageCli, MoeChatWithImageEqualsTransformers) { chat_with_image("moe"); }
+// Qwen3-VL: the tower's DeepStack features added after the first decoder layers.
+TEST(GenerateImageCli, Qwen3VlDenseChatWithImageEqualsTransformers) { chat_with_image("qwen3_vl_e2e/dense"); }
+TEST(GenerateImageCli, Qwen3VlMoeChatWithImageEqualsTransformers) { chat_with_image("qwen3_vl_e2e/moe"); }
+TEST(GenerateImageCli, Qwen3VlMoePerExpertChatWithImageEqualsTransformers) {
+  chat_with_image("qwen3_vl_e2e/moe_per_expert");
+}
 
 TEST(GenerateImageCli, PromptIdsWithOnePlaceholderPerImage) {
   const json g = golden("dense");

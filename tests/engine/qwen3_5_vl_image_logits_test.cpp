@@ -4,9 +4,13 @@
 // encoded, the PNG decoded, preprocessed and encoded by the vision tower (engine/image_input.h),
 // and the whole prompt run in float32. The prompt ids equal Qwen3VLProcessor's, and every
 // position's logits (the text after the image included) are within 1e-4 of the logit range of
-// the float64 forward of Qwen3_5ForConditionalGeneration with pixel_values.
+// the float64 forward of Qwen3_5ForConditionalGeneration with pixel_values. The same for Qwen3-VL and
+// Qwen3-VL-MoE (scripts/make_qwen3_vl_goldens.py: Qwen3VL(Moe)ForConditionalGeneration, whose
+// tower's DeepStack features are added after decoder layers 0 and 1; without them the logits are
+// hundreds of times the bound away, which golden.json records).
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
@@ -29,7 +33,11 @@ namespace {
 
 namespace fs = std::filesystem;
 
-fs::path fixture(const std::string& kind) { return test::source_dir() / "tests/cli/fixtures/qwen3_5_vl_e2e" / kind; }
+// "dense", "moe": Qwen3.5 VL; "qwen3_vl_e2e/<kind>": Qwen3-VL.
+fs::path fixture(const std::string& kind) {
+  const fs::path root = test::source_dir() / "tests/cli/fixtures";
+  return kind.find('/') == std::string::npos ? root / "qwen3_5_vl_e2e" / kind : root / kind;
+}
 
 void check(const std::string& kind) {
   const std::string dir = fixture(kind).string();
@@ -94,10 +102,19 @@ void check(const std::string& kind) {
   EXPECT_LE(worst_after, tol) << kind << ": text after the image, logit range " << (*hi - *lo);
   EXPECT_LE(worst, tol) << kind << ": all positions";
   EXPECT_GT(worst_after, 0.0) << "compared nothing?";
+  ::testing::Test::RecordProperty("rel_diff", fmt::format("{:.2e}", worst / (*hi - *lo)));
+  if (g.contains("no_deepstack_rel_diff")) {
+    EXPECT_EQ(lm->deepstack_levels(), 2);
+    EXPECT_GT(g["no_deepstack_rel_diff"].get<double>(), 100 * 1e-4) << "the fixture would not show DeepStack missing";
+  }
 }
 
 TEST(Qwen3_5VlImageLogits, DenseEqualsTransformers) { check("dense"); }
 TEST(Qwen3_5VlImageLogits, MoeEqualsTransformers) { check("moe"); }
+TEST(Qwen3VlImageLogits, DenseEqualsTransformers) { check("qwen3_vl_e2e/dense"); }
+TEST(Qwen3VlImageLogits, MoeEqualsTransformers) { check("qwen3_vl_e2e/moe"); }
+TEST(Qwen3VlImageLogits, MoeInputMajorEqualsTransformers) { check("qwen3_vl_e2e/moe_input_major"); }
+TEST(Qwen3VlImageLogits, MoePerExpertEqualsTransformers) { check("qwen3_vl_e2e/moe_per_expert"); }
 
 }  // namespace
 }  // namespace fp4lm::engine::qwen3_5_vl_image_logits_test

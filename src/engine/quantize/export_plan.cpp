@@ -79,7 +79,9 @@ void expose_fused_experts(io::Checkpoint& ck) {
     const std::string& box = spec.shards[0];
     if (!ck.find(box + ".gate_up_proj")) continue;
     // Llama 4's fused experts are input-major ([E, D, 2I]): an expert's rows are not a slice of them.
-    if (spec.fused_input_major)
+    const TensorView* gu = ck.find(box + ".gate_up_proj");
+    if (spec.fused_input_major ||
+        (spec.fused_major_by_shape && gu->shape != Shape{spec.num_experts, 2 * spec.inter, spec.hidden}))
       fail("{}: fp4lm quantize does not export {}'s fused input-major experts ('{}.gate_up_proj' [E, hidden, 2 x "
            "intermediate]); fp4lm runs them unquantized as stored, and reads NVFP4 experts per expert",
            ck.dir(), c.architecture, box);

@@ -8,6 +8,7 @@
 // `<experts>.down_proj` [E, I, D], with biases: they are transposed once at load into owned [out, in]
 // copies in the stored dtype. Llama 4's fused experts (LayerSpec::fused_input_major) are input-major
 // too, without biases and with the gate columns before the up columns: transposed the same way.
+// Qwen3-VL-MoE's (LayerSpec::fused_major_by_shape) are either, by gate_up_proj's shape.
 #include <cstring>
 #include <memory>
 
@@ -39,8 +40,10 @@ class UnquantizedMethod final : public QuantMethod {
     const std::string& box = spec.shards[0];
     if (spec.expert_layout == LayerSpec::ExpertLayout::gpt_oss) return gpt_oss_moe(p, spec, scheme);
     if (!p.checkpoint().find(box + ".gate_up_proj")) return QuantMethod::moe(p, spec, scheme);
-    if (spec.fused_input_major) return gpt_oss_moe(p, spec, scheme);
     const int64_t e_n = spec.num_experts, inter = spec.inter, hidden = spec.hidden;
+    if (spec.fused_input_major ||
+        (spec.fused_major_by_shape && p.checkpoint().find(box + ".gate_up_proj")->shape != Shape{e_n, 2 * inter, hidden}))
+      return gpt_oss_moe(p, spec, scheme);
     const TensorView& gu =
         p.require(box + ".gate_up_proj", {DType::F32, DType::BF16, DType::F16}, {e_n, 2 * inter, hidden});
     const TensorView& dn = p.require(box + ".down_proj", {DType::F32, DType::BF16, DType::F16}, {e_n, hidden, inter});

@@ -78,7 +78,7 @@ Taps axis_taps(int64_t i, int64_t size, int64_t side) {
 
 }  // namespace
 
-Qwen3_5VisionConfig parse_qwen3_5_vision_config(const nlohmann::json& j, const std::string& where) {
+Qwen3_5VisionConfig parse_qwen3_5_vision_config(const nlohmann::json& j, const std::string& where, bool deepstack) {
   if (!j.is_object()) fail("{}: must be an object, found {}", where, j.dump());
   const ConfigReader r{j, where};
   Qwen3_5VisionConfig c;
@@ -116,7 +116,19 @@ Qwen3_5VisionConfig parse_qwen3_5_vision_config(const nlohmann::json& j, const s
     }
   }
   if (r.has("rope_theta")) c.rope_theta = r.get<double>("rope_theta");
-  if (r.has("deepstack_visual_indexes") && !r.int_list("deepstack_visual_indexes").empty())
+  if (deepstack) {
+    // transformers' default (8, 16, 24) when absent, as Qwen3VLVisionConfig's.
+    c.deepstack_visual_indexes = r.has("deepstack_visual_indexes") ? r.int_list("deepstack_visual_indexes")
+                                                                   : std::vector<int64_t>{8, 16, 24};
+    for (size_t i = 0; i < c.deepstack_visual_indexes.size(); ++i) {
+      const int64_t b = c.deepstack_visual_indexes[i];
+      if (b < 0 || b >= c.depth)
+        fail("{}: field 'deepstack_visual_indexes' holds {}, not a block of the tower (depth {})", where, b, c.depth);
+      for (size_t k = 0; k < i; ++k)
+        if (c.deepstack_visual_indexes[k] == b)
+          fail("{}: field 'deepstack_visual_indexes' holds block {} twice", where, b);
+    }
+  } else if (r.has("deepstack_visual_indexes") && !r.int_list("deepstack_visual_indexes").empty())
     fail("{}: field 'deepstack_visual_indexes' is {}: Qwen3-VL's deepstack features are not part of Qwen3.5's tower, "
          "and fp4lm does not run them",
          where, j["deepstack_visual_indexes"].dump());
@@ -169,7 +181,7 @@ Qwen3_5VisionTower::Qwen3_5VisionTower(Qwen3_5VisionConfig config, Weights weigh
     inv_freq_.push_back(static_cast<float>(1.0 / std::pow(c.rope_theta, static_cast<double>(j) / spatial)));
 }
 
-std::unique_ptr<Qwen3_5VisionTower> Qwen3_5VisionTower::load(ModelLoader& l) {
+std::unique_ptr<Qwen3_5VisionTower> Qwen3_5VisionTower::load(ModelLoader& l, bool deepstack) {
   const nlohmann::json& cj = l.checkpoint().config();
   if (!cj.contains("vision_config") || cj["vision_config"].is_null()) return nullptr;
   const std::string where = l.checkpoint().dir() + "/config.json: vision_config";
@@ -182,7 +194,7 @@ std::unique_ptr<Qwen3_5VisionTower> Qwen3_5VisionTower::load(ModelLoader& l) {
                where);
     return nullptr;
   }
-  Qwen3_5VisionConfig c = parse_qwen3_5_vision_config(cj["vision_config"], where);
+  Qwen3_5VisionConfig c = parse_qwen3_5_vision_config(cj["vision_config"], where, deepstack);
   if (c.out_hidden_size != l.config().hidden_size)
     fail("{}: out_hidden_size {} differs from the language model's hidden_size {}: the merger's rows replace "
          "token embeddings",
@@ -220,6 +232,15 @@ std::unique_ptr<Qwen3_5VisionTower> Qwen3_5VisionTower::load(ModelLoader& l) {
   w.merger_norm_b = l.tensor_f32(v + "merger.norm.bias", {H});
   w.merger_fc1 = linear(v + "merger.linear_fc1", M, M);
   w.merger_fc2 = linear(v + "merger.linear_fc2", c.out_hidden_size, M);
+  for (size_t j = 0; j < c.deepstack_visual_indexes.size(); ++j) {
+    const std::string d = fmt::format("{}deepstack_merger_list.{}.", v, j);
+    Weights::DeepstackMerger dm;
+    dm.norm_w = l.tensor_f32(d + "norm.weight", {M});
+    dm.norm_b = l.tensor_f32(d + "norm.bias", {M});
+    dm.fc1 = linear(d + "linear_fc1", M, M);
+    dm.fc2 = linear(d + "linear_fc2", c.out_hidden_size, M);
+    w.deepstack.push_back(std::move(dm));
+  }
   return std::make_unique<Qwen3_5VisionTower>(std::move(c), std::move(w), where);
 }
 
@@ -250,8 +271,9 @@ double Qwen3_5VisionTower::flops(int64_t patches) const {
   const double n = static_cast<double>(patches), H = static_cast<double>(c.hidden_size);
   const double M = H * static_cast<double>(c.spatial_merge_size * c.spatial_merge_size);
   const double per_block = 2 * n * (3 * H * H + H * H + 2 * H * static_cast<double>(c.intermediate_size)) + 4 * n * n * H;
+  const double mergers = 1.0 + static_cast<double>(c.deepstack_visual_indexes.size());
   return 2 * n * static_cast<double>(c.patch_width()) * H + static_cast<double>(c.depth) * per_block +
-         2 * (n / (M / H)) * (M * M + M * static_cast<double>(c.out_hidden_size));
+         mergers * 2 * (n / (M / H)) * (M * M + M * static_cast<double>(c.out_hidden_size));
 }
 
 std::vector<ImageEmbeddings> Qwen3_5VisionTower::encode_all(const std::vector<const vision::QwenVlPixels*>& images) const {
@@ -322,7 +344,20 @@ std::vector<ImageEmbeddings> Qwen3_5VisionTower::encode_all(const std::vector<co
   std::vector<float> qh(static_cast<size_t>(N * H)), kh(static_cast<size_t>(N * H)), vh(static_cast<size_t>(N * H));
   std::vector<float> oh(static_cast<size_t>(N * H)), hid(static_cast<size_t>(N * I));
   const kernels::AttentionKernel& kernel = kernels::attention_kernel();
-  for (const Block& b : w_.blocks) {
+  const int64_t T = N / unit;
+  // The merger's MLP over T rows of MH (LN'd into y): fc1, exact GELU, fc2 into out [T, out_hidden_size].
+  std::vector<float> mid(static_cast<size_t>(T * MH));
+  const auto merge_mlp = [&](const Linear& fc1, const Linear& fc2, const float* in, std::vector<float>& out) {
+    fc1.forward(in, T, mid.data(), pool);
+    pool.parallel_for(T * MH, [&](int64_t i0, int64_t i1, int) {
+      for (int64_t i = i0; i < i1; ++i) mid[static_cast<size_t>(i)] = gelu_erf(mid[static_cast<size_t>(i)]);
+    });
+    out.resize(static_cast<size_t>(T * c.out_hidden_size));
+    fc2.forward(mid.data(), T, out.data(), pool);
+  };
+  std::vector<std::vector<float>> deepstack;  // in block order, as transformers appends them
+  for (size_t bi = 0; bi < w_.blocks.size(); ++bi) {
+    const Block& b = w_.blocks[bi];
     layer_norm(x.data(), N, H, b.norm1_w, b.norm1_b, y.data(), pool);
     b.qkv->forward(y.data(), N, qkv.data(), pool);
     // Rope on q and k; q, k and v regrouped per (frame, head) as the kernel reads them: [rows, D].
@@ -391,18 +426,19 @@ std::vector<ImageEmbeddings> Qwen3_5VisionTower::encode_all(const std::vector<co
     activate(hid.data(), N * I, c.hidden_act, pool);
     b.fc2->forward(hid.data(), N, y.data(), pool);
     for (int64_t i = 0; i < N * H; ++i) x[static_cast<size_t>(i)] += y[static_cast<size_t>(i)];
+    const auto& ds = c.deepstack_visual_indexes;
+    if (const auto it = std::find(ds.begin(), ds.end(), static_cast<int64_t>(bi)); it != ds.end()) {
+      // DeepStack: the merge window's rows as one row of MH, normed over all of it.
+      const auto& dm = w_.deepstack[static_cast<size_t>(it - ds.begin())];
+      layer_norm(x.data(), T, MH, dm.norm_w, dm.norm_b, y.data(), pool);
+      merge_mlp(*dm.fc1, *dm.fc2, y.data(), deepstack.emplace_back());
+    }
   }
 
   // Merger: LN per patch, each merge window's `unit` consecutive rows as one row of MH.
   layer_norm(x.data(), N, H, w_.merger_norm_w, w_.merger_norm_b, y.data(), pool);
-  const int64_t T = N / unit;
-  std::vector<float> mid(static_cast<size_t>(T * MH));
-  w_.merger_fc1->forward(y.data(), T, mid.data(), pool);
-  pool.parallel_for(T * MH, [&](int64_t i0, int64_t i1, int) {
-    for (int64_t i = i0; i < i1; ++i) mid[static_cast<size_t>(i)] = gelu_erf(mid[static_cast<size_t>(i)]);
-  });
-  std::vector<float> out(static_cast<size_t>(T * c.out_hidden_size));
-  w_.merger_fc2->forward(mid.data(), T, out.data(), pool);
+  std::vector<float> out;
+  merge_mlp(*w_.merger_fc1, *w_.merger_fc2, y.data(), out);
 
   std::vector<ImageEmbeddings> result;
   int64_t row = 0;
@@ -411,6 +447,8 @@ std::vector<ImageEmbeddings> Qwen3_5VisionTower::encode_all(const std::vector<co
     e.rows = p->rows / unit;
     e.cols = c.out_hidden_size;
     e.values.assign(out.begin() + row * e.cols, out.begin() + (row + e.rows) * e.cols);
+    for (const std::vector<float>& d : deepstack)
+      e.deepstack.emplace_back(d.begin() + row * e.cols, d.begin() + (row + e.rows) * e.cols);
     row += e.rows;
     result.push_back(std::move(e));
   }

@@ -11,6 +11,11 @@
 //                    the column, the pair repeated: rotate_half over the whole head);
 //   merger           LN, then each 2x2 merge window's rows concatenated, fc1, exact GELU, fc2 to the
 //                    language model's hidden size.
+// Qwen3-VL's tower (Qwen3VLVisionModel, Qwen3VLMoeVisionModel) is the same plus DeepStack: after the
+// blocks listed in deepstack_visual_indexes, `deepstack_merger_list.<j>` (j the block's place in that
+// list) turns the hidden state into one more set of rows — its LayerNorm over the concatenated
+// merge window ("postshuffle"), then fc1, GELU, fc2 — returned as ImageEmbeddings::deepstack in
+// block order, which the language model adds after its first decoder layers.
 // Linears run on the loader's kernels (16-bit dense weights, or a quantized tower's scheme);
 // LayerNorm, rope and the softmax in float32. docs/VISION.md.
 #include <cstdint>
@@ -35,12 +40,15 @@ struct Qwen3_5VisionConfig {
   int64_t out_hidden_size = 3584, num_position_embeddings = 2304;
   std::string hidden_act = "gelu_pytorch_tanh";  // or "gelu" (erf), "silu"
   double rope_theta = 10000.0;
+  std::vector<int64_t> deepstack_visual_indexes;  // Qwen3-VL; empty for Qwen3.5
 
   int64_t head_dim() const { return hidden_size / num_heads; }
   int64_t patch_width() const { return in_channels * temporal_patch_size * patch_size * patch_size; }
 };
-// `where` names the object in errors ("<dir>/config.json: vision_config").
-Qwen3_5VisionConfig parse_qwen3_5_vision_config(const nlohmann::json& j, const std::string& where);
+// `where` names the object in errors ("<dir>/config.json: vision_config"). `deepstack`: Qwen3-VL's
+// form, whose deepstack_visual_indexes (distinct blocks of the tower) are read; Qwen3.5's refuses any.
+Qwen3_5VisionConfig parse_qwen3_5_vision_config(const nlohmann::json& j, const std::string& where,
+                                                bool deepstack = false);
 
 class Qwen3_5VisionTower final : public ImageEncoder {
  public:
@@ -54,6 +62,13 @@ class Qwen3_5VisionTower final : public ImageEncoder {
     std::vector<Block> blocks;
     std::vector<float> merger_norm_w, merger_norm_b;
     std::unique_ptr<Linear> merger_fc1, merger_fc2;
+    // DeepStack mergers, one per deepstack_visual_indexes entry in its order; LayerNorm over
+    // hidden x merge^2.
+    struct DeepstackMerger {
+      std::vector<float> norm_w, norm_b;
+      std::unique_ptr<Linear> fc1, fc2;
+    };
+    std::vector<DeepstackMerger> deepstack;
   };
   // Error naming the field when the config is inconsistent (heads not dividing hidden, a head_dim
   // not a multiple of 4, a non-square position grid).
@@ -62,7 +77,8 @@ class Qwen3_5VisionTower final : public ImageEncoder {
   // The checkpoint's tower: nullptr when config.json has no vision_config (a text-only checkpoint);
   // Error naming the file, field or tensor on any defect (out_hidden_size other than the language
   // model's hidden size, a missing or misshaped model.visual.* tensor).
-  static std::unique_ptr<Qwen3_5VisionTower> load(ModelLoader& l);
+  // `deepstack`: Qwen3-VL's tower (deepstack_visual_indexes and model.visual.deepstack_merger_list.*).
+  static std::unique_ptr<Qwen3_5VisionTower> load(ModelLoader& l, bool deepstack = false);
 
   ImageFamily family() const override { return ImageFamily::qwen_vl; }
   using ImageEncoder::encode;
@@ -70,6 +86,7 @@ class Qwen3_5VisionTower final : public ImageEncoder {
   // Several images in one pass (their Linears batched; each attends only to its own patches), in order.
   std::vector<ImageEmbeddings> encode_all(const std::vector<const vision::QwenVlPixels*>& images) const;
   int64_t hidden_size() const override { return config_.out_hidden_size; }
+  int64_t deepstack_levels() const override { return static_cast<int64_t>(config_.deepstack_visual_indexes.size()); }
   const Qwen3_5VisionConfig& config() const { return config_; }
 
   // The multiply-adds x2 of one image of `patches` patches in one frame (the bench's GFLOP count):
