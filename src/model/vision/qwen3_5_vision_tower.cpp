@@ -8,12 +8,12 @@
 
 #include "core/error.h"
 #include "core/log.h"
-#include "kernels/attention.h"
 #include "kernels/registry.h"
 #include "model/activation.h"
 #include "model/config_reader.h"
 #include "model/layer_plan.h"
 #include "model/model_loader.h"
+#include "model/vision/vision_ops.h"
 
 namespace fp4lm::model {
 
@@ -28,25 +28,6 @@ bool bookkeeping_key(const std::string& k) {
                                 "output_hidden_states", "return_dict", "chunk_size_feed_forward", "id2label",
                                 "label2id", "problem_type", "tie_word_embeddings"};
   return std::any_of(std::begin(names), std::end(names), [&](const char* n) { return k == n; });
-}
-
-// y = LN(x) per row of `dim` (two passes in float32, as PyTorch's float LayerNorm).
-void layer_norm(const float* x, int64_t rows, int64_t dim, const std::vector<float>& w, const std::vector<float>& b,
-                float* y, ThreadPool& pool) {
-  pool.parallel_for(rows, [&](int64_t r0, int64_t r1, int) {
-    for (int64_t r = r0; r < r1; ++r) {
-      const float* xr = x + r * dim;
-      float* yr = y + r * dim;
-      double mean = 0;
-      for (int64_t i = 0; i < dim; ++i) mean += xr[i];
-      mean /= static_cast<double>(dim);
-      double var = 0;
-      for (int64_t i = 0; i < dim; ++i) var += (xr[i] - mean) * (xr[i] - mean);
-      var /= static_cast<double>(dim);
-      const float m = static_cast<float>(mean), inv = static_cast<float>(1.0 / std::sqrt(var + kLayerNormEps));
-      for (int64_t i = 0; i < dim; ++i) yr[i] = (xr[i] - m) * inv * w[i] + b[i];
-    }
-  });
 }
 
 float gelu_erf(float x) { return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752f)); }
@@ -341,9 +322,7 @@ std::vector<ImageEmbeddings> Qwen3_5VisionTower::encode_all(const std::vector<co
   }
 
   std::vector<float> y(static_cast<size_t>(N * H)), qkv(static_cast<size_t>(N * 3 * H)), att(static_cast<size_t>(N * H));
-  std::vector<float> qh(static_cast<size_t>(N * H)), kh(static_cast<size_t>(N * H)), vh(static_cast<size_t>(N * H));
-  std::vector<float> oh(static_cast<size_t>(N * H)), hid(static_cast<size_t>(N * I));
-  const kernels::AttentionKernel& kernel = kernels::attention_kernel();
+  std::vector<float> hid(static_cast<size_t>(N * I));
   const int64_t T = N / unit;
   // The merger's MLP over T rows of MH (LN'd into y): fc1, exact GELU, fc2 into out [T, out_hidden_size].
   std::vector<float> mid(static_cast<size_t>(T * MH));
@@ -358,16 +337,14 @@ std::vector<ImageEmbeddings> Qwen3_5VisionTower::encode_all(const std::vector<co
   std::vector<std::vector<float>> deepstack;  // in block order, as transformers appends them
   for (size_t bi = 0; bi < w_.blocks.size(); ++bi) {
     const Block& b = w_.blocks[bi];
-    layer_norm(x.data(), N, H, b.norm1_w, b.norm1_b, y.data(), pool);
+    vision_layer_norm(x.data(), N, H, b.norm1_w, b.norm1_b, kLayerNormEps, y.data(), pool);
     b.qkv->forward(y.data(), N, qkv.data(), pool);
-    // Rope on q and k; q, k and v regrouped per (frame, head) as the kernel reads them: [rows, D].
+    // RoPE on q and k in place, then bidirectional attention within each frame.
     pool.parallel_for(N, [&](int64_t r0, int64_t r1, int) {
       std::vector<float> tmp(static_cast<size_t>(D));
       for (int64_t r = r0; r < r1; ++r) {
         const float* cr = cosv.data() + r * D;
         const float* sr = sinv.data() + r * D;
-        const int64_t seg = std::upper_bound(segments.begin(), segments.end(), r) - segments.begin() - 1;
-        const int64_t s0 = segments[static_cast<size_t>(seg)], len = segments[static_cast<size_t>(seg) + 1] - s0;
         for (int64_t part = 0; part < 2; ++part)
           for (int64_t h = 0; h < heads; ++h) {
             float* v = qkv.data() + r * 3 * H + part * H + h * D;
@@ -375,53 +352,14 @@ std::vector<ImageEmbeddings> Qwen3_5VisionTower::encode_all(const std::vector<co
               tmp[static_cast<size_t>(i)] = v[i] * cr[i] - v[i + D / 2] * sr[i];
               tmp[static_cast<size_t>(i + D / 2)] = v[i + D / 2] * cr[i + D / 2] + v[i] * sr[i + D / 2];
             }
-            float* dst = (part == 0 ? qh : kh).data() + (s0 * H + h * len * D) + (r - s0) * D;
-            std::memcpy(dst, tmp.data(), static_cast<size_t>(D) * sizeof(float));
+            std::memcpy(v, tmp.data(), static_cast<size_t>(D) * sizeof(float));
           }
-        for (int64_t h = 0; h < heads; ++h)
-          std::memcpy(vh.data() + (s0 * H + h * len * D) + (r - s0) * D, qkv.data() + r * 3 * H + 2 * H + h * D,
-                      static_cast<size_t>(D) * sizeof(float));
       }
     });
-    // Bidirectional attention within each frame: the causal kernel, each query row placed at the
-    // frame's last position so that it sees every key of the frame; kGroup query rows of one head
-    // passed as one call's "group" (the kernel then streams the head's keys and values once per
-    // 8 rows instead of once per row).
-    constexpr int64_t kGroup = 32;
-    for (size_t sg = 0; sg + 1 < segments.size(); ++sg) {
-      const int64_t s0 = segments[sg], len = segments[sg + 1] - s0, blocks = (len + kGroup - 1) / kGroup;
-      pool.parallel_for(heads * blocks, [&](int64_t i0, int64_t i1, int) {
-        for (int64_t i = i0; i < i1; ++i) {
-          const int64_t h = i / blocks, r0 = (i % blocks) * kGroup, g = std::min(kGroup, len - r0);
-          const int64_t base = s0 * H + h * len * D;
-          kernels::AttentionCall call;
-          call.q = qh.data() + base + r0 * D;
-          call.q_stride = g * D;
-          call.out = oh.data() + base + r0 * D;
-          call.out_stride = g * D;
-          call.rows = 1;
-          call.group = g;
-          call.pos0 = len - 1;
-          call.head_dim = D;
-          call.kv_dtype = DType::F32;
-          call.keys = reinterpret_cast<const uint8_t*>(kh.data() + base);
-          call.values = reinterpret_cast<const uint8_t*>(vh.data() + base);
-          kernels::run_attention(kernel, call);
-        }
-      });
-    }
-    pool.parallel_for(N, [&](int64_t r0, int64_t r1, int) {
-      for (int64_t r = r0; r < r1; ++r) {
-        const int64_t seg = std::upper_bound(segments.begin(), segments.end(), r) - segments.begin() - 1;
-        const int64_t s0 = segments[static_cast<size_t>(seg)], len = segments[static_cast<size_t>(seg) + 1] - s0;
-        for (int64_t h = 0; h < heads; ++h)
-          std::memcpy(att.data() + r * H + h * D, oh.data() + (s0 * H + h * len * D) + (r - s0) * D,
-                      static_cast<size_t>(D) * sizeof(float));
-      }
-    });
+    segment_attention(qkv.data(), qkv.data() + H, qkv.data() + 2 * H, 3 * H, heads, D, segments, att.data(), pool);
     b.proj->forward(att.data(), N, y.data(), pool);
     for (int64_t i = 0; i < N * H; ++i) x[static_cast<size_t>(i)] += y[static_cast<size_t>(i)];
-    layer_norm(x.data(), N, H, b.norm2_w, b.norm2_b, y.data(), pool);
+    vision_layer_norm(x.data(), N, H, b.norm2_w, b.norm2_b, kLayerNormEps, y.data(), pool);
     b.fc1->forward(y.data(), N, hid.data(), pool);
     activate(hid.data(), N * I, c.hidden_act, pool);
     b.fc2->forward(hid.data(), N, y.data(), pool);
@@ -430,13 +368,13 @@ std::vector<ImageEmbeddings> Qwen3_5VisionTower::encode_all(const std::vector<co
     if (const auto it = std::find(ds.begin(), ds.end(), static_cast<int64_t>(bi)); it != ds.end()) {
       // DeepStack: the merge window's rows as one row of MH, normed over all of it.
       const auto& dm = w_.deepstack[static_cast<size_t>(it - ds.begin())];
-      layer_norm(x.data(), T, MH, dm.norm_w, dm.norm_b, y.data(), pool);
+      vision_layer_norm(x.data(), T, MH, dm.norm_w, dm.norm_b, kLayerNormEps, y.data(), pool);
       merge_mlp(*dm.fc1, *dm.fc2, y.data(), deepstack.emplace_back());
     }
   }
 
   // Merger: LN per patch, each merge window's `unit` consecutive rows as one row of MH.
-  layer_norm(x.data(), N, H, w_.merger_norm_w, w_.merger_norm_b, y.data(), pool);
+  vision_layer_norm(x.data(), N, H, w_.merger_norm_w, w_.merger_norm_b, kLayerNormEps, y.data(), pool);
   std::vector<float> out;
   merge_mlp(*w_.merger_fc1, *w_.merger_fc2, y.data(), out);
 

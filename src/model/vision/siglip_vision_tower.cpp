@@ -146,7 +146,7 @@ std::vector<float> SiglipVisionTower::forward(const float* pixels, int64_t image
       std::copy_n(row + H, H, k.data() + r * H);
       std::copy_n(row + 2 * H, H, v.data() + r * H);
     }
-    segment_attention(q.data(), k.data(), v.data(), c.num_attention_heads, c.head_dim(), segments, att.data(), pool);
+    segment_attention(q.data(), k.data(), v.data(), H, c.num_attention_heads, c.head_dim(), segments, att.data(), pool);
     ly.out->forward(att.data(), N, y.data(), pool);
     for (size_t i = 0; i < x.size(); ++i) x[i] += y[i];
     vision_layer_norm(x.data(), N, H, ly.ln2_w, ly.ln2_b, eps, y.data(), pool);

@@ -26,8 +26,8 @@ void vision_layer_norm(const float* x, int64_t rows, int64_t dim, const std::vec
   });
 }
 
-void segment_attention(const float* q, const float* k, const float* v, int64_t heads, int64_t D,
-                       const std::vector<int64_t>& segments, float* out, ThreadPool& pool) {
+void segment_attention(const float* q, const float* k, const float* v, int64_t row_stride, int64_t heads,
+                       int64_t D, const std::vector<int64_t>& segments, float* out, ThreadPool& pool) {
   const int64_t H = heads * D, N = segments.back();
   // Regrouped per (segment, head) as the kernel reads them: [len, D] each.
   std::vector<float> qh(static_cast<size_t>(N * H)), kh(qh.size()), vh(qh.size()), oh(qh.size());
@@ -39,7 +39,7 @@ void segment_attention(const float* q, const float* k, const float* v, int64_t h
       const size_t sg = seg_of(r);
       const int64_t s0 = segments[sg], len = segments[sg + 1] - s0;
       for (int64_t h = 0; h < heads; ++h) {
-        const size_t dst = static_cast<size_t>(s0 * H + h * len * D + (r - s0) * D), src = static_cast<size_t>(r * H + h * D);
+        const size_t dst = static_cast<size_t>(s0 * H + h * len * D + (r - s0) * D), src = static_cast<size_t>(r * row_stride + h * D);
         std::memcpy(qh.data() + dst, q + src, static_cast<size_t>(D) * sizeof(float));
         std::memcpy(kh.data() + dst, k + src, static_cast<size_t>(D) * sizeof(float));
         std::memcpy(vh.data() + dst, v + src, static_cast<size_t>(D) * sizeof(float));

@@ -14,9 +14,10 @@ void vision_layer_norm(const float* x, int64_t rows, int64_t dim, const std::vec
                        const std::vector<float>& b, float eps, float* y, ThreadPool& pool);
 
 // softmax(q k^T / sqrt(head_dim)) v for every head, each row attending to every row of its own
-// segment [segments[i], segments[i+1]) and nothing else. q, k, v, out: [N, heads * head_dim]
-// row-major (heads side by side, as a fused projection writes them).
-void segment_attention(const float* q, const float* k, const float* v, int64_t heads, int64_t head_dim,
-                       const std::vector<int64_t>& segments, float* out, ThreadPool& pool);
+// segment [segments[i], segments[i+1]) and nothing else. q, k, v: N rows of heads * head_dim
+// (heads side by side, as a projection writes them), `row_stride` floats apart (heads * head_dim
+// for separate projections, 3 * heads * head_dim inside a fused qkv); out: [N, heads * head_dim].
+void segment_attention(const float* q, const float* k, const float* v, int64_t row_stride, int64_t heads,
+                       int64_t head_dim, const std::vector<int64_t>& segments, float* out, ThreadPool& pool);
 
 }  // namespace fp4lm::model
