@@ -249,8 +249,15 @@ def test_errors_become_python_exceptions(moe_w4a4, tmp_path):
         llm.generate({"prompt_token_ids": [1, 9999]})
     with pytest.raises(ValueError, match="empty"):
         llm.generate({"prompt_token_ids": []})
-    with pytest.raises(ValueError):
-        llm.generate({"prompt_token_ids": [1] * 60}, SamplingParams(max_tokens=10))  # beyond max_model_len
+    # An over-long max_tokens is refused with the server's and the CLI's message (#40: one rule for
+    # every front end; vLLM's offline LLM would cap it instead: docs/RUNTIME.md).
+    with pytest.raises(ValueError, match=r"maximum context length is 64 tokens\. However, you requested 70 tokens "
+                                         r"\(60 in the prompt, 10 for the completion\)"):
+        llm.generate({"prompt_token_ids": [1] * 60}, SamplingParams(max_tokens=10))
+    with pytest.raises(ValueError, match="maximum context length is 64 tokens. However, your prompt has 64"):
+        llm.generate({"prompt_token_ids": [1] * 64}, SamplingParams(max_tokens=1))
+    assert len(llm.generate({"prompt_token_ids": [1] * 60}, SamplingParams(max_tokens=4, ignore_eos=True))[0]
+               .outputs[0].token_ids) == 4  # exactly the context is fine
     with pytest.raises(ValueError, match="sampling_params"):
         llm.generate(["a", "b"], [SamplingParams()])
     # The engine still works after every error.
