@@ -87,7 +87,7 @@ class LLM:
         self._rng = random.Random(seed)
         self._next_request_id = 0
         self._tokenizer = Tokenizer(self._engine) if self._engine.has_tokenizer else None
-        self._default_sampling = self._read_generation_config()
+        self._default_sampling = _core.sampling_defaults(model)  # generation_config.json, as the server
 
     # -- vLLM's API ---------------------------------------------------------------------------
 
@@ -245,25 +245,6 @@ class LLM:
                     raise ValueError(f"{where}: {e}") from None
                 ids = handle.prompt_token_ids
             out.append((text, ids, handle))
-        return out
-
-    def _read_generation_config(self):
-        path = os.path.join(self.model, "generation_config.json")
-        if not os.path.exists(path):
-            return {}
-        with open(path, encoding="utf-8") as f:
-            try:
-                cfg = json.load(f)
-            except json.JSONDecodeError as e:
-                raise ValueError(f"{path}: invalid JSON: {e}") from None
-        out = {}
-        for key in ("temperature", "top_p", "min_p", "repetition_penalty"):
-            if isinstance(cfg.get(key), (int, float)) and not isinstance(cfg.get(key), bool):
-                out[key] = float(cfg[key])
-        if isinstance(cfg.get("top_k"), int):
-            out["top_k"] = cfg["top_k"]
-        if isinstance(cfg.get("max_new_tokens"), int):
-            out["max_tokens"] = cfg["max_new_tokens"]
         return out
 
     def _run(self, parsed, sampling_params, use_tqdm):

@@ -7,6 +7,7 @@
 #include "engine/media_url.h"
 #include "engine/mm_limits.h"
 #include "engine/request.h"
+#include "engine/sampling_defaults.h"
 #include "io/model_source.h"
 #include "offline_engine.h"
 #include "python_log_sink.h"
@@ -99,6 +100,22 @@ PYBIND11_MODULE(_core, m) {
         return py::bytes(reinterpret_cast<const char*>(bytes.data()), bytes.size());
       },
       py::arg("url"), py::arg("name"), py::arg("allowed_local_media_path"), py::arg("allowed_media_domains"));
+  // generation_config.json's request defaults, read as the server reads them (LLM's
+  // get_default_sampling_params; keys as SamplingParams names them).
+  m.def(
+      "sampling_defaults",
+      [](const std::string& dir) {
+        const engine::SamplingDefaults d = engine::read_sampling_defaults(dir);
+        py::dict out;
+        if (d.temperature) out["temperature"] = *d.temperature;
+        if (d.top_p) out["top_p"] = *d.top_p;
+        if (d.min_p) out["min_p"] = *d.min_p;
+        if (d.repetition_penalty) out["repetition_penalty"] = *d.repetition_penalty;
+        if (d.top_k) out["top_k"] = *d.top_k;
+        if (d.max_tokens) out["max_tokens"] = *d.max_tokens;
+        return out;
+      },
+      py::arg("dir"));
   m.def("canonical_media_dir", &engine::canonical_media_dir, py::arg("dir"), py::arg("option"));
   m.def("media_domains", &engine::media_domains, py::arg("entries"), py::arg("option"));
   m.def("image_limit", py::overload_cast<const std::string&, const std::string&>(&engine::image_limit),

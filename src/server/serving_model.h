@@ -8,6 +8,7 @@
 
 #include "engine/media_url.h"
 #include "engine/request.h"
+#include "engine/sampling_defaults.h"
 #include "engine/structured/spec.h"
 #include "server/chat_output_parser.h"
 #include "server/tool_call_parser.h"
@@ -20,15 +21,7 @@ class ImageInput;  // engine/image_input.h
 
 namespace fp4lm::server {
 
-// generation_config.json values vLLM uses as request defaults (request fields win).
-struct SamplingDefaults {
-  std::optional<double> temperature, top_p, min_p, repetition_penalty;
-  std::optional<int64_t> top_k, max_tokens;  // max_tokens from max_new_tokens
-};
-
-// Reads DIR/generation_config.json when present (absent keys stay unset); Error naming the file
-// on malformed JSON.
-SamplingDefaults read_sampling_defaults(const std::string& dir);
+using engine::SamplingDefaults;  // generation_config.json's request defaults (engine/sampling_defaults.h)
 
 struct ServingModel {
   std::string name;  // --served-model-name (default: --model as given)

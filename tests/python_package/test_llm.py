@@ -264,6 +264,27 @@ def test_errors_become_python_exceptions(moe_w4a4, tmp_path):
     assert len(llm.generate("ok", SamplingParams(max_tokens=3, ignore_eos=True))[0].outputs[0].token_ids) == 3
 
 
+def test_generation_config_defaults_as_the_servers(moe_w4a4, tmp_path):
+    """get_default_sampling_params(): generation_config.json's values, read by the same C++ function
+    as the server's (vLLM's keys; max_new_tokens is max_tokens; a value of another JSON type is
+    not a default); a file that is not a JSON object is an error naming it."""
+    import json
+    d = tmp_path / "with-defaults"
+    d.mkdir()
+    for f in moe_w4a4.iterdir():
+        (d / f.name).symlink_to(f)
+    (d / "generation_config.json").write_text(json.dumps(
+        {"temperature": 0.6, "top_k": 20, "top_p": 0.95, "max_new_tokens": 7, "min_p": True, "do_sample": True}))
+    llm = LLM(model=str(d), max_model_len=64)
+    sp = llm.get_default_sampling_params()
+    assert (sp.temperature, sp.top_k, sp.top_p, sp.max_tokens, sp.min_p) == (0.6, 20, 0.95, 7, 0.0)
+    out = llm.generate({"prompt_token_ids": [3, 1, 4]})[0].outputs[0]  # the defaults apply
+    assert len(out.token_ids) <= 7
+    (d / "generation_config.json").write_text("[1, 2]")
+    with pytest.raises(RuntimeError, match="generation_config.json: expected a JSON object, found array"):
+        LLM(model=str(d), max_model_len=64)
+
+
 @pytest.mark.parametrize("kv", ["bfloat16", "float32"])
 def test_kv_cache_dtype_matches_cli(moe_w4a4, kv):
     import json

@@ -1,18 +1,23 @@
-#include "server/serving_model.h"
+#include "engine/sampling_defaults.h"
 
 #include <filesystem>
 
+#include <fmt/format.h>
+
+#include "core/error.h"
 #include "io/json_file.h"
 
-namespace fp4lm::server {
+namespace fp4lm::engine {
 
 SamplingDefaults read_sampling_defaults(const std::string& dir) {
   SamplingDefaults d;
   const auto path = std::filesystem::path(dir) / "generation_config.json";
   if (!std::filesystem::exists(path)) return d;
   const nlohmann::json j = io::read_json_file(path.string());
+  if (!j.is_object())
+    throw Error(fmt::format("{}: expected a JSON object, found {}", path.string(), j.type_name()));
   auto num = [&](const char* key, std::optional<double>& out) {
-    if (j.contains(key) && j[key].is_number()) out = j[key].get<double>();
+    if (j.contains(key) && j[key].is_number()) out = j[key].get<double>();  // JSON true/false are not numbers
   };
   auto integer = [&](const char* key, std::optional<int64_t>& out) {
     if (j.contains(key) && j[key].is_number_integer()) out = j[key].get<int64_t>();
@@ -26,4 +31,4 @@ SamplingDefaults read_sampling_defaults(const std::string& dir) {
   return d;
 }
 
-}  // namespace fp4lm::server
+}  // namespace fp4lm::engine
