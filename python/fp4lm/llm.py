@@ -285,15 +285,13 @@ class LLM:
                 outputs[i].prompt_logprobs = self._prompt_logprobs(r, sp.prompt_logprobs)
         for out, sp, key in zip(outputs, per_prompt, keys):
             if sp.best_of is not None and sp.best_of > sp.n:
-                # vLLM v0: the n samples of the highest cumulative logprob, highest first (ties:
-                # the earlier sample), each keeping its sample index.
-                order = sorted(range(len(out.outputs)), key=lambda j: -key[j])
-                out.outputs = [out.outputs[j] for j in order[:sp.n]]
+                # vLLM v0's ranking, as the server ranks (each keeps its sample index).
+                out.outputs = [out.outputs[j] for j in _core.best_of_order(key, sp.n)]
         return outputs
 
     def _request(self, ids, sp: SamplingParams, index: int, images=None):
         if sp.seed is not None:
-            seed = (sp.seed + index) % 2**64  # vLLM: the index-th of n completions uses seed + index
+            seed = _core.sample_seed(sp.seed % 2**64, index)  # as the server seeds its samples
         else:
             seed = self._rng.getrandbits(64)
         greedy = sp.sampling_type_greedy

@@ -4,6 +4,7 @@
 #include <pybind11/stl.h>
 
 #include "core/error.h"
+#include "engine/best_of.h"
 #include "engine/media_url.h"
 #include "engine/mm_limits.h"
 #include "engine/request.h"
@@ -116,6 +117,9 @@ PYBIND11_MODULE(_core, m) {
         return out;
       },
       py::arg("dir"));
+  // n / best_of as the server applies them (engine/best_of.h).
+  m.def("best_of_order", &engine::best_of_order, py::arg("cumulative_logprobs"), py::arg("n"));
+  m.def("sample_seed", &engine::sample_seed, py::arg("seed"), py::arg("index"));
   m.def("canonical_media_dir", &engine::canonical_media_dir, py::arg("dir"), py::arg("option"));
   m.def("media_domains", &engine::media_domains, py::arg("entries"), py::arg("option"));
   m.def("image_limit", py::overload_cast<const std::string&, const std::string&>(&engine::image_limit),

@@ -9,6 +9,7 @@
 #include <fmt/ranges.h>
 
 #include "core/error.h"
+#include "engine/best_of.h"
 #include "engine/image_input.h"
 #include "engine/process_stats.h"
 #include "io/json_file.h"
@@ -393,7 +394,7 @@ engine::RequestParams choice_params(const ApiRequest& r, size_t c) {
   const ApiRequest::Prompt& pr = r.prompts[c / static_cast<size_t>(r.samples())];
   p.prompt = pr.ids;
   p.max_tokens = pr.max_tokens;
-  p.sampling.seed += c % static_cast<size_t>(r.samples());
+  p.sampling.seed = engine::sample_seed(p.sampling.seed, c % static_cast<size_t>(r.samples()));
   if (r.best_of > r.n) p.logprobs = std::max<int64_t>(p.logprobs, 0);  // the ranking sums the sampled tokens'
   return p;
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "engine/best_of.h"
 #include "server/tool_call_parser.h"
 
 namespace fp4lm::server {
@@ -78,16 +79,13 @@ std::vector<const ResponseBuilder::Choice*> ResponseBuilder::returned() const {
   std::vector<const Choice*> out;
   for (const auto& ch : choices_) out.push_back(ch.get());
   if (req_.best_of <= req_.n) return out;
-  // vLLM v0's best_of: each prompt's candidates by cumulative logprob, highest first (ties: the
-  // earlier sample), the first n of them.
+  // Each prompt's candidates as engine::best_of_order ranks them.
   const size_t samples = static_cast<size_t>(req_.samples()), n = static_cast<size_t>(req_.n);
   std::vector<const Choice*> best;
   for (size_t at = 0; at < out.size(); at += samples) {
-    std::vector<const Choice*> group(out.begin() + static_cast<std::ptrdiff_t>(at),
-                                     out.begin() + static_cast<std::ptrdiff_t>(std::min(out.size(), at + samples)));
-    std::stable_sort(group.begin(), group.end(),
-                     [](const Choice* a, const Choice* b) { return a->cumulative_logprob > b->cumulative_logprob; });
-    best.insert(best.end(), group.begin(), group.begin() + static_cast<std::ptrdiff_t>(std::min(n, group.size())));
+    std::vector<double> keys;
+    for (size_t i = at; i < std::min(out.size(), at + samples); ++i) keys.push_back(out[i]->cumulative_logprob);
+    for (size_t i : engine::best_of_order(keys, n)) best.push_back(out[at + i]);
   }
   return best;
 }

@@ -148,6 +148,54 @@ def test_chat_with_a_data_url(vl):
         assert_golden(llm.chat(chat_message(g, part), greedy(g))[0], g)
 
 
+def family_cases():
+    """(id, checkpoint, golden) for the other vision families' fixtures: Qwen3-VL dense and MoE
+    (tests/cli/fixtures/qwen3_vl_e2e, scripts/make_qwen3_vl_goldens.py: DeepStack) and Gemma 3
+    (tests/model/fixtures/gemma3_vl, scripts/make_gemma3_vl_goldens.py: SigLIP, bidirectional
+    image blocks; its "plain" case), each golden as golden() gives it."""
+    cases = []
+    for kind in ("dense", "moe"):
+        d = REPO / "tests" / "cli" / "fixtures" / "qwen3_vl_e2e" / kind
+        g = json.loads((d / "golden.json").read_text())
+        cases.append((f"qwen3_vl_{kind}", d, g, d / "expected_logits.f64"))
+    d = REPO / "tests" / "model" / "fixtures" / "gemma3_vl"
+    g = next(c for c in json.loads((d / "golden.json").read_text())["e2e"] if c["case"] == "plain")
+    cases.append(("gemma3", d, g, d / g["file"]))
+    out = []
+    for name, d, g, logits in cases:
+        rows, cols = g["logits_rows"], g["logits_cols"]
+        flat = struct.unpack(f"<{rows * cols}d", logits.read_bytes())
+        g["ref_logprobs"] = []
+        for i in range(rows):
+            row = flat[i * cols:(i + 1) * cols]
+            top = max(row)
+            lse = top + math.log(sum(math.exp(x - top) for x in row))
+            g["ref_logprobs"].append([x - lse for x in row])
+        out.append(pytest.param(d, g, id=name))
+    return out
+
+
+@pytest.mark.parametrize("checkpoint,g", family_cases())
+def test_every_vision_family_through_chat_and_generate(checkpoint, g):
+    """Qwen3-VL (dense, MoE) and Gemma 3 images through LLM.chat (a data: URL) and LLM.generate
+    (the rendered prompt and the image's bytes): the processor's prompt ids, every prompt token's
+    logprobs within 1e-4 of transformers' float64 and its greedy tokens; a mirrored image is far
+    from them (the check can fail)."""
+    image = REPO / g["image"]
+    llm = LLM(model=str(checkpoint), dtype="float32")
+    url = "data:image/png;base64," + base64.b64encode(image.read_bytes()).decode()
+    out = llm.chat(chat_message(g, {"type": "image_url", "image_url": {"url": url}}), greedy(g))[0]
+    assert out.prompt == g["rendered"]
+    assert_golden(out, g)
+    ids = llm.get_tokenizer().encode(g["rendered"], add_special_tokens=False)  # one placeholder
+    out = llm.generate({"prompt_token_ids": ids, "multi_modal_data": {"image": image.read_bytes()}}, greedy(g))[0]
+    assert_golden(out, g)
+    mirrored = Image.open(image).transpose(Image.Transpose.FLIP_LEFT_RIGHT)
+    out = llm.generate({"prompt_token_ids": ids, "multi_modal_data": {"image": mirrored}}, greedy(g))[0]
+    assert out.prompt_token_ids == g["prompt_ids"]
+    assert prompt_logprob_error(out, g) > 1e-2
+
+
 def test_chat_file_url_needs_allowed_local_media_path(tmp_path):
     g = golden("dense")
     media = tmp_path / "media"
