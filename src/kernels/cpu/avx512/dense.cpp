@@ -65,9 +65,13 @@ void tile(const uint16_t* const* rows, int64_t k, const __m512i* xp, int64_t tst
 }
 
 // Register tiles for M > 1 (see the file comment). Emulated: per chunk R × (1 + T) vector ops
-// besides the loads (the split, then 2 FMAs per row and token) for 32 R T multiply-adds.
+// besides the loads (the split, then 2 FMAs per row and token) for 32 R T multiply-adds. Measured
+// per core on Ice Lake (thread CPU time, best of 4 interleaved runs, the vision tower's shapes
+// at M = 256, G multiply-adds/s): 4 × 5 (rows × tokens) 54-55, 4 × 6 50-56, 4 × 4 ~46-54,
+// 3 × 8 27-30, 3 × 6 31-39, 6 × 4 34-48, 8 × 2 27-32; 4 × 5 with k blocked in 16-48 chunks (the
+// tile's activations kept in L1) was no faster (46-55).
 constexpr int kTokN = 4, kRowsN = 4;
-constexpr int kTokE = 8, kRowsE = 3;
+constexpr int kTokE = 5, kRowsE = 4;
 constexpr int kTokMax = kTokE > kTokN ? kTokE : kTokN;
 constexpr int kGemvRows = 8;
 constexpr int64_t kBlock = 48;  // rows whose weights stay in L2 while all token tiles pass
