@@ -4,7 +4,8 @@
 // backend available here (or --backends a,b), bfloat16 activations, against OpenBLAS sgemm on the
 // same shape (fp32 weights, 1 thread, its best core unless OPENBLAS_CORETYPE is set). FP8
 // backends run E4M3 codes (1 byte per weight) of the same shape; int4 backends group 128 with zero
-// points (--group overrides).
+// points (--group overrides). Dense backends (cpu_dense_*, named with --backends) run bf16 weights
+// of the same shape.
 //
 //   kernel_core_bench [--n 2048] [--k 2048] [--m 1,4,16,256] [--backends NAME,NAME]
 // Prints G multiply-adds per second per core (GMAC/s) and the ratio to sgemm.
@@ -94,6 +95,8 @@ int main(int argc, char** argv) {
   for (auto& c : fp8) c = static_cast<uint8_t>(0x20 + rng() % 0x40) | static_cast<uint8_t>(rng() & 0x80);  // no NaN
   std::vector<float> wf(static_cast<size_t>(n * k));
   for (auto& v : wf) v = static_cast<float>(rng() % 2001) * 1e-3f - 1.0f;
+  std::vector<uint16_t> wb(wf.size());  // the dense backends' bf16 weights (the same values)
+  from_f32_n(wf.data(), DType::BF16, wb.data(), wf.size());
   ThreadPool pool(1);
   openblas_set_num_threads(1);
   std::printf("n %lld, k %lld (%.2f MiB NVFP4), 1 thread, bfloat16 activations, thread CPU time; sgemm: OpenBLAS %s\n",
@@ -116,8 +119,10 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "unknown backend %s\n", name.c_str());
         return 2;
       }
-      const bool is_fp8 = b->supports(kernels::kFp8W8A16), is_int4 = b->supports(kernels::kInt4W4A16);
-      const kernels::QuantKey key = is_fp8    ? kernels::kFp8W8A16
+      const bool is_fp8 = b->supports(kernels::kFp8W8A16), is_int4 = b->supports(kernels::kInt4W4A16),
+                 is_dense = b->supports(kernels::kUnquantized);
+      const kernels::QuantKey key = is_dense  ? kernels::kUnquantized
+                                    : is_fp8  ? kernels::kFp8W8A16
                                     : is_int4 ? kernels::kInt4W4A16
                                     : b->supports(kernels::kNvfp4W4A4) && !b->weight_key_only ? kernels::kNvfp4W4A4
                                                                                                : kernels::kNvfp4W4A16;
@@ -128,7 +133,9 @@ int main(int argc, char** argv) {
       kernels::WeightShard s;
       s.name = "bench";
       s.rows = n;
-      if (is_int4) {
+      if (is_dense) {
+        s.view = kernels::DenseView{DType::BF16, wb.data()};
+      } else if (is_int4) {
         kernels::Int4View v;
         v.group = group;
         v.codes = codes;

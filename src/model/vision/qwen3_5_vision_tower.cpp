@@ -127,7 +127,7 @@ Qwen3_5VisionConfig parse_qwen3_5_vision_config(const nlohmann::json& j, const s
 
 std::unique_ptr<Linear> dense_linear(const std::string& name, const void* weight, DType weight_dtype, int64_t n,
                                      int64_t k, std::vector<float> bias, DType act_dtype,
-                                     std::shared_ptr<const void> keepalive) {
+                                     std::shared_ptr<const void> keepalive, const std::string& forced) {
   const bool has_bias = !bias.empty();
   kernels::LinearWeights w;
   w.key = kernels::kUnquantized;
@@ -137,7 +137,7 @@ std::unique_ptr<Linear> dense_linear(const std::string& name, const void* weight
   w.bias = std::move(bias);
   w.keepalive = std::move(keepalive);
   const kernels::LinearProblem p{kernels::kUnquantized, act_dtype, n, k, {}};
-  const kernels::Selection sel = kernels::select_linear(p, name);
+  const kernels::Selection sel = kernels::select_linear(p, name, forced);
   LayerScheme scheme;
   scheme.key = kernels::kUnquantized;
   scheme.act_dtype = act_dtype;

@@ -104,9 +104,10 @@ class Qwen3_5VisionTower final : public ImageEncoder {
 
 // A dense Linear over weights already in memory ([n, k] of F32 / BF16 / F16, `keepalive` holding
 // them): the patch embedding's Conv3d as a matmul, and benchmarks' synthetic towers. The oracle
-// picks the backend, as for a loaded layer.
+// picks the backend, as for a loaded layer (`forced`: a backend name to prefer, as
+// --linear-backend; benchmarks use it for same-run baselines).
 std::unique_ptr<Linear> dense_linear(const std::string& name, const void* weight, DType weight_dtype, int64_t n,
                                      int64_t k, std::vector<float> bias, DType act_dtype,
-                                     std::shared_ptr<const void> keepalive);
+                                     std::shared_ptr<const void> keepalive, const std::string& forced = "");
 
 }  // namespace fp4lm::model

@@ -1,12 +1,12 @@
 // Registration of the `cpu_dense_avx512` Linear and MoE backends: unquantized weights; BF16
-// rows by vdpbf16ps (exact products), F32/F16 rows by the AVX2 kernel. Kernel: avx512/dense.cpp
-// (table: avx512/dense_table.cpp).
+// rows by vdpbf16ps (exact products; its two-FMA form without AVX512-BF16, so AVX-512 F/BW/VL
+// suffice), F32/F16 rows by the AVX2 kernel. Kernel: avx512/dense.cpp (table: avx512/dense_table.cpp).
 #include "kernels/cpu/backend_factory.h"
 
 namespace fp4lm::kernels {
 
 namespace {
-constexpr IsaNeeds kNeeds{Isa::avx512, kAvx512Features.with({CpuFeature::avx512bf16})};
+constexpr IsaNeeds kNeeds{Isa::avx512, kAvx512Features};
 }  // namespace
 
 const Backend& cpu_dense_avx512_linear_backend() {

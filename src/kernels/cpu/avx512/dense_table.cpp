@@ -1,7 +1,7 @@
 // The AVX-512 dense kernel table (ISA-neutral code, compiled without AVX-512 flags): BF16
-// weight segments run the vdpbf16ps kernel (dense.cpp); F32 and F16 segments (whose
-// values bf16 cannot hold exactly) run the AVX2 kernel on the same call. The prepared input
-// holds both forms of x.
+// weight segments run the vdpbf16ps kernel (dense.cpp; its two-FMA form on a CPU without
+// AVX512-BF16); F32 and F16 segments (whose values bf16 cannot hold exactly) run the AVX2 kernel
+// on the same call. The prepared input holds both forms of x.
 #include "kernels/cpu/dense_kernels.h"
 
 #ifdef FP4LM_HAVE_AVX512_KERNELS
@@ -9,12 +9,20 @@
 #include <algorithm>
 #include <vector>
 
+#include "core/cpu_features.h"
 #include "kernels/cpu/avx2/dense.h"
 #include "kernels/cpu/avx512/dense.h"
 
 namespace fp4lm::kernels::cpu {
 
 namespace {
+
+// vdpbf16ps, or its AVX-512F form on a CPU without AVX512-BF16 (Ice Lake; dense.h): decided
+// once, so every call of the process packs and multiplies the same way (batch invariance).
+bool native_bf16() {
+  static const bool has = cpu_features().has(CpuFeature::avx512bf16);
+  return has;
+}
 
 struct alignas(64) Line {
   uint8_t bytes[64];
@@ -31,11 +39,11 @@ std::unique_ptr<PreparedInput> input(const void* x, DType act, int64_t m, int64_
   in->m = m;
   in->pieces = act == DType::BF16 ? 1 : act == DType::F16 ? 2 : 3;
   in->f32 = dense_input(x, act, m, k);
-  const int64_t words = avx512::dense_token_words(k, in->pieces), stride = (k + 7) / 8 * 8;
+  const int64_t words = avx512::dense_token_words(k, in->pieces, native_bf16()), stride = (k + 7) / 8 * 8;
   in->bf16.resize(static_cast<size_t>(m * words / 32));
   for (int64_t t = 0; t < m; ++t)
     avx512::dense_pack_token(in->f32.data() + t * stride, k, in->pieces,
-                             reinterpret_cast<uint16_t*>(in->bf16.data()) + t * words);
+                             reinterpret_cast<uint16_t*>(in->bf16.data()) + t * words, native_bf16());
   return in;
 }
 
@@ -49,7 +57,7 @@ void rows(const DenseMatrix& w, const PreparedInput& pin, int64_t r0, int64_t r1
     if (s.dtype == DType::BF16)
       avx512::dense_bf16_rows(reinterpret_cast<const uint16_t*>(s.data), s.row0, w.n, w.k,
                               w.bias.empty() ? nullptr : w.bias.data(),
-                              reinterpret_cast<const uint16_t*>(in.bf16.data()), in.m, in.pieces, a, b, y, act);
+                              reinterpret_cast<const uint16_t*>(in.bf16.data()), in.m, in.pieces, a, b, y, act, native_bf16());
     else
       dense_rows_avx2(w, in.f32.data(), in.m, a, b, y, act);
   }
