@@ -107,6 +107,15 @@ ModelConfig parse_model_config(const json& top, const std::string& path) {
     }
     for (const char* k : {"torch_dtype", "dtype", "eos_token_id", "bos_token_id", "tie_word_embeddings"})
       if (!text.contains(k) && top.contains(k)) text[k] = top[k];
+    if (w->top_level_tie) {
+      const json tie = top.contains("tie_word_embeddings") ? top["tie_word_embeddings"] : json(*w->top_level_tie);
+      if (text.contains("tie_word_embeddings") && text["tie_word_embeddings"] != tie)
+        log().warn("{}: tie_word_embeddings is {} at the top level{} and {} in the language model's config; the top "
+                   "level's value is used (transformers ties {}'s lm_head by it)",
+                   path, tie.dump(), top.contains("tie_word_embeddings") ? "" : " (its default)",
+                   text["tie_word_embeddings"].dump(), c.architecture);
+      text["tie_word_embeddings"] = tie;
+    }
     c.wrapper_prefix = w->tensor_prefix;
   }
   if (text.is_null()) text = top;

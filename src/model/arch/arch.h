@@ -53,6 +53,10 @@ class ArchDef {
   struct Wrapper {
     std::vector<std::string> config_keys;
     std::string tensor_prefix;
+    // Set where the wrapper's own lm_head (not the language model's) is tied by the top level's
+    // tie_word_embeddings, this value where the top level leaves it out (the wrapper config class's
+    // default; Kimi K2.5's is true). The top level's value then wins over the language model's.
+    std::optional<bool> top_level_tie = std::nullopt;
   };
   virtual std::optional<Wrapper> wrapper() const { return std::nullopt; }
   // Reads the keys only this architecture has into c (the shared keys are already there).
