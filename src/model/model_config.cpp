@@ -79,9 +79,14 @@ ModelConfig parse_model_config(const json& top, const std::string& path) {
   const bool vl = !own_wrapper && c.architecture.size() > 24 &&
                   c.architecture.compare(c.architecture.size() - 24, 24, "ForConditionalGeneration") == 0;
   if (vl) {
-    if (!top.contains("text_config") || !top["text_config"].is_object())
+    if (c.arch->flat_text_config() && !top.contains("text_config")) {
+      text = top;  // the text keys beside vision_config (which the text model never reads)
+      text.erase("vision_config");
+    } else if (!top.contains("text_config") || !top["text_config"].is_object()) {
       fail("{}: {} needs an object 'text_config'", path, c.architecture);
-    text = top["text_config"];
+    } else {
+      text = top["text_config"];
+    }
     for (const char* k : {"torch_dtype", "dtype", "eos_token_id", "bos_token_id", "tie_word_embeddings"})
       if (!text.contains(k) && top.contains(k)) text[k] = top[k];
     // The wrapper's lm_head sits beside model.language_model, so transformers ties it by the

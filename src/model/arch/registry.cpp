@@ -5,6 +5,8 @@ namespace fp4lm::model {
 
 const ArchDef& llama_arch();
 const ArchDef& qwen2_arch();
+const ArchDef& qwen2_vl_arch();
+const ArchDef& qwen2_5_vl_arch();
 const ArchDef& qwen3_arch();
 const ArchDef& qwen3_moe_arch();
 const ArchDef& qwen3_vl_arch();
@@ -37,7 +39,8 @@ const ArchDef& llama4_vl_arch();
 
 const std::vector<const ArchDef*>& architectures() {
   static const std::vector<const ArchDef*> all = {
-      &llama_arch(), &qwen2_arch(), &qwen3_arch(), &qwen3_moe_arch(), &qwen3_vl_arch(), &qwen3_vl_moe_arch(),
+      &llama_arch(), &qwen2_arch(), &qwen2_vl_arch(), &qwen2_5_vl_arch(),
+      &qwen3_arch(), &qwen3_moe_arch(), &qwen3_vl_arch(), &qwen3_vl_moe_arch(),
       &mixtral_arch(), &qwen2_moe_arch(), &mistral_arch(),
       &qwen3_5_arch(), &qwen3_5_vl_arch(), &qwen3_5_moe_arch(), &qwen3_5_moe_vl_arch(),
       &qwen3_next_arch(),
