@@ -6,6 +6,9 @@
 // vision tower, an unreadable or undecodable image, placeholders that do not match the images).
 // The same on a tiny random Gemma 3 (scripts/make_gemma3_vl_goldens.py): Gemma3Processor's prompt
 // ids (<start_of_image> expanded, bidirectional image tokens) and transformers' greedy tokens.
+// And on a tiny random Qwen2.5-VL (scripts/make_qwen2_5_vl_goldens.py: patch 14, a windowed tower,
+// a 150 x 100 PNG) Qwen2_5_VLProcessor's prompt ids and transformers' greedy tokens; Qwen2-VL,
+// whose tower fp4lm does not run, refuses the image naming that.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -39,8 +42,9 @@ std::string ids_arg(const std::vector<int32_t>& ids) {
 
 void chat_with_image(const std::string& kind) {
   const json g = golden(kind);
+  const std::string img = g.contains("image") ? (test::source_dir() / g["image"].get<std::string>()).string() : image();
   const auto r = fp4lm("generate --model " + fixture(kind) + " --chat '" + g["text"].get<std::string>() +
-                       "' --image " + image() + " --json --dtype float32 --ignore-eos --max-tokens " +
+                       "' --image " + img + " --json --dtype float32 --ignore-eos --max-tokens " +
                        std::to_string(g["greedy_ids"].size()));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const json out = json::parse(r.out);
@@ -55,6 +59,16 @@ TEST(GenerateImageCli, Qwen3VlDenseChatWithImageEqualsTransformers) { chat_with_
 TEST(GenerateImageCli, Qwen3VlMoeChatWithImageEqualsTransformers) { chat_with_image("qwen3_vl_e2e/moe"); }
 TEST(GenerateImageCli, Qwen3VlMoePerExpertChatWithImageEqualsTransformers) {
   chat_with_image("qwen3_vl_e2e/moe_per_expert");
+}
+
+// Qwen2.5-VL: window attention in the tower, contiguous M-RoPE in the text model.
+TEST(GenerateImageCli, Qwen2_5VlChatWithImageEqualsTransformers) { chat_with_image("qwen2_5_vl_e2e/qwen2_5_vl"); }
+
+TEST(GenerateImageCli, Qwen2VlTowerIsNotRunAndItsImagesAreRefused) {
+  const std::string model = fixture("qwen2_5_vl_e2e/qwen2_vl");
+  const auto r = fp4lm("generate --model " + model + " --chat hi --image " + image() + " --max-tokens 1");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("model '" + model + "' has no vision tower"), std::string::npos) << r.err;
 }
 
 TEST(GenerateImageCli, PromptIdsWithOnePlaceholderPerImage) {
