@@ -64,6 +64,27 @@ TEST(GenerateImageCli, Qwen3VlMoePerExpertChatWithImageEqualsTransformers) {
 // Qwen2.5-VL: window attention in the tower, contiguous M-RoPE in the text model.
 TEST(GenerateImageCli, Qwen2_5VlChatWithImageEqualsTransformers) { chat_with_image("qwen2_5_vl_e2e/qwen2_5_vl"); }
 
+// fp4lm quantize keeps the tower of the published layout (visual.*) unquantized and lists it, and
+// copies the processor's settings: the quantized checkpoint still takes the image.
+TEST(GenerateImageCli, Qwen2_5VlQuantizedKeepsItsTower) {
+  const test::TempDir tmp;
+  const std::string out = (tmp / "q").string();
+  const auto q = fp4lm("quantize --model " + fixture("qwen2_5_vl_e2e/qwen2_5_vl") + " --out " + out +
+                       " --algo W4A16_NVFP4");
+  ASSERT_EQ(q.exit_code, 0) << q.err;
+  const json hq = json::parse(test::read_file(out + "/hf_quant_config.json"));
+  const json& ex = hq["quantization"]["exclude_modules"];
+  EXPECT_NE(std::find(ex.begin(), ex.end(), "visual*"), ex.end()) << ex.dump();
+  const json g = golden("qwen2_5_vl_e2e/qwen2_5_vl");
+  const auto r = fp4lm("generate --model " + out + " --chat '" + g["text"].get<std::string>() + "' --image " +
+                       (test::source_dir() / g["image"].get<std::string>()).string() +
+                       " --json --dtype float32 --ignore-eos --max-tokens 3");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json o = json::parse(r.out);
+  EXPECT_EQ(o["prompt_ids"], g["prompt_ids"]);
+  EXPECT_EQ(o["output_ids"].size(), 3u);
+}
+
 TEST(GenerateImageCli, Qwen2VlTowerIsNotRunAndItsImagesAreRefused) {
   const std::string model = fixture("qwen2_5_vl_e2e/qwen2_vl");
   const auto r = fp4lm("generate --model " + model + " --chat hi --image " + image() + " --max-tokens 1");
