@@ -5,7 +5,8 @@ tests/engine/qwen2_5_vl_image_logits_test.cpp and tests/cli/generate_image_cli_t
 Tiny random Qwen2_5_VLForConditionalGeneration and Qwen2VLForConditionalGeneration built and saved
 (bf16) by transformers 5.24: a 3-layer Qwen2 text model (q/k/v biases, contiguous M-RoPE with
 mrope_section [4, 3, 3] over head_dim 20); Qwen2.5-VL's 4-block vision tower with patch 14, window
-attention (window_size 56: 2 x 2 merge units) and full attention in blocks 1 and 3. The config.json
+attention (window_size 56: 2 x 2 merge units) and full attention in blocks 1 and 3; Qwen2-VL's
+2-block tower (LayerNorm, QuickGELU MLP of embed_dim x mlp_ratio, no windows). The config.json
 is rewritten in the published configs' flat form (the text keys at the top level beside
 vision_config, rope_scaling {"type": "mrope", "mrope_section"} and rope_theta), which transformers is
 checked to read to the same logits; transformers saves the tensors in the published layout
@@ -30,7 +31,7 @@ import numpy as np
 import torch
 from PIL import Image
 from transformers import (PreTrainedTokenizerFast, Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration,
-                          Qwen2_5_VLProcessor, Qwen2VLConfig, Qwen2VLForConditionalGeneration)
+                          Qwen2_5_VLProcessor, Qwen2VLConfig, Qwen2VLForConditionalGeneration, Qwen2VLProcessor)
 from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -106,21 +107,23 @@ def text_logits(cls, d):
 # Without torchvision (not in /work/venvs/torch), ProcessorMixin's class check of the video
 # processor fails on transformers' lazy mapping; the image path does not use it.
 Qwen2_5_VLProcessor.check_argument_for_proper_class = lambda self, name, arg: None
+Qwen2VLProcessor.check_argument_for_proper_class = lambda self, name, arg: None
 
 
-def image_goldens(d, golden):
+def image_goldens(d, golden, kind):
     tokenizer = PreTrainedTokenizerFast(tokenizer_file=os.path.join(d, "tokenizer.json"), eos_token="<|im_end|>",
                                         pad_token="<|endoftext|>")
     ip = Qwen2VLImageProcessorPil(min_pixels=PREPROCESSOR["min_pixels"], max_pixels=PREPROCESSOR["max_pixels"],
                                   patch_size=14, temporal_patch_size=2, merge_size=2,
                                   image_mean=PREPROCESSOR["image_mean"], image_std=PREPROCESSOR["image_std"])
-    processor = Qwen2_5_VLProcessor(image_processor=ip, tokenizer=tokenizer, video_processor=None,
-                                    chat_template=CHAT_TEMPLATE)
+    pcls = Qwen2_5_VLProcessor if kind == "qwen2_5_vl" else Qwen2VLProcessor
+    processor = pcls(image_processor=ip, tokenizer=tokenizer, video_processor=None, chat_template=CHAT_TEMPLATE)
     messages = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": TEXT_PROMPT}]}]
     text = processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
     batch = processor(text=[text], images=[Image.open(IMAGE).convert("RGB")], return_tensors="pt")
     ids = batch["input_ids"]
-    m64 = Qwen2_5_VLForConditionalGeneration.from_pretrained(d, dtype=torch.float64).eval()
+    cls = Qwen2_5_VLForConditionalGeneration if kind == "qwen2_5_vl" else Qwen2VLForConditionalGeneration
+    m64 = cls.from_pretrained(d, dtype=torch.float64).eval()
     pix = batch["pixel_values"].to(torch.float64)
     with torch.no_grad():
         out = m64(input_ids=ids, mm_token_type_ids=batch["mm_token_type_ids"], pixel_values=pix,
@@ -129,23 +132,25 @@ def image_goldens(d, golden):
                            mm_token_type_ids=batch["mm_token_type_ids"], pixel_values=pix,
                            image_grid_thw=batch["image_grid_thw"], max_new_tokens=GREEDY_TOKENS,
                            min_new_tokens=GREEDY_TOKENS, do_sample=False, eos_token_id=None, pad_token_id=0)
-        # The same tower with every block attending to the whole image: how far the test's bound
-        # is from missing the windows.
-        vis = m64.model.visual
-        saved = vis.fullatt_block_indexes
-        vis.fullatt_block_indexes = list(range(len(vis.blocks)))
-        no_win = m64(input_ids=ids, mm_token_type_ids=batch["mm_token_type_ids"], pixel_values=pix,
-                     image_grid_thw=batch["image_grid_thw"]).logits[0].numpy()
-        vis.fullatt_block_indexes = saved
+        if kind == "qwen2_5_vl":
+            # The same tower with every block attending to the whole image: how far the test's
+            # bound is from missing the windows.
+            vis = m64.model.visual
+            saved = vis.fullatt_block_indexes
+            vis.fullatt_block_indexes = list(range(len(vis.blocks)))
+            no_win = m64(input_ids=ids, mm_token_type_ids=batch["mm_token_type_ids"], pixel_values=pix,
+                         image_grid_thw=batch["image_grid_thw"]).logits[0].numpy()
+            vis.fullatt_block_indexes = saved
     logits = out.logits[0].numpy()
     logits.astype("<f8").tofile(os.path.join(d, "expected_logits.f64"))
     rng = float(logits.max() - logits.min())
     golden.update({"text": TEXT_PROMPT, "image": "tests/vision/data/rgb_150x100.png", "rendered": text,
                    "prompt_ids": ids[0].tolist(), "image_grid_thw": batch["image_grid_thw"][0].tolist(),
-                   "logits_rows": logits.shape[0], "greedy_ids": gen[0, ids.shape[1]:].tolist(),
-                   "no_windows_rel_diff": float(abs(no_win - logits).max()) / rng})
+                   "logits_rows": logits.shape[0], "greedy_ids": gen[0, ids.shape[1]:].tolist()})
+    if kind == "qwen2_5_vl":
+        golden["no_windows_rel_diff"] = float(abs(no_win - logits).max()) / rng
     print("prompt", ids.shape[1], "grid", golden["image_grid_thw"], "greedy", golden["greedy_ids"], "logit range",
-          rng, "without windows", golden["no_windows_rel_diff"])
+          rng, "without windows", golden.get("no_windows_rel_diff"))
 
 
 def main():
@@ -163,10 +168,10 @@ def main():
         want.astype("<f8").tofile(os.path.join(d, "text_logits.f64"))
         golden = {"text_tokens": TEXT_TOKENS, "text_logits_rows": want.shape[0], "logits_cols": want.shape[1],
                   "transformers": __import__("transformers").__version__, "torch": torch.__version__}
-        if kind == "qwen2_5_vl":
-            with open(os.path.join(d, "preprocessor_config.json"), "w") as f:
-                json.dump(PREPROCESSOR, f, indent=2)
-            image_goldens(d, golden)
+        with open(os.path.join(d, "preprocessor_config.json"), "w") as f:
+            json.dump(dict(PREPROCESSOR, processor_class="Qwen2_5_VLProcessor" if kind == "qwen2_5_vl"
+                           else "Qwen2VLProcessor"), f, indent=2)
+        image_goldens(d, golden, kind)
         with open(os.path.join(d, "golden.json"), "w") as f:
             json.dump(golden, f, indent=1)
         print(kind, "text logit range", float(want.max() - want.min()))

@@ -10,7 +10,8 @@
 // hundreds of times the bound away, which golden.json records). The same for Qwen2.5-VL
 // (scripts/make_qwen2_5_vl_goldens.py: Qwen2_5_VLForConditionalGeneration, patch 14, window
 // attention in its tower, contiguous M-RoPE; with every block attending to the whole image the
-// logits are tens of times the bound away, which golden.json records).
+// logits are tens of times the bound away, which golden.json records), and Qwen2-VL
+// (Qwen2VLForConditionalGeneration: its tower's LayerNorm / QuickGELU form, no windows).
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 #include <fmt/format.h>
@@ -122,6 +123,7 @@ TEST(Qwen3VlImageLogits, MoeEqualsTransformers) { check("qwen3_vl_e2e/moe"); }
 TEST(Qwen3VlImageLogits, MoeInputMajorEqualsTransformers) { check("qwen3_vl_e2e/moe_input_major"); }
 TEST(Qwen3VlImageLogits, MoePerExpertEqualsTransformers) { check("qwen3_vl_e2e/moe_per_expert"); }
 TEST(Qwen2_5VlImageLogits, EqualsTransformers) { check("qwen2_5_vl_e2e/qwen2_5_vl"); }
+TEST(Qwen2VlImageLogits, EqualsTransformers) { check("qwen2_5_vl_e2e/qwen2_vl"); }
 
 }  // namespace
 }  // namespace fp4lm::engine::qwen3_5_vl_image_logits_test

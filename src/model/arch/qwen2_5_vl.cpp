@@ -8,9 +8,8 @@
 // text_config, when present, wins), with rope_scaling type "mrope" meaning the default rope; the
 // published checkpoints store model.layers.*, lm_head.weight and visual.* (transformers 5 saves
 // that layout too; model.language_model.* is read as well, model_loader.cpp).
-// Qwen2.5-VL's tower runs (model/vision/qwen2_5_vision_tower.h). Qwen2-VL's tower (LayerNorm, a
-// GELU MLP, no windows) is not implemented: its visual.* tensors are skipped with a log line and
-// the model takes text only.
+// Both towers run (model/vision/qwen2_5_vision_tower.h: Qwen2.5-VL's windowed one, Qwen2-VL's form
+// with LayerNorm, a QuickGELU MLP and no windows).
 #include <numeric>
 
 #include "core/error.h"
@@ -25,7 +24,7 @@ namespace {
 
 class Qwen2Vl final : public LlamaLayoutArch {
  public:
-  Qwen2Vl(const char* name, bool tower) : name_(name), tower_(tower) {}
+  Qwen2Vl(const char* name, bool v2_5) : name_(name), v2_5_(v2_5) {}
   std::string_view hf_name() const override { return name_; }
   bool flat_text_config() const override { return true; }
   void fill_config_defaults(nlohmann::json& j) const override {
@@ -61,16 +60,9 @@ class Qwen2Vl final : public LlamaLayoutArch {
            nlohmann::json(c.mrope_section).dump(), sum, c.head_dim / 2);
     c.mrope_interleaved = false;
   }
-  std::unique_ptr<DecoderLayer> make_layer(const LayerBuild& b, int64_t i) const override {
-    if (i == 0 && !tower_ && b.loader.checkpoint().config().contains("vision_config"))
-      b.loader.log_once(fmt::format("{}: loading the language model only; the vision tower (visual.*, Qwen2-VL's "
-                                    "LayerNorm / GELU form, not implemented) is skipped (text input only)",
-                                    name_));
-    return LlamaLayoutArch::make_layer(b, i);
-  }
-  // visual.* / model.visual.* (vision_config); nullptr for a checkpoint without one, and for Qwen2-VL.
+  // visual.* / model.visual.* (vision_config); nullptr for a checkpoint without one.
   std::unique_ptr<ImageEncoder> load_image_encoder(ModelLoader& l) const override {
-    return tower_ ? Qwen2_5VisionTower::load(l) : nullptr;
+    return Qwen2_5VisionTower::load(l, /*qwen2=*/!v2_5_);
   }
   void synthetic_config(const SyntheticOptions& o, nlohmann::json& c) const override {
     const int64_t half = o.head_dim / 2;
@@ -80,18 +72,18 @@ class Qwen2Vl final : public LlamaLayoutArch {
 
  private:
   const char* name_;
-  bool tower_;
+  bool v2_5_;
 };
 
 }  // namespace
 
 const ArchDef& qwen2_5_vl_arch() {
-  static const Qwen2Vl d("Qwen2_5_VLForConditionalGeneration", /*tower=*/true);
+  static const Qwen2Vl d("Qwen2_5_VLForConditionalGeneration", /*v2_5=*/true);
   return d;
 }
 
 const ArchDef& qwen2_vl_arch() {
-  static const Qwen2Vl d("Qwen2VLForConditionalGeneration", /*tower=*/false);
+  static const Qwen2Vl d("Qwen2VLForConditionalGeneration", /*v2_5=*/false);
   return d;
 }
 

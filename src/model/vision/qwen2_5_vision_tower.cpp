@@ -20,7 +20,7 @@ namespace fp4lm::model {
 
 namespace {
 
-constexpr float kRmsNormEps = 1e-6f;  // transformers' Qwen2_5_VLRMSNorm(eps=1e-6), not a config key
+constexpr float kRmsNormEps = 1e-6f;  // transformers' Qwen2_5_VLRMSNorm / Qwen2-VL's LayerNorm eps, not a config key
 
 // Keys of vision_config read by nothing: PreTrainedConfig's bookkeeping and the initializer.
 bool bookkeeping_key(const std::string& k) {
@@ -35,6 +35,7 @@ float gelu_erf(float x) { return 0.5f * x * (1.0f + std::erf(x * 0.7071067811865
 
 float act(float x, const std::string& a) {
   if (a == "silu") return silu(x);
+  if (a == "quick_gelu") return x / (1.0f + std::exp(-1.702f * x));
   if (a == "gelu_pytorch_tanh") return gelu_tanh(x);
   return gelu_erf(x);
 }
@@ -55,10 +56,27 @@ void rms_norm_rows(const float* x, int64_t rows, int64_t dim, const std::vector<
 
 }  // namespace
 
-Qwen2_5VisionConfig parse_qwen2_5_vision_config(const nlohmann::json& j, const std::string& where) {
+Qwen2_5VisionConfig parse_qwen2_5_vision_config(const nlohmann::json& j, const std::string& where, bool qwen2) {
   if (!j.is_object()) fail("{}: must be an object, found {}", where, j.dump());
   const ConfigReader r{j, where};
   Qwen2_5VisionConfig c;
+  if (qwen2) {
+    // Qwen2VLVisionConfig: the tower is embed_dim wide, its MLP embed_dim x mlp_ratio, the merger
+    // writes hidden_size; every block attends to its whole frame.
+    c.qwen2 = true;
+    c.hidden_act = "quick_gelu";
+    c.depth = r.opt<int64_t>("depth", 32);
+    if (r.has("num_hidden_layers")) c.depth = r.get<int64_t>("num_hidden_layers");
+    c.hidden_size = r.opt<int64_t>("embed_dim", 1280);
+    c.out_hidden_size = r.opt<int64_t>("hidden_size", 3584);
+    const int64_t ratio = r.opt<int64_t>("mlp_ratio", 4);
+    for (auto [k, v] : {std::pair{"depth", c.depth}, {"embed_dim", c.hidden_size}, {"hidden_size", c.out_hidden_size},
+                        {"mlp_ratio", ratio}})
+      r.positive(k, v);
+    c.intermediate_size = c.hidden_size * ratio;
+    c.fullatt_block_indexes.clear();
+    for (int64_t b = 0; b < c.depth; ++b) c.fullatt_block_indexes.push_back(b);
+  }
   static const char* ints[] = {"depth",       "hidden_size",         "intermediate_size",  "num_heads",
                                "in_channels", "patch_size",          "temporal_patch_size", "spatial_merge_size",
                                "out_hidden_size", "window_size",     "tokens_per_second"};
@@ -66,12 +84,14 @@ Qwen2_5VisionConfig parse_qwen2_5_vision_config(const nlohmann::json& j, const s
                        &c.in_channels, &c.patch_size,          &c.temporal_patch_size, &c.spatial_merge_size,
                        &c.out_hidden_size, &c.window_size,     &c.tokens_per_second};
   for (size_t i = 0; i < std::size(ints); ++i) {
+    // Qwen2-VL's depth / hidden_size are read above (hidden_size means another thing there).
+    if (qwen2 && (i <= 2 || i == 8 || i == 9)) continue;
     *fields[i] = r.opt<int64_t>(ints[i], *fields[i]);
     r.positive(ints[i], *fields[i]);
   }
   // transformers' attribute_map aliases.
   if (r.has("num_attention_heads")) c.num_heads = r.get<int64_t>("num_attention_heads");
-  if (r.has("num_hidden_layers")) c.depth = r.get<int64_t>("num_hidden_layers");
+  if (!qwen2 && r.has("num_hidden_layers")) c.depth = r.get<int64_t>("num_hidden_layers");
   // The published configs' older spellings, which transformers 5 stores as unread attributes: they
   // must say what the keys it reads say (in_channels 3 by default, patch_size).
   if (r.has("in_chans") && r.get<int64_t>("in_chans") != c.in_channels)
@@ -80,10 +100,12 @@ Qwen2_5VisionConfig parse_qwen2_5_vision_config(const nlohmann::json& j, const s
   if (r.has("spatial_patch_size") && r.get<int64_t>("spatial_patch_size") != c.patch_size)
     fail("{}: field 'spatial_patch_size' is {}, but patch_size (which transformers reads) is {}", where,
          j["spatial_patch_size"].dump(), c.patch_size);
-  if (r.has("fullatt_block_indexes")) c.fullatt_block_indexes = r.int_list("fullatt_block_indexes");
+  if (!qwen2 && r.has("fullatt_block_indexes")) c.fullatt_block_indexes = r.int_list("fullatt_block_indexes");
   c.hidden_act = r.opt<std::string>("hidden_act", c.hidden_act);
-  if (c.hidden_act != "silu" && c.hidden_act != "gelu_pytorch_tanh" && c.hidden_act != "gelu")
-    fail("{}: field 'hidden_act' is '{}'; fp4lm's Qwen2.5-VL tower implements silu, gelu_pytorch_tanh and gelu",
+  if (c.hidden_act != "silu" && c.hidden_act != "gelu_pytorch_tanh" && c.hidden_act != "gelu" &&
+      c.hidden_act != "quick_gelu")
+    fail("{}: field 'hidden_act' is '{}'; fp4lm's Qwen2-VL / Qwen2.5-VL towers implement silu, quick_gelu, "
+         "gelu_pytorch_tanh and gelu",
          where, c.hidden_act);
   if (r.has("rope_parameters")) {
     const nlohmann::json& rp = j["rope_parameters"];
@@ -107,8 +129,16 @@ Qwen2_5VisionConfig parse_qwen2_5_vision_config(const nlohmann::json& j, const s
                                 "out_hidden_size", "window_size",    "tokens_per_second",   "num_attention_heads",
                                 "num_hidden_layers", "in_chans",     "spatial_patch_size",  "fullatt_block_indexes",
                                 "hidden_act",  "rope_parameters",    "rope_theta"};
+  static const char* known2[] = {"depth",        "embed_dim",         "hidden_size",         "mlp_ratio",
+                                 "num_heads",    "in_channels",       "patch_size",          "temporal_patch_size",
+                                 "spatial_merge_size", "num_attention_heads", "num_hidden_layers", "in_chans",
+                                 "spatial_patch_size", "hidden_act",  "rope_parameters",     "rope_theta"};
+  const auto is_known = [&](const std::string& k) {
+    return qwen2 ? std::any_of(std::begin(known2), std::end(known2), [&](const char* n) { return k == n; })
+                 : std::any_of(std::begin(known), std::end(known), [&](const char* n) { return k == n; });
+  };
   for (const auto& [k, v] : j.items())
-    if (!bookkeeping_key(k) && std::none_of(std::begin(known), std::end(known), [&](const char* n) { return k == n; }))
+    if (!bookkeeping_key(k) && !is_known(k))
       fail("{}: unknown field '{}' (= {}); fp4lm does not know what it changes in the vision tower", where, k,
            v.dump());
   return c;
@@ -144,7 +174,7 @@ Qwen2_5VisionTower::Qwen2_5VisionTower(Qwen2_5VisionConfig config, Weights weigh
     inv_freq_.push_back(static_cast<float>(1.0 / std::pow(c.rope_theta, static_cast<double>(j) / spatial)));
 }
 
-std::unique_ptr<Qwen2_5VisionTower> Qwen2_5VisionTower::load(ModelLoader& l) {
+std::unique_ptr<Qwen2_5VisionTower> Qwen2_5VisionTower::load(ModelLoader& l, bool qwen2) {
   const nlohmann::json& cj = l.checkpoint().config();
   if (!cj.contains("vision_config") || cj["vision_config"].is_null()) return nullptr;
   const std::string where = l.checkpoint().dir() + "/config.json: vision_config";
@@ -157,7 +187,7 @@ std::unique_ptr<Qwen2_5VisionTower> Qwen2_5VisionTower::load(ModelLoader& l) {
                where);
     return nullptr;
   }
-  Qwen2_5VisionConfig c = parse_qwen2_5_vision_config(cj["vision_config"], where);
+  Qwen2_5VisionConfig c = parse_qwen2_5_vision_config(cj["vision_config"], where, qwen2);
   if (c.out_hidden_size != l.config().hidden_size)
     fail("{}: out_hidden_size {} differs from the language model's hidden_size {}: the merger's rows replace "
          "token embeddings",
@@ -181,12 +211,20 @@ std::unique_ptr<Qwen2_5VisionTower> Qwen2_5VisionTower::load(ModelLoader& l) {
     blk.norm2 = l.tensor_f32(b + "norm2.weight", {H});
     blk.qkv = linear(b + "attn.qkv", 3 * H, H);
     blk.proj = linear(b + "attn.proj", H, H);
-    blk.gate = linear(b + "mlp.gate_proj", I, H);
-    blk.up = linear(b + "mlp.up_proj", I, H);
-    blk.down = linear(b + "mlp.down_proj", H, I);
+    if (c.qwen2) {
+      blk.norm1_b = l.tensor_f32(b + "norm1.bias", {H});
+      blk.norm2_b = l.tensor_f32(b + "norm2.bias", {H});
+      blk.up = linear(b + "mlp.fc1", I, H);
+      blk.down = linear(b + "mlp.fc2", H, I);
+    } else {
+      blk.gate = linear(b + "mlp.gate_proj", I, H);
+      blk.up = linear(b + "mlp.up_proj", I, H);
+      blk.down = linear(b + "mlp.down_proj", H, I);
+    }
     w.blocks.push_back(std::move(blk));
   }
   w.merger_norm = l.tensor_f32(v + "merger.ln_q.weight", {H});
+  if (c.qwen2) w.merger_norm_b = l.tensor_f32(v + "merger.ln_q.bias", {H});
   w.merger_fc1 = linear(v + "merger.mlp.0", M, M);
   w.merger_fc2 = linear(v + "merger.mlp.2", c.out_hidden_size, M);
   return std::make_unique<Qwen2_5VisionTower>(std::move(c), std::move(w), where);
@@ -251,7 +289,8 @@ std::vector<ImageEmbeddings> Qwen2_5VisionTower::encode_all(const std::vector<co
       for (int64_t f = 0; f < g.t; ++f) {
         order.clear();
         sizes.clear();
-        qwen2_5_window_order(lh, lw, c.window_units(), order, sizes);
+        // Qwen2-VL: one window per frame, the processor's order kept.
+        qwen2_5_window_order(lh, lw, c.qwen2 ? std::max(lh, lw) : c.window_units(), order, sizes);
         for (int64_t u : order) units.push_back(base + u);
         for (int64_t s : sizes) windows.push_back(windows.back() + s * unit);
         base += lh * lw;
@@ -298,13 +337,19 @@ std::vector<ImageEmbeddings> Qwen2_5VisionTower::encode_all(const std::vector<co
   });
   x0 = {};
 
+  // RMSNorm (Qwen2.5-VL) or LayerNorm with its bias (Qwen2-VL), eps 1e-6 either way.
+  const auto norm = [&](const float* in, int64_t rows, const std::vector<float>& w, const std::vector<float>& bias,
+                        float* out) {
+    if (c.qwen2) vision_layer_norm(in, rows, H, w, bias, kRmsNormEps, out, pool);
+    else rms_norm_rows(in, rows, H, w, out, pool);
+  };
   std::vector<float> y(static_cast<size_t>(N * H)), qkv(static_cast<size_t>(N * 3 * H)), att(static_cast<size_t>(N * H));
   std::vector<float> gate(static_cast<size_t>(N * I)), up(static_cast<size_t>(N * I));
   for (size_t bi = 0; bi < w_.blocks.size(); ++bi) {
     const Block& b = w_.blocks[bi];
     const bool full = std::find(c.fullatt_block_indexes.begin(), c.fullatt_block_indexes.end(),
                                 static_cast<int64_t>(bi)) != c.fullatt_block_indexes.end();
-    rms_norm_rows(x.data(), N, H, b.norm1, y.data(), pool);
+    norm(x.data(), N, b.norm1, b.norm1_b, y.data());
     b.qkv->forward(y.data(), N, qkv.data(), pool);
     // RoPE on q and k in place, then bidirectional attention within each window (or frame).
     pool.parallel_for(N, [&](int64_t r0, int64_t r1, int) {
@@ -327,20 +372,26 @@ std::vector<ImageEmbeddings> Qwen2_5VisionTower::encode_all(const std::vector<co
                       att.data(), pool);
     b.proj->forward(att.data(), N, y.data(), pool);
     for (int64_t i = 0; i < N * H; ++i) x[static_cast<size_t>(i)] += y[static_cast<size_t>(i)];
-    rms_norm_rows(x.data(), N, H, b.norm2, y.data(), pool);
-    b.gate->forward(y.data(), N, gate.data(), pool);
+    norm(x.data(), N, b.norm2, b.norm2_b, y.data());
     b.up->forward(y.data(), N, up.data(), pool);
-    pool.parallel_for(N * I, [&](int64_t i0, int64_t i1, int) {
-      for (int64_t i = i0; i < i1; ++i)
-        gate[static_cast<size_t>(i)] = act(gate[static_cast<size_t>(i)], c.hidden_act) * up[static_cast<size_t>(i)];
-    });
+    if (b.gate) {  // SwiGLU (Qwen2.5-VL)
+      b.gate->forward(y.data(), N, gate.data(), pool);
+      pool.parallel_for(N * I, [&](int64_t i0, int64_t i1, int) {
+        for (int64_t i = i0; i < i1; ++i)
+          gate[static_cast<size_t>(i)] = act(gate[static_cast<size_t>(i)], c.hidden_act) * up[static_cast<size_t>(i)];
+      });
+    } else {  // fc2(act(fc1(x))) (Qwen2-VL)
+      pool.parallel_for(N * I, [&](int64_t i0, int64_t i1, int) {
+        for (int64_t i = i0; i < i1; ++i) gate[static_cast<size_t>(i)] = act(up[static_cast<size_t>(i)], c.hidden_act);
+      });
+    }
     b.down->forward(gate.data(), N, y.data(), pool);
     for (int64_t i = 0; i < N * H; ++i) x[static_cast<size_t>(i)] += y[static_cast<size_t>(i)];
   }
 
   // Merger: RMSNorm per patch, each merge unit's `unit` consecutive rows as one row of MH, fc1,
   // exact GELU, fc2; then the units back in the processor's order.
-  rms_norm_rows(x.data(), N, H, w_.merger_norm, y.data(), pool);
+  norm(x.data(), N, w_.merger_norm, w_.merger_norm_b, y.data());
   std::vector<float> mid(static_cast<size_t>(T * MH)), merged(static_cast<size_t>(T * c.out_hidden_size));
   w_.merger_fc1->forward(y.data(), T, mid.data(), pool);
   pool.parallel_for(T * MH, [&](int64_t i0, int64_t i1, int) {
