@@ -79,9 +79,14 @@ ModelConfig parse_model_config(const json& top, const std::string& path) {
   const bool vl = !own_wrapper && c.architecture.size() > 24 &&
                   c.architecture.compare(c.architecture.size() - 24, 24, "ForConditionalGeneration") == 0;
   if (vl) {
-    if (!top.contains("text_config") || !top["text_config"].is_object())
+    if (c.arch->flat_text_config() && !top.contains("text_config")) {
+      text = top;  // the text keys beside vision_config (which the text model never reads)
+      text.erase("vision_config");
+    } else if (!top.contains("text_config") || !top["text_config"].is_object()) {
       fail("{}: {} needs an object 'text_config'", path, c.architecture);
-    text = top["text_config"];
+    } else {
+      text = top["text_config"];
+    }
     for (const char* k : {"torch_dtype", "dtype", "eos_token_id", "bos_token_id", "tie_word_embeddings"})
       if (!text.contains(k) && top.contains(k)) text[k] = top[k];
     // The wrapper's lm_head sits beside model.language_model, so transformers ties it by the
@@ -107,6 +112,15 @@ ModelConfig parse_model_config(const json& top, const std::string& path) {
     }
     for (const char* k : {"torch_dtype", "dtype", "eos_token_id", "bos_token_id", "tie_word_embeddings"})
       if (!text.contains(k) && top.contains(k)) text[k] = top[k];
+    if (w->top_level_tie) {
+      const json tie = top.contains("tie_word_embeddings") ? top["tie_word_embeddings"] : json(*w->top_level_tie);
+      if (text.contains("tie_word_embeddings") && text["tie_word_embeddings"] != tie)
+        log().warn("{}: tie_word_embeddings is {} at the top level{} and {} in the language model's config; the top "
+                   "level's value is used (transformers ties {}'s lm_head by it)",
+                   path, tie.dump(), top.contains("tie_word_embeddings") ? "" : " (its default)",
+                   text["tie_word_embeddings"].dump(), c.architecture);
+      text["tie_word_embeddings"] = tie;
+    }
     c.wrapper_prefix = w->tensor_prefix;
   }
   if (text.is_null()) text = top;

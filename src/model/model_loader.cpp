@@ -15,9 +15,11 @@ namespace fp4lm::model {
 using kernels::LinearWeights;
 
 std::string text_tensor_prefix(const ModelConfig& c, const io::Checkpoint& ckpt) {
-  if (c.tensor_prefix == "model.language_model." && !ckpt.find("model.language_model.embed_tokens.weight") &&
-      ckpt.find("language_model.model.embed_tokens.weight"))
-    return "language_model.model.";
+  if (c.tensor_prefix == "model.language_model." && !ckpt.find("model.language_model.embed_tokens.weight")) {
+    if (ckpt.find("language_model.model.embed_tokens.weight")) return "language_model.model.";
+    // The layout transformers 4.x and the Qwen2-VL / Qwen2.5-VL releases store (model.*, visual.*).
+    if (ckpt.find("model.embed_tokens.weight")) return "model.";
+  }
   return c.tensor_prefix;
 }
 

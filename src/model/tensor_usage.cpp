@@ -55,6 +55,8 @@ const char* ignore_reason(const std::string& name, const ModelConfig& c, bool fp
   if (declares_mtp && layer_number(name) >= c.num_layers) return kMtp;
   if (c.tie_word_embeddings && (name == "lm_head.weight" || name == c.wrapper_prefix + "lm_head.weight")) return kTied;
   if (!fp8_kv && kv_calibration(last)) return kKvScales;
+  // A VL checkpoint in the layout of Qwen2-VL / Qwen2.5-VL's releases: its tower beside model.*.
+  if (starts_with(name, "visual.") && c.architecture.ends_with("ForConditionalGeneration")) return kOther;
   if (!c.wrapper_prefix.empty() || c.tensor_prefix != "model.") {
     // A multi-modal wrapper: what lies outside the language model's prefixes is another component.
     std::vector<std::string> text = {c.wrapper_prefix + c.tensor_prefix, c.wrapper_prefix + "lm_head.", "lm_head.",

@@ -6,6 +6,8 @@
 // vision tower, an unreadable or undecodable image, placeholders that do not match the images).
 // The same on a tiny random Gemma 3 (scripts/make_gemma3_vl_goldens.py): Gemma3Processor's prompt
 // ids (<start_of_image> expanded, bidirectional image tokens) and transformers' greedy tokens.
+// And on a tiny random Qwen2.5-VL (scripts/make_qwen2_5_vl_goldens.py: patch 14, a windowed tower,
+// a 150 x 100 PNG) and Qwen2-VL, the processors' prompt ids and transformers' greedy tokens.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -39,8 +41,9 @@ std::string ids_arg(const std::vector<int32_t>& ids) {
 
 void chat_with_image(const std::string& kind) {
   const json g = golden(kind);
+  const std::string img = g.contains("image") ? (test::source_dir() / g["image"].get<std::string>()).string() : image();
   const auto r = fp4lm("generate --model " + fixture(kind) + " --chat '" + g["text"].get<std::string>() +
-                       "' --image " + image() + " --json --dtype float32 --ignore-eos --max-tokens " +
+                       "' --image " + img + " --json --dtype float32 --ignore-eos --max-tokens " +
                        std::to_string(g["greedy_ids"].size()));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const json out = json::parse(r.out);
@@ -56,6 +59,32 @@ TEST(GenerateImageCli, Qwen3VlMoeChatWithImageEqualsTransformers) { chat_with_im
 TEST(GenerateImageCli, Qwen3VlMoePerExpertChatWithImageEqualsTransformers) {
   chat_with_image("qwen3_vl_e2e/moe_per_expert");
 }
+
+// Qwen2.5-VL: window attention in the tower, contiguous M-RoPE in the text model.
+TEST(GenerateImageCli, Qwen2_5VlChatWithImageEqualsTransformers) { chat_with_image("qwen2_5_vl_e2e/qwen2_5_vl"); }
+
+// fp4lm quantize keeps the tower of the published layout (visual.*) unquantized and lists it, and
+// copies the processor's settings: the quantized checkpoint still takes the image.
+TEST(GenerateImageCli, Qwen2_5VlQuantizedKeepsItsTower) {
+  const test::TempDir tmp;
+  const std::string out = (tmp / "q").string();
+  const auto q = fp4lm("quantize --model " + fixture("qwen2_5_vl_e2e/qwen2_5_vl") + " --out " + out +
+                       " --algo W4A16_NVFP4");
+  ASSERT_EQ(q.exit_code, 0) << q.err;
+  const json hq = json::parse(test::read_file(out + "/hf_quant_config.json"));
+  const json& ex = hq["quantization"]["exclude_modules"];
+  EXPECT_NE(std::find(ex.begin(), ex.end(), "visual*"), ex.end()) << ex.dump();
+  const json g = golden("qwen2_5_vl_e2e/qwen2_5_vl");
+  const auto r = fp4lm("generate --model " + out + " --chat '" + g["text"].get<std::string>() + "' --image " +
+                       (test::source_dir() / g["image"].get<std::string>()).string() +
+                       " --json --dtype float32 --ignore-eos --max-tokens 3");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json o = json::parse(r.out);
+  EXPECT_EQ(o["prompt_ids"], g["prompt_ids"]);
+  EXPECT_EQ(o["output_ids"].size(), 3u);
+}
+
+TEST(GenerateImageCli, Qwen2VlChatWithImageEqualsTransformers) { chat_with_image("qwen2_5_vl_e2e/qwen2_vl"); }
 
 TEST(GenerateImageCli, PromptIdsWithOnePlaceholderPerImage) {
   const json g = golden("dense");

@@ -7,7 +7,11 @@
 // the float64 forward of Qwen3_5ForConditionalGeneration with pixel_values. The same for Qwen3-VL and
 // Qwen3-VL-MoE (scripts/make_qwen3_vl_goldens.py: Qwen3VL(Moe)ForConditionalGeneration, whose
 // tower's DeepStack features are added after decoder layers 0 and 1; without them the logits are
-// hundreds of times the bound away, which golden.json records).
+// hundreds of times the bound away, which golden.json records). The same for Qwen2.5-VL
+// (scripts/make_qwen2_5_vl_goldens.py: Qwen2_5_VLForConditionalGeneration, patch 14, window
+// attention in its tower, contiguous M-RoPE; with every block attending to the whole image the
+// logits are tens of times the bound away, which golden.json records), and Qwen2-VL
+// (Qwen2VLForConditionalGeneration: its tower's LayerNorm / QuickGELU form, no windows).
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 #include <fmt/format.h>
@@ -62,7 +66,7 @@ void check(const std::string& kind) {
 
   const std::string png = test::read_file(test::source_dir() / g["image"].get<std::string>());
   std::vector<EncodedImage> images;
-  images.push_back(input->encode(std::vector<uint8_t>(png.begin(), png.end()), "rgb_56x84.png"));
+  images.push_back(input->encode(std::vector<uint8_t>(png.begin(), png.end()), g["image"].get<std::string>()));
   EXPECT_EQ((std::vector<int64_t>{images[0].grid.t, images[0].grid.h, images[0].grid.w}),
             g["image_grid_thw"].get<std::vector<int64_t>>());
   input->attach(p, std::move(images), lm->max_model_len());
@@ -107,6 +111,9 @@ void check(const std::string& kind) {
     EXPECT_EQ(lm->deepstack_levels(), 2);
     EXPECT_GT(g["no_deepstack_rel_diff"].get<double>(), 100 * 1e-4) << "the fixture would not show DeepStack missing";
   }
+  if (g.contains("no_windows_rel_diff")) {
+    EXPECT_GT(g["no_windows_rel_diff"].get<double>(), 10 * 1e-4) << "the fixture would not show the windows missing";
+  }
 }
 
 TEST(Qwen3_5VlImageLogits, DenseEqualsTransformers) { check("dense"); }
@@ -115,6 +122,8 @@ TEST(Qwen3VlImageLogits, DenseEqualsTransformers) { check("qwen3_vl_e2e/dense");
 TEST(Qwen3VlImageLogits, MoeEqualsTransformers) { check("qwen3_vl_e2e/moe"); }
 TEST(Qwen3VlImageLogits, MoeInputMajorEqualsTransformers) { check("qwen3_vl_e2e/moe_input_major"); }
 TEST(Qwen3VlImageLogits, MoePerExpertEqualsTransformers) { check("qwen3_vl_e2e/moe_per_expert"); }
+TEST(Qwen2_5VlImageLogits, EqualsTransformers) { check("qwen2_5_vl_e2e/qwen2_5_vl"); }
+TEST(Qwen2VlImageLogits, EqualsTransformers) { check("qwen2_5_vl_e2e/qwen2_vl"); }
 
 }  // namespace
 }  // namespace fp4lm::engine::qwen3_5_vl_image_logits_test

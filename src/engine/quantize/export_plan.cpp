@@ -181,13 +181,15 @@ void add_default_exclusions(const io::Checkpoint& ck, ExportPlan& plan) {
   // leaves mtp and the vision tower unquantized, the multi-token-prediction and vision tensors,
   // which fp4lm copies unchanged, by pattern.
   for (std::string& m : plan.config.arch->default_exclusions(plan.config)) plan.exclude_modules.push_back(std::move(m));
-  bool mtp = false, visual = false;
+  bool mtp = false, visual = false, top_visual = false;
   for (const std::string& name : ck.tensor_names()) {
     mtp |= name.rfind("mtp.", 0) == 0;
     visual |= name.rfind("model.visual.", 0) == 0;
+    top_visual |= name.rfind("visual.", 0) == 0;  // Qwen2-VL / Qwen2.5-VL's published layout
   }
   if (mtp) plan.exclude_modules.push_back("mtp*");
   if (visual) plan.exclude_modules.push_back("model.visual*");
+  if (top_visual) plan.exclude_modules.push_back("visual*");
 }
 
 }  // namespace

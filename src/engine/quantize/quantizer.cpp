@@ -40,11 +40,12 @@ using quant::QuantAlgo;
 
 namespace {
 
-// Files copied verbatim from IN to OUT (tokenizer, chat template, generation defaults).
+// Files copied verbatim from IN to OUT (tokenizer, chat template, generation defaults, the image
+// processor's settings, which a VL checkpoint's image inputs need).
 constexpr const char* kCopiedFiles[] = {
     "generation_config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
     "tokenizer.model",        "vocab.json",     "merges.txt",            "added_tokens.json",
-    "chat_template.jinja",    "chat_template.json"};
+    "chat_template.jinja",    "chat_template.json", "preprocessor_config.json", "processor_config.json"};
 
 constexpr int64_t kRowChunk = 64;  // rows converted to float32 at a time per thread
 

@@ -53,8 +53,16 @@ class ArchDef {
   struct Wrapper {
     std::vector<std::string> config_keys;
     std::string tensor_prefix;
+    // Set where the wrapper's own lm_head (not the language model's) is tied by the top level's
+    // tie_word_embeddings, this value where the top level leaves it out (the wrapper config class's
+    // default; Kimi K2.5's is true). The top level's value then wins over the language model's.
+    std::optional<bool> top_level_tie = std::nullopt;
   };
   virtual std::optional<Wrapper> wrapper() const { return std::nullopt; }
+  // Whether a …ForConditionalGeneration config.json may keep the text model's keys at the top level
+  // instead of under text_config (Qwen2-VL / Qwen2.5-VL's published configs: transformers' config
+  // class lifts them into text_config). Default: false, text_config required.
+  virtual bool flat_text_config() const { return false; }
   // Reads the keys only this architecture has into c (the shared keys are already there).
   // Error naming config.json and the field on a bad value.
   virtual void parse_config(const ConfigReader& r, ModelConfig& c) const = 0;

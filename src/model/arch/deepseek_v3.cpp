@@ -5,6 +5,12 @@
 // MoE feed-forward (arch/deepseek_moe.h). GLM-4.7-Flash differs only in its defaults and may
 // give the dense layers as mlp_layer_types. The multi-token-prediction layer(s)
 // (num_nextn_predict_layers, model.layers.<num_hidden_layers>.*) are skipped, never read.
+// Kimi K2.5 / K2.6 (Kimi_K25ForConditionalGeneration as transformers names it,
+// KimiK25ForConditionalGeneration as Moonshot's remote code does) wrap this text model: its keys
+// under text_config, its tensors in the original layout transformers also saves
+// (language_model.model.*, language_model.lm_head.weight, tied by the top level's
+// tie_word_embeddings, default true as Kimi_K25Config's). Its MoonViT tower and projector
+// (vision_tower.*, mm_projector.*, vision_config) are not run: text input only, said once at load.
 #include <fmt/format.h>
 
 #include "model/arch/arch.h"
@@ -134,7 +140,37 @@ class Glm4MoeLite final : public DeepseekV3 {
   }
 };
 
+// Kimi K2.5's wrapper around DeepSeek-V3's text model (the file's comment).
+class KimiK25 final : public DeepseekV3 {
+ public:
+  explicit KimiK25(std::string_view name) : name_(name) {}
+  std::string_view hf_name() const override { return name_; }
+  std::optional<Wrapper> wrapper() const override {
+    return Wrapper{{"text_config"}, "language_model.", /*top_level_tie=*/true};
+  }
+  std::unique_ptr<DecoderLayer> make_layer(const LayerBuild& b, int64_t i) const override {
+    if (i == 0)
+      b.loader.log_once(fmt::format("{}: loading the language model only (language_model.*); the vision tower "
+                                    "(vision_tower.*) and its projector (mm_projector.*) are skipped (text input only)",
+                                    name_));
+    return DeepseekV3::make_layer(b, i);
+  }
+
+ private:
+  std::string_view name_;
+};
+
 }  // namespace
+
+const ArchDef& kimi_k25_arch() {
+  static const KimiK25 d("Kimi_K25ForConditionalGeneration");
+  return d;
+}
+
+const ArchDef& kimi_k25_remote_arch() {
+  static const KimiK25 d("KimiK25ForConditionalGeneration");
+  return d;
+}
 
 const ArchDef& deepseek_v3_arch() {
   static const DeepseekV3 d;
