@@ -42,6 +42,14 @@ void rms_rows(const float* x, int64_t rows, int64_t dim, const std::vector<float
   }
 }
 
+// rms_rows over the pool's threads (rows are independent).
+void rms_rows(const float* x, int64_t rows, int64_t dim, const std::vector<float>* w, float eps, float* y,
+              ThreadPool& pool) {
+  pool.parallel_for(rows, [&](int64_t r0, int64_t r1, int) {
+    rms_rows(x + r0 * dim, r1 - r0, dim, w, eps, y + r0 * dim);
+  });
+}
+
 }  // namespace
 
 Gemma4VisionConfig parse_gemma4_vision_config(const nlohmann::json& j, const std::string& where) {
@@ -239,9 +247,10 @@ std::vector<float> Gemma4VisionTower::forward(const vision::Gemma4Pixels& px) co
 
   // Patch embedding: 2 (p - 0.5), input_proj, + the x and y position embeddings.
   std::vector<float> in(static_cast<size_t>(N * K)), x(static_cast<size_t>(N * H));
-  for (int64_t i = 0; i < N; ++i)
-    for (int64_t j = 0; j < K; ++j)
-      in[static_cast<size_t>(i * K + j)] = 2.0f * (px.pixel_values[static_cast<size_t>(real[static_cast<size_t>(i)] * K + j)] - 0.5f);
+  for (int64_t i = 0; i < N; ++i) {
+    const float* src = px.pixel_values.data() + real[static_cast<size_t>(i)] * K;
+    for (int64_t j = 0; j < K; ++j) in[static_cast<size_t>(i * K + j)] = 2.0f * (src[j] - 0.5f);
+  }
   w_.input_proj->forward(in.data(), N, x.data(), pool);
   in = {};
   std::vector<int64_t> px_x(static_cast<size_t>(N)), px_y(static_cast<size_t>(N));
@@ -292,7 +301,7 @@ std::vector<float> Gemma4VisionTower::forward(const vision::Gemma4Pixels& px) co
   std::vector<float> kq(q.size()), vq(q.size()), att(q.size());
   std::vector<float> g(static_cast<size_t>(N * I)), u(g.size());
   for (const Layer& ly : w_.layers) {
-    rms_rows(x.data(), N, H, &ly.input_norm, eps, h.data());
+    rms_rows(x.data(), N, H, &ly.input_norm, eps, h.data(), pool);
     ly.q.forward(h.data(), N, H, q.data(), Q, scratch);
     ly.k.forward(h.data(), N, H, kk.data(), KV, scratch);
     ly.v.forward(h.data(), N, H, vv.data(), KV, scratch);
@@ -321,16 +330,16 @@ std::vector<float> Gemma4VisionTower::forward(const vision::Gemma4Pixels& px) co
     });
     segment_attention(q.data(), kq.data(), vq.data(), Q, heads, D, segments, att.data(), pool);
     ly.o.forward(att.data(), N, Q, y.data(), H, scratch);
-    rms_rows(y.data(), N, H, &ly.post_attention_norm, eps, y.data());
+    rms_rows(y.data(), N, H, &ly.post_attention_norm, eps, y.data(), pool);
     for (size_t i = 0; i < x.size(); ++i) x[i] += y[i];
-    rms_rows(x.data(), N, H, &ly.pre_feedforward_norm, eps, h.data());
+    rms_rows(x.data(), N, H, &ly.pre_feedforward_norm, eps, h.data(), pool);
     ly.gate.forward(h.data(), N, H, g.data(), I, scratch);
     ly.up.forward(h.data(), N, H, u.data(), I, scratch);
     pool.parallel_for(N * I, [&](int64_t i0, int64_t i1, int) {
-      for (int64_t i = i0; i < i1; ++i) g[static_cast<size_t>(i)] = gelu_tanh(g[static_cast<size_t>(i)]) * u[static_cast<size_t>(i)];
+      for (auto i = static_cast<size_t>(i0); i < static_cast<size_t>(i1); ++i) g[i] = gelu_tanh(g[i]) * u[i];
     });
     ly.down.forward(g.data(), N, I, y.data(), H, scratch);
-    rms_rows(y.data(), N, H, &ly.post_feedforward_norm, eps, y.data());
+    rms_rows(y.data(), N, H, &ly.post_feedforward_norm, eps, y.data(), pool);
     for (size_t i = 0; i < x.size(); ++i) x[i] += y[i];
   }
 
