@@ -9,7 +9,9 @@
 #include "io/json_file.h"
 #include "model/mrope_positions.h"
 #include "model/vision/gemma3_image_encoder.h"
+#include "model/vision/gemma4_image_encoder.h"
 #include "vision/gemma3_preprocess.h"
+#include "vision/gemma4_preprocess.h"
 #include "vision/qwen_vl_preprocess.h"
 
 namespace fp4lm::engine {
@@ -55,6 +57,21 @@ std::unique_ptr<ImageInput> ImageInput::for_model(const model::CausalLM& lm, con
     t.tokenizer = tokenizer::Tokenizer::from_dir(dir);
     return std::make_unique<ImageInput>(*enc, std::move(proc), std::move(t), limits);
   }
+  if (enc->family() == model::ImageFamily::gemma4) {
+    Gemma4ImageTokens t;  // Gemma4Config's defaults
+    t.boi = static_cast<int32_t>(config_int(c, cfg_path, {"boi_token_id"}, 255999));
+    t.eoi = static_cast<int32_t>(config_int(c, cfg_path, {"eoi_token_id"}, 258882));
+    t.soft = static_cast<int32_t>(config_int(c, cfg_path, {"image_token_id"}, 258880));
+    vision::Gemma4ProcessorConfig proc = vision::read_gemma4_processor_config(dir);
+    if (const auto* g = dynamic_cast<const model::Gemma4ImageEncoder*>(enc)) {
+      const model::Gemma4VisionConfig& vc = g->vision_config();
+      if (proc.patch_size != vc.patch_size || proc.pooling_kernel_size != vc.pooling_kernel_size)
+        fail("{}: the processor's patch_size {} and pooling_kernel_size {}, but the vision tower's (config.json "
+             "vision_config) {} and {}",
+             dir, proc.patch_size, proc.pooling_kernel_size, vc.patch_size, vc.pooling_kernel_size);
+    }
+    return std::make_unique<ImageInput>(*enc, std::move(proc), t, limits);
+  }
   if (!c.contains("image_token_id") || !c["image_token_id"].is_number_integer())
     fail("{}: the model has a vision tower but no integer 'image_token_id'", cfg_path);
   int64_t merge = 2;
@@ -82,6 +99,10 @@ ImageInput::ImageInput(const model::ImageEncoder& encoder, vision::Gemma3Process
   space_ = g3_.tokenizer->encode(" ");
 }
 
+ImageInput::ImageInput(const model::ImageEncoder& encoder, vision::Gemma4ProcessorConfig processor,
+                       Gemma4ImageTokens tokens, vision::ImageLimits limits)
+    : encoder_(encoder), gemma4_(std::move(processor)), g4_(tokens), pad_(g4_.soft), limits_(limits) {}
+
 namespace {
 // Decoding / preprocessing errors are the request's fault: a RequestError naming the image.
 template <typename F>
@@ -108,6 +129,12 @@ vision::RgbImage ImageInput::decode(std::span<const uint8_t> bytes, const std::s
 EncodedImage ImageInput::encode(const vision::RgbImage& img, const std::string& name) const {
   return named_errors(name, [&] {
     EncodedImage e;
+    if (gemma4_) {
+      const vision::Gemma4Pixels px = vision::gemma4_preprocess(img, *gemma4_);
+      e.hash = image_content_hash(px);
+      e.embeddings = encoder_.encode(px);
+      return e;
+    }
     if (gemma3_) {
       const vision::Gemma3Pixels px = vision::gemma3_preprocess(img, *gemma3_);
       e.crops = px.num_crops;
@@ -124,6 +151,7 @@ EncodedImage ImageInput::encode(const vision::RgbImage& img, const std::string& 
 }
 
 int64_t ImageInput::tokens_for(int64_t height, int64_t width) const {
+  if (gemma4_) return 2 + vision::gemma4_image_tokens(height, width, *gemma4_);  // boi, soft tokens, eoi
   if (gemma3_) {
     const auto crops = static_cast<int64_t>(
         vision::gemma3_pan_and_scan(static_cast<int>(height), static_cast<int>(width), *gemma3_).size());
@@ -207,7 +235,45 @@ std::vector<int32_t> ImageInput::gemma3_expand(std::span<const int32_t> prompt,
   return merged;
 }
 
+std::vector<int32_t> ImageInput::gemma4_expand(std::span<const int32_t> prompt,
+                                               const std::vector<EncodedImage>& images) const {
+  std::vector<int32_t> out;
+  size_t k = 0;
+  for (int32_t id : prompt) {
+    if (id != g4_.soft) {
+      out.push_back(id);
+      continue;
+    }
+    if (k < images.size()) {
+      out.push_back(g4_.boi);
+      out.insert(out.end(), static_cast<size_t>(images[k].embeddings.rows), g4_.soft);
+      out.push_back(g4_.eoi);
+    }
+    ++k;
+  }
+  if (k != images.size())
+    throw RequestError(fmt::format("the prompt has {} image placeholder(s) (<|image|>, token id {}) for {} image(s); "
+                                   "each image needs exactly one (an image content part)",
+                                   k, g4_.soft, images.size()));
+  return out;
+}
+
 void ImageInput::attach(RequestParams& p, std::vector<EncodedImage> images, int64_t max_model_len) const {
+  if (gemma4_) {
+    std::vector<int32_t> expanded = gemma4_expand(p.prompt, images);
+    int64_t total = static_cast<int64_t>(p.prompt.size()) - static_cast<int64_t>(images.size());
+    for (size_t k = 0; k < images.size(); ++k) {
+      total += 2 + images[k].embeddings.rows;
+      if (max_model_len > 0 && total >= max_model_len)
+        throw RequestError(fmt::format("image {} ({} soft tokens) makes the prompt {} tokens, more than the model's "
+                                       "context of {} (max_model_len) leaves room for",
+                                       k + 1, images[k].embeddings.rows, total, max_model_len),
+                           "image");
+    }
+    p.images = make_gemma4_prompt_images(expanded, g4_.soft, std::move(images), encoder_.hidden_size());
+    p.prompt = std::move(expanded);
+    return;
+  }
   if (gemma3_) {
     std::vector<int32_t> expanded = gemma3_expand(p.prompt, images);
     if (max_model_len > 0 && static_cast<int64_t>(expanded.size()) >= max_model_len) {

@@ -15,6 +15,9 @@
 //            pieces are tokenized by the model's tokenizer; a run of newline tokens that the
 //            insertion makes adjacent is tokenized again as one string (as the processor, which
 //            tokenizes the whole text, sees "\n" + "\n\n" as "\n\n\n").
+//   Gemma 4  <|image|> (image_token_id), replaced as Gemma4Processor replaces it:
+//            <|image> (boi_token_id) + <|image|> x the image's soft tokens + <image|> (eoi_token_id);
+//            all three are special tokens, so no text around them is tokenized again.
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -27,6 +30,7 @@
 #include "model/causal_lm.h"
 #include "tokenizer/tokenizer.h"
 #include "vision/gemma3_processor_config.h"
+#include "vision/gemma4_processor_config.h"
 #include "vision/image_decode.h"
 #include "vision/qwen_vl_processor_config.h"
 
@@ -39,6 +43,11 @@ struct Gemma3ImageTokens {
   std::shared_ptr<const tokenizer::Tokenizer> tokenizer;
 };
 
+// Gemma 4's prompt side (config.json).
+struct Gemma4ImageTokens {
+  int32_t boi = 0, eoi = 0, soft = 0;  // boi_token_id, eoi_token_id, image_token_id
+};
+
 class ImageInput {
  public:
   // For the model loaded from `dir`: null when it has no vision tower (a text-only architecture
@@ -49,6 +58,8 @@ class ImageInput {
   ImageInput(const model::ImageEncoder& encoder, vision::QwenVlProcessorConfig processor, int32_t image_pad_id,
              int64_t merge_size, vision::ImageLimits limits);
   ImageInput(const model::ImageEncoder& encoder, vision::Gemma3ProcessorConfig processor, Gemma3ImageTokens tokens,
+             vision::ImageLimits limits);
+  ImageInput(const model::ImageEncoder& encoder, vision::Gemma4ProcessorConfig processor, Gemma4ImageTokens tokens,
              vision::ImageLimits limits);
 
   // One image file's bytes -> its encoder rows, grid and content hash; `name` is what errors call it.
@@ -65,16 +76,20 @@ class ImageInput {
   // image that made it too long).
   void attach(RequestParams& p, std::vector<EncodedImage> images, int64_t max_model_len) const;
 
-  // The token the prompt holds per image (Qwen: <|image_pad|>; Gemma 3: <start_of_image>).
+  // The token the prompt holds per image (Qwen: <|image_pad|>; Gemma 3: <start_of_image>; Gemma 4:
+  // <|image|>).
   int32_t image_pad_id() const { return pad_; }
 
  private:
   std::vector<int32_t> gemma3_expand(std::span<const int32_t> prompt, const std::vector<EncodedImage>& images) const;
+  std::vector<int32_t> gemma4_expand(std::span<const int32_t> prompt, const std::vector<EncodedImage>& images) const;
 
   const model::ImageEncoder& encoder_;
   std::optional<vision::QwenVlProcessorConfig> qwen_;
   std::optional<vision::Gemma3ProcessorConfig> gemma3_;
   Gemma3ImageTokens g3_;
+  std::optional<vision::Gemma4ProcessorConfig> gemma4_;
+  Gemma4ImageTokens g4_;
   std::vector<int32_t> nl2_, original_, crops_, space_;  // Gemma 3's text pieces, tokenized
   int32_t pad_;
   int64_t merge_ = 1;

@@ -36,6 +36,14 @@ uint64_t image_content_hash(const vision::Gemma3Pixels& px) {
   return fnv1a(h, px.pixel_values.data(), px.pixel_values.size() * sizeof(float));
 }
 
+uint64_t image_content_hash(const vision::Gemma4Pixels& px) {
+  uint64_t h = 14695981039346656037ull;
+  const int64_t dims[5] = {px.height, px.width, px.rows, px.cols, px.soft_tokens};
+  h = fnv1a(h, dims, sizeof dims);
+  h = fnv1a(h, px.position_ids.data(), px.position_ids.size() * sizeof(int64_t));
+  return fnv1a(h, px.pixel_values.data(), px.pixel_values.size() * sizeof(float));
+}
+
 std::vector<int32_t> expand_image_placeholders(std::span<const int32_t> prompt, int32_t pad,
                                                std::span<const int64_t> counts) {
   std::vector<int32_t> out;
@@ -128,9 +136,12 @@ std::shared_ptr<const PromptImages> make_prompt_images(std::span<const int32_t> 
   return p;
 }
 
-std::shared_ptr<const PromptImages> make_gemma3_prompt_images(std::span<const int32_t> prompt, int32_t soft,
-                                                              std::vector<EncodedImage> images, int64_t block,
-                                                              int64_t hidden) {
+namespace {
+// Runs of `soft` tokens, each one bidirectional block: `block` long for every image and crop
+// (Gemma 3), or 0: one block per image, its rows long (Gemma 4).
+std::shared_ptr<const PromptImages> make_block_prompt_images(std::span<const int32_t> prompt, int32_t soft,
+                                                             std::vector<EncodedImage> images, int64_t fixed_block,
+                                                             int64_t hidden) {
   auto p = std::make_shared<PromptImages>();
   p->count = static_cast<int64_t>(images.size());
   p->embeds.assign(prompt.size(), nullptr);
@@ -138,7 +149,7 @@ std::shared_ptr<const PromptImages> make_gemma3_prompt_images(std::span<const in
   p->cache_key.assign(prompt.begin(), prompt.end());
   size_t total = 0;
   for (const EncodedImage& im : images) {
-    const int64_t blocks = 1 + im.crops;
+    const int64_t blocks = 1 + im.crops, block = fixed_block > 0 ? fixed_block : im.embeddings.rows;
     if (im.embeddings.rows != blocks * block || im.embeddings.cols != hidden ||
         im.embeddings.values.size() != static_cast<size_t>(blocks * block * hidden))
       throw RequestError(fmt::format("image {}: {} encoder rows of {} values, but {} block(s) of {} tokens of the "
@@ -161,10 +172,11 @@ std::shared_ptr<const PromptImages> make_gemma3_prompt_images(std::span<const in
     while (j < prompt.size() && prompt[j] == soft) ++j;
     if (k >= images.size())
       throw RequestError(fmt::format("image token run at token {} has no image ({} image(s) given)", i, images.size()));
+    const int64_t block = fixed_block > 0 ? fixed_block : images[k].embeddings.rows;
     if (static_cast<int64_t>(j - i) != block)
-      throw RequestError(fmt::format("image {}: a run of {} image tokens at token {}, but each image and crop is {} "
-                                     "(mm_tokens_per_image)",
-                                     k + 1, j - i, i, block));
+      throw RequestError(fmt::format("image {}: a run of {} image tokens at token {}, but {} {} {}", k + 1, j - i, i,
+                                     fixed_block > 0 ? "each image and crop is" : "the image has", block,
+                                     fixed_block > 0 ? "(mm_tokens_per_image)" : "soft tokens"));
     for (size_t t = i; t < j; ++t, ++row) {
       p->embeds[t] = p->rows.data() + static_cast<size_t>(row * hidden);
       p->bidir_end[t] = static_cast<int64_t>(j) - 1;
@@ -180,6 +192,19 @@ std::shared_ptr<const PromptImages> make_gemma3_prompt_images(std::span<const in
   if (k != images.size() || in_image != 0)
     throw RequestError(fmt::format("the prompt's image token runs cover {} of {} image(s)", k, images.size()));
   return p;
+}
+}  // namespace
+
+std::shared_ptr<const PromptImages> make_gemma3_prompt_images(std::span<const int32_t> prompt, int32_t soft,
+                                                              std::vector<EncodedImage> images, int64_t block,
+                                                              int64_t hidden) {
+  if (block <= 0) throw RequestError(fmt::format("mm_tokens_per_image {} must be positive", block));
+  return make_block_prompt_images(prompt, soft, std::move(images), block, hidden);
+}
+
+std::shared_ptr<const PromptImages> make_gemma4_prompt_images(std::span<const int32_t> prompt, int32_t soft,
+                                                              std::vector<EncodedImage> images, int64_t hidden) {
+  return make_block_prompt_images(prompt, soft, std::move(images), 0, hidden);
 }
 
 }  // namespace fp4lm::engine

@@ -13,6 +13,7 @@
 
 #include "model/image_encoder.h"
 #include "model/mrope_positions.h"
+#include "vision/gemma4_preprocess.h"
 #include "vision/qwen_vl_preprocess.h"
 
 namespace fp4lm::engine {
@@ -43,6 +44,7 @@ struct EncodedImage {
 // whatever file it came in, hashes the same; any different pixel gives another hash.
 uint64_t image_content_hash(const vision::QwenVlPixels& px);
 uint64_t image_content_hash(const vision::Gemma3Pixels& px);
+uint64_t image_content_hash(const vision::Gemma4Pixels& px);
 
 // `prompt` with its k-th `pad` token (one per image, as the chat template renders an image part)
 // repeated counts[k] times. RequestError when the prompt holds another number of pads than images
@@ -63,5 +65,9 @@ std::shared_ptr<const PromptImages> make_prompt_images(std::span<const int32_t> 
 std::shared_ptr<const PromptImages> make_gemma3_prompt_images(std::span<const int32_t> prompt, int32_t soft,
                                                               std::vector<EncodedImage> images, int64_t block,
                                                               int64_t hidden_size);
+// Gemma 4: the same for a prompt expanded as Gemma4Processor writes it (boi, one run of `soft`
+// tokens per image, as long as that image's encoder rows, eoi); each run one block.
+std::shared_ptr<const PromptImages> make_gemma4_prompt_images(std::span<const int32_t> prompt, int32_t soft,
+                                                              std::vector<EncodedImage> images, int64_t hidden_size);
 
 }  // namespace fp4lm::engine

@@ -138,6 +138,7 @@ Attention::Attention(const LayerBuild& b, int64_t layer, const AttentionLayout& 
   k_eq_v_ = layout.k_eq_v;
   v_norm_ = layout.v_norm;
   q_only_ = layout.q_only;
+  image_blocks_ = layout.image_blocks;
   if (q_only_ && (layout.reads_kv_of < 0 || k_eq_v_ || v_norm_))
     fail("layer {}: an attention with queries only must read another layer's K/V", layer);
   if (v_norm_) v_rms_ = RmsNorm(std::vector<float>(static_cast<size_t>(head_dim_), 1.0f), c.rms_norm_eps, c.norm_rounds_once);
@@ -189,7 +190,9 @@ Attention::Attention(const LayerBuild& b, int64_t layer, const AttentionLayout& 
 void Attention::forward(const float* x, std::span<const SequenceSpan> spans, float* y) const {
   std::vector<AttentionSpan> a;
   a.reserve(spans.size());
-  for (const SequenceSpan& s : spans) a.push_back({&s.state->kv(), s.row0, s.n, s.pos0, s.chunk_end, s.rope_pos, s.rope_delta, s.bidir_end});
+  for (const SequenceSpan& s : spans)
+    a.push_back({&s.state->kv(), s.row0, s.n, s.pos0, s.chunk_end, s.rope_pos, s.rope_delta,
+                 image_blocks_ ? s.bidir_end : nullptr});
   forward(x, std::span<const AttentionSpan>(a), y);
 }
 

@@ -69,6 +69,10 @@ struct AttentionLayout {
   // With reads_kv_of: the layer has no key / value projections nor k_norm (qkv_proj is q_proj
   // alone; Gemma 4's KV-sharing layers).
   bool q_only = false;
+  // Whether the layer reads image blocks bidirectionally (SequenceSpan::bidir_end); false: causal
+  // whatever the prompt's blocks (Gemma 4's full-attention layers, and every layer of a Gemma 4
+  // without use_bidirectional_attention "vision").
+  bool image_blocks = true;
 };
 
 class Attention final : public Mixer {
@@ -105,7 +109,7 @@ class Attention final : public Mixer {
   DType act_;
   const Rope& rope_;
   std::unique_ptr<Linear> qkv_, o_;
-  bool qk_norm_ = false, k_eq_v_ = false, v_norm_ = false, q_only_ = false;
+  bool qk_norm_ = false, k_eq_v_ = false, v_norm_ = false, q_only_ = false, image_blocks_ = true;
   RmsNorm q_norm_, k_norm_, v_rms_;
   std::vector<float> sinks_;  // [num_heads] or empty
 };

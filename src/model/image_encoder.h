@@ -10,13 +10,15 @@
 #include <vector>
 
 #include "vision/gemma3_preprocess.h"
+#include "vision/gemma4_preprocess.h"
 #include "vision/qwen_vl_preprocess.h"
 
 namespace fp4lm::model {
 
 struct ImageEmbeddings {
   int64_t rows = 0;           // the image's placeholder tokens (Qwen: t * h * w / merge_size^2;
-                              // Gemma 3: mm_tokens_per_image for the image and for each crop)
+                              // Gemma 3: mm_tokens_per_image for the image and for each crop;
+                              // Gemma 4: the image's num_soft_tokens)
   int64_t cols = 0;           // the language model's hidden size
   std::vector<float> values;  // rows x cols, row-major, in the order of the placeholder tokens
   // DeepStack (Qwen3-VL): per level l, rows x cols more values, which the language model adds to the
@@ -28,7 +30,9 @@ struct ImageEmbeddings {
 enum class ImageFamily {
   qwen_vl,  // Qwen2-VL-family processor (vision/qwen_vl_preprocess.h), M-RoPE positions
   gemma3,   // Gemma3ImageProcessor (vision/gemma3_preprocess.h), bidirectional image blocks
+  gemma4,   // Gemma4ImageProcessor (vision/gemma4_preprocess.h), bidirectional blocks on sliding layers
 };
+const char* image_family_name(ImageFamily f);
 
 class ImageEncoder {
  public:
@@ -40,6 +44,8 @@ class ImageEncoder {
   virtual ImageEmbeddings encode(const vision::QwenVlPixels& pixels) const;
   // One image and its pan-and-scan crops: rows for the image first, then each crop's.
   virtual ImageEmbeddings encode(const vision::Gemma3Pixels& pixels) const;
+  // One image's soft tokens.
+  virtual ImageEmbeddings encode(const vision::Gemma4Pixels& pixels) const;
   virtual int64_t hidden_size() const = 0;
   // How many DeepStack levels every encode() returns (ImageEmbeddings::deepstack); 0: none.
   virtual int64_t deepstack_levels() const { return 0; }

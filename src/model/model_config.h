@@ -118,6 +118,9 @@ struct GemmaConfig {
   // (-1: its own); use_double_wide_mlp: those layers' MLPs are 2 × intermediate_size.
   std::vector<int64_t> kv_source;
   bool double_wide_mlp = false;
+  // Gemma 4's use_bidirectional_attention "vision": an image's soft tokens attend to each other
+  // both ways on the sliding layers (the full layers stay causal); otherwise causal everywhere.
+  bool vision_bidir = false;
   // Gemma 4 per-layer input embeddings (arch/gemma_ple.h): hidden_size_per_layer_input (0 =
   // none) and vocab_size_per_layer_input.
   int64_t ple_dim = 0, ple_vocab = 0;

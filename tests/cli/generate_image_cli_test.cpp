@@ -5,7 +5,9 @@
 // with the placeholder written into --prompt-ids; and the usage errors (a model without a
 // vision tower, an unreadable or undecodable image, placeholders that do not match the images).
 // The same on a tiny random Gemma 3 (scripts/make_gemma3_vl_goldens.py): Gemma3Processor's prompt
-// ids (<start_of_image> expanded, bidirectional image tokens) and transformers' greedy tokens.
+// ids (<start_of_image> expanded, bidirectional image tokens) and transformers' greedy tokens; on
+// a tiny random Gemma 4 (scripts/make_gemma4_vl_goldens.py): Gemma4Processor's prompt ids
+// (<|image|> expanded to boi, the image's soft tokens, eoi) and transformers' greedy tokens.
 // And on a tiny random Qwen2.5-VL (scripts/make_qwen2_5_vl_goldens.py: patch 14, a windowed tower,
 // a 150 x 100 PNG) and Qwen2-VL, the processors' prompt ids and transformers' greedy tokens.
 #include <gtest/gtest.h>
@@ -133,6 +135,39 @@ TEST(GenerateImageCli, Gemma3ChatWithImageEqualsTransformers) {
   const json out2 = json::parse(r2.out);
   EXPECT_EQ(out2["prompt_ids"], g["prompt_ids"]);
   EXPECT_EQ(out2["output_ids"], g["greedy_ids"]);
+}
+
+std::string gemma4() { return (test::source_dir() / "tests/model/fixtures/gemma4_vl").string(); }
+
+TEST(GenerateImageCli, Gemma4ChatWithImageEqualsTransformers) {
+  const json golden = json::parse(test::read_file(gemma4() + "/golden.json"));
+  ASSERT_EQ(golden["e2e"].size(), 2u);
+  for (const json& g : golden["e2e"]) {
+    SCOPED_TRACE(g["case"].get<std::string>());
+    const std::string img = (test::source_dir() / g["image"].get<std::string>()).string();
+    const auto r = fp4lm("generate --model " + gemma4() + " --chat '" + g["text"].get<std::string>() + "' --image " +
+                         img + " --json --dtype float32 --ignore-eos --max-tokens " +
+                         std::to_string(g["greedy_ids"].size()));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const json out = json::parse(r.out);
+    EXPECT_EQ(out["prompt_ids"], g["prompt_ids"]);
+    EXPECT_EQ(out["output_ids"], g["greedy_ids"]);
+
+    // The prompt as ids with one <|image|> (263), as the template wrote it.
+    const auto full = g["prompt_ids"].get<std::vector<int32_t>>();
+    const auto boi = std::find(full.begin(), full.end(), 261) - full.begin();
+    const auto eoi = std::find(full.begin(), full.end(), 262) - full.begin();
+    std::vector<int32_t> raw(full.begin(), full.begin() + boi);
+    raw.push_back(263);
+    raw.insert(raw.end(), full.begin() + eoi + 1, full.end());
+    const auto r2 = fp4lm("generate --model " + gemma4() + " --prompt-ids " + ids_arg(raw) + " --image " + img +
+                          " --json --dtype float32 --ignore-eos --max-tokens " +
+                          std::to_string(g["greedy_ids"].size()));
+    ASSERT_EQ(r2.exit_code, 0) << r2.err;
+    const json out2 = json::parse(r2.out);
+    EXPECT_EQ(out2["prompt_ids"], g["prompt_ids"]);
+    EXPECT_EQ(out2["output_ids"], g["greedy_ids"]);
+  }
 }
 
 TEST(GenerateImageCli, BadImagesAreUsageErrorsNamingTheFile) {

@@ -386,5 +386,40 @@ TEST(ChatImagesGemma3, ADataUrlGivesTheProcessorsPromptIdsAndBlocks) {
   for (size_t i = 0; i < types.size(); ++i) EXPECT_EQ(r.params.images->bidir_end[i] >= 0, types[i] == 1) << i;
 }
 
+// Gemma 4 (tests/model/fixtures/gemma4_vl, scripts/make_gemma4_vl_goldens.py): the same request
+// gives Gemma4Processor's prompt ids (<|image|> -> boi, 60 soft tokens, eoi) and its
+// mm_token_type_ids as the image's block; the server needs nothing else for Gemma 4.
+TEST(ChatImagesGemma4, ADataUrlGivesTheProcessorsPromptIdsAndBlock) {
+  const std::string dir = (test::source_dir() / "tests/model/fixtures/gemma4_vl").string();
+  model::EngineOptions o;
+  o.dtype = "float32";
+  const auto lm = model::CausalLM::load(dir, o);
+  const auto input = engine::ImageInput::for_model(*lm, dir);
+  ASSERT_NE(input, nullptr);
+  const auto tok = tokenizer::Tokenizer::from_dir(dir);
+  const auto chat = tokenizer::ChatTemplate::from_dir(dir);
+  ServingModel m;
+  m.name = "gemma4";
+  m.path = dir;
+  m.tok = tok.get();
+  m.chat = &chat;
+  m.max_model_len = lm->max_model_len();
+  m.vocab_size = lm->vocab_size();
+  m.images = input.get();
+  const json golden = io::read_json_file(dir + "/golden.json")["e2e"][0];
+  ASSERT_EQ(golden["image"], "tests/vision/data/rgb_56x84.png");
+  const json b = {{"messages", json::array({{{"role", "user"},
+                                             {"content", json::array({{{"type", "image_url"},
+                                                                       {"image_url", {{"url", data_url(image_file("rgb_56x84.png"))}}}},
+                                                                      {{"type", "text"}, {"text", golden["text"]}}})}}})}};
+  ApiRequest r = parse_chat_request(b, m, 1);
+  attach_chat_images(r, b, m);
+  EXPECT_EQ(r.params.prompt, golden["prompt_ids"].get<std::vector<int32_t>>());
+  ASSERT_NE(r.params.images, nullptr);
+  const auto types = golden["mm_token_type_ids"].get<std::vector<int>>();
+  ASSERT_EQ(r.params.images->bidir_end.size(), types.size());
+  for (size_t i = 0; i < types.size(); ++i) EXPECT_EQ(r.params.images->bidir_end[i] >= 0, types[i] == 1) << i;
+}
+
 }  // namespace
 }  // namespace fp4lm::server::chat_images_test

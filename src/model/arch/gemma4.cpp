@@ -1,6 +1,7 @@
 // Gemma4ForCausalLM and the language model of Gemma4ForConditionalGeneration (keys under
-// text_config, tensors under model.language_model.; the vision / audio towers and the
-// embed_vision / embed_audio projectors are never loaded, one INFO line says so), with
+// text_config, tensors under model.language_model.; the vision tower and embed_vision load as the
+// model's ImageEncoder, model/vision/gemma4_image_encoder.h; the audio tower and embed_audio are
+// never loaded, one INFO line says so), with
 // transformers' Gemma4TextConfig / modeling_gemma4 semantics for what the dense releases
 // (Gemma-4-31B) use:
 // - layer_types (sliding : full, the last layer always full), sliding_window;
@@ -33,6 +34,7 @@
 #include "model/mlp.h"
 #include "model/model_loader.h"
 #include "model/synthetic_checkpoint.h"
+#include "model/vision/gemma4_image_encoder.h"
 
 namespace fp4lm::model {
 
@@ -66,9 +68,11 @@ class Gemma4 final : public ArchDef {
     c.hidden_act = r.opt<std::string>("hidden_activation", "gelu_pytorch_tanh");
     if (c.hidden_act != "gelu_pytorch_tanh")
       fail("{}: unsupported hidden_activation '{}' (supported: gelu_pytorch_tanh)", r.path, c.hidden_act);
-    // "vision" (the 26B-A4B / 31B configs) makes image tokens attend to each other: text-only
-    // input stays causal, so it runs as is. "all" is the bidirectional (embedding) variant.
-    if (r.has("use_bidirectional_attention") && r.get<std::string>("use_bidirectional_attention") != "vision")
+    // "vision" (the 26B-A4B / 31B configs) makes an image's tokens attend to each other on the
+    // sliding layers (transformers' create_masks_for_vision_model; text stays causal). "all" is
+    // the bidirectional (embedding) variant.
+    c.gemma.vision_bidir = r.has("use_bidirectional_attention");
+    if (c.gemma.vision_bidir && r.get<std::string>("use_bidirectional_attention") != "vision")
       fail("{}: use_bidirectional_attention = '{}' is not supported (causal text generation only; \"vision\" "
            "is accepted, since text-only input is causal under it)",
            r.path, r.get<std::string>("use_bidirectional_attention"));
@@ -235,8 +239,7 @@ class Gemma4 final : public ArchDef {
     ModelLoader& l = b.loader;
     const ModelConfig& c = l.config();
     if (i == 0 && c.tensor_prefix != "model.")
-      l.log_once(fmt::format("{}: loading the language model only; the vision and audio towers and their "
-                             "embedders are skipped (text input only)",
+      l.log_once(fmt::format("{}: the audio tower and its embedder are skipped (no audio input)",
                              c.architecture));
     const GemmaNormNames n = gemma_norm_names(i);
     const Shape s = shape(c, i);
@@ -253,7 +256,8 @@ class Gemma4 final : public ArchDef {
                                                                  .kv_heads = s.kv_heads,
                                                                  .k_eq_v = source < 0 && s.k_eq_v,
                                                                  .v_norm = source < 0,
-                                                                 .q_only = source >= 0});
+                                                                 .q_only = source >= 0,
+                                                                 .image_blocks = sliding && c.gemma.vision_bidir});
     RmsNorm post_attention = load_rms_norm(l, n.post_attention, c.hidden_size);
     RmsNorm pre_feedforward = load_rms_norm(l, n.pre_feedforward, c.hidden_size);
     std::unique_ptr<FeedForward> mlp = make_ffn(l, i);
@@ -268,6 +272,13 @@ class Gemma4 final : public ArchDef {
 
   std::unique_ptr<FeedForward> make_ffn(ModelLoader& l, int64_t i) const override {
     return std::make_unique<DenseMlp>(l, fmt::format("model.layers.{}.mlp", i));
+  }
+
+  // Gemma4ForConditionalGeneration's vision_tower.* and embed_vision.* (vision_config); nullptr
+  // for Gemma4ForCausalLM or a checkpoint without a tower. (On the per-layer-embedding models the
+  // image tokens' per-layer inputs are pad_token_id's: GemmaPleInputs.)
+  std::unique_ptr<ImageEncoder> load_image_encoder(ModelLoader& l) const override {
+    return Gemma4ImageEncoder::load(l);
   }
 
   // Gemma's embedding (transformers' Gemma{3,4}TextScaledWordEmbedding) is not an nn.Embedding to

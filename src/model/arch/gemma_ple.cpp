@@ -1,5 +1,6 @@
 #include "model/arch/gemma_ple.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -38,6 +39,21 @@ GemmaPleInputs::GemmaPleInputs(ModelLoader& l) : act_(l.dtype()) {
   table_bytes_ = t.nbytes;
   projection_ = l.load_linear(n.model_projection);
   norm_ = load_rms_norm(l, n.projection_norm, dim_);
+  if (c.architecture == "Gemma4ForConditionalGeneration") {
+    // Gemma4Config's / Gemma4TextConfig's defaults where a key is absent.
+    const nlohmann::json& top = l.checkpoint().config();
+    const auto id = [&](const nlohmann::json& j, const char* key, int64_t def) {
+      if (!j.contains(key) || j[key].is_null()) return static_cast<int32_t>(def);
+      if (!j[key].is_number_integer())
+        fail("{}/config.json: field '{}' must be an integer, found {}", l.checkpoint().dir(), key, j[key].dump());
+      return j[key].get<int32_t>();
+    };
+    for (const auto& [key, def] : {std::pair<const char*, int64_t>{"image_token_id", 258880},
+                                   {"video_token_id", 258884},
+                                   {"audio_token_id", 258881}})
+      multimodal_ids_.push_back(id(top, key, def));
+    pad_id_ = id(top.contains("text_config") ? top["text_config"] : top, "pad_token_id", 0);
+  }
 }
 
 GemmaPleInputs::GemmaPleInputs(ModelLoader& l, Received) : act_(l.dtype()) {
@@ -74,7 +90,15 @@ void GemmaPleInputs::receive(std::span<const uint8_t> bytes, int64_t rows) {
 void GemmaPleInputs::compute(const LayerStep& s) const {
   const size_t size = static_cast<size_t>(s.m * layers_ * dim_);
   std::vector<float> tok(size);
-  table_.lookup(s.tokens, s.m, tok.data());
+  const int32_t* ids = s.tokens;
+  std::vector<int32_t> mapped;
+  if (!multimodal_ids_.empty()) {
+    mapped.assign(s.tokens, s.tokens + s.m);
+    for (int32_t& t : mapped)
+      if (std::find(multimodal_ids_.begin(), multimodal_ids_.end(), t) != multimodal_ids_.end()) t = pad_id_;
+    ids = mapped.data();
+  }
+  table_.lookup(ids, s.m, tok.data());
   round_to_dtype(tok.data(), size, act_);
   // × sqrt(P), the factor in the activation dtype (transformers casts it to the table's dtype).
   float scale = std::sqrt(static_cast<float>(dim_));

@@ -63,6 +63,10 @@ class GemmaPleInputs final : public StageCarried {
   RmsNorm norm_;
   int64_t layers_, dim_, hidden_;
   DType act_;
+  // Gemma4ForConditionalGeneration: the image / video / audio token ids, looked up as pad_token_id
+  // (Gemma4Model.forward's multimodal mask; their embeddings are replaced by the encoders' rows).
+  std::vector<int32_t> multimodal_ids_;
+  int32_t pad_id_ = 0;
   mutable std::vector<float> buf_;  // the step's inputs, written by layer 0, read by every layer
 };
 
