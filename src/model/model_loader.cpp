@@ -207,7 +207,7 @@ std::unique_ptr<Linear> ModelLoader::load_linear(const std::string& name) {
     log_once("W8A8_SQ_PER_CHANNEL: each layer's input (times its pre_quant_scale) is quantized to int8 with its static "
              "input_scale (round half even, clamp [-128, 127]) and dequantized before the int8 W8A16 kernel, as "
              "ModelOpt's int8 input quantizer does");
-    linear->set_int8_input_scale(r.scheme.key == kernels::kInt8W8A8 ? int8_input_scale : 0.0f);
+    linear->set_int8_input_scale(int8_input_scale);
   }
   if (r.scheme.key == kernels::kMxfp8 && r.selection.backend->weight_key_only) {
     log_once("MXFP8: each input is quantized to E4M3 with an E8M0 scale per 32 elements (ModelOpt's MXFP8QTensor "

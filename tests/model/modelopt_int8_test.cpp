@@ -18,6 +18,7 @@
 #include "model/causal_lm.h"
 #include "model/logits_check.h"
 #include "model/model_loader.h"
+#include "model/synthetic_checkpoint.h"
 #include "quant/modelopt_config.h"
 
 namespace fp4lm::model::modelopt_int8_test {
@@ -59,6 +60,36 @@ float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
   return d;
 }
 
+// The dense float32 checkpoint of an int8 one: code × its row's weight_scale (the SmoothQuant
+// tensors dropped too, for W8A16 checkpoints they are absent).
+std::string write_int8_dense(const std::string& q, const fs::path& out) {
+  return test::write_dense_checkpoint(
+      q, out, {".weight_scale", ".input_scale", ".pre_quant_scale"},
+      [](const io::Checkpoint& ck, const std::string& name, const TensorView& t) -> std::optional<DenseTensor> {
+        if (t.dtype != DType::I8) return std::nullopt;
+        const std::vector<float> s = test::as_f32(ck.get(name.substr(0, name.size() - 7) + ".weight_scale"));
+        const int64_t n = t.shape[0], k = t.shape[1];
+        EXPECT_EQ(static_cast<int64_t>(s.size()), n) << name;
+        std::vector<float> w(static_cast<size_t>(n * k));
+        for (int64_t r = 0; r < n; ++r)
+          for (int64_t j = 0; j < k; ++j)
+            w[static_cast<size_t>(r * k + j)] =
+                static_cast<float>(reinterpret_cast<const int8_t*>(t.data)[r * k + j]) * s[static_cast<size_t>(r)];
+        return DenseTensor{{n, k}, std::move(w)};
+      });
+}
+
+std::string write_synthetic(const fs::path& dir, QuantAlgo algo, const std::string& arch) {
+  SyntheticOptions s;
+  s.architecture = arch;
+  s.algo = algo;
+  s.seed = 44;
+  write_synthetic_checkpoint(dir.string(), s);
+  return dir.string();
+}
+
+const std::vector<int32_t> kTokens = {1, 200, 17, 5, 255, 40, 40, 3, 129, 77};
+
 TEST(Int8Modelopt, W8A16ExportRunsWithTheLogitsOfModeloptsFakeQuantForward) {
   const fs::path dir = fixture("modelopt_w8a16");
   const Golden g = golden(dir);
@@ -86,19 +117,7 @@ TEST(Int8Modelopt, W8A16ExportRunsWithTheLogitsOfModeloptsFakeQuantForward) {
   EXPECT_LT(dr, 1e-4);
   // The export read by this test's own dequantization (code × row scale, a dense checkpoint).
   TempDir tmp;
-  const std::string dense = test::write_dense_checkpoint(
-      dir.string(), tmp.path() / "dense", {".weight_scale"},
-      [](const io::Checkpoint& ck, const std::string& name, const TensorView& t) -> std::optional<DenseTensor> {
-        if (t.dtype != DType::I8) return std::nullopt;
-        const std::vector<float> s = test::as_f32(ck.get(name.substr(0, name.size() - 7) + ".weight_scale"));
-        const int64_t n = t.shape[0], k = t.shape[1];
-        std::vector<float> w(static_cast<size_t>(n * k));
-        for (int64_t r = 0; r < n; ++r)
-          for (int64_t j = 0; j < k; ++j)
-            w[static_cast<size_t>(r * k + j)] = static_cast<float>(reinterpret_cast<const int8_t*>(t.data)[r * k + j]) *
-                                                s[static_cast<size_t>(r)];
-        return DenseTensor{{n, k}, std::move(w)};
-      });
+  const std::string dense = write_int8_dense(dir.string(), tmp.path() / "dense");
   EXPECT_LT(rel_to_range(stored, checkpoint_logits(dense, g.tokens)), 1e-5);
 }
 
@@ -132,6 +151,34 @@ TEST(Int8Modelopt, W8A8SmoothQuantExportRunsWithTheLogitsOfModeloptsFakeQuantFor
   EXPECT_GT(d16, 10 * std::max(d, 1e-6));
   // The default (int8 W8A16 kernel behind model::Linear's int8 pass) and reference agree closely.
   EXPECT_LT(max_abs_diff(stored, reference), 1e-3);
+}
+
+// Synthetic checkpoints in ModelOpt's int8 layout (model/synthetic_checkpoint.cpp): fused q/k/v
+// and gate/up shards with their own row scales, and Qwen3-MoE experts on the grouped MoE kernel.
+TEST(Int8, W8A16DenseAndMoeGiveTheDenseLogitsOfTheDequantizedWeights) {
+  for (const char* arch : {"Qwen3ForCausalLM", "Qwen3MoeForCausalLM"}) {
+    SCOPED_TRACE(arch);
+    TempDir dir;
+    const std::string q = write_synthetic(dir.path() / "q", QuantAlgo::W8A16, arch);
+    const auto want = checkpoint_logits(write_int8_dense(q, dir.path() / "dense"), kTokens);
+    const auto got = checkpoint_logits(q, kTokens, f32());
+    EXPECT_LT(rel_to_range(got, want), 1e-4);
+    EngineOptions ref = f32(false, "reference");
+    ref.moe_backend = "reference";
+    EXPECT_LT(rel_to_range(checkpoint_logits(q, kTokens, ref), want), 1e-4);
+  }
+}
+
+// Synthetic SmoothQuant (pre_quant_scale 2^u, u in [-1, 1], weights divided by it): the default
+// backend (int8 pass + W8A16 kernel) and `reference` agree; the override (W8A16) is another result.
+TEST(Int8, W8A8SmoothQuantDefaultAndReferenceAgree) {
+  TempDir dir;
+  const std::string q = write_synthetic(dir.path() / "q", QuantAlgo::W8A8_SQ_PER_CHANNEL, "Qwen3ForCausalLM");
+  const auto got = checkpoint_logits(q, kTokens, f32());
+  const auto ref = checkpoint_logits(q, kTokens, f32(false, "reference"));
+  const auto a16 = checkpoint_logits(q, kTokens, f32(true));
+  EXPECT_LT(rel_to_range(got, ref), 1e-4);
+  EXPECT_GT(rel_to_range(a16, ref), 1e-4);
 }
 
 // A copy of fixture `name` with its tensors edited; the load error.

@@ -83,7 +83,6 @@ void reference_weight_row(const LinearWeights& w, int64_t r, float* out) {
   }
 }
 
-
 std::vector<float> fp8_group_qdq_activation(const float* x, int64_t m, int64_t k, int64_t group) {
   if (group <= 0) fail("per-token-group FP8 activation quantization: group size {} must be positive", group);
   std::vector<float> out(static_cast<size_t>(m * k));
