@@ -464,7 +464,6 @@ TEST(ModeloptAlgorithms, EveryQuantizationKeyHasAnEffectOrIsRefusedByName) {
             std::string::npos);
 }
 
-}  // namespace modelopt_config_test
 
 // ModelOpt 0.47.0's INT8_WEIGHT_ONLY_CFG / INT8_SMOOTHQUANT_CFG exports (tests/model/fixtures/modelopt_w8a16,
 // modelopt_w8a8_sq): no group_size; one would say a grouped layout.
@@ -493,3 +492,5 @@ TEST(ModeloptAlgorithms, Int8AlgorithmsAsTheExportWritesThem) {
         << e;
   }
 }
+
+}  // namespace modelopt_config_test
