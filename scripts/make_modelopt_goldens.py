@@ -51,6 +51,39 @@ def write_golden(out, recipe, logits, how):
     print("wrote", out)
 
 
+def check_int8_export(out, cfg, golden):
+    """The export's meaning (docs/FORMAT.md, "W8A16 and W8A8_SQ_PER_CHANNEL") in a float64 forward:
+    weight = I8 code x weight_scale[row]; with an input_scale, x -> x * pre_quant_scale, then
+    clamp(round_half_even(x / input_scale), -128, 127) * input_scale. It must give the fake-quantized
+    forward's logits (to float32 rounding), or the fixture would not say what the engine runs."""
+    from safetensors.torch import load_file  # noqa: E402
+
+    st = load_file(os.path.join(out, "model.safetensors"))
+    ref = LlamaForCausalLM(cfg).double().eval()
+    state, hooks = {}, {}
+    for name, t in st.items():
+        if name.endswith(".weight") and t.dtype == torch.int8:
+            mod = name[: -len(".weight")]
+            state[name] = t.double() * st[mod + ".weight_scale"].double().reshape(-1, 1)
+            if mod + ".input_scale" in st:
+                hooks[mod] = (st[mod + ".pre_quant_scale"].double(), st[mod + ".input_scale"].double())
+        elif not name.endswith("_scale"):
+            state[name] = t.double()
+    missing, unexpected = ref.load_state_dict(state, strict=False)
+    assert not unexpected, unexpected
+    assert all("rotary" in k for k in missing), missing
+    for mod, (pq, s) in hooks.items():
+        def hook(_module, args, pq=pq, s=s):
+            x = args[0] * pq
+            return ((x / s).round().clamp(-128, 127) * s,) + tuple(args[1:])
+        ref.get_submodule(mod).register_forward_pre_hook(hook)
+    with torch.no_grad():
+        logits = ref(torch.tensor([TOKENS])).logits[0]
+    err = ((logits - golden).abs().max() / (golden.max() - golden.min())).item()
+    print(f"export semantics vs fake-quant forward: {err:.2e} of the range")
+    assert err < 1e-6, err
+
+
 def make(algo, recipe):
     OUT = os.path.join(FIXTURES, "modelopt_" + algo)
     torch.manual_seed(0)
@@ -76,6 +109,7 @@ def make(algo, recipe):
     shutil.rmtree(OUT, ignore_errors=True)
     export_hf_checkpoint(model, export_dir=OUT)
     if algo in FAKE_QUANT_GOLDEN:
+        check_int8_export(OUT, cfg, logits)
         write_golden(OUT, recipe, logits, "ModelOpt's fake-quantized forward in float64 (quantizers in float32)")
         return
 
