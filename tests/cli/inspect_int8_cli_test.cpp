@@ -31,7 +31,9 @@ TEST(InspectInt8Cli, ModeloptInt8ExportsShowTheirAlgorithmSchemeAndBackend) {
     EXPECT_EQ(j["quantization"]["quant_algo"], c.algo) << r.out;
     int quantized = 0;
     for (const json& l : j["layers"]) {
-      if (l.value("name", "") == "lm_head") EXPECT_EQ(l["scheme"], "unquantized") << l.dump();
+      if (l.value("name", "") == "lm_head") {
+        EXPECT_EQ(l["scheme"], "unquantized") << l.dump();
+      }
       if (l["on_disk"] != c.algo) continue;
       ++quantized;
       EXPECT_EQ(l["format"], std::string("modelopt ") + c.algo) << l.dump();
