@@ -1,11 +1,11 @@
 // Per-core kernel throughput on cache-resident weights, in thread CPU time: what one core's
 // instruction stream sustains, independent of memory bandwidth and robust on a shared machine
-// (time while descheduled is not counted). One thread; every registered NVFP4, FP8 and int4 Linear
+// (time while descheduled is not counted). One thread; every registered NVFP4, FP8, int4 and int8 Linear
 // backend available here (or --backends a,b), bfloat16 activations, against OpenBLAS sgemm on the
 // same shape (fp32 weights, 1 thread, its best core unless OPENBLAS_CORETYPE is set). FP8
-// backends run E4M3 codes (1 byte per weight) of the same shape; int4 backends group 128 with zero
-// points (--group overrides). Dense backends (cpu_dense_*, named with --backends) run bf16 weights
-// of the same shape.
+// backends run E4M3 codes (1 byte per weight) of the same shape, int8 backends int8 codes with a scale
+// per row; int4 backends group 128 with zero points (--group overrides). Dense backends
+// (cpu_dense_*, named with --backends) run bf16 weights of the same shape.
 //
 //   kernel_core_bench [--n 2048] [--k 2048] [--m 1,4,16,256] [--backends NAME,NAME]
 // Prints G multiply-adds per second per core (GMAC/s) and the ratio to sgemm.
@@ -83,7 +83,7 @@ int main(int argc, char** argv) {
     for (const kernels::Backend* b : kernels::backends(kernels::LayerKind::linear))
       if (b->name != "reference" &&
           (b->supports(kernels::kNvfp4W4A4) || b->supports(kernels::kNvfp4W4A16) || b->supports(kernels::kFp8W8A16) ||
-           b->supports(kernels::kInt4W4A16)) &&
+           b->supports(kernels::kInt4W4A16) || b->supports(kernels::kInt8W8A16)) &&
           (!b->unavailable_reason || b->unavailable_reason().empty()))
         names.push_back(b->name);
 
@@ -120,9 +120,10 @@ int main(int argc, char** argv) {
         return 2;
       }
       const bool is_fp8 = b->supports(kernels::kFp8W8A16), is_int4 = b->supports(kernels::kInt4W4A16),
-                 is_dense = b->supports(kernels::kUnquantized);
+                 is_int8 = b->supports(kernels::kInt8W8A16), is_dense = b->supports(kernels::kUnquantized);
       const kernels::QuantKey key = is_dense  ? kernels::kUnquantized
                                     : is_fp8  ? kernels::kFp8W8A16
+                                    : is_int8 ? kernels::kInt8W8A16
                                     : is_int4 ? kernels::kInt4W4A16
                                     : b->supports(kernels::kNvfp4W4A4) && !b->weight_key_only ? kernels::kNvfp4W4A4
                                                                                                : kernels::kNvfp4W4A16;
@@ -143,6 +144,11 @@ int main(int argc, char** argv) {
           v.scales.push_back(1e-3f * static_cast<float>(1 + g % 7));
           v.zeros.push_back(static_cast<uint8_t>(g % 16));
         }
+        s.view = std::move(v);
+      } else if (is_int8) {
+        kernels::Int8View v;
+        v.codes = reinterpret_cast<const int8_t*>(fp8.data());  // any bytes are int8 codes
+        v.row_scales.assign(static_cast<size_t>(n), 1e-3f);
         s.view = std::move(v);
       } else if (is_fp8) {
         kernels::Fp8View v;

@@ -8,6 +8,7 @@ quantization asserts CUDA tensors, so the reference is built from the export ins
 
 Usage: python scripts/make_modelopt_goldens.py  (in a venv with nvidia-modelopt==0.47.0,
 transformers and torch; not run by CI)."""
+import copy
 import json
 import os
 import shutil
@@ -20,15 +21,67 @@ from transformers import LlamaConfig, LlamaForCausalLM
 
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "model", "fixtures")
 RECIPES = {"w4a8_nvfp4_fp8": "W4A8_NVFP4_FP8_CFG", "fp8_per_channel_per_token": "FP8_PER_CHANNEL_PER_TOKEN_CFG",
-           "fp8_pb_wo": "FP8_2D_BLOCKWISE_WEIGHT_ONLY_CFG", "mxfp8": "MXFP8_DEFAULT_CFG"}
+           "fp8_pb_wo": "FP8_2D_BLOCKWISE_WEIGHT_ONLY_CFG", "mxfp8": "MXFP8_DEFAULT_CFG",
+           "w8a16": "INT8_WEIGHT_ONLY_CFG", "w8a8_sq": "INT8_SMOOTHQUANT_CFG"}
+# The int8 recipes' golden is ModelOpt's own fake-quantized forward (its int8 quantizer runs on the
+# CPU), in float64: the model's parameters and activations float64, each quantizer computing in
+# float32 as _tensor_quant does (round half even, clamp [-128, 127]: narrow_range is False).
+FAKE_QUANT_GOLDEN = {"w8a16", "w8a8_sq"}
 # FP8_PB_WO's 128 x 128 blocks: sizes that are not multiples of 128 (partial blocks on both
 # axes, grids of 2 x 2, 3 x 2, 2 x 3, and k_proj's 1 x 2).
-SIZES = {"fp8_pb_wo": dict(hidden_size=160, intermediate_size=320, head_dim=40)}
+SIZES = {"fp8_pb_wo": dict(hidden_size=160, intermediate_size=320, head_dim=40),
+         # int8: input widths that are not multiples of 16 or 32 (the kernels' tails): 80 and 136.
+         "w8a16": dict(hidden_size=80, intermediate_size=136, head_dim=20),
+         "w8a8_sq": dict(hidden_size=80, intermediate_size=136, head_dim=20)}
 TOKENS = [1, 7, 42, 3, 63, 20, 20, 5, 31, 11]
 
 
 INPUTS = {"fp8_pb_wo": " (weight-only: float64 inputs)",
           "mxfp8": " with MXFP8 inputs (ModelOpt's MXFP8QTensor on the float32 input)"}
+
+
+def write_golden(out, recipe, logits, how):
+    p = os.path.join(out, "generation_config.json")
+    if os.path.exists(p):
+        os.remove(p)
+    with open(os.path.join(out, "golden.json"), "w") as f:
+        json.dump({"producer": f"nvidia-modelopt 0.47.0 {recipe} export; {how}",
+                   "tokens": TOKENS, "logits": [[round(v, 9) for v in row] for row in logits.tolist()]}, f)
+        f.write("\n")
+    print("wrote", out)
+
+
+def check_int8_export(out, cfg, golden):
+    """The export's meaning (docs/FORMAT.md, "W8A16 and W8A8_SQ_PER_CHANNEL") in a float64 forward:
+    weight = I8 code x weight_scale[row]; with an input_scale, x -> x * pre_quant_scale, then
+    clamp(round_half_even(x / input_scale), -128, 127) * input_scale. It must give the fake-quantized
+    forward's logits (to float32 rounding), or the fixture would not say what the engine runs."""
+    from safetensors.torch import load_file  # noqa: E402
+
+    st = load_file(os.path.join(out, "model.safetensors"))
+    ref = LlamaForCausalLM(cfg).double().eval()
+    state, hooks = {}, {}
+    for name, t in st.items():
+        if name.endswith(".weight") and t.dtype == torch.int8:
+            mod = name[: -len(".weight")]
+            state[name] = t.double() * st[mod + ".weight_scale"].double().reshape(-1, 1)
+            if mod + ".input_scale" in st:
+                hooks[mod] = (st[mod + ".pre_quant_scale"].double(), st[mod + ".input_scale"].double())
+        elif not name.endswith("_scale"):
+            state[name] = t.double()
+    missing, unexpected = ref.load_state_dict(state, strict=False)
+    assert not unexpected, unexpected
+    assert all("rotary" in k for k in missing), missing
+    for mod, (pq, s) in hooks.items():
+        def hook(_module, args, pq=pq, s=s):
+            x = args[0] * pq
+            return ((x / s).round().clamp(-128, 127) * s,) + tuple(args[1:])
+        ref.get_submodule(mod).register_forward_pre_hook(hook)
+    with torch.no_grad():
+        logits = ref(torch.tensor([TOKENS])).logits[0]
+    err = ((logits - golden).abs().max() / (golden.max() - golden.min())).item()
+    print(f"export semantics vs fake-quant forward: {err:.2e} of the range")
+    assert err < 1e-6, err
 
 
 def make(algo, recipe):
@@ -49,8 +102,16 @@ def make(algo, recipe):
 
 
     mtq.quantize(model, getattr(mtq, recipe), forward_loop)
+    if algo in FAKE_QUANT_GOLDEN:
+        fq = copy.deepcopy(model).double()
+        with torch.no_grad():
+            logits = fq(torch.tensor([TOKENS])).logits[0]
     shutil.rmtree(OUT, ignore_errors=True)
     export_hf_checkpoint(model, export_dir=OUT)
+    if algo in FAKE_QUANT_GOLDEN:
+        check_int8_export(OUT, cfg, logits)
+        write_golden(OUT, recipe, logits, "ModelOpt's fake-quantized forward in float64 (quantizers in float32)")
+        return
 
     from safetensors.torch import load_file  # noqa: E402
 

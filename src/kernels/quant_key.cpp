@@ -10,6 +10,7 @@ std::string_view weight_key_name(WeightKey k) {
     case WeightKey::fp8_block: return "fp8_block";
     case WeightKey::mxfp4: return "mxfp4";
     case WeightKey::int4: return "int4";
+    case WeightKey::int8: return "int8";
   }
   return "?";
 }
@@ -21,6 +22,7 @@ std::string_view act_key_name(ActKey k) {
     case ActKey::fp8_static: return "fp8_static";
     case ActKey::fp8_group_dynamic: return "fp8_group_dynamic";
     case ActKey::mxfp8_dynamic: return "mxfp8_dynamic";
+    case ActKey::int8_static: return "int8_static";
   }
   return "?";
 }
@@ -37,6 +39,8 @@ std::string_view scheme_name(QuantKey k) {
   if (k.weight == WeightKey::fp8_block) return "fp8_block";
   if (k.weight == WeightKey::mxfp4) return "mxfp4_w4a16";
   if (k.weight == WeightKey::int4) return "int4_w4a16";
+  if (k == kInt8W8A8) return "int8_w8a8";
+  if (k.weight == WeightKey::int8) return "int8_w8a16";
   return "unquantized";
 }
 

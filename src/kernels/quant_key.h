@@ -8,10 +8,13 @@
 
 namespace fp4lm::kernels {
 
-enum class WeightKey { unquantized, nvfp4_static, fp8_static, fp8_block, mxfp4, int4 };
+// int8: int8 weights with one float32 scale per output row (ModelOpt W8A16 / W8A8_SQ_PER_CHANNEL).
+enum class WeightKey { unquantized, nvfp4_static, fp8_static, fp8_block, mxfp4, int4, int8 };
 // mxfp8_dynamic: activations quantized to E4M3 per 32 inputs with an E8M0 (power-of-two) scale
 // at run time (ModelOpt MXFP8, quant/mxfp8.h).
-enum class ActKey { none, nvfp4_dynamic, fp8_static, fp8_group_dynamic, mxfp8_dynamic };
+// int8_static: activations quantized to int8 with a static per-tensor scale (ModelOpt W8A8_SQ:
+// q = clamp(round_half_even(x / input_scale), -128, 127), used as q × input_scale).
+enum class ActKey { none, nvfp4_dynamic, fp8_static, fp8_group_dynamic, mxfp8_dynamic, int8_static };
 
 struct QuantKey {
   WeightKey weight = WeightKey::unquantized;
@@ -42,12 +45,18 @@ inline constexpr QuantKey kFp8PerToken{WeightKey::fp8_static, ActKey::fp8_group_
 // (the scales decoded to float32 powers of two: exact), activations MXFP8 at run time (the
 // reference backend; the block-FP8 W8A16 backends behind model::Linear's MXFP8 pass).
 inline constexpr QuantKey kMxfp8{WeightKey::fp8_block, ActKey::mxfp8_dynamic};
+// ModelOpt W8A16: int8 weights per output channel, activations in the engine dtype.
+inline constexpr QuantKey kInt8W8A16{WeightKey::int8, ActKey::none};
+// ModelOpt W8A8_SQ_PER_CHANNEL: the same weights, activations (after SmoothQuant's pre_quant_scale,
+// model::Linear) quantized to int8 with the static per-tensor input_scale (the reference backend;
+// the int8 W8A16 backends behind model::Linear's int8 pass).
+inline constexpr QuantKey kInt8W8A8{WeightKey::int8, ActKey::int8_static};
 
 std::string_view weight_key_name(WeightKey k);  // "nvfp4_static"
 std::string_view act_key_name(ActKey k);        // "nvfp4_dynamic", "none"
 // The scheme names of the CLI contract: "nvfp4_w4a4", "nvfp4_w4a16", "fp8" (W8A8),
 // "fp8_w8a16", "fp8_block" (W8A8), "fp8_block_w8a16", "mxfp4_w4a16", "int4_w4a16", "nvfp4_w4a8_fp8",
-// "fp8_per_token", "mxfp8", "unquantized".
+// "fp8_per_token", "mxfp8", "int8_w8a16", "int8_w8a8", "unquantized".
 std::string_view scheme_name(QuantKey k);
 
 }  // namespace fp4lm::kernels

@@ -37,6 +37,8 @@ const Backend& cpu_int4_w4a16_avx512_linear_backend();
 const Backend& cpu_int4_w4a16_avx2_linear_backend();
 const Backend& cpu_int4_w4a16_avx512_moe_backend();
 const Backend& cpu_int4_w4a16_avx2_moe_backend();
+const Backend& cpu_int8_w8a16_avx2_linear_backend();
+const Backend& cpu_int8_w8a16_avx2_moe_backend();
 #endif
 #ifdef FP4LM_HAVE_AMX_KERNELS  // kernels/cpu/amx/ (built when the compiler takes -mamx-*)
 const Backend& cpu_w4a16_amx_linear_backend();
@@ -71,6 +73,7 @@ std::vector<const Backend*> table() {
       &cpu_fp8_w8a16_avx2_linear_backend(),
       &cpu_int4_w4a16_avx512_linear_backend(),
       &cpu_int4_w4a16_avx2_linear_backend(),
+      &cpu_int8_w8a16_avx2_linear_backend(),
 #endif
       &reference_linear_backend(),
 #ifdef FP4LM_HAVE_AVX2_KERNELS
@@ -92,6 +95,7 @@ std::vector<const Backend*> table() {
       &cpu_fp8_w8a16_avx2_moe_backend(),
       &cpu_int4_w4a16_avx512_moe_backend(),
       &cpu_int4_w4a16_avx2_moe_backend(),
+      &cpu_int8_w8a16_avx2_moe_backend(),
 #endif
       &reference_moe_backend(),
   };
@@ -212,6 +216,7 @@ std::string selection_message(const Selection& s, LayerKind kind, QuantKey key) 
                        : key.weight == WeightKey::fp8_block  ? "block-FP8 "
                        : key.weight == WeightKey::mxfp4      ? "MXFP4 "
                        : key.weight == WeightKey::int4       ? "int4 "
+                       : key.weight == WeightKey::int8       ? "int8 "
                                                              : "unquantized ";
   return fmt::format("Using '{}' {}{} backend out of potential backends: [{}]", s.backend->name, format,
                      kind_name(kind), fmt::join(s.candidates, ", "));

@@ -11,6 +11,7 @@ WeightKey view_key(const ShardView& v) {
 float WeightShard::input_scale() const {
   if (const auto* v = std::get_if<Nvfp4View>(&view)) return v->input_scale;
   if (const auto* v = std::get_if<Fp8View>(&view)) return v->input_scale;
+  if (const auto* v = std::get_if<Int8View>(&view)) return v->input_scale;
   return 0.0f;
 }
 

@@ -83,7 +83,17 @@ struct Int4View {
   std::vector<int32_t> perm;  // [k] or empty
 };
 
-using ShardView = std::variant<DenseView, Nvfp4View, Fp8View, Fp8BlockView, Mxfp4View, Int4View>;
+// int8: `codes` I8 [rows, k] (the checkpoint's bytes in place) and one float32 scale per row:
+// w[r, j] = codes[r, j] × row_scales[r] (ModelOpt's weight_scale = row amax / 127).
+// input_scale: W8A8_SQ's static per-tensor activation scale (amax / 127); 0 for W8A16.
+struct Int8View {
+  static constexpr WeightKey key = WeightKey::int8;
+  const int8_t* codes = nullptr;
+  std::vector<float> row_scales;  // [rows]
+  float input_scale = 0.0f;
+};
+
+using ShardView = std::variant<DenseView, Nvfp4View, Fp8View, Fp8BlockView, Mxfp4View, Int4View, Int8View>;
 
 // The format a view holds.
 WeightKey view_key(const ShardView& v);

@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "model/finite_check.h"
+#include "quant/int8.h"
 #include "quant/mxfp8.h"
 
 namespace fp4lm::model {
@@ -42,6 +43,12 @@ void Linear::set_fp8_input_scale(float s) {
   if (!(s > 0) || !std::isfinite(s))
     fail("{}: the FP8 activation scale must be finite and positive, found {}", spec_.name, s);
   fp8_input_scale_ = s;
+}
+
+void Linear::set_int8_input_scale(float s) {
+  if (!(s > 0) || !std::isfinite(s))
+    fail("{}: the int8 activation scale must be finite and positive, found {}", spec_.name, s);
+  int8_input_scale_ = s;
 }
 
 Linear::Linear(LayerSpec spec, LayerScheme scheme, std::string backend, std::unique_ptr<kernels::LinearKernel> kernel)
@@ -97,6 +104,14 @@ void Linear::forward(const float* x, int64_t m, float* y, ThreadPool& pool) cons
       quant::mxfp8_qdq_row(r, k);
       for (int64_t j = 0; j < k; ++j) r[j] = round_to(t, r[j]);  // exact: E4M3 × 2^e fits bf16 / f16's mantissa
     }
+    x = scaled.data();
+  }
+  if (int8_input_scale_ > 0) {
+    const int64_t k = spec_.in_features;
+    if (scaled.empty()) scaled.assign(x, x + m * k);
+    const DType t = scheme_.act_dtype;
+    const float s = int8_input_scale_;
+    for (float& v : scaled) v = round_to(t, quant::int8_qdq(round_to(t, v), s));
     x = scaled.data();
   }
   with_act_dtype(scheme_.act_dtype, x, static_cast<size_t>(m * spec_.in_features), y,

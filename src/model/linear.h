@@ -46,6 +46,10 @@ class Linear {
   void set_mxfp8_input(bool on) { mxfp8_input_ = on; }
   bool mxfp8_input() const { return mxfp8_input_; }
   bool fp8_per_token() const { return fp8_per_token_; }
+  // W8A8_SQ_PER_CHANNEL on an int8 W8A16 backend: the input (after pre_quant_scale) is quantized to
+  // int8 with this static scale and dequantized before the kernel (quant::int8_qdq); 0: off.
+  void set_int8_input_scale(float s);
+  float int8_input_scale() const { return int8_input_scale_; }
 
   // Calibration hook: sees every input x[m, in] (float32, before dtype rounding).
   using InputObserver = std::function<void(const float* x, int64_t m)>;
@@ -61,6 +65,7 @@ class Linear {
   float fp8_input_scale_ = 0.0f;
   bool fp8_per_token_ = false;
   bool mxfp8_input_ = false;
+  float int8_input_scale_ = 0.0f;
 };
 
 // The experts of one sparse MoE block (routing is the architecture's job).

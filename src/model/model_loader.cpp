@@ -184,6 +184,7 @@ std::unique_ptr<Linear> ModelLoader::load_linear(const std::string& name) {
   // reference backend quantizes its own input).
   const float fp8_input_scale =
       r.scheme.key == kernels::kNvfp4W4A8 && r.selection.backend->weight_key_only ? weights.input_scale : 0.0f;
+  const float int8_input_scale = weights.input_scale;
   auto kernel = r.selection.backend->make_linear(std::move(weights), p);
   loaded_bytes_ += kernel->weight_bytes();
   auto linear = std::make_unique<Linear>(spec, r.scheme, r.selection.backend->name, std::move(kernel));
@@ -203,6 +204,12 @@ std::unique_ptr<Linear> ModelLoader::load_linear(const std::string& name) {
     log_once("FP8_PER_CHANNEL_PER_TOKEN: each token's input is quantized to E4M3 with its own scale (amax / 448) and "
              "dequantized before the FP8 W8A16 kernel, as ModelOpt's dynamic per-token input quantizer does");
     linear->set_fp8_per_token(true);
+  }
+  if (r.scheme.key == kernels::kInt8W8A8 && r.selection.backend->weight_key_only) {
+    log_once("W8A8_SQ_PER_CHANNEL: each layer's input (times its pre_quant_scale) is quantized to int8 with its static "
+             "input_scale (round half even, clamp [-128, 127]) and dequantized before the int8 W8A16 kernel, as "
+             "ModelOpt's int8 input quantizer does");
+    linear->set_int8_input_scale(int8_input_scale);
   }
   if (r.scheme.key == kernels::kMxfp8 && r.selection.backend->weight_key_only) {
     log_once("MXFP8: each input is quantized to E4M3 with an E8M0 scale per 32 elements (ModelOpt's MXFP8QTensor "
@@ -233,6 +240,10 @@ std::unique_ptr<FusedMoe> ModelLoader::load_moe(const std::string& name) {
   if (r.scheme.key == kernels::kFp8PerToken && r.selection.backend->weight_key_only)
     log().warn("{}: FP8_PER_CHANNEL_PER_TOKEN experts on the W8A16 backend '{}': the experts' inputs are not quantized "
                "to FP8 (--moe-backend reference runs the per-token FP8 activations)",
+               spec.name, r.selection.backend->name);
+  if (r.scheme.key == kernels::kInt8W8A8 && r.selection.backend->weight_key_only)
+    log().warn("{}: W8A8_SQ_PER_CHANNEL experts on the W8A16 backend '{}': the experts' inputs are not quantized "
+               "to int8 (--moe-backend reference runs the int8 activations)",
                spec.name, r.selection.backend->name);
   if (r.scheme.key == kernels::kMxfp8 && r.selection.backend->weight_key_only)
     log().warn("{}: MXFP8 experts on the W8A16 backend '{}': the experts' inputs are not quantized to MXFP8 "

@@ -22,10 +22,11 @@ using nlohmann::json;
 using quant::QuantAlgo;
 
 namespace {
-// The group_size ModelOpt's export writes for each algorithm (FP8_PB_WO: none).
+// The group_size ModelOpt's export writes for each algorithm (FP8_PB_WO and the int8 ones: none).
 nlohmann::json synthetic_group_size(quant::QuantAlgo a) {
   if (a == quant::QuantAlgo::W4A8_NVFP4_FP8 || a == quant::QuantAlgo::MXFP8) return 32;
-  if (a == quant::QuantAlgo::FP8_PB_WO) return nullptr;
+  if (a == quant::QuantAlgo::FP8_PB_WO || a == quant::QuantAlgo::W8A16 || a == quant::QuantAlgo::W8A8_SQ_PER_CHANNEL)
+    return nullptr;
   return 16;
 }
 }  // namespace
@@ -132,7 +133,8 @@ struct Writer {
                     QuantAlgo algo, bool bias, float input_amax, bool awq = false) {
     std::vector<std::vector<float>> ws;
     std::vector<float> pqs;
-    if (awq && algo != QuantAlgo::None && algo != QuantAlgo::MIXED_PRECISION) {
+    // SmoothQuant writes a pre_quant_scale for every module, as AWQ does.
+    if ((awq || algo == QuantAlgo::W8A8_SQ_PER_CHANNEL) && algo != QuantAlgo::None && algo != QuantAlgo::MIXED_PRECISION) {
       std::uniform_real_distribution<float> u(-1.0f, 1.0f);
       pqs.resize(static_cast<size_t>(k));
       for (float& x : pqs) x = std::exp2(u(rng));
@@ -244,6 +246,25 @@ struct Writer {
             }
           st.add(on_disk(m + ".weight"), DType::F8_E4M3, {n, k}, codes);
           st.add(on_disk(m + ".weight_scale"), DType::U8, {n, k / 32}, scales);
+          break;
+        }
+        case QuantAlgo::W8A16:
+        case QuantAlgo::W8A8_SQ_PER_CHANNEL: {
+          // ModelOpt's int8 export: weight_scale [n] = row amax / 127, codes round half even
+          // clamped to [-128, 127]; SmoothQuant adds a scalar input_scale = amax / 127.
+          std::vector<uint8_t> codes(ws[i].size());
+          std::vector<float> scales(static_cast<size_t>(n));
+          for (int64_t r = 0; r < n; ++r) {
+            const float* row = ws[i].data() + r * k;
+            const float s = std::max(quant::amax(row, static_cast<size_t>(k)), 1e-12f) / 127.0f;
+            scales[static_cast<size_t>(r)] = s;
+            for (int64_t j = 0; j < k; ++j)
+              codes[static_cast<size_t>(r * k + j)] =
+                  static_cast<uint8_t>(static_cast<int8_t>(std::clamp(std::nearbyint(row[j] / s), -128.0f, 127.0f)));
+          }
+          st.add(on_disk(m + ".weight"), DType::I8, {n, k}, codes);
+          st.add(on_disk(m + ".weight_scale"), DType::F32, {n}, scales.data(), scales.size() * sizeof(float));
+          if (algo == QuantAlgo::W8A8_SQ_PER_CHANNEL) scalar(m + ".input_scale", input_amax / 127.0f);
           break;
         }
         case QuantAlgo::FP8: {

@@ -39,7 +39,8 @@ struct SyntheticOptions {
   // AWQ as ModelOpt exports it: every quantized Linear group (not MoE experts) stores one
   // `pre_quant_scale` [k] (the dense dtype, values 2^u, u uniform in [-1, 1]) shared by its
   // shards, and its weights are quantized divided by it per input channel; the quant configs say
-  // "pre_quant_scale": true, "has_zero_point": false.
+  // "pre_quant_scale": true, "has_zero_point": false. W8A8_SQ_PER_CHANNEL (SmoothQuant) writes
+  // one for every quantized group whatever this says, MoE experts included.
   bool pre_quant_scale = false;
   // Where the quant config goes: hf_quant_config.json (legacy form), config.json's
   // quantization_config, or both.

@@ -15,7 +15,7 @@ using nlohmann::json;
 
 namespace {
 
-constexpr const char* kSupported = "NVFP4, W4A16_NVFP4, FP8, MIXED_PRECISION, NVFP4_AWQ, W4A16_AWQ, W4A8_NVFP4_FP8, FP8_PER_CHANNEL_PER_TOKEN, FP8_PB_WO, MXFP8";
+constexpr const char* kSupported = "NVFP4, W4A16_NVFP4, FP8, MIXED_PRECISION, NVFP4_AWQ, W4A16_AWQ, W4A8_NVFP4_FP8, FP8_PER_CHANNEL_PER_TOKEN, FP8_PB_WO, MXFP8, W8A16, W8A8_SQ_PER_CHANNEL";
 
 std::string upper(std::string s) {
   for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
@@ -105,6 +105,9 @@ void check_group_size(QuantAlgo algo, std::optional<int> gs, const std::string& 
     fail("{}: group_size must be 32 for MXFP8 (its E8M0 scale block; found {})", where, *gs);
   if (algo == QuantAlgo::FP8_PB_WO && gs && *gs != kFp8PbWoBlock)
     fail("{}: FP8_PB_WO's export writes no group_size (its blocks are 128 x 128); found {}", where, *gs);
+  // The int8 exports scale per output channel and write no group_size: a group says another layout.
+  if ((algo == QuantAlgo::W8A16 || algo == QuantAlgo::W8A8_SQ_PER_CHANNEL) && gs)
+    fail("{}: {} scales int8 weights per output channel and has no group_size (found {})", where, algo_name(algo), *gs);
   if (algo == QuantAlgo::W4A16_AWQ && (!gs || *gs <= 0))
     fail("{}: W4A16_AWQ needs a positive group_size (the int4 scale block; found {})", where,
          gs ? std::to_string(*gs) : std::string("none"));
@@ -375,6 +378,8 @@ std::string_view algo_name(QuantAlgo a) {
     case QuantAlgo::FP8_PER_CHANNEL_PER_TOKEN: return "FP8_PER_CHANNEL_PER_TOKEN";
     case QuantAlgo::FP8_PB_WO: return "FP8_PB_WO";
     case QuantAlgo::MXFP8: return "MXFP8";
+    case QuantAlgo::W8A16: return "W8A16";
+    case QuantAlgo::W8A8_SQ_PER_CHANNEL: return "W8A8_SQ_PER_CHANNEL";
   }
   return "?";
 }
@@ -384,8 +389,6 @@ std::string_view unsupported_modelopt_algo(const std::string& u) {
   // process_layer_quant_config; get_quantization_format's raw names), and the ones issue #44 names.
   static const std::map<std::string, std::string_view> known = {
       {"W4A8_AWQ", "int4 weights in groups with AWQ pre_quant_scale and FP8 activations"},
-      {"W8A16", "int8 weights per channel, 16-bit activations"},
-      {"W8A8_SQ_PER_CHANNEL", "SmoothQuant int8 weights per channel and int8 activations"},
       {"FP8_PB_REAL", "block-wise FP8 weights with FP8 activations"},
       {"W4A8_MXFP4_FP8", "MXFP4 weights with FP8 activations"},
       {"MXFP4", "MXFP4 weights (E2M1 with E8M0 scales per 32) and activations"},
@@ -407,6 +410,8 @@ QuantAlgo parse_algo(const std::string& name, const std::string& where) {
   if (u == "FP8_PER_CHANNEL_PER_TOKEN") return QuantAlgo::FP8_PER_CHANNEL_PER_TOKEN;
   if (u == "FP8_PB_WO") return QuantAlgo::FP8_PB_WO;  // the export writes its raw name, "fp8_pb_wo"
   if (u == "MXFP8") return QuantAlgo::MXFP8;
+  if (u == "W8A16") return QuantAlgo::W8A16;
+  if (u == "W8A8_SQ_PER_CHANNEL") return QuantAlgo::W8A8_SQ_PER_CHANNEL;
   if (std::string_view what = unsupported_modelopt_algo(u); !what.empty())
     fail("{}: quant_algo '{}' (ModelOpt's {}) is not supported by fp4lm (supported: {}; docs/FORMAT.md lists each "
          "ModelOpt algorithm)",
@@ -487,6 +492,8 @@ Scheme scheme_of(QuantAlgo a) {
     case QuantAlgo::FP8_PER_CHANNEL_PER_TOKEN: return Scheme::fp8_pc_pt;
     case QuantAlgo::FP8_PB_WO: return Scheme::fp8_block_a16;
     case QuantAlgo::MXFP8: return Scheme::mxfp8;
+    case QuantAlgo::W8A16: return Scheme::int8_a16;
+    case QuantAlgo::W8A8_SQ_PER_CHANNEL: return Scheme::int8_sq;
     case QuantAlgo::None: return Scheme::unquantized;
     case QuantAlgo::MIXED_PRECISION: break;
   }
@@ -503,6 +510,8 @@ QuantAlgo algo_of(Scheme s) {
     case Scheme::fp8_pc_pt: return QuantAlgo::FP8_PER_CHANNEL_PER_TOKEN;
     case Scheme::fp8_block_a16: return QuantAlgo::FP8_PB_WO;
     case Scheme::mxfp8: return QuantAlgo::MXFP8;
+    case Scheme::int8_a16: return QuantAlgo::W8A16;
+    case Scheme::int8_sq: return QuantAlgo::W8A8_SQ_PER_CHANNEL;
     case Scheme::unquantized: return QuantAlgo::None;
     default: break;
   }

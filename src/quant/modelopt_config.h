@@ -30,11 +30,14 @@ namespace fp4lm::quant {
 // input_scale: each token's activations are quantized to E4M3 with its own amax/448 at run time.
 enum class QuantAlgo {
   None, NVFP4, W4A16_NVFP4, FP8, MIXED_PRECISION, NVFP4_AWQ, W4A16_AWQ, W4A8_NVFP4_FP8, FP8_PER_CHANNEL_PER_TOKEN,
-  FP8_PB_WO, MXFP8
+  FP8_PB_WO, MXFP8, W8A16, W8A8_SQ_PER_CHANNEL
 };
 // FP8_PB_WO (written "fp8_pb_wo"): E4M3 weights with one float32 scale (amax / 448) per 128 x 128
 // block, weight-only (the block size is the recipe's; the config does not record it).
 // MXFP8: E4M3 weights with an E8M0 scale per 32 inputs (U8 weight_scale), MXFP8 activations.
+// W8A16 (INT8_WEIGHT_ONLY_CFG): I8 weights with an F32 weight_scale per output channel (row amax / 127).
+// W8A8_SQ_PER_CHANNEL (INT8_SMOOTHQUANT_CFG): the same weights, a pre_quant_scale [k] and a scalar
+// input_scale (amax / 127): x · pre_quant_scale is quantized to int8 per tensor at run time.
 inline constexpr int64_t kFp8PbWoBlock = 128;
 
 std::string_view algo_name(QuantAlgo a);  // "NVFP4", ...; None -> "UNQUANTIZED"

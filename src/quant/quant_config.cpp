@@ -40,6 +40,8 @@ std::string_view scheme_name(Scheme s) {
     case Scheme::nvfp4_fp8: return "W4A8_NVFP4_FP8";
     case Scheme::fp8_pc_pt: return "FP8_PER_CHANNEL_PER_TOKEN";
     case Scheme::mxfp8: return "MXFP8";
+    case Scheme::int8_a16: return "W8A16";
+    case Scheme::int8_sq: return "W8A8_SQ_PER_CHANNEL";
   }
   return "?";
 }

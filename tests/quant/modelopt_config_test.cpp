@@ -363,9 +363,10 @@ TEST(ModeloptConfig, UnknownKvCacheAlgoRejected) {
 // Issue 44: every quant_algo ModelOpt's unified HF export writes is run or refused by name.
 TEST(ModeloptAlgorithms, EveryAlgorithmModeloptWritesIsRunOrRefusedByName) {
   for (const char* runs : {"NVFP4", "NVFP4_AWQ", "W4A16_NVFP4", "FP8", "MIXED_PRECISION", "W4A16_AWQ", "W4A8_NVFP4_FP8",
-                           "FP8_PER_CHANNEL_PER_TOKEN", "FP8_PB_WO", "fp8_pb_wo", "MXFP8"})
+                           "FP8_PER_CHANNEL_PER_TOKEN", "FP8_PB_WO", "fp8_pb_wo", "MXFP8", "W8A16", "w8a16",
+                           "W8A8_SQ_PER_CHANNEL"})
     EXPECT_NO_THROW(parse_algo(runs, "/c")) << runs;
-  for (const char* refused : {"W4A8_AWQ", "W8A16", "W8A8_SQ_PER_CHANNEL", "fp8_pb_real", "W4A8_MXFP4_FP8", "mxfp4",
+  for (const char* refused : {"W4A8_AWQ", "fp8_pb_real", "W4A8_MXFP4_FP8", "mxfp4",
                               "NVFP4_SVD"}) {
     json j = legacy({{"quant_algo", refused}});
     const std::string e = error_of([&] { parse_modelopt_config(j, json::object(), "/c"); });
@@ -461,6 +462,35 @@ TEST(ModeloptAlgorithms, EveryQuantizationKeyHasAnEffectOrIsRefusedByName) {
               {"quantized_layers", {{"a", {{"quant_algo", "NVFP4"}, {"svd_rank", 8}}}}}});
   EXPECT_NE(error_of([&] { parse_modelopt_config(j, json::object(), "/c"); }).find("unknown quantization key 'svd_rank'"),
             std::string::npos);
+}
+
+
+// ModelOpt 0.47.0's INT8_WEIGHT_ONLY_CFG / INT8_SMOOTHQUANT_CFG exports (tests/model/fixtures/modelopt_w8a16,
+// modelopt_w8a8_sq): no group_size; one would say a grouped layout.
+TEST(ModeloptAlgorithms, Int8AlgorithmsAsTheExportWritesThem) {
+  const ModeloptConfig wo = parse_modelopt_config(
+      legacy({{"quant_algo", "W8A16"}, {"kv_cache_quant_algo", nullptr}, {"exclude_modules", {"lm_head"}}}),
+      json::object(), "/c");
+  EXPECT_EQ(wo.algo, QuantAlgo::W8A16);
+  EXPECT_EQ(wo.module_scheme("model.layers.0.mlp.down_proj", {}), Scheme::int8_a16);
+  EXPECT_EQ(wo.module_scheme("lm_head", {}), Scheme::unquantized);
+  const ModeloptConfig sq = parse_modelopt_config(legacy({{"quant_algo", "W8A8_SQ_PER_CHANNEL"}}), json::object(), "/c");
+  EXPECT_EQ(sq.module_scheme("model.layers.0.self_attn.q_proj", {}), Scheme::int8_sq);
+  const ModeloptConfig mixed = parse_modelopt_config(
+      legacy({{"quant_algo", "MIXED_PRECISION"},
+              {"quantized_layers",
+               {{"model.layers.0.mlp.down_proj", {{"quant_algo", "W8A16"}}},
+                {"model.layers.0.mlp.up_proj", {{"quant_algo", "W8A8_SQ_PER_CHANNEL"}}}}}}),
+      json::object(), "/c");
+  EXPECT_EQ(mixed.module_scheme("model.layers.0.mlp.down_proj", {}), Scheme::int8_a16);
+  EXPECT_EQ(mixed.module_scheme("model.layers.0.mlp.up_proj", {}), Scheme::int8_sq);
+  for (const char* algo : {"W8A16", "W8A8_SQ_PER_CHANNEL"}) {
+    const std::string e = error_of(
+        [&] { parse_modelopt_config(legacy({{"quant_algo", algo}, {"group_size", 128}}), json::object(), "/c"); });
+    EXPECT_NE(e.find(fmt::format("{} scales int8 weights per output channel and has no group_size (found 128)", algo)),
+              std::string::npos)
+        << e;
+  }
 }
 
 }  // namespace modelopt_config_test

@@ -107,4 +107,14 @@ Backend int4_cpu_backend(std::string name, LayerKind kind, const Int4Kernels& is
       check_positive_linear, check_positive_moe);
 }
 
+Backend int8_cpu_backend(std::string name, LayerKind kind, const Int8Kernels& isa, IsaNeeds needs) {
+  const Int8Kernels* table = &isa;
+  return row_split_backend(
+      std::move(name), kind, kInt8W8A16, true, needs,
+      [table](LinearWeights w, const LinearProblem& p) -> std::unique_ptr<RowSplitLinear> {
+        return std::make_unique<Int8Linear>(std::move(w), p, *table, prepare_int8_matrix, "int8 CPU kernel");
+      },
+      check_positive_linear, check_positive_moe);
+}
+
 }  // namespace fp4lm::kernels::cpu

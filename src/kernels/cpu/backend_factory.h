@@ -9,6 +9,7 @@
 #include "kernels/cpu/dense_kernels.h"
 #include "kernels/cpu/fp8_kernels.h"
 #include "kernels/cpu/int4_kernels.h"
+#include "kernels/cpu/int8_kernels.h"
 #include "kernels/cpu/nvfp4_kernels.h"
 #include "kernels/cpu/nvfp4_linear.h"
 
@@ -30,5 +31,8 @@ Backend fp8_cpu_backend(std::string name, LayerKind kind, const Fp8Kernels& isa,
 
 // An int4 W4A16 Linear or MoE backend (group-quantized int4 weights, activations unquantized).
 Backend int4_cpu_backend(std::string name, LayerKind kind, const Int4Kernels& isa, IsaNeeds needs);
+// An int8 W8A16 Linear or MoE backend (int8 weights per output channel): matches on the weight key
+// alone (serves W8A8_SQ layers behind model::Linear's int8 activation pass).
+Backend int8_cpu_backend(std::string name, LayerKind kind, const Int8Kernels& isa, IsaNeeds needs);
 
 }  // namespace fp4lm::kernels::cpu

@@ -1,6 +1,7 @@
 #pragma once
-// The FP8 W8A16 schedules, shared by the AVX2 and AVX-512 row kernels. Include only from
-// cpu/{avx2,avx512}/fp8_w8a16.cpp: everything here has internal linkage, so each ISA file compiles its own copy
+// The FP8 W8A16 schedules, shared by the AVX2 and AVX-512 row kernels (and the int8 W8A16 one, whose
+// decoder gives int8 values instead of E4M3 / 256). Include only from cpu/{avx2,avx512}/fp8_w8a16.cpp
+// and cpu/avx2/int8_w8a16.cpp: everything here has internal linkage, so each ISA file compiles its own copy
 // with its own flags (docs/KERNELS.md, "AVX-512 kernels").
 //
 // `Isa` (the ISA's row kernel, a struct of static members) provides:

@@ -17,6 +17,7 @@ class ReferenceLinear final : public LinearKernel {
  public:
   ReferenceLinear(LinearWeights w, const LinearProblem& p) : w_(std::move(w)), p_(p) {
     if (w_.key.weight == WeightKey::int4) check_int4_weights(w_);
+    if (w_.key.weight == WeightKey::int8) check_int8_weights(w_);
   }
 
   void forward(const void* x, int64_t m, void* y, ThreadPool& pool) const override {
@@ -102,7 +103,8 @@ class ReferenceMoe final : public MoeKernel {
 };
 
 const std::vector<QuantKey> kAllSchemes = {kUnquantized, kNvfp4W4A4, kNvfp4W4A16, kFp8, kFp8W8A16, kFp8Block,
-                                           kFp8BlockW8A16, kMxfp4W4A16, kInt4W4A16, kNvfp4W4A8, kFp8PerToken, kMxfp8};
+                                           kFp8BlockW8A16, kMxfp4W4A16, kInt4W4A16, kNvfp4W4A8, kFp8PerToken, kMxfp8,
+                                           kInt8W8A16, kInt8W8A8};
 const std::vector<DType> kAllActDtypes = {DType::F32, DType::BF16, DType::F16};
 
 }  // namespace

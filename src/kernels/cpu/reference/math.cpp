@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "quant/mxfp4.h"
+#include "quant/int8.h"
 #include "quant/mxfp8.h"
 #include "quant/nvfp4.h"
 
@@ -72,6 +73,13 @@ void reference_weight_row(const LinearWeights& w, int64_t r, float* out) {
       for (int64_t j = 0; j < k; ++j) out[j] = e4m3_to_f32(codes[j]) * scales[j / v.block_k];
       return;
     }
+    case WeightKey::int8: {
+      const Int8View& v = s.as<Int8View>();
+      const int8_t* codes = v.codes + r * k;
+      const float scale = v.row_scales[static_cast<size_t>(r)];
+      for (int64_t j = 0; j < k; ++j) out[j] = static_cast<float>(codes[j]) * scale;
+      return;
+    }
   }
 }
 
@@ -107,10 +115,35 @@ std::vector<float> reference_activation_input(const LinearWeights& w, const floa
     for (int64_t t = 0; t < m; ++t) quant::mxfp8_qdq_row(out.data() + t * w.k, w.k);
     return out;
   }
+  if (w.key.act == ActKey::int8_static) {
+    if (!(std::isfinite(w.input_scale) && w.input_scale > 0))
+      fail("int8 activations: input_scale {} must be finite and positive", w.input_scale);
+    for (float& v : out) v = quant::int8_qdq(v, w.input_scale);
+    return out;
+  }
   if (w.key.act == ActKey::fp8_static) {
     for (float& v : out) v = e4m3_to_f32(f32_to_e4m3(v / w.input_scale)) * w.input_scale;
   }
   return out;
+}
+
+void check_int8_weights(const LinearWeights& w) {
+  const std::string layer = w.shards.empty() ? std::string("?") : w.shards[0].name;
+  if (w.n <= 0 || w.k <= 0) fail("int8 layer {}: shape [{}, {}] needs n > 0 and k > 0", layer, w.n, w.k);
+  int64_t rows = 0;
+  for (const WeightShard& s : w.shards) {
+    const Int8View& v = s.as<Int8View>();
+    if (s.rows > 0 && !v.codes) fail("{}: int8 shard lacks its weight codes", s.name);
+    if (static_cast<int64_t>(v.row_scales.size()) != s.rows)
+      fail("{}: int8 weight_scale has {} entries, expected one per row ({})", s.name, v.row_scales.size(), s.rows);
+    for (size_t r = 0; r < v.row_scales.size(); ++r)
+      if (!(std::isfinite(v.row_scales[r]) && v.row_scales[r] > 0.0f))
+        fail("{}: int8 weight_scale of row {} is {}, expected a finite value > 0", s.name, r, v.row_scales[r]);
+    rows += s.rows;
+  }
+  if (rows != w.n) fail("int8 layer {}: shards hold {} rows, expected n = {}", layer, rows, w.n);
+  if (w.key.act == ActKey::int8_static && !(std::isfinite(w.input_scale) && w.input_scale > 0))
+    fail("int8 W8A8 layer {}: input_scale is {}, expected a finite value > 0", layer, w.input_scale);
 }
 
 void check_int4_weights(const LinearWeights& w) {
@@ -155,6 +188,7 @@ size_t linear_weight_bytes(const LinearWeights& w) {
     }
     case WeightKey::nvfp4_static: return static_cast<size_t>(w.n * (w.k / 2 + w.k / 16));
     case WeightKey::fp8_static: return static_cast<size_t>(w.n * w.k);
+    case WeightKey::int8: return static_cast<size_t>(w.n * w.k + w.n * 4);  // codes + fp32 row scales
     case WeightKey::mxfp4: return static_cast<size_t>(w.n * (w.k / 2 + w.k / 32));
     case WeightKey::int4: {
       size_t b = static_cast<size_t>(w.n * (w.k / 2));

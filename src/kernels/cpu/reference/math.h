@@ -15,6 +15,7 @@ void reference_weight_row(const LinearWeights& w, int64_t r, float* out);
 // x [m, k] with w.input_scale (run-time NVFP4 rule; each token's own scale when
 // w.per_token_input_scale), for fp8 the static fp8 quantize-dequantize,
 // for fp8_block W8A8 the per-token-group quantize-dequantize (fp8_group_qdq_activation),
+// for int8 W8A8 quant::int8_qdq with w.input_scale,
 // otherwise x itself.
 std::vector<float> reference_activation_input(const LinearWeights& w, const float* x, int64_t m);
 
@@ -22,6 +23,10 @@ std::vector<float> reference_activation_input(const LinearWeights& w, const floa
 // per token, per `group` elements along k (the last group may be shorter), s = max(amax, 1e-10)
 // / 448, q = e4m3(clamp(x / s, ±448)) (true division, nearest even), returned as q × s.
 std::vector<float> fp8_group_qdq_activation(const float* x, int64_t m, int64_t k, int64_t group);
+
+// Every int8 shard of `w` consistent (Int8View): codes present, one finite scale > 0 per row, rows
+// summing to n; for W8A8 a finite input_scale > 0. Error naming the shard.
+void check_int8_weights(const LinearWeights& w);
 
 // Every int4 shard of `w` consistent (Int4View): group > 0 dividing k, k even, codes / scales /
 // zeros of [rows, k/2] / [rows, k/group], zeros <= 16 (GPTQ v1 zero points read back reach 16), scales finite, perm empty or a
