@@ -29,8 +29,13 @@ def golden(kind):
     """golden.json, with "ref_logprobs": the log-softmax of each row of expected_logits.f64 (row i:
     the float64 logits after prompt token i)."""
     g = json.loads((FIXTURES / kind / "golden.json").read_text())
+    return with_ref_logprobs(g, FIXTURES / kind / "expected_logits.f64")
+
+
+def with_ref_logprobs(g, logits_file):
+    """g with "ref_logprobs": the log-softmax of each of logits_file's float64 rows."""
     rows, cols = g["logits_rows"], g["logits_cols"]
-    flat = struct.unpack(f"<{rows * cols}d", (FIXTURES / kind / "expected_logits.f64").read_bytes())
+    flat = struct.unpack(f"<{rows * cols}d", Path(logits_file).read_bytes())
     g["ref_logprobs"] = []
     for i in range(rows):
         row = flat[i * cols:(i + 1) * cols]
@@ -161,18 +166,7 @@ def family_cases():
     d = REPO / "tests" / "model" / "fixtures" / "gemma3_vl"
     g = next(c for c in json.loads((d / "golden.json").read_text())["e2e"] if c["case"] == "plain")
     cases.append(("gemma3", d, g, d / g["file"]))
-    out = []
-    for name, d, g, logits in cases:
-        rows, cols = g["logits_rows"], g["logits_cols"]
-        flat = struct.unpack(f"<{rows * cols}d", logits.read_bytes())
-        g["ref_logprobs"] = []
-        for i in range(rows):
-            row = flat[i * cols:(i + 1) * cols]
-            top = max(row)
-            lse = top + math.log(sum(math.exp(x - top) for x in row))
-            g["ref_logprobs"].append([x - lse for x in row])
-        out.append(pytest.param(d, g, id=name))
-    return out
+    return [pytest.param(d, with_ref_logprobs(g, logits), id=name) for name, d, g, logits in cases]
 
 
 @pytest.mark.parametrize("checkpoint,g", family_cases())
