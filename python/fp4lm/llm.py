@@ -87,7 +87,7 @@ class LLM:
         self._rng = random.Random(seed)
         self._next_request_id = 0
         self._tokenizer = Tokenizer(self._engine) if self._engine.has_tokenizer else None
-        self._default_sampling = _core.sampling_defaults(model)  # generation_config.json, as the server
+        self._default_sampling = self._engine.sampling_defaults()  # generation_config.json, as the server
 
     # -- vLLM's API ---------------------------------------------------------------------------
 

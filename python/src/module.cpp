@@ -101,22 +101,6 @@ PYBIND11_MODULE(_core, m) {
         return py::bytes(reinterpret_cast<const char*>(bytes.data()), bytes.size());
       },
       py::arg("url"), py::arg("name"), py::arg("allowed_local_media_path"), py::arg("allowed_media_domains"));
-  // generation_config.json's request defaults, read as the server reads them (LLM's
-  // get_default_sampling_params; keys as SamplingParams names them).
-  m.def(
-      "sampling_defaults",
-      [](const std::string& dir) {
-        const engine::SamplingDefaults d = engine::read_sampling_defaults(dir);
-        py::dict out;
-        if (d.temperature) out["temperature"] = *d.temperature;
-        if (d.top_p) out["top_p"] = *d.top_p;
-        if (d.min_p) out["min_p"] = *d.min_p;
-        if (d.repetition_penalty) out["repetition_penalty"] = *d.repetition_penalty;
-        if (d.top_k) out["top_k"] = *d.top_k;
-        if (d.max_tokens) out["max_tokens"] = *d.max_tokens;
-        return out;
-      },
-      py::arg("dir"));
   // n / best_of as the server applies them (engine/best_of.h).
   m.def("best_of_order", &engine::best_of_order, py::arg("cumulative_logprobs"), py::arg("n"));
   m.def("sample_seed", &engine::sample_seed, py::arg("seed"), py::arg("index"));
@@ -245,6 +229,20 @@ PYBIND11_MODULE(_core, m) {
       .def("decode",
            [](const python::OfflineEngine& e, const std::vector<int32_t>& ids, bool skip_special_tokens) {
              return py::bytes(e.tokenizer().decode(ids, skip_special_tokens)).attr("decode")("utf-8", "replace");
+           })
+      // generation_config.json's request defaults, as the server reads them (LLM's
+      // get_default_sampling_params; keys as SamplingParams names them).
+      .def("sampling_defaults",
+           [](const python::OfflineEngine& e) {
+             const engine::SamplingDefaults d = e.sampling_defaults();
+             py::dict out;
+             if (d.temperature) out["temperature"] = *d.temperature;
+             if (d.top_p) out["top_p"] = *d.top_p;
+             if (d.min_p) out["min_p"] = *d.min_p;
+             if (d.repetition_penalty) out["repetition_penalty"] = *d.repetition_penalty;
+             if (d.top_k) out["top_k"] = *d.top_k;
+             if (d.max_tokens) out["max_tokens"] = *d.max_tokens;
+             return out;
            })
       .def("token_eos_id", [](const python::OfflineEngine& e) { return e.tokenizer().eos_id(); })
       .def("tokenizer_vocab_size", [](const python::OfflineEngine& e) { return e.tokenizer().vocab_size(); })

@@ -17,6 +17,7 @@
 #include "engine/engine.h"
 #include "engine/engine_args.h"
 #include "engine/image_input.h"
+#include "engine/sampling_defaults.h"
 #include "model/causal_lm.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
@@ -97,6 +98,10 @@ class OfflineEngine {
   int64_t max_model_len() const { return lm_->max_model_len(); }
   int64_t vocab_size() const { return lm_->vocab_size(); }
   std::vector<int64_t> eos_ids() const { return lm_->eos_ids(); }
+  // generation_config.json's request defaults, from the checkpoint the engine loaded (as the server).
+  engine::SamplingDefaults sampling_defaults() const {
+    return engine::sampling_defaults_from(lm_->checkpoint().generation_config());
+  }
 
  private:
   std::string dir_;

@@ -267,7 +267,7 @@ int run_serve(ServeArgs& a) {
   sm.max_model_len = lm->max_model_len();
   sm.vocab_size = lm->vocab_size();
   sm.eos_ids = lm->eos_ids();
-  sm.defaults = engine::read_sampling_defaults(a.model);
+  sm.defaults = engine::sampling_defaults_from(lm->checkpoint().generation_config());
   sm.tool_parser = a.enable_auto_tool_choice ? tool_parser.get() : nullptr;
   sm.reasoning = reasoning;
   if (a.max_whitespace < 0 || a.max_whitespace > 1000)

@@ -1,21 +1,11 @@
 #include "engine/sampling_defaults.h"
 
-#include <filesystem>
-
-#include <fmt/format.h>
-
-#include "core/error.h"
-#include "io/json_file.h"
-
 namespace fp4lm::engine {
 
-SamplingDefaults read_sampling_defaults(const std::string& dir) {
+SamplingDefaults sampling_defaults_from(const std::optional<nlohmann::json>& generation_config) {
   SamplingDefaults d;
-  const auto path = std::filesystem::path(dir) / "generation_config.json";
-  if (!std::filesystem::exists(path)) return d;
-  const nlohmann::json j = io::read_json_file(path.string());
-  if (!j.is_object())
-    throw Error(fmt::format("{}: expected a JSON object, found {}", path.string(), j.type_name()));
+  if (!generation_config || !generation_config->is_object()) return d;
+  const nlohmann::json& j = *generation_config;
   auto num = [&](const char* key, std::optional<double>& out) {
     if (j.contains(key) && j[key].is_number()) out = j[key].get<double>();  // JSON true/false are not numbers
   };

@@ -4,7 +4,8 @@
 // takes from it (ModelConfig.get_diff_sampling_param), request fields winning over them.
 #include <cstdint>
 #include <optional>
-#include <string>
+
+#include <nlohmann/json.hpp>
 
 namespace fp4lm::engine {
 
@@ -13,8 +14,9 @@ struct SamplingDefaults {
   std::optional<int64_t> top_k, max_tokens;  // max_tokens from max_new_tokens
 };
 
-// Reads DIR/generation_config.json when present (absent keys, and keys of another JSON type,
-// stay unset, as vLLM); Error naming the file on malformed JSON.
-SamplingDefaults read_sampling_defaults(const std::string& dir);
+// From a generation_config.json already parsed (io::Checkpoint::generation_config(): an object, or
+// absent when the checkpoint has none). Absent keys, and keys of another JSON type, stay unset, as
+// vLLM. The server and fp4lm.LLM pass their loaded checkpoint's, so the file is parsed once.
+SamplingDefaults sampling_defaults_from(const std::optional<nlohmann::json>& generation_config);
 
 }  // namespace fp4lm::engine

@@ -168,6 +168,17 @@ TEST(CheckpointBad, QuantConfigNotAnObject) {
   EXPECT_EQ(open_error(d), p(d, "hf_quant_config.json") + ": expected a JSON object, found string");
 }
 
+// generation_config.json feeds the request defaults (engine/sampling_defaults.h): parsed at load.
+TEST(CheckpointBad, GenerationConfigNotAnObjectOrMalformed) {
+  TempDir d;
+  write_json(d, "config.json", kConfig);
+  write_shard(d, "model.safetensors", {"x"});
+  test::write_file(d / "generation_config.json", "[1, 2]");
+  EXPECT_EQ(open_error(d), p(d, "generation_config.json") + ": expected a JSON object, found array");
+  test::write_file(d / "generation_config.json", "{\"temperature\": ");
+  EXPECT_HAS(open_error(d), p(d, "generation_config.json") + ": invalid JSON");
+}
+
 TEST(CheckpointBad, NoWeights) {
   TempDir d;
   write_json(d, "config.json", kConfig);
