@@ -155,23 +155,31 @@ def test_chat_with_a_data_url(vl):
 
 def family_cases():
     """(id, checkpoint, golden) for the other vision families' fixtures: Qwen3-VL dense and MoE
-    (tests/cli/fixtures/qwen3_vl_e2e, scripts/make_qwen3_vl_goldens.py: DeepStack) and Gemma 3
-    (tests/model/fixtures/gemma3_vl, scripts/make_gemma3_vl_goldens.py: SigLIP, bidirectional
-    image blocks; its "plain" case), each golden as golden() gives it."""
+    (tests/cli/fixtures/qwen3_vl_e2e, scripts/make_qwen3_vl_goldens.py: DeepStack), Qwen2.5-VL and
+    Qwen2-VL (tests/cli/fixtures/qwen2_5_vl_e2e, scripts/make_qwen2_5_vl_goldens.py: windowed and
+    plain towers), Gemma 3 (tests/model/fixtures/gemma3_vl, scripts/make_gemma3_vl_goldens.py:
+    SigLIP, bidirectional image blocks) and Gemma 4 (tests/model/fixtures/gemma4_vl,
+    scripts/make_gemma4_vl_goldens.py: 2-D RoPE tower, image blocks on sliding layers) — the Gemma
+    fixtures' "plain" case — each golden as golden() gives it."""
     cases = []
     for kind in ("dense", "moe"):
         d = REPO / "tests" / "cli" / "fixtures" / "qwen3_vl_e2e" / kind
         g = json.loads((d / "golden.json").read_text())
         cases.append((f"qwen3_vl_{kind}", d, g, d / "expected_logits.f64"))
-    d = REPO / "tests" / "model" / "fixtures" / "gemma3_vl"
-    g = next(c for c in json.loads((d / "golden.json").read_text())["e2e"] if c["case"] == "plain")
-    cases.append(("gemma3", d, g, d / g["file"]))
+    for kind in ("qwen2_5_vl", "qwen2_vl"):
+        d = REPO / "tests" / "cli" / "fixtures" / "qwen2_5_vl_e2e" / kind
+        g = json.loads((d / "golden.json").read_text())
+        cases.append((kind, d, g, d / "expected_logits.f64"))
+    for family in ("gemma3", "gemma4"):
+        d = REPO / "tests" / "model" / "fixtures" / f"{family}_vl"
+        g = next(c for c in json.loads((d / "golden.json").read_text())["e2e"] if c["case"] == "plain")
+        cases.append((family, d, g, d / g["file"]))
     return [pytest.param(d, with_ref_logprobs(g, logits), id=name) for name, d, g, logits in cases]
 
 
 @pytest.mark.parametrize("checkpoint,g", family_cases())
 def test_every_vision_family_through_chat_and_generate(checkpoint, g):
-    """Qwen3-VL (dense, MoE) and Gemma 3 images through LLM.chat (a data: URL) and LLM.generate
+    """Qwen3-VL (dense, MoE), Qwen2.5-VL, Qwen2-VL, Gemma 3 and Gemma 4 images through LLM.chat (a data: URL) and LLM.generate
     (the rendered prompt and the image's bytes): the processor's prompt ids, every prompt token's
     logprobs within 1e-4 of transformers' float64 and its greedy tokens; a mirrored image is far
     from them (the check can fail)."""
