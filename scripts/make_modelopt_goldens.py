@@ -22,7 +22,7 @@ from transformers import LlamaConfig, LlamaForCausalLM
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "model", "fixtures")
 RECIPES = {"w4a8_nvfp4_fp8": "W4A8_NVFP4_FP8_CFG", "fp8_per_channel_per_token": "FP8_PER_CHANNEL_PER_TOKEN_CFG",
            "fp8_pb_wo": "FP8_2D_BLOCKWISE_WEIGHT_ONLY_CFG", "mxfp8": "MXFP8_DEFAULT_CFG",
-           "w8a16": "INT8_WEIGHT_ONLY_CFG", "w8a8_sq": "INT8_SMOOTHQUANT_CFG"}
+           "w8a16": "INT8_WEIGHT_ONLY_CFG", "w8a8_sq": "INT8_SMOOTHQUANT_CFG", "w4a8_mxfp4_fp8": "W4A8_MXFP4_FP8_CFG"}
 # The int8 recipes' golden is ModelOpt's own fake-quantized forward (its int8 quantizer runs on the
 # CPU), in float64: the model's parameters and activations float64, each quantizer computing in
 # float32 as _tensor_quant does (round half even, clamp [-128, 127]: narrow_range is False).
@@ -37,7 +37,11 @@ TOKENS = [1, 7, 42, 3, 63, 20, 20, 5, 31, 11]
 
 
 INPUTS = {"fp8_pb_wo": " (weight-only: float64 inputs)",
-          "mxfp8": " with MXFP8 inputs (ModelOpt's MXFP8QTensor on the float32 input)"}
+          "mxfp8": " with MXFP8 inputs (ModelOpt's MXFP8QTensor on the float32 input)",
+          # The recipe has no calibration algorithm: the FP8 input quantizer keeps no amax, the export
+          # writes no input_scale, and ModelOpt's forward takes each input's own amax (_fp8_eager).
+          "w4a8_mxfp4_fp8": " with float8_e4m3fn inputs scaled by each input's own amax (ModelOpt's _fp8_eager "
+                            "on the float32 input; MXFP4 weights dequantized with its MXFP4QTensor)"}
 
 
 def write_golden(out, recipe, logits, how):
@@ -123,6 +127,19 @@ def make(algo, recipe):
         if not name.endswith(".weight") or t.dtype != torch.uint8:
             continue
         mod = name[: -len(".weight")]
+        if algo == "w4a8_mxfp4_fp8":  # U8 E2M1 codes, U8 E8M0 scale per 32: ModelOpt's own dequantization
+            from modelopt.torch.quantization.qtensor import MXFP4QTensor
+            s = st[mod + ".weight_scale"]
+            assert s.dtype == torch.uint8 and s.shape == (t.shape[0], t.shape[1] // 16), (name, s.shape)
+            assert mod + ".input_scale" not in st and mod + ".weight_scale_2" not in st
+            q = MXFP4QTensor((t.shape[0], t.shape[1] * 2), torch.float32, t)
+            w = q.dequantize(dtype=torch.float32, scale=s.reshape(-1, 1), block_sizes={-1: 32}).double()
+            codes = torch.stack([t & 0xF, t >> 4], dim=-1).reshape(t.shape[0], -1).long()
+            mine = E2M1[codes] * torch.exp2(s.double() - 127).repeat_interleave(32, dim=1)
+            assert torch.equal(w, mine), name  # the rule docs/FORMAT.md states
+            dense[name] = w
+            input_scales[mod] = "fp8_tensor"
+            continue
         codes = torch.stack([t & 0xF, t >> 4], dim=-1).reshape(t.shape[0], -1).long()
         scales = st[mod + ".weight_scale"].double()
         block = codes.shape[1] // scales.shape[1]
@@ -159,6 +176,10 @@ def make(algo, recipe):
             x = args[0]
             if isinstance(scale, str) and scale == "none":
                 return None
+            if isinstance(scale, str) and scale == "fp8_tensor":
+                from modelopt.torch.quantization.tensor_quant import fp8_eager
+                xf = x.float()
+                return (fp8_eager(xf, xf.abs().amax()).double(),) + tuple(args[1:])
             if isinstance(scale, str) and scale == "mx":
                 # ModelOpt's own MXFP8 quantizer (E8M0 scale 2^ceil(log2(amax / 448)) per 32 inputs),
                 # on the float32 input the engine holds; its fake quant is a CUDA extension.
@@ -187,6 +208,131 @@ def make(algo, recipe):
     print("wrote", OUT)
 
 
+SVD_RANK = 8
+
+
+def make_nvfp4_svd():
+    """tests/model/fixtures/modelopt_nvfp4_svd/: NVFP4_SVDQUANT_DEFAULT_CFG's export, ModelOpt 0.47.0 on the CPU.
+
+    The recipe's calibration (model_calib.svdquant: awq_lite's scale search, then the SVD) runs
+    NVFP4's dynamic block fake quantization, which asserts CUDA tensors (tensor_quant.py,
+    _dynamic_block_quantize_impl: "amax must be a CUDA tensor"). So the quantizers are inserted
+    without calibration and given what svdquant() would set, here by hand: an AWQ-style
+    pre_quant_scale per layer (sqrt(act amax / weight column amax), normalized), the rank-8 SVD of the
+    smoothed weight (ModelOpt's own model_calib.svd) as svdquant_lora_b @ svdquant_lora_a, the
+    residual weight W / pqs - B A, and the amaxes of the residual and of x * pqs. ModelOpt's exporter
+    then does the rest (resmoothing the fused q/k/v and gate/up to one pre_quant_scale and one
+    lora_a: quant_utils._update_svdquant; the NVFP4 packing; the config files).
+
+    golden.json: "logits" as stored, a float64 transformers forward where each quantized Linear
+    computes x' = x * pre_quant_scale, NVFP4 W4A4 on x' (x' quantized by ModelOpt's NVFP4QTensor with
+    input_scale as its global scale) plus (x' A^T) B^T; "logits_w4a16": the same with x' unquantized.
+    """
+    import copy as _copy
+    from safetensors.torch import load_file
+    from modelopt.torch.quantization.conversion import create_and_replace_svdquant_linear_on_the_fly
+    from modelopt.torch.quantization.model_calib import svd
+    from modelopt.torch.quantization.qtensor import NVFP4QTensor
+
+    OUT = os.path.join(FIXTURES, "modelopt_nvfp4_svd")
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=64, num_hidden_layers=1, num_attention_heads=4, num_key_value_heads=2,
+                      max_position_embeddings=64, architectures=["LlamaForCausalLM"], bos_token_id=1,
+                      eos_token_id=2, hidden_size=64, intermediate_size=128)
+    model = LlamaForCausalLM(cfg).eval()
+    gen = torch.Generator().manual_seed(1)
+    calib = [torch.randint(0, 64, (1, 16), generator=gen) for _ in range(4)]
+    linears = {n: m for n, m in model.named_modules() if isinstance(m, torch.nn.Linear) and n != "lm_head"}
+    act_amax = {n: torch.zeros(m.in_features) for n, m in linears.items()}
+
+    def observe(n):
+        def hook(_m, args):
+            act_amax[n] = torch.maximum(act_amax[n], args[0].detach().abs().reshape(-1, args[0].shape[-1]).amax(0))
+        return hook
+
+    hooks = [m.register_forward_pre_hook(observe(n)) for n, m in linears.items()]
+    with torch.no_grad():
+        for ids in calib:
+            model(ids)
+    for h in hooks:
+        h.remove()
+    recipe = _copy.deepcopy(mtq.NVFP4_SVDQUANT_DEFAULT_CFG)
+    recipe["algorithm"] = None  # its svdquant calibration needs CUDA (above)
+    mtq.quantize(model, recipe, None)
+    create_and_replace_svdquant_linear_on_the_fly(model=model)
+    with torch.no_grad():
+        for n, m in model.named_modules():
+            if n not in linears:
+                continue
+            w = m.weight.data
+            pqs = act_amax[n].clamp(min=1e-4).sqrt() / w.abs().amax(0).clamp(min=1e-4).sqrt()
+            pqs = pqs / pqs.max()
+            m.input_quantizer.pre_quant_scale = pqs
+            smoothed = w / pqs
+            us, vt = svd(smoothed, SVD_RANK)
+            m.weight_quantizer.svdquant_lora_a = vt
+            m.weight_quantizer.svdquant_lora_b = us
+            m.weight.data = smoothed - us @ vt
+            m.weight_quantizer.amax = m.weight.data.abs().amax()
+            m.input_quantizer.amax = (act_amax[n] * pqs).amax()
+    shutil.rmtree(OUT, ignore_errors=True)
+    export_hf_checkpoint(model, export_dir=OUT)
+
+    E2M1 = torch.tensor([0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.0, -0.5, -1, -1.5, -2, -3, -4, -6], dtype=torch.float64)
+    st = load_file(os.path.join(OUT, "model.safetensors"))
+    layers = {}
+    state = {}
+    for name, t in st.items():
+        if name.endswith(".weight") and t.dtype == torch.uint8:
+            mod = name[: -len(".weight")]
+            codes = torch.stack([t & 0xF, t >> 4], dim=-1).reshape(t.shape[0], -1).long()
+            scales = st[mod + ".weight_scale"].double().repeat_interleave(16, dim=1)
+            state[name] = E2M1[codes] * scales * st[mod + ".weight_scale_2"].double()
+            q = mod + ".weight_quantizer._svdquant_lora_"
+            layers[mod] = (st[mod + ".pre_quant_scale"].double(), st[mod + ".input_scale"].float(),
+                           st[q + "a"].double(), st[q + "b"].double())
+        elif not (name.endswith(("_scale", "_scale_2")) or "_svdquant_lora_" in name):
+            state[name] = t.double()
+
+    def forward(quantize_inputs):
+        ref = LlamaForCausalLM(cfg).double().eval()
+        missing, unexpected = ref.load_state_dict(state, strict=False)
+        assert not unexpected, unexpected
+        assert all("rotary" in k for k in missing), missing
+        for mod, (pqs, s_in, a, b) in layers.items():
+            lin = ref.get_submodule(mod)
+
+            def fwd(x, lin=lin, pqs=pqs, s_in=s_in, a=a, b=b):
+                xs = x * pqs
+                xq = xs
+                if quantize_inputs:
+                    qt, sc, s2 = NVFP4QTensor.quantize(xs.float(), 16, None, s_in)
+                    xq = qt.dequantize(dtype=torch.float32, scale=sc, double_scale=s2, block_sizes={-1: 16}).double()
+                return torch.nn.functional.linear(xq, lin.weight) + (xs @ a.T) @ b.T
+
+            lin.forward = fwd
+        with torch.no_grad():
+            return ref(torch.tensor([TOKENS])).logits[0]
+
+    stored, w4a16 = forward(True), forward(False)
+    p = os.path.join(OUT, "generation_config.json")
+    if os.path.exists(p):
+        os.remove(p)
+    with open(os.path.join(OUT, "golden.json"), "w") as f:
+        json.dump({"producer": "nvidia-modelopt 0.47.0 NVFP4_SVDQUANT_DEFAULT_CFG export (quantizers set by hand: its "
+                               "calibration needs CUDA); transformers float64 forward of its dequantized weights, "
+                               "pre_quant_scale and low-rank branch; logits: inputs NVFP4 (NVFP4QTensor, input_scale), "
+                               "logits_w4a16: inputs unquantized",
+                   "tokens": TOKENS,
+                   "logits": [[round(v, 9) for v in row] for row in stored.tolist()],
+                   "logits_w4a16": [[round(v, 9) for v in row] for row in w4a16.tolist()]}, f)
+        f.write("\n")
+    print("wrote", OUT)
+
+
 if __name__ == "__main__":
-    for algo in sys.argv[1:] or RECIPES:
-        make(algo, RECIPES[algo])
+    for algo in sys.argv[1:] or list(RECIPES) + ["nvfp4_svd"]:
+        if algo == "nvfp4_svd":
+            make_nvfp4_svd()
+        else:
+            make(algo, RECIPES[algo])

@@ -23,6 +23,7 @@ std::string_view act_key_name(ActKey k) {
     case ActKey::fp8_group_dynamic: return "fp8_group_dynamic";
     case ActKey::mxfp8_dynamic: return "mxfp8_dynamic";
     case ActKey::int8_static: return "int8_static";
+    case ActKey::fp8_tensor_dynamic: return "fp8_tensor_dynamic";
   }
   return "?";
 }
@@ -37,6 +38,8 @@ std::string_view scheme_name(QuantKey k) {
   if (k == kFp8BlockW8A16) return "fp8_block_w8a16";
   if (k == kMxfp8) return "mxfp8";
   if (k.weight == WeightKey::fp8_block) return "fp8_block";
+  if (k == kMxfp4W4A8) return "mxfp4_w4a8_fp8";
+  if (k == kMxfp4W4A8Dynamic) return "mxfp4_w4a8_fp8_dynamic";
   if (k.weight == WeightKey::mxfp4) return "mxfp4_w4a16";
   if (k.weight == WeightKey::int4) return "int4_w4a16";
   if (k == kInt8W8A8) return "int8_w8a8";

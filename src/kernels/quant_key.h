@@ -14,7 +14,9 @@ enum class WeightKey { unquantized, nvfp4_static, fp8_static, fp8_block, mxfp4, 
 // at run time (ModelOpt MXFP8, quant/mxfp8.h).
 // int8_static: activations quantized to int8 with a static per-tensor scale (ModelOpt W8A8_SQ:
 // q = clamp(round_half_even(x / input_scale), -128, 127), used as q × input_scale).
-enum class ActKey { none, nvfp4_dynamic, fp8_static, fp8_group_dynamic, mxfp8_dynamic, int8_static };
+// fp8_tensor_dynamic: activations quantized to E4M3 with one scale per call, amax / 448 over the
+// whole input (ModelOpt's uncalibrated per-tensor FP8 input quantizer: W4A8_MXFP4_FP8's recipe).
+enum class ActKey { none, nvfp4_dynamic, fp8_static, fp8_group_dynamic, mxfp8_dynamic, int8_static, fp8_tensor_dynamic };
 
 struct QuantKey {
   WeightKey weight = WeightKey::unquantized;
@@ -51,12 +53,18 @@ inline constexpr QuantKey kInt8W8A16{WeightKey::int8, ActKey::none};
 // model::Linear) quantized to int8 with the static per-tensor input_scale (the reference backend;
 // the int8 W8A16 backends behind model::Linear's int8 pass).
 inline constexpr QuantKey kInt8W8A8{WeightKey::int8, ActKey::int8_static};
+// ModelOpt W4A8_MXFP4_FP8: MXFP4 weights, activations quantized to E4M3 per tensor, with the
+// static input_scale (kMxfp4W4A8) or, as the recipe exports it (no input_scale), amax / 448 of
+// each call's input (kMxfp4W4A8Dynamic); the reference backend, or the W4A16 backends behind
+// model::Linear's FP8 pass.
+inline constexpr QuantKey kMxfp4W4A8{WeightKey::mxfp4, ActKey::fp8_static};
+inline constexpr QuantKey kMxfp4W4A8Dynamic{WeightKey::mxfp4, ActKey::fp8_tensor_dynamic};
 
 std::string_view weight_key_name(WeightKey k);  // "nvfp4_static"
 std::string_view act_key_name(ActKey k);        // "nvfp4_dynamic", "none"
 // The scheme names of the CLI contract: "nvfp4_w4a4", "nvfp4_w4a16", "fp8" (W8A8),
 // "fp8_w8a16", "fp8_block" (W8A8), "fp8_block_w8a16", "mxfp4_w4a16", "int4_w4a16", "nvfp4_w4a8_fp8",
-// "fp8_per_token", "mxfp8", "int8_w8a16", "int8_w8a8", "unquantized".
+// "fp8_per_token", "mxfp8", "int8_w8a16", "int8_w8a8", "mxfp4_w4a8_fp8", "mxfp4_w4a8_fp8_dynamic", "unquantized".
 std::string_view scheme_name(QuantKey k);
 
 }  // namespace fp4lm::kernels

@@ -12,6 +12,7 @@ float WeightShard::input_scale() const {
   if (const auto* v = std::get_if<Nvfp4View>(&view)) return v->input_scale;
   if (const auto* v = std::get_if<Fp8View>(&view)) return v->input_scale;
   if (const auto* v = std::get_if<Int8View>(&view)) return v->input_scale;
+  if (const auto* v = std::get_if<Mxfp4View>(&view)) return v->input_scale;
   return 0.0f;
 }
 

@@ -65,6 +65,7 @@ struct Mxfp4View {
   static constexpr WeightKey key = WeightKey::mxfp4;
   const uint8_t* codes = nullptr;
   const uint8_t* scales = nullptr;
+  float input_scale = 0.0f;  // ModelOpt W4A8_MXFP4_FP8's static FP8 activation scale; 0: none
 };
 
 // int4: 4-bit integers with a float scale and an integer zero point per `group` input columns of a

@@ -83,7 +83,8 @@ LayerScheme resolve_scheme(const quant::QuantConfig& q, const LayerSpec& spec, c
   s.key = method.key(s.on_disk, spec.modules(), tensors);
   if (spec.f32_act && s.on_disk.scheme == Scheme::unquantized) s.act_dtype = DType::F32;
   if ((s.key == kernels::kNvfp4W4A4 || s.key == kernels::kNvfp4W4A8 || s.key == kernels::kFp8PerToken ||
-       s.key == kernels::kMxfp8 || s.key == kernels::kInt8W8A8) &&
+       s.key == kernels::kMxfp8 || s.key == kernels::kInt8W8A8 || s.key == kernels::kMxfp4W4A8 ||
+       s.key == kernels::kMxfp4W4A8Dynamic) &&
       opts.override_activation_dtype) {
     // Passing no activation key is what selects the W4A16 backends (docs/ARCHITECTURE.md, "Loading a model").
     s.key = {s.key.weight, kernels::ActKey::none};

@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "model/finite_check.h"
+#include "quant/fp8_tensor.h"
 #include "quant/int8.h"
 #include "quant/mxfp8.h"
 
@@ -51,6 +52,13 @@ void Linear::set_int8_input_scale(float s) {
   int8_input_scale_ = s;
 }
 
+void Linear::set_low_rank_branch(LowRankBranch b) {
+  if (b.k != spec_.in_features || b.n != spec_.out_features)
+    fail("{}: the low-rank branch maps {} -> {}, the layer {} -> {}", spec_.name, b.k, b.n, spec_.in_features,
+         spec_.out_features);
+  low_rank_ = std::move(b);
+}
+
 Linear::Linear(LayerSpec spec, LayerScheme scheme, std::string backend, std::unique_ptr<kernels::LinearKernel> kernel)
     : spec_(std::move(spec)), scheme_(scheme), backend_(std::move(backend)), kernel_(std::move(kernel)) {}
 
@@ -72,12 +80,30 @@ void Linear::forward(const float* x, int64_t m, float* y, ThreadPool& pool) cons
     }
     x = scaled.data();
   }
+  // The branch reads x' as it is now (ModelOpt: after pre_quant_scale, before the input quantizer).
+  std::vector<float> branch_input;
+  if (!low_rank_.empty()) {
+    const int64_t k = spec_.in_features;
+    branch_input.resize(static_cast<size_t>(m * k));
+    for (int64_t i = 0; i < m * k; ++i) branch_input[i] = round_to(scheme_.act_dtype, x[i]);
+  }
   if (fp8_input_scale_ > 0) {
     const int64_t k = spec_.in_features;
     if (scaled.empty()) scaled.assign(x, x + m * k);
     const DType t = scheme_.act_dtype;
     const float s = fp8_input_scale_;
     for (float& v : scaled) v = round_to(t, e4m3_to_f32(f32_to_e4m3(round_to(t, v) / s)) * s);
+    x = scaled.data();
+  }
+  if (fp8_per_tensor_dynamic_) {
+    // One scale for the whole call's input (ModelOpt's uncalibrated per-tensor FP8 quantizer).
+    const int64_t k = spec_.in_features;
+    if (scaled.empty()) scaled.assign(x, x + m * k);
+    const DType t = scheme_.act_dtype;
+    float amax = 0.0f;
+    for (float& v : scaled) amax = std::max(amax, std::fabs(v = round_to(t, v)));
+    quant::fp8_qdq_dynamic_tensor(scaled.data(), scaled.size(), amax);
+    for (float& v : scaled) v = round_to(t, v);
     x = scaled.data();
   }
   if (fp8_per_token_) {
@@ -117,6 +143,7 @@ void Linear::forward(const float* x, int64_t m, float* y, ThreadPool& pool) cons
   with_act_dtype(scheme_.act_dtype, x, static_cast<size_t>(m * spec_.in_features), y,
                  static_cast<size_t>(m * spec_.out_features),
                  [&](const void* xb, void* yb) { kernel_->forward(xb, m, yb, pool); });
+  if (!low_rank_.empty()) low_rank_.add_to(branch_input.data(), m, y, scheme_.act_dtype);
 }
 
 FusedMoe::FusedMoe(LayerSpec spec, LayerScheme scheme, std::string backend, std::unique_ptr<kernels::MoeKernel> kernel)

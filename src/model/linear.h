@@ -11,6 +11,7 @@
 #include "kernels/backend.h"
 #include "model/layer_plan.h"
 #include "model/layer_scheme.h"
+#include "model/low_rank_branch.h"
 
 namespace fp4lm::model {
 
@@ -37,6 +38,10 @@ class Linear {
   // activation dtype; the kernel then multiplies exactly those values. 0: off.
   void set_fp8_input_scale(float s);
   float fp8_input_scale() const { return fp8_input_scale_; }
+  // W4A8_MXFP4_FP8 without input_scale on a W4A16 backend: the same pass with s = amax / 448 of
+  // the whole input of the call (ModelOpt's uncalibrated per-tensor quantizer).
+  void set_fp8_per_tensor_dynamic(bool on) { fp8_per_tensor_dynamic_ = on; }
+  bool fp8_per_tensor_dynamic() const { return fp8_per_tensor_dynamic_; }
   // FP8_PER_CHANNEL_PER_TOKEN on a W8A16 backend: forward() quantizes each token's input to E4M3
   // with its own scale s = max(amax, 1e-10) / 448 (the reference backend's per-token rule),
   // after any pre_quant_scale, in the activation dtype.
@@ -51,6 +56,11 @@ class Linear {
   void set_int8_input_scale(float s);
   float int8_input_scale() const { return int8_input_scale_; }
 
+  // NVFP4_SVD: SVDQuant's low-rank branch, on the input after pre_quant_scale and before any
+  // activation quantization, added to the kernel's output (model/low_rank_branch.h).
+  void set_low_rank_branch(LowRankBranch b);
+  const LowRankBranch& low_rank_branch() const { return low_rank_; }
+
   // Calibration hook: sees every input x[m, in] (float32, before dtype rounding).
   using InputObserver = std::function<void(const float* x, int64_t m)>;
   void set_input_observer(InputObserver f) { observer_ = std::move(f); }
@@ -64,8 +74,10 @@ class Linear {
   std::vector<float> pre_quant_scale_;
   float fp8_input_scale_ = 0.0f;
   bool fp8_per_token_ = false;
+  bool fp8_per_tensor_dynamic_ = false;
   bool mxfp8_input_ = false;
   float int8_input_scale_ = 0.0f;
+  LowRankBranch low_rank_;
 };
 
 // The experts of one sparse MoE block (routing is the architecture's job).

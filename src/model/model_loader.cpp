@@ -9,6 +9,7 @@
 #include "model/arch/arch.h"
 #include "model/param_reader.h"
 #include "model/quant_method/quant_method.h"
+#include "quant/modelopt_config.h"
 
 namespace fp4lm::model {
 
@@ -147,6 +148,13 @@ kernels::MoeWeights ModelLoader::moe_weights(const LayerSpec& spec, const LayerS
   if (spec.expert_layout != LayerSpec::ExpertLayout::gpt_oss)
     for (int64_t e = 0; e < spec.num_experts; ++e)
       for (const std::string& proj : spec.expert_proj) {
+        for (const char* lora : {"weight_quantizer._svdquant_lora_a", "svdquant_lora_a"}) {
+          const std::string l = fmt::format("{}.{}.{}.{}", spec.shards[0], e, proj, lora);
+          if (ckpt_->find(l))
+            fail("{}: tensor '{}': SVDQuant's low-rank branch on MoE experts ({}) is not supported; fp4lm adds it on "
+                 "Linear layers only (docs/FORMAT.md, 'NVFP4_SVD')",
+                 ckpt_->dir(), l, spec.name);
+        }
         const std::string name = fmt::format("{}.{}.{}.pre_quant_scale", spec.shards[0], e, proj);
         if (ckpt_->find(name))
           fail("{}: tensor '{}': AWQ pre_quant_scale on MoE experts ({}) is not supported; fp4lm applies it on "
@@ -183,7 +191,9 @@ std::unique_ptr<Linear> ModelLoader::load_linear(const std::string& name) {
   // W4A8_NVFP4_FP8 on a W4A16 backend: the FP8 activation pass runs in model::Linear (the
   // reference backend quantizes its own input).
   const float fp8_input_scale =
-      r.scheme.key == kernels::kNvfp4W4A8 && r.selection.backend->weight_key_only ? weights.input_scale : 0.0f;
+      (r.scheme.key == kernels::kNvfp4W4A8 || r.scheme.key == kernels::kMxfp4W4A8) && r.selection.backend->weight_key_only
+          ? weights.input_scale
+          : 0.0f;
   const float int8_input_scale = weights.input_scale;
   auto kernel = r.selection.backend->make_linear(std::move(weights), p);
   loaded_bytes_ += kernel->weight_bytes();
@@ -194,11 +204,35 @@ std::unique_ptr<Linear> ModelLoader::load_linear(const std::string& name) {
     ++pre_quant_scaled_;
     linear->set_pre_quant_scale(std::move(pre_quant_scale));
   }
-  if (fp8_input_scale > 0) {
+  {
+    const bool svd = quant_->family() == quant::Family::modelopt &&
+                     quant::module_algo(quant::as_modelopt(*quant_), spec.shards.front()) == quant::QuantAlgo::NVFP4_SVD;
+    const std::optional<int> rank = quant_->family() == quant::Family::modelopt
+                                        ? quant::as_modelopt(*quant_).lora_rank
+                                        : std::nullopt;
+    LowRankBranch branch = read_low_rank_branch(ParamReader(ckpt_), spec, svd, rank);
+    if (!branch.empty()) {
+      log_once("NVFP4_SVD: the layers that store SVDQuant's low-rank branch add (x' A^T) B^T, computed in the "
+               "activation dtype on their input after pre_quant_scale (before it is quantized), to the quantized "
+               "GEMM's output, as ModelOpt's SVDQuantLinear does");
+      linear->set_low_rank_branch(std::move(branch));
+    }
+  }
+  if (fp8_input_scale > 0 && r.scheme.key == kernels::kMxfp4W4A8) {
+    log_once("W4A8_MXFP4_FP8: each layer's input is quantized to E4M3 with its static input_scale and dequantized "
+             "before the MXFP4 W4A16 kernel, as ModelOpt's FP8 input quantizer does");
+    linear->set_fp8_input_scale(fp8_input_scale);
+  } else if (fp8_input_scale > 0) {
     log_once("W4A8_NVFP4_FP8: each layer's input is quantized to E4M3 with its static input_scale and dequantized "
              "(x -> e4m3(x / input_scale) * input_scale) before the NVFP4 W4A16 kernel, as ModelOpt's FP8 input "
              "quantizer does");
     linear->set_fp8_input_scale(fp8_input_scale);
+  }
+  if (r.scheme.key == kernels::kMxfp4W4A8Dynamic && r.selection.backend->weight_key_only) {
+    log_once("W4A8_MXFP4_FP8 without input_scale (as ModelOpt's uncalibrated recipe exports it): each call's input is "
+             "quantized to E4M3 with one scale, its amax / 448, and dequantized before the MXFP4 W4A16 kernel, as "
+             "ModelOpt's per-tensor FP8 input quantizer does; the scale spans every token of the call");
+    linear->set_fp8_per_tensor_dynamic(true);
   }
   if (r.scheme.key == kernels::kFp8PerToken && r.selection.backend->weight_key_only) {
     log_once("FP8_PER_CHANNEL_PER_TOKEN: each token's input is quantized to E4M3 with its own scale (amax / 448) and "
@@ -248,6 +282,11 @@ std::unique_ptr<FusedMoe> ModelLoader::load_moe(const std::string& name) {
   if (r.scheme.key == kernels::kMxfp8 && r.selection.backend->weight_key_only)
     log().warn("{}: MXFP8 experts on the W8A16 backend '{}': the experts' inputs are not quantized to MXFP8 "
                "(--moe-backend reference runs the MXFP8 activations)",
+               spec.name, r.selection.backend->name);
+  if ((r.scheme.key == kernels::kMxfp4W4A8 || r.scheme.key == kernels::kMxfp4W4A8Dynamic) &&
+      r.selection.backend->weight_key_only)
+    log().warn("{}: W4A8_MXFP4_FP8 experts on the W4A16 backend '{}': the experts' inputs are not quantized to FP8 "
+               "(--moe-backend reference runs the FP8 activations)",
                spec.name, r.selection.backend->name);
   if (r.scheme.key == kernels::kNvfp4W4A8 && r.selection.backend->weight_key_only)
     log().warn("{}: W4A8_NVFP4_FP8 experts on the W4A16 backend '{}': the experts' inputs are not quantized to FP8 "

@@ -158,6 +158,10 @@ struct Writer {
       switch (algo) {
         case QuantAlgo::None:
         case QuantAlgo::MIXED_PRECISION: dense(m + ".weight", {n, k}, ws[i]); break;
+        case QuantAlgo::W4A8_MXFP4_FP8:
+        case QuantAlgo::NVFP4_SVD:
+          fail("synthetic checkpoint: {} is not written here (its fixture is ModelOpt's own export)",
+               quant::algo_name(algo));
         case QuantAlgo::W4A16_AWQ:
           fail("synthetic checkpoint: W4A16_AWQ (int4) is not written here (tests/common/int4_checkpoint_writer.h)");
         case QuantAlgo::NVFP4:

@@ -15,7 +15,7 @@ using nlohmann::json;
 
 namespace {
 
-constexpr const char* kSupported = "NVFP4, W4A16_NVFP4, FP8, MIXED_PRECISION, NVFP4_AWQ, W4A16_AWQ, W4A8_NVFP4_FP8, FP8_PER_CHANNEL_PER_TOKEN, FP8_PB_WO, MXFP8, W8A16, W8A8_SQ_PER_CHANNEL";
+constexpr const char* kSupported = "NVFP4, W4A16_NVFP4, FP8, MIXED_PRECISION, NVFP4_AWQ, W4A16_AWQ, W4A8_NVFP4_FP8, FP8_PER_CHANNEL_PER_TOKEN, FP8_PB_WO, MXFP8, W8A16, W8A8_SQ_PER_CHANNEL, W4A8_MXFP4_FP8, NVFP4_SVD";
 
 std::string upper(std::string s) {
   for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
@@ -73,6 +73,17 @@ bool parse_pre_quant_scale(const json& obj, const std::string& where) {
   return obj["pre_quant_scale"].get<bool>();
 }
 
+// NVFP4_SVD's low-rank size: a positive integer, only with NVFP4_SVD (elsewhere it would name a branch
+// no other algorithm has).
+std::optional<int> parse_lora_rank(const json& obj, QuantAlgo algo, const std::string& where) {
+  if (!obj.contains("lora_rank") || obj["lora_rank"].is_null()) return std::nullopt;
+  const json& v = obj["lora_rank"];
+  if (!v.is_number_integer() || v.get<int>() <= 0) fail("{}: lora_rank must be a positive integer, found {}", where, v.dump());
+  if (algo != QuantAlgo::NVFP4_SVD && algo != QuantAlgo::MIXED_PRECISION)
+    fail("{}: lora_rank {} is SVDQuant's (NVFP4_SVD), but quant_algo is {}", where, v.dump(), algo_name(algo));
+  return v.get<int>();
+}
+
 std::map<std::string, LayerQuant> parse_quantized_layers(const json& v, const std::string& where) {
   std::map<std::string, LayerQuant> out;
   if (!v.is_object()) fail("{}: quantized_layers must be an object of module -> {{quant_algo, group_size}}", where);
@@ -93,7 +104,9 @@ std::map<std::string, LayerQuant> parse_quantized_layers(const json& v, const st
 
 // NVFP4 formats fix the block at 16 elements; other sizes are not NVFP4.
 void check_group_size(QuantAlgo algo, std::optional<int> gs, const std::string& where) {
-  if ((algo == QuantAlgo::NVFP4 || algo == QuantAlgo::W4A16_NVFP4 || algo == QuantAlgo::NVFP4_AWQ) && gs && *gs != 16)
+  if ((algo == QuantAlgo::NVFP4 || algo == QuantAlgo::W4A16_NVFP4 || algo == QuantAlgo::NVFP4_AWQ ||
+       algo == QuantAlgo::NVFP4_SVD) &&
+      gs && *gs != 16)
     fail("{}: group_size must be 16 for {} (found {})", where, algo_name(algo), *gs);
   // ModelOpt's W4A8_NVFP4_FP8 recipe quantizes the weights in E2M1 blocks of 32 (numerics
   // nvfp4_bs32) and writes group_size 32; 16 is NVFP4's own block.
@@ -101,6 +114,9 @@ void check_group_size(QuantAlgo algo, std::optional<int> gs, const std::string& 
     fail("{}: group_size must be 16 or 32 for W4A8_NVFP4_FP8 (found {})", where, *gs);
   // MXFP8's block is 32 (the export writes group_size 32); FP8_PB_WO's export writes none (its
   // 128 x 128 block is not a group size): any other value would say another layout.
+  // W4A8_MXFP4_FP8: MXFP4's E8M0 block is 32 (the recipe's block_sizes -1: 32; the export writes it).
+  if (algo == QuantAlgo::W4A8_MXFP4_FP8 && gs && *gs != 32)
+    fail("{}: group_size must be 32 for W4A8_MXFP4_FP8 (its E8M0 scale block; found {})", where, *gs);
   if (algo == QuantAlgo::MXFP8 && gs && *gs != 32)
     fail("{}: group_size must be 32 for MXFP8 (its E8M0 scale block; found {})", where, *gs);
   if (algo == QuantAlgo::FP8_PB_WO && gs && *gs != kFp8PbWoBlock)
@@ -113,7 +129,9 @@ void check_group_size(QuantAlgo algo, std::optional<int> gs, const std::string& 
          gs ? std::to_string(*gs) : std::string("none"));
 }
 
-bool is_nvfp4(QuantAlgo a) { return a == QuantAlgo::NVFP4 || a == QuantAlgo::W4A16_NVFP4 || a == QuantAlgo::NVFP4_AWQ; }
+bool is_nvfp4(QuantAlgo a) {
+  return a == QuantAlgo::NVFP4 || a == QuantAlgo::W4A16_NVFP4 || a == QuantAlgo::NVFP4_AWQ || a == QuantAlgo::NVFP4_SVD;
+}
 
 // ModelOpt's KV-cache algorithms. fp4lm keeps its KV cache in the activation dtype whatever the
 // checkpoint says, but a name outside this list is a typo or a format nobody can honour.
@@ -167,7 +185,7 @@ ModeloptConfig from_hf_quant_config(const json& j, const std::string& path) {
     fail("{}: missing the 'quantization' object", path);
   const json& q = j["quantization"];
   check_keys(q, {"quant_algo", "kv_cache_quant_algo", "group_size", "exclude_modules", "quantized_layers",
-                 "has_zero_point", "pre_quant_scale"},
+                 "has_zero_point", "pre_quant_scale", "lora_rank"},
              path + ": quantization");
   check_zero_point(q, path);
   // group_size, exclude_modules and kv_cache_quant_algo are optional: FP8 and MIXED_PRECISION
@@ -188,6 +206,7 @@ ModeloptConfig from_hf_quant_config(const json& j, const std::string& path) {
   if (q.contains("quantized_layers") && !q["quantized_layers"].is_null())
     c.quantized_layers = parse_quantized_layers(q["quantized_layers"], path);
   c.pre_quant_scale = parse_pre_quant_scale(q, path);
+  c.lora_rank = parse_lora_rank(q, c.algo, path);
   if (q.contains("quantized_layers") && q["quantized_layers"].is_object())
     for (const auto& [m, entry] : q["quantized_layers"].items()) c.pre_quant_scale |= parse_pre_quant_scale(entry, path);
   validate(c, path);
@@ -268,7 +287,7 @@ ModeloptConfig from_config_json(const json& qc, const std::string& where, bool m
   if (!qc.is_object()) fail("{}: expected an object, found {}", where, qc.type_name());
   check_keys(qc, {"quant_method", "quant_algo", "producer", "config_groups", "ignore", "exclude_modules",
                   "kv_cache_scheme", "kv_cache_quant_algo", "group_size", "quantized_layers", "has_zero_point",
-                  "pre_quant_scale"},
+                  "pre_quant_scale", "lora_rank"},
              where);
   check_zero_point(qc, where);
   const std::string method = string_member(qc, "quant_method", where);
@@ -314,6 +333,11 @@ ModeloptConfig from_config_json(const json& qc, const std::string& where, bool m
     c.quantized_layers = groups.targets;
   }
   c.pre_quant_scale = parse_pre_quant_scale(qc, where);
+  c.lora_rank = parse_lora_rank(qc, c.algo, where);
+  // convert_hf_config.py writes NVFP4_SVD's rank inside its config group.
+  if (!c.lora_rank && qc.contains("config_groups") && qc["config_groups"].is_object())
+    for (const auto& [name, g] : qc["config_groups"].items())
+      if (g.is_object() && g.contains("lora_rank")) c.lora_rank = parse_lora_rank(g, c.algo, where + ": config_groups['" + name + "']");
   validate(c, where);
   return c;
 }
@@ -373,6 +397,7 @@ std::string_view algo_name(QuantAlgo a) {
     case QuantAlgo::FP8: return "FP8";
     case QuantAlgo::MIXED_PRECISION: return "MIXED_PRECISION";
     case QuantAlgo::NVFP4_AWQ: return "NVFP4_AWQ";
+    case QuantAlgo::NVFP4_SVD: return "NVFP4_SVD";
     case QuantAlgo::W4A16_AWQ: return "W4A16_AWQ";
     case QuantAlgo::W4A8_NVFP4_FP8: return "W4A8_NVFP4_FP8";
     case QuantAlgo::FP8_PER_CHANNEL_PER_TOKEN: return "FP8_PER_CHANNEL_PER_TOKEN";
@@ -380,6 +405,7 @@ std::string_view algo_name(QuantAlgo a) {
     case QuantAlgo::MXFP8: return "MXFP8";
     case QuantAlgo::W8A16: return "W8A16";
     case QuantAlgo::W8A8_SQ_PER_CHANNEL: return "W8A8_SQ_PER_CHANNEL";
+    case QuantAlgo::W4A8_MXFP4_FP8: return "W4A8_MXFP4_FP8";
   }
   return "?";
 }
@@ -390,9 +416,7 @@ std::string_view unsupported_modelopt_algo(const std::string& u) {
   static const std::map<std::string, std::string_view> known = {
       {"W4A8_AWQ", "int4 weights in groups with AWQ pre_quant_scale and FP8 activations"},
       {"FP8_PB_REAL", "block-wise FP8 weights with FP8 activations"},
-      {"W4A8_MXFP4_FP8", "MXFP4 weights with FP8 activations"},
       {"MXFP4", "MXFP4 weights (E2M1 with E8M0 scales per 32) and activations"},
-      {"NVFP4_SVD", "NVFP4 with SVDQuant's 16-bit low-rank branch (svdquant_lora_a / _b)"},
   };
   auto it = known.find(u);
   return it == known.end() ? std::string_view() : it->second;
@@ -405,6 +429,7 @@ QuantAlgo parse_algo(const std::string& name, const std::string& where) {
   if (u == "FP8") return QuantAlgo::FP8;
   if (u == "MIXED_PRECISION") return QuantAlgo::MIXED_PRECISION;
   if (u == "NVFP4_AWQ") return QuantAlgo::NVFP4_AWQ;
+  if (u == "NVFP4_SVD") return QuantAlgo::NVFP4_SVD;
   if (u == "W4A16_AWQ") return QuantAlgo::W4A16_AWQ;
   if (u == "W4A8_NVFP4_FP8") return QuantAlgo::W4A8_NVFP4_FP8;
   if (u == "FP8_PER_CHANNEL_PER_TOKEN") return QuantAlgo::FP8_PER_CHANNEL_PER_TOKEN;
@@ -412,6 +437,7 @@ QuantAlgo parse_algo(const std::string& name, const std::string& where) {
   if (u == "MXFP8") return QuantAlgo::MXFP8;
   if (u == "W8A16") return QuantAlgo::W8A16;
   if (u == "W8A8_SQ_PER_CHANNEL") return QuantAlgo::W8A8_SQ_PER_CHANNEL;
+  if (u == "W4A8_MXFP4_FP8") return QuantAlgo::W4A8_MXFP4_FP8;
   if (std::string_view what = unsupported_modelopt_algo(u); !what.empty())
     fail("{}: quant_algo '{}' (ModelOpt's {}) is not supported by fp4lm (supported: {}; docs/FORMAT.md lists each "
          "ModelOpt algorithm)",
@@ -484,7 +510,8 @@ QuantAlgo module_algo(const ModeloptConfig& q, const std::string& module) {
 Scheme scheme_of(QuantAlgo a) {
   switch (a) {
     case QuantAlgo::NVFP4:
-    case QuantAlgo::NVFP4_AWQ: return Scheme::nvfp4;
+    case QuantAlgo::NVFP4_AWQ:
+    case QuantAlgo::NVFP4_SVD: return Scheme::nvfp4;
     case QuantAlgo::W4A16_NVFP4: return Scheme::nvfp4_a16;
     case QuantAlgo::FP8: return Scheme::fp8;
     case QuantAlgo::W4A16_AWQ: return Scheme::int4;
@@ -494,6 +521,7 @@ Scheme scheme_of(QuantAlgo a) {
     case QuantAlgo::MXFP8: return Scheme::mxfp8;
     case QuantAlgo::W8A16: return Scheme::int8_a16;
     case QuantAlgo::W8A8_SQ_PER_CHANNEL: return Scheme::int8_sq;
+    case QuantAlgo::W4A8_MXFP4_FP8: return Scheme::mxfp4_fp8;
     case QuantAlgo::None: return Scheme::unquantized;
     case QuantAlgo::MIXED_PRECISION: break;
   }
@@ -512,6 +540,7 @@ QuantAlgo algo_of(Scheme s) {
     case Scheme::mxfp8: return QuantAlgo::MXFP8;
     case Scheme::int8_a16: return QuantAlgo::W8A16;
     case Scheme::int8_sq: return QuantAlgo::W8A8_SQ_PER_CHANNEL;
+    case Scheme::mxfp4_fp8: return QuantAlgo::W4A8_MXFP4_FP8;
     case Scheme::unquantized: return QuantAlgo::None;
     default: break;
   }

@@ -30,14 +30,21 @@ namespace fp4lm::quant {
 // input_scale: each token's activations are quantized to E4M3 with its own amax/448 at run time.
 enum class QuantAlgo {
   None, NVFP4, W4A16_NVFP4, FP8, MIXED_PRECISION, NVFP4_AWQ, W4A16_AWQ, W4A8_NVFP4_FP8, FP8_PER_CHANNEL_PER_TOKEN,
-  FP8_PB_WO, MXFP8, W8A16, W8A8_SQ_PER_CHANNEL
+  FP8_PB_WO, MXFP8, W8A16, W8A8_SQ_PER_CHANNEL, W4A8_MXFP4_FP8, NVFP4_SVD
 };
+// NVFP4_SVD (NVFP4_SVDQUANT_DEFAULT_CFG): NVFP4 W4A4 with AWQ's pre_quant_scale and SVDQuant's
+// low-rank branch per module, `<m>.weight_quantizer._svdquant_lora_a` [r, k] and `_b` [n, r]
+// (the diffusers export: `<m>.svdquant_lora_a` / `_b`): y = NVFP4 GEMM(x') + (x' · Aᵀ) · Bᵀ with
+// x' = x · pre_quant_scale (model/low_rank_branch.h).
 // FP8_PB_WO (written "fp8_pb_wo"): E4M3 weights with one float32 scale (amax / 448) per 128 x 128
 // block, weight-only (the block size is the recipe's; the config does not record it).
 // MXFP8: E4M3 weights with an E8M0 scale per 32 inputs (U8 weight_scale), MXFP8 activations.
 // W8A16 (INT8_WEIGHT_ONLY_CFG): I8 weights with an F32 weight_scale per output channel (row amax / 127).
 // W8A8_SQ_PER_CHANNEL (INT8_SMOOTHQUANT_CFG): the same weights, a pre_quant_scale [k] and a scalar
 // input_scale (amax / 127): x · pre_quant_scale is quantized to int8 per tensor at run time.
+// W4A8_MXFP4_FP8 (W4A8_MXFP4_FP8_CFG): U8 E2M1 codes [n, k/2] and U8 E8M0 weight_scale [n, k/32];
+// FP8 activations per tensor, with input_scale (amax / 448) when calibrated, dynamic when not
+// (the 0.47.0 recipe has no calibration algorithm, so its export writes none).
 inline constexpr int64_t kFp8PbWoBlock = 128;
 
 std::string_view algo_name(QuantAlgo a);  // "NVFP4", ...; None -> "UNQUANTIZED"
@@ -63,6 +70,8 @@ struct ModeloptConfig final : QuantConfig {
   // store a `pre_quant_scale` apply it (they do whatever this says); the loader warns when the
   // config says so and no module stores one. "has_zero_point": only false is accepted.
   bool pre_quant_scale = false;
+  // NVFP4_SVD's "lora_rank" (the diffusers export writes it): every low-rank branch must have it.
+  std::optional<int> lora_rank;
   std::vector<std::string> exclude_modules;
   // False when the file lists no exclusions at all (no exclude_modules / ignore key, as in
   // Nemotron-style minimal files): modules stored unquantized are then taken as excluded.

@@ -42,6 +42,7 @@ std::string_view scheme_name(Scheme s) {
     case Scheme::mxfp8: return "MXFP8";
     case Scheme::int8_a16: return "W8A16";
     case Scheme::int8_sq: return "W8A8_SQ_PER_CHANNEL";
+    case Scheme::mxfp4_fp8: return "W4A8_MXFP4_FP8";
   }
   return "?";
 }

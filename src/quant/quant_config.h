@@ -42,7 +42,7 @@ std::string_view family_name(Family f);  // "modelopt", "compressed-tensors", "f
 //  int4: 4-bit integers with a scale and a zero point per group of input columns (Int4Layout),
 //    activations unquantized (GPTQ, AWQ, compressed-tensors pack-quantized W4A16).
 enum class Scheme { unquantized, nvfp4, nvfp4_a16, fp8, fp8_a16, fp8_dynamic, fp8_block, fp8_block_a16, mxfp4, int4,
-                    nvfp4_fp8, fp8_pc_pt, mxfp8, int8_a16, int8_sq };
+                    nvfp4_fp8, fp8_pc_pt, mxfp8, int8_a16, int8_sq, mxfp4_fp8 };
 // "UNQUANTIZED", "NVFP4", "W4A16_NVFP4", "FP8", "FP8_W8A16", "FP8_DYNAMIC", "FP8_BLOCK",
 // "FP8_BLOCK_W8A16", "MXFP4", "INT4_W4A16", "W4A8_NVFP4_FP8" (ModelOpt's names where it has one).
 // nvfp4_fp8: NVFP4 weights (weight_scale_2 = amax/448) with static per-tensor FP8 activations.
@@ -51,6 +51,8 @@ enum class Scheme { unquantized, nvfp4, nvfp4_a16, fp8, fp8_a16, fp8_dynamic, fp
 // int8_a16 ("W8A16"): int8 weights with a scale per output channel, activations unquantized.
 // int8_sq ("W8A8_SQ_PER_CHANNEL"): the same weights; SmoothQuant's pre_quant_scale, then the input
 //   quantized to int8 with a static per-tensor input_scale.
+// mxfp4_fp8 ("W4A8_MXFP4_FP8"): MXFP4 weights (E2M1, E8M0 scale per 32) with per-tensor FP8
+//   activations: the static input_scale when stored, else amax / 448 of each call's input.
 std::string_view scheme_name(Scheme s);
 
 // How a family's int4 layer is grouped and offset (what its config says; the tensors hold the rest).

@@ -65,12 +65,12 @@ TEST(TensorUsage, EveryTensorOfASyntheticCheckpointIsConsumed) {
 TEST(TensorUsage, AnUnknownQuantizerTensorIsAnErrorNamingIt) {
   TempDir dir;
   const std::string d = write(dir, QuantAlgo::NVFP4);
-  // SVDQuant's low-rank branch as a quantizer buffer, and an unknown scale.
-  add(d, {f32_tensor("model.layers.0.self_attn.q_proj.weight_quantizer._svdquant_lora_a", {8, 64}),
+  // A quantizer buffer fp4lm reads nowhere (ModelOpt's real-quant double scale), and an unknown scale.
+  add(d, {f32_tensor("model.layers.0.self_attn.q_proj.weight_quantizer._double_scale", {}),
           f32_tensor("model.layers.1.mlp.down_proj.output_scale", {})});
   const std::string e = test::error_of([&] { CausalLM::load(d, f32()); });
   EXPECT_NE(e.find("2 quantization tensor(s) that no layer of the model consumes"), std::string::npos) << e;
-  EXPECT_NE(e.find("model.layers.0.self_attn.q_proj.weight_quantizer._svdquant_lora_a"), std::string::npos) << e;
+  EXPECT_NE(e.find("model.layers.0.self_attn.q_proj.weight_quantizer._double_scale"), std::string::npos) << e;
   EXPECT_NE(e.find("model.layers.1.mlp.down_proj.output_scale"), std::string::npos) << e;
 }
 

@@ -364,10 +364,9 @@ TEST(ModeloptConfig, UnknownKvCacheAlgoRejected) {
 TEST(ModeloptAlgorithms, EveryAlgorithmModeloptWritesIsRunOrRefusedByName) {
   for (const char* runs : {"NVFP4", "NVFP4_AWQ", "W4A16_NVFP4", "FP8", "MIXED_PRECISION", "W4A16_AWQ", "W4A8_NVFP4_FP8",
                            "FP8_PER_CHANNEL_PER_TOKEN", "FP8_PB_WO", "fp8_pb_wo", "MXFP8", "W8A16", "w8a16",
-                           "W8A8_SQ_PER_CHANNEL"})
+                           "W8A8_SQ_PER_CHANNEL", "W4A8_MXFP4_FP8", "NVFP4_SVD"})
     EXPECT_NO_THROW(parse_algo(runs, "/c")) << runs;
-  for (const char* refused : {"W4A8_AWQ", "fp8_pb_real", "W4A8_MXFP4_FP8", "mxfp4",
-                              "NVFP4_SVD"}) {
+  for (const char* refused : {"W4A8_AWQ", "fp8_pb_real", "mxfp4"}) {
     json j = legacy({{"quant_algo", refused}});
     const std::string e = error_of([&] { parse_modelopt_config(j, json::object(), "/c"); });
     EXPECT_NE(e.find(fmt::format("quant_algo '{}' (ModelOpt's ", refused)), std::string::npos) << e;
@@ -376,6 +375,63 @@ TEST(ModeloptAlgorithms, EveryAlgorithmModeloptWritesIsRunOrRefusedByName) {
     j = legacy({{"quant_algo", "MIXED_PRECISION"}, {"quantized_layers", {{"model.layers.0.mlp", {{"quant_algo", refused}}}}}});
     EXPECT_NE(error_of([&] { parse_modelopt_config(j, json::object(), "/c"); }).find(refused), std::string::npos);
   }
+}
+
+// ModelOpt 0.47.0's W4A8_MXFP4_FP8 (group_size 32) and NVFP4_SVD (group_size 16, pre_quant_scale,
+// and in the diffusers export a lora_rank; config.json puts the rank in its config group).
+TEST(ModeloptAlgorithms, W4a8Mxfp4Fp8AndNvfp4SvdAsTheExportWritesThem) {
+  const ModeloptConfig mx = parse_modelopt_config(
+      legacy({{"quant_algo", "W4A8_MXFP4_FP8"}, {"group_size", 32}, {"exclude_modules", {"lm_head"}}}),
+      json::object(), "/c");
+  EXPECT_EQ(mx.algo, QuantAlgo::W4A8_MXFP4_FP8);
+  EXPECT_EQ(mx.module_scheme("model.layers.0.mlp.down_proj", {}), Scheme::mxfp4_fp8);
+  EXPECT_EQ(mx.module_scheme("lm_head", {}), Scheme::unquantized);
+  EXPECT_NE(error_of([&] {
+              parse_modelopt_config(legacy({{"quant_algo", "W4A8_MXFP4_FP8"}, {"group_size", 16}}), json::object(), "/c");
+            }).find("group_size must be 32 for W4A8_MXFP4_FP8"),
+            std::string::npos);
+  const ModeloptConfig svd = parse_modelopt_config(
+      legacy({{"quant_algo", "NVFP4_SVD"}, {"group_size", 16}, {"has_zero_point", false}, {"pre_quant_scale", true},
+              {"lora_rank", 32}}),
+      json::object(), "/c");
+  EXPECT_EQ(svd.algo, QuantAlgo::NVFP4_SVD);
+  EXPECT_EQ(svd.module_scheme("model.layers.0.mlp.down_proj", {}), Scheme::nvfp4);
+  EXPECT_TRUE(svd.pre_quant_scale);
+  EXPECT_EQ(svd.lora_rank, 32);
+  const json cfg = {{"quantization_config",
+                     {{"quant_method", "modelopt"},
+                      {"quant_algo", "NVFP4_SVD"},
+                      {"ignore", {"lm_head"}},
+                      {"config_groups",
+                       {{"group_0",
+                         {{"weights", {{"num_bits", 4}, {"type", "float"}, {"group_size", 16}}},
+                          {"input_activations", {{"num_bits", 4}, {"type", "float"}, {"group_size", 16}}},
+                          {"has_zero_point", false},
+                          {"pre_quant_scale", true},
+                          {"lora_rank", 8},
+                          {"targets", {"Linear"}}}}}}}}};
+  const ModeloptConfig from_json = parse_modelopt_config(std::nullopt, cfg, "/c");
+  EXPECT_EQ(from_json.algo, QuantAlgo::NVFP4_SVD);
+  EXPECT_EQ(from_json.group_size, 16);
+  EXPECT_EQ(from_json.lora_rank, 8);
+  EXPECT_NE(error_of([&] {
+              parse_modelopt_config(legacy({{"quant_algo", "NVFP4"}, {"lora_rank", 8}}), json::object(), "/c");
+            }).find("lora_rank 8 is SVDQuant's (NVFP4_SVD), but quant_algo is NVFP4"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] {
+              parse_modelopt_config(legacy({{"quant_algo", "NVFP4_SVD"}, {"lora_rank", 0}}), json::object(), "/c");
+            }).find("lora_rank must be a positive integer"),
+            std::string::npos);
+  // In a MIXED_PRECISION entry.
+  const ModeloptConfig mixed = parse_modelopt_config(
+      legacy({{"quant_algo", "MIXED_PRECISION"},
+              {"quantized_layers",
+               {{"model.layers.0.mlp.down_proj", {{"quant_algo", "W4A8_MXFP4_FP8"}, {"group_size", 32}}},
+                {"model.layers.0.mlp.up_proj",
+                 {{"quant_algo", "NVFP4_SVD"}, {"group_size", 16}, {"pre_quant_scale", true}}}}}}),
+      json::object(), "/c");
+  EXPECT_EQ(mixed.module_scheme("model.layers.0.mlp.down_proj", {}), Scheme::mxfp4_fp8);
+  EXPECT_EQ(mixed.module_scheme("model.layers.0.mlp.up_proj", {}), Scheme::nvfp4);
 }
 
 // ModelOpt 0.47.0 writes FP8_PB_WO under its raw name and no group_size; MXFP8 with group_size 32.
@@ -457,7 +513,8 @@ TEST(ModeloptAlgorithms, EveryQuantizationKeyHasAnEffectOrIsRefusedByName) {
             std::string::npos);
   json cfg = {{"quantization_config", {{"quant_method", "modelopt"}, {"quant_algo", "NVFP4"}, {"lora_rank", 32}}}};
   e = error_of([&] { parse_modelopt_config(std::nullopt, cfg, "/c"); });
-  EXPECT_NE(e.find("unknown quantization key 'lora_rank'"), std::string::npos) << e;
+  // NVFP4_SVD's key: with another algorithm it names a branch that algorithm has not.
+  EXPECT_NE(e.find("lora_rank 32 is SVDQuant's (NVFP4_SVD), but quant_algo is NVFP4"), std::string::npos) << e;
   j = legacy({{"quant_algo", "MIXED_PRECISION"},
               {"quantized_layers", {{"a", {{"quant_algo", "NVFP4"}, {"svd_rank", 8}}}}}});
   EXPECT_NE(error_of([&] { parse_modelopt_config(j, json::object(), "/c"); }).find("unknown quantization key 'svd_rank'"),

@@ -26,6 +26,7 @@ const QuantMethod& quant_method(const quant::DiskFormat& f) {
       return f.family == quant::Family::compressed_tensors ? compressed_tensors_fp8_block_method() : fp8_block_method();
     case quant::Scheme::mxfp8: return modelopt_mxfp8_method();
     case quant::Scheme::mxfp4: return mxfp4_method();
+    case quant::Scheme::mxfp4_fp8: return modelopt_mxfp4_method();
     case quant::Scheme::int8_a16:
     case quant::Scheme::int8_sq: return modelopt_int8_method();
     case quant::Scheme::int4:
@@ -61,7 +62,8 @@ quant::Scheme detect_scheme(quant::Family family, const TensorLookup& tensors, c
       family == quant::Family::compressed_tensors ? compressed_tensors_int4_method() : modelopt_int4_method();
   if (std::optional<quant::Scheme> s = int4.detect(tensors, module)) return *s;
   if (family == quant::Family::modelopt)
-    if (std::optional<quant::Scheme> s = modelopt_int8_method().detect(tensors, module)) return *s;
+    for (const QuantMethod* m : {&modelopt_int8_method(), &modelopt_mxfp4_method()})
+      if (std::optional<quant::Scheme> s = m->detect(tensors, module)) return *s;
   return quant::Scheme::unquantized;
 }
 

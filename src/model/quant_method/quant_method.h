@@ -79,6 +79,7 @@ const QuantMethod& gptq_method();                      // int4: GPTQ's qweight /
 const QuantMethod& awq_method();                       // int4: AutoAWQ GEMM's qweight / qzeros / scales
 const QuantMethod& compressed_tensors_int4_method();   // int4: pack-quantized weight_packed / weight_scale
 const QuantMethod& modelopt_int4_method();             // int4: ModelOpt W4A16_AWQ's U8 weight / weight_scale
+const QuantMethod& modelopt_mxfp4_method();            // ModelOpt W4A8_MXFP4_FP8: U8 codes, E8M0 weight_scale per 32
 const QuantMethod& modelopt_int8_method();             // int8: ModelOpt W8A16 / W8A8_SQ's I8 weight, row weight_scale
 
 }  // namespace fp4lm::model

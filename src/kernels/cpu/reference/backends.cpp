@@ -103,7 +103,7 @@ class ReferenceMoe final : public MoeKernel {
 };
 
 const std::vector<QuantKey> kAllSchemes = {kUnquantized, kNvfp4W4A4, kNvfp4W4A16, kFp8, kFp8W8A16, kFp8Block,
-                                           kFp8BlockW8A16, kMxfp4W4A16, kInt4W4A16, kNvfp4W4A8, kFp8PerToken, kMxfp8,
+                                           kFp8BlockW8A16, kMxfp4W4A16, kInt4W4A16, kNvfp4W4A8, kFp8PerToken, kMxfp8, kMxfp4W4A8, kMxfp4W4A8Dynamic,
                                            kInt8W8A16, kInt8W8A8};
 const std::vector<DType> kAllActDtypes = {DType::F32, DType::BF16, DType::F16};
 

@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "quant/mxfp4.h"
+#include "quant/fp8_tensor.h"
 #include "quant/int8.h"
 #include "quant/mxfp8.h"
 #include "quant/nvfp4.h"
@@ -123,6 +124,12 @@ std::vector<float> reference_activation_input(const LinearWeights& w, const floa
   }
   if (w.key.act == ActKey::fp8_static) {
     for (float& v : out) v = e4m3_to_f32(f32_to_e4m3(v / w.input_scale)) * w.input_scale;
+  }
+  if (w.key.act == ActKey::fp8_tensor_dynamic) {
+    // One scale for the whole input (ModelOpt's per-tensor quantizer without a calibrated amax).
+    float amax = 0.0f;
+    for (float v : out) amax = std::max(amax, std::fabs(v));
+    quant::fp8_qdq_dynamic_tensor(out.data(), out.size(), amax);
   }
   return out;
 }
