@@ -303,18 +303,11 @@ class MiniMaxM3 : public ArchDef {
     return std::make_unique<MiniMaxM3Moe>(l, n);
   }
 
-  // As ModelOpt's MiniMax-M3 recipes (modelopt_recipes/huggingface/minimax_m3_vl/ptq): only the routed
-  // experts are quantized; attention, the indexer, the dense MLPs and the shared experts stay 16-bit.
-  std::vector<std::string> default_exclusions(const ModelConfig& c) const override {
-    std::vector<std::string> out;
-    for (int64_t i = 0; i < c.num_layers; ++i) {
-      std::vector<LayerSpec> specs;
-      plan_layer(c, i, specs);
-      for (const LayerSpec& s : specs)
-        if (s.num_experts == 0 && !s.router) out.insert(out.end(), s.shards.begin(), s.shards.end());
-    }
-    return out;
-  }
+  // No default_exclusions: ModelOpt's MiniMax-M3 recipes (modelopt_recipes/huggingface/minimax_m3_vl/ptq)
+  // quantize only the routed experts, but `fp4lm quantize` lists an architecture's default
+  // exclusions without leaving those Linear layers unquantized (make_export_plan), which would write
+  // an export that does not load; the recipe's form is `--exclude '*self_attn*' --exclude
+  // '*shared_experts*'` plus the dense layers' `model.layers.<i>.mlp*` (docs/RUNTIME.md).
 
   void synthetic_config(const SyntheticOptions& o, nlohmann::json& c) const override {
     c["num_local_experts"] = o.experts;
