@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/thread_pool.h"
 #include "model/activation.h"
 #include "model/kv_cache.h"
 #include "model/model_loader.h"
@@ -88,36 +89,41 @@ std::vector<KeyBlockSelection> LightningIndexer::select(const float* x, std::spa
     } else {
       to_f32_n(raw, cache.dtype(), keys.data(), keys.size());
     }
-    std::vector<float> block;
-    std::vector<int32_t> order;
-    for (int64_t j = 0; j < s.n; ++j) {
-      const int64_t i = s.row0 + j, pos = s.pos0 + j, nb = pos / B + 1;
-      if (nb <= cfg_.topk_blocks) continue;
-      KeyBlockSelection& sel = out[static_cast<size_t>(i)];
-      sel.dense = false;
-      sel.k = cfg_.topk_blocks;
-      sel.blocks.resize(static_cast<size_t>(H * sel.k));
-      for (int64_t h = 0; h < H; ++h) {
-        const float* qh = q.data() + (i * H + h) * D;
-        block.assign(static_cast<size_t>(nb), -inf);
-        for (int64_t t = 0; t <= pos; ++t) {
-          const float* kt = keys.data() + t * D;
-          float d = 0.0f;
-          for (int64_t c = 0; c < D; ++c) d += qh[c] * kt[c];
-          float& bm = block[static_cast<size_t>(t / B)];
-          bm = std::max(bm, d);
+    // Rows in parallel: each writes only its own selection.
+    ThreadPool::global().parallel_for(s.n, [&](int64_t j0, int64_t j1, int) {
+      std::vector<float> block;
+      std::vector<int32_t> order;
+      for (int64_t j = j0; j < j1; ++j) {
+        const int64_t i = s.row0 + j, pos = s.pos0 + j, nb = pos / B + 1;
+        if (nb <= cfg_.topk_blocks) continue;
+        KeyBlockSelection& sel = out[static_cast<size_t>(i)];
+        sel.dense = false;
+        sel.k = cfg_.topk_blocks;
+        sel.blocks.resize(static_cast<size_t>(H * sel.k));
+        for (int64_t h = 0; h < H; ++h) {
+          const float* qh = q.data() + (i * H + h) * D;
+          block.assign(static_cast<size_t>(nb), -inf);
+          for (int64_t t = 0; t <= pos; ++t) {
+            const float* kt = keys.data() + t * D;
+            float d = 0.0f;
+            for (int64_t c = 0; c < D; ++c) d += qh[c] * kt[c];
+            float& bm = block[static_cast<size_t>(t / B)];
+            bm = std::max(bm, d);
+          }
+          // The local blocks (the query's own and the ones before it, clamped at 0) always win.
+          for (int64_t l = 0; l < cfg_.local_blocks; ++l)
+            block[static_cast<size_t>(std::max<int64_t>(nb - 1 - l, 0))] = inf;
+          order.resize(static_cast<size_t>(nb));
+          std::iota(order.begin(), order.end(), 0);
+          std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b2) {
+            return block[static_cast<size_t>(a)] > block[static_cast<size_t>(b2)];
+          });
+          int32_t* dst = sel.blocks.data() + h * sel.k;
+          std::copy_n(order.begin(), sel.k, dst);
+          std::sort(dst, dst + sel.k);
         }
-        // The local blocks (the query's own and the ones before it, clamped at 0) always win.
-        for (int64_t l = 0; l < cfg_.local_blocks; ++l) block[static_cast<size_t>(std::max<int64_t>(nb - 1 - l, 0))] = inf;
-        order.resize(static_cast<size_t>(nb));
-        std::iota(order.begin(), order.end(), 0);
-        std::stable_sort(order.begin(), order.end(),
-                         [&](int32_t a, int32_t b2) { return block[static_cast<size_t>(a)] > block[static_cast<size_t>(b2)]; });
-        int32_t* dst = sel.blocks.data() + h * sel.k;
-        std::copy_n(order.begin(), sel.k, dst);
-        std::sort(dst, dst + sel.k);
       }
-    }
+    });
   }
   return out;
 }
