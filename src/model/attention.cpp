@@ -197,6 +197,11 @@ void Attention::forward(const float* x, std::span<const SequenceSpan> spans, flo
 }
 
 void Attention::forward(const float* x, std::span<const AttentionSpan> spans, float* y) const {
+  forward(x, spans, y, AttentionCore{});
+}
+
+void Attention::forward(const float* x, std::span<const AttentionSpan> spans, float* y,
+                        const AttentionCore& core) const {
   const int64_t qd = num_heads_ * head_dim_, kvd = num_kv_heads_ * head_dim_;
   const int64_t qw = gated_ ? 2 * qd : qd, width = qw + (q_only_ ? 0 : k_eq_v_ ? 1 : 2) * kvd;
   int64_t m = 0;
@@ -251,8 +256,11 @@ void Attention::forward(const float* x, std::span<const AttentionSpan> spans, fl
     }
   }
   std::vector<float> attn(static_cast<size_t>(m * qd));
-  causal_attention(spans, kv_slot_, q.data(), num_heads_, attn.data(), ThreadPool::global(), nullptr,
-                   sinks_.empty() ? nullptr : sinks_.data());
+  if (core)
+    core(spans, kv_slot_, q.data(), attn.data());
+  else
+    causal_attention(spans, kv_slot_, q.data(), num_heads_, attn.data(), ThreadPool::global(), nullptr,
+                     sinks_.empty() ? nullptr : sinks_.data());
   round_to_dtype(attn.data(), attn.size(), act_);
   if (gated_) {
     for (size_t k = 0; k < attn.size(); ++k) attn[k] *= 1.0f / (1.0f + std::exp(-gate[k]));

@@ -3,6 +3,7 @@
 // projection (+ bias for Qwen2), optional per-head q_norm/k_norm RMSNorm (Qwen3) before RoPE,
 // KV entries stored in the cache, softmax(q·kᵀ / sqrt(head_dim)) in float32, o_proj.
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <vector>
@@ -75,6 +76,12 @@ struct AttentionLayout {
   bool image_blocks = true;
 };
 
+// Replaces causal_attention for one forward call (MiniMax-M3's block-sparse layers,
+// model/block_sparse_attention.h): given the spans, the layer's KV slot and the queries (as
+// causal_attention takes them, K/V already stored), writes out [m, num_heads*head_dim] unrounded.
+using AttentionCore =
+    std::function<void(std::span<const AttentionSpan> spans, int64_t kv_slot, const float* q, float* out)>;
+
 class Attention final : public Mixer {
  public:
   // Loads model.layers.<layer>.self_attn.{qkv_proj (q/k only when layout.k_eq_v), o_proj[, q_norm,
@@ -92,6 +99,8 @@ class Attention final : public Mixer {
   // cache, attends per sequence, and writes y [m, hidden]. Cache lengths are not changed (the
   // model advances them).
   void forward(const float* x, std::span<const AttentionSpan> spans, float* y) const;
+  // The same with `core` in place of the causal core (no sinks).
+  void forward(const float* x, std::span<const AttentionSpan> spans, float* y, const AttentionCore& core) const;
   // As a decoder layer's Mixer: each sequence's K/V live in its state's KV cache.
   void forward(const float* x, std::span<const SequenceSpan> spans, float* y) const override;
 

@@ -135,6 +135,19 @@ struct GptOssConfig {
   double swiglu_alpha = 1.702, swiglu_limit = 7.0;
 };
 
+// MiniMax-M3 (arch/minimax_m3.cpp): which layers are block-sparse (layer_types
+// "minimax_m3_sparse") with their lightning indexer's shape, the dense MLPs' and shared expert's
+// sizes, the clamped SwiGLU of every MLP, and the tensor naming.
+struct MiniMaxM3Config {
+  std::vector<bool> sparse;  // layer i's attention is block-sparse (else full attention)
+  int64_t index_heads = 0, index_head_dim = 0, index_block_size = 0, index_topk_blocks = 0, index_local_blocks = 0;
+  int64_t dense_intermediate_size = 0, shared_intermediate_size = 0;
+  double swiglu_alpha = 1.702, swiglu_limit = 7.0;
+  // The published checkpoint's names (block_sparse_moe, w1/w3/w2, index_*_proj, gate_proj/up_proj),
+  // as the wrapper stores them; false: transformers' MiniMaxM3VLForCausalLM names (fused experts).
+  bool original_names = false;
+};
+
 // Llama 4 (arch/llama4.cpp): per layer RoPE or NoPE (no_rope_layers), MoE or dense
 // (moe_layers / interleave_moe_layer_step), chunked attention on the RoPE layers
 // (attention_chunk_size), the NoPE layers' query temperature (attn_temperature_tuning,
@@ -192,6 +205,7 @@ struct ModelConfig {
   GemmaConfig gemma;  // Gemma 3 / Gemma 4 (arch/gemma.h)
   GptOssConfig gpt_oss;  // gpt-oss (arch/gpt_oss.cpp)
   Llama4Config llama4;   // Llama 4 (arch/llama4.cpp)
+  MiniMaxM3Config minimax_m3;  // MiniMax-M3 (arch/minimax_m3.cpp)
   // Tensors under this prefix stand for `model.` (VL checkpoints: "model.language_model.").
   std::string tensor_prefix = "model.";
   // A multi-modal wrapper that stores its whole language model (tensors and quantization entries)
