@@ -40,8 +40,10 @@ void DsaSelection::receive(std::span<const uint8_t> bytes, int64_t rows) {
 
 std::shared_ptr<DsaSelection> dsa_selection(ModelLoader& l) {
   return l.shared<DsaSelection>("dsa.selection", [&] {
-    auto s = std::make_shared<DsaSelection>(l.config().dsa.index_topk);
-    l.carry_across_stages(s);
+    const DsaConfig& d = l.config().dsa;
+    auto s = std::make_shared<DsaSelection>(d.index_topk);
+    // Only GLM-5's shared layers read a selection another layer made (perhaps on a stage before).
+    if (std::find(d.shared.begin(), d.shared.end(), true) != d.shared.end()) l.carry_across_stages(s);
     return s;
   });
 }

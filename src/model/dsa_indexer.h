@@ -50,7 +50,8 @@ class DsaSelection final : public StageCarried {
   std::vector<int32_t> sel_;
 };
 
-// The model's one DsaSelection (ModelLoader::shared), registered to cross pipeline cuts.
+// The model's one DsaSelection (ModelLoader::shared), registered to cross pipeline cuts when some
+// layer shares another's selection.
 std::shared_ptr<DsaSelection> dsa_selection(ModelLoader& l);
 
 class DsaIndexer {

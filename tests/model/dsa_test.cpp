@@ -194,6 +194,9 @@ TEST(Dsa, GlmIndexerTypesAndDefaults) {
   c["index_topk_pattern"] = "FFSF";
   EXPECT_EQ(parse_model_config(c, "config.json").dsa.shared, (std::vector<bool>{false, false, true, false}));
   c.erase("index_topk_pattern");
+  c["index_topk_freq"] = 4;  // full layers 0-2, then every 4th from layer 6
+  c["index_skip_topk_offset"] = 3;
+  EXPECT_EQ(parse_model_config(c, "config.json").dsa.shared, (std::vector<bool>{false, false, false, true}));
   c.erase("index_topk_freq");
   c.erase("index_skip_topk_offset");
   EXPECT_EQ(parse_model_config(c, "config.json").dsa.shared, (std::vector<bool>(4, false)));
@@ -207,6 +210,14 @@ TEST(Dsa, GlmIndexerTypesAndDefaults) {
   EXPECT_EQ(m.moe.sigmoid.topk_group, 1);
   EXPECT_DOUBLE_EQ(m.rms_norm_eps, 1e-5);
   EXPECT_EQ(m.dsa.index_n_heads, 32);
+  c["indexer_rope_interleave"] = true;  // as GLM-5's published config says
+  EXPECT_TRUE(parse_model_config(c, "config.json").dsa.rope_interleave);
+  c["indexer_rope_interleave"] = false;
+  EXPECT_NE(test::error_of([&] { parse_model_config(c, "config.json"); })
+                .find("field 'indexer_rope_interleave' is false, but GlmMoeDsaForCausalLM's indexer rotates interleaved "
+                      "pairs"),
+            std::string::npos);
+  c.erase("indexer_rope_interleave");
   c["indexer_types"] = {"shared", "full", "full", "full"};
   EXPECT_NE(test::error_of([&] { parse_model_config(c, "config.json"); })
                 .find("layer 0's indexer type is \"shared\", but a shared layer reuses an earlier full layer's selection"),
@@ -240,6 +251,13 @@ TEST(Dsa, DeepseekV32RefusesWhatItDoesNotRun) {
   EXPECT_NE(error("rope_interleave", false).find("field 'rope_interleave' is false"), std::string::npos);
   EXPECT_NE(error("index_topk", 0).find("field 'index_topk' must be positive, found 0"), std::string::npos);
   EXPECT_NE(error("index_head_dim", 4).find("index_head_dim (4) is below qk_rope_head_dim (8)"), std::string::npos);
+  EXPECT_NE(error("indexer_rope_interleave", true)
+                .find("field 'indexer_rope_interleave' is true, but DeepseekV32ForCausalLM's indexer rotates the two "
+                      "halves (not interleaved)"),
+            std::string::npos);
+  EXPECT_EQ(error("indexer_rope_interleave", false), "");
+  EXPECT_NE(error("index_kpool", 4).find("field 'index_kpool' (4) asks for an attention variant"), std::string::npos);
+  EXPECT_EQ(error("mla_use_nope", false), "");
 }
 
 }  // namespace

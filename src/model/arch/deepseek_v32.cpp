@@ -96,6 +96,18 @@ class DeepseekV32 : public ArchDef {
           fail("{}: field 'layer_types' holds {}; {} runs only \"indexed_attention\" layers", r.path, v.dump(), name);
     }
     d.rope_interleave = interleaved_indexer_rope();
+    // transformers' indexer rotates one way per class whatever this key says (vLLM reads it).
+    if (r.has("indexer_rope_interleave") && r.get<bool>("indexer_rope_interleave") != d.rope_interleave)
+      fail("{}: field 'indexer_rope_interleave' is {}, but {}'s indexer rotates {}", r.path,
+           !d.rope_interleave, name, d.rope_interleave ? "interleaved pairs" : "the two halves (not interleaved)");
+    // Indexer variants newer than transformers 5.24's classes (pooled keys, no-RoPE MLA, linear
+    // attention layers): refused rather than run as something else.
+    for (const char* k : {"index_kpool", "index_kpool_compress", "index_kpool_always_select_tail", "mla_use_nope",
+                          "linear_attn_config"})
+      if (r.has(k) && r.j[k] != false && r.j[k] != 0)
+        fail("{}: field '{}' ({}) asks for an attention variant {} does not have in transformers 5.24; fp4lm does "
+             "not run it",
+             r.path, k, r.j[k].dump(), name);
     d.shared = indexer_types(r, c.num_layers);
   }
   void plan_layer(const ModelConfig& c, int64_t i, std::vector<LayerSpec>& out) const override {
