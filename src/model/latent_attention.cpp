@@ -77,15 +77,20 @@ LatentAttention::LatentAttention(const LayerBuild& b, int64_t layer, MlaForm for
     scale_ *= m * m;
   }
   const std::string p = fmt::format("model.layers.{}.self_attn", layer);
+  // The latent norms' eps is transformers' RMSNorm default 1e-6 whatever rms_norm_eps says (it
+  // differs in GLM-4.7-Flash and GLM-5: 1e-5).
+  auto latent_norm = [&](const std::string& name, int64_t dim) {
+    return RmsNorm(loader.tensor_f32(name, {dim}), 1e-6);
+  };
   if (q_lora_ > 0) {
     q_a_ = loader.load_linear(p + ".q_a_proj");
-    q_a_norm_ = load_rms_norm(loader, p + ".q_a_layernorm.weight", q_lora_);
+    q_a_norm_ = latent_norm(p + ".q_a_layernorm.weight", q_lora_);
     q_b_ = loader.load_linear(p + ".q_b_proj");
   } else {
     q_ = loader.load_linear(p + ".q_proj");
   }
   kv_a_ = loader.load_linear(p + ".kv_a_proj_with_mqa");
-  kv_a_norm_ = load_rms_norm(loader, p + ".kv_a_layernorm.weight", kv_lora_);
+  kv_a_norm_ = latent_norm(p + ".kv_a_layernorm.weight", kv_lora_);
   o_ = loader.load_linear(p + ".o_proj");
   // kv_b_proj, dequantized: both forms multiply by its rows directly.
   const LayerSpec& kvb = loader.layer(p + ".kv_b_proj");
@@ -111,6 +116,12 @@ LatentAttention::LatentAttention(const LayerBuild& b, int64_t layer, MlaForm for
     b.state.note_missing_kv_scales(missing);
   }
   kv_slot_ = b.state.add_kv(layer, shape);
+  if (c.dsa.enabled()) {
+    if (q_lora_ <= 0)
+      fail("layer {}: {}'s sparse indexer reads the query latent, but q_lora_rank is null", layer, c.architecture);
+    selection_ = dsa_selection(loader);
+    if (!c.dsa.shares(layer)) indexer_ = std::make_unique<DsaIndexer>(b, layer);
+  }
   loader.log_once(fmt::format(
       "Multi-head latent attention: the KV cache holds the latent (kv_lora_rank {} + qk_rope_head_dim {} = {} "
       "values per position per layer); {} form ({})",
@@ -123,11 +134,13 @@ size_t LatentAttention::weight_bytes() const {
   size_t b = kv_a_->weight_bytes() + o_->weight_bytes();
   if (q_) b += q_->weight_bytes();
   else b += q_a_->weight_bytes() + q_b_->weight_bytes();
+  if (indexer_) b += indexer_->weight_bytes();
   return b;
 }
 
 size_t LatentAttention::own_param_bytes() const {
-  return (kv_b_.size() + static_cast<size_t>(q_a_norm_.dim() + kv_a_norm_.dim())) * sizeof(float);
+  return (kv_b_.size() + static_cast<size_t>(q_a_norm_.dim() + kv_a_norm_.dim())) * sizeof(float) +
+         (indexer_ ? indexer_->own_param_bytes() : 0);
 }
 
 void LatentAttention::forward(const float* x, std::span<const SequenceSpan> spans, float* y) const {
@@ -149,7 +162,12 @@ void LatentAttention::forward(const float* x, std::span<const SequenceSpan> span
     q_a_->forward(x, m, qa.data());
     q_a_norm_.forward(qa.data(), m, qa.data(), act_);
     q_b_->forward(qa.data(), m, q.data());
+    if (indexer_) indexer_->select(x, qa.data(), spans, *selection_);
   }
+  if (selection_ && selection_->rows() != m)
+    fail("layer {}: a shared sparse-attention layer found no selection of this step's {} rows (its full layer's "
+         "holds {})",
+         layer_, m, selection_->rows());
   // Latents: [c | k_rope], c normed.
   std::vector<float> latent(static_cast<size_t>(m * lat)), c(static_cast<size_t>(m * kv_lora_));
   kv_a_->forward(x, m, latent.data());
@@ -204,6 +222,10 @@ void LatentAttention::forward(const float* x, std::span<const SequenceSpan> span
       std::vector<float> acc(static_cast<size_t>(dv_));
       for (int64_t t = t0; t < t1; ++t) {
         const int64_t j = t / heads_, h = t % heads_, i = s.row0 + j, pos = s.pos0 + j;
+        // The positions attended to, ascending: all of 0..pos, or the row's selection (sparse
+        // attention past the budget; its first pos + 1 entries are 0..pos below it).
+        const int32_t* sel = selection_ && pos + 1 > selection_->topk() ? selection_->row(i) : nullptr;
+        const int64_t n_u = sel ? selection_->topk() : pos + 1;
         const float* qn = q.data() + i * qd + h * qhd;  // [q_nope | q_rope]
         const float* wk = kv_b_.data() + h * (dn_ + dv_) * kv_lora_;  // W_kb[h] [dn, kv_lora]
         const float* wv = wk + dn_ * kv_lora_;                          // W_vb[h] [dv, kv_lora]
@@ -213,36 +235,37 @@ void LatentAttention::forward(const float* x, std::span<const SequenceSpan> span
           std::fill(qlat.begin(), qlat.end(), 0.0f);
           for (int64_t d = 0; d < dn_; ++d)
             for (int64_t r = 0; r < kv_lora_; ++r) qlat[r] += qn[d] * wk[d * kv_lora_ + r];
-          for (int64_t u = 0; u <= pos; ++u) {
-            const float* lu = hist.data() + u * lat;
-            score[u] = (dot(qlat.data(), lu, kv_lora_) + dot(qn + dn_, lu + kv_lora_, dr_)) * scale;
-            mx = std::max(mx, score[u]);
+          for (int64_t a = 0; a < n_u; ++a) {
+            const float* lu = hist.data() + (sel ? sel[a] : a) * lat;
+            score[a] = (dot(qlat.data(), lu, kv_lora_) + dot(qn + dn_, lu + kv_lora_, dr_)) * scale;
+            mx = std::max(mx, score[a]);
           }
         } else {
           const int64_t w = heads_ * (dn_ + dv_);
-          for (int64_t u = 0; u <= pos; ++u) {
+          for (int64_t a = 0; a < n_u; ++a) {
+            const int64_t u = sel ? sel[a] : a;
             const float* ku = kvb.data() + u * w + h * (dn_ + dv_);
-            score[u] = (dot(qn, ku, dn_) + dot(qn + dn_, hist.data() + u * lat + kv_lora_, dr_)) * scale;
-            mx = std::max(mx, score[u]);
+            score[a] = (dot(qn, ku, dn_) + dot(qn + dn_, hist.data() + u * lat + kv_lora_, dr_)) * scale;
+            mx = std::max(mx, score[a]);
           }
         }
         float sum = 0;
-        for (int64_t u = 0; u <= pos; ++u) sum += score[u] = std::exp(score[u] - mx);
+        for (int64_t a = 0; a < n_u; ++a) sum += score[a] = std::exp(score[a] - mx);
         const float inv = 1.0f / sum;
         if (form_ == MlaForm::absorbed) {
           std::fill(olat.begin(), olat.end(), 0.0f);
-          for (int64_t u = 0; u <= pos; ++u) {
-            const float pu = score[u] * inv;
-            const float* lu = hist.data() + u * lat;
+          for (int64_t a = 0; a < n_u; ++a) {
+            const float pu = score[a] * inv;
+            const float* lu = hist.data() + (sel ? sel[a] : a) * lat;
             for (int64_t r = 0; r < kv_lora_; ++r) olat[r] += pu * lu[r];
           }
           for (int64_t e = 0; e < dv_; ++e) out[e] = dot(wv + e * kv_lora_, olat.data(), kv_lora_);
         } else {
           const int64_t w = heads_ * (dn_ + dv_);
           std::fill(acc.begin(), acc.end(), 0.0f);
-          for (int64_t u = 0; u <= pos; ++u) {
-            const float pu = score[u] * inv;
-            const float* vu = kvb.data() + u * w + h * (dn_ + dv_) + dn_;
+          for (int64_t a = 0; a < n_u; ++a) {
+            const float pu = score[a] * inv;
+            const float* vu = kvb.data() + (sel ? sel[a] : a) * w + h * (dn_ + dv_) + dn_;
             for (int64_t e = 0; e < dv_; ++e) acc[e] += pu * vu[e];
           }
           std::copy(acc.begin(), acc.end(), out);

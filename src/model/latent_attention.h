@@ -13,12 +13,16 @@
 // W_vb applied once to the weighted sum of latents) reads the latent cache once per step and is
 // what runs; "expanded" (K/V rebuilt from the latents with kv_b_proj, as HF computes it) is the
 // check, chosen by FP4LM_MLA_FORM=expanded. kv_b_proj is kept dequantized in float32 for both.
+// DeepSeek Sparse Attention (ModelConfig::dsa, DeepSeek-V3.2 / GLM-5): each query attends only
+// to the positions its layer's indexer selected (model/dsa_indexer.h), or, on a GLM-5 "shared"
+// layer, those the previous full layer selected in the same step.
 #include <cstdint>
 #include <memory>
 #include <span>
 #include <vector>
 
 #include "core/dtype.h"
+#include "model/dsa_indexer.h"
 #include "model/layer_build.h"
 #include "model/linear.h"
 #include "model/mixer.h"
@@ -52,6 +56,8 @@ class LatentAttention final : public Mixer {
   std::unique_ptr<Linear> q_a_, q_b_, q_, kv_a_, o_;
   RmsNorm q_a_norm_, kv_a_norm_;
   std::vector<float> kv_b_;  // [heads × (dn + dv), kv_lora] dequantized kv_b_proj
+  std::unique_ptr<DsaIndexer> indexer_;     // a DSA layer that selects (null: dense, or a shared layer)
+  std::shared_ptr<DsaSelection> selection_;  // a DSA layer: the step's selections (null: dense)
 };
 
 }  // namespace fp4lm::model

@@ -95,6 +95,16 @@ struct LatentAttentionConfig {
   int64_t latent_dim() const { return kv_lora_rank + qk_rope_head_dim; }  // cached values per position
 };
 
+// DeepSeek Sparse Attention (DeepSeek-V3.2, GLM-5; model/dsa_indexer.h): MLA whose queries each
+// attend to the index_topk past positions an indexer scores best (index_topk 0: dense MLA).
+struct DsaConfig {
+  int64_t index_topk = 0, index_n_heads = 0, index_head_dim = 0;
+  bool rope_interleave = false;  // the indexer's RoPE: interleaved pairs (GLM-5) or half-split (DeepSeek-V3.2)
+  std::vector<bool> shared;      // per layer: reuses the previous full layer's selection (GLM-5 indexer_types)
+  bool enabled() const { return index_topk > 0; }
+  bool shares(int64_t layer) const { return layer < static_cast<int64_t>(shared.size()) && shared[static_cast<size_t>(layer)]; }
+};
+
 // Gemma 3 / Gemma 4 (arch/gemma.h): attention layers of two types, each with its own RoPE (and,
 // in Gemma 4, its own head_dim and KV heads), the embeddings scaled by sqrt(hidden_size), the
 // logits optionally soft-capped.
@@ -182,6 +192,7 @@ struct ModelConfig {
   GatedDeltaNetConfig gdn;  // the gated delta-net hybrids (arch/gated_hybrid.h)
   MambaConfig mamba;        // Nemotron-H (arch/nemotron_h.cpp)
   LatentAttentionConfig mla;  // multi-head latent attention (arch/deepseek_v3.cpp)
+  DsaConfig dsa;              // its sparse indexer (arch/deepseek_v32.cpp)
   bool attn_output_gate = false;  // q_proj holds a per-head gate: output × sigmoid(gate)
   int64_t rotary_dim = 0;         // RoPE over the first rotary_dim dims of a head (= head_dim unless partial)
   // Qwen's multimodal RoPE (rope_parameters.mrope_section / mrope_interleaved): which of a

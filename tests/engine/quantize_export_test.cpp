@@ -242,6 +242,26 @@ TEST(QuantizeExport, InFeaturesNotAMultipleOf16StayUnquantizedAndListed) {
   EXPECT_EQ(scheme_of(l, "model.layers.0.mlp.gate_up_proj"), "nvfp4_w4a16");
 }
 
+// An architecture's default exclusions are kept unquantized, not only listed: DeepSeek-V3.2's
+// kv_b_proj (as DeepSeek-V3's); its sparse indexer's Linears are quantized as ModelOpt's config
+// leaves them, and the output loads.
+TEST(QuantizeExport, DefaultExclusionsStayUnquantizedAndTheIndexerIsQuantized) {
+  Case c(source("DeepseekV32ForCausalLM"));
+  engine::quantize_checkpoint(c.options(QuantAlgo::W4A16_NVFP4));
+  auto in = io::Checkpoint::open(c.in), out = io::Checkpoint::open(c.out);
+  const std::string p = "model.layers.1.self_attn.";
+  EXPECT_EQ(out->get(p + "kv_b_proj.weight").dtype, DType::BF16);
+  EXPECT_EQ(bytes(*out, p + "kv_b_proj.weight"), bytes(*in, p + "kv_b_proj.weight"));
+  EXPECT_EQ(out->find(p + "kv_b_proj.weight_scale"), nullptr);
+  for (const char* m : {"indexer.wq_b", "indexer.wk", "indexer.weights_proj"})
+    EXPECT_EQ(out->get(p + m + ".weight").dtype, DType::U8) << m;
+  EXPECT_EQ(out->get(p + "indexer.k_norm.bias").dtype, DType::BF16);
+  model::ModelLoader l(out, {});
+  const auto& ex = quant::as_modelopt(l.quant_config()).exclude_modules;
+  EXPECT_EQ(std::count(ex.begin(), ex.end(), p + "kv_b_proj"), 1);
+  EXPECT_EQ(scheme_of(l, p + "indexer.wk"), "nvfp4_w4a16");
+}
+
 TEST(QuantizeExport, ExcludePatternsKeepWholeFusedGroupsAndMoeLayers) {
   Case c(source("Qwen3MoeForCausalLM"));
   QuantizeOptions q = c.options(QuantAlgo::W4A16_NVFP4);

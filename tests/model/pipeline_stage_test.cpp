@@ -139,6 +139,13 @@ TEST(PipelineStage, HybridStagesMatchTheWholeModelBitForBit) {
   check_stages("Qwen3_5ForCausalLM", {{0, 1}, {1, 3}, {3, 4}});
 }
 
+// DeepSeek Sparse Attention (index_topk 4, prompts past it): GLM-5's shared layers 1 and 3 reuse
+// the selection of layers 0 and 2, which the stage before sends with the residual stream.
+TEST(PipelineStage, SparseAttentionSelectionsAcrossStagesMatchTheWholeModelBitForBit) {
+  check_stages("DeepseekV32ForCausalLM", {{0, 2}, {2, 4}});
+  check_stages("GlmMoeDsaForCausalLM", {{0, 1}, {1, 3}, {3, 4}});
+}
+
 // Gemma 4 with num_kv_shared_layers 2 of 6 layers (sliding, full, sliding, full, sliding, full):
 // layer 4 attends to layer 2's K/V (a sliding ring), layer 5 to layer 3's. Cut between them the
 // stage that stores the K/V sends its rows on with the residual stream: [0, 3) sends layer 2's

@@ -442,13 +442,13 @@ inline void mla_attention(const nlohmann::json& c, const TinyWeights& w, const s
     Vec x = rms_norm(h[t], wp(p + ".input_layernorm.weight"), 0, hidden, eps);
     if (has_q_lora) {
       Vec qa = matvec(w.at(p + ".self_attn.q_a_proj.weight"), x);
-      qa = rms_norm(qa, wp(p + ".self_attn.q_a_layernorm.weight"), 0, qa.size(), eps);
+      qa = rms_norm(qa, wp(p + ".self_attn.q_a_layernorm.weight"), 0, qa.size(), 1e-6);  // HF's default, not rms_norm_eps
       q[t] = matvec(w.at(p + ".self_attn.q_b_proj.weight"), qa);
     } else {
       q[t] = matvec(w.at(p + ".self_attn.q_proj.weight"), x);
     }
     Vec kv = matvec(w.at(p + ".self_attn.kv_a_proj_with_mqa.weight"), x);
-    Vec lat = rms_norm(kv, wp(p + ".self_attn.kv_a_layernorm.weight"), 0, kv_lora, eps);
+    Vec lat = rms_norm(kv, wp(p + ".self_attn.kv_a_layernorm.weight"), 0, kv_lora, 1e-6);
     kr[t] = Vec(kv.begin() + kv_lora, kv.end());
     rope_pairs(kr[t].data(), static_cast<int64_t>(t));
     for (int64_t hh = 0; hh < heads; ++hh) rope_pairs(q[t].data() + hh * (dn + dr) + dn, static_cast<int64_t>(t));

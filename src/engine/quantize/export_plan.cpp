@@ -180,7 +180,9 @@ void add_default_exclusions(const io::Checkpoint& ck, ExportPlan& plan) {
   // hybrids' *linear_attn.conv1d*; its routers and gates are planned as such), and, as hf_ptq
   // leaves mtp and the vision tower unquantized, the multi-token-prediction and vision tensors,
   // which fp4lm copies unchanged, by pattern.
-  for (std::string& m : plan.config.arch->default_exclusions(plan.config)) plan.exclude_modules.push_back(std::move(m));
+  for (std::string& m : plan.config.arch->default_exclusions(plan.config))
+    if (std::find(plan.exclude_modules.begin(), plan.exclude_modules.end(), m) == plan.exclude_modules.end())
+      plan.exclude_modules.push_back(std::move(m));
   bool mtp = false, visual = false, top_visual = false;
   for (const std::string& name : ck.tensor_names()) {
     mtp |= name.rfind("mtp.", 0) == 0;
@@ -209,9 +211,15 @@ ExportPlan make_export_plan(const io::Checkpoint& ck, const ExportOptions& opts)
   // exports' lists agree.
   if (plan.config.arch->lists_embedding_as_excluded()) plan.exclude_modules.emplace_back("model.embed_tokens");
   plan.layers = model::plan_layers(plan.config);
+  // The architecture's default exclusions that are Linears stay unquantized, not only listed
+  // (DeepSeek-V3's kv_b_proj was written quantized under an exclude_modules entry naming it).
+  const std::vector<std::string> arch_excluded = plan.config.arch->default_exclusions(plan.config);
 
   for (const LayerSpec& spec : plan.layers) {
-    if (spec.router) {  // routers (and the GDN's in_proj_b / in_proj_a) stay in their dtype
+    if (spec.kind == kernels::LayerKind::linear && !spec.router &&
+        std::find(arch_excluded.begin(), arch_excluded.end(), spec.name) != arch_excluded.end()) {
+      keep_unquantized(plan, spec, spec.shards, fmt::format("{}'s default exclusion", plan.config.architecture));
+    } else if (spec.router) {  // routers (and the GDN's in_proj_b / in_proj_a) stay in their dtype
       for (size_t i = 0; i < spec.shards.size(); ++i) {
         check_weight(ck, spec.shards[i], spec.shard_rows[i], spec.in_features);
         plan.exclude_modules.push_back(spec.shards[i]);

@@ -81,6 +81,20 @@ void deepseek_moe_synthetic_config(const SyntheticOptions& o, nlohmann::json& c)
   c["first_k_dense_replace"] = 1;
 }
 
+void read_mlp_layer_types(const ConfigReader& r, ModelConfig& c) {
+  if (!r.has("mlp_layer_types")) return;
+  const nlohmann::json& t = r.j["mlp_layer_types"];
+  if (!t.is_array() || static_cast<int64_t>(t.size()) != c.num_layers)
+    fail("{}: field 'mlp_layer_types' must list {} entries ('dense' or 'sparse')", r.path, c.num_layers);
+  c.moe.mlp_only_layers.clear();
+  for (int64_t i = 0; i < c.num_layers; ++i) {
+    const std::string s = t[static_cast<size_t>(i)].is_string() ? t[static_cast<size_t>(i)].get<std::string>() : "";
+    if (s != "dense" && s != "sparse")
+      fail("{}: field 'mlp_layer_types' holds '{}' (expected dense or sparse)", r.path, t[static_cast<size_t>(i)].dump());
+    if (s == "dense") c.moe.mlp_only_layers.push_back(i);
+  }
+}
+
 void log_skipped_mtp(ModelLoader& l, int64_t layer) {
   const ModelConfig& c = l.config();
   if (layer != 0 || c.num_nextn_predict_layers <= 0) return;

@@ -28,6 +28,9 @@ struct DeepseekMoeDefaults {
 // n_shared_experts, n_group, topk_group, norm_topk_prob (default true), routed_scaling_factor,
 // first_k_dense_replace (-> c.moe.mlp_only_layers), intermediate_size (dense layers).
 void read_deepseek_moe_keys(const ConfigReader& r, ModelConfig& c, const DeepseekMoeDefaults& d);
+// mlp_layer_types (GLM-4.7-Flash, DeepSeek-V3.2, GLM-5), when given: one 'dense' or 'sparse' per
+// layer, replacing the dense layers first_k_dense_replace gave (c.moe.mlp_only_layers).
+void read_mlp_layer_types(const ConfigReader& r, ModelConfig& c);
 // Decoder layer i's feed-forward engine layers ("model.layers.{i}.mlp").
 void plan_deepseek_moe(const ModelConfig& c, int64_t i, std::vector<LayerSpec>& out);
 // Its non-Linear parameter: the MoE layers' gate.e_score_correction_bias [n_routed_experts].

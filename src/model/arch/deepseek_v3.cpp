@@ -121,17 +121,7 @@ class Glm4MoeLite final : public DeepseekV3 {
   std::string_view hf_name() const override { return "Glm4MoeLiteForCausalLM"; }
   void parse_config(const ConfigReader& r, ModelConfig& c) const override {
     DeepseekV3::parse_config(r, c);
-    if (!r.has("mlp_layer_types")) return;
-    const nlohmann::json& t = r.j["mlp_layer_types"];
-    if (!t.is_array() || static_cast<int64_t>(t.size()) != c.num_layers)
-      fail("{}: field 'mlp_layer_types' must list {} entries ('dense' or 'sparse')", r.path, c.num_layers);
-    c.moe.mlp_only_layers.clear();
-    for (int64_t i = 0; i < c.num_layers; ++i) {
-      const std::string s = t[static_cast<size_t>(i)].is_string() ? t[static_cast<size_t>(i)].get<std::string>() : "";
-      if (s != "dense" && s != "sparse")
-        fail("{}: field 'mlp_layer_types' holds '{}' (expected dense or sparse)", r.path, t[static_cast<size_t>(i)].dump());
-      if (s == "dense") c.moe.mlp_only_layers.push_back(i);
-    }
+    read_mlp_layer_types(r, c);
   }
 
  protected:

@@ -25,6 +25,8 @@ const ArchDef& nemotron_h_omni_arch();
 const ArchDef& glm4_moe_arch();
 const ArchDef& deepseek_v3_arch();
 const ArchDef& glm4_moe_lite_arch();
+const ArchDef& deepseek_v32_arch();
+const ArchDef& glm_moe_dsa_arch();
 const ArchDef& kimi_k25_arch();
 const ArchDef& kimi_k25_remote_arch();
 const ArchDef& minimax_m2_arch();
@@ -50,6 +52,7 @@ const std::vector<const ArchDef*>& architectures() {
       &gemma3_arch(), &gemma3_vl_arch(), &gemma4_arch(), &gemma4_vl_arch(),
       &glm4_moe_arch(), &deepseek_v3_arch(), &kimi_k25_arch(), &kimi_k25_remote_arch(), &glm4_moe_lite_arch(), &minimax_m2_arch(),
       &minimax_m3_arch(), &minimax_m3_sparse_arch(),
+      &deepseek_v32_arch(), &glm_moe_dsa_arch(),
       &gpt_oss_arch(),
       &phi3_arch(),
       &llama4_arch(), &llama4_vl_arch(),
