@@ -1,0 +1,119 @@
+// `fp4lm generate` on a DiffusionGemma checkpoint: output_ids equal to transformers'
+// DiffusionGemmaForBlockDiffusion.generate with the deterministic rule (pad canvas, argmax
+// denoiser; scripts/make_diffusion_gemma_goldens.py), across two and three canvases, a canvas
+// that the stability and confidence stop ends early, and a stop token inside a canvas. What it
+// does not support is refused by name.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/paths.h"
+
+namespace fp4lm::diffusion_gemma_cli_test {
+namespace {
+
+using nlohmann::json;
+
+std::string model() { return (test::source_dir() / "tests/model/fixtures/diffusion_gemma/tiny").string(); }
+
+json goldens() {
+  std::ifstream in(test::source_dir() / "tests/model/fixtures/diffusion_gemma/tiny/goldens.json");
+  return json::parse(in);
+}
+
+std::string id_list(const json& ids) {
+  std::string s;
+  for (const auto& v : ids) s += (s.empty() ? "" : ",") + std::to_string(v.get<int>());
+  return s;
+}
+
+json case_named(const std::string& name) {
+  const json g = goldens();  // kept alive: a range-for over goldens()["cases"] would dangle
+  for (const json& c : g["cases"])
+    if (c["name"] == name) return c;
+  ADD_FAILURE() << name;
+  return {};
+}
+
+json run_case(const json& c, const std::string& extra) {
+  const auto r = test::run_fp4lm("generate --model " + model() + " --prompt-ids " + id_list(c["prompt_ids"]) +
+                                 " --max-tokens " + std::to_string(c["max_tokens"].get<int>()) +
+                                 " --temperature 0 --json --dtype float32 " + extra);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return r.exit_code == 0 ? json::parse(r.out) : json();
+}
+
+TEST(DiffusionGemmaCli, TwoCanvasesWithAnEarlyStopEqualTransformers) {
+  const json c = case_named("two_canvases");
+  ASSERT_GE(c["early_stops"].get<int>(), 1);  // the fixture exercises the stability + confidence stop
+  const json out = run_case(c, "--ignore-eos");
+  EXPECT_EQ(out["output_ids"], c["output_ids"]);
+  EXPECT_EQ(out["finish_reason"], "length");
+  EXPECT_EQ(out["diffusion"]["canvases"], 2);
+  EXPECT_EQ(out["diffusion"]["decoder_passes"], c["decoder_passes"]);
+  EXPECT_EQ(out["diffusion"]["early_stops"], c["early_stops"]);
+}
+
+TEST(DiffusionGemmaCli, ThreeCanvasesAfterAPromptPastTheSlidingWindowEqualTransformers) {
+  const json c = case_named("three_canvases_long_prompt");
+  const json out = run_case(c, "--ignore-eos");
+  EXPECT_EQ(out["output_ids"], c["output_ids"]);
+  EXPECT_EQ(out["diffusion"]["canvases"], 3);
+  EXPECT_EQ(out["diffusion"]["decoder_passes"], c["decoder_passes"]);
+}
+
+TEST(DiffusionGemmaCli, AStopTokenEndsTheOutputWhereTransformersPads) {
+  const json c = case_named("stop_token");
+  const int stop = c["stop_token_ids"][0].get<int>();
+  const json out = run_case(c, "--stop-token-ids " + std::to_string(stop));
+  // transformers keeps the canvas and pads after the stop token; fp4lm ends at it.
+  std::vector<int> want;
+  for (const json& t : c["output_ids"]) {
+    want.push_back(t.get<int>());
+    if (want.back() == stop) break;
+  }
+  ASSERT_LT(want.size(), c["output_ids"].size());
+  EXPECT_EQ(out["output_ids"], json(want));
+  EXPECT_EQ(out["finish_reason"], "stop");
+  EXPECT_EQ(out["stop_reason"], stop);
+  EXPECT_EQ(out["diffusion"]["canvases"], 2);
+}
+
+TEST(DiffusionGemmaCli, MaxTokensCutsTheLastCanvas) {
+  const json c = case_named("two_canvases");
+  json shorter = c;
+  shorter["max_tokens"] = 11;
+  const json out = run_case(shorter, "--ignore-eos");
+  std::vector<int> want;
+  for (int k = 0; k < 11; ++k) want.push_back(c["output_ids"][k].get<int>());
+  EXPECT_EQ(out["output_ids"], json(want));
+}
+
+TEST(DiffusionGemmaCli, UnsupportedRequestsAreRefusedByName) {
+  const std::string base = "generate --model " + model() + " --prompt-ids 2,17,33 --max-tokens 8 ";
+  auto r = test::run_fp4lm(base + "--temperature 0.7");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--temperature: DiffusionGemma runs only at temperature 0"), std::string::npos) << r.err;
+  r = test::run_fp4lm(base + "--logprobs 2");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--logprobs: DiffusionGemma does not support logprobs"), std::string::npos) << r.err;
+  r = test::run_fp4lm(base + "--repetition-penalty 1.2");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("DiffusionGemma does not support penalties"), std::string::npos) << r.err;
+  r = test::run_fp4lm(base + "--dtype bfloat16");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("DiffusionGemma computes in float32 only"), std::string::npos) << r.err;
+  r = test::run_fp4lm(base + "--prompt-ids 2,500");
+  EXPECT_NE(r.exit_code, 0);
+  // Other commands load a CausalLM: a clear error, not "unsupported architecture".
+  r = test::run_fp4lm("inspect --model " + model());
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("supported only through `fp4lm generate`"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace fp4lm::diffusion_gemma_cli_test
