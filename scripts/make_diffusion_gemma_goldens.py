@@ -173,7 +173,9 @@ def main():
         return ids, len(steps), sum(steps)
 
     cases = []
-    for name, p, n in [("two_canvases", [2, 17, 33, 5], 16), ("three_canvases_long_prompt", prompt, 24)]:
+    # two_canvases: a prompt (found by trying a few dozen) after which one canvas settles, so the
+    # stability and confidence stop ends its denoising early; this random model rarely settles.
+    for name, p, n in [("two_canvases", [2, 30, 9, 42], 16), ("three_canvases_long_prompt", prompt, 24)]:
         ids, passes, stops = run_case(p, n, None)
         cases.append({"name": name, "prompt_ids": p, "max_tokens": n, "stop_token_ids": [],
                       "output_ids": ids, "decoder_passes": passes, "early_stops": stops})
