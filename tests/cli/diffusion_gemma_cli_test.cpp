@@ -5,7 +5,9 @@
 // does not support is refused by name.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -113,6 +115,64 @@ TEST(DiffusionGemmaCli, UnsupportedRequestsAreRefusedByName) {
   r = test::run_fp4lm("inspect --model " + model());
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("supported only through `fp4lm generate`"), std::string::npos) << r.err;
+}
+
+TEST(DiffusionGemmaCli, PlainOutputPrintsTheIdsOfEachBlock) {
+  // Without --json and without a tokenizer: the ids, space-separated, as each block is accepted.
+  const json c = case_named("two_canvases");
+  const auto r = test::run_fp4lm("generate --model " + model() + " --prompt-ids " + id_list(c["prompt_ids"]) +
+                                 " --max-tokens 16 --temperature 0 --ignore-eos");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::string want;
+  for (const json& t : c["output_ids"]) want += (want.empty() ? "" : " ") + std::to_string(t.get<int>());
+  EXPECT_EQ(r.out, want + "\n");
+}
+
+// A copy of the fixture whose generation_config.json is edited by `edit`.
+std::string with_generation_config(const test::TempDir& dir, const std::function<void(json&)>& edit) {
+  const std::filesystem::path src = test::source_dir() / "tests/model/fixtures/diffusion_gemma/tiny";
+  for (const auto& e : std::filesystem::directory_iterator(src))
+    std::filesystem::copy_file(e.path(), dir.path() / e.path().filename());
+  std::ifstream in(src / "generation_config.json");
+  json g = json::parse(in);
+  edit(g);
+  test::write_file(dir.path() / "generation_config.json", g.dump(1));
+  return dir.path().string();
+}
+
+TEST(DiffusionGemmaCli, GenerationConfigFieldsAreReadOrRefusedByName) {
+  const std::string args = " --prompt-ids 2,30,9,42 --max-tokens 8 --json";
+  {
+    test::TempDir d;
+    const auto r = test::run_fp4lm("generate --model " +
+                                   with_generation_config(d, [](json& g) { g["diffusion_warmup"] = 3; }) + args);
+    EXPECT_NE(r.exit_code, 0);
+    EXPECT_NE(r.err.find("unknown field 'diffusion_warmup'"), std::string::npos) << r.err;
+  }
+  {
+    test::TempDir d;
+    const auto r = test::run_fp4lm(
+        "generate --model " + with_generation_config(d, [](json& g) { g["cache_implementation"] = "static"; }) + args);
+    EXPECT_NE(r.exit_code, 0);
+    EXPECT_NE(r.err.find("'cache_implementation' \"static\" is not supported"), std::string::npos) << r.err;
+  }
+  {
+    test::TempDir d;
+    const auto r = test::run_fp4lm("generate --model " + with_generation_config(d, [](json& g) {
+                                     g["sampler_config"]["_cls_name"] = "TopKSamplerConfig";
+                                   }) + args);
+    EXPECT_NE(r.exit_code, 0);
+    EXPECT_NE(r.err.find("'sampler_config._cls_name' \"TopKSamplerConfig\" is not supported"), std::string::npos)
+        << r.err;
+  }
+  {
+    // The schedule is read: one denoising step instead of six gives one decoder pass per canvas.
+    test::TempDir d;
+    const auto r = test::run_fp4lm(
+        "generate --model " + with_generation_config(d, [](json& g) { g["max_denoising_steps"] = 1; }) + args);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(json::parse(r.out)["diffusion"]["decoder_passes"], 1);
+  }
 }
 
 }  // namespace
