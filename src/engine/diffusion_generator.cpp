@@ -1,5 +1,6 @@
-// The block-diffusion loop of transformers 5.24's generation_diffusion_gemma.py, at batch 1,
-// with the deterministic rule (pad canvas, argmax denoiser) in place of its random draws.
+// The block-diffusion loop of transformers 5.24's generation_diffusion_gemma.py, at batch 1: its
+// random draws from fp4lm's seeded stream (temperature 1), or the deterministic rule (pad canvas,
+// argmax denoiser; temperature 0).
 #include "engine/diffusion_generator.h"
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 
 #include "core/error.h"
 #include "engine/request_error.h"
+#include "engine/sampler.h"
 #include "model/config_reader.h"
 
 namespace fp4lm::engine {
@@ -97,11 +99,14 @@ DiffusionSchedule parse_diffusion_schedule(const std::optional<json>& gen, const
 DiffusionResult diffusion_generate(const model::DiffusionGemma& m, const DiffusionSchedule& s, const RequestParams& p,
                                    const DiffusionBlockCallback& on_block) {
   const model::DiffusionGemmaConfig& c = m.config();
-  if (p.sampling.temperature != 0.0)
-    throw RequestError(
-        "DiffusionGemma runs only at temperature 0 (the canvas starts as the pad token, the denoiser takes the "
-        "argmax); transformers' sampling (a uniformly random canvas, torch.multinomial) is not implemented",
-        "temperature");
+  // The temperatures are generation_config.json's t_max..t_min schedule; a request picks the rule.
+  if (p.sampling.temperature != 0.0 && p.sampling.temperature != 1.0)
+    throw RequestError("DiffusionGemma's temperatures are the t_max..t_min schedule of generation_config.json; give "
+                       "temperature 0 (deterministic: pad canvas, argmax denoiser) or 1 (transformers' sampling: "
+                       "a uniformly random canvas, a draw from each position's distribution), not " +
+                           std::to_string(p.sampling.temperature),
+                       "temperature");
+  const bool sampling = p.sampling.temperature == 1.0;
   refuse(p.sampling.top_k != 0, "top_k", "top-k filtering");
   refuse(p.sampling.top_p != 1.0, "top_p", "nucleus filtering");
   refuse(p.sampling.min_p != 0.0, "min_p", "min-p filtering");
@@ -135,6 +140,13 @@ DiffusionResult diffusion_generate(const model::DiffusionGemma& m, const Diffusi
   if (!p.ignore_eos)
     for (int64_t e : s.eos_token_ids) eos.push_back(static_cast<int32_t>(e));
 
+  // Sampling: the seeded stream draws the random canvas tokens (uniform over the vocabulary, as
+  // torch.randint) and each position's token from softmax(scaled logits) (as torch.multinomial).
+  Sampler draw(SamplingParams{1.0, 0, 1.0, 0.0, p.sampling.seed});
+  auto noise = [&] {
+    return static_cast<int32_t>(std::min<int64_t>(V - 1, static_cast<int64_t>(draw.uniform() * static_cast<double>(V))));
+  };
+
   DiffusionResult res;
   res.prompt_ids = p.prompt;
   res.finish_reason = "length";
@@ -147,7 +159,10 @@ DiffusionResult diffusion_generate(const model::DiffusionGemma& m, const Diffusi
   for (int64_t ci = 0; ci < canvases; ++ci) {
     if (ci > 0) m.encode(cache, block, /*logits=*/false);  // the appended canvas, as transformers
     ++res.canvases;
-    std::vector<int32_t> canvas(static_cast<size_t>(C), pad), argmax = canvas;
+    std::vector<int32_t> canvas(static_cast<size_t>(C), pad);
+    if (sampling)
+      for (int32_t& t : canvas) t = noise();
+    std::vector<int32_t> argmax = canvas;
     std::vector<float> self_conditioning;
     // The last stability_threshold argmax canvases, oldest first (-1: none yet).
     std::vector<std::vector<int32_t>> history(static_cast<size_t>(s.stability_threshold),
@@ -159,11 +174,12 @@ DiffusionResult diffusion_generate(const model::DiffusionGemma& m, const Diffusi
       const float temp = static_cast<float>(s.t_min + (s.t_max - s.t_min) * (static_cast<double>(step) /
                                                                                static_cast<double>(s.max_denoising_steps)));
       for (float& l : logits) l /= temp;
-      std::vector<int32_t> next_argmax(static_cast<size_t>(C));
+      std::vector<int32_t> next_argmax(static_cast<size_t>(C)), denoised(static_cast<size_t>(C));
       std::vector<double> ent(static_cast<size_t>(C));
       for (int64_t i = 0; i < C; ++i) {
         const float* row = logits.data() + i * V;
         next_argmax[i] = static_cast<int32_t>(std::max_element(row, row + V) - row);
+        denoised[i] = sampling ? draw.sample(row, V) : next_argmax[i];
         ent[i] = entropy(row, V);
       }
       // Entropy-bounded acceptance: the k lowest-entropy positions with
@@ -175,7 +191,8 @@ DiffusionResult diffusion_generate(const model::DiffusionGemma& m, const Diffusi
       for (int64_t r = 0; r < C; ++r) {
         const int64_t i = order[r];
         cum += ent[i];
-        canvas[i] = cum - ent[i] <= s.entropy_bound ? next_argmax[i] : pad;
+        const bool accepted = cum - ent[i] <= s.entropy_bound;
+        canvas[i] = accepted ? denoised[i] : sampling ? noise() : pad;
       }
       // Stable: the argmax canvas equals each of the last stability_threshold ones.
       bool stable = true;

@@ -7,10 +7,13 @@
 // stable for stability_threshold steps and the mean entropy is below confidence_threshold; the
 // final argmax canvas is the block, which the encoder then writes before the next canvas.
 //
-// Deterministic only (temperature 0): the canvas starts as — and positions not accepted reset to —
-// the pad token, and the denoiser takes the argmax. transformers draws the canvas uniformly and
-// samples with torch.multinomial; a temperature > 0 is refused. So are the request fields that
-// have no meaning here (logprobs, penalties, stop strings, min_tokens, ...), by name.
+// The temperatures are the schedule's, so a request's temperature picks the rule. 0: deterministic
+// (the canvas starts as — and positions not accepted reset to — the pad token, the denoiser takes
+// the argmax). 1: transformers' sampling (a uniformly random canvas and renoising, a draw from each
+// position's distribution) from fp4lm's seeded stream (the same seed, the same output; not
+// torch's numbers). Both emit the argmax canvas, as transformers. Other temperatures are refused,
+// and so are the request fields that have no meaning here (logprobs, penalties, stop strings,
+// min_tokens, ...), by name.
 #include <cstdint>
 #include <functional>
 #include <optional>
