@@ -14,6 +14,7 @@
 #include "engine/diffusion_generator.h"
 #include "engine/process_stats.h"
 #include "engine/request_error.h"
+#include "engine/text_stream.h"
 #include "model/diffusion_gemma.h"
 
 namespace fp4lm::cli {
@@ -35,11 +36,18 @@ int run_diffusion_generate(const std::string& dir, const tokenizer::Tokenizer* t
   const engine::DiffusionSchedule sched =
       engine::parse_diffusion_schedule(m->generation_config(), dir + "/generation_config.json");
   bool first = true;
+  // Incremental detokenization: a block decoded alone could split a UTF-8 character or lose the
+  // space a word-initial token carries.
+  engine::TextStream text(tok, {}, params.skip_special_tokens);
+  auto print_text = [&] {
+    const std::string t = text.take();
+    std::fwrite(t.data(), 1, t.size(), stdout);
+  };
   auto on_block = [&](std::span<const int32_t> ids) {
     if (json) return;
     if (tok) {
-      const std::string t = tok->decode(std::vector<int32_t>(ids.begin(), ids.end()), params.skip_special_tokens);
-      std::fwrite(t.data(), 1, t.size(), stdout);
+      for (int32_t id : ids) text.push(id);
+      print_text();
     } else {
       for (int32_t id : ids) std::printf("%s%d", std::exchange(first, false) ? "" : " ", id);
     }
@@ -71,6 +79,10 @@ int run_diffusion_generate(const std::string& dir, const tokenizer::Tokenizer* t
                     {"decode_tok_s", tok_s}};
     std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   } else {
+    if (tok) {
+      text.finish();
+      print_text();
+    }
     std::printf("\n");
   }
   std::fflush(stdout);

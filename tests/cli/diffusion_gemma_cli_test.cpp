@@ -146,6 +146,30 @@ TEST(DiffusionGemmaCli, TemperatureOneSamplesFromTheSeededStream) {
   for (const json& t : a) EXPECT_TRUE(t.get<int>() >= 0 && t.get<int>() < 96) << t;
 }
 
+TEST(DiffusionGemmaCli, StreamedTextEqualsTheWholeDecode) {
+  // With a tokenizer (a byte-level one borrowed from the Gemma 4 VL fixture: ids below 96 are
+  // single bytes) the text streams block by block, detokenized incrementally.
+  test::TempDir d;
+  const std::filesystem::path src = test::source_dir() / "tests/model/fixtures/diffusion_gemma/tiny";
+  for (const auto& e : std::filesystem::directory_iterator(src))
+    std::filesystem::copy_file(e.path(), d.path() / e.path().filename());
+  for (const char* f : {"tokenizer.json", "tokenizer_config.json"})
+    std::filesystem::copy_file(test::source_dir() / "tests/model/fixtures/gemma4_vl" / f, d.path() / f);
+  const json c = case_named("three_canvases_long_prompt");
+  const std::string args = "generate --model " + d.path().string() + " --prompt-ids " + id_list(c["prompt_ids"]) +
+                           " --max-tokens 24 --ignore-eos";
+  const auto whole = test::run_fp4lm(args + " --json");
+  ASSERT_EQ(whole.exit_code, 0) << whole.err;
+  const json j = json::parse(whole.out);
+  EXPECT_EQ(j["output_ids"], c["output_ids"]);
+  std::string bytes;
+  for (const json& t : c["output_ids"]) bytes += static_cast<char>(t.get<int>());
+  EXPECT_EQ(j["text"], bytes);
+  const auto streamed = test::run_fp4lm(args);
+  ASSERT_EQ(streamed.exit_code, 0) << streamed.err;
+  EXPECT_EQ(streamed.out, bytes + "\n");
+}
+
 // A copy of the fixture whose generation_config.json is edited by `edit`.
 std::string with_generation_config(const test::TempDir& dir, const std::function<void(json&)>& edit) {
   const std::filesystem::path src = test::source_dir() / "tests/model/fixtures/diffusion_gemma/tiny";
