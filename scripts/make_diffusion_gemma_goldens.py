@@ -14,7 +14,9 @@ The decoder cases use a prompt longer than the sliding window, so the sliding la
 Generation is made deterministic as fp4lm's `--temperature 0` rule is defined: the canvas starts as
 (and positions not accepted reset to) the pad token, and the denoiser takes the argmax instead of
 torch.multinomial. Everything else (entropy-bounded acceptance, temperature schedule, stability and
-confidence stops, encoder pass on the appended canvas) is transformers' code, unchanged.
+confidence stops, encoder pass on the appended canvas) is transformers' code, unchanged. Each case
+runs in float32 (what the goldens record) and in float64, and the script fails unless both give the
+same ids: a golden that rounding could flip would make the fp4lm test flaky.
 
 Run: /work/venvs/torch/bin/python scripts/make_diffusion_gemma_goldens.py
 """
