@@ -30,6 +30,12 @@ const std::set<std::string_view> kTopIgnored = {
     "initializer_range",  // training-time init
     "vision_config",      // the tower is not run (images refused)
     "boi_token_id", "eoi_token_id", "image_token_id",  // image placeholders (images refused)
+    // Gemma 4's other media fields, as a published config may carry them (media refused).
+    "vision_soft_tokens_per_image", "video_token_id", "audio_token_id", "boa_token_id", "eoa_token_index",
+    "eoa_token_id", "audio_config",
+    // generate reads generation_config.json's (transformers' DiffusionGemmaGenerationConfig has
+    // no from_model_config), so the model config's copies change nothing.
+    "bos_token_id", "eos_token_id", "pad_token_id",
     "use_cache", "output_attentions", "output_hidden_states", "return_dict",
 };
 const std::set<std::string_view> kTopRead = {"text_config", "canvas_length", "tie_word_embeddings"};

@@ -132,6 +132,27 @@ std::string load_error(const std::string& dir) {
   return "";
 }
 
+TEST(DiffusionGemma, ThePublishedConfigsTopLevelFieldsLoad) {
+  // google/diffusiongemma-26B-A4B-it's config.json carries Gemma 4's media fields and an EOS list
+  // at the top level (as public conversions of it show): read as not changing the text model.
+  // The same logits as the fixture's own config.
+  test::TempDir d;
+  const std::string dir = edited_copy(d, [](json& c) {
+    c["eos_token_id"] = json::array({1, 106, 50});
+    c["vision_soft_tokens_per_image"] = 280;
+    c["text_config"]["use_bidirectional_attention"] = "vision";
+    // The published text_config gives the full-attention layers' shape as transformers' inputs
+    // (global_head_dim, num_global_key_value_heads), not as the per_layer_config it saves.
+    c["text_config"].erase("per_layer_config");
+    c["text_config"]["global_head_dim"] = 32;
+    c["text_config"]["num_global_key_value_heads"] = 1;
+  });
+  const auto m = DiffusionGemma::load(dir);
+  DiffusionGemmaCache cache = m->new_cache();
+  const std::vector<float> logits = m->encode(cache, ids(goldens()["prompt_ids"]), true);
+  expect_close(logits, read_f64("expected_encoder_logits.f64"), m->config().vocab_size, "encoder, published fields");
+}
+
 TEST(DiffusionGemma, ConfigKeysAreReadOrRefusedByName) {
   {
     test::TempDir d;
