@@ -16,6 +16,7 @@
 
 #include "cli/command.h"
 #include "cli/engine_flags.h"
+#include "cli/generate_diffusion.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "dist/pipeline.h"
@@ -165,6 +166,14 @@ int run_generate(GenerateArgs& a) {
     fail("{}: no tokenizer.json, so --prompt/--chat cannot be encoded; give --prompt-ids", tok_dir);
   if (!a.stop.empty() && !tok) usage_fail("--stop needs a tokenizer, and {} has none; use --stop-token-ids", tok_dir);
   engine::RequestParams params = request_of(a, prompt_of(a, tok.get()));
+  if (is_diffusion_checkpoint(a.model)) {
+    // Not a CausalLM: its own loop (engine/diffusion_generator.h); the flags it has no use for refused.
+    const std::string unsupported = !a.images.empty()                  ? "--image"
+                                    : !a.speculative_config.empty()    ? "--speculative-config"
+                                    : a.flags.pipeline_parallel_size > 1 ? "--pipeline-parallel-size"
+                                                                         : "";
+    return run_diffusion_generate(a.model, tok.get(), std::move(params), opts, a.json, unsupported);
+  }
   if (!a.images.empty() && a.flags.pipeline_parallel_size > 1)
     usage_fail("--image does not run with --pipeline-parallel-size > 1");
   std::vector<std::vector<uint8_t>> image_files;  // read before the (slow) load

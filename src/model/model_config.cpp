@@ -8,6 +8,7 @@
 #include "core/log.h"
 #include "model/arch/arch.h"
 #include "model/config_reader.h"
+#include "model/diffusion_gemma.h"
 #include "model/model_limits.h"
 
 namespace fp4lm::model {
@@ -66,6 +67,10 @@ ModelConfig parse_model_config(const json& top, const std::string& path) {
     fail("{}: field 'architectures' must be a non-empty list of names", path);
   c.architecture = top["architectures"][0].get<std::string>();
   c.arch = find_arch(c.architecture);
+  if (!c.arch && c.architecture == kDiffusionGemmaArch)
+    fail("{}: DiffusionGemmaForBlockDiffusion (block diffusion, not a causal LM) is supported only through "
+         "`fp4lm generate` for now (not `serve`, `fp4lm.LLM`, `eval`, `bench` or `quantize`)",
+         path);
   if (!c.arch) {
     std::string names;
     for (const ArchDef* a : architectures()) names += (names.empty() ? "" : ", ") + std::string(a->hf_name());

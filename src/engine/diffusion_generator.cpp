@@ -1,0 +1,238 @@
+// The block-diffusion loop of transformers 5.24's generation_diffusion_gemma.py, at batch 1: its
+// random draws from fp4lm's seeded stream (temperature 1), or the deterministic rule (pad canvas,
+// argmax denoiser; temperature 0).
+#include "engine/diffusion_generator.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <numeric>
+
+#include "core/error.h"
+#include "engine/request_error.h"
+#include "engine/sampler.h"
+#include "model/config_reader.h"
+
+namespace fp4lm::engine {
+
+namespace {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// Entropy of softmax(l) (torch.distributions.Categorical(logits=l).entropy()).
+double entropy(const float* l, int64_t n) {
+  const double mx = *std::max_element(l, l + n);
+  double z = 0;
+  for (int64_t i = 0; i < n; ++i) z += std::exp(static_cast<double>(l[i]) - mx);
+  const double lse = mx + std::log(z);
+  double h = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const double lp = static_cast<double>(l[i]) - lse;
+    h -= std::exp(lp) * lp;
+  }
+  return h;
+}
+
+void refuse(bool given, const char* param, const char* what) {
+  if (given)
+    throw RequestError(std::string("DiffusionGemma does not support ") + what + " ('" + param + "')", param);
+}
+
+}  // namespace
+
+DiffusionSchedule parse_diffusion_schedule(const std::optional<json>& gen, const std::string& path) {
+  DiffusionSchedule s;
+  if (!gen) return s;
+  const json& g = *gen;
+  const model::ConfigReader r{g, path};
+  for (const auto& [k, v] : g.items()) {
+    static const char* known[] = {"max_denoising_steps", "sampler_config", "t_min", "t_max", "stability_threshold",
+                                  "confidence_threshold", "pad_token_id", "eos_token_id",
+                                  // Not inference: the output form, metadata, the token the prompt
+                                  // starts with, and the length defaults (--max-tokens decides).
+                                  "return_dict_in_generate", "transformers_version", "_commit_hash",
+                                  "_from_model_config", "bos_token_id", "max_new_tokens", "max_length",
+                                  // How transformers stores its cache and compiles: fp4lm keeps the
+                                  // dynamic cache's semantics (sliding layers keep window - 1 positions).
+                                  "cache_implementation", "cache_config", "disable_compile"};
+    if (std::find_if(std::begin(known), std::end(known), [&](const char* n) { return k == n; }) == std::end(known))
+      fail("{}: DiffusionGemma: unknown field '{}' (transformers' DiffusionGemmaGenerationConfig refuses it too)",
+           path, k);
+  }
+  if (r.has("cache_implementation") && g["cache_implementation"] != "dynamic")
+    fail("{}: DiffusionGemma: 'cache_implementation' {} is not supported (null or \"dynamic\"; a static cache "
+         "changes what the decoder's sliding layers see)",
+         path, g["cache_implementation"].dump());
+  s.max_denoising_steps = r.opt<int64_t>("max_denoising_steps", s.max_denoising_steps);
+  r.positive("max_denoising_steps", s.max_denoising_steps);
+  if (r.has("sampler_config")) {
+    const json& sc = g["sampler_config"];
+    if (!sc.is_object()) fail("{}: field 'sampler_config' must be an object", path);
+    for (const auto& [k, v] : sc.items())
+      if (k != "_cls_name" && k != "entropy_bound") fail("{}: DiffusionGemma: unknown field 'sampler_config.{}'", path, k);
+    if (sc.contains("_cls_name") && sc["_cls_name"] != "EntropyBoundSamplerConfig")
+      fail("{}: DiffusionGemma: 'sampler_config._cls_name' {} is not supported (EntropyBoundSamplerConfig)", path,
+           sc["_cls_name"].dump());
+    const model::ConfigReader sr{sc, path};
+    s.entropy_bound = sr.req<double>("entropy_bound");
+    if (!(s.entropy_bound > 0)) fail("{}: field 'sampler_config.entropy_bound' must be > 0", path);
+  }
+  s.t_min = r.opt<double>("t_min", s.t_min);
+  s.t_max = r.opt<double>("t_max", s.t_max);
+  if (s.t_min < 0 || s.t_max < 0 || s.t_max <= s.t_min)
+    fail("{}: fields 't_min' ({}) and 't_max' ({}) must satisfy 0 <= t_min < t_max", path, s.t_min, s.t_max);
+  s.stability_threshold = r.opt<int64_t>("stability_threshold", s.stability_threshold);
+  if (s.stability_threshold < 0) fail("{}: field 'stability_threshold' must be >= 0", path);
+  s.confidence_threshold = r.opt<double>("confidence_threshold", s.confidence_threshold);
+  if (!(s.confidence_threshold > 0)) fail("{}: field 'confidence_threshold' must be > 0", path);
+  if (r.has("pad_token_id")) s.pad_token_id = r.get<int64_t>("pad_token_id");
+  if (r.has("eos_token_id")) {
+    if (g["eos_token_id"].is_array()) s.eos_token_ids = r.int_list("eos_token_id");
+    else s.eos_token_ids = {r.get<int64_t>("eos_token_id")};
+  }
+  return s;
+}
+
+DiffusionResult diffusion_generate(const model::DiffusionGemma& m, const DiffusionSchedule& s, const RequestParams& p,
+                                   const DiffusionBlockCallback& on_block) {
+  const model::DiffusionGemmaConfig& c = m.config();
+  // The temperatures are generation_config.json's t_max..t_min schedule; a request picks the rule.
+  if (p.sampling.temperature != 0.0 && p.sampling.temperature != 1.0)
+    throw RequestError("DiffusionGemma's temperatures are the t_max..t_min schedule of generation_config.json; give "
+                       "temperature 0 (deterministic: pad canvas, argmax denoiser) or 1 (transformers' sampling: "
+                       "a uniformly random canvas, a draw from each position's distribution), not " +
+                           std::to_string(p.sampling.temperature),
+                       "temperature");
+  const bool sampling = p.sampling.temperature == 1.0;
+  refuse(p.sampling.top_k != 0, "top_k", "top-k filtering");
+  refuse(p.sampling.top_p != 1.0, "top_p", "nucleus filtering");
+  refuse(p.sampling.min_p != 0.0, "min_p", "min-p filtering");
+  refuse(p.min_tokens != 0, "min_tokens", "a minimum length");
+  refuse(!p.stop.empty(), "stop", "stop strings");
+  refuse(p.presence_penalty != 0 || p.frequency_penalty != 0, "presence_penalty", "penalties");
+  refuse(p.repetition_penalty != 1, "repetition_penalty", "penalties");
+  refuse(p.logprobs >= 0, "logprobs", "logprobs (a block's tokens are not drawn one by one)");
+  refuse(p.prompt_logprobs >= 0, "prompt_logprobs", "prompt logprobs");
+  refuse(!p.logit_bias.empty(), "logit_bias", "logit_bias");
+  refuse(!p.allowed_token_ids.empty(), "allowed_token_ids", "allowed_token_ids");
+  refuse(p.structured.active(), "structured_outputs", "structured outputs");
+  refuse(p.images != nullptr, "images", "images");
+  if (p.prompt.empty()) throw RequestError("the prompt is empty", "prompt");
+  if (p.max_tokens < 1) throw RequestError("max_tokens must be at least 1, got " + std::to_string(p.max_tokens), "max_tokens");
+  for (int32_t id : p.prompt)
+    if (id < 0 || id >= c.vocab_size)
+      throw RequestError("prompt token id " + std::to_string(id) + " is outside the vocabulary (size " +
+                             std::to_string(c.vocab_size) + ")",
+                         "prompt");
+  const int64_t C = c.canvas_length, V = c.vocab_size;
+  const int64_t canvases = (p.max_tokens + C - 1) / C;
+  if (static_cast<int64_t>(p.prompt.size()) + canvases * C > c.max_position_embeddings)
+    throw RequestError("the prompt (" + std::to_string(p.prompt.size()) + " tokens) plus " +
+                           std::to_string(canvases) + " canvases of " + std::to_string(C) +
+                           " tokens exceed max_position_embeddings (" + std::to_string(c.max_position_embeddings) + ")",
+                       "max_tokens");
+  const int32_t pad = static_cast<int32_t>(s.pad_token_id.value_or(c.pad_token_id));
+  std::vector<int32_t> stops(p.stop_token_ids.begin(), p.stop_token_ids.end());
+  std::vector<int32_t> eos;
+  if (!p.ignore_eos)
+    for (int64_t e : s.eos_token_ids) eos.push_back(static_cast<int32_t>(e));
+
+  // Sampling: the seeded stream draws the random canvas tokens (uniform over the vocabulary, as
+  // torch.randint) and each position's token from softmax(scaled logits) (as torch.multinomial).
+  Sampler draw(SamplingParams{1.0, 0, 1.0, 0.0, p.sampling.seed});
+  auto noise = [&] {
+    return static_cast<int32_t>(std::min<int64_t>(V - 1, static_cast<int64_t>(draw.uniform() * static_cast<double>(V))));
+  };
+
+  DiffusionResult res;
+  res.prompt_ids = p.prompt;
+  res.finish_reason = "length";
+  model::DiffusionGemmaCache cache = m.new_cache();
+  auto t0 = Clock::now();
+  m.encode(cache, p.prompt, /*logits=*/false);
+  res.prefill_seconds = seconds_since(t0);
+  t0 = Clock::now();
+  std::vector<int32_t> block;
+  for (int64_t ci = 0; ci < canvases; ++ci) {
+    if (ci > 0) m.encode(cache, block, /*logits=*/false);  // the appended canvas, as transformers
+    ++res.canvases;
+    std::vector<int32_t> canvas(static_cast<size_t>(C), pad);
+    if (sampling)
+      for (int32_t& t : canvas) t = noise();
+    std::vector<int32_t> argmax = canvas;
+    std::vector<float> self_conditioning;
+    // The last stability_threshold argmax canvases, oldest first (-1: none yet).
+    std::vector<std::vector<int32_t>> history(static_cast<size_t>(s.stability_threshold),
+                                              std::vector<int32_t>(static_cast<size_t>(C), -1));
+    for (int64_t step = s.max_denoising_steps; step >= 1; --step) {
+      std::vector<float> logits = m.decode(cache, canvas, self_conditioning);
+      ++res.decoder_passes;
+      // The linear temperature schedule (step counts down: t_max first, t_min last).
+      const float temp = static_cast<float>(s.t_min + (s.t_max - s.t_min) * (static_cast<double>(step) /
+                                                                               static_cast<double>(s.max_denoising_steps)));
+      for (float& l : logits) l /= temp;
+      std::vector<int32_t> next_argmax(static_cast<size_t>(C)), denoised(static_cast<size_t>(C));
+      std::vector<double> ent(static_cast<size_t>(C));
+      for (int64_t i = 0; i < C; ++i) {
+        const float* row = logits.data() + i * V;
+        next_argmax[i] = static_cast<int32_t>(std::max_element(row, row + V) - row);
+        denoised[i] = sampling ? draw.sample(row, V) : next_argmax[i];
+        ent[i] = entropy(row, V);
+      }
+      // Entropy-bounded acceptance: the k lowest-entropy positions with
+      // sum(entropy) - max(entropy) <= entropy_bound take the denoiser's token; the rest reset.
+      std::vector<int64_t> order(static_cast<size_t>(C));
+      std::iota(order.begin(), order.end(), 0);
+      std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return ent[a] < ent[b]; });
+      double cum = 0;
+      for (int64_t r = 0; r < C; ++r) {
+        const int64_t i = order[r];
+        cum += ent[i];
+        const bool accepted = cum - ent[i] <= s.entropy_bound;
+        canvas[i] = accepted ? denoised[i] : sampling ? noise() : pad;
+      }
+      // Stable: the argmax canvas equals each of the last stability_threshold ones.
+      bool stable = true;
+      for (const auto& h : history) stable = stable && h == next_argmax;
+      if (!history.empty()) {
+        std::rotate(history.begin(), history.begin() + 1, history.end());
+        history.back() = next_argmax;
+      }
+      const double mean_entropy = std::accumulate(ent.begin(), ent.end(), 0.0) / static_cast<double>(C);
+      const bool confident = mean_entropy < s.confidence_threshold;
+      argmax = std::move(next_argmax);
+      self_conditioning = std::move(logits);
+      if (stable && confident) {
+        ++res.early_stops;
+        break;
+      }
+    }
+    block = argmax;
+    // EOS / stop ids anywhere in the block end generation after that token (transformers pads the rest).
+    std::vector<int32_t> emitted = block;
+    bool finished = false;
+    for (size_t i = 0; i < emitted.size(); ++i) {
+      const int32_t t = emitted[i];
+      const bool is_stop = std::find(stops.begin(), stops.end(), t) != stops.end();
+      if (is_stop || std::find(eos.begin(), eos.end(), t) != eos.end()) {
+        emitted.resize(i + 1);
+        finished = true;
+        res.finish_reason = "stop";
+        if (is_stop) res.stop_token = t;
+        break;
+      }
+    }
+    const int64_t room = p.max_tokens - static_cast<int64_t>(res.output_ids.size());
+    if (static_cast<int64_t>(emitted.size()) > room) emitted.resize(static_cast<size_t>(room));
+    res.output_ids.insert(res.output_ids.end(), emitted.begin(), emitted.end());
+    if (on_block && !emitted.empty()) on_block(emitted);
+    if (finished) break;
+  }
+  res.decode_seconds = seconds_since(t0);
+  return res;
+}
+
+}  // namespace fp4lm::engine

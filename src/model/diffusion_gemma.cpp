@@ -1,0 +1,695 @@
+// DiffusionGemma's encoder and decoder forwards, as transformers 5.24's
+// models/diffusion_gemma/modeling_diffusion_gemma.py computes them (float32 activations, sums in
+// double). Weights stay in the mapped checkpoint and are converted a row at a time.
+#include "model/diffusion_gemma.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <numeric>
+#include <set>
+#include <string_view>
+
+#include "core/dtype.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "core/thread_pool.h"
+#include "io/checkpoint.h"
+#include "model/config_reader.h"
+
+namespace fp4lm::model {
+
+namespace {
+
+using nlohmann::json;
+
+// Keys read nowhere because they do not change inference, each with why.
+// (Top level: the vision tower is never run, so its config and the image token ids are unused.)
+const std::set<std::string_view> kTopIgnored = {
+    "architectures", "model_type", "transformers_version", "dtype", "torch_dtype", "_name_or_path",
+    "initializer_range",  // training-time init
+    "vision_config",      // the tower is not run (images refused)
+    "boi_token_id", "eoi_token_id", "image_token_id",  // image placeholders (images refused)
+    // Gemma 4's other media fields, as a published config may carry them (media refused).
+    "vision_soft_tokens_per_image", "video_token_id", "audio_token_id", "boa_token_id", "eoa_token_index",
+    "eoa_token_id", "audio_config",
+    // generate reads generation_config.json's (transformers' DiffusionGemmaGenerationConfig has
+    // no from_model_config), so the model config's copies change nothing.
+    "bos_token_id", "eos_token_id", "pad_token_id",
+    "use_cache", "output_attentions", "output_hidden_states", "return_dict",
+};
+const std::set<std::string_view> kTopRead = {"text_config", "canvas_length", "tie_word_embeddings"};
+const std::set<std::string_view> kTextIgnored = {
+    "model_type", "transformers_version", "dtype", "torch_dtype", "initializer_range",
+    "attention_dropout",  // training only
+    "bos_token_id",       // the prompt is given as ids
+    "use_cache", "output_attentions", "output_hidden_states", "return_dict",
+    "tie_word_embeddings",  // the top level's ties the lm_head (transformers reads that one)
+};
+const std::set<std::string_view> kTextRead = {
+    "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+    "num_key_value_heads", "head_dim", "hidden_activation", "max_position_embeddings", "rms_norm_eps",
+    "pad_token_id", "eos_token_id", "rope_parameters", "attention_bias", "sliding_window", "layer_types",
+    "final_logit_softcapping", "use_bidirectional_attention", "num_experts", "top_k_experts",
+    "moe_intermediate_size", "per_layer_config", "global_head_dim", "num_global_key_value_heads",
+};
+
+void check_keys(const json& j, const std::set<std::string_view>& read, const std::set<std::string_view>& ignored,
+                const std::string& path, const char* where) {
+  for (const auto& [k, v] : j.items()) {
+    if (read.count(k) || ignored.count(k)) continue;
+    if (k == "quantization_config")
+      fail("{}: DiffusionGemma: quantized checkpoints ('quantization_config') are not supported yet; fp4lm runs "
+           "this architecture from float32 / bfloat16 / float16 weights only",
+           path);
+    fail("{}: DiffusionGemma: unknown field '{}{}' (fp4lm does not know what it changes)", path, where, k);
+  }
+}
+
+std::vector<float> inv_freq_of(const json& rp, const std::string& path, const std::string& kind, int64_t head_dim) {
+  const std::string field = "text_config.rope_parameters." + kind;
+  if (!rp.is_object()) fail("{}: field '{}' must be an object", path, field);
+  for (const auto& [k, v] : rp.items())
+    if (k != "rope_type" && k != "rope_theta" && k != "partial_rotary_factor" && k != "factor")
+      fail("{}: DiffusionGemma: unknown field '{}.{}'", path, field, k);
+  const ConfigReader r{rp, path};
+  const std::string type = r.opt<std::string>("rope_type", "default");
+  const float theta = static_cast<float>(r.req<double>("rope_theta"));
+  const double partial = r.opt<double>("partial_rotary_factor", 1.0);
+  const double factor = r.opt<double>("factor", 1.0);
+  std::vector<float> inv(static_cast<size_t>(head_dim / 2), 0.0f);
+  if (type == "default") {
+    // transformers' default RoPE over int(head_dim * partial) dims; cos/sin must cover the head.
+    if (partial != 1.0 || r.has("factor"))
+      fail("{}: DiffusionGemma: '{}' of rope_type default with partial_rotary_factor {} / factor is not supported "
+           "(the rotation would not cover the head)",
+           path, field, partial);
+    for (int64_t i = 0; i < head_dim / 2; ++i)
+      inv[i] = 1.0f / std::pow(theta, static_cast<float>(2 * i) / static_cast<float>(head_dim));
+  } else if (type == "proportional") {
+    // Gemma 4's proportional RoPE: the first int(partial * head_dim // 2) angles rotate with
+    // exponents over the whole head_dim, the rest have frequency 0 (no rotation).
+    const int64_t angles = static_cast<int64_t>(std::floor(partial * static_cast<double>(head_dim) / 2.0));
+    for (int64_t i = 0; i < angles && i < head_dim / 2; ++i)
+      inv[i] = 1.0f / std::pow(theta, static_cast<float>(2 * i) / static_cast<float>(head_dim));
+    for (float& f : inv) f = static_cast<float>(f / factor);
+  } else {
+    fail("{}: DiffusionGemma: '{}.rope_type' {} is not supported (default, proportional)", path, field, type);
+  }
+  return inv;
+}
+
+}  // namespace
+
+bool is_diffusion_gemma(const json& config) {
+  if (config.contains("architectures") && config["architectures"].is_array() && !config["architectures"].empty() &&
+      config["architectures"][0] == kDiffusionGemmaArch)
+    return true;
+  return config.contains("model_type") && config["model_type"] == "diffusion_gemma";
+}
+
+DiffusionGemmaConfig parse_diffusion_gemma_config(const json& config, const std::string& path) {
+  check_keys(config, kTopRead, kTopIgnored, path, "");
+  const ConfigReader top{config, path};
+  if (!top.has("text_config") || !config["text_config"].is_object())
+    fail("{}: DiffusionGemma: missing required object 'text_config'", path);
+  const json& t = config["text_config"];
+  check_keys(t, kTextRead, kTextIgnored, path, "text_config.");
+  const ConfigReader r{t, path};
+  DiffusionGemmaConfig c;
+  c.canvas_length = top.opt<int64_t>("canvas_length", 256);
+  top.positive("canvas_length", c.canvas_length);
+  c.tie_word_embeddings = top.opt<bool>("tie_word_embeddings", true);
+  c.vocab_size = r.opt<int64_t>("vocab_size", 262144);
+  c.hidden_size = r.opt<int64_t>("hidden_size", 2304);
+  c.intermediate_size = r.opt<int64_t>("intermediate_size", 9216);
+  c.num_layers = r.opt<int64_t>("num_hidden_layers", 30);
+  c.num_heads = r.opt<int64_t>("num_attention_heads", 8);
+  const int64_t kv_heads = r.opt<int64_t>("num_key_value_heads", 4);
+  const int64_t head_dim = r.opt<int64_t>("head_dim", 256);
+  c.max_position_embeddings = r.opt<int64_t>("max_position_embeddings", 131072);
+  c.rms_norm_eps = r.opt<double>("rms_norm_eps", 1e-6);
+  c.pad_token_id = r.opt<int64_t>("pad_token_id", 0);
+  if (r.has("eos_token_id")) {
+    if (t["eos_token_id"].is_array()) c.eos_token_ids = r.int_list("eos_token_id");
+    else c.eos_token_ids = {r.get<int64_t>("eos_token_id")};
+  } else {
+    c.eos_token_ids = {1};
+  }
+  c.sliding_window = r.opt<int64_t>("sliding_window", 512);
+  c.final_logit_softcapping = r.opt<double>("final_logit_softcapping", 30.0);
+  c.num_experts = r.req<int64_t>("num_experts");
+  c.top_k_experts = r.req<int64_t>("top_k_experts");
+  c.moe_intermediate_size = r.req<int64_t>("moe_intermediate_size");
+  for (const char* k : {"vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+                        "num_experts", "top_k_experts", "moe_intermediate_size", "sliding_window"})
+    r.positive(k, r.opt<int64_t>(k, 1));
+  r.positive("num_key_value_heads", kv_heads);
+  r.positive("head_dim", head_dim);
+  if (c.top_k_experts > c.num_experts)
+    fail("{}: field 'text_config.top_k_experts' ({}) exceeds num_experts ({})", path, c.top_k_experts, c.num_experts);
+  if (r.opt<std::string>("hidden_activation", "gelu_pytorch_tanh") != "gelu_pytorch_tanh")
+    fail("{}: DiffusionGemma: 'text_config.hidden_activation' {} is not supported (gelu_pytorch_tanh)", path,
+         t["hidden_activation"].dump());
+  if (r.opt<bool>("attention_bias", false))
+    fail("{}: DiffusionGemma: 'text_config.attention_bias' true is not supported", path);
+  if (r.has("use_bidirectional_attention")) {
+    const std::string b = r.get<std::string>("use_bidirectional_attention");
+    // "vision" changes the mask only around image tokens, which fp4lm does not take for this model.
+    if (b != "vision")
+      fail("{}: DiffusionGemma: 'text_config.use_bidirectional_attention' \"{}\" is not supported (null or "
+           "\"vision\")",
+           path, b);
+  }
+
+  // layer_types: transformers' default is 5 sliding : 1 full; the last layer is forced to full.
+  std::vector<std::string> types;
+  if (r.has("layer_types")) {
+    if (!t["layer_types"].is_array() || static_cast<int64_t>(t["layer_types"].size()) != c.num_layers)
+      fail("{}: field 'text_config.layer_types' must be a list of num_hidden_layers ({}) strings", path, c.num_layers);
+    for (const json& v : t["layer_types"]) {
+      if (!v.is_string() || (v != "sliding_attention" && v != "full_attention"))
+        fail("{}: field 'text_config.layer_types' holds {} (sliding_attention, full_attention)", path, v.dump());
+      types.push_back(v.get<std::string>());
+    }
+  } else {
+    for (int64_t i = 0; i < c.num_layers; ++i) types.push_back((i + 1) % 6 ? "sliding_attention" : "full_attention");
+  }
+  if (types.back() != "full_attention") {
+    log().warn("{}: DiffusionGemma: the last layer must be full_attention (transformers forces it)", path);
+    types.back() = "full_attention";
+  }
+
+  // Full-attention layers: head_dim / KV heads from per_layer_config (as transformers saves it) or
+  // from global_head_dim / num_global_key_value_heads (its inputs).
+  const int64_t global_head_dim = r.opt<int64_t>("global_head_dim", 512);
+  const int64_t global_kv = r.opt<int64_t>("num_global_key_value_heads", kv_heads);
+  json per_layer = json::object();
+  if (r.has("per_layer_config")) {
+    per_layer = t["per_layer_config"];
+    if (!per_layer.is_object()) fail("{}: field 'text_config.per_layer_config' must be an object", path);
+    for (const auto& [k, v] : per_layer.items()) {
+      int64_t idx = -1;
+      try {
+        size_t used = 0;
+        idx = std::stoll(k, &used);
+        if (used != k.size()) idx = -1;
+      } catch (const std::exception&) {
+        idx = -1;
+      }
+      if (idx < 0 || idx >= c.num_layers || !v.is_object())
+        fail("{}: field 'text_config.per_layer_config' key '{}' must be a layer index below {} with an object", path,
+             k, c.num_layers);
+      for (const auto& [kk, vv] : v.items())
+        if (kk != "head_dim" && kk != "num_key_value_heads")
+          fail("{}: DiffusionGemma: unknown field 'text_config.per_layer_config.{}.{}'", path, k, kk);
+    }
+  }
+  if (!r.has("rope_parameters") || !t["rope_parameters"].is_object())
+    fail("{}: DiffusionGemma: missing required object 'text_config.rope_parameters'", path);
+  const json& rope = t["rope_parameters"];
+  for (const auto& [k, v] : rope.items())
+    if (k != "sliding_attention" && k != "full_attention")
+      fail("{}: DiffusionGemma: unknown field 'text_config.rope_parameters.{}'", path, k);
+  for (int64_t i = 0; i < c.num_layers; ++i) {
+    DiffusionGemmaLayerConfig L;
+    L.sliding = types[i] == "sliding_attention";
+    L.head_dim = L.sliding ? head_dim : global_head_dim;
+    L.kv_heads = L.sliding ? kv_heads : global_kv;
+    if (r.has("per_layer_config")) {
+      // As saved: exactly the full-attention layers listed with their overrides.
+      const std::string key = std::to_string(i);
+      L.head_dim = head_dim;
+      L.kv_heads = kv_heads;
+      if (per_layer.contains(key)) {
+        const ConfigReader pl{per_layer[key], path};
+        L.head_dim = pl.opt<int64_t>("head_dim", head_dim);
+        L.kv_heads = pl.opt<int64_t>("num_key_value_heads", kv_heads);
+      }
+    }
+    if (L.head_dim <= 0 || L.head_dim % 2 || L.kv_heads <= 0 || c.num_heads % L.kv_heads)
+      fail("{}: DiffusionGemma: layer {}: head_dim {} must be positive and even, num_attention_heads {} a multiple of "
+           "its {} KV heads",
+           path, i, L.head_dim, c.num_heads, L.kv_heads);
+    if (!rope.contains(types[i])) fail("{}: DiffusionGemma: missing 'text_config.rope_parameters.{}'", path, types[i]);
+    L.inv_freq = inv_freq_of(rope[types[i]], path, types[i], L.head_dim);
+    c.layers.push_back(std::move(L));
+  }
+  return c;
+}
+
+// ---- weights ----
+
+namespace {
+
+// A dense 2-D weight [rows, cols] in the mapped checkpoint (or an expert's slice of a 3-D one).
+struct Mat {
+  const TensorView* t = nullptr;
+  int64_t rows = 0, cols = 0;
+  int64_t offset = 0;  // elements before row 0
+  void row(int64_t r, float* out) const {
+    const size_t es = dtype_size(t->dtype);
+    to_f32_n(t->data + static_cast<size_t>(offset + r * cols) * es, t->dtype, out, static_cast<size_t>(cols));
+  }
+};
+
+std::vector<float> to_vec(const TensorView& t) {
+  std::vector<float> v(static_cast<size_t>(t.numel()));
+  to_f32_n(t.data, t.dtype, v.data(), v.size());
+  return v;
+}
+
+// y[n, rows] = x[n, cols] · Wᵀ, parallel over W's rows; each row converted once.
+void matmul(const Mat& w, const float* x, int64_t n, float* y) {
+  ThreadPool::global().parallel_for(w.rows, [&](int64_t b, int64_t e, int) {
+    std::vector<float> row(static_cast<size_t>(w.cols));
+    for (int64_t r = b; r < e; ++r) {
+      w.row(r, row.data());
+      for (int64_t i = 0; i < n; ++i) {
+        const float* xi = x + i * w.cols;
+        double s = 0;
+        for (int64_t c = 0; c < w.cols; ++c) s += static_cast<double>(row[c]) * xi[c];
+        y[i * w.rows + r] = static_cast<float>(s);
+      }
+    }
+  });
+}
+
+// transformers' DiffusionGemmaRMSNorm: x * (mean(x²) + eps)^-0.5 [* weight] over rows of `dim`.
+void rms_norm(float* x, int64_t n, int64_t dim, const float* weight, double eps) {
+  for (int64_t i = 0; i < n; ++i) {
+    float* xi = x + i * dim;
+    double ss = 0;
+    for (int64_t c = 0; c < dim; ++c) ss += static_cast<double>(xi[c]) * xi[c];
+    const double inv = 1.0 / std::sqrt(ss / static_cast<double>(dim) + eps);
+    for (int64_t c = 0; c < dim; ++c) xi[c] = static_cast<float>(xi[c] * inv * (weight ? weight[c] : 1.0f));
+  }
+}
+
+float gelu_tanh(float x) {
+  const double d = x;
+  return static_cast<float>(0.5 * d * (1.0 + std::tanh(0.7978845608028654 * (d + 0.044715 * d * d * d))));
+}
+
+void rope(float* x, int64_t head_dim, const std::vector<float>& inv_freq, int64_t pos) {
+  const int64_t half = head_dim / 2;
+  for (int64_t i = 0; i < half; ++i) {
+    // As transformers: the angle in float32, cos/sin of it.
+    const float ang = static_cast<float>(pos) * inv_freq[i];
+    const double c = std::cos(ang), s = std::sin(ang);
+    const double a = x[i], b = x[i + half];
+    x[i] = static_cast<float>(a * c - b * s);
+    x[i + half] = static_cast<float>(b * c + a * s);
+  }
+}
+
+}  // namespace
+
+struct DiffusionGemma::Weights {
+  struct Layer {
+    Mat q, k, v, o, gate, up, down, router;
+    bool has_v = false;
+    std::vector<float> q_norm, k_norm, input_ln, post_attn_ln, pre_ff_ln, post_ff_ln, post_ff_ln1, post_ff_ln2,
+        pre_ff_ln2, router_scale, per_expert_scale;
+    const TensorView* experts_gate_up = nullptr;  // [E, 2I, H]
+    const TensorView* experts_down = nullptr;     // [E, H, I]
+    float encoder_scalar = 1, decoder_scalar = 1;
+  };
+  std::vector<Layer> layers;
+  Mat embed, lm_head, sc_gate, sc_up, sc_down;
+  std::vector<float> final_norm, sc_pre_norm;
+};
+
+DiffusionGemma::~DiffusionGemma() = default;
+
+const std::optional<nlohmann::json>& DiffusionGemma::generation_config() const { return ckpt_->generation_config(); }
+
+std::unique_ptr<DiffusionGemma> DiffusionGemma::load(const std::string& dir) {
+  const auto t0 = std::chrono::steady_clock::now();
+  std::unique_ptr<DiffusionGemma> m(new DiffusionGemma());
+  m->ckpt_ = io::Checkpoint::open(dir);
+  const io::Checkpoint& ck = *m->ckpt_;
+  const std::string cfg_path = dir + "/config.json";
+  if (ck.hf_quant_config())
+    fail("{}: DiffusionGemma: quantized checkpoints (hf_quant_config.json) are not supported yet; fp4lm runs this "
+         "architecture from float32 / bfloat16 / float16 weights only",
+         dir);
+  m->cfg_ = parse_diffusion_gemma_config(ck.config(), cfg_path);
+  const DiffusionGemmaConfig& c = m->cfg_;
+  auto w = std::make_unique<Weights>();
+
+  // The encoder and decoder share their weights (transformers' _tied_weights_keys); a checkpoint
+  // stores each once, under either module's name. The decoder's name is looked up first.
+  auto find_shared = [&](const std::string& rest, bool encoder_first) -> const TensorView& {
+    const std::string dec = "model.decoder." + rest, enc = "model.encoder.language_model." + rest;
+    const std::string& a = encoder_first ? enc : dec;
+    const std::string& b = encoder_first ? dec : enc;
+    const TensorView* t = ck.find(a);
+    const std::string* name = &a;
+    if (!t) {
+      t = ck.find(b);
+      name = &b;
+    }
+    if (!t) fail("{}: DiffusionGemma: tensor '{}' (or '{}') not found", dir, dec, enc);
+    ck.mark_used(*name);
+    if (t->dtype != DType::F32 && t->dtype != DType::BF16 && t->dtype != DType::F16)
+      fail("{}: DiffusionGemma: tensor '{}' is {}; only float32 / bfloat16 / float16 weights are supported", dir,
+           *name, dtype_name(t->dtype));
+    return *t;
+  };
+  auto shape_check = [&](const TensorView& t, const std::string& name, Shape want) {
+    if (t.shape != want)
+      fail("{}: DiffusionGemma: tensor '{}' has shape {}, expected {}", dir, name, shape_str(t.shape), shape_str(want));
+  };
+  auto mat = [&](const std::string& rest, int64_t rows, int64_t cols) {
+    const TensorView& t = find_shared(rest, false);
+    shape_check(t, rest, {rows, cols});
+    return Mat{&t, rows, cols, 0};
+  };
+  auto vec = [&](const std::string& rest, int64_t n) {
+    const TensorView& t = find_shared(rest, false);
+    shape_check(t, rest, {n});
+    return to_vec(t);
+  };
+  const int64_t H = c.hidden_size;
+  w->embed = mat("embed_tokens.weight", c.vocab_size, H);
+  if (const TensorView* lm = ck.find("lm_head.weight")) {
+    ck.mark_used("lm_head.weight");
+    shape_check(*lm, "lm_head.weight", {c.vocab_size, H});
+    w->lm_head = Mat{lm, c.vocab_size, H, 0};
+  } else if (c.tie_word_embeddings) {
+    w->lm_head = w->embed;
+  } else {
+    fail("{}: DiffusionGemma: tie_word_embeddings is false and tensor 'lm_head.weight' is missing", dir);
+  }
+  w->final_norm = vec("norm.weight", H);
+  auto dec_only = [&](const std::string& name) -> const TensorView& {
+    const TensorView* t = ck.find(name);
+    if (!t) fail("{}: DiffusionGemma: tensor '{}' not found", dir, name);
+    ck.mark_used(name);
+    return *t;
+  };
+  {
+    const std::string p = "model.decoder.self_conditioning.";
+    const TensorView& pre = dec_only(p + "pre_norm.weight");
+    shape_check(pre, p + "pre_norm.weight", {H});
+    w->sc_pre_norm = to_vec(pre);
+    auto m2 = [&](const char* n, int64_t rows, int64_t cols) {
+      const TensorView& t = dec_only(p + n);
+      shape_check(t, p + n, {rows, cols});
+      return Mat{&t, rows, cols, 0};
+    };
+    w->sc_gate = m2("gate_proj.weight", c.intermediate_size, H);
+    w->sc_up = m2("up_proj.weight", c.intermediate_size, H);
+    w->sc_down = m2("down_proj.weight", H, c.intermediate_size);
+  }
+  for (int64_t i = 0; i < c.num_layers; ++i) {
+    const DiffusionGemmaLayerConfig& lc = c.layers[i];
+    const std::string p = "layers." + std::to_string(i) + ".";
+    Weights::Layer L;
+    L.q = mat(p + "self_attn.q_proj.weight", c.num_heads * lc.head_dim, H);
+    L.k = mat(p + "self_attn.k_proj.weight", lc.kv_heads * lc.head_dim, H);
+    // Full-attention layers have no v_proj: the values are the keys' projection (attention_k_eq_v).
+    if (lc.sliding) {
+      L.v = mat(p + "self_attn.v_proj.weight", lc.kv_heads * lc.head_dim, H);
+      L.has_v = true;
+    }
+    L.o = mat(p + "self_attn.o_proj.weight", H, c.num_heads * lc.head_dim);
+    L.q_norm = vec(p + "self_attn.q_norm.weight", lc.head_dim);
+    L.k_norm = vec(p + "self_attn.k_norm.weight", lc.head_dim);
+    L.input_ln = vec(p + "input_layernorm.weight", H);
+    L.post_attn_ln = vec(p + "post_attention_layernorm.weight", H);
+    L.pre_ff_ln = vec(p + "pre_feedforward_layernorm.weight", H);
+    L.post_ff_ln = vec(p + "post_feedforward_layernorm.weight", H);
+    L.post_ff_ln1 = vec(p + "post_feedforward_layernorm_1.weight", H);
+    L.post_ff_ln2 = vec(p + "post_feedforward_layernorm_2.weight", H);
+    L.pre_ff_ln2 = vec(p + "pre_feedforward_layernorm_2.weight", H);
+    L.gate = mat(p + "mlp.gate_proj.weight", c.intermediate_size, H);
+    L.up = mat(p + "mlp.up_proj.weight", c.intermediate_size, H);
+    L.down = mat(p + "mlp.down_proj.weight", H, c.intermediate_size);
+    L.router = mat(p + "router.proj.weight", c.num_experts, H);
+    L.router_scale = vec(p + "router.scale", H);
+    L.per_expert_scale = vec(p + "router.per_expert_scale", c.num_experts);
+    L.experts_gate_up = &find_shared(p + "experts.gate_up_proj", false);
+    shape_check(*L.experts_gate_up, p + "experts.gate_up_proj", {c.num_experts, 2 * c.moe_intermediate_size, H});
+    L.experts_down = &find_shared(p + "experts.down_proj", false);
+    shape_check(*L.experts_down, p + "experts.down_proj", {c.num_experts, H, c.moe_intermediate_size});
+    // layer_scalar is a buffer, not tied: the encoder's and the decoder's are their own.
+    auto scalar = [&](bool encoder_first) {
+      const TensorView& t = find_shared(p + "layer_scalar", encoder_first);
+      if (t.numel() != 1) fail("{}: DiffusionGemma: tensor '{}layer_scalar' must hold one value", dir, p);
+      return to_vec(t)[0];
+    };
+    L.encoder_scalar = scalar(true);
+    L.decoder_scalar = scalar(false);
+    w->layers.push_back(std::move(L));
+  }
+  // Every stored tensor is consumed but the vision tower's and its projector's (images refused).
+  for (const std::string& name : ck.unused_tensor_names()) {
+    if (name.rfind("model.encoder.vision_tower.", 0) == 0 || name.rfind("model.encoder.embed_vision.", 0) == 0)
+      continue;
+    fail("{}: DiffusionGemma: tensor '{}' is not used by any layer (unexpected in this architecture)", dir, name);
+  }
+  m->w_ = std::move(w);
+  m->load_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  log().info("DiffusionGemma: {} layers, hidden {}, {} experts (top {}), canvas {} tokens, loaded in {:.3f} s",
+             c.num_layers, c.hidden_size, c.num_experts, c.top_k_experts, c.canvas_length, m->load_seconds_);
+  return m;
+}
+
+DiffusionGemmaCache DiffusionGemma::new_cache() const {
+  DiffusionGemmaCache cache;
+  cache.layers.resize(static_cast<size_t>(cfg_.num_layers));
+  return cache;
+}
+
+// The blocks over x [n, H] at positions pos0.., attending to `read`'s K/V (kept rows) plus the new
+// rows: causally (and within the window on sliding layers) when `write` (the encoder, which then
+// appends the new K/V), bidirectionally over everything otherwise (the decoder).
+std::vector<float> DiffusionGemma::run_layers(std::vector<float> x, int64_t n, int64_t pos0,
+                                              const DiffusionGemmaCache* read, DiffusionGemmaCache* write) const {
+  const DiffusionGemmaConfig& c = cfg_;
+  const int64_t H = c.hidden_size;
+  const bool encoder = write != nullptr;
+  const DiffusionGemmaCache& cache = encoder ? *write : *read;
+  std::vector<float> h(static_cast<size_t>(n * H));
+  for (int64_t li = 0; li < c.num_layers; ++li) {
+    const DiffusionGemmaLayerConfig& lc = c.layers[li];
+    const Weights::Layer& L = w_->layers[li];
+    const int64_t D = lc.head_dim, KV = lc.kv_heads, NH = c.num_heads, group = NH / KV;
+    // Attention.
+    std::copy(x.begin(), x.end(), h.begin());
+    rms_norm(h.data(), n, H, L.input_ln.data(), c.rms_norm_eps);
+    std::vector<float> q(static_cast<size_t>(n * NH * D)), k(static_cast<size_t>(n * KV * D)),
+        v(static_cast<size_t>(n * KV * D));
+    matmul(L.q, h.data(), n, q.data());
+    matmul(L.k, h.data(), n, k.data());
+    if (L.has_v) matmul(L.v, h.data(), n, v.data());
+    else v = k;  // values = the raw key projection, normed below without scale
+    for (int64_t i = 0; i < n; ++i) {
+      for (int64_t hd = 0; hd < NH; ++hd) {
+        float* qh = q.data() + (i * NH + hd) * D;
+        rms_norm(qh, 1, D, L.q_norm.data(), c.rms_norm_eps);
+        rope(qh, D, lc.inv_freq, pos0 + i);
+      }
+      for (int64_t hd = 0; hd < KV; ++hd) {
+        float* kh = k.data() + (i * KV + hd) * D;
+        rms_norm(kh, 1, D, L.k_norm.data(), c.rms_norm_eps);
+        rope(kh, D, lc.inv_freq, pos0 + i);
+        rms_norm(v.data() + (i * KV + hd) * D, 1, D, nullptr, c.rms_norm_eps);
+      }
+    }
+    const DiffusionGemmaCache::Layer& cl = cache.layers[li];
+    const int64_t old_rows = cl.rows, total = old_rows + n;
+    const int64_t first_pos = cache.length - old_rows;  // position of the first kept row
+    auto key = [&](int64_t j) { return j < old_rows ? cl.k.data() + j * KV * D : k.data() + (j - old_rows) * KV * D; };
+    auto val = [&](int64_t j) { return j < old_rows ? cl.v.data() + j * KV * D : v.data() + (j - old_rows) * KV * D; };
+    std::vector<float> att(static_cast<size_t>(n * NH * D));
+    ThreadPool::global().parallel_for(n * NH, [&](int64_t b, int64_t e, int) {
+      std::vector<double> s(static_cast<size_t>(total));
+      for (int64_t qi = b; qi < e; ++qi) {
+        const int64_t i = qi / NH, hd = qi % NH, g = hd / group;
+        const int64_t p = pos0 + i;
+        const float* qv = q.data() + qi * D;
+        double mx = -INFINITY;
+        for (int64_t j = 0; j < total; ++j) {
+          const int64_t pj = first_pos + j;
+          bool visible = true;
+          if (encoder) visible = pj <= p && (!lc.sliding || pj > p - c.sliding_window);
+          if (!visible) {
+            s[j] = -INFINITY;
+            continue;
+          }
+          const float* kv = key(j) + g * D;
+          double d = 0;
+          for (int64_t t = 0; t < D; ++t) d += static_cast<double>(qv[t]) * kv[t];
+          s[j] = d;  // scaling 1.0 (q_norm / k_norm take its place)
+          mx = std::max(mx, d);
+        }
+        double sum = 0;
+        for (int64_t j = 0; j < total; ++j) sum += (s[j] = s[j] == -INFINITY ? 0.0 : std::exp(s[j] - mx));
+        float* out = att.data() + qi * D;
+        std::vector<double> acc(static_cast<size_t>(D), 0.0);
+        for (int64_t j = 0; j < total; ++j) {
+          if (s[j] == 0.0) continue;
+          const float* vv = val(j) + g * D;
+          for (int64_t t = 0; t < D; ++t) acc[t] += s[j] * vv[t];
+        }
+        for (int64_t t = 0; t < D; ++t) out[t] = static_cast<float>(acc[t] / sum);
+      }
+    });
+    if (encoder) {
+      DiffusionGemmaCache::Layer& wl = write->layers[li];
+      wl.k.insert(wl.k.end(), k.begin(), k.end());
+      wl.v.insert(wl.v.end(), v.begin(), v.end());
+      wl.rows += n;
+      // transformers' DynamicSlidingWindowLayer keeps the last sliding_window - 1 positions.
+      if (lc.sliding && wl.rows > c.sliding_window - 1) {
+        const int64_t drop = wl.rows - (c.sliding_window - 1);
+        wl.k.erase(wl.k.begin(), wl.k.begin() + drop * KV * D);
+        wl.v.erase(wl.v.begin(), wl.v.begin() + drop * KV * D);
+        wl.rows -= drop;
+      }
+    }
+    matmul(L.o, att.data(), n, h.data());
+    rms_norm(h.data(), n, H, L.post_attn_ln.data(), c.rms_norm_eps);
+    for (size_t t = 0; t < x.size(); ++t) x[t] += h[t];
+
+    // Dense MLP and MoE side by side on the same residual.
+    const int64_t I = c.intermediate_size, MI = c.moe_intermediate_size, E = c.num_experts;
+    std::copy(x.begin(), x.end(), h.begin());
+    rms_norm(h.data(), n, H, L.pre_ff_ln.data(), c.rms_norm_eps);
+    std::vector<float> g1(static_cast<size_t>(n * I)), u1(static_cast<size_t>(n * I));
+    matmul(L.gate, h.data(), n, g1.data());
+    matmul(L.up, h.data(), n, u1.data());
+    for (size_t t = 0; t < g1.size(); ++t) g1[t] = gelu_tanh(g1[t]) * u1[t];
+    std::vector<float> h1(static_cast<size_t>(n * H));
+    matmul(L.down, g1.data(), n, h1.data());
+    rms_norm(h1.data(), n, H, L.post_ff_ln1.data(), c.rms_norm_eps);
+
+    // Router on the residual: norm without scale, × scale × hidden^-0.5, softmax, top-k,
+    // renormalized, × per_expert_scale.
+    std::vector<float> rx(x);
+    rms_norm(rx.data(), n, H, nullptr, c.rms_norm_eps);
+    const float root = static_cast<float>(std::pow(static_cast<double>(H), -0.5));
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t t = 0; t < H; ++t) rx[i * H + t] = rx[i * H + t] * L.router_scale[t] * root;
+    std::vector<float> scores(static_cast<size_t>(n * E));
+    matmul(L.router, rx.data(), n, scores.data());
+    std::vector<float> ex(x);
+    rms_norm(ex.data(), n, H, L.pre_ff_ln2.data(), c.rms_norm_eps);
+    std::vector<float> h2(static_cast<size_t>(n * H), 0.0f);
+    for (int64_t i = 0; i < n; ++i) {
+      const float* sc = scores.data() + i * E;
+      const double mx = *std::max_element(sc, sc + E);
+      std::vector<double> prob(static_cast<size_t>(E));
+      double z = 0;
+      for (int64_t e = 0; e < E; ++e) z += (prob[e] = std::exp(sc[e] - mx));
+      for (double& pr : prob) pr /= z;
+      std::vector<int64_t> order(static_cast<size_t>(E));
+      std::iota(order.begin(), order.end(), 0);
+      std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return prob[a] > prob[b]; });
+      double top_sum = 0;
+      for (int64_t r = 0; r < c.top_k_experts; ++r) top_sum += prob[order[r]];
+      for (int64_t r = 0; r < c.top_k_experts; ++r) {
+        const int64_t e = order[r];
+        const float weight = static_cast<float>(prob[e] / top_sum) * L.per_expert_scale[e];
+        const Mat gu{L.experts_gate_up, 2 * MI, H, e * 2 * MI * H};
+        const Mat dn{L.experts_down, H, MI, e * H * MI};
+        std::vector<float> guo(static_cast<size_t>(2 * MI)), act(static_cast<size_t>(MI)), out(static_cast<size_t>(H));
+        matmul(gu, ex.data() + i * H, 1, guo.data());
+        for (int64_t t = 0; t < MI; ++t) act[t] = gelu_tanh(guo[t]) * guo[MI + t];
+        matmul(dn, act.data(), 1, out.data());
+        for (int64_t t = 0; t < H; ++t) h2[i * H + t] += out[t] * weight;
+      }
+    }
+    rms_norm(h2.data(), n, H, L.post_ff_ln2.data(), c.rms_norm_eps);
+    for (size_t t = 0; t < h1.size(); ++t) h1[t] += h2[t];
+    rms_norm(h1.data(), n, H, L.post_ff_ln.data(), c.rms_norm_eps);
+    const float scalar = encoder ? L.encoder_scalar : L.decoder_scalar;
+    for (size_t t = 0; t < x.size(); ++t) x[t] = (x[t] + h1[t]) * scalar;
+  }
+  if (encoder) write->length += n;
+  rms_norm(x.data(), n, H, w_->final_norm.data(), c.rms_norm_eps);
+  return x;
+}
+
+std::vector<float> DiffusionGemma::logits_of(std::vector<float> x, int64_t n) const {
+  std::vector<float> logits(static_cast<size_t>(n * cfg_.vocab_size));
+  matmul(w_->lm_head, x.data(), n, logits.data());
+  if (cfg_.final_logit_softcapping > 0) {
+    const double cap = cfg_.final_logit_softcapping;
+    for (float& l : logits) l = static_cast<float>(std::tanh(l / cap) * cap);
+  }
+  return logits;
+}
+
+std::vector<float> DiffusionGemma::encode(DiffusionGemmaCache& cache, std::span<const int32_t> ids, bool logits) const {
+  const int64_t n = static_cast<int64_t>(ids.size()), H = cfg_.hidden_size;
+  if (n == 0) return {};
+  if (cache.length + n > cfg_.max_position_embeddings)
+    fail("DiffusionGemma: {} positions exceed max_position_embeddings {}", cache.length + n,
+         cfg_.max_position_embeddings);
+  std::vector<float> x(static_cast<size_t>(n * H));
+  const float scale = static_cast<float>(std::sqrt(static_cast<double>(H)));
+  for (int64_t i = 0; i < n; ++i) {
+    if (ids[i] < 0 || ids[i] >= cfg_.vocab_size)
+      fail("DiffusionGemma: token id {} is outside the vocabulary (size {})", ids[i], cfg_.vocab_size);
+    w_->embed.row(ids[i], x.data() + i * H);
+    for (int64_t t = 0; t < H; ++t) x[i * H + t] *= scale;
+  }
+  std::vector<float> out = run_layers(std::move(x), n, cache.length, nullptr, &cache);
+  if (!logits) return {};
+  return logits_of(std::move(out), n);
+}
+
+std::vector<float> DiffusionGemma::decode(const DiffusionGemmaCache& cache, std::span<const int32_t> canvas,
+                                          std::span<const float> self_conditioning) const {
+  const int64_t n = static_cast<int64_t>(canvas.size()), H = cfg_.hidden_size, V = cfg_.vocab_size;
+  if (!self_conditioning.empty() && static_cast<int64_t>(self_conditioning.size()) != n * V)
+    fail("DiffusionGemma: self-conditioning logits hold {} values, expected {} x {}", self_conditioning.size(), n, V);
+  const float scale = static_cast<float>(std::sqrt(static_cast<double>(H)));
+  std::vector<float> x(static_cast<size_t>(n * H));
+  for (int64_t i = 0; i < n; ++i) {
+    if (canvas[i] < 0 || canvas[i] >= V)
+      fail("DiffusionGemma: canvas token id {} is outside the vocabulary (size {})", canvas[i], V);
+    w_->embed.row(canvas[i], x.data() + i * H);
+    for (int64_t t = 0; t < H; ++t) x[i * H + t] *= scale;
+  }
+  // Self-conditioning: softmax(previous logits) · embed_tokens × embed_scale (zeros on the first
+  // step), through pre_norm and a gated MLP, added to the embeddings, then a scale-free norm.
+  std::vector<float> soft(static_cast<size_t>(n * H), 0.0f);
+  if (!self_conditioning.empty()) {
+    ThreadPool::global().parallel_for(n, [&](int64_t b, int64_t e, int) {
+      std::vector<float> row(static_cast<size_t>(H));
+      std::vector<double> p(static_cast<size_t>(V)), acc(static_cast<size_t>(H));
+      for (int64_t i = b; i < e; ++i) {
+        const float* l = self_conditioning.data() + i * V;
+        const double mx = *std::max_element(l, l + V);
+        double z = 0;
+        for (int64_t t = 0; t < V; ++t) z += (p[t] = std::exp(static_cast<double>(l[t]) - mx));
+        std::fill(acc.begin(), acc.end(), 0.0);
+        for (int64_t t = 0; t < V; ++t) {
+          const double pt = p[t] / z;
+          if (pt == 0.0) continue;
+          w_->embed.row(t, row.data());
+          for (int64_t d = 0; d < H; ++d) acc[d] += pt * row[d];
+        }
+        for (int64_t d = 0; d < H; ++d) soft[i * H + d] = static_cast<float>(acc[d]) * scale;
+      }
+    });
+  }
+  rms_norm(soft.data(), n, H, w_->sc_pre_norm.data(), cfg_.rms_norm_eps);
+  const int64_t I = cfg_.intermediate_size;
+  std::vector<float> g(static_cast<size_t>(n * I)), u(static_cast<size_t>(n * I)), sc(static_cast<size_t>(n * H));
+  matmul(w_->sc_gate, soft.data(), n, g.data());
+  matmul(w_->sc_up, soft.data(), n, u.data());
+  for (size_t t = 0; t < g.size(); ++t) g[t] = gelu_tanh(g[t]) * u[t];
+  matmul(w_->sc_down, g.data(), n, sc.data());
+  for (size_t t = 0; t < x.size(); ++t) x[t] += sc[t];
+  rms_norm(x.data(), n, H, nullptr, cfg_.rms_norm_eps);
+  std::vector<float> out = run_layers(std::move(x), n, cache.length, &cache, nullptr);
+  return logits_of(std::move(out), n);
+}
+
+}  // namespace fp4lm::model

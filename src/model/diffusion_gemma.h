@@ -1,0 +1,104 @@
+#pragma once
+// DiffusionGemma (transformers' DiffusionGemmaForBlockDiffusion): Gemma-4-MoE blocks used twice.
+// The encoder is causal and writes the prompt's (and each accepted canvas's) K/V; the decoder
+// reads that K/V without writing it and attends bidirectionally over it and a canvas of
+// `canvas_length` tokens, whose input embeddings carry a self-conditioning signal from the
+// previous denoising step's logits. Both share every weight but the encoder's own layer_scalar.
+//
+// It is not a CausalLM (no per-token decode step, no paged KV): its own loader and float32
+// forwards over the checkpoint's dense weights (float32 / bfloat16 / float16, converted row by
+// row). Quantized checkpoints, images and the encoder's use_bidirectional_attention "all" are
+// refused by name. engine/diffusion_generator.h runs the block-diffusion loop over it.
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/tensor.h"
+
+namespace fp4lm::io {
+class Checkpoint;
+}
+
+namespace fp4lm::model {
+
+inline constexpr const char* kDiffusionGemmaArch = "DiffusionGemmaForBlockDiffusion";
+
+struct DiffusionGemmaLayerConfig {
+  bool sliding = false;
+  int64_t head_dim = 0;
+  int64_t kv_heads = 0;
+  std::vector<float> inv_freq;  // head_dim / 2 entries (proportional RoPE: zeros past its angles)
+};
+
+struct DiffusionGemmaConfig {
+  int64_t vocab_size = 0, hidden_size = 0, intermediate_size = 0, num_layers = 0, num_heads = 0;
+  int64_t num_experts = 0, top_k_experts = 0, moe_intermediate_size = 0;
+  int64_t sliding_window = 0, canvas_length = 0, max_position_embeddings = 0;
+  double rms_norm_eps = 1e-6;
+  double final_logit_softcapping = 0;  // 0: none
+  int64_t pad_token_id = 0;
+  std::vector<int64_t> eos_token_ids;
+  bool tie_word_embeddings = true;
+  std::vector<DiffusionGemmaLayerConfig> layers;
+};
+
+// config.json of a DiffusionGemmaForBlockDiffusion checkpoint: every key of the top level and of
+// text_config read or refused by name (vision_config: the tower is not run, its keys not read).
+// Error naming `path` and the field.
+DiffusionGemmaConfig parse_diffusion_gemma_config(const nlohmann::json& config, const std::string& path);
+
+// Whether config.json names this architecture (first `architectures` entry or model_type).
+bool is_diffusion_gemma(const nlohmann::json& config);
+
+// The encoder's K/V of one sequence, per layer: [positions][kv_heads * head_dim], post-norm and
+// post-RoPE. Sliding layers keep their last sliding_window - 1 positions, as transformers'
+// DynamicSlidingWindowLayer does; the decoder reads exactly what is kept.
+struct DiffusionGemmaCache {
+  struct Layer {
+    std::vector<float> k, v;
+    int64_t rows = 0;
+  };
+  std::vector<Layer> layers;
+  int64_t length = 0;  // positions encoded so far (the next position)
+};
+
+class DiffusionGemma {
+ public:
+  // Error naming the directory / tensor / field on a bad checkpoint.
+  static std::unique_ptr<DiffusionGemma> load(const std::string& dir);
+  ~DiffusionGemma();
+
+  const DiffusionGemmaConfig& config() const { return cfg_; }
+  double load_seconds() const { return load_seconds_; }
+  // The checkpoint's generation_config.json (nullopt without one): the diffusion schedule.
+  const std::optional<nlohmann::json>& generation_config() const;
+  DiffusionGemmaCache new_cache() const;
+
+  // The causal encoder over `ids` at positions cache.length onwards; appends their K/V to cache.
+  // Returns the softcapped logits [ids.size(), vocab] when `logits`, else empty.
+  std::vector<float> encode(DiffusionGemmaCache& cache, std::span<const int32_t> ids, bool logits) const;
+  // The decoder's softcapped logits [canvas.size(), vocab] for `canvas` at positions
+  // cache.length onwards, reading (not writing) the cache. `self_conditioning`: the previous
+  // step's processed logits [canvas.size(), vocab], or empty for none (the first step).
+  std::vector<float> decode(const DiffusionGemmaCache& cache, std::span<const int32_t> canvas,
+                            std::span<const float> self_conditioning) const;
+
+  struct Weights;
+
+ private:
+  DiffusionGemma() = default;
+  std::vector<float> run_layers(std::vector<float> x, int64_t n, int64_t pos0, const DiffusionGemmaCache* read,
+                                DiffusionGemmaCache* write) const;
+  std::vector<float> logits_of(std::vector<float> x, int64_t n) const;
+  DiffusionGemmaConfig cfg_;
+  std::shared_ptr<io::Checkpoint> ckpt_;
+  std::unique_ptr<Weights> w_;
+  double load_seconds_ = 0;
+};
+
+}  // namespace fp4lm::model
