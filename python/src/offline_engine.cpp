@@ -32,19 +32,11 @@ OfflineEngine::OfflineEngine(const OfflineOptions& o) : dir_(o.model) {
 
   py::gil_scoped_release nogil;
   const std::string tok_dir = o.tokenizer.empty() ? dir_ : o.tokenizer;
-  if (std::filesystem::exists(std::filesystem::path(tok_dir) / "tokenizer.json")) {
-    tok_ = tokenizer::Tokenizer::from_dir(tok_dir);
-    try {
-      chat_.emplace(tokenizer::ChatTemplate::from_dir(tok_dir));
-    } catch (const Error& e) {
-      chat_error_ = e.what();
-    }
-  }
+  text_ = engine::TextFront::open(tok_dir);
   model::LoadOptions lo = engine::load_options(o.engine);
   lo.mtp = sc.speculative.method == "mtp";
-  lm_ = model::CausalLM::load(dir_, opts, lo);
-  step_model_ = std::make_unique<engine::CausalLmStepModel>(*lm_);
-  engine_ = std::make_unique<engine::Engine>(*step_model_, tok_.get(), sc);
+  runtime_.emplace(engine::Runtime::load(dir_, opts, lo));
+  engine_ = std::make_unique<engine::Engine>(runtime_->step_model(), text_.tokenizer.get(), sc);
 }
 
 OfflineEngine::~OfflineEngine() {
@@ -57,27 +49,27 @@ OfflineEngine::~OfflineEngine() {
 }
 
 const tokenizer::Tokenizer& OfflineEngine::tokenizer() const {
-  if (!tok_) fail("{}: no tokenizer.json, so text cannot be encoded or decoded; give prompt_token_ids", dir_);
-  return *tok_;
+  if (!text_.tokenizer) fail("{}: no tokenizer.json, so text cannot be encoded or decoded; give prompt_token_ids", dir_);
+  return *text_.tokenizer;
 }
 
 std::string OfflineEngine::apply_chat_template(const std::string& messages_json, bool add_generation_prompt,
                                                std::optional<bool> enable_thinking, const std::string& tools_json,
                                                const std::string& extra_json) const {
   tokenizer();  // a chat needs the tokenizer too
-  if (!chat_) fail("{}", chat_error_);
+  if (!text_.chat) fail("{}", text_.chat_error);
   tokenizer::ChatOptions co;
   co.add_generation_prompt = add_generation_prompt;
   co.enable_thinking = enable_thinking;
   co.extra = io::parse_json(extra_json, "chat_template_kwargs");
-  return chat_->render_ordered(io::parse_ordered_json(messages_json, "chat messages"),
+  return text_.chat->render_ordered(io::parse_ordered_json(messages_json, "chat messages"),
                                io::parse_ordered_json(tools_json, "tools"), co);
 }
 
 ImagePrompt OfflineEngine::attach_images(std::vector<int32_t> prompt, const std::vector<NamedImage>& images,
                                          const std::string& model_name) {
   py::gil_scoped_release nogil;  // the vision tower runs here
-  std::call_once(image_input_once_, [this] { image_input_ = engine::ImageInput::for_model(*lm_, dir_); });
+  std::call_once(image_input_once_, [this] { image_input_ = engine::ImageInput::for_model(runtime_->model(), dir_); });
   engine::RequestParams p;
   p.prompt = std::move(prompt);
   if (!image_input_) {
@@ -90,17 +82,17 @@ ImagePrompt OfflineEngine::attach_images(std::vector<int32_t> prompt, const std:
     const auto* data = reinterpret_cast<const uint8_t*>(im.bytes.data());
     encoded.push_back(image_input_->encode({data, im.bytes.size()}, im.name));
   }
-  image_input_->attach(p, std::move(encoded), lm_->max_model_len());
+  image_input_->attach(p, std::move(encoded), runtime_->model().max_model_len());
   return {std::move(p.prompt), std::move(p.images)};
 }
 
 void OfflineEngine::check_accepts_images(const std::string& model_name) const {
-  if (!lm_->image_encoder()) engine::refuse_images(model_name);
+  if (!runtime_->model().image_encoder()) engine::refuse_images(model_name);
 }
 
 std::vector<std::vector<engine::BeamSequence>> OfflineEngine::beam_search(
     const std::vector<std::vector<int32_t>>& prompts, const engine::BeamSearchParams& p) {
-  const engine::RequestLimits limits{lm_->vocab_size(), lm_->max_model_len()};
+  const engine::RequestLimits limits{runtime_->model().vocab_size(), runtime_->model().max_model_len()};
   for (const auto& prompt : prompts) {
     if (prompt.empty()) throw engine::RequestError("a prompt is empty", "prompts");
     engine::validate_beam_search(p, limits, prompt.size());
@@ -115,7 +107,7 @@ std::vector<std::vector<engine::BeamSequence>> OfflineEngine::beam_search(
   std::vector<std::vector<engine::BeamSequence>> out;
   try {
     py::gil_scoped_release nogil;
-    for (const auto& prompt : prompts) out.push_back(engine::beam_search(submit, prompt, p, lm_->eos_ids(), cancelled));
+    for (const auto& prompt : prompts) out.push_back(engine::beam_search(submit, prompt, p, runtime_->model().eos_ids(), cancelled));
   } catch (const Error&) {
     if (interrupted) throw py::error_already_set();  // the KeyboardInterrupt PyErr_CheckSignals set
     throw;

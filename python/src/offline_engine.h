@@ -13,10 +13,10 @@
 #include <pybind11/pybind11.h>
 
 #include "engine/beam_search.h"
-#include "engine/causal_lm_step_model.h"
 #include "engine/engine.h"
 #include "engine/engine_args.h"
 #include "engine/image_input.h"
+#include "engine/runtime.h"
 #include "engine/sampling_defaults.h"
 #include "model/causal_lm.h"
 #include "tokenizer/chat_template.h"
@@ -87,7 +87,7 @@ class OfflineEngine {
   // template renders image parts).
   void check_accepts_images(const std::string& model_name) const;
 
-  bool has_tokenizer() const { return tok_ != nullptr; }
+  bool has_tokenizer() const { return text_.tokenizer != nullptr; }
   const tokenizer::Tokenizer& tokenizer() const;  // Error when the checkpoint has none
   // messages_json: a JSON array of messages; tools_json: "null" or a JSON array of tools;
   // extra_json: a JSON object of more template variables. Error when the checkpoint has no chat
@@ -95,21 +95,18 @@ class OfflineEngine {
   std::string apply_chat_template(const std::string& messages_json, bool add_generation_prompt,
                                   std::optional<bool> enable_thinking, const std::string& tools_json,
                                   const std::string& extra_json) const;
-  int64_t max_model_len() const { return lm_->max_model_len(); }
-  int64_t vocab_size() const { return lm_->vocab_size(); }
-  std::vector<int64_t> eos_ids() const { return lm_->eos_ids(); }
+  int64_t max_model_len() const { return runtime_->model().max_model_len(); }
+  int64_t vocab_size() const { return runtime_->model().vocab_size(); }
+  std::vector<int64_t> eos_ids() const { return runtime_->model().eos_ids(); }
   // generation_config.json's request defaults, from the checkpoint the engine loaded (as the server).
   engine::SamplingDefaults sampling_defaults() const {
-    return engine::sampling_defaults_from(lm_->checkpoint().generation_config());
+    return engine::sampling_defaults_from(runtime_->model().checkpoint().generation_config());
   }
 
  private:
   std::string dir_;
-  std::unique_ptr<tokenizer::Tokenizer> tok_;
-  std::optional<tokenizer::ChatTemplate> chat_;
-  std::string chat_error_;  // why there is no chat template
-  std::unique_ptr<model::CausalLM> lm_;
-  std::unique_ptr<engine::CausalLmStepModel> step_model_;
+  engine::TextFront text_;
+  std::optional<engine::Runtime> runtime_;  // set by the constructor
   std::unique_ptr<engine::Engine> engine_;
   // Made on the first image (a VL checkpoint runs text without a preprocessor_config.json).
   std::unique_ptr<engine::ImageInput> image_input_;

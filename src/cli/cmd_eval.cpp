@@ -14,7 +14,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "dist/pipeline.h"
-#include "engine/causal_lm_step_model.h"
+#include "engine/runtime.h"
 #include "engine/evaluator.h"
 #include "engine/id_file.h"
 #include "engine/logits_dump.h"
@@ -96,24 +96,15 @@ int run_eval(EvalArgs& a) {
   // Perplexity over zero predicted tokens would print 1.0 as if it meant something.
   if (std::none_of(seqs.begin(), seqs.end(), [](const auto& s) { return s.size() >= 2; }))
     fail("{}: nothing to score: no sequence has 2 or more tokens", a.ids);
-  std::unique_ptr<model::CausalLM> whole;
-  std::unique_ptr<engine::CausalLmStepModel> whole_step;
-  engine::StepModel* step_model = nullptr;
-  if (pipeline) {
-    step_model = &pipeline->load(a.model, opts, lo);
-  } else {
-    whole = model::CausalLM::load(a.model, opts, lo);
-    whole_step = std::make_unique<engine::CausalLmStepModel>(*whole);
-    step_model = whole_step.get();
-  }
-  const model::CausalLM& lm = pipeline ? pipeline->stage_model() : *whole;
+  const engine::Runtime rt = pipeline ? pipeline->load(a.model, opts, lo) : engine::Runtime::load(a.model, opts, lo);
+  const model::CausalLM& lm = rt.model();
   if (!a.dump_logits.empty()) {
-    engine::write_logits_jsonl(*step_model, seqs, a.dump_logits);  // through the stages under a pipeline
+    engine::write_logits_jsonl(rt.step_model(), seqs, a.dump_logits);  // through the stages under a pipeline
     log().info("wrote the logits of every position of {} sequences to {}", seqs.size(), a.dump_logits);
   }
   if (!a.reference.empty()) return run_eval_reference(a, lm, seqs, opts, lo);
   auto t0 = std::chrono::steady_clock::now();
-  engine::EvalResult r = engine::evaluate(*step_model, seqs);
+  engine::EvalResult r = engine::evaluate(rt.step_model(), seqs);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   log().info("scored {} tokens of {} sequences in {:.2f} s ({:.1f} tokens/s); peak RSS {:.1f} MiB", r.tokens,
              r.sequences, secs, secs > 0 ? r.tokens / secs : 0.0, engine::peak_rss_bytes() / 1048576.0);

@@ -20,7 +20,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "dist/pipeline.h"
-#include "engine/causal_lm_step_model.h"
+#include "engine/runtime.h"
 #include "engine/engine_args.h"
 #include "engine/generator.h"
 #include "engine/image_input.h"
@@ -88,10 +88,12 @@ engine::RequestParams request_of(const GenerateArgs& a, std::vector<int32_t> pro
   return p;
 }
 
-std::vector<int32_t> prompt_of(const GenerateArgs& a, const tokenizer::Tokenizer* tok) {
+std::vector<int32_t> prompt_of(const GenerateArgs& a, const engine::TextFront& text) {
+  const tokenizer::Tokenizer* tok = text.tokenizer.get();
   if (!a.prompt_ids.empty()) return parse_id_list(a.prompt_ids, "--prompt-ids");
   if (!a.prompt.empty()) return tok->encode(a.prompt, /*add_special_tokens=*/true);
-  auto tmpl = tokenizer::ChatTemplate::from_dir(a.hub.tokenizer_dir);
+  if (!text.chat) fail("{}", text.chat_error);
+  const tokenizer::ChatTemplate& tmpl = *text.chat;
   // With --image, one user message of content parts, the images before the text, as vLLM and
   // transformers build it; the template writes each image's placeholder.
   nlohmann::json content = a.chat;
@@ -158,14 +160,13 @@ int run_generate(GenerateArgs& a) {
   }
 
   // The tokenizer is optional when the prompt is given as ids.
-  std::unique_ptr<tokenizer::Tokenizer> tok;
+  const engine::TextFront text = engine::TextFront::open(a.hub.tokenizer_dir);
+  const std::unique_ptr<tokenizer::Tokenizer>& tok = text.tokenizer;
   const std::string& tok_dir = a.hub.tokenizer_dir;
-  const bool have_tok = std::filesystem::exists(std::filesystem::path(tok_dir) / "tokenizer.json");
-  if (have_tok) tok = tokenizer::Tokenizer::from_dir(tok_dir);
-  else if (a.prompt_ids.empty())
+  if (!tok && a.prompt_ids.empty())
     fail("{}: no tokenizer.json, so --prompt/--chat cannot be encoded; give --prompt-ids", tok_dir);
   if (!a.stop.empty() && !tok) usage_fail("--stop needs a tokenizer, and {} has none; use --stop-token-ids", tok_dir);
-  engine::RequestParams params = request_of(a, prompt_of(a, tok.get()));
+  engine::RequestParams params = request_of(a, prompt_of(a, text));
   if (is_diffusion_checkpoint(a.model)) {
     // Not a CausalLM: its own loop (engine/diffusion_generator.h); the flags it has no use for refused.
     const std::string unsupported = !a.images.empty()                  ? "--image"
@@ -182,20 +183,11 @@ int run_generate(GenerateArgs& a) {
   if (!a.speculative_config.empty())
     spec = with_flag_errors([&] { return engine::parse_speculative_config(a.speculative_config); });
 
-  std::unique_ptr<model::CausalLM> whole;
-  std::unique_ptr<engine::CausalLmStepModel> whole_step;
-  engine::StepModel* step_model = nullptr;
   model::LoadOptions lo = engine::load_options(a.flags.args);
   lo.mtp = spec.method == "mtp";
-  if (pipeline) {
-    if (lo.mtp) usage_fail("--speculative-config: method mtp does not run with --pipeline-parallel-size > 1");
-    step_model = &pipeline->load(a.model, opts, lo);
-  } else {
-    whole = model::CausalLM::load(a.model, opts, lo);
-    whole_step = std::make_unique<engine::CausalLmStepModel>(*whole);
-    step_model = whole_step.get();
-  }
-  const model::CausalLM* lm = pipeline ? &pipeline->stage_model() : whole.get();
+  if (pipeline && lo.mtp) usage_fail("--speculative-config: method mtp does not run with --pipeline-parallel-size > 1");
+  const engine::Runtime rt = pipeline ? pipeline->load(a.model, opts, lo) : engine::Runtime::load(a.model, opts, lo);
+  const model::CausalLM* lm = &rt.model();
   log().info("memory: resident weight bytes {} ({:.1f} MiB), KV cache {} bytes per position; peak RSS {:.1f} MiB",
              lm->weight_bytes(), lm->weight_bytes() / 1048576.0,
              lm->sequence_bytes(1), engine::peak_rss_bytes() / 1048576.0);
@@ -214,7 +206,7 @@ int run_generate(GenerateArgs& a) {
   };
   const engine::GenerationResult r = with_flag_errors([&] {
     try {
-      return engine::generate(*step_model, tok.get(), std::move(params), on_output, spec);
+      return engine::generate(rt.step_model(), tok.get(), std::move(params), on_output, spec);
     } catch (const engine::RequestError& e) {
       if (e.param == "prompt") throw UsageError(e.what());  // given as --prompt, --prompt-ids or --chat
       throw;

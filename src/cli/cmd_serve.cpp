@@ -21,11 +21,11 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "dist/pipeline.h"
-#include "engine/causal_lm_step_model.h"
 #include "engine/engine.h"
 #include "engine/image_input.h"
 #include "engine/media_url.h"
 #include "engine/mm_limits.h"
+#include "engine/runtime.h"
 #include "model/causal_lm.h"
 #include "server/api_key.h"
 #include "server/cors.h"
@@ -229,41 +229,26 @@ int run_serve(ServeArgs& a) {
   http.start();
   log().info("serve: listening on http://{}:{} (loading {})", a.host, port, a.model);
 
-  std::unique_ptr<tokenizer::Tokenizer> tok;
-  std::optional<tokenizer::ChatTemplate> chat;
-  const std::string& tok_dir = a.hub.tokenizer_dir;
-  if (std::filesystem::exists(std::filesystem::path(tok_dir) / "tokenizer.json")) {
-    tok = tokenizer::Tokenizer::from_dir(tok_dir);
-    try {
-      chat.emplace(tokenizer::ChatTemplate::from_dir(tok_dir));
-    } catch (const Error& e) {
-      log().warn("serve: no chat template ({}); /v1/chat/completions will answer 400", e.what());
-    }
-  } else {
-    log().warn("serve: {} has no tokenizer.json: prompts must be token ids and outputs carry no text", tok_dir);
-  }
-  std::unique_ptr<model::CausalLM> whole;
-  std::unique_ptr<engine::CausalLmStepModel> whole_step;
-  engine::StepModel* step_model = nullptr;
-  if (pipeline) {
-    // A lost rank wakes the main thread like a signal (below).
+  const engine::TextFront text = engine::TextFront::open(a.hub.tokenizer_dir);
+  if (!text.tokenizer)
+    log().warn("serve: {} has no tokenizer.json: prompts must be token ids and outputs carry no text",
+               a.hub.tokenizer_dir);
+  else if (!text.chat)
+    log().warn("serve: no chat template ({}); /v1/chat/completions will answer 400", text.chat_error);
+  // A lost rank wakes the main thread like a signal (below).
+  if (pipeline)
     pipeline->on_lost([](const std::string&) {
       const unsigned char b = 'L';
       [[maybe_unused]] ssize_t n = write(g_signal_pipe[1], &b, 1);
     });
-    step_model = &pipeline->load(a.model, opts, lo);
-  } else {
-    whole = model::CausalLM::load(a.model, opts, lo);
-    whole_step = std::make_unique<engine::CausalLmStepModel>(*whole);
-    step_model = whole_step.get();
-  }
-  const model::CausalLM* lm = pipeline ? &pipeline->stage_model() : whole.get();
+  const engine::Runtime rt = pipeline ? pipeline->load(a.model, opts, lo) : engine::Runtime::load(a.model, opts, lo);
+  const model::CausalLM* lm = &rt.model();
 
   server::ServingModel sm;
   sm.name = a.served_model_name.empty() ? a.hub.named : a.served_model_name;  // the id or path as given
   sm.path = a.model;
-  sm.tok = tok.get();
-  sm.chat = chat ? &*chat : nullptr;
+  sm.tok = text.tokenizer.get();
+  sm.chat = text.chat ? &*text.chat : nullptr;
   sm.max_model_len = lm->max_model_len();
   sm.vocab_size = lm->vocab_size();
   sm.eos_ids = lm->eos_ids();
@@ -294,7 +279,7 @@ int run_serve(ServeArgs& a) {
   sm.image_limit = image_limit;
 
   server::ServingMetrics metrics(sm.name, sm.max_model_len);
-  engine::Engine eng(*step_model, tok.get(), sc, metrics.observer());
+  engine::Engine eng(rt.step_model(), text.tokenizer.get(), sc, metrics.observer());
   http.set_ready(eng, sm, metrics);
   log().info("serve: ready: model '{}' (max_model_len {}, max_num_seqs {}, max_num_batched_tokens {}, KV budget "
              "{:.1f} MiB = {} sequences of max_model_len)",

@@ -130,7 +130,7 @@ Pipeline::~Pipeline() {
   if (monitor_) monitor_->drain();
 }
 
-engine::StepModel& Pipeline::load(const std::string& dir, const model::EngineOptions& opts, model::LoadOptions lo) {
+engine::Runtime Pipeline::load(const std::string& dir, const model::EngineOptions& opts, model::LoadOptions lo) {
   MpiComm& c = *comm_;
   loading_ = true;
   std::vector<Stage> plan;
@@ -170,7 +170,7 @@ engine::StepModel& Pipeline::load(const std::string& dir, const model::EngineOpt
   driver_->set_monitor(monitor_.get());
   log().info("pipeline: a rank silent for {:.1f} s ends the job (heartbeats every {} ms)",
              heartbeat_timeout_.count() / 1000.0, kHeartbeatPeriod.count());
-  return *driver_;
+  return engine::Runtime::over(*driver_, *lm_);
 }
 
 int Pipeline::run_worker(const std::string& dir, const model::EngineOptions& opts, model::LoadOptions lo) {

@@ -14,6 +14,7 @@
 #include "dist/mpi_comm.h"
 #include "dist/pipeline_step_model.h"
 #include "dist/stage_plan.h"
+#include "engine/runtime.h"
 #include "engine/step_model.h"
 #include "model/causal_lm.h"
 
@@ -36,8 +37,9 @@ class Pipeline {
   // exit code (0); an error (bad files, a failed load) throws after rank 0 was told.
   int run_worker(const std::string& dir, const model::EngineOptions& opts, model::LoadOptions lo);
   // Rank 0: plans, checks and loads the stages (logging which layers, bytes and host each has)
-  // and returns the model as the engine drives it. Error when any rank failed (its host named).
-  engine::StepModel& load(const std::string& dir, const model::EngineOptions& opts, model::LoadOptions lo);
+  // and returns the model as the engine drives it (over this pipeline: it must outlive the Runtime).
+  // Error when any rank failed (its host named).
+  engine::Runtime load(const std::string& dir, const model::EngineOptions& opts, model::LoadOptions lo);
   const model::CausalLM& stage_model() const { return *lm_; }  // this rank's stage
 
   // Rank 0, before load(): what to do when the pipeline is lost (called once, on the monitor
