@@ -5,10 +5,11 @@
 // `canvas_length` tokens, whose input embeddings carry a self-conditioning signal from the
 // previous denoising step's logits. Both share every weight but the encoder's own layer_scalar.
 //
-// It is not a CausalLM (no per-token decode step, no paged KV): its own loader and float32
-// forwards over the checkpoint's dense weights (float32 / bfloat16 / float16, converted row by
-// row). Quantized checkpoints, images and the encoder's use_bidirectional_attention "all" are
-// refused by name. engine/diffusion_generator.h runs the block-diffusion loop over it.
+// It is not a CausalLM (no per-token decode step, no paged KV): its own float32 forwards, whose
+// weights are Gemma 4's engine layers (model::Linear / FusedMoe, built by model::ModelLoader from
+// the mapped checkpoint in any format the quant methods read: float, NVFP4, FP8, ...). Images and
+// the encoder's use_bidirectional_attention "all" are refused by name.
+// engine/diffusion_generator.h runs the block-diffusion loop over it.
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -19,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/tensor.h"
+#include "model/engine_options.h"
 
 namespace fp4lm::io {
 class Checkpoint;
@@ -70,7 +72,9 @@ struct DiffusionGemmaCache {
 class DiffusionGemma {
  public:
   // Error naming the directory / tensor / field on a bad checkpoint.
-  static std::unique_ptr<DiffusionGemma> load(const std::string& dir);
+  // `opts`: the dtype the Linear layers round their activations to (auto: the checkpoint's),
+  // backends and NVFP4 activation options, as for a CausalLM.
+  static std::unique_ptr<DiffusionGemma> load(const std::string& dir, const EngineOptions& opts = {});
   ~DiffusionGemma();
 
   const DiffusionGemmaConfig& config() const { return cfg_; }
