@@ -455,6 +455,7 @@ std::unique_ptr<DiffusionGemma> DiffusionGemma::load(const std::string& dir, con
     fail("{}: DiffusionGemma: tensor '{}' is not used by any layer (unexpected in this architecture)", dir, name);
   }
   m->w_ = std::move(w);
+  m->weight_bytes_ = loader.loaded_weight_bytes();
   m->load_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   log().info("DiffusionGemma: {} layers, hidden {}, {} experts (top {}), canvas {} tokens, {} activations, {} weight "
              "bytes, loaded in {:.3f} s",

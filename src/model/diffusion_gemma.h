@@ -79,6 +79,9 @@ class DiffusionGemma {
 
   const DiffusionGemmaConfig& config() const { return cfg_; }
   double load_seconds() const { return load_seconds_; }
+  // The Linear / MoE layers' resident weight bytes (NVFP4: ~4.5 bits a weight; the embedding read
+  // in place is not counted).
+  size_t weight_bytes() const { return weight_bytes_; }
   // The checkpoint's generation_config.json (nullopt without one): the diffusion schedule.
   const std::optional<nlohmann::json>& generation_config() const;
   DiffusionGemmaCache new_cache() const;
@@ -103,6 +106,7 @@ class DiffusionGemma {
   std::shared_ptr<io::Checkpoint> ckpt_;
   std::unique_ptr<Weights> w_;
   double load_seconds_ = 0;
+  size_t weight_bytes_ = 0;
 };
 
 }  // namespace fp4lm::model
