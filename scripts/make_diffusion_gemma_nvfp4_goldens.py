@@ -18,7 +18,8 @@ Two directories under tests/model/fixtures/diffusion_gemma/:
                      experts': over the tokens of the experts' input, every expert alike). The same
                      expected_*.f64 (weight-only reference); the 4-bit activations add their error.
 Each holds config.json (with quantization_config) and hf_quant_config.json, generation_config.json,
-model.safetensors and goldens.json (the prompt and canvas, as the float fixture's).
+model.safetensors and goldens.json (the prompt and canvas, as the float fixture's; W4A16's also
+transformers' generate() ids on the dequantized weights under fp4lm's --temperature 0 rule).
 
 Run: /work/venvs/torch/bin/python scripts/make_diffusion_gemma_nvfp4_goldens.py
 """
@@ -235,6 +236,24 @@ def main():
         for h in hooks:
             h.remove()
 
+    # Generation goldens (weight-only): transformers' generate under fp4lm's --temperature 0 rule on
+    # the dequantized weights, in float32 and float64, which must agree.
+    import tempfile
+    from transformers import DiffusionGemmaForBlockDiffusion, GenerationConfig
+    gen_prompt, gen_tokens = [2, 30, 9, 42], 16
+    with tempfile.TemporaryDirectory() as tmp:
+        m64.save_pretrained(tmp)
+        shutil.copy(os.path.join(dg.OUT, "generation_config.json"), os.path.join(tmp, "generation_config.json"))
+        outs = []
+        for dt in (torch.float32, torch.float64):
+            mg = DiffusionGemmaForBlockDiffusion.from_pretrained(tmp, dtype=dt).eval()
+            mg.set_experts_implementation("eager")
+            cfg = mg.generation_config
+            cfg.max_new_tokens = gen_tokens
+            outs.append(dg.deterministic_generate(mg, gen_prompt, cfg))
+    assert outs[0] == outs[1], f"float32 {outs[0]} != float64 {outs[1]}"
+    print("weight-only generate", outs[0])
+
     gen_cfg = json.load(open(os.path.join(dg.OUT, "generation_config.json")))
     base_cfg = json.load(open(os.path.join(dg.OUT, "config.json")))
     base_cfg["text_config"]["moe_intermediate_size"] = MOE_INTER
@@ -263,7 +282,11 @@ def main():
         if algo == "NVFP4":
             for k, v in w4a4.items():
                 v.numpy().astype("<f8").tofile(os.path.join(d, f"expected_w4a4_{k}_logits.f64"))
-        json.dump({"prompt_ids": prompt, "canvas": canvas, "self_conditioning_divisor": 0.7, "vocab_size": 96},
+        golden = {"prompt_ids": prompt, "canvas": canvas, "self_conditioning_divisor": 0.7, "vocab_size": 96,
+                  "generate": {"prompt_ids": gen_prompt, "max_tokens": gen_tokens}}
+        if algo == "W4A16_NVFP4":
+            golden["generate"]["output_ids"] = outs[0]
+        json.dump(golden,
                   open(os.path.join(d, "goldens.json"), "w"), indent=1)
         print(sub, len(tensors), "tensors", os.path.getsize(os.path.join(d, "model.safetensors")), "bytes")
     print("max |encoder logit|", enc_logits.abs().max().item(), "max |decoder logit|", dec_logits.abs().max().item())
