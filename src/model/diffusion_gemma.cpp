@@ -448,12 +448,36 @@ std::unique_ptr<DiffusionGemma> DiffusionGemma::load(const std::string& dir, con
     L.decoder_scalar = scalar(false);
     w->layers.push_back(std::move(L));
   }
-  // Every stored tensor is consumed but the vision tower's and its projector's (images refused).
+  // Every stored tensor is consumed but the vision tower's and its projector's (images refused), and
+  // an encoder copy of a decoder tensor the layers read (an exporter may write a tied module's
+  // tensors under both names): equal bytes, or an input_scale (each side calibrated on its own
+  // inputs; the decoder's is used for both, one WARN line).
+  int64_t other_input_scales = 0;
   for (const std::string& name : ck.unused_tensor_names()) {
     if (name.rfind("model.encoder.vision_tower.", 0) == 0 || name.rfind("model.encoder.embed_vision.", 0) == 0)
       continue;
+    const std::string enc = "model.encoder.language_model.";
+    if (name.rfind(enc, 0) == 0) {
+      const std::string dec = "model.decoder." + name.substr(enc.size());
+      const TensorView* a = ck.find(name);
+      const TensorView* b = ck.find(dec);
+      if (a && b && a->dtype == b->dtype && a->shape == b->shape) {
+        if (std::equal(a->data, a->data + a->nbytes, b->data)) continue;
+        if (name.ends_with(".input_scale")) {
+          ++other_input_scales;
+          continue;
+        }
+      }
+      fail("{}: DiffusionGemma: tensor '{}' differs from (or has no) decoder copy '{}'; the encoder and decoder "
+           "share their weights",
+           dir, name, dec);
+    }
     fail("{}: DiffusionGemma: tensor '{}' is not used by any layer (unexpected in this architecture)", dir, name);
   }
+  if (other_input_scales > 0)
+    log().warn("{}: DiffusionGemma: {} encoder input_scale tensors differ from the decoder's; the decoder's are used "
+               "for both passes (they share their layers)",
+               dir, other_input_scales);
   m->w_ = std::move(w);
   m->weight_bytes_ = loader.loaded_weight_bytes();
   m->load_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

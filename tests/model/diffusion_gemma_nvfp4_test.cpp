@@ -12,12 +12,15 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "common/checkpoint_edit.h"
 #include "common/paths.h"
+#include "core/error.h"
 #include "model/diffusion_gemma.h"
 
 namespace fp4lm::model::diffusion_gemma_nvfp4_test {
@@ -112,6 +115,58 @@ TEST(DiffusionGemmaNvfp4, W4A4MatchesTheReferenceWithQuantizedActivations) {
   for (const Measured& m : run("tiny_nvfp4", "expected_w4a4_")) {
     EXPECT_LT(m.rel, 1e-4);
     EXPECT_EQ(m.argmax_equal, m.rows);
+  }
+}
+
+// A copy of tiny_nvfp4 with encoder copies (model.encoder.language_model.*) of layer 0's q_proj
+// tensors added, `change` applied to each copy's bytes.
+std::string with_encoder_copies(const test::TempDir& d, const std::function<void(test::EditedTensor&)>& change) {
+  test::copy_dir(fixture("tiny_nvfp4"), d.path());
+  std::vector<test::EditedTensor> extra;
+  test::edit_tensors(d.path(), [&](test::EditedTensor& t) {
+    if (t.name.rfind("model.decoder.layers.0.self_attn.q_proj.", 0) == 0) {
+      test::EditedTensor c = t;
+      c.name = "model.encoder.language_model." + t.name.substr(std::string("model.decoder.").size());
+      change(c);
+      extra.push_back(std::move(c));
+    }
+    return true;
+  });
+  test::edit_tensors(d.path(), [](test::EditedTensor&) { return true; }, extra);
+  return d.path().string();
+}
+
+TEST(DiffusionGemmaNvfp4, EncoderCopiesOfTiedTensors) {
+  {
+    // Equal bytes (and an input_scale calibrated on the encoder's own inputs): the decoder's are read.
+    test::TempDir d;
+    const std::string dir = with_encoder_copies(d, [](test::EditedTensor& t) {
+      if (t.name.ends_with(".input_scale")) t.bytes[3] ^= 0x01;
+    });
+    const auto m = DiffusionGemma::load(dir);
+    DiffusionGemmaCache cache = m->new_cache();
+    std::ifstream in(fixture("tiny_nvfp4") / "goldens.json");
+    const json g = json::parse(in);
+    const Measured r = compare(m->encode(cache, g["prompt_ids"].get<std::vector<int32_t>>(), true),
+                               read_f64(fixture("tiny_nvfp4") / "expected_w4a4_encoder_logits.f64"),
+                               m->config().vocab_size, "tiny_nvfp4 with encoder copies, encoder");
+    EXPECT_LT(r.rel, 1e-4);
+  }
+  {
+    // A weight that differs: the two passes would need their own layers; refused by name.
+    test::TempDir d;
+    const std::string dir = with_encoder_copies(d, [](test::EditedTensor& t) {
+      if (t.name.ends_with(".weight")) t.bytes[0] ^= 0x11;
+    });
+    try {
+      DiffusionGemma::load(dir);
+      ADD_FAILURE() << "loaded";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("tensor 'model.encoder.language_model.layers.0.self_attn.q_proj.weight' "
+                                           "differs from (or has no) decoder copy"),
+                std::string::npos)
+          << e.what();
+    }
   }
 }
 
