@@ -29,10 +29,9 @@ bool is_diffusion_checkpoint(const std::string& dir) {
 int run_diffusion_generate(const std::string& dir, const tokenizer::Tokenizer* tok, engine::RequestParams params,
                            const model::EngineOptions& opts, bool json, const std::string& unsupported) {
   if (!unsupported.empty()) usage_fail("{}: DiffusionGemma does not support {}", dir, unsupported);
-  if (opts.dtype != "auto" && opts.dtype != "float32")
-    usage_fail("--dtype {}: DiffusionGemma computes in float32 only (give --dtype float32 or leave it out)",
-               opts.dtype);
-  const auto m = model::DiffusionGemma::load(dir);
+  // --dtype: the Linear / MoE layers' activation dtype (kernels' boundaries); norms, attention
+  // and the loop stay float32.
+  const auto m = model::DiffusionGemma::load(dir, opts);
   const engine::DiffusionSchedule sched =
       engine::parse_diffusion_schedule(m->generation_config(), dir + "/generation_config.json");
   bool first = true;

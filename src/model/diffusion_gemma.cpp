@@ -1,6 +1,8 @@
 // DiffusionGemma's encoder and decoder forwards, as transformers 5.24's
 // models/diffusion_gemma/modeling_diffusion_gemma.py computes them (float32 activations, sums in
-// double). Weights stay in the mapped checkpoint and are converted a row at a time.
+// double). The weights are Gemma 4's engine layers (model::Linear / FusedMoe over the mapped
+// checkpoint, in whatever format the quant methods read); the embedding's rows are converted one at
+// a time.
 #include "model/diffusion_gemma.h"
 
 #include <algorithm>
@@ -15,7 +17,11 @@
 #include "core/log.h"
 #include "core/thread_pool.h"
 #include "io/checkpoint.h"
+#include "model/arch/gemma_moe.h"
 #include "model/config_reader.h"
+#include "model/layer_plan.h"
+#include "model/linear.h"
+#include "model/model_loader.h"
 
 namespace fp4lm::model {
 
@@ -37,6 +43,7 @@ const std::set<std::string_view> kTopIgnored = {
     // no from_model_config), so the model config's copies change nothing.
     "bos_token_id", "eos_token_id", "pad_token_id",
     "use_cache", "output_attentions", "output_hidden_states", "return_dict",
+    "quantization_config",  // read by the quantization config (quant/quant_config.h), per module
 };
 const std::set<std::string_view> kTopRead = {"text_config", "canvas_length", "tie_word_embeddings"};
 const std::set<std::string_view> kTextIgnored = {
@@ -58,10 +65,6 @@ void check_keys(const json& j, const std::set<std::string_view>& read, const std
                 const std::string& path, const char* where) {
   for (const auto& [k, v] : j.items()) {
     if (read.count(k) || ignored.count(k)) continue;
-    if (k == "quantization_config")
-      fail("{}: DiffusionGemma: quantized checkpoints ('quantization_config') are not supported yet; fp4lm runs "
-           "this architecture from float32 / bfloat16 / float16 weights only",
-           path);
     fail("{}: DiffusionGemma: unknown field '{}{}' (fp4lm does not know what it changes)", path, where, k);
   }
 }
@@ -259,22 +262,6 @@ std::vector<float> to_vec(const TensorView& t) {
   return v;
 }
 
-// y[n, rows] = x[n, cols] · Wᵀ, parallel over W's rows; each row converted once.
-void matmul(const Mat& w, const float* x, int64_t n, float* y) {
-  ThreadPool::global().parallel_for(w.rows, [&](int64_t b, int64_t e, int) {
-    std::vector<float> row(static_cast<size_t>(w.cols));
-    for (int64_t r = b; r < e; ++r) {
-      w.row(r, row.data());
-      for (int64_t i = 0; i < n; ++i) {
-        const float* xi = x + i * w.cols;
-        double s = 0;
-        for (int64_t c = 0; c < w.cols; ++c) s += static_cast<double>(row[c]) * xi[c];
-        y[i * w.rows + r] = static_cast<float>(s);
-      }
-    }
-  });
-}
-
 // transformers' DiffusionGemmaRMSNorm: x * (mean(x²) + eps)^-0.5 [* weight] over rows of `dim`.
 void rms_norm(float* x, int64_t n, int64_t dim, const float* weight, double eps) {
   for (int64_t i = 0; i < n; ++i) {
@@ -289,6 +276,16 @@ void rms_norm(float* x, int64_t n, int64_t dim, const float* weight, double eps)
 float gelu_tanh(float x) {
   const double d = x;
   return static_cast<float>(0.5 * d * (1.0 + std::tanh(0.7978845608028654 * (d + 0.044715 * d * d * d))));
+}
+
+// gelu_tanh(gate) · up of a fused gate_up Linear over x [n, in]: [n, inter].
+std::vector<float> gated_gelu(const Linear& gate_up, const float* x, int64_t n, int64_t inter) {
+  std::vector<float> gu(static_cast<size_t>(n * 2 * inter)), out(static_cast<size_t>(n * inter));
+  gate_up.forward(x, n, gu.data());
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t t = 0; t < inter; ++t)
+      out[i * inter + t] = gelu_tanh(gu[i * 2 * inter + t]) * gu[i * 2 * inter + inter + t];
+  return out;
 }
 
 void rope(float* x, int64_t head_dim, const std::vector<float>& inv_freq, int64_t pos) {
@@ -307,39 +304,66 @@ void rope(float* x, int64_t head_dim, const std::vector<float>& inv_freq, int64_
 
 struct DiffusionGemma::Weights {
   struct Layer {
-    Mat q, k, v, o, gate, up, down, router;
+    // Gemma 4's engine layers (model/arch/gemma4.cpp's plan): q/k(/v) fused into qkv_proj, gate/up
+    // into gate_up_proj, the router a Linear, the experts one FusedMoe; each in its stored format.
+    std::unique_ptr<Linear> qkv, o, gate_up, down, router;
+    std::unique_ptr<FusedMoe> experts;
     bool has_v = false;
     std::vector<float> q_norm, k_norm, input_ln, post_attn_ln, pre_ff_ln, post_ff_ln, post_ff_ln1, post_ff_ln2,
         pre_ff_ln2, router_scale, per_expert_scale;
-    const TensorView* experts_gate_up = nullptr;  // [E, 2I, H]
-    const TensorView* experts_down = nullptr;     // [E, H, I]
     float encoder_scalar = 1, decoder_scalar = 1;
   };
   std::vector<Layer> layers;
-  Mat embed, lm_head, sc_gate, sc_up, sc_down;
+  Mat embed;  // rows read from the mapped checkpoint (never quantized by the exporters)
+  std::unique_ptr<Linear> lm_head, sc_gate_up, sc_down;
   std::vector<float> final_norm, sc_pre_norm;
+  DType act_dtype = DType::F32;
 };
 
 DiffusionGemma::~DiffusionGemma() = default;
 
 const std::optional<nlohmann::json>& DiffusionGemma::generation_config() const { return ckpt_->generation_config(); }
 
-std::unique_ptr<DiffusionGemma> DiffusionGemma::load(const std::string& dir) {
+namespace {
+
+// The Gemma 4 text config whose plan is DiffusionGemma's blocks: its text_config with the MoE
+// block and the full layers' k_eq_v (no v_proj) switched on and no per-layer input embeddings.
+json gemma4_blocks_config(const json& config) {
+  json g = json::object();
+  for (const auto& [k, v] : config["text_config"].items())
+    if (!v.is_null() && k != "model_type" && k != "transformers_version") g[k] = v;
+  g["architectures"] = json::array({"Gemma4ForCausalLM"});
+  g["model_type"] = "gemma4_text";
+  g["enable_moe_block"] = true;
+  g["attention_k_eq_v"] = true;
+  g["hidden_size_per_layer_input"] = 0;
+  g["tie_word_embeddings"] = config.value("tie_word_embeddings", true);
+  g.erase("torch_dtype");
+  g.erase("dtype");
+  for (const char* k : {"dtype", "torch_dtype"})
+    if (config.contains(k) && config[k].is_string()) g[k] = config[k];
+  return g;
+}
+
+}  // namespace
+
+std::unique_ptr<DiffusionGemma> DiffusionGemma::load(const std::string& dir, const EngineOptions& opts) {
   const auto t0 = std::chrono::steady_clock::now();
   std::unique_ptr<DiffusionGemma> m(new DiffusionGemma());
   m->ckpt_ = io::Checkpoint::open(dir);
   const io::Checkpoint& ck = *m->ckpt_;
   const std::string cfg_path = dir + "/config.json";
-  if (ck.hf_quant_config())
-    fail("{}: DiffusionGemma: quantized checkpoints (hf_quant_config.json) are not supported yet; fp4lm runs this "
-         "architecture from float32 / bfloat16 / float16 weights only",
-         dir);
   m->cfg_ = parse_diffusion_gemma_config(ck.config(), cfg_path);
   const DiffusionGemmaConfig& c = m->cfg_;
   auto w = std::make_unique<Weights>();
 
   // The encoder and decoder share their weights (transformers' _tied_weights_keys); a checkpoint
-  // stores each once, under either module's name. The decoder's name is looked up first.
+  // stores each once, under either module's name: both read as Gemma 4's "model." (the decoder's
+  // first), the quantization config's module names likewise.
+  ModelLoader loader(m->ckpt_, opts, gemma4_blocks_config(ck.config()),
+                     {{"model.decoder.", "model."}, {"model.encoder.language_model.", "model."}});
+  w->act_dtype = loader.dtype();
+
   auto find_shared = [&](const std::string& rest, bool encoder_first) -> const TensorView& {
     const std::string dec = "model.decoder." + rest, enc = "model.encoder.language_model." + rest;
     const std::string& a = encoder_first ? enc : dec;
@@ -353,7 +377,7 @@ std::unique_ptr<DiffusionGemma> DiffusionGemma::load(const std::string& dir) {
     if (!t) fail("{}: DiffusionGemma: tensor '{}' (or '{}') not found", dir, dec, enc);
     ck.mark_used(*name);
     if (t->dtype != DType::F32 && t->dtype != DType::BF16 && t->dtype != DType::F16)
-      fail("{}: DiffusionGemma: tensor '{}' is {}; only float32 / bfloat16 / float16 weights are supported", dir,
+      fail("{}: DiffusionGemma: tensor '{}' is {}; only float32 / bfloat16 / float16 are supported for it", dir,
            *name, dtype_name(t->dtype));
     return *t;
   };
@@ -361,60 +385,43 @@ std::unique_ptr<DiffusionGemma> DiffusionGemma::load(const std::string& dir) {
     if (t.shape != want)
       fail("{}: DiffusionGemma: tensor '{}' has shape {}, expected {}", dir, name, shape_str(t.shape), shape_str(want));
   };
-  auto mat = [&](const std::string& rest, int64_t rows, int64_t cols) {
-    const TensorView& t = find_shared(rest, false);
-    shape_check(t, rest, {rows, cols});
-    return Mat{&t, rows, cols, 0};
-  };
   auto vec = [&](const std::string& rest, int64_t n) {
     const TensorView& t = find_shared(rest, false);
     shape_check(t, rest, {n});
     return to_vec(t);
   };
   const int64_t H = c.hidden_size;
-  w->embed = mat("embed_tokens.weight", c.vocab_size, H);
-  if (const TensorView* lm = ck.find("lm_head.weight")) {
-    ck.mark_used("lm_head.weight");
-    shape_check(*lm, "lm_head.weight", {c.vocab_size, H});
-    w->lm_head = Mat{lm, c.vocab_size, H, 0};
-  } else if (c.tie_word_embeddings) {
-    w->lm_head = w->embed;
-  } else {
-    fail("{}: DiffusionGemma: tie_word_embeddings is false and tensor 'lm_head.weight' is missing", dir);
+  {
+    const TensorView& e = find_shared("embed_tokens.weight", false);
+    shape_check(e, "embed_tokens.weight", {c.vocab_size, H});
+    w->embed = Mat{&e, c.vocab_size, H, 0};
   }
+  w->lm_head = loader.load_linear("lm_head");
   w->final_norm = vec("norm.weight", H);
-  auto dec_only = [&](const std::string& name) -> const TensorView& {
-    const TensorView* t = ck.find(name);
-    if (!t) fail("{}: DiffusionGemma: tensor '{}' not found", dir, name);
-    ck.mark_used(name);
-    return *t;
-  };
   {
     const std::string p = "model.decoder.self_conditioning.";
-    const TensorView& pre = dec_only(p + "pre_norm.weight");
-    shape_check(pre, p + "pre_norm.weight", {H});
-    w->sc_pre_norm = to_vec(pre);
-    auto m2 = [&](const char* n, int64_t rows, int64_t cols) {
-      const TensorView& t = dec_only(p + n);
-      shape_check(t, p + n, {rows, cols});
-      return Mat{&t, rows, cols, 0};
-    };
-    w->sc_gate = m2("gate_proj.weight", c.intermediate_size, H);
-    w->sc_up = m2("up_proj.weight", c.intermediate_size, H);
-    w->sc_down = m2("down_proj.weight", H, c.intermediate_size);
+    const TensorView* pre = ck.find(p + "pre_norm.weight");
+    if (!pre) fail("{}: DiffusionGemma: tensor '{}pre_norm.weight' not found", dir, p);
+    ck.mark_used(p + "pre_norm.weight");
+    shape_check(*pre, p + "pre_norm.weight", {H});
+    w->sc_pre_norm = to_vec(*pre);
+    w->sc_gate_up = loader.load_extra_linear(
+        plan_linear(p + "gate_up_proj", -1, {p + "gate_proj", p + "up_proj"}, {c.intermediate_size, c.intermediate_size}, H));
+    w->sc_down = loader.load_extra_linear(plan_linear(p + "down_proj", -1, {p + "down_proj"}, {H}, c.intermediate_size));
   }
   for (int64_t i = 0; i < c.num_layers; ++i) {
     const DiffusionGemmaLayerConfig& lc = c.layers[i];
     const std::string p = "layers." + std::to_string(i) + ".";
+    const std::string e = "model.layers." + std::to_string(i) + ".";
     Weights::Layer L;
-    L.q = mat(p + "self_attn.q_proj.weight", c.num_heads * lc.head_dim, H);
-    L.k = mat(p + "self_attn.k_proj.weight", lc.kv_heads * lc.head_dim, H);
+    L.qkv = loader.load_linear(e + "self_attn.qkv_proj");
     // Full-attention layers have no v_proj: the values are the keys' projection (attention_k_eq_v).
-    if (lc.sliding) {
-      L.v = mat(p + "self_attn.v_proj.weight", lc.kv_heads * lc.head_dim, H);
-      L.has_v = true;
-    }
-    L.o = mat(p + "self_attn.o_proj.weight", H, c.num_heads * lc.head_dim);
+    L.has_v = lc.sliding;
+    const int64_t want_qkv = (c.num_heads + (L.has_v ? 2 : 1) * lc.kv_heads) * lc.head_dim;
+    if (L.qkv->out_features() != want_qkv)
+      fail("{}: DiffusionGemma: layer {}'s q/k/v projections give {} outputs, expected {}", dir, i,
+           L.qkv->out_features(), want_qkv);
+    L.o = loader.load_linear(e + "self_attn.o_proj");
     L.q_norm = vec(p + "self_attn.q_norm.weight", lc.head_dim);
     L.k_norm = vec(p + "self_attn.k_norm.weight", lc.head_dim);
     L.input_ln = vec(p + "input_layernorm.weight", H);
@@ -424,16 +431,13 @@ std::unique_ptr<DiffusionGemma> DiffusionGemma::load(const std::string& dir) {
     L.post_ff_ln1 = vec(p + "post_feedforward_layernorm_1.weight", H);
     L.post_ff_ln2 = vec(p + "post_feedforward_layernorm_2.weight", H);
     L.pre_ff_ln2 = vec(p + "pre_feedforward_layernorm_2.weight", H);
-    L.gate = mat(p + "mlp.gate_proj.weight", c.intermediate_size, H);
-    L.up = mat(p + "mlp.up_proj.weight", c.intermediate_size, H);
-    L.down = mat(p + "mlp.down_proj.weight", H, c.intermediate_size);
-    L.router = mat(p + "router.proj.weight", c.num_experts, H);
+    L.gate_up = loader.load_linear(e + "mlp.gate_up_proj");
+    L.down = loader.load_linear(e + "mlp.down_proj");
+    const GemmaMoeNames mn = gemma_moe_names(i);
+    L.router = loader.load_linear(mn.router);
     L.router_scale = vec(p + "router.scale", H);
     L.per_expert_scale = vec(p + "router.per_expert_scale", c.num_experts);
-    L.experts_gate_up = &find_shared(p + "experts.gate_up_proj", false);
-    shape_check(*L.experts_gate_up, p + "experts.gate_up_proj", {c.num_experts, 2 * c.moe_intermediate_size, H});
-    L.experts_down = &find_shared(p + "experts.down_proj", false);
-    shape_check(*L.experts_down, p + "experts.down_proj", {c.num_experts, H, c.moe_intermediate_size});
+    L.experts = loader.load_moe(mn.experts);
     // layer_scalar is a buffer, not tied: the encoder's and the decoder's are their own.
     auto scalar = [&](bool encoder_first) {
       const TensorView& t = find_shared(p + "layer_scalar", encoder_first);
@@ -444,16 +448,43 @@ std::unique_ptr<DiffusionGemma> DiffusionGemma::load(const std::string& dir) {
     L.decoder_scalar = scalar(false);
     w->layers.push_back(std::move(L));
   }
-  // Every stored tensor is consumed but the vision tower's and its projector's (images refused).
+  // Every stored tensor is consumed but the vision tower's and its projector's (images refused), and
+  // an encoder copy of a decoder tensor the layers read (an exporter may write a tied module's
+  // tensors under both names): equal bytes, or an input_scale (each side calibrated on its own
+  // inputs; the decoder's is used for both, one WARN line).
+  int64_t other_input_scales = 0;
   for (const std::string& name : ck.unused_tensor_names()) {
     if (name.rfind("model.encoder.vision_tower.", 0) == 0 || name.rfind("model.encoder.embed_vision.", 0) == 0)
       continue;
+    const std::string enc = "model.encoder.language_model.";
+    if (name.rfind(enc, 0) == 0) {
+      const std::string dec = "model.decoder." + name.substr(enc.size());
+      const TensorView* a = ck.find(name);
+      const TensorView* b = ck.find(dec);
+      if (a && b && a->dtype == b->dtype && a->shape == b->shape) {
+        if (std::equal(a->data, a->data + a->nbytes, b->data)) continue;
+        if (name.ends_with(".input_scale")) {
+          ++other_input_scales;
+          continue;
+        }
+      }
+      fail("{}: DiffusionGemma: tensor '{}' differs from (or has no) decoder copy '{}'; the encoder and decoder "
+           "share their weights",
+           dir, name, dec);
+    }
     fail("{}: DiffusionGemma: tensor '{}' is not used by any layer (unexpected in this architecture)", dir, name);
   }
+  if (other_input_scales > 0)
+    log().warn("{}: DiffusionGemma: {} encoder input_scale tensors differ from the decoder's; the decoder's are used "
+               "for both passes (they share their layers)",
+               dir, other_input_scales);
   m->w_ = std::move(w);
+  m->weight_bytes_ = loader.loaded_weight_bytes();
   m->load_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  log().info("DiffusionGemma: {} layers, hidden {}, {} experts (top {}), canvas {} tokens, loaded in {:.3f} s",
-             c.num_layers, c.hidden_size, c.num_experts, c.top_k_experts, c.canvas_length, m->load_seconds_);
+  log().info("DiffusionGemma: {} layers, hidden {}, {} experts (top {}), canvas {} tokens, {} activations, {} weight "
+             "bytes, loaded in {:.3f} s",
+             c.num_layers, c.hidden_size, c.num_experts, c.top_k_experts, c.canvas_length,
+             dtype_name(m->w_->act_dtype), loader.loaded_weight_bytes(), m->load_seconds_);
   return m;
 }
 
@@ -482,10 +513,19 @@ std::vector<float> DiffusionGemma::run_layers(std::vector<float> x, int64_t n, i
     rms_norm(h.data(), n, H, L.input_ln.data(), c.rms_norm_eps);
     std::vector<float> q(static_cast<size_t>(n * NH * D)), k(static_cast<size_t>(n * KV * D)),
         v(static_cast<size_t>(n * KV * D));
-    matmul(L.q, h.data(), n, q.data());
-    matmul(L.k, h.data(), n, k.data());
-    if (L.has_v) matmul(L.v, h.data(), n, v.data());
-    else v = k;  // values = the raw key projection, normed below without scale
+    {
+      const int64_t nq = NH * D, nk = KV * D, width = L.qkv->out_features();
+      std::vector<float> qkv(static_cast<size_t>(n * width));
+      L.qkv->forward(h.data(), n, qkv.data());
+      for (int64_t i = 0; i < n; ++i) {
+        const float* r = qkv.data() + i * width;
+        std::copy(r, r + nq, q.data() + i * nq);
+        std::copy(r + nq, r + nq + nk, k.data() + i * nk);
+        // Without v_proj the values are the raw key projection, normed below without scale.
+        const float* vr = L.has_v ? r + nq + nk : r + nq;
+        std::copy(vr, vr + nk, v.data() + i * nk);
+      }
+    }
     for (int64_t i = 0; i < n; ++i) {
       for (int64_t hd = 0; hd < NH; ++hd) {
         float* qh = q.data() + (i * NH + hd) * D;
@@ -551,20 +591,17 @@ std::vector<float> DiffusionGemma::run_layers(std::vector<float> x, int64_t n, i
         wl.rows -= drop;
       }
     }
-    matmul(L.o, att.data(), n, h.data());
+    L.o->forward(att.data(), n, h.data());
     rms_norm(h.data(), n, H, L.post_attn_ln.data(), c.rms_norm_eps);
     for (size_t t = 0; t < x.size(); ++t) x[t] += h[t];
 
     // Dense MLP and MoE side by side on the same residual.
-    const int64_t I = c.intermediate_size, MI = c.moe_intermediate_size, E = c.num_experts;
+    const int64_t I = c.intermediate_size, E = c.num_experts;
     std::copy(x.begin(), x.end(), h.begin());
     rms_norm(h.data(), n, H, L.pre_ff_ln.data(), c.rms_norm_eps);
-    std::vector<float> g1(static_cast<size_t>(n * I)), u1(static_cast<size_t>(n * I));
-    matmul(L.gate, h.data(), n, g1.data());
-    matmul(L.up, h.data(), n, u1.data());
-    for (size_t t = 0; t < g1.size(); ++t) g1[t] = gelu_tanh(g1[t]) * u1[t];
+    std::vector<float> g1 = gated_gelu(*L.gate_up, h.data(), n, I);
     std::vector<float> h1(static_cast<size_t>(n * H));
-    matmul(L.down, g1.data(), n, h1.data());
+    L.down->forward(g1.data(), n, h1.data());
     rms_norm(h1.data(), n, H, L.post_ff_ln1.data(), c.rms_norm_eps);
 
     // Router on the residual: norm without scale, × scale × hidden^-0.5, softmax, top-k,
@@ -575,10 +612,12 @@ std::vector<float> DiffusionGemma::run_layers(std::vector<float> x, int64_t n, i
     for (int64_t i = 0; i < n; ++i)
       for (int64_t t = 0; t < H; ++t) rx[i * H + t] = rx[i * H + t] * L.router_scale[t] * root;
     std::vector<float> scores(static_cast<size_t>(n * E));
-    matmul(L.router, rx.data(), n, scores.data());
+    L.router->forward(rx.data(), n, scores.data());
     std::vector<float> ex(x);
     rms_norm(ex.data(), n, H, L.pre_ff_ln2.data(), c.rms_norm_eps);
-    std::vector<float> h2(static_cast<size_t>(n * H), 0.0f);
+    const int64_t K = c.top_k_experts;
+    std::vector<int32_t> ids(static_cast<size_t>(n * K));
+    std::vector<float> weights(static_cast<size_t>(n * K));
     for (int64_t i = 0; i < n; ++i) {
       const float* sc = scores.data() + i * E;
       const double mx = *std::max_element(sc, sc + E);
@@ -590,19 +629,15 @@ std::vector<float> DiffusionGemma::run_layers(std::vector<float> x, int64_t n, i
       std::iota(order.begin(), order.end(), 0);
       std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return prob[a] > prob[b]; });
       double top_sum = 0;
-      for (int64_t r = 0; r < c.top_k_experts; ++r) top_sum += prob[order[r]];
-      for (int64_t r = 0; r < c.top_k_experts; ++r) {
+      for (int64_t r = 0; r < K; ++r) top_sum += prob[order[r]];
+      for (int64_t r = 0; r < K; ++r) {
         const int64_t e = order[r];
-        const float weight = static_cast<float>(prob[e] / top_sum) * L.per_expert_scale[e];
-        const Mat gu{L.experts_gate_up, 2 * MI, H, e * 2 * MI * H};
-        const Mat dn{L.experts_down, H, MI, e * H * MI};
-        std::vector<float> guo(static_cast<size_t>(2 * MI)), act(static_cast<size_t>(MI)), out(static_cast<size_t>(H));
-        matmul(gu, ex.data() + i * H, 1, guo.data());
-        for (int64_t t = 0; t < MI; ++t) act[t] = gelu_tanh(guo[t]) * guo[MI + t];
-        matmul(dn, act.data(), 1, out.data());
-        for (int64_t t = 0; t < H; ++t) h2[i * H + t] += out[t] * weight;
+        ids[i * K + r] = static_cast<int32_t>(e);
+        weights[i * K + r] = static_cast<float>(prob[e] / top_sum) * L.per_expert_scale[e];
       }
     }
+    std::vector<float> h2(static_cast<size_t>(n * H), 0.0f);
+    L.experts->forward(ex.data(), n, ids.data(), weights.data(), K, h2.data());
     rms_norm(h2.data(), n, H, L.post_ff_ln2.data(), c.rms_norm_eps);
     for (size_t t = 0; t < h1.size(); ++t) h1[t] += h2[t];
     rms_norm(h1.data(), n, H, L.post_ff_ln.data(), c.rms_norm_eps);
@@ -616,7 +651,7 @@ std::vector<float> DiffusionGemma::run_layers(std::vector<float> x, int64_t n, i
 
 std::vector<float> DiffusionGemma::logits_of(std::vector<float> x, int64_t n) const {
   std::vector<float> logits(static_cast<size_t>(n * cfg_.vocab_size));
-  matmul(w_->lm_head, x.data(), n, logits.data());
+  w_->lm_head->forward(x.data(), n, logits.data());
   if (cfg_.final_logit_softcapping > 0) {
     const double cap = cfg_.final_logit_softcapping;
     for (float& l : logits) l = static_cast<float>(std::tanh(l / cap) * cap);
@@ -681,11 +716,8 @@ std::vector<float> DiffusionGemma::decode(const DiffusionGemmaCache& cache, std:
   }
   rms_norm(soft.data(), n, H, w_->sc_pre_norm.data(), cfg_.rms_norm_eps);
   const int64_t I = cfg_.intermediate_size;
-  std::vector<float> g(static_cast<size_t>(n * I)), u(static_cast<size_t>(n * I)), sc(static_cast<size_t>(n * H));
-  matmul(w_->sc_gate, soft.data(), n, g.data());
-  matmul(w_->sc_up, soft.data(), n, u.data());
-  for (size_t t = 0; t < g.size(); ++t) g[t] = gelu_tanh(g[t]) * u[t];
-  matmul(w_->sc_down, g.data(), n, sc.data());
+  std::vector<float> g = gated_gelu(*w_->sc_gate_up, soft.data(), n, I), sc(static_cast<size_t>(n * H));
+  w_->sc_down->forward(g.data(), n, sc.data());
   for (size_t t = 0; t < x.size(); ++t) x[t] += sc[t];
   rms_norm(x.data(), n, H, nullptr, cfg_.rms_norm_eps);
   std::vector<float> out = run_layers(std::move(x), n, cache.length, &cache, nullptr);

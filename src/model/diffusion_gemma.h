@@ -5,10 +5,11 @@
 // `canvas_length` tokens, whose input embeddings carry a self-conditioning signal from the
 // previous denoising step's logits. Both share every weight but the encoder's own layer_scalar.
 //
-// It is not a CausalLM (no per-token decode step, no paged KV): its own loader and float32
-// forwards over the checkpoint's dense weights (float32 / bfloat16 / float16, converted row by
-// row). Quantized checkpoints, images and the encoder's use_bidirectional_attention "all" are
-// refused by name. engine/diffusion_generator.h runs the block-diffusion loop over it.
+// It is not a CausalLM (no per-token decode step, no paged KV): its own float32 forwards, whose
+// weights are Gemma 4's engine layers (model::Linear / FusedMoe, built by model::ModelLoader from
+// the mapped checkpoint in any format the quant methods read: float, NVFP4, FP8, ...). Images and
+// the encoder's use_bidirectional_attention "all" are refused by name.
+// engine/diffusion_generator.h runs the block-diffusion loop over it.
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -19,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/tensor.h"
+#include "model/engine_options.h"
 
 namespace fp4lm::io {
 class Checkpoint;
@@ -70,11 +72,16 @@ struct DiffusionGemmaCache {
 class DiffusionGemma {
  public:
   // Error naming the directory / tensor / field on a bad checkpoint.
-  static std::unique_ptr<DiffusionGemma> load(const std::string& dir);
+  // `opts`: the dtype the Linear layers round their activations to (auto: the checkpoint's),
+  // backends and NVFP4 activation options, as for a CausalLM.
+  static std::unique_ptr<DiffusionGemma> load(const std::string& dir, const EngineOptions& opts = {});
   ~DiffusionGemma();
 
   const DiffusionGemmaConfig& config() const { return cfg_; }
   double load_seconds() const { return load_seconds_; }
+  // The Linear / MoE layers' resident weight bytes (NVFP4: ~4.5 bits a weight; the embedding read
+  // in place is not counted).
+  size_t weight_bytes() const { return weight_bytes_; }
   // The checkpoint's generation_config.json (nullopt without one): the diffusion schedule.
   const std::optional<nlohmann::json>& generation_config() const;
   DiffusionGemmaCache new_cache() const;
@@ -99,6 +106,7 @@ class DiffusionGemma {
   std::shared_ptr<io::Checkpoint> ckpt_;
   std::unique_ptr<Weights> w_;
   double load_seconds_ = 0;
+  size_t weight_bytes_ = 0;
 };
 
 }  // namespace fp4lm::model

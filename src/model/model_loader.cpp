@@ -25,9 +25,17 @@ std::string text_tensor_prefix(const ModelConfig& c, const io::Checkpoint& ckpt)
 }
 
 ModelLoader::ModelLoader(std::shared_ptr<io::Checkpoint> ckpt, EngineOptions opts)
+    : ModelLoader(ckpt, std::move(opts), ckpt->config()) {}
+
+ModelLoader::ModelLoader(std::shared_ptr<io::Checkpoint> ckpt, EngineOptions opts, const nlohmann::json& model_config,
+                         const std::vector<std::pair<std::string, std::string>>& read_as)
     : ckpt_(std::move(ckpt)), opts_(std::move(opts)) {
-  config_ = parse_model_config(ckpt_->config(), ckpt_->dir() + "/config.json");
+  config_ = parse_model_config(model_config, ckpt_->dir() + "/config.json");
   quant_ = quant::parse_quant_config(ckpt_->hf_quant_config(), ckpt_->config(), ckpt_->dir());
+  for (const auto& [stored, engine] : read_as) {
+    ckpt_->alias_prefix(stored, engine);
+    quant_ = quant_->with_prefix(stored, engine);
+  }
   if (!config_.wrapper_prefix.empty()) {
     // The wrapper's language model: its tensors and quantization entries as if unwrapped.
     ckpt_->alias_prefix(config_.wrapper_prefix, "");

@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/tensor.h"
@@ -35,6 +36,13 @@ std::string text_tensor_prefix(const ModelConfig& c, const io::Checkpoint& ckpt)
 class ModelLoader {
  public:
   ModelLoader(std::shared_ptr<io::Checkpoint> ckpt, EngineOptions opts);
+  // With the model config given rather than the checkpoint's config.json (whose
+  // quantization_config is still the one read): an architecture that is not a CausalLM but whose
+  // blocks are a registered one's (DiffusionGemma's are Gemma 4's, model/diffusion_gemma.h).
+  // `read_as` {stored prefix, engine prefix}: its tensors and quantization entries stored under the
+  // first are read under the second (as a wrapper's are).
+  ModelLoader(std::shared_ptr<io::Checkpoint> ckpt, EngineOptions opts, const nlohmann::json& model_config,
+              const std::vector<std::pair<std::string, std::string>>& read_as = {});
 
   const io::Checkpoint& checkpoint() const { return *ckpt_; }
   const ModelConfig& config() const { return config_; }

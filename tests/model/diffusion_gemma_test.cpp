@@ -161,8 +161,10 @@ TEST(DiffusionGemma, ConfigKeysAreReadOrRefusedByName) {
   }
   {
     test::TempDir d;
+    // quantization_config is the quantization config's (read as for any checkpoint): one that names
+    // no method is refused by it.
     const std::string e = load_error(edited_copy(d, [](json& c) { c["quantization_config"] = json::object(); }));
-    EXPECT_NE(e.find("quantized checkpoints"), std::string::npos) << e;
+    EXPECT_NE(e.find("config.json: quantization_config: no quant_method"), std::string::npos) << e;
   }
   {
     test::TempDir d;
@@ -181,7 +183,7 @@ TEST(DiffusionGemma, ConfigKeysAreReadOrRefusedByName) {
     // A wrong shape names the tensor, expected and found.
     test::TempDir d;
     const std::string e = load_error(edited_copy(d, [](json& c) { c["text_config"]["moe_intermediate_size"] = 12; }));
-    EXPECT_NE(e.find("experts.gate_up_proj' has shape [4, 48, 32], expected [4, 24, 32]"), std::string::npos) << e;
+    EXPECT_NE(e.find("experts.gate_up_proj': expected shape [4, 24, 32], found [4, 48, 32]"), std::string::npos) << e;
   }
 }
 
