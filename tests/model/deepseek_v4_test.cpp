@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 
 #include "common/error_of.h"
@@ -62,6 +63,12 @@ double check_rows(const std::vector<float>& got, const std::vector<std::vector<d
               std::max_element(w[r].begin(), w[r].end()) - w[r].begin())
         << what << ": argmax at position " << r;
   }
+  if (std::getenv("FP4LM_V4_ROWS"))  // per-position errors, to locate a mismatch
+    for (size_t r = 0; r < w.size(); ++r) {
+      double d = 0;
+      for (size_t v = 0; v < vocab; ++v) d = std::max(d, std::abs(static_cast<double>(got[r * vocab + v]) - w[r][v]));
+      std::printf("  row %zu: %.2e\n", r, d / (hi - lo));
+    }
   const double rel = diff / (hi - lo);
   std::printf("[ deepseek_v4 ] %s: max |fp4lm f32 - transformers f64| / range = %.2e\n", what.c_str(), rel);
   return rel;

@@ -124,13 +124,16 @@ class V4Moe {
     limit_ = static_cast<float>(v.swiglu_limit);
     scaling_ = static_cast<float>(v.routed_scaling_factor);
     act_ = l.dtype();
-    gate_ = l.load_linear(p + ".gate");
+    // The router in float32 from its weight: a Linear would take gate.bias (the selection bias,
+    // DeepSeek's name for e_score_correction_bias) for its own bias. Routers stay unquantized.
+    gate_ = l.tensor_f32(p + ".gate.weight", {experts_n_, hidden_});
     experts_ = l.load_moe(p + ".experts");
     shared_gate_up_ = l.load_linear(p + ".shared_experts.gate_up_proj");
     shared_down_ = l.load_linear(p + ".shared_experts.w2");
     if (v.hash_moe[static_cast<size_t>(i)]) {
       const std::string name = p + ".gate.tid2eid";
       const TensorView& t = l.checkpoint().get(name);
+      l.checkpoint().mark_used(name);
       if (t.shape != Shape{c.vocab_size, top_k_} || (t.dtype != DType::I64 && t.dtype != DType::I32))
         fail("{}: tensor '{}' must be int64 or int32 [{}, {}] (vocab_size, num_experts_per_tok)", l.checkpoint().dir(),
              name, c.vocab_size, top_k_);
@@ -150,7 +153,13 @@ class V4Moe {
   void forward(const float* x, const int32_t* tokens, int64_t m, float* y) const {
     std::vector<float> logits(static_cast<size_t>(m * experts_n_)), weights(static_cast<size_t>(m * top_k_));
     std::vector<int32_t> ids(weights.size());
-    gate_->forward(x, m, logits.data());
+    for (int64_t t = 0; t < m; ++t)
+      for (int64_t e = 0; e < experts_n_; ++e) {
+        double acc = 0;
+        for (int64_t k = 0; k < hidden_; ++k)
+          acc += static_cast<double>(gate_[static_cast<size_t>(e * hidden_ + k)]) * x[t * hidden_ + k];
+        logits[static_cast<size_t>(t * experts_n_ + e)] = static_cast<float>(acc);
+      }
     std::vector<float> score(static_cast<size_t>(experts_n_));
     std::vector<int32_t> order(static_cast<size_t>(experts_n_));
     for (int64_t t = 0; t < m; ++t) {
@@ -190,7 +199,7 @@ class V4Moe {
   }
 
   size_t weight_bytes() const {
-    return gate_->weight_bytes() + experts_->weight_bytes() + shared_gate_up_->weight_bytes() +
+    return gate_.size() * sizeof(float) + experts_->weight_bytes() + shared_gate_up_->weight_bytes() +
            shared_down_->weight_bytes();
   }
   size_t own_param_bytes() const { return bias_.size() * sizeof(float) + tid2eid_.size() * sizeof(int32_t); }
@@ -199,7 +208,8 @@ class V4Moe {
   int64_t hidden_, experts_n_, top_k_, inter_;
   float limit_, scaling_;
   DType act_;
-  std::unique_ptr<Linear> gate_, shared_gate_up_, shared_down_;
+  std::vector<float> gate_;  // [experts, hidden]
+  std::unique_ptr<Linear> shared_gate_up_, shared_down_;
   std::unique_ptr<FusedMoe> experts_;
   std::vector<float> bias_;
   std::vector<int32_t> tid2eid_;
