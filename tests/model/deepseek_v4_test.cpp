@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "common/checkpoint_edit.h"
 #include "common/error_of.h"
 #include "common/paths.h"
 #include "core/error.h"
@@ -20,6 +21,7 @@
 #include "model/causal_lm.h"
 #include "model/logits_check.h"
 #include "model/model_config.h"
+#include "model/state_bytes.h"
 
 namespace fp4lm::model::deepseek_v4_test {
 namespace {
@@ -115,6 +117,44 @@ TEST(DeepseekV4, GreedyTokensMatchTransformers) {
     lm->forward(s, &t, 1, LogitsMode::last, logits.data());
   }
   EXPECT_EQ(got, greedy);
+}
+
+TEST(DeepseekV4, StepsChunksAndBatchesMatchOneForward) {
+  expect_steps_chunks_and_batches_match_one_forward(dir(), f32(), tokens());
+}
+
+// The indexer's selection is what the goldens check: with index_topk past every row's entries
+// (all causal entries kept) the logits agree before the first row with more than 3 entries
+// (position 15: (15 + 1) / 4 = 4) and differ after it.
+TEST(DeepseekV4, TheSelectionMatters) {
+  test::TempDir tmp;
+  test::copy_dir(dir(), tmp.path());
+  json c = io::read_json_file(dir() + "/config.json");
+  c["index_topk"] = 64;
+  test::write_file(tmp / "config.json", c.dump(1));
+  const std::vector<int32_t> toks = tokens();
+  const std::vector<float> dense = checkpoint_logits(tmp.path().string(), toks, f32());
+  const auto w = want();
+  const size_t vocab = w[0].size();
+  double below = 0, past = 0;
+  for (size_t r = 0; r < toks.size(); ++r)
+    for (size_t v = 0; v < vocab; ++v) {
+      double& d = r < 15 ? below : past;
+      d = std::max(d, std::abs(static_cast<double>(dense[r * vocab + v]) - w[r][v]));
+    }
+  EXPECT_LT(below, 1e-4);
+  EXPECT_GT(past, 1e-2);
+}
+
+// Every tensor is read (tid2eid, the compressors' ape, hc_head_*, DeepSeek's native names); the
+// per-sequence state is the layers' inputs: one key-only row of hidden_size per layer and position.
+TEST(DeepseekV4, TensorsAndState) {
+  auto lm = CausalLM::load(dir(), f32());
+  const ModelConfig& c = lm->config();
+  const TensorUsage& u = lm->tensor_usage();
+  EXPECT_TRUE(u.unused_model.empty() && u.unused_quantization.empty() && u.ignored.empty());
+  EXPECT_EQ(state_bytes_per_position(lm->state_layout(), DType::F32),
+            static_cast<size_t>(c.num_layers * c.hidden_size) * sizeof(float));
 }
 
 TEST(DeepseekV4, ConfigReadsLegacyKeysAndRefusesByName) {
