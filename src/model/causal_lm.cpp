@@ -151,6 +151,7 @@ size_t CausalLM::weight_bytes() const {
   b += static_cast<size_t>(final_norm_.dim()) * sizeof(float);
   for (const auto& layer : layers_) b += layer->own_param_bytes();
   if (mtp_) b += mtp_->own_param_bytes();
+  if (hyper_head_) b += hyper_head_->param_bytes();
   // (A tied table is lm_head's, already counted when this object holds lm_head.)
   if (has_embedding() && (!c.tie_word_embeddings || !has_lm_head()))
     b += loader_->checkpoint().get("model.embed_tokens.weight").nbytes;

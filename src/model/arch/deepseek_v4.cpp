@@ -202,7 +202,10 @@ class V4Moe {
     return gate_.size() * sizeof(float) + experts_->weight_bytes() + shared_gate_up_->weight_bytes() +
            shared_down_->weight_bytes();
   }
-  size_t own_param_bytes() const { return bias_.size() * sizeof(float) + tid2eid_.size() * sizeof(int32_t); }
+  // The float32 router, selection bias and hash table (outside the loader's kernels).
+  size_t own_param_bytes() const {
+    return (gate_.size() + bias_.size()) * sizeof(float) + tid2eid_.size() * sizeof(int32_t);
+  }
 
  private:
   int64_t hidden_, experts_n_, top_k_, inter_;
