@@ -157,6 +157,49 @@ TEST(DeepseekV4, TensorsAndState) {
             static_cast<size_t>(c.num_layers * c.hidden_size) * sizeof(float));
 }
 
+// Pipeline stages carry the hc_mult streams across a cut ([m, hc_mult, hidden] per step): stages
+// [0, 2) and [2, 4) give the whole model's logits bit for bit, prompt then decode steps.
+TEST(DeepseekV4, PipelineStagesCarryTheStreams) {
+  struct Link final : StageLink {
+    std::vector<float> h;
+    std::vector<uint8_t> extra;
+    int64_t width = 0;
+    void receive(float* out, int64_t rows, int64_t hidden, std::vector<uint8_t>& e) override {
+      ASSERT_EQ(h.size(), static_cast<size_t>(rows * hidden));
+      std::copy(h.begin(), h.end(), out);
+      e = extra;
+    }
+    void send(const float* in, int64_t rows, int64_t hidden, std::span<const uint8_t> e) override {
+      width = hidden;
+      h.assign(in, in + rows * hidden);
+      extra.assign(e.begin(), e.end());
+    }
+  };
+  const auto whole = CausalLM::load(dir(), f32());
+  LoadOptions a, b;
+  a.first_layer = 0;
+  a.end_layer = 2;
+  b.first_layer = 2;
+  b.end_layer = 4;
+  const auto s0 = CausalLM::load(dir(), f32(), a), s1 = CausalLM::load(dir(), f32(), b);
+  EXPECT_EQ(s0->weight_bytes() + s1->weight_bytes(), whole->weight_bytes());
+  const std::vector<int32_t> toks = tokens();
+  const size_t vocab = static_cast<size_t>(whole->vocab_size());
+  SequenceState w = whole->new_sequence(), q0 = s0->new_sequence(), q1 = s1->new_sequence();
+  Link link;
+  for (const auto& [from, n] : {std::pair<size_t, size_t>{0, 30}, {30, 1}, {31, 9}}) {
+    std::vector<float> want(n * vocab), got(n * vocab, -1.0f);
+    SequenceChunk cw{&w, toks.data() + from, static_cast<int64_t>(n), LogitsMode::all, want.data()};
+    whole->forward(std::span(&cw, 1));
+    SequenceChunk c0{&q0, toks.data() + from, static_cast<int64_t>(n), LogitsMode::none, nullptr};
+    s0->forward(std::span(&c0, 1), &link);
+    EXPECT_EQ(link.width, 4 * whole->config().hidden_size);
+    SequenceChunk c1{&q1, toks.data() + from, static_cast<int64_t>(n), LogitsMode::all, got.data()};
+    s1->forward(std::span(&c1, 1), &link);
+    EXPECT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * sizeof(float))) << "rows from " << from;
+  }
+}
+
 TEST(DeepseekV4, ConfigReadsLegacyKeysAndRefusesByName) {
   const json base = io::read_json_file(dir() + "/config.json");
   ModelConfig m = parse_model_config(base, "config.json");
