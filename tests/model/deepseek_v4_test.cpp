@@ -157,6 +157,22 @@ TEST(DeepseekV4, TensorsAndState) {
             static_cast<size_t>(c.num_layers * c.hidden_size) * sizeof(float));
 }
 
+// transformers' save_pretrained form (model.layers.N.attn.*, model.embed_tokens.weight,
+// model.norm.weight, model.hc_head.hc_fn, head.weight) loads to the same logits.
+TEST(DeepseekV4, TransformersSavedNamesLoadToo) {
+  test::TempDir tmp;
+  test::copy_dir(dir(), tmp.path());
+  test::edit_tensors(tmp.path(), [](test::EditedTensor& t) {
+    if (t.name == "embed.weight") t.name = "model.embed_tokens.weight";
+    else if (t.name.rfind("hc_head_", 0) == 0) t.name = "model.hc_head.hc_" + t.name.substr(8);
+    else if (t.name != "head.weight") t.name = "model." + t.name;
+    return true;
+  });
+  auto lm = CausalLM::load(tmp.path().string(), f32());
+  EXPECT_TRUE(lm->tensor_usage().unused_model.empty());
+  EXPECT_EQ(all_logits(*lm, tokens()), all_logits(*CausalLM::load(dir(), f32()), tokens()));
+}
+
 // Pipeline stages carry the hc_mult streams across a cut ([m, hc_mult, hidden] per step): stages
 // [0, 2) and [2, 4) give the whole model's logits bit for bit, prompt then decode steps.
 TEST(DeepseekV4, PipelineStagesCarryTheStreams) {

@@ -43,7 +43,7 @@
 // the chosen scores / their sum · routed_scaling_factor. Experts and the shared expert
 // (w1 gate, w3 up, w2 down): silu(min(gate, swiglu_limit)) · clamp(up, ±swiglu_limit).
 //
-// Names: DeepSeek's native ones, as the published checkpoints (embed.weight, layers.N.attn_norm,
+// Names: DeepSeek's native ones, as the published checkpoints (or transformers' save_pretrained mix) (embed.weight, layers.N.attn_norm,
 // layers.N.attn.{wq_a,q_norm,wq_b,wkv,norm,wo_a,wo_b,attn_sink}, layers.N.attn.compressor.
 // {wkv,wgate,ape,norm}, layers.N.attn.indexer.{wq_b,weights_proj,compressor.*},
 // layers.N.ffn.{gate.weight,gate.bias,gate.tid2eid,experts.E.w{1,2,3},shared_experts.w{1,2,3}},
@@ -383,9 +383,15 @@ class DeepseekV4 final : public ArchDef {
     v.swiglu_limit = r.opt<double>("swiglu_limit", 10.0);
     if (!(v.swiglu_limit > 0)) fail("{}: swiglu_limit must be positive, found {}", r.path, v.swiglu_limit);
     c.num_nextn_predict_layers = r.opt<int64_t>("num_nextn_predict_layers", 0);
-    // DeepSeek's native names: no model. prefix, embed / head / norm at the top level.
+    // DeepSeek's native names: no model. prefix, embed / head / norm at the top level. transformers'
+    // save_pretrained writes a mix (model.layers.N.attn.wq_a, model.embed_tokens, model.hc_head.hc_fn,
+    // head.weight), which the engine names reach directly or through the hc_head renames.
     c.tensor_prefix = "";
-    c.tensor_renames = {{"model.embed_tokens.weight", "embed.weight"}, {"lm_head.weight", "head.weight"}};
+    c.tensor_renames = {{"model.embed_tokens.weight", "embed.weight"},
+                        {"lm_head.weight", "head.weight"},
+                        {"model.hc_head_fn", "model.hc_head.hc_fn"},
+                        {"model.hc_head_base", "model.hc_head.hc_base"},
+                        {"model.hc_head_scale", "model.hc_head.hc_scale"}};
   }
 
   void plan_layer(const ModelConfig& c, int64_t i, std::vector<LayerSpec>& out) const override {
