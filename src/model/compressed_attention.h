@@ -6,9 +6,17 @@
 //
 // State (this first form): the layer's normed input of every position, in a key-only KV slot of
 // hidden_size values; each step recomputes the window's K=V, the compressed entries and the
-// indexer's keys from it, so a decode step gives exactly the one-forward result. The bounded
-// caches transformers keeps (window - 1 rows, the compressors' unfinished window, the compressed
-// entries, the CSA overlap halves) are the next step.
+// indexer's keys from it, so a decode step gives exactly the one-forward result (O(context) work
+// per step and hidden_size floats per position). The bounded caches transformers keeps
+// (DeepseekV4HCACache / DeepseekV4CSACache) are the next step:
+//  - the window's K=V (after norm + RoPE): a key-only ring slot of head_dim, window sliding_window;
+//  - per compressor (and the indexer's): the unfinished window's projected kv and gate + ape rows
+//    (< rate rows of 2·dim on CSA, dim on HCA) and, on CSA, the last complete window's first
+//    halves (rate × dim kv and gate: the next entry's Ca) — a fixed-size recurrent slot;
+//  - the compressed entries (dim per `rate` positions; the indexer's keys index_head_dim per 4):
+//    a slot of capacity / rate rows (StateLayout has no such kind yet: a KvSlotShape with a
+//    positions-per-row stride would count its bytes right).
+// Rewinding (speculative decoding) and prefix caching then need the compressor slots replayed.
 #include <cstdint>
 #include <memory>
 #include <span>
