@@ -13,6 +13,7 @@ std::string expert_activation_name(const ExpertActivation& a) {
     case ExpertActivation::Gate::silu: s = "silu"; break;
     case ExpertActivation::Gate::gelu_tanh: s = "gelu_tanh"; break;
     case ExpertActivation::Gate::clamped_swiglu: s = fmt::format("clamped_swiglu(alpha={}, limit={})", a.alpha, a.limit); break;
+    case ExpertActivation::Gate::clamped_silu: s = fmt::format("clamped_silu(limit={})", a.limit); break;
   }
   return a.interleaved ? s + " on interleaved gate/up" : s;
 }
@@ -45,6 +46,14 @@ void apply_expert_activation(const ExpertActivation& a, const float* h13, int64_
         u = std::clamp(u, -limit, limit);
         const float glu = g / (1.0f + std::exp(-g * alpha));  // g · sigmoid(alpha · g)
         return (u + 1.0f) * glu;
+      });
+    }
+    case ExpertActivation::Gate::clamped_silu: {
+      const float limit = a.limit;
+      return gated(h13, inter, a.interleaved, out, [limit](float g, float u) {
+        g = std::min(g, limit);
+        u = std::clamp(u, -limit, limit);
+        return g / (1.0f + std::exp(-g)) * u;
       });
     }
   }

@@ -7,6 +7,7 @@
 //  gelu_tanh       gelu_tanh(gate) · up                    (Gemma-style gated experts)
 //  clamped_swiglu  g = min(gate, limit), u = clamp(up, ±limit):
 //                  (u + 1) · g · sigmoid(alpha · g)        (gpt-oss, HF GptOssExperts._apply_gate)
+//  clamped_silu    silu(min(gate, limit)) · clamp(up, ±limit) (DeepSeek-V4, HF DeepseekV4Experts)
 // Layout of h13: gate columns [0, inter) then up columns [inter, 2·inter) (the fused gate_up of
 // two stacked projections), or interleaved — column 2c the gate, 2c + 1 the up of column c (gpt-oss's
 // gate_up_proj).
@@ -16,10 +17,10 @@
 namespace fp4lm::kernels {
 
 struct ExpertActivation {
-  enum class Gate { silu, gelu_tanh, clamped_swiglu };
+  enum class Gate { silu, gelu_tanh, clamped_swiglu, clamped_silu };
   Gate gate = Gate::silu;
   bool interleaved = false;
-  float alpha = 1.702f, limit = 7.0f;  // clamped_swiglu only
+  float alpha = 1.702f, limit = 7.0f;  // clamped_swiglu (alpha, limit), clamped_silu (limit)
   bool operator==(const ExpertActivation&) const = default;
 };
 

@@ -103,6 +103,10 @@ std::unique_ptr<CausalLM> CausalLM::load(std::shared_ptr<io::Checkpoint> ckpt, c
   if (const int64_t missing = lm->state_.missing_kv_scales(); missing > 0)
     log().warn("{}: kv_cache_dtype fp8 but {} of {} k_scale/v_scale tensors are absent; using scale 1.0 for them",
                ckpt->dir(), missing, 2 * lm->state_.kv_slots().size());
+  if (auto head = arch.load_hyper_head(l)) {
+    lm->residual_streams_ = head->streams();
+    if (end == c.num_layers) lm->hyper_head_ = std::move(head);
+  }
   if (end == c.num_layers) {
     lm->final_norm_ = load_rms_norm(l, "model.norm.weight", c.hidden_size);
     lm->lm_head_ = l.load_linear("lm_head");
@@ -147,6 +151,7 @@ size_t CausalLM::weight_bytes() const {
   b += static_cast<size_t>(final_norm_.dim()) * sizeof(float);
   for (const auto& layer : layers_) b += layer->own_param_bytes();
   if (mtp_) b += mtp_->own_param_bytes();
+  if (hyper_head_) b += hyper_head_->param_bytes();
   // (A tied table is lm_head's, already counted when this object holds lm_head.)
   if (has_embedding() && (!c.tie_word_embeddings || !has_lm_head()))
     b += loader_->checkpoint().get("model.embed_tokens.weight").nbytes;
@@ -402,8 +407,10 @@ void CausalLM::forward_step(std::span<const SequenceChunk> batch, const std::vec
   const int64_t m = static_cast<int64_t>(tokens.size());
   auto locate = [&](int64_t row) { return locate_row(batch, pieces, row); };
 
+  const int64_t width = hid * residual_streams_;  // the residual's values per row
   const size_t size = static_cast<size_t>(m * hid);
-  std::vector<float> h(size), x(size), y(size);
+  const size_t wide = static_cast<size_t>(m * width);
+  std::vector<float> h(wide), x(wide), y(wide);
   const LayerStep step{h.data(), m, spans, tokens.data(), dtype_, x.data(), y.data()};
   // A pipeline stage's K/V rows of this step that later stages read (model/stage_kv.h).
   std::vector<StageKvRows> kv_rows;
@@ -414,7 +421,7 @@ void CausalLM::forward_step(std::span<const SequenceChunk> batch, const std::vec
   const auto& carried = loader_->carried_across_stages();
   try {
     if (!has_embedding()) {
-      link->receive(h.data(), m, hid, msg_in);  // the stage before ran the embedding and its layers
+      link->receive(h.data(), m, width, msg_in);  // the stage before ran the embedding and its layers
       kv_passed = stage_kv_.unpack(split_stage_message(msg_in, carried, m), state_, kv_rows);
     } else {
       embed_.lookup(tokens.data(), m, h.data());
@@ -438,6 +445,10 @@ void CausalLM::forward_step(std::span<const SequenceChunk> batch, const std::vec
           }
       }
       check_finite(h.data(), m, hid, "the token embedding");
+      // Several residual streams: each starts as the embedding (from the last row down, in place).
+      for (int64_t r = m - 1; r >= 0 && residual_streams_ > 1; --r)
+        for (int64_t k = residual_streams_ - 1; k >= 0; --k)
+          if (r > 0 || k > 0) std::copy_n(h.data() + r * hid, hid, h.data() + r * width + k * hid);
     }
     const int64_t deepstack = deepstack_levels();
     for (size_t li = 0; li < layers_.size(); ++li) {
@@ -445,7 +456,7 @@ void CausalLM::forward_step(std::span<const SequenceChunk> batch, const std::vec
       const int64_t layer = first_layer_ + static_cast<int64_t>(li);
       if (layer < deepstack) add_deepstack(batch, pieces, layer, h.data());
       // The residual stream: catches what a layer produced before the next layer's norm hides it.
-      check_finite(h.data(), m, hid, "the hidden state after decoder layer ",
+      check_finite(h.data(), m, width, "the hidden state after decoder layer ",
                    std::to_string(first_layer_ + static_cast<int64_t>(li)));
     }
   } catch (const NonFiniteError& e) {
@@ -457,8 +468,13 @@ void CausalLM::forward_step(std::span<const SequenceChunk> batch, const std::vec
   }
   if (!has_lm_head()) {
     // The next stage continues; the last one computes the logits.
-    link->send(h.data(), m, hid, join_stage_message(stage_kv_.pack(state_, kv_rows, kv_passed), carried, m));
+    link->send(h.data(), m, width, join_stage_message(stage_kv_.pack(state_, kv_rows, kv_passed), carried, m));
     return;
+  }
+  if (hyper_head_) {  // the streams collapsed into the one row the final norm reads
+    std::vector<float> one(size);
+    hyper_head_->collapse(h.data(), m, one.data(), dtype_);
+    std::copy(one.begin(), one.end(), h.begin());
   }
   step_logits(batch, pieces, h.data(), x.data());
 }

@@ -20,6 +20,7 @@
 #include "model/embedding.h"
 #include "model/image_encoder.h"
 #include "model/engine_options.h"
+#include "model/hyper_connection.h"
 #include "model/kv_cache.h"
 #include "model/linear.h"
 #include "model/model_config.h"
@@ -194,6 +195,10 @@ class CausalLM {
   StageKv stage_kv_;
   std::vector<std::unique_ptr<DecoderLayer>> layers_;
   RmsNorm final_norm_;
+  // Several residual streams per token (ArchDef::load_hyper_head): the layers see [m, streams, hidden];
+  // the head (last stage only) collapses them before final_norm_.
+  int64_t residual_streams_ = 1;
+  std::unique_ptr<HyperHead> hyper_head_;
   std::unique_ptr<Linear> lm_head_;
   std::unique_ptr<MtpHead> mtp_;
   std::unique_ptr<ImageEncoder> image_encoder_;

@@ -158,6 +158,27 @@ struct MiniMaxM3Config {
   bool original_names = false;
 };
 
+// DeepSeek-V4 (arch/deepseek_v4.cpp, which describes the mechanisms): per-layer attention kind
+// and MoE kind, compression rates, hyper-connection shape, grouped output, indexer, two RoPEs.
+struct DeepseekV4Config {
+  enum class Attn { sliding, csa, hca };  // sliding_attention, compressed_sparse_attention, heavily_compressed_attention
+  std::vector<Attn> attn;                 // per layer
+  std::vector<bool> hash_moe;             // per layer: experts by tid2eid[token] (else top-k)
+  int64_t csa_rate = 4, hca_rate = 128;   // compress_rates
+  int64_t hc_mult = 4, hc_sinkhorn_iters = 20;
+  double hc_eps = 1e-6;
+  int64_t sliding_window = 128;
+  int64_t q_lora_rank = 0, o_groups = 0, o_lora_rank = 0;
+  int64_t rope_dim = 0;  // qk_rope_head_dim: the trailing dims of a head that rotate
+  int64_t index_heads = 0, index_head_dim = 0, index_topk = 0;
+  double swiglu_limit = 10.0;
+  double routed_scaling_factor = 1.5;
+  // RoPE "main" (sliding layers) and "compress" (CSA / HCA layers and their compressors).
+  double main_theta = 10000.0, compress_theta = 160000.0;
+  RopeScaling main_scaling, compress_scaling;
+  bool enabled() const { return !attn.empty(); }
+};
+
 // Llama 4 (arch/llama4.cpp): per layer RoPE or NoPE (no_rope_layers), MoE or dense
 // (moe_layers / interleave_moe_layer_step), chunked attention on the RoPE layers
 // (attention_chunk_size), the NoPE layers' query temperature (attn_temperature_tuning,
@@ -217,6 +238,7 @@ struct ModelConfig {
   GptOssConfig gpt_oss;  // gpt-oss (arch/gpt_oss.cpp)
   Llama4Config llama4;   // Llama 4 (arch/llama4.cpp)
   MiniMaxM3Config minimax_m3;  // MiniMax-M3 (arch/minimax_m3.cpp)
+  DeepseekV4Config deepseek_v4;  // DeepSeek-V4 (arch/deepseek_v4.cpp)
   // Tensors under this prefix stand for `model.` (VL checkpoints: "model.language_model.").
   std::string tensor_prefix = "model.";
   // A multi-modal wrapper that stores its whole language model (tensors and quantization entries)

@@ -20,6 +20,7 @@
 #include "model/config_reader.h"
 #include "model/decoder_layer.h"
 #include "model/feed_forward.h"
+#include "model/hyper_connection.h"
 #include "model/image_encoder.h"
 #include "model/layer_build.h"
 #include "model/layer_plan.h"
@@ -102,6 +103,11 @@ class ArchDef {
   // directory; nullptr (the default) for a text-only architecture or a checkpoint without one.
   // Its tensors are then consumed, no longer on the load rule's ignore list.
   virtual std::unique_ptr<ImageEncoder> load_image_encoder(ModelLoader&) const { return nullptr; }
+  // An architecture whose residual is several streams per token (DeepSeek-V4's hyper-connections,
+  // model/hyper_connection.h): what collapses them before the final norm; its streams() sets the
+  // width of the residual the decoder layers see ([m, streams, hidden]). nullptr (the default):
+  // one stream.
+  virtual std::unique_ptr<HyperHead> load_hyper_head(ModelLoader&) const { return nullptr; }
   // Adds this architecture's own keys to a synthetic config.json.
   virtual void synthetic_config(const SyntheticOptions& o, nlohmann::json& c) const = 0;
 };

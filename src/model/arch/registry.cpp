@@ -40,6 +40,7 @@ const ArchDef& gpt_oss_arch();
 const ArchDef& phi3_arch();
 const ArchDef& llama4_arch();
 const ArchDef& llama4_vl_arch();
+const ArchDef& deepseek_v4_arch();
 
 const std::vector<const ArchDef*>& architectures() {
   static const std::vector<const ArchDef*> all = {
@@ -56,6 +57,7 @@ const std::vector<const ArchDef*>& architectures() {
       &gpt_oss_arch(),
       &phi3_arch(),
       &llama4_arch(), &llama4_vl_arch(),
+      &deepseek_v4_arch(),
   };
   return all;
 }

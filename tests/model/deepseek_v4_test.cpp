@@ -1,0 +1,266 @@
+// DeepSeek-V4 against transformers itself: a tiny random DeepseekV4ForCausalLM transformers 5.24
+// built (scripts/make_deepseek_v4_goldens.py, fixture in tests/model/fixtures/deepseek_v4, saved
+// under DeepSeek's native tensor names), 4 residual streams, sliding window 8, a CSA layer pair
+// (every 4 tokens, the indexer keeping 3 entries) and an HCA layer (every 16 tokens), hash-routed
+// first layers, and a 40-token prompt crossing all of them. float32 logits within 1e-4 of the range
+// of transformers' float64 logits at every position, argmax equal: in one forward, and decoding
+// one token at a time / after a prefill. Then the config rules.
+#include <gtest/gtest.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+#include "common/checkpoint_edit.h"
+#include "common/error_of.h"
+#include "common/paths.h"
+#include "core/error.h"
+#include "io/json_file.h"
+#include "model/causal_lm.h"
+#include "model/logits_check.h"
+#include "model/model_config.h"
+#include "model/state_bytes.h"
+
+namespace fp4lm::model::deepseek_v4_test {
+namespace {
+
+using nlohmann::json;
+
+std::string dir() { return (test::source_dir() / "tests" / "model" / "fixtures" / "deepseek_v4").string(); }
+
+EngineOptions f32() {
+  EngineOptions o;
+  o.dtype = "float32";
+  return o;
+}
+
+json golden() { return io::read_json_file(dir() + "/golden.json"); }
+
+std::vector<std::vector<double>> want() {
+  const json g = golden();
+  const size_t rows = g["tokens"].size(), cols = g["logits_cols"].get<size_t>();
+  const std::string raw = test::read_file(dir() + "/logits.f64");
+  EXPECT_EQ(raw.size(), rows * cols * sizeof(double));
+  std::vector<std::vector<double>> out(rows, std::vector<double>(cols));
+  for (size_t r = 0; r < rows && (r + 1) * cols * sizeof(double) <= raw.size(); ++r)
+    std::memcpy(out[r].data(), raw.data() + r * cols * sizeof(double), cols * sizeof(double));
+  return out;
+}
+
+// Max |got - want| relative to the range of want; every row's argmax equal.
+double check_rows(const std::vector<float>& got, const std::vector<std::vector<double>>& w, const std::string& what) {
+  const size_t vocab = w[0].size();
+  double lo = w[0][0], hi = lo, diff = 0;
+  for (size_t r = 0; r < w.size(); ++r)
+    for (size_t v = 0; v < vocab; ++v) {
+      lo = std::min(lo, w[r][v]);
+      hi = std::max(hi, w[r][v]);
+      diff = std::max(diff, std::abs(static_cast<double>(got[r * vocab + v]) - w[r][v]));
+    }
+  for (size_t r = 0; r < w.size(); ++r) {
+    const auto gr = got.begin() + static_cast<std::ptrdiff_t>(r * vocab);
+    EXPECT_EQ(std::max_element(gr, gr + static_cast<std::ptrdiff_t>(vocab)) - gr,
+              std::max_element(w[r].begin(), w[r].end()) - w[r].begin())
+        << what << ": argmax at position " << r;
+  }
+  if (std::getenv("FP4LM_V4_ROWS"))  // per-position errors, to locate a mismatch
+    for (size_t r = 0; r < w.size(); ++r) {
+      double d = 0;
+      for (size_t v = 0; v < vocab; ++v) d = std::max(d, std::abs(static_cast<double>(got[r * vocab + v]) - w[r][v]));
+      std::printf("  row %zu: %.2e\n", r, d / (hi - lo));
+    }
+  const double rel = diff / (hi - lo);
+  std::printf("[ deepseek_v4 ] %s: max |fp4lm f32 - transformers f64| / range = %.2e\n", what.c_str(), rel);
+  return rel;
+}
+
+std::vector<int32_t> tokens() { return golden()["tokens"].get<std::vector<int32_t>>(); }
+
+TEST(DeepseekV4, OneForwardMatchesTransformersFloat64) {
+  auto lm = CausalLM::load(dir(), f32());
+  EXPECT_EQ(lm->config().architecture, "DeepseekV4ForCausalLM");
+  // The prompt crosses the window (8), the HCA blocks (16) and the CSA top-k budget (3 of 4-token entries).
+  ASSERT_GT(tokens().size(), 2u * 16u);
+  EXPECT_LT(check_rows(all_logits(*lm, tokens()), want(), "one forward"), 1e-4);
+}
+
+TEST(DeepseekV4, DecodeStepsMatchTransformersFloat64) {
+  auto lm = CausalLM::load(dir(), f32());
+  const std::vector<int32_t> toks = tokens();
+  const size_t vocab = static_cast<size_t>(lm->vocab_size());
+  SequenceState s = lm->new_sequence();
+  std::vector<float> got(toks.size() * vocab);
+  for (size_t t = 0; t < toks.size(); ++t) lm->forward(s, &toks[t], 1, LogitsMode::last, got.data() + t * vocab);
+  EXPECT_LT(check_rows(got, want(), "decode steps"), 1e-4);
+  SequenceState p = lm->new_sequence();
+  const size_t half = 13;  // mid-window, mid-block
+  std::vector<float> got2(toks.size() * vocab);
+  lm->forward(p, toks.data(), static_cast<int64_t>(half), LogitsMode::all, got2.data());
+  for (size_t t = half; t < toks.size(); ++t) lm->forward(p, &toks[t], 1, LogitsMode::last, got2.data() + t * vocab);
+  EXPECT_LT(check_rows(got2, want(), fmt::format("prefill {} + decode", half)), 1e-4);
+}
+
+TEST(DeepseekV4, GreedyTokensMatchTransformers) {
+  auto lm = CausalLM::load(dir(), f32());
+  std::vector<int32_t> toks = tokens();
+  const auto greedy = golden()["greedy"].get<std::vector<int32_t>>();
+  const size_t vocab = static_cast<size_t>(lm->vocab_size());
+  SequenceState s = lm->new_sequence();
+  std::vector<float> logits(vocab);
+  lm->forward(s, toks.data(), static_cast<int64_t>(toks.size()), LogitsMode::last, logits.data());
+  std::vector<int32_t> got;
+  for (size_t i = 0; i < greedy.size(); ++i) {
+    const int32_t t = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    got.push_back(t);
+    lm->forward(s, &t, 1, LogitsMode::last, logits.data());
+  }
+  EXPECT_EQ(got, greedy);
+}
+
+TEST(DeepseekV4, StepsChunksAndBatchesMatchOneForward) {
+  expect_steps_chunks_and_batches_match_one_forward(dir(), f32(), tokens());
+}
+
+// The indexer's selection is what the goldens check: with index_topk past every row's entries
+// (all causal entries kept) the logits agree before the first row with more than 3 entries
+// (position 15: (15 + 1) / 4 = 4) and differ after it.
+TEST(DeepseekV4, TheSelectionMatters) {
+  test::TempDir tmp;
+  test::copy_dir(dir(), tmp.path());
+  json c = io::read_json_file(dir() + "/config.json");
+  c["index_topk"] = 64;
+  test::write_file(tmp / "config.json", c.dump(1));
+  const std::vector<int32_t> toks = tokens();
+  const std::vector<float> dense = checkpoint_logits(tmp.path().string(), toks, f32());
+  const auto w = want();
+  const size_t vocab = w[0].size();
+  double below = 0, past = 0;
+  for (size_t r = 0; r < toks.size(); ++r)
+    for (size_t v = 0; v < vocab; ++v) {
+      double& d = r < 15 ? below : past;
+      d = std::max(d, std::abs(static_cast<double>(dense[r * vocab + v]) - w[r][v]));
+    }
+  EXPECT_LT(below, 1e-4);
+  EXPECT_GT(past, 1e-2);
+}
+
+// Every tensor is read (tid2eid, the compressors' ape, hc_head_*, DeepSeek's native names); the
+// per-sequence state is the layers' inputs: one key-only row of hidden_size per layer and position.
+TEST(DeepseekV4, TensorsAndState) {
+  auto lm = CausalLM::load(dir(), f32());
+  const ModelConfig& c = lm->config();
+  const TensorUsage& u = lm->tensor_usage();
+  EXPECT_TRUE(u.unused_model.empty() && u.unused_quantization.empty() && u.ignored.empty());
+  EXPECT_EQ(state_bytes_per_position(lm->state_layout(), DType::F32),
+            static_cast<size_t>(c.num_layers * c.hidden_size) * sizeof(float));
+}
+
+// transformers' save_pretrained form (model.layers.N.attn.*, model.embed_tokens.weight,
+// model.norm.weight, model.hc_head.hc_fn, head.weight) loads to the same logits.
+TEST(DeepseekV4, TransformersSavedNamesLoadToo) {
+  test::TempDir tmp;
+  test::copy_dir(dir(), tmp.path());
+  test::edit_tensors(tmp.path(), [](test::EditedTensor& t) {
+    if (t.name == "embed.weight") t.name = "model.embed_tokens.weight";
+    else if (t.name.rfind("hc_head_", 0) == 0) t.name = "model.hc_head.hc_" + t.name.substr(8);
+    else if (t.name != "head.weight") t.name = "model." + t.name;
+    return true;
+  });
+  auto lm = CausalLM::load(tmp.path().string(), f32());
+  EXPECT_TRUE(lm->tensor_usage().unused_model.empty());
+  EXPECT_EQ(all_logits(*lm, tokens()), all_logits(*CausalLM::load(dir(), f32()), tokens()));
+}
+
+// Pipeline stages carry the hc_mult streams across a cut ([m, hc_mult, hidden] per step): stages
+// [0, 2) and [2, 4) give the whole model's logits bit for bit, prompt then decode steps.
+TEST(DeepseekV4, PipelineStagesCarryTheStreams) {
+  struct Link final : StageLink {
+    std::vector<float> h;
+    std::vector<uint8_t> extra;
+    int64_t width = 0;
+    void receive(float* out, int64_t rows, int64_t hidden, std::vector<uint8_t>& e) override {
+      ASSERT_EQ(h.size(), static_cast<size_t>(rows * hidden));
+      std::copy(h.begin(), h.end(), out);
+      e = extra;
+    }
+    void send(const float* in, int64_t rows, int64_t hidden, std::span<const uint8_t> e) override {
+      width = hidden;
+      h.assign(in, in + rows * hidden);
+      extra.assign(e.begin(), e.end());
+    }
+  };
+  const auto whole = CausalLM::load(dir(), f32());
+  LoadOptions a, b;
+  a.first_layer = 0;
+  a.end_layer = 2;
+  b.first_layer = 2;
+  b.end_layer = 4;
+  const auto s0 = CausalLM::load(dir(), f32(), a), s1 = CausalLM::load(dir(), f32(), b);
+  EXPECT_EQ(s0->weight_bytes() + s1->weight_bytes(), whole->weight_bytes());
+  const std::vector<int32_t> toks = tokens();
+  const size_t vocab = static_cast<size_t>(whole->vocab_size());
+  SequenceState w = whole->new_sequence(), q0 = s0->new_sequence(), q1 = s1->new_sequence();
+  Link link;
+  for (const auto& [from, n] : {std::pair<size_t, size_t>{0, 30}, {30, 1}, {31, 9}}) {
+    std::vector<float> want(n * vocab), got(n * vocab, -1.0f);
+    SequenceChunk cw{&w, toks.data() + from, static_cast<int64_t>(n), LogitsMode::all, want.data()};
+    whole->forward(std::span(&cw, 1));
+    SequenceChunk c0{&q0, toks.data() + from, static_cast<int64_t>(n), LogitsMode::none, nullptr};
+    s0->forward(std::span(&c0, 1), &link);
+    EXPECT_EQ(link.width, 4 * whole->config().hidden_size);
+    SequenceChunk c1{&q1, toks.data() + from, static_cast<int64_t>(n), LogitsMode::all, got.data()};
+    s1->forward(std::span(&c1, 1), &link);
+    EXPECT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * sizeof(float))) << "rows from " << from;
+  }
+}
+
+TEST(DeepseekV4, ConfigReadsLegacyKeysAndRefusesByName) {
+  const json base = io::read_json_file(dir() + "/config.json");
+  ModelConfig m = parse_model_config(base, "config.json");
+  const DeepseekV4Config& v = m.deepseek_v4;
+  using A = DeepseekV4Config::Attn;
+  EXPECT_EQ(v.attn, (std::vector<A>{A::sliding, A::csa, A::hca, A::csa}));
+  EXPECT_EQ(v.hash_moe, (std::vector<bool>{true, true, false, false}));
+  EXPECT_EQ(v.csa_rate, 4);
+  EXPECT_EQ(v.hca_rate, 16);
+  EXPECT_EQ(v.rope_dim, 8);
+  EXPECT_EQ(v.compress_scaling.type, "yarn");
+  EXPECT_DOUBLE_EQ(v.compress_scaling.attention_factor, 1.0);
+  EXPECT_DOUBLE_EQ(v.compress_theta, 160000.0);
+  EXPECT_TRUE(v.main_scaling.type.empty());
+  // DeepSeek's own (legacy) keys, as transformers folds them in.
+  json c = base;
+  for (const char* k : {"layer_types", "mlp_layer_types", "compress_rates", "partial_rotary_factor"}) c.erase(k);
+  c["compress_ratios"] = {0, 4, 128, 4};
+  c["num_hash_layers"] = 1;
+  c["compress_rate_hca"] = 16;
+  c["qk_rope_head_dim"] = 8;
+  c["rope_parameters"] = nullptr;
+  c["rope_scaling"] = {{"type", "yarn"}, {"factor", 4.0}, {"original_max_position_embeddings", 64}};
+  m = parse_model_config(c, "config.json");
+  EXPECT_EQ(m.deepseek_v4.attn, (std::vector<A>{A::sliding, A::csa, A::hca, A::csa}));
+  EXPECT_EQ(m.deepseek_v4.hash_moe, (std::vector<bool>{true, false, false, false}));
+  EXPECT_EQ(m.deepseek_v4.hca_rate, 16);
+  EXPECT_EQ(m.deepseek_v4.rope_dim, 8);
+  EXPECT_EQ(m.deepseek_v4.compress_scaling.type, "yarn");
+  EXPECT_DOUBLE_EQ(m.deepseek_v4.compress_scaling.attention_factor, 1.0);
+  auto error = [&](const char* key, const json& val) {
+    json e = base;
+    e[key] = val;
+    return test::error_of([&] { parse_model_config(e, "config.json"); });
+  };
+  EXPECT_NE(error("scoring_func", "softmax").find("scoring_func 'softmax' is not supported"), std::string::npos);
+  EXPECT_NE(error("n_shared_experts", 2).find("n_shared_experts 2 is not supported"), std::string::npos);
+  EXPECT_NE(error("num_key_value_heads", 2).find("num_key_value_heads must be 1, found 2"), std::string::npos);
+  EXPECT_NE(error("layer_types", {"sliding_attention", "full_attention", "sliding_attention", "sliding_attention"})
+                .find("layer_types[1] is \"full_attention\""),
+            std::string::npos);
+  EXPECT_NE(error("mlp_layer_types", {"moe", "dense", "moe", "moe"}).find("mlp_layer_types[1] is \"dense\""),
+            std::string::npos);
+  EXPECT_NE(error("o_groups", 3).find("o_groups (3) must divide"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace fp4lm::model::deepseek_v4_test
