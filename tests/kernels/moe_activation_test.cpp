@@ -28,6 +28,11 @@ double f64_act(const ExpertActivation& a, double g, double u) {
       u = std::clamp(u, -static_cast<double>(a.limit), static_cast<double>(a.limit));
       return (u + 1) * g / (1 + std::exp(-a.alpha * g));
     }
+    case Gate::clamped_silu: {
+      g = std::min(g, static_cast<double>(a.limit));
+      u = std::clamp(u, -static_cast<double>(a.limit), static_cast<double>(a.limit));
+      return g / (1 + std::exp(-g)) * u;
+    }
   }
   return NAN;
 }
@@ -40,7 +45,7 @@ TEST(MoeActivation, EachFormMatchesItsFloat64Formula) {
   for (float& x : h13) x = d(rng);
   h13[0] = 30.0f, h13[1] = -30.0f;  // gate above the limit, up below it (both layouts' columns)
   h13[inter] = 12.0f;
-  for (Gate gate : {Gate::silu, Gate::gelu_tanh, Gate::clamped_swiglu})
+  for (Gate gate : {Gate::silu, Gate::gelu_tanh, Gate::clamped_swiglu, Gate::clamped_silu})
     for (bool interleaved : {false, true}) {
       const ExpertActivation a{gate, interleaved, 1.702f, 7.0f};
       apply_expert_activation(a, h13.data(), inter, out.data());
@@ -64,6 +69,10 @@ TEST(MoeActivation, EachFormMatchesItsFloat64Formula) {
   apply_expert_activation(oss, sat, 2, o);
   EXPECT_EQ(o[0], o[1]);
   EXPECT_NEAR(o[0], 8.0 * 7.0 / (1 + std::exp(-1.702 * 7.0)), 1e-5);
+  // DeepSeek-V4's: the same saturation, silu(limit) · limit, without gpt-oss's alpha and + 1.
+  apply_expert_activation({Gate::clamped_silu, true, 1.702f, 7.0f}, sat, 2, o);
+  EXPECT_EQ(o[0], o[1]);
+  EXPECT_NEAR(o[0], 7.0 * 7.0 / (1 + std::exp(-7.0)), 1e-5);
 }
 
 // An expert layer of `experts` experts in float32 (or MXFP4 codes), with biases.
