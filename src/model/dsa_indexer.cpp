@@ -13,6 +13,7 @@
 #include "model/activation.h"
 #include "model/model_loader.h"
 #include "model/rope.h"
+#include "model/row_ops.h"
 #include "model/sequence_state.h"
 #include "model/state_layout.h"
 
@@ -47,33 +48,6 @@ std::shared_ptr<DsaSelection> dsa_selection(ModelLoader& l) {
     return s;
   });
 }
-
-namespace {
-
-// (x0, x1), (x2, x3), ... -> [x0, x2, ... | x1, x3, ...]: transformers' interleaved RoPE is
-// rotate-half RoPE on this order (the same permutation of q and k leaves their products).
-void deinterleave(float* x, int64_t n, float* tmp) {
-  const int64_t half = n / 2;
-  for (int64_t i = 0; i < half; ++i) {
-    tmp[i] = x[2 * i];
-    tmp[half + i] = x[2 * i + 1];
-  }
-  std::copy_n(tmp, n, x);
-}
-
-float dot(const float* a, const float* b, int64_t n) {
-  constexpr int64_t kLanes = 16;
-  float acc[kLanes] = {};
-  int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes)
-    for (int64_t l = 0; l < kLanes; ++l) acc[l] += a[i + l] * b[i + l];
-  float s = 0;
-  for (; i < n; ++i) s += a[i] * b[i];
-  for (int64_t l = 0; l < kLanes; ++l) s += acc[l];
-  return s;
-}
-
-}  // namespace
 
 DsaIndexer::DsaIndexer(const LayerBuild& b, int64_t layer) : layer_(layer), rope_(b.rope) {
   ModelLoader& loader = b.loader;
@@ -142,8 +116,8 @@ void DsaIndexer::select(const float* x, const float* q_resid, std::span<const Se
       float* qi = q.data() + i * qd;
       float* ki = k.data() + i * dim_;
       if (interleave_) {
-        for (int64_t h = 0; h < heads_; ++h) deinterleave(qi + h * dim_, rope_dims_, tmp.data());
-        deinterleave(ki, rope_dims_, tmp.data());
+        for (int64_t h = 0; h < heads_; ++h) deinterleave_pairs(qi + h * dim_, rope_dims_, tmp.data());
+        deinterleave_pairs(ki, rope_dims_, tmp.data());
       }
       rope_.cos_sin(s.pos0 + j, cos.data(), sin.data(), rope_.long_factors(s.end()));
       rope_.rotate(qi, heads_, cos.data(), sin.data(), dim_);
@@ -185,7 +159,7 @@ void DsaIndexer::select(const float* x, const float* q_resid, std::span<const Se
         for (int64_t u = 0; u <= pos; ++u) {
           const float* ku = hist.data() + u * dim_;
           float sc = 0;
-          for (int64_t h = 0; h < heads_; ++h) sc += wi[h] * std::max(dot(qi + h * dim_, ku, dim_) * scale, 0.0f);
+          for (int64_t h = 0; h < heads_; ++h) sc += wi[h] * std::max(dot_lanes(qi + h * dim_, ku, dim_) * scale, 0.0f);
           score[static_cast<size_t>(u)] = sc;
         }
         std::iota(order.begin(), order.begin() + pos + 1, 0);

@@ -13,6 +13,7 @@
 #include "model/activation.h"
 #include "model/kv_cache_scale.h"
 #include "model/model_loader.h"
+#include "model/row_ops.h"
 #include "model/sequence_state.h"
 #include "model/state_layout.h"
 
@@ -24,36 +25,6 @@ MlaForm mla_form_from_env() {
   if (std::string(v) == "expanded") return MlaForm::expanded;
   fail("FP4LM_MLA_FORM='{}': expected 'absorbed' or 'expanded'", v);
 }
-
-namespace {
-
-// Interleaved pairs (x0, x1), (x2, x3), ... -> [x0, x2, ... | x1, x3, ...]: HF's
-// apply_rotary_pos_emb_interleave is rotate-half RoPE on this order (q and k alike).
-void deinterleave(float* x, int64_t n, float* tmp) {
-  const int64_t half = n / 2;
-  for (int64_t i = 0; i < half; ++i) {
-    tmp[i] = x[2 * i];
-    tmp[half + i] = x[2 * i + 1];
-  }
-  std::copy_n(tmp, n, x);
-}
-
-// Sixteen partial sums, so the compiler vectorizes it (one running sum is a chain of dependent
-// adds, scalar: the absorbed decode's score and output products spent most of a step there).
-// The order depends only on n, so a row's result never depends on its batch-mates.
-float dot(const float* a, const float* b, int64_t n) {
-  constexpr int64_t kLanes = 16;
-  float acc[kLanes] = {};
-  int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes)
-    for (int64_t l = 0; l < kLanes; ++l) acc[l] += a[i + l] * b[i + l];
-  float s = 0;
-  for (; i < n; ++i) s += a[i] * b[i];
-  for (int64_t l = 0; l < kLanes; ++l) s += acc[l];
-  return s;
-}
-
-}  // namespace
 
 LatentAttention::LatentAttention(const LayerBuild& b, int64_t layer, MlaForm form)
     : layer_(layer), form_(form), rope_(b.rope) {
@@ -182,8 +153,8 @@ void LatentAttention::forward(const float* x, std::span<const SequenceSpan> span
       float* qi = q.data() + i * qd;
       float* kr = latent.data() + i * lat + kv_lora_;
       if (interleave_) {
-        for (int64_t h = 0; h < heads_; ++h) deinterleave(qi + h * qhd + dn_, dr_, tmp.data());
-        deinterleave(kr, dr_, tmp.data());
+        for (int64_t h = 0; h < heads_; ++h) deinterleave_pairs(qi + h * qhd + dn_, dr_, tmp.data());
+        deinterleave_pairs(kr, dr_, tmp.data());
       }
       rope_.cos_sin(s.pos0 + j, cos.data(), sin.data(), rope_.long_factors(s.end()));
       rope_.rotate(qi + dn_, heads_, cos.data(), sin.data(), qhd);
@@ -213,7 +184,7 @@ void LatentAttention::forward(const float* x, std::span<const SequenceSpan> span
       ThreadPool::global().parallel_for(ctx, [&](int64_t u0, int64_t u1, int) {
         for (int64_t u = u0; u < u1; ++u)
           for (int64_t r = 0; r < w; ++r)
-            kvb[u * w + r] = dot(kv_b_.data() + r * kv_lora_, hist.data() + u * lat, kv_lora_);
+            kvb[u * w + r] = dot_lanes(kv_b_.data() + r * kv_lora_, hist.data() + u * lat, kv_lora_);
       });
       round_to_dtype(kvb.data(), kvb.size(), act_);
     }
@@ -237,7 +208,7 @@ void LatentAttention::forward(const float* x, std::span<const SequenceSpan> span
             for (int64_t r = 0; r < kv_lora_; ++r) qlat[r] += qn[d] * wk[d * kv_lora_ + r];
           for (int64_t a = 0; a < n_u; ++a) {
             const float* lu = hist.data() + (sel ? sel[a] : a) * lat;
-            score[a] = (dot(qlat.data(), lu, kv_lora_) + dot(qn + dn_, lu + kv_lora_, dr_)) * scale;
+            score[a] = (dot_lanes(qlat.data(), lu, kv_lora_) + dot_lanes(qn + dn_, lu + kv_lora_, dr_)) * scale;
             mx = std::max(mx, score[a]);
           }
         } else {
@@ -245,7 +216,7 @@ void LatentAttention::forward(const float* x, std::span<const SequenceSpan> span
           for (int64_t a = 0; a < n_u; ++a) {
             const int64_t u = sel ? sel[a] : a;
             const float* ku = kvb.data() + u * w + h * (dn_ + dv_);
-            score[a] = (dot(qn, ku, dn_) + dot(qn + dn_, hist.data() + u * lat + kv_lora_, dr_)) * scale;
+            score[a] = (dot_lanes(qn, ku, dn_) + dot_lanes(qn + dn_, hist.data() + u * lat + kv_lora_, dr_)) * scale;
             mx = std::max(mx, score[a]);
           }
         }
@@ -259,7 +230,7 @@ void LatentAttention::forward(const float* x, std::span<const SequenceSpan> span
             const float* lu = hist.data() + (sel ? sel[a] : a) * lat;
             for (int64_t r = 0; r < kv_lora_; ++r) olat[r] += pu * lu[r];
           }
-          for (int64_t e = 0; e < dv_; ++e) out[e] = dot(wv + e * kv_lora_, olat.data(), kv_lora_);
+          for (int64_t e = 0; e < dv_; ++e) out[e] = dot_lanes(wv + e * kv_lora_, olat.data(), kv_lora_);
         } else {
           const int64_t w = heads_ * (dn_ + dv_);
           std::fill(acc.begin(), acc.end(), 0.0f);
