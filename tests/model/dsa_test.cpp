@@ -40,34 +40,8 @@ EngineOptions f32() {
   return o;
 }
 
-std::vector<std::vector<double>> read_rows(const std::string& path, size_t rows, size_t cols) {
-  const std::string raw = test::read_file(path);
-  EXPECT_EQ(raw.size(), rows * cols * sizeof(double)) << path;
-  std::vector<std::vector<double>> out(rows, std::vector<double>(cols));
-  for (size_t r = 0; r < rows && (r + 1) * cols * sizeof(double) <= raw.size(); ++r)
-    std::memcpy(out[r].data(), raw.data() + r * cols * sizeof(double), cols * sizeof(double));
-  return out;
-}
-
-// Max |got - want| relative to the range of want; every row's argmax equal.
 double check_rows(const std::vector<float>& got, const std::vector<std::vector<double>>& want, const std::string& what) {
-  const size_t vocab = want[0].size();
-  double lo = want[0][0], hi = lo, diff = 0;
-  for (size_t r = 0; r < want.size(); ++r)
-    for (size_t v = 0; v < vocab; ++v) {
-      lo = std::min(lo, want[r][v]);
-      hi = std::max(hi, want[r][v]);
-      diff = std::max(diff, std::abs(static_cast<double>(got[r * vocab + v]) - want[r][v]));
-    }
-  for (size_t r = 0; r < want.size(); ++r) {
-    const auto gr = got.begin() + static_cast<std::ptrdiff_t>(r * vocab);
-    EXPECT_EQ(std::max_element(gr, gr + static_cast<std::ptrdiff_t>(vocab)) - gr,
-              std::max_element(want[r].begin(), want[r].end()) - want[r].begin())
-        << what << ": argmax at position " << r;
-  }
-  const double rel = diff / (hi - lo);
-  std::printf("[ dsa ] %s: max |fp4lm f32 - transformers f64| / range = %.2e\n", what.c_str(), rel);
-  return rel;
+  return range_rel_diff(got, want, "dsa", what);
 }
 
 // Sets FP4LM_MLA_FORM while alive.
@@ -83,7 +57,7 @@ class DsaGolden : public ::testing::TestWithParam<const char*> {
   std::vector<int32_t> tokens() const { return golden()["tokens"].get<std::vector<int32_t>>(); }
   std::vector<std::vector<double>> want() const {
     const json g = golden();
-    return read_rows(dir() + "/logits.f64", g["tokens"].size(), g["logits_cols"].get<size_t>());
+    return read_f64_rows(dir() + "/logits.f64", g["tokens"].size(), g["logits_cols"].get<size_t>());
   }
 };
 
@@ -126,7 +100,7 @@ TEST_P(DsaGolden, BelowTheBudgetMatchesTransformersFloat64) {
   const json g = golden();
   const auto shorts = g["short_tokens"].get<std::vector<int32_t>>();
   ASSERT_LE(static_cast<int64_t>(shorts.size()), g["index_topk"].get<int64_t>());
-  const auto w = read_rows(dir() + "/short_logits.f64", shorts.size(), g["logits_cols"].get<size_t>());
+  const auto w = read_f64_rows(dir() + "/short_logits.f64", shorts.size(), g["logits_cols"].get<size_t>());
   EXPECT_LT(check_rows(checkpoint_logits(dir(), shorts, f32()), w, fmt::format("{} below the budget", GetParam())), 1e-4);
 }
 

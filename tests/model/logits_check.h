@@ -6,7 +6,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -43,6 +46,40 @@ inline double max_rel_diff(const std::vector<float>& got, const std::vector<std:
       scale = std::max(scale, std::abs(w));
     }
   return diff / scale;
+}
+
+// Rows [rows][cols] of a float64 file (the goldens scripts' `*.f64`: transformers' logits, row-major).
+inline std::vector<std::vector<double>> read_f64_rows(const std::string& path, size_t rows, size_t cols) {
+  std::ifstream f(path, std::ios::binary);
+  std::string raw((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(raw.size(), rows * cols * sizeof(double)) << path;
+  std::vector<std::vector<double>> out(rows, std::vector<double>(cols));
+  for (size_t r = 0; r < rows && (r + 1) * cols * sizeof(double) <= raw.size(); ++r)
+    std::memcpy(out[r].data(), raw.data() + r * cols * sizeof(double), cols * sizeof(double));
+  return out;
+}
+
+// Max |got - want| relative to the range (max - min) of want, printed under `label: what`; every
+// row's argmax equal (an EXPECT per row).
+inline double range_rel_diff(const std::vector<float>& got, const std::vector<std::vector<double>>& want,
+                             const std::string& label, const std::string& what) {
+  const size_t vocab = want[0].size();
+  double lo = want[0][0], hi = lo, diff = 0;
+  for (size_t r = 0; r < want.size(); ++r)
+    for (size_t v = 0; v < vocab; ++v) {
+      lo = std::min(lo, want[r][v]);
+      hi = std::max(hi, want[r][v]);
+      diff = std::max(diff, std::abs(static_cast<double>(got[r * vocab + v]) - want[r][v]));
+    }
+  for (size_t r = 0; r < want.size(); ++r) {
+    const auto gr = got.begin() + static_cast<std::ptrdiff_t>(r * vocab);
+    EXPECT_EQ(std::max_element(gr, gr + static_cast<std::ptrdiff_t>(vocab)) - gr,
+              std::max_element(want[r].begin(), want[r].end()) - want[r].begin())
+        << what << ": argmax at position " << r;
+  }
+  const double rel = diff / (hi - lo);
+  std::printf("[ %s ] %s: max |fp4lm f32 - transformers f64| / range = %.2e\n", label.c_str(), what.c_str(), rel);
+  return rel;
 }
 
 // Decoding `toks` one token at a time gives one forward's logits (within 1e-5: a step's GEMV
