@@ -11,25 +11,6 @@
 
 namespace fp4lm::model {
 
-namespace {
-
-// Cached position t of KV head `head` (kv 0: key, 1: value) as float32, as the causal core reads it.
-void read_row(const KvCache& cache, int64_t slot, int kv, int64_t head, int64_t t, float* dst) {
-  const int64_t hd = cache.head_dim(slot);
-  if (cache.quant(slot) != KvQuant::none) return cache.dequantize(slot, kv, head, t, 1, dst);
-  const uint8_t* base = kv == 0 ? cache.keys(slot, head) : cache.values(slot, head);
-  const size_t es = dtype_size(cache.dtype());
-  const uint8_t* row = base + static_cast<size_t>(t * hd) * es;
-  if (cache.dtype() == DType::F8_E4M3) {
-    const float s = kv == 0 ? cache.k_scale(slot) : cache.v_scale(slot);
-    for (int64_t c = 0; c < hd; ++c) dst[c] = e4m3_to_f32(row[c]) * s;
-  } else {
-    to_f32_n(row, cache.dtype(), dst, static_cast<size_t>(hd));
-  }
-}
-
-}  // namespace
-
 BlockSparseAttention::BlockSparseAttention(const LayerBuild& b, int64_t layer, const LightningIndexerNames& names,
                                            const LightningIndexerConfig& cfg) {
   const ModelConfig& c = b.loader.config();
@@ -84,8 +65,8 @@ void BlockSparseAttention::forward(const float* x, std::span<const SequenceSpan>
               for (int64_t t = blk * B; t < std::min((blk + 1) * B, pos + 1); ++t, ++n) {
                 keys.resize(static_cast<size_t>((n + 1) * hd));
                 values.resize(keys.size());
-                read_row(*s.cache, slot, 0, kvh, t, keys.data() + n * hd);
-                read_row(*s.cache, slot, 1, kvh, t, values.data() + n * hd);
+                s.cache->read_f32(slot, 0, kvh, t, 1, keys.data() + n * hd);
+                s.cache->read_f32(slot, 1, kvh, t, 1, values.data() + n * hd);
               }
             }
             gathered_g = g;

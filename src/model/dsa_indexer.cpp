@@ -136,13 +136,7 @@ void DsaIndexer::select(const float* x, const float* q_resid, std::span<const Se
     if (ctx > topk_) {
       const KvCache& cache = s.state->kv();
       hist.resize(static_cast<size_t>(ctx * dim_));
-      const uint8_t* raw = cache.keys(kv_slot_, 0);
-      if (cache.dtype() == DType::F8_E4M3) {
-        const float ks = cache.k_scale(kv_slot_);
-        for (size_t e = 0; e < hist.size(); ++e) hist[e] = e4m3_to_f32(raw[e]) * ks;
-      } else {
-        to_f32_n(raw, cache.dtype(), hist.data(), hist.size());
-      }
+      cache.read_f32(kv_slot_, 0, 0, 0, ctx, hist.data());
     }
     ThreadPool::global().parallel_for(s.n, [&](int64_t j0, int64_t j1, int) {
       std::vector<float> score(static_cast<size_t>(ctx));

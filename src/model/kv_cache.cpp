@@ -193,6 +193,23 @@ void KvCache::dequantize(int64_t layer, int kv, int64_t head, int64_t row0, int6
                       bias.empty() ? nullptr : bias.data() + head * hd, dst + r * hd);
 }
 
+void KvCache::read_f32(int64_t layer, int kv, int64_t head, int64_t row0, int64_t n, float* dst) const {
+  const Slot& s = slots_.at(static_cast<size_t>(layer));
+  if (s.shape.quant != KvQuant::none) return dequantize(layer, kv, head, row0, n, dst);
+  if (row0 < 0 || n < 0 || row0 + n > s.rows || head < 0 || head >= s.shape.kv_heads || kv < 0 ||
+      kv >= s.shape.planes())
+    fail("KV cache: no rows [{}, {}) of head {} plane {} in slot {} ({} rows)", row0, row0 + n, head, kv, layer,
+         s.rows);
+  const size_t count = static_cast<size_t>(n * s.shape.head_dim);
+  const uint8_t* src = at(layer, kv, head) + static_cast<size_t>(row0) * s.row;
+  if (dtype_ == DType::F8_E4M3) {
+    const float scale = kv == 0 ? s.shape.k_scale : s.shape.v_scale;
+    for (size_t i = 0; i < count; ++i) dst[i] = e4m3_to_f32(src[i]) * scale;
+  } else {
+    to_f32_n(src, dtype_, dst, count);
+  }
+}
+
 size_t KvCache::block_bytes(int64_t n) const {
   size_t b = 0;
   for (const Slot& s : slots_) b += static_cast<size_t>(s.shape.planes() * s.shape.kv_heads * n) * s.row;

@@ -94,6 +94,10 @@ class KvCache {
   // A quantized slot: rows [row0, row0 + n) of KV head `head`'s keys (kv 0) or values (kv 1),
   // dequantized into dst [n, head_dim] float32 (rows as stored: row_of(pos) for a position).
   void dequantize(int64_t layer, int kv, int64_t head, int64_t row0, int64_t n, float* dst) const;
+  // Any slot: rows [row0, row0 + n) of KV head `head`'s keys (kv 0) or values (kv 1) as float32,
+  // as stored (a quantized format dequantized, FP8 × its scale, 16/32-bit widened), into dst
+  // [n, head_dim]. The one reader for layers that score or gather cached rows themselves.
+  void read_f32(int64_t layer, int kv, int64_t head, int64_t row0, int64_t n, float* dst) const;
   // Prefix caching (engine/prefix_cache.h) copies positions out of one sequence's cache and into
   // another's, byte for byte, every slot: per slot, K then V, per KV head, n rows of head_dim.
   // Bytes that n positions take in that form.

@@ -170,13 +170,7 @@ void LatentAttention::forward(const float* x, std::span<const SequenceSpan> span
     const KvCache& cache = s.state->kv();
     const int64_t ctx = s.pos0 + s.n;
     std::vector<float> hist(static_cast<size_t>(ctx * lat));
-    const uint8_t* raw = cache.keys(kv_slot_, 0);
-    if (cache.dtype() == DType::F8_E4M3) {
-      const float ks = cache.k_scale(kv_slot_);
-      for (size_t k = 0; k < hist.size(); ++k) hist[k] = e4m3_to_f32(raw[k]) * ks;
-    } else {
-      to_f32_n(raw, cache.dtype(), hist.data(), hist.size());
-    }
+    cache.read_f32(kv_slot_, 0, 0, 0, ctx, hist.data());
     std::vector<float> kvb;  // expanded: [ctx, heads × (dn + dv)] = kv_b_proj(c), rounded as HF's Linear output
     if (form_ == MlaForm::expanded) {
       const int64_t w = heads_ * (dn_ + dv_);

@@ -82,13 +82,7 @@ std::vector<KeyBlockSelection> LightningIndexer::select(const float* x, std::spa
     // The span's key history as stored (so FP8 / 16-bit rounding included), float32.
     const KvCache& cache = s.state->kv();
     std::vector<float> keys(static_cast<size_t>((last + 1) * D));
-    const uint8_t* raw = cache.keys(kv_slot_, 0);
-    if (cache.dtype() == DType::F8_E4M3) {
-      const float ks = cache.k_scale(kv_slot_);
-      for (size_t t = 0; t < keys.size(); ++t) keys[t] = e4m3_to_f32(raw[t]) * ks;
-    } else {
-      to_f32_n(raw, cache.dtype(), keys.data(), keys.size());
-    }
+    cache.read_f32(kv_slot_, 0, 0, 0, last + 1, keys.data());
     // Rows in parallel: each writes only its own selection.
     ThreadPool::global().parallel_for(s.n, [&](int64_t j0, int64_t j1, int) {
       std::vector<float> block;
