@@ -67,17 +67,10 @@ TEST(DeepseekV4, OneForwardMatchesTransformersFloat64) {
 TEST(DeepseekV4, DecodeStepsMatchTransformersFloat64) {
   auto lm = CausalLM::load(dir(), f32());
   const std::vector<int32_t> toks = tokens();
-  const size_t vocab = static_cast<size_t>(lm->vocab_size());
-  SequenceState s = lm->new_sequence();
-  std::vector<float> got(toks.size() * vocab);
-  for (size_t t = 0; t < toks.size(); ++t) lm->forward(s, &toks[t], 1, LogitsMode::last, got.data() + t * vocab);
-  EXPECT_LT(check_rows(got, want(), "decode steps"), 1e-4);
-  SequenceState p = lm->new_sequence();
+  EXPECT_LT(check_rows(prefill_then_decode_logits(*lm, toks, 0), want(), "decode steps"), 1e-4);
   const size_t half = 13;  // mid-window, mid-block
-  std::vector<float> got2(toks.size() * vocab);
-  lm->forward(p, toks.data(), static_cast<int64_t>(half), LogitsMode::all, got2.data());
-  for (size_t t = half; t < toks.size(); ++t) lm->forward(p, &toks[t], 1, LogitsMode::last, got2.data() + t * vocab);
-  EXPECT_LT(check_rows(got2, want(), fmt::format("prefill {} + decode", half)), 1e-4);
+  EXPECT_LT(check_rows(prefill_then_decode_logits(*lm, toks, half), want(), fmt::format("prefill {} + decode", half)),
+            1e-4);
 }
 
 TEST(DeepseekV4, GreedyTokensMatchTransformers) {

@@ -80,20 +80,13 @@ TEST_P(DsaGolden, OneForwardMatchesTransformersFloat64) {
 TEST_P(DsaGolden, DecodeStepsMatchTransformersFloat64) {
   auto lm = CausalLM::load(dir(), f32());
   const std::vector<int32_t> toks = tokens();
-  const int64_t vocab = lm->vocab_size();
-  SequenceState s = lm->new_sequence();
-  std::vector<float> got(toks.size() * static_cast<size_t>(vocab));
-  for (size_t t = 0; t < toks.size(); ++t)
-    lm->forward(s, &toks[t], 1, LogitsMode::last, got.data() + t * static_cast<size_t>(vocab));
-  EXPECT_LT(check_rows(got, want(), fmt::format("{} decode steps", GetParam())), 1e-4);
+  EXPECT_LT(check_rows(prefill_then_decode_logits(*lm, toks, 0), want(), fmt::format("{} decode steps", GetParam())),
+            1e-4);
   // A prompt then decode steps: the prefill's caches feed the steps.
-  SequenceState p = lm->new_sequence();
   const size_t half = toks.size() / 2;
-  std::vector<float> got2(toks.size() * static_cast<size_t>(vocab));
-  lm->forward(p, toks.data(), static_cast<int64_t>(half), LogitsMode::all, got2.data());
-  for (size_t t = half; t < toks.size(); ++t)
-    lm->forward(p, &toks[t], 1, LogitsMode::last, got2.data() + t * static_cast<size_t>(vocab));
-  EXPECT_LT(check_rows(got2, want(), fmt::format("{} prefill {} + decode", GetParam(), half)), 1e-4);
+  EXPECT_LT(check_rows(prefill_then_decode_logits(*lm, toks, half), want(),
+                       fmt::format("{} prefill {} + decode", GetParam(), half)),
+            1e-4);
 }
 
 TEST_P(DsaGolden, BelowTheBudgetMatchesTransformersFloat64) {

@@ -285,16 +285,6 @@ std::vector<Vec> reference(const test::TinyModel& m, KvQuant q, const Scales& s)
   });
 }
 
-// Logits of kTokens: a prefill of 6 (all rows), then decode steps one by one.
-std::vector<float> prefill_then_decode(const CausalLM& lm) {
-  const int64_t vocab = lm.vocab_size();
-  SequenceState st = lm.new_sequence();
-  std::vector<float> out(kTokens.size() * static_cast<size_t>(vocab));
-  lm.forward(st, kTokens.data(), 6, LogitsMode::all, out.data());
-  for (size_t t = 6; t < kTokens.size(); ++t) lm.forward(st, &kTokens[t], 1, LogitsMode::last, out.data() + t * vocab);
-  return out;
-}
-
 EngineOptions f32() {
   EngineOptions o;
   o.dtype = "float32";
@@ -324,7 +314,7 @@ TEST_P(QuantizedKvCache, LogitsMatchTheFloat64ReferenceWithTheSameRule) {
   const double d = max_rel_diff(got, want);
   RecordProperty("max_rel_diff", fmt::format("{:.3g}", d));
   EXPECT_LT(d, 1e-4);
-  EXPECT_LT(max_rel_diff(prefill_then_decode(*lm), want), 1e-4);
+  EXPECT_LT(max_rel_diff(prefill_then_decode_logits(*lm, kTokens, 6), want), 1e-4);
   // The cache is really quantized: the unquantized reference is much further off.
   const double plain = max_rel_diff(got, test::naive::forward(m, kTokens));
   RecordProperty("vs_unquantized", fmt::format("{:.3g}", plain));

@@ -32,6 +32,19 @@ inline std::vector<float> checkpoint_logits(const std::string& dir, const std::v
   return all_logits(*CausalLM::load(dir, o), toks);
 }
 
+// Logits [toks.size(), vocab] the decode path gives: the first `prefill` tokens in one forward
+// call (none when 0), then one token per call, the sequence's caches carrying every earlier
+// position. `capacity`: the sequence's (0: the model's default).
+inline std::vector<float> prefill_then_decode_logits(const CausalLM& lm, const std::vector<int32_t>& toks,
+                                                     size_t prefill, int64_t capacity = 0) {
+  const size_t vocab = static_cast<size_t>(lm.vocab_size());
+  SequenceState s = lm.new_sequence(capacity);
+  std::vector<float> out(toks.size() * vocab);
+  if (prefill > 0) lm.forward(s, toks.data(), static_cast<int64_t>(prefill), LogitsMode::all, out.data());
+  for (size_t t = prefill; t < toks.size(); ++t) lm.forward(s, &toks[t], 1, LogitsMode::last, out.data() + t * vocab);
+  return out;
+}
+
 inline bool bit_identical(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }

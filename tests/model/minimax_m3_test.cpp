@@ -106,11 +106,7 @@ TEST_P(MiniMaxM3, Float32MatchesTransformersFloat64) {
   EXPECT_LT(rel_error(all_logits(*lm, toks), want, vocab, GetParam() + " one forward"), 1e-4);
   EXPECT_LT(rel_error(all_logits(*lm, shorts), want_short, vocab, GetParam() + " below the budget"), 1e-4);
   // A 4-token prefill, then one token per step: every step's logits against the same rows.
-  SequenceState s = lm->new_sequence();
-  std::vector<float> got(toks.size() * vocab);
-  lm->forward(s, toks.data(), 4, LogitsMode::all, got.data());
-  for (size_t t = 4; t < toks.size(); ++t) lm->forward(s, &toks[t], 1, LogitsMode::last, got.data() + t * vocab);
-  EXPECT_LT(rel_error(got, want, vocab, GetParam() + " prefill 4 + decode"), 1e-4);
+  EXPECT_LT(rel_error(prefill_then_decode_logits(*lm, toks, 4), want, vocab, GetParam() + " prefill 4 + decode"), 1e-4);
 }
 
 TEST_P(MiniMaxM3, GreedyDecodeEqualsTransformers) {

@@ -43,18 +43,6 @@ std::unique_ptr<CausalLM> load(const test::TempDir& dir, int64_t prefill_chunk =
   return CausalLM::load(dir.path().string(), o, lo);
 }
 
-// Every position's logits: a `prefill`-token prefill, then one decode step per token (the conv
-// window and SSM state carried between calls).
-std::vector<float> prefill_then_decode(const CausalLM& lm, const std::vector<int32_t>& tokens, int64_t prefill) {
-  const size_t vocab = static_cast<size_t>(lm.vocab_size());
-  SequenceState s = lm.new_sequence(64);
-  std::vector<float> got(tokens.size() * vocab);
-  lm.forward(s, tokens.data(), prefill, LogitsMode::all, got.data());
-  for (size_t t = static_cast<size_t>(prefill); t < tokens.size(); ++t)
-    lm.forward(s, &tokens[t], 1, LogitsMode::last, got.data() + t * vocab);
-  return got;
-}
-
 // float32 engine == float64 reference, in one prefill, in steps of 3 rows, and as a 9-token
 // prefill followed by decode steps (the conv window and SSM state carried between calls).
 TEST(NemotronH, MatchesFloat64Forward) {
@@ -68,7 +56,7 @@ TEST(NemotronH, MatchesFloat64Forward) {
   EXPECT_EQ(lm->config().mamba.pattern, d.pattern);
   EXPECT_LT(max_rel_diff(all_logits(*lm, tokens), want), 2e-5);
   EXPECT_LT(max_rel_diff(all_logits(*load(dir, 3), tokens), want), 2e-5);
-  EXPECT_LT(max_rel_diff(prefill_then_decode(*lm, tokens, 9), want), 2e-5);
+  EXPECT_LT(max_rel_diff(prefill_then_decode_logits(*lm, tokens, 9, 64), want), 2e-5);
 }
 
 // The chunked SSD prefill (chunk_size 8 here, so 21 tokens cross two block boundaries) against
@@ -92,7 +80,7 @@ TEST(NemotronH, ChunkedSsdPrefillMatchesFloat64Forward) {
   EXPECT_LT(max_rel_diff(one, want), 2e-5);
   EXPECT_LT(max_rel_diff(all_logits(*load(dir, 3), tokens), want), 2e-5);
   EXPECT_EQ(all_logits(*load(dir, 8), tokens), one) << "steps cut at multiples of chunk_size";
-  EXPECT_LT(max_rel_diff(prefill_then_decode(*lm, tokens, 9), want), 2e-5);
+  EXPECT_LT(max_rel_diff(prefill_then_decode_logits(*lm, tokens, 9, 64), want), 2e-5);
   const size_t floats = static_cast<size_t>((d.kconv - 1) * d.conv_dim() + d.mh * d.mp * d.ns);
   for (size_t f : lm->state_layout().recurrent_slots()) EXPECT_EQ(f, floats);
 }
@@ -114,13 +102,7 @@ TEST(NemotronH, MoeAndLatentMoeMatchFloat64Forward) {
     EXPECT_LT(max_rel_diff(all_logits(*lm, tokens), want), 2e-5) << "latent " << latent;
     EXPECT_LT(max_rel_diff(all_logits(*load(dir, 4), tokens), want), 2e-5) << "latent " << latent;
     // Prefill then decode: the experts run on one row at a time.
-    const int64_t vocab = lm->vocab_size();
-    SequenceState s = lm->new_sequence(64);
-    std::vector<float> got(tokens.size() * static_cast<size_t>(vocab));
-    lm->forward(s, tokens.data(), 6, LogitsMode::all, got.data());
-    for (size_t t = 6; t < tokens.size(); ++t)
-      lm->forward(s, &tokens[t], 1, LogitsMode::last, got.data() + t * static_cast<size_t>(vocab));
-    EXPECT_LT(max_rel_diff(got, want), 2e-5) << "latent " << latent;
+    EXPECT_LT(max_rel_diff(prefill_then_decode_logits(*lm, tokens, 6, 64), want), 2e-5) << "latent " << latent;
   }
 }
 

@@ -88,13 +88,7 @@ TEST_P(Phi3Golden, DecodeAcrossTheLongRopeBoundaryMatchesTransformersCache) {
   const json g = read_json(dir + "/golden.json");
   auto lm = CausalLM::load(dir, f32());
   const std::vector<int32_t> t = tokens(g);
-  const auto prefill = g["prefill"].get<int64_t>();
-  const int64_t vocab = lm->vocab_size();
-  SequenceState s = lm->new_sequence();
-  std::vector<float> got(t.size() * static_cast<size_t>(vocab));
-  lm->forward(s, t.data(), prefill, LogitsMode::all, got.data());
-  for (size_t i = static_cast<size_t>(prefill); i < t.size(); ++i)
-    lm->forward(s, &t[i], 1, LogitsMode::last, got.data() + i * static_cast<size_t>(vocab));
+  const std::vector<float> got = prefill_then_decode_logits(*lm, t, g["prefill"].get<size_t>());
   RecordProperty("cached_rel_diff", fmt::format("{:.2e}", check(got, g["cached"], "cached")));
 }
 
