@@ -19,6 +19,7 @@
 #include "model/causal_lm.h"
 #include "model/logits_check.h"
 #include "model/model_loader.h"
+#include "model/modelopt_golden.h"
 #include "model/synthetic_checkpoint.h"
 #include "quant/modelopt_config.h"
 
@@ -36,30 +37,6 @@ using test::TempDir;
 const std::vector<int32_t> kTokens = {1, 200, 17, 5, 255, 40, 40, 3, 129, 77};
 
 bool ends(const std::string& s, const std::string& t) { return s.size() >= t.size() && s.ends_with(t); }
-
-EngineOptions f32(bool w8a16 = false, const std::string& linear_backend = "", const std::string& moe_backend = "") {
-  EngineOptions o;
-  o.dtype = "float32";
-  if (w8a16) o.override_activation_dtype = DType::F32;
-  o.linear_backend = linear_backend;
-  o.moe_backend = moe_backend;
-  return o;
-}
-
-struct Golden {
-  std::vector<int32_t> tokens;
-  std::vector<float> logits;
-};
-
-Golden golden(const fs::path& dir) {
-  const json g = json::parse(test::read_file(dir / "golden.json"));
-  Golden out{g["tokens"].get<std::vector<int32_t>>(), {}};
-  for (const json& row : g["logits"])
-    for (const json& v : row) out.logits.push_back(v.get<float>());
-  return out;
-}
-
-fs::path fixture(const char* name) { return test::source_dir() / "tests/model/fixtures" / name; }
 
 // The dense float32 checkpoint of a FP8_PB_WO checkpoint: e4m3(code) × the scale of its 128 x 128
 // block (the [R, 1, C, 1] grid read row-major; [] for a single block).
@@ -115,13 +92,13 @@ std::string write_synthetic(const fs::path& dir, QuantAlgo algo, const std::stri
 // --- FP8_PB_WO -------------------------------------------------------------------------------
 
 TEST(Fp8PbWoModelopt, ExportRunsWithTheLogitsOfTransformersOnItsDequantizedTensors) {
-  const fs::path dir = fixture("modelopt_fp8_pb_wo");
-  const Golden g = golden(dir);
+  const fs::path dir = modelopt_fixture("modelopt_fp8_pb_wo");
+  const ModeloptGolden g = modelopt_golden(dir);
   {
     auto ck = io::Checkpoint::open(dir.string());
     EXPECT_EQ(ck->get("model.layers.0.mlp.down_proj.weight_scale").shape, (Shape{2, 1, 3, 1}));  // [160, 320]
     EXPECT_EQ(ck->get("model.layers.0.self_attn.k_proj.weight_scale").shape, (Shape{1, 1, 2, 1}));  // [80, 160]
-    ModelLoader l(ck, f32());
+    ModelLoader l(ck, modelopt_f32());
     EXPECT_EQ(quant::as_modelopt(l.quant_config()).algo, QuantAlgo::FP8_PB_WO);  // written "fp8_pb_wo"
     EXPECT_EQ(quant::as_modelopt(l.quant_config()).other, nullptr);              // the two files agree
     const LayerReport r = l.describe(l.layer("model.layers.0.self_attn.qkv_proj"));
@@ -129,8 +106,8 @@ TEST(Fp8PbWoModelopt, ExportRunsWithTheLogitsOfTransformersOnItsDequantizedTenso
     EXPECT_EQ(r.scheme.on_disk.block_n, 128);
     EXPECT_EQ(r.scheme.on_disk.block_k, 128);
   }
-  const auto stored = checkpoint_logits(dir.string(), g.tokens, f32());
-  const auto reference = checkpoint_logits(dir.string(), g.tokens, f32(false, "reference"));
+  const auto stored = checkpoint_logits(dir.string(), g.tokens, modelopt_f32());
+  const auto reference = checkpoint_logits(dir.string(), g.tokens, modelopt_f32(false, "reference"));
   ASSERT_EQ(stored.size(), g.logits.size());
   const double d = rel_to_range(stored, g.logits), dr = rel_to_range(reference, g.logits);
   RecordProperty("modelopt_export", fmt::format("default {:.2e}, reference backend {:.2e} of the range", d, dr));
@@ -151,10 +128,10 @@ TEST(Fp8PbWo, PartialBlocksAndFusedShardsGiveTheDenseLogitsOfTheDequantizedWeigh
     EXPECT_EQ(ck->get("model.layers.0.mlp.down_proj.weight_scale").shape, (Shape{2, 1, 3, 1}));
   }
   const auto want = checkpoint_logits(write_pb_wo_dense(q, dir.path() / "dense"), kTokens);
-  const auto got = checkpoint_logits(q, kTokens, f32());
-  const auto ref = checkpoint_logits(q, kTokens, f32(false, "reference"));
+  const auto got = checkpoint_logits(q, kTokens, modelopt_f32());
+  const auto ref = checkpoint_logits(q, kTokens, modelopt_f32(false, "reference"));
   // Weight-only: the override changes nothing.
-  const auto over = checkpoint_logits(q, kTokens, f32(true));
+  const auto over = checkpoint_logits(q, kTokens, modelopt_f32(true));
   ASSERT_EQ(got.size(), want.size());
   EXPECT_LT(rel_to_range(got, want), 1e-4);
   EXPECT_LT(rel_to_range(ref, want), 1e-4);
@@ -166,8 +143,8 @@ TEST(Fp8PbWo, MoeExpertsGiveTheDenseLogitsOfTheDequantizedWeights) {
   TempDir dir;
   const std::string q = write_synthetic(dir.path() / "q", QuantAlgo::FP8_PB_WO, "Qwen3MoeForCausalLM");
   const auto want = checkpoint_logits(write_pb_wo_dense(q, dir.path() / "dense"), kTokens);
-  EXPECT_LT(rel_to_range(checkpoint_logits(q, kTokens, f32()), want), 1e-4);
-  EXPECT_LT(rel_to_range(checkpoint_logits(q, kTokens, f32(false, "reference", "reference")), want), 1e-4);
+  EXPECT_LT(rel_to_range(checkpoint_logits(q, kTokens, modelopt_f32()), want), 1e-4);
+  EXPECT_LT(rel_to_range(checkpoint_logits(q, kTokens, modelopt_f32(false, "reference", "reference")), want), 1e-4);
 }
 
 // A copy of the synthetic FP8_PB_WO checkpoint with one tensor changed; the load error.
@@ -175,7 +152,7 @@ std::string pb_wo_error(const std::function<bool(test::EditedTensor&)>& edit) {
   TempDir dir;
   const std::string q = write_synthetic(dir.path() / "q", QuantAlgo::FP8_PB_WO);
   test::edit_tensors(q, edit);
-  return test::error_of([&] { CausalLM::load(q, f32()); });
+  return test::error_of([&] { CausalLM::load(q, modelopt_f32()); });
 }
 
 TEST(Fp8PbWo, BadTensorsAreErrorsNamingThem) {
@@ -214,13 +191,13 @@ TEST(Fp8PbWo, BadTensorsAreErrorsNamingThem) {
 // --- MXFP8 -----------------------------------------------------------------------------------
 
 TEST(Mxfp8Modelopt, ExportRunsAsStoredWithTheLogitsOfTransformersOnItsDequantizedTensors) {
-  const fs::path dir = fixture("modelopt_mxfp8");
-  const Golden g = golden(dir);
+  const fs::path dir = modelopt_fixture("modelopt_mxfp8");
+  const ModeloptGolden g = modelopt_golden(dir);
   {
     auto ck = io::Checkpoint::open(dir.string());
     EXPECT_EQ(ck->get("model.layers.0.mlp.down_proj.weight_scale").dtype, DType::U8);
     EXPECT_EQ(ck->get("model.layers.0.mlp.down_proj.weight_scale").shape, (Shape{64, 4}));
-    ModelLoader l(ck, f32());
+    ModelLoader l(ck, modelopt_f32());
     EXPECT_EQ(quant::as_modelopt(l.quant_config()).algo, QuantAlgo::MXFP8);
     EXPECT_EQ(quant::as_modelopt(l.quant_config()).other, nullptr);  // the two files agree (config.json: no group_size)
     const LayerReport r = l.describe(l.layer("model.layers.0.mlp.down_proj"));
@@ -228,9 +205,9 @@ TEST(Mxfp8Modelopt, ExportRunsAsStoredWithTheLogitsOfTransformersOnItsDequantize
     EXPECT_EQ(r.scheme.key, kernels::kMxfp8);
     EXPECT_EQ(kernels::scheme_name(r.scheme.key), "mxfp8");
   }
-  const auto stored = checkpoint_logits(dir.string(), g.tokens, f32());
-  const auto reference = checkpoint_logits(dir.string(), g.tokens, f32(false, "reference"));
-  const auto w8a16 = checkpoint_logits(dir.string(), g.tokens, f32(true));
+  const auto stored = checkpoint_logits(dir.string(), g.tokens, modelopt_f32());
+  const auto reference = checkpoint_logits(dir.string(), g.tokens, modelopt_f32(false, "reference"));
+  const auto w8a16 = checkpoint_logits(dir.string(), g.tokens, modelopt_f32(true));
   ASSERT_EQ(stored.size(), g.logits.size());
   const double d = rel_to_range(stored, g.logits), dr = rel_to_range(reference, g.logits),
                d16 = rel_to_range(w8a16, g.logits);
@@ -245,10 +222,10 @@ TEST(Mxfp8Modelopt, ExportRunsAsStoredWithTheLogitsOfTransformersOnItsDequantize
 TEST(Mxfp8, OverrideGivesTheDenseLogitsOfTheDequantizedWeights) {
   TempDir dir;
   const std::string q = write_synthetic(dir.path() / "q", QuantAlgo::MXFP8);
-  ModelLoader l(io::Checkpoint::open(q), f32(true));
+  ModelLoader l(io::Checkpoint::open(q), modelopt_f32(true));
   EXPECT_EQ(l.describe(l.layer("model.layers.0.mlp.down_proj")).scheme.key, kernels::kFp8BlockW8A16);
   const auto want = checkpoint_logits(write_mxfp8_dense(q, dir.path() / "dense"), kTokens);
-  const auto got = checkpoint_logits(q, kTokens, f32(true));
+  const auto got = checkpoint_logits(q, kTokens, modelopt_f32(true));
   ASSERT_EQ(got.size(), want.size());
   EXPECT_LT(rel_to_range(got, want), 1e-4);
   RecordProperty("w8a16_rel_to_range", fmt::format("{:.2e}", rel_to_range(got, want)));
@@ -258,9 +235,9 @@ TEST(Mxfp8, AsStoredMxActivationsAgreeWithTheReferenceBackendAndTrackTheDenseLog
   TempDir dir;
   const std::string q = write_synthetic(dir.path() / "q", QuantAlgo::MXFP8);
   const auto dense = checkpoint_logits(write_mxfp8_dense(q, dir.path() / "dense"), kTokens);
-  const auto w8a16 = checkpoint_logits(q, kTokens, f32(true));
-  const auto stored = checkpoint_logits(q, kTokens, f32());
-  const auto reference = checkpoint_logits(q, kTokens, f32(false, "reference"));
+  const auto w8a16 = checkpoint_logits(q, kTokens, modelopt_f32(true));
+  const auto stored = checkpoint_logits(q, kTokens, modelopt_f32());
+  const auto reference = checkpoint_logits(q, kTokens, modelopt_f32(false, "reference"));
   const double agree = rel_to_range(stored, reference), e = test::rel_rms(stored, dense),
                mx_effect = rel_to_range(stored, w8a16);
   RecordProperty("mxfp8", fmt::format("default vs reference {:.2e} of range; rel RMS vs dense {:.4f}; vs W8A16 {:.2e} "
@@ -275,10 +252,10 @@ TEST(Mxfp8, MoeExpertsRunOnTheReferenceWithMxInputsAndOnTheW8A16BackendsWithout)
   TempDir dir;
   const std::string q = write_synthetic(dir.path() / "q", QuantAlgo::MXFP8, "Qwen3MoeForCausalLM");
   const auto dense = checkpoint_logits(write_mxfp8_dense(q, dir.path() / "dense"), kTokens);
-  const auto ref = checkpoint_logits(q, kTokens, f32(false, "reference", "reference"));
-  const auto ref_experts = checkpoint_logits(q, kTokens, f32(false, "", "reference"));
+  const auto ref = checkpoint_logits(q, kTokens, modelopt_f32(false, "reference", "reference"));
+  const auto ref_experts = checkpoint_logits(q, kTokens, modelopt_f32(false, "", "reference"));
   EXPECT_LT(rel_to_range(ref_experts, ref), 1e-4);  // the Linears' MXFP8 pass = the reference's
-  const auto over = checkpoint_logits(q, kTokens, f32(true));
+  const auto over = checkpoint_logits(q, kTokens, modelopt_f32(true));
   EXPECT_LT(rel_to_range(over, dense), 1e-4);
   // As stored the experts' inputs are MXFP8 too: it tracks the dense logits (rel. RMS 0.11 here:
   // top-k routing amplifies the rounding) and is not the W8A16 result.
@@ -287,7 +264,7 @@ TEST(Mxfp8, MoeExpertsRunOnTheReferenceWithMxInputsAndOnTheW8A16BackendsWithout)
   EXPECT_LT(e, 0.2);
   EXPECT_GT(rel_to_range(ref, over), 1e-4);
   // The default MoE backend (W8A16, inputs not MXFP8-quantized: a WARN says so) differs from the reference.
-  const auto default_moe = checkpoint_logits(q, kTokens, f32());
+  const auto default_moe = checkpoint_logits(q, kTokens, modelopt_f32());
   EXPECT_GT(rel_to_range(default_moe, ref), 1e-4);
 }
 
@@ -295,7 +272,7 @@ std::string mxfp8_error(const std::function<bool(test::EditedTensor&)>& edit) {
   TempDir dir;
   const std::string q = write_synthetic(dir.path() / "q", QuantAlgo::MXFP8);
   test::edit_tensors(q, edit);
-  return test::error_of([&] { CausalLM::load(q, f32()); });
+  return test::error_of([&] { CausalLM::load(q, modelopt_f32()); });
 }
 
 TEST(Mxfp8, BadTensorsAreErrorsNamingThem) {
@@ -333,7 +310,7 @@ TEST(Mxfp8Config, GroupSizeOtherThan32AndFp8PbWoWithAGroupSizeAreErrors) {
       q["group_size"] = gs;
       test::write_file(d / file, j.dump());
     }
-    const std::string e = test::error_of([&] { CausalLM::load(d.string(), f32()); });
+    const std::string e = test::error_of([&] { CausalLM::load(d.string(), modelopt_f32()); });
     EXPECT_NE(e.find("group_size"), std::string::npos) << e;
     EXPECT_NE(e.find(std::to_string(gs)), std::string::npos) << e;
   }

@@ -18,6 +18,7 @@
 #include "model/causal_lm.h"
 #include "model/logits_check.h"
 #include "model/model_loader.h"
+#include "model/modelopt_golden.h"
 #include "model/synthetic_checkpoint.h"
 #include "quant/modelopt_config.h"
 
@@ -30,29 +31,6 @@ using quant::QuantAlgo;
 using test::DenseTensor;
 using test::rel_to_range;
 using test::TempDir;
-
-EngineOptions f32(bool override_a16 = false, const std::string& linear_backend = "") {
-  EngineOptions o;
-  o.dtype = "float32";
-  if (override_a16) o.override_activation_dtype = DType::F32;
-  o.linear_backend = linear_backend;
-  return o;
-}
-
-struct Golden {
-  std::vector<int32_t> tokens;
-  std::vector<float> logits;
-};
-
-Golden golden(const fs::path& dir) {
-  const json g = json::parse(test::read_file(dir / "golden.json"));
-  Golden out{g["tokens"].get<std::vector<int32_t>>(), {}};
-  for (const json& row : g["logits"])
-    for (const json& v : row) out.logits.push_back(v.get<float>());
-  return out;
-}
-
-fs::path fixture(const char* name) { return test::source_dir() / "tests/model/fixtures" / name; }
 
 float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
   float d = 0;
@@ -91,14 +69,14 @@ std::string write_synthetic(const fs::path& dir, QuantAlgo algo, const std::stri
 const std::vector<int32_t> kTokens = {1, 200, 17, 5, 255, 40, 40, 3, 129, 77};
 
 TEST(Int8Modelopt, W8A16ExportRunsWithTheLogitsOfModeloptsFakeQuantForward) {
-  const fs::path dir = fixture("modelopt_w8a16");
-  const Golden g = golden(dir);
+  const fs::path dir = modelopt_fixture("modelopt_w8a16");
+  const ModeloptGolden g = modelopt_golden(dir);
   {
     auto ck = io::Checkpoint::open(dir.string());
     EXPECT_EQ(ck->get("model.layers.0.mlp.down_proj.weight").dtype, DType::I8);
     EXPECT_EQ(ck->get("model.layers.0.mlp.down_proj.weight").shape, (Shape{80, 136}));
     EXPECT_EQ(ck->get("model.layers.0.mlp.down_proj.weight_scale").shape, (Shape{80}));
-    ModelLoader l(ck, f32());
+    ModelLoader l(ck, modelopt_f32());
     EXPECT_EQ(quant::as_modelopt(l.quant_config()).algo, QuantAlgo::W8A16);
     EXPECT_EQ(quant::as_modelopt(l.quant_config()).other, nullptr);  // the two files agree
     for (const char* layer : {"model.layers.0.self_attn.qkv_proj", "model.layers.0.mlp.down_proj"}) {
@@ -108,8 +86,8 @@ TEST(Int8Modelopt, W8A16ExportRunsWithTheLogitsOfModeloptsFakeQuantForward) {
     }
     EXPECT_EQ(l.describe(l.layer("lm_head")).scheme.key, kernels::kUnquantized);
   }
-  const auto stored = checkpoint_logits(dir.string(), g.tokens, f32());
-  const auto reference = checkpoint_logits(dir.string(), g.tokens, f32(false, "reference"));
+  const auto stored = checkpoint_logits(dir.string(), g.tokens, modelopt_f32());
+  const auto reference = checkpoint_logits(dir.string(), g.tokens, modelopt_f32(false, "reference"));
   ASSERT_EQ(stored.size(), g.logits.size());
   const double d = rel_to_range(stored, g.logits), dr = rel_to_range(reference, g.logits);
   RecordProperty("modelopt_export", fmt::format("default {:.2e}, reference backend {:.2e} of the range", d, dr));
@@ -122,23 +100,23 @@ TEST(Int8Modelopt, W8A16ExportRunsWithTheLogitsOfModeloptsFakeQuantForward) {
 }
 
 TEST(Int8Modelopt, W8A8SmoothQuantExportRunsWithTheLogitsOfModeloptsFakeQuantForward) {
-  const fs::path dir = fixture("modelopt_w8a8_sq");
-  const Golden g = golden(dir);
+  const fs::path dir = modelopt_fixture("modelopt_w8a8_sq");
+  const ModeloptGolden g = modelopt_golden(dir);
   {
     auto ck = io::Checkpoint::open(dir.string());
     EXPECT_EQ(ck->get("model.layers.0.self_attn.q_proj.input_scale").shape, (Shape{}));
     EXPECT_EQ(ck->get("model.layers.0.mlp.down_proj.pre_quant_scale").shape, (Shape{136}));
-    ModelLoader l(ck, f32());
+    ModelLoader l(ck, modelopt_f32());
     EXPECT_EQ(quant::as_modelopt(l.quant_config()).algo, QuantAlgo::W8A8_SQ_PER_CHANNEL);
     const LayerReport r = l.describe(l.layer("model.layers.0.mlp.gate_up_proj"));
     EXPECT_EQ(r.scheme.on_disk.scheme, quant::Scheme::int8_sq);
     EXPECT_EQ(r.scheme.key, kernels::kInt8W8A8);
     EXPECT_EQ(kernels::scheme_name(r.scheme.key), "int8_w8a8");
   }
-  const auto stored = checkpoint_logits(dir.string(), g.tokens, f32());
-  const auto reference = checkpoint_logits(dir.string(), g.tokens, f32(false, "reference"));
+  const auto stored = checkpoint_logits(dir.string(), g.tokens, modelopt_f32());
+  const auto reference = checkpoint_logits(dir.string(), g.tokens, modelopt_f32(false, "reference"));
   // --override-activation-dtype: W8A16 on the same weights (pre_quant_scale still applied).
-  const auto a16 = checkpoint_logits(dir.string(), g.tokens, f32(true));
+  const auto a16 = checkpoint_logits(dir.string(), g.tokens, modelopt_f32(true));
   ASSERT_EQ(stored.size(), g.logits.size());
   const double d = rel_to_range(stored, g.logits), dr = rel_to_range(reference, g.logits),
                d16 = rel_to_range(a16, g.logits);
@@ -161,9 +139,9 @@ TEST(Int8, W8A16DenseAndMoeGiveTheDenseLogitsOfTheDequantizedWeights) {
     TempDir dir;
     const std::string q = write_synthetic(dir.path() / "q", QuantAlgo::W8A16, arch);
     const auto want = checkpoint_logits(write_int8_dense(q, dir.path() / "dense"), kTokens);
-    const auto got = checkpoint_logits(q, kTokens, f32());
+    const auto got = checkpoint_logits(q, kTokens, modelopt_f32());
     EXPECT_LT(rel_to_range(got, want), 1e-4);
-    EngineOptions ref = f32(false, "reference");
+    EngineOptions ref = modelopt_f32(false, "reference");
     ref.moe_backend = "reference";
     EXPECT_LT(rel_to_range(checkpoint_logits(q, kTokens, ref), want), 1e-4);
   }
@@ -174,9 +152,9 @@ TEST(Int8, W8A16DenseAndMoeGiveTheDenseLogitsOfTheDequantizedWeights) {
 TEST(Int8, W8A8SmoothQuantDefaultAndReferenceAgree) {
   TempDir dir;
   const std::string q = write_synthetic(dir.path() / "q", QuantAlgo::W8A8_SQ_PER_CHANNEL, "Qwen3ForCausalLM");
-  const auto got = checkpoint_logits(q, kTokens, f32());
-  const auto ref = checkpoint_logits(q, kTokens, f32(false, "reference"));
-  const auto a16 = checkpoint_logits(q, kTokens, f32(true));
+  const auto got = checkpoint_logits(q, kTokens, modelopt_f32());
+  const auto ref = checkpoint_logits(q, kTokens, modelopt_f32(false, "reference"));
+  const auto a16 = checkpoint_logits(q, kTokens, modelopt_f32(true));
   EXPECT_LT(rel_to_range(got, ref), 1e-4);
   EXPECT_GT(rel_to_range(a16, ref), 1e-4);
 }
@@ -185,9 +163,9 @@ TEST(Int8, W8A8SmoothQuantDefaultAndReferenceAgree) {
 std::string load_error(const char* name, const std::function<bool(test::EditedTensor&)>& edit) {
   TempDir dir;
   const fs::path q = dir.path() / name;
-  test::copy_dir(fixture(name), q);
+  test::copy_dir(modelopt_fixture(name), q);
   test::edit_tensors(q, edit);
-  return test::error_of([&] { CausalLM::load(q.string(), f32()); });
+  return test::error_of([&] { CausalLM::load(q.string(), modelopt_f32()); });
 }
 
 void expect_has(const std::string& e, std::initializer_list<std::string> parts) {

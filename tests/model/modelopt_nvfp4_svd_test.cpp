@@ -17,6 +17,7 @@
 #include "model/causal_lm.h"
 #include "model/logits_check.h"
 #include "model/model_loader.h"
+#include "model/modelopt_golden.h"
 #include "quant/modelopt_config.h"
 
 namespace fp4lm::model::modelopt_nvfp4_svd_test {
@@ -28,53 +29,30 @@ using quant::QuantAlgo;
 using test::rel_to_range;
 using test::TempDir;
 
-EngineOptions f32(bool w4a16 = false, const std::string& linear_backend = "") {
-  EngineOptions o;
-  o.dtype = "float32";
-  if (w4a16) o.override_activation_dtype = DType::F32;
-  o.linear_backend = linear_backend;
-  return o;
-}
-
-fs::path fixture() { return test::source_dir() / "tests/model/fixtures/modelopt_nvfp4_svd"; }
-
-struct Golden {
-  std::vector<int32_t> tokens;
-  std::vector<float> logits, logits_w4a16;
-};
-
-Golden golden() {
-  const json g = json::parse(test::read_file(fixture() / "golden.json"));
-  Golden out{g["tokens"].get<std::vector<int32_t>>(), {}, {}};
-  for (const json& row : g["logits"])
-    for (const json& v : row) out.logits.push_back(v.get<float>());
-  for (const json& row : g["logits_w4a16"])
-    for (const json& v : row) out.logits_w4a16.push_back(v.get<float>());
-  return out;
-}
+fs::path fixture() { return modelopt_fixture("modelopt_nvfp4_svd"); }
 
 const std::string kLoraA = "model.layers.0.mlp.down_proj.weight_quantizer._svdquant_lora_a";
 const std::string kLoraB = "model.layers.0.mlp.down_proj.weight_quantizer._svdquant_lora_b";
 
 TEST(Nvfp4SvdModelopt, ExportRunsWithTheLowRankBranchAsModeloptDefinesIt) {
-  const Golden g = golden();
+  const ModeloptGolden g = modelopt_golden(fixture());
   {
     auto ck = io::Checkpoint::open(fixture().string());
     EXPECT_EQ(ck->get(kLoraA).shape, (Shape{8, 128}));
     EXPECT_EQ(ck->get(kLoraB).shape, (Shape{64, 8}));
-    ModelLoader l(ck, f32());
+    ModelLoader l(ck, modelopt_f32());
     EXPECT_EQ(quant::as_modelopt(l.quant_config()).algo, QuantAlgo::NVFP4_SVD);
     const LayerReport r = l.describe(l.layer("model.layers.0.mlp.down_proj"));
     EXPECT_EQ(r.scheme.on_disk.scheme, quant::Scheme::nvfp4);
     EXPECT_EQ(r.scheme.key, kernels::kNvfp4W4A4);
   }
   // W4A16 (the override): exact up to float32.
-  const auto w4a16 = checkpoint_logits(fixture().string(), g.tokens, f32(true));
+  const auto w4a16 = checkpoint_logits(fixture().string(), g.tokens, modelopt_f32(true));
   ASSERT_EQ(w4a16.size(), g.logits_w4a16.size());
   const double d16 = rel_to_range(w4a16, g.logits_w4a16);
   // As stored: NVFP4 activations (default kernel and the reference backend).
-  const auto stored = checkpoint_logits(fixture().string(), g.tokens, f32());
-  const auto reference = checkpoint_logits(fixture().string(), g.tokens, f32(false, "reference"));
+  const auto stored = checkpoint_logits(fixture().string(), g.tokens, modelopt_f32());
+  const auto reference = checkpoint_logits(fixture().string(), g.tokens, modelopt_f32(false, "reference"));
   const double d = rel_to_range(stored, g.logits), dr = rel_to_range(reference, g.logits),
                d_vs16 = rel_to_range(stored, g.logits_w4a16);
   std::printf("NVFP4_SVD export: W4A16 override %.2e of the range; as stored %.2e (reference backend %.2e), "
@@ -93,7 +71,7 @@ TEST(Nvfp4SvdModelopt, TheBranchIsRequiredAndEachFactorIsNamed) {
     TempDir dir;
     test::copy_dir(fixture(), dir.path() / "q");
     test::edit_tensors(dir.path() / "q", edit);
-    return test::error_of([&] { CausalLM::load((dir.path() / "q").string(), f32()); });
+    return test::error_of([&] { CausalLM::load((dir.path() / "q").string(), modelopt_f32()); });
   };
   std::string e = error([](test::EditedTensor& t) { return t.name != kLoraA && t.name != kLoraB; });
   EXPECT_NE(e.find("missing tensor '" + kLoraA + "'"), std::string::npos) << e;
@@ -113,7 +91,7 @@ TEST(Nvfp4SvdModelopt, TheBranchIsRequiredAndEachFactorIsNamed) {
 
 // In an NVFP4 checkpoint the branch is the tensors' (as pre_quant_scale): present, it is applied.
 TEST(Nvfp4SvdModelopt, TheBranchIsAppliedWhereverItIsStored) {
-  const Golden g = golden();
+  const ModeloptGolden g = modelopt_golden(fixture());
   TempDir dir;
   test::copy_dir(fixture(), dir.path() / "q");
   json hf = json::parse(test::read_file(dir.path() / "q" / "hf_quant_config.json"));
@@ -123,7 +101,7 @@ TEST(Nvfp4SvdModelopt, TheBranchIsAppliedWhereverItIsStored) {
   cfg["quantization_config"]["quant_algo"] = "NVFP4_AWQ";
   cfg["quantization_config"].erase("config_groups");
   test::write_file(dir.path() / "q" / "config.json", cfg.dump());
-  const auto w4a16 = checkpoint_logits((dir.path() / "q").string(), g.tokens, f32(true));
+  const auto w4a16 = checkpoint_logits((dir.path() / "q").string(), g.tokens, modelopt_f32(true));
   EXPECT_LT(rel_to_range(w4a16, g.logits_w4a16), 1e-4);
 }
 

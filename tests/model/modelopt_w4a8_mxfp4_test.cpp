@@ -18,6 +18,7 @@
 #include "model/causal_lm.h"
 #include "model/logits_check.h"
 #include "model/model_loader.h"
+#include "model/modelopt_golden.h"
 #include "quant/modelopt_config.h"
 #include "quant/mxfp4.h"
 
@@ -31,28 +32,7 @@ using test::DenseTensor;
 using test::rel_to_range;
 using test::TempDir;
 
-EngineOptions f32(bool w4a16 = false, const std::string& linear_backend = "") {
-  EngineOptions o;
-  o.dtype = "float32";
-  if (w4a16) o.override_activation_dtype = DType::F32;
-  o.linear_backend = linear_backend;
-  return o;
-}
-
-struct Golden {
-  std::vector<int32_t> tokens;
-  std::vector<float> logits;
-};
-
-fs::path fixture() { return test::source_dir() / "tests/model/fixtures/modelopt_w4a8_mxfp4_fp8"; }
-
-Golden golden() {
-  const json g = json::parse(test::read_file(fixture() / "golden.json"));
-  Golden out{g["tokens"].get<std::vector<int32_t>>(), {}};
-  for (const json& row : g["logits"])
-    for (const json& v : row) out.logits.push_back(v.get<float>());
-  return out;
-}
+fs::path fixture() { return modelopt_fixture("modelopt_w4a8_mxfp4_fp8"); }
 
 bool ends(const std::string& s, const std::string& t) { return s.size() >= t.size() && s.ends_with(t); }
 
@@ -86,7 +66,7 @@ const char* kModules[] = {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_p
                           "mlp.gate_proj",    "mlp.up_proj",      "mlp.down_proj"};
 
 TEST(W4A8Mxfp4Fp8Modelopt, ExportRunsAsStoredWithTheLogitsOfTransformersOnItsDequantizedTensors) {
-  const Golden g = golden();
+  const ModeloptGolden g = modelopt_golden(fixture());
   {
     auto ck = io::Checkpoint::open(fixture().string());
     EXPECT_EQ(ck->get("model.layers.0.mlp.down_proj.weight").dtype, DType::U8);
@@ -94,7 +74,7 @@ TEST(W4A8Mxfp4Fp8Modelopt, ExportRunsAsStoredWithTheLogitsOfTransformersOnItsDeq
     EXPECT_EQ(ck->get("model.layers.0.mlp.down_proj.weight_scale").dtype, DType::U8);
     EXPECT_EQ(ck->get("model.layers.0.mlp.down_proj.weight_scale").shape, (Shape{64, 4}));
     EXPECT_EQ(ck->find("model.layers.0.mlp.down_proj.input_scale"), nullptr);  // the recipe calibrates nothing
-    ModelLoader l(ck, f32());
+    ModelLoader l(ck, modelopt_f32());
     EXPECT_EQ(quant::as_modelopt(l.quant_config()).algo, QuantAlgo::W4A8_MXFP4_FP8);
     EXPECT_EQ(quant::as_modelopt(l.quant_config()).other, nullptr);  // the two files agree
     const LayerReport r = l.describe(l.layer("model.layers.0.mlp.down_proj"));
@@ -102,9 +82,9 @@ TEST(W4A8Mxfp4Fp8Modelopt, ExportRunsAsStoredWithTheLogitsOfTransformersOnItsDeq
     EXPECT_EQ(r.scheme.key, kernels::kMxfp4W4A8Dynamic);
     EXPECT_EQ(kernels::scheme_name(r.scheme.key), "mxfp4_w4a8_fp8_dynamic");
   }
-  const auto stored = checkpoint_logits(fixture().string(), g.tokens, f32());
-  const auto reference = checkpoint_logits(fixture().string(), g.tokens, f32(false, "reference"));
-  const auto w4a16 = checkpoint_logits(fixture().string(), g.tokens, f32(true));
+  const auto stored = checkpoint_logits(fixture().string(), g.tokens, modelopt_f32());
+  const auto reference = checkpoint_logits(fixture().string(), g.tokens, modelopt_f32(false, "reference"));
+  const auto w4a16 = checkpoint_logits(fixture().string(), g.tokens, modelopt_f32(true));
   ASSERT_EQ(stored.size(), g.logits.size());
   const double d = rel_to_range(stored, g.logits), dr = rel_to_range(reference, g.logits),
                d16 = rel_to_range(w4a16, g.logits);
@@ -119,11 +99,11 @@ TEST(W4A8Mxfp4Fp8Modelopt, ExportRunsAsStoredWithTheLogitsOfTransformersOnItsDeq
 
 TEST(W4A8Mxfp4Fp8Modelopt, OverrideGivesTheDenseLogitsOfTheDequantizedWeights) {
   TempDir dir;
-  const Golden g = golden();
-  ModelLoader l(io::Checkpoint::open(fixture().string()), f32(true));
+  const ModeloptGolden g = modelopt_golden(fixture());
+  ModelLoader l(io::Checkpoint::open(fixture().string()), modelopt_f32(true));
   EXPECT_EQ(l.describe(l.layer("model.layers.0.mlp.down_proj")).scheme.key, kernels::kMxfp4W4A16);
   const auto want = checkpoint_logits(write_dense(fixture().string(), dir.path() / "dense"), g.tokens);
-  const auto got = checkpoint_logits(fixture().string(), g.tokens, f32(true));
+  const auto got = checkpoint_logits(fixture().string(), g.tokens, modelopt_f32(true));
   const auto bf16 = checkpoint_logits(fixture().string(), g.tokens, [] {
     EngineOptions o;
     o.dtype = "float32";
@@ -140,16 +120,16 @@ TEST(W4A8Mxfp4Fp8Modelopt, OverrideGivesTheDenseLogitsOfTheDequantizedWeights) {
 // A calibrated export (an input_scale per module, amax / 448) runs the static per-tensor scale.
 TEST(W4A8Mxfp4Fp8Modelopt, AStoredInputScaleIsTheStaticScaleOnEveryBackend) {
   TempDir dir;
-  const Golden g = golden();
+  const ModeloptGolden g = modelopt_golden(fixture());
   std::vector<test::EditedTensor> scales;
   for (const char* m : kModules) scales.push_back(f32_scalar(fmt::format("model.layers.0.{}.input_scale", m), 0.02f));
   const std::string q = edited(dir.path() / "q", [](test::EditedTensor&) { return true; }, scales);
-  ModelLoader l(io::Checkpoint::open(q), f32());
+  ModelLoader l(io::Checkpoint::open(q), modelopt_f32());
   EXPECT_EQ(l.describe(l.layer("model.layers.0.mlp.down_proj")).scheme.key, kernels::kMxfp4W4A8);
-  const auto stored = checkpoint_logits(q, g.tokens, f32());
-  const auto reference = checkpoint_logits(q, g.tokens, f32(false, "reference"));
-  const auto dynamic = checkpoint_logits(fixture().string(), g.tokens, f32());
-  const auto w4a16 = checkpoint_logits(q, g.tokens, f32(true));
+  const auto stored = checkpoint_logits(q, g.tokens, modelopt_f32());
+  const auto reference = checkpoint_logits(q, g.tokens, modelopt_f32(false, "reference"));
+  const auto dynamic = checkpoint_logits(fixture().string(), g.tokens, modelopt_f32());
+  const auto w4a16 = checkpoint_logits(q, g.tokens, modelopt_f32(true));
   const double agree = rel_to_range(stored, reference), vs_dynamic = rel_to_range(stored, dynamic),
                vs_w4a16 = rel_to_range(stored, w4a16);
   std::printf("W4A8_MXFP4_FP8 static: default vs reference %.2e; vs dynamic %.2e; vs W4A16 %.2e of the range\n", agree,
@@ -165,7 +145,7 @@ TEST(W4A8Mxfp4Fp8Modelopt, BadTensorsAreErrorsNamingThem) {
   auto error = [](const std::function<bool(test::EditedTensor&)>& edit, std::vector<test::EditedTensor> extra = {}) {
     TempDir dir;
     const std::string q = edited(dir.path() / "q", edit, std::move(extra));
-    return test::error_of([&] { CausalLM::load(q, f32()); });
+    return test::error_of([&] { CausalLM::load(q, modelopt_f32()); });
   };
   std::string e = error([&](test::EditedTensor& t) { return t.name != scale; });
   EXPECT_NE(e.find("missing tensor '" + scale + "'"), std::string::npos) << e;
