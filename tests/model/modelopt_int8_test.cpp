@@ -26,7 +26,6 @@ namespace fp4lm::model::modelopt_int8_test {
 namespace {
 
 namespace fs = std::filesystem;
-using nlohmann::json;
 using quant::QuantAlgo;
 using test::DenseTensor;
 using test::rel_to_range;
