@@ -47,7 +47,16 @@ ModelLoader::ModelLoader(std::shared_ptr<io::Checkpoint> ckpt, EngineOptions opt
     ckpt_->alias_prefix(config_.tensor_prefix, "model.");
     quant_ = quant_->with_prefix(config_.tensor_prefix, "model.");
   }
-  for (const auto& [engine, disk] : config_.tensor_renames) ckpt_->alias_prefix(disk, engine);
+  for (const auto& [engine, disk] : config_.tensor_renames) {
+    ckpt_->alias_prefix(disk, engine);
+    // A quantization entry names the module as stored (DeepSeek-V4's "head"), read through the
+    // prefix step above: it applies to the engine's module (lm_head).
+    if (!engine.ends_with(".weight") || !disk.ends_with(".weight")) continue;
+    std::string stored = disk.substr(0, disk.size() - 7);
+    if (config_.tensor_prefix != "model." && stored.starts_with(config_.tensor_prefix))
+      stored = "model." + stored.substr(config_.tensor_prefix.size());
+    quant_ = quant_->with_prefix(stored, engine.substr(0, engine.size() - 7));
+  }
   dtype_ = resolve_dtype(opts_.dtype, config_.torch_dtype);
   layers_ = plan_layers(config_);
   if (quant_->quantized()) {

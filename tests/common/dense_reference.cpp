@@ -25,8 +25,10 @@ std::string write_dense_checkpoint(const std::string& q, const std::filesystem::
     const TensorView& t = ck->get(name);
     if (std::optional<DenseTensor> d = dequantize(*ck, name, t))
       st.add(name, DType::F32, d->shape, d->values);
-    else
+    else if (t.dtype == DType::F32 || t.dtype == DType::BF16 || t.dtype == DType::F16)
       st.add(name, DType::F32, t.shape, as_f32(t));
+    else  // integer tables (DeepSeek-V4's hash routing tid2eid): as stored
+      st.add(name, t.dtype, t.shape, t.data, t.nbytes);
   }
   std::filesystem::create_directories(out);
   st.write((out / "model.safetensors").string());

@@ -18,7 +18,7 @@ std::vector<float> as_f32(const TensorView& t);
 
 // Writes `out` (model.safetensors + config.json) from checkpoint `q`: every tensor whose name ends
 // in one of `drop` is left out; for the others `dequantize(ck, name, t)` gives the float32 values
-// and shape of a quantized weight (nullopt: the tensor as stored, converted to float32). The config
+// and shape of a quantized weight (nullopt: the tensor as stored, a float one converted to float32). The config
 // loses its quantization_config and says torch_dtype float32. Returns `out` as a string.
 struct DenseTensor {
   Shape shape;

@@ -3,16 +3,20 @@
 // Inputs are random-weight unquantized checkpoints written by the library's synthetic writer.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 
 #include <nlohmann/json.hpp>
 
+#include "common/dense_reference.h"
 #include "common/error_of.h"
 #include "common/paths.h"
 #include "core/error.h"
 #include "engine/quantize/quantizer.h"
 #include "io/json_file.h"
+#include "model/causal_lm.h"
 #include "model/model_loader.h"
 #include "model/synthetic_checkpoint.h"
 #include "quant/export_format.h"
@@ -304,6 +308,71 @@ TEST(QuantizeExport, LmHeadIsQuantizedOnlyWhenAskedAndNeverWhenTied) {
   model::ModelLoader lt(io::Checkpoint::open(tied.out), {});
   EXPECT_EQ(scheme_of(lt, "lm_head"), "unquantized");
   EXPECT_EQ(lt.checkpoint().get("model.embed_tokens.weight").dtype, DType::BF16);
+}
+
+// DeepSeek-V4 under DeepSeek's native names (embed.weight, head.weight, layers.N.*; the form of
+// the published checkpoints): the plan reaches head.weight as the engine's lm_head, the output
+// keeps the stored names, and the loader reads an exclusion or a quantized module named as stored
+// ("head") as lm_head. Both outputs run.
+TEST(QuantizeExport, DeepseekV4NativeNamesArePlannedByTheEnginesAndWrittenAsStored) {
+  const std::string src = (fp4lm::test::source_dir() / "tests/model/fixtures/deepseek_v4").string();
+  auto in = io::Checkpoint::open(src);
+  ASSERT_NE(in->find("head.weight"), nullptr);
+  ASSERT_EQ(in->find("lm_head.weight"), nullptr);
+  for (const bool head : {false, true}) {
+    fp4lm::test::TempDir tmp;
+    QuantizeOptions q;
+    q.model_dir = src;
+    q.out_dir = (tmp / "out").string();
+    q.exp.algo = QuantAlgo::W4A16_NVFP4;
+    q.exp.quantize_lm_head = head;
+    q.progress = false;
+    engine::quantize_checkpoint(q);
+    auto out = io::Checkpoint::open(q.out_dir);
+    EXPECT_EQ(out->find("lm_head.weight"), nullptr) << "head " << head;
+    EXPECT_EQ(out->find("model.layers.0.attn.wkv.weight"), nullptr);
+    EXPECT_EQ(out->get("layers.0.attn.wkv.weight").dtype, DType::U8);
+    EXPECT_EQ(bytes(*out, "embed.weight"), bytes(*in, "embed.weight"));
+    const json ex = io::read_json_file(q.out_dir + "/hf_quant_config.json")["quantization"]["exclude_modules"];
+    if (head) {
+      EXPECT_EQ(out->get("head.weight").dtype, DType::U8);
+      EXPECT_NE(out->find("head.weight_scale"), nullptr);
+      EXPECT_EQ(std::count(ex.begin(), ex.end(), "head"), 0);
+    } else {
+      EXPECT_EQ(bytes(*out, "head.weight"), bytes(*in, "head.weight"));
+      EXPECT_EQ(std::count(ex.begin(), ex.end(), "head"), 1) << ex.dump();
+    }
+    model::ModelLoader l(out, {});
+    EXPECT_EQ(scheme_of(l, "lm_head"), head ? "nvfp4_w4a16" : "unquantized");
+    EXPECT_EQ(scheme_of(l, "model.layers.0.attn.wkv"), "nvfp4_w4a16");
+    // It runs: the logits of the weights it wrote, dequantized (e2m1 × E4M3 × weight_scale_2) into
+    // a float32 checkpoint, up to float32 rounding; and the 4-bit weights did change them.
+    const std::string dense = fp4lm::test::write_dense_checkpoint(
+        q.out_dir, tmp / "dense", {".weight_scale", ".weight_scale_2"},
+        [](const io::Checkpoint& ck, const std::string& name,
+           const TensorView& t) -> std::optional<fp4lm::test::DenseTensor> {
+          if (!name.ends_with(".weight") || t.dtype != DType::U8) return std::nullopt;
+          const std::string m = name.substr(0, name.size() - 7);
+          const int64_t n = t.shape[0], k = 2 * t.shape[1];
+          const float s2 = fp4lm::test::as_f32(ck.get(m + ".weight_scale_2"))[0];
+          return fp4lm::test::DenseTensor{
+              {n, k}, quant::dequantize_weight(t.data, static_cast<const uint8_t*>(ck.get(m + ".weight_scale").data),
+                                               n, k, s2)};
+        });
+    model::EngineOptions o;
+    o.dtype = "float32";
+    const std::vector<int32_t> toks = {3, 17, 42, 8, 61, 5, 29, 90};
+    auto run = [&](const std::string& dir) {
+      auto lm = model::CausalLM::load(dir, o);
+      model::SequenceState s = lm->new_sequence();
+      std::vector<float> v(toks.size() * static_cast<size_t>(lm->vocab_size()));
+      lm->forward(s, toks.data(), static_cast<int64_t>(toks.size()), model::LogitsMode::all, v.data());
+      return v;
+    };
+    const std::vector<float> got = run(q.out_dir);
+    EXPECT_LT(fp4lm::test::rel_to_range(got, run(dense)), 1e-5) << "head " << head;
+    EXPECT_GT(fp4lm::test::rel_to_range(got, run(src)), 1e-3) << "head " << head;
+  }
 }
 
 TEST(QuantizeExport, ShardsAboveTheLimitWithAnIndexHoldTheSameTensors) {

@@ -321,7 +321,9 @@ struct NameMap {
       if (m == engine) return disk;
     return prefix != "model." && m.starts_with("model.") && !m.starts_with("model.visual") ? prefix + m.substr(6) : m;
   }
-  std::string to_plan(const std::string& n) const {
+  std::string to_plan(const std::string& n) const {  // a stored tensor's name as the plan names it
+    for (const auto& [engine, disk] : renames)
+      if (n.starts_with(disk + ".")) return engine + n.substr(disk.size());
     return prefix != "model." && n.starts_with(prefix) ? "model." + n.substr(prefix.size()) : n;
   }
 };
@@ -657,9 +659,12 @@ QuantizeSummary quantize_checkpoint(const QuantizeOptions& o) {
   auto ck = io::Checkpoint::open(o.model_dir);
   const model::ModelConfig mc = model::parse_model_config(ck->config(), ck->dir() + "/config.json");
   NameMap names{model::text_tensor_prefix(mc, *ck), {}};
-  for (const auto& [engine, disk] : mc.tensor_renames)
+  for (const auto& [engine, disk] : mc.tensor_renames) {
+    // Planned by engine name (DeepSeek-V4's head.weight is the plan's lm_head), written by the stored one.
+    ck->alias_prefix(disk, engine);
     if (engine.ends_with(".weight") && disk.ends_with(".weight"))
       names.renames.emplace_back(engine.substr(0, engine.size() - 7), disk.substr(0, disk.size() - 7));
+  }
   if (names.prefix != "model.") ck->alias_prefix(names.prefix, "model.");
   expose_fused_experts(*ck);
   const ExportPlan plan = make_export_plan(*ck, o.exp);
