@@ -89,6 +89,26 @@ TEST(QwenVlVideo, TimestampsAsQwen3VLProcessorWritesThem) {
   EXPECT_EQ(qwen3_vl_video_timestamps(5, 2, 1.0).back(), "<4.0 seconds>");  // the last frame alone, repeated
 }
 
+TEST(QwenVlVideo, ReadsThePublishedQwen3VlConfig) {
+  // Qwen/Qwen3-VL-*'s video_preprocessor_config.json, every key as published.
+  const auto c = parse_qwen_vl_video_config(nlohmann::json::parse(R"({
+    "processor_class": "Qwen3VLProcessor", "do_convert_rgb": true, "do_normalize": true, "do_rescale": true,
+    "do_resize": true, "do_sample_frames": true, "fps": 2, "image_mean": [0.5, 0.5, 0.5],
+    "image_std": [0.5, 0.5, 0.5], "max_frames": 768, "merge_size": 2, "min_frames": 4, "patch_size": 16,
+    "resample": 3, "rescale_factor": 0.00392156862745098, "return_metadata": false,
+    "size": {"longest_edge": 25165824, "shortest_edge": 4096}, "temporal_patch_size": 2,
+    "video_processor_type": "Qwen3VLVideoProcessor"})"),
+                                           "video_preprocessor_config.json");
+  EXPECT_EQ(c.min_pixels, 4096);
+  EXPECT_EQ(c.max_pixels, 25165824);
+  EXPECT_EQ(c.patch_size, 16);
+  EXPECT_EQ(c.temporal_patch_size, 2);
+  EXPECT_FALSE(c.cap_pixels_per_frame);
+  // 8 frames of 480x640 under it: factor 32, within the budget, rounded to the factor.
+  const GridThw g = qwen_vl_video_grid(8, 480, 640, c);
+  EXPECT_EQ((std::vector<int64_t>{g.t, g.h, g.w}), (std::vector<int64_t>{4, 30, 40}));
+}
+
 TEST(QwenVlVideo, HostileInputIsAClearError) {
   QwenVlVideoConfig cfg;
   EXPECT_EQ(error_of([&] { qwen_vl_video_preprocess({}, cfg); }), "a video of no frames: at least 2 are needed");
