@@ -17,8 +17,9 @@ Writes
                                      as before, so make_qwen3_vl_goldens.py's goldens hold)
   tests/cli/fixtures/qwen3_vl_video/golden.json, frames4_logits.f64, frames3_logits.f64
                                      the processor's prompt for [video, text] (timestamps between
-                                     the frame groups) and the float64 forward's logits at every
-                                     position, for 4 frames and for 3 (the odd count padded).
+                                     the frame groups), get_rope_index's positions and delta, the
+                                     float64 forward's logits at every position and its greedy
+                                     tokens, for 4 frames and for 3 (the odd count padded).
 Frames are given as they are (do_sample_frames false, as vLLM passes pre-sampled frames) with no
 metadata: the processor's fps default of 24 names the timestamps.
 """
@@ -43,6 +44,7 @@ DATA = os.path.join(ROOT, "tests", "vision", "data", "video")
 DENSE = os.path.join(ROOT, "tests", "cli", "fixtures", "qwen3_vl_e2e", "dense")
 OUT = os.path.join(ROOT, "tests", "cli", "fixtures", "qwen3_vl_video")
 TEXT_PROMPT = "What happens in the video?"
+GREEDY_TOKENS = 6
 
 VIDEO_TEMPLATE = CHAT_TEMPLATE.replace(
     "{%- elif part.type == 'text' -%}",
@@ -168,6 +170,11 @@ def main():
             out = m64(input_ids=ids, mm_token_type_ids=batch["mm_token_type_ids"],
                       pixel_values_videos=batch["pixel_values_videos"].to(torch.float64),
                       video_grid_thw=batch["video_grid_thw"])
+            gen = m64.generate(input_ids=ids, attention_mask=batch["attention_mask"],
+                               mm_token_type_ids=batch["mm_token_type_ids"],
+                               pixel_values_videos=batch["pixel_values_videos"].to(torch.float64),
+                               video_grid_thw=batch["video_grid_thw"], max_new_tokens=GREEDY_TOKENS,
+                               min_new_tokens=GREEDY_TOKENS, do_sample=False, eos_token_id=None, pad_token_id=0)
             pos, delta = m64.model.get_rope_index(ids, batch["mm_token_type_ids"], None, batch["video_grid_thw"],
                                                   attention_mask=batch["attention_mask"])
         logits = out.logits[0].numpy()
@@ -177,7 +184,8 @@ def main():
                                   "positions": pos[:, 0].tolist(), "rope_delta": int(delta.reshape(-1)[0]),
                                   "expanded": processor.batch_decode(ids)[0],
                                   "logits_rows": logits.shape[0], "logits_cols": logits.shape[1],
-                                  "logit_range": float(logits.max() - logits.min())}
+                                  "logit_range": float(logits.max() - logits.min()),
+                                  "greedy_ids": gen[0, ids.shape[1]:].tolist()}
         print(name, "prompt", ids.shape[1], "grid", golden["videos"][name]["video_grid_thw"])
         print(golden["videos"][name]["expanded"])
     golden["transformers"] = __import__("transformers").__version__

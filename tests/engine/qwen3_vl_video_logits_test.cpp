@@ -99,6 +99,9 @@ void check(const std::string& name) {
     for (int a = 0; a < 3; ++a)
       ASSERT_EQ(p.images->positions[static_cast<size_t>(3 * t + a)], want_pos[static_cast<size_t>(a)][static_cast<size_t>(t)])
           << "token " << t << " axis " << a;
+  // Decoding continues at length + rope_delta: the largest position + 1 - n, as get_rope_index's.
+  const int64_t top = *std::max_element(p.images->positions.begin(), p.images->positions.end());
+  EXPECT_EQ(top + 1 - n, v["rope_delta"].get<int64_t>());
   ASSERT_EQ(v["logits_rows"].get<int64_t>(), n);
   ASSERT_EQ(v["logits_cols"].get<int64_t>(), vocab);
   model::SequenceState state = l.lm->new_sequence();

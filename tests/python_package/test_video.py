@@ -3,7 +3,7 @@ tests/cli/fixtures/qwen3_vl_e2e/dense with its Qwen3VLVideoProcessor
 (scripts/make_qwen3_vl_video_goldens.py, goldens in tests/cli/fixtures/qwen3_vl_video): the prompt
 ids equal transformers' Qwen3VLProcessor's (timestamps between the frame groups) and every prompt
 token's logprobs are within 1e-4 of the log-softmax of Qwen3VLForConditionalGeneration's float64
-logits, for 4 frames and for 3, through LLM.generate (multi_modal_data={"video": frames}) and
+logits, and the greedy tokens transformers', for 4 frames and for 3, through LLM.generate (multi_modal_data={"video": frames}) and
 LLM.chat ({"type": "video", "video": frames}); then the errors for hostile videos."""
 import json
 
@@ -48,6 +48,10 @@ def test_generate_and_chat_equal_transformers(llm, name):
     assert out.prompt_token_ids == g["prompt_ids"]
     err = prompt_logprob_error(out, g)
     assert err < 1e-4
+    # Decoding after the video (positions past its rope_delta): transformers' greedy tokens.
+    greedy = SamplingParams(temperature=0, max_tokens=len(g["greedy_ids"]), ignore_eos=True)
+    out = llm.generate({"prompt_token_ids": ids, "multi_modal_data": {"video": frames(g)}}, greedy)[0]
+    assert out.outputs[0].token_ids == g["greedy_ids"]
     # The frames as file paths, and through LLM.chat's video part.
     paths = [str(REPO / f) for f in g["frames"]]
     out = llm.generate({"prompt": g["rendered"], "multi_modal_data": {"video": paths}}, scoring())[0]
