@@ -83,6 +83,7 @@ ImagePrompt OfflineEngine::attach_images(std::vector<int32_t> prompt, const std:
     throw engine::RequestError(fmt::format("{}: model '{}' takes no video: {}", videos[0].name, model_name,
                                            image_input_->video_refusal()),
                                "video");
+  std::vector<std::vector<vision::RgbImage>> decoded;
   for (const NamedVideo& v : videos) {
     std::vector<vision::RgbImage> frames;
     frames.reserve(v.frames.size());
@@ -97,8 +98,18 @@ ImagePrompt OfflineEngine::attach_images(std::vector<int32_t> prompt, const std:
                                    "video");
       frames.push_back({f.width, f.height, std::vector<uint8_t>(f.bytes.begin(), f.bytes.end())});
     }
-    encoded_videos.push_back(image_input_->encode_video(frames, v.name));
+    decoded.push_back(std::move(frames));
   }
+  // Every video's token count before the tower runs: an over-long one costs no encoding.
+  std::vector<std::array<int64_t, 3>> sizes;
+  for (size_t k = 0; k < decoded.size(); ++k) {
+    if (decoded[k].empty()) throw engine::RequestError(fmt::format("{}: a video of no frames", videos[k].name), "video");
+    sizes.push_back({static_cast<int64_t>(decoded[k].size()), decoded[k][0].height, decoded[k][0].width});
+  }
+  if (!decoded.empty())
+    image_input_->check_videos_fit(static_cast<int64_t>(p.prompt.size()) - static_cast<int64_t>(images.size()), sizes,
+                                   runtime_->model().max_model_len());
+  for (size_t k = 0; k < decoded.size(); ++k) encoded_videos.push_back(image_input_->encode_video(decoded[k], videos[k].name));
   std::vector<engine::EncodedImage> encoded;
   encoded.reserve(images.size());
   for (const NamedImage& im : images) {

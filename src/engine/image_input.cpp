@@ -364,6 +364,24 @@ int64_t ImageInput::tokens_for_video(int64_t frames, int64_t height, int64_t wid
   return n + g.t * (g.h / merge_) * (g.w / merge_) - 1;  // less the placeholder it replaces
 }
 
+void ImageInput::check_videos_fit(int64_t prompt_tokens, const std::vector<std::array<int64_t, 3>>& videos,
+                                  int64_t max_model_len) const {
+  if (!video_) throw RequestError(video_refusal_, "video");
+  int64_t total = prompt_tokens;
+  for (size_t k = 0; k < videos.size(); ++k) {
+    const auto [frames, h, w] = videos[k];
+    const int64_t n = named_errors(fmt::format("video {}", k + 1), [&] { return tokens_for_video(frames, h, w); });
+    total += n;
+    if (max_model_len > 0 && total >= max_model_len) {
+      const vision::GridThw g = vision::qwen_vl_video_grid(frames, h, w, *video_);
+      throw RequestError(fmt::format("video {} ({} frames, {} tokens per frame group) makes the prompt {} tokens, "
+                                     "more than the model's context of {} (max_model_len) leaves room for",
+                                     k + 1, frames, (g.h / merge_) * (g.w / merge_), total, max_model_len),
+                         "video");
+    }
+  }
+}
+
 std::vector<int32_t> ImageInput::expand_videos(std::span<const int32_t> prompt,
                                                const std::vector<EncodedImage>& videos) const {
   std::vector<int32_t> out;

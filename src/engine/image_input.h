@@ -18,6 +18,7 @@
 //   Gemma 4  <|image|> (image_token_id), replaced as Gemma4Processor replaces it:
 //            <|image> (boi_token_id) + <|image|> x the image's soft tokens + <image|> (eoi_token_id);
 //            all three are special tokens, so no text around them is tokenized again.
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -96,6 +97,11 @@ class ImageInput {
   EncodedImage encode_video(const std::vector<vision::RgbImage>& frames, const std::string& name) const;
   // The tokens a video of `frames` frames of this size adds in place of its placeholder.
   int64_t tokens_for_video(int64_t frames, int64_t height, int64_t width) const;
+  // Before the tower runs: RequestError (attach's message) when videos of these sizes ({frames,
+  // height, width} each, in prompt order) make a prompt of `prompt_tokens` (placeholders included)
+  // reach max_model_len, so that an over-long video is refused before its frames are encoded.
+  void check_videos_fit(int64_t prompt_tokens, const std::vector<std::array<int64_t, 3>>& videos,
+                        int64_t max_model_len) const;
   // attach with videos as well (Qwen3-VL): RequestError when the prompt's <|video_pad|> count
   // differs from the videos', or the prompt no longer fits max_model_len (naming the video).
   void attach(RequestParams& p, std::vector<EncodedImage> images, std::vector<EncodedImage> videos,

@@ -156,9 +156,17 @@ TEST(Qwen3VlVideoLogits, HostileVideosAreRequestErrors) {
   EXPECT_EQ(test::error_of([&] { l.input->attach(p, {}, two, l.lm->max_model_len()); }),
             "the prompt has 1 video placeholder(s) (token id 262) for 2 video(s); each video needs exactly one (a "
             "video content part or <|vision_start|><|video_pad|><|vision_end|> in a raw prompt)");
-  EXPECT_EQ(test::error_of([&] { l.input->attach(p, {}, {two[0]}, 60); }),
-            "video 1 (4 frames, 12 tokens per frame group) makes the prompt 101 tokens, more than the model's context "
-            "of 60 (max_model_len) leaves room for");
+  const std::string too_long =
+      "video 1 (4 frames, 12 tokens per frame group) makes the prompt 101 tokens, more than the model's context of 60 "
+      "(max_model_len) leaves room for";
+  EXPECT_EQ(test::error_of([&] { l.input->attach(p, {}, {two[0]}, 60); }), too_long);
+  // The same from the frames' size alone, before the tower runs; and a thousand frames for a long context.
+  const int64_t n = static_cast<int64_t>(p.prompt.size());
+  EXPECT_EQ(test::error_of([&] { l.input->check_videos_fit(n, {{4, 44, 60}}, 60); }), too_long);
+  l.input->check_videos_fit(n, {{4, 44, 60}}, 256);  // fits
+  EXPECT_NE(test::error_of([&] { l.input->check_videos_fit(n, {{4, 44, 60}, {1000, 44, 60}}, 256); })
+                .find("video 2 (1000 frames, "),
+            std::string::npos);
 }
 
 }  // namespace
