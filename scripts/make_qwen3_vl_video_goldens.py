@@ -126,10 +126,15 @@ def main():
     patch16 = Qwen3VLVideoProcessor(size={"longest_edge": 32768, "shortest_edge": 4096}, do_sample_frames=False,
                                     cap_pixels_per_frame=False)
     patch16.to_json_file(os.path.join(DATA, "patch16_video_preprocessor_config.json"))
+    # CLIP's mean and std (not halves): the fused (x - mean * 255) / (std * 255) rounding shows.
+    clip = Qwen3VLVideoProcessor(**dict(VIDEO_PREPROCESSOR, image_mean=[0.48145466, 0.4578275, 0.40821073],
+                                        image_std=[0.26862954, 0.26130258, 0.27577711]))
+    clip.to_json_file(os.path.join(DATA, "clip_video_preprocessor_config.json"))
     videos = {"frames4": (frames(4, 60, 44, 1), tiny, tiny_file),
               "frames3": (frames(3, 83, 37, 2), tiny, tiny_file),
               "frames5": (frames(5, 70, 50, 3), patch16, "video/patch16_video_preprocessor_config.json"),
-              "frames2": (frames(2, 30, 90, 4), tiny, tiny_file)}
+              "frames2": (frames(2, 30, 90, 4), tiny, tiny_file),
+              "frames3clip": (frames(3, 41, 29, 5), clip, "video/clip_video_preprocessor_config.json")}
     cases = []
     for name, (fs, proc, cfg_file) in videos.items():
         files = save_frames(name, fs)

@@ -2,7 +2,8 @@
 // (scripts/make_qwen3_vl_video_goldens.py, tests/vision/data/video): torch's uint8 antialiased
 // bicubic resize byte for byte, the video smart_resize over a table of sizes, frame counts and
 // budgets, and pixel_values_videos / video_grid_thw bit for bit for 4, 3 (odd: the last frame
-// repeated), 5 and 2 frames under the tiny model's config and a patch-16 one; then the timestamps
+// repeated), 5 and 2 frames under the tiny model's config, a patch-16 one and one with CLIP's mean and
+// std (the fused normalize's rounding); then the timestamps
 // Qwen3VLProcessor writes and the errors for hostile input.
 #include "vision/qwen_vl_video.h"
 
@@ -60,7 +61,7 @@ TEST(QwenVlVideo, SmartResizeMatchesTheProcessor) {
 
 TEST(QwenVlVideo, PixelsMatchTheVideoProcessorBitForBit) {
   const auto m = manifest();
-  ASSERT_EQ(m["preprocess"].size(), 4u);
+  ASSERT_EQ(m["preprocess"].size(), 5u);
   for (const auto& c : m["preprocess"]) {
     SCOPED_TRACE(c["name"].get<std::string>());
     const auto cfg = read_qwen_vl_video_config((golden_data::data_dir() / c["config"].get<std::string>()).string());
