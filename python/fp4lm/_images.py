@@ -34,7 +34,23 @@ def parse_limit(limit_mm_per_prompt):
         text = json.dumps(limit_mm_per_prompt)
     except (TypeError, ValueError) as e:
         raise ValueError(f"limit_mm_per_prompt: {e}") from None
-    return _core.image_limit(text, "limit_mm_per_prompt")
+    return _core.image_limit(text, "limit_mm_per_prompt", True)
+
+
+def parse_video_limit(limit_mm_per_prompt):
+    """The video limit of the same dict ({"video": N}; vLLM's 999 when not named)."""
+    if limit_mm_per_prompt is None:
+        return DEFAULT_IMAGE_LIMIT
+    return _core.video_limit(json.dumps(limit_mm_per_prompt), "limit_mm_per_prompt")
+
+
+class MediaList(list):
+    """A prompt's images (the list itself, as before) and its videos (`videos`: (name, frames) pairs,
+    each frame (name, bytes, width, height) as Engine.attach_images takes it)."""
+
+    def __init__(self, images=(), videos=()):
+        super().__init__(images)
+        self.videos = list(videos)
 
 
 def check_limit(count, limit, where):
@@ -93,9 +109,9 @@ def multi_modal_images(mm, where, limit):
         raise TypeError(f"{where}: multi_modal_data must be a dict such as {{'image': image}}, "
                         f"got {type(mm).__qualname__}")
     for key in mm:
-        if key != "image":
-            raise ValueError(f"{where}: multi_modal_data[{key!r}] is not supported: fp4lm takes images only "
-                             "(multi_modal_data={'image': ...})")
+        if key not in ("image", "video"):
+            raise ValueError(f"{where}: multi_modal_data[{key!r}] is not supported: fp4lm takes images and video "
+                             "frames (multi_modal_data={'image': ..., 'video': [frame, ...]})")
     items = mm.get("image")
     if items is None:
         named = []
@@ -105,6 +121,82 @@ def multi_modal_images(mm, where, limit):
         named = [('multi_modal_data["image"]', items)]
     check_limit(len(named), limit, where)
     return [image_bytes(x, name) for name, x in named]
+
+
+FRAME_ACCEPTED = ("a PIL.Image.Image, a numpy uint8 array of height x width x 3, encoded image bytes or an image "
+                  "file's path")
+
+
+def _is_ndarray(x):
+    return type(x).__module__ == "numpy" and hasattr(x, "ndim") and hasattr(x, "shape")
+
+
+def _frame(item, name):
+    """(name, bytes, width, height) for one video frame: a numpy RGB array goes as its pixels
+    (width > 0), anything image_bytes takes as its encoded bytes (width 0)."""
+    if _is_ndarray(item):
+        if item.ndim != 3 or item.shape[2] != 3 or str(item.dtype) != "uint8":
+            raise ValueError(f"{name}: a numpy frame must be uint8 of shape (height, width, 3), got {item.dtype} "
+                             f"{tuple(item.shape)}")
+        h, w = int(item.shape[0]), int(item.shape[1])
+        return f"{name} (array {w}x{h})", item.tobytes(order="C"), w, h
+    try:
+        fname, data = image_bytes(item, name)
+    except TypeError:
+        raise TypeError(f"{name}: expected {FRAME_ACCEPTED}, got {type(item).__module__}."
+                        f"{type(item).__qualname__}") from None
+    return fname, data, 0, 0
+
+
+def video_frames(video, name):
+    """One video as (name, frames): a list or tuple of frames, or a numpy array of frames x height
+    x width x 3 (uint8), as vLLM's multi_modal_data takes pre-sampled frames."""
+    if _is_ndarray(video):
+        if video.ndim != 4:
+            raise ValueError(f"{name}: a numpy video must have 4 dimensions (frames, height, width, 3), got shape "
+                             f"{tuple(video.shape)}")
+        frames = [video[k] for k in range(video.shape[0])]
+    elif isinstance(video, list):
+        frames = video
+    else:
+        raise TypeError(f"{name}: a video is a list of frames ({FRAME_ACCEPTED}) or a numpy array of frames, got "
+                        f"{type(video).__module__}.{type(video).__qualname__} (video files and (frames, metadata) "
+                        "pairs are not supported)")
+    if not frames:
+        raise ValueError(f"{name}: a video of no frames")
+    return name, [_frame(f, f"{name} frame {k}") for k, f in enumerate(frames)]
+
+
+def _is_one_video(items):
+    if _is_ndarray(items):
+        return items.ndim == 4
+    return isinstance(items, list) and bool(items) and not isinstance(items[0], list) and not (
+        _is_ndarray(items[0]) and items[0].ndim == 4)
+
+
+def multi_modal_videos(mm, where, limit):
+    """The videos of a prompt's `multi_modal_data["video"]`: one video (a list of frames or a 4-D
+    numpy array) or a list of them, as vLLM tells them apart; their number checked against `limit`
+    before any frame is read."""
+    items = mm.get("video") if isinstance(mm, dict) else None
+    if items is None:
+        return []
+    if isinstance(items, list) and not items:
+        raise ValueError('multi_modal_data["video"]: a video of no frames (leave the key out for none)')
+    if _is_ndarray(items) and items.ndim == 5:
+        videos = [items[k] for k in range(items.shape[0])]
+    elif _is_one_video(items):
+        videos = [items]
+    elif isinstance(items, list):
+        videos = items
+    else:
+        videos = [items]  # video_frames names what it is
+    named = [(f'multi_modal_data["video"][{k}]' if len(videos) > 1 else 'multi_modal_data["video"]', v)
+             for k, v in enumerate(videos)]
+    if len(named) > limit:
+        raise ValueError(f"{where}: At most {limit} video(s) may be provided in one prompt. "
+                         "Set `limit_mm_per_prompt` to increase this limit.")
+    return [video_frames(v, name) for name, v in named]
 
 
 class MediaOptions:
@@ -128,7 +220,7 @@ class MediaOptions:
 
 
 # The content parts vLLM takes that carry no image fp4lm can run.
-_REFUSED_PARTS = ("image_embeds", "audio_url", "input_audio", "audio_embeds", "video_url", "prompt_embeds")
+_REFUSED_PARTS = ("image_embeds", "audio_url", "input_audio", "audio_embeds", "prompt_embeds")
 
 
 def chat_images(conversation, media):
@@ -137,8 +229,9 @@ def chat_images(conversation, media):
     bytes, so that the caller checks their number before any URL is read. Image parts as vLLM's
     LLM.chat: {"type": "image_url", "image_url": {"url": ...}} (or the URL as a string),
     {"type": "input_image", "image_url": ...}, {"type": "image_pil", "image_pil": img}, and the same
-    without "type"."""
-    messages, images = [], []
+    without "type". Video parts {"type": "video", "video": [frame, ...]} (video_frames' forms)
+    become {"type": "video"}, their (name, frames) returned third."""
+    messages, images, videos = [], [], []
     for m, msg in enumerate(conversation):
         content = msg.get("content") if isinstance(msg, dict) else None
         if not isinstance(content, (list, tuple)):
@@ -165,6 +258,13 @@ def chat_images(conversation, media):
                     raise TypeError(f"{name}: image_pil must be a PIL.Image.Image, got {type(img).__qualname__}")
                 pname, data = image_bytes(img, name)
                 images.append((pname, lambda data=data: data))
+            elif kind == "video":
+                videos.append(video_frames(part.get("video"), name))
+                parts.append({"type": "video"})
+                continue
+            elif kind == "video_url":
+                raise ValueError(f"{name}: content part type 'video_url' is not supported: fp4lm takes video as "
+                                 "frames ({'type': 'video', 'video': [frame, ...]}; no video file decoding)")
             elif kind in _REFUSED_PARTS:
                 raise ValueError(f"{name}: content part type '{kind}' is not supported: fp4lm takes text and images")
             else:
@@ -172,4 +272,4 @@ def chat_images(conversation, media):
                 continue
             parts.append({"type": "image"})
         messages.append({**msg, "content": parts})
-    return messages, images
+    return messages, images, videos

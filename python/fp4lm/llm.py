@@ -36,8 +36,8 @@ class LLM:
     prompt prefixes computed before (automatic prefix caching, vLLM's default), in blocks of
     block_size tokens. speculative_config: vLLM's dict, e.g. {"method": "ngram",
     "num_speculative_tokens": 4} (prompt-lookup drafts verified in one step; greedy output unchanged).
-    limit_mm_per_prompt: vLLM's {"image": N}, the most images one prompt may carry (999 when not
-    given, as vLLM; a video or audio limit has no effect: fp4lm takes images only).
+    limit_mm_per_prompt: vLLM's {"image": N, "video": M}, the most images / videos one prompt may
+    carry (999 each when not given, as vLLM; an audio limit has no effect: fp4lm takes no audio).
     allowed_local_media_path: the directory LLM.chat's file:// image URLs may read from (None: no
     file:// URLs, as vLLM). allowed_media_domains: the hosts LLM.chat's http(s) image URLs may be
     fetched from (None: none, no remote fetching).
@@ -75,6 +75,7 @@ class LLM:
         if not isinstance(seed, int) or isinstance(seed, bool):
             raise ValueError(f"seed must be an integer, got {seed!r}")
         self._image_limit = _images.parse_limit(limit_mm_per_prompt)
+        self._video_limit = _images.parse_video_limit(limit_mm_per_prompt)
         self._media = _images.MediaOptions(allowed_local_media_path, allowed_media_domains)
         self.model = model
         self.seed = seed
@@ -112,6 +113,12 @@ class LLM:
         tower; the prompt holds one placeholder (<|image_pad|>, as in
         "<|vision_start|><|image_pad|><|vision_end|>") per image, in order, which the image's tokens
         replace (RequestOutput.prompt_token_ids are the expanded ids, as vLLM's).
+        "multi_modal_data": {"video": frames} (Qwen3-VL / Qwen3.5 checkpoints with a
+        Qwen3VLVideoProcessor): one video as a list of frames (PIL images, uint8 numpy arrays of
+        height x width x 3, encoded bytes or paths) or a numpy array of frames x height x width x 3,
+        or a list of such videos; frames are taken as given (no sampling), each video replacing one
+        <|video_pad|> (in "<|vision_start|><|video_pad|><|vision_end|>") with the processor's
+        timestamps and frame groups. Video files are not decoded.
         sampling_params: one for all prompts or one per prompt (None: the defaults).
         Returns one RequestOutput per prompt, in input order.
         """
@@ -130,7 +137,9 @@ class LLM:
         content parts as vLLM's: {"type": "image_url", "image_url": {"url": "data:image/png;base64,..."}}
         (or a file:// URL under allowed_local_media_path, an http(s) URL from allowed_media_domains),
         {"type": "image_pil", "image_pil": img};
-        the template sees each as {"type": "image"}."""
+        the template sees each as {"type": "image"}. Video as frames: {"type": "video", "video":
+        [frame, ...]} (generate's forms), which the template sees as {"type": "video"}; video_url
+        parts (files) are refused."""
         if continue_final_message:
             add_generation_prompt = False
         if not isinstance(messages, (list, tuple)):
@@ -141,10 +150,13 @@ class LLM:
         for c, conv in enumerate(conversations):
             where = f"conversation {c}"
             try:
-                conv, images = _images.chat_images(conv, self._media)
+                conv, images, videos = _images.chat_images(conv, self._media)
             except (TypeError, ValueError) as e:
                 raise type(e)(f"{where}: {e}") from None
-            if images:
+            if len(videos) > self._video_limit:
+                raise ValueError(f"{where}: At most {self._video_limit} video(s) may be provided in one prompt. "
+                                 "Set `limit_mm_per_prompt` to increase this limit.")
+            if images or videos:
                 self._check_accepts_images(where)
                 _images.check_limit(len(images), self._image_limit, where)
                 try:
@@ -154,7 +166,8 @@ class LLM:
             text = tok.apply_chat_template(conv, tokenize=False, add_generation_prompt=add_generation_prompt,
                                            chat_template_kwargs=chat_template_kwargs, tools=tools,
                                            continue_final_message=continue_final_message)
-            parsed.append((text, tok.encode(text, add_special_tokens=False), images or None, where))
+            media = _images.MediaList(images, videos) if (images or videos) else None
+            parsed.append((text, tok.encode(text, add_special_tokens=False), media, where))
         return self._run(self._attach_images(parsed), sampling_params, use_tqdm)
 
     def beam_search(self, prompts: Sequence[PromptType], params: BeamSearchParams,
@@ -209,10 +222,14 @@ class LLM:
             if "multi_modal_data" in p:
                 mm = p["multi_modal_data"]
                 items = mm.get("image") if isinstance(mm, dict) else None
-                if items is not None and not (isinstance(items, (list, tuple)) and not items):
+                video = mm.get("video") if isinstance(mm, dict) else None
+                if (items is not None and not (isinstance(items, (list, tuple)) and not items)) or video is not None:
                     self._check_accepts_images(where)  # before any image is read
                 try:
                     images = _images.multi_modal_images(mm, where, self._image_limit)
+                    videos = _images.multi_modal_videos(mm, where, self._video_limit)
+                    if videos:
+                        images = _images.MediaList(images, videos)
                 except (TypeError, ValueError) as e:
                     msg = str(e)
                     raise type(e)(msg if msg.startswith(where) else f"{where}: {msg}") from None
@@ -240,7 +257,8 @@ class LLM:
             handle = None
             if images is not None:
                 try:
-                    handle = self._engine.attach_images(list(ids), images, self.model_id)
+                    handle = self._engine.attach_images(list(ids), list(images), self.model_id,
+                                                        getattr(images, "videos", []))
                 except ValueError as e:
                     raise ValueError(f"{where}: {e}") from None
                 ids = handle.prompt_token_ids

@@ -106,8 +106,9 @@ PYBIND11_MODULE(_core, m) {
   m.def("sample_seed", &engine::sample_seed, py::arg("seed"), py::arg("index"));
   m.def("canonical_media_dir", &engine::canonical_media_dir, py::arg("dir"), py::arg("option"));
   m.def("media_domains", &engine::media_domains, py::arg("entries"), py::arg("option"));
-  m.def("image_limit", py::overload_cast<const std::string&, const std::string&>(&engine::image_limit),
-        py::arg("json_text"), py::arg("option"));
+  m.def("image_limit", py::overload_cast<const std::string&, const std::string&, bool>(&engine::image_limit),
+        py::arg("json_text"), py::arg("option"), py::arg("videos_taken") = false);
+  m.def("video_limit", &engine::video_limit, py::arg("json_text"), py::arg("option"));
 
   // One-line messages, as the CLI prints them: bad values -> ValueError, the rest RuntimeError.
   py::register_exception_translator([](std::exception_ptr p) {
@@ -213,13 +214,23 @@ PYBIND11_MODULE(_core, m) {
            })
       .def("attach_images",
            [](python::OfflineEngine& e, std::vector<int32_t> prompt,
-              const std::vector<std::pair<std::string, py::bytes>>& images, const std::string& model_name) {
+              const std::vector<std::pair<std::string, py::bytes>>& images, const std::string& model_name,
+              const std::vector<std::pair<std::string, std::vector<std::tuple<std::string, py::bytes, int, int>>>>&
+                  videos) {
              std::vector<python::NamedImage> named;
              named.reserve(images.size());
-             for (const auto& [name, bytes] : images) named.push_back({name, std::string(bytes)});
-             return e.attach_images(std::move(prompt), named, model_name);
+             for (const auto& [name, bytes] : images) named.push_back({name, std::string(bytes), 0, 0});
+             // Videos: (name, [(frame name, bytes, width, height)]); width 0: encoded file bytes.
+             std::vector<python::NamedVideo> vids;
+             for (const auto& [name, frames] : videos) {
+               python::NamedVideo v{name, {}};
+               for (const auto& [fname, bytes, w, h] : frames) v.frames.push_back({fname, std::string(bytes), w, h});
+               vids.push_back(std::move(v));
+             }
+             return e.attach_images(std::move(prompt), named, model_name, vids);
            },
-           py::arg("prompt_token_ids"), py::arg("images"), py::arg("model_name"))
+           py::arg("prompt_token_ids"), py::arg("images"), py::arg("model_name"),
+           py::arg("videos") = std::vector<std::pair<std::string, std::vector<std::tuple<std::string, py::bytes, int, int>>>>{})
       .def("check_accepts_images", &python::OfflineEngine::check_accepts_images, py::arg("model_name"))
       .def_property_readonly("has_tokenizer", &python::OfflineEngine::has_tokenizer)
       .def("encode",

@@ -3,10 +3,12 @@
 #include <chrono>
 #include <filesystem>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <unistd.h>
 
 #include "core/error.h"
+#include "engine/request_error.h"
 #include "io/json_file.h"
 
 namespace py = pybind11;
@@ -67,22 +69,54 @@ std::string OfflineEngine::apply_chat_template(const std::string& messages_json,
 }
 
 ImagePrompt OfflineEngine::attach_images(std::vector<int32_t> prompt, const std::vector<NamedImage>& images,
-                                         const std::string& model_name) {
+                                         const std::string& model_name, const std::vector<NamedVideo>& videos) {
   py::gil_scoped_release nogil;  // the vision tower runs here
   std::call_once(image_input_once_, [this] { image_input_ = engine::ImageInput::for_model(runtime_->model(), dir_); });
   engine::RequestParams p;
   p.prompt = std::move(prompt);
   if (!image_input_) {
-    if (images.empty()) return {std::move(p.prompt), nullptr};
+    if (images.empty() && videos.empty()) return {std::move(p.prompt), nullptr};
     engine::refuse_images(model_name);
   }
+  std::vector<engine::EncodedImage> encoded_videos;
+  if (!videos.empty() && !image_input_->video_refusal().empty())
+    throw engine::RequestError(fmt::format("{}: model '{}' takes no video: {}", videos[0].name, model_name,
+                                           image_input_->video_refusal()),
+                               "video");
+  std::vector<std::vector<vision::RgbImage>> decoded;
+  for (const NamedVideo& v : videos) {
+    std::vector<vision::RgbImage> frames;
+    frames.reserve(v.frames.size());
+    for (const NamedImage& f : v.frames) {
+      if (f.width <= 0) {
+        frames.push_back(image_input_->decode({reinterpret_cast<const uint8_t*>(f.bytes.data()), f.bytes.size()}, f.name));
+        continue;
+      }
+      if (f.bytes.size() != static_cast<size_t>(f.width) * static_cast<size_t>(f.height) * 3)
+        throw engine::RequestError(fmt::format("{}: {} bytes, but a {}x{} RGB frame has {}", f.name, f.bytes.size(),
+                                               f.width, f.height, static_cast<size_t>(f.width) * f.height * 3),
+                                   "video");
+      frames.push_back({f.width, f.height, std::vector<uint8_t>(f.bytes.begin(), f.bytes.end())});
+    }
+    decoded.push_back(std::move(frames));
+  }
+  // Every video's token count before the tower runs: an over-long one costs no encoding.
+  std::vector<std::array<int64_t, 3>> sizes;
+  for (size_t k = 0; k < decoded.size(); ++k) {
+    if (decoded[k].empty()) throw engine::RequestError(fmt::format("{}: a video of no frames", videos[k].name), "video");
+    sizes.push_back({static_cast<int64_t>(decoded[k].size()), decoded[k][0].height, decoded[k][0].width});
+  }
+  if (!decoded.empty())
+    image_input_->check_videos_fit(static_cast<int64_t>(p.prompt.size()) - static_cast<int64_t>(images.size()), sizes,
+                                   runtime_->model().max_model_len());
+  for (size_t k = 0; k < decoded.size(); ++k) encoded_videos.push_back(image_input_->encode_video(decoded[k], videos[k].name));
   std::vector<engine::EncodedImage> encoded;
   encoded.reserve(images.size());
   for (const NamedImage& im : images) {
     const auto* data = reinterpret_cast<const uint8_t*>(im.bytes.data());
     encoded.push_back(image_input_->encode({data, im.bytes.size()}, im.name));
   }
-  image_input_->attach(p, std::move(encoded), runtime_->model().max_model_len());
+  image_input_->attach(p, std::move(encoded), std::move(encoded_videos), runtime_->model().max_model_len());
   return {std::move(p.prompt), std::move(p.images)};
 }
 

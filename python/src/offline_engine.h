@@ -54,10 +54,18 @@ struct ImagePrompt {
   std::shared_ptr<const engine::PromptImages> images;  // null: no images
 };
 
-// One image as the Python side hands it over: what errors call it, and its encoded file bytes.
+// One image as the Python side hands it over: what errors call it, and its encoded file bytes
+// (or, with width > 0, its pixels as height x width x 3 RGB bytes: a video frame from numpy).
 struct NamedImage {
   std::string name;
   std::string bytes;
+  int width = 0, height = 0;
+};
+
+// One video given as frames (Qwen3-VL): what errors call it, and its frames in order.
+struct NamedVideo {
+  std::string name;
+  std::vector<NamedImage> frames;
 };
 
 class OfflineEngine {
@@ -80,8 +88,11 @@ class OfflineEngine {
   // (ValueError) naming `model_name` when the model has no vision tower (unless there are no
   // images), naming the image when it does not decode, and for a placeholder count other than the
   // images' or a prompt the images make longer than max_model_len.
+  // `videos`: each video's frames, decoded and encoded as ImageInput::encode_video (its
+  // <|video_pad|> expanded with the processor's timestamps); RequestError naming the video when the
+  // model takes none (ImageInput::video_refusal) or a frame does not decode.
   ImagePrompt attach_images(std::vector<int32_t> prompt, const std::vector<NamedImage>& images,
-                            const std::string& model_name);
+                            const std::string& model_name, const std::vector<NamedVideo>& videos = {});
 
   // engine::refuse_images(model_name) when the model has no vision tower (checked before a chat
   // template renders image parts).

@@ -81,7 +81,39 @@ std::unique_ptr<ImageInput> ImageInput::for_model(const model::CausalLM& lm, con
   if (proc.merge_size != merge)
     fail("{}: vision_config.spatial_merge_size {} but preprocessor_config.json's merge_size {}", cfg_path, merge,
          proc.merge_size);
-  return std::make_unique<ImageInput>(*enc, std::move(proc), c["image_token_id"].get<int32_t>(), merge, limits);
+  auto in = std::make_unique<ImageInput>(*enc, std::move(proc), c["image_token_id"].get<int32_t>(), merge, limits);
+  in->setup_video(c, cfg_path, dir);
+  return in;
+}
+
+void ImageInput::setup_video(const nlohmann::json& c, const std::string& cfg_path, const std::string& dir) {
+  // Any problem here refuses videos (naming it) and leaves images as they are.
+  const std::string vpath = (std::filesystem::path(dir) / "video_preprocessor_config.json").string();
+  if (!std::filesystem::exists(vpath)) {
+    video_refusal_ = fmt::format("this model has no video_preprocessor_config.json ({}): fp4lm takes video frames "
+                                 "for Qwen3-VL / Qwen3.5 checkpoints with a Qwen3VLVideoProcessor",
+                                 dir);
+    return;
+  }
+  try {
+    vision::QwenVlVideoConfig v = vision::read_qwen_vl_video_config(vpath);
+    if (v.merge_size != merge_ || v.patch_size != qwen_->patch_size || v.temporal_patch_size != qwen_->temporal_patch_size)
+      fail("{}: patch_size {}, temporal_patch_size {}, merge_size {}, but the image processor's (the vision tower's) "
+           "are {}, {}, {}",
+           vpath, v.patch_size, v.temporal_patch_size, v.merge_size, qwen_->patch_size, qwen_->temporal_patch_size,
+           merge_);
+    for (const char* k : {"video_token_id", "vision_start_token_id", "vision_end_token_id"})
+      if (!c.contains(k) || !c[k].is_number_integer())
+        fail("{}: the model has a video processor but no integer '{}'", cfg_path, k);
+    video_pad_ = c["video_token_id"].get<int32_t>();
+    vision_start_ = c["vision_start_token_id"].get<int32_t>();
+    vision_end_ = c["vision_end_token_id"].get<int32_t>();
+    video_tokenizer_ = tokenizer::Tokenizer::from_dir(dir);
+    video_ = std::move(v);
+    video_refusal_.clear();
+  } catch (const Error& e) {
+    video_refusal_ = e.what();
+  }
 }
 
 ImageInput::ImageInput(const model::ImageEncoder& encoder, vision::QwenVlProcessorConfig processor,
@@ -307,6 +339,121 @@ void ImageInput::attach(RequestParams& p, std::vector<EncodedImage> images, int6
   }
   p.prompt = expand_image_placeholders(p.prompt, pad_, counts);
   p.images = make_prompt_images(p.prompt, pad_, std::move(images), merge_, encoder_.hidden_size());
+}
+
+EncodedImage ImageInput::encode_video(const std::vector<vision::RgbImage>& frames, const std::string& name) const {
+  if (!video_) throw RequestError(fmt::format("{}: {}", name, video_refusal_), "video");
+  return named_errors(name, [&] {
+    EncodedImage e;
+    const vision::QwenVlPixels px = vision::qwen_vl_video_preprocess(frames, *video_);
+    e.grid = px.grid;
+    e.frames = static_cast<int64_t>(frames.size());
+    // Another seed than an image's: a still image and a video of the same pixels are different rows.
+    e.hash = image_content_hash(px) ^ 0x766964656full;
+    e.embeddings = encoder_.encode(px);
+    return e;
+  });
+}
+
+int64_t ImageInput::tokens_for_video(int64_t frames, int64_t height, int64_t width) const {
+  if (!video_) throw RequestError(video_refusal_, "video");
+  const vision::GridThw g = vision::qwen_vl_video_grid(frames, height, width, *video_);
+  int64_t n = 0;
+  for (const std::string& ts : vision::qwen3_vl_video_timestamps(frames, video_->temporal_patch_size))
+    n += static_cast<int64_t>(video_tokenizer_->encode(ts, /*add_special_tokens=*/false).size()) + 2;
+  return n + g.t * (g.h / merge_) * (g.w / merge_) - 1;  // less the placeholder it replaces
+}
+
+void ImageInput::check_videos_fit(int64_t prompt_tokens, const std::vector<std::array<int64_t, 3>>& videos,
+                                  int64_t max_model_len) const {
+  if (!video_) throw RequestError(video_refusal_, "video");
+  int64_t total = prompt_tokens;
+  for (size_t k = 0; k < videos.size(); ++k) {
+    const auto [frames, h, w] = videos[k];
+    const int64_t n = named_errors(fmt::format("video {}", k + 1), [&] { return tokens_for_video(frames, h, w); });
+    total += n;
+    if (max_model_len > 0 && total >= max_model_len) {
+      const vision::GridThw g = vision::qwen_vl_video_grid(frames, h, w, *video_);
+      throw RequestError(fmt::format("video {} ({} frames, {} tokens per frame group) makes the prompt {} tokens, "
+                                     "more than the model's context of {} (max_model_len) leaves room for",
+                                     k + 1, frames, (g.h / merge_) * (g.w / merge_), total, max_model_len),
+                         "video");
+    }
+  }
+}
+
+std::vector<int32_t> ImageInput::expand_videos(std::span<const int32_t> prompt,
+                                               const std::vector<EncodedImage>& videos) const {
+  std::vector<int32_t> out;
+  size_t k = 0;
+  for (size_t i = 0; i < prompt.size(); ++i) {
+    if (prompt[i] != video_pad_) {
+      out.push_back(prompt[i]);
+      continue;
+    }
+    if (i + 1 < prompt.size() && prompt[i + 1] == video_pad_)
+      throw RequestError(fmt::format("the prompt already holds a run of video placeholder tokens (id {}) at token {}; "
+                                     "a video part is one placeholder, expanded by fp4lm",
+                                     video_pad_, i));
+    if (k < videos.size()) {
+      const EncodedImage& v = videos[k];
+      const int64_t per_group = (v.grid.h / merge_) * (v.grid.w / merge_);
+      const auto stamps = vision::qwen3_vl_video_timestamps(v.frames, video_->temporal_patch_size);
+      if (static_cast<int64_t>(stamps.size()) != v.grid.t)
+        throw RequestError(fmt::format("video {}: {} frames make {} timestamps, but its grid has t {}", k + 1,
+                                       v.frames, stamps.size(), v.grid.t));
+      for (const std::string& ts : stamps) {
+        const std::vector<int32_t> ids = video_tokenizer_->encode(ts, /*add_special_tokens=*/false);
+        out.insert(out.end(), ids.begin(), ids.end());
+        out.push_back(vision_start_);
+        out.insert(out.end(), static_cast<size_t>(per_group), video_pad_);
+        out.push_back(vision_end_);
+      }
+    }
+    ++k;
+  }
+  if (k != videos.size())
+    throw RequestError(fmt::format("the prompt has {} video placeholder(s) (token id {}) for {} video(s); each video "
+                                   "needs exactly one (a video content part or <|vision_start|><|video_pad|>"
+                                   "<|vision_end|> in a raw prompt)",
+                                   k, video_pad_, videos.size()));
+  return out;
+}
+
+void ImageInput::attach(RequestParams& p, std::vector<EncodedImage> images, std::vector<EncodedImage> videos,
+                        int64_t max_model_len) const {
+  if (videos.empty()) return attach(p, std::move(images), max_model_len);
+  if (!video_) throw RequestError(video_refusal_, "video");
+  // Videos first (their placeholders are not image pads), then the images as attach checks them.
+  std::vector<int32_t> expanded = expand_videos(p.prompt, videos);
+  std::vector<int64_t> counts;
+  int64_t total = static_cast<int64_t>(expanded.size()) - static_cast<int64_t>(images.size());
+  if (max_model_len > 0 && total >= max_model_len) {
+    int64_t before = static_cast<int64_t>(p.prompt.size()) - static_cast<int64_t>(images.size());
+    size_t k = 0;
+    for (; k + 1 < videos.size(); ++k) {
+      before += tokens_for_video(videos[k].frames, videos[k].grid.h * qwen_->patch_size,
+                                 videos[k].grid.w * qwen_->patch_size);
+      if (before >= max_model_len) break;
+    }
+    throw RequestError(fmt::format("video {} ({} frames, {} tokens per frame group) makes the prompt {} tokens, more "
+                                   "than the model's context of {} (max_model_len) leaves room for",
+                                   k + 1, videos[k].frames, (videos[k].grid.h / merge_) * (videos[k].grid.w / merge_),
+                                   total, max_model_len),
+                       "video");
+  }
+  for (size_t k = 0; k < images.size(); ++k) {
+    counts.push_back(model::image_run_tokens(images[k].grid, merge_));
+    total += counts.back();
+    if (max_model_len > 0 && total >= max_model_len)
+      throw RequestError(fmt::format("image {} ({} tokens for its {}x{} patch grid) makes the prompt {} tokens, more "
+                                     "than the model's context of {} (max_model_len) leaves room for",
+                                     k + 1, counts.back(), images[k].grid.h, images[k].grid.w, total, max_model_len),
+                         "image");
+  }
+  p.prompt = expand_image_placeholders(expanded, pad_, counts);
+  p.images = make_qwen_prompt_media(p.prompt, pad_, std::move(images), video_pad_, std::move(videos), merge_,
+                                    encoder_.hidden_size());
 }
 
 void refuse_images(const std::string& model_name) {

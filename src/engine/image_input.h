@@ -18,12 +18,15 @@
 //   Gemma 4  <|image|> (image_token_id), replaced as Gemma4Processor replaces it:
 //            <|image> (boi_token_id) + <|image|> x the image's soft tokens + <image|> (eoi_token_id);
 //            all three are special tokens, so no text around them is tokenized again.
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <span>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "engine/prompt_images.h"
 #include "engine/request.h"
@@ -33,6 +36,7 @@
 #include "vision/gemma4_processor_config.h"
 #include "vision/image_decode.h"
 #include "vision/qwen_vl_processor_config.h"
+#include "vision/qwen_vl_video.h"
 
 namespace fp4lm::engine {
 
@@ -80,6 +84,30 @@ class ImageInput {
   // <|image|>).
   int32_t image_pad_id() const { return pad_; }
 
+  // Video given as frames (Qwen3-VL / Qwen3.5: a checkpoint whose video_preprocessor_config.json is
+  // a Qwen3VLVideoProcessor; vision/qwen_vl_video.h). The prompt holds one <|video_pad|> per video
+  // (the chat template's video part), replaced as Qwen3VLProcessor replaces it: per temporal group
+  // of frames its timestamp text ("<0.1 seconds>", tokenized by the model's tokenizer, at the
+  // processor's 24 fps for frames without metadata), <|vision_start|>, the group's <|video_pad|>
+  // tokens, <|vision_end|>. The videos' tokens follow the images' in attach's checks.
+  // Empty when the model takes videos, else why not (RequestError text naming the model's files).
+  const std::string& video_refusal() const { return video_refusal_; }
+  // The frames (decoded images, all the same size) -> the video's encoder rows, grid and hash;
+  // RequestError naming `name` (zero frames, one frame, frames of different sizes, no video support).
+  EncodedImage encode_video(const std::vector<vision::RgbImage>& frames, const std::string& name) const;
+  // The tokens a video of `frames` frames of this size adds in place of its placeholder.
+  int64_t tokens_for_video(int64_t frames, int64_t height, int64_t width) const;
+  // Before the tower runs: RequestError (attach's message) when videos of these sizes ({frames,
+  // height, width} each, in prompt order) make a prompt of `prompt_tokens` (placeholders included)
+  // reach max_model_len, so that an over-long video is refused before its frames are encoded.
+  void check_videos_fit(int64_t prompt_tokens, const std::vector<std::array<int64_t, 3>>& videos,
+                        int64_t max_model_len) const;
+  // attach with videos as well (Qwen3-VL): RequestError when the prompt's <|video_pad|> count
+  // differs from the videos', or the prompt no longer fits max_model_len (naming the video).
+  void attach(RequestParams& p, std::vector<EncodedImage> images, std::vector<EncodedImage> videos,
+              int64_t max_model_len) const;
+  int32_t video_pad_id() const { return video_pad_; }
+
  private:
   std::vector<int32_t> gemma3_expand(std::span<const int32_t> prompt, const std::vector<EncodedImage>& images) const;
   std::vector<int32_t> gemma4_expand(std::span<const int32_t> prompt, const std::vector<EncodedImage>& images) const;
@@ -94,6 +122,13 @@ class ImageInput {
   int32_t pad_;
   int64_t merge_ = 1;
   vision::ImageLimits limits_;
+  // Qwen3-VL video (set by for_model when the checkpoint's video processor is one fp4lm runs).
+  std::optional<vision::QwenVlVideoConfig> video_;
+  std::string video_refusal_ = "this model's vision input takes no video";
+  int32_t video_pad_ = -1, vision_start_ = -1, vision_end_ = -1;
+  std::shared_ptr<const tokenizer::Tokenizer> video_tokenizer_;  // the timestamps' text
+  void setup_video(const nlohmann::json& config, const std::string& config_path, const std::string& dir);
+  std::vector<int32_t> expand_videos(std::span<const int32_t> prompt, const std::vector<EncodedImage>& videos) const;
 };
 
 // The error a model without a vision tower gives an image: names the model.

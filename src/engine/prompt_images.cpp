@@ -1,6 +1,7 @@
 #include "engine/prompt_images.h"
 
 #include <cstring>
+#include <string>
 
 #include <fmt/format.h>
 
@@ -71,55 +72,121 @@ std::vector<int32_t> expand_image_placeholders(std::span<const int32_t> prompt, 
 std::shared_ptr<const PromptImages> make_prompt_images(std::span<const int32_t> prompt, int32_t pad,
                                                        std::vector<EncodedImage> images, int64_t merge,
                                                        int64_t hidden) {
+  return make_qwen_prompt_media(prompt, pad, std::move(images), std::nullopt, {}, merge, hidden);
+}
+
+std::shared_ptr<const PromptImages> make_qwen_prompt_media(std::span<const int32_t> prompt, int32_t image_pad,
+                                                           std::vector<EncodedImage> images,
+                                                           std::optional<int32_t> video_pad,
+                                                           std::vector<EncodedImage> videos, int64_t merge,
+                                                           int64_t hidden) {
   auto p = std::make_shared<PromptImages>();
-  p->count = static_cast<int64_t>(images.size());
-  std::vector<model::ImageRun> runs;
-  // DeepStack levels ride along each encoder row (PromptImages::row_stride); every image has as many.
-  const size_t levels = images.empty() ? 0 : images[0].embeddings.deepstack.size();
+  p->count = static_cast<int64_t>(images.size() + videos.size());
+  // One block per image, one per frame group of a video (Qwen3-VL writes each group as its own
+  // run of video pads, timestamps between them): its grid, the item's rows it takes, and the hash.
+  struct Block {
+    vision::GridThw grid;
+    const EncodedImage* item = nullptr;
+    int64_t first_row = 0;  // in the item's rows
+    std::string name;       // "image 2", "video 1"
+  };
+  std::vector<Block> blocks;
+  // DeepStack levels ride along each encoder row (PromptImages::row_stride); every item has as many.
+  const EncodedImage* first = !images.empty() ? &images[0] : !videos.empty() ? &videos[0] : nullptr;
+  const size_t levels = first ? first->embeddings.deepstack.size() : 0;
   p->row_stride = hidden * static_cast<int64_t>(1 + levels);
   size_t total = 0;
+  const auto check_item = [&](const EncodedImage& im, const std::string& name) {
+    const int64_t want = model::image_run_tokens(im.grid, merge);
+    if (im.embeddings.rows != want || im.embeddings.cols != hidden ||
+        im.embeddings.values.size() != static_cast<size_t>(want * hidden))
+      throw RequestError(fmt::format("{}: {} encoder rows of {} values, but its grid (t {}, h {}, w {}) needs {} rows "
+                                     "of the hidden size {}",
+                                     name, im.embeddings.rows, im.embeddings.cols, im.grid.t, im.grid.h, im.grid.w,
+                                     want, hidden));
+    if (im.embeddings.deepstack.size() != levels)
+      throw RequestError(fmt::format("{}: {} DeepStack levels, but the first image or video has {}", name,
+                                     im.embeddings.deepstack.size(), levels));
+    for (size_t l = 0; l < levels; ++l)
+      if (im.embeddings.deepstack[l].size() != im.embeddings.values.size())
+        throw RequestError(fmt::format("{}: DeepStack level {} holds {} values, its encoder rows {}", name, l,
+                                       im.embeddings.deepstack[l].size(), im.embeddings.values.size()));
+    total += im.embeddings.values.size() * (1 + levels);
+  };
+  for (size_t k = 0; k < videos.size(); ++k) check_item(videos[k], fmt::format("video {}", k + 1));
   for (const EncodedImage& im : images) total += im.embeddings.values.size() * (1 + levels);
-  p->rows.reserve(total);
+  p->rows.reserve(total);  // never reallocated below: embeds point into it
+  std::vector<model::ImageRun> runs;
   std::vector<size_t> row_start;
+  size_t next_image = 0, next_video = 0;
+  int64_t group = 0;  // the next frame group of videos[next_video]
   for (size_t i = 0; i < prompt.size();) {
-    if (prompt[i] != pad) {
+    const bool is_image = prompt[i] == image_pad, is_video = video_pad && prompt[i] == *video_pad;
+    if (!is_image && !is_video) {
       ++i;
       continue;
     }
     size_t j = i;
-    while (j < prompt.size() && prompt[j] == pad) ++j;
-    const size_t k = runs.size();
-    if (k >= images.size())
-      throw RequestError(fmt::format("image placeholder run at token {} has no image ({} image(s) given)", i,
-                                     images.size()));
-    const EncodedImage& im = images[k];
-    const int64_t want = model::image_run_tokens(im.grid, merge);
-    if (static_cast<int64_t>(j - i) != want || im.embeddings.rows != want || im.embeddings.cols != hidden ||
-        im.embeddings.values.size() != static_cast<size_t>(want * hidden))
-      throw RequestError(fmt::format("image {}: {} placeholder tokens, {} encoder rows of {} values, but its grid "
-                                     "(t {}, h {}, w {}) needs {} rows of the hidden size {}",
-                                     k + 1, j - i, im.embeddings.rows, im.embeddings.cols, im.grid.t, im.grid.h,
-                                     im.grid.w, want, hidden));
-    if (im.embeddings.deepstack.size() != levels)
-      throw RequestError(fmt::format("image {}: {} DeepStack levels, but image 1 has {}", k + 1,
-                                     im.embeddings.deepstack.size(), levels));
-    for (size_t l = 0; l < levels; ++l)
-      if (im.embeddings.deepstack[l].size() != im.embeddings.values.size())
-        throw RequestError(fmt::format("image {}: DeepStack level {} holds {} values, its encoder rows {}", k + 1, l,
-                                       im.embeddings.deepstack[l].size(), im.embeddings.values.size()));
-    runs.push_back({static_cast<int64_t>(i), im.grid});
-    row_start.push_back(p->rows.size());
-    for (int64_t r = 0; r < want; ++r) {
-      const auto row = [&](const std::vector<float>& v) { return v.begin() + r * hidden; };
-      p->rows.insert(p->rows.end(), row(im.embeddings.values), row(im.embeddings.values) + hidden);
-      for (size_t l = 0; l < levels; ++l)
-        p->rows.insert(p->rows.end(), row(im.embeddings.deepstack[l]), row(im.embeddings.deepstack[l]) + hidden);
+    while (j < prompt.size() && prompt[j] == prompt[i]) ++j;
+    Block b;
+    if (is_image) {
+      const size_t k = next_image++;
+      if (k >= images.size())
+        throw RequestError(fmt::format("image placeholder run at token {} has no image ({} image(s) given)", i,
+                                       images.size()));
+      const EncodedImage& im = images[k];
+      const int64_t want = model::image_run_tokens(im.grid, merge);
+      if (static_cast<int64_t>(j - i) != want || im.embeddings.rows != want || im.embeddings.cols != hidden ||
+          im.embeddings.values.size() != static_cast<size_t>(want * hidden))
+        throw RequestError(fmt::format("image {}: {} placeholder tokens, {} encoder rows of {} values, but its grid "
+                                       "(t {}, h {}, w {}) needs {} rows of the hidden size {}",
+                                       k + 1, j - i, im.embeddings.rows, im.embeddings.cols, im.grid.t, im.grid.h,
+                                       im.grid.w, want, hidden));
+      b = {im.grid, &im, 0, fmt::format("image {}", k + 1)};
+    } else {
+      if (next_video >= videos.size())
+        throw RequestError(fmt::format("video placeholder run at token {} has no video ({} video(s) given)", i,
+                                       videos.size()));
+      const EncodedImage& v = videos[next_video];
+      const vision::GridThw g{1, v.grid.h, v.grid.w};
+      const int64_t per_group = model::image_run_tokens(g, merge);
+      if (static_cast<int64_t>(j - i) != per_group)
+        throw RequestError(fmt::format("video {}: a run of {} video placeholder tokens at token {}, but each of its "
+                                       "frame groups is {} tokens",
+                                       next_video + 1, j - i, i, per_group));
+      b = {g, &v, group * per_group, fmt::format("video {}", next_video + 1)};
+      if (++group == v.grid.t) {
+        ++next_video;
+        group = 0;
+      }
     }
+    if (b.item->embeddings.deepstack.size() != levels)
+      throw RequestError(fmt::format("{}: {} DeepStack levels, but the first image or video has {}", b.name,
+                                     b.item->embeddings.deepstack.size(), levels));
+    for (size_t l = 0; l < levels; ++l)
+      if (b.item->embeddings.deepstack[l].size() != b.item->embeddings.values.size())
+        throw RequestError(fmt::format("{}: DeepStack level {} holds {} values, its encoder rows {}", b.name, l,
+                                       b.item->embeddings.deepstack[l].size(), b.item->embeddings.values.size()));
+    runs.push_back({static_cast<int64_t>(i), b.grid});
+    row_start.push_back(p->rows.size());
+    const int64_t n = static_cast<int64_t>(j - i);
+    for (int64_t r = b.first_row; r < b.first_row + n; ++r) {
+      const auto row = [&](const std::vector<float>& v) { return v.begin() + r * hidden; };
+      p->rows.insert(p->rows.end(), row(b.item->embeddings.values), row(b.item->embeddings.values) + hidden);
+      for (size_t l = 0; l < levels; ++l)
+        p->rows.insert(p->rows.end(), row(b.item->embeddings.deepstack[l]), row(b.item->embeddings.deepstack[l]) + hidden);
+    }
+    blocks.push_back(std::move(b));
     i = j;
   }
-  if (runs.size() != images.size())
-    throw RequestError(fmt::format("the prompt has {} image placeholder run(s) for {} image(s)", runs.size(),
+  if (next_image != images.size())
+    throw RequestError(fmt::format("the prompt has {} image placeholder run(s) for {} image(s)", next_image,
                                    images.size()));
+  if (next_video != videos.size() || group != 0)
+    throw RequestError(fmt::format("the prompt's video placeholder runs cover {} of {} video(s){}", next_video,
+                                   videos.size(), group ? fmt::format(" (video {} stops after frame group {})",
+                                                                      next_video + 1, group)
+                                                        : std::string()));
   model::MropePositions pos = model::mrope_positions(static_cast<int64_t>(prompt.size()), runs, merge);
   p->positions = std::move(pos.thw);
   p->embeds.assign(prompt.size(), nullptr);
@@ -129,8 +196,9 @@ std::shared_ptr<const PromptImages> make_prompt_images(std::span<const int32_t> 
     for (int64_t r = 0; r < n; ++r) {
       const size_t t = static_cast<size_t>(runs[k].first + r);
       p->embeds[t] = p->rows.data() + row_start[k] + static_cast<size_t>(r * p->row_stride);
-      // Negative, so never a vocabulary id: the image's hash and the row's index.
-      p->cache_key[t] = -1 - static_cast<int32_t>(splitmix(images[k].hash + static_cast<uint64_t>(r)) & 0x7ffffffeu);
+      // Negative, so never a vocabulary id: the item's hash and the row's index in it.
+      const uint64_t row = static_cast<uint64_t>(blocks[k].first_row + r);
+      p->cache_key[t] = -1 - static_cast<int32_t>(splitmix(blocks[k].item->hash + row) & 0x7ffffffeu);
     }
   }
   return p;

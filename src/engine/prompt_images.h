@@ -8,6 +8,7 @@
 // same size (the same placeholder ids) never do.
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -37,6 +38,7 @@ struct EncodedImage {
   model::ImageEmbeddings embeddings;
   vision::GridThw grid;  // Qwen-VL
   int64_t crops = 0;     // Gemma 3: pan-and-scan crops (each its own block of rows after the image's)
+  int64_t frames = 0;    // a Qwen3-VL video: the frames given (grid.t temporal groups of them); 0: an image
   uint64_t hash = 0;
 };
 
@@ -57,6 +59,17 @@ std::vector<int32_t> expand_image_placeholders(std::span<const int32_t> prompt, 
 std::shared_ptr<const PromptImages> make_prompt_images(std::span<const int32_t> prompt, int32_t pad,
                                                        std::vector<EncodedImage> images, int64_t merge_size,
                                                        int64_t hidden_size);
+
+// The same with videos (Qwen3-VL): runs of `image_pad` take the images in order, runs of
+// `video_pad` the videos' frame groups in order (each group its own run of (h / merge) x
+// (w / merge) tokens, grid (1, h, w): Qwen3VLProcessor writes the groups apart, timestamps between,
+// and get_rope_index positions each as an image). RequestError naming the image or video when a run
+// disagrees with its rows, or the runs do not cover every item.
+std::shared_ptr<const PromptImages> make_qwen_prompt_media(std::span<const int32_t> prompt, int32_t image_pad,
+                                                           std::vector<EncodedImage> images,
+                                                           std::optional<int32_t> video_pad,
+                                                           std::vector<EncodedImage> videos, int64_t merge_size,
+                                                           int64_t hidden_size);
 
 // Gemma 3: the images of a prompt already expanded as Gemma3Processor writes it (one run of
 // `soft` tokens, `block` long, for each image and each of its crops, in order): the rows, the

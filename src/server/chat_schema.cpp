@@ -74,6 +74,12 @@ json checked_content(const json& msg, const std::string& where, std::vector<Imag
       has_image = true;
       continue;
     }
+    if (type == "video_url" || (!type && present(c[i], "video_url")))
+      throw bad_request(fmt::format("'{}': video_url parts are not supported: the server decodes no video files and "
+                                    "accepts text and image parts only; video is taken as frames through fp4lm.LLM "
+                                    "(Qwen3-VL / Qwen3.5: multi_modal_data={{\"video\": [frame, ...]}})",
+                                    part),
+                        part + ".type");
     if (type != "text")
       throw bad_request(fmt::format("'{}.type': only text parts ({{\"type\": \"text\", \"text\": ...}}) and "
                                     "image parts ({{\"type\": \"image_url\", \"image_url\": {{\"url\": ...}}}}) "

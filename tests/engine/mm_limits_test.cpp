@@ -40,6 +40,19 @@ TEST(MmLimits, VideoAndAudioLimitsAreAcceptedAndSaidToHaveNoEffect) {
   EXPECT_EQ(logs.count("has no effect"), 2) << logs.text();
 }
 
+TEST(MmLimits, VideoCountForTheFramesFp4lmLlmTakes) {
+  fp4lm::test::LogCapture logs(spdlog::level::warn);
+  EXPECT_EQ(video_limit(std::string(), "limit_mm_per_prompt"), 999);  // vLLM's default
+  EXPECT_EQ(video_limit(std::string(R"({"image": 2})"), "limit_mm_per_prompt"), 999);
+  EXPECT_EQ(video_limit(std::string(R"({"video": {"count": 1}})"), "limit_mm_per_prompt"), 1);
+  EXPECT_EQ(video_limit(std::string(R"({"video": 0})"), "limit_mm_per_prompt"), 0);
+  // Where videos are taken their limit is not said to have no effect; audio's still is.
+  EXPECT_EQ(image_limit(std::string(R"({"image": 4, "video": 2, "audio": 1})"), "limit_mm_per_prompt", true), 4);
+  EXPECT_EQ(logs.count("the video limit"), 0) << logs.text();
+  EXPECT_EQ(logs.count("the audio limit (1) has no effect"), 1) << logs.text();
+  EXPECT_THROW(video_limit(std::string(R"({"video": -1})"), "limit_mm_per_prompt"), UsageError);
+}
+
 TEST(MmLimits, EveryBadValueNamesTheOptionAndKey) {
   EXPECT_EQ(limit_error("{image: 2}"), "--limit-mm-per-prompt: '{image: 2}' is not JSON; expected e.g. '{\"image\": 2}'");
   EXPECT_EQ(limit_error("[2]"), "--limit-mm-per-prompt: expected a JSON object such as {\"image\": 2}, got [2]");

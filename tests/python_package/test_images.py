@@ -264,8 +264,8 @@ def test_generate_errors(moe_w4a4):
         llm.generate({"prompt": g["rendered"], "multi_modal_data": {"image": [7]}}, greedy(g))
     with pytest.raises(ValueError, match=r"prompt 0: .*cannot read image file '/nonexistent/x.png'"):
         llm.generate({"prompt": g["rendered"], "multi_modal_data": {"image": "/nonexistent/x.png"}}, greedy(g))
-    with pytest.raises(ValueError, match=r"prompt 0: multi_modal_data\['video'\] is not supported"):
-        llm.generate({"prompt": g["rendered"], "multi_modal_data": {"video": png}}, greedy(g))
+    with pytest.raises(ValueError, match=r"prompt 0: multi_modal_data\['audio'\] is not supported"):
+        llm.generate({"prompt": g["rendered"], "multi_modal_data": {"audio": png}}, greedy(g))
     with pytest.raises(ValueError, match=r"prompt 0: unsupported prompt key\(s\) \['mm_processor_kwargs'\]"):
         llm.generate({"prompt": g["rendered"], "mm_processor_kwargs": {}}, greedy(g))
     # Over limit_mm_per_prompt, in generate and chat (vLLM's message).
@@ -299,8 +299,10 @@ def test_limit_mm_per_prompt_values(caplog):
     assert _images.parse_limit({"image": 3, "video": 0}) == 3
     assert _images.parse_limit({"image": {"count": 0}}) == 0
     with caplog.at_level(logging.WARNING, logger="fp4lm"):
-        assert _images.parse_limit({"image": 2, "video": 1}) == 2
-    assert "limit_mm_per_prompt: the video limit (1) has no effect: fp4lm takes images only" in caplog.text
+        assert _images.parse_limit({"image": 2, "video": 1, "audio": 1}) == 2
+    # fp4lm.LLM counts videos (frames, Qwen3-VL: test_video.py); audio has no effect.
+    assert "the video limit" not in caplog.text
+    assert "limit_mm_per_prompt: the audio limit (1) has no effect: fp4lm takes images only" in caplog.text
     for bad, msg in (({"image": -1}, "limit_mm_per_prompt: 'image' must be a count >= 0, got -1"),
                      ({"image": True}, "'image' must be a count >= 0, got true"),
                      ({"images": 1}, "unknown modality 'images'"), ([1], "must be a dict"),

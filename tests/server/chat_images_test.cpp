@@ -286,6 +286,8 @@ TEST_F(ChatImages, PartShapesAsVllmChecksThem) {
   e = error_of(body({json{{"type", "video_url"}, {"video_url", {{"url", png}}}}}));
   EXPECT_EQ(e.second, "messages[0].content[0].type");
   EXPECT_NE(e.first.find("image parts"), std::string::npos) << e.first;
+  EXPECT_NE(e.first.find("video_url parts are not supported: the server decodes no video files"), std::string::npos)
+      << e.first;
   // Fields that cannot be combined with images.
   EXPECT_EQ(error_of(body({png}, {{"truncate_prompt_tokens", 10}})).second, "truncate_prompt_tokens");
   EXPECT_EQ(error_of(body({png}, {{"use_beam_search", true}})).second, "use_beam_search");
