@@ -23,16 +23,19 @@ double mean_square(const float* x, int64_t n) {
   return s / static_cast<double>(n);
 }
 
-// Stream k >= 1 of each row: projection k-1 of `src`'s row, rescaled to the RMS of `ref`'s row
-// (transformers: p · target / sqrt(clamp(mean(p²), 1e-5))). Rows of `stride` floats.
-void project_rescaled(const std::vector<std::unique_ptr<Linear>>& projections, const float* src, int64_t src_stride,
-                      const float* ref, int64_t ref_stride, int64_t m, int64_t hidden, float* out, int64_t out_stride,
-                      DType act) {
+// Stream k >= 1 of each row of `out` (rows of `n` streams): projection k-1 of the source row,
+// rescaled to the RMS of stream 0 of `ref` (transformers: p · target / sqrt(clamp(mean(p²), 1e-5))).
+// The source row is `src`'s stream k (per_stream: the streams after the last layer) or its one
+// row of `hidden` (the embedding, the source of every stream).
+void project_rescaled(const std::vector<std::unique_ptr<Linear>>& projections, const float* src, bool per_stream,
+                      const float* ref, int64_t ref_stride, int64_t m, int64_t hidden, float* out, DType act) {
+  const int64_t n = static_cast<int64_t>(projections.size()) + 1, out_stride = n * hidden;
   std::vector<float> in(static_cast<size_t>(m * hidden)), p(in.size());
   for (size_t k = 0; k < projections.size(); ++k) {
     const int64_t stream = static_cast<int64_t>(k) + 1;
     for (int64_t r = 0; r < m; ++r)
-      std::copy_n(src + r * src_stride + (src_stride > hidden ? stream * hidden : 0), hidden, in.data() + r * hidden);
+      std::copy_n(per_stream ? src + r * out_stride + stream * hidden : src + r * hidden, hidden,
+                  in.data() + r * hidden);
     projections[k]->forward(in.data(), m, p.data());
     round_to_dtype(p.data(), p.size(), act);
     for (int64_t r = 0; r < m; ++r) {
@@ -160,7 +163,7 @@ AltUpStreams::AltUpStreams(ModelLoader& l) {
 void AltUpStreams::expand(float* h, int64_t m, DType act) const {
   std::vector<float> e(static_cast<size_t>(m * hidden_));
   for (int64_t r = 0; r < m; ++r) std::copy_n(h + r * n_ * hidden_, hidden_, e.data() + r * hidden_);
-  project_rescaled(projections_, e.data(), hidden_, e.data(), hidden_, m, hidden_, h, n_ * hidden_, act);
+  project_rescaled(projections_, e.data(), false, e.data(), hidden_, m, hidden_, h, act);
 }
 
 AltUpHead::AltUpHead(ModelLoader& l)
@@ -173,7 +176,7 @@ void AltUpHead::collapse(const float* h, int64_t m, float* out, DType act) const
   const int64_t width = n_ * hidden_;
   std::vector<float> streams(static_cast<size_t>(m * width));
   for (int64_t r = 0; r < m; ++r) std::copy_n(h + r * width, hidden_, streams.data() + r * width);
-  project_rescaled(projections_, h, width, h, width, m, hidden_, streams.data(), width, act);
+  project_rescaled(projections_, h, true, h, width, m, hidden_, streams.data(), act);
   for (int64_t r = 0; r < m; ++r)
     for (int64_t i = 0; i < hidden_; ++i) {
       float s = 0;

@@ -188,8 +188,9 @@ class Gemma3nLayer final : public DecoderLayer {
       else if (entry_->vision && id >= entry_->vision->offset()) mm = entry_->vision.get();
       if (mm) {
         if (id >= mm->end())
-          fail("Gemma3nForConditionalGeneration: token id {} lies past the audio embedder's ids [{}, {})", id,
-               mm->offset(), mm->end());
+          fail("Gemma3nForConditionalGeneration: token id {} lies in no multimodal embedder's ids (the nearest "
+               "below it, {}, embeds [{}, {}))",
+               id, mm == entry_->audio.get() ? "embed_audio" : "embed_vision", mm->offset(), mm->end());
         mm->embed(id, row, s.act);
       }
       std::copy_n(row, H, e.data() + r * H);
