@@ -404,11 +404,11 @@ class Gemma3n final : public ArchDef {
     c.erase("rope_theta");
     c["hidden_activation"] = "gelu_pytorch_tanh";
     c["sliding_window"] = 8;
-    c["hidden_size_per_layer_input"] = 8;
+    c["hidden_size_per_layer_input"] = 16;  // NVFP4 blocks of 16 along every Linear's input
     c["vocab_size_per_layer_input"] = c["vocab_size"];
     c["altup_num_inputs"] = 4;
     c["altup_active_idx"] = 0;
-    c["laurel_rank"] = 8;
+    c["laurel_rank"] = 16;
     c["num_kv_shared_layers"] = 0;
     c["final_logit_softcapping"] = 30.0;
     nlohmann::json types = nlohmann::json::array(), sparsity = nlohmann::json::array();
