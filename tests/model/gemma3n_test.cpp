@@ -98,6 +98,48 @@ TEST(Gemma3n, StepsChunksAndBatchesMatchOneForward) {
   for (const std::string kind : kKinds) expect_steps_chunks_and_batches_match_one_forward(dir(kind), f32(), tokens(kind));
 }
 
+// Pipeline stages [0, 3) and [3, 6): the 4 streams, the per-layer inputs and layers 2's and 3's
+// K/V (read by layers 5 and 4) cross the cut; the logits equal the whole model's bit for bit,
+// prompt then decode steps.
+TEST(Gemma3n, PipelineStagesCarryStreamsInputsAndKv) {
+  struct Link final : StageLink {
+    std::vector<float> h;
+    std::vector<uint8_t> extra;
+    void receive(float* out, int64_t rows, int64_t hidden, std::vector<uint8_t>& e) override {
+      ASSERT_EQ(h.size(), static_cast<size_t>(rows * hidden));
+      std::copy(h.begin(), h.end(), out);
+      e = extra;
+    }
+    void send(const float* in, int64_t rows, int64_t hidden, std::span<const uint8_t> e) override {
+      h.assign(in, in + rows * hidden);
+      extra.assign(e.begin(), e.end());
+    }
+  };
+  for (const std::string kind : kKinds) {
+    const auto whole = CausalLM::load(dir(kind), f32());
+    LoadOptions a, b;
+    a.first_layer = 0;
+    a.end_layer = 3;
+    b.first_layer = 3;
+    b.end_layer = 6;
+    const auto s0 = CausalLM::load(dir(kind), f32(), a), s1 = CausalLM::load(dir(kind), f32(), b);
+    const std::vector<int32_t> toks = tokens(kind);
+    const size_t vocab = static_cast<size_t>(whole->vocab_size());
+    SequenceState w = whole->new_sequence(), q0 = s0->new_sequence(), q1 = s1->new_sequence();
+    Link link;
+    for (const auto& [from, n] : {std::pair<size_t, size_t>{0, 30}, {30, 1}, {31, 9}}) {
+      std::vector<float> want_rows(n * vocab), got(n * vocab, -1.0f);
+      SequenceChunk cw{&w, toks.data() + from, static_cast<int64_t>(n), LogitsMode::all, want_rows.data()};
+      whole->forward(std::span(&cw, 1));
+      SequenceChunk c0{&q0, toks.data() + from, static_cast<int64_t>(n), LogitsMode::none, nullptr};
+      s0->forward(std::span(&c0, 1), &link);
+      SequenceChunk c1{&q1, toks.data() + from, static_cast<int64_t>(n), LogitsMode::all, got.data()};
+      s1->forward(std::span(&c1, 1), &link);
+      EXPECT_EQ(want_rows, got) << kind << ": rows from " << from;
+    }
+  }
+}
+
 // Each mechanism is on in the fixture and changes the logits: without the Gaussian top-k, with
 // another active stream, without correct_output_scale, the logits move far from transformers'.
 TEST(Gemma3n, EachFeatureMatters) {
