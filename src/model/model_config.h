@@ -137,6 +137,18 @@ struct GemmaConfig {
   bool enabled() const { return !sliding.empty(); }
 };
 
+// Gemma 3n (arch/gemma3n.cpp; its attention, layer types, KV sharing and per-layer inputs in
+// GemmaConfig): altup_num_inputs residual streams updated by AltUp (model/altup.h) around
+// altup_active_idx, a Laurel branch of laurel_rank (model/laurel.h), per-layer MLP widths and the
+// Gaussian top-k of the gate (activation_sparsity_pattern, model/gaussian_topk_mlp.h).
+struct Gemma3nConfig {
+  int64_t altup_inputs = 0, altup_active = 0, laurel_rank = 0;
+  bool altup_correct_scale = true;
+  std::vector<int64_t> intermediate_sizes;
+  std::vector<double> activation_sparsity;
+  bool enabled() const { return altup_inputs > 0; }
+};
+
 // gpt-oss (arch/gpt_oss.cpp): attention layers alternate between a sliding window and full
 // attention (layer_types), the experts' clamped SwiGLU (swiglu_alpha, swiglu_limit).
 struct GptOssConfig {
@@ -235,6 +247,7 @@ struct ModelConfig {
   // Soft-capped logits (Gemma): 0 = none; else logits = cap * tanh(logits / cap).
   double final_logit_softcapping = 0.0;
   GemmaConfig gemma;  // Gemma 3 / Gemma 4 (arch/gemma.h)
+  Gemma3nConfig gemma3n;  // Gemma 3n (arch/gemma3n.cpp)
   GptOssConfig gpt_oss;  // gpt-oss (arch/gpt_oss.cpp)
   Llama4Config llama4;   // Llama 4 (arch/llama4.cpp)
   MiniMaxM3Config minimax_m3;  // MiniMax-M3 (arch/minimax_m3.cpp)

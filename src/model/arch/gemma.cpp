@@ -96,6 +96,29 @@ void read_gemma_rope(const ConfigReader& r, ModelConfig& c, const char* local_th
   if (!(c.gemma.local_rope_theta > 0)) fail("{}: the sliding layers' rope_theta must be > 0", r.path);
 }
 
+void read_gemma_kv_sharing(const ConfigReader& r, ModelConfig& c) {
+  const int64_t shared = r.opt<int64_t>("num_kv_shared_layers", 0);
+  if (shared < 0 || shared >= c.num_layers)
+    fail("{}: num_kv_shared_layers = {} must be in [0, num_hidden_layers = {}): the shared layers read the K/V "
+         "of earlier ones",
+         r.path, shared, c.num_layers);
+  c.gemma.kv_source.assign(static_cast<size_t>(c.num_layers), -1);
+  const int64_t first = c.num_layers - shared;
+  for (int64_t i = first; i < c.num_layers; ++i) {
+    const bool sliding = c.gemma.sliding[static_cast<size_t>(i)];
+    int64_t j = first - 1;
+    while (j >= 0 && c.gemma.sliding[static_cast<size_t>(j)] != sliding) --j;
+    if (j < 0)
+      fail("{}: num_kv_shared_layers = {}: layer {} ({}) has no earlier {} layer to read K/V from", r.path, shared,
+           i, sliding ? "sliding" : "full", sliding ? "sliding" : "full");
+    const auto ui = static_cast<size_t>(i), uj = static_cast<size_t>(j);
+    if (c.gemma.head_dims[ui] != c.gemma.head_dims[uj] || c.gemma.kv_heads[ui] != c.gemma.kv_heads[uj])
+      fail("{}: num_kv_shared_layers: layer {} reads the K/V of layer {}, whose head_dim / KV heads differ", r.path,
+           i, j);
+    c.gemma.kv_source[ui] = j;
+  }
+}
+
 std::unique_ptr<Rope> gemma_rope(const ModelConfig& c, int64_t i, int64_t dim) {
   if (c.gemma.sliding[static_cast<size_t>(i)])
     return std::make_unique<Rope>(dim, c.gemma.local_rope_theta, c.gemma.local_rope_scaling);

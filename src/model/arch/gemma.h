@@ -56,6 +56,10 @@ void read_gemma_layer_types(const ConfigReader& r, ModelConfig& c, int64_t patte
 // rope_theta + rope_scaling (full layers) and `local_theta_key` (sliding layers, default
 // `local_theta`).
 void read_gemma_rope(const ConfigReader& r, ModelConfig& c, const char* local_theta_key, double local_theta);
+// num_kv_shared_layers (Gemma 4, Gemma 3n; transformers' kv_sharing_modes) into c.gemma.kv_source:
+// the last n layers read the K/V of the last earlier (unshared) layer of their own type, whose
+// head_dims / kv_heads (filled before) must be theirs.
+void read_gemma_kv_sharing(const ConfigReader& r, ModelConfig& c);
 // The RoPE of layer i's type over `dim` dims.
 std::unique_ptr<Rope> gemma_rope(const ModelConfig& c, int64_t i, int64_t dim);
 

@@ -149,32 +149,7 @@ class Gemma4 final : public ArchDef {
     }
     c.gemma.v_norm = true;
     c.gemma.layer_scalar = true;
-    read_kv_sharing(r, c);
-  }
-
-  // num_kv_shared_layers as transformers' Gemma4TextConfig.kv_sharing_modes: the last n layers
-  // read the K/V of the last earlier (unshared) layer of their own type.
-  static void read_kv_sharing(const ConfigReader& r, ModelConfig& c) {
-    const int64_t shared = r.opt<int64_t>("num_kv_shared_layers", 0);
-    if (shared < 0 || shared >= c.num_layers)
-      fail("{}: num_kv_shared_layers = {} must be in [0, num_hidden_layers = {}): the shared layers read the K/V "
-           "of earlier ones",
-           r.path, shared, c.num_layers);
-    c.gemma.kv_source.assign(static_cast<size_t>(c.num_layers), -1);
-    const int64_t first = c.num_layers - shared;
-    for (int64_t i = first; i < c.num_layers; ++i) {
-      const bool sliding = c.gemma.sliding[static_cast<size_t>(i)];
-      int64_t j = first - 1;
-      while (j >= 0 && c.gemma.sliding[static_cast<size_t>(j)] != sliding) --j;
-      if (j < 0)
-        fail("{}: num_kv_shared_layers = {}: layer {} ({}) has no earlier {} layer to read K/V from", r.path, shared,
-             i, sliding ? "sliding" : "full", sliding ? "sliding" : "full");
-      const auto ui = static_cast<size_t>(i), uj = static_cast<size_t>(j);
-      if (c.gemma.head_dims[ui] != c.gemma.head_dims[uj] || c.gemma.kv_heads[ui] != c.gemma.kv_heads[uj])
-        fail("{}: num_kv_shared_layers: layer {} reads the K/V of layer {}, whose head_dim / KV heads differ", r.path,
-             i, j);
-      c.gemma.kv_source[ui] = j;
-    }
+    read_gemma_kv_sharing(r, c);
   }
 
   // Layer i's attention shape: head_dim, KV heads, keys doubling as values.

@@ -39,6 +39,8 @@ GemmaPleInputs::GemmaPleInputs(ModelLoader& l) : act_(l.dtype()) {
   table_bytes_ = t.nbytes;
   projection_ = l.load_linear(n.model_projection);
   norm_ = load_rms_norm(l, n.projection_norm, dim_);
+  table_rows_ = c.gemma.ple_vocab;
+  out_of_table_to_zero_ = c.architecture.starts_with("Gemma3n");
   if (c.architecture == "Gemma4ForConditionalGeneration") {
     // Gemma4Config's / Gemma4TextConfig's defaults where a key is absent.
     const nlohmann::json& top = l.checkpoint().config();
@@ -98,6 +100,12 @@ void GemmaPleInputs::compute(const LayerStep& s) const {
       if (std::find(multimodal_ids_.begin(), multimodal_ids_.end(), t) != multimodal_ids_.end()) t = pad_id_;
     ids = mapped.data();
   }
+  if (out_of_table_to_zero_) {
+    mapped.assign(s.tokens, s.tokens + s.m);
+    for (int32_t& t : mapped)
+      if (t < 0 || t >= table_rows_) t = 0;
+    ids = mapped.data();
+  }
   table_.lookup(ids, s.m, tok.data());
   round_to_dtype(tok.data(), size, act_);
   // × sqrt(P), the factor in the activation dtype (transformers casts it to the table's dtype).
@@ -144,19 +152,23 @@ size_t GemmaPleBlock::own_param_bytes() const {
   return static_cast<size_t>(hidden_) * sizeof(float) + (layer_ == 0 ? inputs_->own_param_bytes() : 0);
 }
 
-void GemmaPleBlock::forward(const LayerStep& s) const {
-  std::vector<float> g(static_cast<size_t>(s.m * dim_));
-  gate_->forward(s.h, s.m, g.data());
-  for (int64_t r = 0; r < s.m; ++r) {
+void GemmaPleBlock::term(const float* x, int64_t m, float* y, DType act) const {
+  std::vector<float> g(static_cast<size_t>(m * dim_));
+  gate_->forward(x, m, g.data());
+  for (int64_t r = 0; r < m; ++r) {
     float* gr = g.data() + r * dim_;
     for (int64_t c = 0; c < dim_; ++c) gr[c] = gelu_tanh(gr[c]);
-    round_to_dtype(gr, static_cast<size_t>(dim_), act_);
+    round_to_dtype(gr, static_cast<size_t>(dim_), act);
     const float* in = inputs_->of(layer_, r);
     for (int64_t c = 0; c < dim_; ++c) gr[c] *= in[c];
   }
-  round_to_dtype(g.data(), g.size(), act_);
-  projection_->forward(g.data(), s.m, s.y);
-  post_.forward(s.y, s.m, s.y, act_);
+  round_to_dtype(g.data(), g.size(), act);
+  projection_->forward(g.data(), m, y);
+  post_.forward(y, m, y, act);
+}
+
+void GemmaPleBlock::forward(const LayerStep& s) const {
+  term(s.h, s.m, s.y, act_);
   const size_t size = static_cast<size_t>(s.m * hidden_);
   for (size_t i = 0; i < size; ++i) s.h[i] += s.y[i];
   round_to_dtype(s.h, size, act_);

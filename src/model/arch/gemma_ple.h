@@ -67,6 +67,9 @@ class GemmaPleInputs final : public StageCarried {
   // (Gemma4Model.forward's multimodal mask; their embeddings are replaced by the encoders' rows).
   std::vector<int32_t> multimodal_ids_;
   int32_t pad_id_ = 0;
+  // Gemma 3n (get_per_layer_inputs): ids outside [0, vocab_size_per_layer_input) look up row 0.
+  bool out_of_table_to_zero_ = false;
+  int64_t table_rows_ = 0;
   mutable std::vector<float> buf_;  // the step's inputs, written by layer 0, read by every layer
 };
 
@@ -80,6 +83,10 @@ class GemmaPleBlock {
   }
   // After its feed-forward half: h += the per-layer term.
   void forward(const LayerStep& s) const;
+  // The per-layer term of x [m, hidden] into y [m, hidden]: post_per_layer_input_norm(
+  // per_layer_projection(gelu_tanh(per_layer_input_gate(x)) × input[i])) (Gemma 3n adds it to
+  // its AltUp streams, arch/gemma3n.cpp).
+  void term(const float* x, int64_t m, float* y, DType act) const;
   size_t own_param_bytes() const;
 
  private:
