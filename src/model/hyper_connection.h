@@ -39,10 +39,17 @@ class HyperHead {
  public:
   // hc_head_fn [n, n·hidden], hc_head_base [n], hc_head_scale [1] (engine names model.hc_head_*).
   HyperHead(const ModelLoader& l, int64_t streams, int64_t hidden, double hc_eps, double norm_eps);
+  virtual ~HyperHead() = default;
   int64_t streams() const { return n_; }
   // h [m, n, hidden] -> out [m, hidden] (rounded to act).
-  void collapse(const float* h, int64_t m, float* out, DType act) const;
-  size_t param_bytes() const { return (fn_.size() + base_.size() + 1) * sizeof(float); }
+  virtual void collapse(const float* h, int64_t m, float* out, DType act) const;
+  virtual size_t param_bytes() const { return (fn_.size() + base_.size() + 1) * sizeof(float); }
+  // Whether the collapsed row goes through the final norm (model.norm) before lm_head; false: the
+  // head's own normalization replaces it (Qwen4-Exp's hyper_connection_mixer, model/gated_residual.h).
+  virtual bool final_norm() const { return true; }
+
+ protected:
+  HyperHead(int64_t streams, int64_t hidden) : n_(streams), hidden_(hidden) {}
 
  private:
   int64_t n_ = 0, hidden_ = 0;

@@ -41,6 +41,8 @@ const ArchDef& phi3_arch();
 const ArchDef& llama4_arch();
 const ArchDef& llama4_vl_arch();
 const ArchDef& deepseek_v4_arch();
+const ArchDef& qwen4_exp_arch();
+const ArchDef& qwen4_exp_vl_arch();
 
 const std::vector<const ArchDef*>& architectures() {
   static const std::vector<const ArchDef*> all = {
@@ -58,6 +60,7 @@ const std::vector<const ArchDef*>& architectures() {
       &phi3_arch(),
       &llama4_arch(), &llama4_vl_arch(),
       &deepseek_v4_arch(),
+      &qwen4_exp_arch(), &qwen4_exp_vl_arch(),
   };
   return all;
 }
