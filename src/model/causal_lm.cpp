@@ -103,12 +103,14 @@ std::unique_ptr<CausalLM> CausalLM::load(std::shared_ptr<io::Checkpoint> ckpt, c
   if (const int64_t missing = lm->state_.missing_kv_scales(); missing > 0)
     log().warn("{}: kv_cache_dtype fp8 but {} of {} k_scale/v_scale tensors are absent; using scale 1.0 for them",
                ckpt->dir(), missing, 2 * lm->state_.kv_slots().size());
+  bool final_norm = true;
   if (auto head = arch.load_hyper_head(l)) {
     lm->residual_streams_ = head->streams();
+    final_norm = head->final_norm();
     if (end == c.num_layers) lm->hyper_head_ = std::move(head);
   }
   if (end == c.num_layers) {
-    lm->final_norm_ = load_rms_norm(l, "model.norm.weight", c.hidden_size);
+    if (final_norm) lm->final_norm_ = load_rms_norm(l, "model.norm.weight", c.hidden_size);
     lm->lm_head_ = l.load_linear("lm_head");
   }
   if (lo.mtp) {
@@ -507,12 +509,18 @@ std::tuple<int64_t, int64_t, int64_t> CausalLM::locate_row(std::span<const Seque
   return {-1, -1, -1};
 }
 
+void CausalLM::head_norm(const float* h, int64_t n, float* out) const {
+  const int64_t hid = config().hidden_size;
+  if (final_norm_.dim() > 0) final_norm_.forward(h, n, out, dtype_);
+  else std::copy_n(h, n * hid, out);
+}
+
 void CausalLM::step_logits(std::span<const SequenceChunk> batch, const std::vector<Piece>& pieces, const float* h,
                            float* x) const {
   const int64_t hid = config().hidden_size, vocab = vocab_size();
   for (const Piece& p : pieces)  // the MTP head's input: every row, normed as lm_head sees it
     if (float* out = batch[p.chunk].hidden)
-      final_norm_.forward(h + p.row0 * hid, p.n, out + p.offset * hid, dtype_);
+      head_norm(h + p.row0 * hid, p.n, out + p.offset * hid);
 
   // Logits only for the rows asked: every row of an `all` chunk, the last row of a `last` chunk.
   // A row the MTP head's input already holds normed is copied, not normed again (the norm is per
@@ -536,7 +544,7 @@ void CausalLM::step_logits(std::span<const SequenceChunk> batch, const std::vect
   const int64_t r = static_cast<int64_t>(rows.size());
   for (int64_t i = 0; i < r; ++i) {
     if (normed[i]) std::copy_n(normed[i], hid, x + i * hid);
-    else final_norm_.forward(h + rows[i] * hid, 1, x + i * hid, dtype_);
+    else head_norm(h + rows[i] * hid, 1, x + i * hid);
   }
   std::vector<float> logits(static_cast<size_t>(r * vocab));
   try {

@@ -172,6 +172,8 @@ class CausalLM {
   // asked for, from the step's residual stream h [rows, hidden] (x: scratch of the same size).
   void step_logits(std::span<const SequenceChunk> batch, const std::vector<Piece>& pieces, const float* h,
                    float* x) const;
+  // The final norm of n rows before lm_head (a copy where the hyper-connection head replaced it).
+  void head_norm(const float* h, int64_t n, float* out) const;
   // DeepStack level `level` of every image row of the step added to h [rows, hidden] (SequenceChunk::embeds).
   void add_deepstack(std::span<const SequenceChunk> batch, const std::vector<Piece>& pieces, int64_t level,
                      float* h) const;

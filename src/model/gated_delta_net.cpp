@@ -35,6 +35,7 @@ GatedDeltaNet::GatedDeltaNet(const LayerBuild& b, int64_t layer) {
   slot_ = b.state.add_recurrent(state_floats_, this);
   b.state.align_rows(gdn::kChunk);
   eps_ = c.rms_norm_eps;
+  sigmoid_gate_ = c.gdn.sigmoid_gate;
   act_ = loader.dtype();
   const std::string p = fmt::format("model.layers.{}.linear_attn", layer);
   if (c.gdn.fused_qkvz) {
@@ -216,7 +217,10 @@ void GatedDeltaNet::forward(const float* x, std::span<const SequenceSpan> spans,
       double ss = 0;
       for (int64_t c = 0; c < dv_; ++c) ss += static_cast<double>(o[c]) * o[c];
       const float inv = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(dv_) + eps_));
-      for (int64_t c = 0; c < dv_; ++c) o[c] = norm_w_[c] * (o[c] * inv) * silu(zr[c]);
+      if (sigmoid_gate_)
+        for (int64_t c = 0; c < dv_; ++c) o[c] = norm_w_[c] * (o[c] * inv) * sigmoid(zr[c]);
+      else
+        for (int64_t c = 0; c < dv_; ++c) o[c] = norm_w_[c] * (o[c] * inv) * silu(zr[c]);
     }
   round_to_dtype(core.data(), core.size(), act_);
   out_->forward(core.data(), m, y);

@@ -8,7 +8,8 @@
 //     S ← e^g·S;  S ← S + k ⊗ β(v − Sᵀk);  o = Sᵀq
 //   (decode rows recurrent, longer spans in the chunked form: model/gated_delta_rule.h; a
 //   rewindable span, a speculative verify chunk, recurrent and logged for replay());
-//   y = out_proj(rms(o)·w·silu(z)) with z = in_proj_z(h), the norm per value head.
+//   y = out_proj(rms(o)·w·silu(z)) with z = in_proj_z(h), the norm per value head (sigmoid(z)
+//   with GatedDeltaNetConfig::sigmoid_gate).
 // Qwen3-Next stores in_proj_qkv + in_proj_z as one in_proj_qkvz and in_proj_b + in_proj_a as one
 // in_proj_ba, both interleaved per key head (arch/qwen3_next.cpp); their outputs are rearranged
 // into the separate layout before the conv (a permutation of the projected rows, no weight copy).
@@ -57,6 +58,7 @@ class GatedDeltaNet final : public Mixer, public RecurrentReplay {
   int64_t slot_, nk_, nv_, dk_, dv_, kernel_, conv_dim_;
   size_t state_floats_;
   double eps_;
+  bool sigmoid_gate_ = false;  // the gated norm's gate: sigmoid(z) instead of silu(z)
   DType act_;
   // Project the normed rows x [m, hidden] into qkv [m, conv_dim] (q, k, v in head order),
   // z [m, NV·DV] and ba [m, 2·NV] (b then a, by value head), whichever layout is on disk.

@@ -36,7 +36,7 @@ class HyperConnection {
 };
 
 // Another architecture's multi-stream residual collapses its own way by overriding collapse
-// (Gemma 3n's AltUp, model/altup.h).
+// (Gemma 3n's AltUp, model/altup.h; Qwen4-Exp's mixer, model/gated_residual.h).
 class HyperHead {
  public:
   // hc_head_fn [n, n·hidden], hc_head_base [n], hc_head_scale [1] (engine names model.hc_head_*).
@@ -46,6 +46,9 @@ class HyperHead {
   // h [m, n, hidden] -> out [m, hidden] (rounded to act).
   virtual void collapse(const float* h, int64_t m, float* out, DType act) const;
   virtual size_t param_bytes() const { return (fn_.size() + base_.size() + 1) * sizeof(float); }
+  // Whether the collapsed row goes through the final norm (model.norm) before lm_head; false: the
+  // head's own normalization replaces it (Qwen4-Exp's hyper_connection_mixer, model/gated_residual.h).
+  virtual bool final_norm() const { return true; }
 
  protected:
   HyperHead(int64_t streams, int64_t hidden) : n_(streams), hidden_(hidden) {}

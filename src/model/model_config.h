@@ -59,6 +59,8 @@ struct GatedDeltaNetConfig {
   // Qwen3-Next stores the GDN projections fused and interleaved per key head (in_proj_qkvz,
   // in_proj_ba); Qwen3.5 as separate in_proj_qkv, in_proj_z, in_proj_b, in_proj_a.
   bool fused_qkvz = false;
+  // The output gate of the gated RMSNorm: sigmoid(z) instead of silu(z) (Qwen4-Exp's output_gate_type).
+  bool sigmoid_gate = false;
   int64_t conv_dim() const {
     return 2 * linear_num_key_heads * linear_key_head_dim + linear_num_value_heads * linear_value_head_dim;
   }
@@ -170,6 +172,18 @@ struct MiniMaxM3Config {
   bool original_names = false;
 };
 
+// Qwen4-Exp (arch/qwen4_exp.cpp, which describes the mechanisms): hyper-connection streams, the
+// PLE n-gram layers, the QSA indexer of the full-attention layers.
+struct Qwen4ExpConfig {
+  int64_t hc_count = 0, hc_lowrank = 0;
+  std::vector<bool> ple;  // per decoder layer (ple_layer_ids, one-indexed in config.json)
+  int64_t ple_embed_dim = 0, ple_conv_kernel = 0, ngram_size = 0, heads_per_ngram = 0;
+  int64_t ngram_vocab_size_base = 0, ngram_vocab_divisor = 0, split_ngram_parts = 0;
+  uint64_t seed = 0;
+  int64_t eos_token_id = -1;  // the first eos id: the n-gram context's padding and segment border
+  int64_t index_heads = 0, index_head_dim = 0, index_budget = 0, index_compress_ratio = 0;
+};
+
 // DeepSeek-V4 (arch/deepseek_v4.cpp, which describes the mechanisms): per-layer attention kind
 // and MoE kind, compression rates, hyper-connection shape, grouped output, indexer, two RoPEs.
 struct DeepseekV4Config {
@@ -252,6 +266,7 @@ struct ModelConfig {
   Llama4Config llama4;   // Llama 4 (arch/llama4.cpp)
   MiniMaxM3Config minimax_m3;  // MiniMax-M3 (arch/minimax_m3.cpp)
   DeepseekV4Config deepseek_v4;  // DeepSeek-V4 (arch/deepseek_v4.cpp)
+  Qwen4ExpConfig qwen4_exp;  // Qwen4-Exp (arch/qwen4_exp.cpp)
   // Tensors under this prefix stand for `model.` (VL checkpoints: "model.language_model.").
   std::string tensor_prefix = "model.";
   // A multi-modal wrapper that stores its whole language model (tensors and quantization entries)

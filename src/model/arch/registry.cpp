@@ -43,6 +43,8 @@ const ArchDef& llama4_vl_arch();
 const ArchDef& deepseek_v4_arch();
 const ArchDef& gemma3n_arch();
 const ArchDef& gemma3n_vl_arch();
+const ArchDef& qwen4_exp_arch();
+const ArchDef& qwen4_exp_vl_arch();
 
 const std::vector<const ArchDef*>& architectures() {
   static const std::vector<const ArchDef*> all = {
@@ -61,6 +63,7 @@ const std::vector<const ArchDef*>& architectures() {
       &llama4_arch(), &llama4_vl_arch(),
       &deepseek_v4_arch(),
       &gemma3n_arch(), &gemma3n_vl_arch(),
+      &qwen4_exp_arch(), &qwen4_exp_vl_arch(),
   };
   return all;
 }
