@@ -97,6 +97,8 @@ class OfflineEngine {
                                   const std::string& extra_json) const;
   int64_t max_model_len() const { return runtime_->max_model_len(); }
   int64_t vocab_size() const { return runtime_->vocab_size(); }
+  // A DiffusionGemma's canvas_length (0: a token-by-token model): max_tokens=None takes whole canvases.
+  int64_t canvas_length() const { return runtime_->diffusion() ? runtime_->diffusion()->config().canvas_length : 0; }
   std::vector<int64_t> eos_ids() const { return runtime_->eos_ids(); }
   // generation_config.json's request defaults, from the checkpoint the engine loaded (as the server).
   engine::SamplingDefaults sampling_defaults() const {

@@ -83,3 +83,10 @@ def test_what_the_loop_cannot_honour_raises_value_error(llm, params, name):
 def test_beam_search_is_refused_by_name(llm):
     with pytest.raises(ValueError, match="DiffusionGemma does not support beam search"):
         llm.beam_search([{"prompt_token_ids": [2, 30, 9]}], BeamSearchParams(beam_width=2, max_tokens=8))
+
+
+def test_max_tokens_none_takes_the_whole_canvases_that_fit(llm):
+    prompt = [2, 30, 9]  # 253 positions left of 256: 31 whole canvases of 8
+    o = llm.generate({"prompt_token_ids": prompt}, SamplingParams(temperature=0, max_tokens=None, ignore_eos=True),
+                     use_tqdm=False)[0].outputs[0]
+    assert len(o.token_ids) == (256 - 3) // 8 * 8
