@@ -72,9 +72,7 @@ std::string OfflineEngine::apply_chat_template(const std::string& messages_json,
 ImagePrompt OfflineEngine::attach_images(std::vector<int32_t> prompt, const std::vector<NamedImage>& images,
                                          const std::string& model_name) {
   py::gil_scoped_release nogil;  // the vision tower runs here
-  std::call_once(image_input_once_, [this] {
-    if (!runtime_->diffusion()) image_input_ = engine::ImageInput::for_model(runtime_->model(), dir_);
-  });
+  std::call_once(image_input_once_, [this] { image_input_ = engine::ImageInput::for_model(runtime_->model(), dir_); });
   engine::RequestParams p;
   p.prompt = std::move(prompt);
   if (!image_input_) {
@@ -87,7 +85,7 @@ ImagePrompt OfflineEngine::attach_images(std::vector<int32_t> prompt, const std:
     const auto* data = reinterpret_cast<const uint8_t*>(im.bytes.data());
     encoded.push_back(image_input_->encode({data, im.bytes.size()}, im.name));
   }
-  image_input_->attach(p, std::move(encoded), runtime_->max_model_len());
+  image_input_->attach(p, std::move(encoded), runtime_->model().max_model_len());
   return {std::move(p.prompt), std::move(p.images)};
 }
 
