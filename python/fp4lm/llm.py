@@ -315,7 +315,11 @@ class LLM:
         greedy = sp.sampling_type_greedy
         max_tokens = sp.max_tokens
         if max_tokens is None:
-            max_tokens = max(1, self._engine.max_model_len - len(ids))
+            left = self._engine.max_model_len - len(ids)
+            canvas = self._engine.canvas_length
+            if canvas:
+                left = left // canvas * canvas  # DiffusionGemma generates whole canvases
+            max_tokens = max(1, left)
         return {
             "prompt_token_ids": list(ids), "max_tokens": max_tokens, "min_tokens": sp.min_tokens,
             "temperature": 0.0 if greedy else float(sp.temperature), "top_k": max(sp.top_k, 0),

@@ -260,5 +260,6 @@ PYBIND11_MODULE(_core, m) {
       .def("apply_chat_template", &python::OfflineEngine::apply_chat_template)
       .def_property_readonly("max_model_len", &python::OfflineEngine::max_model_len)
       .def_property_readonly("vocab_size", &python::OfflineEngine::vocab_size)
+      .def_property_readonly("canvas_length", &python::OfflineEngine::canvas_length)
       .def_property_readonly("eos_ids", &python::OfflineEngine::eos_ids);
 }

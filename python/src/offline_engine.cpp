@@ -37,8 +37,11 @@ OfflineEngine::OfflineEngine(const OfflineOptions& o) : dir_(o.model) {
   text_ = engine::TextFront::open(tok_dir);
   model::LoadOptions lo = engine::load_options(o.engine);
   lo.mtp = sc.speculative.method == "mtp";
-  runtime_.emplace(engine::Runtime::load(dir_, opts, lo));
-  engine_ = std::make_unique<engine::Engine>(runtime_->step_model(), text_.tokenizer.get(), sc);
+  // A DiffusionGemma checkpoint loads too (Runtime::load_any): the engine runs it a canvas a step.
+  runtime_.emplace(engine::Runtime::load_any(dir_, opts, lo));
+  if (runtime_->diffusion() && !o.speculative_config.empty())
+    throw UsageError("speculative_config: DiffusionGemma (block diffusion) does not speculate");
+  engine_ = std::make_unique<engine::Engine>(*runtime_, text_.tokenizer.get(), sc);
 }
 
 OfflineEngine::~OfflineEngine() {
@@ -121,11 +124,14 @@ ImagePrompt OfflineEngine::attach_images(std::vector<int32_t> prompt, const std:
 }
 
 void OfflineEngine::check_accepts_images(const std::string& model_name) const {
-  if (!runtime_->model().image_encoder()) engine::refuse_images(model_name);
+  if (runtime_->diffusion() || !runtime_->model().image_encoder()) engine::refuse_images(model_name);
 }
 
 std::vector<std::vector<engine::BeamSequence>> OfflineEngine::beam_search(
     const std::vector<std::vector<int32_t>>& prompts, const engine::BeamSearchParams& p) {
+  if (runtime_->diffusion())
+    throw engine::RequestError("DiffusionGemma does not support beam search (a block's tokens are not drawn one by one)",
+                               "beam_search");
   const engine::RequestLimits limits{runtime_->model().vocab_size(), runtime_->model().max_model_len()};
   for (const auto& prompt : prompts) {
     if (prompt.empty()) throw engine::RequestError("a prompt is empty", "prompts");

@@ -106,12 +106,14 @@ class OfflineEngine {
   std::string apply_chat_template(const std::string& messages_json, bool add_generation_prompt,
                                   std::optional<bool> enable_thinking, const std::string& tools_json,
                                   const std::string& extra_json) const;
-  int64_t max_model_len() const { return runtime_->model().max_model_len(); }
-  int64_t vocab_size() const { return runtime_->model().vocab_size(); }
-  std::vector<int64_t> eos_ids() const { return runtime_->model().eos_ids(); }
+  int64_t max_model_len() const { return runtime_->max_model_len(); }
+  int64_t vocab_size() const { return runtime_->vocab_size(); }
+  // A DiffusionGemma's canvas_length (0: a token-by-token model): max_tokens=None takes whole canvases.
+  int64_t canvas_length() const { return runtime_->diffusion() ? runtime_->diffusion()->config().canvas_length : 0; }
+  std::vector<int64_t> eos_ids() const { return runtime_->eos_ids(); }
   // generation_config.json's request defaults, from the checkpoint the engine loaded (as the server).
   engine::SamplingDefaults sampling_defaults() const {
-    return engine::sampling_defaults_from(runtime_->model().checkpoint().generation_config());
+    return engine::sampling_defaults_from(runtime_->generation_config());
   }
 
  private:

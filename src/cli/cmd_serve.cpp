@@ -241,18 +241,21 @@ int run_serve(ServeArgs& a) {
       const unsigned char b = 'L';
       [[maybe_unused]] ssize_t n = write(g_signal_pipe[1], &b, 1);
     });
-  const engine::Runtime rt = pipeline ? pipeline->load(a.model, opts, lo) : engine::Runtime::load(a.model, opts, lo);
-  const model::CausalLM* lm = &rt.model();
+  // A DiffusionGemma checkpoint loads too (Runtime::load_any): the engine runs it a canvas a step.
+  const engine::Runtime rt = pipeline ? pipeline->load(a.model, opts, lo) : engine::Runtime::load_any(a.model, opts, lo);
+  if (rt.diffusion() && !a.speculative_config.empty())
+    usage_fail("--speculative-config: DiffusionGemma (block diffusion) does not speculate");
 
   server::ServingModel sm;
   sm.name = a.served_model_name.empty() ? a.hub.named : a.served_model_name;  // the id or path as given
   sm.path = a.model;
   sm.tok = text.tokenizer.get();
   sm.chat = text.chat ? &*text.chat : nullptr;
-  sm.max_model_len = lm->max_model_len();
-  sm.vocab_size = lm->vocab_size();
-  sm.eos_ids = lm->eos_ids();
-  sm.defaults = engine::sampling_defaults_from(lm->checkpoint().generation_config());
+  sm.max_model_len = rt.max_model_len();
+  sm.vocab_size = rt.vocab_size();
+  sm.eos_ids = rt.eos_ids();
+  sm.defaults = engine::sampling_defaults_from(rt.generation_config());
+  if (rt.diffusion()) sm.canvas_length = rt.diffusion()->config().canvas_length;
   sm.tool_parser = a.enable_auto_tool_choice ? tool_parser.get() : nullptr;
   sm.reasoning = reasoning;
   if (a.max_whitespace < 0 || a.max_whitespace > 1000)
@@ -266,9 +269,9 @@ int run_serve(ServeArgs& a) {
   // Image parts need the vision tower's front; a checkpoint whose image side cannot be read
   // still serves text (image parts then answer 400 naming the model). Pipeline stages run text only.
   std::unique_ptr<engine::ImageInput> image_input;
-  if (!pipeline) {
+  if (!pipeline && !rt.diffusion()) {
     try {
-      image_input = engine::ImageInput::for_model(*lm, a.model);
+      image_input = engine::ImageInput::for_model(rt.model(), a.model);
     } catch (const Error& e) {
       log().warn("serve: the model's vision tower is loaded, but image inputs are off: {}", e.what());
     }
@@ -279,8 +282,11 @@ int run_serve(ServeArgs& a) {
   sm.image_limit = image_limit;
 
   server::ServingMetrics metrics(sm.name, sm.max_model_len);
-  engine::Engine eng(rt.step_model(), text.tokenizer.get(), sc, metrics.observer());
+  engine::Engine eng(rt, text.tokenizer.get(), sc, metrics.observer());
   http.set_ready(eng, sm, metrics);
+  if (rt.diffusion())
+    log().info("serve: DiffusionGemma: requests run one at a time, a canvas of {} tokens a step (docs/RUNTIME.md)",
+               sm.canvas_length);
   log().info("serve: ready: model '{}' (max_model_len {}, max_num_seqs {}, max_num_batched_tokens {}, KV budget "
              "{:.1f} MiB = {} sequences of max_model_len)",
              sm.name, sm.max_model_len, sc.max_num_seqs, sc.max_num_batched_tokens, sc.kv_cache_bytes / 1048576.0,

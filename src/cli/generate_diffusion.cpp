@@ -1,5 +1,6 @@
 #include "cli/generate_diffusion.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -35,6 +36,12 @@ int run_diffusion_generate(const std::string& dir, const tokenizer::Tokenizer* t
   const engine::DiffusionSchedule sched =
       engine::parse_diffusion_schedule(m->generation_config(), dir + "/generation_config.json");
   bool first = true;
+  // The EOS / stop id that ends the output is counted but not in the text, as the scheduler (and
+  // so `serve`) has it; the loop ends a block at the first one, so it can only be the last token.
+  std::vector<int32_t> enders(params.stop_token_ids.begin(), params.stop_token_ids.end());
+  if (!params.ignore_eos)
+    for (int64_t e : sched.eos_token_ids) enders.push_back(static_cast<int32_t>(e));
+  auto in_text = [&](int32_t id) { return std::find(enders.begin(), enders.end(), id) == enders.end(); };
   // Incremental detokenization: a block decoded alone could split a UTF-8 character or lose the
   // space a word-initial token carries.
   engine::TextStream text(tok, {}, params.skip_special_tokens);
@@ -45,7 +52,8 @@ int run_diffusion_generate(const std::string& dir, const tokenizer::Tokenizer* t
   auto on_block = [&](std::span<const int32_t> ids) {
     if (json) return;
     if (tok) {
-      for (int32_t id : ids) text.push(id);
+      for (int32_t id : ids)
+        if (in_text(id)) text.push(id);
       print_text();
     } else {
       for (int32_t id : ids) std::printf("%s%d", std::exchange(first, false) ? "" : " ", id);
@@ -68,7 +76,9 @@ int run_diffusion_generate(const std::string& dir, const tokenizer::Tokenizer* t
     nlohmann::json j;
     j["prompt_ids"] = r.prompt_ids;
     j["output_ids"] = r.output_ids;
-    j["text"] = tok ? tok->decode(r.output_ids, params.skip_special_tokens) : std::string();
+    std::vector<int32_t> text_ids = r.output_ids;
+    if (r.finish_reason == "stop" && !text_ids.empty()) text_ids.pop_back();
+    j["text"] = tok ? tok->decode(text_ids, params.skip_special_tokens) : std::string();
     j["finish_reason"] = r.finish_reason;
     j["stop_reason"] = r.stop_token ? nlohmann::json(*r.stop_token) : nlohmann::json(nullptr);
     j["diffusion"] = {{"canvases", r.canvases}, {"decoder_passes", r.decoder_passes}, {"early_stops", r.early_stops}};

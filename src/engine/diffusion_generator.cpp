@@ -96,9 +96,7 @@ DiffusionSchedule parse_diffusion_schedule(const std::optional<json>& gen, const
   return s;
 }
 
-DiffusionResult diffusion_generate(const model::DiffusionGemma& m, const DiffusionSchedule& s, const RequestParams& p,
-                                   const DiffusionBlockCallback& on_block) {
-  const model::DiffusionGemmaConfig& c = m.config();
+void check_diffusion_request(const model::DiffusionGemmaConfig& c, const RequestParams& p, int64_t max_len) {
   // The temperatures are generation_config.json's t_max..t_min schedule; a request picks the rule.
   if (p.sampling.temperature != 0.0 && p.sampling.temperature != 1.0)
     throw RequestError("DiffusionGemma's temperatures are the t_max..t_min schedule of generation_config.json; give "
@@ -106,19 +104,20 @@ DiffusionResult diffusion_generate(const model::DiffusionGemma& m, const Diffusi
                        "a uniformly random canvas, a draw from each position's distribution), not " +
                            std::to_string(p.sampling.temperature),
                        "temperature");
-  const bool sampling = p.sampling.temperature == 1.0;
   refuse(p.sampling.top_k != 0, "top_k", "top-k filtering");
   refuse(p.sampling.top_p != 1.0, "top_p", "nucleus filtering");
   refuse(p.sampling.min_p != 0.0, "min_p", "min-p filtering");
   refuse(p.min_tokens != 0, "min_tokens", "a minimum length");
   refuse(!p.stop.empty(), "stop", "stop strings");
-  refuse(p.presence_penalty != 0 || p.frequency_penalty != 0, "presence_penalty", "penalties");
+  refuse(p.presence_penalty != 0, "presence_penalty", "penalties");
+  refuse(p.frequency_penalty != 0, "frequency_penalty", "penalties");
   refuse(p.repetition_penalty != 1, "repetition_penalty", "penalties");
   refuse(p.logprobs >= 0, "logprobs", "logprobs (a block's tokens are not drawn one by one)");
   refuse(p.prompt_logprobs >= 0, "prompt_logprobs", "prompt logprobs");
   refuse(!p.logit_bias.empty(), "logit_bias", "logit_bias");
   refuse(!p.allowed_token_ids.empty(), "allowed_token_ids", "allowed_token_ids");
-  refuse(p.structured.active(), "structured_outputs", "structured outputs");
+  refuse(p.structured.active(), p.structured.param.empty() ? "structured_outputs" : p.structured.param.c_str(),
+         "structured outputs");
   refuse(p.images != nullptr, "images", "images");
   if (p.prompt.empty()) throw RequestError("the prompt is empty", "prompt");
   if (p.max_tokens < 1) throw RequestError("max_tokens must be at least 1, got " + std::to_string(p.max_tokens), "max_tokens");
@@ -127,112 +126,129 @@ DiffusionResult diffusion_generate(const model::DiffusionGemma& m, const Diffusi
       throw RequestError("prompt token id " + std::to_string(id) + " is outside the vocabulary (size " +
                              std::to_string(c.vocab_size) + ")",
                          "prompt");
-  const int64_t C = c.canvas_length, V = c.vocab_size;
-  const int64_t canvases = (p.max_tokens + C - 1) / C;
-  if (static_cast<int64_t>(p.prompt.size()) + canvases * C > c.max_position_embeddings)
+  const int64_t C = c.canvas_length;
+  const int64_t canvases = p.max_tokens / C + (p.max_tokens % C != 0);  // no overflow, whatever max_tokens
+  const int64_t room = std::max<int64_t>(0, max_len - static_cast<int64_t>(p.prompt.size()));
+  if (canvases > room / C)
     throw RequestError("the prompt (" + std::to_string(p.prompt.size()) + " tokens) plus " +
-                           std::to_string(canvases) + " canvases of " + std::to_string(C) +
-                           " tokens exceed max_position_embeddings (" + std::to_string(c.max_position_embeddings) + ")",
+                           std::to_string(canvases) + " canvases of " + std::to_string(C) + " tokens exceed " +
+                           (max_len == c.max_position_embeddings ? "max_position_embeddings" : "the context length") +
+                           " (" + std::to_string(max_len) + ")",
                        "max_tokens");
-  const int32_t pad = static_cast<int32_t>(s.pad_token_id.value_or(c.pad_token_id));
-  std::vector<int32_t> stops(p.stop_token_ids.begin(), p.stop_token_ids.end());
-  std::vector<int32_t> eos;
-  if (!p.ignore_eos)
-    for (int64_t e : s.eos_token_ids) eos.push_back(static_cast<int32_t>(e));
+}
 
+DiffusionRun::DiffusionRun(const model::DiffusionGemma& m, const DiffusionSchedule& s, RequestParams p)
+    : m_(m), s_(s), p_(std::move(p)), draw_(SamplingParams{1.0, 0, 1.0, 0.0, p_.sampling.seed}) {
+  const model::DiffusionGemmaConfig& c = m.config();
+  check_diffusion_request(c, p_, c.max_position_embeddings);
+  sampling_ = p_.sampling.temperature == 1.0;
+  canvases_ = (p_.max_tokens + c.canvas_length - 1) / c.canvas_length;
+  pad_ = static_cast<int32_t>(s.pad_token_id.value_or(c.pad_token_id));
+  stops_.assign(p_.stop_token_ids.begin(), p_.stop_token_ids.end());
+  if (!p_.ignore_eos)
+    for (int64_t e : s.eos_token_ids) eos_.push_back(static_cast<int32_t>(e));
+  res_.prompt_ids = p_.prompt;
+  res_.finish_reason = "length";
+  cache_ = m.new_cache();
+}
+
+std::vector<int32_t> DiffusionRun::next_block() {
+  const model::DiffusionGemmaConfig& c = m_.config();
+  const int64_t C = c.canvas_length, V = c.vocab_size;
   // Sampling: the seeded stream draws the random canvas tokens (uniform over the vocabulary, as
   // torch.randint) and each position's token from softmax(scaled logits) (as torch.multinomial).
-  Sampler draw(SamplingParams{1.0, 0, 1.0, 0.0, p.sampling.seed});
   auto noise = [&] {
-    return static_cast<int32_t>(std::min<int64_t>(V - 1, static_cast<int64_t>(draw.uniform() * static_cast<double>(V))));
+    return static_cast<int32_t>(std::min<int64_t>(V - 1, static_cast<int64_t>(draw_.uniform() * static_cast<double>(V))));
   };
-
-  DiffusionResult res;
-  res.prompt_ids = p.prompt;
-  res.finish_reason = "length";
-  model::DiffusionGemmaCache cache = m.new_cache();
-  auto t0 = Clock::now();
-  m.encode(cache, p.prompt, /*logits=*/false);
-  res.prefill_seconds = seconds_since(t0);
-  t0 = Clock::now();
-  std::vector<int32_t> block;
-  for (int64_t ci = 0; ci < canvases; ++ci) {
-    if (ci > 0) m.encode(cache, block, /*logits=*/false);  // the appended canvas, as transformers
-    ++res.canvases;
-    std::vector<int32_t> canvas(static_cast<size_t>(C), pad);
-    if (sampling)
-      for (int32_t& t : canvas) t = noise();
-    std::vector<int32_t> argmax = canvas;
-    std::vector<float> self_conditioning;
-    // The last stability_threshold argmax canvases, oldest first (-1: none yet).
-    std::vector<std::vector<int32_t>> history(static_cast<size_t>(s.stability_threshold),
-                                              std::vector<int32_t>(static_cast<size_t>(C), -1));
-    for (int64_t step = s.max_denoising_steps; step >= 1; --step) {
-      std::vector<float> logits = m.decode(cache, canvas, self_conditioning);
-      ++res.decoder_passes;
-      // The linear temperature schedule (step counts down: t_max first, t_min last).
-      const float temp = static_cast<float>(s.t_min + (s.t_max - s.t_min) * (static_cast<double>(step) /
-                                                                               static_cast<double>(s.max_denoising_steps)));
-      for (float& l : logits) l /= temp;
-      std::vector<int32_t> next_argmax(static_cast<size_t>(C)), denoised(static_cast<size_t>(C));
-      std::vector<double> ent(static_cast<size_t>(C));
-      for (int64_t i = 0; i < C; ++i) {
-        const float* row = logits.data() + i * V;
-        next_argmax[i] = static_cast<int32_t>(std::max_element(row, row + V) - row);
-        denoised[i] = sampling ? draw.sample(row, V) : next_argmax[i];
-        ent[i] = entropy(row, V);
-      }
-      // Entropy-bounded acceptance: the k lowest-entropy positions with
-      // sum(entropy) - max(entropy) <= entropy_bound take the denoiser's token; the rest reset.
-      std::vector<int64_t> order(static_cast<size_t>(C));
-      std::iota(order.begin(), order.end(), 0);
-      std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return ent[a] < ent[b]; });
-      double cum = 0;
-      for (int64_t r = 0; r < C; ++r) {
-        const int64_t i = order[r];
-        cum += ent[i];
-        const bool accepted = cum - ent[i] <= s.entropy_bound;
-        canvas[i] = accepted ? denoised[i] : sampling ? noise() : pad;
-      }
-      // Stable: the argmax canvas equals each of the last stability_threshold ones.
-      bool stable = true;
-      for (const auto& h : history) stable = stable && h == next_argmax;
-      if (!history.empty()) {
-        std::rotate(history.begin(), history.begin() + 1, history.end());
-        history.back() = next_argmax;
-      }
-      const double mean_entropy = std::accumulate(ent.begin(), ent.end(), 0.0) / static_cast<double>(C);
-      const bool confident = mean_entropy < s.confidence_threshold;
-      argmax = std::move(next_argmax);
-      self_conditioning = std::move(logits);
-      if (stable && confident) {
-        ++res.early_stops;
-        break;
-      }
-    }
-    block = argmax;
-    // EOS / stop ids anywhere in the block end generation after that token (transformers pads the rest).
-    std::vector<int32_t> emitted = block;
-    bool finished = false;
-    for (size_t i = 0; i < emitted.size(); ++i) {
-      const int32_t t = emitted[i];
-      const bool is_stop = std::find(stops.begin(), stops.end(), t) != stops.end();
-      if (is_stop || std::find(eos.begin(), eos.end(), t) != eos.end()) {
-        emitted.resize(i + 1);
-        finished = true;
-        res.finish_reason = "stop";
-        if (is_stop) res.stop_token = t;
-        break;
-      }
-    }
-    const int64_t room = p.max_tokens - static_cast<int64_t>(res.output_ids.size());
-    if (static_cast<int64_t>(emitted.size()) > room) emitted.resize(static_cast<size_t>(room));
-    res.output_ids.insert(res.output_ids.end(), emitted.begin(), emitted.end());
-    if (on_block && !emitted.empty()) on_block(emitted);
-    if (finished) break;
+  if (res_.canvases == 0) {
+    const auto t0 = Clock::now();
+    m_.encode(cache_, p_.prompt, /*logits=*/false);
+    res_.prefill_seconds = seconds_since(t0);
   }
-  res.decode_seconds = seconds_since(t0);
-  return res;
+  const auto t0 = Clock::now();
+  if (res_.canvases > 0) m_.encode(cache_, block_, /*logits=*/false);  // the appended canvas, as transformers
+  ++res_.canvases;
+  std::vector<int32_t> canvas(static_cast<size_t>(C), pad_);
+  if (sampling_)
+    for (int32_t& t : canvas) t = noise();
+  std::vector<int32_t> argmax = canvas;
+  std::vector<float> self_conditioning;
+  // The last stability_threshold argmax canvases, oldest first (-1: none yet).
+  std::vector<std::vector<int32_t>> history(static_cast<size_t>(s_.stability_threshold),
+                                            std::vector<int32_t>(static_cast<size_t>(C), -1));
+  for (int64_t step = s_.max_denoising_steps; step >= 1; --step) {
+    std::vector<float> logits = m_.decode(cache_, canvas, self_conditioning);
+    ++res_.decoder_passes;
+    // The linear temperature schedule (step counts down: t_max first, t_min last).
+    const float temp = static_cast<float>(s_.t_min + (s_.t_max - s_.t_min) * (static_cast<double>(step) /
+                                                                            static_cast<double>(s_.max_denoising_steps)));
+    for (float& l : logits) l /= temp;
+    std::vector<int32_t> next_argmax(static_cast<size_t>(C)), denoised(static_cast<size_t>(C));
+    std::vector<double> ent(static_cast<size_t>(C));
+    for (int64_t i = 0; i < C; ++i) {
+      const float* row = logits.data() + i * V;
+      next_argmax[i] = static_cast<int32_t>(std::max_element(row, row + V) - row);
+      denoised[i] = sampling_ ? draw_.sample(row, V) : next_argmax[i];
+      ent[i] = entropy(row, V);
+    }
+    // Entropy-bounded acceptance: the k lowest-entropy positions with
+    // sum(entropy) - max(entropy) <= entropy_bound take the denoiser's token; the rest reset.
+    std::vector<int64_t> order(static_cast<size_t>(C));
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return ent[a] < ent[b]; });
+    double cum = 0;
+    for (int64_t r = 0; r < C; ++r) {
+      const int64_t i = order[r];
+      cum += ent[i];
+      const bool accepted = cum - ent[i] <= s_.entropy_bound;
+      canvas[i] = accepted ? denoised[i] : sampling_ ? noise() : pad_;
+    }
+    // Stable: the argmax canvas equals each of the last stability_threshold ones.
+    bool stable = true;
+    for (const auto& h : history) stable = stable && h == next_argmax;
+    if (!history.empty()) {
+      std::rotate(history.begin(), history.begin() + 1, history.end());
+      history.back() = next_argmax;
+    }
+    const double mean_entropy = std::accumulate(ent.begin(), ent.end(), 0.0) / static_cast<double>(C);
+    const bool confident = mean_entropy < s_.confidence_threshold;
+    argmax = std::move(next_argmax);
+    self_conditioning = std::move(logits);
+    if (stable && confident) {
+      ++res_.early_stops;
+      break;
+    }
+  }
+  block_ = argmax;
+  // EOS / stop ids anywhere in the block end generation after that token (transformers pads the rest).
+  std::vector<int32_t> emitted = block_;
+  for (size_t i = 0; i < emitted.size(); ++i) {
+    const int32_t t = emitted[i];
+    const bool is_stop = std::find(stops_.begin(), stops_.end(), t) != stops_.end();
+    if (is_stop || std::find(eos_.begin(), eos_.end(), t) != eos_.end()) {
+      emitted.resize(i + 1);
+      done_ = true;
+      res_.finish_reason = "stop";
+      if (is_stop) res_.stop_token = t;
+      break;
+    }
+  }
+  const int64_t room = p_.max_tokens - static_cast<int64_t>(res_.output_ids.size());
+  if (static_cast<int64_t>(emitted.size()) > room) emitted.resize(static_cast<size_t>(room));
+  res_.output_ids.insert(res_.output_ids.end(), emitted.begin(), emitted.end());
+  if (res_.canvases >= canvases_) done_ = true;
+  res_.decode_seconds += seconds_since(t0);
+  return emitted;
+}
+
+DiffusionResult diffusion_generate(const model::DiffusionGemma& m, const DiffusionSchedule& s, const RequestParams& p,
+                                   const DiffusionBlockCallback& on_block) {
+  DiffusionRun run(m, s, p);
+  while (!run.done()) {
+    const std::vector<int32_t> block = run.next_block();
+    if (on_block && !block.empty()) on_block(block);
+  }
+  return run.result();
 }
 
 }  // namespace fp4lm::engine

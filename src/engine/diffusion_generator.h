@@ -24,6 +24,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/request.h"
+#include "engine/sampler.h"
 #include "model/diffusion_gemma.h"
 
 namespace fp4lm::engine {
@@ -55,7 +56,38 @@ struct DiffusionResult {
 // Called with each accepted block (after EOS truncation, within max_tokens).
 using DiffusionBlockCallback = std::function<void(std::span<const int32_t>)>;
 
-// RequestError naming the parameter for what the loop does not support or a value out of range.
+// RequestError naming the parameter for what the loop does not support or a value out of range:
+// the checks diffusion_generate (and DiffusionRun) make before any work. `max_len`: the most
+// positions the prompt and its whole canvases may take (max_position_embeddings, or a server's
+// --max-model-len below it).
+void check_diffusion_request(const model::DiffusionGemmaConfig& c, const RequestParams& p, int64_t max_len);
+
+// One request's loop, a canvas at a time (the serving engine interleaves cancellation and
+// streaming between canvases): the prompt is encoded by the first next_block().
+class DiffusionRun {
+ public:
+  // check_diffusion_request first (against max_position_embeddings). `m` and `s` outlive it.
+  DiffusionRun(const model::DiffusionGemma& m, const DiffusionSchedule& s, RequestParams p);
+  // Denoises the next canvas and returns the tokens it accepts into the output (EOS / stop id
+  // truncated, within max_tokens; never empty). Only while !done().
+  std::vector<int32_t> next_block();
+  bool done() const { return done_; }
+  const DiffusionResult& result() const { return res_; }
+
+ private:
+  const model::DiffusionGemma& m_;
+  const DiffusionSchedule& s_;
+  RequestParams p_;
+  bool sampling_ = false, done_ = false;
+  int32_t pad_ = 0;
+  int64_t canvases_ = 0;  // the most this request runs
+  std::vector<int32_t> stops_, eos_;
+  Sampler draw_;
+  model::DiffusionGemmaCache cache_;
+  std::vector<int32_t> block_;  // the last canvas, which the next next_block() encodes first
+  DiffusionResult res_;
+};
+
 DiffusionResult diffusion_generate(const model::DiffusionGemma& m, const DiffusionSchedule& s,
                                    const RequestParams& p, const DiffusionBlockCallback& on_block = {});
 

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include "core/log.h"
+#include "engine/diffusion_queue.h"
+#include "engine/runtime.h"
 
 namespace fp4lm::engine {
 
@@ -40,8 +42,45 @@ void RequestHandle::push(RequestOutput out) {
   if (listener) listener();
 }
 
+namespace {
+
+// The continuous-batching Scheduler as the engine's core.
+class SchedulerCore final : public EngineCore {
+ public:
+  SchedulerCore(StepModel& model, const tokenizer::Tokenizer* tok, SchedulerConfig cfg, SchedulerObserver obs)
+      : s_(model, tok, cfg, std::move(obs)) {}
+  void check(const RequestParams& p) const override { s_.check(p); }
+  void add(int64_t id, RequestParams p) override { s_.add(id, std::move(p)); }
+  void cancel(int64_t id) override { s_.cancel(id); }
+  void cancel_all() override { s_.cancel_all(); }
+  bool has_work() const override { return s_.has_work(); }
+  Outputs step() override { return s_.step(); }
+  Outputs fail_all(const std::string& why) override { return s_.fail_all(why); }
+  int64_t num_running() const override { return s_.num_running(); }
+  int64_t num_waiting() const override { return s_.num_waiting(); }
+  size_t kv_reserved_bytes() const override { return s_.kv_reserved_bytes(); }
+  size_t kv_budget_bytes() const override { return s_.config().kv_cache_bytes; }
+  size_t sequence_bytes(int64_t capacity) const override { return s_.sequence_bytes(capacity); }
+
+ private:
+  Scheduler s_;
+};
+
+}  // namespace
+
 Engine::Engine(StepModel& model, const tokenizer::Tokenizer* tok, SchedulerConfig cfg, SchedulerObserver obs)
-    : sched_(model, tok, cfg, std::move(obs)), max_model_len_(model.max_model_len()), vocab_(model.vocab_size()) {
+    : core_(std::make_unique<SchedulerCore>(model, tok, cfg, std::move(obs))),
+      max_model_len_(model.max_model_len()),
+      vocab_(model.vocab_size()) {
+  thread_ = std::thread([this] { loop(); });
+}
+
+Engine::Engine(const Runtime& rt, const tokenizer::Tokenizer* tok, SchedulerConfig cfg, SchedulerObserver obs)
+    : core_(rt.diffusion() ? std::unique_ptr<EngineCore>(std::make_unique<DiffusionQueue>(
+                                 *rt.diffusion(), rt.diffusion_schedule(), tok, rt.max_model_len(), cfg, std::move(obs)))
+                           : std::make_unique<SchedulerCore>(rt.step_model(), tok, cfg, std::move(obs))),
+      max_model_len_(rt.max_model_len()),
+      vocab_(rt.vocab_size()) {
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -55,7 +94,7 @@ Engine::~Engine() {
 }
 
 std::shared_ptr<RequestHandle> Engine::submit(RequestParams p) {
-  sched_.check(p);
+  core_->check(p);
   std::shared_ptr<RequestHandle> h;
   {
     std::lock_guard lk(mu_);
@@ -88,17 +127,17 @@ EngineLoad Engine::load() const {
   l.running = running_.load();
   l.waiting = waiting_.load();
   l.kv_reserved_bytes = reserved_.load();
-  l.kv_budget_bytes = sched_.config().kv_cache_bytes;
+  l.kv_budget_bytes = core_->kv_budget_bytes();
   return l;
 }
 
 bool Engine::take_incoming() {
   std::unique_lock lk(mu_);
-  cv_.wait(lk, [&] { return stop_ || !incoming_.empty() || !cancels_.empty() || cancel_all_ || sched_.has_work(); });
+  cv_.wait(lk, [&] { return stop_ || !incoming_.empty() || !cancels_.empty() || cancel_all_ || core_->has_work(); });
   for (auto& [h, p] : incoming_) {
     const int64_t id = h->id();
     try {
-      sched_.add(id, std::move(p));
+      core_->add(id, std::move(p));
       live_[id] = h;
     } catch (const std::exception& e) {  // checked in submit(); kept for safety
       RequestOutput out;
@@ -109,14 +148,14 @@ bool Engine::take_incoming() {
     }
   }
   incoming_.clear();
-  for (int64_t id : cancels_) sched_.cancel(id);
+  for (int64_t id : cancels_) core_->cancel(id);
   cancels_.clear();
-  if (cancel_all_ || stop_) sched_.cancel_all();
+  if (cancel_all_ || stop_) core_->cancel_all();
   cancel_all_ = false;
   return stop_;
 }
 
-void Engine::deliver(Scheduler::Outputs outs) {
+void Engine::deliver(EngineCore::Outputs outs) {
   for (auto& [id, out] : outs) {
     auto it = live_.find(id);
     if (it == live_.end()) continue;
@@ -129,25 +168,25 @@ void Engine::deliver(Scheduler::Outputs outs) {
 void Engine::loop() {
   while (true) {
     const bool stopping = take_incoming();
-    Scheduler::Outputs outs;
+    EngineCore::Outputs outs;
     try {
-      outs = sched_.step();
+      outs = core_->step();
     } catch (const std::exception& e) {
       // step() fails only the requests at fault; should anything escape it, the requests in
       // flight fail with the cause and the engine keeps serving new ones.
       log().error("engine step failed: {}", e.what());
-      outs = sched_.fail_all(fmt::format("engine step failed: {}", e.what()));
+      outs = core_->fail_all(fmt::format("engine step failed: {}", e.what()));
     }
     // The load is published before the outputs: a reader holding its request's last output sees
     // a load that no longer counts it.
-    running_ = sched_.num_running();
+    running_ = core_->num_running();
     {
       std::lock_guard lk(mu_);
-      waiting_ = sched_.num_waiting() + static_cast<int64_t>(incoming_.size());
+      waiting_ = core_->num_waiting() + static_cast<int64_t>(incoming_.size());
     }
-    reserved_ = sched_.kv_reserved_bytes();
+    reserved_ = core_->kv_reserved_bytes();
     deliver(std::move(outs));
-    if (stopping && !sched_.has_work()) return;
+    if (stopping && !core_->has_work()) return;
   }
 }
 

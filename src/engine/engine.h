@@ -14,6 +14,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "engine/engine_core.h"
 #include "engine/request.h"
 #include "engine/scheduler.h"
 #include "engine/step_model.h"
@@ -21,6 +22,7 @@
 namespace fp4lm::engine {
 
 class Engine;
+class Runtime;  // engine/runtime.h
 
 // One submitted request, shared by the engine thread (producer) and its reader.
 class RequestHandle {
@@ -60,6 +62,9 @@ class Engine {
  public:
   // Starts the engine thread. `tok` may be null; model and tokenizer must outlive the engine.
   Engine(StepModel& model, const tokenizer::Tokenizer* tok, SchedulerConfig cfg, SchedulerObserver obs = {});
+  // What the runtime runs: a token-by-token model continuously batched (the constructor above), or
+  // a DiffusionGemma through the DiffusionQueue (engine/diffusion_queue.h). `rt` outlives the engine.
+  Engine(const Runtime& rt, const tokenizer::Tokenizer* tok, SchedulerConfig cfg, SchedulerObserver obs = {});
   ~Engine();  // aborts what is left and joins the thread
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -73,14 +78,14 @@ class Engine {
   int64_t vocab_size() const { return vocab_; }
   // What admission reserves for a sequence of `capacity` positions (Scheduler::sequence_bytes;
   // const, fixed at construction).
-  size_t sequence_bytes(int64_t capacity) const { return sched_.sequence_bytes(capacity); }
+  size_t sequence_bytes(int64_t capacity) const { return core_->sequence_bytes(capacity); }
 
  private:
   void loop();
   bool take_incoming();  // waits for work, queues submissions and cancellations; true when stopping
-  void deliver(Scheduler::Outputs outs);
+  void deliver(EngineCore::Outputs outs);
 
-  Scheduler sched_;  // only the engine thread touches it after construction (check() is const)
+  std::unique_ptr<EngineCore> core_;  // only the engine thread touches it after construction (check() is const)
   int64_t max_model_len_, vocab_;
   mutable std::mutex mu_;
   std::condition_variable cv_;

@@ -8,8 +8,10 @@
 #include <string>
 
 #include "engine/causal_lm_step_model.h"
+#include "engine/diffusion_generator.h"
 #include "engine/step_model.h"
 #include "model/causal_lm.h"
+#include "model/diffusion_gemma.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -31,12 +33,36 @@ class Runtime {
   // A pipeline's driver: `step` runs every stage, `stage` is the first stage's model (its limits,
   // tokenizer-facing facts and checkpoint are the whole model's). Both outlive the Runtime.
   static Runtime over(StepModel& step, const model::CausalLM& stage);
+  // load(), or a DiffusionGemma checkpoint (block diffusion, not a CausalLM) as diffusion() with
+  // generation_config.json's schedule, which the engine runs through engine/diffusion_queue.h
+  // (`serve`, fp4lm.LLM). lo.max_model_len as for a CausalLM; lo.mtp is refused for it.
+  static Runtime load_any(const std::string& dir, const model::EngineOptions& opts, const model::LoadOptions& lo);
 
-  StepModel& step_model() const { return *step_; }
-  const model::CausalLM& model() const { return *lm_; }
+  // A CausalLM's: Error naming the checkpoint for a DiffusionGemma (not a token-by-token model).
+  StepModel& step_model() const {
+    if (!step_) not_causal();
+    return *step_;
+  }
+  const model::CausalLM& model() const {
+    if (!lm_) not_causal();
+    return *lm_;
+  }
+  // The DiffusionGemma (null for a CausalLM) and its schedule.
+  const model::DiffusionGemma* diffusion() const { return diffusion_.get(); }
+  const DiffusionSchedule& diffusion_schedule() const { return schedule_; }
+  // Either kind's: the context per sequence, the vocabulary, the ids that end generation, the
+  // checkpoint's generation_config.json.
+  int64_t max_model_len() const { return diffusion_ ? max_len_ : model().max_model_len(); }
+  int64_t vocab_size() const { return diffusion_ ? diffusion_->config().vocab_size : model().vocab_size(); }
+  std::vector<int64_t> eos_ids() const { return diffusion_ ? schedule_.eos_token_ids : model().eos_ids(); }
+  const std::optional<nlohmann::json>& generation_config() const;
 
  private:
   Runtime() = default;
+  [[noreturn]] static void not_causal();
+  std::unique_ptr<model::DiffusionGemma> diffusion_;
+  DiffusionSchedule schedule_;
+  int64_t max_len_ = 0;
   std::unique_ptr<model::CausalLM> whole_;
   std::unique_ptr<CausalLmStepModel> whole_step_;
   StepModel* step_ = nullptr;

@@ -69,7 +69,7 @@ ModelConfig parse_model_config(const json& top, const std::string& path) {
   c.arch = find_arch(c.architecture);
   if (!c.arch && c.architecture == kDiffusionGemmaArch)
     fail("{}: DiffusionGemmaForBlockDiffusion (block diffusion, not a causal LM) is supported only through "
-         "`fp4lm generate` for now (not `serve`, `fp4lm.LLM`, `eval`, `bench` or `quantize`)",
+         "`fp4lm generate`, `fp4lm serve` and fp4lm.LLM (not `eval`, `bench` or `quantize`)",
          path);
   if (!c.arch) {
     std::string names;

@@ -299,7 +299,8 @@ int64_t max_tokens_for(const json& b, const ServingModel& m, size_t prompt_len, 
   std::optional<int64_t> mt = opt_int(b, "max_completion_tokens", 1);
   if (!mt) mt = opt_int(b, "max_tokens", 1);
   if (mt) return *mt;  // against the context in engine::validate (overflow-safe)
-  const int64_t left = m.max_model_len - static_cast<int64_t>(prompt_len);
+  int64_t left = m.max_model_len - static_cast<int64_t>(prompt_len);
+  if (m.canvas_length > 0) left = left / m.canvas_length * m.canvas_length;  // DiffusionGemma: whole canvases
   int64_t v = fallback ? *fallback : left;
   if (m.defaults.max_tokens) v = std::min(v, *m.defaults.max_tokens);
   return std::max<int64_t>(1, std::min(v, left));
@@ -309,6 +310,14 @@ int64_t max_tokens_for(const json& b, const ServingModel& m, size_t prompt_len, 
 // 400. The completions endpoint's "max_completion_tokens" is reported under the name the client
 // used; a list's prompt under its index.
 void check_engine_params(const json& b, ApiRequest& r, const ServingModel& m) {
+  if (m.canvas_length > 0) {
+    // DiffusionGemma accepts whole blocks: no per-token logprobs to search or rank by (the other
+    // fields it cannot honour are refused by the engine's check, engine/diffusion_generator.h).
+    if (r.beam) throw bad_request("DiffusionGemma does not support beam search ('use_beam_search')", "use_beam_search");
+    if (r.best_of > r.n)
+      throw bad_request("DiffusionGemma does not support best_of > n (ranking samples needs each token's logprob)",
+                        "best_of");
+  }
   const int64_t choices = static_cast<int64_t>(r.prompts.size()) * r.best_of;
   if (choices > kMaxChoices)
     throw bad_request(fmt::format("{} prompts with {}={} make {} {}; at most {} per request", r.prompts.size(),

@@ -53,6 +53,9 @@ struct ServingModel {
   // --max-logprobs: the most logprobs / top_logprobs / prompt_logprobs a request may ask for; -1
   // no cap (a request's -1, the whole vocabulary, then passes), as vLLM.
   int64_t max_logprobs = engine::kMaxLogprobs;
+  // A DiffusionGemma's canvas_length (0: a token-by-token model): it generates whole canvases, so a
+  // default max_tokens is what whole canvases fit; beam search and best_of > n are refused.
+  int64_t canvas_length = 0;
 };
 
 }  // namespace fp4lm::server
