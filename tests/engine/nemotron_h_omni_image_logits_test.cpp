@@ -17,6 +17,8 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -167,6 +169,34 @@ TEST(NemotronHOmniImage, PlaceholderCountsAreChecked) {
   images.push_back(input->encode(std::vector<uint8_t>(png.begin(), png.end()), "image"));
   const std::string e = test::error_of([&] { input->attach(p, std::move(images), lm->max_model_len()); });
   EXPECT_NE(e.find("0 image placeholder(s) (<image>, token id 259) for 1 image(s)"), std::string::npos) << e;
+}
+
+// What the tower does not implement is an Error naming the key, never ignored.
+TEST(NemotronHOmniImage, UnsupportedVisionSettingsAreRefusedByName) {
+  struct Case {
+    const char* what;
+    std::function<void(nlohmann::json&)> edit;
+    const char* error;
+  };
+  const std::vector<Case> cases = {
+      {"swiglu", [](nlohmann::json& c) { c["vision_config"]["use_swiglu_ffn"] = true; }, "field 'use_swiglu_ffn'"},
+      {"unknown", [](nlohmann::json& c) { c["vision_config"]["cpe_mode"] = 1; }, "unknown field 'cpe_mode'"},
+      {"act", [](nlohmann::json& c) { c["vision_config"]["hidden_act"] = "silu"; }, "field 'hidden_act' is 'silu'"},
+      {"tiling", [](nlohmann::json& c) { c["force_image_size"] = 512; }, "field 'force_image_size' is 512"},
+      {"width", [](nlohmann::json& c) { c["vision_hidden_size"] = 64; }, "field 'vision_hidden_size' is 64"},
+  };
+  for (const Case& k : cases) {
+    SCOPED_TRACE(k.what);
+    fp4lm::test::TempDir tmp;
+    for (const auto& f : fs::directory_iterator(fixture())) fs::copy(f.path(), tmp.path() / f.path().filename());
+    nlohmann::json c = io::read_json_file((tmp.path() / "config.json").string());
+    k.edit(c);
+    std::ofstream((tmp.path() / "config.json").string()) << c.dump(2);
+    model::EngineOptions o;
+    o.dtype = "float32";
+    const std::string e = test::error_of([&] { model::CausalLM::load(tmp.path().string(), o); });
+    EXPECT_NE(e.find(k.error), std::string::npos) << e;
+  }
 }
 
 }  // namespace
