@@ -12,6 +12,8 @@
 #include "model/vision/gemma4_image_encoder.h"
 #include "vision/gemma3_preprocess.h"
 #include "vision/gemma4_preprocess.h"
+#include "vision/nemotron_preprocess.h"
+#include "model/vision/nemotron_image_encoder.h"
 #include "vision/qwen_vl_preprocess.h"
 
 namespace fp4lm::engine {
@@ -69,6 +71,24 @@ std::unique_ptr<ImageInput> ImageInput::for_model(const model::CausalLM& lm, con
         fail("{}: the processor's patch_size {} and pooling_kernel_size {}, but the vision tower's (config.json "
              "vision_config) {} and {}",
              dir, proc.patch_size, proc.pooling_kernel_size, vc.patch_size, vc.pooling_kernel_size);
+    }
+    return std::make_unique<ImageInput>(*enc, std::move(proc), t, limits);
+  }
+  if (enc->family() == model::ImageFamily::nemotron) {
+    NemotronImageTokens t;
+    t.image = static_cast<int32_t>(config_int(c, cfg_path, {"image_token_id", "img_context_token_id"}));
+    const auto tok = tokenizer::Tokenizer::from_dir(dir);
+    for (auto [name, dst] : {std::pair{"<img>", &t.start}, {"</img>", &t.end}}) {
+      const std::optional<int32_t> id = tok->token_to_id(name);
+      if (!id) fail("{}: the tokenizer has no token '{}' (the Nemotron processor's image tag)", dir, name);
+      *dst = *id;
+    }
+    vision::NemotronProcessorConfig proc = vision::read_nemotron_processor_config(dir);
+    if (const auto* n = dynamic_cast<const model::NemotronImageEncoder*>(enc)) {
+      if (proc.patch_size != n->tower().config().patch_size || proc.merge_size() != n->merge_size())
+        fail("{}: the processor's patch_size {} and downsample_ratio {}, but the model's vision_config.patch_size {} "
+             "and downsample_ratio 1/{}",
+             dir, proc.patch_size, proc.downsample_ratio, n->tower().config().patch_size, n->merge_size());
     }
     return std::make_unique<ImageInput>(*enc, std::move(proc), t, limits);
   }
@@ -135,6 +155,10 @@ ImageInput::ImageInput(const model::ImageEncoder& encoder, vision::Gemma4Process
                        Gemma4ImageTokens tokens, vision::ImageLimits limits)
     : encoder_(encoder), gemma4_(std::move(processor)), g4_(tokens), pad_(g4_.soft), limits_(limits) {}
 
+ImageInput::ImageInput(const model::ImageEncoder& encoder, vision::NemotronProcessorConfig processor,
+                       NemotronImageTokens tokens, vision::ImageLimits limits)
+    : encoder_(encoder), nemotron_(std::move(processor)), nt_(tokens), pad_(nt_.image), limits_(limits) {}
+
 namespace {
 // Decoding / preprocessing errors are the request's fault: a RequestError naming the image.
 template <typename F>
@@ -161,6 +185,14 @@ vision::RgbImage ImageInput::decode(std::span<const uint8_t> bytes, const std::s
 EncodedImage ImageInput::encode(const vision::RgbImage& img, const std::string& name) const {
   return named_errors(name, [&] {
     EncodedImage e;
+    if (nemotron_) {
+      // One image per call: the processor's budget for one image (several images in one call share
+      // max_model_len's budget only when it is below min_num_patches * images; docs/RUNTIME.md).
+      const vision::NemotronPixels px = vision::nemotron_preprocess(img, *nemotron_);
+      e.hash = image_content_hash(px);
+      e.embeddings = encoder_.encode(px);
+      return e;
+    }
     if (gemma4_) {
       const vision::Gemma4Pixels px = vision::gemma4_preprocess(img, *gemma4_);
       e.hash = image_content_hash(px);
@@ -183,6 +215,8 @@ EncodedImage ImageInput::encode(const vision::RgbImage& img, const std::string& 
 }
 
 int64_t ImageInput::tokens_for(int64_t height, int64_t width) const {
+  if (nemotron_)  // <img>, the image tokens, </img>
+    return 2 + vision::nemotron_image_tokens(vision::nemotron_grid(height, width, *nemotron_), *nemotron_);
   if (gemma4_) return 2 + vision::gemma4_image_tokens(height, width, *gemma4_);  // boi, soft tokens, eoi
   if (gemma3_) {
     const auto crops = static_cast<int64_t>(
@@ -269,30 +303,36 @@ std::vector<int32_t> ImageInput::gemma3_expand(std::span<const int32_t> prompt,
 
 std::vector<int32_t> ImageInput::gemma4_expand(std::span<const int32_t> prompt,
                                                const std::vector<EncodedImage>& images) const {
+  return tagged_expand(prompt, images, g4_.boi, g4_.soft, g4_.eoi, "<|image|>");
+}
+
+std::vector<int32_t> ImageInput::tagged_expand(std::span<const int32_t> prompt, const std::vector<EncodedImage>& images,
+                                               int32_t begin, int32_t soft, int32_t end, const char* soft_name) const {
   std::vector<int32_t> out;
   size_t k = 0;
   for (int32_t id : prompt) {
-    if (id != g4_.soft) {
+    if (id != soft) {
       out.push_back(id);
       continue;
     }
     if (k < images.size()) {
-      out.push_back(g4_.boi);
-      out.insert(out.end(), static_cast<size_t>(images[k].embeddings.rows), g4_.soft);
-      out.push_back(g4_.eoi);
+      out.push_back(begin);
+      out.insert(out.end(), static_cast<size_t>(images[k].embeddings.rows), soft);
+      out.push_back(end);
     }
     ++k;
   }
   if (k != images.size())
-    throw RequestError(fmt::format("the prompt has {} image placeholder(s) (<|image|>, token id {}) for {} image(s); "
+    throw RequestError(fmt::format("the prompt has {} image placeholder(s) ({}, token id {}) for {} image(s); "
                                    "each image needs exactly one (an image content part)",
-                                   k, g4_.soft, images.size()));
+                                   k, soft_name, soft, images.size()));
   return out;
 }
 
 void ImageInput::attach(RequestParams& p, std::vector<EncodedImage> images, int64_t max_model_len) const {
-  if (gemma4_) {
-    std::vector<int32_t> expanded = gemma4_expand(p.prompt, images);
+  if (gemma4_ || nemotron_) {
+    std::vector<int32_t> expanded = nemotron_ ? tagged_expand(p.prompt, images, nt_.start, nt_.image, nt_.end, "<image>")
+                                              : gemma4_expand(p.prompt, images);
     int64_t total = static_cast<int64_t>(p.prompt.size()) - static_cast<int64_t>(images.size());
     for (size_t k = 0; k < images.size(); ++k) {
       total += 2 + images[k].embeddings.rows;
@@ -302,7 +342,8 @@ void ImageInput::attach(RequestParams& p, std::vector<EncodedImage> images, int6
                                        k + 1, images[k].embeddings.rows, total, max_model_len),
                            "image");
     }
-    p.images = make_gemma4_prompt_images(expanded, g4_.soft, std::move(images), encoder_.hidden_size());
+    p.images = nemotron_ ? make_nemotron_prompt_images(expanded, nt_.image, std::move(images), encoder_.hidden_size())
+                         : make_gemma4_prompt_images(expanded, g4_.soft, std::move(images), encoder_.hidden_size());
     p.prompt = std::move(expanded);
     return;
   }

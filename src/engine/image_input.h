@@ -18,6 +18,9 @@
 //   Gemma 4  <|image|> (image_token_id), replaced as Gemma4Processor replaces it:
 //            <|image> (boi_token_id) + <|image|> x the image's soft tokens + <image|> (eoi_token_id);
 //            all three are special tokens, so no text around them is tokenized again.
+//   Nemotron <image> (image_token_id), replaced as NemotronH_Omni_Reasoning_V3Processor replaces it:
+//            <img> + <image> x the image's tokens (grid h * w / merge^2) + </img>, the two tags
+//            the tokenizer's tokens (each must be one token).
 #include <array>
 #include <cstdint>
 #include <memory>
@@ -34,6 +37,7 @@
 #include "tokenizer/tokenizer.h"
 #include "vision/gemma3_processor_config.h"
 #include "vision/gemma4_processor_config.h"
+#include "vision/nemotron_processor_config.h"
 #include "vision/image_decode.h"
 #include "vision/qwen_vl_processor_config.h"
 #include "vision/qwen_vl_video.h"
@@ -52,6 +56,11 @@ struct Gemma4ImageTokens {
   int32_t boi = 0, eoi = 0, soft = 0;  // boi_token_id, eoi_token_id, image_token_id
 };
 
+// Nemotron VL / Omni's prompt side: image_token_id (config.json), <img> / </img> (tokenizer).
+struct NemotronImageTokens {
+  int32_t image = 0, start = 0, end = 0;
+};
+
 class ImageInput {
  public:
   // For the model loaded from `dir`: null when it has no vision tower (a text-only architecture
@@ -65,6 +74,8 @@ class ImageInput {
              vision::ImageLimits limits);
   ImageInput(const model::ImageEncoder& encoder, vision::Gemma4ProcessorConfig processor, Gemma4ImageTokens tokens,
              vision::ImageLimits limits);
+  ImageInput(const model::ImageEncoder& encoder, vision::NemotronProcessorConfig processor,
+             NemotronImageTokens tokens, vision::ImageLimits limits);
 
   // One image file's bytes -> its encoder rows, grid and content hash; `name` is what errors call it.
   EncodedImage encode(std::span<const uint8_t> bytes, const std::string& name) const;
@@ -111,6 +122,9 @@ class ImageInput {
  private:
   std::vector<int32_t> gemma3_expand(std::span<const int32_t> prompt, const std::vector<EncodedImage>& images) const;
   std::vector<int32_t> gemma4_expand(std::span<const int32_t> prompt, const std::vector<EncodedImage>& images) const;
+  // Each placeholder `soft` -> begin + soft x the image's rows + end (Gemma 4, Nemotron).
+  std::vector<int32_t> tagged_expand(std::span<const int32_t> prompt, const std::vector<EncodedImage>& images,
+                                     int32_t begin, int32_t soft, int32_t end, const char* soft_name) const;
 
   const model::ImageEncoder& encoder_;
   std::optional<vision::QwenVlProcessorConfig> qwen_;
@@ -118,6 +132,8 @@ class ImageInput {
   Gemma3ImageTokens g3_;
   std::optional<vision::Gemma4ProcessorConfig> gemma4_;
   Gemma4ImageTokens g4_;
+  std::optional<vision::NemotronProcessorConfig> nemotron_;
+  NemotronImageTokens nt_;
   std::vector<int32_t> nl2_, original_, crops_, space_;  // Gemma 3's text pieces, tokenized
   int32_t pad_;
   int64_t merge_ = 1;

@@ -207,9 +207,10 @@ std::shared_ptr<const PromptImages> make_qwen_prompt_media(std::span<const int32
 namespace {
 // Runs of `soft` tokens, each one bidirectional block: `block` long for every image and crop
 // (Gemma 3), or 0: one block per image, its rows long (Gemma 4).
+// bidirectional false: the same runs, causal (Nemotron), no bidir_end.
 std::shared_ptr<const PromptImages> make_block_prompt_images(std::span<const int32_t> prompt, int32_t soft,
                                                              std::vector<EncodedImage> images, int64_t fixed_block,
-                                                             int64_t hidden) {
+                                                             int64_t hidden, bool bidirectional = true) {
   auto p = std::make_shared<PromptImages>();
   p->count = static_cast<int64_t>(images.size());
   p->embeds.assign(prompt.size(), nullptr);
@@ -259,6 +260,7 @@ std::shared_ptr<const PromptImages> make_block_prompt_images(std::span<const int
   }
   if (k != images.size() || in_image != 0)
     throw RequestError(fmt::format("the prompt's image token runs cover {} of {} image(s)", k, images.size()));
+  if (!bidirectional) p->bidir_end.clear();
   return p;
 }
 }  // namespace
@@ -273,6 +275,18 @@ std::shared_ptr<const PromptImages> make_gemma3_prompt_images(std::span<const in
 std::shared_ptr<const PromptImages> make_gemma4_prompt_images(std::span<const int32_t> prompt, int32_t soft,
                                                               std::vector<EncodedImage> images, int64_t hidden) {
   return make_block_prompt_images(prompt, soft, std::move(images), 0, hidden);
+}
+
+std::shared_ptr<const PromptImages> make_nemotron_prompt_images(std::span<const int32_t> prompt, int32_t image,
+                                                                std::vector<EncodedImage> images, int64_t hidden) {
+  return make_block_prompt_images(prompt, image, std::move(images), 0, hidden, /*bidirectional=*/false);
+}
+
+uint64_t image_content_hash(const vision::NemotronPixels& px) {
+  uint64_t h = 14695981039346656037ull;
+  const int64_t dims[4] = {px.grid.h, px.grid.w, px.rows, px.cols};
+  h = fnv1a(h, dims, sizeof dims);
+  return fnv1a(h, px.pixel_values.data(), px.pixel_values.size() * sizeof(float));
 }
 
 }  // namespace fp4lm::engine

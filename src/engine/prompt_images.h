@@ -47,6 +47,7 @@ struct EncodedImage {
 uint64_t image_content_hash(const vision::QwenVlPixels& px);
 uint64_t image_content_hash(const vision::Gemma3Pixels& px);
 uint64_t image_content_hash(const vision::Gemma4Pixels& px);
+uint64_t image_content_hash(const vision::NemotronPixels& px);
 
 // `prompt` with its k-th `pad` token (one per image, as the chat template renders an image part)
 // repeated counts[k] times. RequestError when the prompt holds another number of pads than images
@@ -82,5 +83,11 @@ std::shared_ptr<const PromptImages> make_gemma3_prompt_images(std::span<const in
 // tokens per image, as long as that image's encoder rows, eoi); each run one block.
 std::shared_ptr<const PromptImages> make_gemma4_prompt_images(std::span<const int32_t> prompt, int32_t soft,
                                                               std::vector<EncodedImage> images, int64_t hidden_size);
+
+// Nemotron VL / Omni: a prompt expanded as its processor writes it (<img>, one run of `image`
+// tokens per image as long as its encoder rows, </img>): the rows and the cache key; causal, 1-D
+// positions.
+std::shared_ptr<const PromptImages> make_nemotron_prompt_images(std::span<const int32_t> prompt, int32_t image,
+                                                                std::vector<EncodedImage> images, int64_t hidden_size);
 
 }  // namespace fp4lm::engine

@@ -11,6 +11,7 @@
 
 #include "vision/gemma3_preprocess.h"
 #include "vision/gemma4_preprocess.h"
+#include "vision/nemotron_preprocess.h"
 #include "vision/qwen_vl_preprocess.h"
 
 namespace fp4lm::model {
@@ -31,6 +32,7 @@ enum class ImageFamily {
   qwen_vl,  // Qwen2-VL-family processor (vision/qwen_vl_preprocess.h), M-RoPE positions
   gemma3,   // Gemma3ImageProcessor (vision/gemma3_preprocess.h), bidirectional image blocks
   gemma4,   // Gemma4ImageProcessor (vision/gemma4_preprocess.h), bidirectional blocks on sliding layers
+  nemotron, // NemotronH_Omni_Reasoning_V3ImageProcessor (vision/nemotron_preprocess.h), causal, 1-D
 };
 const char* image_family_name(ImageFamily f);
 
@@ -46,6 +48,8 @@ class ImageEncoder {
   virtual ImageEmbeddings encode(const vision::Gemma3Pixels& pixels) const;
   // One image's soft tokens.
   virtual ImageEmbeddings encode(const vision::Gemma4Pixels& pixels) const;
+  // One image's tokens after the pixel shuffle (Nemotron VL / Omni).
+  virtual ImageEmbeddings encode(const vision::NemotronPixels& pixels) const;
   virtual int64_t hidden_size() const = 0;
   // How many DeepStack levels every encode() returns (ImageEmbeddings::deepstack); 0: none.
   virtual int64_t deepstack_levels() const { return 0; }

@@ -160,7 +160,9 @@ def family_cases():
     plain towers), Gemma 3 (tests/model/fixtures/gemma3_vl, scripts/make_gemma3_vl_goldens.py:
     SigLIP, bidirectional image blocks) and Gemma 4 (tests/model/fixtures/gemma4_vl,
     scripts/make_gemma4_vl_goldens.py: 2-D RoPE tower, image blocks on sliding layers) — the Gemma
-    fixtures' "plain" case — each golden as golden() gives it."""
+    fixtures' "plain" case — and Nemotron Omni (tests/model/fixtures/nemotron_h_omni,
+    scripts/make_nemotron_h_omni_goldens.py: RADIO tower, pixel shuffle, Mamba-2 language model),
+    each golden as golden() gives it."""
     cases = []
     for kind in ("dense", "moe"):
         d = REPO / "tests" / "cli" / "fixtures" / "qwen3_vl_e2e" / kind
@@ -174,12 +176,14 @@ def family_cases():
         d = REPO / "tests" / "model" / "fixtures" / f"{family}_vl"
         g = next(c for c in json.loads((d / "golden.json").read_text())["e2e"] if c["case"] == "plain")
         cases.append((family, d, g, d / g["file"]))
+    d = REPO / "tests" / "model" / "fixtures" / "nemotron_h_omni"
+    cases.append(("nemotron_h_omni", d, json.loads((d / "golden.json").read_text()), d / "expected_logits.f64"))
     return [pytest.param(d, with_ref_logprobs(g, logits), id=name) for name, d, g, logits in cases]
 
 
 @pytest.mark.parametrize("checkpoint,g", family_cases())
 def test_every_vision_family_through_chat_and_generate(checkpoint, g):
-    """Qwen3-VL (dense, MoE), Qwen2.5-VL, Qwen2-VL, Gemma 3 and Gemma 4 images through LLM.chat (a data: URL) and LLM.generate
+    """Qwen3-VL (dense, MoE), Qwen2.5-VL, Qwen2-VL, Gemma 3, Gemma 4 and Nemotron Omni images through LLM.chat (a data: URL) and LLM.generate
     (the rendered prompt and the image's bytes): the processor's prompt ids, every prompt token's
     logprobs within 1e-4 of transformers' float64 and its greedy tokens; a mirrored image is far
     from them (the check can fail)."""

@@ -12,6 +12,9 @@
 // (vision_model.radio_model.*), its projector (mlp1.*) and, for Omni, the sound encoder
 // (sound_encoder.*, sound_projection.*) — the layout vLLM's nano_nemotron_vl.py load_weights and
 // llama.cpp's NemotronNanoV2VLModel converter read. Only the language model is loaded.
+// NemotronH_Omni_Reasoning_V3 (transformers 5.24's class for the same checkpoints: text_config,
+// the vision_config of its RadioConfig) has the same layout and also loads the RADIO tower and
+// projector (model/vision/nemotron_image_encoder.h); its sound encoder is not loaded.
 #include <algorithm>
 #include <limits>
 
@@ -25,6 +28,7 @@
 #include "model/nemotron_moe.h"
 #include "model/relu2_mlp.h"
 #include "model/synthetic_checkpoint.h"
+#include "model/vision/nemotron_image_encoder.h"
 
 namespace fp4lm::model {
 
@@ -65,7 +69,8 @@ char letter_of(const std::string& type) {
 
 class NemotronH final : public ArchDef {
  public:
-  explicit NemotronH(const char* name, bool wrapped = false) : name_(name), wrapped_(wrapped) {}
+  explicit NemotronH(const char* name, bool wrapped = false, bool vision = false)
+      : name_(name), wrapped_(wrapped), vision_(vision) {}
   std::string_view hf_name() const override { return name_; }
 
   std::optional<Wrapper> wrapper() const override {
@@ -281,7 +286,11 @@ class NemotronH final : public ArchDef {
 
   std::unique_ptr<DecoderLayer> make_layer(const LayerBuild& b, int64_t i) const override {
     const ModelConfig& c = b.loader.config();
-    if (i == 0 && wrapped_)
+    if (i == 0 && wrapped_ && vision_)
+      b.loader.log_once(fmt::format("{}: the language model and the vision tower (vision_model.*, mlp1.*); any sound "
+                                    "encoder is skipped (image and text input)",
+                                    c.architecture));
+    else if (i == 0 && wrapped_)
       b.loader.log_once(fmt::format("{}: loading the language model only (language_model.*); the vision tower "
                                     "(vision_model.*), its projector (mlp1.*) and any sound encoder are skipped "
                                     "(text input only)",
@@ -296,6 +305,11 @@ class NemotronH final : public ArchDef {
           std::move(norm), std::make_unique<Attention>(b, i, AttentionLayout{.rope = false, .module = "mixer"}),
           nullptr);
     return std::make_unique<SingleMixerLayer>(std::move(norm), nullptr, make_ffn(b.loader, i));
+  }
+
+  // NemotronH_Omni_Reasoning_V3: the RADIO tower and its projector; nullptr without vision_config.
+  std::unique_ptr<ImageEncoder> load_image_encoder(ModelLoader& l) const override {
+    return vision_ ? NemotronImageEncoder::load(l) : nullptr;
   }
 
   std::unique_ptr<FeedForward> make_ffn(ModelLoader& l, int64_t i) const override {
@@ -362,6 +376,7 @@ class NemotronH final : public ArchDef {
  private:
   const char* name_;
   bool wrapped_;
+  bool vision_;
 };
 
 }  // namespace
@@ -376,6 +391,10 @@ const ArchDef& nemotron_h_vl_arch() {
 }
 const ArchDef& nemotron_h_omni_arch() {
   static const NemotronH d("NemotronH_Nano_Omni_Reasoning_V3", true);
+  return d;
+}
+const ArchDef& nemotron_h_omni_v3_arch() {
+  static const NemotronH d("NemotronH_Omni_Reasoning_V3", true, /*vision=*/true);
   return d;
 }
 

@@ -22,6 +22,7 @@ const ArchDef& qwen3_next_arch();
 const ArchDef& nemotron_h_arch();
 const ArchDef& nemotron_h_vl_arch();
 const ArchDef& nemotron_h_omni_arch();
+const ArchDef& nemotron_h_omni_v3_arch();
 const ArchDef& glm4_moe_arch();
 const ArchDef& deepseek_v3_arch();
 const ArchDef& glm4_moe_lite_arch();
@@ -53,7 +54,7 @@ const std::vector<const ArchDef*>& architectures() {
       &mixtral_arch(), &qwen2_moe_arch(), &mistral_arch(),
       &qwen3_5_arch(), &qwen3_5_vl_arch(), &qwen3_5_moe_arch(), &qwen3_5_moe_vl_arch(),
       &qwen3_next_arch(),
-      &nemotron_h_arch(), &nemotron_h_vl_arch(), &nemotron_h_omni_arch(),
+      &nemotron_h_arch(), &nemotron_h_vl_arch(), &nemotron_h_omni_arch(), &nemotron_h_omni_v3_arch(),
       &gemma3_arch(), &gemma3_vl_arch(), &gemma4_arch(), &gemma4_vl_arch(),
       &glm4_moe_arch(), &deepseek_v3_arch(), &kimi_k25_arch(), &kimi_k25_remote_arch(), &glm4_moe_lite_arch(), &minimax_m2_arch(),
       &minimax_m3_arch(), &minimax_m3_sparse_arch(),
