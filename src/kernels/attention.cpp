@@ -98,4 +98,22 @@ void run_attention(const AttentionKernel& k, const AttentionCall& c) {
   k.run(c, scratch.data());
 }
 
+void attend_gathered(const AttentionKernel& k, const float* q, const float* keys, const float* values, int64_t n,
+                     int64_t head_dim, float* out) {
+  if (n <= 0) fail("attention: no gathered rows to attend over");
+  AttentionCall call;
+  call.q = q;
+  call.q_stride = head_dim;
+  call.out = out;
+  call.out_stride = head_dim;
+  call.rows = 1;
+  call.pos0 = n - 1;  // the one query sees all n rows
+  call.group = 1;
+  call.head_dim = head_dim;
+  call.kv_dtype = DType::F32;
+  call.keys = reinterpret_cast<const uint8_t*>(keys);
+  call.values = reinterpret_cast<const uint8_t*>(values);
+  run_attention(k, call);
+}
+
 }  // namespace fp4lm::kernels

@@ -81,4 +81,9 @@ const AttentionKernel& attention_kernel();
 // available on this CPU (attention_kernel(), or unavailable_reason() checked by the caller).
 void run_attention(const AttentionKernel& k, const AttentionCall& call);
 
+// One query row of one head over n gathered float32 key / value rows [n, head_dim] that are all
+// visible to it (sparse attention's selected positions, gathered from the cache): out[head_dim].
+void attend_gathered(const AttentionKernel& k, const float* q, const float* keys, const float* values, int64_t n,
+                     int64_t head_dim, float* out);
+
 }  // namespace fp4lm::kernels

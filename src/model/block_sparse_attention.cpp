@@ -72,19 +72,7 @@ void BlockSparseAttention::forward(const float* x, std::span<const SequenceSpan>
             gathered_g = g;
             gathered_kvh = kvh;
           }
-          kernels::AttentionCall call;
-          call.q = q + i * qd + h * hd;
-          call.q_stride = hd;
-          call.out = out + i * qd + h * hd;
-          call.out_stride = hd;
-          call.rows = 1;
-          call.pos0 = n - 1;
-          call.group = 1;
-          call.head_dim = hd;
-          call.kv_dtype = DType::F32;
-          call.keys = reinterpret_cast<const uint8_t*>(keys.data());
-          call.values = reinterpret_cast<const uint8_t*>(values.data());
-          kernels::run_attention(kern, call);
+          kernels::attend_gathered(kern, q + i * qd + h * hd, keys.data(), values.data(), n, hd, out + i * qd + h * hd);
         }
       }
     });

@@ -22,21 +22,6 @@ namespace fp4lm::model {
 
 namespace {
 
-// Cached position t of KV head `head` (kv 0: key, 1: value) as float32.
-void read_row(const KvCache& cache, int64_t slot, int kv, int64_t head, int64_t t, float* dst) {
-  const int64_t hd = cache.head_dim(slot);
-  if (cache.quant(slot) != KvQuant::none) return cache.dequantize(slot, kv, head, t, 1, dst);
-  const uint8_t* base = kv == 0 ? cache.keys(slot, head) : cache.values(slot, head);
-  const size_t es = dtype_size(cache.dtype());
-  const uint8_t* row = base + static_cast<size_t>(t * hd) * es;
-  if (cache.dtype() == DType::F8_E4M3) {
-    const float s = kv == 0 ? cache.k_scale(slot) : cache.v_scale(slot);
-    for (int64_t c = 0; c < hd; ++c) dst[c] = e4m3_to_f32(row[c]) * s;
-  } else {
-    to_f32_n(row, cache.dtype(), dst, static_cast<size_t>(hd));
-  }
-}
-
 // Each of `rows` rows of dim values RMS-normalized times w (1 + w), in place.
 void norm_rows(float* x, int64_t rows, int64_t dim, const std::vector<float>& w, double eps) {
   for (int64_t r = 0; r < rows; ++r) {
@@ -128,7 +113,7 @@ std::vector<std::vector<int32_t>> QsaAttention::select(const float* x, std::span
     for (int64_t b = 0; b < nb_max; ++b) {
       float* kb = keys.data() + b * D;
       for (int64_t t = b * R; t < (b + 1) * R; ++t) {
-        read_row(cache, key_slot_, 0, 0, t, raw.data());
+        cache.read_f32(key_slot_, 0, 0, t, 1, raw.data());
         for (int64_t d = 0; d < D; ++d) kb[d] += raw[static_cast<size_t>(d)];
       }
       for (int64_t d = 0; d < D; ++d) kb[d] /= static_cast<float>(R);
@@ -198,23 +183,11 @@ void QsaAttention::forward(const float* x, std::span<const SequenceSpan> spans, 
         values.resize(keys.size());
         for (int64_t kvh = 0; kvh < num_kv_heads_; ++kvh) {
           for (int64_t e = 0; e < n; ++e) {
-            read_row(*s.cache, slot, 0, kvh, toks[static_cast<size_t>(e)], keys.data() + e * hd);
-            read_row(*s.cache, slot, 1, kvh, toks[static_cast<size_t>(e)], values.data() + e * hd);
+            s.cache->read_f32(slot, 0, kvh, toks[static_cast<size_t>(e)], 1, keys.data() + e * hd);
+            s.cache->read_f32(slot, 1, kvh, toks[static_cast<size_t>(e)], 1, values.data() + e * hd);
           }
           for (int64_t h = kvh * per_kv_head; h < (kvh + 1) * per_kv_head; ++h) {
-            kernels::AttentionCall call;
-            call.q = q + i * qd + h * hd;
-            call.q_stride = hd;
-            call.out = out + i * qd + h * hd;
-            call.out_stride = hd;
-            call.rows = 1;
-            call.pos0 = n - 1;
-            call.group = 1;
-            call.head_dim = hd;
-            call.kv_dtype = DType::F32;
-            call.keys = reinterpret_cast<const uint8_t*>(keys.data());
-            call.values = reinterpret_cast<const uint8_t*>(values.data());
-            kernels::run_attention(kern, call);
+            kernels::attend_gathered(kern, q + i * qd + h * hd, keys.data(), values.data(), n, hd, out + i * qd + h * hd);
           }
         }
       }
