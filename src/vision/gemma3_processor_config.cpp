@@ -69,9 +69,7 @@ void apply_gemma3_processor_config(const nlohmann::json& j, const std::string& w
       fail("{}: unknown key \"{}\" for a Gemma 3 image processor (fp4lm reads every key it accepts)", where, key);
     }
   }
-  for (int i = 0; i < 3; ++i)
-    if (!(c.image_std[i] != 0.0f) || !std::isfinite(c.image_std[i]))
-      fail("{}: \"image_std\" must be finite and non-zero, found {}", where, c.image_std[i]);
+  check_image_std(c.image_std, where);
 }
 
 Gemma3ProcessorConfig parse_gemma3_processor_config(const nlohmann::json& j, const std::string& where) {

@@ -75,9 +75,7 @@ void apply_nemotron_processor_config(const nlohmann::json& j, const std::string&
            key);
     }
   }
-  for (int i = 0; i < 3; ++i)
-    if (!(c.image_std[i] != 0.0f) || !std::isfinite(c.image_std[i]))
-      fail("{}: \"image_std\" must be finite and non-zero, found {}", where, c.image_std[i]);
+  check_image_std(c.image_std, where);
 }
 
 NemotronProcessorConfig parse_nemotron_processor_config(const nlohmann::json& j, const std::string& where) {

@@ -30,4 +30,9 @@ std::array<float, 3> config_rgb_triple(const nlohmann::json& v, const std::strin
   return {v[0].get<float>(), v[1].get<float>(), v[2].get<float>()};
 }
 
+void check_image_std(const std::array<float, 3>& image_std, const std::string& where) {
+  for (float v : image_std)
+    if (!(v != 0.0f) || !std::isfinite(v)) fail("{}: \"image_std\" must be finite and non-zero, found {}", where, v);
+}
+
 }  // namespace fp4lm::vision

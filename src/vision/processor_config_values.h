@@ -15,5 +15,7 @@ int64_t config_positive_int(const nlohmann::json& v, const std::string& where, c
 double config_finite_number(const nlohmann::json& v, const std::string& where, const std::string& key);
 // image_mean / image_std: one number for all channels, or three (R, G, B).
 std::array<float, 3> config_rgb_triple(const nlohmann::json& v, const std::string& where, const std::string& key);
+// Fails unless every channel of image_std (what pixels are divided by) is finite and non-zero.
+void check_image_std(const std::array<float, 3>& image_std, const std::string& where);
 
 }  // namespace fp4lm::vision

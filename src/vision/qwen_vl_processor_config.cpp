@@ -93,9 +93,7 @@ QwenVlProcessorConfig parse_qwen_vl_processor_config(const nlohmann::json& j, co
   positive("max_pixels", c.max_pixels, int64_t{1} << 40);
   if (c.min_pixels > c.max_pixels)
     fail("{}: min_pixels ({}) is larger than max_pixels ({})", where, c.min_pixels, c.max_pixels);
-  for (int i = 0; i < 3; ++i)
-    if (!(c.image_std[i] != 0.0f) || !std::isfinite(c.image_std[i]))
-      fail("{}: \"image_std\" must be finite and non-zero, found {}", where, c.image_std[i]);
+  check_image_std(c.image_std, where);
   return c;
 }
 

@@ -70,9 +70,7 @@ QwenVlVideoConfig parse_qwen_vl_video_config(const nlohmann::json& j, const std:
   }
   if (c.min_pixels > c.max_pixels)
     fail("{}: size.shortest_edge ({}) is larger than size.longest_edge ({})", where, c.min_pixels, c.max_pixels);
-  for (int i = 0; i < 3; ++i)
-    if (!(c.image_std[i] != 0.0f) || !std::isfinite(c.image_std[i]))
-      fail("{}: \"image_std\" must be finite and non-zero, found {}", where, c.image_std[i]);
+  check_image_std(c.image_std, where);
   return c;
 }
 
