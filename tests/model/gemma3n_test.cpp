@@ -200,6 +200,24 @@ TEST(Gemma3n, TensorUsage) {
     EXPECT_EQ(std::find(ignored.begin(), ignored.end(), n), ignored.end()) << n;
 }
 
+// A conditional checkpoint without embed_vision: text still runs, a vision hard-token id is an
+// error naming the absent tensor (not the text embedding).
+TEST(Gemma3n, AbsentMultimodalEmbedderIsAnErrorForItsIds) {
+  test::TempDir tmp;
+  test::copy_dir(dir("conditional"), tmp.path());
+  test::edit_tensors(tmp.path(), [](test::EditedTensor& t) { return !t.name.starts_with("model.embed_vision."); });
+  const std::vector<int32_t> toks = tokens("conditional");
+  const auto vision = std::find_if(toks.begin(), toks.end(), [](int32_t t) { return t >= 224 && t < 240; });
+  ASSERT_NE(vision, toks.end()) << "the golden prompt holds a vision hard token";
+  auto lm = CausalLM::load(tmp.path().string(), f32());
+  const std::vector<int32_t> text(toks.begin(), vision);
+  ASSERT_FALSE(text.empty());
+  EXPECT_EQ(all_logits(*lm, text).size(), text.size() * static_cast<size_t>(lm->vocab_size()));
+  const std::string e = test::error_of([&] { all_logits(*lm, toks); });
+  EXPECT_NE(e.find(fmt::format("token id {} is a multimodal hard token", *vision)), std::string::npos) << e;
+  EXPECT_NE(e.find("model.embed_vision.embedding.weight is absent"), std::string::npos) << e;
+}
+
 TEST(Gemma3n, ConfigDefaultsAndRefusalsNameTheField) {
   const json base = io::read_json_file(dir("causal") + "/config.json");
   ModelConfig m = parse_model_config(base, "config.json");

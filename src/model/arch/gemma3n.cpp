@@ -48,7 +48,8 @@ namespace {
 // post_norm(projection(hard_embedding_norm(embedding[id - offset]))).
 class HardTokenEmbedder {
  public:
-  // nullptr when the checkpoint has no `prefix`embedding.weight.
+  // A checkpoint without `prefix`embedding.weight keeps the range: its ids are an error, not the
+  // text embedding (transformers always builds the embedder).
   static std::unique_ptr<HardTokenEmbedder> load(ModelLoader& l, const std::string& prefix, const char* config_key,
                                                  int64_t default_offset) {
     const nlohmann::json& top = l.checkpoint().config();
@@ -64,7 +65,10 @@ class HardTokenEmbedder {
     r.positive("vocab_size", e->vocab_);
     r.positive("hidden_size", e->mm_hidden_);
     if (e->offset_ < 0) fail("{}: field 'vocab_offset' must be >= 0, found {}", where, e->offset_);
-    if (!l.checkpoint().find(prefix + "embedding.weight")) return nullptr;
+    if (!l.checkpoint().find(prefix + "embedding.weight")) {
+      e->missing_ = l.checkpoint().dir() + ": " + prefix + "embedding.weight";
+      return e;
+    }
     const int64_t hidden = l.config().hidden_size;
     e->table_ = Embedding(l.tensor(prefix + "embedding.weight", {e->vocab_, e->mm_hidden_}));
     e->norm_ = RmsNorm(l.tensor_f32(prefix + "hard_embedding_norm.weight", {e->mm_hidden_}), eps, true);
@@ -77,6 +81,9 @@ class HardTokenEmbedder {
   int64_t end() const { return offset_ + vocab_; }
   // The embedding of token `id` (in [offset, end)) into out [hidden].
   void embed(int32_t id, float* out, DType act) const {
+    if (!missing_.empty())
+      fail("Gemma3nForConditionalGeneration: token id {} is a multimodal hard token [{}, {}), but {} is absent", id,
+           offset_, end(), missing_);
     std::vector<float> e(static_cast<size_t>(mm_hidden_));
     const int32_t row = id - static_cast<int32_t>(offset_);
     table_.lookup(&row, 1, e.data());
@@ -86,10 +93,11 @@ class HardTokenEmbedder {
     round_to_dtype(out, static_cast<size_t>(post_.dim()), act);
     post_.forward(out, 1, out, act);
   }
-  size_t own_param_bytes() const { return static_cast<size_t>(mm_hidden_) * sizeof(float); }
+  size_t own_param_bytes() const { return missing_.empty() ? static_cast<size_t>(mm_hidden_) * sizeof(float) : 0; }
 
  private:
   int64_t offset_ = 0, vocab_ = 0, mm_hidden_ = 0;
+  std::string missing_;  // the absent embedding tensor, named for the error
   Embedding table_;
   RmsNorm norm_, post_;
   std::unique_ptr<Linear> proj_;
