@@ -68,8 +68,8 @@ class LLM:
                 raise ValueError(f"{name} must be None or an integer >= 1, got {v!r}")
         if not isinstance(enable_prefix_caching, bool):
             raise ValueError(f"enable_prefix_caching must be a bool, got {enable_prefix_caching!r}")
-        if not isinstance(block_size, int) or isinstance(block_size, bool) or not 1 <= block_size <= 4096:
-            raise ValueError(f"block_size must be an integer in [1, 4096], got {block_size!r}")
+        if not isinstance(block_size, int) or isinstance(block_size, bool):
+            raise ValueError(f"block_size must be an integer, got {block_size!r}")  # its range: the engine's
         if speculative_config is not None and not isinstance(speculative_config, dict):
             raise ValueError(f"speculative_config must be None or a dict, got {speculative_config!r}")
         if not isinstance(seed, int) or isinstance(seed, bool):
@@ -315,11 +315,7 @@ class LLM:
         greedy = sp.sampling_type_greedy
         max_tokens = sp.max_tokens
         if max_tokens is None:
-            left = self._engine.max_model_len - len(ids)
-            canvas = self._engine.canvas_length
-            if canvas:
-                left = left // canvas * canvas  # DiffusionGemma generates whole canvases
-            max_tokens = max(1, left)
+            max_tokens = self._engine.default_max_tokens(len(ids))  # the server's rule, in the engine
         return {
             "prompt_token_ids": list(ids), "max_tokens": max_tokens, "min_tokens": sp.min_tokens,
             "temperature": 0.0 if greedy else float(sp.temperature), "top_k": max(sp.top_k, 0),

@@ -165,12 +165,12 @@ PYBIND11_MODULE(_core, m) {
              o.engine.moe_backend = moe_backend;
              o.engine.a16_max_tokens = a16_max_tokens;
              o.engine.threads = threads;
-             o.max_num_seqs = max_num_seqs;
-             o.max_num_batched_tokens = max_num_batched_tokens;
-             o.kv_cache_memory_bytes = kv_cache_memory_bytes;
-             o.enable_prefix_caching = enable_prefix_caching;
-             o.block_size = block_size;
-             o.speculative_config = speculative_config;
+             o.engine.max_num_seqs = max_num_seqs;
+             o.engine.max_num_batched_tokens = max_num_batched_tokens;
+             o.engine.kv_cache_memory_bytes = kv_cache_memory_bytes;
+             o.engine.enable_prefix_caching = enable_prefix_caching;
+             o.engine.block_size = block_size;
+             o.engine.speculative_config = speculative_config;
              return std::make_unique<python::OfflineEngine>(o);
            }),
            py::arg("model"), py::arg("dtype"), py::arg("override_activation_dtype"), py::arg("kv_cache_dtype"), py::arg("max_model_len"),
@@ -261,5 +261,9 @@ PYBIND11_MODULE(_core, m) {
       .def_property_readonly("max_model_len", &python::OfflineEngine::max_model_len)
       .def_property_readonly("vocab_size", &python::OfflineEngine::vocab_size)
       .def_property_readonly("canvas_length", &python::OfflineEngine::canvas_length)
+      .def("default_max_tokens",
+           [](const python::OfflineEngine& e, int64_t prompt_len) {
+             return engine::default_max_tokens(e.max_model_len(), prompt_len, e.canvas_length());
+           })
       .def_property_readonly("eos_ids", &python::OfflineEngine::eos_ids);
 }

@@ -5,7 +5,6 @@
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
-#include <unistd.h>
 
 #include "core/error.h"
 #include "engine/request_error.h"
@@ -14,34 +13,13 @@
 namespace py = pybind11;
 
 namespace fp4lm::python {
-namespace {
-
-size_t quarter_of_ram() {
-  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
-  return pages > 0 && page > 0 ? static_cast<size_t>(pages) * static_cast<size_t>(page) / 4 : (size_t{4} << 30);
-}
-
-}  // namespace
 
 OfflineEngine::OfflineEngine(const OfflineOptions& o) : dir_(o.model) {
-  engine::SchedulerConfig sc = engine::scheduler_config(
-      o.max_num_seqs, o.max_num_batched_tokens, o.kv_cache_memory_bytes ? o.kv_cache_memory_bytes : quarter_of_ram());
-  sc.enable_prefix_caching = o.enable_prefix_caching;
-  sc.block_size = o.block_size;
-  if (!o.speculative_config.empty()) sc.speculative = engine::parse_speculative_config(o.speculative_config);
-  engine::check_config(sc);
-  const model::EngineOptions opts = engine::resolve(o.engine);
-
+  const engine::EngineConfig cfg = engine::create_engine_config(o.engine);
   py::gil_scoped_release nogil;
-  const std::string tok_dir = o.tokenizer.empty() ? dir_ : o.tokenizer;
-  text_ = engine::TextFront::open(tok_dir);
-  model::LoadOptions lo = engine::load_options(o.engine);
-  lo.mtp = sc.speculative.method == "mtp";
-  // A DiffusionGemma checkpoint loads too (Runtime::load_any): the engine runs it a canvas a step.
-  runtime_.emplace(engine::Runtime::load_any(dir_, opts, lo));
-  if (runtime_->diffusion() && !o.speculative_config.empty())
-    throw UsageError("speculative_config: DiffusionGemma (block diffusion) does not speculate");
-  engine_ = std::make_unique<engine::Engine>(*runtime_, text_.tokenizer.get(), sc);
+  text_ = engine::TextFront::open(o.tokenizer.empty() ? dir_ : o.tokenizer);
+  runtime_.emplace(engine::Runtime::open(dir_, cfg));
+  engine_ = std::make_unique<engine::Engine>(*runtime_, text_.tokenizer.get(), cfg.scheduler);
 }
 
 OfflineEngine::~OfflineEngine() {

@@ -27,13 +27,7 @@ namespace fp4lm::python {
 struct OfflineOptions {
   std::string model;
   std::string tokenizer;  // the tokenizer's directory; "" = the model's
-  engine::EngineArgs engine;  // resolved by engine/engine_args.h, as the CLI's flags are
-  int64_t max_num_seqs = 16;
-  int64_t max_num_batched_tokens = 512;
-  size_t kv_cache_memory_bytes = 0;  // 0 = a quarter of RAM
-  bool enable_prefix_caching = true;  // engine/prefix_cache.h
-  int64_t block_size = 16;
-  std::string speculative_config;  // JSON (engine/speculative.h); "" = off
+  engine::EngineArgs engine;  // engine/engine_args.h's create_engine_config, as the CLI's flags
 };
 
 // One request's whole result.

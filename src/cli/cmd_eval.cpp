@@ -13,7 +13,6 @@
 #include "cli/engine_flags.h"
 #include "core/error.h"
 #include "core/log.h"
-#include "dist/pipeline.h"
 #include "engine/runtime.h"
 #include "engine/evaluator.h"
 #include "engine/id_file.h"
@@ -29,7 +28,6 @@ struct EvalArgs {
   std::string model, ids;
   std::string reference;  // --reference DIR: also report KL(R‖Q) and top-1 agreement
   std::string dump_logits;  // --dump-logits FILE: every position's logits as JSON Lines
-  int64_t max_model_len = 0;
   bool json = false;
   EngineFlags flags;
   ModelFlags hub;
@@ -75,34 +73,30 @@ int run_eval_reference(const EvalArgs& a, const model::CausalLM& lm, const std::
 }
 
 int run_eval(EvalArgs& a) {
-  model::EngineOptions opts = a.flags.resolve();
+  ModelRun run(a.flags);  // every engine flag checked
   a.hub.resolve(a.model);
   if (!a.reference.empty()) {  // a directory or Hub id too, from the same cache
     io::ModelSourceOptions ro;
     ro.download_dir = a.hub.download_dir;
     a.reference = io::resolve_model_source(a.reference, ro).dir;
   }
-  model::LoadOptions lo;
-  lo.max_model_len = a.max_model_len;
   // Under mpirun every rank runs this command: ranks > 0 only load and run their stage (they need
   // the checkpoint, not the ids file).
-  std::unique_ptr<dist::Pipeline> pipeline;
-  if (a.flags.pipeline_parallel_size > 1) {
-    if (!a.reference.empty()) usage_fail("--reference runs in one process; drop --pipeline-parallel-size");
-    pipeline = dist::Pipeline::join(a.flags.pipeline_parallel_size, pipeline_heartbeat_timeout(a.flags));
-    if (!pipeline->is_driver()) return pipeline->run_worker(a.model, opts, lo);
-  }
+  if (!a.reference.empty() && run.config().pipeline_parallel_size > 1)
+    usage_fail("--reference runs in one process; drop --pipeline-parallel-size");
+  run.join();
+  if (run.is_worker()) return run.run_worker(a.model);
   auto seqs = engine::read_id_sequences(a.ids);
   // Perplexity over zero predicted tokens would print 1.0 as if it meant something.
   if (std::none_of(seqs.begin(), seqs.end(), [](const auto& s) { return s.size() >= 2; }))
     fail("{}: nothing to score: no sequence has 2 or more tokens", a.ids);
-  const engine::Runtime rt = pipeline ? pipeline->load(a.model, opts, lo) : engine::Runtime::load(a.model, opts, lo);
+  const engine::Runtime rt = run.open(a.model);
   const model::CausalLM& lm = rt.model();
   if (!a.dump_logits.empty()) {
     engine::write_logits_jsonl(rt.step_model(), seqs, a.dump_logits);  // through the stages under a pipeline
     log().info("wrote the logits of every position of {} sequences to {}", seqs.size(), a.dump_logits);
   }
-  if (!a.reference.empty()) return run_eval_reference(a, lm, seqs, opts, lo);
+  if (!a.reference.empty()) return run_eval_reference(a, lm, seqs, run.config().model, run.config().load);
   auto t0 = std::chrono::steady_clock::now();
   engine::EvalResult r = engine::evaluate(rt.step_model(), seqs);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -128,7 +122,7 @@ CommandRegistration reg("eval", "Teacher-forced perplexity of token-id sequences
   sub.add_option("--ids", a->ids,
                  "JSON Lines file: per line {\"ids\": [...]}, {\"prompt_ids\", \"greedy_continuation\"} or a bare list")
       ->required();
-  sub.add_option("--max-model-len", a->max_model_len, "Longest sequence (default min(max_position_embeddings, 8192))");
+  sub.add_option("--max-model-len", a->flags.args.max_model_len, "Longest sequence (default min(max_position_embeddings, 8192))");
   sub.add_flag("--json", a->json, "Print one JSON object");
   sub.add_option("--reference", a->reference,
                  "Reference checkpoint: also report mean KL(reference||model) per token and top-1 agreement");

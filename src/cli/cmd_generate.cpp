@@ -19,7 +19,6 @@
 #include "cli/generate_diffusion.h"
 #include "core/error.h"
 #include "core/log.h"
-#include "dist/pipeline.h"
 #include "engine/runtime.h"
 #include "engine/engine_args.h"
 #include "engine/generator.h"
@@ -33,7 +32,7 @@ namespace fp4lm::cli {
 namespace {
 
 struct GenerateArgs {
-  std::string model, prompt, prompt_ids, chat, stop_token_ids, speculative_config;
+  std::string model, prompt, prompt_ids, chat, stop_token_ids;
   std::vector<std::string> stop, images;
   int64_t max_tokens = 128, min_tokens = 0, top_k = 0, logprobs = -1;
   double temperature = 0.0, top_p = 1.0, min_p = 0.0;
@@ -147,17 +146,14 @@ void attach_images(const GenerateArgs& a, const std::vector<std::vector<uint8_t>
 int run_generate(GenerateArgs& a) {
   const int sources = !a.prompt.empty() + !a.prompt_ids.empty() + !a.chat.empty();
   if (sources != 1) usage_fail("give exactly one of --prompt, --prompt-ids, --chat");
-  const model::EngineOptions opts = a.flags.resolve();
+  ModelRun run(a.flags);  // every engine flag checked
   // Parameter errors before the (slow) load: the same validator runs again with the model's
   // vocabulary and context.
   with_flag_errors([&] { engine::validate(request_of(a, {}).sampling); });
   a.hub.resolve(a.model);
   // Under mpirun every rank runs this command: ranks > 0 only load and run their stage.
-  std::unique_ptr<dist::Pipeline> pipeline;
-  if (a.flags.pipeline_parallel_size > 1) {
-    pipeline = dist::Pipeline::join(a.flags.pipeline_parallel_size, pipeline_heartbeat_timeout(a.flags));
-    if (!pipeline->is_driver()) return pipeline->run_worker(a.model, opts, engine::load_options(a.flags.args));
-  }
+  run.join();
+  if (run.is_worker()) return run.run_worker(a.model);
 
   // The tokenizer is optional when the prompt is given as ids.
   const engine::TextFront text = engine::TextFront::open(a.hub.tokenizer_dir);
@@ -169,24 +165,17 @@ int run_generate(GenerateArgs& a) {
   engine::RequestParams params = request_of(a, prompt_of(a, text));
   if (is_diffusion_checkpoint(a.model)) {
     // Not a CausalLM: its own loop (engine/diffusion_generator.h); the flags it has no use for refused.
-    const std::string unsupported = !a.images.empty()                  ? "--image"
-                                    : !a.speculative_config.empty()    ? "--speculative-config"
-                                    : a.flags.pipeline_parallel_size > 1 ? "--pipeline-parallel-size"
-                                                                         : "";
-    return run_diffusion_generate(a.model, tok.get(), std::move(params), opts, a.json, unsupported);
+    const std::string unsupported = !a.images.empty()                              ? "--image"
+                                    : run.config().scheduler.speculative.enabled() ? "--speculative-config"
+                                    : run.pipeline()                               ? "--pipeline-parallel-size"
+                                                                                   : "";
+    return run_diffusion_generate(a.model, tok.get(), std::move(params), run.config().model, a.json, unsupported);
   }
-  if (!a.images.empty() && a.flags.pipeline_parallel_size > 1)
-    usage_fail("--image does not run with --pipeline-parallel-size > 1");
+  if (!a.images.empty() && run.pipeline()) usage_fail("--image does not run with --pipeline-parallel-size > 1");
   std::vector<std::vector<uint8_t>> image_files;  // read before the (slow) load
   for (const std::string& path : a.images) image_files.push_back(image_file(path));
-  engine::SpeculativeConfig spec;
-  if (!a.speculative_config.empty())
-    spec = with_flag_errors([&] { return engine::parse_speculative_config(a.speculative_config); });
-
-  model::LoadOptions lo = engine::load_options(a.flags.args);
-  lo.mtp = spec.method == "mtp";
-  if (pipeline && lo.mtp) usage_fail("--speculative-config: method mtp does not run with --pipeline-parallel-size > 1");
-  const engine::Runtime rt = pipeline ? pipeline->load(a.model, opts, lo) : engine::Runtime::load(a.model, opts, lo);
+  const engine::SpeculativeConfig& spec = run.config().scheduler.speculative;
+  const engine::Runtime rt = run.open(a.model);
   const model::CausalLM* lm = &rt.model();
   log().info("memory: resident weight bytes {} ({:.1f} MiB), KV cache {} bytes per position; peak RSS {:.1f} MiB",
              lm->weight_bytes(), lm->weight_bytes() / 1048576.0,
@@ -257,7 +246,7 @@ CommandRegistration reg("generate", "Generate text from a prompt", [](CLI::App& 
   sub.add_option("--max-model-len", a->flags.args.max_model_len,
                  "KV cache length (default min(max_position_embeddings, 8192))");
   sub.add_flag("--json", a->json, "Print one JSON object instead of streaming text");
-  sub.add_option("--speculative-config", a->speculative_config,
+  sub.add_option("--speculative-config", a->flags.args.speculative_config,
                  "Speculative decoding, vLLM's JSON: '{\"method\": \"ngram\", \"num_speculative_tokens\": 4}'");
   add_engine_flags(sub, a->flags);
   add_pipeline_flag(sub, a->flags);

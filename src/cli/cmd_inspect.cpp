@@ -473,7 +473,7 @@ CommandRegistration reg(
       add_model_flags(sub, o->model, o->hub, "Checkpoint directory (config.json + safetensors)");
       sub.add_flag("--json", o->json, "print the facts as one JSON object");
       return [o]() -> int {
-        model::EngineOptions opts = o->engine.resolve();
+        const model::EngineOptions opts = o->engine.config().model;
         o->hub.resolve(o->model);
         auto ck = io::Checkpoint::open(o->model);
         json facts = inspect_facts(ck, opts);

@@ -47,7 +47,6 @@ struct ServeArgs {
   bool open_metrics = false;
   bool no_webui = false;
   int port = 8000;
-  int64_t max_num_seqs = 8, max_num_batched_tokens = 512, max_model_len = 0;
   double shutdown_grace = 5;
   // HTTP limits (README "Limits"); defaults are TransportLimits'.
   double header_timeout = 10, keep_alive_timeout = 5, body_timeout = 60, body_silence_timeout = 10;
@@ -55,16 +54,12 @@ struct ServeArgs {
           max_body_bytes = int64_t{64} << 20;
   std::string allowed_origins = "*", allowed_methods = "*", allowed_headers = "*";
   bool allow_credentials = false;
-  bool enable_prefix_caching = true;
-  int64_t block_size = 16;
-  std::string speculative_config;
   bool enable_auto_tool_choice = false;
   std::string tool_call_parser, reasoning_parser;
   bool disable_any_whitespace = false;  // constrained JSON: docs/STRUCTURED_OUTPUTS.md
   int max_whitespace = 20;
   bool enable_prompt_tokens_details = false;
   bool enable_force_include_usage = false, return_tokens_as_token_ids = false;
-  int64_t max_logprobs = engine::kMaxLogprobs;
   std::string allowed_local_media_path, limit_mm_per_prompt;
   std::vector<std::string> allowed_media_domains;
   EngineFlags flags;
@@ -153,11 +148,6 @@ void on_stop_signal(int sig) {
   [[maybe_unused]] ssize_t n = write(g_signal_pipe[1], &b, 1);
 }
 
-size_t quarter_of_ram() {
-  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
-  return pages > 0 && page > 0 ? static_cast<size_t>(pages) * static_cast<size_t>(page) / 4 : (size_t{4} << 30);
-}
-
 int run_serve(ServeArgs& a) {
   // SIGINT/SIGTERM only write their number to a pipe the main thread reads (any thread may take
   // a signal: some libraries start threads before main), so the stop is always the graceful one.
@@ -169,7 +159,6 @@ int run_serve(ServeArgs& a) {
   sigaction(SIGTERM, &sa, nullptr);
   std::signal(SIGPIPE, SIG_IGN);  // a client that hung up is a failed write, not a dead server
   if (a.port < 0 || a.port > 65535) usage_fail("--port must be in [0, 65535] (got {})", a.port);
-  if (a.max_model_len < 0) usage_fail("--max-model-len must be positive (got {})", a.max_model_len);
   if (a.shutdown_grace < 0) usage_fail("--shutdown-grace must be >= 0 (got {})", a.shutdown_grace);
   const server::ServerOptions so = server_options(a);
   std::unique_ptr<server::ToolCallParser> tool_parser;
@@ -182,22 +171,10 @@ int run_serve(ServeArgs& a) {
   if (!a.allowed_local_media_path.empty())
     media.allowed_local_media_path = engine::canonical_media_dir(a.allowed_local_media_path);
   media.allowed_media_domains = engine::media_domains(a.allowed_media_domains);
-  engine::SchedulerConfig sc;
-  sc.max_num_seqs = a.max_num_seqs;
-  sc.max_num_batched_tokens = a.max_num_batched_tokens;
-  sc.kv_cache_bytes = a.kv_cache_memory.empty() ? quarter_of_ram() : parse_bytes(a.kv_cache_memory);
-  sc.enable_prefix_caching = a.enable_prefix_caching;
-  sc.max_logprobs = a.max_logprobs;
+  if (!a.kv_cache_memory.empty()) a.flags.args.kv_cache_memory_bytes = parse_bytes(a.kv_cache_memory);
+  ModelRun run(a.flags);  // every engine flag checked
+  engine::SchedulerConfig sc = run.config().scheduler;
   sc.prebuild_structured_vocabulary = true;  // the first structured request does not wait for it
-  sc.block_size = a.block_size;
-  if (sc.block_size < 1 || sc.block_size > 4096) usage_fail("--block-size must be in [1, 4096] (got {})", sc.block_size);
-  if (!a.speculative_config.empty())
-    sc.speculative = with_flag_errors([&] { return engine::parse_speculative_config(a.speculative_config); });
-  if (sc.max_num_seqs < 1) usage_fail("--max-num-seqs must be >= 1 (got {})", sc.max_num_seqs);
-  if (sc.max_num_batched_tokens < sc.max_num_seqs)
-    usage_fail("--max-num-batched-tokens ({}) must be >= --max-num-seqs ({})", sc.max_num_batched_tokens,
-               sc.max_num_seqs);
-  model::EngineOptions opts = a.flags.resolve();
   {
     // A Hub download may take long: until it ends, Ctrl-C / SIGTERM end the process at once, as
     // they end any command (its .incomplete files are resumed by the next run).
@@ -211,18 +188,11 @@ int run_serve(ServeArgs& a) {
     sigaction(SIGTERM, &old_term, nullptr);
   }
   if (!std::filesystem::is_directory(a.model)) fail("{}: not a checkpoint directory", a.model);
-  model::LoadOptions lo;
-  lo.max_model_len = a.max_model_len;
-  lo.mtp = sc.speculative.method == "mtp";
-  if (lo.mtp && a.flags.pipeline_parallel_size > 1)
-    usage_fail("--speculative-config: method mtp does not run with --pipeline-parallel-size > 1");
   // Under mpirun every rank runs this command: ranks > 0 only load and run their stage; rank 0
   // serves HTTP and drives the pipeline.
-  std::unique_ptr<dist::Pipeline> pipeline;
-  if (a.flags.pipeline_parallel_size > 1) {
-    pipeline = dist::Pipeline::join(a.flags.pipeline_parallel_size, pipeline_heartbeat_timeout(a.flags));
-    if (!pipeline->is_driver()) return pipeline->run_worker(a.model, opts, lo);
-  }
+  run.join();
+  if (run.is_worker()) return run.run_worker(a.model);
+  dist::Pipeline* pipeline = run.pipeline();
 
   server::HttpServer http(so);
   const int port = http.bind();
@@ -242,9 +212,7 @@ int run_serve(ServeArgs& a) {
       [[maybe_unused]] ssize_t n = write(g_signal_pipe[1], &b, 1);
     });
   // A DiffusionGemma checkpoint loads too (Runtime::load_any): the engine runs it a canvas a step.
-  const engine::Runtime rt = pipeline ? pipeline->load(a.model, opts, lo) : engine::Runtime::load_any(a.model, opts, lo);
-  if (rt.diffusion() && !a.speculative_config.empty())
-    usage_fail("--speculative-config: DiffusionGemma (block diffusion) does not speculate");
+  const engine::Runtime rt = run.open(a.model);
 
   server::ServingModel sm;
   sm.name = a.served_model_name.empty() ? a.hub.named : a.served_model_name;  // the id or path as given
@@ -264,8 +232,7 @@ int run_serve(ServeArgs& a) {
   sm.prompt_tokens_details = a.enable_prompt_tokens_details;
   sm.force_include_usage = a.enable_force_include_usage;
   sm.return_tokens_as_token_ids = a.return_tokens_as_token_ids;
-  if (a.max_logprobs < -1) usage_fail("--max-logprobs must be -1 (no cap) or at least 0 (got {})", a.max_logprobs);
-  sm.max_logprobs = a.max_logprobs;
+  sm.max_logprobs = sc.max_logprobs;
   // Image parts need the vision tower's front; a checkpoint whose image side cannot be read
   // still serves text (image parts then answer 400 naming the model). Pipeline stages run text only.
   std::unique_ptr<engine::ImageInput> image_input;
@@ -354,18 +321,18 @@ CommandRegistration reg("serve", "OpenAI-compatible HTTP server with continuous 
   sub.add_option("--tool-call-parser", a->tool_call_parser, "hermes, qwen3_coder, llama3_json, mistral, deepseek_v3 or openai (gpt-oss)");
   sub.add_option("--reasoning-parser", a->reasoning_parser,
                  "qwen3 or deepseek_r1 (<think>...</think> becomes reasoning_content), openai_gptoss (gpt-oss's harmony channels)");
-  sub.add_option("--max-num-seqs", a->max_num_seqs, "Most sequences running at once")->capture_default_str();
-  sub.add_option("--max-num-batched-tokens", a->max_num_batched_tokens, "Most tokens in one engine step")
+  sub.add_option("--max-num-seqs", a->flags.args.max_num_seqs, "Most sequences running at once")->capture_default_str();
+  sub.add_option("--max-num-batched-tokens", a->flags.args.max_num_batched_tokens, "Most tokens in one engine step")
       ->capture_default_str();
   sub.add_option("--kv-cache-memory", a->kv_cache_memory,
                  "KV-cache budget for admission, bytes or with KiB/MiB/GiB (default: 25% of RAM)");
-  sub.add_flag("--enable-prefix-caching,!--no-enable-prefix-caching", a->enable_prefix_caching,
+  sub.add_flag("--enable-prefix-caching,!--no-enable-prefix-caching", a->flags.args.enable_prefix_caching,
                "Reuse the K/V of cached prompt prefixes (automatic prefix caching; on by default)");
-  sub.add_option("--block-size", a->block_size, "Tokens per prefix-cache block")->capture_default_str();
-  sub.add_option("--speculative-config", a->speculative_config,
+  sub.add_option("--block-size", a->flags.args.block_size, "Tokens per prefix-cache block")->capture_default_str();
+  sub.add_option("--speculative-config", a->flags.args.speculative_config,
                  "Speculative decoding, vLLM's JSON: '{\"method\": \"ngram\", \"num_speculative_tokens\": 4, "
                  "\"prompt_lookup_max\": 4}'");
-  sub.add_option("--max-model-len", a->max_model_len,
+  sub.add_option("--max-model-len", a->flags.args.max_model_len,
                  "Context length per sequence (default min(max_position_embeddings, 8192))");
   sub.add_option("--shutdown-grace", a->shutdown_grace, "Seconds in-flight requests get on SIGTERM/SIGINT")
       ->capture_default_str();
@@ -382,7 +349,7 @@ CommandRegistration reg("serve", "OpenAI-compatible HTTP server with continuous 
                "Every stream carries usage, in each chunk and a last chunk, whatever stream_options says (vLLM's flag)");
   sub.add_flag("--return-tokens-as-token-ids", a->return_tokens_as_token_ids,
                "Logprob tokens as 'token_id:N' unless a request's return_tokens_as_token_ids says otherwise (vLLM's flag)");
-  sub.add_option("--max-logprobs", a->max_logprobs,
+  sub.add_option("--max-logprobs", a->flags.args.max_logprobs,
                  "The most logprobs a request may ask for (top_logprobs, logprobs, prompt_logprobs); -1: no cap, "
                  "the whole vocabulary (vLLM's flag)")
       ->capture_default_str();

@@ -1,6 +1,7 @@
 #include "cli/engine_flags.h"
 
 #include "core/error.h"
+#include "dist/pipeline.h"
 
 namespace fp4lm::cli {
 
@@ -25,7 +26,7 @@ void add_engine_flags(CLI::App& sub, EngineFlags& f, bool with_dtype) {
 }
 
 void add_pipeline_flag(CLI::App& sub, EngineFlags& f) {
-  sub.add_option("--pipeline-parallel-size", f.pipeline_parallel_size,
+  sub.add_option("--pipeline-parallel-size", f.args.pipeline_parallel_size,
                  "Split the decoder layers over N processes started by `mpirun -np N` (one stage each; "
                  "README, \"More than one machine\")")
       ->check(CLI::Range(1, 1024));
@@ -79,8 +80,31 @@ std::chrono::milliseconds pipeline_heartbeat_timeout(const EngineFlags& f) {
   return std::chrono::milliseconds(static_cast<int64_t>(s * 1000));
 }
 
-model::EngineOptions EngineFlags::resolve() const {
-  return with_flag_errors([&] { return engine::resolve(args); });
+engine::EngineConfig EngineFlags::config() const {
+  return with_flag_errors([&] { return engine::create_engine_config(args); });
+}
+
+ModelRun::ModelRun(const EngineFlags& flags) : cfg_(flags.config()) {
+  if (cfg_.pipeline_parallel_size > 1) heartbeat_ = pipeline_heartbeat_timeout(flags);
+}
+
+void ModelRun::join() {
+  if (cfg_.pipeline_parallel_size > 1 && !pipeline_) pipeline_ = dist::Pipeline::join(cfg_.pipeline_parallel_size, heartbeat_);
+}
+
+ModelRun::~ModelRun() = default;
+
+bool ModelRun::is_worker() const { return pipeline_ && !pipeline_->is_driver(); }
+
+int ModelRun::run_worker(const std::string& dir) const { return pipeline_->run_worker(dir, cfg_.model, cfg_.load); }
+
+engine::Runtime ModelRun::open(const std::string& dir) const {
+  engine::Runtime::StageLoader stages;
+  if (pipeline_)
+    stages = [p = pipeline_.get()](const std::string& d, const model::EngineOptions& o, const model::LoadOptions& lo) {
+      return p->load(d, o, lo);
+    };
+  return with_flag_errors([&] { return engine::Runtime::open(dir, cfg_, stages); });
 }
 
 }  // namespace fp4lm::cli

@@ -2,23 +2,49 @@
 // The engine flags shared by every subcommand that loads a model: CLI spellings of
 // engine::EngineArgs (engine/engine_args.h resolves them, for the Python LLM too).
 #include <chrono>
+#include <memory>
 
 #include <CLI/CLI.hpp>
 
 #include "engine/engine_args.h"
+#include "engine/runtime.h"
 #include "io/model_source.h"
 #include "model/engine_options.h"
+
+namespace fp4lm::dist {
+class Pipeline;
+}
 
 namespace fp4lm::cli {
 
 struct EngineFlags {
-  engine::EngineArgs args;
-  int pipeline_parallel_size = 1;  // --pipeline-parallel-size (dist/pipeline.h; generate, serve)
+  engine::EngineArgs args;  // args.pipeline_parallel_size: --pipeline-parallel-size (generate, serve, eval)
   double pipeline_heartbeat_timeout = 10;  // seconds; --pipeline-heartbeat-timeout
 
-  // engine::resolve() with its errors in flag spelling (UsageError -> exit 2); sets the global
-  // thread pool size when --threads is given.
-  model::EngineOptions resolve() const;
+  // engine::create_engine_config() with its errors in flag spelling (UsageError -> exit 2); sets
+  // the global thread pool size when --threads is given.
+  engine::EngineConfig config() const;
+};
+
+// The model a subcommand runs: every engine flag checked at construction; under mpirun
+// (--pipeline-parallel-size > 1) join() makes this rank a pipeline's; open() is
+// engine::Runtime::open through the pipeline (its driver) or of the whole model.
+class ModelRun {
+ public:
+  explicit ModelRun(const EngineFlags& flags);
+  ~ModelRun();
+  void join();
+  const engine::EngineConfig& config() const { return cfg_; }
+  dist::Pipeline* pipeline() const { return pipeline_.get(); }
+  // This rank runs a later stage: the subcommand returns run_worker(dir) and does nothing else.
+  bool is_worker() const;
+  int run_worker(const std::string& dir) const;
+  engine::Runtime open(const std::string& dir) const;
+
+ private:
+  engine::EngineConfig cfg_;
+  std::chrono::milliseconds heartbeat_{0};
+  std::unique_ptr<dist::Pipeline> pipeline_;
 };
 
 // Where the model comes from: --model (a directory or a Hugging Face Hub id, ORG/NAME),

@@ -3,9 +3,11 @@
 #include <algorithm>
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include "core/thread_pool.h"
 #include "engine/request_error.h"
+#include "engine/speculative.h"
 #include "kernels/registry.h"
 
 namespace fp4lm::engine {
@@ -53,12 +55,37 @@ model::LoadOptions load_options(const EngineArgs& a) {
   return lo;
 }
 
-SchedulerConfig scheduler_config(int64_t max_num_seqs, int64_t max_num_batched_tokens, size_t kv_cache_bytes) {
-  SchedulerConfig c;
-  c.max_num_seqs = max_num_seqs;
-  c.max_num_batched_tokens = max_num_batched_tokens;
-  c.kv_cache_bytes = kv_cache_bytes;
-  check_config(c);
+size_t default_kv_cache_bytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? static_cast<size_t>(pages) * static_cast<size_t>(page) / 4 : (size_t{4} << 30);
+}
+
+EngineConfig create_engine_config(const EngineArgs& a) {
+  EngineConfig c;
+  c.model = resolve(a);
+  c.load = load_options(a);
+  SchedulerConfig& s = c.scheduler;
+  s.max_num_seqs = a.max_num_seqs;
+  s.max_num_batched_tokens = a.max_num_batched_tokens;
+  s.kv_cache_bytes = a.kv_cache_memory_bytes > 0 ? a.kv_cache_memory_bytes : default_kv_cache_bytes();
+  s.enable_prefix_caching = a.enable_prefix_caching;
+  s.block_size = a.block_size;
+  if (a.max_logprobs < -1)
+    throw RequestError(fmt::format("max_logprobs must be -1 (no cap) or at least 0, got {}", a.max_logprobs),
+                       "max_logprobs");
+  s.max_logprobs = a.max_logprobs;
+  check_config(s);
+  if (!a.speculative_config.empty()) s.speculative = parse_speculative_config(a.speculative_config);
+  if (a.pipeline_parallel_size < 1)
+    throw RequestError(fmt::format("pipeline_parallel_size must be >= 1, got {}", a.pipeline_parallel_size),
+                       "pipeline_parallel_size");
+  c.pipeline_parallel_size = a.pipeline_parallel_size;
+  c.load.mtp = s.speculative.method == "mtp";
+  if (c.load.mtp && c.pipeline_parallel_size > 1)
+    throw RequestError(fmt::format("speculative_config: method mtp does not run over pipeline stages "
+                                   "(pipeline_parallel_size {})",
+                                   c.pipeline_parallel_size),
+                       "speculative_config");
   return c;
 }
 

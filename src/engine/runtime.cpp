@@ -45,6 +45,16 @@ Runtime Runtime::load_any(const std::string& dir, const model::EngineOptions& op
   return r;
 }
 
+Runtime Runtime::open(const std::string& dir, const EngineConfig& cfg, const StageLoader& stages) {
+  if (cfg.pipeline_parallel_size > 1 && !stages)
+    throw RequestError("pipeline_parallel_size > 1 runs under mpirun, which this front end does not join",
+                       "pipeline_parallel_size");
+  Runtime r = stages ? stages(dir, cfg.model, cfg.load) : load_any(dir, cfg.model, cfg.load);
+  if (r.diffusion() && !cfg.scheduler.speculative.method.empty())
+    throw RequestError("speculative_config: DiffusionGemma (block diffusion) does not speculate", "speculative_config");
+  return r;
+}
+
 const std::optional<nlohmann::json>& Runtime::generation_config() const {
   return diffusion_ ? diffusion_->generation_config() : model().checkpoint().generation_config();
 }

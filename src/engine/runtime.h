@@ -3,12 +3,14 @@
 // checkpoint's tokenizer and chat template (TextFront), and the model with the step model the
 // engine drives (Runtime) — loaded whole in this process, or a pipeline's first stage, which
 // dist::Pipeline loads and hands over (dist sits above the engine).
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 
 #include "engine/causal_lm_step_model.h"
 #include "engine/diffusion_generator.h"
+#include "engine/engine_args.h"
 #include "engine/step_model.h"
 #include "model/causal_lm.h"
 #include "model/diffusion_gemma.h"
@@ -28,6 +30,14 @@ struct TextFront {
 
 class Runtime {
  public:
+  // Loads a pipeline's first stage and returns the Runtime over() it (dist::Pipeline::load: dist
+  // sits above the engine, so a front end that joined a pipeline hands it in).
+  using StageLoader =
+      std::function<Runtime(const std::string& dir, const model::EngineOptions&, const model::LoadOptions&)>;
+  // What every front end calls: the checkpoint in `dir` as `cfg` says, through `stages` when it
+  // runs as a pipeline, else whole in this process (load_any: a DiffusionGemma too). Settings the
+  // loaded model cannot take are refused here, once: RequestError naming the parameter.
+  static Runtime open(const std::string& dir, const EngineConfig& cfg, const StageLoader& stages = {});
   // The whole model in this process (model::CausalLM::load's errors).
   static Runtime load(const std::string& dir, const model::EngineOptions& opts, const model::LoadOptions& lo);
   // A pipeline's driver: `step` runs every stage, `stage` is the first stage's model (its limits,

@@ -1,5 +1,7 @@
 #include "engine/sampling_defaults.h"
 
+#include <algorithm>
+
 namespace fp4lm::engine {
 
 SamplingDefaults sampling_defaults_from(const std::optional<nlohmann::json>& generation_config) {
@@ -19,6 +21,14 @@ SamplingDefaults sampling_defaults_from(const std::optional<nlohmann::json>& gen
   integer("top_k", d.top_k);
   integer("max_new_tokens", d.max_tokens);
   return d;
+}
+
+int64_t default_max_tokens(int64_t max_model_len, int64_t prompt_len, int64_t canvas_length,
+                           std::optional<int64_t> cap) {
+  int64_t left = max_model_len - prompt_len;
+  if (canvas_length > 0) left = left / canvas_length * canvas_length;
+  if (cap) left = std::min(left, *cap);
+  return std::max<int64_t>(1, left);
 }
 
 }  // namespace fp4lm::engine

@@ -299,11 +299,9 @@ int64_t max_tokens_for(const json& b, const ServingModel& m, size_t prompt_len, 
   std::optional<int64_t> mt = opt_int(b, "max_completion_tokens", 1);
   if (!mt) mt = opt_int(b, "max_tokens", 1);
   if (mt) return *mt;  // against the context in engine::validate (overflow-safe)
-  int64_t left = m.max_model_len - static_cast<int64_t>(prompt_len);
-  if (m.canvas_length > 0) left = left / m.canvas_length * m.canvas_length;  // DiffusionGemma: whole canvases
-  int64_t v = fallback ? *fallback : left;
-  if (m.defaults.max_tokens) v = std::min(v, *m.defaults.max_tokens);
-  return std::max<int64_t>(1, std::min(v, left));
+  std::optional<int64_t> cap = fallback;
+  if (m.defaults.max_tokens) cap = std::min(cap.value_or(*m.defaults.max_tokens), *m.defaults.max_tokens);
+  return engine::default_max_tokens(m.max_model_len, static_cast<int64_t>(prompt_len), m.canvas_length, cap);
 }
 
 // The engine's one validator (ranges, context length) on every prompt, its RequestError as a

@@ -113,6 +113,12 @@ TEST(DiffusionGemmaCli, UnsupportedRequestsAreRefusedByName) {
   r = test::run_fp4lm("inspect --model " + model());
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("supported only through `fp4lm generate`"), std::string::npos) << r.err;
+  // eval opens it as every front end does (engine::Runtime::open) and says why it cannot score it.
+  test::TempDir ids;
+  std::ofstream(ids / "ids.jsonl") << "[2, 17, 33]\n";
+  r = test::run_fp4lm("eval --model " + model() + " --ids " + (ids / "ids.jsonl").string());
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("not a token-by-token model"), std::string::npos) << r.err;
 }
 
 TEST(DiffusionGemmaCli, Bfloat16ActivationsGenerate) {

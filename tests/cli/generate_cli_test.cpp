@@ -213,6 +213,10 @@ TEST(GenerateCli, RequestErrorsAreTheServersInFlagSpelling) {
   expect("--prompt-ids 1 --logprobs 21", "--logprobs must be at most 20, got 21");
   expect("--prompt-ids 1 --min-tokens 5 --max-tokens 2", "--min-tokens (5) must be <= max_tokens (2)");
   expect("--prompt-ids 1 --temperature -1", "--temperature must be a finite number >= 0, got -1");
+  // Engine settings are checked together before anything loads (engine::create_engine_config).
+  expect("--prompt-ids 1 --pipeline-parallel-size 2 --speculative-config '{\"method\": \"mtp\", "
+         "\"num_speculative_tokens\": 1}'",
+         "--speculative-config: method mtp does not run over pipeline stages (pipeline_parallel_size 2)");
   auto r = fp4lm("generate --model " + dir.path().string() + " --prompt-ids 1 --linear-backend nope");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("fp4lm: error: --linear-backend: unknown backend 'nope' (available: "), std::string::npos)

@@ -3,8 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <string>
 
 #include "common/paths.h"
+#include "engine/engine_args.h"
 #include "engine/generator.h"
 #include "engine/id_file.h"
 #include "engine/runtime.h"
@@ -52,6 +54,93 @@ TEST(Runtime, LoadsTheWholeModelAndItsStepModel) {
   p.prompt = records[0].prompt;
   p.max_tokens = static_cast<int64_t>(records[0].continuation.size());
   EXPECT_EQ(generate(rt.step_model(), nullptr, p).output_ids, records[0].continuation);
+}
+
+// One EngineConfig from one EngineArgs: what serve, generate, eval and fp4lm.LLM all load with.
+TEST(EngineConfig, DefaultsAreAppliedOnce) {
+  EngineArgs a;
+  const EngineConfig c = create_engine_config(a);
+  EXPECT_EQ(c.scheduler.max_num_seqs, 8);
+  EXPECT_EQ(c.scheduler.max_num_batched_tokens, 512);
+  EXPECT_EQ(c.scheduler.kv_cache_bytes, default_kv_cache_bytes());  // a quarter of RAM
+  EXPECT_GT(c.scheduler.kv_cache_bytes, 0u);
+  EXPECT_TRUE(c.scheduler.enable_prefix_caching);
+  EXPECT_EQ(c.scheduler.block_size, 16);
+  EXPECT_EQ(c.scheduler.max_logprobs, kMaxLogprobs);
+  EXPECT_FALSE(c.scheduler.speculative.enabled());
+  EXPECT_FALSE(c.load.mtp);
+  EXPECT_EQ(c.pipeline_parallel_size, 1);
+  a.kv_cache_memory_bytes = 12345;
+  a.speculative_config = R"({"method": "mtp", "num_speculative_tokens": 2})";
+  a.max_model_len = 64;
+  const EngineConfig m = create_engine_config(a);
+  EXPECT_EQ(m.scheduler.kv_cache_bytes, 12345u);
+  EXPECT_EQ(m.scheduler.speculative.method, "mtp");
+  EXPECT_TRUE(m.load.mtp);  // the MTP head is loaded because the method needs it
+  EXPECT_EQ(m.load.max_model_len, 64);
+}
+
+// Every inconsistent setting is a RequestError naming the parameter, before anything loads.
+TEST(EngineConfig, BadSettingsNameTheirParameter) {
+  struct Case {
+    const char* param;
+    void (*set)(EngineArgs&);
+    const char* says;
+  };
+  const Case cases[] = {
+      {"max_num_seqs", [](EngineArgs& a) { a.max_num_seqs = 0; }, "max_num_seqs must be >= 1"},
+      {"max_num_batched_tokens", [](EngineArgs& a) { a.max_num_batched_tokens = 4; }, "must be >= max_num_seqs (8)"},
+      {"block_size", [](EngineArgs& a) { a.block_size = 5000; }, "block_size must be in [1, 4096]"},
+      {"max_logprobs", [](EngineArgs& a) { a.max_logprobs = -2; }, "-1 (no cap) or at least 0, got -2"},
+      {"speculative_config", [](EngineArgs& a) { a.speculative_config = "{"; }, "speculative_config"},
+      {"pipeline_parallel_size", [](EngineArgs& a) { a.pipeline_parallel_size = 0; }, "must be >= 1, got 0"},
+      {"speculative_config",
+       [](EngineArgs& a) {
+         a.speculative_config = R"({"method": "mtp", "num_speculative_tokens": 1})";
+         a.pipeline_parallel_size = 2;
+       },
+       "does not run over pipeline stages (pipeline_parallel_size 2)"},
+      {"max_model_len", [](EngineArgs& a) { a.max_model_len = -1; }, "max_model_len must be positive"},
+      {"linear_backend", [](EngineArgs& a) { a.linear_backend = "nope"; }, "unknown backend 'nope'"},
+  };
+  for (const Case& k : cases) {
+    SCOPED_TRACE(k.says);
+    EngineArgs a;
+    k.set(a);
+    try {
+      create_engine_config(a);
+      ADD_FAILURE() << "accepted";
+    } catch (const RequestError& e) {
+      EXPECT_EQ(e.param, k.param);
+      EXPECT_NE(std::string(e.what()).find(k.says), std::string::npos) << e.what();
+    }
+  }
+}
+
+// Runtime::open: a pipeline needs its stages, and a DiffusionGemma refuses speculation whichever
+// front end asked (the message names the parameter).
+TEST(Runtime, OpenRefusesWhatTheModelCannotRun) {
+  const std::string diffusion = (fp4lm::test::source_dir() / "tests/model/fixtures/diffusion_gemma/tiny").string();
+  EngineArgs a;
+  a.dtype = "float32";
+  const Runtime plain = Runtime::open(diffusion, create_engine_config(a));
+  ASSERT_NE(plain.diffusion(), nullptr);
+  a.speculative_config = R"({"method": "ngram", "num_speculative_tokens": 2})";
+  try {
+    Runtime::open(diffusion, create_engine_config(a));
+    ADD_FAILURE() << "a DiffusionGemma accepted speculative decoding";
+  } catch (const RequestError& e) {
+    EXPECT_EQ(e.param, "speculative_config");
+    EXPECT_NE(std::string(e.what()).find("does not speculate"), std::string::npos) << e.what();
+  }
+  EngineArgs p;
+  p.pipeline_parallel_size = 2;
+  try {
+    Runtime::open(diffusion, create_engine_config(p));
+    ADD_FAILURE() << "a pipeline size without stages was accepted";
+  } catch (const RequestError& e) {
+    EXPECT_EQ(e.param, "pipeline_parallel_size");
+  }
 }
 
 }  // namespace

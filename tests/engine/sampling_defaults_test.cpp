@@ -27,5 +27,18 @@ TEST(SamplingDefaults, VllmsKeysOfTheirJsonTypesOthersUnset) {
   EXPECT_FALSE(from(R"({"top_p": "0.9"})").top_p);  // a string is not a number
 }
 
+// The max_tokens a request without one gets, in the server and fp4lm.LLM alike: the rest of the
+// context, whole canvases for a DiffusionGemma, lowered by a cap, never below 1.
+TEST(DefaultMaxTokens, TheRestOfTheContextCappedAndAtLeastOne) {
+  EXPECT_EQ(default_max_tokens(64, 10, 0), 54);
+  EXPECT_EQ(default_max_tokens(64, 10, 0, 16), 16);       // the completions endpoint's 16
+  EXPECT_EQ(default_max_tokens(64, 60, 0, 16), 4);        // the context wins over a larger cap
+  EXPECT_EQ(default_max_tokens(64, 10, 16), 48);          // three whole canvases of 16 (54 left)
+  EXPECT_EQ(default_max_tokens(64, 10, 16, 20), 20);      // a cap inside the canvases
+  EXPECT_EQ(default_max_tokens(64, 64, 0), 1);            // full: the validator names the prompt
+  EXPECT_EQ(default_max_tokens(64, 100, 0), 1);
+  EXPECT_EQ(default_max_tokens(64, 10, 0, 0), 1);
+}
+
 }  // namespace
 }  // namespace fp4lm::engine
