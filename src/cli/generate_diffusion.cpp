@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <span>
 #include <utility>
 #include <vector>
@@ -36,33 +37,20 @@ int run_diffusion_generate(const std::string& dir, const tokenizer::Tokenizer* t
   const engine::DiffusionSchedule sched =
       engine::parse_diffusion_schedule(m->generation_config(), dir + "/generation_config.json");
   bool first = true;
-  // The EOS / stop id that ends the output is counted but not in the text, as the scheduler (and
-  // so `serve`) has it; the loop ends a block at the first one, so it can only be the last token.
-  std::vector<int32_t> enders(params.stop_token_ids.begin(), params.stop_token_ids.end());
-  if (!params.ignore_eos)
-    for (int64_t e : sched.eos_token_ids) enders.push_back(static_cast<int32_t>(e));
-  auto in_text = [&](int32_t id) { return std::find(enders.begin(), enders.end(), id) == enders.end(); };
-  // Incremental detokenization: a block decoded alone could split a UTF-8 character or lose the
-  // space a word-initial token carries.
-  engine::TextStream text(tok, {}, params.skip_special_tokens);
-  auto print_text = [&] {
-    const std::string t = text.take();
-    std::fwrite(t.data(), 1, t.size(), stdout);
-  };
-  auto on_block = [&](std::span<const int32_t> ids) {
-    if (json) return;
-    if (tok) {
-      for (int32_t id : ids)
-        if (in_text(id)) text.push(id);
-      print_text();
-    } else {
-      for (int32_t id : ids) std::printf("%s%d", std::exchange(first, false) ? "" : " ", id);
-    }
-    std::fflush(stdout);
-  };
-  engine::DiffusionResult r;
+  // The run makes the text as the scheduler does (`serve` streams the same): incremental
+  // detokenization, the ending EOS / stop id left out, a stop string cut with what follows.
+  std::unique_ptr<engine::DiffusionRun> run;
   try {
-    r = engine::diffusion_generate(*m, sched, params, on_block);
+    run = std::make_unique<engine::DiffusionRun>(*m, sched, params, tok);
+    while (!run->done()) {
+      const std::vector<int32_t> ids = run->next_block();
+      const std::string t = run->take_text();
+      if (json) continue;
+      if (tok) std::fwrite(t.data(), 1, t.size(), stdout);
+      else
+        for (int32_t id : ids) std::printf("%s%d", std::exchange(first, false) ? "" : " ", id);
+      std::fflush(stdout);
+    }
   } catch (const engine::RequestError& e) {
     if (e.param.empty()) throw;
     // The CLI's spelling of the parameter.
@@ -72,15 +60,16 @@ int run_diffusion_generate(const std::string& dir, const tokenizer::Tokenizer* t
     if (e.param == "prompt") throw UsageError(e.what());
     throw UsageError(flag + ": " + e.what());
   }
+  const engine::DiffusionResult& r = run->result();
   if (json) {
     nlohmann::json j;
     j["prompt_ids"] = r.prompt_ids;
     j["output_ids"] = r.output_ids;
-    std::vector<int32_t> text_ids = r.output_ids;
-    if (r.finish_reason == "stop" && !text_ids.empty()) text_ids.pop_back();
-    j["text"] = tok ? tok->decode(text_ids, params.skip_special_tokens) : std::string();
+    j["text"] = run->text();
     j["finish_reason"] = r.finish_reason;
-    j["stop_reason"] = r.stop_token ? nlohmann::json(*r.stop_token) : nlohmann::json(nullptr);
+    j["stop_reason"] = r.stop_reason ? nlohmann::json(*r.stop_reason)
+                       : r.stop_token ? nlohmann::json(*r.stop_token)
+                                      : nlohmann::json(nullptr);
     j["diffusion"] = {{"canvases", r.canvases}, {"decoder_passes", r.decoder_passes}, {"early_stops", r.early_stops}};
     const double tok_s = r.decode_seconds > 0 ? static_cast<double>(r.output_ids.size()) / r.decode_seconds : 0;
     j["timings"] = {{"load_s", m->load_seconds()},
@@ -88,10 +77,6 @@ int run_diffusion_generate(const std::string& dir, const tokenizer::Tokenizer* t
                     {"decode_tok_s", tok_s}};
     std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   } else {
-    if (tok) {
-      text.finish();
-      print_text();
-    }
     std::printf("\n");
   }
   std::fflush(stdout);

@@ -108,7 +108,6 @@ void check_diffusion_request(const model::DiffusionGemmaConfig& c, const Request
   refuse(p.sampling.top_p != 1.0, "top_p", "nucleus filtering");
   refuse(p.sampling.min_p != 0.0, "min_p", "min-p filtering");
   refuse(p.min_tokens != 0, "min_tokens", "a minimum length");
-  refuse(!p.stop.empty(), "stop", "stop strings");
   refuse(p.presence_penalty != 0, "presence_penalty", "penalties");
   refuse(p.frequency_penalty != 0, "frequency_penalty", "penalties");
   refuse(p.repetition_penalty != 1, "repetition_penalty", "penalties");
@@ -137,10 +136,17 @@ void check_diffusion_request(const model::DiffusionGemmaConfig& c, const Request
                        "max_tokens");
 }
 
-DiffusionRun::DiffusionRun(const model::DiffusionGemma& m, const DiffusionSchedule& s, RequestParams p)
-    : m_(m), s_(s), p_(std::move(p)), draw_(SamplingParams{1.0, 0, 1.0, 0.0, p_.sampling.seed}) {
+DiffusionRun::DiffusionRun(const model::DiffusionGemma& m, const DiffusionSchedule& s, RequestParams p,
+                           const tokenizer::Tokenizer* tok)
+    : m_(m),
+      s_(s),
+      p_(std::move(p)),
+      draw_(SamplingParams{1.0, 0, 1.0, 0.0, p_.sampling.seed}),
+      text_(tok, p_.stop, p_.skip_special_tokens) {
   const model::DiffusionGemmaConfig& c = m.config();
   check_diffusion_request(c, p_, c.max_position_embeddings);
+  if (!p_.stop.empty() && !tok)
+    throw RequestError("stop strings need the checkpoint's tokenizer (give stop_token_ids)", "stop");
   sampling_ = p_.sampling.temperature == 1.0;
   canvases_ = (p_.max_tokens + c.canvas_length - 1) / c.canvas_length;
   pad_ = static_cast<int32_t>(s.pad_token_id.value_or(c.pad_token_id));
@@ -234,9 +240,34 @@ std::vector<int32_t> DiffusionRun::next_block() {
     }
   }
   const int64_t room = p_.max_tokens - static_cast<int64_t>(res_.output_ids.size());
-  if (static_cast<int64_t>(emitted.size()) > room) emitted.resize(static_cast<size_t>(room));
+  if (static_cast<int64_t>(emitted.size()) > room) {
+    emitted.resize(static_cast<size_t>(room));
+    if (done_) {  // the EOS / stop id fell beyond max_tokens: the length ended it
+      res_.finish_reason = "length";
+      res_.stop_token.reset();
+    }
+  }
+  // The text, token by token as the scheduler streams it: the ending EOS / stop id is not in it;
+  // the token completing a stop string ends the output there (the rest of the block is dropped).
+  const bool ends_with_id = done_ && res_.finish_reason == "stop";
+  for (size_t i = 0; i < emitted.size(); ++i) {
+    if (ends_with_id && i + 1 == emitted.size()) break;
+    if (text_.push(emitted[i])) {
+      emitted.resize(i + 1);
+      done_ = true;
+      res_.finish_reason = "stop";
+      res_.stop_token.reset();
+      res_.stop_reason = text_.stop_reason();
+      break;
+    }
+  }
   res_.output_ids.insert(res_.output_ids.end(), emitted.begin(), emitted.end());
-  if (res_.canvases >= canvases_) done_ = true;
+  if (res_.canvases >= canvases_ || static_cast<int64_t>(res_.output_ids.size()) >= p_.max_tokens) done_ = true;
+  if (done_ && !res_.stop_reason && text_.finish()) {  // a stop string in the flushed tail
+    res_.finish_reason = "stop";
+    res_.stop_token.reset();
+    res_.stop_reason = text_.stop_reason();
+  }
   res_.decode_seconds += seconds_since(t0);
   return emitted;
 }

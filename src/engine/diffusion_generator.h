@@ -25,6 +25,7 @@
 
 #include "engine/request.h"
 #include "engine/sampler.h"
+#include "engine/text_stream.h"
 #include "model/diffusion_gemma.h"
 
 namespace fp4lm::engine {
@@ -49,6 +50,7 @@ struct DiffusionResult {
   std::vector<int32_t> output_ids;  // generated tokens, including a final EOS / stop id
   std::string finish_reason;        // "stop" or "length"
   std::optional<int32_t> stop_token;  // the stop_token_ids entry that ended it (not set for EOS)
+  std::optional<std::string> stop_reason;  // the stop string that ended it
   int64_t canvases = 0, decoder_passes = 0, early_stops = 0;
   double prefill_seconds = 0, decode_seconds = 0;
 };
@@ -66,13 +68,20 @@ void check_diffusion_request(const model::DiffusionGemmaConfig& c, const Request
 // streaming between canvases): the prompt is encoded by the first next_block().
 class DiffusionRun {
  public:
-  // check_diffusion_request first (against max_position_embeddings). `m` and `s` outlive it.
-  DiffusionRun(const model::DiffusionGemma& m, const DiffusionSchedule& s, RequestParams p);
-  // Denoises the next canvas and returns the tokens it accepts into the output (EOS / stop id
-  // truncated, within max_tokens; never empty). Only while !done().
+  // check_diffusion_request first (against max_position_embeddings). `m`, `s` and `tok` (may be
+  // null: no text, and stop strings are refused) outlive it.
+  DiffusionRun(const model::DiffusionGemma& m, const DiffusionSchedule& s, RequestParams p,
+               const tokenizer::Tokenizer* tok = nullptr);
+  // Denoises the next canvas and returns the tokens it accepts into the output (truncated after
+  // an EOS, a stop id, or the token that completes a stop string; within max_tokens; never
+  // empty). Only while !done().
   std::vector<int32_t> next_block();
   bool done() const { return done_; }
   const DiffusionResult& result() const { return res_; }
+  // The output's text as the scheduler makes it (engine/text_stream.h): what became final since
+  // the last call; a final EOS / stop id is not in it, a stop string and what follows are cut.
+  std::string take_text() { return text_.take(); }
+  const std::string& text() const { return text_.text(); }
 
  private:
   const model::DiffusionGemma& m_;
@@ -85,6 +94,7 @@ class DiffusionRun {
   Sampler draw_;
   model::DiffusionGemmaCache cache_;
   std::vector<int32_t> block_;  // the last canvas, which the next next_block() encodes first
+  TextStream text_;
   DiffusionResult res_;
 };
 

@@ -28,9 +28,7 @@ struct DiffusionQueue::Job {
   bool was_scheduled = false;
   std::vector<double> itl;
   std::unique_ptr<DiffusionRun> run;
-  TextStream text;
-  Job(int64_t i, RequestParams params, const tokenizer::Tokenizer* tok, size_t b)
-      : id(i), p(std::move(params)), bytes(b), arrival(Clock::now()), text(tok, {}, p.skip_special_tokens) {}
+  Job(int64_t i, RequestParams params, size_t b) : id(i), p(std::move(params)), bytes(b), arrival(Clock::now()) {}
 };
 
 DiffusionQueue::DiffusionQueue(const model::DiffusionGemma& m, DiffusionSchedule s, const tokenizer::Tokenizer* tok,
@@ -57,6 +55,8 @@ void DiffusionQueue::check(const RequestParams& p) const {
   // the context), then what the diffusion loop supports.
   validate(p, RequestLimits{m_.config().vocab_size, max_len_, max_logprobs_});
   check_diffusion_request(m_.config(), p, max_len_);
+  if (!p.stop.empty() && !tok_)
+    throw RequestError("stop strings need the checkpoint's tokenizer (give stop_token_ids)", "stop");
   const int64_t n = positions(p, m_.config().canvas_length);
   const size_t need = sequence_bytes(n);
   if (budget_ > 0 && need > budget_)
@@ -68,7 +68,7 @@ void DiffusionQueue::check(const RequestParams& p) const {
 
 void DiffusionQueue::add(int64_t id, RequestParams p) {
   const size_t bytes = sequence_bytes(positions(p, m_.config().canvas_length));
-  waiting_.push_back(std::make_unique<Job>(id, std::move(p), tok_, bytes));
+  waiting_.push_back(std::make_unique<Job>(id, std::move(p), bytes));
 }
 
 void DiffusionQueue::cancel_all() {
@@ -107,7 +107,7 @@ DiffusionQueue::Outputs DiffusionQueue::step() {
     }
     if (running_ && cancelled_.count(running_->id)) {
       RequestOutput out;
-      out.text = running_->text.take();
+      if (running_->run) out.text = running_->run->take_text();
       finish(*running_, out, "abort");
       outs.emplace_back(running_->id, std::move(out));
       running_.reset();
@@ -125,7 +125,7 @@ DiffusionQueue::Outputs DiffusionQueue::step() {
   RequestOutput out;
   try {
     const bool first = !j.run;
-    if (first) j.run = std::make_unique<DiffusionRun>(m_, s_, std::move(j.p));
+    if (first) j.run = std::make_unique<DiffusionRun>(m_, s_, std::move(j.p), tok_);
     const std::vector<int32_t> block = j.run->next_block();
     const DiffusionResult& r = j.run->result();
     const bool done = j.run->done();
@@ -133,12 +133,8 @@ DiffusionQueue::Outputs DiffusionQueue::step() {
     if (first) j.first_token = now;
     else j.itl.push_back(seconds(now - j.last_token));  // a gap per block: its tokens arrive together
     j.last_token = now;
-    // An EOS / stop id ending the output is counted but not in the text, as the scheduler does.
-    for (size_t i = 0; i < block.size(); ++i)
-      if (!(done && r.finish_reason == "stop" && i + 1 == block.size())) j.text.push(block[i]);
-    if (done) j.text.finish();
     out.token_ids = block;
-    out.text = j.text.take();
+    out.text = j.run->take_text();  // an ending EOS / stop id is not in it, a stop string cut
     out.prompt_tokens = static_cast<int64_t>(r.prompt_ids.size());
     out.completion_tokens = static_cast<int64_t>(r.output_ids.size());
     if (obs_.on_step) {
@@ -150,6 +146,7 @@ DiffusionQueue::Outputs DiffusionQueue::step() {
     }
     if (done) {
       out.stop_token = r.stop_token;
+      out.stop_reason = r.stop_reason;
       finish(j, out, r.finish_reason);
     }
   } catch (const std::exception& e) {

@@ -53,7 +53,8 @@ def test_chat_with_a_tokenizer_renders_the_template(tmp_path):
     d = tmp_path / "dg"
     shutil.copytree(FIXTURE, d)
     write_byte_tokenizer(d, "{% for m in messages %}<{{ m['content'] }}>{% endfor %}=>")
-    out = LLM(model=str(d), dtype="float32").chat([{"role": "user", "content": "HI"}],
+    llm2 = LLM(model=str(d), dtype="float32")
+    out = llm2.chat([{"role": "user", "content": "HI"}],
                                                   SamplingParams(temperature=0, max_tokens=8, ignore_eos=True),
                                                   use_tqdm=False)[0]
     assert list(out.prompt_token_ids) == list(b"<HI>=>")
@@ -61,13 +62,21 @@ def test_chat_with_a_tokenizer_renders_the_template(tmp_path):
             "--dtype", "float32")
     assert list(out.outputs[0].token_ids) == json.loads(r.stdout)["output_ids"]
     assert out.outputs[0].text == json.loads(r.stdout)["text"]
+    # A stop string cuts the text before it, as `serve` and `fp4lm generate --stop` do.
+    text = json.loads(r.stdout)["text"]
+    stop = text[3:5]
+    cut = llm2.chat([{"role": "user", "content": "HI"}],
+                    SamplingParams(temperature=0, max_tokens=8, ignore_eos=True, stop=[stop]), use_tqdm=False)[0]
+    assert cut.outputs[0].text == text[:text.index(stop)]
+    assert cut.outputs[0].finish_reason == "stop" and cut.outputs[0].stop_reason == stop
+    assert len(cut.outputs[0].token_ids) == text.index(stop) + len(stop)
 
 
 @pytest.mark.parametrize("params,name", [
     (dict(logprobs=1), "logprobs"),
     (dict(temperature=0.7), "temperature"),
     (dict(presence_penalty=0.5), "penalties"),
-    (dict(stop=["A"]), "stop strings"),
+    (dict(stop=["A"]), "stop strings need the checkpoint's tokenizer"),  # this fixture has none
     (dict(temperature=1, top_k=4), "top-k"),  # at temperature 0 SamplingParams drops it, as vLLM
     (dict(n=1, best_of=2), "logprobs"),  # best_of > n ranks by logprobs
 ])

@@ -2,8 +2,9 @@
 openai client: at temperature 0 the served ids and text equal `fp4lm generate`'s, which equal
 transformers' generate (the fixture's goldens); a stream sends one chunk per accepted canvas
 and its chunks concatenate to the whole answer; /v1/chat/completions renders the checkpoint's
-template; temperature 1 with a seed is the CLI's sample; what the diffusion loop cannot honour
-is a 400 naming the parameter. The fixture has no tokenizer: a copy gets a byte tokenizer whose
+template; a stop string cuts the answer inside its canvas as the scheduler does; temperature 1
+with a seed is the CLI's sample; what the diffusion loop cannot honour is a 400 naming the
+parameter. The fixture has no tokenizer: a copy gets a byte tokenizer whose
 ids below the model's 96 are ASCII, and a template that only writes such bytes."""
 import json
 import shutil
@@ -84,6 +85,28 @@ def test_a_stop_token_ends_the_answer_inside_its_canvas(client, model):
     assert cli["output_ids"] == want and cli["text"] == ch.text
 
 
+def test_a_stop_string_ends_the_answer_inside_a_canvas_as_the_scheduler_does(client, model):
+    c = CASES["three_canvases_long_prompt"]
+    args = dict(model="dg", prompt=c["prompt_ids"], max_tokens=c["max_tokens"], temperature=0)
+    whole = client.completions.create(**args, extra_body={"ignore_eos": True}).choices[0].text
+    stop = whole[10:12]  # inside the second canvas of 8
+    cut = whole.index(stop)
+    r = client.completions.create(**args, stop=[stop], extra_body={"ignore_eos": True, "return_token_ids": True})
+    ch = r.choices[0]
+    # The text ends before the stop string; the ids end with the token that completed it (vLLM's rule).
+    assert ch.text == whole[:cut]
+    assert ch.token_ids == c["output_ids"][:cut + len(stop)]
+    assert ch.finish_reason == "stop" and ch.stop_reason == stop
+    assert r.usage.completion_tokens == cut + len(stop)
+    chunks = list(client.completions.create(**args, stop=[stop], stream=True, extra_body={"ignore_eos": True}))
+    assert "".join(x.choices[0].text for x in chunks if x.choices) == whole[:cut]
+    assert [x.choices[0].finish_reason for x in chunks if x.choices][-1] == "stop"
+    cli = generate(model, "--prompt-ids", ids_arg(c["prompt_ids"]), "--max-tokens", c["max_tokens"],
+                   "--temperature", 0, "--ignore-eos", "--stop", stop)
+    assert cli["output_ids"] == ch.token_ids and cli["text"] == ch.text
+    assert cli["finish_reason"] == "stop" and cli["stop_reason"] == stop
+
+
 def test_a_stream_sends_a_chunk_per_canvas_that_concatenate_to_the_answer(client):
     c = CASES["three_canvases_long_prompt"]
     args = dict(model="dg", prompt=c["prompt_ids"], max_tokens=c["max_tokens"], temperature=0)
@@ -146,7 +169,6 @@ def test_temperature_1_with_a_seed_is_the_clis_sample_and_n_samples_differ(clien
     ("completions", {"presence_penalty": 0.5}, "presence_penalty"),
     ("completions", {"frequency_penalty": 0.5}, "frequency_penalty"),
     ("chat", {"repetition_penalty": 1.2}, "repetition_penalty"),
-    ("completions", {"stop": ["A"]}, "stop"),
     ("completions", {"temperature": 0.7}, "temperature"),
     ("chat", {"top_p": 0.9}, "top_p"),
     ("completions", {"top_k": 5}, "top_k"),
