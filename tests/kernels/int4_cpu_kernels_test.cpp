@@ -213,8 +213,8 @@ TEST(Int4CpuKernels, ExtremeZeroPointsMatchFp64) {
 }
 
 // The repacked layout is what runs where it applies: its bytes (codes padded to whole chunks,
-// fp32 scales with 16 spare, the zero points as fp32 zero - 8 on AVX-512 only when asymmetric,
-// as bytes on AVX2); AVX2 keeps the Int4Rows layout (fp32 scales and zeros) for group 48.
+// fp32 scales and zero-point bytes with 16 spare, AVX-512 without the zero points when symmetric);
+// AVX2 keeps the Int4Rows layout (fp32 scales and zeros) for group 48.
 TEST(Int4CpuKernels, TheRepackedLayoutIsTheOneThatRuns) {
   struct Want {
     std::string backend;
@@ -225,8 +225,8 @@ TEST(Int4CpuKernels, TheRepackedLayoutIsTheOneThatRuns) {
   const int64_t n = 4;
   const std::vector<Want> wants = {
       {"cpu_int4_w4a16_avx512", 320, 64, true, n * 512 / 2 + (n * 5 + 16) * 4},
-      {"cpu_int4_w4a16_avx512", 320, 64, false, n * 512 / 2 + (n * 5 + 16) * 8},
-      {"cpu_int4_w4a16_avx512", 288, 48, false, n * 512 / 2 + (n * 6 + 16) * 8},
+      {"cpu_int4_w4a16_avx512", 320, 64, false, n * 512 / 2 + (n * 5 + 16) * 5},
+      {"cpu_int4_w4a16_avx512", 288, 48, false, n * 512 / 2 + (n * 6 + 16) * 5},
       {"cpu_int4_w4a16_avx2", 320, 64, false, n * 320 / 2 + (n * 5 + 16) * 5},
       {"cpu_int4_w4a16_avx2", 288, 96, true, n * 320 / 2 + (n * 3 + 16) * 5},
       {"cpu_int4_w4a16_avx2", 288, 48, false, n * 288 / 2 + n * 6 * 8},

@@ -34,7 +34,7 @@ TEST(Int4Packed, RowsArePaddedToWholeChunksWithZeroWeightNibbles) {
       EXPECT_EQ(p.codes[static_cast<size_t>(r * 128 + b)], b < 48 ? m.codes[static_cast<size_t>(r * 48 + b)] : 0x88)
           << r << " " << b;
   EXPECT_TRUE(p.symmetric);
-  EXPECT_TRUE(p.zm8.empty());
+  EXPECT_TRUE(p.zeros.empty());
   EXPECT_EQ(p.scales.size(), 3u * 3 + 16);
 }
 
@@ -49,8 +49,8 @@ TEST(Int4Packed, LaneGroupsOfGroupsThatDoNotDivideTheChunk) {
     EXPECT_EQ(p.lane_group[static_cast<size_t>(i)], i / 3) << i;
     EXPECT_EQ(p.lane_group[static_cast<size_t>(16 + i)], 0) << i;
   }
-  ASSERT_FALSE(p.zm8.empty());
-  for (size_t g = 0; g < 12; ++g) EXPECT_EQ(p.zm8[g], static_cast<float>(g % 17) - 8.0f) << g;
+  ASSERT_EQ(p.zeros.size(), 12u + 16);
+  for (size_t g = 0; g < 12; ++g) EXPECT_EQ(p.zeros[g], g % 17) << g;
   EXPECT_FALSE(p.uniform);
 }
 

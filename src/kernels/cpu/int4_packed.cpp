@@ -25,17 +25,15 @@ Int4Packed pack_int4(const Int4Matrix& m, int64_t chunk) {
   p.scales.assign(ng + 16, 0.0f);
   std::copy(m.scales.begin(), m.scales.end(), p.scales.begin());
   p.symmetric = std::all_of(m.zeros.begin(), m.zeros.end(), [](float z) { return z == 8.0f; });
-  if (chunk == 256 && !p.symmetric) {
-    p.zm8.assign(ng + 16, 0.0f);
-    for (size_t i = 0; i < ng; ++i) p.zm8[i] = m.zeros[i] - 8.0f;
+  if (chunk == 64 || !p.symmetric) {
+    p.zeros.assign(ng + 16, 8);
+    for (size_t i = 0; i < ng; ++i) p.zeros[i] = static_cast<uint8_t>(m.zeros[i]);
   }
   if (chunk == 64) {
     // The AVX2 kernel's weights are (code - zero) × 256 and its x blocks q × factor = x / 2
     // (nvfp4_w4a16_input_avx2, made for 2 × E2M1): the scales carry the 2^-7 back, exactly (a
     // power of two; only a scale below 2^-119 would lose bits, as a subnormal).
     for (size_t i = 0; i < ng; ++i) p.scales[i] *= 0x1p-7f;
-    p.zeros.assign(ng + 16, 8);
-    for (size_t i = 0; i < ng; ++i) p.zeros[i] = static_cast<uint8_t>(m.zeros[i]);
   }
   const int64_t chunks = p.kp / chunk, lanes = chunk == 256 ? 16 : 2, width = chunk / lanes;
   for (int64_t c = 0; c < chunks; ++c) {
@@ -52,7 +50,6 @@ Int4Packed pack_int4(const Int4Matrix& m, int64_t chunk) {
 Int4PackedRows int4_packed_rows(const Int4Packed& p, const float* bias) {
   return {p.codes.data(),
           p.scales.data(),
-          p.zm8.empty() ? nullptr : p.zm8.data(),
           p.zeros.empty() ? nullptr : p.zeros.data(),
           p.chunk_group.data(),
           p.lane_group.data(),

@@ -2,8 +2,8 @@
 // The repacked int4 layer of the fast W4A16 kernels (docs/KERNELS.md, "int4 W4A16: the repacked
 // layout"), built once at load from an Int4Matrix: each row's codes padded to whole chunks (256
 // columns for the AVX-512 BF16 kernel, 64 for the AVX2 integer kernel) so no loop has a tail, the
-// per-group scales as fp32 and the zero points in the form the kernel applies them (AVX-512: fp32
-// zero - 8, a per-lane correction after the products; AVX2: bytes, folded into the decode table),
+// per-group scales as fp32 and the zero points as bytes (AVX-512: a per-lane correction after the
+// products, asymmetric layers only; AVX2: folded into the decode table),
 // and per chunk the lanes' group offsets (the same for every row, so computed once). The
 // act-order permutation stays with the Int4Matrix: the call's x is gathered by it once.
 #include <cstdint>
@@ -19,15 +19,14 @@ struct Int4Packed {
   bool uniform = true;           // every chunk lies in one group (group a multiple of chunk)
   std::vector<uint8_t> codes;    // [n, kp/2], element 2j in the low nibble (perm order); padding 0x88
   std::vector<float> scales;     // [n·groups + 16] (16 spare: whole-vector loads past a row's last group); chunk 64: × 2^-7
-  std::vector<float> zm8;        // chunk 256, asymmetric: [n·groups + 16] zero - 8
-  std::vector<uint8_t> zeros;    // chunk 64: [n·groups + 16] zero point
+  std::vector<uint8_t> zeros;    // [n·groups + 16] zero point (chunk 256: asymmetric layers only)
   std::vector<int32_t> chunk_group;  // [kp/chunk]: the group of the chunk's first column
   // Per chunk and lane, the lane's group minus chunk_group: chunk 256, 16 lanes of 16 columns;
   // chunk 64, 2 halves of 32 columns (the 128-bit lanes of the AVX2 decode). Columns past k take
   // the row's last group (their x is zero).
   std::vector<int32_t> lane_group;
   size_t bytes() const {
-    return codes.size() + scales.size() * sizeof(float) + zm8.size() * sizeof(float) + zeros.size();
+    return codes.size() + scales.size() * sizeof(float) + zeros.size();
   }
 };
 
@@ -39,8 +38,7 @@ Int4Packed pack_int4(const Int4Matrix& m, int64_t chunk);
 struct Int4PackedRows {
   const uint8_t* codes;
   const float* scales;
-  const float* zm8;       // or null (symmetric)
-  const uint8_t* zeros;   // chunk 64
+  const uint8_t* zeros;   // or null (chunk 256, symmetric)
   const int32_t* chunk_group;
   const int32_t* lane_group;
   const float* bias;      // or null

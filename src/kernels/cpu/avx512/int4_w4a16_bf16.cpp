@@ -8,7 +8,8 @@
 //   part = Σ (code - 8) × x                            (8 × pieces vdpbf16ps, from zero)
 //   part -= (zero - 8) × Σx over the lane's 16 columns (asymmetric layers only)
 //   acc  += part × scale                               (the lanes' group scales)
-// The lanes' scales (and zero - 8) are one load and one vpermps from the row's group array.
+// The lanes' scales are one load and one vpermps from the row's fp32 group array, their zero - 8 (asymmetric
+// layers) a 16-byte load, widened, permuted and converted.
 // Register and panel schedules (common.h) feed each (row, token) the same instruction sequence.
 // Each kernel is built with vdpbf16ps and with common.h's AVX-512F form of it (no AVX512-BF16).
 #include "kernels/cpu/avx512/common.h"
@@ -53,8 +54,13 @@ inline void lanes(const Int4PackedRows& w, int64_t r, int64_t c, __m512& s, __m5
   const __m512i idx = _mm512_loadu_si512(w.lane_group + c * 16);
   const int64_t base = r * w.groups + w.chunk_group[c];
   s = _mm512_permutexvar_ps(idx, _mm512_loadu_ps(w.scales + base));
-  if constexpr (!Sym) zz = _mm512_permutexvar_ps(idx, _mm512_loadu_ps(w.zm8 + base));
-  else zz = _mm512_setzero_ps();
+  if constexpr (!Sym) {
+    // 16 zero-point bytes from the lane's group on (the arrays' 16 spare entries cover the end).
+    const __m512i z = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w.zeros + base)));
+    zz = _mm512_sub_ps(_mm512_cvtepi32_ps(_mm512_permutexvar_epi32(idx, z)), _mm512_set1_ps(8.0f));
+  } else {
+    zz = _mm512_setzero_ps();
+  }
 }
 
 // One (row, token, super-chunk) step; x: the token's 8 × P piece vectors of the super-chunk,
@@ -203,7 +209,7 @@ void int4_bf16_rows_avx512(const Int4PackedRows& w, const uint16_t* xp, const fl
   const int64_t chunks = w.kp / avx512::kSuper;
   const Call a{w, reinterpret_cast<const __m512i*>(xp), xs16, chunks, chunks * kVec * pieces};
   avx512::with_pieces_and_bf16(pieces, native_bf16, [&]<int P, bool E>() {
-    if (w.zm8)
+    if (w.zeros)
       rows_form<P, E, false>(a, m, r0, r1, y, act);
     else
       rows_form<P, E, true>(a, m, r0, r1, y, act);
