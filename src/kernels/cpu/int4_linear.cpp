@@ -105,20 +105,21 @@ std::unique_ptr<PreparedInput> Int4Linear::prepare(const void* x, int64_t m, boo
         const std::vector<float> xf = int4_input(x, act_, m, k, perm);
         const int64_t words = avx512::w4a16_token_words(k, in->pieces);
         std::vector<Line>& xp = in->xp.emplace_back(static_cast<size_t>(m * words / 32));
-        for (int64_t t = 0; t < m; ++t)
-          avx512::w4a16_pack_token(xf.data() + t * k, k, in->pieces, xp[static_cast<size_t>(t * words / 32)].w,
-                                   native_bf16_);
         std::vector<float>& xs = in->xs16.emplace_back();
-        if (!packed_.symmetric) {
-          xs.assign(static_cast<size_t>(m * kp / 16), 0.0f);
-          for (int64_t t = 0; t < m; ++t)
-            for (int64_t b = 0; b < k / 16; ++b) {
+        if (!packed_.symmetric) xs.assign(static_cast<size_t>(m * kp / 16), 0.0f);
+        pool.parallel_for(m, [&](int64_t t0, int64_t t1, int) {
+          for (int64_t t = t0; t < t1; ++t) {
+            avx512::w4a16_pack_token(xf.data() + t * k, k, in->pieces, xp[static_cast<size_t>(t * words / 32)].w,
+                                     native_bf16_);
+            if (xs.empty()) continue;
+            for (int64_t b = 0; b < k / 16; ++b) {  // each 16 columns' sum, in a fixed order
               const float* p = xf.data() + t * k + b * 16;
               float s = p[0];
               for (int i = 1; i < 16; ++i) s += p[i];
               xs[static_cast<size_t>(t * kp / 16 + b)] = s;
             }
-        }
+          }
+        });
         continue;
       }
 #endif
@@ -161,8 +162,9 @@ void Int4Linear::run_rows(const PreparedInput& pin, int64_t r0, int64_t r1, void
       const size_t p = static_cast<size_t>(w_.shard_perm[i]);
 #ifdef FP4LM_HAVE_AVX512_KERNELS
       if (packed_chunk_ == 256)
-        int4_bf16_rows_avx512(rows, in.xp[p].empty() ? nullptr : in.xp[p].data()->w, in.xs16[p].empty() ? nullptr : in.xs16[p].data(), in.m,
-                              in.pieces, r0, end, y, act_, native_bf16_);
+        int4_bf16_rows_avx512(rows, in.xp[p].empty() ? nullptr : in.xp[p].data()->w,
+                              in.xs16[p].empty() ? nullptr : in.xs16[p].data(), in.m, in.pieces, r0, end, y, act_,
+                              native_bf16_);
 #endif
 #ifdef FP4LM_HAVE_AVX2_KERNELS
       if (packed_chunk_ == 64)
