@@ -626,7 +626,8 @@ int run_int4(const Options& o) {
       }
     }
   }
-  fmt::print("\nbf16 activations; int4 held as k/2 code bytes + fp32 scale and zero per group (sym: zero 8; ao: "
+  fmt::print("\nbf16 activations; int4 held as the backend keeps it (weight_bytes: the repacked layout's padded "
+             "codes, fp32 scales and zero points, docs/KERNELS.md) (sym: zero 8; ao: "
              "a random act-order permutation). xBW = weight bytes held / kernel time / read bandwidth; int4/nvfp4 = "
              "time ratio.\n");
   return 0;

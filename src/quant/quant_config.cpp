@@ -89,6 +89,16 @@ std::shared_ptr<const QuantConfig> parse_quant_config(const std::optional<json>&
     return std::make_shared<Int4ProducerConfig>(
         parse_int4_producer_config(config_json["quantization_config"], where, m == "gptq" ? Family::gptq : Family::awq));
   }
+  if (m == "quark")
+    // AMD Quark (docs/FORMAT.md, "AMD Quark"): no published description of the exported tensors;
+    // vLLM's reader is the only one, and it marks only its emulation backend as tested.
+    fail("{}: quant_method \"quark\" (AMD Quark) is refused: Quark documents no tensor format for its exports. "
+         "For its NVFP4 export undocumented are the nibble order of the packed fp4 codes under export.pack_method "
+         "(\"reorder\" / \"order\") and whether weight_scale_2 and input_scale_2 multiply or divide (vLLM reads "
+         "them as ModelOpt's weight_scale_2 / input_scale and tests only its emulation backend); Quark's MXFP4, FP8 "
+         "and int8 exports are not loaded either. Export with NVIDIA ModelOpt (hf_quant_config.json) or "
+         "llm-compressor (compressed-tensors) instead",
+         where);
   if (!m.empty() && m != "modelopt")
     fail("{}: unsupported quant_method '{}' (fp4lm loads \"modelopt\", \"compressed-tensors\", block-wise "
          "\"fp8\", \"mxfp4\", \"gptq\" and \"awq\"; bitsandbytes, HQQ, EXL2 and others are not supported)",

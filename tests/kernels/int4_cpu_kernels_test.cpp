@@ -113,6 +113,17 @@ const std::vector<Case> kCases = {
     {130, 512, 32, 33, DType::F32, false, true, true, {64, 66}},
     {40, 256, 16, 2, DType::BF16, false, false, false, {40}},   // 8 groups per 128-column chunk
     {48, 384, 64, 9, DType::F32, false, true, false, {16, 32}},  // group 64, panel schedule
+    // The repacked layout (int4_packed.h): rows padded to 256 (AVX-512) / 64 (AVX2) columns,
+    // lanes of several groups per chunk, groups that straddle chunks, both schedules.
+    {5, 96, 32, 1, DType::BF16, false, true, false, {5}},          // k < one chunk of either ISA
+    {9, 320, 64, 2, DType::F16, true, false, true, {4, 5}},        // tails of 64 / 256 columns
+    {17, 288, 96, 3, DType::BF16, false, true, false, {17}},       // AVX2: a chunk's halves in two groups
+    {11, 288, 48, 8, DType::F32, false, false, true, {11}},        // group 48: AVX2 runs the Int4Rows kernel
+    {6, 640, 128, 4, DType::BF16, false, true, false, {3, 3}},     // 2.5 super-chunks
+    {10, 768, 256, 1, DType::F16, false, false, false, {10}},      // one group per super-chunk
+    {20, 1024, 64, 16, DType::BF16, false, true, true, {20}},      // AVX-512 panel schedule, asymmetric
+    {26, 512, 128, 17, DType::F32, true, false, false, {26}},      // panel schedule, symmetric, 3 pieces
+    {3, 4096, 0, 2, DType::BF16, true, true, false, {3}},          // per channel, act-order
 };
 
 TEST(Int4CpuKernels, EveryBackendMatchesFp64OfDequantizedWeights) {
@@ -174,6 +185,57 @@ TEST(Int4CpuKernels, BadWeightsAreLoadErrors) {
     w = make_int4_layer({8, 64, 32, {8}, false, false, false, 3});
     w.shards[0].as<Int4View>().scales.pop_back();
     EXPECT_NE(err(w).find("expected 256, 16, 16"), std::string::npos) << err(w);
+  }
+}
+
+// Zero points at both ends of their range (0 and 16: code - zero from -16 to 15, the AVX2
+// kernel's int32 sums at their 2^30 bound) and activations with a wide range within each block.
+TEST(Int4CpuKernels, ExtremeZeroPointsMatchFp64) {
+  ThreadPool pool(2);
+  for (const std::string& backend : int4_backends())
+    for (int64_t group : {32, 128}) {
+      SCOPED_TRACE(backend + " group " + std::to_string(group));
+      LinearWeights w = make_int4_layer({13, 512, group, {13}, false, false, false, 21});
+      std::vector<uint8_t>& z = w.shards[0].as<Int4View>().zeros;
+      for (size_t i = 0; i < z.size(); ++i) z[i] = i % 3 == 0 ? 0 : i % 3 == 1 ? 16 : 8;
+      std::vector<uint8_t>& codes = w.shards[0].as<Int4View>().codes;
+      for (size_t i = 0; i < codes.size(); i += 5) codes[i] = i % 2 ? 0x00 : 0xFF;
+      std::vector<float> x = testing::make_activations(3, 512, 22);
+      for (size_t j = 0; j < x.size(); j += 7) x[j] *= 1e-4f;
+      for (DType act : {DType::BF16, DType::F32}) {
+        const std::vector<uint8_t> xa = testing::to_act(x, act);
+        const std::vector<float> xr = testing::from_act(xa.data(), act, x.size());
+        auto kern = testing::make(backend, w, act);
+        testing::expect_within_f64_bound(testing::run(*kern, xa, 3, 13, act, pool), expected_f64(w, xr, 3), act,
+                                         backend, 1e-5);
+      }
+    }
+}
+
+// The repacked layout is what runs where it applies: its bytes (codes padded to whole chunks,
+// fp32 scales and zero-point bytes with 16 spare, AVX-512 without the zero points when symmetric);
+// AVX2 keeps the Int4Rows layout (fp32 scales and zeros) for group 48.
+TEST(Int4CpuKernels, TheRepackedLayoutIsTheOneThatRuns) {
+  struct Want {
+    std::string backend;
+    int64_t k, group;
+    bool symmetric;
+    size_t bytes;
+  };
+  const int64_t n = 4;
+  const std::vector<Want> wants = {
+      {"cpu_int4_w4a16_avx512", 320, 64, true, n * 512 / 2 + (n * 5 + 16) * 4},
+      {"cpu_int4_w4a16_avx512", 320, 64, false, n * 512 / 2 + (n * 5 + 16) * 5},
+      {"cpu_int4_w4a16_avx512", 288, 48, false, n * 512 / 2 + (n * 6 + 16) * 5},
+      {"cpu_int4_w4a16_avx2", 320, 64, false, n * 320 / 2 + (n * 5 + 16) * 5},
+      {"cpu_int4_w4a16_avx2", 288, 96, true, n * 320 / 2 + (n * 3 + 16) * 5},
+      {"cpu_int4_w4a16_avx2", 288, 48, false, n * 288 / 2 + n * 6 * 8},
+  };
+  for (const Want& want : wants) {
+    if (!testing::unavailable(want.backend, LayerKind::linear).empty()) continue;
+    SCOPED_TRACE(want.backend + " k " + std::to_string(want.k) + " group " + std::to_string(want.group));
+    const LinearWeights w = make_int4_layer({n, want.k, want.group, {n}, want.symmetric, true, false, 9});
+    EXPECT_EQ(testing::make(want.backend, w, DType::BF16)->weight_bytes(), want.bytes);
   }
 }
 

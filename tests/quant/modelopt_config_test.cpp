@@ -106,6 +106,31 @@ TEST(ModeloptConfig, OtherQuantMethodRejected) {
   EXPECT_NE(e.find("unsupported quant_method 'bitsandbytes'"), std::string::npos) << e;
 }
 
+// AMD Quark's NVFP4 export, in the form vLLM's QuarkConfig reads (a replica of its
+// quantization_config: weight and input each a [fp4 per-group 16, fp8_e4m3 per-tensor] pair,
+// tensors weight / weight_scale / weight_scale_2 / input_scale_2): refused by name, saying what is
+// undocumented (docs/FORMAT.md, "AMD Quark").
+TEST(ModeloptConfig, QuarkNvfp4IsRefusedNamingWhatIsUndocumented) {
+  const json fp4 = {{"dtype", "fp4"}, {"qscheme", "per_group"}, {"group_size", 16}, {"ch_axis", -1},
+                    {"is_dynamic", false}, {"scale_format", "e4m3"}};
+  json fp4_in = fp4;
+  fp4_in["is_dynamic"] = true;
+  const json fp8 = {{"dtype", "fp8_e4m3"}, {"qscheme", "per_tensor"}, {"is_dynamic", false}};
+  const json cfg = {{"quantization_config",
+                     {{"quant_method", "quark"},
+                      {"export", {{"kv_cache_group", json::array()}, {"pack_method", "reorder"}}},
+                      {"global_quant_config",
+                       {{"weight", {fp4, fp8}}, {"input_tensors", {fp4_in, fp8}}, {"output_tensors", nullptr}}},
+                      {"layer_quant_config", json::object()},
+                      {"exclude", {"lm_head"}}}}};
+  const std::string e = error_of([&] { parse_quant_config(std::nullopt, cfg, "/c"); });
+  EXPECT_NE(e.find("/c/config.json: quantization_config: quant_method \"quark\" (AMD Quark) is refused"),
+            std::string::npos)
+      << e;
+  EXPECT_NE(e.find("nibble order of the packed fp4 codes under export.pack_method"), std::string::npos) << e;
+  EXPECT_NE(e.find("whether weight_scale_2 and input_scale_2 multiply or divide"), std::string::npos) << e;
+}
+
 TEST(ModeloptConfig, ConfigJsonWinsAndADisagreementIsRecordedNotAnError) {
   json cfg = {{"quantization_config", {{"quant_method", "modelopt"}, {"quant_algo", "W4A16_NVFP4"}, {"ignore", {"lm_head"}}}}};
   ModeloptConfig q = parse_modelopt_config(nvfp4_legacy(), cfg, "/c");

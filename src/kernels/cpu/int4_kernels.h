@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include "kernels/cpu/int4_matrix.h"
+#include "kernels/cpu/int4_packed.h"
 #include "kernels/cpu/row_split_linear.h"
 
 namespace fp4lm::kernels::cpu {
@@ -15,6 +16,9 @@ struct Int4Kernels {
   void (*rows)(const Int4Rows& w, const float* x, const float* xs, int64_t m, int64_t r0, int64_t r1, void* y,
                DType act) = nullptr;
   bool chunk128 = false;  // the rows run Int4Rows::chunk128 matrices (k % 128 == 0, group | 128 or 128 | group)
+  // The repacked layout's kernels (int4_packed.h): 256 the AVX-512 BF16 kernel (any group), 64 the
+  // AVX2 integer kernel (groups that are multiples of 32); the rows above run what they cannot.
+  int64_t packed_chunk = 0;
 };
 
 // Call a table's functions only when its backend's unavailable_reason() is "" (the AVX-512 table
@@ -29,16 +33,19 @@ class Int4Linear final : public RowSplitLinear {
   // Throws Error on inconsistent weights (prepare_int4_matrix), an unsupported activation dtype or
   // a table that was not built. `isa` must outlive the kernel (the tables are static).
   Int4Linear(LinearWeights w, const LinearProblem& p, const Int4Kernels& isa);
-  int64_t row_block(int64_t m) const override { return isa_.row_block(m, w_.k); }
+  int64_t row_block(int64_t m) const override;
   std::unique_ptr<PreparedInput> prepare(const void* x, int64_t m, bool, ThreadPool&) const override;
   void run_rows(const PreparedInput& in, int64_t r0, int64_t r1, void* y) const override;
-  size_t weight_bytes() const override { return w_.weight_bytes; }
+  size_t weight_bytes() const override { return packed_chunk_ ? packed_.bytes() : w_.weight_bytes; }
 
  private:
   Int4Matrix w_;
   DType act_;
   const Int4Kernels& isa_;
   bool chunk128_ = false;
+  int64_t packed_chunk_ = 0;  // 0: the Int4Rows kernels; else packed_ and its ISA's kernel
+  Int4Packed packed_;
+  bool native_bf16_ = false;
 };
 
 }  // namespace fp4lm::kernels::cpu
