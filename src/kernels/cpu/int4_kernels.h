@@ -1,7 +1,7 @@
 #pragma once
 // The int4 W4A16 kernels of one instruction set as a table (the ISA seam), and the ISA-neutral
 // Linear kernel of the int4 backends that calls them (int4_linear.cpp). The row kernels are declared
-// in int4_matrix.h (avx2/int4_w4a16.cpp, avx512/int4_w4a16.cpp).
+// in int4_matrix.h (avx2/int4_w4a16.cpp), the repacked layout's in int4_packed.h.
 #include <string_view>
 
 #include "kernels/cpu/int4_matrix.h"
@@ -12,13 +12,13 @@ namespace fp4lm::kernels::cpu {
 
 struct Int4Kernels {
   const char* isa = "";  // "avx2", "avx512"
-  int64_t (*row_block)(int64_t m, int64_t k) = nullptr;
-  void (*rows)(const Int4Rows& w, const float* x, const float* xs, int64_t m, int64_t r0, int64_t r1, void* y,
-               DType act) = nullptr;
-  bool chunk128 = false;  // the rows run Int4Rows::chunk128 matrices (k % 128 == 0, group | 128 or 128 | group)
   // The repacked layout's kernels (int4_packed.h): 256 the AVX-512 BF16 kernel (any group), 64 the
-  // AVX2 integer kernel (groups that are multiples of 32); the rows above run what they cannot.
+  // AVX2 integer kernel (groups that are multiples of 32); 0: not built.
   int64_t packed_chunk = 0;
+  // The Int4Rows kernels for what the repacked kernel cannot run (AVX2: groups 16, 48, ...; none
+  // on AVX-512, which takes every group).
+  int64_t (*row_block)(int64_t m, int64_t k) = nullptr;
+  void (*rows)(const Int4Rows& w, const float* x, int64_t m, int64_t r0, int64_t r1, void* y, DType act) = nullptr;
 };
 
 // Call a table's functions only when its backend's unavailable_reason() is "" (the AVX-512 table
@@ -42,7 +42,6 @@ class Int4Linear final : public RowSplitLinear {
   Int4Matrix w_;
   DType act_;
   const Int4Kernels& isa_;
-  bool chunk128_ = false;
   int64_t packed_chunk_ = 0;  // 0: the Int4Rows kernels; else packed_ and its ISA's kernel
   Int4Packed packed_;
   bool native_bf16_ = false;

@@ -53,30 +53,11 @@ std::vector<float> int4_input(const void* x, DType act, int64_t m, int64_t k, co
   return gathered;
 }
 
-Int4Rows int4_rows_view(const Int4Matrix& m, bool chunk128) {
+Int4Rows int4_rows_view(const Int4Matrix& m) {
   Int4Rows r{m.codes.data(), m.scales.data(), m.zeros.data(), m.bias.empty() ? nullptr : m.bias.data(),
-             m.n,            m.k,             m.group,        chunk128};
+             m.n,            m.k,             m.group};
   r.groups = m.k / m.group;
-  if (chunk128 && m.group < 128) {
-    r.chunk_groups = static_cast<int>(128 / m.group);
-    while ((int64_t{1} << r.lane_shift) < m.group) ++r.lane_shift;
-  } else if (chunk128) {
-    r.group_chunks = m.group / 128;
-  }
   return r;
-}
-
-std::vector<float> int4_chunk_sums(const std::vector<float>& x, int64_t m, int64_t k) {
-  std::vector<float> xs(static_cast<size_t>(m * k / 8));
-  for (int64_t t = 0; t < m; ++t)
-    for (int64_t c = 0; c < k / 128; ++c)
-      for (int64_t L = 0; L < 16; ++L) {
-        const float* p = x.data() + t * k + c * 128 + L;
-        float s = p[0];
-        for (int64_t i = 1; i < 8; ++i) s += p[16 * i];
-        xs[static_cast<size_t>(t * (k / 8) + c * 16 + L)] = s;
-      }
-  return xs;
 }
 
 }  // namespace fp4lm::kernels::cpu

@@ -39,39 +39,23 @@ struct Int4Rows {
   const float* zeros;
   const float* bias;  // or nullptr
   int64_t n, k, group;
-  // The 128-column form (AVX-512; k a multiple of 128 and the group a multiple or a divisor of
-  // 128): each 128-column chunk's codes are read as 16 dwords of 8 nibbles, nibble t of dword L
-  // first for every L; x arrives gathered into that order (Int4Linear composes it into the perm),
-  // with the chunk sums xs8 (int4_w4a16_schedule.h).
-  bool chunk128 = false;
-  // Derived once per call (int4_rows_view), so that no kernel loop divides: k / group; for
-  // chunk128, the groups per 128-column chunk (16-64 columns: 128 / group, and lane_shift =
-  // log2(group)) or 0, and the chunks per group (128 columns or more: group / 128).
-  int64_t groups = 0;
-  int chunk_groups = 0, lane_shift = 0;
-  int64_t group_chunks = 0;
+  int64_t groups = 0;  // k / group, derived once per call (int4_rows_view): no kernel loop divides
 };
 
-// The row kernels' view of m (chunk128: the 128-column form).
-Int4Rows int4_rows_view(const Int4Matrix& m, bool chunk128);
+// The row kernels' view of m.
+Int4Rows int4_rows_view(const Int4Matrix& m);
 
 // x [m, k] in `act` -> fp32 [m, k], gathered by perm (x'[j] = x[perm[j]]) when it is non-empty.
 std::vector<float> int4_input(const void* x, DType act, int64_t m, int64_t k, const std::vector<int32_t>& perm);
 
 // Rows per unit of parallel work (a multiple of every row tile) and y[t, r] = x'_t · W_r (+ bias)
-// for rows [r0, r1), tokens [0, m), on the calling thread; xs: [m, k/8] chunk sums of x' for
-// chunk128 matrices, else null. Each (row, token) result is one fixed sequence of operations (per
-// group a partial from zero, then × scale into one accumulator) then a fixed horizontal sum,
-// whatever the schedule, tile, row range or thread count (int4_w4a16_schedule.h).
+// for rows [r0, r1), tokens [0, m), on the calling thread: the AVX2 kernel of the groups the
+// repacked layout does not take (int4_packed.h). Each (row, token) result is one fixed sequence of
+// operations (per group a partial from zero, then × scale into one accumulator) then a fixed
+// horizontal sum, whatever the schedule, tile, row range or thread count (int4_w4a16_schedule.h).
 int64_t int4_w4a16_row_block_avx2(int64_t m, int64_t k);
-void int4_w4a16_rows_avx2(const Int4Rows& w, const float* x, const float* xs, int64_t m, int64_t r0, int64_t r1,
-                          void* y, DType act);
-int64_t int4_w4a16_row_block_avx512(int64_t m, int64_t k);
-void int4_w4a16_rows_avx512(const Int4Rows& w, const float* x, const float* xs, int64_t m, int64_t r0, int64_t r1,
-                            void* y, DType act);
-
-// The chunk128 sums: xs[t, c·16 + L] = Σ_{i=0..7} x'[t, c·128 + 16i + L] in that order (x' [m, k]).
-std::vector<float> int4_chunk_sums(const std::vector<float>& x, int64_t m, int64_t k);
+void int4_w4a16_rows_avx2(const Int4Rows& w, const float* x, int64_t m, int64_t r0, int64_t r1, void* y,
+                          DType act);
 
 // Thread-local scratch of at least `bytes`, 64-byte aligned (the panels; int4_linear.cpp).
 void* int4_thread_scratch(size_t bytes);

@@ -1,7 +1,8 @@
 #pragma once
-// The int4 W4A16 schedules, shared by the AVX2 and AVX-512 row kernels. Include only from
-// avx2/int4_w4a16.cpp and avx512/int4_w4a16.cpp: everything here has internal linkage, so each ISA
-// file compiles its own copy with its own flags (docs/KERNELS.md, "int4 W4A16").
+// The int4 W4A16 schedules of the row kernels that run what the repacked layout (int4_packed.h)
+// does not: AVX2 with groups that are not multiples of 32. Include only from avx2/int4_w4a16.cpp:
+// everything here has internal linkage, compiled with that file's flags (docs/KERNELS.md, "int4
+// W4A16").
 //
 // The scale and zero point stay out of the inner loop: per (row, group) the products of the
 // unscaled codes (code - zero, exact small integers) with x are summed into a partial that starts
@@ -11,18 +12,11 @@
 // lets one row at a time run at the memory roofline. Numerics: not the products of fp32-rounded
 // weights but Σ scale × Σ (code - zero) × x, within the same fp64 bound (int4_cpu_kernels_test).
 //
-// Two decodes. decode16 (every ISA): 16 weights (8 code bytes, column 2j in the low nibble) as
-// code - zero in fp32. decode128 (AVX-512, k a multiple of 128: Int4Rows::chunk128): 128 weights
-// from 64 code bytes as 16 dwords of 8 nibbles, nibble t of dword L looked up (vpermps) in the fixed
-// table code - 8, out[t] lane L = column 8L + t; x arrives gathered into that order, and per token
-// and 128-column chunk the sums xs8[L] = Σ_t x'[16t + L] (Int4Linear::prepare). The zero point is
-// applied per lane after the products: partial - (zero - 8) × xs8, then × scale — lane L's zero and
-// scale are those of column 8L's group, so any group size that is a multiple of 8 works.
+// decode16: 16 weights (8 code bytes, column 2j in the low nibble) as code - zero in fp32.
 //
 // `Isa` provides: V (an fp32 vector), kLanes, kVecs = 16 / kLanes; zero(), set1(f), load(p),
 // storev(p, v), add(a, b), fmadd(a, b, c), hsum(v); decode16(codes, zero, out[kVecs]); kRowsFor(tokens)
-// (register tile rows); kPanelMinTokens; store(y, act, i, v); kHasChunk128 and, when true,
-// decode128(codes, out[8]), lanes128(w, first group index, zero_minus_8, scale), fnmadd(a, b, c).
+// (register tile rows); kPanelMinTokens; store(y, act, i, v).
 //
 // Register schedule (few tokens): a tile of R rows × up to 4 tokens decodes each step once in
 // registers and feeds it to every token of the tile. Panel schedule (many tokens): a group of rows
@@ -42,7 +36,7 @@ constexpr int64_t kInt4PrefetchBytes = 2048;  // software prefetch distance alon
 
 // Rows per panel: about 256 KiB of decoded weights, a multiple of 4 within [4, 64].
 inline int64_t int4_panel_rows(int64_t k) {
-  const int64_t fit = (256 << 10) / (k * 5);  // decode128 panels: 10 vectors per 128 columns
+  const int64_t fit = (256 << 10) / (k * 4);  // fp32 panels
   return fit < 4 ? 4 : fit > 64 ? 64 : fit / 4 * 4;
 }
 
@@ -94,7 +88,7 @@ void group_steps(const Int4Rows& w, int64_t r0, const float* x, float* out, Deco
 }
 
 template <class Isa, int R, int T>
-void reg_tile(const Int4Rows& w, int64_t r0, const float* x, const float*, float* out) {
+void reg_tile(const Int4Rows& w, int64_t r0, const float* x, float* out) {
   const int64_t groups = w.groups, kb = w.k >> 1;
   group_steps<Isa, R, T>(w, r0, x, out, [&](int r, int64_t g, int64_t j, typename Isa::V* wv) {
     const uint8_t* p = w.codes + (r0 + r) * kb + j / 2;
@@ -104,7 +98,7 @@ void reg_tile(const Int4Rows& w, int64_t r0, const float* x, const float*, float
 }
 
 template <class Isa, int R, int T>
-void panel_tile(const Int4Rows& w, int64_t r0, const float* panel, const float* x, const float*, float* out) {
+void panel_tile(const Int4Rows& w, int64_t r0, const float* panel, const float* x, float* out) {
   group_steps<Isa, R, T>(w, r0, x, out, [&](int r, int64_t, int64_t j, typename Isa::V* wv) {
     for (int v = 0; v < Isa::kVecs; ++v) wv[v] = Isa::load(panel + r * w.k + j + v * Isa::kLanes);
   });
@@ -120,87 +114,6 @@ void decode_panel_row(const Int4Rows& w, int64_t r, float* dst) {
       Isa::decode16(w.codes + r * (w.k / 2) + j / 2, z, wv);
       for (int v = 0; v < Isa::kVecs; ++v) Isa::storev(dst + j + v * Isa::kLanes, wv[v]);
     }
-  }
-}
-
-// ---- decode128 form (Int4Rows::chunk128). Per (row, 128-column chunk): 8 decoded vectors, then
-// the lanes' zero - 8 and scale; `chunk_of(r, c, wv[10])` fills them (from codes or a panel). Per
-// token: part = Σ_t wv[t] × x'[t] from zero, part -= (zero - 8) × xs8, acc += part × scale.
-// The panel holds per (row, chunk) the same 10 vectors.
-constexpr int kChunkVecs = 10;
-
-// The chunks' first groups, without a division per chunk: group index gi of chunk c is
-// c × chunk_groups (groups of 16-64 columns) or c / group_chunks (groups of 128 or more).
-struct ChunkGroups {
-  int64_t gi = 0, left;
-  const Int4Rows& w;
-  explicit ChunkGroups(const Int4Rows& rows) : left(rows.group_chunks), w(rows) {}
-  void next() {
-    if (w.chunk_groups) {
-      gi += w.chunk_groups;
-    } else if (--left == 0) {
-      ++gi;
-      left = w.group_chunks;
-    }
-  }
-};
-
-template <class Isa, int R, int T, class Chunk>
-void chunk_steps(const Int4Rows& w, const float* x, const float* xs, float* out, Chunk&& chunk_of) {
-  using V = typename Isa::V;
-  const int64_t chunks = w.k / 128, xs_stride = w.k / 8;
-  V acc[R][T];
-  for (int r = 0; r < R; ++r)
-    for (int t = 0; t < T; ++t) acc[r][t] = Isa::zero();
-  ChunkGroups cg(w);
-  for (int64_t c = 0; c < chunks; ++c, cg.next()) {
-    for (int r = 0; r < R; ++r) {
-      V wv[kChunkVecs];
-      chunk_of(r, c, cg.gi, wv);
-      for (int t = 0; t < T; ++t) {
-        const float* xt = x + t * w.k + c * 128;
-        V part = Isa::fmadd(wv[0], Isa::load(xt), Isa::zero());
-        for (int v = 1; v < 8; ++v) part = Isa::fmadd(wv[v], Isa::load(xt + v * 16), part);
-        part = Isa::fnmadd(wv[8], Isa::load(xs + t * xs_stride + c * 16), part);
-        acc[r][t] = Isa::fmadd(part, wv[9], acc[r][t]);
-      }
-    }
-  }
-  for (int r = 0; r < R; ++r)
-    for (int t = 0; t < T; ++t) out[r * T + t] = Isa::hsum(acc[r][t]);
-}
-
-template <class Isa>
-inline void decode_chunk(const Int4Rows& w, int64_t row, int64_t c, int64_t gi, typename Isa::V* wv) {
-  const uint8_t* p = w.codes + row * (w.k >> 1) + c * 64;
-  int4_prefetch(p);
-  Isa::decode128(p, wv);
-  Isa::lanes128(w, row * w.groups + gi, wv[8], wv[9]);
-}
-
-template <class Isa, int R, int T>
-void reg_tile128(const Int4Rows& w, int64_t r0, const float* x, const float* xs, float* out) {
-  chunk_steps<Isa, R, T>(w, x, xs, out, [&](int r, int64_t c, int64_t gi, typename Isa::V* wv) {
-    decode_chunk<Isa>(w, r0 + r, c, gi, wv);
-  });
-}
-
-template <class Isa, int R, int T>
-void panel_tile128(const Int4Rows& w, int64_t, const float* panel, const float* x, const float* xs, float* out) {
-  const int64_t row_floats = w.k / 128 * kChunkVecs * 16;
-  chunk_steps<Isa, R, T>(w, x, xs, out, [&](int r, int64_t c, int64_t, typename Isa::V* wv) {
-    const float* p = panel + r * row_floats + c * kChunkVecs * 16;
-    for (int v = 0; v < kChunkVecs; ++v) wv[v] = Isa::load(p + v * 16);
-  });
-}
-
-template <class Isa>
-void decode_panel_row128(const Int4Rows& w, int64_t r, float* dst) {
-  ChunkGroups cg(w);
-  for (int64_t c = 0; c < w.k / 128; ++c, cg.next()) {
-    typename Isa::V wv[kChunkVecs];
-    decode_chunk<Isa>(w, r, c, cg.gi, wv);
-    for (int v = 0; v < kChunkVecs; ++v) Isa::storev(dst + (c * kChunkVecs + v) * 16, wv[v]);
   }
 }
 
@@ -243,53 +156,37 @@ void dispatch(int rr, int tt, Args&&... args) {
 }
 template <class Isa, int R, int T>
 struct RegTile {
-  static void run(const Int4Rows& w, int64_t r, const float* x, const float* xs, float* out) {
-    if constexpr (Isa::kHasChunk128)
-      if (w.chunk128) return reg_tile128<Isa, R, T>(w, r, x, xs, out);
-    reg_tile<Isa, R, T>(w, r, x, xs, out);
-  }
+  static void run(const Int4Rows& w, int64_t r, const float* x, float* out) { reg_tile<Isa, R, T>(w, r, x, out); }
 };
 template <class Isa, int R, int T>
 struct PanelTile {
-  static void run(const Int4Rows& w, int64_t r, const float* panel, const float* x, const float* xs, float* out) {
-    if constexpr (Isa::kHasChunk128)
-      if (w.chunk128) return panel_tile128<Isa, R, T>(w, r, panel, x, xs, out);
-    panel_tile<Isa, R, T>(w, r, panel, x, xs, out);
+  static void run(const Int4Rows& w, int64_t r, const float* panel, const float* x, float* out) {
+    panel_tile<Isa, R, T>(w, r, panel, x, out);
   }
 };
 
-// x: [m, k] fp32 in the codes' column order; xs: [m, k / 8] chunk sums (chunk128 only, else null).
+// x: [m, k] fp32 in the codes' column order.
 template <class Isa>
-void int4_rows(const Int4Rows& w, const float* x, const float* xs, int64_t m, int64_t r0, int64_t r1, void* y,
-               DType act) {
-  const int64_t xs_stride = w.k / 8;
+void int4_rows(const Int4Rows& w, const float* x, int64_t m, int64_t r0, int64_t r1, void* y, DType act) {
   if (m < Isa::kPanelMinTokens) {
     for (int64_t b0 = r0; b0 < r1; b0 += kInt4RowBlock) {
       const int64_t b1 = b0 + kInt4RowBlock < r1 ? b0 + kInt4RowBlock : r1;
       for_tiles<Isa>(w, b0, b1, m, y, act, [&](int rr, int tt, int64_t r, int64_t t0, float* out) {
-        dispatch<Isa, RegTile>(rr, tt, w, r, x + t0 * w.k, xs ? xs + t0 * xs_stride : nullptr, out);
+        dispatch<Isa, RegTile>(rr, tt, w, r, x + t0 * w.k, out);
       });
     }
     return;
   }
-  const bool c128 = Isa::kHasChunk128 && w.chunk128;
-  const int64_t row_floats = c128 ? w.k / 128 * kChunkVecs * 16 : w.k;
+  const int64_t row_floats = w.k;
   const int64_t group = int4_panel_rows(w.k);
   const size_t panel_bytes = static_cast<size_t>(group * row_floats) * sizeof(float);
   float* const panel = static_cast<float*>(int4_thread_scratch(panel_bytes));
   for (int64_t g0 = r0; g0 < r1; g0 += group) {
     const int64_t g1 = g0 + group < r1 ? g0 + group : r1;
-    for (int64_t r = g0; r < g1; ++r) {  // decode each row once, exactly as the register tiles do
-      if constexpr (Isa::kHasChunk128)
-        if (c128) {
-          decode_panel_row128<Isa>(w, r, panel + (r - g0) * row_floats);
-          continue;
-        }
-      decode_panel_row<Isa>(w, r, panel + (r - g0) * row_floats);
-    }
+    // Each row decoded once, exactly as the register tiles do.
+    for (int64_t r = g0; r < g1; ++r) decode_panel_row<Isa>(w, r, panel + (r - g0) * row_floats);
     for_tiles<Isa>(w, g0, g1, m, y, act, [&](int rr, int tt, int64_t r, int64_t t0, float* out) {
-      dispatch<Isa, PanelTile>(rr, tt, w, r, panel + (r - g0) * row_floats, x + t0 * w.k,
-                               xs ? xs + t0 * xs_stride : nullptr, out);
+      dispatch<Isa, PanelTile>(rr, tt, w, r, panel + (r - g0) * row_floats, x + t0 * w.k, out);
     });
   }
 }

@@ -14,7 +14,6 @@ struct Avx2 {
   using V = __m256;
   static constexpr int kLanes = 8, kVecs = 2;
   static constexpr int64_t kPanelMinTokens = 8;
-  static constexpr bool kHasChunk128 = false;
   // 16 ymm registers: 2 rows at M = 1; from 2 tokens one row's 2 partials and accumulator per token fill them.
   static constexpr int kRowsFor(int tokens) { return tokens == 1 ? 2 : 1; }
   static V zero() { return _mm256_setzero_ps(); }
@@ -37,9 +36,9 @@ struct Avx2 {
 }  // namespace
 
 int64_t int4_w4a16_row_block_avx2(int64_t m, int64_t k) { return int4_row_block<Avx2>(m, k); }
-void int4_w4a16_rows_avx2(const Int4Rows& w, const float* x, const float* xs, int64_t m, int64_t r0, int64_t r1,
-                          void* y, DType act) {
-  int4_rows<Avx2>(w, x, xs, m, r0, r1, y, act);
+void int4_w4a16_rows_avx2(const Int4Rows& w, const float* x, int64_t m, int64_t r0, int64_t r1, void* y,
+                          DType act) {
+  int4_rows<Avx2>(w, x, m, r0, r1, y, act);
 }
 
 }  // namespace fp4lm::kernels::cpu

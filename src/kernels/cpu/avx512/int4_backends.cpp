@@ -1,6 +1,6 @@
 // Registration of the `cpu_int4_w4a16_avx512` Linear and MoE backends: group-quantized int4 weights
 // (GPTQ, AWQ, compressed-tensors pack-quantized, ModelOpt W4A16_AWQ) decoded in registers, 16-bit (or
-// f32) activations never quantized, as vLLM's Marlin runs them. Kernel: avx512/int4_w4a16.cpp;
+// f32) activations never quantized, as vLLM's Marlin runs them. Kernel: avx512/int4_w4a16_bf16.cpp (any group);
 // Linear: int4_linear.cpp; MoE: moe_grouped.cpp.
 #include "kernels/cpu/backend_factory.h"
 
