@@ -117,8 +117,29 @@ void values(const AttentionCall& c, const float* w, int64_t ld, int64_t len, con
   constexpr int W = Isa::W;
   const int64_t hd = c.head_dim, full = hd / W * W, rb = hd * element_bytes<DT>();
   const V scale256 = Isa::set1(c.v_scale * 256.0f);
+  // head_dim's tail (hd - full < W elements, e.g. 8 of the vision towers' 72): per block its rows'
+  // tail elements converted once (as `element` converts them) into tv, then one vector per head
+  // whose lanes take, per element, the scalar loop's fused multiply-adds in position order
+  // (the sums kept in ta between blocks): the scalar loop's bits, without its latency-bound chain.
+  const int64_t tail = hd - full;
+  alignas(64) float tv[kValueBlock * W];
+  alignas(64) float ta[NH * W];
+  for (int64_t e = 0; e < NH * W; ++e) ta[e] = 0.0f;
   for (int64_t b0 = 0; b0 < len; b0 += kValueBlock) {
     const int64_t b1 = b0 + kValueBlock < len ? b0 + kValueBlock : len;
+    if (tail > 0) {
+      for (int64_t t = b0; t < b1; ++t) {
+        const uint8_t* v = kv_row(c.values, c, t, rb);
+        for (int64_t e = 0; e < W; ++e) tv[(t - b0) * W + e] = e < tail ? element<DT>(v, full + e, c.v_scale) : 0.0f;
+      }
+      V a[NH];
+      for (int j = 0; j < NH; ++j) a[j] = Isa::loadu(ta + j * W);
+      for (int64_t t = b0; t < b1; ++t) {
+        const V vt = Isa::loadu(tv + (t - b0) * W);
+        for (int j = 0; j < NH; ++j) a[j] = Isa::fmadd(Isa::set1(w[j * ld + t]), vt, a[j]);
+      }
+      for (int j = 0; j < NH; ++j) Isa::storeu(ta + j * W, a[j]);
+    }
     int64_t d = 0;
     for (; d + 2 * W <= full; d += 2 * W) {
       V a0[NH], a1[NH];
@@ -155,11 +176,7 @@ void values(const AttentionCall& c, const float* w, int64_t ld, int64_t len, con
     for (int64_t d = 0; d < full; d += W) Isa::storeu(o + j * o_head_stride + d, Isa::mul(Isa::loadu(o + j * o_head_stride + d), rj));
   }
   for (int64_t d = full; d < hd; ++d)
-    for (int j = 0; j < NH; ++j) {
-      float acc = 0.0f;
-      for (int64_t t = 0; t < len; ++t) acc = __builtin_fmaf(w[j * ld + t], element<DT>(kv_row(c.values, c, t, rb), d, c.v_scale), acc);
-      o[j * o_head_stride + d] = acc * r[j];
-    }
+    for (int j = 0; j < NH; ++j) o[j * o_head_stride + d] = ta[j * W + (d - full)] * r[j];
 }
 
 // One query row (position pos0 + i), all heads of the group, in blocks of up to 8 heads.
