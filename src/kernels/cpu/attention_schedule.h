@@ -79,27 +79,53 @@ void scores(const AttentionCall& c, const float* q, int64_t len, float ck, float
   constexpr int W = Isa::W;
   const int64_t hd = c.head_dim, full = hd / W * W, rb = hd * element_bytes<DT>();
   for (int j = 0; j < NH; ++j) mx[j] = -INFINITY;
-  for (int64_t t = 0; t < len; ++t) {
-    const uint8_t* k = kv_row(c.keys, c, t, rb);
-    // The V row of this position into L2 now, so pass 3 finds it there.
-    const uint8_t* v = kv_row(c.values, c, t, rb);
-    for (int64_t b = 0; b < rb; b += 64) Isa::prefetch_l2(v + b);
-    V acc[8];  // heads past NH stay 0 (hsum8 reduces 8; every slot by the same tree)
-    for (int j = 0; j < 8; ++j) acc[j] = Isa::zero();
-    for (int64_t d = 0; d < full; d += W) {
-      const V kv = Isa::template load<DT>(k, d, scale256);
-      for (int j = 0; j < NH; ++j) acc[j] = Isa::fmadd(Isa::loadu(q + j * hd + d), kv, acc[j]);
+  // Positions in groups of W: the vector body's sums (after hsum8) and the keys' tail elements
+  // (converted as `element` converts them) are gathered per group, then head_dim's tail runs with
+  // one lane per position: per lane the scalar loop's fused multiply-adds in element order, so
+  // the same bits, without W × NH scalar FMAs per position.
+  const int64_t tail = hd - full;
+  alignas(64) float dots[8 * W], kt[W * W];
+  for (int64_t g0 = 0; g0 < len; g0 += W) {
+    const int64_t gn = len - g0 < W ? len - g0 : W;
+    for (int64_t i = 0; i < gn; ++i) {
+      const int64_t t = g0 + i;
+      const uint8_t* k = kv_row(c.keys, c, t, rb);
+      // The V row of this position into L2 now, so pass 3 finds it there.
+      const uint8_t* v = kv_row(c.values, c, t, rb);
+      for (int64_t b = 0; b < rb; b += 64) Isa::prefetch_l2(v + b);
+      V acc[8];  // heads past NH stay 0 (hsum8 reduces 8; every slot by the same tree)
+      for (int j = 0; j < 8; ++j) acc[j] = Isa::zero();
+      for (int64_t d = 0; d < full; d += W) {
+        const V kv = Isa::template load<DT>(k, d, scale256);
+        for (int j = 0; j < NH; ++j) acc[j] = Isa::fmadd(Isa::loadu(q + j * hd + d), kv, acc[j]);
+      }
+      float dot[8];
+      Isa::hsum8(acc, dot);
+      if (tail == 0) {  // no tail (head_dim a multiple of W): done here
+        for (int j = 0; j < NH; ++j) {
+          const float sc = dot[j] * ck;
+          s[j * ld + t] = sc;
+          mx[j] = max_of(mx[j], sc);
+        }
+        continue;
+      }
+      for (int j = 0; j < NH; ++j) dots[j * W + i] = dot[j];
+      for (int64_t d = 0; d < tail; ++d) kt[d * W + i] = element<DT>(k, full + d, c.k_scale);
     }
-    float dot[8];
-    Isa::hsum8(acc, dot);
-    for (int64_t d = full; d < hd; ++d) {
-      const float kd = element<DT>(k, d, c.k_scale);
-      for (int j = 0; j < NH; ++j) dot[j] = __builtin_fmaf(q[j * hd + d], kd, dot[j]);
+    if (tail == 0) continue;
+    for (int64_t i = gn; i < W; ++i) {  // lanes past len: any finite value, never read
+      for (int j = 0; j < NH; ++j) dots[j * W + i] = 0.0f;
+      for (int64_t d = 0; d < tail; ++d) kt[d * W + i] = 0.0f;
     }
     for (int j = 0; j < NH; ++j) {
-      const float sc = dot[j] * ck;
-      s[j * ld + t] = sc;
-      mx[j] = max_of(mx[j], sc);
+      V a = Isa::loadu(dots + j * W);
+      for (int64_t d = 0; d < tail; ++d) a = Isa::fmadd(Isa::set1(q[j * hd + full + d]), Isa::loadu(kt + d * W), a);
+      Isa::storeu(dots + j * W, Isa::mul(a, Isa::set1(ck)));
+      for (int64_t i = 0; i < gn; ++i) {
+        const float sc = dots[j * W + i];
+        s[j * ld + g0 + i] = sc;
+        mx[j] = max_of(mx[j], sc);
+      }
     }
   }
 }
