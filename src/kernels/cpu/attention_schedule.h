@@ -10,13 +10,15 @@
 //
 // Per query row and GQA group (each K and V row read once for the whole group):
 //  1. scores: per K row t, chunk by chunk, one converted chunk feeds the FMAs of up to 8 query
-//     heads (one accumulator each); the 8 horizontal sums in one fixed tree (hsum8), then the scalar tail
-//     of head_dim, × 1/sqrt(head_dim). The max is kept per head.
+//     heads (one accumulator each); the 8 horizontal sums in one fixed tree (hsum8), then the tail
+//     of head_dim (its FMAs in element order, one lane per position), × 1/sqrt(head_dim). The max
+//     is kept per head.
 //  2. weights: w_t = exp(s_t − max) W positions at a time (positions past the row padded with
 //     −inf → 0), summed in W lanes then one fixed horizontal sum.
 //  3. values: per block of 64 positions and pair of W-wide chunks of head_dim, over t: one
 //     converted chunk pair feeds up to 8 heads' accumulators (w_t broadcast); at the end × (1 / Σ w).
-//     head_dim's tail is scalar. (Pass 1 prefetches each V row into L2.)
+//     head_dim's tail: one more vector per head (lane = tail element, FMAs in position order).
+//     (Pass 1 prefetches each V row into L2.)
 // Every (row, head) thus runs the same operations in the same order whatever the call holds.
 //
 // Everything here has internal linkage and uses no std:: templates or inline functions of other
