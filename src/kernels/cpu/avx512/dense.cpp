@@ -10,7 +10,8 @@
 // and (E, for Ice Lake) with its two-FMA form — odd halves, then even halves — where the
 // activation pieces are packed pre-split into their odd and even fp32 halves (two vectors per
 // piece), so only the weight vector is masked and shifted, once per row and chunk, shared by
-// the tile's tokens. Tiles: M=1 streams 8 rows at once; M>1 native 4 rows × 4 tokens; emulated
+// the tile's tokens. Tiles: M=1 streams 8 rows at once; M>1 native 4 rows × 4 tokens (their 16
+// sums reduced together by hsum16, outputs stored 16 rows at a time: rows_native); emulated
 // kRowsE rows × kTokE tokens (two FMAs per product pair need more accumulators to hide their
 // latency and more tokens per split weight vector).
 #include <utility>
