@@ -23,6 +23,7 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--m", default="16,64,256,1024")
     ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--shapes", default="", help="N x K list, e.g. 4304x1152,1152x4304 (default: the Llama shapes)")
     ap.add_argument("--cpu-time", action="store_true", help="thread CPU time (needs --threads 1)")
     a = ap.parse_args()
     if a.cpu_time and a.threads != 1:
@@ -33,7 +34,8 @@ def main():
           f"mkldnn bf16 supported: {torch.backends.mkldnn.is_available()}, "
           f"{'thread CPU time' if a.cpu_time else 'wall clock'}")
     print(f"{'N':>6} {'K':>6} {'M':>5} | {'ms':>9} {'GFLOP/s':>8}")
-    for n, k in SHAPES:
+    shapes = [tuple(int(v) for v in s.split("x")) for s in a.shapes.split(",")] if a.shapes else SHAPES
+    for n, k in shapes:
         w = torch.randn(n, k, dtype=torch.bfloat16)
         for m in [int(v) for v in a.m.split(",")]:
             x = torch.randn(m, k, dtype=torch.bfloat16)

@@ -222,6 +222,41 @@ TEST(DenseEmulatedBf16, WithinOneMillionthOfTheNativeInstructions) {
   }
 }
 
+// The native kernel's M > 1 tiles (4 rows × 4 tokens, sums reduced 16 at a time by hsum16, the
+// row block stored 16 outputs at a time) give each token the bits of its M = 1 call: every m
+// around the token tiles, rows off the 4-row tiles and the 48-row blocks, k tails, 1-3 pieces,
+// with and without bias, f32 / bf16 / f16 outputs.
+TEST(DenseEmulatedBf16, NativeTilesGiveEachTokenItsSingleTokenBits) {
+  REQUIRE_AVX512_DENSE();
+  if (!cpu_features().has(CpuFeature::avx512bf16)) GTEST_SKIP() << "CPU lacks avx512bf16: the native kernel does not run here";
+  uint32_t seed = 500;
+  for (int64_t k : {1, 33, 270, 1157}) {
+    const Layer l = random_layer(103, k, seed++);
+    for (int pieces : {1, 2, 3}) {
+      for (int64_t m : {2, 3, 4, 5, 7, 9, 19}) {
+        const std::vector<float> x = testing::make_activations(m, k, seed++);
+        const Packed p = pack(x, m, k, pieces, true);
+        for (DType act : {DType::F32, DType::BF16, DType::F16}) {
+          for (const float* bias : {static_cast<const float*>(nullptr), l.bias.data()}) {
+            SCOPED_TRACE("k " + std::to_string(k) + " pieces " + std::to_string(pieces) + " m " + std::to_string(m) +
+                         " act " + std::string(dtype_name(act)) + (bias ? " bias" : ""));
+            const size_t es = act == DType::F32 ? 4 : 2;
+            std::vector<uint8_t> y(static_cast<size_t>(m * l.n) * es, 0xAB), y1(static_cast<size_t>(l.n) * es, 0xCD);
+            const int64_t split = 53;  // two row ranges, the second starting off the 4-row tiles
+            k512::dense_bf16_rows(l.w.data(), 0, l.n, k, bias, p.data, m, pieces, 0, split, y.data(), act, true);
+            k512::dense_bf16_rows(l.w.data(), 0, l.n, k, bias, p.data, m, pieces, split, l.n, y.data(), act, true);
+            for (int64_t t = 0; t < m; ++t) {
+              k512::dense_bf16_rows(l.w.data(), 0, l.n, k, bias, p.data + t * p.words, 1, pieces, 0, l.n, y1.data(), act,
+                                    true);
+              ASSERT_EQ(0, std::memcmp(y1.data(), y.data() + static_cast<size_t>(t * l.n) * es, y1.size())) << "token " << t;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace fp4lm::kernels::dense_emulated_bf16_test
 

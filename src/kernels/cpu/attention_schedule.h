@@ -10,13 +10,15 @@
 //
 // Per query row and GQA group (each K and V row read once for the whole group):
 //  1. scores: per K row t, chunk by chunk, one converted chunk feeds the FMAs of up to 8 query
-//     heads (one accumulator each); the 8 horizontal sums in one fixed tree (hsum8), then the scalar tail
-//     of head_dim, × 1/sqrt(head_dim). The max is kept per head.
+//     heads (one accumulator each); the 8 horizontal sums in one fixed tree (hsum8), then the tail
+//     of head_dim (its FMAs in element order, one lane per position), × 1/sqrt(head_dim). The max
+//     is kept per head.
 //  2. weights: w_t = exp(s_t − max) W positions at a time (positions past the row padded with
 //     −inf → 0), summed in W lanes then one fixed horizontal sum.
 //  3. values: per block of 64 positions and pair of W-wide chunks of head_dim, over t: one
 //     converted chunk pair feeds up to 8 heads' accumulators (w_t broadcast); at the end × (1 / Σ w).
-//     head_dim's tail is scalar. (Pass 1 prefetches each V row into L2.)
+//     head_dim's tail: one more vector per head (lane = tail element, FMAs in position order).
+//     (Pass 1 prefetches each V row into L2.)
 // Every (row, head) thus runs the same operations in the same order whatever the call holds.
 //
 // Everything here has internal linkage and uses no std:: templates or inline functions of other
@@ -79,27 +81,53 @@ void scores(const AttentionCall& c, const float* q, int64_t len, float ck, float
   constexpr int W = Isa::W;
   const int64_t hd = c.head_dim, full = hd / W * W, rb = hd * element_bytes<DT>();
   for (int j = 0; j < NH; ++j) mx[j] = -INFINITY;
-  for (int64_t t = 0; t < len; ++t) {
-    const uint8_t* k = kv_row(c.keys, c, t, rb);
-    // The V row of this position into L2 now, so pass 3 finds it there.
-    const uint8_t* v = kv_row(c.values, c, t, rb);
-    for (int64_t b = 0; b < rb; b += 64) Isa::prefetch_l2(v + b);
-    V acc[8];  // heads past NH stay 0 (hsum8 reduces 8; every slot by the same tree)
-    for (int j = 0; j < 8; ++j) acc[j] = Isa::zero();
-    for (int64_t d = 0; d < full; d += W) {
-      const V kv = Isa::template load<DT>(k, d, scale256);
-      for (int j = 0; j < NH; ++j) acc[j] = Isa::fmadd(Isa::loadu(q + j * hd + d), kv, acc[j]);
+  // Positions in groups of W: the vector body's sums (after hsum8) and the keys' tail elements
+  // (converted as `element` converts them) are gathered per group, then head_dim's tail runs with
+  // one lane per position: per lane the scalar loop's fused multiply-adds in element order, so
+  // the same bits, without W × NH scalar FMAs per position.
+  const int64_t tail = hd - full;
+  alignas(64) float dots[8 * W], kt[W * W];
+  for (int64_t g0 = 0; g0 < len; g0 += W) {
+    const int64_t gn = len - g0 < W ? len - g0 : W;
+    for (int64_t i = 0; i < gn; ++i) {
+      const int64_t t = g0 + i;
+      const uint8_t* k = kv_row(c.keys, c, t, rb);
+      // The V row of this position into L2 now, so pass 3 finds it there.
+      const uint8_t* v = kv_row(c.values, c, t, rb);
+      for (int64_t b = 0; b < rb; b += 64) Isa::prefetch_l2(v + b);
+      V acc[8];  // heads past NH stay 0 (hsum8 reduces 8; every slot by the same tree)
+      for (int j = 0; j < 8; ++j) acc[j] = Isa::zero();
+      for (int64_t d = 0; d < full; d += W) {
+        const V kv = Isa::template load<DT>(k, d, scale256);
+        for (int j = 0; j < NH; ++j) acc[j] = Isa::fmadd(Isa::loadu(q + j * hd + d), kv, acc[j]);
+      }
+      float dot[8];
+      Isa::hsum8(acc, dot);
+      if (tail == 0) {  // no tail (head_dim a multiple of W): done here
+        for (int j = 0; j < NH; ++j) {
+          const float sc = dot[j] * ck;
+          s[j * ld + t] = sc;
+          mx[j] = max_of(mx[j], sc);
+        }
+        continue;
+      }
+      for (int j = 0; j < NH; ++j) dots[j * W + i] = dot[j];
+      for (int64_t d = 0; d < tail; ++d) kt[d * W + i] = element<DT>(k, full + d, c.k_scale);
     }
-    float dot[8];
-    Isa::hsum8(acc, dot);
-    for (int64_t d = full; d < hd; ++d) {
-      const float kd = element<DT>(k, d, c.k_scale);
-      for (int j = 0; j < NH; ++j) dot[j] = __builtin_fmaf(q[j * hd + d], kd, dot[j]);
+    if (tail == 0) continue;
+    for (int64_t i = gn; i < W; ++i) {  // lanes past len: any finite value, never read
+      for (int j = 0; j < NH; ++j) dots[j * W + i] = 0.0f;
+      for (int64_t d = 0; d < tail; ++d) kt[d * W + i] = 0.0f;
     }
     for (int j = 0; j < NH; ++j) {
-      const float sc = dot[j] * ck;
-      s[j * ld + t] = sc;
-      mx[j] = max_of(mx[j], sc);
+      V a = Isa::loadu(dots + j * W);
+      for (int64_t d = 0; d < tail; ++d) a = Isa::fmadd(Isa::set1(q[j * hd + full + d]), Isa::loadu(kt + d * W), a);
+      Isa::storeu(dots + j * W, Isa::mul(a, Isa::set1(ck)));
+      for (int64_t i = 0; i < gn; ++i) {
+        const float sc = dots[j * W + i];
+        s[j * ld + g0 + i] = sc;
+        mx[j] = max_of(mx[j], sc);
+      }
     }
   }
 }
@@ -117,8 +145,29 @@ void values(const AttentionCall& c, const float* w, int64_t ld, int64_t len, con
   constexpr int W = Isa::W;
   const int64_t hd = c.head_dim, full = hd / W * W, rb = hd * element_bytes<DT>();
   const V scale256 = Isa::set1(c.v_scale * 256.0f);
+  // head_dim's tail (hd - full < W elements, e.g. 8 of the vision towers' 72): per block its rows'
+  // tail elements converted once (as `element` converts them) into tv, then one vector per head
+  // whose lanes take, per element, the scalar loop's fused multiply-adds in position order
+  // (the sums kept in ta between blocks): the scalar loop's bits, without its latency-bound chain.
+  const int64_t tail = hd - full;
+  alignas(64) float tv[kValueBlock * W];
+  alignas(64) float ta[NH * W];
+  for (int64_t e = 0; e < NH * W; ++e) ta[e] = 0.0f;
   for (int64_t b0 = 0; b0 < len; b0 += kValueBlock) {
     const int64_t b1 = b0 + kValueBlock < len ? b0 + kValueBlock : len;
+    if (tail > 0) {
+      for (int64_t t = b0; t < b1; ++t) {
+        const uint8_t* v = kv_row(c.values, c, t, rb);
+        for (int64_t e = 0; e < W; ++e) tv[(t - b0) * W + e] = e < tail ? element<DT>(v, full + e, c.v_scale) : 0.0f;
+      }
+      V a[NH];
+      for (int j = 0; j < NH; ++j) a[j] = Isa::loadu(ta + j * W);
+      for (int64_t t = b0; t < b1; ++t) {
+        const V vt = Isa::loadu(tv + (t - b0) * W);
+        for (int j = 0; j < NH; ++j) a[j] = Isa::fmadd(Isa::set1(w[j * ld + t]), vt, a[j]);
+      }
+      for (int j = 0; j < NH; ++j) Isa::storeu(ta + j * W, a[j]);
+    }
     int64_t d = 0;
     for (; d + 2 * W <= full; d += 2 * W) {
       V a0[NH], a1[NH];
@@ -155,11 +204,7 @@ void values(const AttentionCall& c, const float* w, int64_t ld, int64_t len, con
     for (int64_t d = 0; d < full; d += W) Isa::storeu(o + j * o_head_stride + d, Isa::mul(Isa::loadu(o + j * o_head_stride + d), rj));
   }
   for (int64_t d = full; d < hd; ++d)
-    for (int j = 0; j < NH; ++j) {
-      float acc = 0.0f;
-      for (int64_t t = 0; t < len; ++t) acc = __builtin_fmaf(w[j * ld + t], element<DT>(kv_row(c.values, c, t, rb), d, c.v_scale), acc);
-      o[j * o_head_stride + d] = acc * r[j];
-    }
+    for (int j = 0; j < NH; ++j) o[j * o_head_stride + d] = ta[j * W + (d - full)] * r[j];
 }
 
 // One query row (position pos0 + i), all heads of the group, in blocks of up to 8 heads.

@@ -10,13 +10,14 @@
 // and (E, for Ice Lake) with its two-FMA form — odd halves, then even halves — where the
 // activation pieces are packed pre-split into their odd and even fp32 halves (two vectors per
 // piece), so only the weight vector is masked and shifted, once per row and chunk, shared by
-// the tile's tokens. Tiles: M=1 streams 8 rows at once; M>1 native 4 rows × 4 tokens; emulated
+// the tile's tokens. Tiles: M=1 streams 8 rows at once; M>1 native 4 rows × 4 tokens (their 16
+// sums reduced together by hsum16, outputs stored 16 rows at a time: rows_native); emulated
 // kRowsE rows × kTokE tokens (two FMAs per product pair need more accumulators to hide their
 // latency and more tokens per split weight vector).
 #include <utility>
 
 #include "kernels/cpu/avx512/dense.h"
-#include "kernels/cpu/avx512/common.h"
+#include "kernels/cpu/avx512/gemm_common.h"
 
 namespace fp4lm::kernels::cpu::avx512 {
 
@@ -64,6 +65,60 @@ void tile(const uint16_t* const* rows, int64_t k, const __m512i* xp, int64_t tst
     for (int t = 0; t < T; ++t) out[r * T + t] = hsum(acc[r][t]);
 }
 
+// hsum of 16 vectors at once: lane 4j + i of the result = hsum(a[4i + j]), bit for bit — the
+// same pairings in the same operand order as hsum (lanes j + j+8, then + 4, + 2, + 1, the lower
+// lane first), done lane-wise after 128-bit and in-lane shuffles: 30 shuffles and 15 adds for 16
+// sums instead of about 7 ops each plus the scalar extracts.
+inline __m512 hsum16(const __m512* a) {
+  __m512 z[8], w[4], v[2];
+  for (int p = 0; p < 8; ++p)
+    z[p] = _mm512_add_ps(_mm512_shuffle_f32x4(a[2 * p], a[2 * p + 1], 0x44),
+                         _mm512_shuffle_f32x4(a[2 * p], a[2 * p + 1], 0xEE));
+  for (int q = 0; q < 4; ++q)
+    w[q] = _mm512_add_ps(_mm512_shuffle_f32x4(z[2 * q], z[2 * q + 1], 0x88),
+                         _mm512_shuffle_f32x4(z[2 * q], z[2 * q + 1], 0xDD));
+  for (int h = 0; h < 2; ++h)
+    v[h] = _mm512_add_ps(_mm512_shuffle_ps(w[2 * h], w[2 * h + 1], 0x44), _mm512_shuffle_ps(w[2 * h], w[2 * h + 1], 0xEE));
+  return _mm512_add_ps(_mm512_shuffle_ps(v[0], v[1], 0x88), _mm512_shuffle_ps(v[0], v[1], 0xDD));
+}
+
+// Native BF16, M > 1: an R × T tile (the same vdpbf16ps chain per (row, token) as `tile`), its
+// sums written to out[t * ld + r]: for R = 4 by hsum16 on four tokens at once (the lanes of token
+// group g: lane 4t + r = token 4g + t, row r; past T the last token again, unused).
+template <int R, int T, int P>
+void tile_n(const uint16_t* const* rows, int64_t k, const __m512i* xp, int64_t tstride, float* out, int64_t ld) {
+  __m512 acc[R][T];
+  for (int r = 0; r < R; ++r)
+    for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
+  const int64_t chunks = (k + kChunk - 1) / kChunk, full = k / kChunk;
+  const __mmask32 tail = static_cast<__mmask32>((uint64_t{1} << (k - full * kChunk)) - 1);
+  for (int64_t c = 0; c < chunks; ++c) {
+    __m512i w[R];
+    for (int r = 0; r < R; ++r)
+      w[r] = c < full ? _mm512_loadu_si512(rows[r] + c * kChunk) : _mm512_maskz_loadu_epi16(tail, rows[r] + c * kChunk);
+    for (int t = 0; t < T; ++t)
+      for (int p = 0; p < P; ++p) {
+        const __m512i xv = _mm512_load_si512(xp + t * tstride + c * P + p);
+        for (int r = 0; r < R; ++r) acc[r][t] = dot_bf16<false>(acc[r][t], w[r], xv);
+      }
+  }
+  if constexpr (R == 4) {
+    for (int g = 0; g < T; g += 4) {
+      __m512 a[16];
+      for (int r = 0; r < 4; ++r)
+        for (int t = 0; t < 4; ++t) a[4 * r + t] = acc[r][g + t < T ? g + t : T - 1];
+      const __m512 v = hsum16(a);
+      _mm_storeu_ps(out + (g + 0) * ld, _mm512_castps512_ps128(v));
+      if (g + 1 < T) _mm_storeu_ps(out + (g + 1) * ld, _mm512_extractf32x4_ps(v, 1));
+      if (g + 2 < T) _mm_storeu_ps(out + (g + 2) * ld, _mm512_extractf32x4_ps(v, 2));
+      if (g + 3 < T) _mm_storeu_ps(out + (g + 3) * ld, _mm512_extractf32x4_ps(v, 3));
+    }
+  } else {
+    for (int r = 0; r < R; ++r)
+      for (int t = 0; t < T; ++t) out[t * ld + r] = hsum(acc[r][t]);
+  }
+}
+
 // Register tiles for M > 1 (see the file comment). Emulated: per chunk R × (1 + T) vector ops
 // besides the loads (the split, then 2 FMAs per row and token) for 32 R T multiply-adds. Measured
 // per core on Ice Lake (thread CPU time, best of 4 interleaved runs, the vision tower's shapes
@@ -96,9 +151,53 @@ struct Tiles : TileRows<P, E, std::make_integer_sequence<int, E ? kTokE : kTokN>
   static constexpr int rows(int tt) { return tt == 1 ? kGemvRows : Tiles::rows_wide; }
 };
 
+// Native BF16 tiles for M > 1: kRowsB rows × up to kTokB tokens (the row block's outputs gathered
+// per token, then + bias and the act dtype 16 rows per store).
+constexpr int kRowsB = 4, kTokB = 4;
+static_assert(kBlock % kRowsB == 0 && kRowsB == 4);
+using TileNFn = void (*)(const uint16_t* const*, int64_t, const __m512i*, int64_t, float*, int64_t);
+template <int P, class Seq>
+struct TilesN;
+template <int P, int... T>
+struct TilesN<P, std::integer_sequence<int, T...>> {
+  static constexpr TileNFn wide[] = {nullptr, tile_n<kRowsB, T + 1, P>...};
+  static constexpr TileNFn one[] = {nullptr, tile_n<1, T + 1, P>...};
+};
+
+template <int P>
+void rows_native(const uint16_t* w, int64_t row0, int64_t n, int64_t k, const float* bias, const __m512i* xp, int64_t m,
+                 int64_t r0, int64_t r1, void* y, DType act) {
+  using Tn = TilesN<P, std::make_integer_sequence<int, kTokB>>;
+  const int64_t tstride = (k + kChunk - 1) / kChunk * P;
+  const uint16_t* ptr[kRowsB];
+  alignas(64) float out[kTokB][kBlock];
+  for (int64_t b0 = r0; b0 < r1; b0 += kBlock) {
+    const int64_t b1 = b0 + kBlock < r1 ? b0 + kBlock : r1;
+    for (int64_t t0 = 0; t0 < m; t0 += kTokB) {
+      const int tt = static_cast<int>(m - t0 < kTokB ? m - t0 : kTokB);
+      for (int64_t r = b0; r < b1;) {
+        const int rr = r + kRowsB <= b1 ? kRowsB : 1;
+        for (int i = 0; i < rr; ++i) ptr[i] = w + (r + i - row0) * k;
+        (rr > 1 ? Tn::wide[tt] : Tn::one[tt])(ptr, k, xp + t0 * tstride, tstride, &out[0][r - b0], kBlock);
+        r += rr;
+      }
+      // + bias (+ 0 without one, as the M = 1 path adds), then the act dtype.
+      for (int t = 0; t < tt; ++t)
+        for (int64_t j = 0; j < b1 - b0; j += 16) {
+          const __mmask16 mask = lane_mask(static_cast<int>(b1 - b0 - j));
+          const __m512 b = bias ? _mm512_maskz_loadu_ps(mask, bias + b0 + j) : _mm512_setzero_ps();
+          store16_act(y, act, (t0 + t) * n + b0 + j, mask, _mm512_add_ps(_mm512_maskz_loadu_ps(mask, &out[t][j]), b));
+        }
+    }
+  }
+}
+
 template <int P, bool E>
 void rows_p(const uint16_t* w, int64_t row0, int64_t n, int64_t k, const float* bias, const __m512i* xp, int64_t m,
             int64_t r0, int64_t r1, void* y, DType act) {
+  if constexpr (!E) {
+    if (m > 1) return rows_native<P>(w, row0, n, k, bias, xp, m, r0, r1, y, act);
+  }
   using Tl = Tiles<P, E>;
   const int64_t tstride = (k + kChunk - 1) / kChunk * P * piece_vectors(E);
   const uint16_t* ptr[kGemvRows];
