@@ -16,9 +16,10 @@ import json
 import os
 import re
 import sys
+import tempfile
 
 import torch
-from safetensors.torch import save_file
+from safetensors.torch import load_file, save_file
 from transformers import DeepseekV4Config, DeepseekV4ForCausalLM
 
 
@@ -37,12 +38,16 @@ def main():
                 p.copy_(1.0 + 0.1 * torch.randn_like(p, dtype=torch.float32))
             else:
                 p.normal_(0.0, 0.02)
-    tensors = {}
-    for k, v in model.state_dict().items():
-        k = re.sub(r"^model\.", "", k)
-        k = {"embed_tokens.weight": "embed.weight", "hc_head.hc_fn": "hc_head_fn", "hc_head.hc_base": "hc_head_base",
-             "hc_head.hc_scale": "hc_head_scale"}.get(k, k)
-        tensors[k] = v.contiguous()
+    # save_pretrained writes transformers' per-expert names (its conversion mapping reversed),
+    # then DeepSeek's native top-level names, as make_deepseek_v4_goldens.py.
+    with tempfile.TemporaryDirectory() as tmp:
+        model.save_pretrained(tmp)
+        tensors = {}
+        for k, v in load_file(os.path.join(tmp, "model.safetensors")).items():
+            k = re.sub(r"^model\.", "", k)
+            k = {"embed_tokens.weight": "embed.weight", "hc_head.hc_fn": "hc_head_fn", "hc_head.hc_base": "hc_head_base",
+                 "hc_head.hc_scale": "hc_head_scale"}.get(k, k)
+            tensors[k] = v.contiguous()
     save_file(tensors, os.path.join(out, "model.safetensors"), metadata={"format": "pt"})
     c = json.loads(cfg.to_json_string())
     c["architectures"] = ["DeepseekV4ForCausalLM"]
