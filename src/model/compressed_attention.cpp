@@ -57,57 +57,64 @@ std::unique_ptr<CompressedAttention::Compressor> load_compressor(ModelLoader& l,
 
 }  // namespace
 
-void CompressedAttention::Compressor::entries(const float* x, int64_t n_win, const Rope& rope, int64_t rope_dim,
-                                              DType act, std::vector<float>& out) const {
-  out.assign(static_cast<size_t>(n_win * dim), 0.0f);
-  if (n_win == 0) return;
-  const int64_t rows = n_win * rate, cw = (overlap ? 2 : 1) * dim;
-  std::vector<float> kv(static_cast<size_t>(rows * cw)), gate(kv.size());
-  wkv->forward(x, rows, kv.data());
-  wgate->forward(x, rows, gate.data());
-  for (int64_t t = 0; t < rows; ++t)
-    for (int64_t k = 0; k < cw; ++k) gate[static_cast<size_t>(t * cw + k)] += ape[static_cast<size_t>((t % rate) * cw + k)];
+void CompressedAttention::Compressor::advance(KvCache& cache, const float* x, int64_t pos0, int64_t n, const Rope& rope,
+                                              int64_t rope_dim, DType act) const {
+  const int64_t cw = width();
+  std::vector<float> kv(static_cast<size_t>(n * cw)), gate(kv.size());
+  wkv->forward(x, n, kv.data());
+  wgate->forward(x, n, gate.data());
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t k = 0; k < cw; ++k)
+      gate[static_cast<size_t>(t * cw + k)] += ape[static_cast<size_t>(((pos0 + t) % rate) * cw + k)];
   round_to_dtype(gate.data(), gate.size(), act);
-  const int64_t slots = (overlap ? 2 : 1) * rate;
-  std::vector<float> g(static_cast<size_t>(slots)), v(g.size());
+  std::vector<float> row(static_cast<size_t>(2 * cw));
+  for (int64_t t = 0; t < n; ++t) {
+    std::copy_n(kv.data() + t * cw, cw, row.data());
+    std::copy_n(gate.data() + t * cw, cw, row.data() + cw);
+    cache.store(tail_slot, pos0 + t, row.data(), nullptr);
+  }
+  // The windows that complete in these rows: w with (w + 1)·rate - 1 in [pos0, pos0 + n).
+  const int64_t w0 = pos0 / rate, w1 = (pos0 + n) / rate;
+  if (w1 <= w0) return;
+  const int64_t span = (overlap ? 2 : 1) * rate;
+  std::vector<float> rows(static_cast<size_t>(span * 2 * cw)), out(static_cast<size_t>((w1 - w0) * dim));
+  std::vector<float> g(static_cast<size_t>(span)), v(g.size());
   std::vector<float> cos(static_cast<size_t>(rope_dim / 2)), sin(cos.size());
-  for (int64_t w = 0; w < n_win; ++w) {
-    float* e = out.data() + w * dim;
+  for (int64_t w = w0; w < w1; ++w) {
+    // Window w-1's rows (CSA, w > 0: its first series) then window w's, read back from the ring.
+    const int64_t first = overlap && w > 0 ? (w - 1) * rate : w * rate, count = (w + 1) * rate - first;
+    for (int64_t p = first; p < first + count; ++p)
+      cache.read_f32(tail_slot, 0, 0, cache.row_of(tail_slot, p), 1, rows.data() + (p - first) * 2 * cw);
+    const int64_t own = count - rate;  // rows of window w-1 (0 or rate)
+    float* e = out.data() + (w - w0) * dim;
     for (int64_t d = 0; d < dim; ++d) {
       int64_t used = 0;
-      if (overlap) {
-        // Window w-1's first series (none for window 0), then window w's second series.
-        if (w > 0)
-          for (int64_t r = 0; r < rate; ++r, ++used) {
-            g[used] = gate[static_cast<size_t>(((w - 1) * rate + r) * cw + d)];
-            v[used] = kv[static_cast<size_t>(((w - 1) * rate + r) * cw + d)];
-          }
-        for (int64_t r = 0; r < rate; ++r, ++used) {
-          g[used] = gate[static_cast<size_t>((w * rate + r) * cw + dim + d)];
-          v[used] = kv[static_cast<size_t>((w * rate + r) * cw + dim + d)];
-        }
-      } else {
-        for (int64_t r = 0; r < rate; ++r, ++used) {
-          g[used] = gate[static_cast<size_t>((w * rate + r) * cw + d)];
-          v[used] = kv[static_cast<size_t>((w * rate + r) * cw + d)];
-        }
+      for (int64_t r = 0; r < own; ++r, ++used) {  // window w-1's first series
+        g[used] = rows[static_cast<size_t>(r * 2 * cw + cw + d)];
+        v[used] = rows[static_cast<size_t>(r * 2 * cw + d)];
+      }
+      const int64_t off = overlap ? dim : 0;  // window w's second series (HCA: its only one)
+      for (int64_t r = own; r < count; ++r, ++used) {
+        g[used] = rows[static_cast<size_t>(r * 2 * cw + cw + off + d)];
+        v[used] = rows[static_cast<size_t>(r * 2 * cw + off + d)];
       }
       float mx = -INFINITY;
-      for (int64_t s = 0; s < used; ++s) mx = std::max(mx, g[s]);
+      for (int64_t k = 0; k < used; ++k) mx = std::max(mx, g[k]);
       float sum = 0;
-      for (int64_t s = 0; s < used; ++s) sum += g[s] = std::exp(g[s] - mx);
+      for (int64_t k = 0; k < used; ++k) sum += g[k] = std::exp(g[k] - mx);
       float acc = 0;
-      for (int64_t s = 0; s < used; ++s) acc += v[s] * (g[s] / sum);
+      for (int64_t k = 0; k < used; ++k) acc += v[k] * (g[k] / sum);
       e[d] = acc;
     }
   }
   round_to_dtype(out.data(), out.size(), act);
-  norm.forward(out.data(), n_win, out.data(), act);
-  for (int64_t w = 0; w < n_win; ++w) {
+  norm.forward(out.data(), w1 - w0, out.data(), act);
+  for (int64_t w = w0; w < w1; ++w) {
     rope.cos_sin(w * rate, cos.data(), sin.data());
-    rotate_tail(out.data() + w * dim, dim, rope_dim, cos.data(), sin.data());
+    rotate_tail(out.data() + (w - w0) * dim, dim, rope_dim, cos.data(), sin.data());
   }
   round_to_dtype(out.data(), out.size(), act);
+  for (int64_t w = w0; w < w1; ++w) cache.store(entry_slot, w * rate, out.data() + (w - w0) * dim, nullptr);
 }
 
 CompressedAttention::CompressedAttention(const LayerBuild& b, int64_t layer) : layer_(layer) {
@@ -154,10 +161,21 @@ CompressedAttention::CompressedAttention(const LayerBuild& b, int64_t layer) : l
     index_weights_ = l.load_linear(p + ".indexer.weights_proj");
   }
   if (b.state.kv_quant() != KvQuant::none || b.kv_dtype == DType::F8_E4M3)
-    fail("layer {}: DeepSeek-V4's attention keeps its layer inputs in a float KV cache (bfloat16, float16 or "
-         "float32); pass --kv-cache-dtype with one of them",
+    fail("layer {}: DeepSeek-V4's attention keeps its window K=V, compressor rows and compressed entries in a float "
+         "KV cache (bfloat16, float16 or float32); pass --kv-cache-dtype with one of them",
          layer);
-  slot_ = b.state.add_kv(layer, KvSlotShape{.kv_heads = 1, .head_dim = hidden_, .window = 0, .key_only = true});
+  // The window's K=V: a ring of its window. Each compressor: a ring of the rows its next entry
+  // pools ([kv | gate + ape] of the last rate positions, CSA: 2·rate), and one entry per rate
+  // positions (model/kv_cache.h's stride).
+  window_slot_ = b.state.add_kv(layer, KvSlotShape{.kv_heads = 1, .head_dim = dim_, .window = window_, .key_only = true});
+  for (Compressor* k : {comp_.get(), index_comp_.get()}) {
+    if (!k) continue;
+    k->tail_slot = b.state.add_kv(
+        layer, KvSlotShape{.kv_heads = 1, .head_dim = 2 * k->width(), .window = (k->overlap ? 2 : 1) * k->rate,
+                           .key_only = true});
+    k->entry_slot =
+        b.state.add_kv(layer, KvSlotShape{.kv_heads = 1, .head_dim = k->dim, .window = 0, .key_only = true, .stride = k->rate});
+  }
 }
 
 size_t CompressedAttention::weight_bytes() const {
@@ -180,10 +198,7 @@ void CompressedAttention::forward(const float* x, std::span<const SequenceSpan> 
   const float scale = 1.0f / std::sqrt(static_cast<float>(dim_));
   for (const SequenceSpan& s : spans) {
     KvCache& cache = s.state->kv();
-    for (int64_t j = 0; j < s.n; ++j) cache.store(slot_, s.pos0 + j, x + (s.row0 + j) * hidden_, nullptr);
     const int64_t ctx = s.pos0 + s.n, n = s.n;
-    std::vector<float> hist(static_cast<size_t>(ctx * hidden_));
-    to_f32_n(cache.keys(slot_, 0), cache.dtype(), hist.data(), hist.size());
     const float* xs = x + s.row0 * hidden_;
 
     // Queries: q_norm(wq_a(x)) is also the indexer's query latent.
@@ -202,23 +217,37 @@ void CompressedAttention::forward(const float* x, std::span<const SequenceSpan> 
     }
     round_to_dtype(q.data(), q.size(), act_);
 
-    // The window's K=V rows: positions [lo, ctx).
+    // The new rows' K=V into the window ring, then the window positions [lo, ctx) back from it.
+    {
+      std::vector<float> kvn(static_cast<size_t>(n * dim_));
+      wkv_->forward(xs, n, kvn.data());
+      kv_norm_.forward(kvn.data(), n, kvn.data(), act_);
+      for (int64_t j = 0; j < n; ++j) {
+        rope_.cos_sin(s.pos0 + j, cos.data(), sin.data());
+        rotate_tail(kvn.data() + j * dim_, dim_, rope_dim_, cos.data(), sin.data());
+      }
+      round_to_dtype(kvn.data(), kvn.size(), act_);
+      for (int64_t j = 0; j < n; ++j) cache.store(window_slot_, s.pos0 + j, kvn.data() + j * dim_, nullptr);
+    }
     const int64_t lo = std::max<int64_t>(0, s.pos0 - window_ + 1), nk = ctx - lo;
     std::vector<float> kv(static_cast<size_t>(nk * dim_));
-    wkv_->forward(hist.data() + lo * hidden_, nk, kv.data());
-    kv_norm_.forward(kv.data(), nk, kv.data(), act_);
-    for (int64_t u = 0; u < nk; ++u) {
-      rope_.cos_sin(lo + u, cos.data(), sin.data());
-      rotate_tail(kv.data() + u * dim_, dim_, rope_dim_, cos.data(), sin.data());
-    }
-    round_to_dtype(kv.data(), kv.size(), act_);
+    for (int64_t p = lo; p < ctx; ++p)
+      cache.read_f32(window_slot_, 0, 0, cache.row_of(window_slot_, p), 1, kv.data() + (p - lo) * dim_);
 
-    // Compressed entries of the complete windows, and on CSA layers the indexer's scores.
+    // The compressors take the new rows (entries of the windows they complete), then the
+    // complete entries: all of them on HCA layers; on CSA layers the indexer's keys (the
+    // attention reads only the entries it picks).
     std::vector<float> comp, index_keys, index_q, index_w;
     const int64_t rate = comp_ ? comp_->rate : 1, n_win = comp_ ? ctx / rate : 0;
-    if (comp_) comp_->entries(hist.data(), n_win, rope_, rope_dim_, act_, comp);
+    if (comp_) comp_->advance(cache, xs, s.pos0, n, rope_, rope_dim_, act_);
+    if (comp_ && !index_comp_ && n_win > 0) {
+      comp.resize(static_cast<size_t>(n_win * dim_));
+      cache.read_f32(comp_->entry_slot, 0, 0, 0, n_win, comp.data());
+    }
     if (index_comp_) {
-      index_comp_->entries(hist.data(), n_win, rope_, rope_dim_, act_, index_keys);
+      index_comp_->advance(cache, xs, s.pos0, n, rope_, rope_dim_, act_);
+      index_keys.resize(static_cast<size_t>(n_win * index_dim_));
+      if (n_win > 0) cache.read_f32(index_comp_->entry_slot, 0, 0, 0, n_win, index_keys.data());
       index_q.resize(static_cast<size_t>(n * index_heads_ * index_dim_));
       index_wq_b_->forward(qres.data(), n, index_q.data());
       for (int64_t j = 0; j < n; ++j) {
@@ -260,7 +289,15 @@ void CompressedAttention::forward(const float* x, std::span<const SequenceSpan> 
                           [&](int64_t a, int64_t b) { return score[a] > score[b] || (score[a] == score[b] && a < b); });
         chosen.resize(static_cast<size_t>(index_topk_));
       }
-      for (int64_t w : chosen) keys.push_back(comp.data() + w * dim_);
+      std::vector<float> picked;  // CSA: the chosen entries, read from the cache
+      if (index_comp_) {
+        picked.resize(chosen.size() * static_cast<size_t>(dim_));
+        for (size_t u = 0; u < chosen.size(); ++u)
+          cache.read_f32(comp_->entry_slot, 0, 0, chosen[u], 1, picked.data() + u * static_cast<size_t>(dim_));
+        for (size_t u = 0; u < chosen.size(); ++u) keys.push_back(picked.data() + u * static_cast<size_t>(dim_));
+      } else {
+        for (int64_t w : chosen) keys.push_back(comp.data() + w * dim_);
+      }
       const size_t nkeys = keys.size();
       std::vector<float> p(nkeys);
       for (int64_t h = 0; h < heads_; ++h) {

@@ -4,19 +4,18 @@
 // per-head sinks over a sliding window, plus, on compressed layers, entries pooling every `rate`
 // positions (heavily compressed: all causal ones; compressed sparse: the indexer's top-k).
 //
-// State (this first form): the layer's normed input of every position, in a key-only KV slot of
-// hidden_size values; each step recomputes the window's K=V, the compressed entries and the
-// indexer's keys from it, so a decode step gives exactly the one-forward result (O(context) work
-// per step and hidden_size floats per position). The bounded caches transformers keeps
-// (DeepseekV4HCACache / DeepseekV4CSACache) are the next step:
-//  - the window's K=V (after norm + RoPE): a key-only ring slot of head_dim, window sliding_window;
-//  - per compressor (and the indexer's): the unfinished window's projected kv and gate + ape rows
-//    (< rate rows of 2·dim on CSA, dim on HCA) and, on CSA, the last complete window's first
-//    halves (rate × dim kv and gate: the next entry's Ca) — a fixed-size recurrent slot;
+// State, bounded as the design allows (transformers' DeepseekV4HCACache / DeepseekV4CSACache),
+// all in the sequence's KvCache:
+//  - the window's K=V (after norm + RoPE): a key-only ring of head_dim, window sliding_window;
+//  - per compressor (and the indexer's): a key-only ring of the rows its next entry pools,
+//    [kv | gate + ape] (2·(2·dim) on CSA, 2·dim on HCA) for the last 2·rate (CSA) or rate (HCA)
+//    positions — the unfinished window and CSA's previous one (the next entry's Ca);
 //  - the compressed entries (dim per `rate` positions; the indexer's keys index_head_dim per 4):
-//    a slot of capacity / rate rows (StateLayout has no such kind yet: a KvSlotShape with a
-//    positions-per-row stride would count its bytes right).
-// Rewinding (speculative decoding) and prefix caching then need the compressor slots replayed.
+//    a strided slot (KvSlotShape::stride = rate), written when a window completes.
+// So a decode step reads the window and the entries (CSA: the indexer's keys, then only the
+// top-k entries it picks), and a sequence grows by the entries alone. Rewinding (speculative
+// decoding) is the rings' (KvCache::can_rewind_to; a stale entry past the cut is rewritten when
+// its window completes again); prefix caching copies ring rows and the entries a block completes.
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -24,6 +23,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "model/kv_cache.h"
 #include "model/linear.h"
 #include "model/mixer.h"
 #include "model/rms_norm.h"
@@ -50,10 +50,13 @@ class CompressedAttention final : public Mixer {
     RmsNorm norm;
     int64_t dim = 0, rate = 0;
     bool overlap = false;
-    // The entries of the first n_win complete windows of the rows x [n_win·rate, hidden], RoPE'd
-    // at w·rate on their trailing rope dims -> out [n_win, dim].
-    void entries(const float* x, int64_t n_win, const Rope& rope, int64_t rope_dim, DType act,
-                 std::vector<float>& out) const;
+    int64_t tail_slot = -1, entry_slot = -1;  // its ring of pooled rows and its strided entries
+    int64_t width() const { return (overlap ? 2 : 1) * dim; }
+    // Rows x [n, hidden] at positions pos0.. : their [kv | gate + ape] into the ring, then the
+    // entry of every window they complete (pooled, normed, RoPE'd at w·rate on its trailing
+    // rope dims) into row w of the entries.
+    void advance(KvCache& cache, const float* x, int64_t pos0, int64_t n, const Rope& rope, int64_t rope_dim,
+                 DType act) const;
   };
 
  private:
@@ -69,7 +72,7 @@ class CompressedAttention final : public Mixer {
   Rope rope_;  // "main" or "compress"
   std::unique_ptr<Compressor> comp_, index_comp_;
   std::unique_ptr<Linear> index_wq_b_, index_weights_;
-  int64_t slot_ = -1;
+  int64_t window_slot_ = -1;
 };
 
 }  // namespace fp4lm::model

@@ -52,9 +52,9 @@ KvCache::KvCache(std::vector<KvSlotShape> slots, int64_t capacity, int64_t max_s
       if (x != 1.0f && dtype != DType::F8_E4M3 && s.quant == KvQuant::none)
         fail("KV cache: scales are only for an FP8 or quantized cache");
     }
-    if (s.kv_heads <= 0 || s.head_dim <= 0 || s.window < 0)
-      fail("KV cache: invalid shape (layers {}, kv heads {}, head_dim {}, capacity {}, window {})", slots.size(),
-           s.kv_heads, s.head_dim, capacity, s.window);
+    if (s.kv_heads <= 0 || s.head_dim <= 0 || s.window < 0 || s.stride < 1 || (s.stride > 1 && s.window > 0))
+      fail("KV cache: invalid shape (layers {}, kv heads {}, head_dim {}, capacity {}, window {}, stride {})",
+           slots.size(), s.kv_heads, s.head_dim, capacity, s.window, s.stride);
     if (s.quant != KvQuant::none && s.key_only)
       fail("KV cache: the {} format has no key-only (latent) slot", kv_quant_name(s.quant));
     const size_t nbias = s.quant == KvQuant::nvfp4_affine ? static_cast<size_t>(s.kv_heads * s.head_dim) : 0;
@@ -68,7 +68,10 @@ KvCache::KvCache(std::vector<KvSlotShape> slots, int64_t capacity, int64_t max_s
     slot.row = row_bytes(slot.shape, dtype);
     slot.plane = static_cast<size_t>(slot.rows) * slot.row;
     bytes_ += static_cast<size_t>(slot.shape.planes() * slot.shape.kv_heads) * slot.plane;
-    if (slot.rows == capacity) per_position_ += static_cast<size_t>(slot.shape.planes() * slot.shape.kv_heads) * slot.row;
+    if (slot.shape.window == 0) {
+      const size_t st = static_cast<size_t>(slot.shape.stride);
+      per_position_ += (static_cast<size_t>(slot.shape.planes() * slot.shape.kv_heads) * slot.row + st - 1) / st;
+    }
     slots_.push_back(std::move(slot));
   }
   if (bytes_ == 0) return;  // no attention layer: nothing to reserve
@@ -81,8 +84,17 @@ KvCache::KvCache(std::vector<KvSlotShape> slots, int64_t capacity, int64_t max_s
 }
 
 int64_t KvCache::slot_rows(const KvSlotShape& s, int64_t capacity, int64_t max_step_rows) {
-  return s.window > 0 ? std::min(capacity, s.window - 1 + max_step_rows) : capacity;
+  if (s.window > 0) return std::min(capacity, s.window - 1 + max_step_rows);
+  return (capacity + s.stride - 1) / s.stride;
 }
+
+namespace {
+// A strided slot's rows that positions [pos0, pos0 + n) complete, and the rows a block of n
+// positions reserves for them (prefix caching pads to it).
+int64_t first_row(const KvSlotShape& s, int64_t pos0) { return pos0 / s.stride; }
+int64_t end_row(const KvSlotShape& s, int64_t pos0, int64_t n) { return (pos0 + n) / s.stride; }
+int64_t block_rows(const KvSlotShape& s, int64_t n) { return s.window > 0 ? n : (n + s.stride - 1) / s.stride; }
+}  // namespace
 
 size_t KvCache::reserved_bytes(const std::vector<KvSlotShape>& slots, int64_t capacity, int64_t max_step_rows,
                                DType dtype) {
@@ -123,7 +135,7 @@ KvCache& KvCache::operator=(KvCache&& o) noexcept {
 size_t KvCache::used_bytes() const {
   size_t b = 0;
   for (const Slot& s : slots_)
-    b += static_cast<size_t>(s.shape.planes() * s.shape.kv_heads * std::min(length_, s.rows)) * s.row;
+    b += static_cast<size_t>(s.shape.planes() * s.shape.kv_heads * std::min(length_ / s.shape.stride, s.rows)) * s.row;
   return b;
 }
 
@@ -134,7 +146,7 @@ void KvCache::set_length(int64_t n) {
 
 bool KvCache::can_rewind_to(int64_t n) const {
   for (const Slot& s : slots_)
-    if (s.rows < capacity_ && length_ - n > s.rows - (s.shape.window - 1)) return false;
+    if (s.shape.window > 0 && s.rows < capacity_ && length_ - n > s.rows - (s.shape.window - 1)) return false;
   return true;
 }
 
@@ -212,12 +224,13 @@ void KvCache::read_f32(int64_t layer, int kv, int64_t head, int64_t row0, int64_
 
 size_t KvCache::block_bytes(int64_t n) const {
   size_t b = 0;
-  for (const Slot& s : slots_) b += static_cast<size_t>(s.shape.planes() * s.shape.kv_heads * n) * s.row;
+  for (const Slot& s : slots_) b += static_cast<size_t>(s.shape.planes() * s.shape.kv_heads * block_rows(s.shape, n)) * s.row;
   return b;
 }
 
 size_t KvCache::slot_block_bytes(int64_t layer, int64_t n) const {
   const Slot& s = slots_.at(static_cast<size_t>(layer));
+  if (s.shape.stride > 1) fail("KV cache: slot {} is strided (a compressed history); its rows are not sent", layer);
   return static_cast<size_t>(s.shape.planes() * s.shape.kv_heads * n) * s.row;
 }
 
@@ -250,7 +263,7 @@ void KvCache::load_slot_rows(int64_t layer, int64_t pos0, int64_t n, const uint8
 bool KvCache::holds(int64_t pos) const {
   if (pos < 0 || pos >= length_) return false;
   for (const Slot& s : slots_)
-    if (s.rows < capacity_ && pos < length_ - s.rows) return false;
+    if (s.shape.window > 0 && s.rows < capacity_ && pos < length_ - s.rows) return false;
   return true;
 }
 
@@ -263,7 +276,14 @@ void KvCache::save_rows(int64_t pos0, int64_t n, uint8_t* dst) const {
     for (int kv = 0; kv < static_cast<int>(s.shape.planes()); ++kv)
       for (int64_t h = 0; h < s.shape.kv_heads; ++h) {
         const uint8_t* src = at(static_cast<int64_t>(l), kv, h);
-        if (s.rows == capacity_) {  // full attention: the rows are contiguous
+        if (s.shape.stride > 1) {  // the rows these positions complete, then padding
+          const int64_t r0 = first_row(s.shape, pos0), r1 = end_row(s.shape, pos0, n);
+          std::memcpy(dst, src + static_cast<size_t>(r0) * row, static_cast<size_t>(r1 - r0) * row);
+          std::memset(dst + static_cast<size_t>(r1 - r0) * row, 0, static_cast<size_t>(block_rows(s.shape, n) - (r1 - r0)) * row);
+          dst += static_cast<size_t>(block_rows(s.shape, n)) * row;
+          continue;
+        }
+        if (s.shape.window == 0) {  // full attention: the rows are contiguous
           std::memcpy(dst, src + static_cast<size_t>(pos0) * row, static_cast<size_t>(n) * row);
           dst += static_cast<size_t>(n) * row;
           continue;
@@ -283,7 +303,13 @@ void KvCache::load_rows(int64_t pos0, int64_t n, const uint8_t* src, int64_t fin
     for (int kv = 0; kv < static_cast<int>(s.shape.planes()); ++kv)
       for (int64_t h = 0; h < s.shape.kv_heads; ++h) {
         uint8_t* dst = at(static_cast<int64_t>(l), kv, h);
-        if (s.rows == capacity_) {
+        if (s.shape.stride > 1) {
+          const int64_t r0 = first_row(s.shape, pos0), r1 = end_row(s.shape, pos0, n);
+          std::memcpy(dst + static_cast<size_t>(r0) * row, src, static_cast<size_t>(r1 - r0) * row);
+          src += static_cast<size_t>(block_rows(s.shape, n)) * row;
+          continue;
+        }
+        if (s.shape.window == 0) {
           std::memcpy(dst + static_cast<size_t>(pos0) * row, src, static_cast<size_t>(n) * row);
           src += static_cast<size_t>(n) * row;
           continue;

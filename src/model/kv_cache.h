@@ -9,7 +9,9 @@
 // rows (position p in row p); a sliding-window slot (window W) holds only
 // min(capacity, W - 1 + max_step_rows) rows, a ring: position p in row p mod rows. W - 1 rows of
 // history plus the rows one forward step writes before it attends, so a sequence's memory on
-// such a layer is bounded by its window whatever its length.
+// such a layer is bounded by its window whatever its length. A strided slot (stride S > 1, no
+// window) holds one row per S positions, ceil(capacity / S) rows: a compressed history
+// (DeepSeek-V4's entries, one per S positions), row p / S written when position p completes it.
 // Layout per slot [k|v][kv_head][row][head_dim], so attention scans one head's history
 // contiguously. The memory is an anonymous mapping reserved up front: pages become resident
 // only as rows fill, and go back to the OS at once when the cache is destroyed or cleared, so a
@@ -34,6 +36,9 @@ struct KvSlotShape {
   // One plane of keys only, no values: MLA's latent (kv_lora_rank + qk_rope_head_dim values per
   // position, one "head"), which stands for both K and V.
   bool key_only = false;
+  // Positions per row: 1, or a compressed history's rate (row r holds the entry of positions
+  // [r·stride, (r + 1)·stride), complete once position (r + 1)·stride - 1 is filled). No window.
+  int64_t stride = 1;
   int64_t planes() const { return key_only ? 1 : 2; }
 };
 
@@ -68,7 +73,7 @@ class KvCache {
   int64_t rows(int64_t layer) const { return slots_[layer].rows; }
   // The row position `pos` is stored in.
   int64_t row_of(int64_t layer, int64_t pos) const {
-    return slots_[layer].shape.window > 0 ? pos % slots_[layer].rows : pos;
+    return slots_[layer].shape.window > 0 ? pos % slots_[layer].rows : pos / slots_[layer].shape.stride;
   }
   size_t bytes() const { return bytes_; }  // reserved
   // Rows a slot of this shape holds, and the bytes a cache of these slots reserves.
@@ -78,7 +83,8 @@ class KvCache {
   // Bytes one K or V row of one KV head of this slot takes: head_dim × the dtype's size, or the
   // slot's quantized format's row bytes.
   static size_t row_bytes(const KvSlotShape& s, DType dtype);
-  // Bytes one more position adds: the full-attention slots' rows (a window's ring is fixed).
+  // Bytes one more position adds: the full-attention slots' rows (a window's ring is fixed; a
+  // strided slot's row / stride, rounded up).
   size_t bytes_per_position() const { return per_position_; }
   // Bytes of the filled rows (resident memory is this rounded up to whole pages per head).
   size_t used_bytes() const;
@@ -99,7 +105,8 @@ class KvCache {
   // [n, head_dim]. The one reader for layers that score or gather cached rows themselves.
   void read_f32(int64_t layer, int kv, int64_t head, int64_t row0, int64_t n, float* dst) const;
   // Prefix caching (engine/prefix_cache.h) copies positions out of one sequence's cache and into
-  // another's, byte for byte, every slot: per slot, K then V, per KV head, n rows of head_dim.
+  // another's, byte for byte, every slot: per slot, K then V, per KV head, n rows of head_dim (a
+  // strided slot: the rows that positions [pos0, pos0 + n) complete, padded to ceil(n / stride)).
   // Bytes that n positions take in that form.
   size_t block_bytes(int64_t n) const;
   // Whether every slot still holds position pos (a ring keeps only its last rows(layer)

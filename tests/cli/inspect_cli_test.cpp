@@ -314,5 +314,23 @@ TEST(InspectCli, SequenceBytesAreTheModelsStateLayout) {
   }
 }
 
+// DeepSeek-V4 (its transformers-built fixture, bfloat16): a token adds only its share of the
+// compressed entries — per CSA layer head_dim 32 / 4 + index_head_dim 16 / 4, on the HCA layer
+// 32 / 16: 26 values, 52 bytes (its layers' inputs took 4 × 32 × 2); the rings (window 8 on four
+// layers, each compressor's rows) are fixed: with prefill chunk 256, 4 · 263 · 32 + 2 · 263 ·
+// (128 + 64) + 271 · 64 values. At the 256-position context each ring is capped at 256 rows.
+TEST(InspectCli, DeepseekV4SequenceBytesAreItsBoundedCaches) {
+  auto r = inspect((test::source_dir() / "tests/model/fixtures/deepseek_v4").string(), "--json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json m = json::parse(r.out)["memory"];
+  EXPECT_EQ(m["kv_dtype"], "bfloat16") << m.dump();
+  EXPECT_EQ(m["kv_bytes_per_token"].get<size_t>(), 52u) << m.dump();
+  EXPECT_EQ(m["state_fixed_bytes"].get<size_t>(), (4u * 263 * 32 + 2 * 263 * 192 + 271 * 64) * 2) << m.dump();
+  EXPECT_EQ(m["default_context"].get<size_t>(), 256u);
+  EXPECT_EQ(m["sequence_bytes_at_default_context"].get<size_t>(),
+            (4u * 256 * 32 + 2 * 256 * 192 + 256 * 64 + 2 * 64 * 48 + 16 * 32) * 2)
+      << m.dump();
+}
+
 }  // namespace
 }  // namespace fp4lm::inspect_cli_test

@@ -2,7 +2,7 @@
 // with an earlier one gives bit-identical logits and tokens to a cold run of it with the cache
 // off — dense and MoE attention models, FP8 and 16-bit KV caches, a sliding window whose ring
 // wraps, the Qwen3.5-MoE hybrid (its gated delta-nets resume from a saved recurrent state) and
-// multi-head latent attention (one latent plane per layer).
+// multi-head latent attention (one latent plane per layer), DeepSeek-V4's bounded caches.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -29,7 +29,10 @@ struct Case {
 };
 
 std::unique_ptr<model::CausalLM> load(const Case& c, const fp4lm::test::TempDir& dir) {
-  if (c.arch == "hybrid") {
+  std::string path = dir.path().string();
+  if (c.arch == "deepseek_v4") {  // its transformers-built fixture
+    path = (fp4lm::test::source_dir() / "tests/model/fixtures/deepseek_v4").string();
+  } else if (c.arch == "hybrid") {
     model::hybrid_ref::write_hybrid(model::hybrid_ref::make_hybrid(2), dir.path());
   } else {
     fp4lm::test::TinyModel m = fp4lm::test::make_tiny_model(c.arch);
@@ -43,7 +46,7 @@ std::unique_ptr<model::CausalLM> load(const Case& c, const fp4lm::test::TempDir&
   lo.max_model_len = 128;
   lo.prefill_chunk = c.prefill_chunk;
   lo.progress = false;
-  return model::CausalLM::load(dir.path().string(), o, lo);
+  return model::CausalLM::load(path, o, lo);
 }
 
 std::vector<int32_t> prompt(int64_t shared, std::vector<int32_t> tail) {
@@ -140,28 +143,25 @@ TEST_P(PrefixCacheModels, LoadedBlocksThenTheTailGiveEveryLogitOfTheColdForward)
   StepChunk whole{cold, b.data(), n, want.data()};
   sm.forward(std::span(&whole, 1));
 
-  // The donor computes the prefix in chunks its ring holds, ending at the hit point.
+  // The donor computes the prefix in chunks its ring holds, ending at the hit point, and saves
+  // each block right after the chunk that completed it, as the scheduler does (a sliding ring
+  // holds only its last rows; DeepSeek-V4's blocks also carry compressed entries the loaded
+  // sequence reads, however old).
   const int64_t donor = sm.allocate(n + 1);
+  std::vector<std::vector<uint8_t>> blocks(static_cast<size_t>(hit / c.block));
+  std::vector<uint8_t> state;
+  size_t saved = 0;
   for (int64_t at = 0; at < hit;) {
     const int64_t take = std::min(hit - at, sup.max_chunk > 0 ? sup.max_chunk : hit);
     StepChunk ch{donor, b.data() + at, take, nullptr};
     sm.forward(std::span(&ch, 1));
     at += take;
-  }
-  std::vector<std::vector<uint8_t>> blocks(static_cast<size_t>(hit / c.block));
-  std::vector<uint8_t> state;
-  for (size_t i = 0; i < blocks.size(); ++i) {
-    const bool last = i + 1 == blocks.size();
-    // A sliding ring holds only its last rows (the scheduler saves each block right after the
-    // chunk that completed it); the loaded sequence reads only the window before `hit`.
-    const int64_t ring = sup.max_chunk + c.block - 1;
-    if (sup.max_chunk > 0 && static_cast<int64_t>(i) * c.block < hit - ring) {
-      blocks[i].assign(sup.block_bytes, 0xAB);  // rows the loaded sequence never reads
-      continue;
+    for (; saved < blocks.size() && static_cast<int64_t>(saved + 1) * c.block <= at; ++saved) {
+      const bool last = saved + 1 == blocks.size();
+      sm.save_positions(donor, static_cast<int64_t>(saved) * c.block, c.block, blocks[saved],
+                        last && sup.snapshot_grid > 0 ? &state : nullptr);
+      EXPECT_EQ(blocks[saved].size(), sup.block_bytes);
     }
-    sm.save_positions(donor, static_cast<int64_t>(i) * c.block, c.block, blocks[i],
-                      last && sup.snapshot_grid > 0 ? &state : nullptr);
-    EXPECT_EQ(blocks[i].size(), sup.block_bytes);
   }
   EXPECT_EQ(state.size(), sup.state_bytes);
   const int64_t seq = sm.allocate(n + 1);
@@ -188,7 +188,10 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"Qwen35MoeHybrid", "hybrid", "float32", "auto", 0, 256, 16, 70, 64},
                       // MLA: one latent plane per slot (KvSlotShape::key_only)
                       Case{"DeepseekV3Latent", "DeepseekV3ForCausalLM"},
-                      Case{"Glm4MoeLiteLatent", "Glm4MoeLiteForCausalLM"}),
+                      Case{"Glm4MoeLiteLatent", "Glm4MoeLiteForCausalLM"},
+                      // DeepSeek-V4: window / compressor-row rings (they wrap with prefill_chunk 4)
+                      // and strided entry slots (CSA every 4, HCA every 16: a block of 4 pads to one row)
+                      Case{"DeepseekV4Bounded", "deepseek_v4", "float32", "auto", 8, 4, 4, 40, 40}),
     [](const auto& info) { return info.param.name; });
 
 }  // namespace

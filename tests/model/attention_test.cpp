@@ -129,5 +129,41 @@ TEST(KvCache, RejectsBadShapesDtypesAndPositions) {
   EXPECT_THROW(cache.set_length(5), Error);
 }
 
+// A strided slot (a compressed history, DeepSeek-V4's entries): one row per `stride` positions,
+// ceil(capacity / stride) of them; a position adds row / stride bytes; the rows count as used
+// once complete; a prefix block carries the rows its positions complete, padded to
+// ceil(n / stride); a stride with a window is refused.
+TEST(KvCache, StridedSlotHoldsOneRowPerStridePositions) {
+  const KvSlotShape full{.kv_heads = 1, .head_dim = 2, .window = 0, .key_only = true};
+  const KvSlotShape strided{.kv_heads = 1, .head_dim = 2, .window = 0, .key_only = true, .stride = 4};
+  KvCache cache({full, strided}, 10, 4, DType::F32);
+  EXPECT_EQ(cache.rows(1), 3);  // ceil(10 / 4)
+  EXPECT_EQ(cache.bytes(), (10u + 3u) * 2 * sizeof(float));
+  EXPECT_EQ(cache.bytes_per_position(), 2 * sizeof(float) + 2);  // 8 bytes per 4 positions
+  EXPECT_EQ(cache.row_of(1, 7), 1);
+  const float e0[2] = {1, 2}, e1[2] = {3, 4}, x[2] = {9, 9};
+  for (int64_t p = 0; p < 9; ++p) cache.store(0, p, x, nullptr);
+  cache.store(1, 0, e0, nullptr);  // positions 0-3's entry
+  cache.store(1, 4, e1, nullptr);  // positions 4-7's
+  cache.set_length(9);
+  EXPECT_EQ(cache.used_bytes(), (9u + 2u) * 2 * sizeof(float));  // entry 2 (positions 8-11) not yet complete
+  // Blocks of 6 positions: [0, 6) completes entry 0, [6, 12) entry 1; each padded to 2 rows.
+  EXPECT_EQ(cache.block_bytes(6), (6u + 2u) * 2 * sizeof(float));
+  std::vector<uint8_t> b0(cache.block_bytes(6)), b1(cache.block_bytes(3));
+  cache.save_rows(0, 6, b0.data());
+  cache.save_rows(6, 3, b1.data());  // [6, 9): entry 1
+  KvCache other({full, strided}, 10, 4, DType::F32);
+  other.load_rows(0, 6, b0.data(), 9);
+  other.load_rows(6, 3, b1.data(), 9);
+  other.set_length(9);
+  std::vector<float> got(4);
+  other.read_f32(1, 0, 0, 0, 2, got.data());
+  EXPECT_EQ(got, (std::vector<float>{1, 2, 3, 4}));
+  EXPECT_THROW(KvCache({KvSlotShape{.kv_heads = 1, .head_dim = 2, .window = 4, .key_only = true, .stride = 4}}, 10, 4,
+                       DType::F32),
+               Error);
+  EXPECT_THROW(cache.slot_block_bytes(1, 4), Error);
+}
+
 }  // namespace
 }  // namespace fp4lm::model::attention_test

@@ -117,15 +117,119 @@ TEST(DeepseekV4, TheSelectionMatters) {
   EXPECT_GT(past, 1e-2);
 }
 
-// Every tensor is read (tid2eid, the compressors' ape, hc_head_*, DeepSeek's native names); the
-// per-sequence state is the layers' inputs: one key-only row of hidden_size per layer and position.
+// Every tensor is read (tid2eid, the compressors' ape, hc_head_*, DeepSeek's native names); a
+// position adds only its share of the compressed entries: per CSA layer head_dim / 4 (entries) +
+// index_head_dim / 4 (the indexer's keys), per HCA layer head_dim / 16 — 2 · (32 + 16) / 4 + 32 / 16
+// = 26 floats, where the layers' inputs took 4 · 32.
 TEST(DeepseekV4, TensorsAndState) {
   auto lm = CausalLM::load(dir(), f32());
-  const ModelConfig& c = lm->config();
   const TensorUsage& u = lm->tensor_usage();
   EXPECT_TRUE(u.unused_model.empty() && u.unused_quantization.empty() && u.ignored.empty());
-  EXPECT_EQ(state_bytes_per_position(lm->state_layout(), DType::F32),
-            static_cast<size_t>(c.num_layers * c.hidden_size) * sizeof(float));
+  ASSERT_EQ(lm->kv_dtype(), DType::F32);
+  EXPECT_EQ(state_bytes_per_position(lm->state_layout(), DType::F32), 26u * sizeof(float));
+  EXPECT_EQ(lm->new_sequence().bytes_per_position(), 26u * sizeof(float));
+}
+
+// The state after N tokens is what the design bounds it to: rings of a fixed size (each layer's
+// window K=V; each compressor's [kv | gate] rows of its unfinished window, CSA also the one
+// before) plus one entry per `rate` positions, nothing else. With prefill chunk S = 4 a ring of
+// window W holds W - 1 + S rows: the window (8) 11 rows of 32 on every layer; CSA's compressor
+// rows of 2 · 64 and its indexer's of 2 · 32, 2 · 4 - 1 + 4 = 11 rows each; HCA's of 2 · 32,
+// 16 - 1 + 4 = 19 rows: 4 · 11 · 32 + 2 · 11 · (128 + 64) + 19 · 64 = 6848 floats. Entries: per CSA
+// layer 32 + 16 floats per 4 positions, on the HCA layer 32 per 16. Checked after every step
+// from 19 tokens (every ring full) to 100.
+TEST(DeepseekV4, StateBytesAfterNTokensAreRingsPlusEntries) {
+  LoadOptions lo;
+  lo.prefill_chunk = 4;
+  auto lm = CausalLM::load(dir(), f32(), lo);
+  ASSERT_EQ(lm->kv_dtype(), DType::F32);
+  const size_t fixed = 4 * 11 * 32 + 2 * 11 * (128 + 64) + 19 * 64;
+  EXPECT_EQ(fixed, 6848u);
+  auto want_floats = [&](int64_t n) {
+    return fixed + 2 * static_cast<size_t>(n / 4) * (32 + 16) + static_cast<size_t>(n / 16) * 32;
+  };
+  EXPECT_EQ(state_fixed_bytes(lm->state_layout(), lm->prefill_chunk(), DType::F32), fixed * sizeof(float));
+  EXPECT_EQ(lm->sequence_bytes(256), want_floats(256) * sizeof(float));
+  SequenceState s = lm->new_sequence();
+  std::vector<int32_t> toks = tokens();
+  while (toks.size() < 100) toks.push_back(static_cast<int32_t>((toks.size() * 37) % 96));
+  std::vector<float> logits(static_cast<size_t>(lm->vocab_size()));
+  lm->forward(s, toks.data(), 19, LogitsMode::last, logits.data());
+  EXPECT_EQ(s.used_bytes(), want_floats(19) * sizeof(float));
+  for (size_t t = 19; t < toks.size(); ++t) {
+    lm->forward(s, &toks[t], 1, LogitsMode::last, logits.data());
+    const int64_t n = static_cast<int64_t>(t) + 1;
+    ASSERT_EQ(s.used_bytes(), want_floats(n) * sizeof(float)) << n << " tokens";
+  }
+  // 100 tokens: 6848 + 2 · 25 · 48 + 6 · 32 = 9440 floats, where the layers' inputs took 4 · 32 · 100.
+  EXPECT_EQ(s.used_bytes(), 9440u * sizeof(float));
+}
+
+// Prefill of every length that matters (inside / at / past the window of 8, the CSA blocks of 4
+// and the HCA blocks of 16), then one token at a time: transformers' float64 logits at every
+// position, through the rings and the entries alone; and prefills cut into steps of 3, 5 and 16.
+TEST(DeepseekV4, PrefillThenDecodeAtEverySplitMatchesTransformers) {
+  auto lm = CausalLM::load(dir(), f32());
+  const std::vector<int32_t> toks = tokens();
+  const auto w = want();
+  for (size_t split : {1, 3, 4, 5, 7, 8, 9, 15, 16, 17, 20, 31, 32, 33, 39})
+    EXPECT_LT(check_rows(prefill_then_decode_logits(*lm, toks, split), w, fmt::format("prefill {} + decode", split)),
+              1e-4);
+  for (int64_t chunk : {3, 5, 16}) {
+    LoadOptions lo;
+    lo.prefill_chunk = chunk;
+    auto c = CausalLM::load(dir(), f32(), lo);
+    EXPECT_LT(check_rows(all_logits(*c, toks), w, fmt::format("steps of {}", chunk)), 1e-4);
+    EXPECT_LT(check_rows(prefill_then_decode_logits(*c, toks, 21), w, fmt::format("steps of {}, decode", chunk)),
+              1e-4);
+  }
+}
+
+// Speculative decoding's rewind: drafts that complete a CSA entry (position 31) and an HCA entry
+// (31) with the wrong tokens, cut back to 30, then the right tokens: the rows the golden says
+// (the stale entries are rewritten when their windows complete again).
+TEST(DeepseekV4, RewindRewritesTheEntriesItCut) {
+  auto lm = CausalLM::load(dir(), f32());
+  ASSERT_TRUE(lm->state_layout().can_rewind());
+  const std::vector<int32_t> toks = tokens();
+  const size_t vocab = static_cast<size_t>(lm->vocab_size());
+  std::vector<float> got(toks.size() * vocab), junk(6 * vocab);
+  SequenceState s = lm->new_sequence();
+  lm->forward(s, toks.data(), 30, LogitsMode::all, got.data());
+  const std::vector<int32_t> drafts = {5, 5, 5, 5, 5, 5};
+  lm->forward(s, drafts.data(), 6, LogitsMode::all, junk.data());
+  s.truncate(30);
+  for (size_t t = 30; t < toks.size(); ++t) lm->forward(s, &toks[t], 1, LogitsMode::last, got.data() + t * vocab);
+  EXPECT_LT(check_rows(got, want(), "prefill 30, 6 drafts cut, decode"), 1e-4);
+}
+
+// Prefix caching's copy, as the engine makes it: with prefill steps of 8 (rings of 7 + 8 rows,
+// the CSA / HCA compressor rows' of 8 - 1 + 8 and 16 - 1 + 8) each block of 12 positions is saved
+// right after the call that computed it (the rings still hold it); 12 is not a multiple of the
+// HCA rate 16, so a block carries 0 or 1 of its entries, padded to one. Loaded into a new
+// sequence, which resumes at 36 and decodes the rest: the goldens.
+TEST(DeepseekV4, PrefixBlocksCarryRingsAndEntries) {
+  LoadOptions lo;
+  lo.prefill_chunk = 8;
+  auto lm = CausalLM::load(dir(), f32(), lo);
+  const std::vector<int32_t> toks = tokens();
+  const size_t vocab = static_cast<size_t>(lm->vocab_size());
+  std::vector<float> got(toks.size() * vocab);
+  SequenceState a = lm->new_sequence();
+  const int64_t block = 12;
+  // 4 · 12 · 32 (window rows) + 2 · 12 · (128 + 64) + 12 · 64 (compressor rows) + 2 · 3 · 48 + 1 · 32 (entries).
+  EXPECT_EQ(a.kv().block_bytes(block), (4u * 12 * 32 + 2 * 12 * 192 + 12 * 64 + 2 * 3 * 48 + 32) * sizeof(float));
+  std::vector<std::vector<uint8_t>> blocks(3, std::vector<uint8_t>(a.kv().block_bytes(block)));
+  for (int64_t b = 0; b < 3; ++b) {
+    lm->forward(a, toks.data() + b * block, block, LogitsMode::all, got.data() + static_cast<size_t>(b * block) * vocab);
+    a.kv().save_rows(b * block, block, blocks[static_cast<size_t>(b)].data());
+  }
+  EXPECT_FALSE(a.kv().holds(0));  // the rings wrapped: block 0 could not be saved now
+  SequenceState s = lm->new_sequence();
+  for (int64_t b = 0; b < 3; ++b) s.kv().load_rows(b * block, block, blocks[static_cast<size_t>(b)].data(), 36);
+  s.resume_at(36, nullptr);
+  for (size_t t = 36; t < toks.size(); ++t) lm->forward(s, &toks[t], 1, LogitsMode::last, got.data() + t * vocab);
+  EXPECT_LT(check_rows(got, want(), "prefix blocks of 12, resume at 36"), 1e-4);
 }
 
 // transformers' save_pretrained form (model.layers.N.attn.*, model.embed_tokens.weight,

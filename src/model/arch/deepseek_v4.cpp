@@ -55,8 +55,9 @@
 // {main, compress}) or DeepSeek's legacy ones it folds in (compress_ratios, compress_rate_csa /
 // _hca, num_hash_layers, qk_rope_head_dim, rope_scaling).
 //
-// This first form: every mechanism above, exact; the attention recomputes its window, compressed
-// entries and indexer keys each step from the layer inputs it keeps (model/compressed_attention.h).
+// Every mechanism above, exact; the attention's state is bounded as the design allows: the
+// window's ring, each compressor's unfinished rows, the compressed entries and indexer keys
+// (model/compressed_attention.h).
 // Refused by name: scoring_func other than sqrtsoftplus, n_shared_experts other than 1,
 // num_key_value_heads other than 1, attention_bias / mlp_bias, a non-silu hidden_act, RoPE types
 // other than default / yarn, a quantized or FP8 KV cache.
