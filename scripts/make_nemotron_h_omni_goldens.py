@@ -17,6 +17,8 @@ and tests/model/nemotron_h_omni_test.cpp.
    image part is <image>, and the processor's prompt for one PNG + text; writes the float64
    logits at every prompt position (expected_logits.f64), greedy tokens and the prompt ids
    (golden.json).
+3. The same model on one message with two images (golden_two_images.json, expected_logits_two_images.f64);
+   `--two-images` writes only these, from the saved fixture.
 
 transformers' processor needs torchvision, which /work/venvs/torch lacks: run with torchvision
 0.24.1 (torch 2.9.1's) on the path, e.g.
@@ -210,6 +212,47 @@ def model_goldens():
           "blank image moves the logits by", effect)
 
 
+TWO_IMAGES = ["rgb_150x100.png", "wide_97x31.png"]
+TWO_TEXT = "Compare the two pictures."
+
+
+def two_image_goldens():
+    """One user message with two images (tests/server_http/test_vision_nemotron.py), from the saved
+    fixture: the processor's prompt ids (both images in one processor call, as a chat request's
+    images), the float64 logits at every prompt position (expected_logits_two_images.f64) and the
+    greedy tokens (golden_two_images.json). Leaves the other fixture files as they are."""
+    tokenizer = PreTrainedTokenizerFast(tokenizer_file=os.path.join(OUT, "tokenizer.json"), eos_token="<|im_end|>",
+                                        pad_token="<|endoftext|>")
+    processor = NemotronH_Omni_Reasoning_V3Processor(image_processor=image_processor(PREPROCESSORS["tiny"]),
+                                                     tokenizer=tokenizer, chat_template=CHAT_TEMPLATE)
+    messages = [{"role": "user", "content": [{"type": "image"}, {"type": "image"}, {"type": "text", "text": TWO_TEXT}]}]
+    text = processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+    images = [Image.open(os.path.join(DATA, f)).convert("RGB") for f in TWO_IMAGES]
+    batch = processor(text=[text], images=images, return_tensors="pt")
+    ids = batch["input_ids"]
+    m64 = NemotronH_Omni_Reasoning_V3.from_pretrained(OUT, dtype=torch.float64).eval()
+    pix, grid = batch["pixel_values"].to(torch.float64), batch["image_grid_hw"]
+    with torch.no_grad():
+        logits = m64(input_ids=ids, pixel_values=pix, image_grid_hw=grid).logits[0].numpy()
+        gen = m64.generate(input_ids=ids, attention_mask=batch["attention_mask"], pixel_values=pix,
+                           image_grid_hw=grid, max_new_tokens=GREEDY_TOKENS, min_new_tokens=GREEDY_TOKENS,
+                           do_sample=False, eos_token_id=None, pad_token_id=0)
+    logits.astype("<f8").tofile(os.path.join(OUT, "expected_logits_two_images.f64"))
+    golden = {"text": TWO_TEXT, "images": [f"tests/vision/data/{f}" for f in TWO_IMAGES], "rendered": text,
+              "prompt_ids": ids[0].tolist(), "image_grid_hw": grid.tolist(),
+              "file": "expected_logits_two_images.f64", "logits_rows": logits.shape[0],
+              "logits_cols": logits.shape[1], "greedy_ids": gen[0, ids.shape[1]:].tolist(),
+              "transformers": transformers.__version__, "torch": torch.__version__}
+    with open(os.path.join(OUT, "golden_two_images.json"), "w") as f:
+        json.dump(golden, f, indent=1)
+    print("two images: prompt", ids.shape[1], "grids", golden["image_grid_hw"], "greedy", golden["greedy_ids"])
+
+
 if __name__ == "__main__":
-    preprocess_goldens()
-    model_goldens()
+    import sys
+    if sys.argv[1:] == ["--two-images"]:  # only the two-image golden, from the saved fixture
+        two_image_goldens()
+    else:
+        preprocess_goldens()
+        model_goldens()
+        two_image_goldens()
