@@ -19,6 +19,9 @@ and tests/model/nemotron_h_omni_test.cpp.
    (golden.json).
 3. The same model on one message with two images (golden_two_images.json, expected_logits_two_images.f64);
    `--two-images` writes only these, from the saved fixture.
+4. The remote-code checkpoints' preprocessing as vLLM's nano_nemotron_vl.py runs it (tiles of
+   force_image_size with a thumbnail; dynamic resolution with torch's uint8 resize):
+   tests/vision/data/nemotron_remote.json and nemotron_remote_*.f32 (`--remote` writes only these).
 
 transformers' processor needs torchvision, which /work/venvs/torch lacks: run with torchvision
 0.24.1 (torch 2.9.1's) on the path, e.g.
@@ -248,11 +251,98 @@ def two_image_goldens():
     print("two images: prompt", ids.shape[1], "grids", golden["image_grid_hw"], "greedy", golden["greedy_ids"])
 
 
+def internvl_grid(width, height, tile, max_tiles):
+    """The remote-code checkpoints' tile grid (vLLM's nano_nemotron_vl.py dynamic_preprocess, InternVL's
+    rule, restated): candidates (cols, rows) with cols * rows <= max_tiles in vLLM's order (the set
+    of get_internvl_target_ratios sorted by cols * rows), the closest cols / rows to width / height,
+    on an equal distance the later candidate when the image's area exceeds half the tiles'."""
+    cands = sorted({(i, j) for n in range(1, max_tiles + 1) for i in range(1, n + 1) for j in range(1, n + 1)
+                    if 1 <= i * j <= max_tiles}, key=lambda r: r[0] * r[1])
+    best, best_d = (1, 1), float("inf")
+    for c, r in cands:
+        d = abs(width / height - c / r)
+        if d < best_d:
+            best, best_d = (c, r), d
+        elif d == best_d and width * height > 0.5 * tile * tile * c * r:
+            best = (c, r)
+    return best
+
+
+def uint8_resize(chw_u8, h, w):
+    """vLLM's _bicubic_from_ndarray: F.interpolate on the uint8 tensor (antialiased bicubic), / 255."""
+    out = torch.nn.functional.interpolate(chw_u8.unsqueeze(0), size=(h, w), mode="bicubic", align_corners=False,
+                                          antialias=True)
+    assert out.dtype == torch.uint8
+    return out[0] / 255.0
+
+
+REMOTE_NORM = ([0.48145466, 0.4578275, 0.40821073], [0.26862954, 0.26130258, 0.27577711])
+REMOTE_TILE, REMOTE_PATCH, REMOTE_MAX_TILES = 32, 8, 6
+REMOTE_FILES = ["rgb_150x100.png", "wide_97x31.png", "tall_23x71.png", "rgb_56x84.png"]
+
+
+def patches_of(chw, p):
+    c, h, w = chw.shape
+    return chw.reshape(c, h // p, p, w // p, p).permute(1, 3, 0, 2, 4).reshape(-1, c * p * p)
+
+
+def remote_goldens():
+    """The remote-code preprocessing (tests/vision/nemotron_tiling_test.cpp): the tile grid of many
+    image sizes (nemotron_tiling.json), and for a few PNGs the tiles' patches (tile 32, patch 8, at
+    most 6 tiles + the thumbnail) and the dynamic-resolution patches with vLLM's uint8 resize
+    (nemotron_remote__<file>.f32), each normalized as vLLM's input_conditioner."""
+    sizes = []
+    for w in [1, 2, 3, 5, 7, 10, 16, 31, 32, 33, 47, 64, 100, 128, 150, 200, 255, 256, 300, 448, 512, 640, 768, 800,
+              1000, 1024, 1080, 1280, 1536, 1920, 2048, 3000, 4096]:
+        for h in [1, 3, 9, 16, 32, 50, 64, 97, 128, 200, 256, 333, 480, 512, 600, 720, 1024, 1080, 1440, 2000, 4000]:
+            sizes.append((w, h))
+    grids = []
+    for tile, max_tiles in [(512, 12), (448, 6), (32, 6)]:
+        for w, h in sizes:
+            grids.append([w, h, tile, max_tiles, *internvl_grid(w, h, tile, max_tiles)])
+    mean = torch.tensor(REMOTE_NORM[0], dtype=torch.float32).reshape(3, 1, 1)
+    std = torch.tensor(REMOTE_NORM[1], dtype=torch.float32).reshape(3, 1, 1)
+    cases = []
+    for file in REMOTE_FILES:
+        img = np.asarray(Image.open(os.path.join(DATA, file)).convert("RGB"), dtype=np.uint8)
+        chw = torch.from_numpy(img.copy()).permute(2, 0, 1).contiguous()
+        h, w = img.shape[:2]
+        c, r = internvl_grid(w, h, REMOTE_TILE, REMOTE_MAX_TILES)
+        big = uint8_resize(chw, r * REMOTE_TILE, c * REMOTE_TILE)
+        tiles = [big[:, y * REMOTE_TILE:(y + 1) * REMOTE_TILE, x * REMOTE_TILE:(x + 1) * REMOTE_TILE]
+                 for y in range(r) for x in range(c)]
+        if len(tiles) > 1:
+            tiles.append(uint8_resize(chw, REMOTE_TILE, REMOTE_TILE))
+        pv = torch.cat([patches_of((t - mean) / std, REMOTE_PATCH) for t in tiles]).numpy().astype("<f4")
+        name = f"nemotron_remote_tiles__{file}.f32"
+        pv.tofile(os.path.join(DATA, name))
+        cases.append({"file": file, "kind": "tiles", "pixel_values": name, "shape": list(pv.shape),
+                      "grid": [c, r], "tiles": len(tiles)})
+        # Dynamic resolution (the Omni checkpoint): the processor's grid (patch 8, budget 64), vLLM's resize.
+        ip = image_processor({"patch_size": REMOTE_PATCH, "downsample_ratio": 0.5, "min_num_patches": 16,
+                              "max_num_patches": 64, "max_model_len": 16384})
+        gh, gw = ip(images=[Image.fromarray(img)], return_tensors="pt")["image_grid_hw"][0].tolist()
+        dyn = (uint8_resize(chw, gh * REMOTE_PATCH, gw * REMOTE_PATCH) - mean) / std
+        pv = patches_of(dyn, REMOTE_PATCH).numpy().astype("<f4")
+        name = f"nemotron_remote_dynamic__{file}.f32"
+        pv.tofile(os.path.join(DATA, name))
+        cases.append({"file": file, "kind": "dynamic", "pixel_values": name, "shape": list(pv.shape),
+                      "grid_hw": [gh, gw]})
+    with open(os.path.join(DATA, "nemotron_remote.json"), "w") as f:
+        json.dump({"torch": torch.__version__, "tile": REMOTE_TILE, "patch": REMOTE_PATCH,
+                   "max_num_tiles": REMOTE_MAX_TILES, "norm_mean": REMOTE_NORM[0], "norm_std": REMOTE_NORM[1],
+                   "cases": cases, "grids": grids}, f)
+    print("remote:", len(grids), "grids;", [(k["file"], k["kind"], k["shape"]) for k in cases])
+
+
 if __name__ == "__main__":
     import sys
-    if sys.argv[1:] == ["--two-images"]:  # only the two-image golden, from the saved fixture
+    if sys.argv[1:] == ["--remote"]:  # only the remote-code preprocessing goldens
+        remote_goldens()
+    elif sys.argv[1:] == ["--two-images"]:  # only the two-image golden, from the saved fixture
         two_image_goldens()
     else:
         preprocess_goldens()
         model_goldens()
         two_image_goldens()
+        remote_goldens()
