@@ -280,13 +280,18 @@ TEST_F(NemotronRemoteVl, WhatCannotRunIsRefusedByName) {
   }
 }
 
-TEST_F(NemotronRemoteVl, WithoutTowerTensorsTheWrapperRunsTextAndTakesNoImage) {
+TEST_F(NemotronRemoteVl, WithoutTowerTensorsOrArgsTheWrapperRunsTextAndTakesNoImage) {
   const fs::path dir = tmp_->path() / "text_only";
   write_remote_form(dir, "NemotronH_Nano_VL_V2", false);
   test::edit_tensors(dir, [](test::EditedTensor& t) { return t.name.rfind("language_model.", 0) == 0; });
   const auto lm = load(dir);
   EXPECT_EQ(lm->image_encoder(), nullptr);
   EXPECT_EQ(ImageInput::for_model(*lm, dir.string()), nullptr);  // the server's "no vision tower" 400
+  // A vision_config without RADIO's args: the tower's shape is unknown, so the same (with a warning).
+  const fs::path bare = tmp_->path() / "no_args";
+  write_remote_form(bare, "NemotronH_Nano_VL_V2", false, [](json& c) { c["vision_config"].erase("args"); });
+  const auto lm2 = load(bare);
+  EXPECT_EQ(lm2->image_encoder(), nullptr);
 }
 
 }  // namespace

@@ -288,8 +288,7 @@ class NemotronH final : public ArchDef {
 
   std::unique_ptr<DecoderLayer> make_layer(const LayerBuild& b, int64_t i) const override {
     const ModelConfig& c = b.loader.config();
-    const bool tower = vision_ && (std::string_view(name_) == "NemotronH_Omni_Reasoning_V3" ||
-                                   NemotronImageEncoder::has_tower(b.loader));
+    const bool tower = vision_ && NemotronImageEncoder::has_tower(b.loader);
     if (i == 0 && wrapped_ && tower)
       b.loader.log_once(fmt::format("{}: the language model and the vision tower (vision_model.*, mlp1.*); any sound "
                                     "encoder is skipped (image and text input)",

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "core/log.h"
 #include "core/thread_pool.h"
 #include "model/config_reader.h"
 #include "model/layer_plan.h"
@@ -16,7 +17,12 @@ NemotronImageEncoder::NemotronImageEncoder(RadioVisionTower tower, Projector pro
     : tower_(std::move(tower)), p_(std::move(projector)), merge_(merge), hidden_(hidden) {}
 
 bool NemotronImageEncoder::has_tower(const ModelLoader& l) {
-  return l.checkpoint().find("vision_model.radio_model.model.patch_generator.embedder.weight") != nullptr;
+  const nlohmann::json& cj = l.checkpoint().config();
+  if (!cj.contains("vision_config") || !cj["vision_config"].is_object()) return false;
+  if (l.config().architecture == "NemotronH_Omni_Reasoning_V3") return true;
+  // The remote-code wrappers: the tower's shape comes from vision_config.args (as vLLM reads it).
+  return cj["vision_config"].contains("args") &&
+         l.checkpoint().find("vision_model.radio_model.model.patch_generator.embedder.weight") != nullptr;
 }
 
 std::unique_ptr<NemotronImageEncoder> NemotronImageEncoder::load(ModelLoader& l) {
@@ -27,8 +33,16 @@ std::unique_ptr<NemotronImageEncoder> NemotronImageEncoder::load(ModelLoader& l)
   // The remote-code checkpoints (NemotronH_Nano_VL_V2 / NemotronH_Nano_Omni_Reasoning_V3) describe
   // the tower by RADIO's training arguments (vision_config.args) and may tile (force_image_size:
   // vision/nemotron_tiling.h); transformers' class by its RadioConfig, dynamic resolution only.
-  const bool remote = cj["vision_config"].contains("args");
-  if (remote && !has_tower(l)) return nullptr;  // a language-model-only export: text input (images refused)
+  const bool remote = l.config().architecture != "NemotronH_Omni_Reasoning_V3";
+  if (remote && !has_tower(l)) {
+    // A language-model-only export, or a vision_config without RADIO's args (the tower's shape is
+    // unknown): text input; an image is refused as for a model without a tower.
+    if (l.checkpoint().find("vision_model.radio_model.model.patch_generator.embedder.weight"))
+      log().warn("{}: vision_config has no 'args' object (RADIO's model name and sizes), so the vision tower is not "
+                 "loaded; requests with images are refused",
+                 file);
+    return nullptr;
+  }
   RadioVisionConfig vc = remote ? radio_config_from_remote(cj, file)
                                 : parse_radio_vision_config(cj["vision_config"], file + ": vision_config");
   if (!remote && r.has("force_image_size"))

@@ -30,8 +30,9 @@ class NemotronImageEncoder final : public ImageEncoder {
   // projector_hidden_size, vision_hidden_size; tensors vision_model.radio_model.model.*, mlp1.*):
   // Error naming the file, field or tensor on any defect; nullptr without a vision_config.
   static std::unique_ptr<NemotronImageEncoder> load(ModelLoader& l);
-  // The checkpoint holds the tower's patch embedder (the remote-code wrappers load the tower only
-  // then; without it they run text, and an image is refused as for a model without a tower).
+  // The tower loads: transformers' class with a vision_config; the remote-code wrappers with
+  // vision_config.args and the tower's patch embedder (without them they run text, and an image is
+  // refused as for a model without a tower).
   static bool has_tower(const ModelLoader& l);
 
   ImageFamily family() const override { return ImageFamily::nemotron; }
