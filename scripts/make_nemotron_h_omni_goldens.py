@@ -17,6 +17,11 @@ and tests/model/nemotron_h_omni_test.cpp.
    image part is <image>, and the processor's prompt for one PNG + text; writes the float64
    logits at every prompt position (expected_logits.f64), greedy tokens and the prompt ids
    (golden.json).
+3. The same model on one message with two images (golden_two_images.json, expected_logits_two_images.f64);
+   `--two-images` writes only these, from the saved fixture.
+4. The remote-code checkpoints' preprocessing as vLLM's nano_nemotron_vl.py runs it (tiles of
+   force_image_size with a thumbnail; dynamic resolution with torch's uint8 resize):
+   tests/vision/data/nemotron_remote.json and nemotron_remote_*.f32 (`--remote` writes only these).
 
 transformers' processor needs torchvision, which /work/venvs/torch lacks: run with torchvision
 0.24.1 (torch 2.9.1's) on the path, e.g.
@@ -210,6 +215,134 @@ def model_goldens():
           "blank image moves the logits by", effect)
 
 
+TWO_IMAGES = ["rgb_150x100.png", "wide_97x31.png"]
+TWO_TEXT = "Compare the two pictures."
+
+
+def two_image_goldens():
+    """One user message with two images (tests/server_http/test_vision_nemotron.py), from the saved
+    fixture: the processor's prompt ids (both images in one processor call, as a chat request's
+    images), the float64 logits at every prompt position (expected_logits_two_images.f64) and the
+    greedy tokens (golden_two_images.json). Leaves the other fixture files as they are."""
+    tokenizer = PreTrainedTokenizerFast(tokenizer_file=os.path.join(OUT, "tokenizer.json"), eos_token="<|im_end|>",
+                                        pad_token="<|endoftext|>")
+    processor = NemotronH_Omni_Reasoning_V3Processor(image_processor=image_processor(PREPROCESSORS["tiny"]),
+                                                     tokenizer=tokenizer, chat_template=CHAT_TEMPLATE)
+    messages = [{"role": "user", "content": [{"type": "image"}, {"type": "image"}, {"type": "text", "text": TWO_TEXT}]}]
+    text = processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+    images = [Image.open(os.path.join(DATA, f)).convert("RGB") for f in TWO_IMAGES]
+    batch = processor(text=[text], images=images, return_tensors="pt")
+    ids = batch["input_ids"]
+    m64 = NemotronH_Omni_Reasoning_V3.from_pretrained(OUT, dtype=torch.float64).eval()
+    pix, grid = batch["pixel_values"].to(torch.float64), batch["image_grid_hw"]
+    with torch.no_grad():
+        logits = m64(input_ids=ids, pixel_values=pix, image_grid_hw=grid).logits[0].numpy()
+        gen = m64.generate(input_ids=ids, attention_mask=batch["attention_mask"], pixel_values=pix,
+                           image_grid_hw=grid, max_new_tokens=GREEDY_TOKENS, min_new_tokens=GREEDY_TOKENS,
+                           do_sample=False, eos_token_id=None, pad_token_id=0)
+    logits.astype("<f8").tofile(os.path.join(OUT, "expected_logits_two_images.f64"))
+    golden = {"text": TWO_TEXT, "images": [f"tests/vision/data/{f}" for f in TWO_IMAGES], "rendered": text,
+              "prompt_ids": ids[0].tolist(), "image_grid_hw": grid.tolist(),
+              "file": "expected_logits_two_images.f64", "logits_rows": logits.shape[0],
+              "logits_cols": logits.shape[1], "greedy_ids": gen[0, ids.shape[1]:].tolist(),
+              "transformers": transformers.__version__, "torch": torch.__version__}
+    with open(os.path.join(OUT, "golden_two_images.json"), "w") as f:
+        json.dump(golden, f, indent=1)
+    print("two images: prompt", ids.shape[1], "grids", golden["image_grid_hw"], "greedy", golden["greedy_ids"])
+
+
+def internvl_grid(width, height, tile, max_tiles):
+    """The remote-code checkpoints' tile grid (vLLM's nano_nemotron_vl.py dynamic_preprocess, InternVL's
+    rule, restated): candidates (cols, rows) with cols * rows <= max_tiles in vLLM's order (the set
+    of get_internvl_target_ratios sorted by cols * rows), the closest cols / rows to width / height,
+    on an equal distance the later candidate when the image's area exceeds half the tiles'."""
+    cands = sorted({(i, j) for n in range(1, max_tiles + 1) for i in range(1, n + 1) for j in range(1, n + 1)
+                    if 1 <= i * j <= max_tiles}, key=lambda r: r[0] * r[1])
+    best, best_d = (1, 1), float("inf")
+    for c, r in cands:
+        d = abs(width / height - c / r)
+        if d < best_d:
+            best, best_d = (c, r), d
+        elif d == best_d and width * height > 0.5 * tile * tile * c * r:
+            best = (c, r)
+    return best
+
+
+def uint8_resize(chw_u8, h, w):
+    """vLLM's _bicubic_from_ndarray: F.interpolate on the uint8 tensor (antialiased bicubic), / 255."""
+    out = torch.nn.functional.interpolate(chw_u8.unsqueeze(0), size=(h, w), mode="bicubic", align_corners=False,
+                                          antialias=True)
+    assert out.dtype == torch.uint8
+    return out[0] / 255.0
+
+
+REMOTE_NORM = ([0.48145466, 0.4578275, 0.40821073], [0.26862954, 0.26130258, 0.27577711])
+REMOTE_TILE, REMOTE_PATCH, REMOTE_MAX_TILES = 32, 8, 6
+REMOTE_FILES = ["rgb_150x100.png", "wide_97x31.png", "tall_23x71.png", "rgb_56x84.png"]
+
+
+def patches_of(chw, p):
+    c, h, w = chw.shape
+    return chw.reshape(c, h // p, p, w // p, p).permute(1, 3, 0, 2, 4).reshape(-1, c * p * p)
+
+
+def remote_goldens():
+    """The remote-code preprocessing (tests/vision/nemotron_tiling_test.cpp): the tile grid of many
+    image sizes (nemotron_tiling.json), and for a few PNGs the tiles' patches (tile 32, patch 8, at
+    most 6 tiles + the thumbnail) and the dynamic-resolution patches with vLLM's uint8 resize
+    (nemotron_remote__<file>.f32), each normalized as vLLM's input_conditioner."""
+    sizes = []
+    for w in [1, 2, 3, 5, 7, 10, 16, 31, 32, 33, 47, 64, 100, 128, 150, 200, 255, 256, 300, 448, 512, 640, 768, 800,
+              1000, 1024, 1080, 1280, 1536, 1920, 2048, 3000, 4096]:
+        for h in [1, 3, 9, 16, 32, 50, 64, 97, 128, 200, 256, 333, 480, 512, 600, 720, 1024, 1080, 1440, 2000, 4000]:
+            sizes.append((w, h))
+    grids = []
+    for tile, max_tiles in [(512, 12), (448, 6), (32, 6)]:
+        for w, h in sizes:
+            grids.append([w, h, tile, max_tiles, *internvl_grid(w, h, tile, max_tiles)])
+    mean = torch.tensor(REMOTE_NORM[0], dtype=torch.float32).reshape(3, 1, 1)
+    std = torch.tensor(REMOTE_NORM[1], dtype=torch.float32).reshape(3, 1, 1)
+    cases = []
+    for file in REMOTE_FILES:
+        img = np.asarray(Image.open(os.path.join(DATA, file)).convert("RGB"), dtype=np.uint8)
+        chw = torch.from_numpy(img.copy()).permute(2, 0, 1).contiguous()
+        h, w = img.shape[:2]
+        c, r = internvl_grid(w, h, REMOTE_TILE, REMOTE_MAX_TILES)
+        big = uint8_resize(chw, r * REMOTE_TILE, c * REMOTE_TILE)
+        tiles = [big[:, y * REMOTE_TILE:(y + 1) * REMOTE_TILE, x * REMOTE_TILE:(x + 1) * REMOTE_TILE]
+                 for y in range(r) for x in range(c)]
+        if len(tiles) > 1:
+            tiles.append(uint8_resize(chw, REMOTE_TILE, REMOTE_TILE))
+        pv = torch.cat([patches_of((t - mean) / std, REMOTE_PATCH) for t in tiles]).numpy().astype("<f4")
+        name = f"nemotron_remote_tiles__{file}.f32"
+        pv.tofile(os.path.join(DATA, name))
+        cases.append({"file": file, "kind": "tiles", "pixel_values": name, "shape": list(pv.shape),
+                      "grid": [c, r], "tiles": len(tiles)})
+        # Dynamic resolution (the Omni checkpoint): the processor's grid (patch 8, budget 64), vLLM's resize.
+        ip = image_processor({"patch_size": REMOTE_PATCH, "downsample_ratio": 0.5, "min_num_patches": 16,
+                              "max_num_patches": 64, "max_model_len": 16384})
+        gh, gw = ip(images=[Image.fromarray(img)], return_tensors="pt")["image_grid_hw"][0].tolist()
+        dyn = (uint8_resize(chw, gh * REMOTE_PATCH, gw * REMOTE_PATCH) - mean) / std
+        pv = patches_of(dyn, REMOTE_PATCH).numpy().astype("<f4")
+        name = f"nemotron_remote_dynamic__{file}.f32"
+        pv.tofile(os.path.join(DATA, name))
+        cases.append({"file": file, "kind": "dynamic", "pixel_values": name, "shape": list(pv.shape),
+                      "grid_hw": [gh, gw]})
+    with open(os.path.join(DATA, "nemotron_remote.json"), "w") as f:
+        json.dump({"torch": torch.__version__, "tile": REMOTE_TILE, "patch": REMOTE_PATCH,
+                   "max_num_tiles": REMOTE_MAX_TILES, "norm_mean": REMOTE_NORM[0], "norm_std": REMOTE_NORM[1],
+                   "cases": cases, "grids": grids}, f)
+    print("remote:", len(grids), "grids;", [(k["file"], k["kind"], k["shape"]) for k in cases])
+
+
 if __name__ == "__main__":
-    preprocess_goldens()
-    model_goldens()
+    import sys
+    if sys.argv[1:] == ["--remote"]:  # only the remote-code preprocessing goldens
+        remote_goldens()
+    elif sys.argv[1:] == ["--two-images"]:  # only the two-image golden, from the saved fixture
+        two_image_goldens()
+    else:
+        preprocess_goldens()
+        model_goldens()
+        two_image_goldens()
+        remote_goldens()

@@ -95,7 +95,7 @@ ImagePrompt OfflineEngine::attach_images(std::vector<int32_t> prompt, const std:
   encoded.reserve(images.size());
   for (const NamedImage& im : images) {
     const auto* data = reinterpret_cast<const uint8_t*>(im.bytes.data());
-    encoded.push_back(image_input_->encode({data, im.bytes.size()}, im.name));
+    encoded.push_back(image_input_->encode({data, im.bytes.size()}, im.name, static_cast<int64_t>(images.size())));
   }
   image_input_->attach(p, std::move(encoded), std::move(encoded_videos), runtime_->model().max_model_len());
   return {std::move(p.prompt), std::move(p.images)};

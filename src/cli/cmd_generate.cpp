@@ -138,7 +138,7 @@ void attach_images(const GenerateArgs& a, const std::vector<std::vector<uint8_t>
     usage_fail("--image: model '{}' has no vision tower fp4lm runs: it does not accept image inputs", a.model);
   std::vector<engine::EncodedImage> encoded;
   with_flag_errors([&] {
-    for (size_t k = 0; k < files.size(); ++k) encoded.push_back(input->encode(files[k], a.images[k]));
+    for (size_t k = 0; k < files.size(); ++k) encoded.push_back(input->encode(files[k], a.images[k], static_cast<int64_t>(files.size())));
     input->attach(p, std::move(encoded), lm.max_model_len());
   });
 }

@@ -13,6 +13,8 @@
 #include "vision/gemma3_preprocess.h"
 #include "vision/gemma4_preprocess.h"
 #include "vision/nemotron_preprocess.h"
+#include "vision/nemotron_remote_config.h"
+#include "vision/nemotron_tiling.h"
 #include "model/vision/nemotron_image_encoder.h"
 #include "vision/qwen_vl_preprocess.h"
 
@@ -83,7 +85,11 @@ std::unique_ptr<ImageInput> ImageInput::for_model(const model::CausalLM& lm, con
       if (!id) fail("{}: the tokenizer has no token '{}' (the Nemotron processor's image tag)", dir, name);
       *dst = *id;
     }
-    vision::NemotronProcessorConfig proc = vision::read_nemotron_processor_config(dir);
+    // The remote-code checkpoints keep the processor's settings in config.json (vLLM's reading).
+    vision::NemotronProcessorConfig proc =
+        vision::is_nemotron_remote_config(c)
+            ? vision::nemotron_remote_processor_config(c, cfg_path, lm.max_model_len(), dir)
+            : vision::read_nemotron_processor_config(dir);
     if (const auto* n = dynamic_cast<const model::NemotronImageEncoder*>(enc)) {
       if (proc.patch_size != n->tower().config().patch_size || proc.merge_size() != n->merge_size())
         fail("{}: the processor's patch_size {} and downsample_ratio {}, but the model's vision_config.patch_size {} "
@@ -174,21 +180,23 @@ auto named_errors(const std::string& name, F&& f) {
 }
 }  // namespace
 
-EncodedImage ImageInput::encode(std::span<const uint8_t> bytes, const std::string& name) const {
-  return encode(decode(bytes, name), name);
+EncodedImage ImageInput::encode(std::span<const uint8_t> bytes, const std::string& name,
+                                int64_t images_in_call) const {
+  return encode(decode(bytes, name), name, images_in_call);
 }
 
 vision::RgbImage ImageInput::decode(std::span<const uint8_t> bytes, const std::string& name) const {
   return named_errors(name, [&] { return vision::decode_image(bytes, limits_, name); });
 }
 
-EncodedImage ImageInput::encode(const vision::RgbImage& img, const std::string& name) const {
+EncodedImage ImageInput::encode(const vision::RgbImage& img, const std::string& name, int64_t images_in_call) const {
   return named_errors(name, [&] {
     EncodedImage e;
     if (nemotron_) {
-      // One image per call: the processor's budget for one image (several images in one call share
-      // max_model_len's budget only when it is below min_num_patches * images; docs/RUNTIME.md).
-      const vision::NemotronPixels px = vision::nemotron_preprocess(img, *nemotron_);
+      // The processor's budget for an image of a call with `images_in_call` images.
+      const vision::NemotronPixels px = nemotron_->tile_size > 0
+                                            ? vision::nemotron_tile_preprocess(img, *nemotron_)
+                                            : vision::nemotron_preprocess(img, *nemotron_, images_in_call);
       e.hash = image_content_hash(px);
       e.embeddings = encoder_.encode(px);
       return e;
@@ -214,9 +222,15 @@ EncodedImage ImageInput::encode(const vision::RgbImage& img, const std::string& 
   });
 }
 
-int64_t ImageInput::tokens_for(int64_t height, int64_t width) const {
+int64_t ImageInput::tokens_for(int64_t height, int64_t width, int64_t images_in_call) const {
+  if (nemotron_ && nemotron_->tile_size > 0) {  // <img>, each tile's tokens, </img>
+    const int64_t side = nemotron_->tile_size / nemotron_->patch_size, m = nemotron_->merge_size();
+    const auto g = vision::nemotron_tile_grid(width, height, nemotron_->tile_size, nemotron_->max_num_tiles);
+    return 2 + vision::nemotron_tile_count(g, nemotron_->use_thumbnail) * (side * side / (m * m));
+  }
   if (nemotron_)  // <img>, the image tokens, </img>
-    return 2 + vision::nemotron_image_tokens(vision::nemotron_grid(height, width, *nemotron_), *nemotron_);
+    return 2 + vision::nemotron_image_tokens(vision::nemotron_grid(height, width, *nemotron_, images_in_call),
+                                             *nemotron_);
   if (gemma4_) return 2 + vision::gemma4_image_tokens(height, width, *gemma4_);  // boi, soft tokens, eoi
   if (gemma3_) {
     const auto crops = static_cast<int64_t>(

@@ -78,14 +78,17 @@ class ImageInput {
              NemotronImageTokens tokens, vision::ImageLimits limits);
 
   // One image file's bytes -> its encoder rows, grid and content hash; `name` is what errors call it.
-  EncodedImage encode(std::span<const uint8_t> bytes, const std::string& name) const;
+  // `images_in_call`: how many images the request holds (Nemotron's processor gives every image of
+  // one call the same patch budget, max((max_model_len - 4) * merge^2, min_num_patches * images)
+  // clamped to [min, max]; the other processors size each image alone).
+  EncodedImage encode(std::span<const uint8_t> bytes, const std::string& name, int64_t images_in_call = 1) const;
   // The same in two steps, so that a caller can check the image's size (tokens_for) before the
   // tower runs: decode (with this input's limits), then encode the decoded image.
   vision::RgbImage decode(std::span<const uint8_t> bytes, const std::string& name) const;
-  EncodedImage encode(const vision::RgbImage& image, const std::string& name) const;
+  EncodedImage encode(const vision::RgbImage& image, const std::string& name, int64_t images_in_call = 1) const;
   // The tokens an image of this size adds to the prompt in place of its placeholder, without
   // decoding its pixels (Gemma 3: at most; merged newlines make it a token or two less).
-  int64_t tokens_for(int64_t height, int64_t width) const;
+  int64_t tokens_for(int64_t height, int64_t width, int64_t images_in_call = 1) const;
   // Expands p.prompt's image placeholders (one per image, in order) and sets p.images.
   // RequestError when the counts disagree or the prompt no longer fits `max_model_len` (naming the
   // image that made it too long).

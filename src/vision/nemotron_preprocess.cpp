@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "vision/torch_resize.h"
 #include "vision/torch_resize_f32.h"
 
 namespace fp4lm::vision {
@@ -53,9 +54,37 @@ int64_t nemotron_image_tokens(const NemotronGrid& g, const NemotronProcessorConf
   return g.h * g.w / (m * m);
 }
 
+std::vector<float> nemotron_uint8_patches(const RgbImage& img, int64_t P, const NemotronProcessorConfig& c) {
+  const int64_t gh = img.height / P, gw = img.width / P, cols = 3 * P * P;
+  std::vector<float> out(static_cast<size_t>(gh * gw * cols));
+  for (int64_t gy = 0; gy < gh; ++gy)
+    for (int64_t gx = 0; gx < gw; ++gx) {
+      float* dst = out.data() + (gy * gw + gx) * cols;
+      for (int ch = 0; ch < 3; ++ch)
+        for (int64_t y = 0; y < P; ++y)
+          for (int64_t x = 0; x < P; ++x)
+            dst[(ch * P + y) * P + x] =
+                (static_cast<float>(img.at(static_cast<int>(gy * P + y), static_cast<int>(gx * P + x), ch)) / 255.0f -
+                 c.image_mean[static_cast<size_t>(ch)]) /
+                c.image_std[static_cast<size_t>(ch)];
+    }
+  return out;
+}
+
 NemotronPixels nemotron_preprocess(const RgbImage& image, const NemotronProcessorConfig& c, int64_t images) {
   const NemotronGrid g = nemotron_grid(image.height, image.width, c, images);
   const int64_t P = c.patch_size, H = g.h * P, W = g.w * P;
+  if (c.uint8_resize) {
+    // vLLM's remote-code path (DynamicResolutionImageTiler.apply_params): F.interpolate on the uint8
+    // image, / 255, then (x - mean) / std in float32.
+    NemotronPixels out;
+    out.grid = g;
+    out.rows = g.h * g.w;
+    out.cols = 3 * P * P;
+    out.pixel_values = nemotron_uint8_patches(resize_bicubic_torch_aa(image, static_cast<int>(W), static_cast<int>(H)),
+                                              P, c);
+    return out;
+  }
   std::vector<float> chw(static_cast<size_t>(3) * image.height * image.width);
   for (int y = 0; y < image.height; ++y)
     for (int x = 0; x < image.width; ++x)

@@ -19,7 +19,8 @@ struct NemotronGrid {
 
 struct NemotronPixels {
   NemotronGrid grid;
-  int64_t rows = 0;                 // h * w patches
+  int64_t tiles = 1;                // images of h x w patches, one after another (tiling: vision/nemotron_tiling.h)
+  int64_t rows = 0;                 // tiles * h * w patches
   int64_t cols = 0;                 // 3 * patch_size^2
   std::vector<float> pixel_values;  // rows x cols, row-major
 };
@@ -31,6 +32,10 @@ int64_t nemotron_patch_budget(const NemotronProcessorConfig& config, int64_t ima
 NemotronGrid nemotron_grid(int64_t height, int64_t width, const NemotronProcessorConfig& config, int64_t images = 1);
 // The image's placeholder tokens: h * w / merge_size^2 (the processor's replace_image_token).
 int64_t nemotron_image_tokens(const NemotronGrid& grid, const NemotronProcessorConfig& config);
+
+// An image whose sides are multiples of P -> its P x P patches (row-major, each channel-major),
+// each value (x / 255 - mean) / std in float32: vLLM's remote-code normalization (input_conditioner).
+std::vector<float> nemotron_uint8_patches(const RgbImage& image, int64_t P, const NemotronProcessorConfig& config);
 
 NemotronPixels nemotron_preprocess(const RgbImage& image, const NemotronProcessorConfig& config, int64_t images = 1);
 

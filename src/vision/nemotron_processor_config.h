@@ -24,6 +24,12 @@ struct NemotronProcessorConfig {
   double rescale_factor = 1.0 / 255.0;
   bool do_rescale = true;
   bool do_normalize = true;
+  // The remote-code checkpoints (NemotronH_Nano_VL_V2, NemotronH_Nano_Omni_Reasoning_V3: settings
+  // from config.json, vision/nemotron_remote_config.h) as vLLM's nano_nemotron_vl.py runs them:
+  int64_t tile_size = 0;        // force_image_size when the checkpoint tiles (vision/nemotron_tiling.h); 0: dynamic
+  int64_t max_num_tiles = 12;   // tiles per image, the thumbnail not counted
+  bool use_thumbnail = true;    // a whole-image tile after the others when there are several
+  bool uint8_resize = false;    // torch's uint8 antialiased bicubic, then x / 255 (not the float32 resize)
 
   int64_t merge_size() const { return static_cast<int64_t>(std::lround(1.0 / downsample_ratio)); }
 };

@@ -11,10 +11,12 @@
 // (language_model.backbone.*, language_model.lm_head.weight), beside the RADIO vision tower
 // (vision_model.radio_model.*), its projector (mlp1.*) and, for Omni, the sound encoder
 // (sound_encoder.*, sound_projection.*) — the layout vLLM's nano_nemotron_vl.py load_weights and
-// llama.cpp's NemotronNanoV2VLModel converter read. Only the language model is loaded.
-// NemotronH_Omni_Reasoning_V3 (transformers 5.24's class for the same checkpoints: text_config,
-// the vision_config of its RadioConfig) has the same layout and also loads the RADIO tower and
-// projector (model/vision/nemotron_image_encoder.h); its sound encoder is not loaded.
+// llama.cpp's NemotronNanoV2VLModel converter read. The RADIO tower and projector load when the
+// checkpoint has them (model/vision/nemotron_image_encoder.h; vision_config.args mapped by
+// radio_remote_config.h, the processor's settings from config.json: vision/nemotron_remote_config.h);
+// without them the wrapper runs text and refuses images. NemotronH_Omni_Reasoning_V3 (transformers
+// 5.24's class for the same checkpoints: text_config, the vision_config of its RadioConfig) has the
+// same layout and always loads the tower. No sound encoder is loaded.
 #include <algorithm>
 #include <limits>
 
@@ -286,7 +288,8 @@ class NemotronH final : public ArchDef {
 
   std::unique_ptr<DecoderLayer> make_layer(const LayerBuild& b, int64_t i) const override {
     const ModelConfig& c = b.loader.config();
-    if (i == 0 && wrapped_ && vision_)
+    const bool tower = vision_ && NemotronImageEncoder::has_tower(b.loader);
+    if (i == 0 && wrapped_ && tower)
       b.loader.log_once(fmt::format("{}: the language model and the vision tower (vision_model.*, mlp1.*); any sound "
                                     "encoder is skipped (image and text input)",
                                     c.architecture));
@@ -386,11 +389,11 @@ const ArchDef& nemotron_h_arch() {
   return d;
 }
 const ArchDef& nemotron_h_vl_arch() {
-  static const NemotronH d("NemotronH_Nano_VL_V2", true);
+  static const NemotronH d("NemotronH_Nano_VL_V2", true, /*vision=*/true);
   return d;
 }
 const ArchDef& nemotron_h_omni_arch() {
-  static const NemotronH d("NemotronH_Nano_Omni_Reasoning_V3", true);
+  static const NemotronH d("NemotronH_Nano_Omni_Reasoning_V3", true, /*vision=*/true);
   return d;
 }
 const ArchDef& nemotron_h_omni_v3_arch() {

@@ -3,10 +3,12 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "core/log.h"
 #include "core/thread_pool.h"
 #include "model/config_reader.h"
 #include "model/layer_plan.h"
 #include "model/model_loader.h"
+#include "model/vision/radio_remote_config.h"
 #include "model/vision/vision_ops.h"
 
 namespace fp4lm::model {
@@ -14,13 +16,36 @@ namespace fp4lm::model {
 NemotronImageEncoder::NemotronImageEncoder(RadioVisionTower tower, Projector projector, int64_t merge, int64_t hidden)
     : tower_(std::move(tower)), p_(std::move(projector)), merge_(merge), hidden_(hidden) {}
 
+bool NemotronImageEncoder::has_tower(const ModelLoader& l) {
+  const nlohmann::json& cj = l.checkpoint().config();
+  if (!cj.contains("vision_config") || !cj["vision_config"].is_object()) return false;
+  if (l.config().architecture == "NemotronH_Omni_Reasoning_V3") return true;
+  // The remote-code wrappers: the tower's shape comes from vision_config.args (as vLLM reads it).
+  return cj["vision_config"].contains("args") &&
+         l.checkpoint().find("vision_model.radio_model.model.patch_generator.embedder.weight") != nullptr;
+}
+
 std::unique_ptr<NemotronImageEncoder> NemotronImageEncoder::load(ModelLoader& l) {
   const nlohmann::json& cj = l.checkpoint().config();
   if (!cj.contains("vision_config") || cj["vision_config"].is_null()) return nullptr;
   const std::string file = l.checkpoint().dir() + "/config.json";
   const ConfigReader r{cj, file};
-  RadioVisionConfig vc = parse_radio_vision_config(cj["vision_config"], file + ": vision_config");
-  if (r.has("force_image_size"))
+  // The remote-code checkpoints (NemotronH_Nano_VL_V2 / NemotronH_Nano_Omni_Reasoning_V3) describe
+  // the tower by RADIO's training arguments (vision_config.args) and may tile (force_image_size:
+  // vision/nemotron_tiling.h); transformers' class by its RadioConfig, dynamic resolution only.
+  const bool remote = l.config().architecture != "NemotronH_Omni_Reasoning_V3";
+  if (remote && !has_tower(l)) {
+    // A language-model-only export, or a vision_config without RADIO's args (the tower's shape is
+    // unknown): text input; an image is refused as for a model without a tower.
+    if (l.checkpoint().find("vision_model.radio_model.model.patch_generator.embedder.weight"))
+      log().warn("{}: vision_config has no 'args' object (RADIO's model name and sizes), so the vision tower is not "
+                 "loaded; requests with images are refused",
+                 file);
+    return nullptr;
+  }
+  RadioVisionConfig vc = remote ? radio_config_from_remote(cj, file)
+                                : parse_radio_vision_config(cj["vision_config"], file + ": vision_config");
+  if (!remote && r.has("force_image_size"))
     fail("{}: field 'force_image_size' is {}; fp4lm runs the dynamic-resolution processor only (expected null)",
          file, cj["force_image_size"].dump());
   const double ratio = r.opt<double>("downsample_ratio", 0.5);
@@ -59,14 +84,31 @@ std::unique_ptr<NemotronImageEncoder> NemotronImageEncoder::load(ModelLoader& l)
 
 ImageEmbeddings NemotronImageEncoder::encode(const vision::NemotronPixels& px) const {
   const RadioVisionConfig& vc = tower_.config();
-  const int64_t gh = px.grid.h, gw = px.grid.w, C = vc.hidden_size, m = merge_;
-  if (px.cols != vc.patch_dim() || px.rows != gh * gw || px.pixel_values.size() != static_cast<size_t>(px.rows * px.cols))
-    fail("Nemotron vision tower: {} patches of {} values for a {} x {} grid; the tower takes patches of {} values",
-         px.rows, px.cols, gh, gw, vc.patch_dim());
-  if (gh % m != 0 || gw % m != 0)
-    fail("Nemotron vision tower: the {} x {} patch grid is not a multiple of the pixel shuffle's {}", gh, gw, m);
+  const int64_t gh = px.grid.h, gw = px.grid.w;
+  if (px.tiles < 1 || px.cols != vc.patch_dim() || px.rows != px.tiles * gh * gw ||
+      px.pixel_values.size() != static_cast<size_t>(px.rows * px.cols))
+    fail("Nemotron vision tower: {} patches of {} values for {} tile(s) of a {} x {} grid; the tower takes patches of "
+         "{} values",
+         px.rows, px.cols, px.tiles, gh, gw, vc.patch_dim());
+  if (gh % merge_ != 0 || gw % merge_ != 0)
+    fail("Nemotron vision tower: the {} x {} patch grid is not a multiple of the pixel shuffle's {}", gh, gw, merge_);
+  // Tiles (the remote-code checkpoints' fixed-size tiling) are separate images for the tower, their
+  // tokens one after another.
+  ImageEmbeddings e;
+  e.cols = hidden_;
+  for (int64_t t = 0; t < px.tiles; ++t) {
+    const std::vector<float> rows = encode_tile(px.pixel_values.data() + t * gh * gw * px.cols, gh, gw);
+    e.values.insert(e.values.end(), rows.begin(), rows.end());
+    e.rows += gh * gw / (merge_ * merge_);
+  }
+  return e;
+}
+
+std::vector<float> NemotronImageEncoder::encode_tile(const float* patches, int64_t gh, int64_t gw) const {
+  const RadioVisionConfig& vc = tower_.config();
+  const int64_t C = vc.hidden_size, m = merge_;
   ThreadPool& pool = ThreadPool::global();
-  std::vector<float> f = tower_.forward(px.pixel_values.data(), gh, gw);
+  std::vector<float> f = tower_.forward(patches, gh, gw);
   if (!p_.final_ln_w.empty()) {
     std::vector<float> y(f.size());
     vision_layer_norm(f.data(), gh * gw, C, p_.final_ln_w, p_.final_ln_b, static_cast<float>(vc.layer_norm_eps),
@@ -95,12 +137,9 @@ ImageEmbeddings NemotronImageEncoder::encode(const vision::NemotronPixels& px) c
   std::vector<float> h(static_cast<size_t>(rows * ph));
   p_.fc1->forward(s.data(), rows, h.data(), pool);
   for (float& v : h) v = v > 0 ? v * v : 0.0f;  // relu^2
-  ImageEmbeddings e;
-  e.rows = rows;
-  e.cols = hidden_;
-  e.values.resize(static_cast<size_t>(rows * hidden_));
-  p_.fc2->forward(h.data(), rows, e.values.data(), pool);
-  return e;
+  std::vector<float> out(static_cast<size_t>(rows * hidden_));
+  p_.fc2->forward(h.data(), rows, out.data(), pool);
+  return out;
 }
 
 }  // namespace fp4lm::model

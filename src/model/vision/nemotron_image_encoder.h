@@ -30,6 +30,10 @@ class NemotronImageEncoder final : public ImageEncoder {
   // projector_hidden_size, vision_hidden_size; tensors vision_model.radio_model.model.*, mlp1.*):
   // Error naming the file, field or tensor on any defect; nullptr without a vision_config.
   static std::unique_ptr<NemotronImageEncoder> load(ModelLoader& l);
+  // The tower loads: transformers' class with a vision_config; the remote-code wrappers with
+  // vision_config.args and the tower's patch embedder (without them they run text, and an image is
+  // refused as for a model without a tower).
+  static bool has_tower(const ModelLoader& l);
 
   ImageFamily family() const override { return ImageFamily::nemotron; }
   using ImageEncoder::encode;
@@ -39,6 +43,9 @@ class NemotronImageEncoder final : public ImageEncoder {
   const RadioVisionTower& tower() const { return tower_; }
 
  private:
+  // One tile (or the whole image): grid_h * grid_w patches -> grid_h * grid_w / m^2 rows.
+  std::vector<float> encode_tile(const float* patches, int64_t grid_h, int64_t grid_w) const;
+
   RadioVisionTower tower_;
   Projector p_;
   int64_t merge_, hidden_;
