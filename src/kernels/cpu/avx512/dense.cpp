@@ -28,10 +28,10 @@ constexpr int64_t kChunk = 32;
 // halves as fp32.
 constexpr int piece_vectors(bool emulated) { return emulated ? 2 : 1; }
 
-template <int R, int T, int P, bool E>
-void tile(const uint16_t* const* rows, int64_t k, const __m512i* xp, int64_t tstride, float* out) {
-  constexpr int D = piece_vectors(E);
-  __m512 acc[R][T];
+// The R × T accumulators of a tile: per 32-column chunk the R rows' weights (the tail masked),
+// then `step(c, w, acc)` adds their products with the T tokens' activations.
+template <int R, int T, class Step>
+void tile_sums(const uint16_t* const* rows, int64_t k, __m512 (&acc)[R][T], Step&& step) {
   for (int r = 0; r < R; ++r)
     for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
   const int64_t chunks = (k + kChunk - 1) / kChunk, full = k / kChunk;
@@ -40,6 +40,25 @@ void tile(const uint16_t* const* rows, int64_t k, const __m512i* xp, int64_t tst
     __m512i w[R];
     for (int r = 0; r < R; ++r)
       w[r] = c < full ? _mm512_loadu_si512(rows[r] + c * kChunk) : _mm512_maskz_loadu_epi16(tail, rows[r] + c * kChunk);
+    step(c, w, acc);
+  }
+}
+
+// Native BF16: one vdpbf16ps per (row, token, piece) and chunk.
+template <int R, int T, int P>
+void native_step(int64_t c, const __m512i* w, const __m512i* xp, int64_t tstride, __m512 (&acc)[R][T]) {
+  for (int t = 0; t < T; ++t)
+    for (int p = 0; p < P; ++p) {
+      const __m512i xv = _mm512_load_si512(xp + t * tstride + c * P + p);
+      for (int r = 0; r < R; ++r) acc[r][t] = dot_bf16<false>(acc[r][t], w[r], xv);
+    }
+}
+
+template <int R, int T, int P, bool E>
+void tile(const uint16_t* const* rows, int64_t k, const __m512i* xp, int64_t tstride, float* out) {
+  constexpr int D = piece_vectors(E);
+  __m512 acc[R][T];
+  tile_sums<R, T>(rows, k, acc, [&](int64_t c, const __m512i* w, __m512 (&acc)[R][T]) {
     if constexpr (E) {
       // dot_bf16<true> with the activation halves already split: odd, then even, per piece.
       __m512 wo[R], we[R];
@@ -54,13 +73,9 @@ void tile(const uint16_t* const* rows, int64_t k, const __m512i* xp, int64_t tst
           for (int r = 0; r < R; ++r) acc[r][t] = _mm512_fmadd_ps(we[r], xe, _mm512_fmadd_ps(wo[r], xo, acc[r][t]));
         }
     } else {
-      for (int t = 0; t < T; ++t)
-        for (int p = 0; p < P; ++p) {
-          const __m512i xv = _mm512_load_si512(xp + t * tstride + c * P + p);
-          for (int r = 0; r < R; ++r) acc[r][t] = dot_bf16<false>(acc[r][t], w[r], xv);
-        }
+      native_step<R, T, P>(c, w, xp, tstride, acc);
     }
-  }
+  });
   for (int r = 0; r < R; ++r)
     for (int t = 0; t < T; ++t) out[r * T + t] = hsum(acc[r][t]);
 }
@@ -88,20 +103,9 @@ inline __m512 hsum16(const __m512* a) {
 template <int R, int T, int P>
 void tile_n(const uint16_t* const* rows, int64_t k, const __m512i* xp, int64_t tstride, float* out, int64_t ld) {
   __m512 acc[R][T];
-  for (int r = 0; r < R; ++r)
-    for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
-  const int64_t chunks = (k + kChunk - 1) / kChunk, full = k / kChunk;
-  const __mmask32 tail = static_cast<__mmask32>((uint64_t{1} << (k - full * kChunk)) - 1);
-  for (int64_t c = 0; c < chunks; ++c) {
-    __m512i w[R];
-    for (int r = 0; r < R; ++r)
-      w[r] = c < full ? _mm512_loadu_si512(rows[r] + c * kChunk) : _mm512_maskz_loadu_epi16(tail, rows[r] + c * kChunk);
-    for (int t = 0; t < T; ++t)
-      for (int p = 0; p < P; ++p) {
-        const __m512i xv = _mm512_load_si512(xp + t * tstride + c * P + p);
-        for (int r = 0; r < R; ++r) acc[r][t] = dot_bf16<false>(acc[r][t], w[r], xv);
-      }
-  }
+  tile_sums<R, T>(rows, k, acc, [&](int64_t c, const __m512i* w, __m512 (&acc)[R][T]) {
+    native_step<R, T, P>(c, w, xp, tstride, acc);
+  });
   if constexpr (R == 4) {
     for (int g = 0; g < T; g += 4) {
       __m512 a[16];
