@@ -13,6 +13,7 @@
 // Register and panel schedules (common.h) feed each (row, token) the same instruction sequence.
 // Each kernel is built with vdpbf16ps and with common.h's AVX-512F form of it (no AVX512-BF16).
 #include "kernels/cpu/avx512/common.h"
+#include "kernels/cpu/avx512/nvfp4_w4a16_decode.h"
 #include "kernels/cpu/int4_packed.h"
 
 namespace fp4lm::kernels::cpu {
@@ -30,23 +31,10 @@ alignas(64) constexpr uint16_t kInt4Bf16[32] = {
 constexpr int kVec = 8;         // bf16 weight vectors per super-chunk
 constexpr int kPanelVecs = 10;  // per (row, super-chunk) in a panel: 8 weights, scales, zero - 8
 
-struct Decoder {
-  __m512i lut = _mm512_load_si512(kInt4Bf16);
-  __m512i even = _mm512_load_si512(avx512::kEvenDwords);
-  __m512i odd = _mm512_load_si512(avx512::kOddDwords);
-  // 128 code bytes -> z[v], v = 4s + q: word 2i + j of z[v] is column 16i + 8s + 4j + q (the
-  // order avx512::w4a16_pack_token packs x in).
-  inline void operator()(const uint8_t* p, __m512i z[kVec]) const {
-    const __m512i lo = _mm512_loadu_si512(p), hi = _mm512_loadu_si512(p + 64);
-    const __m512i pq[2] = {_mm512_permutex2var_epi32(lo, even, hi), _mm512_permutex2var_epi32(lo, odd, hi)};
-    for (int s = 0; s < 2; ++s) {
-      z[4 * s + 0] = _mm512_permutexvar_epi16(pq[s], lut);
-      z[4 * s + 1] = _mm512_permutexvar_epi16(_mm512_srli_epi16(pq[s], 4), lut);
-      z[4 * s + 2] = _mm512_permutexvar_epi16(_mm512_srli_epi16(pq[s], 8), lut);
-      z[4 * s + 3] = _mm512_permutexvar_epi16(_mm512_srli_epi16(pq[s], 12), lut);
-    }
-  }
-};
+// NVFP4's decoder over int4's table: word 2i + j of z[v] (v = 4s + q) is column 16i + 8s + 4j + q,
+// the order avx512::w4a16_pack_token packs x in.
+using avx512::Decoder;
+static_assert(Decoder::kVectors == kVec);
 
 // The lanes' group scale and zero - 8 of row r, super-chunk c.
 template <bool Sym>
@@ -158,7 +146,7 @@ inline void epilogue(const Int4PackedRows& w, int64_t r, int64_t t, float v, voi
 
 template <int P, bool E, bool Sym>
 void rows_form(const Call& a, int64_t m, int64_t r0, int64_t r1, void* y, DType act) {
-  const Decoder dec;
+  const Decoder dec(kInt4Bf16);
   if (m < avx512::kW4a16PanelMinTokens) {
     using Fn = void (*)(const Decoder&, const Call&, int64_t, int64_t, float*);
     constexpr int W = avx512::kWideTokTile;

@@ -1,7 +1,7 @@
 #pragma once
-// The AVX-512 W4A16 weight decoder shared by the register/panel kernel (nvfp4_w4a16.cpp) and the
-// GEMM kernel (nvfp4_w4a16_gemm.cpp): one super-chunk's 128 code bytes -> 8 vectors of 32 bf16
-// E2M1 values (the layout: docs/KERNELS.md, "AVX-512 W4A16"). Include only from AVX-512 files
+// The AVX-512 W4A16 weight decoder shared by the register/panel kernel (nvfp4_w4a16.cpp), the
+// GEMM kernel (nvfp4_w4a16_gemm.cpp) and int4's (int4_w4a16_bf16.cpp): one super-chunk's 128 code
+// bytes -> 8 vectors of 32 bf16 values (E2M1, or int4's code - 8) (the layout: docs/KERNELS.md, "AVX-512 W4A16"). Include only from AVX-512 files
 // (internal linkage, as common.h).
 #include "kernels/cpu/avx512/common.h"
 
@@ -19,7 +19,10 @@ constexpr int kVectors = 8;  // bf16 weight vectors per super-chunk
 
 struct Decoder {
   static constexpr int kVectors = ::fp4lm::kernels::cpu::avx512::kVectors;
-  __m512i lut = _mm512_load_si512(kE2m1Bf16);
+  // `table`: the bf16 value of each 4-bit code (32 entries, the upper 16 repeating the lower):
+  // E2M1 for NVFP4, code - 8 for int4 (avx512/int4_w4a16_bf16.cpp), whose codes share the layout.
+  explicit Decoder(const uint16_t* table = kE2m1Bf16) : lut(_mm512_load_si512(table)) {}
+  __m512i lut;
   __m512i even = _mm512_load_si512(kEvenDwords);
   __m512i odd = _mm512_load_si512(kOddDwords);
 
