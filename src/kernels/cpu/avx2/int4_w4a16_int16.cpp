@@ -61,7 +61,8 @@ inline void chunk_lanes(const Decoder& dec, const Int4PackedRows& w, int64_t r, 
     uint16_t z2;
     std::memcpy(&z2, w.zeros + base, 2);
     lut = _mm256_sub_epi8(dec.iota, _mm256_shuffle_epi8(_mm256_set1_epi16(static_cast<short>(z2)), dec.halves));
-    const __m128 s2 = _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(w.scales + base)));
+    // The two groups' scales as one unaligned 64-bit load (movq; a double load would assume 8-byte alignment).
+    const __m128 s2 = _mm_castsi128_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(w.scales + base)));
     s = _mm256_permutevar8x32_ps(_mm256_castps128_ps256(s2), dec.pair);
   } else {
     const int64_t g0 = base + w.lane_group[2 * c], g1 = base + w.lane_group[2 * c + 1];
