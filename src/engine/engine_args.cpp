@@ -3,12 +3,12 @@
 #include <algorithm>
 
 #include <fmt/format.h>
-#include <unistd.h>
 
 #include "core/thread_pool.h"
 #include "engine/request_error.h"
 #include "engine/speculative.h"
 #include "kernels/registry.h"
+#include "model/memory_fit.h"
 
 namespace fp4lm::engine {
 
@@ -56,8 +56,8 @@ model::LoadOptions load_options(const EngineArgs& a) {
 }
 
 size_t default_kv_cache_bytes() {
-  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
-  return pages > 0 && page > 0 ? static_cast<size_t>(pages) * static_cast<size_t>(page) / 4 : (size_t{4} << 30);
+  const size_t ram = model::physical_ram_bytes();  // the loader's own RAM reading (model/memory_fit.h)
+  return ram > 0 ? ram / 4 : (size_t{4} << 30);
 }
 
 EngineConfig create_engine_config(const EngineArgs& a) {
