@@ -33,8 +33,8 @@
 
 #include "core/thread_pool.h"
 #include "kernels/attention.h"
-#include "model/attention.h"
-#include "model/kv_cache.h"
+#include "model/layers/attention.h"
+#include "model/state/kv_cache.h"
 
 namespace {
 

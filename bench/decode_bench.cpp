@@ -30,11 +30,11 @@
 //                [--override-activation-dtype bfloat16] [--bf16-lm-head] [--fp8]
 //                [--linear-backend NAME] [--moe-backend NAME] [--gdn-prefill chunked|recurrent|both]
 //                [--mamba-prefill chunked|recurrent|both] [--mtp K [--full-layers N]]
-// hybrid: the gated delta-nets' mixer timer (model/gated_delta_rule.h) gives the share of the
+// hybrid: the gated delta-nets' mixer timer (model/layers/gated_delta_rule.h) gives the share of the
 // decode step spent in the delta rule (state read, update, write) and in the whole GDN mixer;
 // --gdn-prefill times the prompt with the chunked form, the recurrent form, or both (default);
 // --mamba-prefill likewise for nemotron-*: the Mamba-2 scan's chunked SSD form or its recurrence
-// (model/mamba_timing.h), each line with the Mamba timer's share of the prefill.
+// (model/layers/mamba_timing.h), each line with the Mamba timer's share of the prefill.
 // --mtp K (hybrids): also writes the MTP head (bf16, as NVIDIA keeps mtp.*), times a draft token
 // and a verify of K + 1 tokens, and projects the single-stream speedup of the whole model
 // (--full-layers, default 40) at vLLM's published acceptance (time_mtp, print_mtp).
@@ -64,10 +64,10 @@
 #include "engine/sampler.h"
 #include "io/safetensors.h"
 #include "kernels/registry.h"
-#include "model/bytes_read_per_token.h"
+#include "model/load/bytes_read_per_token.h"
 #include "model/causal_lm.h"
-#include "model/gated_delta_rule.h"
-#include "model/mamba_timing.h"
+#include "model/layers/gated_delta_rule.h"
+#include "model/layers/mamba_timing.h"
 
 namespace {
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Goldens for model/mrope_positions.h: transformers' Qwen3.5 get_rope_index on known prompts.
+"""Goldens for model/layers/mrope_positions.h: transformers' Qwen3.5 get_rope_index on known prompts.
 
 Run with a venv that has transformers 5.x and torch (e.g. /work/venvs/modelopt/bin/python):
     python scripts/make_mrope_goldens.py tests/model/fixtures/mrope/get_rope_index.json

@@ -19,10 +19,10 @@
 #include "kernels/cpu/reference/math.h"
 #include "model/causal_lm.h"
 #include "model/engine_options.h"
-#include "model/kv_cache_format.h"
-#include "model/memory_fit.h"
-#include "model/model_loader.h"
-#include "model/state_bytes.h"
+#include "model/state/kv_cache_format.h"
+#include "model/load/memory_fit.h"
+#include "model/load/model_loader.h"
+#include "model/state/state_bytes.h"
 #include "quant/compressed_tensors_config.h"
 #include "quant/fine_grained_fp8_config.h"
 #include "quant/int4_producer_config.h"
@@ -213,7 +213,7 @@ json inspect_facts(const std::shared_ptr<io::Checkpoint>& ckp, const model::Engi
 
 // RAM a run needs: the layers' weights, the embedding table (mapped as stored), float32 copies
 // (norms, MLA's dequantized kv_b_proj), and one sequence's state as the loaded model's layers
-// declared it (model/state_layout.h: the KV slots, MLA's latent, sliding-window rings, shared K/V
+// declared it (model/state/state_layout.h: the KV slots, MLA's latent, sliding-window rings, shared K/V
 // stored once, recurrent state): what the engine reserves per sequence. `lm`: the model loaded
 // as `generate` would (null when that load failed: `why`).
 json memory_estimate(const model::ModelLoader& loader, const std::shared_ptr<io::Checkpoint>& ck,
@@ -228,7 +228,7 @@ json memory_estimate(const model::ModelLoader& loader, const std::shared_ptr<io:
       floats += static_cast<size_t>(c.num_heads * (c.mla.qk_nope_head_dim + c.mla.v_head_dim) * c.mla.kv_lora_rank);
   }
   weights += floats * sizeof(float);
-  // The KV format as the load resolves it (model/kv_cache_format.h); a declared format fp4lm does
+  // The KV format as the load resolves it (model/state/kv_cache_format.h); a declared format fp4lm does
   // not run under "auto" is shown with the refusal and counted at the activation dtype (the state
   // of a load with --kv-cache-dtype set to it).
   std::string kv_refused;
@@ -284,7 +284,7 @@ json memory_estimate(const model::ModelLoader& loader, const std::shared_ptr<io:
   return m;
 }
 
-// The load rule's lists (model/tensor_usage.h) from a load of the whole model that reports
+// The load rule's lists (model/load/tensor_usage.h) from a load of the whole model that reports
 // instead of enforcing: what no layer consumed, sorted into the documented ignore list, unused
 // quantization tensors (the load's error) and unused model tensors (its WARN line).
 void add_tensor_usage(json& facts, const model::CausalLM* lm, const std::string& why) {

@@ -285,7 +285,7 @@ void Pipeline::load_stage(const std::shared_ptr<io::Checkpoint>& ckpt, const Sta
   if (!error.empty()) throw Error(error);
   lm_->align_rows(align);
   for (const Report& rep : all) hosts_.push_back(rep.host);
-  for (size_t k = 1; k < plan.size(); ++k)  // shared K/V that crosses a cut (model/stage_kv.h)
+  for (size_t k = 1; k < plan.size(); ++k)  // shared K/V that crosses a cut (model/state/stage_kv.h)
     if (const std::vector<int64_t> kv = model::kv_read_across(lm_->config(), plan[k].first); !kv.empty())
       log().info("pipeline: stage {} receives the K/V of decoder layer(s) {} with the residual stream from stage {} "
                  "(layers it or later stages hold attend to them)",

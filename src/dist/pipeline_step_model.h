@@ -8,7 +8,7 @@
 // forward. Prefix caching is off (each stage keeps its own K/V); speculative decoding works
 // (verify logits, the verify chunks' rewindable mark and rewinds are mirrored too), with
 // recurrent stages as well: each stage cuts its own recurrent slots back by replaying the rows
-// of the verify chunk it logged (model/sequence_state.h), as one process does.
+// of the verify chunk it logged (model/state/sequence_state.h), as one process does.
 #include <deque>
 #include <exception>
 #include <cstdint>
@@ -20,7 +20,7 @@
 #include "dist/mpi_stage_link.h"
 #include "engine/step_model.h"
 #include "model/causal_lm.h"
-#include "model/sequence_store.h"
+#include "model/state/sequence_store.h"
 
 namespace fp4lm::dist {
 

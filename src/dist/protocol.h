@@ -2,8 +2,8 @@
 // The messages between the ranks of a pipeline (dist/pipeline.h). Rank 0 drives: it sends each
 // command to every other rank (tag kCommand) and runs the first stage itself. During a forward,
 // stage k sends each step's residual stream to stage k + 1 (tag kHidden; with the K/V rows that
-// later stages' layers read and the per-step values carried across the cuts, model/stage_kv.h and
-// model/stage_carried.h, as a byte array after it), and ends that stream
+// later stages' layers read and the per-step values carried across the cuts, model/state/stage_kv.h and
+// model/state/stage_carried.h, as a byte array after it), and ends that stream
 // with kEnd, or kFail carrying the error when it or a stage before it failed; so every receiver
 // knows when a forward is over, whatever failed where. The last stage answers rank 0 (tag
 // kResult): ok and the logits asked for, or the error.

@@ -6,9 +6,9 @@
 #include <limits>
 
 #include "core/error.h"
-#include "model/bytes_read_per_token.h"
+#include "model/load/bytes_read_per_token.h"
 #include "model/model_config.h"
-#include "model/model_loader.h"
+#include "model/load/model_loader.h"
 
 namespace fp4lm::dist {
 
@@ -63,7 +63,7 @@ constexpr uint64_t kFnvBasis = 14695981039346656037ull;
 LayerBytes layer_bytes(const io::Checkpoint& ckpt) {
   const Naming n = naming_of(ckpt);
   LayerBytes b;
-  // A layer's routed experts count with the share a token reads (model/bytes_read_per_token.h):
+  // A layer's routed experts count with the share a token reads (model/load/bytes_read_per_token.h):
   // an MoE layer holds far more than it reads.
   std::vector<double> read(static_cast<size_t>(n.num_layers), 0.0);
   for (const std::string& name : ckpt.tensor_names()) {

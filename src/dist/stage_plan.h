@@ -19,7 +19,7 @@ struct Stage {
 };
 
 // The bytes each decoder layer reads per token (index = layer): its tensors, a routed-experts
-// tensor counted with top_k / num_experts of its bytes (model/bytes_read_per_token.h), dense
+// tensor counted with top_k / num_experts of its bytes (model/load/bytes_read_per_token.h), dense
 // ones whole; and lm_head's (the embedding's when tied): the costs the split balances.
 struct LayerBytes {
   std::vector<uint64_t> layer;

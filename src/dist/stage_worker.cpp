@@ -12,7 +12,7 @@
 #include "dist/mpi_stage_link.h"
 #include "dist/protocol.h"
 #include "dist/wire.h"
-#include "model/sequence_store.h"
+#include "model/state/sequence_store.h"
 
 namespace fp4lm::dist {
 

@@ -9,7 +9,7 @@
 #include "engine/mtp_drafter.h"
 #include "engine/step_model.h"
 #include "model/causal_lm.h"
-#include "model/sequence_store.h"
+#include "model/state/sequence_store.h"
 
 namespace fp4lm::engine {
 
@@ -25,7 +25,7 @@ class CausalLmStepModel : public StepModel {
   void release(int64_t seq) override;
   void forward(std::span<const StepChunk> chunks) override;
   // A recurrent state is cut back by replaying the kept rows of a verify chunk
-  // (model/sequence_state.h): every recurrent slot must have a replayer.
+  // (model/state/sequence_state.h): every recurrent slot must have a replayer.
   bool can_rewind() const override { return lm_.state_layout().can_rewind(); }
   void rewind(int64_t seq, int64_t length) override;
   // The replay log of a (k + 1)-row verify chunk, computed from the layout (what the recurrent

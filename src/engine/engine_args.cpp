@@ -8,7 +8,7 @@
 #include "engine/request_error.h"
 #include "engine/speculative.h"
 #include "kernels/registry.h"
-#include "model/memory_fit.h"
+#include "model/load/memory_fit.h"
 
 namespace fp4lm::engine {
 
@@ -56,7 +56,7 @@ model::LoadOptions load_options(const EngineArgs& a) {
 }
 
 size_t default_kv_cache_bytes() {
-  const size_t ram = model::physical_ram_bytes();  // the loader's own RAM reading (model/memory_fit.h)
+  const size_t ram = model::physical_ram_bytes();  // the loader's own RAM reading (model/load/memory_fit.h)
   return ram > 0 ? ram / 4 : (size_t{4} << 30);
 }
 

@@ -7,7 +7,7 @@
 
 #include "core/error.h"
 #include "io/json_file.h"
-#include "model/mrope_positions.h"
+#include "model/layers/mrope_positions.h"
 #include "model/vision/gemma3_image_encoder.h"
 #include "model/vision/gemma4_image_encoder.h"
 #include "vision/gemma3_preprocess.h"

@@ -1,5 +1,5 @@
 #pragma once
-// Speculative method "mtp": drafts from the checkpoint's own MTP head (model/mtp_head.h). Per
+// Speculative method "mtp": drafts from the checkpoint's own MTP head (model/layers/mtp_head.h). Per
 // sequence it keeps the head's state (the K/V of its one layer) and the target's final normed
 // hidden states of the positions the head has not read yet. The head needs, for position q, the
 // token at q + 1, so it runs behind the target: a draft call first catches up over every position
@@ -23,7 +23,7 @@
 
 #include "engine/step_model.h"
 #include "model/causal_lm.h"
-#include "model/sequence_state.h"
+#include "model/state/sequence_state.h"
 
 namespace fp4lm::engine {
 

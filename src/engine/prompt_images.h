@@ -2,7 +2,7 @@
 // The images of one prompt as the engine runs them (issue 43): each image's placeholder run
 // (the chat template's single <|image_pad|> repeated to the image's token count, as the Hugging
 // Face Qwen-VL processors expand it), the encoder rows that replace those tokens' embeddings,
-// every prompt token's 3-D M-RoPE positions (model/mrope_positions.h), and the key the prefix
+// every prompt token's 3-D M-RoPE positions (model/layers/mrope_positions.h), and the key the prefix
 // cache sees: the prompt with each placeholder replaced by an id drawn from its image's content
 // hash, so two requests with the same image share cached blocks and two different images of the
 // same size (the same placeholder ids) never do.
@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "model/image_encoder.h"
-#include "model/mrope_positions.h"
+#include "model/layers/mrope_positions.h"
 #include "vision/gemma4_preprocess.h"
 #include "vision/qwen_vl_preprocess.h"
 

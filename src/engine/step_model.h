@@ -73,7 +73,7 @@ class StepModel {
   // last drafts were rejected.
   virtual bool can_rewind() const { return false; }
   // Bytes a sequence holds besides bytes_for() while speculation runs verify chunks of up to
-  // k + 1 rows: the replay log of its recurrent layers (model/sequence_state.h) and what a
+  // k + 1 rows: the replay log of its recurrent layers (model/state/sequence_state.h) and what a
   // drafter keeps for it. The scheduler reserves them with the sequence.
   virtual size_t speculation_bytes(int64_t k) const {
     (void)k;

@@ -43,7 +43,7 @@ class Checkpoint {
 
   const TensorView* find(const std::string& name) const;  // nullptr if absent
   // Records that the model consumed `name` (the stored tensor behind an alias_prefix name or an
-  // alias_slice view): the load rule (model/tensor_usage.h) lists what no layer consumed. find()
+  // alias_slice view): the load rule (model/load/tensor_usage.h) lists what no layer consumed. find()
   // alone records nothing: probing a name to decide a format is not using it. No-op if absent.
   void mark_used(const std::string& name) const;
   // Stored tensors (tensor_names()) that no mark_used reached, sorted.

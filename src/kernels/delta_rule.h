@@ -1,5 +1,5 @@
 #pragma once
-// The gated delta rule of a gated delta-net (model/gated_delta_net.h) over one sequence's rows,
+// The gated delta rule of a gated delta-net (model/layers/gated_delta_net.h) over one sequence's rows,
 // for one key head and the value heads that read it. Per value head, state S [DK, DV] float32,
 // per row t (log decay g_t ≤ 0, β_t in (0, 1), q and k L2-normalized):
 //   S ← e^g·S;  u = β(v − Sᵀk);  S ← S + k ⊗ u;  o = Sᵀq

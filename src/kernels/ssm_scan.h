@@ -1,5 +1,5 @@
 #pragma once
-// The selective state-space scan of a Mamba-2 layer (model/mamba2_mixer.h) over one sequence's
+// The selective state-space scan of a Mamba-2 layer (model/layers/mamba2_mixer.h) over one sequence's
 // rows, for one head. State S [P, N] float32 (P = head_dim, N = ssm_state_size); per row t, with
 // the head's input x_t [P], its group's B_t, C_t [N], step dt_t > 0 (softplus'd, clamped) and the
 // head's scalars A < 0 and D:

@@ -13,14 +13,14 @@
 
 #include "core/error.h"
 #include "core/log.h"
-#include "model/activation.h"
+#include "model/layers/activation.h"
 #include "kernels/a16_scope.h"
 #include "model/arch/arch.h"
-#include "model/finite_check.h"
-#include "model/kv_cache_format.h"
-#include "model/state_bytes.h"
-#include "model/memory_fit.h"
-#include "model/model_loader.h"
+#include "model/load/finite_check.h"
+#include "model/state/kv_cache_format.h"
+#include "model/state/state_bytes.h"
+#include "model/load/memory_fit.h"
+#include "model/load/model_loader.h"
 #include "quant/modelopt_config.h"
 
 namespace fp4lm::model {
@@ -414,7 +414,7 @@ void CausalLM::forward_step(std::span<const SequenceChunk> batch, const std::vec
   const size_t wide = static_cast<size_t>(m * width);
   std::vector<float> h(wide), x(wide), y(wide);
   const LayerStep step{h.data(), m, spans, tokens.data(), dtype_, x.data(), y.data()};
-  // A pipeline stage's K/V rows of this step that later stages read (model/stage_kv.h).
+  // A pipeline stage's K/V rows of this step that later stages read (model/state/stage_kv.h).
   std::vector<StageKvRows> kv_rows;
   if (!stage_kv_.received().empty() || !stage_kv_.sent().empty())
     for (const Piece& p : pieces) kv_rows.push_back({&batch[p.chunk].state->kv(), p.pos0, p.n});

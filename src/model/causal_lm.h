@@ -1,12 +1,12 @@
 #pragma once
 // A loaded decoder-only language model: embedding, decoder layers (each built by the
-// architecture's ArchDef::make_layer, model/decoder_layer.h), final norm and lm_head. forward()
+// architecture's ArchDef::make_layer, model/layers/decoder_layer.h), final norm and lm_head. forward()
 // runs a batch of chunks of several sequences, each at the next positions of its own
 // engine-owned SequenceState: every Linear/MoE layer sees all rows of the batch at once (weights
 // are read once per step for all sequences), RoPE and attention work per row / per sequence. A
 // prompt is one chunk (split into steps of prefill_chunk rows), a decode step one token per
 // sequence. What a sequence's state holds is what the layers' mixers declared while loading
-// (model/state_layout.h); the model only adds it up.
+// (model/state/state_layout.h); the model only adds it up.
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -16,22 +16,22 @@
 
 #include "core/dtype.h"
 #include "io/checkpoint.h"
-#include "model/decoder_layer.h"
-#include "model/embedding.h"
+#include "model/layers/decoder_layer.h"
+#include "model/layers/embedding.h"
 #include "model/image_encoder.h"
 #include "model/engine_options.h"
-#include "model/hyper_connection.h"
-#include "model/kv_cache.h"
-#include "model/linear.h"
+#include "model/layers/hyper_connection.h"
+#include "model/state/kv_cache.h"
+#include "model/layers/linear.h"
 #include "model/model_config.h"
-#include "model/mtp_head.h"
-#include "model/tensor_usage.h"
-#include "model/rms_norm.h"
-#include "model/rope.h"
+#include "model/layers/mtp_head.h"
+#include "model/load/tensor_usage.h"
+#include "model/layers/rms_norm.h"
+#include "model/layers/rope.h"
 #include "model/sequence_chunk.h"
-#include "model/sequence_state.h"
-#include "model/stage_kv.h"
-#include "model/state_layout.h"
+#include "model/state/sequence_state.h"
+#include "model/state/stage_kv.h"
+#include "model/state/state_layout.h"
 
 namespace fp4lm::model {
 
@@ -47,12 +47,12 @@ struct LoadOptions {
   // the last), the embedding only when first_layer is 0, the final norm and lm_head only when
   // end_layer is the last; no other tensor is read, so the stage's weights alone become resident.
   int64_t first_layer = 0, end_layer = -1;
-  // The RAM the weights must fit in (model/memory_fit.h); 0 = this machine's MemTotal.
+  // The RAM the weights must fit in (model/load/memory_fit.h); 0 = this machine's MemTotal.
   size_t ram_bytes = 0;
-  // Also load the MTP head (model/mtp_head.h), the draft model of speculative method "mtp";
+  // Also load the MTP head (model/layers/mtp_head.h), the draft model of speculative method "mtp";
   // whole models only (not a pipeline stage).
   bool mtp = false;
-  // The load rule (model/tensor_usage.h) on a whole model: Error on an unconsumed quantization
+  // The load rule (model/load/tensor_usage.h) on a whole model: Error on an unconsumed quantization
   // tensor, one WARN line for unconsumed model tensors. `fp4lm inspect` turns it off and shows
   // tensor_usage() instead. Pipeline stages read part of the files and do not check.
   bool enforce_tensor_usage = true;
@@ -62,7 +62,7 @@ struct LoadOptions {
 // residual stream [rows, hidden] from the stage before it, one without lm_head sends it on
 // (dist/ binds this to MPI). Float32 both ways, so the cut changes no value. With it, `extra`: the
 // K/V rows of the step that layers of later stages read and the values carried across the cuts
-// (model/stage_carried.h frames them).
+// (model/state/stage_carried.h frames them).
 class StageLink {
  public:
   virtual ~StageLink() = default;
@@ -108,7 +108,7 @@ class CausalLM {
   int64_t first_layer() const { return first_layer_; }
   int64_t end_layer() const { return first_layer_ + static_cast<int64_t>(layers_.size()); }
   // The layers of earlier stages whose K/V this stage receives, and the layers whose K/V it sends
-  // on (shared K/V across the cuts, model/stage_kv.h).
+  // on (shared K/V across the cuts, model/state/stage_kv.h).
   const StageKv& stage_kv() const { return stage_kv_; }
   bool has_embedding() const { return first_layer_ == 0; }
   bool has_lm_head() const { return lm_head_ != nullptr; }
@@ -140,7 +140,7 @@ class CausalLM {
 
   // ---- the MTP head (LoadOptions::mtp) ----
   bool has_mtp() const { return mtp_ != nullptr; }
-  // What the load did not consume (model/tensor_usage.h); empty for a pipeline stage.
+  // What the load did not consume (model/load/tensor_usage.h); empty for a pipeline stage.
   const TensorUsage& tensor_usage() const { return tensor_usage_; }
   // A sequence's state for the head's own layer (its K/V only), and its bytes.
   SequenceState new_mtp_sequence(int64_t capacity = 0, int64_t id = -1) const;

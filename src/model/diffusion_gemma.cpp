@@ -20,8 +20,8 @@
 #include "model/arch/gemma_moe.h"
 #include "model/config_reader.h"
 #include "model/layer_plan.h"
-#include "model/linear.h"
-#include "model/model_loader.h"
+#include "model/layers/linear.h"
+#include "model/load/model_loader.h"
 
 namespace fp4lm::model {
 

@@ -40,7 +40,7 @@ struct MoeConfig {
   int64_t decoder_sparse_step = 1;
   std::vector<int64_t> mlp_only_layers;
   int64_t shared_expert_intermediate_size = 0;  // Qwen2-MoE, Qwen3-Next, Qwen3.5-MoE
-  // DeepSeek-style routing (model/moe_router.h route_sigmoid_topk): sigmoid scores, selection on
+  // DeepSeek-style routing (model/layers/moe_router.h route_sigmoid_topk): sigmoid scores, selection on
   // scores + e_score_correction_bias within topk_group of n_group groups, weights × routed_scaling_factor.
   struct SigmoidRoutingConfig {
     bool enabled = false;
@@ -68,7 +68,7 @@ struct GatedDeltaNetConfig {
 
 // Nemotron-H (NemotronHForCausalLM, arch/nemotron_h.cpp): one mixer per decoder layer, by the
 // pattern's letter ('M' Mamba-2, '*' attention, '-' MLP, 'E' MoE), and the Mamba-2 mixer's
-// fields (model/mamba2_mixer.h), HF key names.
+// fields (model/layers/mamba2_mixer.h), HF key names.
 struct MambaConfig {
   std::string pattern;  // one letter per layer (hybrid_override_pattern); empty outside Nemotron-H
   int64_t num_heads = 0, head_dim = 0, state_size = 0, n_groups = 0, conv_kernel = 0, chunk_size = 0;
@@ -86,7 +86,7 @@ struct MambaConfig {
   }
 };
 
-// Multi-head Latent Attention (DeepSeek-V3 / Kimi K2, GLM-4.7-Flash; model/latent_attention.h),
+// Multi-head Latent Attention (DeepSeek-V3 / Kimi K2, GLM-4.7-Flash; model/layers/latent_attention.h),
 // HF key names. Enabled when kv_lora_rank > 0.
 struct LatentAttentionConfig {
   int64_t q_lora_rank = 0;  // 0: a plain q_proj (HF q_lora_rank null)
@@ -97,7 +97,7 @@ struct LatentAttentionConfig {
   int64_t latent_dim() const { return kv_lora_rank + qk_rope_head_dim; }  // cached values per position
 };
 
-// DeepSeek Sparse Attention (DeepSeek-V3.2, GLM-5; model/dsa_indexer.h): MLA whose queries each
+// DeepSeek Sparse Attention (DeepSeek-V3.2, GLM-5; model/layers/dsa_indexer.h): MLA whose queries each
 // attend to the index_topk past positions an indexer scores best (index_topk 0: dense MLA).
 struct DsaConfig {
   int64_t index_topk = 0, index_n_heads = 0, index_head_dim = 0;
@@ -140,9 +140,9 @@ struct GemmaConfig {
 };
 
 // Gemma 3n (arch/gemma3n.cpp; its attention, layer types, KV sharing and per-layer inputs in
-// GemmaConfig): altup_num_inputs residual streams updated by AltUp (model/altup.h) around
-// altup_active_idx, a Laurel branch of laurel_rank (model/laurel.h), per-layer MLP widths and the
-// Gaussian top-k of the gate (activation_sparsity_pattern, model/gaussian_topk_mlp.h).
+// GemmaConfig): altup_num_inputs residual streams updated by AltUp (model/layers/altup.h) around
+// altup_active_idx, a Laurel branch of laurel_rank (model/layers/laurel.h), per-layer MLP widths and the
+// Gaussian top-k of the gate (activation_sparsity_pattern, model/layers/gaussian_topk_mlp.h).
 struct Gemma3nConfig {
   int64_t altup_inputs = 0, altup_active = 0, laurel_rank = 0;
   bool altup_correct_scale = true;
@@ -243,13 +243,13 @@ struct ModelConfig {
   bool attn_output_gate = false;  // q_proj holds a per-head gate: output × sigmoid(gate)
   int64_t rotary_dim = 0;         // RoPE over the first rotary_dim dims of a head (= head_dim unless partial)
   // Qwen's multimodal RoPE (rope_parameters.mrope_section / mrope_interleaved): which of a
-  // token's (t, h, w) positions each frequency pair rotates by (model/rope.h). Empty: 1-D RoPE.
+  // token's (t, h, w) positions each frequency pair rotates by (model/layers/rope.h). Empty: 1-D RoPE.
   std::vector<int64_t> mrope_section;
   bool mrope_interleaved = false;
   bool zero_centered_norm = false;  // RMSNorms scale by (1 + weight)
   // Multi-token-prediction layers stored after the last decoder layer (DeepSeek-V3, GLM-4.x:
   // model.layers.<num_layers + j>.*; never read), or as mtp.layers.<j>.* (Qwen3.5 / Qwen3-Next:
-  // read by model/mtp_head.h for speculative decoding).
+  // read by model/layers/mtp_head.h for speculative decoding).
   int64_t num_nextn_predict_layers = 0;
   // RMSNorms multiply the weight in float32 and round once (Gemma: (x/rms · w) rounded), instead
   // of rounding x/rms to the activation dtype before the multiply (Llama, Qwen).

@@ -16,7 +16,7 @@ struct SequenceChunk {
   LogitsMode logits = LogitsMode::none;  // none | last -> out [vocab] | all -> out [n, vocab]
   float* out = nullptr;                  // float32, rounded to the activation dtype
   // When set: [n, hidden] the final normed hidden state of every row (what lm_head reads; the
-  // MTP head's input, model/mtp_head.h).
+  // MTP head's input, model/layers/mtp_head.h).
   float* hidden = nullptr;
   // The state may be cut back inside this chunk afterwards (SequenceState::truncate; a speculative
   // verify chunk): recurrent mixers run its rows one at a time, exactly as decoding them would,
@@ -27,7 +27,7 @@ struct SequenceChunk {
   // DeepStack (CausalLM::deepstack_levels() L > 0) each such row is followed by its L level rows
   // ([hidden] each), level l added to the row's hidden state after decoder layer l.
   const float* const* embeds = nullptr;
-  // Multimodal RoPE: the (t, h, w) rotary positions of the n rows, 3 each (model/mrope_positions.h).
+  // Multimodal RoPE: the (t, h, w) rotary positions of the n rows, 3 each (model/layers/mrope_positions.h).
   // After the call the state's rope_delta is the largest of them + 1 - its new length, so the
   // text after continues there (transformers' rope_deltas). Null: positions are length() + i +
   // the state's rope_delta.

@@ -35,7 +35,7 @@ enum class QuantAlgo {
 // NVFP4_SVD (NVFP4_SVDQUANT_DEFAULT_CFG): NVFP4 W4A4 with AWQ's pre_quant_scale and SVDQuant's
 // low-rank branch per module, `<m>.weight_quantizer._svdquant_lora_a` [r, k] and `_b` [n, r]
 // (the diffusers export: `<m>.svdquant_lora_a` / `_b`): y = NVFP4 GEMM(x') + (x' · Aᵀ) · Bᵀ with
-// x' = x · pre_quant_scale (model/low_rank_branch.h).
+// x' = x · pre_quant_scale (model/layers/low_rank_branch.h).
 // FP8_PB_WO (written "fp8_pb_wo"): E4M3 weights with one float32 scale (amax / 448) per 128 x 128
 // block, weight-only (the block size is the recipe's; the config does not record it).
 // MXFP8: E4M3 weights with an E8M0 scale per 32 inputs (U8 weight_scale), MXFP8 activations.

@@ -11,7 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "../model/tiny_models.h"
+#include "reference/tiny_models.h"
 #include "../tokenizer/tokenizer_fixtures.h"
 #include "common/paths.h"
 

@@ -8,8 +8,8 @@
 #include <cmath>
 #include <thread>
 
-#include "../model/logits_check.h"
-#include "../model/tiny_models.h"
+#include "reference/logits_check.h"
+#include "reference/tiny_models.h"
 #include "common/paths.h"
 #include "engine/beam_search.h"
 #include "engine/causal_lm_step_model.h"

@@ -7,7 +7,7 @@
 #include <cstring>
 #include <limits>
 
-#include "../model/tiny_models.h"
+#include "reference/tiny_models.h"
 #include "common/paths.h"
 #include "core/error.h"
 #include "engine/causal_lm_step_model.h"
@@ -17,7 +17,7 @@
 #include "engine/scheduler.h"
 #include "common/checkpoint_edit.h"
 #include "core/thread_pool.h"
-#include "model/finite_check.h"
+#include "model/load/finite_check.h"
 #include "model/synthetic_checkpoint.h"
 
 namespace fp4lm::engine::generator_test {

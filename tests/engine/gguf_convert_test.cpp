@@ -9,8 +9,8 @@
 #include <functional>
 #include <random>
 
-#include "../model/logits_check.h"
-#include "../model/tiny_models.h"
+#include "reference/logits_check.h"
+#include "reference/tiny_models.h"
 #include "common/error_of.h"
 #include "common/gguf_writer.h"
 #include "common/paths.h"

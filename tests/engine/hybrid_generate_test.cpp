@@ -4,7 +4,7 @@
 // lm_head, kv_cache_quant_algo FP8 without KV scales, config.json's quantization_config giving
 // the experts 4-bit activations where hf_quant_config.json says W4A16) loads with one WARN line
 // and generates; and teacher-forced evaluation of a hybrid against the float64 reference
-// (tests/model/hybrid_reference.h), across the evaluator's 64-token chunks.
+// (tests/reference/hybrid_reference.h), across the evaluator's 64-token chunks.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -18,8 +18,8 @@
 #include "io/json_file.h"
 #include "kernels/registry.h"
 #include "model/causal_lm.h"
-#include "model/hybrid_reference.h"
-#include "model/model_loader.h"
+#include "reference/hybrid_reference.h"
+#include "model/load/model_loader.h"
 #include "model/synthetic_checkpoint.h"
 
 using namespace fp4lm;

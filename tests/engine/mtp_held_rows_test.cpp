@@ -15,7 +15,7 @@
 #include "engine/causal_lm_step_model.h"
 #include "engine/mtp_drafter.h"
 #include "model/causal_lm.h"
-#include "model/hybrid_reference.h"
+#include "reference/hybrid_reference.h"
 
 namespace fp4lm::engine::mtp_held_rows_test {
 namespace {

@@ -1,5 +1,5 @@
 // Speculative decoding with the MTP head (method "mtp", engine/mtp_drafter.h) on the tiny
-// Qwen3.5 hybrids of tests/model/hybrid_reference.h with a head: a batch of greedy requests gives
+// Qwen3.5 hybrids of tests/reference/hybrid_reference.h with a head: a batch of greedy requests gives
 // the same tokens and bit-identical logprobs with and without speculation, with drafts verified
 // (and the hybrid's recurrent state rewound past the rejected ones); the drafter's state follows
 // prompts, verify steps and rewinds; prefix caching is off with a head.
@@ -11,7 +11,7 @@
 #include "common/paths.h"
 #include "engine/speculative_run.h"
 #include "model/causal_lm.h"
-#include "model/hybrid_reference.h"
+#include "reference/hybrid_reference.h"
 
 namespace fp4lm::engine::mtp_speculative_test {
 namespace {

@@ -25,8 +25,8 @@
 #include "kernels/quant_key.h"
 #include "model/causal_lm.h"
 #include "model/model_config.h"
-#include "model/model_loader.h"
-#include "model/nemotron_h_reference.h"
+#include "model/load/model_loader.h"
+#include "reference/nemotron_h_reference.h"
 #include "model/synthetic_checkpoint.h"
 #include "streams_check.h"
 

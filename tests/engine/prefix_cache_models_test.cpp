@@ -7,12 +7,12 @@
 
 #include <cstring>
 
-#include "../model/tiny_models.h"
+#include "reference/tiny_models.h"
 #include "common/paths.h"
 #include "engine/causal_lm_step_model.h"
 #include "engine/scheduler.h"
 #include "model/causal_lm.h"
-#include "model/hybrid_reference.h"
+#include "reference/hybrid_reference.h"
 
 namespace fp4lm::engine::prefix_cache_models_test {
 namespace {

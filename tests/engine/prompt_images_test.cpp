@@ -12,7 +12,7 @@
 #include "engine/prompt_images.h"
 #include "engine/request_error.h"
 #include "engine/test_image_encoder.h"
-#include "model/mrope_positions.h"
+#include "model/layers/mrope_positions.h"
 #include "tokenizer/tokenizer.h"
 #include "vision/qwen_vl_processor_config.h"
 

@@ -7,13 +7,13 @@
 #include <algorithm>
 #include <cmath>
 
-#include "../model/logits_check.h"
-#include "../model/tiny_models.h"
+#include "reference/logits_check.h"
+#include "reference/tiny_models.h"
 #include "common/paths.h"
 #include "engine/causal_lm_step_model.h"
 #include "engine/scheduler.h"
 #include "model/causal_lm.h"
-#include "model/hybrid_reference.h"
+#include "reference/hybrid_reference.h"
 
 namespace fp4lm::engine::prompt_logprobs_test {
 namespace {

@@ -21,8 +21,8 @@
 #include "io/checkpoint.h"
 #include "io/safetensors.h"
 #include "model/causal_lm.h"
-#include "model/linear.h"
-#include "model/logits_check.h"
+#include "model/layers/linear.h"
+#include "reference/logits_check.h"
 #include "model/synthetic_checkpoint.h"
 #include "quant/nvfp4.h"
 

@@ -14,8 +14,8 @@
 #include "core/error.h"
 #include "engine/quantize/quantizer.h"
 #include "model/causal_lm.h"
-#include "model/linear.h"
-#include "model/model_loader.h"
+#include "model/layers/linear.h"
+#include "model/load/model_loader.h"
 #include "model/synthetic_checkpoint.h"
 #include "quant/nvfp4.h"
 

@@ -17,7 +17,7 @@
 #include "engine/quantize/quantizer.h"
 #include "io/json_file.h"
 #include "model/causal_lm.h"
-#include "model/model_loader.h"
+#include "model/load/model_loader.h"
 #include "model/synthetic_checkpoint.h"
 #include "quant/export_format.h"
 #include "quant/nvfp4.h"

@@ -13,7 +13,7 @@
 #include "engine/quantize/quantizer.h"
 #include "io/checkpoint.h"
 #include "model/causal_lm.h"
-#include "model/model_loader.h"
+#include "model/load/model_loader.h"
 #include "model/synthetic_checkpoint.h"
 
 namespace fp4lm::quantize_format_test {

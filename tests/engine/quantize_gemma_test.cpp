@@ -4,7 +4,7 @@
 // quantized, keys doubling as values (q_proj and k_proj alone) sharing one weight_scale_2, the
 // fused experts written per expert, and exclude_modules in ModelOpt's summarized form: the routers
 // as "…router*", the vision / audio towers and their embedders as one wildcard each, the
-// projector's bare parameter not listed. Models from tests/model/gemma_reference.h.
+// projector's bare parameter not listed. Models from tests/reference/gemma_reference.h.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -13,10 +13,10 @@
 
 #include "common/paths.h"
 #include "engine/quantize/quantizer.h"
-#include "model/gemma_reference.h"
+#include "reference/gemma_reference.h"
 #include "model/causal_lm.h"
-#include "model/model_loader.h"
-#include "model/linear.h"
+#include "model/load/model_loader.h"
+#include "model/layers/linear.h"
 
 namespace fp4lm::engine::quantize_gemma_test {
 namespace {

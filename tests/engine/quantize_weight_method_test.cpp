@@ -17,7 +17,7 @@
 #include "tokenizer/tokenizer.h"
 #include "io/checkpoint.h"
 #include "model/causal_lm.h"
-#include "model/linear.h"
+#include "model/layers/linear.h"
 #include "model/synthetic_checkpoint.h"
 #include "quant/nvfp4.h"
 #include "quant/nvfp4_gptq.h"

@@ -10,14 +10,14 @@
 #include <memory>
 #include <string>
 
-#include "../model/tiny_models.h"
+#include "reference/tiny_models.h"
 #include "common/paths.h"
 #include "engine/causal_lm_step_model.h"
 #include "engine/greedy_request.h"
 #include "engine/scheduler.h"
 #include "model/causal_lm.h"
-#include "model/hybrid_reference.h"
-#include "model/nemotron_h_reference.h"
+#include "reference/hybrid_reference.h"
+#include "reference/nemotron_h_reference.h"
 
 namespace fp4lm::engine::replay_log_reservation_test {
 namespace {

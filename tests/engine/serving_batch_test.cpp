@@ -3,7 +3,7 @@
 // else is in the batch and however its prompt is chunked.
 #include <gtest/gtest.h>
 
-#include "../model/tiny_models.h"
+#include "reference/tiny_models.h"
 #include "common/paths.h"
 #include "streams_check.h"
 

@@ -1,7 +1,7 @@
 // The real model: SmolLM2-135M-Instruct, as `make demo` fetches it (scripts/fetch_smollm2.sh caches
 // the GGUF under $FP4LM_CACHE, default ~/.cache/fp4lm). Converted here with `fp4lm convert`'s code,
 // its float32 logits on real English (the start of Debian's Apache-2.0 text) are checked against
-// the float64 reference forward of tests/model/tiny_models.h on the same bf16 weights, and a
+// the float64 reference forward of tests/reference/tiny_models.h on the same bf16 weights, and a
 // greedy chat answer against the fact it should state. Skipped, with the reason, when the model
 // is not cached.
 #include <gtest/gtest.h>
@@ -11,8 +11,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "../model/logits_check.h"
-#include "../model/tiny_models.h"
+#include "reference/logits_check.h"
+#include "reference/tiny_models.h"
 #include "common/paths.h"
 #include "engine/convert/gguf_convert.h"
 #include "engine/generator.h"

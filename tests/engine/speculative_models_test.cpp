@@ -7,12 +7,12 @@
 
 #include <cstring>
 
-#include "../model/tiny_models.h"
+#include "reference/tiny_models.h"
 #include "common/paths.h"
 #include "engine/speculative_run.h"
 #include "model/causal_lm.h"
-#include "model/hybrid_reference.h"
-#include "model/nemotron_h_reference.h"
+#include "reference/hybrid_reference.h"
+#include "reference/nemotron_h_reference.h"
 
 namespace fp4lm::engine::speculative_models_test {
 namespace {

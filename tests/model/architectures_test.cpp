@@ -11,8 +11,8 @@
 #include "core/error.h"
 #include "model/causal_lm.h"
 #include "model/model_config.h"
-#include "model/logits_check.h"
-#include "tiny_models.h"
+#include "reference/logits_check.h"
+#include "reference/tiny_models.h"
 
 namespace fp4lm::model::architectures_test {
 namespace {

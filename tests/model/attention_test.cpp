@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "core/error.h"
-#include "model/attention.h"
-#include "model/kv_cache.h"
+#include "model/layers/attention.h"
+#include "model/state/kv_cache.h"
 
 namespace fp4lm::model::attention_test {
 namespace {

@@ -16,7 +16,7 @@
 #include "core/thread_pool.h"
 #include "kernels/registry.h"
 #include "model/causal_lm.h"
-#include "model/sequence_store.h"
+#include "model/state/sequence_store.h"
 #include "model/synthetic_checkpoint.h"
 
 namespace fp4lm::model::batched_forward_test {

@@ -16,8 +16,8 @@
 #include "common/error_of.h"
 #include "common/paths.h"
 #include "model/causal_lm.h"
-#include "model/logits_check.h"
-#include "model/model_loader.h"
+#include "reference/logits_check.h"
+#include "model/load/model_loader.h"
 #include "model/synthetic_checkpoint.h"
 
 namespace fp4lm::model::compressed_tensors_test {

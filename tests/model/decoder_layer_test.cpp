@@ -11,12 +11,12 @@
 
 #include "common/paths.h"
 #include "model/arch/arch.h"
-#include "model/attention.h"
+#include "model/layers/attention.h"
 #include "model/causal_lm.h"
-#include "model/logits_check.h"
-#include "model/mlp.h"
-#include "model/model_loader.h"
-#include "tiny_models.h"
+#include "reference/logits_check.h"
+#include "model/layers/mlp.h"
+#include "model/load/model_loader.h"
+#include "reference/tiny_models.h"
 
 namespace fp4lm::model::decoder_layer_test {
 namespace {

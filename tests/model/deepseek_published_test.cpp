@@ -11,8 +11,8 @@
 #include "common/log_capture.h"
 #include "common/paths.h"
 #include "model/causal_lm.h"
-#include "model/logits_check.h"
-#include "model/model_loader.h"
+#include "reference/logits_check.h"
+#include "model/load/model_loader.h"
 #include "model/synthetic_checkpoint.h"
 
 namespace fp4lm::model::deepseek_published_test {

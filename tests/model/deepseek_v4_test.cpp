@@ -19,9 +19,9 @@
 #include "core/error.h"
 #include "io/json_file.h"
 #include "model/causal_lm.h"
-#include "model/logits_check.h"
+#include "reference/logits_check.h"
 #include "model/model_config.h"
-#include "model/state_bytes.h"
+#include "model/state/state_bytes.h"
 
 namespace fp4lm::model::deepseek_v4_test {
 namespace {

@@ -21,9 +21,9 @@
 #include "core/error.h"
 #include "io/json_file.h"
 #include "model/causal_lm.h"
-#include "model/logits_check.h"
+#include "reference/logits_check.h"
 #include "model/model_config.h"
-#include "model/state_bytes.h"
+#include "model/state/state_bytes.h"
 
 namespace fp4lm::model::dsa_test {
 namespace {

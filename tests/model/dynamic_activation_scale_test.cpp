@@ -11,9 +11,9 @@
 #include "common/compressed_tensors_writer.h"
 #include "common/error_of.h"
 #include "common/paths.h"
-#include "logits_check.h"
+#include "reference/logits_check.h"
 #include "model/causal_lm.h"
-#include "model/model_loader.h"
+#include "model/load/model_loader.h"
 #include "model/synthetic_checkpoint.h"
 
 namespace fp4lm::model::dynamic_activation_scale_test {

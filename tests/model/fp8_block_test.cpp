@@ -23,8 +23,8 @@
 #include "io/json_file.h"
 #include "kernels/registry.h"
 #include "model/causal_lm.h"
-#include "model/logits_check.h"
-#include "model/model_loader.h"
+#include "reference/logits_check.h"
+#include "model/load/model_loader.h"
 #include "model/synthetic_checkpoint.h"
 
 namespace fp4lm::model::fp8_block_test {

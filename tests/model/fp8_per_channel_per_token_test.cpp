@@ -17,8 +17,8 @@
 #include "io/checkpoint.h"
 #include "io/safetensors.h"
 #include "model/causal_lm.h"
-#include "model/logits_check.h"
-#include "model/model_loader.h"
+#include "reference/logits_check.h"
+#include "model/load/model_loader.h"
 #include "model/synthetic_checkpoint.h"
 #include "quant/modelopt_config.h"
 

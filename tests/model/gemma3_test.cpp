@@ -1,5 +1,5 @@
 // Gemma 3's text model (Gemma3ForCausalLM, and Gemma3ForConditionalGeneration's language model)
-// against the float64 forward of tests/model/gemma_reference.h: sliding and full layers with
+// against the float64 forward of tests/reference/gemma_reference.h: sliding and full layers with
 // their own RoPE, a sequence three times the window, query_pre_attn_scalar ≠ head_dim, the four
 // (1 + w) norms, scaled embeddings, GeGLU, tied or separate lm_head, soft-capping; decode token
 // by token, prefill in chunks, batches; the KV bytes the window predicts; config errors; and a
@@ -14,8 +14,8 @@
 #include "common/paths.h"
 #include "core/error.h"
 #include "model/causal_lm.h"
-#include "model/gemma_reference.h"
-#include "model/model_loader.h"
+#include "reference/gemma_reference.h"
+#include "model/load/model_loader.h"
 
 namespace fp4lm::model::gemma3_test {
 namespace {

@@ -21,8 +21,8 @@
 #include "common/paths.h"
 #include "io/json_file.h"
 #include "model/causal_lm.h"
-#include "model/gaussian_topk_mlp.h"
-#include "model/logits_check.h"
+#include "model/layers/gaussian_topk_mlp.h"
+#include "reference/logits_check.h"
 #include "model/model_config.h"
 
 namespace fp4lm::model::gemma3n_test {

@@ -1,5 +1,5 @@
 // Gemma 4 MoE (the 26B-A4B: enable_moe_block) against the float64 forward of
-// tests/model/gemma_reference.h: in every layer the dense MLP and the MoE block side by side —
+// tests/reference/gemma_reference.h: in every layer the dense MLP and the MoE block side by side —
 // the router on the residual stream (weightless RMSNorm × router.scale / sqrt(hidden), softmax,
 // top-k renormalized, × per_expert_scale), GELU-tanh experts behind pre_feedforward_layernorm_2,
 // post_feedforward_layernorm_1 / _2 on the two branches before the layer's post-FFN norm — with
@@ -17,8 +17,8 @@
 #include "common/log_capture.h"
 #include "common/paths.h"
 #include "model/causal_lm.h"
-#include "model/gemma_reference.h"
-#include "model/model_loader.h"
+#include "reference/gemma_reference.h"
+#include "model/load/model_loader.h"
 
 namespace fp4lm::model::gemma4_moe_test {
 namespace {

@@ -1,6 +1,6 @@
 // Gemma 4 as its small models (E2B / E4B) are built — per-layer input embeddings (PLE), the last
 // layers reading an earlier layer's K/V (num_kv_shared_layers), their double-wide MLPs — against
-// the float64 forward of tests/model/gemma_reference.h: flat and VL, token by token, chunked
+// the float64 forward of tests/reference/gemma_reference.h: flat and VL, token by token, chunked
 // prefill, batches, bfloat16; the shared layers store no K/V; config and tensor errors name what
 // is wrong. NVIDIA publishes none of these models in NVFP4 (docs/RUNTIME.md).
 #include <gtest/gtest.h>
@@ -8,7 +8,7 @@
 #include "common/error_of.h"
 #include "common/paths.h"
 #include "model/causal_lm.h"
-#include "model/gemma_reference.h"
+#include "reference/gemma_reference.h"
 
 namespace fp4lm::model::gemma4_small_test {
 namespace {

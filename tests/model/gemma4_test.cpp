@@ -1,5 +1,5 @@
 // Gemma 4 dense (Gemma4ForCausalLM, and Gemma4ForConditionalGeneration's language model) against
-// the float64 forward of tests/model/gemma_reference.h, as the 31B is built: sliding and full
+// the float64 forward of tests/reference/gemma_reference.h, as the 31B is built: sliding and full
 // layers with their own head_dim and KV heads, keys doubling as values on the full layers
 // (attention_k_eq_v), proportional RoPE with partial_rotary_factor there, v_norm, softmax scale
 // 1, Gemma 4's x/rms·w norms, layer scalars, soft-capping; decode token by token, chunked prefill,
@@ -19,8 +19,8 @@
 #include "common/paths.h"
 #include "core/error.h"
 #include "model/causal_lm.h"
-#include "model/gemma_reference.h"
-#include "model/model_loader.h"
+#include "reference/gemma_reference.h"
+#include "model/load/model_loader.h"
 
 namespace fp4lm::model::gemma4_test {
 namespace {

@@ -18,9 +18,9 @@
 #include "core/error.h"
 #include "io/safetensors.h"
 #include "model/causal_lm.h"
-#include "model/logits_check.h"
+#include "reference/logits_check.h"
 #include "model/synthetic_checkpoint.h"
-#include "model/tiny_models.h"
+#include "reference/tiny_models.h"
 #include "quant/mxfp4.h"
 
 namespace fp4lm::model::gpt_oss_test {

@@ -14,8 +14,8 @@
 #include "common/paths.h"
 #include "kernels/registry.h"
 #include "model/causal_lm.h"
-#include "model/hybrid_reference.h"
-#include "model/model_loader.h"
+#include "reference/hybrid_reference.h"
+#include "model/load/model_loader.h"
 #include "common/error_norms.h"
 
 namespace fp4lm::model::hybrid_published_test {

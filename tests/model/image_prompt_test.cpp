@@ -1,7 +1,7 @@
 // The language-model side of an image prompt on a tiny Qwen3.5 (dense and MoE): the placeholder
 // rows replaced by an encoder's rows (SequenceChunk::embeds) and the 3-D M-RoPE positions
-// (SequenceChunk::positions, model/mrope_positions.h) against the float64 forward of
-// tests/model/hybrid_reference.h given the same rows and positions; decoding after the prompt
+// (SequenceChunk::positions, model/layers/mrope_positions.h) against the float64 forward of
+// tests/reference/hybrid_reference.h given the same rows and positions; decoding after the prompt
 // continues at length + rope_delta; a batch or chunked prefill changes nothing.
 #include <gtest/gtest.h>
 
@@ -9,9 +9,9 @@
 
 #include "common/paths.h"
 #include "model/causal_lm.h"
-#include "model/hybrid_reference.h"
+#include "reference/hybrid_reference.h"
 #include "model/arch/arch.h"
-#include "model/mrope_positions.h"
+#include "model/layers/mrope_positions.h"
 #include "engine/test_image_encoder.h"
 
 namespace fp4lm::model::image_prompt_test {

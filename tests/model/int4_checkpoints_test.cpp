@@ -15,8 +15,8 @@
 #include "common/int4_checkpoint_writer.h"
 #include "common/paths.h"
 #include "model/causal_lm.h"
-#include "model/logits_check.h"
-#include "model/model_loader.h"
+#include "reference/logits_check.h"
+#include "model/load/model_loader.h"
 #include "model/synthetic_checkpoint.h"
 
 namespace fp4lm::model::int4_checkpoints_test {

@@ -16,7 +16,7 @@
 #include "core/error.h"
 #include "io/json_file.h"
 #include "model/causal_lm.h"
-#include "model/logits_check.h"
+#include "reference/logits_check.h"
 #include "model/model_config.h"
 
 namespace fp4lm::model::kimi_k25_test {

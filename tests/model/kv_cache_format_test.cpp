@@ -1,6 +1,6 @@
-// The declared KV cache format against the one that runs (model/kv_cache_format.h): FP8 as
+// The declared KV cache format against the one that runs (model/state/kv_cache_format.h): FP8 as
 // declared under --kv-cache-dtype fp8; NVFP4, NVFP4_AFFINE and INT8 as declared under "auto"
-// (model/kv_quant.h), an explicit --kv-cache-dtype instead; one log line naming the format.
+// (model/state/kv_quant.h), an explicit --kv-cache-dtype instead; one log line naming the format.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -10,7 +10,7 @@
 #include "common/log_capture.h"
 #include "common/paths.h"
 #include "model/causal_lm.h"
-#include "model/kv_cache_format.h"
+#include "model/state/kv_cache_format.h"
 #include "model/synthetic_checkpoint.h"
 
 namespace fp4lm::model::kv_cache_format_test {

@@ -10,7 +10,7 @@
 
 #include "common/error_of.h"
 #include "core/dtype.h"
-#include "model/kv_cache.h"
+#include "model/state/kv_cache.h"
 
 namespace fp4lm::model {
 namespace {

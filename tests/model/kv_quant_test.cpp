@@ -1,4 +1,4 @@
-// Quantized KV caches as checkpoints declare them (model/kv_quant.h, docs/FORMAT.md §12 "KV cache
+// Quantized KV caches as checkpoints declare them (model/state/kv_quant.h, docs/FORMAT.md §12 "KV cache
 // formats"): each row format against a plain float64 statement of its rule and hand-worked
 // blocks; tiny models whose logits with the quantized cache match a float64 reference forward that
 // applies the same rule to K and V; the bytes a token costs; batch invariance; the load errors.
@@ -14,12 +14,12 @@
 #include "common/log_capture.h"
 #include "common/paths.h"
 #include "model/causal_lm.h"
-#include "model/kv_cache.h"
-#include "model/kv_quant.h"
-#include "model/logits_check.h"
+#include "model/state/kv_cache.h"
+#include "model/state/kv_quant.h"
+#include "reference/logits_check.h"
 #include "model/sequence_chunk.h"
-#include "model/state_bytes.h"
-#include "tiny_models.h"
+#include "model/state/state_bytes.h"
+#include "reference/tiny_models.h"
 
 namespace fp4lm::model::kv_quant_test {
 namespace {

@@ -12,9 +12,9 @@
 #include "common/paths.h"
 #include "core/error.h"
 #include "model/causal_lm.h"
-#include "model/latent_attention.h"
-#include "model/logits_check.h"
-#include "tiny_models.h"
+#include "model/layers/latent_attention.h"
+#include "reference/logits_check.h"
+#include "reference/tiny_models.h"
 
 namespace fp4lm::model::latent_attention_test {
 namespace {

@@ -12,7 +12,7 @@
 #include "core/error.h"
 #include "kernels/cpu/reference/math.h"
 #include "kernels/registry.h"
-#include "model/model_loader.h"
+#include "model/load/model_loader.h"
 #include "model/quant_method/quant_method.h"
 #include "model/synthetic_checkpoint.h"
 #include "quant/nvfp4.h"

@@ -15,8 +15,8 @@
 #include "common/paths.h"
 #include "core/error.h"
 #include "model/causal_lm.h"
-#include "model/llama4_attention.h"
-#include "model/logits_check.h"
+#include "model/layers/llama4_attention.h"
+#include "reference/logits_check.h"
 #include "model/model_config.h"
 #include "model/synthetic_checkpoint.h"
 

@@ -1,11 +1,11 @@
-// SVDQuant's low-rank branch (model/low_rank_branch.h): y += (x · Aᵀ) · Bᵀ per shard, each product
+// SVDQuant's low-rank branch (model/layers/low_rank_branch.h): y += (x · Aᵀ) · Bᵀ per shard, each product
 // rounded to the activation dtype as a 16-bit layer's two F.linear calls are.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <vector>
 
-#include "model/low_rank_branch.h"
+#include "model/layers/low_rank_branch.h"
 
 namespace fp4lm::model {
 namespace {

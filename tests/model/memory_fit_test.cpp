@@ -10,9 +10,9 @@
 #include "common/paths.h"
 #include "io/checkpoint.h"
 #include "model/causal_lm.h"
-#include "model/gemma_reference.h"
-#include "model/memory_fit.h"
-#include "model/tiny_models.h"
+#include "reference/gemma_reference.h"
+#include "model/load/memory_fit.h"
+#include "reference/tiny_models.h"
 
 namespace fp4lm::model::memory_fit_test {
 namespace {

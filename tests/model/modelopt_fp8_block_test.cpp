@@ -17,9 +17,9 @@
 #include "common/paths.h"
 #include "io/checkpoint.h"
 #include "model/causal_lm.h"
-#include "model/logits_check.h"
-#include "model/model_loader.h"
-#include "model/modelopt_golden.h"
+#include "reference/logits_check.h"
+#include "model/load/model_loader.h"
+#include "reference/modelopt_golden.h"
 #include "model/synthetic_checkpoint.h"
 #include "quant/modelopt_config.h"
 

@@ -15,9 +15,9 @@
 #include "common/paths.h"
 #include "io/checkpoint.h"
 #include "model/causal_lm.h"
-#include "model/logits_check.h"
-#include "model/model_loader.h"
-#include "model/modelopt_golden.h"
+#include "reference/logits_check.h"
+#include "model/load/model_loader.h"
+#include "reference/modelopt_golden.h"
 #include "quant/modelopt_config.h"
 
 namespace fp4lm::model::modelopt_nvfp4_svd_test {

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "model/moe_router.h"
+#include "model/layers/moe_router.h"
 
 namespace fp4lm::model::moe_router_test {
 namespace {

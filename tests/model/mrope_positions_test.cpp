@@ -1,4 +1,4 @@
-// Qwen's 3-D rotary positions (model/mrope_positions.h) and the interleaved frequency layout
+// Qwen's 3-D rotary positions (model/layers/mrope_positions.h) and the interleaved frequency layout
 // (Rope::set_mrope) against transformers 5.24's Qwen3.5 get_rope_index and
 // recomposition_frequencies (goldens: scripts/make_mrope_goldens.py).
 #include <gtest/gtest.h>
@@ -9,8 +9,8 @@
 
 #include "common/paths.h"
 #include "core/error.h"
-#include "model/mrope_positions.h"
-#include "model/rope.h"
+#include "model/layers/mrope_positions.h"
+#include "model/layers/rope.h"
 
 namespace fp4lm::model::mrope_positions_test {
 namespace {

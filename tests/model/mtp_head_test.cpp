@@ -1,5 +1,5 @@
-// The MTP head of the Qwen3.5 / Qwen3-Next hybrids (model/mtp_head.h) against a float64 forward
-// written from the published math (tests/model/hybrid_reference.h): the draft logits of every
+// The MTP head of the Qwen3.5 / Qwen3-Next hybrids (model/layers/mtp_head.h) against a float64 forward
+// written from the published math (tests/reference/hybrid_reference.h): the draft logits of every
 // family and layout, a second draft fed the head's own output, the head's state across calls,
 // and the errors of a checkpoint without a head.
 #include <gtest/gtest.h>
@@ -12,7 +12,7 @@
 #include "common/paths.h"
 #include "core/error.h"
 #include "model/causal_lm.h"
-#include "model/hybrid_reference.h"
+#include "reference/hybrid_reference.h"
 
 namespace fp4lm::model::mtp_head_test {
 namespace {

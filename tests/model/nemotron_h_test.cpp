@@ -14,11 +14,11 @@
 #include "common/paths.h"
 #include "core/error.h"
 #include "model/causal_lm.h"
-#include "model/logits_check.h"
-#include "model/mamba2_mixer.h"
-#include "model/mamba_timing.h"
+#include "reference/logits_check.h"
+#include "model/layers/mamba2_mixer.h"
+#include "model/layers/mamba_timing.h"
 #include "model/model_config.h"
-#include "nemotron_h_reference.h"
+#include "reference/nemotron_h_reference.h"
 
 namespace fp4lm::model::nemotron_h_test {
 namespace {

@@ -14,8 +14,8 @@
 #include "core/thread_pool.h"
 #include "kernels/registry.h"
 #include "model/causal_lm.h"
-#include "model/finite_check.h"
-#include "model/sequence_store.h"
+#include "model/load/finite_check.h"
+#include "model/state/sequence_store.h"
 #include "model/synthetic_checkpoint.h"
 
 namespace fp4lm::model::non_finite_test {

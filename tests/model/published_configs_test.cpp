@@ -13,7 +13,7 @@
 #include "core/log.h"
 #include "io/json_file.h"
 #include "kernels/registry.h"
-#include "model/model_loader.h"
+#include "model/load/model_loader.h"
 #include "model/synthetic_checkpoint.h"
 
 using namespace fp4lm;

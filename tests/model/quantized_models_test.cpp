@@ -7,7 +7,7 @@
 
 #include "common/paths.h"
 #include "model/causal_lm.h"
-#include "model/logits_check.h"
+#include "reference/logits_check.h"
 #include "model/synthetic_checkpoint.h"
 #include "common/error_norms.h"
 

@@ -1,5 +1,5 @@
 // Qwen3.5-MoE hybrid (gated delta-net + gated attention + MoE with shared expert), dense Qwen3.5
-// and Qwen3-Next against the float64 forward of tests/model/hybrid_reference.h (issue 14). Both
+// and Qwen3-Next against the float64 forward of tests/reference/hybrid_reference.h (issue 14). Both
 // checkpoint layouts (flat text-only and VL-nested with mtp/visual tensors), per-expert and fused
 // 3-D expert tensors, GDN value/key head ratios 1, 2 and 4, prompt-at-once vs token-by-token vs
 // any prefill chunk, batched vs alone, and a failed forward leaving the state.
@@ -16,8 +16,8 @@
 #include "io/safetensors.h"
 #include "core/thread_pool.h"
 #include "model/causal_lm.h"
-#include "model/gated_delta_rule.h"
-#include "model/hybrid_reference.h"
+#include "model/layers/gated_delta_rule.h"
+#include "reference/hybrid_reference.h"
 
 namespace fp4lm::model::qwen3_5_moe_test {
 namespace {
@@ -287,7 +287,7 @@ TEST(Hybrid, FullAttentionIntervalGivesTheLayerTypes) {
   EXPECT_LT(max_rel_diff(all_logits(*lm, kTokens), reference(m, kTokens)), 2e-5);
 }
 
-// ---- the chunked prefill (model/gated_delta_rule.h) over prompts longer than a block ----
+// ---- the chunked prefill (model/layers/gated_delta_rule.h) over prompts longer than a block ----
 
 std::vector<int32_t> long_prompt(size_t n, uint64_t seed) {
   std::mt19937_64 rng(seed);

@@ -1,6 +1,6 @@
 // Dense Qwen3.5 (Qwen3_5ForCausalLM / Qwen3_5ForConditionalGeneration: the gated delta-net +
 // gated attention hybrid with a SwiGLU MLP in every layer) against the float64 forward of
-// tests/model/hybrid_reference.h (issue 14), in the quantized layouts exports publish: every
+// tests/reference/hybrid_reference.h (issue 14), in the quantized layouts exports publish: every
 // Linear NVFP4 including the GDN's in_proj_a / in_proj_b (which ModelOpt's default config leaves
 // in bf16, and its older versions and other exporters quantize). Its unquantized checks (both
 // layouts, NV/NK 1, 2, 4, token by token, prefill chunks, batched) run with Qwen3.5-MoE's in
@@ -14,8 +14,8 @@
 #include "core/error.h"
 #include "kernels/registry.h"
 #include "model/causal_lm.h"
-#include "model/hybrid_reference.h"
-#include "model/model_loader.h"
+#include "reference/hybrid_reference.h"
+#include "model/load/model_loader.h"
 
 namespace fp4lm::model::qwen3_5_test {
 namespace {

@@ -13,8 +13,8 @@
 #include "io/checkpoint.h"
 #include "io/json_file.h"
 #include "model/arch/arch.h"
-#include "model/model_loader.h"
-#include "model/tensor_usage.h"
+#include "model/load/model_loader.h"
+#include "model/load/tensor_usage.h"
 #include "model/vision/qwen3_5_vision_tower.h"
 #include "vision/qwen_vl_preprocess.h"
 

@@ -16,7 +16,7 @@
 #include "core/error.h"
 #include "io/json_file.h"
 #include "model/causal_lm.h"
-#include "model/logits_check.h"
+#include "reference/logits_check.h"
 #include "model/model_config.h"
 #include "model/vision/qwen3_5_vision_tower.h"
 

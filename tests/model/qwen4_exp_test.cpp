@@ -19,10 +19,10 @@
 #include "core/error.h"
 #include "io/json_file.h"
 #include "model/causal_lm.h"
-#include "model/logits_check.h"
+#include "reference/logits_check.h"
 #include "model/model_config.h"
-#include "model/ngram_embedding.h"
-#include "model/torch_topk.h"
+#include "model/layers/ngram_embedding.h"
+#include "model/layers/torch_topk.h"
 
 namespace fp4lm::model::qwen4_exp_test {
 namespace {

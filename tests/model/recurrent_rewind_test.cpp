@@ -13,9 +13,9 @@
 #include "common/paths.h"
 #include "core/error.h"
 #include "model/causal_lm.h"
-#include "model/hybrid_reference.h"
-#include "model/mamba_timing.h"
-#include "nemotron_h_reference.h"
+#include "reference/hybrid_reference.h"
+#include "model/layers/mamba_timing.h"
+#include "reference/nemotron_h_reference.h"
 
 namespace fp4lm::model::recurrent_rewind_test {
 namespace {

@@ -7,7 +7,7 @@
 #include <numbers>
 
 #include "core/error.h"
-#include "model/rope.h"
+#include "model/layers/rope.h"
 
 namespace fp4lm::model::rope_test {
 namespace {

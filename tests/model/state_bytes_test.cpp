@@ -1,4 +1,4 @@
-// A sequence's bytes as the layers declared them (model/state_bytes.h,
+// A sequence's bytes as the layers declared them (model/state/state_bytes.h,
 // what `inspect` reports) against what the engine reserves (KvCache, CausalLM::sequence_bytes),
 // for a dense model, Nemotron-H (Mamba-2 layers hold recurrent state, not K/V), Gemma 4 (per-layer
 // head sizes, sliding rings, K/V shared between layers) and DeepSeek-V3 (MLA's latent), with the
@@ -7,7 +7,7 @@
 
 #include "common/paths.h"
 #include "model/causal_lm.h"
-#include "model/state_bytes.h"
+#include "model/state/state_bytes.h"
 #include "model/synthetic_checkpoint.h"
 
 namespace fp4lm::model::state_bytes_test {

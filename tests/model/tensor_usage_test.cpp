@@ -1,4 +1,4 @@
-// The load rule (model/tensor_usage.h): every tensor of a checkpoint is consumed or on the
+// The load rule (model/load/tensor_usage.h): every tensor of a checkpoint is consumed or on the
 // documented ignore list; an unconsumed quantization tensor is an error naming it, unconsumed
 // model tensors one WARN line.
 #include <gtest/gtest.h>
@@ -11,7 +11,7 @@
 #include "common/paths.h"
 #include "model/causal_lm.h"
 #include "model/synthetic_checkpoint.h"
-#include "model/tensor_usage.h"
+#include "model/load/tensor_usage.h"
 
 namespace fp4lm::model::tensor_usage_test {
 namespace {

@@ -19,7 +19,7 @@
 #include "kernels/expert_activation.h"
 #include "model/arch/arch.h"
 #include "model/causal_lm.h"
-#include "model/linear.h"
+#include "model/layers/linear.h"
 #include "quant/nvfp4.h"
 
 namespace fp4lm::engine {

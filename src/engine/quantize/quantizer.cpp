@@ -24,7 +24,7 @@
 #include "io/safetensors.h"
 #include "io/staged_output_dir.h"
 #include "model/arch/arch.h"
-#include "model/model_loader.h"
+#include "model/load/model_loader.h"
 #include "quant/compressed_tensors_scale.h"
 #include "quant/export_format.h"
 #include "quant/nvfp4.h"

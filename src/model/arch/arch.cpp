@@ -4,8 +4,8 @@
 
 #include <fmt/format.h>
 
-#include "model/attention.h"
-#include "model/model_loader.h"
+#include "model/layers/attention.h"
+#include "model/load/model_loader.h"
 
 namespace fp4lm::model {
 

@@ -5,7 +5,7 @@
 // `w1/w3/w2`, ...), how each decoder layer is built, and the keys the synthetic writer adds for
 // it. Everything shared — the common config keys, attention, MLP and MoE blocks, norms, RoPE,
 // quant methods, kernels — lives elsewhere in model/ and is only called from here. The block
-// shape of a decoder layer is the architecture's (make_layer, model/decoder_layer.h); the default
+// shape of a decoder layer is the architecture's (make_layer, model/layers/decoder_layer.h); the default
 // is the pre-norm block x += mixer(norm(x)); x += ffn(norm(x)).
 #include <cstdint>
 #include <memory>
@@ -18,15 +18,15 @@
 
 #include "core/tensor.h"
 #include "model/config_reader.h"
-#include "model/decoder_layer.h"
-#include "model/feed_forward.h"
-#include "model/hyper_connection.h"
+#include "model/layers/decoder_layer.h"
+#include "model/layers/feed_forward.h"
+#include "model/layers/hyper_connection.h"
 #include "model/image_encoder.h"
 #include "model/layer_build.h"
 #include "model/layer_plan.h"
-#include "model/mixer.h"
+#include "model/layers/mixer.h"
 #include "model/model_config.h"
-#include "model/rope.h"
+#include "model/layers/rope.h"
 
 namespace fp4lm::model {
 
@@ -104,7 +104,7 @@ class ArchDef {
   // Its tensors are then consumed, no longer on the load rule's ignore list.
   virtual std::unique_ptr<ImageEncoder> load_image_encoder(ModelLoader&) const { return nullptr; }
   // An architecture whose residual is several streams per token (DeepSeek-V4's hyper-connections,
-  // model/hyper_connection.h): what collapses them before the final norm; its streams() sets the
+  // model/layers/hyper_connection.h): what collapses them before the final norm; its streams() sets the
   // width of the residual the decoder layers see ([m, streams, hidden]). nullptr (the default):
   // one stream.
   virtual std::unique_ptr<HyperHead> load_hyper_head(ModelLoader&) const { return nullptr; }

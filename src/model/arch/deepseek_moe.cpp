@@ -2,9 +2,9 @@
 
 #include <fmt/format.h>
 
-#include "model/mlp.h"
-#include "model/model_loader.h"
-#include "model/sigmoid_moe.h"
+#include "model/layers/mlp.h"
+#include "model/load/model_loader.h"
+#include "model/layers/sigmoid_moe.h"
 #include "model/synthetic_checkpoint.h"
 
 namespace fp4lm::model {

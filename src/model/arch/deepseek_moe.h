@@ -1,7 +1,7 @@
 #pragma once
 // The feed-forward of the DeepSeek-style MoE families (DeepSeek-V3 / Kimi K2, GLM-4.x MoE,
 // GLM-4.7-Flash): the first first_k_dense_replace layers are a dense SwiGLU MLP
-// (intermediate_size), the others a SigmoidMoe (model/sigmoid_moe.h) at "model.layers.{i}.mlp":
+// (intermediate_size), the others a SigmoidMoe (model/layers/sigmoid_moe.h) at "model.layers.{i}.mlp":
 // router `gate` (float32 logits) with `gate.e_score_correction_bias`, experts
 // `experts.E.{gate,up,down}_proj`, and shared experts `shared_experts.{gate,up,down}_proj` of
 // n_shared_experts × moe_intermediate_size.

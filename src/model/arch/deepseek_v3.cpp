@@ -1,5 +1,5 @@
 // DeepseekV3ForCausalLM (DeepSeek-V3 / R1, Kimi K2's text model) and Glm4MoeLiteForCausalLM
-// (GLM-4.7-Flash): multi-head latent attention (model/latent_attention.h: q_a_proj →
+// (GLM-4.7-Flash): multi-head latent attention (model/layers/latent_attention.h: q_a_proj →
 // q_a_layernorm → q_b_proj or a plain q_proj, kv_a_proj_with_mqa → kv_a_layernorm → kv_b_proj,
 // YaRN RoPE with mscale in the softmax scale; the cache holds the latent) and the DeepSeek-style
 // MoE feed-forward (arch/deepseek_moe.h). GLM-4.7-Flash differs only in its defaults and may
@@ -15,8 +15,8 @@
 
 #include "model/arch/arch.h"
 #include "model/arch/deepseek_moe.h"
-#include "model/latent_attention.h"
-#include "model/model_loader.h"
+#include "model/layers/latent_attention.h"
+#include "model/load/model_loader.h"
 #include "model/synthetic_checkpoint.h"
 
 namespace fp4lm::model {

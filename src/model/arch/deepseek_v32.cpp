@@ -1,7 +1,7 @@
 // DeepseekV32ForCausalLM (DeepSeek-V3.2) and GlmMoeDsaForCausalLM (GLM-5): DeepSeek-V3's decoder
 // layer (arch/deepseek_v3.cpp: MLA with q_lora_rank, the DeepSeek MoE, the MTP layers skipped)
 // with DeepSeek Sparse Attention: an indexer per layer (self_attn.indexer.{wq_b, wk, k_norm,
-// weights_proj}) keeps each query's index_topk best past positions (model/dsa_indexer.h), as
+// weights_proj}) keeps each query's index_topk best past positions (model/layers/dsa_indexer.h), as
 // transformers 5.24's DeepseekV32 / GlmMoeDsa classes compute it. GLM-5 differs in its defaults
 // (n_group 1, topk_group 1, rms_norm_eps 1e-5), its indexer's interleaved RoPE (DeepSeek-V3.2's
 // is half-split) and its per-layer indexer_types: a "shared" layer has no indexer and reuses the

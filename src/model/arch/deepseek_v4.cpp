@@ -57,7 +57,7 @@
 //
 // Every mechanism above, exact; the attention's state is bounded as the design allows: the
 // window's ring, each compressor's unfinished rows, the compressed entries and indexer keys
-// (model/compressed_attention.h).
+// (model/layers/compressed_attention.h).
 // Refused by name: scoring_func other than sqrtsoftplus, n_shared_experts other than 1,
 // num_key_value_heads other than 1, attention_bias / mlp_bias, a non-silu hidden_act, RoPE types
 // other than default / yarn, a quantized or FP8 KV cache.
@@ -68,13 +68,13 @@
 #include <numeric>
 
 #include "core/error.h"
-#include "model/activation.h"
+#include "model/layers/activation.h"
 #include "model/arch/arch.h"
-#include "model/compressed_attention.h"
-#include "model/hyper_connection.h"
-#include "model/linear.h"
-#include "model/model_loader.h"
-#include "model/rms_norm.h"
+#include "model/layers/compressed_attention.h"
+#include "model/layers/hyper_connection.h"
+#include "model/layers/linear.h"
+#include "model/load/model_loader.h"
+#include "model/layers/rms_norm.h"
 
 namespace fp4lm::model {
 

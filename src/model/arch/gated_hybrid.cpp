@@ -4,9 +4,9 @@
 
 #include <fmt/format.h>
 
-#include "model/attention.h"
-#include "model/gated_delta_net.h"
-#include "model/model_loader.h"
+#include "model/layers/attention.h"
+#include "model/layers/gated_delta_net.h"
+#include "model/load/model_loader.h"
 #include "model/synthetic_checkpoint.h"
 
 namespace fp4lm::model {
@@ -76,7 +76,7 @@ void read_gated_hybrid_keys(const ConfigReader& r, ModelConfig& c) {
     fail("{}: partial_rotary_factor {} gives rotary dims {} (must be even, in (0, head_dim {}])", path, factor,
          c.rotary_dim, c.head_dim);
   // mrope_section splits the rotary_dim / 2 frequency pairs between a token's t, h and w
-  // positions (image tokens, model/mrope_positions.h); for text all three are the token index.
+  // positions (image tokens, model/layers/mrope_positions.h); for text all three are the token index.
   // (Interleaved, as transformers: pair i takes h when i % 3 == 1 and i < 3 * section[1], w when
   // i % 3 == 2 and i < 3 * section[2], else t; so the counts need not add up to rotary_dim / 2.)
   if (!c.mrope_section.empty() &&
@@ -84,7 +84,7 @@ void read_gated_hybrid_keys(const ConfigReader& r, ModelConfig& c) {
     fail("{}: rope_parameters.mrope_section must be 3 non-negative counts (t, h, w), found {}", path,
          nlohmann::json(c.mrope_section).dump());
   // The MTP head after the decoder layers (mtp.*): Qwen3.5 names its depth mtp_num_hidden_layers,
-  // Qwen3-Next num_nextn_predict_layers. Read only for speculative decoding (model/mtp_head.h).
+  // Qwen3-Next num_nextn_predict_layers. Read only for speculative decoding (model/layers/mtp_head.h).
   c.num_nextn_predict_layers = r.opt<int64_t>("mtp_num_hidden_layers", r.opt<int64_t>("num_nextn_predict_layers", 0));
   if (c.num_nextn_predict_layers < 0)
     fail("{}: field 'mtp_num_hidden_layers' must be >= 0, found {}", path, c.num_nextn_predict_layers);

@@ -3,7 +3,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
-#include "model/activation.h"
+#include "model/layers/activation.h"
 
 namespace fp4lm::model {
 

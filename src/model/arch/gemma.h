@@ -14,8 +14,8 @@
 #include "model/arch/arch.h"
 #include "model/arch/gemma_moe.h"
 #include "model/arch/gemma_ple.h"
-#include "model/decoder_layer.h"
-#include "model/rope.h"
+#include "model/layers/decoder_layer.h"
+#include "model/layers/rope.h"
 
 namespace fp4lm::model {
 

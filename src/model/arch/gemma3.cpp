@@ -16,9 +16,9 @@
 
 #include "core/error.h"
 #include "model/arch/gemma.h"
-#include "model/attention.h"
-#include "model/mlp.h"
-#include "model/model_loader.h"
+#include "model/layers/attention.h"
+#include "model/layers/mlp.h"
+#include "model/load/model_loader.h"
 #include "model/synthetic_checkpoint.h"
 #include "model/vision/gemma3_image_encoder.h"
 

@@ -1,15 +1,15 @@
 // Gemma3nForCausalLM and the language model of Gemma3nForConditionalGeneration (keys under
 // text_config, tensors under model.language_model.), as transformers 5.24's Gemma3nTextModel
 // computes it on text:
-// - altup_num_inputs residual streams (model/altup.h): made from the embedding before layer 0,
+// - altup_num_inputs residual streams (model/layers/altup.h): made from the embedding before layer 0,
 //   predicted / corrected around each layer, averaged after the last one;
 // - each layer on the active stream's prediction p_a: x = input_layernorm(p_a);
 //   a = p_a + post_attention_layernorm(attention(x)); l = (a + laurel(x)) / sqrt(2)
-//   (model/laurel.h); o = l + post_feedforward_layernorm(mlp(pre_feedforward_layernorm(l)));
+//   (model/layers/laurel.h); o = l + post_feedforward_layernorm(mlp(pre_feedforward_layernorm(l)));
 //   the streams corrected with o; then streams 1.. += the per-layer term (arch/gemma_ple.h) of
 //   stream a × correct_output_scale (altup_correct_scale);
 // - the MLP's width per layer (intermediate_size: one value or one per layer) and its gate's
-//   Gaussian top-k (activation_sparsity_pattern, model/gaussian_topk_mlp.h);
+//   Gaussian top-k (activation_sparsity_pattern, model/layers/gaussian_topk_mlp.h);
 // - attention as Gemma 4's small models': q_norm / k_norm, values normed without a weight, softmax
 //   scale 1, sliding (sliding_window) and full layers (layer_types, else every 5th full) with the
 //   RoPE of their type (rope_parameters), the last num_kv_shared_layers layers reading the K/V of
@@ -31,13 +31,13 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
-#include "model/altup.h"
+#include "model/layers/altup.h"
 #include "model/arch/gemma.h"
-#include "model/attention.h"
-#include "model/embedding.h"
-#include "model/gaussian_topk_mlp.h"
-#include "model/laurel.h"
-#include "model/model_loader.h"
+#include "model/layers/attention.h"
+#include "model/layers/embedding.h"
+#include "model/layers/gaussian_topk_mlp.h"
+#include "model/layers/laurel.h"
+#include "model/load/model_loader.h"
 #include "model/synthetic_checkpoint.h"
 
 namespace fp4lm::model {

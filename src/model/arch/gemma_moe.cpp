@@ -4,10 +4,10 @@
 
 #include <fmt/format.h>
 
-#include "model/activation.h"
+#include "model/layers/activation.h"
 #include "model/layer_plan.h"
-#include "model/model_loader.h"
-#include "model/moe_router.h"
+#include "model/load/model_loader.h"
+#include "model/layers/moe_router.h"
 
 namespace fp4lm::model {
 

@@ -15,9 +15,9 @@
 #include <vector>
 
 #include "core/dtype.h"
-#include "model/linear.h"
+#include "model/layers/linear.h"
 #include "model/model_config.h"
-#include "model/rms_norm.h"
+#include "model/layers/rms_norm.h"
 
 namespace fp4lm::model {
 

@@ -7,9 +7,9 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
-#include "model/activation.h"
+#include "model/layers/activation.h"
 #include "model/layer_plan.h"
-#include "model/model_loader.h"
+#include "model/load/model_loader.h"
 
 namespace fp4lm::model {
 

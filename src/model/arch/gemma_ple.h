@@ -9,19 +9,19 @@
 // and in layer i, after its feed-forward half (before its layer_scalar):
 //   h += post_per_layer_input_norm(per_layer_projection(gelu_tanh(per_layer_input_gate(h)) × input[i]))
 // The inputs are computed by layer 0 for all layers; in a pipeline the stage with layer 0 sends
-// them on with the residual stream (model/stage_carried.h), the later stages receive them.
+// them on with the residual stream (model/state/stage_carried.h), the later stages receive them.
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "core/dtype.h"
-#include "model/decoder_layer.h"
-#include "model/embedding.h"
-#include "model/linear.h"
+#include "model/layers/decoder_layer.h"
+#include "model/layers/embedding.h"
+#include "model/layers/linear.h"
 #include "model/model_config.h"
-#include "model/rms_norm.h"
-#include "model/stage_carried.h"
+#include "model/layers/rms_norm.h"
+#include "model/state/stage_carried.h"
 
 namespace fp4lm::model {
 

@@ -8,7 +8,7 @@
 
 #include "model/arch/arch.h"
 #include "model/arch/deepseek_moe.h"
-#include "model/model_loader.h"
+#include "model/load/model_loader.h"
 #include "model/synthetic_checkpoint.h"
 
 namespace fp4lm::model {

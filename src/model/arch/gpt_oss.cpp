@@ -13,9 +13,9 @@
 
 #include "core/error.h"
 #include "model/arch/arch.h"
-#include "model/attention.h"
-#include "model/model_loader.h"
-#include "model/sparse_moe.h"
+#include "model/layers/attention.h"
+#include "model/load/model_loader.h"
+#include "model/layers/sparse_moe.h"
 #include "model/synthetic_checkpoint.h"
 
 namespace fp4lm::model {

@@ -1,7 +1,7 @@
 // Llama4ForCausalLM and Llama4ForConditionalGeneration (Llama 4 Scout / Maverick, NVIDIA's
 // nvidia/Llama-4-*-FP4) as transformers' modeling_llama4 computes the text model:
 //  - the pre-norm block (input_layernorm, post_attention_layernorm) with the attention of
-//    model/llama4_attention.h: RoPE layers (no_rope_layers[i] = 1; default every layer but each
+//    model/layers/llama4_attention.h: RoPE layers (no_rope_layers[i] = 1; default every layer but each
 //    no_rope_layer_interval-th) rotate q/k in the interleaved (complex) form with Llama 4's rope
 //    (rope_theta, rope_scaling llama3), L2-normalize them (use_qk_norm) and attend within chunks
 //    of attention_chunk_size positions (layer_types "chunked_attention"); NoPE layers attend to
@@ -27,12 +27,12 @@
 
 #include "core/error.h"
 #include "io/checkpoint.h"
-#include "model/activation.h"
+#include "model/layers/activation.h"
 #include "model/arch/arch.h"
-#include "model/linear.h"
-#include "model/llama4_attention.h"
-#include "model/mlp.h"
-#include "model/model_loader.h"
+#include "model/layers/linear.h"
+#include "model/layers/llama4_attention.h"
+#include "model/layers/mlp.h"
+#include "model/load/model_loader.h"
 #include "model/synthetic_checkpoint.h"
 
 namespace fp4lm::model {

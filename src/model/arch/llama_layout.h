@@ -6,7 +6,7 @@
 #include <fmt/format.h>
 
 #include "model/arch/arch.h"
-#include "model/mlp.h"
+#include "model/layers/mlp.h"
 
 namespace fp4lm::model {
 

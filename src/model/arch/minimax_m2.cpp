@@ -7,8 +7,8 @@
 #include <fmt/format.h>
 
 #include "model/arch/arch.h"
-#include "model/model_loader.h"
-#include "model/sigmoid_moe.h"
+#include "model/load/model_loader.h"
+#include "model/layers/sigmoid_moe.h"
 #include "model/synthetic_checkpoint.h"
 
 namespace fp4lm::model {

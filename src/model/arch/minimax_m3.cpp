@@ -8,7 +8,7 @@
 // (x/rms · (1 + w), rounded once) everywhere, q_norm / k_norm per head; RoPE over the first
 // head_dim × partial_rotary_factor dims (rope_parameters; `rotary_dim` is not read by transformers
 // either); layer_types "minimax_m3_sparse" layers select key blocks with the lightning indexer
-// (model/block_sparse_attention.h); every MLP (dense layers per mlp_layer_types, the shared
+// (model/layers/block_sparse_attention.h); every MLP (dense layers per mlp_layer_types, the shared
 // expert, the routed experts) the clamped SwiGLU (clamp(up, ±limit) + 1) · g · sigmoid(alpha · g),
 // g = min(gate, limit), gate and up halves (not interleaved); MoE layers routed by sigmoid scores
 // chosen with e_score_correction_bias, renormalized, × routed_scaling_factor, plus the shared expert.
@@ -18,12 +18,12 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "kernels/expert_activation.h"
-#include "model/activation.h"
+#include "model/layers/activation.h"
 #include "model/arch/arch.h"
-#include "model/attention.h"
-#include "model/block_sparse_attention.h"
-#include "model/model_loader.h"
-#include "model/sigmoid_moe.h"
+#include "model/layers/attention.h"
+#include "model/layers/block_sparse_attention.h"
+#include "model/load/model_loader.h"
+#include "model/layers/sigmoid_moe.h"
 #include "model/synthetic_checkpoint.h"
 
 namespace fp4lm::model {

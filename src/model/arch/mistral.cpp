@@ -2,7 +2,7 @@
 // head_dim may differ from hidden/heads) with sliding-window attention: position p attends to
 // positions (p - sliding_window, p]. HF's MistralConfig defaults sliding_window to 4096 when the
 // key is absent; null turns the window off. A window below max_position_embeddings makes every
-// attention layer a sliding-window one (its KV cache a ring of the window: model/kv_cache.h).
+// attention layer a sliding-window one (its KV cache a ring of the window: model/state/kv_cache.h).
 #include "model/arch/llama_layout.h"
 
 namespace fp4lm::model {

@@ -4,8 +4,8 @@
 #include <fmt/format.h>
 
 #include "model/arch/arch.h"
-#include "model/model_loader.h"
-#include "model/sparse_moe.h"
+#include "model/load/model_loader.h"
+#include "model/layers/sparse_moe.h"
 #include "model/synthetic_checkpoint.h"
 
 namespace fp4lm::model {

@@ -2,8 +2,8 @@
 // Nemotron 3 family's dense layers), with transformers' NemotronHConfig semantics. Every decoder
 // layer is one mixer behind one RMSNorm, h += mixer(norm(h)), the mixer chosen by the layer's
 // letter in hybrid_override_pattern (or layers_block_type):
-//   'M' Mamba-2 (model/mamba2_mixer.h)        '*' attention: GQA, no position encoding
-//   '-' MLP: down_proj(relu(up_proj(h))²)      'E' MoE (model/nemotron_moe.h, latent or not)
+//   'M' Mamba-2 (model/layers/mamba2_mixer.h)        '*' attention: GQA, no position encoding
+//   '-' MLP: down_proj(relu(up_proj(h))²)      'E' MoE (model/layers/nemotron_moe.h, latent or not)
 // Tensors live under backbone. (read as model.): embeddings, layers.<i>.{norm, mixer.*}, norm_f;
 // lm_head at the top. The MTP layers (num_nextn_predict_layers, tensors mtp.*) are not read.
 // The VL / Omni wrappers (NemotronH_Nano_VL_V2: Nemotron-Nano-12B-v2-VL; NemotronH_Nano_Omni_Reasoning_V3)
@@ -24,11 +24,11 @@
 
 #include "core/log.h"
 #include "model/arch/arch.h"
-#include "model/attention.h"
-#include "model/mamba2_mixer.h"
-#include "model/model_loader.h"
-#include "model/nemotron_moe.h"
-#include "model/relu2_mlp.h"
+#include "model/layers/attention.h"
+#include "model/layers/mamba2_mixer.h"
+#include "model/load/model_loader.h"
+#include "model/layers/nemotron_moe.h"
+#include "model/layers/relu2_mlp.h"
 #include "model/synthetic_checkpoint.h"
 #include "model/vision/nemotron_image_encoder.h"
 

@@ -9,7 +9,7 @@
 //  - sliding_window (Phi-3-mini-4k: 2047): position p attends to (p - window, p], as Mistral;
 //    null or a window no sequence reaches (>= max_position_embeddings) means full attention;
 //  - rms_norm_eps defaults to 1e-5, eos_token_id to 32000.
-// LongRoPE switches frequencies by sequence length as transformers does (model/rope.h): a forward
+// LongRoPE switches frequencies by sequence length as transformers does (model/layers/rope.h): a forward
 // step whose sequence is longer than original_max_position_embeddings rotates all its rows with the
 // long factors; a KV cache that crosses the boundary keeps the keys of earlier steps as they were
 // rotated (short), exactly as transformers' generate with a cache. vLLM differs there (it re-picks
@@ -22,7 +22,7 @@
 #include <fmt/format.h>
 
 #include "model/arch/arch.h"
-#include "model/mlp.h"
+#include "model/layers/mlp.h"
 
 namespace fp4lm::model {
 

@@ -14,7 +14,7 @@
 
 #include "core/error.h"
 #include "model/arch/llama_layout.h"
-#include "model/model_loader.h"
+#include "model/load/model_loader.h"
 #include "model/synthetic_checkpoint.h"
 #include "model/vision/qwen2_5_vision_tower.h"
 

@@ -6,7 +6,7 @@
 
 #include "model/arch/arch.h"
 #include "model/arch/shared_expert_moe.h"
-#include "model/model_loader.h"
+#include "model/load/model_loader.h"
 
 namespace fp4lm::model {
 

@@ -7,8 +7,8 @@
 
 #include "model/arch/arch.h"
 #include "model/arch/gated_hybrid.h"
-#include "model/mlp.h"
-#include "model/model_loader.h"
+#include "model/layers/mlp.h"
+#include "model/load/model_loader.h"
 #include "model/synthetic_checkpoint.h"
 #include "model/vision/qwen3_5_vision_tower.h"
 

@@ -1,7 +1,7 @@
 // Qwen3_5MoeForCausalLM / Qwen3_5MoeForConditionalGeneration (the text model only; the VL form's
 // keys under text_config and tensors under model.language_model., see parse_model_config): a
-// hybrid whose layers' mixers are gated delta-nets (linear_attention, model/gated_delta_net.h)
-// or gated full attention (model/attention.h), chosen by layer_types / full_attention_interval
+// hybrid whose layers' mixers are gated delta-nets (linear_attention, model/layers/gated_delta_net.h)
+// or gated full attention (model/layers/attention.h), chosen by layer_types / full_attention_interval
 // (arch/gated_hybrid.h). The GDN's projections are separate tensors: in_proj_qkv, in_proj_z,
 // in_proj_b, in_proj_a. Every layer's feed-forward is a sparse MoE (top-k always renormalized)
 // with a shared expert scaled by sigmoid(shared_expert_gate(x)).

@@ -11,7 +11,7 @@
 #include "model/arch/arch.h"
 #include "model/arch/gated_hybrid.h"
 #include "model/arch/shared_expert_moe.h"
-#include "model/model_loader.h"
+#include "model/load/model_loader.h"
 #include "model/synthetic_checkpoint.h"
 
 namespace fp4lm::model {

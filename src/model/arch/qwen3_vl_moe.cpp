@@ -13,9 +13,9 @@
 #include "model/arch/arch.h"
 #include "model/arch/qwen3_vl_text.h"
 #include "model/vision/qwen3_5_vision_tower.h"
-#include "model/mlp.h"
-#include "model/model_loader.h"
-#include "model/sparse_moe.h"
+#include "model/layers/mlp.h"
+#include "model/load/model_loader.h"
+#include "model/layers/sparse_moe.h"
 #include "model/synthetic_checkpoint.h"
 
 namespace fp4lm::model {

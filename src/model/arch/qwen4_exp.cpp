@@ -3,15 +3,15 @@
 // tensors under model.language_model., model.visual.* left unread).
 //
 // Residual: hc_count streams per token (the embedding copied into each), with a gated
-// hyper-connection around each sub-layer (model/gated_residual.h: attn_hyper_connection,
+// hyper-connection around each sub-layer (model/layers/gated_residual.h: attn_hyper_connection,
 // mlp_hyper_connection); no input / post-attention norms (hc_norm is the norm), and no final norm:
 // model.hyper_connection_mixer collapses the streams for lm_head.
 // Decoder layer i, by layer_types ("linear_attention", or "indexed_attention" / "full_attention",
-// both the indexed kind): a gated delta-net (model/gated_delta_net.h, as Qwen3.5's: in_proj_qkv,
+// both the indexed kind): a gated delta-net (model/layers/gated_delta_net.h, as Qwen3.5's: in_proj_qkv,
 // in_proj_z, in_proj_b, in_proj_a; the gated norm's gate silu, or sigmoid by output_gate_type) or
-// Qwen3.5's gated attention restricted by the QSA indexer (model/qsa_attention.h). Layers in
+// Qwen3.5's gated attention restricted by the QSA indexer (model/layers/qsa_attention.h). Layers in
 // ple_layer_ids (one-indexed, linear layers only) first add the hashed n-gram Per-Layer Embedding
-// (model/ple_ngram_layer.h, model/ngram_embedding.h). Every feed-forward is Qwen3-Next's MoE
+// (model/layers/ple_ngram_layer.h, model/layers/ngram_embedding.h). Every feed-forward is Qwen3-Next's MoE
 // (softmax top-k, renormalized by norm_topk_prob, plus shared_expert × sigmoid(shared_expert_gate)).
 // RoPE: rope_parameters (partial_rotary_factor, mrope_section: plain RoPE for text).
 // Refused by name: hidden_act other than silu, output_gate_type other than silu / sigmoid,
@@ -29,11 +29,11 @@
 #include "model/arch/arch.h"
 #include "model/arch/gated_hybrid.h"
 #include "model/arch/shared_expert_moe.h"
-#include "model/gated_delta_net.h"
-#include "model/gated_residual.h"
-#include "model/model_loader.h"
-#include "model/ple_ngram_layer.h"
-#include "model/qsa_attention.h"
+#include "model/layers/gated_delta_net.h"
+#include "model/layers/gated_residual.h"
+#include "model/load/model_loader.h"
+#include "model/layers/ple_ngram_layer.h"
+#include "model/layers/qsa_attention.h"
 
 namespace fp4lm::model {
 

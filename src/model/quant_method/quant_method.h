@@ -13,7 +13,7 @@
 #include "kernels/weights.h"
 #include "model/layer_plan.h"
 #include "model/layer_scheme.h"
-#include "model/param_reader.h"
+#include "model/load/param_reader.h"
 
 namespace fp4lm::model {
 

@@ -5,7 +5,7 @@
 
 #include "core/error.h"
 #include "core/thread_pool.h"
-#include "model/model_loader.h"
+#include "model/load/model_loader.h"
 #include "model/vision/qwen3_5_vision_tower.h"
 
 namespace fp4lm::model {

@@ -2,7 +2,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
-#include "model/model_loader.h"
+#include "model/load/model_loader.h"
 
 namespace fp4lm::model {
 

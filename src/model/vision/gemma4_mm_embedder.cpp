@@ -4,7 +4,7 @@
 
 #include "core/thread_pool.h"
 #include "model/layer_plan.h"
-#include "model/model_loader.h"
+#include "model/load/model_loader.h"
 
 namespace fp4lm::model {
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "model/linear.h"
+#include "model/layers/linear.h"
 
 namespace fp4lm::model {
 

@@ -24,7 +24,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/dtype.h"
-#include "model/linear.h"
+#include "model/layers/linear.h"
 #include "vision/gemma4_preprocess.h"
 
 namespace fp4lm::model {

@@ -7,7 +7,7 @@
 #include "core/thread_pool.h"
 #include "model/config_reader.h"
 #include "model/layer_plan.h"
-#include "model/model_loader.h"
+#include "model/load/model_loader.h"
 #include "model/vision/radio_remote_config.h"
 #include "model/vision/vision_ops.h"
 

@@ -29,7 +29,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/image_encoder.h"
-#include "model/linear.h"
+#include "model/layers/linear.h"
 
 namespace fp4lm::model {
 

@@ -9,10 +9,10 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "kernels/registry.h"
-#include "model/activation.h"
+#include "model/layers/activation.h"
 #include "model/config_reader.h"
 #include "model/layer_plan.h"
-#include "model/model_loader.h"
+#include "model/load/model_loader.h"
 #include "model/vision/vision_ops.h"
 
 namespace fp4lm::model {

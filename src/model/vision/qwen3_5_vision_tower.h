@@ -27,7 +27,7 @@
 
 #include "core/thread_pool.h"
 #include "model/image_encoder.h"
-#include "model/linear.h"
+#include "model/layers/linear.h"
 
 namespace fp4lm::model {
 

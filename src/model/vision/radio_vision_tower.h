@@ -19,7 +19,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "model/linear.h"
+#include "model/layers/linear.h"
 
 namespace fp4lm::model {
 

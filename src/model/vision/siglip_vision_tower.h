@@ -18,7 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "model/linear.h"
+#include "model/layers/linear.h"
 
 namespace fp4lm::model {
 
