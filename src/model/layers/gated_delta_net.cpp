@@ -22,17 +22,18 @@ inline float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 inline float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
 }  // namespace
 
-GatedDeltaNet::GatedDeltaNet(const LayerBuild& b, int64_t layer) {
+GatedDeltaNet::GatedDeltaNet(const LayerBuild& b, int64_t layer)
+    : RecurrentMixer(b.state, b.loader.config().gdn.linear_conv_kernel, b.loader.config().gdn.conv_dim(),
+                     2 * b.loader.config().gdn.linear_num_value_heads,
+                     static_cast<size_t>(b.loader.config().gdn.linear_num_value_heads *
+                                         b.loader.config().gdn.linear_key_head_dim *
+                                         b.loader.config().gdn.linear_value_head_dim)) {
   ModelLoader& loader = b.loader;
   const ModelConfig& c = loader.config();
   nk_ = c.gdn.linear_num_key_heads;
   nv_ = c.gdn.linear_num_value_heads;
   dk_ = c.gdn.linear_key_head_dim;
   dv_ = c.gdn.linear_value_head_dim;
-  kernel_ = c.gdn.linear_conv_kernel;
-  conv_dim_ = c.gdn.conv_dim();
-  state_floats_ = static_cast<size_t>((kernel_ - 1) * conv_dim_ + nv_ * dk_ * dv_);
-  slot_ = b.state.add_recurrent(state_floats_, this);
   b.state.align_rows(gdn::kChunk);
   eps_ = c.rms_norm_eps;
   sigmoid_gate_ = c.gdn.sigmoid_gate;
@@ -134,35 +135,27 @@ kernels::DeltaRuleRows GatedDeltaNet::rule_rows(const float* mixed, const float*
   return r;
 }
 
-void GatedDeltaNet::replay(SequenceState& state, int64_t rows) const {
-  const float* in = state.recurrent_in(slot_);
-  float* st = state.recurrent_out(slot_);
-  if (in != st) std::memcpy(st, in, state_floats_ * sizeof(float));
-  const float* log = state.replay_log(slot_);
+void GatedDeltaNet::rerun(SequenceState& state, float* window, const float* log, int64_t rows) const {
   const size_t log_row = log_row_floats();
   std::vector<float> mixed(static_cast<size_t>(rows * conv_dim_)), g(static_cast<size_t>(rows * nv_)),
       beta(g.size()), o(static_cast<size_t>(rows * nv_ * dv_));
   for (int64_t t = 0; t < rows; ++t) {
     const float* row = log + static_cast<size_t>(t) * log_row;
-    prepare_row(st, row, row + conv_dim_, mixed.data() + t * conv_dim_, g.data() + t * nv_, beta.data() + t * nv_);
+    prepare_row(window, row, row + conv_dim_, mixed.data() + t * conv_dim_, g.data() + t * nv_, beta.data() + t * nv_);
   }
   const int64_t pos0 = state.length();  // (the state is back at the call's first position)
   ThreadPool::global().parallel_for(nk_, [&](int64_t k0, int64_t k1, int) {
     for (int64_t kh = k0; kh < k1; ++kh)
       kernels::delta_rule_recurrent(rule_rows(mixed.data(), g.data(), beta.data(), o.data(), rows, pos0, kh),
-                                    st + (kernel_ - 1) * conv_dim_ + kh * (nv_ / nk_) * dk_ * dv_);
+                                    recurrence(state) + kh * (nv_ / nk_) * dk_ * dv_);
   });
 }
 
 void GatedDeltaNet::forward(const float* x, std::span<const SequenceSpan> spans, float* y) const {
   const bool timed = gdn::timer().enabled();
   const auto t0 = timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
-  int64_t m = 0;
-  for (const SequenceSpan& s : spans) {
-    if (s.row0 != m) fail("gated delta-net: batch spans must cover the rows in order");
-    m += s.n;
-  }
-  const int64_t vd = nv_ * dv_, hist = kernel_ - 1, ratio = nv_ / nk_;
+  const int64_t m = span_rows(spans, "gated delta-net");
+  const int64_t vd = nv_ * dv_, ratio = nv_ / nk_;
   std::vector<float> qkv(static_cast<size_t>(m * conv_dim_)), z(static_cast<size_t>(m * vd)),
       ba(static_cast<size_t>(m * 2 * nv_));
   project(x, m, qkv.data(), z.data(), ba.data());
@@ -171,22 +164,11 @@ void GatedDeltaNet::forward(const float* x, std::span<const SequenceSpan> spans,
   // rewindable span logs each row's conv input and [b a] first (what replay() needs).
   std::vector<float> mixed(static_cast<size_t>(m * conv_dim_)), log_decay(static_cast<size_t>(m * nv_)),
       beta(log_decay.size()), core(static_cast<size_t>(m * vd));
-  const size_t log_row = log_row_floats();
-  for (const SequenceSpan& s : spans) {
-    const float* in = s.state->recurrent_in(slot_);
-    float* st = s.state->recurrent_out(slot_);
-    if (in != st) std::memcpy(st, in, state_floats_ * sizeof(float));
-    float* log = s.rewindable ? s.state->replay_log(slot_, s.pos0, s.n, log_row) : nullptr;
-    for (int64_t t = 0; t < s.n; ++t) {
-      const int64_t r = s.row0 + t;
-      const float *xt = qkv.data() + r * conv_dim_, *bt = ba.data() + r * 2 * nv_;
-      if (log) {
-        std::copy_n(xt, conv_dim_, log + static_cast<size_t>(t) * log_row);
-        std::copy_n(bt, 2 * nv_, log + static_cast<size_t>(t) * log_row + conv_dim_);
-      }
-      prepare_row(st, xt, bt, mixed.data() + r * conv_dim_, log_decay.data() + r * nv_, beta.data() + r * nv_);
-    }
-  }
+  conv_steps(spans, qkv.data(), conv_dim_, ba.data(), 2 * nv_,
+             [&](float* window, const float* xt, const float* bt, int64_t r) {
+               prepare_row(window, xt, bt, mixed.data() + r * conv_dim_, log_decay.data() + r * nv_,
+                           beta.data() + r * nv_);
+             });
 
   // The delta rule (kernels/delta_rule.h): key heads (each with its value heads) of every
   // span are independent; a span of one row (decode) runs the recurrent form, longer ones the
@@ -201,7 +183,7 @@ void GatedDeltaNet::forward(const float* x, std::span<const SequenceSpan> spans,
       const kernels::DeltaRuleRows r =
           rule_rows(mixed.data() + s.row0 * conv_dim_, log_decay.data() + s.row0 * nv_, beta.data() + s.row0 * nv_,
                     core.data() + s.row0 * vd, s.n, s.pos0, kh);
-      float* S = s.state->recurrent_out(slot_) + hist * conv_dim_ + kh * ratio * dk_ * dv_;
+      float* S = recurrence(*s.state) + kh * ratio * dk_ * dv_;
       if (s.n > 1 && chunked && !s.rewindable) kernels::delta_rule_chunked(r, S);
       else kernels::delta_rule_recurrent(r, S);
     }

@@ -26,7 +26,7 @@
 #include "kernels/delta_rule.h"
 #include "model/layer_build.h"
 #include "model/layers/linear.h"
-#include "model/layers/mixer.h"
+#include "model/layers/recurrent_mixer.h"
 #include "model/model_config.h"
 #include "model/state/sequence_state.h"
 
@@ -34,29 +34,22 @@ namespace fp4lm::model {
 
 class ModelLoader;
 
-class GatedDeltaNet final : public Mixer, public RecurrentReplay {
+class GatedDeltaNet final : public RecurrentMixer {
  public:
-  // Loads model.layers.<layer>.linear_attn.* and declares its recurrent slot in b.state.
+  // Loads model.layers.<layer>.linear_attn.* and declares its recurrent slot in b.state (its
+  // log row: the conv input and [b a], conv_dim + 2·NV floats).
   GatedDeltaNet(const LayerBuild& b, int64_t layer);
-  GatedDeltaNet(const GatedDeltaNet&) = delete;  // its slot's replayer is `this`
-  GatedDeltaNet& operator=(const GatedDeltaNet&) = delete;
 
   // x [m, hidden] (the normed rows of every span, in order) -> y [m, hidden]; advances each
   // span's state by its rows (writing through SequenceState::recurrent_out).
   void forward(const float* x, std::span<const SequenceSpan> spans, float* y) const override;
 
-  // Speculative decoding's rewind (SequenceState::truncate): the first `rows` rows a rewindable
-  // forward logged (per row: its conv input and [b a], conv_dim + 2·NV floats), from the state
-  // before that forward, exactly as forward ran them.
-  void replay(SequenceState& state, int64_t rows) const override;
-  size_t log_row_floats() const override { return static_cast<size_t>(conv_dim_ + 2 * nv_); }
-
   size_t weight_bytes() const override;
   size_t own_param_bytes() const override;
 
  private:
-  int64_t slot_, nk_, nv_, dk_, dv_, kernel_, conv_dim_;
-  size_t state_floats_;
+  void rerun(SequenceState& state, float* window, const float* log, int64_t rows) const override;
+  int64_t nk_, nv_, dk_, dv_;
   double eps_;
   bool sigmoid_gate_ = false;  // the gated norm's gate: sigmoid(z) instead of silu(z)
   DType act_;

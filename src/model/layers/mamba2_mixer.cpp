@@ -23,7 +23,11 @@ namespace {
 inline float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
 }  // namespace
 
-Mamba2Mixer::Mamba2Mixer(const LayerBuild& b, int64_t layer) {
+Mamba2Mixer::Mamba2Mixer(const LayerBuild& b, int64_t layer)
+    : RecurrentMixer(b.state, b.loader.config().mamba.conv_kernel, b.loader.config().mamba.conv_dim(),
+                     b.loader.config().mamba.num_heads,
+                     static_cast<size_t>(b.loader.config().mamba.num_heads * b.loader.config().mamba.head_dim *
+                                         b.loader.config().mamba.state_size)) {
   ModelLoader& loader = b.loader;
   const ModelConfig& c = loader.config();
   const MambaConfig& mc = c.mamba;
@@ -31,10 +35,8 @@ Mamba2Mixer::Mamba2Mixer(const LayerBuild& b, int64_t layer) {
   head_dim_ = mc.head_dim;
   state_ = mc.state_size;
   groups_ = mc.n_groups;
-  kernel_ = mc.conv_kernel;
   chunk_ = mc.chunk_size;
   inter_ = mc.intermediate();
-  conv_dim_ = mc.conv_dim();
   // A bound past float's range (time_step_limit's Infinity, read as the largest double) is none.
   auto to_float = [](double v) {
     return v >= std::numeric_limits<float>::max() ? std::numeric_limits<float>::infinity() : static_cast<float>(v);
@@ -46,8 +48,6 @@ Mamba2Mixer::Mamba2Mixer(const LayerBuild& b, int64_t layer) {
   ssm_dtype_ = mc.ssm_cache_dtype == "bfloat16" ? DType::BF16
                : mc.ssm_cache_dtype == "float16" ? DType::F16
                                                  : DType::F32;
-  state_floats_ = static_cast<size_t>((kernel_ - 1) * conv_dim_ + heads_ * head_dim_ * state_);
-  slot_ = b.state.add_recurrent(state_floats_, this);
   const std::string p = fmt::format("model.layers.{}.mixer", layer);
   in_ = loader.load_linear(p + ".in_proj");
   out_ = loader.load_linear(p + ".out_proj");
@@ -130,19 +130,15 @@ void Mamba2Mixer::scan_head(const kernels::SsmScanRows& r, float* S, bool as_dec
   }
 }
 
-void Mamba2Mixer::replay(SequenceState& state, int64_t rows) const {
-  const float* in = state.recurrent_in(slot_);
-  float* st = state.recurrent_out(slot_);
-  if (in != st) std::memcpy(st, in, state_floats_ * sizeof(float));
-  const float* log = state.replay_log(slot_);
+void Mamba2Mixer::rerun(SequenceState& state, float* window, const float* log, int64_t rows) const {
   const size_t log_row = log_row_floats();
   std::vector<float> xbc(static_cast<size_t>(rows * conv_dim_)), dt(static_cast<size_t>(rows * heads_)),
       y(static_cast<size_t>(rows * inter_));
   for (int64_t t = 0; t < rows; ++t) {
     const float* row = log + static_cast<size_t>(t) * log_row;
-    prepare_row(st, row, row + conv_dim_, xbc.data() + t * conv_dim_, dt.data() + t * heads_);
+    prepare_row(window, row, row + conv_dim_, xbc.data() + t * conv_dim_, dt.data() + t * heads_);
   }
-  float* S0 = st + (kernel_ - 1) * conv_dim_;
+  float* S0 = recurrence(state);
   ThreadPool::global().parallel_for(heads_, [&](int64_t j0, int64_t j1, int) {
     for (int64_t j = j0; j < j1; ++j)
       scan_head(scan_rows(xbc.data(), dt.data(), y.data(), rows, j), S0 + j * head_dim_ * state_, true);
@@ -150,14 +146,10 @@ void Mamba2Mixer::replay(SequenceState& state, int64_t rows) const {
 }
 
 void Mamba2Mixer::forward(const float* x, std::span<const SequenceSpan> spans, float* y) const {
-  int64_t m = 0;
-  for (const SequenceSpan& s : spans) {
-    if (s.row0 != m) fail("mamba2 mixer: batch spans must cover the rows in order");
-    m += s.n;
-  }
+  const int64_t m = span_rows(spans, "mamba2 mixer");
   const bool timed = mamba::timer().enabled();
   const auto t_start = timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
-  const int64_t width = inter_ + conv_dim_ + heads_, hist = kernel_ - 1;
+  const int64_t width = inter_ + conv_dim_ + heads_;
   std::vector<float> proj(static_cast<size_t>(m * width));
   in_->forward(x, m, proj.data());
   const auto t_state = timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
@@ -165,19 +157,10 @@ void Mamba2Mixer::forward(const float* x, std::span<const SequenceSpan> spans, f
   // The causal conv over each span's rows (its window first), SiLU; dt per row and head. A
   // rewindable span logs each row's conv input and raw dt first (what replay() needs).
   std::vector<float> xbc(static_cast<size_t>(m * conv_dim_)), dt(static_cast<size_t>(m * heads_));
-  const size_t log_row = log_row_floats();
-  for (const SequenceSpan& s : spans) {
-    const float* in = s.state->recurrent_in(slot_);
-    float* st = s.state->recurrent_out(slot_);
-    if (in != st) std::memcpy(st, in, state_floats_ * sizeof(float));
-    float* log = s.rewindable ? s.state->replay_log(slot_, s.pos0, s.n, log_row) : nullptr;
-    for (int64_t t = 0; t < s.n; ++t) {
-      const int64_t r = s.row0 + t;
-      const float* pre = proj.data() + r * width + inter_;  // xBC, then dt
-      if (log) std::copy_n(pre, conv_dim_ + heads_, log + static_cast<size_t>(t) * log_row);
-      prepare_row(st, pre, pre + conv_dim_, xbc.data() + r * conv_dim_, dt.data() + r * heads_);
-    }
-  }
+  const float* pre = proj.data() + inter_;  // per row: xBC, then dt
+  conv_steps(spans, pre, width, pre + conv_dim_, width, [&](float* window, const float* xt, const float* dr, int64_t r) {
+    prepare_row(window, xt, dr, xbc.data() + r * conv_dim_, dt.data() + r * heads_);
+  });
 
   // The scan: every (span, head) is independent. A span of one row (decode) runs the recurrent
   // form; longer ones the chunked SSD form when mamba::prefill_form() says so (not a rewindable
@@ -190,7 +173,7 @@ void Mamba2Mixer::forward(const float* x, std::span<const SequenceSpan> spans, f
       const SequenceSpan& s = spans[static_cast<size_t>(i / heads_)];
       const int64_t j = i % heads_;
       const float* row = xbc.data() + s.row0 * conv_dim_;
-      float* S = s.state->recurrent_out(slot_) + hist * conv_dim_ + j * head_dim_ * state_;
+      float* S = recurrence(*s.state) + j * head_dim_ * state_;
       const float* dts = dt.data() + s.row0 * heads_;
       float* ys = core.data() + s.row0 * inter_;
       if (chunked && s.n > 1 && !s.rewindable) {

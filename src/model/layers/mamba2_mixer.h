@@ -26,37 +26,27 @@
 #include "kernels/ssm_scan.h"
 #include "model/layer_build.h"
 #include "model/layers/linear.h"
-#include "model/layers/mixer.h"
+#include "model/layers/recurrent_mixer.h"
 #include "model/state/sequence_state.h"
 
 namespace fp4lm::model {
 
-class Mamba2Mixer final : public Mixer, public RecurrentReplay {
+class Mamba2Mixer final : public RecurrentMixer {
  public:
   // Loads model.layers.<layer>.mixer.{in_proj, conv1d, dt_bias, A_log, D, norm, out_proj} and
-  // declares its recurrent slot in b.state.
+  // declares its recurrent slot in b.state (its log row: the conv input and raw dt, conv_dim + H
+  // floats; the slot (K-1)·conv_dim + H·P·N floats).
   Mamba2Mixer(const LayerBuild& b, int64_t layer);
-  Mamba2Mixer(const Mamba2Mixer&) = delete;  // its slot's replayer is `this`
-  Mamba2Mixer& operator=(const Mamba2Mixer&) = delete;
 
   // x [m, hidden] (the normed rows of every span, in order) -> y [m, hidden]; advances each
   // span's state by its rows (writing through SequenceState::recurrent_out).
   void forward(const float* x, std::span<const SequenceSpan> spans, float* y) const override;
 
-  // Speculative decoding's rewind (SequenceState::truncate): the first `rows` rows a rewindable
-  // forward logged (per row: its conv input and raw dt, conv_dim + H floats), from the state
-  // before that forward, exactly as forward ran them (row by row, as decode).
-  void replay(SequenceState& state, int64_t rows) const override;
-  size_t log_row_floats() const override { return static_cast<size_t>(conv_dim_ + heads_); }
-
   size_t weight_bytes() const override;
   size_t own_param_bytes() const override;
-  // Floats of its recurrent slot: (K-1)·conv_dim + H·P·N.
-  size_t state_floats() const { return state_floats_; }
-
  private:
-  int64_t slot_, heads_, head_dim_, state_, groups_, kernel_, chunk_, inter_, conv_dim_;
-  size_t state_floats_;
+  void rerun(SequenceState& state, float* window, const float* log, int64_t rows) const override;
+  int64_t heads_, head_dim_, state_, groups_, chunk_, inter_;
   float dt_min_, dt_max_;
   double eps_;
   DType act_, ssm_dtype_;
