@@ -7,10 +7,12 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/thread_pool.h"
 #include "kernels/cpu/reference/math.h"
 #include "model/activation.h"
 #include "model/layer_build.h"
 #include "model/model_loader.h"
+#include "model/row_ops.h"
 #include "model/sequence_state.h"
 #include "model/state_layout.h"
 
@@ -298,26 +300,29 @@ void CompressedAttention::forward(const float* x, std::span<const SequenceSpan> 
       } else {
         for (int64_t w : chosen) keys.push_back(comp.data() + w * dim_);
       }
+      // The heads in parallel: each head's scores, softmax and sum run on one thread in a fixed
+      // order (dot_lanes: the order depends on dim only), so the split never changes a bit.
       const size_t nkeys = keys.size();
-      std::vector<float> p(nkeys);
-      for (int64_t h = 0; h < heads_; ++h) {
-        const float* qh = q.data() + j * qd + h * dim_;
-        float mx = sinks_[static_cast<size_t>(h)];
-        for (size_t u = 0; u < nkeys; ++u) {
-          float d = 0;
-          for (int64_t k = 0; k < dim_; ++k) d += qh[k] * keys[u][k];
-          p[u] = d * scale;
-          mx = std::max(mx, p[u]);
+      ThreadPool::global().parallel_for(heads_, [&](int64_t h0, int64_t h1, int) {
+        std::vector<float> p(nkeys);
+        for (int64_t h = h0; h < h1; ++h) {
+          const float* qh = q.data() + j * qd + h * dim_;
+          float mx = sinks_[static_cast<size_t>(h)];
+          for (size_t u = 0; u < nkeys; ++u) {
+            p[u] = dot_lanes(qh, keys[u], dim_) * scale;
+            mx = std::max(mx, p[u]);
+          }
+          float sum = std::exp(sinks_[static_cast<size_t>(h)] - mx);
+          for (size_t u = 0; u < nkeys; ++u) sum += p[u] = std::exp(p[u] - mx);
+          float* o = attn.data() + j * qd + h * dim_;
+          std::fill(o, o + dim_, 0.0f);
+          for (size_t u = 0; u < nkeys; ++u) {
+            const float w = p[u] / sum;
+            const float* ku = keys[u];
+            for (int64_t k = 0; k < dim_; ++k) o[k] += w * ku[k];
+          }
         }
-        float sum = std::exp(sinks_[static_cast<size_t>(h)] - mx);
-        for (size_t u = 0; u < nkeys; ++u) sum += p[u] = std::exp(p[u] - mx);
-        float* o = attn.data() + j * qd + h * dim_;
-        std::fill(o, o + dim_, 0.0f);
-        for (size_t u = 0; u < nkeys; ++u) {
-          const float w = p[u] / sum;
-          for (int64_t k = 0; k < dim_; ++k) o[k] += w * keys[u][k];
-        }
-      }
+      });
       // K=V carried each key's rotation into the output: rotate back by the query's angle.
       rope_.cos_sin(pos, cos.data(), sin.data());
       for (int64_t h = 0; h < heads_; ++h)
@@ -327,16 +332,18 @@ void CompressedAttention::forward(const float* x, std::span<const SequenceSpan> 
 
     // Grouped output: group g's heads·dim / groups values through its o_lora rows of wo_a, then wo_b.
     const int64_t gin = qd / groups_;
-    std::vector<float> mid(static_cast<size_t>(n * groups_ * o_lora_));
-    for (int64_t j = 0; j < n; ++j)
-      for (int64_t g = 0; g < groups_; ++g)
-        for (int64_t r = 0; r < o_lora_; ++r) {
-          const float* w = wo_a_.data() + (g * o_lora_ + r) * gin;
-          const float* a = attn.data() + j * qd + g * gin;
-          double acc = 0;
-          for (int64_t k = 0; k < gin; ++k) acc += static_cast<double>(w[k]) * a[k];
-          mid[static_cast<size_t>((j * groups_ + g) * o_lora_ + r)] = static_cast<float>(acc);
-        }
+    // Row r of wo_a (group r / o_lora) against every token's slice: the weights (float32) are read
+    // once per call, the rows split over the pool.
+    const int64_t rows = groups_ * o_lora_;
+    std::vector<float> mid(static_cast<size_t>(n * rows));
+    ThreadPool::global().parallel_for(rows, [&](int64_t r0, int64_t r1, int) {
+      for (int64_t r = r0; r < r1; ++r) {
+        const float* w = wo_a_.data() + r * gin;
+        const int64_t g = r / o_lora_;
+        for (int64_t j = 0; j < n; ++j)
+          mid[static_cast<size_t>(j * rows + r)] = dot_lanes(w, attn.data() + j * qd + g * gin, gin);
+      }
+    });
     round_to_dtype(mid.data(), mid.size(), act_);
     wo_b_->forward(mid.data(), n, y + s.row0 * hidden_);
   }
