@@ -140,11 +140,35 @@ CompressedAttention::CompressedAttention(const LayerBuild& b, int64_t layer) : l
   wq_b_ = l.load_linear(p + ".wq_b");
   wkv_ = l.load_linear(p + ".wkv");
   wo_b_ = l.load_linear(p + ".wo_b");
-  {  // wo_a is a grouped projection (each group its own rows): kept dequantized in float32.
+  {  // wo_a is a grouped projection (group g: its o_lora rows on its slice of the heads' outputs).
     const LayerSpec& s = l.layer(p + ".wo_a");
-    const kernels::LinearWeights w = l.linear_weights(s, l.describe(s).scheme);
-    wo_a_.resize(static_cast<size_t>(w.n * w.k));
-    for (int64_t r = 0; r < w.n; ++r) kernels::reference_weight_row(w, r, wo_a_.data() + r * w.k);
+    const LayerReport r = l.describe(s);
+    kernels::LinearWeights w = l.linear_weights(s, r.scheme);
+    if (r.scheme.key == kernels::kNvfp4W4A16 && w.shards.size() == 1 && w.bias.empty() && w.n == groups_ * o_lora_) {
+      // NVFP4 rows are k/2 code bytes and k/16 scale bytes each: group g's rows are a pointer offset.
+      const kernels::Nvfp4View& v = w.shards.front().as<kernels::Nvfp4View>();
+      for (int64_t g = 0; g < groups_; ++g) {
+        kernels::Nvfp4View vg = v;
+        vg.codes = v.codes + g * o_lora_ * w.k / 2;
+        vg.block_scales = v.block_scales + g * o_lora_ * w.k / 16;
+        kernels::LinearWeights wg;
+        wg.key = w.key;
+        wg.n = o_lora_;
+        wg.k = w.k;
+        wg.keepalive = w.keepalive;
+        wg.shards.push_back(kernels::WeightShard{fmt::format("{} (group {})", w.shards.front().name, g), o_lora_, vg});
+        LayerSpec sg = s;
+        sg.name = fmt::format("{} (group {})", s.name, g);
+        sg.shard_rows = {o_lora_};
+        sg.out_features = o_lora_;
+        const kernels::LinearProblem pr{r.scheme.key, r.scheme.act_dtype, o_lora_, w.k, {}};
+        wo_a_groups_.push_back(std::make_unique<Linear>(sg, r.scheme, r.selection.backend->name,
+                                                        r.selection.backend->make_linear(std::move(wg), pr)));
+      }
+    } else {
+      wo_a_.resize(static_cast<size_t>(w.n * w.k));
+      for (int64_t row = 0; row < w.n; ++row) kernels::reference_weight_row(w, row, wo_a_.data() + row * w.k);
+    }
   }
   q_norm_ = norm_once(l, p + ".q_norm.weight", q_lora_);
   kv_norm_ = norm_once(l, p + ".norm.weight", dim_);
@@ -182,6 +206,7 @@ CompressedAttention::CompressedAttention(const LayerBuild& b, int64_t layer) : l
 
 size_t CompressedAttention::weight_bytes() const {
   size_t b = wq_a_->weight_bytes() + wq_b_->weight_bytes() + wkv_->weight_bytes() + wo_b_->weight_bytes();
+  for (const auto& g : wo_a_groups_) b += g->weight_bytes();
   for (const Compressor* k : {comp_.get(), index_comp_.get()})
     if (k) b += k->wkv->weight_bytes() + k->wgate->weight_bytes();
   if (index_wq_b_) b += index_wq_b_->weight_bytes() + index_weights_->weight_bytes();
@@ -332,18 +357,28 @@ void CompressedAttention::forward(const float* x, std::span<const SequenceSpan> 
 
     // Grouped output: group g's heads·dim / groups values through its o_lora rows of wo_a, then wo_b.
     const int64_t gin = qd / groups_;
-    // Row r of wo_a (group r / o_lora) against every token's slice: the weights (float32) are read
-    // once per call, the rows split over the pool.
     const int64_t rows = groups_ * o_lora_;
     std::vector<float> mid(static_cast<size_t>(n * rows));
-    ThreadPool::global().parallel_for(rows, [&](int64_t r0, int64_t r1, int) {
-      for (int64_t r = r0; r < r1; ++r) {
-        const float* w = wo_a_.data() + r * gin;
-        const int64_t g = r / o_lora_;
-        for (int64_t j = 0; j < n; ++j)
-          mid[static_cast<size_t>(j * rows + r)] = dot_lanes(w, attn.data() + j * qd + g * gin, gin);
+    if (!wo_a_groups_.empty()) {
+      // Each group's kernel on its slice of every token, gathered contiguous.
+      std::vector<float> xg(static_cast<size_t>(n * gin)), yg(static_cast<size_t>(n * o_lora_));
+      for (int64_t g = 0; g < groups_; ++g) {
+        for (int64_t j = 0; j < n; ++j) std::copy_n(attn.data() + j * qd + g * gin, gin, xg.data() + j * gin);
+        wo_a_groups_[static_cast<size_t>(g)]->forward(xg.data(), n, yg.data());
+        for (int64_t j = 0; j < n; ++j) std::copy_n(yg.data() + j * o_lora_, o_lora_, mid.data() + j * rows + g * o_lora_);
       }
-    });
+    } else {
+      // Row r of wo_a (group r / o_lora) against every token's slice: the weights (float32) are
+      // read once per call, the rows split over the pool.
+      ThreadPool::global().parallel_for(rows, [&](int64_t r0, int64_t r1, int) {
+        for (int64_t r = r0; r < r1; ++r) {
+          const float* w = wo_a_.data() + r * gin;
+          const int64_t g = r / o_lora_;
+          for (int64_t j = 0; j < n; ++j)
+            mid[static_cast<size_t>(j * rows + r)] = dot_lanes(w, attn.data() + j * qd + g * gin, gin);
+        }
+      });
+    }
     round_to_dtype(mid.data(), mid.size(), act_);
     wo_b_->forward(mid.data(), n, y + s.row0 * hidden_);
   }

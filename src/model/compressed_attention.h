@@ -66,7 +66,11 @@ class CompressedAttention final : public Mixer {
   int64_t index_heads_ = 0, index_dim_ = 0, index_topk_ = 0;
   double eps_;
   std::unique_ptr<Linear> wq_a_, wq_b_, wkv_, wo_b_;
-  std::vector<float> wo_a_;  // [groups · o_lora, heads·dim / groups], float32
+  // wo_a: NVFP4 W4A16 (one shard): one kernel per group on its rows (a row-slice of the codes and
+  // block scales, nothing copied); otherwise dequantized into wo_a_ [groups · o_lora, heads·dim /
+  // groups], float32.
+  std::vector<std::unique_ptr<Linear>> wo_a_groups_;
+  std::vector<float> wo_a_;
   RmsNorm q_norm_, kv_norm_;
   std::vector<float> sinks_;
   Rope rope_;  // "main" or "compress"

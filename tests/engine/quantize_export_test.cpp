@@ -17,6 +17,7 @@
 #include "engine/quantize/quantizer.h"
 #include "io/json_file.h"
 #include "model/causal_lm.h"
+#include "model/logits_check.h"
 #include "model/model_loader.h"
 #include "model/synthetic_checkpoint.h"
 #include "quant/export_format.h"
@@ -372,6 +373,13 @@ TEST(QuantizeExport, DeepseekV4NativeNamesArePlannedByTheEnginesAndWrittenAsStor
     const std::vector<float> got = run(q.out_dir);
     EXPECT_LT(fp4lm::test::rel_to_range(got, run(dense)), 1e-5) << "head " << head;
     EXPECT_GT(fp4lm::test::rel_to_range(got, run(src)), 1e-3) << "head " << head;
+    // The quantized grouped wo_a runs one NVFP4 kernel per group (the dense one: float32 rows):
+    // steps, chunks and batches past the window (8), the CSA (4) and HCA (16) blocks and the top-k.
+    if (!head) {
+      std::vector<int32_t> longer;
+      for (int32_t i = 0; i < 40; ++i) longer.push_back((i * 37 + 3) % 96);
+      model::expect_steps_chunks_and_batches_match_one_forward(q.out_dir, o, longer);
+    }
   }
 }
 
