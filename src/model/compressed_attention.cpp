@@ -39,6 +39,11 @@ void unweighted_rms(float* x, int64_t dim, double eps) {
   for (int64_t k = 0; k < dim; ++k) x[k] *= inv;
 }
 
+// wo_a (its report and weights) runs as one NVFP4 W4A16 kernel per group of `rows` / groups rows.
+bool wo_a_grouped(const LayerReport& r, const kernels::LinearWeights& w, int64_t rows) {
+  return r.scheme.key == kernels::kNvfp4W4A16 && w.shards.size() == 1 && w.bias.empty() && w.n == rows;
+}
+
 RmsNorm norm_once(const ModelLoader& l, const std::string& name, int64_t dim) {
   // V4's norms multiply the float32 weight and round once.
   return RmsNorm(l.tensor_f32(name, {dim}), l.config().rms_norm_eps, /*round_once=*/true);
@@ -119,6 +124,14 @@ void CompressedAttention::Compressor::advance(KvCache& cache, const float* x, in
   for (int64_t w = w0; w < w1; ++w) cache.store(entry_slot, w * rate, out.data() + (w - w0) * dim, nullptr);
 }
 
+size_t deepseek_v4_wo_a_float_bytes(const ModelLoader& l, int64_t layer) {
+  const DeepseekV4Config& v = l.config().deepseek_v4;
+  const LayerSpec& s = l.layer(fmt::format("model.layers.{}.attn.wo_a", layer));
+  const LayerReport r = l.describe(s);
+  const kernels::LinearWeights w = l.linear_weights(s, r.scheme);
+  return wo_a_grouped(r, w, v.o_groups * v.o_lora_rank) ? 0 : static_cast<size_t>(w.n * w.k) * sizeof(float);
+}
+
 CompressedAttention::CompressedAttention(const LayerBuild& b, int64_t layer) : layer_(layer) {
   ModelLoader& l = b.loader;
   const ModelConfig& c = l.config();
@@ -144,7 +157,7 @@ CompressedAttention::CompressedAttention(const LayerBuild& b, int64_t layer) : l
     const LayerSpec& s = l.layer(p + ".wo_a");
     const LayerReport r = l.describe(s);
     kernels::LinearWeights w = l.linear_weights(s, r.scheme);
-    if (r.scheme.key == kernels::kNvfp4W4A16 && w.shards.size() == 1 && w.bias.empty() && w.n == groups_ * o_lora_) {
+    if (wo_a_grouped(r, w, groups_ * o_lora_)) {
       // NVFP4 rows are k/2 code bytes and k/16 scale bytes each: group g's rows are a pointer offset.
       const kernels::Nvfp4View& v = w.shards.front().as<kernels::Nvfp4View>();
       for (int64_t g = 0; g < groups_; ++g) {

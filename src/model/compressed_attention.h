@@ -32,6 +32,7 @@
 namespace fp4lm::model {
 
 struct LayerBuild;
+class ModelLoader;
 
 class CompressedAttention final : public Mixer {
  public:
@@ -78,5 +79,10 @@ class CompressedAttention final : public Mixer {
   std::unique_ptr<Linear> index_wq_b_, index_weights_;
   int64_t window_slot_ = -1;
 };
+
+// What DeepSeek-V4 layer `layer`'s grouped wo_a adds in RAM to its weights as stored (`fp4lm
+// inspect`'s estimate): 0 when it runs one NVFP4 W4A16 kernel per group on the stored bytes, else
+// the float32 copy CompressedAttention makes of it (rows × k × 4).
+size_t deepseek_v4_wo_a_float_bytes(const ModelLoader& l, int64_t layer);
 
 }  // namespace fp4lm::model

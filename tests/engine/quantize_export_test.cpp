@@ -17,6 +17,7 @@
 #include "engine/quantize/quantizer.h"
 #include "io/json_file.h"
 #include "model/causal_lm.h"
+#include "model/compressed_attention.h"
 #include "model/logits_check.h"
 #include "model/model_loader.h"
 #include "model/synthetic_checkpoint.h"
@@ -346,6 +347,8 @@ TEST(QuantizeExport, DeepseekV4NativeNamesArePlannedByTheEnginesAndWrittenAsStor
     model::ModelLoader l(out, {});
     EXPECT_EQ(scheme_of(l, "lm_head"), head ? "nvfp4_w4a16" : "unquantized");
     EXPECT_EQ(scheme_of(l, "model.layers.0.attn.wkv"), "nvfp4_w4a16");
+    // Its wo_a runs grouped on the stored NVFP4 bytes: no float32 copy in inspect's estimate.
+    EXPECT_EQ(model::deepseek_v4_wo_a_float_bytes(l, 0), 0u);
     // It runs: the logits of the weights it wrote, dequantized (e2m1 × E4M3 × weight_scale_2) into
     // a float32 checkpoint, up to float32 rounding; and the 4-bit weights did change them.
     const std::string dense = fp4lm::test::write_dense_checkpoint(
