@@ -18,6 +18,7 @@
 #include "io/json_file.h"
 #include "kernels/cpu/reference/math.h"
 #include "model/causal_lm.h"
+#include "model/layers/compressed_attention.h"
 #include "model/engine_options.h"
 #include "model/state/kv_cache_format.h"
 #include "model/load/memory_fit.h"
@@ -212,7 +213,7 @@ json inspect_facts(const std::shared_ptr<io::Checkpoint>& ckp, const model::Engi
 }
 
 // RAM a run needs: the layers' weights, the embedding table (mapped as stored), float32 copies
-// (norms, MLA's dequantized kv_b_proj), and one sequence's state as the loaded model's layers
+// (norms, MLA's dequantized kv_b_proj, DeepSeek-V4's wo_a unless NVFP4), and one sequence's state as the loaded model's layers
 // declared it (model/state/state_layout.h: the KV slots, MLA's latent, sliding-window rings, shared K/V
 // stored once, recurrent state): what the engine reserves per sequence. `lm`: the model loaded
 // as `generate` would (null when that load failed: `why`).
@@ -228,6 +229,7 @@ json memory_estimate(const model::ModelLoader& loader, const std::shared_ptr<io:
       floats += static_cast<size_t>(c.num_heads * (c.mla.qk_nope_head_dim + c.mla.v_head_dim) * c.mla.kv_lora_rank);
   }
   weights += floats * sizeof(float);
+  for (int64_t i = 0; c.deepseek_v4.enabled() && i < c.num_layers; ++i) weights += model::deepseek_v4_wo_a_float_bytes(loader, i);
   // The KV format as the load resolves it (model/state/kv_cache_format.h); a declared format fp4lm does
   // not run under "auto" is shown with the refusal and counted at the activation dtype (the state
   // of a load with --kv-cache-dtype set to it).

@@ -17,6 +17,8 @@
 #include "engine/quantize/quantizer.h"
 #include "io/json_file.h"
 #include "model/causal_lm.h"
+#include "model/layers/compressed_attention.h"
+#include "reference/logits_check.h"
 #include "model/load/model_loader.h"
 #include "model/synthetic_checkpoint.h"
 #include "quant/export_format.h"
@@ -345,6 +347,8 @@ TEST(QuantizeExport, DeepseekV4NativeNamesArePlannedByTheEnginesAndWrittenAsStor
     model::ModelLoader l(out, {});
     EXPECT_EQ(scheme_of(l, "lm_head"), head ? "nvfp4_w4a16" : "unquantized");
     EXPECT_EQ(scheme_of(l, "model.layers.0.attn.wkv"), "nvfp4_w4a16");
+    // Its wo_a runs grouped on the stored NVFP4 bytes: no float32 copy in inspect's estimate.
+    EXPECT_EQ(model::deepseek_v4_wo_a_float_bytes(l, 0), 0u);
     // It runs: the logits of the weights it wrote, dequantized (e2m1 × E4M3 × weight_scale_2) into
     // a float32 checkpoint, up to float32 rounding; and the 4-bit weights did change them.
     const std::string dense = fp4lm::test::write_dense_checkpoint(
@@ -372,6 +376,13 @@ TEST(QuantizeExport, DeepseekV4NativeNamesArePlannedByTheEnginesAndWrittenAsStor
     const std::vector<float> got = run(q.out_dir);
     EXPECT_LT(fp4lm::test::rel_to_range(got, run(dense)), 1e-5) << "head " << head;
     EXPECT_GT(fp4lm::test::rel_to_range(got, run(src)), 1e-3) << "head " << head;
+    // The quantized grouped wo_a runs one NVFP4 kernel per group (the dense one: float32 rows):
+    // steps, chunks and batches past the window (8), the CSA (4) and HCA (16) blocks and the top-k.
+    if (!head) {
+      std::vector<int32_t> longer;
+      for (int32_t i = 0; i < 40; ++i) longer.push_back((i * 37 + 3) % 96);
+      model::expect_steps_chunks_and_batches_match_one_forward(q.out_dir, o, longer);
+    }
   }
 }
 

@@ -19,6 +19,8 @@
 #include "core/error.h"
 #include "io/json_file.h"
 #include "model/causal_lm.h"
+#include "model/layers/compressed_attention.h"
+#include "model/load/model_loader.h"
 #include "reference/logits_check.h"
 #include "model/model_config.h"
 #include "model/state/state_bytes.h"
@@ -138,6 +140,13 @@ TEST(DeepseekV4, TensorsAndState) {
 // 16 - 1 + 4 = 19 rows: 4 · 11 · 32 + 2 · 11 · (128 + 64) + 19 · 64 = 6848 floats. Entries: per CSA
 // layer 32 + 16 floats per 4 positions, on the HCA layer 32 per 16. Checked after every step
 // from 19 tokens (every ring full) to 100.
+// inspect's RAM estimate counts the float32 copy of a wo_a that is not NVFP4 (bf16 here): 2 groups
+// × 16 rows × (4 heads × 32 / 2) inputs × 4 bytes per layer.
+TEST(DeepseekV4, InspectCountsTheFloat32WoA) {
+  model::ModelLoader l(io::Checkpoint::open(dir()), {});
+  for (int64_t i = 0; i < 4; ++i) EXPECT_EQ(deepseek_v4_wo_a_float_bytes(l, i), 2u * 16u * 64u * 4u) << i;
+}
+
 TEST(DeepseekV4, StateBytesAfterNTokensAreRingsPlusEntries) {
   LoadOptions lo;
   lo.prefill_chunk = 4;

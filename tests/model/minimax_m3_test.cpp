@@ -21,6 +21,7 @@
 #include "model/causal_lm.h"
 #include "reference/logits_check.h"
 #include "model/model_config.h"
+#include "model/state/state_bytes.h"
 
 namespace fp4lm::model::minimax_m3_test {
 namespace {
@@ -128,6 +129,25 @@ TEST_P(MiniMaxM3, GreedyDecodeEqualsTransformers) {
 TEST_P(MiniMaxM3, StepsChunksAndBatchesMatchOneForward) {
   const json g = io::read_json_file(fixture(GetParam()) + "/golden.json");
   expect_steps_chunks_and_batches_match_one_forward(fixture(GetParam()), f32(), g["tokens"].get<std::vector<int32_t>>());
+}
+
+// The RAM estimate `inspect` prints (state_bytes_per_position, state_fixed_bytes) is what a
+// sequence holds: per position K and V of 2 KV heads × 16 on each of the 3 layers, plus one
+// indexer key of 8 on the 2 block-sparse layers (float32 here); no fixed part.
+TEST(MiniMaxM3State, InspectsBytesPerTokenAreWhatASequenceHolds) {
+  auto lm = CausalLM::load(fixture("text"), f32());
+  ASSERT_EQ(lm->kv_dtype(), DType::F32);
+  const size_t per_position = (3 * 2 * 2 * 16 + 2 * 8) * sizeof(float);
+  EXPECT_EQ(state_bytes_per_position(lm->state_layout(), lm->kv_dtype()), per_position);
+  EXPECT_EQ(state_fixed_bytes(lm->state_layout(), lm->prefill_chunk(), lm->kv_dtype()), 0u);
+  const json g = io::read_json_file(fixture("text") + "/golden.json");
+  const std::vector<int32_t> toks = g["tokens"].get<std::vector<int32_t>>();
+  SequenceState s = lm->new_sequence();
+  std::vector<float> logits(static_cast<size_t>(lm->vocab_size()));
+  lm->forward(s, toks.data(), 10, LogitsMode::last, logits.data());
+  EXPECT_EQ(s.used_bytes(), 10 * per_position);
+  for (size_t t = 10; t < toks.size(); ++t) lm->forward(s, &toks[t], 1, LogitsMode::last, logits.data());
+  EXPECT_EQ(s.used_bytes(), toks.size() * per_position);
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, MiniMaxM3, ::testing::Values("text", "wrapper"));

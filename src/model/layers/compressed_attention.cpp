@@ -7,10 +7,12 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/thread_pool.h"
 #include "kernels/cpu/reference/math.h"
 #include "model/layers/activation.h"
 #include "model/layer_build.h"
 #include "model/load/model_loader.h"
+#include "model/layers/row_ops.h"
 #include "model/state/sequence_state.h"
 #include "model/state/state_layout.h"
 
@@ -35,6 +37,11 @@ void unweighted_rms(float* x, int64_t dim, double eps) {
   for (int64_t k = 0; k < dim; ++k) ss += x[k] * x[k];
   const float inv = 1.0f / std::sqrt(ss / static_cast<float>(dim) + static_cast<float>(eps));
   for (int64_t k = 0; k < dim; ++k) x[k] *= inv;
+}
+
+// wo_a (its report and weights) runs as one NVFP4 W4A16 kernel per group of `rows` / groups rows.
+bool wo_a_grouped(const LayerReport& r, const kernels::LinearWeights& w, int64_t rows) {
+  return r.scheme.key == kernels::kNvfp4W4A16 && w.shards.size() == 1 && w.bias.empty() && w.n == rows;
 }
 
 RmsNorm norm_once(const ModelLoader& l, const std::string& name, int64_t dim) {
@@ -117,6 +124,14 @@ void CompressedAttention::Compressor::advance(KvCache& cache, const float* x, in
   for (int64_t w = w0; w < w1; ++w) cache.store(entry_slot, w * rate, out.data() + (w - w0) * dim, nullptr);
 }
 
+size_t deepseek_v4_wo_a_float_bytes(const ModelLoader& l, int64_t layer) {
+  const DeepseekV4Config& v = l.config().deepseek_v4;
+  const LayerSpec& s = l.layer(fmt::format("model.layers.{}.attn.wo_a", layer));
+  const LayerReport r = l.describe(s);
+  const kernels::LinearWeights w = l.linear_weights(s, r.scheme);
+  return wo_a_grouped(r, w, v.o_groups * v.o_lora_rank) ? 0 : static_cast<size_t>(w.n * w.k) * sizeof(float);
+}
+
 CompressedAttention::CompressedAttention(const LayerBuild& b, int64_t layer) : layer_(layer) {
   ModelLoader& l = b.loader;
   const ModelConfig& c = l.config();
@@ -138,11 +153,35 @@ CompressedAttention::CompressedAttention(const LayerBuild& b, int64_t layer) : l
   wq_b_ = l.load_linear(p + ".wq_b");
   wkv_ = l.load_linear(p + ".wkv");
   wo_b_ = l.load_linear(p + ".wo_b");
-  {  // wo_a is a grouped projection (each group its own rows): kept dequantized in float32.
+  {  // wo_a is a grouped projection (group g: its o_lora rows on its slice of the heads' outputs).
     const LayerSpec& s = l.layer(p + ".wo_a");
-    const kernels::LinearWeights w = l.linear_weights(s, l.describe(s).scheme);
-    wo_a_.resize(static_cast<size_t>(w.n * w.k));
-    for (int64_t r = 0; r < w.n; ++r) kernels::reference_weight_row(w, r, wo_a_.data() + r * w.k);
+    const LayerReport r = l.describe(s);
+    kernels::LinearWeights w = l.linear_weights(s, r.scheme);
+    if (wo_a_grouped(r, w, groups_ * o_lora_)) {
+      // NVFP4 rows are k/2 code bytes and k/16 scale bytes each: group g's rows are a pointer offset.
+      const kernels::Nvfp4View& v = w.shards.front().as<kernels::Nvfp4View>();
+      for (int64_t g = 0; g < groups_; ++g) {
+        kernels::Nvfp4View vg = v;
+        vg.codes = v.codes + g * o_lora_ * w.k / 2;
+        vg.block_scales = v.block_scales + g * o_lora_ * w.k / 16;
+        kernels::LinearWeights wg;
+        wg.key = w.key;
+        wg.n = o_lora_;
+        wg.k = w.k;
+        wg.keepalive = w.keepalive;
+        wg.shards.push_back(kernels::WeightShard{fmt::format("{} (group {})", w.shards.front().name, g), o_lora_, vg});
+        LayerSpec sg = s;
+        sg.name = fmt::format("{} (group {})", s.name, g);
+        sg.shard_rows = {o_lora_};
+        sg.out_features = o_lora_;
+        const kernels::LinearProblem pr{r.scheme.key, r.scheme.act_dtype, o_lora_, w.k, {}};
+        wo_a_groups_.push_back(std::make_unique<Linear>(sg, r.scheme, r.selection.backend->name,
+                                                        r.selection.backend->make_linear(std::move(wg), pr)));
+      }
+    } else {
+      wo_a_.resize(static_cast<size_t>(w.n * w.k));
+      for (int64_t row = 0; row < w.n; ++row) kernels::reference_weight_row(w, row, wo_a_.data() + row * w.k);
+    }
   }
   q_norm_ = norm_once(l, p + ".q_norm.weight", q_lora_);
   kv_norm_ = norm_once(l, p + ".norm.weight", dim_);
@@ -180,6 +219,7 @@ CompressedAttention::CompressedAttention(const LayerBuild& b, int64_t layer) : l
 
 size_t CompressedAttention::weight_bytes() const {
   size_t b = wq_a_->weight_bytes() + wq_b_->weight_bytes() + wkv_->weight_bytes() + wo_b_->weight_bytes();
+  for (const auto& g : wo_a_groups_) b += g->weight_bytes();
   for (const Compressor* k : {comp_.get(), index_comp_.get()})
     if (k) b += k->wkv->weight_bytes() + k->wgate->weight_bytes();
   if (index_wq_b_) b += index_wq_b_->weight_bytes() + index_weights_->weight_bytes();
@@ -298,26 +338,29 @@ void CompressedAttention::forward(const float* x, std::span<const SequenceSpan> 
       } else {
         for (int64_t w : chosen) keys.push_back(comp.data() + w * dim_);
       }
+      // The heads in parallel: each head's scores, softmax and sum run on one thread in a fixed
+      // order (dot_lanes: the order depends on dim only), so the split never changes a bit.
       const size_t nkeys = keys.size();
-      std::vector<float> p(nkeys);
-      for (int64_t h = 0; h < heads_; ++h) {
-        const float* qh = q.data() + j * qd + h * dim_;
-        float mx = sinks_[static_cast<size_t>(h)];
-        for (size_t u = 0; u < nkeys; ++u) {
-          float d = 0;
-          for (int64_t k = 0; k < dim_; ++k) d += qh[k] * keys[u][k];
-          p[u] = d * scale;
-          mx = std::max(mx, p[u]);
+      ThreadPool::global().parallel_for(heads_, [&](int64_t h0, int64_t h1, int) {
+        std::vector<float> p(nkeys);
+        for (int64_t h = h0; h < h1; ++h) {
+          const float* qh = q.data() + j * qd + h * dim_;
+          float mx = sinks_[static_cast<size_t>(h)];
+          for (size_t u = 0; u < nkeys; ++u) {
+            p[u] = dot_lanes(qh, keys[u], dim_) * scale;
+            mx = std::max(mx, p[u]);
+          }
+          float sum = std::exp(sinks_[static_cast<size_t>(h)] - mx);
+          for (size_t u = 0; u < nkeys; ++u) sum += p[u] = std::exp(p[u] - mx);
+          float* o = attn.data() + j * qd + h * dim_;
+          std::fill(o, o + dim_, 0.0f);
+          for (size_t u = 0; u < nkeys; ++u) {
+            const float w = p[u] / sum;
+            const float* ku = keys[u];
+            for (int64_t k = 0; k < dim_; ++k) o[k] += w * ku[k];
+          }
         }
-        float sum = std::exp(sinks_[static_cast<size_t>(h)] - mx);
-        for (size_t u = 0; u < nkeys; ++u) sum += p[u] = std::exp(p[u] - mx);
-        float* o = attn.data() + j * qd + h * dim_;
-        std::fill(o, o + dim_, 0.0f);
-        for (size_t u = 0; u < nkeys; ++u) {
-          const float w = p[u] / sum;
-          for (int64_t k = 0; k < dim_; ++k) o[k] += w * keys[u][k];
-        }
-      }
+      });
       // K=V carried each key's rotation into the output: rotate back by the query's angle.
       rope_.cos_sin(pos, cos.data(), sin.data());
       for (int64_t h = 0; h < heads_; ++h)
@@ -327,16 +370,28 @@ void CompressedAttention::forward(const float* x, std::span<const SequenceSpan> 
 
     // Grouped output: group g's heads·dim / groups values through its o_lora rows of wo_a, then wo_b.
     const int64_t gin = qd / groups_;
-    std::vector<float> mid(static_cast<size_t>(n * groups_ * o_lora_));
-    for (int64_t j = 0; j < n; ++j)
-      for (int64_t g = 0; g < groups_; ++g)
-        for (int64_t r = 0; r < o_lora_; ++r) {
-          const float* w = wo_a_.data() + (g * o_lora_ + r) * gin;
-          const float* a = attn.data() + j * qd + g * gin;
-          double acc = 0;
-          for (int64_t k = 0; k < gin; ++k) acc += static_cast<double>(w[k]) * a[k];
-          mid[static_cast<size_t>((j * groups_ + g) * o_lora_ + r)] = static_cast<float>(acc);
+    const int64_t rows = groups_ * o_lora_;
+    std::vector<float> mid(static_cast<size_t>(n * rows));
+    if (!wo_a_groups_.empty()) {
+      // Each group's kernel on its slice of every token, gathered contiguous.
+      std::vector<float> xg(static_cast<size_t>(n * gin)), yg(static_cast<size_t>(n * o_lora_));
+      for (int64_t g = 0; g < groups_; ++g) {
+        for (int64_t j = 0; j < n; ++j) std::copy_n(attn.data() + j * qd + g * gin, gin, xg.data() + j * gin);
+        wo_a_groups_[static_cast<size_t>(g)]->forward(xg.data(), n, yg.data());
+        for (int64_t j = 0; j < n; ++j) std::copy_n(yg.data() + j * o_lora_, o_lora_, mid.data() + j * rows + g * o_lora_);
+      }
+    } else {
+      // Row r of wo_a (group r / o_lora) against every token's slice: the weights (float32) are
+      // read once per call, the rows split over the pool.
+      ThreadPool::global().parallel_for(rows, [&](int64_t r0, int64_t r1, int) {
+        for (int64_t r = r0; r < r1; ++r) {
+          const float* w = wo_a_.data() + r * gin;
+          const int64_t g = r / o_lora_;
+          for (int64_t j = 0; j < n; ++j)
+            mid[static_cast<size_t>(j * rows + r)] = dot_lanes(w, attn.data() + j * qd + g * gin, gin);
         }
+      });
+    }
     round_to_dtype(mid.data(), mid.size(), act_);
     wo_b_->forward(mid.data(), n, y + s.row0 * hidden_);
   }

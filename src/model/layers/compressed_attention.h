@@ -32,6 +32,7 @@
 namespace fp4lm::model {
 
 struct LayerBuild;
+class ModelLoader;
 
 class CompressedAttention final : public Mixer {
  public:
@@ -66,7 +67,11 @@ class CompressedAttention final : public Mixer {
   int64_t index_heads_ = 0, index_dim_ = 0, index_topk_ = 0;
   double eps_;
   std::unique_ptr<Linear> wq_a_, wq_b_, wkv_, wo_b_;
-  std::vector<float> wo_a_;  // [groups · o_lora, heads·dim / groups], float32
+  // wo_a: NVFP4 W4A16 (one shard): one kernel per group on its rows (a row-slice of the codes and
+  // block scales, nothing copied); otherwise dequantized into wo_a_ [groups · o_lora, heads·dim /
+  // groups], float32.
+  std::vector<std::unique_ptr<Linear>> wo_a_groups_;
+  std::vector<float> wo_a_;
   RmsNorm q_norm_, kv_norm_;
   std::vector<float> sinks_;
   Rope rope_;  // "main" or "compress"
@@ -74,5 +79,10 @@ class CompressedAttention final : public Mixer {
   std::unique_ptr<Linear> index_wq_b_, index_weights_;
   int64_t window_slot_ = -1;
 };
+
+// What DeepSeek-V4 layer `layer`'s grouped wo_a adds in RAM to its weights as stored (`fp4lm
+// inspect`'s estimate): 0 when it runs one NVFP4 W4A16 kernel per group on the stored bytes, else
+// the float32 copy CompressedAttention makes of it (rows × k × 4).
+size_t deepseek_v4_wo_a_float_bytes(const ModelLoader& l, int64_t layer);
 
 }  // namespace fp4lm::model
