@@ -219,6 +219,17 @@ struct Llama4Config {
   double floor_scale = 8192, attn_scale = 0.1;
 };
 
+// DeciLM / Llama-Nemotron NAS (DeciLMForCausalLM, arch/decilm.cpp): each decoder layer's
+// attention and FFN from block_configs — the block itself, nothing (no_op: no tensors, the
+// identity), or one hidden x hidden Linear behind the block's norm (replace_with_linear).
+struct DeciLMConfig {
+  enum class Block { normal, no_op, linear };
+  std::vector<Block> attn, ffn;          // per layer
+  std::vector<int64_t> kv_heads;         // per layer: num_attention_heads / n_heads_in_group (normal attention)
+  std::vector<int64_t> intermediate;     // per layer: the MLP width from ffn_mult (normal FFN)
+  bool enabled() const { return !attn.empty(); }
+};
+
 // The fields every architecture has (and the shared building blocks' parameters), plus one
 // parsed struct per family of architecture-specific fields.
 struct ModelConfig {
@@ -267,6 +278,7 @@ struct ModelConfig {
   MiniMaxM3Config minimax_m3;  // MiniMax-M3 (arch/minimax_m3.cpp)
   DeepseekV4Config deepseek_v4;  // DeepSeek-V4 (arch/deepseek_v4.cpp)
   Qwen4ExpConfig qwen4_exp;  // Qwen4-Exp (arch/qwen4_exp.cpp)
+  DeciLMConfig decilm;  // DeciLM / Llama-Nemotron NAS (arch/decilm.cpp)
   // Tensors under this prefix stand for `model.` (VL checkpoints: "model.language_model.").
   std::string tensor_prefix = "model.";
   // A multi-modal wrapper that stores its whole language model (tensors and quantization entries)

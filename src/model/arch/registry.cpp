@@ -46,6 +46,7 @@ const ArchDef& gemma3n_arch();
 const ArchDef& gemma3n_vl_arch();
 const ArchDef& qwen4_exp_arch();
 const ArchDef& qwen4_exp_vl_arch();
+const ArchDef& decilm_arch();
 
 const std::vector<const ArchDef*>& architectures() {
   static const std::vector<const ArchDef*> all = {
@@ -65,6 +66,7 @@ const std::vector<const ArchDef*>& architectures() {
       &deepseek_v4_arch(),
       &gemma3n_arch(), &gemma3n_vl_arch(),
       &qwen4_exp_arch(), &qwen4_exp_vl_arch(),
+      &decilm_arch(),
   };
   return all;
 }
