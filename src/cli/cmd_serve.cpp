@@ -252,7 +252,8 @@ int run_serve(ServeArgs& a) {
   engine::Engine eng(rt, text.tokenizer.get(), sc, metrics.observer());
   http.set_ready(eng, sm, metrics);
   if (rt.diffusion())
-    log().info("serve: DiffusionGemma: requests run one at a time, a canvas of {} tokens a step (docs/RUNTIME.md)",
+    log().info("serve: DiffusionGemma: up to max_num_seqs requests batched, a decoder pass over each one's canvas "
+               "of {} tokens a step (docs/RUNTIME.md)",
                sm.canvas_length);
   log().info("serve: ready: model '{}' (max_model_len {}, max_num_seqs {}, max_num_batched_tokens {}, KV budget "
              "{:.1f} MiB = {} sequences of max_model_len)",

@@ -158,74 +158,100 @@ DiffusionRun::DiffusionRun(const model::DiffusionGemma& m, const DiffusionSchedu
   cache_ = m.new_cache();
 }
 
+// Sampling: the seeded stream draws the random canvas tokens (uniform over the vocabulary, as
+// torch.randint) and each position's token from softmax(scaled logits) (as torch.multinomial).
+int32_t DiffusionRun::noise() {
+  const int64_t V = m_.config().vocab_size;
+  return static_cast<int32_t>(std::min<int64_t>(V - 1, static_cast<int64_t>(draw_.uniform() * static_cast<double>(V))));
+}
+
+std::span<const int32_t> DiffusionRun::to_encode() const {
+  if (!encode_due_) return {};
+  return res_.canvases == 0 ? std::span<const int32_t>(p_.prompt) : std::span<const int32_t>(block_);
+}
+
+void DiffusionRun::encoded() {
+  const int64_t C = m_.config().canvas_length;
+  encode_due_ = false;
+  ++res_.canvases;
+  canvas_.assign(static_cast<size_t>(C), pad_);
+  if (sampling_)
+    for (int32_t& t : canvas_) t = noise();
+  argmax_ = canvas_;
+  self_conditioning_.clear();
+  history_.assign(static_cast<size_t>(s_.stability_threshold), std::vector<int32_t>(static_cast<size_t>(C), -1));
+  step_ = s_.max_denoising_steps;
+}
+
 std::vector<int32_t> DiffusionRun::next_block() {
-  const model::DiffusionGemmaConfig& c = m_.config();
-  const int64_t C = c.canvas_length, V = c.vocab_size;
-  // Sampling: the seeded stream draws the random canvas tokens (uniform over the vocabulary, as
-  // torch.randint) and each position's token from softmax(scaled logits) (as torch.multinomial).
-  auto noise = [&] {
-    return static_cast<int32_t>(std::min<int64_t>(V - 1, static_cast<int64_t>(draw_.uniform() * static_cast<double>(V))));
-  };
   if (res_.canvases == 0) {
     const auto t0 = Clock::now();
-    m_.encode(cache_, p_.prompt, /*logits=*/false);
+    m_.encode(cache_, to_encode(), /*logits=*/false);
     res_.prefill_seconds = seconds_since(t0);
   }
   const auto t0 = Clock::now();
-  if (res_.canvases > 0) m_.encode(cache_, block_, /*logits=*/false);  // the appended canvas, as transformers
-  ++res_.canvases;
-  std::vector<int32_t> canvas(static_cast<size_t>(C), pad_);
-  if (sampling_)
-    for (int32_t& t : canvas) t = noise();
-  std::vector<int32_t> argmax = canvas;
-  std::vector<float> self_conditioning;
-  // The last stability_threshold argmax canvases, oldest first (-1: none yet).
-  std::vector<std::vector<int32_t>> history(static_cast<size_t>(s_.stability_threshold),
-                                            std::vector<int32_t>(static_cast<size_t>(C), -1));
-  for (int64_t step = s_.max_denoising_steps; step >= 1; --step) {
-    std::vector<float> logits = m_.decode(cache_, canvas, self_conditioning);
-    ++res_.decoder_passes;
-    // The linear temperature schedule (step counts down: t_max first, t_min last).
-    const float temp = static_cast<float>(s_.t_min + (s_.t_max - s_.t_min) * (static_cast<double>(step) /
-                                                                            static_cast<double>(s_.max_denoising_steps)));
-    for (float& l : logits) l /= temp;
-    std::vector<int32_t> next_argmax(static_cast<size_t>(C)), denoised(static_cast<size_t>(C));
-    std::vector<double> ent(static_cast<size_t>(C));
-    for (int64_t i = 0; i < C; ++i) {
-      const float* row = logits.data() + i * V;
-      next_argmax[i] = static_cast<int32_t>(std::max_element(row, row + V) - row);
-      denoised[i] = sampling_ ? draw_.sample(row, V) : next_argmax[i];
-      ent[i] = entropy(row, V);
-    }
-    // Entropy-bounded acceptance: the k lowest-entropy positions with
-    // sum(entropy) - max(entropy) <= entropy_bound take the denoiser's token; the rest reset.
-    std::vector<int64_t> order(static_cast<size_t>(C));
-    std::iota(order.begin(), order.end(), 0);
-    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return ent[a] < ent[b]; });
-    double cum = 0;
-    for (int64_t r = 0; r < C; ++r) {
-      const int64_t i = order[r];
-      cum += ent[i];
-      const bool accepted = cum - ent[i] <= s_.entropy_bound;
-      canvas[i] = accepted ? denoised[i] : sampling_ ? noise() : pad_;
-    }
-    // Stable: the argmax canvas equals each of the last stability_threshold ones.
-    bool stable = true;
-    for (const auto& h : history) stable = stable && h == next_argmax;
-    if (!history.empty()) {
-      std::rotate(history.begin(), history.begin() + 1, history.end());
-      history.back() = next_argmax;
-    }
-    const double mean_entropy = std::accumulate(ent.begin(), ent.end(), 0.0) / static_cast<double>(C);
-    const bool confident = mean_entropy < s_.confidence_threshold;
-    argmax = std::move(next_argmax);
-    self_conditioning = std::move(logits);
-    if (stable && confident) {
-      ++res_.early_stops;
-      break;
+  if (res_.canvases > 0) m_.encode(cache_, to_encode(), /*logits=*/false);  // the appended canvas, as transformers
+  encoded();
+  while (true) {
+    std::optional<std::vector<int32_t>> block = denoised(m_.decode(cache_, canvas_, self_conditioning_));
+    if (block) {
+      res_.decode_seconds += seconds_since(t0);
+      return std::move(*block);
     }
   }
-  block_ = argmax;
+}
+
+std::optional<std::vector<int32_t>> DiffusionRun::denoised(std::vector<float> logits) {
+  const model::DiffusionGemmaConfig& c = m_.config();
+  const int64_t C = c.canvas_length, V = c.vocab_size;
+  if (static_cast<int64_t>(logits.size()) != C * V)
+    fail("DiffusionGemma: the decoder gave {} logits, expected {} x {}", logits.size(), C, V);
+  ++res_.decoder_passes;
+  // The linear temperature schedule (step_ counts down: t_max first, t_min last).
+  const float temp = static_cast<float>(
+      s_.t_min + (s_.t_max - s_.t_min) * (static_cast<double>(step_) / static_cast<double>(s_.max_denoising_steps)));
+  for (float& l : logits) l /= temp;
+  std::vector<int32_t> next_argmax(static_cast<size_t>(C)), denoised(static_cast<size_t>(C));
+  std::vector<double> ent(static_cast<size_t>(C));
+  for (int64_t i = 0; i < C; ++i) {
+    const float* row = logits.data() + i * V;
+    next_argmax[i] = static_cast<int32_t>(std::max_element(row, row + V) - row);
+    denoised[i] = sampling_ ? draw_.sample(row, V) : next_argmax[i];
+    ent[i] = entropy(row, V);
+  }
+  // Entropy-bounded acceptance: the k lowest-entropy positions with
+  // sum(entropy) - max(entropy) <= entropy_bound take the denoiser's token; the rest reset.
+  std::vector<int64_t> order(static_cast<size_t>(C));
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return ent[a] < ent[b]; });
+  double cum = 0;
+  for (int64_t r = 0; r < C; ++r) {
+    const int64_t i = order[r];
+    cum += ent[i];
+    const bool accepted = cum - ent[i] <= s_.entropy_bound;
+    canvas_[i] = accepted ? denoised[i] : sampling_ ? noise() : pad_;
+  }
+  // Stable: the argmax canvas equals each of the last stability_threshold ones.
+  bool stable = true;
+  for (const auto& h : history_) stable = stable && h == next_argmax;
+  if (!history_.empty()) {
+    std::rotate(history_.begin(), history_.begin() + 1, history_.end());
+    history_.back() = next_argmax;
+  }
+  const double mean_entropy = std::accumulate(ent.begin(), ent.end(), 0.0) / static_cast<double>(C);
+  const bool confident = mean_entropy < s_.confidence_threshold;
+  argmax_ = std::move(next_argmax);
+  self_conditioning_ = std::move(logits);
+  --step_;
+  if (stable && confident) ++res_.early_stops;
+  else if (step_ >= 1) return std::nullopt;
+  return finish_canvas();
+}
+
+std::vector<int32_t> DiffusionRun::finish_canvas() {
+  block_ = std::move(argmax_);
+  self_conditioning_.clear();
+  self_conditioning_.shrink_to_fit();
   // EOS / stop ids anywhere in the block end generation after that token (transformers pads the rest).
   std::vector<int32_t> emitted = block_;
   for (size_t i = 0; i < emitted.size(); ++i) {
@@ -268,7 +294,7 @@ std::vector<int32_t> DiffusionRun::next_block() {
     res_.stop_token.reset();
     res_.stop_reason = text_.stop_reason();
   }
-  res_.decode_seconds += seconds_since(t0);
+  encode_due_ = !done_;
   return emitted;
 }
 

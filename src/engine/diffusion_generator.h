@@ -64,8 +64,10 @@ using DiffusionBlockCallback = std::function<void(std::span<const int32_t>)>;
 // --max-model-len below it).
 void check_diffusion_request(const model::DiffusionGemmaConfig& c, const RequestParams& p, int64_t max_len);
 
-// One request's loop, a canvas at a time (the serving engine interleaves cancellation and
-// streaming between canvases): the prompt is encoded by the first next_block().
+// One request's loop. Alone, a canvas at a time (next_block); in the serving engine's batch, a
+// decoder pass at a time (to_encode / encoded / canvas / denoised), its forwards run together
+// with other requests' (model::DiffusionGemma::encode_batch / decode_batch): the same steps in
+// the same order, the same random draws from its own stream, so the same output.
 class DiffusionRun {
  public:
   // check_diffusion_request first (against max_position_embeddings). `m`, `s` and `tok` (may be
@@ -76,6 +78,21 @@ class DiffusionRun {
   // an EOS, a stop id, or the token that completes a stop string; within max_tokens; never
   // empty). Only while !done().
   std::vector<int32_t> next_block();
+
+  // The batched steps, only while !done(). Before a canvas the encoder appends to_encode() (the
+  // prompt, then the last block) to cache(); empty while a canvas is being denoised.
+  std::span<const int32_t> to_encode() const;
+  model::DiffusionGemmaCache& cache() { return cache_; }
+  // Called once the encoder has appended to_encode(): starts the next canvas.
+  void encoded();
+  // The decoder's input for the next pass (after encoded()): the canvas and the previous pass's
+  // scaled logits (empty on a canvas's first pass).
+  std::span<const int32_t> canvas() const { return canvas_; }
+  std::span<const float> self_conditioning() const { return self_conditioning_; }
+  // One decoder pass's logits [canvas_length, vocab]: the acceptance, the stops. Returns the
+  // accepted block (as next_block) when the canvas ends, nullopt while it goes on.
+  std::optional<std::vector<int32_t>> denoised(std::vector<float> logits);
+
   bool done() const { return done_; }
   const DiffusionResult& result() const { return res_; }
   // The output's text as the scheduler makes it (engine/text_stream.h): what became final since
@@ -84,16 +101,26 @@ class DiffusionRun {
   const std::string& text() const { return text_.text(); }
 
  private:
+  std::vector<int32_t> finish_canvas();
+  int32_t noise();
+
   const model::DiffusionGemma& m_;
   const DiffusionSchedule& s_;
   RequestParams p_;
-  bool sampling_ = false, done_ = false;
+  bool sampling_ = false, done_ = false, encode_due_ = true;
   int32_t pad_ = 0;
   int64_t canvases_ = 0;  // the most this request runs
   std::vector<int32_t> stops_, eos_;
   Sampler draw_;
   model::DiffusionGemmaCache cache_;
-  std::vector<int32_t> block_;  // the last canvas, which the next next_block() encodes first
+  std::vector<int32_t> block_;  // the last canvas, which the next canvas encodes first
+  // The canvas being denoised: its tokens, the passes left (counting down: the schedule's
+  // temperature), the last pass's argmax and scaled logits, the last stability_threshold argmax
+  // canvases (oldest first; -1: none yet).
+  std::vector<int32_t> canvas_, argmax_;
+  int64_t step_ = 0;
+  std::vector<float> self_conditioning_;
+  std::vector<std::vector<int32_t>> history_;
   TextStream text_;
   DiffusionResult res_;
 };

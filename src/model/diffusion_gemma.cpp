@@ -17,6 +17,7 @@
 #include "core/log.h"
 #include "core/thread_pool.h"
 #include "io/checkpoint.h"
+#include "kernels/a16_scope.h"
 #include "model/arch/gemma_moe.h"
 #include "model/config_reader.h"
 #include "model/layer_plan.h"
@@ -479,6 +480,7 @@ std::unique_ptr<DiffusionGemma> DiffusionGemma::load(const std::string& dir, con
                "for both passes (they share their layers)",
                dir, other_input_scales);
   m->w_ = std::move(w);
+  m->a16_max_tokens_ = opts.a16_max_tokens;
   m->weight_bytes_ = loader.loaded_weight_bytes();
   m->load_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   log().info("DiffusionGemma: {} layers, hidden {}, {} experts (top {}), canvas {} tokens, {} activations, {} weight "
@@ -494,15 +496,25 @@ DiffusionGemmaCache DiffusionGemma::new_cache() const {
   return cache;
 }
 
-// The blocks over x [n, H] at positions pos0.., attending to `read`'s K/V (kept rows) plus the new
-// rows: causally (and within the window on sliding layers) when `write` (the encoder, which then
-// appends the new K/V), bidirectionally over everything otherwise (the decoder).
-std::vector<float> DiffusionGemma::run_layers(std::vector<float> x, int64_t n, int64_t pos0,
-                                              const DiffusionGemmaCache* read, DiffusionGemmaCache* write) const {
+// The blocks over x [rows, H], the segments' rows one after the other, each at its positions,
+// attending to its cache's K/V (kept rows) plus its own new rows: causally (and within the window
+// on sliding layers) for the encoder, which then appends the new K/V to each segment's `write`,
+// bidirectionally over everything otherwise (the decoder, reading `read`). Every other step is
+// row by row, so a row's result does not depend on the other segments.
+std::vector<float> DiffusionGemma::run_layers(std::vector<float> x, std::span<const Segment> segs,
+                                              bool encoder) const {
   const DiffusionGemmaConfig& c = cfg_;
   const int64_t H = c.hidden_size;
-  const bool encoder = write != nullptr;
-  const DiffusionGemmaCache& cache = encoder ? *write : *read;
+  int64_t n = 0;
+  std::vector<int64_t> row0(segs.size());
+  for (size_t si = 0; si < segs.size(); ++si) {
+    row0[si] = n;
+    n += segs[si].n;
+  }
+  std::vector<int32_t> seg_of(static_cast<size_t>(n));
+  for (size_t si = 0; si < segs.size(); ++si)
+    std::fill(seg_of.begin() + row0[si], seg_of.begin() + row0[si] + segs[si].n, static_cast<int32_t>(si));
+  auto cache_of = [&](size_t si) -> const DiffusionGemmaCache& { return encoder ? *segs[si].write : *segs[si].read; };
   std::vector<float> h(static_cast<size_t>(n * H));
   for (int64_t li = 0; li < c.num_layers; ++li) {
     const DiffusionGemmaLayerConfig& lc = c.layers[li];
@@ -527,29 +539,38 @@ std::vector<float> DiffusionGemma::run_layers(std::vector<float> x, int64_t n, i
       }
     }
     for (int64_t i = 0; i < n; ++i) {
+      const size_t si = static_cast<size_t>(seg_of[i]);
+      const int64_t pos = segs[si].pos0 + (i - row0[si]);
       for (int64_t hd = 0; hd < NH; ++hd) {
         float* qh = q.data() + (i * NH + hd) * D;
         rms_norm(qh, 1, D, L.q_norm.data(), c.rms_norm_eps);
-        rope(qh, D, lc.inv_freq, pos0 + i);
+        rope(qh, D, lc.inv_freq, pos);
       }
       for (int64_t hd = 0; hd < KV; ++hd) {
         float* kh = k.data() + (i * KV + hd) * D;
         rms_norm(kh, 1, D, L.k_norm.data(), c.rms_norm_eps);
-        rope(kh, D, lc.inv_freq, pos0 + i);
+        rope(kh, D, lc.inv_freq, pos);
         rms_norm(v.data() + (i * KV + hd) * D, 1, D, nullptr, c.rms_norm_eps);
       }
     }
-    const DiffusionGemmaCache::Layer& cl = cache.layers[li];
-    const int64_t old_rows = cl.rows, total = old_rows + n;
-    const int64_t first_pos = cache.length - old_rows;  // position of the first kept row
-    auto key = [&](int64_t j) { return j < old_rows ? cl.k.data() + j * KV * D : k.data() + (j - old_rows) * KV * D; };
-    auto val = [&](int64_t j) { return j < old_rows ? cl.v.data() + j * KV * D : v.data() + (j - old_rows) * KV * D; };
     std::vector<float> att(static_cast<size_t>(n * NH * D));
     ThreadPool::global().parallel_for(n * NH, [&](int64_t b, int64_t e, int) {
-      std::vector<double> s(static_cast<size_t>(total));
+      std::vector<double> s;
+      std::vector<double> acc(static_cast<size_t>(D));
       for (int64_t qi = b; qi < e; ++qi) {
         const int64_t i = qi / NH, hd = qi % NH, g = hd / group;
-        const int64_t p = pos0 + i;
+        const size_t si = static_cast<size_t>(seg_of[i]);
+        const Segment& sg = segs[si];
+        const DiffusionGemmaCache& cache = cache_of(si);
+        const DiffusionGemmaCache::Layer& cl = cache.layers[li];
+        const int64_t old_rows = cl.rows, total = old_rows + sg.n;
+        const int64_t first_pos = cache.length - old_rows;  // position of the first kept row
+        const float* new_k = k.data() + row0[si] * KV * D;
+        const float* new_v = v.data() + row0[si] * KV * D;
+        auto key = [&](int64_t j) { return j < old_rows ? cl.k.data() + j * KV * D : new_k + (j - old_rows) * KV * D; };
+        auto val = [&](int64_t j) { return j < old_rows ? cl.v.data() + j * KV * D : new_v + (j - old_rows) * KV * D; };
+        s.resize(static_cast<size_t>(total));
+        const int64_t p = sg.pos0 + (i - row0[si]);
         const float* qv = q.data() + qi * D;
         double mx = -INFINITY;
         for (int64_t j = 0; j < total; ++j) {
@@ -569,7 +590,7 @@ std::vector<float> DiffusionGemma::run_layers(std::vector<float> x, int64_t n, i
         double sum = 0;
         for (int64_t j = 0; j < total; ++j) sum += (s[j] = s[j] == -INFINITY ? 0.0 : std::exp(s[j] - mx));
         float* out = att.data() + qi * D;
-        std::vector<double> acc(static_cast<size_t>(D), 0.0);
+        std::fill(acc.begin(), acc.end(), 0.0);
         for (int64_t j = 0; j < total; ++j) {
           if (s[j] == 0.0) continue;
           const float* vv = val(j) + g * D;
@@ -579,16 +600,20 @@ std::vector<float> DiffusionGemma::run_layers(std::vector<float> x, int64_t n, i
       }
     });
     if (encoder) {
-      DiffusionGemmaCache::Layer& wl = write->layers[li];
-      wl.k.insert(wl.k.end(), k.begin(), k.end());
-      wl.v.insert(wl.v.end(), v.begin(), v.end());
-      wl.rows += n;
-      // transformers' DynamicSlidingWindowLayer keeps the last sliding_window - 1 positions.
-      if (lc.sliding && wl.rows > c.sliding_window - 1) {
-        const int64_t drop = wl.rows - (c.sliding_window - 1);
-        wl.k.erase(wl.k.begin(), wl.k.begin() + drop * KV * D);
-        wl.v.erase(wl.v.begin(), wl.v.begin() + drop * KV * D);
-        wl.rows -= drop;
+      for (size_t si = 0; si < segs.size(); ++si) {
+        DiffusionGemmaCache::Layer& wl = segs[si].write->layers[li];
+        const auto kb = k.begin() + row0[si] * KV * D, ke = kb + segs[si].n * KV * D;
+        const auto vb = v.begin() + row0[si] * KV * D, ve = vb + segs[si].n * KV * D;
+        wl.k.insert(wl.k.end(), kb, ke);
+        wl.v.insert(wl.v.end(), vb, ve);
+        wl.rows += segs[si].n;
+        // transformers' DynamicSlidingWindowLayer keeps the last sliding_window - 1 positions.
+        if (lc.sliding && wl.rows > c.sliding_window - 1) {
+          const int64_t drop = wl.rows - (c.sliding_window - 1);
+          wl.k.erase(wl.k.begin(), wl.k.begin() + drop * KV * D);
+          wl.v.erase(wl.v.begin(), wl.v.begin() + drop * KV * D);
+          wl.rows -= drop;
+        }
       }
     }
     L.o->forward(att.data(), n, h.data());
@@ -644,7 +669,8 @@ std::vector<float> DiffusionGemma::run_layers(std::vector<float> x, int64_t n, i
     const float scalar = encoder ? L.encoder_scalar : L.decoder_scalar;
     for (size_t t = 0; t < x.size(); ++t) x[t] = (x[t] + h1[t]) * scalar;
   }
-  if (encoder) write->length += n;
+  if (encoder)
+    for (const Segment& sg : segs) sg.write->length += sg.n;
   rms_norm(x.data(), n, H, w_->final_norm.data(), c.rms_norm_eps);
   return x;
 }
@@ -659,69 +685,170 @@ std::vector<float> DiffusionGemma::logits_of(std::vector<float> x, int64_t n) co
   return logits;
 }
 
-std::vector<float> DiffusionGemma::encode(DiffusionGemmaCache& cache, std::span<const int32_t> ids, bool logits) const {
-  const int64_t n = static_cast<int64_t>(ids.size()), H = cfg_.hidden_size;
-  if (n == 0) return {};
-  if (cache.length + n > cfg_.max_position_embeddings)
-    fail("DiffusionGemma: {} positions exceed max_position_embeddings {}", cache.length + n,
-         cfg_.max_position_embeddings);
-  std::vector<float> x(static_cast<size_t>(n * H));
-  const float scale = static_cast<float>(std::sqrt(static_cast<double>(H)));
-  for (int64_t i = 0; i < n; ++i) {
-    if (ids[i] < 0 || ids[i] >= cfg_.vocab_size)
-      fail("DiffusionGemma: token id {} is outside the vocabulary (size {})", ids[i], cfg_.vocab_size);
-    w_->embed.row(ids[i], x.data() + i * H);
-    for (int64_t t = 0; t < H; ++t) x[i * H + t] *= scale;
+template <class Rows, class Group>
+void DiffusionGemma::by_a16_choice(size_t count, Rows rows, Group group) const {
+  std::vector<size_t> all(count);
+  std::iota(all.begin(), all.end(), size_t{0});
+  if (a16_max_tokens_ <= 0) {
+    group(std::span<const size_t>(all));
+    return;
   }
-  std::vector<float> out = run_layers(std::move(x), n, cache.length, nullptr, &cache);
-  if (!logits) return {};
-  return logits_of(std::move(out), n);
+  // As a single sequence's call decides (m <= a16_max_tokens), whatever else is in the batch.
+  std::vector<size_t> small, large;
+  for (size_t i : all) (rows(i) <= a16_max_tokens_ ? small : large).push_back(i);
+  if (!small.empty()) {
+    kernels::A16Scope a16(kernels::A16Choice::a16);
+    group(std::span<const size_t>(small));
+  }
+  if (!large.empty()) {
+    kernels::A16Scope a4(kernels::A16Choice::a4);
+    group(std::span<const size_t>(large));
+  }
 }
 
-std::vector<float> DiffusionGemma::decode(const DiffusionGemmaCache& cache, std::span<const int32_t> canvas,
-                                          std::span<const float> self_conditioning) const {
-  const int64_t n = static_cast<int64_t>(canvas.size()), H = cfg_.hidden_size, V = cfg_.vocab_size;
-  if (!self_conditioning.empty() && static_cast<int64_t>(self_conditioning.size()) != n * V)
-    fail("DiffusionGemma: self-conditioning logits hold {} values, expected {} x {}", self_conditioning.size(), n, V);
+std::vector<std::vector<float>> DiffusionGemma::encode_group(std::span<const EncodeItem> items, bool logits) const {
+  const int64_t H = cfg_.hidden_size;
+  const float scale = static_cast<float>(std::sqrt(static_cast<double>(H)));
+  std::vector<Segment> segs;
+  int64_t n = 0;
+  for (const EncodeItem& it : items) {
+    const int64_t ni = static_cast<int64_t>(it.ids.size());
+    if (ni == 0) continue;
+    if (it.cache->length + ni > cfg_.max_position_embeddings)
+      fail("DiffusionGemma: {} positions exceed max_position_embeddings {}", it.cache->length + ni,
+           cfg_.max_position_embeddings);
+    for (const Segment& sg : segs)
+      if (sg.write == it.cache) fail("DiffusionGemma: a cache appears twice in one encoder batch");
+    segs.push_back({ni, it.cache->length, nullptr, it.cache});
+    n += ni;
+  }
+  std::vector<std::vector<float>> out(items.size());
+  if (n == 0) return out;
+  std::vector<float> x(static_cast<size_t>(n * H));
+  int64_t r = 0;
+  for (const EncodeItem& it : items)
+    for (int32_t id : it.ids) {
+      if (id < 0 || id >= cfg_.vocab_size)
+        fail("DiffusionGemma: token id {} is outside the vocabulary (size {})", id, cfg_.vocab_size);
+      w_->embed.row(id, x.data() + r * H);
+      for (int64_t t = 0; t < H; ++t) x[r * H + t] *= scale;
+      ++r;
+    }
+  std::vector<float> hidden = run_layers(std::move(x), segs, /*encoder=*/true);
+  if (!logits) return out;
+  const std::vector<float> all = logits_of(std::move(hidden), n);
+  const size_t V = static_cast<size_t>(cfg_.vocab_size);
+  size_t off = 0;
+  for (size_t i = 0; i < items.size(); ++i) {
+    const size_t len = items[i].ids.size() * V;
+    out[i].assign(all.begin() + static_cast<std::ptrdiff_t>(off), all.begin() + static_cast<std::ptrdiff_t>(off + len));
+    off += len;
+  }
+  return out;
+}
+
+std::vector<float> DiffusionGemma::encode(DiffusionGemmaCache& cache, std::span<const int32_t> ids, bool logits) const {
+  if (ids.empty()) return {};
+  const EncodeItem item{&cache, ids};
+  std::vector<std::vector<float>> out;
+  by_a16_choice(1, [&](size_t) { return static_cast<int64_t>(ids.size()); },
+                [&](std::span<const size_t>) { out = encode_group({&item, 1}, logits); });
+  return std::move(out[0]);
+}
+
+void DiffusionGemma::encode_batch(std::span<const EncodeItem> items) const {
+  by_a16_choice(
+      items.size(), [&](size_t i) { return static_cast<int64_t>(items[i].ids.size()); },
+      [&](std::span<const size_t> idx) {
+        std::vector<EncodeItem> group;
+        for (size_t i : idx) group.push_back(items[i]);
+        encode_group(group, false);
+      });
+}
+
+std::vector<std::vector<float>> DiffusionGemma::decode_group(std::span<const DecodeItem> items) const {
+  const int64_t H = cfg_.hidden_size, V = cfg_.vocab_size;
+  std::vector<Segment> segs;
+  int64_t n = 0;
+  for (const DecodeItem& it : items) {
+    const int64_t ni = static_cast<int64_t>(it.canvas.size());
+    if (!it.self_conditioning.empty() && static_cast<int64_t>(it.self_conditioning.size()) != ni * V)
+      fail("DiffusionGemma: self-conditioning logits hold {} values, expected {} x {}", it.self_conditioning.size(), ni,
+           V);
+    segs.push_back({ni, it.cache->length, it.cache, nullptr});
+    n += ni;
+  }
+  std::vector<std::vector<float>> out(items.size());
+  if (n == 0) return out;
   const float scale = static_cast<float>(std::sqrt(static_cast<double>(H)));
   std::vector<float> x(static_cast<size_t>(n * H));
-  for (int64_t i = 0; i < n; ++i) {
-    if (canvas[i] < 0 || canvas[i] >= V)
-      fail("DiffusionGemma: canvas token id {} is outside the vocabulary (size {})", canvas[i], V);
-    w_->embed.row(canvas[i], x.data() + i * H);
-    for (int64_t t = 0; t < H; ++t) x[i * H + t] *= scale;
-  }
+  // Each row's self-conditioning logits (null: none, the first step's zeros).
+  std::vector<const float*> sc_row(static_cast<size_t>(n), nullptr);
+  int64_t r = 0;
+  for (const DecodeItem& it : items)
+    for (size_t i = 0; i < it.canvas.size(); ++i, ++r) {
+      const int32_t id = it.canvas[i];
+      if (id < 0 || id >= V) fail("DiffusionGemma: canvas token id {} is outside the vocabulary (size {})", id, V);
+      w_->embed.row(id, x.data() + r * H);
+      for (int64_t t = 0; t < H; ++t) x[r * H + t] *= scale;
+      if (!it.self_conditioning.empty()) sc_row[r] = it.self_conditioning.data() + static_cast<int64_t>(i) * V;
+    }
   // Self-conditioning: softmax(previous logits) · embed_tokens × embed_scale (zeros on the first
   // step), through pre_norm and a gated MLP, added to the embeddings, then a scale-free norm.
   std::vector<float> soft(static_cast<size_t>(n * H), 0.0f);
-  if (!self_conditioning.empty()) {
-    ThreadPool::global().parallel_for(n, [&](int64_t b, int64_t e, int) {
-      std::vector<float> row(static_cast<size_t>(H));
-      std::vector<double> p(static_cast<size_t>(V)), acc(static_cast<size_t>(H));
-      for (int64_t i = b; i < e; ++i) {
-        const float* l = self_conditioning.data() + i * V;
-        const double mx = *std::max_element(l, l + V);
-        double z = 0;
-        for (int64_t t = 0; t < V; ++t) z += (p[t] = std::exp(static_cast<double>(l[t]) - mx));
-        std::fill(acc.begin(), acc.end(), 0.0);
-        for (int64_t t = 0; t < V; ++t) {
-          const double pt = p[t] / z;
-          if (pt == 0.0) continue;
-          w_->embed.row(t, row.data());
-          for (int64_t d = 0; d < H; ++d) acc[d] += pt * row[d];
-        }
-        for (int64_t d = 0; d < H; ++d) soft[i * H + d] = static_cast<float>(acc[d]) * scale;
+  ThreadPool::global().parallel_for(n, [&](int64_t b, int64_t e, int) {
+    std::vector<float> row(static_cast<size_t>(H));
+    std::vector<double> p(static_cast<size_t>(V)), acc(static_cast<size_t>(H));
+    for (int64_t i = b; i < e; ++i) {
+      const float* l = sc_row[i];
+      if (!l) continue;
+      const double mx = *std::max_element(l, l + V);
+      double z = 0;
+      for (int64_t t = 0; t < V; ++t) z += (p[t] = std::exp(static_cast<double>(l[t]) - mx));
+      std::fill(acc.begin(), acc.end(), 0.0);
+      for (int64_t t = 0; t < V; ++t) {
+        const double pt = p[t] / z;
+        if (pt == 0.0) continue;
+        w_->embed.row(t, row.data());
+        for (int64_t d = 0; d < H; ++d) acc[d] += pt * row[d];
       }
-    });
-  }
+      for (int64_t d = 0; d < H; ++d) soft[i * H + d] = static_cast<float>(acc[d]) * scale;
+    }
+  });
   rms_norm(soft.data(), n, H, w_->sc_pre_norm.data(), cfg_.rms_norm_eps);
   const int64_t I = cfg_.intermediate_size;
   std::vector<float> g = gated_gelu(*w_->sc_gate_up, soft.data(), n, I), sc(static_cast<size_t>(n * H));
   w_->sc_down->forward(g.data(), n, sc.data());
   for (size_t t = 0; t < x.size(); ++t) x[t] += sc[t];
   rms_norm(x.data(), n, H, nullptr, cfg_.rms_norm_eps);
-  std::vector<float> out = run_layers(std::move(x), n, cache.length, &cache, nullptr);
-  return logits_of(std::move(out), n);
+  std::vector<float> hidden = run_layers(std::move(x), segs, /*encoder=*/false);
+  const std::vector<float> all = logits_of(std::move(hidden), n);
+  size_t off = 0;
+  for (size_t i = 0; i < items.size(); ++i) {
+    const size_t len = items[i].canvas.size() * static_cast<size_t>(V);
+    out[i].assign(all.begin() + static_cast<std::ptrdiff_t>(off), all.begin() + static_cast<std::ptrdiff_t>(off + len));
+    off += len;
+  }
+  return out;
+}
+
+std::vector<float> DiffusionGemma::decode(const DiffusionGemmaCache& cache, std::span<const int32_t> canvas,
+                                          std::span<const float> self_conditioning) const {
+  const DecodeItem item{&cache, canvas, self_conditioning};
+  return std::move(decode_batch({&item, 1})[0]);
+}
+
+std::vector<std::vector<float>> DiffusionGemma::decode_batch(std::span<const DecodeItem> items) const {
+  std::vector<std::vector<float>> out(items.size());
+  by_a16_choice(
+      items.size(), [&](size_t i) { return static_cast<int64_t>(items[i].canvas.size()); },
+      [&](std::span<const size_t> idx) {
+        std::vector<DecodeItem> group;
+        for (size_t i : idx) group.push_back(items[i]);
+        std::vector<std::vector<float>> r = decode_group(group);
+        for (size_t k = 0; k < idx.size(); ++k) out[idx[k]] = std::move(r[k]);
+      });
+  return out;
 }
 
 }  // namespace fp4lm::model

@@ -95,13 +95,44 @@ class DiffusionGemma {
   std::vector<float> decode(const DiffusionGemmaCache& cache, std::span<const int32_t> canvas,
                             std::span<const float> self_conditioning) const;
 
+  // Several sequences in one forward (the serving engine's batch): their rows go through every
+  // Linear / MoE call together, attention stays within each sequence. Each result is bit-identical
+  // to the single-sequence call (the kernels' batch invariance; --a16-max-tokens is decided per
+  // sequence, as the causal forward does). Each item's cache appears once.
+  struct EncodeItem {
+    DiffusionGemmaCache* cache;
+    std::span<const int32_t> ids;
+  };
+  struct DecodeItem {
+    const DiffusionGemmaCache* cache;
+    std::span<const int32_t> canvas;
+    std::span<const float> self_conditioning;
+  };
+  // encode(cache, ids, false) of every item.
+  void encode_batch(std::span<const EncodeItem> items) const;
+  // decode(...) of every item, in order.
+  std::vector<std::vector<float>> decode_batch(std::span<const DecodeItem> items) const;
+
   struct Weights;
 
  private:
   DiffusionGemma() = default;
-  std::vector<float> run_layers(std::vector<float> x, int64_t n, int64_t pos0, const DiffusionGemmaCache* read,
-                                DiffusionGemmaCache* write) const;
+  // A sequence's rows in a batched forward: `n` rows at positions pos0.., reading `read`'s K/V
+  // (the decoder) or appending to `write` (the encoder).
+  struct Segment {
+    int64_t n = 0, pos0 = 0;
+    const DiffusionGemmaCache* read = nullptr;
+    DiffusionGemmaCache* write = nullptr;
+  };
+  std::vector<float> run_layers(std::vector<float> x, std::span<const Segment> segs, bool encoder) const;
   std::vector<float> logits_of(std::vector<float> x, int64_t n) const;
+  std::vector<std::vector<float>> encode_group(std::span<const EncodeItem> items, bool logits) const;
+  std::vector<std::vector<float>> decode_group(std::span<const DecodeItem> items) const;
+  // Runs `group(indices)` over the items' indices: all together, or with --a16-max-tokens the
+  // items of at most that many rows and the others as two groups, each under its A16Scope.
+  template <class Rows, class Group>
+  void by_a16_choice(size_t count, Rows rows, Group group) const;
+  int64_t a16_max_tokens_ = 0;
   DiffusionGemmaConfig cfg_;
   std::shared_ptr<io::Checkpoint> ckpt_;
   std::unique_ptr<Weights> w_;

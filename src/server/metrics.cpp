@@ -17,6 +17,7 @@ const std::vector<double> kTokenLatencyBuckets = {0.01, 0.025, 0.05, 0.075, 0.1,
 const std::vector<double> kRequestLatencyBuckets = {0.3,  0.5,  0.8,  1.0,  1.5,   2.0,   2.5,   5.0,   10.0,  15.0, 20.0,
                                                     30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0};
 const std::vector<double> kIterationTokenBuckets = {1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384};
+const std::vector<double> kIterationSequenceBuckets = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024};
 const std::vector<std::string> kFinishReasons = {"stop", "length", "abort", "error"};
 
 // vLLM's 1-2-5 series up to the model length (request token counts).
@@ -63,7 +64,8 @@ ServingMetrics::ServingMetrics(std::string model_name, int64_t max_model_len)
     : labels_(fmt::format("engine=\"0\",model_name=\"{}\"", prom_escape(model_name))),
       ttft_(kTtftBuckets), itl_(kTokenLatencyBuckets), tpot_(kTokenLatencyBuckets), e2e_(kRequestLatencyBuckets),
       queue_(kRequestLatencyBuckets), iteration_tokens_(kIterationTokenBuckets), prompt_len_(buckets_1_2_5(max_model_len)),
-      gen_len_(buckets_1_2_5(max_model_len)) {
+      gen_len_(buckets_1_2_5(max_model_len)),
+      iteration_sequences_(kIterationSequenceBuckets) {
   for (const auto& r : kFinishReasons) success_[r] = 0;
 }
 
@@ -88,6 +90,7 @@ void ServingMetrics::on_step(const engine::StepStats& s) {
   for (size_t i = 0; i < s.spec_accepted_per_pos.size(); ++i)
     spec_accepted_per_pos_[i] += static_cast<double>(s.spec_accepted_per_pos[i]);
   iteration_tokens_.observe(static_cast<double>(s.prompt_tokens + s.generation_tokens));
+  if (s.sequences > 0) iteration_sequences_.observe(static_cast<double>(s.sequences));
 }
 
 void ServingMetrics::on_finished(const engine::RequestStats& s) {
@@ -158,6 +161,8 @@ std::string ServingMetrics::render(const engine::EngineLoad& load) const {
   histogram("vllm:request_prompt_tokens", "Number of prefill tokens processed.", prompt_len_);
   histogram("vllm:request_generation_tokens", "Number of generation tokens processed.", gen_len_);
   histogram("vllm:iteration_tokens_total", "Histogram of number of tokens per engine_step.", iteration_tokens_);
+  // Not vLLM's: how many sequences each step ran together (the batch a client cannot see).
+  histogram("fp4lm:iteration_sequences", "Histogram of number of sequences per engine step.", iteration_sequences_);
   histogram("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", ttft_);
   histogram("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", itl_);
   histogram("vllm:time_per_output_token_seconds", "Histogram of time per output token in seconds.", tpot_);

@@ -48,6 +48,7 @@ class ServingMetrics {
   std::vector<double> spec_accepted_per_pos_;
   std::map<std::string, double> success_;  // finished_reason -> count
   Histogram ttft_, itl_, tpot_, e2e_, queue_, iteration_tokens_, prompt_len_, gen_len_;
+  Histogram iteration_sequences_;  // fp4lm:iteration_sequences: the batch of each step that ran one
 };
 
 // A Prometheus sample value / `le` label the way the Python client prints it ("1.0", "+Inf").

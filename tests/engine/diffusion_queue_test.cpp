@@ -1,13 +1,17 @@
 // engine/diffusion_queue.h and Engine over a DiffusionGemma Runtime (what `serve` and fp4lm.LLM
 // run): the blocks come out a canvas per output and together equal transformers' generate
-// (the fixture's goldens, scripts/make_diffusion_gemma_goldens.py); requests run one at a time,
-// in arrival order; a cancel between canvases ends the request with "abort"; what the loop cannot
-// honour, or a cache larger than the budget, is refused by name before anything runs.
+// (the fixture's goldens, scripts/make_diffusion_gemma_goldens.py); requests run together, a
+// decoder pass of each per step, each equal to its run alone, within max_num_seqs and the cache
+// budget (the others wait); a cancel ends the request with "abort" at the next step; what the
+// loop cannot honour, or a cache larger than the budget, is refused by name before anything runs.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -72,7 +76,7 @@ TEST(DiffusionRuntime, LoadAnyOpensTheDiffusionModelAndKeepsTheCausalAccessorsCl
   EXPECT_THROW(Runtime::load(fixture(), {}, {}), Error);
 }
 
-TEST(DiffusionQueue, EachStepIsOneCanvasAndTheBlocksEqualTransformers) {
+TEST(DiffusionQueue, EachOutputIsOneCanvasAndTheBlocksEqualTransformers) {
   for (const char* name : {"two_canvases", "three_canvases_long_prompt"}) {
     const json c = golden_case(name);
     DiffusionQueue q = make_queue();
@@ -115,35 +119,172 @@ TEST(DiffusionQueue, AStopTokenEndsTheRequestInsideItsCanvas) {
   EXPECT_EQ(outs.back().completion_tokens, 9);
 }
 
-TEST(DiffusionQueue, RequestsRunOneAtATimeInArrivalOrderAndACancelAbortsBetweenCanvases) {
+// Every output's ids per request, its last output, the steps run and the most sequences in a
+// decoder pass (the observer's StepStats).
+struct Collected {
+  std::map<int64_t, std::vector<int32_t>> ids;
+  std::map<int64_t, RequestOutput> last;
+  int64_t steps = 0, max_sequences = 0;
+};
+
+void run_to_end(DiffusionQueue& q, Collected& c) {
+  while (q.has_work()) {
+    for (auto& [id, o] : q.step()) {
+      c.ids[id].insert(c.ids[id].end(), o.token_ids.begin(), o.token_ids.end());
+      c.last[id] = o;
+    }
+    ++c.steps;
+  }
+}
+
+DiffusionQueue observed_queue(Collected& c, size_t budget = 0, int64_t max_num_seqs = 8) {
+  SchedulerConfig cfg;
+  cfg.kv_cache_bytes = budget;
+  cfg.max_num_seqs = max_num_seqs;
+  SchedulerObserver obs;
+  obs.on_step = [&c](const StepStats& st) { c.max_sequences = std::max(c.max_sequences, st.sequences); };
+  return DiffusionQueue(*runtime().diffusion(), runtime().diffusion_schedule(), nullptr, runtime().max_model_len(), cfg,
+                        obs);
+}
+
+// Three requests of different prompts, max_tokens and stops (the goldens' three cases; the third
+// with its stop id and EOS honoured, a fourth sampled at temperature 1 with a seed), each run
+// alone, then all together with two joining while the others are mid-canvas: each request's ids,
+// finish reason and stop id are the same, the decoder passes ran the requests side by side
+// (sequences per step), and together they took fewer steps than one after the other.
+std::vector<RequestParams> mixed_requests() {
+  std::vector<RequestParams> ps = {request_of(golden_case("two_canvases")),
+                                   request_of(golden_case("three_canvases_long_prompt")),
+                                   request_of(golden_case("stop_token"), false)};
+  ps[0].max_tokens = 13;  // cut inside its second canvas
+  RequestParams sampled = request_of(golden_case("two_canvases"));
+  sampled.sampling.temperature = 1;
+  sampled.sampling.seed = 11;
+  sampled.max_tokens = 20;
+  ps.push_back(sampled);
+  return ps;
+}
+
+TEST(DiffusionQueue, RequestsRunTogetherAndEachEqualsItsRunAlone) {
+  const std::vector<RequestParams> ps = mixed_requests();
+  std::vector<Collected> alone(ps.size());
+  int64_t steps_alone = 0;
+  for (size_t i = 0; i < ps.size(); ++i) {
+    DiffusionQueue q = observed_queue(alone[i]);
+    q.add(static_cast<int64_t>(i), ps[i]);
+    run_to_end(q, alone[i]);
+    steps_alone += alone[i].steps;
+    EXPECT_EQ(alone[i].max_sequences, 1);
+  }
+  // The goldens hold for the alone runs (transformers' generate), so the batched ones equal them too.
+  EXPECT_EQ(alone[1].ids[1], golden_case("three_canvases_long_prompt")["output_ids"].get<std::vector<int32_t>>());
+  EXPECT_EQ(alone[2].last[2].finish_reason, "stop");
+  EXPECT_EQ(alone[2].last[2].stop_token, 52);
+  EXPECT_EQ(alone[0].ids[0].size(), 13u);
+
+  Collected both;
+  DiffusionQueue q = observed_queue(both);
+  q.add(0, ps[0]);
+  q.add(1, ps[1]);
+  for (int k = 0; k < 3; ++k) {  // 0 and 1 mid-canvas when 2 and 3 join
+    for (auto& [id, o] : q.step()) {
+      both.ids[id].insert(both.ids[id].end(), o.token_ids.begin(), o.token_ids.end());
+      both.last[id] = o;
+    }
+    ++both.steps;
+  }
+  EXPECT_EQ(q.num_running(), 2);
+  q.add(2, ps[2]);
+  q.add(3, ps[3]);
+  run_to_end(q, both);
+  for (size_t i = 0; i < ps.size(); ++i) {
+    const int64_t id = static_cast<int64_t>(i);
+    EXPECT_EQ(both.ids[id], alone[i].ids[id]) << "request " << i;
+    EXPECT_TRUE(both.last[id].finished);
+    EXPECT_EQ(both.last[id].finish_reason, alone[i].last[id].finish_reason) << i;
+    EXPECT_EQ(both.last[id].stop_token, alone[i].last[id].stop_token) << i;
+    EXPECT_EQ(both.last[id].completion_tokens, static_cast<int64_t>(alone[i].ids[id].size())) << i;
+  }
+  EXPECT_EQ(both.max_sequences, 4);
+  EXPECT_LT(both.steps, steps_alone);
+  std::printf("4 requests: %lld steps together, %lld one after the other\n", static_cast<long long>(both.steps),
+              static_cast<long long>(steps_alone));
+  EXPECT_EQ(q.kv_reserved_bytes(), 0u);
+}
+
+TEST(DiffusionQueue, MaxNumSeqsAndTheCacheBudgetMakeRequestsWaitNotFail) {
+  const std::vector<RequestParams> ps = mixed_requests();
+  Collected alone;
+  {
+    DiffusionQueue q = observed_queue(alone);
+    for (size_t i = 0; i < ps.size(); ++i) q.add(static_cast<int64_t>(i), ps[i]);
+    run_to_end(q, alone);
+  }
+  // At most 2 sequences at a time.
+  {
+    Collected c;
+    DiffusionQueue q = observed_queue(c, 0, 2);
+    for (size_t i = 0; i < ps.size(); ++i) q.add(static_cast<int64_t>(i), ps[i]);
+    q.step();
+    EXPECT_EQ(q.num_running(), 2);
+    EXPECT_EQ(q.num_waiting(), 2);
+    run_to_end(q, c);
+    EXPECT_EQ(c.max_sequences, 2);
+    for (int64_t id = 0; id < 4; ++id) EXPECT_EQ(c.ids[id], alone.ids[id]) << id;
+  }
+  // A budget that holds requests 0 and 1's caches but not a third beside them.
+  {
+    Collected c;
+    const DiffusionQueue probe = make_queue();
+    auto bytes = [&](const RequestParams& p) {
+      return probe.sequence_bytes(static_cast<int64_t>(p.prompt.size()) + (p.max_tokens + 7) / 8 * 8);
+    };
+    const size_t budget = bytes(ps[0]) + bytes(ps[1]);
+    DiffusionQueue q = observed_queue(c, budget);
+    for (size_t i = 0; i < ps.size(); ++i) {
+      q.check(ps[i]);
+      q.add(static_cast<int64_t>(i), ps[i]);
+    }
+    q.step();
+    EXPECT_EQ(q.num_running(), 2);
+    EXPECT_EQ(q.num_waiting(), 2);
+    EXPECT_EQ(q.kv_reserved_bytes(), budget);
+    run_to_end(q, c);
+    EXPECT_LE(c.max_sequences, 3);
+    for (int64_t id = 0; id < 4; ++id) {
+      EXPECT_EQ(c.ids[id], alone.ids[id]) << id;
+      EXPECT_NE(c.last[id].finish_reason, "error") << id;
+    }
+  }
+}
+
+TEST(DiffusionQueue, ACancelAbortsAtTheNextStepAndTheOthersGoOn) {
   const json c = golden_case("two_canvases");
   DiffusionQueue q = make_queue();
   q.add(1, request_of(c));
   q.add(2, request_of(c));
   q.add(3, request_of(c));
-  auto outs = q.step();
-  ASSERT_EQ(outs.size(), 1u);
-  EXPECT_EQ(outs[0].first, 1);
-  EXPECT_EQ(q.num_running(), 1);
-  EXPECT_EQ(q.num_waiting(), 2);
+  auto outs = q.step();  // a decoder pass of each; no canvas has ended
+  EXPECT_TRUE(outs.empty());
+  EXPECT_EQ(q.num_running(), 3);
+  EXPECT_EQ(q.num_waiting(), 0);
   EXPECT_GT(q.kv_reserved_bytes(), 0u);
   q.cancel(1);
   q.cancel(3);
-  outs = q.step();  // 1 and 3 abort, 2 starts and runs its first canvas
-  ASSERT_EQ(outs.size(), 3u);
-  EXPECT_EQ(outs[0].first, 3);
+  outs = q.step();  // 1 and 3 abort, 2 goes on
+  ASSERT_EQ(outs.size(), 2u);
+  EXPECT_EQ(outs[0].first, 1);
   EXPECT_EQ(outs[0].second.finish_reason, "abort");
-  EXPECT_EQ(outs[1].first, 1);
+  EXPECT_EQ(outs[1].first, 3);
   EXPECT_EQ(outs[1].second.finish_reason, "abort");
-  EXPECT_EQ(outs[2].first, 2);
-  EXPECT_FALSE(outs[2].second.finished);
-  std::vector<int32_t> want = c["output_ids"].get<std::vector<int32_t>>();
-  want.resize(8);
-  EXPECT_EQ(outs[2].second.token_ids, want);  // the same first canvas as request 1's
-  outs = q.step();
-  ASSERT_EQ(outs.size(), 1u);
-  EXPECT_TRUE(outs[0].second.finished);
-  EXPECT_FALSE(q.has_work());
+  EXPECT_EQ(q.num_running(), 1);
+  std::vector<int32_t> ids;
+  while (q.has_work())
+    for (auto& [id, o] : q.step()) {
+      EXPECT_EQ(id, 2);
+      ids.insert(ids.end(), o.token_ids.begin(), o.token_ids.end());
+    }
+  EXPECT_EQ(ids, c["output_ids"].get<std::vector<int32_t>>());
 }
 
 TEST(DiffusionQueue, WhatTheLoopCannotHonourIsRefusedByName) {

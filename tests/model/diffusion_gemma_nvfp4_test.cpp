@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -116,6 +117,92 @@ TEST(DiffusionGemmaNvfp4, W4A4MatchesTheReferenceWithQuantizedActivations) {
     EXPECT_LT(m.rel, 1e-4);
     EXPECT_EQ(m.argmax_equal, m.rows);
   }
+}
+
+// The serving engine's batch (DiffusionGemma::encode_batch / decode_batch): three sequences of
+// different lengths and positions, encoded together and then decoded together (one canvas with
+// self-conditioning logits, two without), give each sequence's cache and logits bit for bit as
+// the single-sequence calls: unquantized, W4A16_NVFP4, NVFP4 W4A4, and W4A4 with
+// --a16-max-tokens 8 (a lone canvas's 8 rows run at W4A16, the batch's 24 must too).
+struct Sequence {
+  std::vector<int32_t> prompt, canvas;
+};
+
+std::vector<Sequence> batch_sequences() {
+  return {{{2, 17, 33, 5, 60, 41, 12, 77, 9, 23}, {0, 44, 0, 0, 13, 91, 0, 7}},
+          {{2, 30, 9}, {5, 5, 0, 0, 0, 0, 1, 2}},
+          {{2, 50, 8, 70, 71, 72, 73}, {0, 0, 0, 0, 0, 0, 0, 0}}};
+}
+
+void expect_same_bits(const std::vector<float>& a, const std::vector<float>& b, const std::string& what) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << what;
+}
+
+void expect_batched_equals_alone(const std::string& name, const EngineOptions& opts) {
+  const auto m = DiffusionGemma::load(fixture(name).string(), opts);
+  const std::vector<Sequence> seqs = batch_sequences();
+  const int64_t V = m->config().vocab_size;
+  // Alone: each sequence's encoder pass, its decoder pass, and (the first) a self-conditioned one.
+  std::vector<DiffusionGemmaCache> alone;
+  std::vector<std::vector<float>> alone_logits;
+  std::vector<float> sc;
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    alone.push_back(m->new_cache());
+    m->encode(alone.back(), seqs[i].prompt, false);
+    alone_logits.push_back(m->decode(alone.back(), seqs[i].canvas, {}));
+  }
+  sc = alone_logits[0];
+  for (float& v : sc) v /= 0.7f;
+  const std::vector<float> alone_sc = m->decode(alone[0], seqs[0].canvas, sc);
+  // Together.
+  std::vector<DiffusionGemmaCache> caches;
+  for (size_t i = 0; i < seqs.size(); ++i) caches.push_back(m->new_cache());
+  std::vector<DiffusionGemma::EncodeItem> enc;
+  for (size_t i = 0; i < seqs.size(); ++i) enc.push_back({&caches[i], seqs[i].prompt});
+  m->encode_batch(enc);
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    ASSERT_EQ(caches[i].length, alone[i].length);
+    for (size_t l = 0; l < caches[i].layers.size(); ++l) {
+      expect_same_bits(caches[i].layers[l].k, alone[i].layers[l].k, name + " cache k");
+      expect_same_bits(caches[i].layers[l].v, alone[i].layers[l].v, name + " cache v");
+    }
+  }
+  std::vector<DiffusionGemma::DecodeItem> dec;
+  dec.push_back({&caches[0], seqs[0].canvas, sc});
+  for (size_t i = 1; i < seqs.size(); ++i) dec.push_back({&caches[i], seqs[i].canvas, {}});
+  const std::vector<std::vector<float>> together = m->decode_batch(dec);
+  ASSERT_EQ(together.size(), seqs.size());
+  expect_same_bits(together[0], alone_sc, name + " decoder, self-conditioned");
+  for (size_t i = 1; i < seqs.size(); ++i) {
+    ASSERT_EQ(static_cast<int64_t>(together[i].size()), 8 * V);
+    expect_same_bits(together[i], alone_logits[i], name + " decoder " + std::to_string(i));
+  }
+}
+
+TEST(DiffusionGemmaBatch, BatchedEncoderAndDecoderPassesEqualEachSequenceAloneBitForBit) {
+  expect_batched_equals_alone("tiny", {});
+  expect_batched_equals_alone("tiny_w4a16_nvfp4", {});
+  expect_batched_equals_alone("tiny_nvfp4", {});
+  EngineOptions a16;
+  a16.a16_max_tokens = 8;
+  expect_batched_equals_alone("tiny_nvfp4", a16);
+}
+
+TEST(DiffusionGemmaBatch, A16MaxTokensChangesALoneCanvasSoTheBatchTestAbovesCaseIsReal) {
+  // Without the per-sequence choice the 24-row batch would run at W4A4: the two rules differ here.
+  const Sequence s = batch_sequences()[1];
+  EngineOptions a16;
+  a16.a16_max_tokens = 8;
+  std::vector<std::vector<float>> got;
+  for (const EngineOptions& o : {EngineOptions{}, a16}) {
+    const auto m = DiffusionGemma::load(fixture("tiny_nvfp4").string(), o);
+    DiffusionGemmaCache c = m->new_cache();
+    m->encode(c, s.prompt, false);
+    got.push_back(m->decode(c, s.canvas, {}));
+  }
+  ASSERT_EQ(got[0].size(), got[1].size());
+  EXPECT_NE(std::memcmp(got[0].data(), got[1].data(), got[0].size() * sizeof(float)), 0);
 }
 
 // A copy of tiny_nvfp4 with encoder copies (model.encoder.language_model.*) of layer 0's q_proj

@@ -23,11 +23,28 @@ def test_generate_with_prompt_ids_at_temperature_0_equals_transformers(llm):
     names = ["two_canvases", "three_canvases_long_prompt"]
     prompts = [{"prompt_token_ids": CASES[n]["prompt_ids"]} for n in names]
     params = [SamplingParams(temperature=0, max_tokens=CASES[n]["max_tokens"], ignore_eos=True) for n in names]
-    outs = llm.generate(prompts, params, use_tqdm=False)  # queued, run one after the other
+    outs = llm.generate(prompts, params, use_tqdm=False)  # queued together, run batched
     for n, o in zip(names, outs):
         assert list(o.outputs[0].token_ids) == CASES[n]["output_ids"], n
         assert o.outputs[0].finish_reason == "length"
         assert list(o.prompt_token_ids) == CASES[n]["prompt_ids"]
+
+
+def test_several_prompts_in_one_generate_equal_each_alone(llm):
+    # One generate call queues them all: the engine runs their canvases in one batched decoder
+    # pass per step; each output is the one it gets alone.
+    prompts = [{"prompt_token_ids": CASES[n]["prompt_ids"]} for n in ("three_canvases_long_prompt", "two_canvases",
+                                                                      "stop_token")]
+    params = [SamplingParams(temperature=0, max_tokens=40, ignore_eos=True),
+              SamplingParams(temperature=1, seed=7, max_tokens=21, ignore_eos=True),
+              SamplingParams(temperature=0, max_tokens=24, stop_token_ids=[52])]
+    together = llm.generate(prompts, params, use_tqdm=False)
+    for p, sp, o in zip(prompts, params, together):
+        alone = llm.generate(p, sp, use_tqdm=False)[0].outputs[0]
+        assert list(o.outputs[0].token_ids) == list(alone.token_ids)
+        assert o.outputs[0].finish_reason == alone.finish_reason
+    assert len(together[0].outputs[0].token_ids) == 40 and len(together[1].outputs[0].token_ids) == 21
+    assert together[2].outputs[0].finish_reason == "stop"
 
 
 def test_a_stop_token_ends_the_output(llm):

@@ -4,11 +4,14 @@ transformers' generate (the fixture's goldens); a stream sends one chunk per acc
 and its chunks concatenate to the whole answer; /v1/chat/completions renders the checkpoint's
 template; a stop string cuts the answer inside its canvas as the scheduler does; temperature 1
 with a seed is the CLI's sample; what the diffusion loop cannot honour is a 400 naming the
-parameter. The fixture has no tokenizer: a copy gets a byte tokenizer whose
+parameter; concurrent requests run together (a decoder pass of each per engine step, counted by
+/metrics' fp4lm:iteration_sequences) and each equals its answer alone. The fixture has no tokenizer: a copy gets a byte tokenizer whose
 ids below the model's 96 are ASCII, and a template that only writes such bytes."""
 import json
 import shutil
 import subprocess
+import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import openai
@@ -195,3 +198,49 @@ def test_a_refusal_through_the_openai_client_is_a_bad_request_error(client):
     with pytest.raises(openai.BadRequestError) as e:
         client.completions.create(model="dg", prompt=[2, 30], max_tokens=8, temperature=0, logprobs=2)
     assert "DiffusionGemma does not support logprobs" in str(e.value)
+
+
+def step_counts(server):
+    """(steps, steps that ran one sequence) from fp4lm:iteration_sequences."""
+    steps = one = 0
+    for line in server.metrics().splitlines():
+        if line.startswith("fp4lm:iteration_sequences_count{"):
+            steps = float(line.split()[-1])
+        elif line.startswith("fp4lm:iteration_sequences_bucket{") and 'le="1.0"' in line:
+            one = float(line.split()[-1])
+    return steps, one
+
+
+def test_concurrent_requests_run_together_and_each_equals_its_answer_alone(client, server):
+    # Three prompts of different lengths and max_tokens (long enough that they are still running
+    # when the others arrive), one with a stop id, one sampled with a seed.
+    reqs = [dict(prompt=CASES["three_canvases_long_prompt"]["prompt_ids"], max_tokens=203, temperature=0,
+                 extra_body={"ignore_eos": True, "return_token_ids": True}),
+            dict(prompt=CASES["two_canvases"]["prompt_ids"], max_tokens=150, temperature=1, seed=3,
+                 extra_body={"ignore_eos": True, "return_token_ids": True}),
+            dict(prompt=[2, 50, 8, 61, 62], max_tokens=176, temperature=0,
+                 extra_body={"stop_token_ids": [52], "return_token_ids": True})]
+
+    def ask(r):
+        ch = client.completions.create(model="dg", **r).choices[0]
+        return ch.token_ids, ch.text, ch.finish_reason, ch.stop_reason
+
+    steps0, one0 = step_counts(server)
+    alone = [ask(r) for r in reqs]
+    steps1, one1 = step_counts(server)
+    assert steps1 - steps0 == one1 - one0  # one sequence per step when sent one after the other
+    barrier = threading.Barrier(len(reqs))
+
+    def ask_together(r):
+        barrier.wait()
+        return ask(r)
+
+    with ThreadPoolExecutor(len(reqs)) as pool:
+        together = list(pool.map(ask_together, reqs))
+    steps2, one2 = step_counts(server)
+    assert together == alone
+    assert len(alone[0][0]) == 203 and alone[0][2] == "length"
+    # They overlapped: steps ran several sequences, and all three took fewer steps than in turn.
+    assert (steps2 - steps1) - (one2 - one1) > 0
+    assert steps2 - steps1 < steps1 - steps0
+    print(f"steps: {steps1 - steps0:.0f} one after the other, {steps2 - steps1:.0f} together")
