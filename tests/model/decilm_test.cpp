@@ -157,6 +157,14 @@ TEST(DeciLM, UnsupportedOptionsAreRefusedByName) {
   json bias = one(g8, ffn);
   bias["attention_bias"] = true;
   expect_refused(bias, "attention_bias");
+  for (const char* t : {"mistral_yarn", "rope_llama4", "alibi"}) {
+    json pe = one(g8, ffn);
+    pe["position_embedding_type"] = t;
+    expect_refused(pe, std::string("position_embedding_type '") + t + "'");
+  }
+  json rope = one(g8, ffn);
+  rope["position_embedding_type"] = "rope";
+  EXPECT_NO_THROW(parse_model_config(rope, "config.json")) << "\"rope\" is the Llama rotary embedding";
 }
 
 // The NVFP4 layout ModelOpt exports (hf_quant_config.json; q/k/v, gate/up, linear_attn and
