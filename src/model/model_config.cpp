@@ -216,6 +216,9 @@ ModelConfig parse_model_config(const json& top, const std::string& path) {
     fail("{}: use_sliding_window=true is not supported", path);
 
   c.attention_bias = r.opt<bool>("attention_bias", false);
+  // The attention table has a row per layer: an absurd layer count is refused before it is made
+  // (check_model_limits, run in full below).
+  if (c.num_layers > ModelLimits::num_hidden_layers) check_model_limits(c, path);
   c.attention = AttentionTable(c.num_layers);
   c.arch->parse_config(r, c);
   // The hybrids' layers without attention (gated delta-net, Mamba-2, MLP-only or MoE-only layers).
