@@ -143,6 +143,45 @@ json quantization_summary(const quant::QuantConfig& q, const model::EngineOption
 // One entry per engine layer in model order: what is on disk, the scheme that runs, and the
 // oracle's choice. Every layer's parameters are validated as the loader would.
 // `weight_bytes`: what the layers' kernels will hold (their weights as loaded).
+// Each decoder layer's row of the attention table (model/attention_table.h), as inspect's JSON
+// reports it: its kind and, for an attention layer, window (sliding or chunk), heads, K/V source
+// and RoPE base (null: NoPE).
+json attention_report(const model::AttentionTable& t) {
+  json out = json::array();
+  for (const model::AttentionLayerSpec& a : t.layers()) {
+    json row = {{"kind", model::attention_kind_name(a.kind)}};
+    if (a.kind != model::AttentionKind::none) {
+      row["window"] = a.window;
+      row["head_dim"] = a.head_dim;
+      row["kv_heads"] = a.kv_heads;
+      row["kv_source"] = a.kv_source;
+      row["rope_theta"] = a.rope ? json(a.rope_theta) : json(nullptr);
+    }
+    out.push_back(row);
+  }
+  return out;
+}
+
+// The attention report in one line: how many layers of each kind, window and head shape, in the
+// order they first appear ("5 sliding 512 (head_dim 256, 16 KV heads), 1 full (...)").
+std::string attention_summary(const json& layers) {
+  std::vector<std::pair<std::string, int>> groups;
+  for (const json& a : layers) {
+    std::string d = a["kind"].get<std::string>();
+    if (a["kind"] != "none") {
+      if (a["window"].get<int64_t>() > 0) d += fmt::format(" {}", a["window"].get<int64_t>());
+      d += fmt::format(" (head_dim {}, {} KV heads{}{})", a["head_dim"].get<int64_t>(), a["kv_heads"].get<int64_t>(),
+                       a["rope_theta"].is_null() ? ", NoPE" : "", a["kv_source"].get<int64_t>() >= 0 ? ", shared K/V" : "");
+    }
+    auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == d; });
+    if (it == groups.end()) groups.emplace_back(d, 1);
+    else ++it->second;
+  }
+  std::string out;
+  for (const auto& [d, n] : groups) out += fmt::format("{}{} {}", out.empty() ? "" : ", ", n, d);
+  return out;
+}
+
 json layer_report(const model::ModelLoader& loader, size_t& weight_bytes) {
   json layers = json::array();
   weight_bytes = 0;
@@ -319,6 +358,7 @@ void add_layers(json& facts, const std::shared_ptr<io::Checkpoint>& ck, const mo
       types.push_back(loader.config().layer_is_attention(i) ? "full_attention" : "linear_attention");
     facts["layer_types"] = types;
   }
+  facts["attention"] = attention_report(loader.config().attention);
   size_t weights = 0;
   facts["layers"] = layer_report(loader, weights);
   // One load of the whole model that reports instead of enforcing the load rule: its tensor
@@ -423,6 +463,7 @@ void print_human(const json& f, std::FILE* out) {
     return;
   }
   if (f.contains("layer_types")) line("layer types", plain(f["layer_types"]));
+  if (f.contains("attention")) line("attention", attention_summary(f["attention"]));
   if (f.contains("memory") && f["memory"].contains("state_unavailable")) {
     line("RAM needed", fmt::format("weights {}; per-sequence state unavailable: {}",
                                    human_bytes(f["memory"]["weights_bytes"].get<size_t>()),

@@ -216,7 +216,16 @@ ModelConfig parse_model_config(const json& top, const std::string& path) {
     fail("{}: use_sliding_window=true is not supported", path);
 
   c.attention_bias = r.opt<bool>("attention_bias", false);
+  // The attention table has a row per layer: an absurd layer count is refused before it is made
+  // (check_model_limits, run in full below).
+  if (c.num_layers > ModelLimits::num_hidden_layers) check_model_limits(c, path);
+  c.attention = AttentionTable(c.num_layers);
   c.arch->parse_config(r, c);
+  // The hybrids' layers without attention (gated delta-net, Mamba-2, MLP-only or MoE-only layers).
+  for (int64_t i = 0; i < c.num_layers; ++i)
+    if (!c.layer_is_attention(i) || (!c.mamba.pattern.empty() && !c.mamba.layer_is(i, '*')))
+      c.attention[i] = AttentionLayerSpec{.kind = AttentionKind::none};
+  complete_attention_table(c.attention, c.head_dim, c.num_kv_heads, c.rope_theta);
   if (c.hidden_act != "silu" && c.hidden_act != "gelu_pytorch_tanh")
     fail("{}: unsupported hidden_act '{}' (supported: silu, gelu_pytorch_tanh)", path, c.hidden_act);
   if (c.rotary_dim == 0) c.rotary_dim = c.head_dim;

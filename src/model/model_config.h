@@ -10,6 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "model/attention_table.h"
+
 namespace fp4lm::model {
 
 class ArchDef;
@@ -107,28 +109,23 @@ struct DsaConfig {
   bool shares(int64_t layer) const { return layer < static_cast<int64_t>(shared.size()) && shared[static_cast<size_t>(layer)]; }
 };
 
-// Gemma 3 / Gemma 4 (arch/gemma.h): attention layers of two types, each with its own RoPE (and,
-// in Gemma 4, its own head_dim and KV heads), the embeddings scaled by sqrt(hidden_size), the
-// logits optionally soft-capped.
+// Gemma 3 / Gemma 4 (arch/gemma.h): attention layers of two types (sliding and full, in
+// ModelConfig::attention with each layer's head_dim, KV heads and K/V source), each type with its
+// own RoPE, the embeddings scaled by sqrt(hidden_size), the logits optionally soft-capped.
 struct GemmaConfig {
-  std::vector<bool> sliding;  // layer i is sliding-window attention (else full attention)
-  int64_t sliding_window = 0;
   // The sliding layers' RoPE (the full layers' is ModelConfig::rope_theta / rope_scaling).
   double local_rope_theta = 10000.0;
   RopeScaling local_rope_scaling;
   // Softmax scale of q·k: query_pre_attn_scalar^-0.5 (Gemma 3); 0 = 1/sqrt(head_dim).
   double attention_scaling = 0.0;
-  // Gemma 4: each layer's head_dim and KV heads (the full layers' differ; empty: the config's),
-  // the full layers' keys doubling as values (attention_k_eq_v: no v_proj), values
+  // Gemma 4: the full layers' keys doubling as values (attention_k_eq_v: no v_proj), values
   // RMS-normalized per head without a weight, each layer's output × its stored layer_scalar.
-  std::vector<int64_t> head_dims, kv_heads;
   bool full_k_eq_v = false, v_norm = false, layer_scalar = false;
   // Gemma 4 MoE (enable_moe_block): every layer has a router + experts (c.moe's sizes) beside its
   // dense MLP (arch/gemma_moe.h).
   bool moe = false;
-  // Gemma 4 KV sharing (num_kv_shared_layers): per layer, the earlier layer whose K/V it reads
-  // (-1: its own); use_double_wide_mlp: those layers' MLPs are 2 × intermediate_size.
-  std::vector<int64_t> kv_source;
+  // use_double_wide_mlp: the MLPs of the layers that read another layer's K/V
+  // (num_kv_shared_layers, AttentionLayerSpec::kv_source) are 2 × intermediate_size.
   bool double_wide_mlp = false;
   // Gemma 4's use_bidirectional_attention "vision": an image's soft tokens attend to each other
   // both ways on the sliding layers (the full layers stay causal); otherwise causal everywhere.
@@ -136,7 +133,6 @@ struct GemmaConfig {
   // Gemma 4 per-layer input embeddings (arch/gemma_ple.h): hidden_size_per_layer_input (0 =
   // none) and vocab_size_per_layer_input.
   int64_t ple_dim = 0, ple_vocab = 0;
-  bool enabled() const { return !sliding.empty(); }
 };
 
 // Gemma 3n (arch/gemma3n.cpp; its attention, layer types, KV sharing and per-layer inputs in
@@ -151,11 +147,9 @@ struct Gemma3nConfig {
   bool enabled() const { return altup_inputs > 0; }
 };
 
-// gpt-oss (arch/gpt_oss.cpp): attention layers alternate between a sliding window and full
-// attention (layer_types), the experts' clamped SwiGLU (swiglu_alpha, swiglu_limit).
+// gpt-oss (arch/gpt_oss.cpp): the experts' clamped SwiGLU (swiglu_alpha, swiglu_limit); its
+// alternating sliding / full layers are in ModelConfig::attention.
 struct GptOssConfig {
-  std::vector<bool> sliding;  // layer i is sliding-window attention (else full attention)
-  int64_t sliding_window = 0;
   double swiglu_alpha = 1.702, swiglu_limit = 7.0;
 };
 
@@ -205,15 +199,12 @@ struct DeepseekV4Config {
   bool enabled() const { return !attn.empty(); }
 };
 
-// Llama 4 (arch/llama4.cpp): per layer RoPE or NoPE (no_rope_layers), MoE or dense
-// (moe_layers / interleave_moe_layer_step), chunked attention on the RoPE layers
-// (attention_chunk_size), the NoPE layers' query temperature (attn_temperature_tuning,
-// floor_scale, attn_scale), the RoPE layers' L2 q/k norm (use_qk_norm).
+// Llama 4 (arch/llama4.cpp): per layer MoE or dense (moe_layers / interleave_moe_layer_step), the
+// NoPE layers' query temperature (attn_temperature_tuning, floor_scale, attn_scale), the RoPE
+// layers' L2 q/k norm (use_qk_norm). Its RoPE / NoPE and chunked / full layers (no_rope_layers,
+// attention_chunk_size, layer_types) are in ModelConfig::attention.
 struct Llama4Config {
-  std::vector<bool> rope;     // layer i rotates q/k (else NoPE)
   std::vector<bool> moe;      // layer i's feed_forward is the MoE (else a dense MLP)
-  std::vector<bool> chunked;  // layer i attends within its chunk of attention_chunk_size positions
-  int64_t chunk = 0;          // attention_chunk_size (0: none)
   int64_t intermediate_size_mlp = 0;
   bool temperature_tuning = true, l2_qk_norm = true;
   double floor_scale = 8192, attn_scale = 0.1;
@@ -241,7 +232,10 @@ struct ModelConfig {
   double rms_norm_eps = 1e-6, rope_theta = 10000.0;
   RopeScaling rope_scaling;
   int64_t max_position_embeddings = 2048;
-  int64_t sliding_window = 0;  // every attention layer attends to this many positions (0 = all)
+  // Per decoder layer: its kind of attention (full, sliding window, chunked, none), window, head
+  // shape, K/V source and RoPE (model/attention_table.h); the shared parser starts it full, the
+  // ArchDef fills its patterns, complete_attention_table the config's shape.
+  AttentionTable attention;
   bool tie_word_embeddings = false;
   bool attention_bias = false;  // q/k/v biases (Qwen2 always)
   bool qk_norm = false;         // Qwen3 / Qwen3-MoE per-head q_norm, k_norm

@@ -314,6 +314,34 @@ TEST(InspectCli, SequenceBytesAreTheModelsStateLayout) {
   }
 }
 
+// inspect reports the model's per-layer attention table (model/attention_table.h): Gemma 4's
+// synthetic layers sliding (window 8, 2 KV heads of 16), full (1 global KV head of 32), and the
+// last two reading the K/V of layers 0 and 1; the human form sums it up by kind.
+TEST(InspectCli, ReportsTheAttentionTable) {
+  TempDir d;
+  auto s = test::run_command(test::fp4lm_bin() + " synth --arch Gemma4ForCausalLM --algo none --layers 4 "
+                             "--kv-shared-layers 2 --out '" + (d / "m").string() + "'");
+  ASSERT_EQ(s.exit_code, 0) << s.err;
+  auto r = inspect((d / "m").string(), "--json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json a = json::parse(r.out)["attention"];
+  ASSERT_EQ(a.size(), 4u) << a.dump();
+  for (size_t i = 0; i < 4; ++i) {
+    const bool sliding = i % 2 == 0;
+    EXPECT_EQ(a[i]["kind"], sliding ? "sliding" : "full") << i;
+    EXPECT_EQ(a[i]["window"], sliding ? 8 : 0) << i;
+    EXPECT_EQ(a[i]["head_dim"], sliding ? 16 : 32) << i;
+    EXPECT_EQ(a[i]["kv_heads"], sliding ? 2 : 1) << i;
+    EXPECT_EQ(a[i]["kv_source"], i < 2 ? -1 : static_cast<int>(i) - 2) << i;
+  }
+  auto h = inspect((d / "m").string(), "");
+  ASSERT_EQ(h.exit_code, 0) << h.err;
+  EXPECT_NE(h.out.find("1 sliding 8 (head_dim 16, 2 KV heads), 1 full (head_dim 32, 1 KV heads), 1 sliding 8 "
+                       "(head_dim 16, 2 KV heads, shared K/V), 1 full (head_dim 32, 1 KV heads, shared K/V)"),
+            std::string::npos)
+      << h.out;
+}
+
 // DeepSeek-V4 (its transformers-built fixture, bfloat16): a token adds only its share of the
 // compressed entries — per CSA layer head_dim 32 / 4 + index_head_dim 16 / 4, on the HCA layer
 // 32 / 16: 26 values, 52 bytes (its layers' inputs took 4 × 32 × 2); the rings (window 8 on four

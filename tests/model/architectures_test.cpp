@@ -182,7 +182,7 @@ TEST(Architecture, MistralSlidingWindowKeepsOnlyTheWindow) {
     edit(c);
     const ModelConfig mc = parse_model_config(c, "config.json");
     EXPECT_EQ(mc.max_position_embeddings, c.value("max_position_embeddings", 2048));  // no longer capped
-    return mc.sliding_window;
+    return mc.attention[0].sliding_window();
   };
   EXPECT_EQ(window_of([](nlohmann::json& c) { c["sliding_window"] = 64; }), 64);
   EXPECT_EQ(window_of([](nlohmann::json& c) { c["sliding_window"] = 1024; }), 0);  // never reached

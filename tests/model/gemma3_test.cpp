@@ -163,11 +163,11 @@ TEST(Gemma3, PublishedTwelveBConfigGetsTransformersDefaults) {
   EXPECT_DOUBLE_EQ(c.rope_scaling.factor, 8.0);
   EXPECT_DOUBLE_EQ(c.gemma.local_rope_theta, 1e4);
   EXPECT_TRUE(c.gemma.local_rope_scaling.type.empty());
-  EXPECT_EQ(c.gemma.sliding_window, 1024);
+  EXPECT_EQ(c.attention[0].sliding_window(), 1024);
   EXPECT_DOUBLE_EQ(c.gemma.attention_scaling, 1.0 / 16);
   EXPECT_EQ(c.eos_token_ids, (std::vector<int64_t>{1, 106}));
-  ASSERT_EQ(c.gemma.sliding.size(), 48u);
-  for (size_t i = 0; i < 48; ++i) EXPECT_EQ(c.gemma.sliding[i], (i + 1) % 6 != 0) << i;
+  ASSERT_EQ(c.attention.size(), 48);
+  for (int64_t i = 0; i < 48; ++i) EXPECT_EQ(c.attention[i].kind == AttentionKind::sliding, (i + 1) % 6 != 0) << i;
   EXPECT_EQ(c.tensor_prefix, "model.language_model.");
 }
 

@@ -54,7 +54,7 @@ TEST(Gemma3n, OneForwardMatchesTransformersFloat64) {
   for (const std::string kind : kKinds) {
     auto lm = CausalLM::load(dir(kind), f32());
     EXPECT_EQ(lm->config().architecture, kind == "causal" ? "Gemma3nForCausalLM" : "Gemma3nForConditionalGeneration");
-    ASSERT_GT(tokens(kind).size(), 4u * static_cast<size_t>(lm->config().gemma.sliding_window));
+    ASSERT_GT(tokens(kind).size(), 4u * static_cast<size_t>(lm->config().attention[0].sliding_window()));
     EXPECT_LT(range_rel_diff(all_logits(*lm, tokens(kind)), want(kind), "gemma3n " + kind, "one forward"), 1e-4);
   }
 }
@@ -224,7 +224,7 @@ TEST(Gemma3n, ConfigDefaultsAndRefusalsNameTheField) {
   EXPECT_EQ(m.gemma3n.altup_inputs, 4);
   EXPECT_EQ(m.gemma3n.altup_active, 1);
   EXPECT_EQ(m.gemma3n.intermediate_sizes, (std::vector<int64_t>{48, 64, 48, 64, 48, 64}));
-  EXPECT_EQ(m.gemma.kv_source, (std::vector<int64_t>{-1, -1, -1, -1, 3, 2}));
+  EXPECT_EQ(m.attention.kv_sources(), (std::vector<int64_t>{-1, -1, -1, -1, 3, 2}));
   EXPECT_EQ(m.final_logit_softcapping, 30.0);
   // Absent keys take Gemma3nTextConfig's defaults: every 5th layer full, the first 10 of more
   // than 10 layers sparse at 0.95, rope theta 1e6 (full) / 1e4 (sliding).
@@ -234,7 +234,7 @@ TEST(Gemma3n, ConfigDefaultsAndRefusalsNameTheField) {
   d["intermediate_size"] = 48;
   d["num_kv_shared_layers"] = 0;
   m = parse_model_config(d, "config.json");
-  EXPECT_EQ(m.gemma.sliding, (std::vector<bool>{true, true, true, true, false, true, true, true, true, false, true, true}));
+  EXPECT_EQ(m.attention.is(AttentionKind::sliding), (std::vector<bool>{true, true, true, true, false, true, true, true, true, false, true, true}));
   EXPECT_EQ(m.gemma3n.activation_sparsity[9], 0.95);
   EXPECT_EQ(m.gemma3n.activation_sparsity[10], 0.0);
   EXPECT_EQ(m.rope_theta, 1000000.0);

@@ -103,7 +103,7 @@ TEST(GptOssPublished, ReplicasLoadWithMxfp4ExpertsAndGenerate) {
     o.dtype = "bfloat16";
     {
       ModelLoader l(io::Checkpoint::open(dir.path().string()), o);
-      EXPECT_EQ(l.config().gpt_oss.sliding_window, 128);
+      EXPECT_EQ(l.config().attention[0].sliding_window(), 128);
       EXPECT_EQ(l.config().rope_scaling.type, "yarn");
       EXPECT_FALSE(l.config().rope_scaling.truncate);
       EXPECT_EQ(l.config().moe.top_k, 4);

@@ -361,8 +361,9 @@ TEST(GptOss, ConfigDefaultsAndErrors) {
   m.config.erase("layer_types");
   write_tiny(m, dir.path());
   auto lm = CausalLM::load(dir.path().string(), f32());
-  EXPECT_EQ(lm->config().gpt_oss.sliding, (std::vector<bool>{true, false, true}));
-  EXPECT_EQ(lm->config().gpt_oss.sliding_window, kWindow);
+  EXPECT_EQ(lm->config().attention.is(AttentionKind::sliding), (std::vector<bool>{true, false, true}));
+  EXPECT_EQ(lm->config().attention[0].window, kWindow);
+  EXPECT_EQ(lm->config().attention[1].window, 0);
   EXPECT_FLOAT_EQ(lm->config().gpt_oss.swiglu_alpha, 1.702);
 
   auto load_error = [&](auto&& mutate) {
@@ -422,7 +423,7 @@ TEST(GptOss, SyntheticCheckpointsLoadInBothLayouts) {
     auto lm = CausalLM::load(dir.path().string(), f32());
     const std::vector<float> l = all_logits(*lm, {1, 2, 3, 4, 5, 6});
     for (float x : l) ASSERT_TRUE(std::isfinite(x));
-    EXPECT_EQ(lm->config().gpt_oss.sliding, (std::vector<bool>{true, false}));
+    EXPECT_EQ(lm->config().attention.is(AttentionKind::sliding), (std::vector<bool>{true, false}));
   }
 }
 

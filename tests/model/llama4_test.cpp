@@ -76,9 +76,10 @@ TEST_P(Llama4Golden, Float32MatchesTransformersFloat64) {
   // The fixture has every kind of layer: MoE and dense, RoPE (chunked) and NoPE (full).
   EXPECT_NE(std::find(c.llama4.moe.begin(), c.llama4.moe.end(), true), c.llama4.moe.end());
   EXPECT_NE(std::find(c.llama4.moe.begin(), c.llama4.moe.end(), false), c.llama4.moe.end());
-  EXPECT_NE(std::find(c.llama4.rope.begin(), c.llama4.rope.end(), false), c.llama4.rope.end());
-  EXPECT_NE(std::find(c.llama4.chunked.begin(), c.llama4.chunked.end(), true), c.llama4.chunked.end());
-  EXPECT_EQ(c.llama4.chunk, 6);
+  const auto& layers = c.attention.layers();
+  EXPECT_TRUE(std::any_of(layers.begin(), layers.end(), [](const AttentionLayerSpec& a) { return !a.rope; }));
+  for (const AttentionLayerSpec& a : layers)  // the RoPE layers chunked by 6, the NoPE ones full
+    EXPECT_EQ(a.chunk(), a.rope ? 6 : 0);
   RecordProperty("full_rel_diff", fmt::format("{:.2e}", check(all_logits(*lm, tokens(g)), g["full"], "full")));
 }
 
@@ -138,7 +139,7 @@ TEST(Llama4, ChunkedLayersKeepARingOfTheChunk) {
   auto lm = CausalLM::load(fixture("scout"), f32(), lo);
   const ModelConfig& c = lm->config();
   int64_t chunked = 0, full = 0;
-  for (int64_t i = 0; i < c.num_layers; ++i) (c.llama4.chunked[static_cast<size_t>(i)] ? chunked : full) += 1;
+  for (int64_t i = 0; i < c.num_layers; ++i) (c.attention[i].kind == AttentionKind::chunked ? chunked : full) += 1;
   ASSERT_EQ(chunked, 3);
   ASSERT_EQ(full, 1);
   const size_t row = 2 * static_cast<size_t>(c.num_kv_heads * c.head_dim) * sizeof(float);
@@ -197,7 +198,7 @@ TEST(Llama4, PublishedConfigs) {
   EXPECT_EQ(scout.moe.top_k, 1);
   EXPECT_EQ(scout.moe.moe_intermediate_size, 8192);
   EXPECT_EQ(scout.llama4.intermediate_size_mlp, 16384);
-  EXPECT_EQ(scout.llama4.chunk, 8192);
+  EXPECT_EQ(scout.attention[0].chunk(), 8192);
   EXPECT_TRUE(scout.llama4.temperature_tuning);  // published as 4
   EXPECT_EQ(scout.rope_scaling.type, "llama3");
   // Scout's llama3 factors: low = high = 1, no band between: wavelengths above 8192 slowed 16x, the rest kept.
@@ -208,8 +209,8 @@ TEST(Llama4, PublishedConfigs) {
     EXPECT_FLOAT_EQ(rope.inv_freq()[static_cast<size_t>(i)], want) << i;
   }
   for (int64_t i = 0; i < 48; ++i) {
-    EXPECT_EQ(scout.llama4.rope[i], (i + 1) % 4 != 0) << i;  // no_rope_layers [] -> every 4th NoPE
-    EXPECT_EQ(scout.llama4.chunked[i], (i + 1) % 4 != 0) << i;
+    EXPECT_EQ(scout.attention[i].rope, (i + 1) % 4 != 0) << i;  // no_rope_layers [] -> every 4th NoPE
+    EXPECT_EQ(scout.attention[i].chunk(), (i + 1) % 4 != 0 ? 8192 : 0) << i;
     EXPECT_TRUE(scout.llama4.moe[i]) << i;
   }
   const std::vector<LayerSpec> plan = plan_layers(scout);
@@ -240,11 +241,11 @@ TEST(Llama4, PublishedConfigs) {
   bare["moe_layers"] = {3, 7};
   const ModelConfig b = parse_model_config(bare, "config.json");
   EXPECT_EQ(b.wrapper_prefix, "");
-  EXPECT_EQ(b.llama4.chunk, 8192);
+  EXPECT_EQ(b.attention[0].chunk(), 8192);
   EXPECT_TRUE(b.llama4.l2_qk_norm);
   EXPECT_TRUE(b.llama4.moe[3] && b.llama4.moe[7] && !b.llama4.moe[0]);
   bare["attention_chunk_size"] = nullptr;
-  EXPECT_FALSE(parse_model_config(bare, "config.json").llama4.chunked[0]);
+  EXPECT_EQ(parse_model_config(bare, "config.json").attention[0].kind, AttentionKind::full);
 }
 
 void expect_error(const json& c, const std::string& needle) {
@@ -295,9 +296,9 @@ TEST(Llama4, Nvfp4CheckpointLoadsAndDecodesAsItPrefills) {
   EXPECT_NE(std::find(ex.begin(), ex.end(), "model.layers.1.feed_forward.router"), ex.end()) << ex.dump();
   auto lm = CausalLM::load(dir.path().string(), f32());
   const ModelConfig& c = lm->config();
-  EXPECT_EQ(c.llama4.chunk, 4);
+  EXPECT_EQ(c.attention[0].chunk(), 4);
   EXPECT_TRUE(c.llama4.moe[1] && !c.llama4.moe[0]);
-  EXPECT_TRUE(c.llama4.rope[0] && !c.llama4.rope[1]);
+  EXPECT_TRUE(c.attention[0].rope && !c.attention[1].rope);
   const std::vector<int32_t> t = {5, 9, 200, 17, 3, 77, 41, 8, 100, 12, 64};
   const std::vector<float> whole = all_logits(*lm, t);
   for (float v : whole) ASSERT_TRUE(std::isfinite(v));

@@ -149,7 +149,7 @@ TEST(Phi3, FixtureConfigsParseAsTransformersSavesThemToo) {
     const ModelConfig a = parse_model_config(read_json(dir + "/config.json"), "config.json");
     const ModelConfig b = parse_model_config(read_json(dir + "/config_transformers5.json"), "t5.json");
     EXPECT_EQ(a.rotary_dim, b.rotary_dim) << name;
-    EXPECT_EQ(a.sliding_window, b.sliding_window) << name;
+    EXPECT_EQ(a.attention[0].sliding_window(), b.attention[0].sliding_window()) << name;
     EXPECT_EQ(a.rope_theta, b.rope_theta) << name;
     EXPECT_EQ(a.rope_scaling.type, b.rope_scaling.type) << name;
     EXPECT_EQ(a.rope_scaling.short_factor, b.rope_scaling.short_factor) << name;
@@ -196,14 +196,14 @@ TEST(Phi3, PublishedConfigs) {
   const ModelConfig mini4k = parse_model_config(published("4k"), "config.json");
   EXPECT_EQ(mini4k.head_dim, 96);
   EXPECT_EQ(mini4k.rotary_dim, 96);
-  EXPECT_EQ(mini4k.sliding_window, 2047);
+  EXPECT_EQ(mini4k.attention[0].sliding_window(), 2047);
   EXPECT_EQ(mini4k.rope_scaling.type, "");
   EXPECT_EQ(mini4k.rms_norm_eps, 1e-5);
 
   const ModelConfig m128k = parse_model_config(published("128k"), "config.json");
   EXPECT_EQ(m128k.rope_scaling.type, "longrope");
   EXPECT_EQ(m128k.rope_scaling.original_max_position_embeddings, 4096);
-  EXPECT_EQ(m128k.sliding_window, 0);  // 262144 > 131072: no sequence reaches it
+  EXPECT_EQ(m128k.attention[0].sliding_window(), 0);  // 262144 > 131072: no sequence reaches it
   EXPECT_DOUBLE_EQ(m128k.rope_scaling.attention_factor, std::sqrt(1 + std::log(32.0) / std::log(4096.0)));
   const Rope rope(m128k.rotary_dim, m128k.rope_theta, m128k.rope_scaling);
   EXPECT_FALSE(rope.long_factors(4096));
@@ -218,7 +218,7 @@ TEST(Phi3, PublishedConfigs) {
   EXPECT_EQ(phi4.head_dim, 128);
   EXPECT_EQ(phi4.num_kv_heads, 10);
   EXPECT_EQ(phi4.rope_theta, 250000.0);
-  EXPECT_EQ(phi4.sliding_window, 0);
+  EXPECT_EQ(phi4.attention[0].sliding_window(), 0);
   EXPECT_EQ(phi4.eos_token_ids, std::vector<int64_t>{100265});
 
   const ModelConfig mini = parse_model_config(published("mini"), "config.json");

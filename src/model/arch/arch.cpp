@@ -29,7 +29,11 @@ std::unique_ptr<DecoderLayer> ArchDef::make_layer(const LayerBuild& b, int64_t i
 }
 
 std::unique_ptr<Mixer> ArchDef::make_mixer(const LayerBuild& b, int64_t i) const {
-  return std::make_unique<Attention>(b, i, AttentionLayout{.window = b.loader.config().sliding_window});
+  return std::make_unique<Attention>(b, i, AttentionLayout{.window = b.loader.config().attention[i].sliding_window()});
+}
+
+int64_t ArchDef::kv_source(const ModelConfig& c, int64_t i) const {
+  return i >= 0 && i < c.attention.size() ? c.attention[i].kv_source : -1;
 }
 
 std::vector<int64_t> kv_read_across(const ModelConfig& c, int64_t cut) {

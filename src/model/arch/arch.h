@@ -80,12 +80,12 @@ class ArchDef {
   // one declared (e.g. its KV slot).
   virtual std::unique_ptr<DecoderLayer> make_layer(const LayerBuild& b, int64_t i) const;
   // The mixer of decoder layer i, loaded. Default: self-attention (q/k/v bias, q_norm/k_norm,
-  // sliding_window as the config says). A hybrid architecture returns a different Mixer for some layers.
+  // the window of ModelConfig::attention's layer i). A hybrid architecture returns a different Mixer for some layers.
   virtual std::unique_ptr<Mixer> make_mixer(const LayerBuild& b, int64_t i) const;
   // The earlier decoder layer whose K/V decoder layer i attends to instead of its own (-1: its
   // own; Gemma 4's num_kv_shared_layers). A pipeline stage sends such K/V on to the later stages
-  // that read it (CausalLM, kv_read_across). Default: -1.
-  virtual int64_t kv_source(const ModelConfig&, int64_t) const { return -1; }
+  // that read it (CausalLM, kv_read_across). Default: ModelConfig::attention's kv_source.
+  virtual int64_t kv_source(const ModelConfig& c, int64_t i) const;
   // The feed-forward block of decoder layer i, loaded.
   virtual std::unique_ptr<FeedForward> make_ffn(ModelLoader& l, int64_t i) const = 0;
   // Modules the architecture leaves unquantized by default when fp4lm quantizes it (as

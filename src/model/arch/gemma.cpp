@@ -40,23 +40,18 @@ size_t GemmaLayer::own_param_bytes() const {
 }
 
 void read_gemma_layer_types(const ConfigReader& r, ModelConfig& c, int64_t pattern) {
-  std::vector<bool>& sliding = c.gemma.sliding;
+  std::vector<AttentionKind> kinds;
   if (r.has("layer_types")) {
-    const nlohmann::json& t = r.j["layer_types"];
-    if (!t.is_array() || static_cast<int64_t>(t.size()) != c.num_layers)
-      fail("{}: field 'layer_types' must be a list of {} layer types (num_hidden_layers), found {}", r.path,
-           c.num_layers, t.dump());
-    for (const nlohmann::json& v : t) {
-      if (v == "sliding_attention") sliding.push_back(true);
-      else if (v == "full_attention") sliding.push_back(false);
-      else fail("{}: field 'layer_types' holds {}, expected \"sliding_attention\" or \"full_attention\"", r.path, v.dump());
-    }
+    kinds = read_layer_types(r, c.num_layers,
+                             {{"sliding_attention", AttentionKind::sliding}, {"full_attention", AttentionKind::full}});
   } else {
     r.positive("sliding_window_pattern", pattern);
-    for (int64_t i = 0; i < c.num_layers; ++i) sliding.push_back((i + 1) % pattern != 0);
+    for (int64_t i = 0; i < c.num_layers; ++i)
+      kinds.push_back((i + 1) % pattern != 0 ? AttentionKind::sliding : AttentionKind::full);
   }
-  c.gemma.sliding_window = r.req<int64_t>("sliding_window");
-  r.positive("sliding_window", c.gemma.sliding_window);
+  const int64_t window = r.req<int64_t>("sliding_window");
+  r.positive("sliding_window", window);
+  set_layer_kinds(c.attention, kinds, window);
 }
 
 namespace {
@@ -94,6 +89,8 @@ void read_gemma_rope(const ConfigReader& r, ModelConfig& c, const char* local_th
       read_rope_entry(r, "sliding_attention", c.gemma.local_rope_theta, c.gemma.local_rope_scaling);
   }
   if (!(c.gemma.local_rope_theta > 0)) fail("{}: the sliding layers' rope_theta must be > 0", r.path);
+  for (int64_t i = 0; i < c.num_layers; ++i)
+    c.attention[i].rope_theta = c.attention[i].kind == AttentionKind::sliding ? c.gemma.local_rope_theta : c.rope_theta;
 }
 
 void read_gemma_kv_sharing(const ConfigReader& r, ModelConfig& c) {
@@ -102,25 +99,24 @@ void read_gemma_kv_sharing(const ConfigReader& r, ModelConfig& c) {
     fail("{}: num_kv_shared_layers = {} must be in [0, num_hidden_layers = {}): the shared layers read the K/V "
          "of earlier ones",
          r.path, shared, c.num_layers);
-  c.gemma.kv_source.assign(static_cast<size_t>(c.num_layers), -1);
+  AttentionTable& t = c.attention;
   const int64_t first = c.num_layers - shared;
   for (int64_t i = first; i < c.num_layers; ++i) {
-    const bool sliding = c.gemma.sliding[static_cast<size_t>(i)];
+    const bool sliding = t[i].kind == AttentionKind::sliding;
     int64_t j = first - 1;
-    while (j >= 0 && c.gemma.sliding[static_cast<size_t>(j)] != sliding) --j;
+    while (j >= 0 && (t[j].kind == AttentionKind::sliding) != sliding) --j;
     if (j < 0)
       fail("{}: num_kv_shared_layers = {}: layer {} ({}) has no earlier {} layer to read K/V from", r.path, shared,
            i, sliding ? "sliding" : "full", sliding ? "sliding" : "full");
-    const auto ui = static_cast<size_t>(i), uj = static_cast<size_t>(j);
-    if (c.gemma.head_dims[ui] != c.gemma.head_dims[uj] || c.gemma.kv_heads[ui] != c.gemma.kv_heads[uj])
+    if (t[i].head_dim != t[j].head_dim || t[i].kv_heads != t[j].kv_heads)
       fail("{}: num_kv_shared_layers: layer {} reads the K/V of layer {}, whose head_dim / KV heads differ", r.path,
            i, j);
-    c.gemma.kv_source[ui] = j;
+    t[i].kv_source = j;
   }
 }
 
 std::unique_ptr<Rope> gemma_rope(const ModelConfig& c, int64_t i, int64_t dim) {
-  if (c.gemma.sliding[static_cast<size_t>(i)])
+  if (c.attention[i].kind == AttentionKind::sliding)
     return std::make_unique<Rope>(dim, c.gemma.local_rope_theta, c.gemma.local_rope_scaling);
   return std::make_unique<Rope>(dim, c.rope_theta, c.rope_scaling);
 }

@@ -48,7 +48,7 @@ class GemmaLayer final : public DecoderLayer {
 };
 
 // layer_types (list of "sliding_attention" / "full_attention", one per layer; absent: every
-// `pattern`-th layer full, the others sliding) and sliding_window into c.gemma; Error naming
+// `pattern`-th layer full, the others sliding) and sliding_window into c.attention; Error naming
 // the field otherwise.
 void read_gemma_layer_types(const ConfigReader& r, ModelConfig& c, int64_t pattern);
 // RoPE per layer type: transformers 5's rope_parameters {sliding_attention: {...},
@@ -56,9 +56,9 @@ void read_gemma_layer_types(const ConfigReader& r, ModelConfig& c, int64_t patte
 // rope_theta + rope_scaling (full layers) and `local_theta_key` (sliding layers, default
 // `local_theta`).
 void read_gemma_rope(const ConfigReader& r, ModelConfig& c, const char* local_theta_key, double local_theta);
-// num_kv_shared_layers (Gemma 4, Gemma 3n; transformers' kv_sharing_modes) into c.gemma.kv_source:
-// the last n layers read the K/V of the last earlier (unshared) layer of their own type, whose
-// head_dims / kv_heads (filled before) must be theirs.
+// num_kv_shared_layers (Gemma 4, Gemma 3n; transformers' kv_sharing_modes) into c.attention's
+// kv_source: the last n layers read the K/V of the last earlier (unshared) layer of their own
+// type, whose head_dim / kv_heads (filled before) must be theirs.
 void read_gemma_kv_sharing(const ConfigReader& r, ModelConfig& c);
 // The RoPE of layer i's type over `dim` dims.
 std::unique_ptr<Rope> gemma_rope(const ModelConfig& c, int64_t i, int64_t dim);

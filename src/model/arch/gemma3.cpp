@@ -87,11 +87,10 @@ class Gemma3 final : public ArchDef {
     const ModelConfig& c = l.config();
     const GemmaNormNames n = gemma_norm_names(i);
     std::unique_ptr<Rope> rope = gemma_rope(c, i, c.head_dim);
-    const bool sliding = c.gemma.sliding[static_cast<size_t>(i)];
     const LayerBuild lb{l, *rope, b.state, b.kv_dtype};
     RmsNorm input = load_rms_norm(l, n.input, c.hidden_size);
     auto attention = std::make_unique<Attention>(
-        lb, i, AttentionLayout{.window = sliding ? c.gemma.sliding_window : 0, .scaling = c.gemma.attention_scaling});
+        lb, i, AttentionLayout{.window = c.attention[i].sliding_window(), .scaling = c.gemma.attention_scaling});
     RmsNorm post_attention = load_rms_norm(l, n.post_attention, c.hidden_size);
     RmsNorm pre_feedforward = load_rms_norm(l, n.pre_feedforward, c.hidden_size);
     std::unique_ptr<FeedForward> mlp = make_ffn(l, i);

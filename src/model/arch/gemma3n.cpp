@@ -320,15 +320,12 @@ class Gemma3n final : public ArchDef {
              r.path);
     c.gemma.attention_scaling = 1.0;
     c.gemma.v_norm = true;
-    c.gemma.head_dims.assign(static_cast<size_t>(c.num_layers), c.head_dim);
-    c.gemma.kv_heads.assign(static_cast<size_t>(c.num_layers), c.num_kv_heads);
     read_gemma_kv_sharing(r, c);
     c.final_logit_softcapping = r.opt<double>("final_logit_softcapping", 0.0);
     if (c.final_logit_softcapping < 0) fail("{}: field 'final_logit_softcapping' must be > 0 or null", r.path);
   }
 
-  static int64_t source_of(const ModelConfig& c, int64_t i) { return c.gemma.kv_source[static_cast<size_t>(i)]; }
-  int64_t kv_source(const ModelConfig& c, int64_t i) const override { return source_of(c, i); }
+  static int64_t source_of(const ModelConfig& c, int64_t i) { return c.attention[i].kv_source; }
   static int64_t width_of(const ModelConfig& c, int64_t i) {
     return c.gemma3n.intermediate_sizes[static_cast<size_t>(i)];
   }
@@ -381,11 +378,10 @@ class Gemma3n final : public ArchDef {
                              "token ranges are embedded by embed_vision / embed_audio)",
                              c.architecture));
     std::unique_ptr<Rope> rope = gemma_rope(c, i, c.head_dim);
-    const bool sliding = c.gemma.sliding[static_cast<size_t>(i)];
     const LayerBuild lb{l, *rope, b.state, b.kv_dtype};
     const int64_t source = source_of(c, i);
     auto attention = std::make_unique<Attention>(lb, i,
-                                                 AttentionLayout{.window = sliding ? c.gemma.sliding_window : 0,
+                                                 AttentionLayout{.window = c.attention[i].sliding_window(),
                                                                  .reads_kv_of = source,
                                                                  .scaling = 1.0,
                                                                  .v_norm = source < 0,

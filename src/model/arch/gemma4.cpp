@@ -98,7 +98,7 @@ class Gemma4 final : public ArchDef {
     c.norm_rounds_once = true;
     c.scale_embeddings = true;
     read_gemma_layer_types(r, c, 6);
-    c.gemma.sliding.back() = false;  // transformers forces the last layer to full attention
+    c.attention[c.num_layers - 1] = {};  // transformers forces the last layer to full attention
     read_gemma_rope(r, c, "rope_local_base_freq", 10000.0);
     c.gemma.attention_scaling = 1.0;
     c.final_logit_softcapping = r.opt<double>("final_logit_softcapping", 0.0);
@@ -136,7 +136,7 @@ class Gemma4 final : public ArchDef {
           hd = er.opt<int64_t>("head_dim", hd);
           kvh = er.opt<int64_t>("num_key_value_heads", kvh);
         }
-      } else if (!c.gemma.sliding[static_cast<size_t>(i)]) {
+      } else if (c.attention[i].kind != AttentionKind::sliding) {
         hd = global_hd;
         kvh = global_kvh;
       }
@@ -144,8 +144,8 @@ class Gemma4 final : public ArchDef {
         fail("{}: layer {}: head_dim {} must be positive and even, and num_attention_heads ({}) a multiple of its {} "
              "KV heads (global_head_dim / num_global_key_value_heads / per_layer_config)",
              r.path, i, hd, c.num_heads, kvh);
-      c.gemma.head_dims.push_back(hd);
-      c.gemma.kv_heads.push_back(kvh);
+      c.attention[i].head_dim = hd;
+      c.attention[i].kv_heads = kvh;
     }
     c.gemma.v_norm = true;
     c.gemma.layer_scalar = true;
@@ -158,11 +158,10 @@ class Gemma4 final : public ArchDef {
     bool k_eq_v;
   };
   static Shape shape(const ModelConfig& c, int64_t i) {
-    const auto li = static_cast<size_t>(i);
-    return {c.gemma.head_dims[li], c.gemma.kv_heads[li], c.gemma.full_k_eq_v && !c.gemma.sliding[li]};
+    const AttentionLayerSpec& a = c.attention[i];
+    return {a.head_dim, a.kv_heads, c.gemma.full_k_eq_v && a.kind != AttentionKind::sliding};
   }
-  static int64_t source_of(const ModelConfig& c, int64_t i) { return c.gemma.kv_source[static_cast<size_t>(i)]; }
-  int64_t kv_source(const ModelConfig& c, int64_t i) const override { return source_of(c, i); }
+  static int64_t source_of(const ModelConfig& c, int64_t i) { return c.attention[i].kv_source; }
   static int64_t mlp_inter(const ModelConfig& c, int64_t i) {
     return c.intermediate_size * (c.gemma.double_wide_mlp && source_of(c, i) >= 0 ? 2 : 1);
   }
@@ -219,12 +218,12 @@ class Gemma4 final : public ArchDef {
     const GemmaNormNames n = gemma_norm_names(i);
     const Shape s = shape(c, i);
     std::unique_ptr<Rope> rope = gemma_rope(c, i, s.head_dim);
-    const bool sliding = c.gemma.sliding[static_cast<size_t>(i)];
+    const bool sliding = c.attention[i].kind == AttentionKind::sliding;
     const LayerBuild lb{l, *rope, b.state, b.kv_dtype};
     RmsNorm input = load_rms_norm(l, n.input, c.hidden_size);
     const int64_t source = source_of(c, i);
     auto attention = std::make_unique<Attention>(lb, i,
-                                                 AttentionLayout{.window = sliding ? c.gemma.sliding_window : 0,
+                                                 AttentionLayout{.window = c.attention[i].sliding_window(),
                                                                  .reads_kv_of = source,
                                                                  .scaling = 1.0,
                                                                  .head_dim = s.head_dim,

@@ -64,25 +64,19 @@ class GptOss final : public ArchDef {
     g.swiglu_alpha = r.opt<double>("swiglu_alpha", 1.702);
     g.swiglu_limit = r.opt<double>("swiglu_limit", 7.0);
     if (!(g.swiglu_limit > 0)) fail("{}: swiglu_limit must be positive, found {}", r.path, g.swiglu_limit);
-    g.sliding_window = r.has("sliding_window") ? r.get<int64_t>("sliding_window") : 0;
-    if (g.sliding_window < 0) fail("{}: sliding_window must be positive or null, found {}", r.path, g.sliding_window);
-    g.sliding.assign(static_cast<size_t>(c.num_layers), false);
+    const int64_t window = r.has("sliding_window") ? r.get<int64_t>("sliding_window") : 0;
+    if (window < 0) fail("{}: sliding_window must be positive or null, found {}", r.path, window);
+    // layer_types, else transformers' default: the even layers sliding, the odd ones full.
+    std::vector<AttentionKind> kinds;
     if (r.has("layer_types")) {
-      const nlohmann::json& lt = r.j["layer_types"];
-      if (!lt.is_array() || static_cast<int64_t>(lt.size()) != c.num_layers)
-        fail("{}: layer_types must list one type per layer ({}), found {}", r.path, c.num_layers, lt.dump());
-      for (size_t i = 0; i < lt.size(); ++i) {
-        const std::string t = lt[i].is_string() ? lt[i].get<std::string>() : lt[i].dump();
-        if (t != "sliding_attention" && t != "full_attention")
-          fail("{}: layer_types[{}] is '{}' (expected \"sliding_attention\" or \"full_attention\")", r.path, i, t);
-        g.sliding[i] = t == "sliding_attention";
-      }
+      kinds = read_layer_types(r, c.num_layers,
+                               {{"sliding_attention", AttentionKind::sliding}, {"full_attention", AttentionKind::full}});
     } else {
-      for (int64_t i = 0; i < c.num_layers; ++i) g.sliding[i] = (i + 1) % 2 != 0;
+      for (int64_t i = 0; i < c.num_layers; ++i)
+        kinds.push_back((i + 1) % 2 != 0 ? AttentionKind::sliding : AttentionKind::full);
     }
-    bool any_sliding = false;
-    for (bool s : g.sliding) any_sliding |= s;
-    if (any_sliding && g.sliding_window == 0)
+    set_layer_kinds(c.attention, kinds, window);
+    if (c.attention.any(AttentionKind::sliding) && window == 0)
       fail("{}: layer_types has sliding_attention layers but sliding_window is absent or null", r.path);
   }
 
@@ -104,8 +98,8 @@ class GptOss final : public ArchDef {
   }
 
   std::unique_ptr<Mixer> make_mixer(const LayerBuild& b, int64_t i) const override {
-    const GptOssConfig& g = b.loader.config().gpt_oss;
-    return std::make_unique<Attention>(b, i, AttentionLayout{.window = g.sliding[i] ? g.sliding_window : 0, .sinks = true});
+    return std::make_unique<Attention>(
+        b, i, AttentionLayout{.window = b.loader.config().attention[i].sliding_window(), .sinks = true});
   }
 
   std::unique_ptr<FeedForward> make_ffn(ModelLoader& l, int64_t i) const override {

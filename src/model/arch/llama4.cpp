@@ -165,13 +165,15 @@ class Llama4 : public ArchDef {
     c.intermediate_size = g.intermediate_size_mlp;
 
     // RoPE / NoPE per layer: no_rope_layers (1 = RoPE), or every no_rope_layer_interval-th layer NoPE.
+    std::vector<bool> rotates;
     if (r.has("no_rope_layers") && !(r.j["no_rope_layers"].is_array() && r.j["no_rope_layers"].empty())) {
-      g.rope = layer_flags(r, "no_rope_layers", L);
+      rotates = layer_flags(r, "no_rope_layers", L);
     } else {
       const int64_t every = r.req<int64_t>("no_rope_layer_interval");
       r.positive("no_rope_layer_interval", every);
-      for (int64_t i = 0; i < L; ++i) g.rope.push_back((i + 1) % every != 0);
+      for (int64_t i = 0; i < L; ++i) rotates.push_back((i + 1) % every != 0);
     }
+    for (int64_t i = 0; i < L; ++i) c.attention[i].rope = rotates[static_cast<size_t>(i)];
     // MoE layers: moe_layers, or every interleave_moe_layer_step-th layer from step - 1.
     g.moe.assign(static_cast<size_t>(L), false);
     if (r.has("moe_layers")) {
@@ -187,26 +189,22 @@ class Llama4 : public ArchDef {
       r.positive("interleave_moe_layer_step", step);
       for (int64_t i = step - 1; i < L; i += step) g.moe[static_cast<size_t>(i)] = true;
     }
-    g.chunk = r.opt<int64_t>("attention_chunk_size", 0);
-    if (g.chunk < 0) fail("{}: attention_chunk_size must be positive or null, found {}", r.path, g.chunk);
+    const int64_t chunk = r.opt<int64_t>("attention_chunk_size", 0);
+    if (chunk < 0) fail("{}: attention_chunk_size must be positive or null, found {}", r.path, chunk);
     // layer_types (transformers 5 saves it): "chunked_attention" / "full_attention"; else the RoPE
     // layers are chunked when there is a chunk size.
-    g.chunked.assign(static_cast<size_t>(L), false);
+    std::vector<AttentionKind> kinds;
     if (r.has("layer_types")) {
-      const nlohmann::json& lt = r.j["layer_types"];
-      if (!lt.is_array() || static_cast<int64_t>(lt.size()) < L)
-        fail("{}: layer_types must list one type per layer ({}), found {}", r.path, L, lt.dump());
-      for (int64_t i = 0; i < L; ++i) {
-        const nlohmann::json& t = lt[static_cast<size_t>(i)];
-        if (t != "chunked_attention" && t != "full_attention")
-          fail("{}: layer_types[{}] is {} (expected \"chunked_attention\" or \"full_attention\")", r.path, i, t.dump());
-        g.chunked[static_cast<size_t>(i)] = t == "chunked_attention";
-        if (g.chunked[static_cast<size_t>(i)] && g.chunk == 0)
+      kinds = read_layer_types(r, L, {{"chunked_attention", AttentionKind::chunked}, {"full_attention", AttentionKind::full}},
+                               /*at_least=*/true);
+      for (int64_t i = 0; i < L; ++i)
+        if (kinds[static_cast<size_t>(i)] == AttentionKind::chunked && chunk == 0)
           fail("{}: layer_types[{}] is chunked_attention but attention_chunk_size is null", r.path, i);
-      }
     } else {
-      for (int64_t i = 0; i < L; ++i) g.chunked[static_cast<size_t>(i)] = g.rope[static_cast<size_t>(i)] && g.chunk > 0;
+      for (int64_t i = 0; i < L; ++i)
+        kinds.push_back(rotates[static_cast<size_t>(i)] && chunk > 0 ? AttentionKind::chunked : AttentionKind::full);
     }
+    set_layer_kinds(c.attention, kinds, chunk);
     g.l2_qk_norm = r.opt<bool>("use_qk_norm", true);
     // Published configs write attn_temperature_tuning as a number (Scout: 4); transformers reads it as truthy.
     if (r.has("attn_temperature_tuning")) {
@@ -234,12 +232,13 @@ class Llama4 : public ArchDef {
 
   std::unique_ptr<Mixer> make_mixer(const LayerBuild& b, int64_t i) const override {
     const Llama4Config& g = b.loader.config().llama4;
-    const bool rope = g.rope[static_cast<size_t>(i)];
+    const AttentionLayerSpec& a = b.loader.config().attention[i];
+    const bool rope = a.rope;
     return std::make_unique<Llama4Attention>(
         b, i,
         Llama4AttentionLayout{.rope = rope,
                               .l2_qk_norm = rope && g.l2_qk_norm,
-                              .chunk = g.chunked[static_cast<size_t>(i)] ? g.chunk : 0,
+                              .chunk = a.chunk(),
                               .temperature = !rope && g.temperature_tuning,
                               .floor_scale = g.floor_scale,
                               .attn_scale = g.attn_scale});

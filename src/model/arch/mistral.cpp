@@ -17,7 +17,7 @@ class Mistral final : public LlamaLayoutArch {
     if (r.j.contains("sliding_window") && r.j["sliding_window"].is_null()) return;  // no window
     const int64_t window = r.opt<int64_t>("sliding_window", 4096);
     r.positive("sliding_window", window);
-    if (window < c.max_position_embeddings) c.sliding_window = window;
+    if (window < c.max_position_embeddings) c.attention.set_kind(AttentionKind::full, AttentionKind::sliding, window);
   }
   void synthetic_config(const SyntheticOptions&, nlohmann::json& c) const override {
     c["sliding_window"] = nullptr;

@@ -120,6 +120,7 @@ class NemotronH final : public ArchDef {
     if (r.has("attention_head_dim") && !r.has("head_dim")) c.head_dim = r.get<int64_t>("attention_head_dim");
     r.positive("head_dim", c.head_dim);
     c.rotary_dim = c.head_dim;
+    for (int64_t i = 0; i < c.num_layers; ++i) c.attention[i].rope = false;  // NoPE attention layers
     // The activations are mlp_hidden_act and mamba_hidden_act; hidden_act is no NemotronHConfig key
     // (the shared MLP's activation, unused here).
     c.hidden_act = "silu";
@@ -305,7 +306,7 @@ class NemotronH final : public ArchDef {
       return std::make_unique<SingleMixerLayer>(std::move(norm), std::make_unique<Mamba2Mixer>(b, i), nullptr);
     if (c.mamba.layer_is(i, '*'))
       return std::make_unique<SingleMixerLayer>(
-          std::move(norm), std::make_unique<Attention>(b, i, AttentionLayout{.rope = false, .module = "mixer"}),
+          std::move(norm), std::make_unique<Attention>(b, i, AttentionLayout{.rope = c.attention[i].rope, .module = "mixer"}),
           nullptr);
     return std::make_unique<SingleMixerLayer>(std::move(norm), nullptr, make_ffn(b.loader, i));
   }

@@ -79,7 +79,7 @@ class Phi3 final : public ArchDef {
     if (r.has("sliding_window")) {
       const int64_t window = r.get<int64_t>("sliding_window");
       r.positive("sliding_window", window);
-      if (window < c.max_position_embeddings) c.sliding_window = window;
+      if (window < c.max_position_embeddings) c.attention.set_kind(AttentionKind::full, AttentionKind::sliding, window);
     }
   }
 
