@@ -16,7 +16,6 @@
 #include "model/attention.h"
 #include "model/model_loader.h"
 #include "model/sparse_moe.h"
-#include "model/synthetic_checkpoint.h"
 
 namespace fp4lm::model {
 
@@ -113,7 +112,7 @@ class GptOss final : public ArchDef {
                                        /*shared_expert=*/false, "router");
   }
 
-  void synthetic_config(const SyntheticOptions& o, nlohmann::json& c) const override {
+  void synthetic_config(const SampleShape& o, nlohmann::json& c) const override {
     c["num_local_experts"] = o.experts;
     c["num_experts_per_tok"] = o.top_k;
     c["intermediate_size"] = o.moe_intermediate;
