@@ -2,11 +2,13 @@
 // demo, tests and benchmarks), quantized by the library's own reference quantizer.
 #include <cstdio>
 
+#include <nlohmann/json.hpp>
+
 #include "cli/command.h"
 #include "core/error.h"
 #include "model/arch/arch.h"
 #include "model/model_limits.h"
-#include "model/synthetic_checkpoint.h"
+#include "synth/synthetic_checkpoint.h"
 
 namespace fp4lm::cli {
 namespace {
@@ -15,8 +17,8 @@ namespace {
 constexpr double kMaxSynthParams = 1e9;
 
 struct SynthArgs {
-  std::string out, arch = "Qwen3MoeForCausalLM", algo = "NVFP4";
-  model::SyntheticOptions o;
+  std::string out, arch = "Qwen3MoeForCausalLM", algo = "NVFP4", overrides;
+  synth::SyntheticOptions o;
 };
 
 CommandRegistration reg("synth", "Write a small random-weight checkpoint (HF/ModelOpt layout)", [](CLI::App& sub) {
@@ -47,6 +49,12 @@ CommandRegistration reg("synth", "Write a small random-weight checkpoint (HF/Mod
                  "Gemma4ForCausalLM: hidden_size_per_layer_input (per-layer input embeddings, as E2B / E4B)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  sub.add_option("--config-overrides", a->overrides,
+                 "JSON object of config.json keys set over the architecture's own (its text model's part), e.g. "
+                 "'{\"sliding_window\": 16}'; the tensors follow the resulting config");
+  sub.add_flag("--random-codes", a->o.random_codes,
+               "Quantized Linears as random NVFP4 / FP8 codes and scales, streamed to disk (benchmarks; not the "
+               "reference quantizer's values)");
   sub.add_option("--seed", a->o.seed, "Random seed")->capture_default_str()->check(CLI::Validator(
       [](std::string& v) { return v.rfind('-', 0) == 0 ? "must be from 0 to 2^64-1, got " + v : std::string(); }, "SEED"));
   sub.add_flag("--quantize-lm-head", a->o.quantize_lm_head, "Quantize lm_head too");
@@ -66,6 +74,11 @@ CommandRegistration reg("synth", "Write a small random-weight checkpoint (HF/Mod
                "--speculative-config '{\"method\": \"mtp\", ...}'");
   return [a]() -> int {
     a->o.architecture = a->arch;
+    if (!a->overrides.empty()) {
+      a->o.config_overrides = nlohmann::json::parse(a->overrides, nullptr, /*allow_exceptions=*/false);
+      if (!a->o.config_overrides.is_object())
+        usage_fail("--config-overrides must be a JSON object (got '{}')", a->overrides);
+    }
     if (a->algo == "none" || a->algo == "NONE") a->o.algo = quant::QuantAlgo::None;
     else {
       try {
@@ -74,7 +87,7 @@ CommandRegistration reg("synth", "Write a small random-weight checkpoint (HF/Mod
         throw UsageError(e.what());
       }
       if (a->o.algo == quant::QuantAlgo::MIXED_PRECISION)
-        usage_fail("--algo MIXED_PRECISION needs a layer map; use the library's SyntheticOptions");
+        usage_fail("--algo MIXED_PRECISION needs a layer map; use the library's synth::SyntheticOptions");
     }
     if (a->o.mxfp4_experts && a->o.algo != quant::QuantAlgo::None)
       usage_fail("--mxfp4-experts writes the MXFP4 experts of an otherwise unquantized model: use --algo none");
@@ -99,7 +112,7 @@ CommandRegistration reg("synth", "Write a small random-weight checkpoint (HF/Mod
       usage_fail("--hidden {} --layers {} --vocab {} --experts {} make about {:.3g} parameters; synth writes at most "
                  "{:.0e} (it holds them in memory)",
                  a->o.hidden, a->o.layers, a->o.vocab, a->o.experts, params, kMaxSynthParams);
-    model::write_synthetic_checkpoint(a->out, a->o);
+    synth::write_synthetic_checkpoint(a->out, a->o);
     std::printf("wrote %s checkpoint (%s) to %s\n", a->arch.c_str(), a->algo.c_str(), a->out.c_str());
     return 0;
   };

@@ -1,6 +1,6 @@
 #pragma once
 // Test-side writer of compressed-tensors checkpoints: rewrites a ModelOpt checkpoint (as
-// write_synthetic_checkpoint writes it) in compressed-tensors' names and config, the way
+// synth::write_synthetic_checkpoint writes it) in compressed-tensors' names and config, the way
 // compressed-tensors' own files hold the same quantized weights (docs/FORMAT.md §7):
 //  - NVFP4 `weight` -> `weight_packed` (same bytes), `weight_scale` unchanged, `weight_scale_2` x
 //    -> `weight_global_scale` [1] = 1/x, `input_scale` x -> `input_global_scale` [1] = 1/x

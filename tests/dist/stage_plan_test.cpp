@@ -11,7 +11,7 @@
 #include "dist/stage_plan.h"
 #include "dist/wire.h"
 #include "io/checkpoint.h"
-#include "model/synthetic_checkpoint.h"
+#include "synth/synthetic_checkpoint.h"
 
 namespace fp4lm::dist::stage_plan_test {
 namespace {
@@ -46,10 +46,10 @@ TEST(StagePlan, SplitsMinimizeTheLargestStage) {
 
 TEST(StagePlan, LayerBytesAndFingerprintsFromTheHeaders) {
   test::TempDir dir;
-  model::SyntheticOptions so;
+  synth::SyntheticOptions so;
   so.architecture = "LlamaForCausalLM";
   so.layers = 3;
-  model::write_synthetic_checkpoint(dir.path().string(), so);
+  synth::write_synthetic_checkpoint(dir.path().string(), so);
   auto ckpt = io::Checkpoint::open(dir.path().string());
   const LayerBytes b = layer_bytes(*ckpt);
   ASSERT_EQ(b.layer.size(), 3u);
@@ -73,7 +73,7 @@ TEST(StagePlan, LayerBytesAndFingerprintsFromTheHeaders) {
   // config.json changes both.
   test::TempDir other;
   so.quantize_lm_head = true;
-  model::write_synthetic_checkpoint(other.path().string(), so);
+  synth::write_synthetic_checkpoint(other.path().string(), so);
   auto ck2 = io::Checkpoint::open(other.path().string());
   EXPECT_EQ(fingerprint(*ck2, {0, 1, 0}, 3).files, f0.files);
   EXPECT_NE(fingerprint(*ck2, {1, 3, 0}, 3).files, f1.files);
@@ -91,13 +91,13 @@ TEST(StagePlan, LayerBytesAndFingerprintsFromTheHeaders) {
 // three layers (the two MoE layers read little; the last stage carries the bf16 lm_head).
 TEST(StagePlan, MoeLayersWeighTheBytesATokenReads) {
   test::TempDir dir;
-  model::SyntheticOptions so;
+  synth::SyntheticOptions so;
   so.architecture = "NemotronHForCausalLM";
   so.hybrid_pattern = "EE--";  // two MoE layers, then two dense (relu² MLP) layers
   so.layers = 4;
   so.experts = 8;
   so.top_k = 1;
-  model::write_synthetic_checkpoint(dir.path().string(), so);
+  synth::write_synthetic_checkpoint(dir.path().string(), so);
   auto ckpt = io::Checkpoint::open(dir.path().string());
   const LayerBytes b = layer_bytes(*ckpt);
   ASSERT_EQ(b.layer.size(), 4u);

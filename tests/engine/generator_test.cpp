@@ -18,7 +18,7 @@
 #include "common/checkpoint_edit.h"
 #include "core/thread_pool.h"
 #include "model/load/finite_check.h"
-#include "model/synthetic_checkpoint.h"
+#include "synth/synthetic_checkpoint.h"
 
 namespace fp4lm::engine::generator_test {
 namespace {
@@ -187,10 +187,10 @@ TEST(NonFinite, GenerateAndEvalStopWithTheErrorOnW4a16AndW4a4) {
   const int saved = ThreadPool::global().size();
   for (quant::QuantAlgo algo : {quant::QuantAlgo::W4A16_NVFP4, quant::QuantAlgo::NVFP4}) {
     TempDir dir;
-    model::SyntheticOptions s;
+    synth::SyntheticOptions s;
     s.architecture = "LlamaForCausalLM";
     s.algo = algo;
-    model::write_synthetic_checkpoint(dir.path().string(), s);
+    synth::write_synthetic_checkpoint(dir.path().string(), s);
     const float nan = std::nanf("");
     fp4lm::test::edit_tensors(dir.path(), [&](fp4lm::test::EditedTensor& t) {
       if (t.name == "model.embed_tokens.weight") from_f32_n(&nan, t.dtype, t.bytes.data() + 7 * s.hidden * dtype_size(t.dtype), 1);
@@ -216,10 +216,10 @@ TEST(NonFinite, GenerateAndEvalStopWithTheErrorOnW4a16AndW4a4) {
 // KV cache: both run to the end, reproducibly (closeness of the logits: tests/model/kv_cache_dtype_test).
 TEST(KvCacheDtype, GeneratesWithBothCachesOnAnFp8CheckpointWithScales) {
   TempDir dir;
-  model::SyntheticOptions s;
+  synth::SyntheticOptions s;
   s.architecture = "Qwen3ForCausalLM";
   s.algo = quant::QuantAlgo::FP8;
-  model::write_synthetic_checkpoint(dir.path().string(), s);
+  synth::write_synthetic_checkpoint(dir.path().string(), s);
   std::vector<fp4lm::test::EditedTensor> scales;
   for (int64_t l = 0; l < s.layers; ++l)
     for (const char* n : {"k_proj.k_scale", "v_proj.v_scale"}) {

@@ -20,7 +20,7 @@
 #include "model/causal_lm.h"
 #include "reference/hybrid_reference.h"
 #include "model/load/model_loader.h"
-#include "model/synthetic_checkpoint.h"
+#include "synth/synthetic_checkpoint.h"
 
 using namespace fp4lm;
 using nlohmann::json;
@@ -75,7 +75,7 @@ void publish_as_35b(const std::string& dir, const std::map<std::string, QuantAlg
 // W4A16_NVFP4 on the MLP instead of the experts and shared experts.
 void mixed_as_published_loads_with_one_warning_and_generates(bool moe) {
   SCOPED_TRACE(moe ? "Qwen3.6-35B-A3B layout" : "Qwen3.5-27B layout");
-  model::SyntheticOptions o;
+  synth::SyntheticOptions o;
   o.architecture = moe ? "Qwen3_5MoeForConditionalGeneration" : "Qwen3_5ForConditionalGeneration";
   o.algo = QuantAlgo::MIXED_PRECISION;
   o.layers = 4;
@@ -94,7 +94,7 @@ void mixed_as_published_loads_with_one_warning_and_generates(bool moe) {
   o.mixed["lm_head"] = QuantAlgo::W4A16_NVFP4;
   fp4lm::test::TempDir tmp;
   const std::string dir = (tmp / "qwen36").string();
-  model::write_synthetic_checkpoint(dir, o);
+  synth::write_synthetic_checkpoint(dir, o);
   publish_as_35b(dir, o.mixed);
   {
     auto ck = io::Checkpoint::open(dir);

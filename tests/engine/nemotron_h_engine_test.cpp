@@ -27,7 +27,7 @@
 #include "model/model_config.h"
 #include "model/load/model_loader.h"
 #include "reference/nemotron_h_reference.h"
-#include "model/synthetic_checkpoint.h"
+#include "synth/synthetic_checkpoint.h"
 #include "streams_check.h"
 
 namespace fp4lm::engine::nemotron_h_engine_test {
@@ -93,7 +93,7 @@ void expect_generates_as_stored_and_under_the_override(const model::CausalLM& lm
 constexpr const char* kNano9bPattern = "M-M-M*-M-MM*-M";
 
 void write_nano_9b_v2_layout(const std::string& dir) {
-  model::SyntheticOptions s;
+  synth::SyntheticOptions s;
   s.architecture = "NemotronHForCausalLM";
   s.algo = quant::QuantAlgo::NVFP4;
   s.layers = 14;
@@ -105,7 +105,7 @@ void write_nano_9b_v2_layout(const std::string& dir) {
     if (kNano9bPattern[i] == 'M') s.exclude.push_back(fmt::format("model.layers.{}.mixer.conv1d", i));
     if (kNano9bPattern[i] == '*') s.exclude.push_back(fmt::format("model.layers.{}.mixer*", i));
   }
-  model::write_synthetic_checkpoint(dir, s);
+  synth::write_synthetic_checkpoint(dir, s);
   // The release's config.json keys (older spellings next to the new ones), and the Infinity
   // Python's json writes for an unbounded time step.
   const std::string path = dir + "/config.json";
@@ -275,7 +275,7 @@ struct Nemotron3Layout {
 
 Nemotron3Layout write_nemotron3_layout(const std::string& dir, Nemotron3 kind) {
   const std::string pattern = kind == Nemotron3::nano_30b ? "MEMEM*EMEMEM*EME" : "MEMEMEM*EMEMEM*E";
-  model::SyntheticOptions s;
+  synth::SyntheticOptions s;
   s.architecture = "NemotronHForCausalLM";
   s.layers = static_cast<int64_t>(pattern.size());
   s.hybrid_pattern = pattern;
@@ -313,7 +313,7 @@ Nemotron3Layout write_nemotron3_layout(const std::string& dir, Nemotron3 kind) {
         for (const char* m : {".fc1_latent_proj", ".fc2_latent_proj"}) s.exclude.push_back(p + m);
     }
   }
-  model::write_synthetic_checkpoint(dir, s);
+  synth::write_synthetic_checkpoint(dir, s);
   // The FP8 KV cache: kv_cache_quant_algo and a k_scale / v_scale per attention layer.
   std::vector<fp4lm::test::EditedTensor> scales;
   for (int64_t i = 0; i < s.layers; ++i) {

@@ -23,7 +23,7 @@
 #include "model/causal_lm.h"
 #include "model/layers/linear.h"
 #include "reference/logits_check.h"
-#include "model/synthetic_checkpoint.h"
+#include "synth/synthetic_checkpoint.h"
 #include "quant/nvfp4.h"
 
 namespace fp4lm::engine::quantize_awq_test {
@@ -42,12 +42,12 @@ struct Case {
   test::TempDir tmp;
   std::string in;
   explicit Case(const std::string& arch = "LlamaForCausalLM") : in((tmp / "in").string()) {
-    model::SyntheticOptions o;
+    synth::SyntheticOptions o;
     o.architecture = arch;
     o.algo = QuantAlgo::None;
     o.dense_dtype = DType::F32;
     o.seed = 23;
-    model::write_synthetic_checkpoint(in, o);
+    synth::write_synthetic_checkpoint(in, o);
   }
   std::string quantize(QuantAlgo algo, WeightMethod m, const std::string& name, bool awq = true, bool by_layer = true,
                        bool lm_head = false) {

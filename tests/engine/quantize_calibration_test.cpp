@@ -16,12 +16,12 @@
 #include "model/causal_lm.h"
 #include "model/layers/linear.h"
 #include "model/load/model_loader.h"
-#include "model/synthetic_checkpoint.h"
+#include "synth/synthetic_checkpoint.h"
 #include "quant/nvfp4.h"
 
 using namespace fp4lm;
 using engine::QuantizeOptions;
-using model::SyntheticOptions;
+using synth::SyntheticOptions;
 using quant::QuantAlgo;
 namespace fs = std::filesystem;
 
@@ -32,8 +32,8 @@ using fp4lm::test::error_of;
 
 const std::vector<std::vector<int32_t>> kCalib = {{1, 5, 9, 13, 40, 41, 7}, {2, 7, 100}, {1, 200, 3, 3, 3}};
 
-SyntheticOptions source(const std::string& arch) {
-  SyntheticOptions o;
+synth::SyntheticOptions source(const std::string& arch) {
+  synth::SyntheticOptions o;
   o.architecture = arch;
   o.algo = QuantAlgo::None;
   o.dense_dtype = DType::F32;  // float32 activations: the observed inputs are exact float32
@@ -44,8 +44,8 @@ SyntheticOptions source(const std::string& arch) {
 struct Case {
   fp4lm::test::TempDir tmp;
   std::string in, out;
-  explicit Case(const SyntheticOptions& o) : in((tmp / "in").string()), out((tmp / "out").string()) {
-    model::write_synthetic_checkpoint(in, o);
+  explicit Case(const synth::SyntheticOptions& o) : in((tmp / "in").string()), out((tmp / "out").string()) {
+    synth::write_synthetic_checkpoint(in, o);
   }
   QuantizeOptions options() const {
     QuantizeOptions q;
@@ -195,7 +195,7 @@ TEST(QuantizeCalibration, ExpertsShareOneInputScalePerProjectionKindFromRoutedTo
 }
 
 TEST(QuantizeCalibration, ExpertsNeverRoutedToTakeTheMaxOfTheOthers) {
-  SyntheticOptions o = source("Qwen3MoeForCausalLM");
+  synth::SyntheticOptions o = source("Qwen3MoeForCausalLM");
   o.experts = 8;
   o.top_k = 1;
   Case c(o);
@@ -289,7 +289,7 @@ TEST(QuantizeCalibration, EveryArchitectureQuantizesToNvfp4AndRunsAsW4A4) {
 TEST(QuantizeCalibration, HybridsKeepModelOptsDefaultExclusionsAndRunAsW4A4) {
   for (const char* arch : {"Qwen3_5MoeForCausalLM", "Qwen3_5MoeForConditionalGeneration", "Qwen3NextForCausalLM",
                            "Qwen3_5ForCausalLM", "Qwen3_5ForConditionalGeneration"}) {
-    SyntheticOptions o = source(arch);
+    synth::SyntheticOptions o = source(arch);
     o.layers = 4;
     o.extra_tensors = true;
     Case c(o);
@@ -342,7 +342,7 @@ TEST(QuantizeCalibration, HybridsKeepModelOptsDefaultExclusionsAndRunAsW4A4) {
 // everything else (Mamba in/out_proj, attention, latent projections, shared expert) is W4A4;
 // the embedding is listed by its stored name and the router written in float32, as ModelOpt does.
 TEST(QuantizeCalibration, NemotronHMoeQuantizesAsModelOptAndRunsAsW4A4) {
-  SyntheticOptions o = source("NemotronHForCausalLM");
+  synth::SyntheticOptions o = source("NemotronHForCausalLM");
   o.layers = 6;
   o.hybrid_pattern = "ME*EM-";
   o.experts = 8;

@@ -18,15 +18,15 @@
 #include "io/json_file.h"
 #include "model/causal_lm.h"
 #include "model/layers/compressed_attention.h"
-#include "reference/logits_check.h"
 #include "model/load/model_loader.h"
-#include "model/synthetic_checkpoint.h"
+#include "reference/logits_check.h"
+#include "synth/synthetic_checkpoint.h"
 #include "quant/export_format.h"
 #include "quant/nvfp4.h"
 
 using namespace fp4lm;
 using engine::QuantizeOptions;
-using model::SyntheticOptions;
+using synth::SyntheticOptions;
 using quant::QuantAlgo;
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -36,8 +36,8 @@ namespace {
 
 using fp4lm::test::error_of;
 
-SyntheticOptions source(const std::string& arch, DType dtype = DType::BF16) {
-  SyntheticOptions o;
+synth::SyntheticOptions source(const std::string& arch, DType dtype = DType::BF16) {
+  synth::SyntheticOptions o;
   o.architecture = arch;
   o.algo = QuantAlgo::None;
   o.dense_dtype = dtype;
@@ -48,8 +48,8 @@ SyntheticOptions source(const std::string& arch, DType dtype = DType::BF16) {
 struct Case {
   fp4lm::test::TempDir tmp;
   std::string in, out;
-  explicit Case(const SyntheticOptions& o) : in((tmp / "in").string()), out((tmp / "out").string()) {
-    model::write_synthetic_checkpoint(in, o);
+  explicit Case(const synth::SyntheticOptions& o) : in((tmp / "in").string()), out((tmp / "out").string()) {
+    synth::write_synthetic_checkpoint(in, o);
   }
   QuantizeOptions options(QuantAlgo algo) const {
     QuantizeOptions q;
@@ -229,7 +229,7 @@ TEST(QuantizeExport, ConfigFilesFollowTheModelOptLayout) {
 }
 
 TEST(QuantizeExport, InFeaturesNotAMultipleOf16StayUnquantizedAndListed) {
-  SyntheticOptions o = source("LlamaForCausalLM");
+  synth::SyntheticOptions o = source("LlamaForCausalLM");
   o.intermediate = 40;  // down_proj in_features 40
   Case c(o);
   engine::quantize_checkpoint(c.options(QuantAlgo::W4A16_NVFP4));
@@ -301,7 +301,7 @@ TEST(QuantizeExport, LmHeadIsQuantizedOnlyWhenAskedAndNeverWhenTied) {
   const auto& ex = quant::as_modelopt(l.quant_config()).exclude_modules;
   EXPECT_EQ(std::find(ex.begin(), ex.end(), "lm_head"), ex.end());
 
-  SyntheticOptions t = source("LlamaForCausalLM");
+  synth::SyntheticOptions t = source("LlamaForCausalLM");
   t.tie_word_embeddings = true;
   Case tied(t);
   QuantizeOptions qt = tied.options(QuantAlgo::W4A16_NVFP4);
@@ -468,7 +468,7 @@ TEST(QuantizeExport, BadInputsGiveClearErrors) {
   json cfg = io::read_json_file(c.in + "/config.json");
   cfg["architectures"] = {"GPTBigCodeForCausalLM"};
   fp4lm::test::TempDir t2;
-  model::write_synthetic_checkpoint((t2 / "m").string(), source("LlamaForCausalLM"));
+  synth::write_synthetic_checkpoint((t2 / "m").string(), source("LlamaForCausalLM"));
   fp4lm::test::write_file(t2 / "m" / "config.json", cfg.dump());
   q = c.options(QuantAlgo::W4A16_NVFP4);
   q.model_dir = (t2 / "m").string();
@@ -476,9 +476,9 @@ TEST(QuantizeExport, BadInputsGiveClearErrors) {
   EXPECT_FALSE(fs::exists(c.out));
 
   // An already quantized checkpoint.
-  SyntheticOptions qo = source("LlamaForCausalLM");
+  synth::SyntheticOptions qo = source("LlamaForCausalLM");
   qo.algo = QuantAlgo::NVFP4;
-  model::write_synthetic_checkpoint((t2 / "q").string(), qo);
+  synth::write_synthetic_checkpoint((t2 / "q").string(), qo);
   q.model_dir = (t2 / "q").string();
   EXPECT_NE(error_of([&] { engine::quantize_checkpoint(q); }).find("already quantized"), std::string::npos);
 

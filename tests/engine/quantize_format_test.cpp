@@ -14,7 +14,7 @@
 #include "io/checkpoint.h"
 #include "model/causal_lm.h"
 #include "model/load/model_loader.h"
-#include "model/synthetic_checkpoint.h"
+#include "synth/synthetic_checkpoint.h"
 
 namespace fp4lm::quantize_format_test {
 namespace {
@@ -50,12 +50,12 @@ std::vector<float> logits_of(const std::string& dir) {
 TEST(QuantizeFormat, CompressedTensorsHoldsTheSameQuantizationUnderItsNames) {
   for (QuantAlgo algo : {QuantAlgo::W4A16_NVFP4, QuantAlgo::NVFP4}) {
     fp4lm::test::TempDir tmp;
-    model::SyntheticOptions s;
+    synth::SyntheticOptions s;
     s.architecture = "Qwen3MoeForCausalLM";
     s.algo = QuantAlgo::None;
     s.seed = 7;
     const std::string in = (tmp / "in").string();
-    model::write_synthetic_checkpoint(in, s);
+    synth::write_synthetic_checkpoint(in, s);
     std::string out[2];
     for (int f = 0; f < 2; ++f) {
       engine::QuantizeOptions q;

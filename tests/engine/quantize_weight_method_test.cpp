@@ -18,7 +18,7 @@
 #include "io/checkpoint.h"
 #include "model/causal_lm.h"
 #include "model/layers/linear.h"
-#include "model/synthetic_checkpoint.h"
+#include "synth/synthetic_checkpoint.h"
 #include "quant/nvfp4.h"
 #include "quant/nvfp4_gptq.h"
 #include "quant/nvfp4_scale_search.h"
@@ -35,12 +35,12 @@ struct Case {
   test::TempDir tmp;
   std::string in;
   Case() : in((tmp / "in").string()) {
-    model::SyntheticOptions o;
+    synth::SyntheticOptions o;
     o.architecture = "LlamaForCausalLM";
     o.algo = QuantAlgo::None;
     o.dense_dtype = DType::F32;
     o.seed = 17;
-    model::write_synthetic_checkpoint(in, o);
+    synth::write_synthetic_checkpoint(in, o);
   }
   std::string quantize(WeightMethod m, bool calib, const std::string& name) {
     QuantizeOptions q;

@@ -14,7 +14,7 @@
 #include "model/attention_table.h"
 #include "model/causal_lm.h"
 #include "model/model_config.h"
-#include "model/synthetic_checkpoint.h"
+#include "synth/synthetic_checkpoint.h"
 #include "reference/tiny_models.h"
 
 namespace fp4lm::model::attention_table_test {
@@ -38,11 +38,11 @@ std::vector<AttentionKind> kinds(const ModelConfig& c) {
 // A synthetic checkpoint's config.json (the architecture's own synthetic keys), edited.
 json synthetic_config(const std::string& arch, int64_t layers) {
   test::TempDir dir;
-  SyntheticOptions o;
+  synth::SyntheticOptions o;
   o.architecture = arch;
   o.algo = quant::QuantAlgo::None;
   o.layers = layers;
-  write_synthetic_checkpoint((dir / "ck").string(), o);
+  synth::write_synthetic_checkpoint((dir / "ck").string(), o);
   return io::read_json_file((dir / "ck" / "config.json").string());
 }
 
@@ -174,12 +174,12 @@ TEST(AttentionTable, KvSlotsFollowTheTable) {
   for (const char* arch : {"Gemma4ForCausalLM", "GptOssForCausalLM", "NemotronHForCausalLM"}) {
     SCOPED_TRACE(arch);
     test::TempDir dir;
-    SyntheticOptions s;
+    synth::SyntheticOptions s;
     s.architecture = arch;
     s.algo = quant::QuantAlgo::None;
     s.layers = 4;
     s.kv_shared_layers = std::string(arch) == "Gemma4ForCausalLM" ? 2 : 0;
-    write_synthetic_checkpoint((dir / "ck").string(), s);
+    synth::write_synthetic_checkpoint((dir / "ck").string(), s);
     LoadOptions lo;
     lo.progress = false;
     const auto lm = CausalLM::load((dir / "ck").string(), EngineOptions{}, lo);

@@ -17,7 +17,7 @@
 #include "kernels/registry.h"
 #include "model/causal_lm.h"
 #include "model/state/sequence_store.h"
-#include "model/synthetic_checkpoint.h"
+#include "synth/synthetic_checkpoint.h"
 
 namespace fp4lm::model::batched_forward_test {
 namespace {
@@ -159,7 +159,7 @@ TEST_P(BatchedForwardTest, MixedBatchesAreBitIdenticalToEachSequenceAlone) {
   TempDir dir;
   int ran = 0;
   for (QuantAlgo algo : {QuantAlgo::None, QuantAlgo::W4A16_NVFP4, QuantAlgo::NVFP4}) {
-    SyntheticOptions s;
+    synth::SyntheticOptions s;
     s.architecture = GetParam();
     if (GetParam() == "NemotronHLatentMoE") {  // Nemotron 3 Super's layers: Mamba-2, latent MoE, attention
       s.architecture = "NemotronHForCausalLM";
@@ -170,7 +170,7 @@ TEST_P(BatchedForwardTest, MixedBatchesAreBitIdenticalToEachSequenceAlone) {
     s.quantize_lm_head = algo != QuantAlgo::None;
     s.seed = 3;
     const std::string d = (dir.path() / std::string(quant::algo_name(algo))).string();
-    write_synthetic_checkpoint(d, s);
+    synth::write_synthetic_checkpoint(d, s);
     for (const Config& c : configs_for(algo)) {
       std::unique_ptr<CausalLM> lm, stepped;
       LoadOptions small;
@@ -216,11 +216,11 @@ INSTANTIATE_TEST_SUITE_P(Every, BatchedForwardTest,
                          [](const auto& info) { return info.param; });
 
 std::unique_ptr<CausalLM> small_model(TempDir& dir, QuantAlgo algo, EngineOptions o = {}, LoadOptions lo = {}) {
-  SyntheticOptions s;
+  synth::SyntheticOptions s;
   s.architecture = "Qwen3MoeForCausalLM";
   s.algo = algo;
   s.seed = 3;
-  write_synthetic_checkpoint(dir.path().string(), s);
+  synth::write_synthetic_checkpoint(dir.path().string(), s);
   return CausalLM::load(dir.path().string(), o, lo);
 }
 

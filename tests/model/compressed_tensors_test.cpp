@@ -16,9 +16,9 @@
 #include "common/error_of.h"
 #include "common/paths.h"
 #include "model/causal_lm.h"
-#include "reference/logits_check.h"
 #include "model/load/model_loader.h"
-#include "model/synthetic_checkpoint.h"
+#include "reference/logits_check.h"
+#include "synth/synthetic_checkpoint.h"
 
 namespace fp4lm::model::compressed_tensors_test {
 namespace {
@@ -43,15 +43,15 @@ struct Pair {
   int canonicalized = 0;
 };
 
-Pair write_pair(const TempDir& dir, SyntheticOptions s, const json& qc, bool drop_input_scales = false) {
+Pair write_pair(const TempDir& dir, synth::SyntheticOptions s, const json& qc, bool drop_input_scales = false) {
   Pair p{(dir.path() / "modelopt").string(), (dir.path() / "ct").string()};
-  write_synthetic_checkpoint(p.modelopt, s);
+  synth::write_synthetic_checkpoint(p.modelopt, s);
   p.canonicalized = test::write_compressed_tensors(p.modelopt, p.ct, {qc, drop_input_scales});
   return p;
 }
 
-SyntheticOptions synth(const std::string& arch, QuantAlgo algo) {
-  SyntheticOptions s;
+synth::SyntheticOptions synth(const std::string& arch, QuantAlgo algo) {
+  synth::SyntheticOptions s;
   s.architecture = arch;
   s.algo = algo;
   s.seed = 11;
@@ -68,7 +68,7 @@ class CtBitIdentical : public ::testing::TestWithParam<Case> {};
 TEST_P(CtBitIdentical, Nvfp4W4A4AndW4A16AndOverride) {
   for (bool w4a4 : {true, false}) {
     TempDir dir;
-    SyntheticOptions s = synth(GetParam().arch, w4a4 ? QuantAlgo::NVFP4 : QuantAlgo::W4A16_NVFP4);
+    synth::SyntheticOptions s = synth(GetParam().arch, w4a4 ? QuantAlgo::NVFP4 : QuantAlgo::W4A16_NVFP4);
     s.distinct_shard_scales = GetParam().distinct;
     const Pair p = write_pair(dir, s, test::ct_config("nvfp4-pack-quantized",
                                                       {{"group_0", test::ct_nvfp4_group({"Linear"}, w4a4)}}, kIgnore));
@@ -99,7 +99,7 @@ TEST_P(CtBitIdentical, Fp8StaticWeightOnlyAndDynamic) {
   for (const Fp8Case c : {Fp8Case{"static", kernels::kFp8}, Fp8Case{"none", kernels::kFp8W8A16},
                           Fp8Case{"dynamic", kernels::kFp8W8A16}}) {
     TempDir dir;
-    SyntheticOptions s = synth(GetParam().arch, QuantAlgo::FP8);
+    synth::SyntheticOptions s = synth(GetParam().arch, QuantAlgo::FP8);
     s.distinct_shard_scales = GetParam().distinct;
     const bool drop = std::string(c.act) != "static";
     const Pair p = write_pair(
@@ -169,7 +169,7 @@ TEST(CompressedTensors, Fp8Bf16PerTensorAndPerChannelWeightScales) {
 // mixed-precision: several groups, targets by "re:" and by full name, "re:" ignore entries.
 TEST(CompressedTensors, MixedPrecisionGroupsTargetsAndIgnore) {
   TempDir dir;
-  SyntheticOptions s = synth("Qwen3MoeForCausalLM", QuantAlgo::MIXED_PRECISION);
+  synth::SyntheticOptions s = synth("Qwen3MoeForCausalLM", QuantAlgo::MIXED_PRECISION);
   for (int i = 0; i < 2; ++i) {
     const std::string p = "model.layers." + std::to_string(i) + ".";
     for (const char* proj : {"q_proj", "k_proj", "v_proj", "o_proj"}) s.mixed[p + "self_attn." + proj] = QuantAlgo::FP8;

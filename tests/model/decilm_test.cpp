@@ -16,7 +16,7 @@
 #include "model/layer_plan.h"
 #include "reference/logits_check.h"
 #include "model/model_config.h"
-#include "model/synthetic_checkpoint.h"
+#include "synth/synthetic_checkpoint.h"
 
 namespace fp4lm::model::decilm_test {
 namespace {
@@ -173,13 +173,13 @@ TEST(DeciLM, UnsupportedOptionsAreRefusedByName) {
 TEST(DeciLM, Nvfp4ModelOptLayoutLoadsAndGenerates) {
   TempDir tmp;
   auto write = [&](quant::QuantAlgo algo) {
-    SyntheticOptions s;
+    synth::SyntheticOptions s;
     s.architecture = "DeciLMForCausalLM";
     s.algo = algo;
     s.layers = 5;  // one of each block of synthetic_config's cycle
     s.seed = 3;
     const std::string d = (tmp / std::string(quant::algo_name(algo))).string();
-    write_synthetic_checkpoint(d, s);
+    synth::write_synthetic_checkpoint(d, s);
     return d;
   };
   const std::string plain = write(quant::QuantAlgo::None), nvfp4 = write(quant::QuantAlgo::NVFP4);

@@ -81,7 +81,7 @@ class SeamTestArch final : public ArchDef {
   std::unique_ptr<FeedForward> make_ffn(ModelLoader& l, int64_t i) const override {
     return std::make_unique<DenseMlp>(l, layer_prefix(i) + ".mlp");
   }
-  void synthetic_config(const SyntheticOptions&, nlohmann::json&) const override {}
+  void synthetic_config(const model::SampleShape&, nlohmann::json&) const override {}
 };
 
 // The tiny Llama's weights (3 layers, GQA, llama3 RoPE, tied embeddings) under the test

@@ -11,9 +11,9 @@
 #include "common/log_capture.h"
 #include "common/paths.h"
 #include "model/causal_lm.h"
-#include "reference/logits_check.h"
 #include "model/load/model_loader.h"
-#include "model/synthetic_checkpoint.h"
+#include "reference/logits_check.h"
+#include "synth/synthetic_checkpoint.h"
 
 namespace fp4lm::model::deepseek_published_test {
 namespace {
@@ -53,12 +53,12 @@ TEST(DeepseekPublished, LayoutsLoadWithTheirSchemesAndGenerateWithAndWithoutTheO
   for (const Layout& lay : kLayouts) {
     SCOPED_TRACE(lay.name);
     test::TempDir dir;
-    SyntheticOptions s;
+    synth::SyntheticOptions s;
     s.architecture = lay.arch;
     s.algo = QuantAlgo::NVFP4;
     s.exclude = lay.exclude;
     s.seed = 5;
-    write_synthetic_checkpoint(dir.path().string(), s);
+    synth::write_synthetic_checkpoint(dir.path().string(), s);
 
     EngineOptions plain;
     plain.dtype = "bfloat16";

@@ -14,7 +14,7 @@
 #include "reference/logits_check.h"
 #include "model/causal_lm.h"
 #include "model/load/model_loader.h"
-#include "model/synthetic_checkpoint.h"
+#include "synth/synthetic_checkpoint.h"
 
 namespace fp4lm::model::dynamic_activation_scale_test {
 namespace {
@@ -40,11 +40,11 @@ class DynamicActivationScale : public ::testing::TestWithParam<const char*> {};
 TEST_P(DynamicActivationScale, RunsW4A4WithoutInputScaleOnlyWhenAsked) {
   TempDir dir;
   const std::string full = (dir.path() / "full").string(), bare = (dir.path() / "bare").string();
-  SyntheticOptions s;
+  synth::SyntheticOptions s;
   s.architecture = GetParam();
   s.algo = QuantAlgo::NVFP4;
   s.distinct_shard_scales = true;
-  write_synthetic_checkpoint(full, s);
+  synth::write_synthetic_checkpoint(full, s);
   test::copy_dir(full, bare);
   test::edit_tensors(bare, [](test::EditedTensor& t) { return !is_activation_scale(t.name); });
 
@@ -87,11 +87,11 @@ TEST_P(DynamicActivationScale, RunsW4A4WithoutInputScaleOnlyWhenAsked) {
 TEST_P(DynamicActivationScale, CompressedTensorsWithoutInputGlobalScaleEqualsModelopt) {
   TempDir dir;
   const std::string mo = (dir.path() / "modelopt").string(), ct = (dir.path() / "ct").string();
-  SyntheticOptions s;
+  synth::SyntheticOptions s;
   s.architecture = GetParam();
   s.algo = QuantAlgo::NVFP4;
   s.seed = 11;
-  write_synthetic_checkpoint(mo, s);
+  synth::write_synthetic_checkpoint(mo, s);
   test::write_compressed_tensors(
       mo, ct,
       {test::ct_config("nvfp4-pack-quantized", {{"group_0", test::ct_nvfp4_group({"Linear"}, true)}},

@@ -23,9 +23,9 @@
 #include "io/json_file.h"
 #include "kernels/registry.h"
 #include "model/causal_lm.h"
-#include "reference/logits_check.h"
 #include "model/load/model_loader.h"
-#include "model/synthetic_checkpoint.h"
+#include "reference/logits_check.h"
+#include "synth/synthetic_checkpoint.h"
 
 namespace fp4lm::model::fp8_block_test {
 namespace {
@@ -65,11 +65,11 @@ float read_f32(const std::vector<uint8_t>& b) {
 // rounded to a power of two, so the same numbers can be written as a uniform block grid.
 std::string write_modelopt_fp8(const TempDir& dir, const std::string& arch) {
   const std::string d = (dir.path() / "modelopt").string();
-  SyntheticOptions s;
+  synth::SyntheticOptions s;
   s.architecture = arch;
   s.algo = QuantAlgo::FP8;
   s.seed = 5;
-  write_synthetic_checkpoint(d, s);
+  synth::write_synthetic_checkpoint(d, s);
   test::edit_tensors(d, [](test::EditedTensor& t) {
     if (t.name.find("input_scale") != std::string::npos) return false;
     if (t.name.size() > 13 && t.name.compare(t.name.size() - 13, 13, ".weight_scale") == 0) {

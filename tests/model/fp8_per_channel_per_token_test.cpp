@@ -17,9 +17,9 @@
 #include "io/checkpoint.h"
 #include "io/safetensors.h"
 #include "model/causal_lm.h"
-#include "reference/logits_check.h"
 #include "model/load/model_loader.h"
-#include "model/synthetic_checkpoint.h"
+#include "reference/logits_check.h"
+#include "synth/synthetic_checkpoint.h"
 #include "quant/modelopt_config.h"
 
 namespace fp4lm::model::fp8_per_channel_per_token_test {
@@ -36,11 +36,11 @@ using test::rel_to_range;
 const std::vector<int32_t> kTokens = {1, 200, 17, 5, 255, 40, 40, 3, 129, 77};
 
 std::string write_pcpt(const fs::path& dir) {
-  SyntheticOptions s;
+  synth::SyntheticOptions s;
   s.architecture = "Qwen3ForCausalLM";
   s.algo = QuantAlgo::FP8_PER_CHANNEL_PER_TOKEN;
   s.seed = 29;
-  write_synthetic_checkpoint(dir.string(), s);
+  synth::write_synthetic_checkpoint(dir.string(), s);
   return dir.string();
 }
 
@@ -118,10 +118,10 @@ TEST(Fp8PerChannelPerToken, AsStoredPerTokenActivationsAgreeWithTheReferenceBack
 
 TEST(Fp8PerChannelPerToken, APerTensorWeightScaleIsAnErrorNamingIt) {
   TempDir dir;
-  SyntheticOptions s;
+  synth::SyntheticOptions s;
   s.architecture = "Qwen3ForCausalLM";
   s.algo = QuantAlgo::FP8;  // per-tensor weight_scale and input_scale, declared per channel below
-  write_synthetic_checkpoint((dir.path() / "q").string(), s);
+  synth::write_synthetic_checkpoint((dir.path() / "q").string(), s);
   const fs::path hq = dir.path() / "q" / "hf_quant_config.json";
   json j = json::parse(test::read_file(hq));
   j["quantization"]["quant_algo"] = "FP8_PER_CHANNEL_PER_TOKEN";

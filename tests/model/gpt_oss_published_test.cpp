@@ -15,9 +15,9 @@
 #include "common/paths.h"
 #include "io/json_file.h"
 #include "model/causal_lm.h"
-#include "reference/logits_check.h"
 #include "model/load/model_loader.h"
-#include "model/synthetic_checkpoint.h"
+#include "reference/logits_check.h"
+#include "synth/synthetic_checkpoint.h"
 
 namespace fp4lm::model::gpt_oss_published_test {
 namespace {
@@ -76,7 +76,7 @@ TEST(GptOssPublished, ReplicasLoadWithMxfp4ExpertsAndGenerate) {
     SCOPED_TRACE(r.name);
     test::TempDir dir;
     constexpr int64_t kSmall = 64, kVocab = 300;
-    SyntheticOptions s;
+    synth::SyntheticOptions s;
     s.architecture = "GptOssForCausalLM";
     s.algo = quant::QuantAlgo::None;
     s.mxfp4_experts = true;
@@ -90,7 +90,7 @@ TEST(GptOssPublished, ReplicasLoadWithMxfp4ExpertsAndGenerate) {
     s.head_dim = 64;
     s.vocab = kVocab;
     s.seed = 3;
-    write_synthetic_checkpoint(dir.path().string(), s);
+    synth::write_synthetic_checkpoint(dir.path().string(), s);
     json cfg = published_config(r.layers, r.experts);
     cfg["hidden_size"] = kSmall;
     cfg["intermediate_size"] = kSmall;

@@ -19,8 +19,8 @@
 #include "io/safetensors.h"
 #include "model/causal_lm.h"
 #include "reference/logits_check.h"
-#include "model/synthetic_checkpoint.h"
 #include "reference/tiny_models.h"
+#include "synth/synthetic_checkpoint.h"
 #include "quant/mxfp4.h"
 
 namespace fp4lm::model::gpt_oss_test {
@@ -414,12 +414,12 @@ TEST(GptOss, Mxfp4TensorErrorsNameTheTensor) {
 TEST(GptOss, SyntheticCheckpointsLoadInBothLayouts) {
   for (bool mx : {false, true}) {
     TempDir dir;
-    SyntheticOptions o;
+    synth::SyntheticOptions o;
     o.architecture = "GptOssForCausalLM";
     o.algo = quant::QuantAlgo::None;
     o.mxfp4_experts = mx;
     o.layers = 2;
-    write_synthetic_checkpoint(dir.path().string(), o);
+    synth::write_synthetic_checkpoint(dir.path().string(), o);
     auto lm = CausalLM::load(dir.path().string(), f32());
     const std::vector<float> l = all_logits(*lm, {1, 2, 3, 4, 5, 6});
     for (float x : l) ASSERT_TRUE(std::isfinite(x));

@@ -191,7 +191,7 @@ class VisionQwen35 : public ArchDef {
     ++loads;
     return std::make_unique<test::ProjectionImageEncoder>(32, 3 * 2 * 16 * 16);
   }
-  void synthetic_config(const SyntheticOptions& o, nlohmann::json& c) const override { b.synthetic_config(o, c); }
+  void synthetic_config(const model::SampleShape& o, nlohmann::json& c) const override { b.synthetic_config(o, c); }
   mutable int loads = 0;
 };
 

@@ -15,9 +15,9 @@
 #include "common/int4_checkpoint_writer.h"
 #include "common/paths.h"
 #include "model/causal_lm.h"
-#include "reference/logits_check.h"
 #include "model/load/model_loader.h"
-#include "model/synthetic_checkpoint.h"
+#include "reference/logits_check.h"
+#include "synth/synthetic_checkpoint.h"
 
 namespace fp4lm::model::int4_checkpoints_test {
 namespace {
@@ -31,7 +31,7 @@ const std::vector<int32_t> kTokens = {1, 200, 17, 5, 255, 40, 40, 3, 129, 77, 12
 
 // A dense float32 Llama whose Linear widths (128, 256; rows 64 to 256) take groups of 32, 64, 128.
 std::string write_dense(const TempDir& dir, const std::string& arch = "LlamaForCausalLM") {
-  SyntheticOptions s;
+  synth::SyntheticOptions s;
   s.architecture = arch;
   s.algo = quant::QuantAlgo::None;
   s.dense_dtype = DType::F32;
@@ -42,7 +42,7 @@ std::string write_dense(const TempDir& dir, const std::string& arch = "LlamaForC
   s.intermediate = 256;
   s.seed = 5;
   const std::string d = (dir.path() / "dense").string();
-  write_synthetic_checkpoint(d, s);
+  synth::write_synthetic_checkpoint(d, s);
   return d;
 }
 

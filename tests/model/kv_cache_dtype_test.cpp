@@ -10,7 +10,7 @@
 #include "common/paths.h"
 #include "core/error.h"
 #include "model/causal_lm.h"
-#include "model/synthetic_checkpoint.h"
+#include "synth/synthetic_checkpoint.h"
 #include "common/error_norms.h"
 
 namespace fp4lm::model::kv_cache_dtype_test {
@@ -24,11 +24,11 @@ const std::vector<int32_t> kTokens = {1, 200, 17, 5, 255, 40, 40, 3, 129, 77, 64
 // An FP8 (W8A8) Qwen3 checkpoint; with `scales`, every layer gets k_scale = k, v_scale = v as
 // ModelOpt writes them (self_attn.k_proj.k_scale, self_attn.v_proj.v_scale: scalar float32).
 std::string fp8_checkpoint(const std::filesystem::path& dir, bool scales, float k = 0.02f, float v = 0.01f) {
-  SyntheticOptions s;
+  synth::SyntheticOptions s;
   s.architecture = "Qwen3ForCausalLM";
   s.algo = QuantAlgo::FP8;
   s.seed = 9;
-  write_synthetic_checkpoint(dir.string(), s);
+  synth::write_synthetic_checkpoint(dir.string(), s);
   if (scales) {
     std::vector<test::EditedTensor> extra;
     auto scalar = [](const std::string& name, float x) {

@@ -11,7 +11,7 @@
 #include "common/paths.h"
 #include "model/causal_lm.h"
 #include "model/state/kv_cache_format.h"
-#include "model/synthetic_checkpoint.h"
+#include "synth/synthetic_checkpoint.h"
 
 namespace fp4lm::model::kv_cache_format_test {
 namespace {
@@ -52,12 +52,12 @@ TEST(KvCacheFormat, Nvfp4Nvfp4AffineAndInt8RunAsDeclaredUnlessAFormatIsChosen) {
 
 TEST(KvCacheFormat, ACheckpointDeclaringAnNvfp4CacheNeedsItsScalesOrAChosenFormat) {
   test::TempDir dir;
-  SyntheticOptions s;
+  synth::SyntheticOptions s;
   s.architecture = "LlamaForCausalLM";
   s.algo = quant::QuantAlgo::NVFP4;
   s.write_config_quantization = false;
   const std::string d = (dir.path() / "ck").string();
-  write_synthetic_checkpoint(d, s);
+  synth::write_synthetic_checkpoint(d, s);
   const auto path = std::filesystem::path(d) / "hf_quant_config.json";
   json j = json::parse(std::ifstream(path));
   j["quantization"]["kv_cache_quant_algo"] = "NVFP4";

@@ -14,7 +14,7 @@
 #include "kernels/registry.h"
 #include "model/load/model_loader.h"
 #include "model/quant_method/quant_method.h"
-#include "model/synthetic_checkpoint.h"
+#include "synth/synthetic_checkpoint.h"
 #include "quant/nvfp4.h"
 
 using namespace fp4lm;
@@ -41,19 +41,19 @@ std::string expected_backend(const std::string& family, LayerKind kind) {
 struct Fixture {
   test::TempDir tmp;
   std::string dir;
-  explicit Fixture(const SyntheticOptions& o) : dir((tmp / "ckpt").string()) { write_synthetic_checkpoint(dir, o); }
+  explicit Fixture(const synth::SyntheticOptions& o) : dir((tmp / "ckpt").string()) { synth::write_synthetic_checkpoint(dir, o); }
   ModelLoader loader(EngineOptions opts = {}) const { return ModelLoader(io::Checkpoint::open(dir), opts); }
 };
 
-SyntheticOptions moe(QuantAlgo algo) {
-  SyntheticOptions o;
+synth::SyntheticOptions moe(QuantAlgo algo) {
+  synth::SyntheticOptions o;
   o.architecture = "Qwen3MoeForCausalLM";
   o.algo = algo;
   return o;
 }
 
-SyntheticOptions dense(QuantAlgo algo, const std::string& arch = "LlamaForCausalLM") {
-  SyntheticOptions o;
+synth::SyntheticOptions dense(QuantAlgo algo, const std::string& arch = "LlamaForCausalLM") {
+  synth::SyntheticOptions o;
   o.architecture = arch;
   o.algo = algo;
   return o;
@@ -108,7 +108,7 @@ TEST(LayerScheme, MoeOnW4A16HasNoActivationKeyAndPicksW4A16MoeBackend) {
 
 TEST(LayerScheme, OverrideTurnsEveryNvfp4LayerIntoW4A16) {
   for (DType d : {DType::BF16, DType::F16}) {
-    SyntheticOptions o = moe(QuantAlgo::NVFP4);
+    synth::SyntheticOptions o = moe(QuantAlgo::NVFP4);
     o.quantize_lm_head = true;
     Fixture f(o);
     ModelLoader l = f.loader(with_override(d));
@@ -153,7 +153,7 @@ TEST(LayerScheme, W4A16CheckpointStaysW4A16UnderOverride) {
 }
 
 TEST(LayerScheme, MixedPrecisionOverrideAppliesToItsNvfp4LayersOnly) {
-  SyntheticOptions o = dense(QuantAlgo::MIXED_PRECISION, "Qwen3ForCausalLM");
+  synth::SyntheticOptions o = dense(QuantAlgo::MIXED_PRECISION, "Qwen3ForCausalLM");
   o.mixed = {{"model.layers.0.self_attn.q_proj", QuantAlgo::NVFP4},
              {"model.layers.0.self_attn.k_proj", QuantAlgo::NVFP4},
              {"model.layers.0.self_attn.v_proj", QuantAlgo::NVFP4},
@@ -183,7 +183,7 @@ TEST(LayerScheme, MixedPrecisionOverrideAppliesToItsNvfp4LayersOnly) {
 }
 
 TEST(LayerScheme, MixedPrecisionShardsThatDisagreeAreAnError) {
-  SyntheticOptions o = dense(QuantAlgo::NVFP4);
+  synth::SyntheticOptions o = dense(QuantAlgo::NVFP4);
   Fixture f(o);
   // Rewrite the quant config so q_proj is NVFP4 but k_proj / v_proj are W4A16_NVFP4.
   quant::ModeloptConfig q;
@@ -192,12 +192,12 @@ TEST(LayerScheme, MixedPrecisionShardsThatDisagreeAreAnError) {
   q.quantized_layers = {{"model.layers.0.self_attn.q_proj", {QuantAlgo::NVFP4, 16}},
                         {"model.layers.0.self_attn.k_proj", {QuantAlgo::W4A16_NVFP4, 16}},
                         {"model.layers.0.self_attn.v_proj", {QuantAlgo::W4A16_NVFP4, 16}}};
-  ModelConfig mc = parse_model_config(synthetic_config_json(o), "c");
+  ModelConfig mc = parse_model_config(synth::synthetic_config_json(o), "c");
   auto plan = plan_layers(mc);
   std::string e = error_of([&] { layer_on_disk_scheme(q, plan[0]); });
   EXPECT_NE(e.find("the shards of model.layers.0.self_attn.qkv_proj resolve to different"), std::string::npos) << e;
   // An experts container key covers each expert.
-  SyntheticOptions m = moe(QuantAlgo::MIXED_PRECISION);
+  synth::SyntheticOptions m = moe(QuantAlgo::MIXED_PRECISION);
   m.mixed = {{"model.layers.0.mlp.experts", QuantAlgo::NVFP4}};
   Fixture fm(m);
   ModelLoader lm = fm.loader();
@@ -207,7 +207,7 @@ TEST(LayerScheme, MixedPrecisionShardsThatDisagreeAreAnError) {
 }
 
 TEST(LayerScheme, ExclusionExactDotBoundaryGlobAndPartialShards) {
-  SyntheticOptions o = dense(QuantAlgo::NVFP4);
+  synth::SyntheticOptions o = dense(QuantAlgo::NVFP4);
   o.layers = 2;
   o.exclude = {"model.layers.1", "*.o_proj"};
   Fixture f(o);
@@ -222,12 +222,12 @@ TEST(LayerScheme, ExclusionExactDotBoundaryGlobAndPartialShards) {
   q.algo = QuantAlgo::NVFP4;
   q.source_path = "test";
   q.exclude_modules = {"model.layers.0.self_attn.k_proj"};
-  auto plan = plan_layers(parse_model_config(synthetic_config_json(o), "c"));
+  auto plan = plan_layers(parse_model_config(synth::synthetic_config_json(o), "c"));
   std::string e = error_of([&] { layer_on_disk_scheme(q, plan[0]); });
   EXPECT_NE(e.find("some but not all shards of model.layers.0.self_attn.qkv_proj are excluded"), std::string::npos)
       << e;
   // Dot boundary: model.layers.1 must not exclude model.layers.10.
-  SyntheticOptions big = o;
+  synth::SyntheticOptions big = o;
   big.layers = 11;
   big.exclude = {"model.layers.1"};
   Fixture fb(big);
@@ -350,7 +350,7 @@ TEST(Oracle, ForcedBackendErrors) {
 }
 
 TEST(Oracle, ForcedBackendAppliesWhereItCanOthersKeepTheOraclesChoice) {
-  SyntheticOptions so = moe(QuantAlgo::NVFP4);
+  synth::SyntheticOptions so = moe(QuantAlgo::NVFP4);
   so.exclude = {"model.layers.1.self_attn.*"};
   Fixture f(so);
   if (!kernels::find_backend("cpu_w4a16_avx2", LayerKind::linear)->unavailable_reason().empty())
@@ -410,7 +410,7 @@ TEST(Oracle, W4A4BackendsAcceptOnlyTheExactPairW4A16OnlyTheWeightKey) {
 
 TEST(FusedScales, FusedLayerDequantizesToEachShardsOwnWeightsExactly) {
   for (const char* arch : {"LlamaForCausalLM", "Qwen3MoeForCausalLM", "MixtralForCausalLM"}) {
-    SyntheticOptions o = dense(QuantAlgo::NVFP4, arch);
+    synth::SyntheticOptions o = dense(QuantAlgo::NVFP4, arch);
     o.distinct_shard_scales = true;
     Fixture f(o);
     ModelLoader l = f.loader();

@@ -18,7 +18,7 @@
 #include "model/layers/llama4_attention.h"
 #include "reference/logits_check.h"
 #include "model/model_config.h"
-#include "model/synthetic_checkpoint.h"
+#include "synth/synthetic_checkpoint.h"
 
 namespace fp4lm::model::llama4_test {
 namespace {
@@ -285,11 +285,11 @@ TEST(Llama4, UnsupportedConfigValuesAreClearErrors) {
 // decoding gives the logits of one forward across the chunks of 4.
 TEST(Llama4, Nvfp4CheckpointLoadsAndDecodesAsItPrefills) {
   test::TempDir dir;
-  SyntheticOptions o;
+  synth::SyntheticOptions o;
   o.architecture = "Llama4ForCausalLM";
   o.algo = quant::QuantAlgo::NVFP4;
   o.layers = 4;
-  write_synthetic_checkpoint(dir.path().string(), o);
+  synth::write_synthetic_checkpoint(dir.path().string(), o);
   const json q = read_json((dir.path() / "hf_quant_config.json").string());
   const json ex = q["quantization"]["exclude_modules"];
   EXPECT_NE(std::find(ex.begin(), ex.end(), "lm_head"), ex.end()) << ex.dump();
@@ -313,12 +313,12 @@ TEST(Llama4, Nvfp4CheckpointLoadsAndDecodesAsItPrefills) {
 // The wrapper's synthetic replica (text_config, language_model.model.*) gives the text model's logits.
 TEST(Llama4, Nvfp4WrapperReplicaIsItsTextModel) {
   test::TempDir a, b;
-  SyntheticOptions o;
+  synth::SyntheticOptions o;
   o.algo = quant::QuantAlgo::NVFP4;
   o.architecture = "Llama4ForCausalLM";
-  write_synthetic_checkpoint(a.path().string(), o);
+  synth::write_synthetic_checkpoint(a.path().string(), o);
   o.architecture = "Llama4ForConditionalGeneration";
-  write_synthetic_checkpoint(b.path().string(), o);
+  synth::write_synthetic_checkpoint(b.path().string(), o);
   auto text = CausalLM::load(a.path().string(), f32());
   auto wrapped = CausalLM::load(b.path().string(), f32());
   EXPECT_EQ(wrapped->config().wrapper_prefix, "language_model.");
@@ -329,10 +329,10 @@ TEST(Llama4, Nvfp4WrapperReplicaIsItsTextModel) {
 // ModelOpt's export of the fused Llama4TextExperts (quantized, still fused) is named in the error.
 TEST(Llama4, FusedQuantizedExpertsAreAClearError) {
   test::TempDir dir;
-  SyntheticOptions o;
+  synth::SyntheticOptions o;
   o.architecture = "Llama4ForCausalLM";
   o.algo = quant::QuantAlgo::NVFP4;
-  write_synthetic_checkpoint(dir.path().string(), o);
+  synth::write_synthetic_checkpoint(dir.path().string(), o);
   test::edit_tensors(dir.path(), [](test::EditedTensor&) { return true; },
                      {{"model.layers.1.feed_forward.experts.gate_up_proj_weight_scale", DType::F8_E4M3, {4, 4, 64},
                        std::vector<uint8_t>(4 * 4 * 64, 0x38)}});

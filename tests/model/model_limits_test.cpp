@@ -11,7 +11,7 @@
 #include "common/error_of.h"
 #include "model/model_config.h"
 #include "model/model_limits.h"
-#include "model/synthetic_checkpoint.h"
+#include "synth/synthetic_checkpoint.h"
 
 namespace fp4lm::model::model_limits_test {
 namespace {
@@ -20,15 +20,15 @@ using nlohmann::json;
 using test::error_of;
 
 json dense_config() {
-  SyntheticOptions o;
+  synth::SyntheticOptions o;
   o.architecture = "LlamaForCausalLM";
-  return synthetic_config_json(o);
+  return synth::synthetic_config_json(o);
 }
 
 json moe_config() {
-  SyntheticOptions o;
+  synth::SyntheticOptions o;
   o.architecture = "Qwen2MoeForCausalLM";
-  return synthetic_config_json(o);
+  return synth::synthetic_config_json(o);
 }
 
 // The error for config `j` with `key` set to `value`, or "" when it parses.

@@ -17,10 +17,10 @@
 #include "common/paths.h"
 #include "io/checkpoint.h"
 #include "model/causal_lm.h"
-#include "reference/logits_check.h"
 #include "model/load/model_loader.h"
+#include "reference/logits_check.h"
 #include "reference/modelopt_golden.h"
-#include "model/synthetic_checkpoint.h"
+#include "synth/synthetic_checkpoint.h"
 #include "quant/modelopt_config.h"
 
 namespace fp4lm::model::modelopt_fp8_block_test {
@@ -75,7 +75,7 @@ std::string write_mxfp8_dense(const std::string& q, const fs::path& out) {
 }
 
 std::string write_synthetic(const fs::path& dir, QuantAlgo algo, const std::string& arch = "Qwen3ForCausalLM") {
-  SyntheticOptions s;
+  synth::SyntheticOptions s;
   s.architecture = arch;
   s.algo = algo;
   s.seed = 31;
@@ -85,7 +85,7 @@ std::string write_synthetic(const fs::path& dir, QuantAlgo algo, const std::stri
     s.intermediate = 320;
     s.head_dim = 40;
   }
-  write_synthetic_checkpoint(dir.string(), s);
+  synth::write_synthetic_checkpoint(dir.string(), s);
   return dir.string();
 }
 

@@ -16,10 +16,10 @@
 #include "common/paths.h"
 #include "io/checkpoint.h"
 #include "model/causal_lm.h"
-#include "reference/logits_check.h"
 #include "model/load/model_loader.h"
+#include "reference/logits_check.h"
 #include "reference/modelopt_golden.h"
-#include "model/synthetic_checkpoint.h"
+#include "synth/synthetic_checkpoint.h"
 #include "quant/modelopt_config.h"
 
 namespace fp4lm::model::modelopt_int8_test {
@@ -57,11 +57,11 @@ std::string write_int8_dense(const std::string& q, const fs::path& out) {
 }
 
 std::string write_synthetic(const fs::path& dir, QuantAlgo algo, const std::string& arch) {
-  SyntheticOptions s;
+  synth::SyntheticOptions s;
   s.architecture = arch;
   s.algo = algo;
   s.seed = 44;
-  write_synthetic_checkpoint(dir.string(), s);
+  synth::write_synthetic_checkpoint(dir.string(), s);
   return dir.string();
 }
 

@@ -16,7 +16,7 @@
 #include "model/causal_lm.h"
 #include "model/load/finite_check.h"
 #include "model/state/sequence_store.h"
-#include "model/synthetic_checkpoint.h"
+#include "synth/synthetic_checkpoint.h"
 
 namespace fp4lm::model::non_finite_test {
 namespace {
@@ -50,11 +50,11 @@ TEST(FiniteCheck, FindsTheFirstNanOrInfAnywhere) {
 // Writes a Qwen3-MoE checkpoint of `algo` with one tensor element set to `value`.
 std::string poisoned(const std::filesystem::path& dir, QuantAlgo algo, const std::string& tensor, int64_t index,
                      float value, const std::string& arch = "Qwen3MoeForCausalLM") {
-  SyntheticOptions s;
+  synth::SyntheticOptions s;
   s.architecture = arch;
   s.algo = algo;
   s.seed = 4;
-  write_synthetic_checkpoint(dir.string(), s);
+  synth::write_synthetic_checkpoint(dir.string(), s);
   bool found = false;
   test::edit_tensors(dir, [&](test::EditedTensor& t) {
     if (t.name != tensor) return true;
@@ -75,7 +75,7 @@ struct Case {
 };
 
 constexpr int32_t kPoisonToken = 7;
-const int64_t kHidden = 64;  // SyntheticOptions default
+const int64_t kHidden = 64;  // synth::SyntheticOptions default
 
 const std::vector<Case> kCases = {
     {"model.embed_tokens.weight", kPoisonToken * kHidden + 3, kNan, "the token embedding", false},

@@ -16,7 +16,7 @@
 #include "model/causal_lm.h"
 #include "reference/logits_check.h"
 #include "model/model_config.h"
-#include "model/synthetic_checkpoint.h"
+#include "synth/synthetic_checkpoint.h"
 
 namespace fp4lm::model::phi3_test {
 namespace {
@@ -278,10 +278,10 @@ TEST(Phi3, UnsupportedConfigValuesAreClearErrors) {
 // each (one weight_scale_2, as stored), only lm_head left out; it loads and decodes as it prefills.
 TEST(Phi3, Nvfp4CheckpointLoadsWithFusedQuantizedProjections) {
   test::TempDir dir;
-  SyntheticOptions o;
+  synth::SyntheticOptions o;
   o.architecture = "Phi3ForCausalLM";
   o.algo = quant::QuantAlgo::NVFP4;
-  write_synthetic_checkpoint(dir.path().string(), o);
+  synth::write_synthetic_checkpoint(dir.path().string(), o);
   const json q = read_json((dir.path() / "hf_quant_config.json").string());
   EXPECT_EQ(q["quantization"]["exclude_modules"], json::array({"lm_head"})) << q.dump();
   const json idx = read_json((dir.path() / "config.json").string());

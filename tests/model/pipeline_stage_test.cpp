@@ -13,7 +13,7 @@
 #include "common/paths.h"
 #include "core/error.h"
 #include "model/causal_lm.h"
-#include "model/synthetic_checkpoint.h"
+#include "synth/synthetic_checkpoint.h"
 
 namespace fp4lm::model::pipeline_stage_test {
 namespace {
@@ -56,12 +56,12 @@ std::vector<int32_t> ramp(int n, int mul) {
 void check_stages(const std::string& arch, std::vector<std::pair<int64_t, int64_t>> cuts, int64_t layers = 4,
                   int64_t kv_shared_layers = 0, int64_t ple_dim = 0) {
   TempDir dir;
-  SyntheticOptions so;
+  synth::SyntheticOptions so;
   so.architecture = arch;
   so.layers = layers;
   so.kv_shared_layers = kv_shared_layers;
   so.ple_dim = ple_dim;
-  write_synthetic_checkpoint(dir.path().string(), so);
+  synth::write_synthetic_checkpoint(dir.path().string(), so);
   LoadOptions lo;
   lo.prefill_chunk = 16;  // prompts of 40 tokens take several steps
   lo.max_model_len = 128;
@@ -165,11 +165,11 @@ TEST(PipelineStage, PerLayerInputsAcrossStagesMatchTheWholeModelBitForBit) {
 
 TEST(PipelineStage, PerLayerInputsOfAnotherSizeAreRefused) {
   TempDir dir;
-  SyntheticOptions so;
+  synth::SyntheticOptions so;
   so.architecture = "Gemma4ForCausalLM";
   so.layers = 4;
   so.ple_dim = 16;
-  write_synthetic_checkpoint(dir.path().string(), so);
+  synth::write_synthetic_checkpoint(dir.path().string(), so);
   LoadOptions lo;
   lo.first_layer = 2;
   const auto lm = CausalLM::load(dir.path().string(), {}, lo);
@@ -204,11 +204,11 @@ TEST(PipelineStage, PerLayerInputsOfAnotherSizeAreRefused) {
 
 TEST(PipelineStage, SharedKvCrossingACutIsDeclaredOnBothSides) {
   TempDir dir;
-  SyntheticOptions so;
+  synth::SyntheticOptions so;
   so.architecture = "Gemma4ForCausalLM";
   so.layers = 6;
   so.kv_shared_layers = 2;
-  write_synthetic_checkpoint(dir.path().string(), so);
+  synth::write_synthetic_checkpoint(dir.path().string(), so);
   LoadOptions lo;
   lo.end_layer = 3;
   const auto a = CausalLM::load(dir.path().string(), {}, lo);
@@ -233,10 +233,10 @@ TEST(PipelineStage, SharedKvCrossingACutIsDeclaredOnBothSides) {
 
 TEST(PipelineStage, StageReadsOnlyItsOwnTensors) {
   TempDir dir;
-  SyntheticOptions so;
+  synth::SyntheticOptions so;
   so.architecture = "LlamaForCausalLM";
   so.layers = 4;
-  write_synthetic_checkpoint(dir.path().string(), so);
+  synth::write_synthetic_checkpoint(dir.path().string(), so);
   // Keep only layers 2 and 3, the final norm and lm_head: the stage [2, 4) still loads.
   test::edit_tensors(dir.path(), [](test::EditedTensor& t) {
     return t.name.rfind("model.layers.2.", 0) == 0 || t.name.rfind("model.layers.3.", 0) == 0 ||

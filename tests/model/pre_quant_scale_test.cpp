@@ -18,9 +18,9 @@
 #include "io/checkpoint.h"
 #include "io/safetensors.h"
 #include "model/causal_lm.h"
-#include "reference/logits_check.h"
 #include "model/load/model_loader.h"
-#include "model/synthetic_checkpoint.h"
+#include "reference/logits_check.h"
+#include "synth/synthetic_checkpoint.h"
 #include "quant/nvfp4.h"
 
 namespace fp4lm::model::pre_quant_scale_test {
@@ -37,13 +37,13 @@ using test::rel_to_range;
 const std::vector<int32_t> kTokens = {1, 200, 17, 5, 255, 40, 40, 3, 129, 77};
 
 std::string write_awq(const fs::path& dir, QuantAlgo algo, const std::string& arch = "Qwen3ForCausalLM") {
-  SyntheticOptions s;
+  synth::SyntheticOptions s;
   s.architecture = arch;
   s.algo = algo;
   s.quantize_lm_head = true;
   s.pre_quant_scale = true;
   s.seed = 11;
-  write_synthetic_checkpoint(dir.string(), s);
+  synth::write_synthetic_checkpoint(dir.string(), s);
   return dir.string();
 }
 
@@ -153,10 +153,10 @@ TEST(PreQuantScaleFused, OneShardWithoutAScaleIsAnError) {
 // The grouped MoE kernels scale no expert's input: an expert's pre_quant_scale is refused by name.
 TEST(PreQuantScaleMoe, ExpertScalesAreRefusedByName) {
   TempDir dir;
-  SyntheticOptions s;
+  synth::SyntheticOptions s;
   s.architecture = "Qwen3MoeForCausalLM";
   s.algo = QuantAlgo::NVFP4_AWQ;
-  write_synthetic_checkpoint((dir.path() / "moe").string(), s);
+  synth::write_synthetic_checkpoint((dir.path() / "moe").string(), s);
   const std::string q = (dir.path() / "moe").string();
   std::vector<uint16_t> ones(static_cast<size_t>(s.moe_intermediate), 0x3F80);  // bf16 1.0
   test::EditedTensor extra{"model.layers.0.mlp.experts.2.down_proj.pre_quant_scale", DType::BF16,

@@ -14,7 +14,7 @@
 #include "io/json_file.h"
 #include "kernels/registry.h"
 #include "model/load/model_loader.h"
-#include "model/synthetic_checkpoint.h"
+#include "synth/synthetic_checkpoint.h"
 
 using namespace fp4lm;
 using namespace fp4lm::model;
@@ -56,7 +56,7 @@ std::string fp8_backend(LayerKind kind) {
 struct Ckpt {
   test::TempDir tmp;
   std::string dir;
-  explicit Ckpt(const SyntheticOptions& o) : dir((tmp / "ckpt").string()) { write_synthetic_checkpoint(dir, o); }
+  explicit Ckpt(const synth::SyntheticOptions& o) : dir((tmp / "ckpt").string()) { synth::write_synthetic_checkpoint(dir, o); }
   ModelLoader loader(EngineOptions opts = {}) const { return ModelLoader(io::Checkpoint::open(dir), opts); }
 };
 
@@ -76,7 +76,7 @@ json modelopt_producer(const char* version) { return {{"name", "modelopt"}, {"ve
 }  // namespace
 
 TEST(PublishedCheckpoints, Fp8WithoutGroupSizeRunsOnTheFp8W8A16Backend) {
-  SyntheticOptions o;
+  synth::SyntheticOptions o;
   o.architecture = "LlamaForCausalLM";
   o.algo = QuantAlgo::FP8;
   Ckpt c(o);
@@ -100,7 +100,7 @@ TEST(PublishedCheckpoints, Fp8WithoutGroupSizeRunsOnTheFp8W8A16Backend) {
 }
 
 TEST(PublishedCheckpoints, Fp8PerChannelWeightScaleLoads) {
-  SyntheticOptions o;
+  synth::SyntheticOptions o;
   o.architecture = "LlamaForCausalLM";
   o.algo = QuantAlgo::FP8;
   Ckpt c(o);
@@ -131,7 +131,7 @@ TEST(PublishedCheckpoints, Fp8PerChannelWeightScaleLoads) {
 }
 
 TEST(PublishedCheckpoints, NemotronStyleMinimalFileExcludesWhatIsStoredUnquantized) {
-  SyntheticOptions o;
+  synth::SyntheticOptions o;
   o.architecture = "Qwen3MoeForCausalLM";
   o.algo = QuantAlgo::NVFP4;
   Ckpt c(o);
@@ -149,7 +149,7 @@ TEST(PublishedCheckpoints, NemotronStyleMinimalFileExcludesWhatIsStoredUnquantiz
 }
 
 TEST(PublishedCheckpoints, ConfigJsonWithoutQuantMethodAndStringKvCacheScheme) {
-  SyntheticOptions o;
+  synth::SyntheticOptions o;
   o.architecture = "Qwen3ForCausalLM";
   o.algo = QuantAlgo::NVFP4;
   Ckpt c(o);
@@ -168,7 +168,7 @@ TEST(PublishedCheckpoints, ConfigJsonWithoutQuantMethodAndStringKvCacheScheme) {
 }
 
 TEST(PublishedCheckpoints, MixedFp8AndW4A16AsQwen36IsPublishedWithDisagreeingFiles) {
-  SyntheticOptions o;
+  synth::SyntheticOptions o;
   o.architecture = "Qwen3MoeForCausalLM";
   o.algo = QuantAlgo::MIXED_PRECISION;
   o.layers = 2;

@@ -1,5 +1,5 @@
 // Whole-model logits across quantization schemes and kernel backends, on checkpoints written by
-// the library (model/synthetic_checkpoint.h): the same random weights unquantized, as
+// the library (synth/synthetic_checkpoint.h): the same random weights unquantized, as
 // W4A16_NVFP4 and as NVFP4 (W4A4), for every architecture.
 #include <gtest/gtest.h>
 
@@ -8,7 +8,7 @@
 #include "common/paths.h"
 #include "model/causal_lm.h"
 #include "reference/logits_check.h"
-#include "model/synthetic_checkpoint.h"
+#include "synth/synthetic_checkpoint.h"
 #include "common/error_norms.h"
 
 namespace fp4lm::model::quantized_models_test {
@@ -32,13 +32,13 @@ EngineOptions opts(const std::string& dtype, const std::string& linear = "", con
 class QuantizedModelTest : public ::testing::TestWithParam<std::string> {
  protected:
   std::string write(QuantAlgo algo) {
-    SyntheticOptions s;
+    synth::SyntheticOptions s;
     s.architecture = GetParam();
     s.algo = algo;
     s.quantize_lm_head = true;
     s.seed = 5;
     std::string d = (dir_ / std::string(quant::algo_name(algo))).string();
-    write_synthetic_checkpoint(d, s);
+    synth::write_synthetic_checkpoint(d, s);
     return d;
   }
   TempDir dir_;

@@ -8,7 +8,7 @@
 #include "common/paths.h"
 #include "model/causal_lm.h"
 #include "model/state/state_bytes.h"
-#include "model/synthetic_checkpoint.h"
+#include "synth/synthetic_checkpoint.h"
 
 namespace fp4lm::model::state_bytes_test {
 namespace {
@@ -40,13 +40,13 @@ TEST(StateBytes, DeclaredBytesAreWhatTheEngineReserves) {
   for (const Case& k : kCases) {
     SCOPED_TRACE(k.arch);
     test::TempDir dir;
-    SyntheticOptions s;
+    synth::SyntheticOptions s;
     s.architecture = k.arch;
     s.algo = quant::QuantAlgo::None;
     s.layers = k.layers;
     s.kv_shared_layers = k.kv_shared_layers;
     const std::string d = (dir.path() / "ck").string();
-    write_synthetic_checkpoint(d, s);
+    synth::write_synthetic_checkpoint(d, s);
     LoadOptions lo;
     lo.progress = false;
     lo.prefill_chunk = 16;

@@ -10,8 +10,8 @@
 #include "common/log_capture.h"
 #include "common/paths.h"
 #include "model/causal_lm.h"
-#include "model/synthetic_checkpoint.h"
 #include "model/load/tensor_usage.h"
+#include "synth/synthetic_checkpoint.h"
 
 namespace fp4lm::model::tensor_usage_test {
 namespace {
@@ -27,12 +27,12 @@ EngineOptions f32() {
 
 std::string write(const TempDir& dir, QuantAlgo algo, const std::string& arch = "Qwen3ForCausalLM",
                   bool extra = false) {
-  SyntheticOptions s;
+  synth::SyntheticOptions s;
   s.architecture = arch;
   s.algo = algo;
   s.extra_tensors = extra;
   const std::string d = (dir.path() / "ck").string();
-  write_synthetic_checkpoint(d, s);
+  synth::write_synthetic_checkpoint(d, s);
   return d;
 }
 

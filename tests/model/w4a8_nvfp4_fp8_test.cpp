@@ -19,9 +19,9 @@
 #include "io/checkpoint.h"
 #include "io/safetensors.h"
 #include "model/causal_lm.h"
-#include "reference/logits_check.h"
 #include "model/load/model_loader.h"
-#include "model/synthetic_checkpoint.h"
+#include "reference/logits_check.h"
+#include "synth/synthetic_checkpoint.h"
 #include "quant/modelopt_config.h"
 #include "quant/nvfp4.h"
 
@@ -39,11 +39,11 @@ using test::rel_to_range;
 const std::vector<int32_t> kTokens = {1, 200, 17, 5, 255, 40, 40, 3, 129, 77};
 
 std::string write_w4a8(const fs::path& dir, QuantAlgo algo = QuantAlgo::W4A8_NVFP4_FP8) {
-  SyntheticOptions s;
+  synth::SyntheticOptions s;
   s.architecture = "Qwen3ForCausalLM";
   s.algo = algo;
   s.seed = 23;
-  write_synthetic_checkpoint(dir.string(), s);
+  synth::write_synthetic_checkpoint(dir.string(), s);
   return dir.string();
 }
 
@@ -161,12 +161,12 @@ TEST(W4A8Nvfp4Fp8, MissingInputScaleIsAnErrorNamingItUnlessTheOverrideRunsW4A16)
 // WARN says so), so they differ from it.
 TEST(W4A8Nvfp4Fp8, MoeExpertsRunOnTheReferenceWithFp8InputsAndOnTheW4A16BackendsWithAWarning) {
   TempDir dir;
-  SyntheticOptions s;
+  synth::SyntheticOptions s;
   s.architecture = "Qwen3MoeForCausalLM";
   s.algo = QuantAlgo::W4A8_NVFP4_FP8;
   s.seed = 31;
   const std::string q = (dir.path() / "moe").string();
-  write_synthetic_checkpoint(q, s);
+  synth::write_synthetic_checkpoint(q, s);
   EngineOptions ref = f32(false);
   ref.moe_backend = "reference";
   EngineOptions all_ref = f32(false, "reference");

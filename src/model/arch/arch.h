@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/tensor.h"
+#include "model/arch/sample_shape.h"
 #include "model/config_reader.h"
 #include "model/layers/decoder_layer.h"
 #include "model/layers/feed_forward.h"
@@ -31,7 +32,6 @@
 namespace fp4lm::model {
 
 class ModelLoader;
-struct SyntheticOptions;
 
 // A parameter of a decoder layer that is not a Linear (norm weights and the like).
 struct LayerParam {
@@ -108,8 +108,10 @@ class ArchDef {
   // width of the residual the decoder layers see ([m, streams, hidden]). nullptr (the default):
   // one stream.
   virtual std::unique_ptr<HyperHead> load_hyper_head(ModelLoader&) const { return nullptr; }
-  // Adds this architecture's own keys to a synthetic config.json.
-  virtual void synthetic_config(const SyntheticOptions& o, nlohmann::json& c) const = 0;
+  // Adds this architecture's own keys to the config.json of a small example model of sizes `o`
+  // (the shared keys are already in c); the synthetic writer (src/synth) then writes the tensors
+  // this architecture's plan_layer and layer_params name for that config.
+  virtual void synthetic_config(const SampleShape& o, nlohmann::json& c) const = 0;
 };
 
 // The decoder layers before `cut` whose K/V some layer at or after `cut` reads (ArchDef::kv_source),

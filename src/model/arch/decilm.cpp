@@ -22,7 +22,7 @@
 #include "model/layers/linear.h"
 #include "model/layers/mlp.h"
 #include "model/load/model_loader.h"
-#include "model/synthetic_checkpoint.h"
+#include "model/arch/sample_shape.h"
 
 namespace fp4lm::model {
 
@@ -253,7 +253,7 @@ class DeciLM final : public ArchDef {
   // A cycle of every block kind (layer 0 a plain block with GQA), so that a synthetic checkpoint
   // of a few layers has each: attention with n_heads_in_group 2, 1 and heads; attention no_op;
   // attention replace_with_linear; ffn no_op; ffn replace_with_linear; two ffn_mult values.
-  void synthetic_config(const SyntheticOptions& o, nlohmann::json& c) const override {
+  void synthetic_config(const SampleShape& o, nlohmann::json& c) const override {
     c["model_type"] = "nemotron-nas";
     c["intermediate_size"] = nullptr;
     c["num_key_value_heads"] = nullptr;

@@ -3,9 +3,8 @@
 #include <fmt/format.h>
 
 #include "model/layers/mlp.h"
-#include "model/load/model_loader.h"
 #include "model/layers/sigmoid_moe.h"
-#include "model/synthetic_checkpoint.h"
+#include "model/load/model_loader.h"
 
 namespace fp4lm::model {
 
@@ -68,7 +67,7 @@ std::unique_ptr<FeedForward> make_deepseek_moe(ModelLoader& l, int64_t i) {
                                       l.config().moe.shared_expert_intermediate_size > 0, DType::F32);
 }
 
-void deepseek_moe_synthetic_config(const SyntheticOptions& o, nlohmann::json& c) {
+void deepseek_moe_synthetic_config(const SampleShape& o, nlohmann::json& c) {
   c["n_routed_experts"] = o.experts;
   c["num_experts_per_tok"] = o.top_k;
   c["moe_intermediate_size"] = o.moe_intermediate;

@@ -39,7 +39,7 @@ std::vector<LayerParam> deepseek_moe_params(const ModelConfig& c, int64_t i);
 std::unique_ptr<FeedForward> make_deepseek_moe(ModelLoader& l, int64_t i);
 // The synthetic writer's MoE keys (layer 0 dense, the others sparse; one group per 2 experts
 // when the experts split so, else one group).
-void deepseek_moe_synthetic_config(const SyntheticOptions& o, nlohmann::json& c);
+void deepseek_moe_synthetic_config(const SampleShape& o, nlohmann::json& c);
 
 // Once per load (at the first layer): the INFO line saying the num_nextn_predict_layers
 // multi-token-prediction layers after the last decoder layer are skipped (never read).

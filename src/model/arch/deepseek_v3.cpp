@@ -17,7 +17,6 @@
 #include "model/arch/deepseek_moe.h"
 #include "model/layers/latent_attention.h"
 #include "model/load/model_loader.h"
-#include "model/synthetic_checkpoint.h"
 
 namespace fp4lm::model {
 
@@ -96,7 +95,7 @@ class DeepseekV3 : public ArchDef {
     for (int64_t i = 0; i < c.num_layers; ++i) out.push_back(fmt::format("model.layers.{}.self_attn.kv_b_proj", i));
     return out;
   }
-  void synthetic_config(const SyntheticOptions& o, nlohmann::json& c) const override {
+  void synthetic_config(const SampleShape& o, nlohmann::json& c) const override {
     deepseek_moe_synthetic_config(o, c);
     // MLA dims from the synthetic head_dim: rope = head_dim / 2, nope = head_dim, v = head_dim.
     c["q_lora_rank"] = 2 * o.head_dim;

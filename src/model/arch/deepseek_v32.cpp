@@ -11,7 +11,6 @@
 
 #include "model/arch/arch.h"
 #include "model/arch/deepseek_moe.h"
-#include "model/synthetic_checkpoint.h"
 
 namespace fp4lm::model {
 
@@ -139,7 +138,7 @@ class DeepseekV32 : public ArchDef {
   std::vector<std::string> default_exclusions(const ModelConfig& c) const override {
     return deepseek_v3_arch().default_exclusions(c);
   }
-  void synthetic_config(const SyntheticOptions& o, nlohmann::json& c) const override {
+  void synthetic_config(const SampleShape& o, nlohmann::json& c) const override {
     deepseek_v3_arch().synthetic_config(o, c);
     c["index_topk"] = 4;
     c["index_n_heads"] = 2;
@@ -168,7 +167,7 @@ class GlmMoeDsa final : public DeepseekV32 {
       if (!j.contains(k) || j[k].is_null()) j[k] = v;
     if (!j.contains("rms_norm_eps") || j["rms_norm_eps"].is_null()) j["rms_norm_eps"] = 1e-5;
   }
-  void synthetic_config(const SyntheticOptions& o, nlohmann::json& c) const override {
+  void synthetic_config(const SampleShape& o, nlohmann::json& c) const override {
     DeepseekV32::synthetic_config(o, c);
     c["indexer_types"] = nlohmann::json::array();
     for (int64_t i = 0; i < o.layers; ++i) c["indexer_types"].push_back(i % 2 == 0 ? "full" : "shared");

@@ -472,7 +472,7 @@ class DeepseekV4 final : public ArchDef {
     const ModelConfig& c = l.config();
     return std::make_unique<HyperHead>(l, c.deepseek_v4.hc_mult, c.hidden_size, c.deepseek_v4.hc_eps, c.rms_norm_eps);
   }
-  void synthetic_config(const SyntheticOptions&, nlohmann::json&) const override {
+  void synthetic_config(const SampleShape&, nlohmann::json&) const override {
     fail("fp4lm synth: DeepseekV4ForCausalLM is not supported yet (use scripts/make_deepseek_v4_goldens.py's "
          "checkpoint)");
   }

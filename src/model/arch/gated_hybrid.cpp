@@ -7,7 +7,6 @@
 #include "model/layers/attention.h"
 #include "model/layers/gated_delta_net.h"
 #include "model/load/model_loader.h"
-#include "model/synthetic_checkpoint.h"
 
 namespace fp4lm::model {
 
@@ -142,7 +141,7 @@ std::vector<std::string> gated_hybrid_default_exclusions(const ModelConfig& c) {
   return out;
 }
 
-void gated_hybrid_synthetic_config(const SyntheticOptions& o, nlohmann::json& c) {
+void gated_hybrid_synthetic_config(const SampleShape& o, nlohmann::json& c) {
   nlohmann::json types = nlohmann::json::array();
   for (int64_t i = 0; i < o.layers; ++i)
     types.push_back((i + 1) % o.full_attention_interval == 0 ? "full_attention" : "linear_attention");
@@ -155,7 +154,7 @@ void gated_hybrid_synthetic_config(const SyntheticOptions& o, nlohmann::json& c)
   c["linear_conv_kernel_dim"] = o.conv_kernel;
 }
 
-void qwen3_5_synthetic_config(const SyntheticOptions& o, nlohmann::json& c) {
+void qwen3_5_synthetic_config(const SampleShape& o, nlohmann::json& c) {
   gated_hybrid_synthetic_config(o, c);
   c["attn_output_gate"] = true;
   c["mamba_ssm_dtype"] = "float32";

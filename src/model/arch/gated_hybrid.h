@@ -31,10 +31,10 @@ std::unique_ptr<Mixer> make_gated_hybrid_mixer(const LayerBuild& b, int64_t i);
 // ModelOpt's quantizer config disables *linear_attn.conv1d*: the GDN layers' conv1d modules.
 std::vector<std::string> gated_hybrid_default_exclusions(const ModelConfig& c);
 // The synthetic writer's keys for the hybrid's mixers (layer_types, GDN dims, RoPE).
-void gated_hybrid_synthetic_config(const SyntheticOptions& o, nlohmann::json& c);
+void gated_hybrid_synthetic_config(const SampleShape& o, nlohmann::json& c);
 // Those keys as Qwen3.5 (dense and MoE) configs write them: attn_output_gate, mamba_ssm_dtype
 // and rope_parameters (partial_rotary_factor 0.25, an mrope_section) instead of rope_theta.
-void qwen3_5_synthetic_config(const SyntheticOptions& o, nlohmann::json& c);
+void qwen3_5_synthetic_config(const SampleShape& o, nlohmann::json& c);
 
 // The ArchDef parts every gated hybrid shares: its layers' parameters and mixers.
 class GatedHybridArch : public ArchDef {

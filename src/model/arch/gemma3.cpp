@@ -19,7 +19,6 @@
 #include "model/layers/attention.h"
 #include "model/layers/mlp.h"
 #include "model/load/model_loader.h"
-#include "model/synthetic_checkpoint.h"
 #include "model/vision/gemma3_image_encoder.h"
 
 namespace fp4lm::model {
@@ -114,7 +113,7 @@ class Gemma3 final : public ArchDef {
   // ModelOpt, whose export leaves it out of exclude_modules (scripts/validate_modelopt.py).
   bool lists_embedding_as_excluded() const override { return false; }
 
-  void synthetic_config(const SyntheticOptions& o, nlohmann::json& c) const override {
+  void synthetic_config(const SampleShape& o, nlohmann::json& c) const override {
     c["model_type"] = "gemma3_text";
     c.erase("hidden_act");
     c["hidden_activation"] = "gelu_pytorch_tanh";

@@ -38,7 +38,6 @@
 #include "model/layers/gaussian_topk_mlp.h"
 #include "model/layers/laurel.h"
 #include "model/load/model_loader.h"
-#include "model/synthetic_checkpoint.h"
 
 namespace fp4lm::model {
 
@@ -402,7 +401,7 @@ class Gemma3n final : public ArchDef {
   // Gemma's scaled embedding is not an nn.Embedding to ModelOpt (as Gemma 3 / 4).
   bool lists_embedding_as_excluded() const override { return false; }
 
-  void synthetic_config(const SyntheticOptions& o, nlohmann::json& c) const override {
+  void synthetic_config(const SampleShape& o, nlohmann::json& c) const override {
     c["model_type"] = "gemma3n_text";
     c.erase("hidden_act");
     c.erase("rope_theta");

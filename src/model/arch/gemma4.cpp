@@ -33,7 +33,6 @@
 #include "model/layers/attention.h"
 #include "model/layers/mlp.h"
 #include "model/load/model_loader.h"
-#include "model/synthetic_checkpoint.h"
 #include "model/vision/gemma4_image_encoder.h"
 
 namespace fp4lm::model {
@@ -259,7 +258,7 @@ class Gemma4 final : public ArchDef {
   // ModelOpt, whose export leaves it out of exclude_modules (scripts/validate_modelopt.py).
   bool lists_embedding_as_excluded() const override { return false; }
 
-  void synthetic_config(const SyntheticOptions& o, nlohmann::json& c) const override {
+  void synthetic_config(const SampleShape& o, nlohmann::json& c) const override {
     c["model_type"] = "gemma4_text";
     c.erase("hidden_act");
     c.erase("rope_theta");

@@ -9,7 +9,6 @@
 #include "model/arch/arch.h"
 #include "model/arch/deepseek_moe.h"
 #include "model/load/model_loader.h"
-#include "model/synthetic_checkpoint.h"
 
 namespace fp4lm::model {
 
@@ -45,7 +44,7 @@ class Glm4Moe final : public ArchDef {
     return ArchDef::make_layer(b, i);
   }
   std::unique_ptr<FeedForward> make_ffn(ModelLoader& l, int64_t i) const override { return make_deepseek_moe(l, i); }
-  void synthetic_config(const SyntheticOptions& o, nlohmann::json& c) const override {
+  void synthetic_config(const SampleShape& o, nlohmann::json& c) const override {
     deepseek_moe_synthetic_config(o, c);
     c["attention_bias"] = true;
     c["use_qk_norm"] = true;

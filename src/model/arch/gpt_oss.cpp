@@ -14,9 +14,8 @@
 #include "core/error.h"
 #include "model/arch/arch.h"
 #include "model/layers/attention.h"
-#include "model/load/model_loader.h"
 #include "model/layers/sparse_moe.h"
-#include "model/synthetic_checkpoint.h"
+#include "model/load/model_loader.h"
 
 namespace fp4lm::model {
 
@@ -107,7 +106,7 @@ class GptOss final : public ArchDef {
                                        /*shared_expert=*/false, "router");
   }
 
-  void synthetic_config(const SyntheticOptions& o, nlohmann::json& c) const override {
+  void synthetic_config(const SampleShape& o, nlohmann::json& c) const override {
     c["num_local_experts"] = o.experts;
     c["num_experts_per_tok"] = o.top_k;
     c["intermediate_size"] = o.moe_intermediate;

@@ -33,7 +33,6 @@
 #include "model/layers/llama4_attention.h"
 #include "model/layers/mlp.h"
 #include "model/load/model_loader.h"
-#include "model/synthetic_checkpoint.h"
 
 namespace fp4lm::model {
 
@@ -250,7 +249,7 @@ class Llama4 : public ArchDef {
     return std::make_unique<Llama4Moe>(l, f);
   }
 
-  void synthetic_config(const SyntheticOptions& o, nlohmann::json& c) const override {
+  void synthetic_config(const SampleShape& o, nlohmann::json& c) const override {
     c["num_local_experts"] = o.experts;
     c["num_experts_per_tok"] = 1;
     c["intermediate_size"] = o.moe_intermediate;

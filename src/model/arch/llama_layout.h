@@ -19,7 +19,7 @@ class LlamaLayoutArch : public ArchDef {
   std::unique_ptr<FeedForward> make_ffn(ModelLoader& l, int64_t i) const override {
     return std::make_unique<DenseMlp>(l, fmt::format("model.layers.{}.mlp", i));
   }
-  void synthetic_config(const SyntheticOptions&, nlohmann::json&) const override {}
+  void synthetic_config(const SampleShape&, nlohmann::json&) const override {}
 };
 
 }  // namespace fp4lm::model

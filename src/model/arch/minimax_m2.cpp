@@ -7,9 +7,8 @@
 #include <fmt/format.h>
 
 #include "model/arch/arch.h"
-#include "model/load/model_loader.h"
 #include "model/layers/sigmoid_moe.h"
-#include "model/synthetic_checkpoint.h"
+#include "model/load/model_loader.h"
 
 namespace fp4lm::model {
 
@@ -65,7 +64,7 @@ class MiniMaxM2 final : public ArchDef {
     return std::make_unique<SigmoidMoe>(l, block_of(i), block_of(i) + ".e_score_correction_bias", /*shared=*/false,
                                         DType::F32);
   }
-  void synthetic_config(const SyntheticOptions& o, nlohmann::json& c) const override {
+  void synthetic_config(const SampleShape& o, nlohmann::json& c) const override {
     c["num_local_experts"] = o.experts;
     c["num_experts_per_tok"] = o.top_k;
     c["intermediate_size"] = o.moe_intermediate;

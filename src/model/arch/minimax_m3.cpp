@@ -22,9 +22,8 @@
 #include "model/arch/arch.h"
 #include "model/layers/attention.h"
 #include "model/layers/block_sparse_attention.h"
-#include "model/load/model_loader.h"
 #include "model/layers/sigmoid_moe.h"
-#include "model/synthetic_checkpoint.h"
+#include "model/load/model_loader.h"
 
 namespace fp4lm::model {
 
@@ -309,7 +308,7 @@ class MiniMaxM3 : public ArchDef {
   // an export that does not load; the recipe's form is `--exclude '*self_attn*' --exclude
   // '*shared_experts*'` plus the dense layers' `model.layers.<i>.mlp*` (docs/RUNTIME.md).
 
-  void synthetic_config(const SyntheticOptions& o, nlohmann::json& c) const override {
+  void synthetic_config(const SampleShape& o, nlohmann::json& c) const override {
     c["num_local_experts"] = o.experts;
     c["num_experts_per_tok"] = o.top_k;
     c["intermediate_size"] = o.moe_intermediate;

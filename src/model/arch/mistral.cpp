@@ -19,7 +19,7 @@ class Mistral final : public LlamaLayoutArch {
     r.positive("sliding_window", window);
     if (window < c.max_position_embeddings) c.attention.set_kind(AttentionKind::full, AttentionKind::sliding, window);
   }
-  void synthetic_config(const SyntheticOptions&, nlohmann::json& c) const override {
+  void synthetic_config(const SampleShape&, nlohmann::json& c) const override {
     c["sliding_window"] = nullptr;
   }
 };

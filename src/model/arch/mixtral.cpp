@@ -4,9 +4,8 @@
 #include <fmt/format.h>
 
 #include "model/arch/arch.h"
-#include "model/load/model_loader.h"
 #include "model/layers/sparse_moe.h"
-#include "model/synthetic_checkpoint.h"
+#include "model/load/model_loader.h"
 
 namespace fp4lm::model {
 
@@ -30,7 +29,7 @@ class Mixtral final : public ArchDef {
     return std::make_unique<SparseMoe>(l, fmt::format("model.layers.{}.block_sparse_moe", i), /*renormalize=*/true,
                                        /*shared_expert=*/false);
   }
-  void synthetic_config(const SyntheticOptions& o, nlohmann::json& c) const override {
+  void synthetic_config(const SampleShape& o, nlohmann::json& c) const override {
     c["num_local_experts"] = o.experts;
     c["num_experts_per_tok"] = o.top_k;
   }

@@ -26,10 +26,9 @@
 #include "model/arch/arch.h"
 #include "model/layers/attention.h"
 #include "model/layers/mamba2_mixer.h"
-#include "model/load/model_loader.h"
 #include "model/layers/nemotron_moe.h"
 #include "model/layers/relu2_mlp.h"
-#include "model/synthetic_checkpoint.h"
+#include "model/load/model_loader.h"
 #include "model/vision/nemotron_image_encoder.h"
 
 namespace fp4lm::model {
@@ -339,7 +338,7 @@ class NemotronH final : public ArchDef {
     return out;
   }
 
-  void synthetic_config(const SyntheticOptions& o, nlohmann::json& c) const override {
+  void synthetic_config(const SampleShape& o, nlohmann::json& c) const override {
     if (wrapped_) fail("synthetic checkpoints of {} are not written (write NemotronHForCausalLM and wrap it)", name_);
     c["model_type"] = "nemotron_h";
     std::string pattern = o.hybrid_pattern;

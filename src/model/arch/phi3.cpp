@@ -96,7 +96,7 @@ class Phi3 final : public ArchDef {
     return std::make_unique<DenseMlp>(l, fmt::format("model.layers.{}.mlp", i));
   }
 
-  void synthetic_config(const SyntheticOptions&, nlohmann::json& c) const override {
+  void synthetic_config(const SampleShape&, nlohmann::json& c) const override {
     c["sliding_window"] = nullptr;
     c["original_max_position_embeddings"] = c.value("max_position_embeddings", 4096);
   }

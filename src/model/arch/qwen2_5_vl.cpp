@@ -15,7 +15,6 @@
 #include "core/error.h"
 #include "model/arch/llama_layout.h"
 #include "model/load/model_loader.h"
-#include "model/synthetic_checkpoint.h"
 #include "model/vision/qwen2_5_vision_tower.h"
 
 namespace fp4lm::model {
@@ -64,7 +63,7 @@ class Qwen2Vl final : public LlamaLayoutArch {
   std::unique_ptr<ImageEncoder> load_image_encoder(ModelLoader& l) const override {
     return Qwen2_5VisionTower::load(l, /*qwen2=*/!v2_5_);
   }
-  void synthetic_config(const SyntheticOptions& o, nlohmann::json& c) const override {
+  void synthetic_config(const SampleShape& o, nlohmann::json& c) const override {
     const int64_t half = o.head_dim / 2;
     c["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 10000.0},
                             {"mrope_section", {half - 2 * (half / 4), half / 4, half / 4}}};

@@ -26,7 +26,7 @@ class Qwen2Moe final : public ArchDef {
   std::unique_ptr<FeedForward> make_ffn(ModelLoader& l, int64_t i) const override {
     return make_shared_expert_moe(l, i, l.config().moe.norm_topk_prob);
   }
-  void synthetic_config(const SyntheticOptions& o, nlohmann::json& c) const override {
+  void synthetic_config(const SampleShape& o, nlohmann::json& c) const override {
     shared_expert_moe_synthetic_config(o, /*norm_topk=*/false, c);
   }
 };

@@ -9,7 +9,6 @@
 #include "model/arch/gated_hybrid.h"
 #include "model/layers/mlp.h"
 #include "model/load/model_loader.h"
-#include "model/synthetic_checkpoint.h"
 #include "model/vision/qwen3_5_vision_tower.h"
 
 namespace fp4lm::model {
@@ -40,7 +39,7 @@ class Qwen3_5 final : public GatedHybridArch {
     return Qwen3_5VisionTower::load(l);
   }
 
-  void synthetic_config(const SyntheticOptions& o, nlohmann::json& c) const override {
+  void synthetic_config(const SampleShape& o, nlohmann::json& c) const override {
     c["model_type"] = "qwen3_5_text";
     qwen3_5_synthetic_config(o, c);
   }

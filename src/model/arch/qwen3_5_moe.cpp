@@ -10,7 +10,6 @@
 #include "model/arch/arch.h"
 #include "model/arch/gated_hybrid.h"
 #include "model/arch/shared_expert_moe.h"
-#include "model/synthetic_checkpoint.h"
 #include "model/vision/qwen3_5_vision_tower.h"
 
 namespace fp4lm::model {
@@ -46,7 +45,7 @@ class Qwen3_5Moe final : public GatedHybridArch {
     return Qwen3_5VisionTower::load(l);
   }
 
-  void synthetic_config(const SyntheticOptions& o, nlohmann::json& c) const override {
+  void synthetic_config(const SampleShape& o, nlohmann::json& c) const override {
     c["model_type"] = "qwen3_5_moe_text";
     c["num_experts"] = o.experts;
     c["num_experts_per_tok"] = o.top_k;

@@ -6,9 +6,8 @@
 
 #include "model/arch/arch.h"
 #include "model/layers/mlp.h"
-#include "model/load/model_loader.h"
 #include "model/layers/sparse_moe.h"
-#include "model/synthetic_checkpoint.h"
+#include "model/load/model_loader.h"
 
 namespace fp4lm::model {
 
@@ -32,7 +31,7 @@ class Qwen3Moe final : public ArchDef {
     if (!l.config().layer_is_moe(i)) return std::make_unique<DenseMlp>(l, p);
     return std::make_unique<SparseMoe>(l, p, l.config().moe.norm_topk_prob, /*shared_expert=*/false);
   }
-  void synthetic_config(const SyntheticOptions& o, nlohmann::json& c) const override {
+  void synthetic_config(const SampleShape& o, nlohmann::json& c) const override {
     c["num_experts"] = o.experts;
     c["num_experts_per_tok"] = o.top_k;
     c["moe_intermediate_size"] = o.moe_intermediate;

@@ -12,7 +12,6 @@
 #include "model/arch/gated_hybrid.h"
 #include "model/arch/shared_expert_moe.h"
 #include "model/load/model_loader.h"
-#include "model/synthetic_checkpoint.h"
 
 namespace fp4lm::model {
 
@@ -37,7 +36,7 @@ class Qwen3Next final : public GatedHybridArch {
     return make_shared_expert_moe(l, i, l.config().moe.norm_topk_prob);
   }
 
-  void synthetic_config(const SyntheticOptions& o, nlohmann::json& c) const override {
+  void synthetic_config(const SampleShape& o, nlohmann::json& c) const override {
     c["model_type"] = "qwen3_next";
     shared_expert_moe_synthetic_config(o, /*norm_topk=*/true, c);
     gated_hybrid_synthetic_config(o, c);

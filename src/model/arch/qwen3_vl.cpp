@@ -22,7 +22,7 @@ class Qwen3Vl final : public LlamaLayoutArch {
   std::unique_ptr<ImageEncoder> load_image_encoder(ModelLoader& l) const override {
     return Qwen3_5VisionTower::load(l, /*deepstack=*/true);
   }
-  void synthetic_config(const SyntheticOptions&, nlohmann::json& c) const override {
+  void synthetic_config(const SampleShape&, nlohmann::json& c) const override {
     c["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 10000.0}, {"mrope_section", {2, 1, 1}},
                             {"mrope_interleaved", true}};
   }

@@ -14,9 +14,8 @@
 #include "model/arch/qwen3_vl_text.h"
 #include "model/vision/qwen3_5_vision_tower.h"
 #include "model/layers/mlp.h"
-#include "model/load/model_loader.h"
 #include "model/layers/sparse_moe.h"
-#include "model/synthetic_checkpoint.h"
+#include "model/load/model_loader.h"
 
 namespace fp4lm::model {
 
@@ -51,7 +50,7 @@ class Qwen3VlMoe final : public ArchDef {
   std::unique_ptr<ImageEncoder> load_image_encoder(ModelLoader& l) const override {
     return Qwen3_5VisionTower::load(l, /*deepstack=*/true);
   }
-  void synthetic_config(const SyntheticOptions& o, nlohmann::json& c) const override {
+  void synthetic_config(const SampleShape& o, nlohmann::json& c) const override {
     c["num_experts"] = o.experts;
     c["num_experts_per_tok"] = o.top_k;
     c["moe_intermediate_size"] = o.moe_intermediate;

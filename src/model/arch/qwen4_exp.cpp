@@ -196,7 +196,7 @@ class Qwen4Exp final : public ArchDef {
     return gated_hybrid_default_exclusions(c);
   }
 
-  void synthetic_config(const SyntheticOptions&, nlohmann::json&) const override {
+  void synthetic_config(const SampleShape&, nlohmann::json&) const override {
     fail("fp4lm synth: {} is not supported (use scripts/make_qwen4_exp_goldens.py's checkpoint)", name_);
   }
 

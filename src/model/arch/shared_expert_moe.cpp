@@ -3,9 +3,8 @@
 #include <fmt/format.h>
 
 #include "model/layers/mlp.h"
-#include "model/load/model_loader.h"
 #include "model/layers/sparse_moe.h"
-#include "model/synthetic_checkpoint.h"
+#include "model/load/model_loader.h"
 
 namespace fp4lm::model {
 
@@ -30,7 +29,7 @@ std::unique_ptr<FeedForward> make_shared_expert_moe(ModelLoader& l, int64_t i, b
   return std::make_unique<SparseMoe>(l, p, renormalize, /*shared_expert=*/true);
 }
 
-void shared_expert_moe_synthetic_config(const SyntheticOptions& o, bool norm_topk, nlohmann::json& c) {
+void shared_expert_moe_synthetic_config(const SampleShape& o, bool norm_topk, nlohmann::json& c) {
   c["num_experts"] = o.experts;
   c["num_experts_per_tok"] = o.top_k;
   c["moe_intermediate_size"] = o.moe_intermediate;

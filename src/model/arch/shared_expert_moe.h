@@ -23,6 +23,6 @@ void plan_shared_expert_moe(const ModelConfig& c, int64_t i, const std::string& 
 // Decoder layer i's feed-forward block, loaded; `renormalize` the top-k router weights.
 std::unique_ptr<FeedForward> make_shared_expert_moe(ModelLoader& l, int64_t i, bool renormalize);
 // The synthetic writer's MoE keys (every layer sparse; norm_topk_prob as given).
-void shared_expert_moe_synthetic_config(const SyntheticOptions& o, bool norm_topk, nlohmann::json& c);
+void shared_expert_moe_synthetic_config(const SampleShape& o, bool norm_topk, nlohmann::json& c);
 
 }  // namespace fp4lm::model

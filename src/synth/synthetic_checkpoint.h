@@ -1,7 +1,10 @@
 #pragma once
 // Writes small checkpoints with random weights in the exact HF / ModelOpt layout, for tests,
 // the demo and benchmarks: any supported architecture, unquantized or quantized by the library's
-// own reference quantizer (NVFP4, W4A16_NVFP4, FP8, MIXED_PRECISION).
+// own reference quantizer (NVFP4, W4A16_NVFP4, FP8, MIXED_PRECISION), or for GB-scale benchmarks
+// as random codes (SyntheticOptions::random_codes). What to write comes from the architecture:
+// its config keys (ArchDef::synthetic_config over a model::SampleShape), then its layer plan and
+// layer_params for that config; nothing here is per architecture.
 #include <cstdint>
 #include <map>
 #include <string>
@@ -10,24 +13,15 @@
 #include <nlohmann/json.hpp>
 
 #include "core/dtype.h"
+#include "model/arch/sample_shape.h"
 #include "quant/modelopt_config.h"
 
-namespace fp4lm::model {
+namespace fp4lm::synth {
 
-struct SyntheticOptions {
-  std::string architecture = "Qwen3MoeForCausalLM";
+// The sizes (model::SampleShape: what the architecture's synthetic_config turns into config.json
+// keys; its plan then says which tensors to write) and how to write them.
+struct SyntheticOptions : model::SampleShape {
   quant::QuantAlgo algo = quant::QuantAlgo::NVFP4;
-  int64_t vocab = 256, hidden = 64, layers = 2, heads = 4, kv_heads = 2, head_dim = 16;
-  int64_t intermediate = 96;  // dense MLP (and Mixtral experts)
-  int64_t experts = 4, top_k = 2, moe_intermediate = 32, shared_expert_intermediate = 48;
-  // Qwen3.5-MoE hybrid: gated delta-net dims; layer i is full attention iff (i+1) % interval == 0.
-  int64_t linear_key_heads = 2, linear_value_heads = 4, linear_key_head_dim = 16, linear_value_head_dim = 16;
-  int64_t conv_kernel = 4, full_attention_interval = 2;
-  // Nemotron-H: the layer pattern (M Mamba-2, * attention, - MLP, E MoE; extended with M-M* to
-  // `layers`) and the Mamba-2 dims (conv_kernel above).
-  std::string hybrid_pattern = "M*M-";
-  int64_t mamba_heads = 4, mamba_head_dim = 8, ssm_state = 16, mamba_groups = 2;
-  int64_t moe_latent = 0;  // moe_latent_size of the 'E' layers (0: none)
   bool tie_word_embeddings = false;
   bool quantize_lm_head = false;
   std::vector<std::string> exclude;  // extra exclude_modules patterns (kept unquantized)
@@ -64,10 +58,16 @@ struct SyntheticOptions {
   // one full-attention layer, unquantized as NVIDIA's files keep it; quantized configs exclude
   // "*mtp*"), the draft model of speculative method "mtp". Not with extra_tensors.
   bool mtp_head = false;
-  // Gemma 4: num_kv_shared_layers (the last layers read the K/V of earlier ones; 0: none).
-  int64_t kv_shared_layers = 0;
-  // Gemma 4: hidden_size_per_layer_input (per-layer input embeddings, the E2B / E4B form; 0: none).
-  int64_t ple_dim = 0;
+  // Keys set over the config.json the architecture writes for these sizes (its text model's part,
+  // after ArchDef::synthetic_config): a published model's own values (MLA head dims, Gemma 4's
+  // window and layer_types, ...), so a benchmark writes real shapes without a field here for
+  // each. The plan, and so the tensors, follow the result.
+  nlohmann::json config_overrides = nlohmann::json::object();
+  // GB-scale benchmark checkpoints: quantized Linears (NVFP4, NVFP4_AWQ, W4A16_NVFP4, FP8) written
+  // as random codes and scales directly (the reference quantizer over GBs of floats would take
+  // minutes), scales chosen for unit-gain layers; unquantized weights uniform with the same
+  // gain; streamed to model.safetensors tensor by tensor, never all in memory. For timing only.
+  bool random_codes = false;
   uint64_t seed = 1;
 };
 
@@ -78,4 +78,4 @@ nlohmann::json synthetic_config_json(const SyntheticOptions& o);
 // model.safetensors into `dir` (created if needed).
 void write_synthetic_checkpoint(const std::string& dir, const SyntheticOptions& o);
 
-}  // namespace fp4lm::model
+}  // namespace fp4lm::synth

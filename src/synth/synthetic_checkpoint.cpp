@@ -1,9 +1,10 @@
-#include "model/synthetic_checkpoint.h"
+#include "synth/synthetic_checkpoint.h"
 
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <cstring>
 #include <random>
 
 #include <fmt/format.h>
@@ -16,8 +17,9 @@
 #include "quant/mxfp8.h"
 #include "quant/nvfp4.h"
 
-namespace fp4lm::model {
+namespace fp4lm::synth {
 
+using namespace model;
 using nlohmann::json;
 using quant::QuantAlgo;
 
@@ -54,6 +56,7 @@ json synthetic_config_json(const SyntheticOptions& o) {
             {"torch_dtype", std::string(dtype_torch_name(o.dense_dtype))}};
   // An unknown name gets the shared keys only; parsing it then names the supported ones.
   if (const ArchDef* a = find_arch(o.architecture)) a->synthetic_config(o, c);
+  c.update(o.config_overrides);
   if (!is_vl(o)) return c;
   json text = c;
   text.erase("architectures");
@@ -88,6 +91,28 @@ struct Writer {
     return name.compare(0, 6, "model.") == 0 ? prefix + name.substr(6) : name;
   }
 
+  // random_codes: the tensors in file order, each with what fills it when streamed (write_streamed).
+  enum class Fill { bytes, nvfp4_codes, e4m3_scales, fp8_codes, uniform };
+  struct Planned {
+    std::string name;
+    DType dtype;
+    Shape shape;
+    Fill fill;
+    float stddev = 0;
+    std::vector<uint8_t> bytes = {};  // Fill::bytes
+  };
+  std::vector<Planned> planned = {};
+
+  void put(const std::string& name, DType dtype, const Shape& shape, std::vector<uint8_t> bytes) {
+    if (o.random_codes) planned.push_back({on_disk(name), dtype, shape, Fill::bytes, 0, std::move(bytes)});
+    else st.add(on_disk(name), dtype, shape, std::move(bytes));
+  }
+  void put_f32(const std::string& name, const Shape& shape, const std::vector<float>& v) {
+    std::vector<uint8_t> b(v.size() * sizeof(float));
+    std::memcpy(b.data(), v.data(), b.size());
+    put(name, DType::F32, shape, std::move(b));
+  }
+
   std::vector<float> randn(int64_t count, float stddev) {
     std::normal_distribution<float> d(0.0f, stddev);
     std::vector<float> v(static_cast<size_t>(count));
@@ -97,9 +122,104 @@ struct Writer {
   void dense(const std::string& name, const Shape& shape, const std::vector<float>& v) {
     std::vector<uint8_t> bytes(v.size() * dtype_size(o.dense_dtype));
     from_f32_n(v.data(), o.dense_dtype, bytes.data(), v.size());
-    st.add(on_disk(name), o.dense_dtype, shape, std::move(bytes));
+    put(name, o.dense_dtype, shape, std::move(bytes));
   }
-  void scalar(const std::string& name, float v) { st.add(on_disk(name), DType::F32, {}, &v, sizeof v); }
+  void scalar(const std::string& name, float v) { put_f32(name, {}, {v}); }
+  // A weight of random values with standard deviation `stddev`: normal, or with random_codes
+  // uniform and filled only when streamed (an embedding table can be GBs).
+  void random_dense(const std::string& name, const Shape& shape, float stddev) {
+    if (o.random_codes) planned.push_back({on_disk(name), o.dense_dtype, shape, Fill::uniform, stddev});
+    else dense(name, shape, randn(shape_numel(shape), stddev));
+  }
+
+  // random_codes: a fused group's modules as random codes and scales in `algo`'s layout. NVFP4:
+  // E4M3 block scales 0.5..1.875 and E2M1 codes (|x| ~ sqrt(8.6) on average), weight_scale_2 so
+  // that |w| ~ 1/sqrt(k); FP8: codes of |x| in [2^-3, 3.75] (rms ~ 1.26), weight_scale 1/(1.26 sqrt(k)).
+  void random_linear_group(const std::vector<std::string>& modules, const std::vector<int64_t>& rows, int64_t k,
+                           QuantAlgo algo, bool bias) {
+    const float gain = 1.0f / std::sqrt(static_cast<float>(k));
+    for (size_t i = 0; i < modules.size(); ++i) {
+      const std::string& m = modules[i];
+      const int64_t n = rows[i];
+      switch (algo) {
+        case QuantAlgo::None:
+        case QuantAlgo::MIXED_PRECISION: random_dense(m + ".weight", {n, k}, gain); break;
+        case QuantAlgo::NVFP4:
+        case QuantAlgo::NVFP4_AWQ:
+        case QuantAlgo::W4A16_NVFP4:
+          planned.push_back({on_disk(m + ".weight"), DType::U8, {n, k / 2}, Fill::nvfp4_codes});
+          planned.push_back({on_disk(m + ".weight_scale"), DType::F8_E4M3, {n, k / 16}, Fill::e4m3_scales});
+          scalar(m + ".weight_scale_2", gain / std::sqrt(8.6f));
+          if (algo != QuantAlgo::W4A16_NVFP4) scalar(m + ".input_scale", 8.0f / 2688.0f);
+          break;
+        case QuantAlgo::FP8:
+          planned.push_back({on_disk(m + ".weight"), DType::F8_E4M3, {n, k}, Fill::fp8_codes});
+          scalar(m + ".weight_scale", gain / 1.26f);
+          scalar(m + ".input_scale", 8.0f / 448.0f);
+          break;
+        default:
+          fail("synthetic checkpoint: random_codes writes NVFP4, NVFP4_AWQ, W4A16_NVFP4, FP8 or unquantized Linears, "
+               "not {}",
+               quant::algo_name(algo));
+      }
+      if (bias) random_dense(m + ".bias", {n}, 0.02f);
+    }
+  }
+
+  // random_codes: model.safetensors written tensor by tensor in `planned` order.
+  void write_streamed(const std::string& path) {
+    io::SafetensorsStreamWriter::Layout layout;
+    for (const Planned& t : planned) layout.emplace_back(t.name, t.dtype, t.shape);
+    io::SafetensorsStreamWriter out(path, layout);
+    uint64_t state = o.seed * 0x9e3779b97f4a7c15ull + 1;
+    auto next = [&state] {  // splitmix64: GBs of random bytes at memory speed
+      uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+      z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+      z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+      return z ^ (z >> 31);
+    };
+    std::vector<uint8_t> buf;
+    std::vector<float> chunk;
+    for (Planned& t : planned) {
+      if (t.fill == Fill::bytes) {
+        out.write_tensor(t.name, t.bytes.data(), t.bytes.size());
+        std::vector<uint8_t>().swap(t.bytes);
+        continue;
+      }
+      const size_t numel = static_cast<size_t>(shape_numel(t.shape));
+      buf.resize(numel * dtype_size(t.dtype));
+      switch (t.fill) {
+        case Fill::nvfp4_codes:
+          for (size_t i = 0; i < buf.size(); i += 8) {
+            const uint64_t r = next();
+            std::memcpy(buf.data() + i, &r, std::min<size_t>(8, buf.size() - i));
+          }
+          break;
+        case Fill::e4m3_scales:  // E4M3 0x30..0x3F: 0.5 .. 1.875
+          for (uint8_t& b : buf) b = static_cast<uint8_t>(0x30 + (next() & 15));
+          break;
+        case Fill::fp8_codes:  // sign, exponent 4..8, any mantissa
+          for (uint8_t& b : buf) {
+            const uint64_t r = next();
+            b = static_cast<uint8_t>((r & 0x80) | ((4 + (r >> 8) % 5) << 3) | ((r >> 16) & 7));
+          }
+          break;
+        default: {  // uniform on [-sqrt(3), sqrt(3)] x stddev, in chunks of floats
+          const float a = std::sqrt(3.0f) * t.stddev;
+          constexpr size_t kChunk = size_t{1} << 16;
+          chunk.resize(kChunk);
+          for (size_t at = 0; at < numel; at += kChunk) {
+            const size_t len = std::min(kChunk, numel - at);
+            for (size_t j = 0; j < len; ++j)
+              chunk[j] = a * (static_cast<float>(next() >> 40) * 0x1p-23f - 1.0f);  // 24 bits -> [-1, 1)
+            from_f32_n(chunk.data(), t.dtype, buf.data() + at * dtype_size(t.dtype), len);
+          }
+        }
+      }
+      out.write_tensor(t.name, buf.data(), buf.size());
+    }
+    out.finish();
+  }
 
   // gpt-oss's fused experts with their biases: MXFP4 blocks and scales (o.mxfp4_experts) or
   // input-major dense [E, in, out].
@@ -131,6 +251,7 @@ struct Writer {
   // One fused group of HF modules sharing an input, quantized as `algo`.
   void linear_group(const std::vector<std::string>& modules, const std::vector<int64_t>& rows, int64_t k,
                     QuantAlgo algo, bool bias, float input_amax, bool awq = false) {
+    if (o.random_codes) return random_linear_group(modules, rows, k, algo, bias);
     std::vector<std::vector<float>> ws;
     std::vector<float> pqs;
     // SmoothQuant writes a pre_quant_scale for every module, as AWQ does.
@@ -306,8 +427,7 @@ void write_layer_params(Writer& w, const ModelConfig& mc, int64_t i) {
     else if (ends(p.name, ".conv1d.bias")) w.dense(p.name, p.shape, w.randn(n, 0.1f));
     // A router's selection bias, stored in float32 as DeepSeek-style checkpoints do.
     else if (ends(p.name, ".e_score_correction_bias")) {
-      const std::vector<float> b = w.randn(n, 0.2f);
-      w.st.add(w.on_disk(p.name), DType::F32, p.shape, b.data(), b.size() * sizeof(float));
+      w.put_f32(p.name, p.shape, w.randn(n, 0.2f));
     }
     else {
       const bool zc = mc.zero_centered_norm && !ends(p.name, "linear_attn.norm.weight");
@@ -351,6 +471,9 @@ void write_synthetic_checkpoint(const std::string& dir, const SyntheticOptions& 
     if (o.extra_tensors) fail("synthetic checkpoint: mtp_head and extra_tensors both write mtp.*; choose one");
     (is_vl(o) ? config["text_config"] : config)["mtp_num_hidden_layers"] = 1;
   }
+  if (o.random_codes && (o.extra_tensors || o.mxfp4_experts || o.fused_experts))
+    fail("synthetic checkpoint: random_codes writes the plan's Linears and parameters only (not extra_tensors, "
+         "mxfp4_experts or fused_experts)");
   ModelConfig mc = parse_model_config(config, "synthetic config.json");
   quant::ModeloptConfig qc;
   qc.algo = o.algo;
@@ -370,7 +493,7 @@ void write_synthetic_checkpoint(const std::string& dir, const SyntheticOptions& 
   if (const auto wrap = mc.arch->wrapper(); wrap && is_vl(o)) w.prefix = wrap->tensor_prefix + "model.";
   if (mc.tensor_prefix != "model.") w.prefix = mc.tensor_prefix;
   w.renames = mc.tensor_renames;
-  w.dense("model.embed_tokens.weight", {mc.vocab_size, mc.hidden_size}, w.randn(mc.vocab_size * mc.hidden_size, 1.0f));
+  w.random_dense("model.embed_tokens.weight", {mc.vocab_size, mc.hidden_size}, 1.0f);
   w.dense("model.norm.weight", {mc.hidden_size}, std::vector<float>(mc.hidden_size, mc.zero_centered_norm ? 0.0f : 1.0f));
   for (const LayerSpec& spec : plan_layers(mc)) {
     if (spec.tied_embedding) continue;
@@ -477,7 +600,9 @@ void write_synthetic_checkpoint(const std::string& dir, const SyntheticOptions& 
   }
   write_json("config.json", config);
   write_json("generation_config.json", {{"bos_token_id", 1}, {"eos_token_id", 2}});
-  w.st.write((std::filesystem::path(dir) / "model.safetensors").string());
+  const std::string st_path = (std::filesystem::path(dir) / "model.safetensors").string();
+  if (o.random_codes) w.write_streamed(st_path);
+  else w.st.write(st_path);
 }
 
-}  // namespace fp4lm::model
+}  // namespace fp4lm::synth
