@@ -17,7 +17,7 @@
 
 #define FP4LM_W4A16_DOT 0
 #include "kernels/cpu/avx2/nvfp4_w4a16_rows.h"
-#include "thread_cpu_seconds.h"
+#include "bench_clock.h"
 
 namespace {
 

@@ -13,7 +13,7 @@
 #include <cstdio>
 
 #include "core/cpu_features.h"
-#include "thread_cpu_seconds.h"
+#include "bench_clock.h"
 
 namespace {
 

@@ -17,6 +17,7 @@
 
 #include <time.h>
 
+#include "bench_clock.h"
 #include "core/thread_pool.h"
 #include "engine/diffusion_queue.h"
 #include "engine/runtime.h"
@@ -24,14 +25,6 @@
 using namespace fp4lm;
 
 namespace {
-
-double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
-
-double process_cpu_seconds() {
-  timespec t;
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
-}
 
 struct Run {
   double wall = 0, cpu = 0;
@@ -53,7 +46,7 @@ Run run(const engine::Runtime& rt, int64_t n, int64_t max_num_seqs, int64_t max_
     q.add(i, p);
   }
   Run r;
-  const double w0 = now(), c0 = process_cpu_seconds();
+  const double w0 = wall_seconds(), c0 = process_cpu_seconds();
   while (q.has_work()) {
     for (auto& [id, o] : q.step()) {
       r.ids[id].insert(r.ids[id].end(), o.token_ids.begin(), o.token_ids.end());
@@ -61,7 +54,7 @@ Run run(const engine::Runtime& rt, int64_t n, int64_t max_num_seqs, int64_t max_
     }
     ++r.steps;
   }
-  r.wall = now() - w0;
+  r.wall = wall_seconds() - w0;
   r.cpu = process_cpu_seconds() - c0;
   return r;
 }

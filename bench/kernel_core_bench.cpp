@@ -21,7 +21,7 @@
 #include "core/dtype.h"
 #include "core/thread_pool.h"
 #include "kernels/registry.h"
-#include "thread_cpu_seconds.h"
+#include "bench_clock.h"
 
 extern "C" void openblas_set_num_threads(int);
 extern "C" char* openblas_get_corename(void);

@@ -23,6 +23,7 @@
 
 #include <time.h>
 
+#include "bench_clock.h"
 #include "core/dtype.h"
 #include "core/thread_pool.h"
 #include "model/vision/qwen3_5_vision_tower.h"
@@ -32,14 +33,6 @@ using model::Qwen3_5VisionConfig;
 using model::Qwen3_5VisionTower;
 
 namespace {
-
-double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
-
-double process_cpu_seconds() {
-  timespec t;
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
-}
 
 std::string dense_backend;  // --dense-backend ("" = the oracle's choice)
 
@@ -98,9 +91,9 @@ int main(int argc, char** argv) {
     fc1->forward(x.data(), m, y.data(), pool);
     double best = 1e30;
     for (int r = 0; r < 3; ++r) {
-      const double t0 = now();
+      const double t0 = wall_seconds();
       fc1->forward(x.data(), m, y.data(), pool);
-      best = std::min(best, now() - t0);
+      best = std::min(best, wall_seconds() - t0);
     }
     gemm_gflops = 2.0 * m * I * H / best / 1e9;
     std::printf("dense bf16 GEMM %lldx%lldx%lld (backend %s): %.3f s, %.1f GFLOP/s\n", static_cast<long long>(m),
@@ -158,9 +151,9 @@ int main(int argc, char** argv) {
     double t = 1e30, cpu = 0;
     int64_t tokens = 0;
     for (int r = 0; r < repeat; ++r) {
-      const double t0 = now(), c0 = process_cpu_seconds();
+      const double t0 = wall_seconds(), c0 = process_cpu_seconds();
       const model::ImageEmbeddings e = tower.encode(px);
-      const double dt = now() - t0, dc = process_cpu_seconds() - c0;
+      const double dt = wall_seconds() - t0, dc = process_cpu_seconds() - c0;
       tokens = e.rows;
       if (dt < t) t = dt, cpu = dc;
     }
