@@ -216,7 +216,6 @@ struct Llama4Config {
 struct DeciLMConfig {
   enum class Block { normal, no_op, linear };
   std::vector<Block> attn, ffn;          // per layer
-  std::vector<int64_t> kv_heads;         // per layer: num_attention_heads / n_heads_in_group (normal attention)
   std::vector<int64_t> intermediate;     // per layer: the MLP width from ffn_mult (normal FFN)
   bool enabled() const { return !attn.empty(); }
 };

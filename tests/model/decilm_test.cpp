@@ -104,7 +104,9 @@ TEST(DeciLM, WidthsAndKvHeadsFromBlockConfigs) {
   const json blocks = {b(g8, 2.625), b(noop, 1.3125), b(g8, 0.5), b({{"n_heads_in_group", 64}}, 1.95)};
   const ModelConfig c = parse_model_config(published_like(8192, blocks), "config.json");
   EXPECT_EQ(c.decilm.intermediate, (std::vector<int64_t>{14336, 7168, 2816, 10752}));
-  EXPECT_EQ(c.decilm.kv_heads, (std::vector<int64_t>{8, 0, 8, 1}));
+  std::vector<int64_t> kv;
+  for (const AttentionLayerSpec& a : c.attention.layers()) kv.push_back(a.kind == AttentionKind::none ? 0 : a.kv_heads);
+  EXPECT_EQ(kv, (std::vector<int64_t>{8, 0, 8, 1}));
   std::map<std::string, int64_t> rows;
   for (const LayerSpec& s : plan_layers(c)) rows[s.name] = s.out_features;
   EXPECT_EQ(rows.at("model.layers.0.self_attn.qkv_proj"), (64 + 2 * 8) * 128);

@@ -187,7 +187,9 @@ class DeciLM final : public ArchDef {
       }
       d.attn.push_back(at.kind);
       d.ffn.push_back(ft.kind);
-      d.kv_heads.push_back(kv);
+      // The attention table carries each layer's KV heads; a no_op or linear block attends nothing.
+      if (at.kind == Block::normal) c.attention[i].kv_heads = kv;
+      else c.attention[i] = {.kind = AttentionKind::none};
       d.intermediate.push_back(inter);
     }
   }
@@ -197,7 +199,7 @@ class DeciLM final : public ArchDef {
     const size_t u = static_cast<size_t>(i);
     const std::string a = layer_prefix(i) + ".self_attn", m = layer_prefix(i) + ".mlp";
     if (d.attn[u] == Block::normal) {
-      const int64_t q = c.num_heads * c.head_dim, kv = d.kv_heads[u] * c.head_dim;
+      const int64_t q = c.num_heads * c.head_dim, kv = c.attention[i].kv_heads * c.head_dim;
       out.push_back(plan_linear(a + ".qkv_proj", i, {a + ".q_proj", a + ".k_proj", a + ".v_proj"}, {q, kv, kv},
                                 c.hidden_size));
       out.push_back(plan_linear(a + ".o_proj", i, {a + ".o_proj"}, {c.hidden_size}, q));
@@ -241,7 +243,7 @@ class DeciLM final : public ArchDef {
     const size_t u = static_cast<size_t>(i);
     if (d.attn[u] == Block::linear)
       return std::make_unique<LinearMixer>(b.loader.load_linear(layer_prefix(i) + ".self_attn.linear_attn"));
-    return std::make_unique<Attention>(b, i, AttentionLayout{.kv_heads = d.kv_heads[u]});
+    return std::make_unique<Attention>(b, i, AttentionLayout{.kv_heads = b.loader.config().attention[i].kv_heads});
   }
 
   std::unique_ptr<FeedForward> make_ffn(ModelLoader& l, int64_t i) const override {
